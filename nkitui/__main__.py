@@ -1,0 +1,3 @@
+from nkitui.cli import main
+
+raise SystemExit(main())

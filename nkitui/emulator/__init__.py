@@ -1,0 +1,1 @@
+"""CPU emulator of NKI (Neuron Kernel Interface). See docs/emulator.md."""

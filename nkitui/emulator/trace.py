@@ -1,0 +1,147 @@
+"""The emulator's instruction trace: the contract between emulator/ and perf/.
+
+Every instruction the emulator executes is recorded as one `Instruction` (engine, opcode, shapes,
+dtypes, bytes moved, buffers touched, kernel source line). perf/ turns a `Trace` into estimated
+engine busy time; the UI shows hot source lines from it. Records are plain slotted dataclasses so
+a 100k-instruction trace stays cheap to build and to walk.
+
+Conventions
+-----------
+* engine: one of ENGINES. DMA transfers use engine "dma"; `meta["queue"]` may name the issuing
+  queue/engine (e.g. "sync", "scalar", "gpsimd").
+* partitions / free: P active partitions and N elements per partition of the *main* input (the
+  quantity the NKI cost formulas call N). For a matmul, `free` is the moving free size and
+  `meta` carries K, M, N.
+* reads / writes: `Access` boxes used for dependency tracking (read-after-write, write-after-read,
+  write-after-write). `storage` identifies one allocation (stable within a trace); on-chip
+  accesses give a partition range and a byte range inside each partition; HBM accesses use
+  partitions (0, 1) and a flat byte range.
+* hbm_read / hbm_write: bytes that crossed the HBM interface for this instruction (DMA only).
+* flops: model FLOPs (2*M*K*N for a matmul, 0 for a transpose) so MFU/HFU can be derived.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Iterator
+
+ENGINES = ("tensor", "vector", "scalar", "gpsimd", "dma", "sync")
+MEMORIES = ("hbm", "sbuf", "psum", "register", "none")
+
+
+@dataclass(slots=True, frozen=True)
+class Access:
+    storage: int  # allocation id, unique within the trace
+    memory: str  # one of MEMORIES
+    p0: int  # first partition (inclusive); 0 for HBM
+    p1: int  # last partition (exclusive); 1 for HBM
+    b0: int  # first byte (inclusive) inside a partition (on-chip) or in the flat tensor (HBM)
+    b1: int  # last byte (exclusive)
+
+    def overlaps(self, other: "Access") -> bool:
+        return (
+            self.storage == other.storage
+            and self.p0 < other.p1
+            and other.p0 < self.p1
+            and self.b0 < other.b1
+            and other.b0 < self.b1
+        )
+
+
+@dataclass(slots=True)
+class Instruction:
+    seq: int  # program order, 0-based, unique within a trace
+    engine: str  # one of ENGINES
+    opcode: str  # ISA-level name: "nc_matmul", "activation", "tensor_tensor", "dma_copy", ...
+    partitions: int  # P
+    free: int  # N, elements per partition of the main input
+    in_dtypes: tuple[str, ...]  # numpy-style names: "float32", "bfloat16", "float8_e4m3", ...
+    out_dtype: str
+    in_mems: tuple[str, ...]  # memory of each input: "hbm" | "sbuf" | "psum"
+    out_mem: str
+    bytes_read: int = 0
+    bytes_written: int = 0
+    hbm_read: int = 0
+    hbm_write: int = 0
+    flops: int = 0
+    reads: tuple[Access, ...] = ()
+    writes: tuple[Access, ...] = ()
+    file: str = ""  # kernel source file (basename or task-relative path)
+    line: int = 0  # 1-based line in `file`
+    core: int = 0  # logical core (LNC) index
+    program: tuple[int, ...] = ()  # SPMD program id for grid launches
+    meta: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def location(self) -> str:
+        return f"{self.file}:{self.line}" if self.file else "?"
+
+    def to_row(self) -> list[Any]:
+        """Compact JSON-able row (see Trace.to_json)."""
+        return [
+            self.seq, self.engine, self.opcode, self.partitions, self.free, list(self.in_dtypes),
+            self.out_dtype, list(self.in_mems), self.out_mem, self.bytes_read, self.bytes_written,
+            self.hbm_read, self.hbm_write, self.flops,
+            [[a.storage, a.memory, a.p0, a.p1, a.b0, a.b1] for a in self.reads],
+            [[a.storage, a.memory, a.p0, a.p1, a.b0, a.b1] for a in self.writes],
+            self.file, self.line, self.core, list(self.program), self.meta,
+        ]
+
+    @classmethod
+    def from_row(cls, r: list[Any]) -> "Instruction":
+        return cls(
+            seq=r[0], engine=r[1], opcode=r[2], partitions=r[3], free=r[4], in_dtypes=tuple(r[5]),
+            out_dtype=r[6], in_mems=tuple(r[7]), out_mem=r[8], bytes_read=r[9], bytes_written=r[10],
+            hbm_read=r[11], hbm_write=r[12], flops=r[13],
+            reads=tuple(Access(*a) for a in r[14]), writes=tuple(Access(*a) for a in r[15]),
+            file=r[16], line=r[17], core=r[18], program=tuple(r[19]), meta=dict(r[20]),
+        )
+
+
+@dataclass(slots=True)
+class StorageInfo:
+    storage: int
+    name: str
+    memory: str
+    shape: tuple[int, ...]
+    dtype: str
+
+
+@dataclass
+class Trace:
+    """Instructions of one or more kernel runs, in program order."""
+
+    target: str = "trn2"  # "trn1" | "trn2" | "trn3"
+    kernel: str = ""
+    instructions: list[Instruction] = field(default_factory=list)
+    storages: dict[int, StorageInfo] = field(default_factory=dict)
+    meta: dict[str, Any] = field(default_factory=dict)
+
+    def __len__(self) -> int:
+        return len(self.instructions)
+
+    def __iter__(self) -> Iterator[Instruction]:
+        return iter(self.instructions)
+
+    def append(self, ins: Instruction) -> None:
+        self.instructions.append(ins)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "version": 1,
+            "target": self.target,
+            "kernel": self.kernel,
+            "meta": self.meta,
+            "storages": [[s.storage, s.name, s.memory, list(s.shape), s.dtype] for s in self.storages.values()],
+            "instructions": [i.to_row() for i in self.instructions],
+        }
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> "Trace":
+        if d.get("version") != 1:
+            raise ValueError(f"unsupported trace version {d.get('version')!r} (expected 1)")
+        t = cls(target=d["target"], kernel=d.get("kernel", ""), meta=dict(d.get("meta", {})))
+        for s in d.get("storages", []):
+            t.storages[s[0]] = StorageInfo(s[0], s[1], s[2], tuple(s[3]), s[4])
+        t.instructions = [Instruction.from_row(r) for r in d["instructions"]]
+        return t
