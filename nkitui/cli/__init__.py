@@ -1,2 +1,60 @@
-def main(argv=None):
-    return 0
+"""nkitui's command line: opens the workstation or runs its headless twin.
+
+Each sub-command lives in its own module in this package and defines `register(subparsers)`.
+Modules are discovered automatically; heavy imports happen inside the handlers so that
+`nkitui --help` stays fast.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import pkgutil
+import sys
+from collections.abc import Sequence
+
+from nkitui import __version__
+
+# Order in `nkitui --help`; modules not listed here come after, alphabetically.
+COMMAND_ORDER = ["open", "demo", "check", "emu", "analyze", "review", "history", "export", "task"]
+
+
+def _command_modules() -> list[str]:
+    found = [m.name for m in pkgutil.iter_modules(__path__) if not m.name.startswith("_")]
+    ordered = [name for name in COMMAND_ORDER if name in found]
+    return ordered + sorted(name for name in found if name not in COMMAND_ORDER)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="nkitui",
+        description="Terminal workstation for auditing CUDA-to-NKI kernel ports (AWS Trainium).",
+    )
+    parser.add_argument("--version", action="version", version=f"nkitui {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for name in _command_modules():
+        module = importlib.import_module(f"{__name__}.{name}")
+        register = getattr(module, "register", None)
+        if register is not None:
+            register(sub)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args_list = list(sys.argv[1:] if argv is None else argv)
+    parser = build_parser()
+    commands = set(parser._subparsers._group_actions[0].choices) if parser._subparsers else set()  # noqa: SLF001
+    # `nkitui [TASK_DIR]` opens the workstation: route a bare path to the `open` command.
+    if args_list and not args_list[0].startswith("-") and args_list[0] not in commands:
+        args_list = ["open", *args_list]
+    elif not args_list:
+        args_list = ["open"]
+    args = parser.parse_args(args_list)
+    func = getattr(args, "func", None)
+    if func is None:
+        parser.print_help()
+        return 2
+    try:
+        return int(func(args) or 0)
+    except KeyboardInterrupt:
+        return 130
