@@ -1,0 +1,1 @@
+"""One evaluation of a task: inputs, runs, comparison, tolerance advice, trials, verdicts."""
