@@ -1,0 +1,220 @@
+"""Facts about floating-point formats the numerics checks need: unit roundoff, correct rounding
+to a narrow format, and ULP distance measured on the format's bit pattern.
+
+Formats are named as in task manifests (``float32``, ``bfloat16``, ``float8_e4m3`` ...), plus
+``tfloat32`` (fp32 storage with a 10-bit mantissa, as TensorE/Tensor Cores use it) and
+``float64``. bf16 and fp8 come from ml_dtypes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import ml_dtypes
+import numpy as np
+
+from nkitui.task.dtypes import canonical_dtype_name, dtype_name, numpy_dtype
+
+
+@dataclass(frozen=True)
+class FloatFormat:
+    name: str
+    mantissa_bits: int  # explicit fraction bits
+    storage: np.dtype  # numpy dtype that holds the values
+    max: float
+    smallest_normal: float
+    smallest_subnormal: float
+    has_inf: bool
+
+    @property
+    def unit_roundoff(self) -> float:
+        """u = 2^-(p) with p = mantissa_bits + 1: the largest relative error of one RNE rounding."""
+        return 2.0 ** -(self.mantissa_bits + 1)
+
+    @property
+    def eps(self) -> float:
+        """Distance from 1.0 to the next value: one ULP at 1.0."""
+        return 2.0 ** -self.mantissa_bits
+
+
+def _from_finfo(name: str, dtype: np.dtype, has_inf: bool = True) -> FloatFormat:
+    fi = ml_dtypes.finfo(dtype)
+    return FloatFormat(
+        name=name,
+        mantissa_bits=int(fi.nmant),
+        storage=np.dtype(dtype),
+        max=float(fi.max),
+        smallest_normal=float(fi.smallest_normal),
+        smallest_subnormal=float(fi.smallest_subnormal),
+        has_inf=has_inf,
+    )
+
+
+_FORMATS: dict[str, FloatFormat] = {
+    "float64": _from_finfo("float64", np.dtype(np.float64)),
+    "float32": _from_finfo("float32", np.dtype(np.float32)),
+    "float16": _from_finfo("float16", np.dtype(np.float16)),
+    "bfloat16": _from_finfo("bfloat16", np.dtype(ml_dtypes.bfloat16)),
+    "float8_e4m3": _from_finfo("float8_e4m3", np.dtype(ml_dtypes.float8_e4m3)),
+    "float8_e4m3fn": _from_finfo("float8_e4m3fn", np.dtype(ml_dtypes.float8_e4m3fn), has_inf=False),
+    "float8_e5m2": _from_finfo("float8_e5m2", np.dtype(ml_dtypes.float8_e5m2)),
+    "tfloat32": FloatFormat(
+        name="tfloat32",
+        mantissa_bits=10,
+        storage=np.dtype(np.float32),
+        max=float(np.finfo(np.float32).max),
+        smallest_normal=float(np.finfo(np.float32).smallest_normal),
+        smallest_subnormal=2.0**-136,
+        has_inf=True,
+    ),
+}
+
+_EXTRA_ALIASES = {"tf32": "tfloat32", "fp64": "float64", "double": "float64", "fp8_e4m3": "float8_e4m3",
+                  "fp8_e5m2": "float8_e5m2", "fp8_e4m3fn": "float8_e4m3fn"}
+
+
+def format_name(dtype: str | np.dtype | type) -> str:
+    """Canonical name of a dtype given as a manifest name, alias or numpy dtype."""
+    if isinstance(dtype, str):
+        name = _EXTRA_ALIASES.get(dtype, dtype)
+        if name in _FORMATS:
+            return name
+        canonical = canonical_dtype_name(name)
+        if canonical is not None:
+            return canonical
+        try:
+            return dtype_name(np.dtype(name))
+        except TypeError as exc:
+            raise ValueError(
+                f"unknown dtype {dtype!r}: use float32, float16, bfloat16, float8_e4m3, float8_e4m3fn, "
+                "float8_e5m2, tfloat32, float64 or an integer type"
+            ) from exc
+    name = dtype_name(np.dtype(dtype))
+    return "float64" if name == "float64" else name
+
+
+def is_float_format(dtype: str | np.dtype | type) -> bool:
+    return format_name(dtype) in _FORMATS
+
+
+def float_format(dtype: str | np.dtype | type) -> FloatFormat:
+    name = format_name(dtype)
+    if name not in _FORMATS:
+        raise ValueError(f"{name} is not a floating-point format")
+    return _FORMATS[name]
+
+
+def unit_roundoff(dtype: str | np.dtype | type) -> float:
+    """Unit roundoff of a float format; 0 for integer types (their arithmetic is exact)."""
+    name = format_name(dtype)
+    return _FORMATS[name].unit_roundoff if name in _FORMATS else 0.0
+
+
+def storage_dtype(dtype: str | np.dtype | type) -> np.dtype:
+    name = format_name(dtype)
+    if name in _FORMATS:
+        return _FORMATS[name].storage
+    return numpy_dtype(name)
+
+
+def _round_to_odd_f32(x: np.ndarray) -> np.ndarray:
+    """float64 -> float32 rounding to odd: truncate, then set the last bit if anything was lost.
+
+    A later RNE rounding to a format with at least two fewer mantissa bits is then correct,
+    which a plain float64 -> float32 -> bf16 chain (ml_dtypes' path) is not near ties.
+    """
+    x = np.asarray(x, dtype=np.float64)
+    with np.errstate(over="ignore", invalid="ignore"):
+        y = x.astype(np.float32)
+    finite = np.isfinite(x)
+    overshoot = finite & (np.abs(y.astype(np.float64)) > np.abs(x))
+    y = np.where(overshoot, np.nextafter(y, np.float32(0)), y)
+    inexact = finite & (y.astype(np.float64) != x)
+    bits = y.view(np.uint32).copy()
+    bits[inexact] |= np.uint32(1)
+    return bits.view(np.float32)
+
+
+def _round_tf32(x32: np.ndarray) -> np.ndarray:
+    bits = np.ascontiguousarray(x32, dtype=np.float32).view(np.uint32).astype(np.uint64)
+    finite = np.isfinite(x32)
+    lsb = (bits >> 13) & 1
+    rounded = ((bits + 0x0FFF + lsb) & 0xFFFFE000).astype(np.uint32)
+    out = np.where(finite, rounded, bits.astype(np.uint32))
+    return out.view(np.float32)
+
+
+def round_to(x: np.ndarray, dtype: str | np.dtype | type) -> np.ndarray:
+    """Values of `x` correctly rounded (nearest even) to `dtype`, returned as float64."""
+    name = format_name(dtype)
+    x = np.asarray(x, dtype=np.float64)
+    if name == "float64":
+        return x.copy()
+    if name == "float32":
+        with np.errstate(over="ignore"):
+            return x.astype(np.float32).astype(np.float64)
+    if name == "tfloat32":
+        with np.errstate(over="ignore"):
+            return _round_tf32(x.astype(np.float32)).astype(np.float64)
+    if name in _FORMATS:
+        with np.errstate(over="ignore", invalid="ignore"):
+            return _round_to_odd_f32(x).astype(_FORMATS[name].storage).astype(np.float64)
+    dt = numpy_dtype(name)
+    if dt.kind == "b":
+        return (x != 0).astype(np.float64)
+    info = np.iinfo(dt)
+    return np.clip(np.rint(x), info.min, info.max)
+
+
+def ordered_keys(values: np.ndarray, dtype: str | np.dtype | type) -> np.ndarray:
+    """Integers that count representable values of `dtype`: adjacent values differ by 1.
+
+    +0 and -0 both map to 0, so a step across zero counts the subnormals on both sides.
+    `values` are rounded to `dtype` first. NaN maps to an arbitrary key; mask it yourself.
+    """
+    fmt = float_format(dtype)
+    rounded = round_to(values, fmt.name)
+    stored = rounded.astype(fmt.storage) if fmt.name != "tfloat32" else rounded.astype(np.float32)
+    width = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}[stored.dtype.itemsize]
+    bits = np.ascontiguousarray(stored).view(width).astype(np.int64)
+    sign_bit = np.int64(1) << (8 * stored.dtype.itemsize - 1)
+    if stored.dtype.itemsize == 8:  # int64 cannot hold 2^63 as a positive mask: use the float sign
+        negative = np.signbit(stored)
+        magnitude = np.abs(stored).view(np.int64)
+    else:
+        negative = (bits & sign_bit) != 0
+        magnitude = bits & (sign_bit - 1)
+    if fmt.name == "tfloat32":
+        magnitude = magnitude >> 13
+    return np.where(negative, -magnitude, magnitude)
+
+
+def ulp_distance(actual: np.ndarray, expected: np.ndarray, dtype: str | np.dtype | type) -> np.ndarray:
+    """Number of `dtype` values between actual and expected after rounding both to `dtype`.
+
+    float64 result: 0 where both are NaN or the same infinity, inf where exactly one side is NaN,
+    or an infinity meets a finite value / the opposite infinity.
+    """
+    a = np.asarray(actual, dtype=np.float64)
+    b = np.asarray(expected, dtype=np.float64)
+    a, b = np.broadcast_arrays(a, b)
+    ka = ordered_keys(a, dtype)
+    kb = ordered_keys(b, dtype)
+    dist = np.abs(ka - kb).astype(np.float64)
+    ra, rb = round_to(a, dtype), round_to(b, dtype)
+    nan_a, nan_b = np.isnan(ra), np.isnan(rb)
+    inf_a, inf_b = np.isinf(ra), np.isinf(rb)
+    dist = np.where(nan_a | nan_b, np.where(nan_a & nan_b, 0.0, np.inf), dist)
+    either_inf = (inf_a | inf_b) & ~(nan_a | nan_b)
+    same_inf = inf_a & inf_b & (np.sign(ra) == np.sign(rb))
+    dist = np.where(either_inf, np.where(same_inf, 0.0, np.inf), dist)
+    return dist
+
+
+def spacing(x: np.ndarray, dtype: str | np.dtype | type) -> np.ndarray:
+    """Size of one ULP of `dtype` at |x| (the gap above |x| rounded to `dtype`), as float64."""
+    fmt = float_format(dtype)
+    mag = np.abs(np.asarray(x, dtype=np.float64))
+    with np.errstate(divide="ignore"):
+        exponent = np.floor(np.log2(np.maximum(mag, fmt.smallest_normal)))
+    return np.maximum(2.0 ** (exponent - fmt.mantissa_bits), fmt.smallest_subnormal)

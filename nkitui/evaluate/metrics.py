@@ -1,0 +1,386 @@
+"""Error metrics of one output against its reference, all computed in float64.
+
+For each output: max absolute and relative error, ULP error in the output dtype, relative L2,
+mismatch count and fraction under every convention (allclose, range_relative, rel_l2, ulp,
+exact), the worst elements with both values, NaN/Inf accounting, and a per-tile heat map.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Mapping
+
+import numpy as np
+
+from nkitui.evaluate.fpformat import format_name, is_float_format, ulp_distance, unit_roundoff
+from nkitui.evaluate.heatmap import DEFAULT_TILE, MAX_CELLS, Localisation, TileHeatmap, localise, tile_heatmap
+from nkitui.evaluate.numjson import jfloat, unjfloat
+from nkitui.evaluate.tolerance import (
+    TolerancePolicy,
+    as_policy,
+    check_policy,
+    element_mismatches,
+    nonfinite_match,
+    policy_from_dict,
+    rel_l2_error,
+)
+from nkitui.task.model import TOLERANCE_KINDS
+
+
+class ShapeMismatchError(ValueError):
+    """The kernel's output does not have the reference's shape."""
+
+
+@dataclass(frozen=True)
+class ConventionResult:
+    """Mismatches of one output under one comparison convention."""
+
+    policy: TolerancePolicy
+    mismatches: int
+    total: int
+    passed: bool
+    statistic: float | None = None  # rel_l2 ratio / largest ULP distance
+    source: str = "task"  # "task" (the task's own policy), "advice" (the advisor's) or "default"
+
+    @property
+    def fraction(self) -> float:
+        return self.mismatches / self.total if self.total else 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "policy": self.policy.to_dict(),
+            "mismatches": self.mismatches,
+            "total": self.total,
+            "fraction": self.fraction,
+            "passed": self.passed,
+            "statistic": jfloat(self.statistic),
+            "source": self.source,
+        }
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> "ConventionResult":
+        return cls(
+            policy=policy_from_dict(d["policy"]),
+            mismatches=int(d["mismatches"]),
+            total=int(d["total"]),
+            passed=bool(d["passed"]),
+            statistic=unjfloat(d.get("statistic")),
+            source=str(d.get("source", "task")),
+        )
+
+
+@dataclass(frozen=True)
+class WorstElement:
+    index: tuple[int, ...]
+    actual: float
+    expected: float
+    abs_error: float
+    rel_error: float
+    ulp: float | None
+    mismatch: bool  # under the task's policy
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "index": list(self.index),
+            "actual": jfloat(self.actual),
+            "expected": jfloat(self.expected),
+            "abs_error": jfloat(self.abs_error),
+            "rel_error": jfloat(self.rel_error),
+            "ulp": jfloat(self.ulp),
+            "mismatch": self.mismatch,
+        }
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> "WorstElement":
+        return cls(
+            index=tuple(int(i) for i in d["index"]),
+            actual=unjfloat(d["actual"]),
+            expected=unjfloat(d["expected"]),
+            abs_error=unjfloat(d["abs_error"]),
+            rel_error=unjfloat(d["rel_error"]),
+            ulp=unjfloat(d.get("ulp")),
+            mismatch=bool(d["mismatch"]),
+        )
+
+
+@dataclass(frozen=True)
+class NonFiniteCounts:
+    actual_nan: int = 0
+    actual_posinf: int = 0
+    actual_neginf: int = 0
+    expected_nan: int = 0
+    expected_posinf: int = 0
+    expected_neginf: int = 0
+    matched: int = 0  # NaN against NaN, or the same infinity on both sides
+    nan_where_finite: int = 0  # the result is NaN where the reference is finite
+    inf_where_finite: int = 0  # the result is infinite where the reference is finite
+    finite_where_nonfinite: int = 0  # the result is finite where the reference is NaN/inf
+    other_mismatch: int = 0  # NaN against inf, or +inf against -inf
+
+    @property
+    def mismatched(self) -> int:
+        return self.nan_where_finite + self.inf_where_finite + self.finite_where_nonfinite + self.other_mismatch
+
+    @property
+    def any(self) -> bool:
+        return bool(
+            self.actual_nan + self.actual_posinf + self.actual_neginf
+            + self.expected_nan + self.expected_posinf + self.expected_neginf
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        return {k: getattr(self, k) for k in self.__dataclass_fields__} | {"mismatched": self.mismatched}
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> "NonFiniteCounts":
+        return cls(**{k: int(d.get(k, 0)) for k in cls.__dataclass_fields__})
+
+
+def count_nonfinite(a: np.ndarray, b: np.ndarray) -> NonFiniteCounts:
+    fa, fb = np.isfinite(a), np.isfinite(b)
+    nf = nonfinite_match(a, b)
+    bad = nf.decided & ~nf.matched
+    return NonFiniteCounts(
+        actual_nan=int(np.isnan(a).sum()),
+        actual_posinf=int(np.isposinf(a).sum()),
+        actual_neginf=int(np.isneginf(a).sum()),
+        expected_nan=int(np.isnan(b).sum()),
+        expected_posinf=int(np.isposinf(b).sum()),
+        expected_neginf=int(np.isneginf(b).sum()),
+        matched=int(nf.matched.sum()),
+        nan_where_finite=int((np.isnan(a) & fb).sum()),
+        inf_where_finite=int((np.isinf(a) & fb).sum()),
+        finite_where_nonfinite=int((fa & ~fb).sum()),
+        other_mismatch=int((bad & ~fa & ~fb).sum()),
+    )
+
+
+@dataclass(frozen=True)
+class OutputMetrics:
+    name: str
+    dtype: str
+    shape: tuple[int, ...]
+    policy: TolerancePolicy
+    passed: bool  # under the task's policy
+    mismatches: int  # under the task's policy
+    count: int
+    max_abs: float  # over elements finite on both sides
+    max_rel: float  # |a-b|/|ref| over finite elements; inf where ref is 0 and a is not
+    mean_abs: float
+    rel_l2: float
+    max_ulp: float | None  # in the output dtype; None for integer outputs
+    mean_ulp: float | None
+    ref_max_abs: float
+    ref_rms: float
+    conventions: tuple[ConventionResult, ...]
+    worst: tuple[WorstElement, ...]
+    nonfinite: NonFiniteCounts
+    heatmap: TileHeatmap
+    localisation: Localisation | None = None
+    statistic: float | None = None  # the task policy's own statistic (rel_l2 ratio, largest ULP)
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def mismatch_fraction(self) -> float:
+        return self.mismatches / self.count if self.count else 0.0
+
+    def convention(self, kind: str) -> ConventionResult | None:
+        for c in self.conventions:
+            if c.policy.kind == kind:
+                return c
+        return None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "dtype": self.dtype,
+            "shape": list(self.shape),
+            "policy": self.policy.to_dict(),
+            "passed": self.passed,
+            "mismatches": self.mismatches,
+            "mismatch_fraction": self.mismatch_fraction,
+            "count": self.count,
+            "max_abs": jfloat(self.max_abs),
+            "max_rel": jfloat(self.max_rel),
+            "mean_abs": jfloat(self.mean_abs),
+            "rel_l2": jfloat(self.rel_l2),
+            "max_ulp": jfloat(self.max_ulp),
+            "mean_ulp": jfloat(self.mean_ulp),
+            "ref_max_abs": jfloat(self.ref_max_abs),
+            "ref_rms": jfloat(self.ref_rms),
+            "statistic": jfloat(self.statistic),
+            "conventions": [c.to_dict() for c in self.conventions],
+            "worst": [w.to_dict() for w in self.worst],
+            "nonfinite": self.nonfinite.to_dict(),
+            "heatmap": self.heatmap.to_dict(),
+            "localisation": self.localisation.to_dict() if self.localisation else None,
+            "extra": self.extra,
+        }
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> "OutputMetrics":
+        return cls(
+            name=str(d["name"]),
+            dtype=str(d["dtype"]),
+            shape=tuple(int(s) for s in d["shape"]),
+            policy=policy_from_dict(d["policy"]),
+            passed=bool(d["passed"]),
+            mismatches=int(d["mismatches"]),
+            count=int(d["count"]),
+            max_abs=unjfloat(d["max_abs"]),
+            max_rel=unjfloat(d["max_rel"]),
+            mean_abs=unjfloat(d["mean_abs"]),
+            rel_l2=unjfloat(d["rel_l2"]),
+            max_ulp=unjfloat(d.get("max_ulp")),
+            mean_ulp=unjfloat(d.get("mean_ulp")),
+            ref_max_abs=unjfloat(d["ref_max_abs"]),
+            ref_rms=unjfloat(d["ref_rms"]),
+            statistic=unjfloat(d.get("statistic")),
+            conventions=tuple(ConventionResult.from_dict(c) for c in d.get("conventions", [])),
+            worst=tuple(WorstElement.from_dict(w) for w in d.get("worst", [])),
+            nonfinite=NonFiniteCounts.from_dict(d.get("nonfinite", {})),
+            heatmap=TileHeatmap.from_dict(d["heatmap"]),
+            localisation=Localisation.from_dict(d["localisation"]) if d.get("localisation") else None,
+            extra=dict(d.get("extra", {})),
+        )
+
+
+def default_conventions(dtype: str) -> dict[str, TolerancePolicy]:
+    """Per-dtype constants used for conventions the task and the advisor leave open.
+
+    These are the common harness defaults (KernelBench: fp32 1e-4, half types 1e-2; NKIBench rel L2
+    2e-5 for fp32), scaled for fp8; they only fill the side-by-side table.
+    """
+    name = format_name(dtype)
+    u = unit_roundoff(name)
+    if u == 0.0:
+        tol = 0.0
+    elif u <= 2.0**-24:
+        tol = 1e-4
+    elif u <= 2.0**-8:
+        tol = 1e-2
+    else:
+        tol = 1e-1
+    rel = 2e-5 if (0.0 < u <= 2.0**-24) else max(tol, 1e-6)
+    return {
+        "allclose": TolerancePolicy(kind="allclose", atol=tol, rtol=tol),
+        "range_relative": TolerancePolicy(kind="range_relative", atol=tol, rtol=tol),
+        "rel_l2": TolerancePolicy(kind="rel_l2", tol=rel),
+        "ulp": TolerancePolicy(kind="ulp", max_ulp=2),
+        "exact": TolerancePolicy(kind="exact"),
+    }
+
+
+def compute_metrics(
+    name: str,
+    actual: np.ndarray,
+    expected: np.ndarray,
+    policy: TolerancePolicy | Mapping[str, Any],
+    dtype: str | np.dtype | None = None,
+    conventions: Mapping[str, TolerancePolicy] | None = None,
+    worst_k: int = 5,
+    tile: tuple[int, int] = DEFAULT_TILE,
+    max_cells: int = MAX_CELLS,
+) -> OutputMetrics:
+    """All metrics of output `name`. `dtype` is the declared output dtype (default: actual's dtype).
+
+    `conventions` gives the parameters of the other conventions (e.g. the advisor's advice);
+    kinds it leaves out use `default_conventions`. The task's own policy always fills its kind.
+    """
+    policy = as_policy(policy)
+    a_raw, b_raw = np.asarray(actual), np.asarray(expected)
+    if a_raw.shape != b_raw.shape:
+        if a_raw.size == b_raw.size:
+            hint = " (same number of elements: is the output's layout declared in the manifest?)"
+        else:
+            hint = ""
+        raise ShapeMismatchError(
+            f"output {name!r}: the kernel returned shape {a_raw.shape}, the reference {b_raw.shape}{hint}"
+        )
+    out_dtype = format_name(dtype if dtype is not None else a_raw.dtype)
+    a, b = a_raw.astype(np.float64), b_raw.astype(np.float64)
+    both_finite = np.isfinite(a) & np.isfinite(b)
+    with np.errstate(invalid="ignore", over="ignore", divide="ignore"):
+        err = np.where(both_finite, np.abs(a - b), 0.0)
+        rel = np.where(both_finite & (b != 0), err / np.abs(np.where(b == 0, 1.0, b)), 0.0)
+        rel = np.where(both_finite & (b == 0) & (a != 0), np.inf, rel)
+    ulps = ulp_distance(a, b, out_dtype) if is_float_format(out_dtype) and a.size else None
+
+    bad = element_mismatches(a, b, policy, out_dtype)
+    outcome = check_policy(a, b, policy, out_dtype)
+
+    chosen: dict[str, tuple[TolerancePolicy, str]] = {
+        k: (p, "default") for k, p in default_conventions(out_dtype).items()
+    }
+    for kind, p in (conventions or {}).items():
+        chosen[kind] = (as_policy(p), "advice")
+    chosen[policy.kind] = (policy, "task")
+    results = []
+    for kind in TOLERANCE_KINDS:
+        p, source = chosen[kind]
+        o = outcome if kind == policy.kind else check_policy(a, b, p, out_dtype)
+        results.append(ConventionResult(p, o.mismatches, o.total, o.passed, o.statistic, source))
+
+    nf = nonfinite_match(a, b)
+    err_for_rank = np.where(nf.decided & ~nf.matched, np.inf, err)
+    worst = _worst_elements(a, b, err_for_rank, rel, ulps, bad, worst_k)
+    finite_ref = b[np.isfinite(b)]
+    n_finite = int(both_finite.sum())
+    finite_ulps = ulps[both_finite] if ulps is not None else None
+    return OutputMetrics(
+        name=name,
+        dtype=out_dtype,
+        shape=tuple(a.shape),
+        policy=policy,
+        passed=outcome.passed,
+        mismatches=outcome.mismatches,
+        count=int(a.size),
+        max_abs=float(err.max()) if a.size else 0.0,
+        max_rel=float(rel.max()) if a.size else 0.0,
+        mean_abs=float(err[both_finite].mean()) if n_finite else 0.0,
+        rel_l2=rel_l2_error(a, b),
+        max_ulp=float(finite_ulps.max()) if finite_ulps is not None and finite_ulps.size else None,
+        mean_ulp=float(finite_ulps.mean()) if finite_ulps is not None and finite_ulps.size else None,
+        ref_max_abs=float(np.abs(finite_ref).max()) if finite_ref.size else 0.0,
+        ref_rms=float(np.sqrt(np.mean(finite_ref**2))) if finite_ref.size else 0.0,
+        conventions=tuple(results),
+        worst=worst,
+        nonfinite=count_nonfinite(a, b),
+        heatmap=tile_heatmap(err_for_rank, bad, tile, max_cells),
+        localisation=localise(bad, tile),
+        statistic=outcome.statistic,
+    )
+
+
+def _worst_elements(
+    a: np.ndarray,
+    b: np.ndarray,
+    err: np.ndarray,
+    rel: np.ndarray,
+    ulps: np.ndarray | None,
+    bad: np.ndarray,
+    k: int,
+) -> tuple[WorstElement, ...]:
+    if a.size == 0 or k <= 0:
+        return ()
+    flat = err.ravel()
+    # Mismatches first (by error), then the largest errors among the rest.
+    key = flat + np.where(bad.ravel(), np.inf, 0.0)
+    k = min(k, flat.size)
+    idx = np.argpartition(-np.nan_to_num(key, posinf=np.finfo(np.float64).max), k - 1)[:k]
+    order = sorted(idx, key=lambda i: (not bad.ravel()[i], -flat[i]))
+    out = []
+    for i in order:
+        nd = tuple(int(v) for v in np.unravel_index(int(i), a.shape))
+        out.append(
+            WorstElement(
+                index=nd,
+                actual=float(a.ravel()[i]),
+                expected=float(b.ravel()[i]),
+                abs_error=float(flat[i]),
+                rel_error=float(rel.ravel()[i]),
+                ulp=float(ulps.ravel()[i]) if ulps is not None else None,
+                mismatch=bool(bad.ravel()[i]),
+            )
+        )
+    return tuple(out)

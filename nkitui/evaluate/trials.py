@@ -1,0 +1,327 @@
+"""Trials: the port on several seeds and on adversarial inputs, each reported on its own.
+
+A seed trial passes when every output passes the task's tolerance. An adversarial trial is
+judged twice: by the task's tolerance, and by the advisor's tolerance recomputed for that trial's
+own outputs (x8 safety), because a fixed atol written for unit-scale data says little about
+inputs scaled by 1e4. Its status is
+
+  pass            every output passes the task's tolerance
+  tolerance-only  the task's tolerance fails, but the errors are what a correct kernel makes on
+                  these values (no NaN/Inf disagreement, within the advisor's bound)
+  fail            NaN/Inf where the reference has none (or the reverse), or errors beyond the bound
+  error           the port raised an exception
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Literal, Mapping, Sequence
+
+import numpy as np
+
+from nkitui.common.findings import Finding
+from nkitui.evaluate import numfindings as rules
+from nkitui.evaluate.adversarial import make_adversarial_cases, output_dtype_names
+from nkitui.evaluate.advisor import advise_output, partial_sum_rms, reduction_length_for
+from nkitui.evaluate.metrics import OutputMetrics, ShapeMismatchError, compute_metrics
+from nkitui.evaluate.numfindings import g, numerics_finding
+from nkitui.evaluate.numjson import jfloat, unjfloat
+from nkitui.evaluate.runners import InputMaker, KernelRunner, ReferenceFn, RunOptions, describe_exception
+from nkitui.evaluate.tolerance import check_policy
+
+TrialStatus = Literal["pass", "fail", "tolerance-only", "error"]
+LINEAR_OPS = ("matmul", "reduction", "scan")
+ADVERSARIAL_SAFETY = 8.0
+
+
+@dataclass(frozen=True)
+class OutputSummary:
+    name: str
+    passed: bool  # the task's tolerance
+    mismatches: int
+    count: int
+    max_abs: float
+    max_rel: float
+    rel_l2: float
+    max_ulp: float | None
+    nonfinite_mismatched: int
+    within_expected: bool | None = None  # adversarial only: within the advisor's bound for this trial
+
+    @classmethod
+    def from_metrics(cls, m: OutputMetrics, within_expected: bool | None = None) -> "OutputSummary":
+        return cls(m.name, m.passed, m.mismatches, m.count, m.max_abs, m.max_rel, m.rel_l2, m.max_ulp,
+                   m.nonfinite.mismatched, within_expected)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "passed": self.passed,
+            "mismatches": self.mismatches,
+            "count": self.count,
+            "max_abs": jfloat(self.max_abs),
+            "max_rel": jfloat(self.max_rel),
+            "rel_l2": jfloat(self.rel_l2),
+            "max_ulp": jfloat(self.max_ulp),
+            "nonfinite_mismatched": self.nonfinite_mismatched,
+            "within_expected": self.within_expected,
+        }
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> "OutputSummary":
+        return cls(
+            name=str(d["name"]),
+            passed=bool(d["passed"]),
+            mismatches=int(d["mismatches"]),
+            count=int(d["count"]),
+            max_abs=unjfloat(d["max_abs"]),
+            max_rel=unjfloat(d["max_rel"]),
+            rel_l2=unjfloat(d["rel_l2"]),
+            max_ulp=unjfloat(d.get("max_ulp")),
+            nonfinite_mismatched=int(d.get("nonfinite_mismatched", 0)),
+            within_expected=d.get("within_expected"),
+        )
+
+
+@dataclass(frozen=True)
+class TrialResult:
+    name: str  # "seed 3" or the adversarial case ("large", "mask", ...)
+    kind: Literal["seed", "adversarial"]
+    seed: int
+    description: str
+    status: TrialStatus
+    outputs: tuple[OutputSummary, ...] = ()
+    error: str | None = None
+    metrics: tuple[OutputMetrics, ...] = ()  # full metrics, kept for the first seed only
+
+    @property
+    def passed(self) -> bool:
+        return self.status == "pass"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "kind": self.kind,
+            "seed": self.seed,
+            "description": self.description,
+            "status": self.status,
+            "outputs": [o.to_dict() for o in self.outputs],
+            "error": self.error,
+            "metrics": [m.to_dict() for m in self.metrics],
+        }
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> "TrialResult":
+        return cls(
+            name=str(d["name"]),
+            kind=d["kind"],
+            seed=int(d["seed"]),
+            description=str(d.get("description", "")),
+            status=d["status"],
+            outputs=tuple(OutputSummary.from_dict(o) for o in d.get("outputs", [])),
+            error=d.get("error"),
+            metrics=tuple(OutputMetrics.from_dict(m) for m in d.get("metrics", [])),
+        )
+
+
+@dataclass(frozen=True)
+class TrialsReport:
+    trials: tuple[TrialResult, ...]
+    findings: tuple[Finding, ...] = field(default_factory=tuple)
+
+    @property
+    def seeds(self) -> tuple[TrialResult, ...]:
+        return tuple(t for t in self.trials if t.kind == "seed")
+
+    @property
+    def adversarial(self) -> tuple[TrialResult, ...]:
+        return tuple(t for t in self.trials if t.kind == "adversarial")
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"trials": [t.to_dict() for t in self.trials], "findings": [f.to_dict() for f in self.findings]}
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> "TrialsReport":
+        return cls(
+            trials=tuple(TrialResult.from_dict(t) for t in d.get("trials", [])),
+            findings=tuple(Finding.from_dict(f) for f in d.get("findings", [])),
+        )
+
+
+def _as_outputs(raw: Mapping[str, np.ndarray], outputs: Sequence[Any], who: str) -> dict[str, np.ndarray]:
+    missing = [o.name for o in outputs if o.name not in raw]
+    if missing:
+        raise KeyError(f"{who} returned no output named {', '.join(missing)} (it returned {', '.join(raw) or 'nothing'})")
+    return {o.name: np.asarray(raw[o.name]) for o in outputs}
+
+
+def _run_pair(runner: KernelRunner, reference: ReferenceFn, inputs: dict[str, np.ndarray], outputs, options):
+    with np.errstate(all="ignore"):
+        ref = _as_outputs(reference(dict(inputs)), outputs, "the reference")
+    got = _as_outputs(runner(dict(inputs), options), outputs, "the port")
+    return got, ref
+
+
+def run_trials(
+    runner: KernelRunner,
+    reference: ReferenceFn,
+    make_inputs: InputMaker,
+    seeds: Sequence[int],
+    outputs: Sequence[Any],
+    op: str | None = None,
+    *,
+    adversarial: bool = True,
+    precise: bool = True,
+    accumulation_dtype: str = "float32",
+) -> TrialsReport:
+    """Run the port on every seed, then on the adversarial cases for `op` (built from the first seed).
+
+    `outputs`: the task's output specs (name, shape, dtype, tolerance, reduction_length).
+    """
+    trials: list[TrialResult] = []
+    seed_rms: dict[str, float] = {}
+    first_inputs: dict[str, np.ndarray] | None = None
+    for i, seed in enumerate(seeds):
+        inputs = make_inputs(seed)
+        if first_inputs is None:
+            first_inputs = inputs
+        label = f"seed {seed}"
+        try:
+            got, ref = _run_pair(runner, reference, inputs, outputs, RunOptions(precise=precise, label=label))
+            metrics = [compute_metrics(o.name, got[o.name], ref[o.name], o.tolerance, o.dtype) for o in outputs]
+        except ShapeMismatchError as exc:
+            trials.append(TrialResult(label, "seed", seed, "random inputs", "error", error=str(exc)))
+            continue
+        except Exception as exc:  # noqa: BLE001 - the port (or reference) raised: reported, not fatal
+            trials.append(TrialResult(label, "seed", seed, "random inputs", "error", error=describe_exception(exc)))
+            continue
+        for m in metrics:
+            seed_rms.setdefault(m.name, m.ref_rms)
+        status: TrialStatus = "pass" if all(m.passed for m in metrics) else "fail"
+        trials.append(
+            TrialResult(
+                label, "seed", seed, "random inputs from the manifest", status,
+                outputs=tuple(OutputSummary.from_metrics(m) for m in metrics),
+                metrics=tuple(metrics) if i == 0 else (),
+            )
+        )
+    if adversarial and first_inputs is not None:
+        trials += _adversarial_trials(
+            runner, reference, first_inputs, seeds[0] if seeds else 0, outputs, op, precise, accumulation_dtype, seed_rms
+        )
+    report = TrialsReport(tuple(trials))
+    return TrialsReport(report.trials, tuple(trial_findings(report)))
+
+
+def _adversarial_trials(runner, reference, base_inputs, seed, outputs, op, precise, acc_dtype, seed_rms):
+    ref_fn = lambda inp: _as_outputs(reference(dict(inp)), outputs, "the reference")  # noqa: E731
+    k_any = None
+    for o in outputs:
+        k_any = reduction_length_for(o, base_inputs, op)[0]
+        break
+    cases = make_adversarial_cases(base_inputs, ref_fn, op, output_dtype_names(outputs), k_any, seed)
+    results = []
+    for case in cases:
+        label = f"adversarial: {case.name}"
+        try:
+            got, ref = _run_pair(runner, reference, case.inputs, outputs, RunOptions(precise=precise, label=label))
+        except Exception as exc:  # noqa: BLE001
+            results.append(TrialResult(case.name, "adversarial", seed, case.description, "error",
+                                       error=describe_exception(exc)))
+            continue
+        summaries = []
+        statuses = []
+        for o in outputs:
+            try:
+                m = compute_metrics(o.name, got[o.name], ref[o.name], o.tolerance, o.dtype)
+            except ShapeMismatchError as exc:
+                results.append(TrialResult(case.name, "adversarial", seed, case.description, "error", error=str(exc)))
+                break
+            within = _within_expected(o, got[o.name], ref[o.name], case, base_inputs, reference, op, acc_dtype,
+                                      seed_rms.get(o.name, 0.0))
+            summaries.append(OutputSummary.from_metrics(m, within))
+            if m.passed:
+                statuses.append("pass")
+            elif m.nonfinite.mismatched == 0 and within:
+                statuses.append("tolerance-only")
+            else:
+                statuses.append("fail")
+        else:
+            status: TrialStatus = "fail" if "fail" in statuses else (
+                "tolerance-only" if "tolerance-only" in statuses else "pass")
+            results.append(TrialResult(case.name, "adversarial", seed, case.description, status, tuple(summaries)))
+    return results
+
+
+def _within_expected(spec, actual, ref, case, base_inputs, reference, op, acc_dtype, seed_rms) -> bool:
+    magnitude = 0.0 if case.rescaled else seed_rms
+    if op in LINEAR_OPS:
+        k = reduction_length_for(spec, case.inputs, op)[0]
+        try:
+            with np.errstate(all="ignore"):
+                abs_inputs = {n: np.abs(np.asarray(v).astype(np.float64)) for n, v in case.inputs.items()}
+                abs_ref = np.asarray(reference(abs_inputs)[spec.name])
+            magnitude = max(magnitude, partial_sum_rms(abs_ref, k))
+        except Exception:  # noqa: BLE001 - the magnitude proxy is optional
+            pass
+    advice = advise_output(spec, ref, case.inputs, op, accumulation_dtype=acc_dtype, magnitude_rms=magnitude,
+                           safety=ADVERSARIAL_SAFETY)
+    return check_policy(actual, ref, advice.advised["allclose"], spec.dtype).passed
+
+
+def trial_findings(report: TrialsReport) -> list[Finding]:
+    findings: list[Finding] = []
+    seeds = report.seeds
+    passing = [t for t in seeds if t.status == "pass"]
+    failing = [t for t in seeds if t.status in ("fail", "error")]
+    if passing and failing:
+        worst = []
+        for t in failing:
+            bad = [o for o in t.outputs if not o.passed]
+            if bad:
+                worst.append(f"seed {t.seed}: `{bad[0].name}` {bad[0].mismatches} mismatches, max abs error {g(bad[0].max_abs)}")
+            else:
+                worst.append(f"seed {t.seed}: {t.error}")
+        findings.append(
+            numerics_finding(
+                rules.TRIAL_FAILED,
+                "high",
+                "The port fails on some seeds and passes on others",
+                f"The port passes with seed(s) {', '.join(str(t.seed) for t in passing)} but fails with "
+                f"seed(s) {', '.join(str(t.seed) for t in failing)} ({'; '.join(worst)}). Its correctness depends on "
+                "the input values: check data-dependent branches, uninitialised buffers and tiles reused across "
+                "iterations.",
+                {"passing": [t.seed for t in passing], "failing": [t.seed for t in failing]},
+            )
+        )
+    for t in report.adversarial:
+        if t.status == "error":
+            findings.append(
+                numerics_finding(
+                    rules.ADVERSARIAL_FAILED,
+                    "medium",
+                    f"The port crashes on adversarial inputs: {t.name}",
+                    f"The port raised an error on adversarial inputs ({t.description}): {t.error}. "
+                    "The reference handles these values, so the port should too.",
+                    {"case": t.name, "error": t.error},
+                )
+            )
+        elif t.status == "fail":
+            bad = [o for o in t.outputs if not o.passed]
+            parts = []
+            for o in bad:
+                if o.nonfinite_mismatched:
+                    parts.append(f"`{o.name}` has {o.nonfinite_mismatched} NaN/Inf value(s) that disagree with the reference")
+                else:
+                    parts.append(f"`{o.name}` is off by up to {g(o.max_abs)} (relative L2 {g(o.rel_l2)})")
+            findings.append(
+                numerics_finding(
+                    rules.ADVERSARIAL_FAILED,
+                    "medium",
+                    f"The port breaks on adversarial inputs: {t.name}",
+                    f"On adversarial inputs ({t.description}) {'; '.join(parts)}, beyond what correct arithmetic "
+                    "in these dtypes explains. Real inputs of this kind (very large or very small values, masks, "
+                    "cancelling terms) would give wrong results.",
+                    {"case": t.name, "outputs": [o.to_dict() for o in bad]},
+                )
+            )
+    return findings
