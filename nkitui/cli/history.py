@@ -1,0 +1,160 @@
+"""`nkitui history`: a task's submitted reviews, newest first, with outdated markers.
+
+    nkitui history TASK_DIR [--json]
+    nkitui history TASK_DIR --blind [--auditor NAME]    hide others' judgements until you have reviewed
+    nkitui history TASK_DIR --diff REVIEW_A REVIEW_B    what changed between two reviews (ids or prefixes)
+    nkitui history DIR --agreement [--json]             Krippendorff's alpha per criterion over DIR
+
+Corrupt review files are reported on standard error and skipped. Exit 2 when TASK_DIR is missing
+or a --diff review cannot be found.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("history", help="submitted reviews of a task, newest first, with outdated markers")
+    p.add_argument("task_dir", type=Path)
+    p.add_argument("--json", action="store_true", help="print JSON instead of text")
+    p.add_argument("--blind", action="store_true", help="hide other auditors' scores until you have reviewed this version")
+    p.add_argument("--auditor", help="who is looking, for --blind (default: git config user.name, else the OS user)")
+    p.add_argument("--diff", nargs=2, metavar=("A", "B"), help="compare two reviews (ids, id prefixes or paths)")
+    p.add_argument("--agreement", action="store_true",
+                   help="inter-rater agreement per criterion across every review under TASK_DIR (any folder)")
+    p.set_defaults(func=_history)
+
+
+def _err(text: str) -> None:
+    print(text, file=sys.stderr)
+
+
+def _viewer(task_dir: Path, auditor: str | None) -> str:
+    from nkitui.review import ReviewError, auditor_slug
+    from nkitui.review.gitstore import open_repo, resolve_auditor
+
+    if auditor:
+        return auditor_slug(auditor)
+    try:
+        repo = open_repo(task_dir)
+    except ReviewError:
+        repo = None
+    return resolve_auditor(repo, None).slug
+
+
+def _fmt_score(value) -> str:
+    return "-" if value is None else str(value)
+
+
+def _history(args: argparse.Namespace) -> int:
+    if not args.task_dir.is_dir():
+        _err(f"error: {args.task_dir}: no such folder — fix: give the path of a task folder")
+        return 2
+    if args.agreement:
+        return _agreement(args)
+    from nkitui.review import ReviewError, diff_reviews, task_history
+    from nkitui.review.rubric_cache import RubricCache
+
+    viewer = None
+    if args.blind:
+        try:
+            viewer = _viewer(args.task_dir, args.auditor)
+        except ReviewError as exc:
+            for p in exc.problems:
+                _err(f"error: {p}")
+            return 2
+    rubrics = RubricCache()
+    history = task_history(args.task_dir, blind=args.blind, viewer=viewer, rubrics=rubrics)
+    for p in history.problems:
+        _err(f"{p.severity}: {p}")
+
+    if args.diff:
+        try:
+            a, b = (history.find(ref) for ref in args.diff)
+        except KeyError as exc:
+            _err(f"error: {exc.args[0]}")
+            return 2
+        if a.hidden or b.hidden:
+            _err("error: blind mode: submit your own review of this version before comparing others' reviews")
+            return 2
+        diff = diff_reviews(a.record, b.record, rubrics.get(args.task_dir, b.record.rubric_id))
+        if args.json:
+            print(json.dumps(diff.to_dict(), indent=2))
+        else:
+            _print_diff(diff)
+        return 0
+
+    if args.json:
+        print(json.dumps({"task": str(args.task_dir), "task_id": history.task_id, "blind": history.blind,
+                          "viewer": history.viewer, "reviews": [e.to_dict() for e in history.entries],
+                          "problems": [p.to_dict() for p in history.problems]}, indent=2))
+        return 0
+    if not history.entries:
+        print(f"no reviews of {history.task_id or args.task_dir} yet (they live in {args.task_dir}/reviews/)")
+        return 0
+    print(f"reviews of {history.task_id or args.task_dir}, newest first ({len(history.entries)})")
+    if history.blind and not history.viewer_reviewed_current:
+        print(f"blind mode: others' judgements are hidden until {viewer} submits a review of the current version")
+    for e in history.entries:
+        r = e.record
+        when = r.submitted_at.strftime("%Y-%m-%d %H:%M")
+        mark = "OUTDATED " if e.outdated else ""
+        if e.hidden:
+            line = f"{mark}{when}  {r.auditor}  (hidden)"
+        else:
+            score = "" if e.weighted_score is None else f"  {e.weighted_score * 100:.0f}%"
+            scores = " ".join(f"{cid}={_fmt_score(s.value)}" for cid, s in r.scores.items())
+            line = f"{mark}{when}  {r.auditor}  {r.verdict}{score}  {scores}"
+        print(line)
+        print(f"    {e.relpath}  rubric {r.rubric_id} v{r.rubric_version}  task commit {r.task.commit[:12]}")
+        if e.outdated:
+            print("    changed since: " + ", ".join(str(c) for c in e.changes))
+    return 0
+
+
+def _print_diff(diff) -> None:
+    a, b = diff.before, diff.after
+    print(f"{a.id} ({a.auditor}, {a.verdict}) -> {b.id} ({b.auditor}, {b.verdict})")
+    if diff.verdict_changed:
+        print(f"  verdict: {a.verdict} -> {b.verdict}")
+    if (a.rubric_id, a.rubric_version) != (b.rubric_id, b.rubric_version):
+        print(f"  rubric: {a.rubric_id} v{a.rubric_version} -> {b.rubric_id} v{b.rubric_version}")
+    for c in diff.criteria:
+        if not c.score_changed and not c.comment_changed:
+            print(f"  {c.title}: {_fmt_score(c.after)} (unchanged)")
+            continue
+        delta = f" ({c.delta:+g})" if c.delta is not None and c.delta != 0 else ""
+        note = "  comment changed" if c.comment_changed else ""
+        print(f"  {c.title}: {_fmt_score(c.before)} -> {_fmt_score(c.after)}{delta}{note}")
+    if diff.files:
+        print("  judged files differ: " + ", ".join(str(f) for f in diff.files))
+    if diff.comments_added or diff.comments_removed:
+        print(f"  line comments: +{len(diff.comments_added)} -{len(diff.comments_removed)}")
+        for c in diff.comments_added:
+            print(f"    + {c.location}: {c.text.strip().splitlines()[0] if c.text.strip() else ''}")
+        for c in diff.comments_removed:
+            print(f"    - {c.location}: {c.text.strip().splitlines()[0] if c.text.strip() else ''}")
+
+
+def _agreement(args: argparse.Namespace) -> int:
+    from nkitui.review import agreement_under
+
+    report = agreement_under(args.task_dir)
+    for p in report.problems:
+        _err(f"{p.severity}: {p}")
+    if args.json:
+        print(json.dumps(report.to_dict(), indent=2))
+        return 0
+    print(f"inter-rater agreement (Krippendorff's alpha) over {report.reviews} review(s) under {args.task_dir}")
+    if not report.criteria:
+        print("  no scored reviews found")
+    for c in report.criteria:
+        alpha = "n/a" if c.alpha is None else f"{c.alpha:.3f}"
+        note = f"  ({c.note})" if c.note else ""
+        print(f"  {c.rubric_id} / {c.title} [{c.level}]: alpha={alpha}  auditors={c.raters} shared versions={c.units} "
+              f"ratings={c.ratings}{note}")
+    return 0

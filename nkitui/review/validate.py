@@ -1,0 +1,78 @@
+"""Check a draft against its rubric and the task before it may be submitted."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from nkitui.review.draft import Draft
+from nkitui.review.rubric import Rubric
+from nkitui.task.problems import Problem
+
+
+def validate_draft(draft: Draft, rubric: Rubric, task_root: Path | None = None, task_id: str | None = None,
+                   display: str = "draft") -> list[Problem]:
+    """Every problem that blocks submission (errors) or deserves a look (warnings). Empty = ready.
+
+    The UI calls this live to mark unfinished criteria; `review submit` refuses on any error.
+    """
+    problems: list[Problem] = []
+
+    def error(fld: str, message: str, fix: str) -> None:
+        problems.append(Problem(display, fld, message, fix))
+
+    def warn(fld: str, message: str, fix: str) -> None:
+        problems.append(Problem(display, fld, message, fix, "warning"))
+
+    if task_id is not None and draft.task_id != task_id:
+        error("task_id", f"the draft is for task {draft.task_id!r}, not {task_id!r}",
+              f'write task_id = "{task_id}" if this review really is for that task')
+    if draft.rubric_id != rubric.id:
+        error("rubric.id", f"the draft uses rubric {draft.rubric_id!r} but the task's rubric is {rubric.id!r}",
+              "start again from `nkitui review template TASK_DIR`")
+        return problems
+    if draft.rubric_version != rubric.version:
+        warn("rubric.version", f"the draft was written against rubric version {draft.rubric_version}, the task now uses {rubric.version}",
+             "check the scores against the current guidance; the record will carry the current version")
+
+    known = ", ".join(rubric.criterion_ids)
+    for cid, entry in draft.scores.items():
+        crit = rubric.criterion(cid)
+        if crit is None:
+            error(f"scores.{cid}", f"{cid!r} is not a criterion of rubric {rubric.id} v{rubric.version}",
+                  f"remove it or use one of: {known}")
+            continue
+        if entry.value is not None:
+            bad = crit.scale.check(entry.value)
+            if bad:
+                error(f"scores.{cid}.score", f"{crit.title}: {bad}", f"score it on {crit.scale.describe()}")
+    for crit in rubric.criteria:
+        entry = draft.scores.get(crit.id)
+        if crit.required and (entry is None or entry.value is None):
+            error(f"scores.{crit.id}.score", f"required criterion {crit.title!r} has no score",
+                  f"score it on {crit.scale.describe()} (see its guidance in the rubric)")
+
+    if not draft.verdict:
+        error("verdict", "no verdict", f"set verdict to one of: {', '.join(rubric.verdicts)}")
+    elif draft.verdict not in rubric.verdicts:
+        error("verdict", f"unknown verdict {draft.verdict!r}", f"use one of: {', '.join(rubric.verdicts)}")
+
+    for i, c in enumerate(draft.comments):
+        where = f"comments[{i}]"
+        if c.criterion is not None and rubric.criterion(c.criterion) is None:
+            error(f"{where}.criterion", f"{c.criterion!r} is not a criterion of the rubric", f"use one of: {known}, or leave it out")
+        if task_root is not None:
+            target = Path(task_root) / c.file
+            if not target.is_file():
+                error(f"{where}.file", f"{c.file!r} is not a file of the task", "anchor the comment to a file inside the task folder")
+                continue
+            try:
+                count = len(target.read_bytes().splitlines())
+            except OSError:
+                continue
+            if c.end > max(count, 1):
+                error(f"{where}.lines", f"lines {c.start}-{c.end} go past the end of {c.file} ({count} lines)",
+                      "anchor the comment to lines that exist")
+    for i, e in enumerate(draft.evidence):
+        if e.criterion is not None and rubric.criterion(e.criterion) is None:
+            error(f"evidence[{i}].criterion", f"{e.criterion!r} is not a criterion of the rubric", f"use one of: {known}, or leave it out")
+    return problems
