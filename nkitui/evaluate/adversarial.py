@@ -83,7 +83,8 @@ def _f64(a: np.ndarray) -> np.ndarray:
 
 
 def _ref_ok(reference: ReferenceFn, inputs: dict[str, np.ndarray], out_max: Mapping[str, float],
-            base_nonfinite: Mapping[str, np.ndarray] | None = None, low: Mapping[str, float] | None = None) -> bool:
+            base_nonfinite: Mapping[str, np.ndarray] | None = None, low: Mapping[str, float] | None = None,
+            allow_inf: bool = False) -> bool:
     try:
         with np.errstate(all="ignore"):
             outs = reference(inputs)
@@ -92,7 +93,7 @@ def _ref_ok(reference: ReferenceFn, inputs: dict[str, np.ndarray], out_max: Mapp
     for name, arr in outs.items():
         b = _f64(arr)
         allowed = base_nonfinite.get(name) if base_nonfinite else None
-        bad = ~np.isfinite(b)
+        bad = np.isnan(b) if allow_inf else ~np.isfinite(b)
         if allowed is not None and allowed.shape == b.shape:
             bad &= ~allowed
         if bad.any():
@@ -258,7 +259,7 @@ def _mask(base, names, reference, op, limits, lows, base_nf, k, rng):
     rows[masked] = -np.inf
     trial = dict(base)
     trial[first] = _cast(rows.reshape(base[first].shape), base[first])
-    if not _ref_ok(reference, trial, limits, base_nf):
+    if not _ref_ok(reference, trial, limits, base_nf, allow_inf=True):
         return None
     return AdversarialCase(
         "mask", f"{int(masked.sum())} entries of {first} set to -inf (causal pattern, every row keeps one)",

@@ -101,7 +101,7 @@ def tile_heatmap(
     col_edges, cell_c = _edges(cols, tile_c, max_cells)
     if err.size == 0:
         return TileHeatmap((rows, cols), (tile_r, tile_c), (cell_r, cell_c), row_edges, col_edges, (), (), ())
-    max_abs = _reduce_blocks(np.nan_to_num(err, nan=np.inf), row_edges, col_edges, np.maximum)
+    max_abs = _reduce_blocks(np.where(np.isnan(err), np.inf, err), row_edges, col_edges, np.maximum)
     counts = _reduce_blocks(bad.astype(np.int64), row_edges, col_edges, np.add)
     sizes = np.outer(np.diff(row_edges), np.diff(col_edges))
     return TileHeatmap(

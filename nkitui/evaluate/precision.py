@@ -40,7 +40,7 @@ from nkitui.evaluate.fpformat import format_name, is_float_format, round_to, ulp
 from nkitui.evaluate.numfindings import g, numerics_finding
 from nkitui.evaluate.numjson import jfloat, unjfloat
 from nkitui.evaluate.runners import KernelRunner, ReferenceFn, RunOptions, describe_exception
-from nkitui.evaluate.tolerance import check_policy, rel_l2_error
+from nkitui.evaluate.tolerance import check_policy, nonfinite_match, rel_l2_error
 
 Verdict = Literal["consistent", "dtype-error-dominates", "algorithm-error", "both"]
 EXCESS_FACTOR = 1.5  # extra roundings in the output dtype a correct port may make, in u_out/sqrt(3)
@@ -73,6 +73,7 @@ class PrecisionOutput:
     reduction_length: int
     algorithm_rel_l2: float
     algorithm_max_abs: float
+    algorithm_nonfinite: int  # NaN/Inf disagreements with the reference, precise off
     dtype_rel_l2: float
     dtype_max_abs: float
     excess_rel_l2: float  # precise on vs precise off rounded once to the output dtype
@@ -99,6 +100,7 @@ class PrecisionOutput:
             "reduction_length": self.reduction_length,
             "algorithm_rel_l2": jfloat(self.algorithm_rel_l2),
             "algorithm_max_abs": jfloat(self.algorithm_max_abs),
+            "algorithm_nonfinite": self.algorithm_nonfinite,
             "dtype_rel_l2": jfloat(self.dtype_rel_l2),
             "dtype_max_abs": jfloat(self.dtype_max_abs),
             "excess_rel_l2": jfloat(self.excess_rel_l2),
@@ -123,6 +125,7 @@ class PrecisionOutput:
             reduction_length=int(d["reduction_length"]),
             algorithm_rel_l2=unjfloat(d["algorithm_rel_l2"]),
             algorithm_max_abs=unjfloat(d["algorithm_max_abs"]),
+            algorithm_nonfinite=int(d.get("algorithm_nonfinite", 0)),
             dtype_rel_l2=unjfloat(d["dtype_rel_l2"]),
             dtype_max_abs=unjfloat(d["dtype_max_abs"]),
             excess_rel_l2=unjfloat(d["excess_rel_l2"]),
@@ -163,6 +166,11 @@ def _max_abs(a: np.ndarray, b: np.ndarray) -> float:
     a, b = np.asarray(a).astype(np.float64), np.asarray(b).astype(np.float64)
     both = np.isfinite(a) & np.isfinite(b)
     return float(np.abs(a[both] - b[both]).max()) if both.any() else 0.0
+
+
+def _nonfinite_disagreements(a: np.ndarray, b: np.ndarray) -> int:
+    nf = nonfinite_match(np.asarray(a).astype(np.float64), np.asarray(b).astype(np.float64))
+    return int((nf.decided & ~nf.matched).sum())
 
 
 def _rounding_rms(u: float) -> float:
@@ -305,7 +313,8 @@ def _one_output(spec, out_dtype, ref_dtype, k, op, b, a_off, a_on, task_dtypes=(
             max_ulp = float(ulps.max())
     exp_algo = expected_algorithm_rel_l2(ref_dtype, out_dtype, k, op)
     dtype_bad = excess > allowed or ulp_fraction > EXCESS_ULP_FRACTION
-    algo_bad = algo > ALGO_FACTOR * exp_algo
+    algo_nonfinite = _nonfinite_disagreements(a_off, b)
+    algo_bad = algo > ALGO_FACTOR * exp_algo or algo_nonfinite > 0
     verdict: Verdict = "both" if dtype_bad and algo_bad else (
         "dtype-error-dominates" if dtype_bad else "algorithm-error" if algo_bad else "consistent")
     return PrecisionOutput(
@@ -314,6 +323,7 @@ def _one_output(spec, out_dtype, ref_dtype, k, op, b, a_off, a_on, task_dtypes=(
         reduction_length=k,
         algorithm_rel_l2=algo,
         algorithm_max_abs=_max_abs(a_off, b),
+        algorithm_nonfinite=algo_nonfinite,
         dtype_rel_l2=dtype_err,
         dtype_max_abs=_max_abs(a_on, a_off),
         excess_rel_l2=excess,
@@ -376,8 +386,10 @@ def precision_findings(res: PrecisionOutput) -> list[Finding]:
                 "high" if not res.passed_fp32 else "medium",
                 f"`{name}` is wrong even with all arithmetic in fp32",
                 f"With every value kept in fp32 (precise mode off), output `{name}` still differs from the reference "
-                f"by relative L2 {g(res.algorithm_rel_l2)} (max abs {g(res.algorithm_max_abs)}), where fp32 arithmetic "
-                f"explains about {g(res.expected_algorithm_rel_l2)}. The error comes from the algorithm (indexing, "
+                f"by relative L2 {g(res.algorithm_rel_l2)} (max abs {g(res.algorithm_max_abs)}"
+                + (f", {res.algorithm_nonfinite} NaN/Inf where the reference disagrees" if res.algorithm_nonfinite else "")
+                + f"), where fp32 arithmetic explains about {g(res.expected_algorithm_rel_l2)}. "
+                "The error comes from the algorithm (indexing, "
                 "masking, a missing or extra term), not from the dtypes."
                 + (" It makes the port fail the task's tolerance." if not res.passed_fp32 else
                    " The task's tolerance accepts it."),
