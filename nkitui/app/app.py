@@ -1,0 +1,360 @@
+"""NkituiApp: the workstation. Owns the task, starts the named workers, routes their messages.
+
+Slow work (highlighting, analysis, git, runs, review submission) runs in named thread workers that
+post typed messages (messages.py); `on_worker_state_changed` turns any worker failure into a
+notification, never a crash.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from textual import on, work
+from textual.app import App
+from textual.binding import Binding
+from textual.widget import Widget
+from textual.worker import Worker, WorkerState
+
+from nkitui.app import keymap
+from nkitui.app.commands import NkituiCommands
+from nkitui.app.config import AppConfig
+from nkitui.app.evidence import Evidence
+from nkitui.app.messages import (
+    AnalysisReady, DiffReady, RevisionsReady, SourcesReady,
+)
+from nkitui.app.screens.help import HelpScreen, KeysScreen, help_for
+from nkitui.app.screens.revisions import RevisionPicker
+from nkitui.app.screens.workstation import WorkstationScreen
+from nkitui.app.themes import DEFAULT_THEME, fill_nkitui_variables, load_themes
+from nkitui.app.widgets.engines.area import ShowSource
+from nkitui.app.widgets.header import AREAS, HeaderState
+from nkitui.app.widgets.source.area import SourceArea
+from nkitui.app.widgets.source.code_view import SourceFile
+from nkitui.task import Task
+
+
+class NkituiApp(App[int]):
+    TITLE = "nkitui"
+    CSS_PATH = "app.tcss"
+    COMMANDS = {NkituiCommands}
+    INHERIT_BINDINGS = False
+    BINDINGS = keymap.bindings("app")
+    ENABLE_COMMAND_PALETTE = True
+
+    def __init__(
+        self,
+        task: Task,
+        *,
+        backend: str | None = None,
+        target: str | None = None,
+        theme: str | None = None,
+        config: AppConfig | None = None,
+        keymap_path: Path | None = None,
+        user_themes: Path | None = None,
+    ) -> None:
+        super().__init__()
+        self.audit_task = task
+        self.config = config or AppConfig()
+        self.backend_choice = backend or self.config.backend or "auto"
+        self.target = target or self.config.target or task.target
+        self.startup_problems: list[str] = list(self.config.problems)
+        # Themes: bundled + user, registered before the first frame.
+        loaded = load_themes(user=user_themes)
+        self.startup_problems += loaded.problems
+        self.theme_names: list[str] = []
+        for t in loaded.themes.values():
+            self.register_theme(t)
+            self.theme_names.append(t.name)
+        wanted = theme or self.config.theme or DEFAULT_THEME
+        if wanted not in self.theme_names:
+            self.startup_problems.append(
+                f"theme {wanted!r} not found (available: {', '.join(self.theme_names)}); using {DEFAULT_THEME!r}")
+            wanted = DEFAULT_THEME
+        self.theme = wanted
+        # Keymap: user overrides by binding id.
+        self.keymap_overrides, problems = keymap.load_user_keymap(keymap_path)
+        self.startup_problems += problems
+        self.set_keymap(self.keymap_overrides)
+        self.header_state = HeaderState(
+            task=task.id, title=task.title, target=self.target, backend=self.backend_choice,
+        )
+        self.run_in_progress = False
+        self.runs_known = False
+        self.review_ready = False
+        self.backend_label = self.backend_choice
+
+    # --- themes ----------------------------------------------------------------------------------
+
+    def get_css_variables(self) -> dict[str, str]:
+        return fill_nkitui_variables(super().get_css_variables())
+
+    def set_theme(self, name: str) -> None:
+        self.theme = name
+        self.notify(f"Theme: {name}", timeout=2)
+
+    def action_next_theme(self) -> None:
+        names = self.theme_names
+        index = names.index(self.theme) if self.theme in names else -1
+        self.set_theme(names[(index + 1) % len(names)])
+
+    # --- screens and start-up --------------------------------------------------------------------
+
+    def get_default_screen(self) -> WorkstationScreen:
+        screen = WorkstationScreen()
+        screen.layout_preference = self.config.layout
+        return screen
+
+    @property
+    def workstation(self) -> WorkstationScreen | None:
+        for screen in self.screen_stack:
+            if isinstance(screen, WorkstationScreen):
+                return screen
+        return None
+
+    @on(WorkstationScreen.Ready)
+    def _workstation_ready(self) -> None:
+        for problem in self.startup_problems:
+            self.notify(problem, title="Configuration problem", severity="error", timeout=20)
+        ws = self.workstation
+        assert ws is not None
+        ws.query_one("#header").state = self.header_state
+        for warning in self.audit_task.warnings:
+            self.notify(str(warning), title="task.toml", severity="warning", timeout=10)
+        self.load_sources()
+        self.analyze()
+        self.load_history()
+        ws.show_area("source")
+
+    def update_header(self, **changes: str) -> None:
+        self.header_state = self.header_state.with_(**changes)
+        ws = self.workstation
+        if ws is not None:
+            ws.query_one("#header").state = self.header_state
+
+    # --- central worker error handling -----------------------------------------------------------
+
+    def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
+        if event.state == WorkerState.ERROR:
+            error = event.worker.error
+            self.notify(f"{type(error).__name__}: {error}", title=f"{event.worker.name} failed",
+                        severity="error", timeout=15)
+
+    # --- Source: files, analysis, history --------------------------------------------------------
+
+    @work(thread=True, name="highlight sources", group="sources", exclusive=True, exit_on_error=False)
+    def load_sources(self) -> None:
+        from nkitui.app.widgets.source.highlight import highlight_lines, language_for
+
+        def read(path: Path | None) -> SourceFile | None:
+            if path is None or not path.is_file():
+                return None
+            rel = self.audit_task.rel(path) or path.name
+            text = path.read_text(encoding="utf-8", errors="replace")
+            return SourceFile(rel, highlight_lines(text, language_for(rel)))
+
+        self.post_message(SourcesReady(read(self.audit_task.sources.cuda), read(self.audit_task.sources.nki)))
+
+    @on(SourcesReady)
+    def _sources_ready(self, message: SourcesReady) -> None:
+        self.source_area.set_sources(message.left, message.right)
+
+    @work(thread=True, name="static analysis", group="analysis", exclusive=True, exit_on_error=False)
+    def analyze(self) -> None:
+        from nkitui.app.adapters import analysis_view
+
+        self.post_message(AnalysisReady(*analysis_view(self.audit_task)))
+
+    @on(AnalysisReady)
+    def _analysis_ready(self, message: AnalysisReady) -> None:
+        self.analysis_findings = message.findings
+        self.source_area.set_analysis(self.all_findings(), message.pairs, message.state)
+        self._update_badges()
+
+    def all_findings(self) -> list:
+        return list(getattr(self, "analysis_findings", [])) + list(getattr(self, "run_findings", []))
+
+    @work(thread=True, name="git history", group="history", exclusive=True, exit_on_error=False)
+    def load_history(self) -> None:
+        from nkitui.app.gitview import GitViewError, default_revisions, diff_revisions, list_revisions
+
+        try:
+            revisions = list_revisions(self.audit_task.root)
+        except GitViewError as exc:
+            self.post_message(RevisionsReady([], None, str(exc)))
+            return
+        pair = default_revisions(revisions)
+        self.post_message(RevisionsReady(revisions, pair))
+        if pair is not None:
+            self.post_message(DiffReady(pair, diff_revisions(self.audit_task.root, pair[0].sha, pair[1].sha)))
+
+    @work(thread=True, name="git diff", group="diff", exclusive=True, exit_on_error=False)
+    def load_diff(self, pair: tuple) -> None:
+        from nkitui.app.gitview import diff_revisions
+
+        self.post_message(DiffReady(pair, diff_revisions(self.audit_task.root, pair[0].sha, pair[1].sha)))
+
+    @on(RevisionsReady)
+    def _revisions_ready(self, message: RevisionsReady) -> None:
+        self.source_area.set_revisions(message.revisions, message.pair)
+
+    @on(DiffReady)
+    def _diff_ready(self, message: DiffReady) -> None:
+        self.source_area.set_diff(message.pair, message.files)
+
+    @on(SourceArea.RevisionsWanted)
+    def _pick_revisions(self) -> None:
+        area = self.source_area
+        if not area.revisions:
+            self.notify("The task has no git history to compare.", timeout=4)
+            return
+
+        def chosen(pair) -> None:
+            if pair is not None:
+                area.set_revisions(area.revisions, pair)
+                self.load_diff(pair)
+
+        self.push_screen(RevisionPicker(area.revisions, area.diff_pair), chosen)
+
+    @on(ShowSource)
+    def _show_source(self, message: ShowSource) -> None:
+        self.action_show_area("source")
+        if not self.source_area.show_line(message.file, message.line):
+            self.notify(f"{message.file}:{message.line} is not one of the files shown", timeout=4)
+
+    # --- areas -----------------------------------------------------------------------------------
+
+    @property
+    def source_area(self) -> SourceArea:
+        return self.workstation.area("source")  # type: ignore[union-attr, return-value]
+
+    def area(self, name: str) -> Widget:
+        return self.workstation.area(name)  # type: ignore[union-attr]
+
+    def action_show_area(self, name: str) -> None:
+        ws = self.workstation
+        if ws is not None and self.screen is ws:
+            ws.show_area(name)
+
+    def action_cycle_area(self, step: int) -> None:
+        ws = self.workstation
+        if ws is None:
+            return
+        index = AREAS.index(ws.current_area)
+        ws.show_area(AREAS[(index + int(step)) % len(AREAS)])
+
+    def action_toggle_layout(self) -> None:
+        ws = self.workstation
+        if ws is None:
+            return
+        ws.apply_layout("split" if ws.layout_name == "tabs" else "tabs")
+        ws.show_area(ws.current_area)
+
+    def action_zoom(self) -> None:
+        ws = self.workstation
+        if ws is None or self.screen is not ws:
+            return
+        if ws.maximized is not None:
+            ws.minimize()
+        else:
+            ws.maximize(ws.area(ws.current_area), container=False)
+
+    def _update_badges(self) -> None:
+        ws = self.workstation
+        if ws is None:
+            return
+        badges: dict[str, str] = {}
+        findings = self.all_findings()
+        if findings:
+            badges["source"] = f"({len(findings)})"
+        ws.query_one("#area-bar").badges = badges
+
+    def run_area_log_action(self, action: str) -> None:
+        self.action_show_area("run")
+        log = self.area("run").log
+        log.focus()
+        getattr(log, f"action_{action}")()
+
+    # --- help ------------------------------------------------------------------------------------
+
+    def action_help(self) -> None:
+        if isinstance(self.screen, (HelpScreen, KeysScreen)):
+            return
+        focused = self.screen.focused
+        keys: dict[str, list[str]] = {}
+        descriptions: dict[str, str] = {}
+        for key, active in self.screen.active_bindings.items():
+            binding: Binding = active.binding
+            if not binding.description or binding.system:
+                continue
+            ident = binding.id or binding.action
+            keys.setdefault(ident, []).append(self.get_key_display(binding))
+            descriptions[ident] = binding.tooltip or binding.description
+        rows = [(" / ".join(dict.fromkeys(k)), descriptions[i], i) for i, k in keys.items()]
+        self.push_screen(HelpScreen(help_for(focused), rows))
+
+    def action_keys(self) -> None:
+        if not isinstance(self.screen, KeysScreen):
+            self.push_screen(KeysScreen(self.keymap_overrides))
+
+    # --- runs (wired to the executor in runs.py) -------------------------------------------------
+
+    def action_start_run(self) -> None:
+        self.notify("The run backend is not available in this build.", severity="warning")
+
+    def action_cancel_run(self) -> None:
+        if not self.run_in_progress:
+            self.notify("No run in progress.", timeout=3)
+
+    def action_run_history(self) -> None:
+        self.notify("No earlier runs of this task.", timeout=3)
+
+    # --- evidence and review ---------------------------------------------------------------------
+
+    def focused_evidence(self) -> Evidence | None:
+        node = self.screen.focused
+        while node is not None:
+            getter = getattr(node, "evidence_at_cursor", None)
+            if callable(getter):
+                return getter()
+            node = node.parent if isinstance(node.parent, Widget) else None
+        return None
+
+    def can_attach(self) -> bool:
+        return self.review_ready and self.focused_evidence() is not None
+
+    def action_attach_evidence(self) -> None:
+        evidence = self.focused_evidence()
+        if evidence is None:
+            self.notify("Nothing to attach here: focus a finding, a source or diff line, a log line or a metric.",
+                        timeout=4)
+            return
+        self.notify("The review is not loaded yet.", severity="warning", timeout=4)
+
+    def action_submit_review(self) -> None:
+        self.notify("The review is not loaded yet.", severity="warning", timeout=4)
+
+    def action_edit_in_editor(self) -> None:
+        self.notify("The review is not loaded yet.", severity="warning", timeout=4)
+
+    def edit_text_externally(self, text: str, suffix: str = ".md") -> str | None:
+        """Suspend the app, edit `text` in the auditor's editor, return the new text (None if unchanged)."""
+        command = self.config.editor_command()
+        fd, name = tempfile.mkstemp(prefix="nkitui-comment-", suffix=suffix)
+        path = Path(name)
+        try:
+            with os.fdopen(fd, "w", encoding="utf-8") as fh:
+                fh.write(text)
+            with self.suspend():
+                completed = subprocess.run([*command, str(path)], check=False)
+            if completed.returncode != 0:
+                self.notify(f"{command[0]} exited with status {completed.returncode}; comment unchanged",
+                            severity="warning")
+                return None
+            new = path.read_text(encoding="utf-8")
+            return None if new == text else new
+        finally:
+            path.unlink(missing_ok=True)

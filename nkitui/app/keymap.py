@@ -1,0 +1,310 @@
+"""Key bindings as data: one registry of bindings with stable ids, user overrides, the key reference.
+
+Every binding in the app comes from `REGISTRY`, so the F1/`?` help, the command palette and
+docs/keymap.md all read the same source. Users rebind by id in `<XDG config>/nkitui/keymap.toml`:
+
+    "app.run" = "f5"                # one key
+    "app.submit" = "ctrl+s,f8"      # several keys, comma separated (or a list of strings)
+    [log]                           # a table groups ids: this is "log.search"
+    search = "ctrl+f,slash"
+
+Every default binding that needs a modifier chord also has a plain key (a letter, a symbol or an F-key),
+because tmux and SSH clients swallow some chords.
+
+Regenerate docs/keymap.md with `python -m nkitui.app.keymap > docs/keymap.md`.
+"""
+
+from __future__ import annotations
+
+import difflib
+import tomllib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from textual.binding import Binding
+from textual.keys import Keys, _character_to_key, format_key, key_to_character
+
+from nkitui.common.paths import config_dir
+
+KEYMAP_FILE_NAME = "keymap.toml"
+MODIFIERS = ("ctrl", "shift", "alt", "meta", "super", "hyper")
+
+
+@dataclass(frozen=True)
+class KeySpec:
+    id: str  # stable: users rebind by it
+    keys: str  # default keys, comma separated, Textual key names
+    action: str
+    description: str  # short, for the footer
+    scope: str  # which part of the app the binding belongs to (a key of SCOPES)
+    show: bool = True  # shown in the footer
+    priority: bool = False  # fires even while a text editor has focus
+    help: str = ""  # longer explanation for the key reference
+
+    def binding(self) -> Binding:
+        return Binding(
+            self.keys, self.action, self.description, show=self.show, priority=self.priority,
+            tooltip=self.help or self.description, id=self.id,
+        )
+
+
+SCOPES: dict[str, str] = {
+    "app": "Everywhere",
+    "code": "Source: code and diff views",
+    "source": "Source area",
+    "findings": "Source: findings list",
+    "log": "Run: live log",
+    "run": "Run area",
+    "runs": "Run history",
+    "engines": "Engines area",
+    "rubric": "Rubric area",
+    "score": "Rubric: score selector",
+    "evidence": "Rubric: evidence list",
+    "picker": "Revision picker",
+}
+
+REGISTRY: tuple[KeySpec, ...] = (
+    # Everywhere.
+    KeySpec("app.help", "f1", "app.help", "Help", "app", help="Help for the focused area and its keys"),
+    KeySpec("app.keys", "question_mark", "app.keys", "Keys", "app", help="List of every key, filterable"),
+    KeySpec("app.palette", "ctrl+p,colon", "app.command_palette", "Commands", "app",
+            help="Command palette: commands that fit the current state"),
+    KeySpec("app.quit", "q,ctrl+q", "app.quit", "Quit", "app", show=False, help="Quit (the draft is autosaved)"),
+    KeySpec("app.area_source", "1", "app.show_area('source')", "Source", "app", show=False,
+            help="Go to the Source area"),
+    KeySpec("app.area_run", "2", "app.show_area('run')", "Run", "app", show=False, help="Go to the Run area"),
+    KeySpec("app.area_engines", "3", "app.show_area('engines')", "Engines", "app", show=False,
+            help="Go to the Engines area"),
+    KeySpec("app.area_rubric", "4", "app.show_area('rubric')", "Rubric", "app", show=False,
+            help="Go to the Rubric area"),
+    KeySpec("app.next_area", "right_square_bracket", "app.cycle_area(1)", "Next area", "app", show=False,
+            help="Go to the next area"),
+    KeySpec("app.prev_area", "left_square_bracket", "app.cycle_area(-1)", "Previous area", "app", show=False,
+            help="Go to the previous area"),
+    KeySpec("app.layout", "w", "app.toggle_layout", "Layout", "app", show=False,
+            help="Switch between tabs and the wide split layout"),
+    KeySpec("app.zoom", "z", "app.zoom", "Zoom", "app", show=False,
+            help="Maximise the focused area, or restore the layout"),
+    KeySpec("app.theme", "t", "app.next_theme", "Theme", "app", show=False, help="Switch to the next theme"),
+    KeySpec("app.run", "r,f5", "app.start_run", "Run", "app", help="Start a run of the task on the chosen backend"),
+    KeySpec("app.cancel", "x,f6", "app.cancel_run", "Cancel run", "app", show=False,
+            help="Cancel the run in progress"),
+    KeySpec("app.runs", "h", "app.run_history", "Runs", "app", show=False,
+            help="Earlier runs: reopen one, or compare two"),
+    KeySpec("app.attach", "a", "app.attach_evidence", "Attach", "app",
+            help="Attach the focused finding, log line, diff line or metric as evidence to the rubric criterion"),
+    KeySpec("app.submit", "ctrl+s,f8", "app.submit_review", "Submit", "app", priority=True, show=False,
+            help="Validate the review and commit it to the task repository"),
+    # Code views (aligned source and diff).
+    KeySpec("code.down", "down,j", "cursor_down", "Down", "code", show=False, help="Next line"),
+    KeySpec("code.up", "up,k", "cursor_up", "Up", "code", show=False, help="Previous line"),
+    KeySpec("code.page_down", "pagedown,space", "page_down", "Page down", "code", show=False, help="Next page"),
+    KeySpec("code.page_up", "pageup,b", "page_up", "Page up", "code", show=False, help="Previous page"),
+    KeySpec("code.top", "home,g", "cursor_top", "Top", "code", show=False, help="First line"),
+    KeySpec("code.bottom", "end,G", "cursor_bottom", "Bottom", "code", show=False, help="Last line"),
+    KeySpec("code.left", "left", "scroll_left", "Left", "code", show=False, help="Scroll left"),
+    KeySpec("code.right", "right", "scroll_right", "Right", "code", show=False, help="Scroll right"),
+    KeySpec("code.next_finding", "n", "next_finding", "Next finding", "code",
+            help="Move to the next line with a finding (or the next change in a diff)"),
+    KeySpec("code.prev_finding", "p", "prev_finding", "Prev finding", "code", show=False,
+            help="Move to the previous line with a finding (or the previous change in a diff)"),
+    # Source area.
+    KeySpec("source.mode", "d", "toggle_mode", "Aligned/diff", "source",
+            help="Switch between CUDA|NKI side by side and the git diff"),
+    KeySpec("source.diff_layout", "s", "toggle_diff_layout", "Unified/split", "source",
+            help="Show the diff unified or split"),
+    KeySpec("source.revisions", "v", "pick_revisions", "Revisions", "source",
+            help="Pick the two revisions of the task's history to compare"),
+    KeySpec("source.findings", "f", "toggle_findings", "Findings", "source",
+            help="Show or hide the findings list"),
+    # Findings list.
+    KeySpec("findings.open", "enter", "open_finding", "Go to line", "findings",
+            help="Show the finding's line in the code view"),
+    # Live log.
+    KeySpec("log.down", "down,j", "cursor_down", "Down", "log", show=False, help="Next line"),
+    KeySpec("log.up", "up,k", "cursor_up", "Up", "log", show=False, help="Previous line"),
+    KeySpec("log.page_down", "pagedown,space", "page_down", "Page down", "log", show=False, help="Next page"),
+    KeySpec("log.page_up", "pageup,b", "page_up", "Page up", "log", show=False, help="Previous page"),
+    KeySpec("log.top", "home,g", "cursor_top", "Top", "log", show=False, help="First line (stops following)"),
+    KeySpec("log.follow", "end,G,F", "follow", "Follow", "log",
+            help="Jump to the last line and follow new lines"),
+    KeySpec("log.search", "slash,ctrl+f", "search", "Search", "log", help="Search the log"),
+    KeySpec("log.next_match", "n", "next_match", "Next match", "log", show=False, help="Next search match"),
+    KeySpec("log.prev_match", "N", "prev_match", "Prev match", "log", show=False, help="Previous search match"),
+    KeySpec("log.level", "l", "cycle_level", "Level", "log",
+            help="Cycle the level filter: all, info and above, warnings and errors, errors"),
+    # Run area.
+    KeySpec("run.view", "m", "toggle_view", "Log/results", "run",
+            help="Switch between the live log and the run's results (metrics, heat map, advice)"),
+    # Run history.
+    KeySpec("runs.open", "enter", "open_run", "Open", "runs", help="Reopen the highlighted run"),
+    KeySpec("runs.mark", "space", "mark_run", "Mark", "runs", help="Mark a run for comparison (mark two)"),
+    KeySpec("runs.compare", "c", "compare_runs", "Compare", "runs", help="Compare the two marked runs"),
+    KeySpec("runs.close", "escape", "close", "Close", "runs", help="Close"),
+    # Engines area.
+    KeySpec("engines.jump", "enter", "jump_to_line", "Go to source", "engines",
+            help="Show the highlighted hot line in the Source area"),
+    # Rubric.
+    KeySpec("rubric.editor", "ctrl+o,f7", "external_editor", "$EDITOR", "rubric", priority=True,
+            help="Edit the comment in your $VISUAL/$EDITOR"),
+    KeySpec("score.up", "right,plus", "score_up", "Score +", "score", show=False, help="Raise the score"),
+    KeySpec("score.down", "left,minus", "score_down", "Score -", "score", show=False, help="Lower the score"),
+    KeySpec("score.clear", "backspace,delete", "score_clear", "Clear", "score", show=False,
+            help="Clear the score"),
+    KeySpec("evidence.remove", "delete,backspace,d", "remove_evidence", "Remove", "evidence",
+            help="Remove the highlighted evidence link"),
+    KeySpec("evidence.open", "enter", "open_evidence", "Show", "evidence",
+            help="Show where the highlighted evidence comes from"),
+    # Revision picker.
+    KeySpec("picker.choose", "enter", "choose", "Choose", "picker", help="Choose the highlighted revision"),
+    KeySpec("picker.close", "escape", "close", "Cancel", "picker", help="Close without changing"),
+)
+
+BY_ID: dict[str, KeySpec] = {spec.id: spec for spec in REGISTRY}
+
+
+def bindings(scope: str) -> list[Binding]:
+    """Textual bindings of one scope, for a widget's BINDINGS."""
+    if scope not in SCOPES:
+        raise KeyError(f"unknown key scope {scope!r}")
+    return [spec.binding() for spec in REGISTRY if spec.scope == scope]
+
+
+# --- user overrides ---------------------------------------------------------------------------------
+
+_NAMED_KEYS: frozenset[str] = frozenset(
+    {k.value.rpartition("+")[2] for k in Keys}
+    | {"enter", "space", "tab", "backspace", "escape", "delete", "insert", "home", "end"}
+    | {f"f{n}" for n in range(1, 25)}
+)
+
+
+def key_problem(key: str) -> str | None:
+    """Why `key` is not a valid Textual key string, or None when it is."""
+    key = key.strip()
+    if not key:
+        return "empty key"
+    if len(key) == 1:
+        return None
+    *mods, base = key.split("+") if not key.endswith("++") else [*key[:-2].split("+"), "+"]
+    for mod in mods:
+        if mod not in MODIFIERS:
+            return f"unknown modifier {mod!r} (use {', '.join(MODIFIERS)})"
+    if not base:
+        return "missing the key after the modifiers"
+    if len(base) == 1 or base in _NAMED_KEYS or key_to_character(base) is not None:
+        return None
+    return f"unknown key {base!r} (use a character, an F-key, or a name like enter, escape, pageup, slash)"
+
+
+class KeymapError(ValueError):
+    """Problems in a user keymap file; each names the file and the binding id."""
+
+    def __init__(self, problems: list[str]) -> None:
+        super().__init__("\n".join(problems))
+        self.problems = problems
+
+
+def _flatten(table: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    flat: dict[str, Any] = {}
+    for name, value in table.items():
+        full = f"{prefix}{name}"
+        if isinstance(value, dict):
+            flat.update(_flatten(value, f"{full}."))
+        else:
+            flat[full] = value
+    return flat
+
+
+def default_keymap_path() -> Path:
+    return config_dir() / KEYMAP_FILE_NAME
+
+
+def parse_keymap(text: str, source: str) -> tuple[dict[str, str], list[str]]:
+    """Parse a keymap file's text: (binding id -> keys, problems). Valid entries survive bad ones."""
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        return {}, [f"{source}: not valid TOML ({exc}); fix the syntax or delete the file"]
+    keymap: dict[str, str] = {}
+    problems: list[str] = []
+    for binding_id, value in _flatten(data).items():
+        if binding_id not in BY_ID:
+            close = difflib.get_close_matches(binding_id, list(BY_ID), n=1)
+            hint = f"did you mean {close[0]!r}?" if close else "see docs/keymap.md for the ids"
+            problems.append(f"{source}: key {binding_id!r}: unknown binding id; {hint}")
+            continue
+        if isinstance(value, list) and all(isinstance(v, str) for v in value):
+            keys = [v.strip() for v in value]
+        elif isinstance(value, str):
+            keys = [v.strip() for v in value.split(",")]
+        else:
+            problems.append(f"{source}: key {binding_id!r}: expected a string like \"ctrl+s,f8\" or a list of strings")
+            continue
+        bad = [(k, why) for k in keys if (why := key_problem(k))]
+        if bad:
+            k, why = bad[0]
+            problems.append(f"{source}: key {binding_id!r}: {k!r} is not a key: {why}")
+            continue
+        keymap[binding_id] = ",".join(_character_to_key(k) if len(k) == 1 else k for k in keys)
+    return keymap, problems
+
+
+def load_user_keymap(path: Path | None = None) -> tuple[dict[str, str], list[str]]:
+    """Read the user's keymap overrides. A missing file is no overrides and no problems."""
+    path = path or default_keymap_path()
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return {}, []
+    except OSError as exc:
+        return {}, [f"{path}: cannot be read ({exc.strerror})"]
+    return parse_keymap(text, str(path))
+
+
+def display_keys(keys: str) -> str:
+    return " / ".join(format_key(k.strip()) for k in keys.split(","))
+
+
+def effective_keys(spec: KeySpec, overrides: dict[str, str] | None = None) -> str:
+    return (overrides or {}).get(spec.id, spec.keys)
+
+
+def keymap_markdown() -> str:
+    """The key reference (docs/keymap.md), generated from REGISTRY so it never drifts."""
+    lines = [
+        "# Keys",
+        "",
+        "Generated from `nkitui/app/keymap.py` by `python -m nkitui.app.keymap > docs/keymap.md`; do not edit by hand.",
+        "",
+        "Every binding has a stable id. Rebind keys in `<XDG config>/nkitui/keymap.toml` (on Linux",
+        "`~/.config/nkitui/keymap.toml`), one line per id; several keys are comma separated:",
+        "",
+        "```toml",
+        '"app.run" = "f5"',
+        '"app.submit" = "ctrl+s,f8"',
+        "[log]",
+        'search = "ctrl+f,slash"      # the id log.search',
+        "```",
+        "",
+        "Key names are Textual's: a character (`a`, `G`), `slash`, `question_mark`, `enter`, `escape`, `space`,",
+        "`pageup`, `f1`..`f24`, optionally with `ctrl+`, `alt+`, `shift+`. A mistake is reported when the app starts,",
+        "naming the file and the id, and that line is ignored. Every chord has a plain fallback key because tmux and",
+        "SSH clients swallow some chords. In the app, `?` lists every key and F1 explains the focused area.",
+        "",
+    ]
+    for scope, title in SCOPES.items():
+        specs = [s for s in REGISTRY if s.scope == scope]
+        if not specs:
+            continue
+        lines += [f"## {title}", "", "| id | keys | does |", "|---|---|---|"]
+        for s in specs:
+            keys = ", ".join(f"`{k}`" for k in s.keys.split(","))
+            lines.append(f"| `{s.id}` | {keys} | {s.help or s.description} |")
+        lines.append("")
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    print(keymap_markdown(), end="")

@@ -1,0 +1,220 @@
+"""The Engines area: utilisation per engine, latency, MFU/HFU/MBU, timeline, roofline, hot lines."""
+
+from __future__ import annotations
+
+from textual import on
+from textual.app import ComposeResult
+from textual.containers import VerticalScroll
+from textual.content import Content
+from textual.message import Message
+from textual.widgets import DataTable, Static
+
+from nkitui.app import keymap
+from nkitui.app.evidence import Evidence
+from nkitui.app.widgets.engines.charts import (
+    LANE_TITLES, EngineBars, TimelineStrip, format_bytes, format_seconds, lanes_of,
+)
+from nkitui.app.widgets.engines.roofline import RooflinePlot
+
+
+class ShowSource(Message):
+    """Show file:line in the Source area."""
+
+    def __init__(self, file: str, line: int) -> None:
+        super().__init__()
+        self.file = file
+        self.line = line
+
+
+class MetricsTable(DataTable):
+    """Headline numbers of the run; the highlighted row is what `a` attaches as evidence."""
+
+    HELP = """\
+## Engines: metrics
+
+Latency and utilisation of the last (or reopened) run. Every number is labelled **estimated** (nkitui's
+cost model on the emulator's instruction trace) or **measured** (the Neuron profiler's summary). MFU and
+HFU are model and hardware FLOP utilisation, MBU memory-bandwidth utilisation; speed of light is the
+fastest any kernel could run this task on the target. **a** attaches the highlighted metric as evidence.
+"""
+
+    def __init__(self, *, id: str | None = None, classes: str | None = None) -> None:
+        super().__init__(id=id, classes=classes, cursor_type="row", zebra_stripes=True)
+        self.metrics: list[tuple[str, str, str]] = []  # (key, label, value)
+        self.source = ""
+        self.run_id = ""
+
+    def on_mount(self) -> None:
+        self.add_columns("metric", "value")
+
+    def set_metrics(self, metrics: list[tuple[str, str, str]], source: str, run_id: str) -> None:
+        self.metrics, self.source, self.run_id = metrics, source, run_id
+        self.clear()
+        for key, label, value in metrics:
+            self.add_row(label, value, key=key)
+
+    def evidence_at_cursor(self) -> Evidence | None:
+        if not self.metrics or not 0 <= self.cursor_row < len(self.metrics):
+            return None
+        key, label, value = self.metrics[self.cursor_row]
+        return Evidence("metric", f"{label} = {value} ({self.source})", metric=key, value=value,
+                        run_id=self.run_id or None, data={"source": self.source})
+
+
+class HotLinesTable(DataTable):
+    """Kernel source lines ranked by engine time; Enter shows the line in the Source area."""
+
+    HELP = """\
+## Engines: hot lines
+
+The NKI source lines that kept the engines busiest, with the share of all engine time, the engines
+involved and the instructions issued. **Enter** shows the line in the Source area; **a** attaches it
+as evidence.
+"""
+
+    BINDINGS = keymap.bindings("engines")
+
+    def __init__(self, *, id: str | None = None, classes: str | None = None) -> None:
+        super().__init__(id=id, classes=classes, cursor_type="row", zebra_stripes=True)
+        self.lines: list = []
+        self.source = ""
+        self.run_id = ""
+
+    def on_mount(self) -> None:
+        self.add_columns("line", "time", "engines", "instr", "opcodes")
+
+    def set_lines(self, lines: list, source: str, run_id: str) -> None:
+        self.lines, self.source, self.run_id = lines, source, run_id
+        self.clear()
+        for index, h in enumerate(lines):
+            engines = ", ".join(
+                f"{LANE_TITLES.get(lane, lane)} {100 * t / h.time:.0f}%"
+                for lane, t in sorted(h.by_engine.items(), key=lambda kv: -kv[1]) if h.time and t > 0
+            )
+            opcodes = ", ".join(name for name, _ in sorted(h.opcodes.items(), key=lambda kv: -kv[1])[:3])
+            self.add_row(h.location, f"{h.percent:.1f}%", engines, str(h.instructions), opcodes, key=str(index))
+
+    def current(self):
+        if not self.lines or not 0 <= self.cursor_row < len(self.lines):
+            return None
+        return self.lines[self.cursor_row]
+
+    def action_jump_to_line(self) -> None:
+        h = self.current()
+        if h is not None and h.line:
+            self.post_message(ShowSource(h.file, h.line))
+
+    @on(DataTable.RowSelected)
+    def _selected(self, event: DataTable.RowSelected) -> None:
+        event.stop()
+        self.action_jump_to_line()
+
+    def evidence_at_cursor(self) -> Evidence | None:
+        h = self.current()
+        if h is None:
+            return None
+        return Evidence("metric", f"hot line {h.location}: {h.percent:.1f}% of engine time ({self.source})",
+                        file=h.file or None, line=h.line or None, metric="hot_line_percent",
+                        value=f"{h.percent:.1f}%", run_id=self.run_id or None, data={"source": self.source})
+
+
+class EnginesArea(VerticalScroll):
+    HELP = """\
+## Engines area
+
+Per-engine utilisation (Tensor, Vector, Scalar, GpSimd, DMA) as bars and as a timeline, headline
+metrics, the roofline and the hottest source lines of the shown run. On the emulator these numbers
+are **estimates** from nkitui's cost model; on Trainium hardware they are **measured** by the profiler.
+The label says which, everywhere.
+"""
+
+    def __init__(self, *, id: str | None = None, classes: str | None = None) -> None:
+        super().__init__(id=id, classes=classes)
+        self.border_title = "3 Engines"
+        self.can_focus = False
+
+    def compose(self) -> ComposeResult:
+        yield Static(id="engines-head", classes="bar")
+        yield EngineBars(id="engine-bars", classes="needs-record")
+        yield Static("Timeline", classes="section needs-record")
+        yield TimelineStrip(id="timeline", classes="needs-record")
+        yield Static("Metrics", classes="section needs-record")
+        yield MetricsTable(id="metrics", classes="needs-record")
+        yield Static("Hot source lines", classes="section needs-record")
+        yield HotLinesTable(id="hot-lines", classes="needs-record")
+        yield Static("Roofline", classes="section needs-record")
+        yield RooflinePlot(id="roofline", classes="needs-record")
+        yield Static(id="engines-notes", classes="notes needs-record")
+
+    def on_mount(self) -> None:
+        self.show_record(None, "")
+
+    def focus_primary(self) -> None:
+        table = self.query_one(MetricsTable)
+        if table.display:
+            table.focus()
+        else:
+            self.scroll_home(animate=False)
+
+    def show_record(self, record, run_id: str, message: str = "") -> None:
+        """Show a perf PerfRecord (or None, with an explanation)."""
+        head = self.query_one("#engines-head", Static)
+        self.query_one(EngineBars).record = record
+        self.query_one(TimelineStrip).record = record
+        notes = self.query_one("#engines-notes", Static)
+        for widget in self.query(".needs-record"):
+            widget.display = record is not None
+        if record is None:
+            head.update(Content.styled(message or "No performance data yet: run the task (r).", "$text-muted"))
+            self.query_one(MetricsTable).set_metrics([], "", "")
+            self.query_one(HotLinesTable).set_lines([], "", "")
+            self.query_one(RooflinePlot).show_point(None, "")
+            notes.update("")
+            return
+        source = record.source
+        head.update(Content.assemble(
+            (source.upper(), "bold reverse $text-warning" if source == "estimated" else "bold reverse $text-success"),
+            " ", (record.tool or "", "$text-muted"), "  ", (record.target, "bold"),
+            "  latency ", (format_seconds(record.total_time), "bold"),
+        ))
+        self.query_one(MetricsTable).set_metrics(metric_rows(record), source, run_id)
+        self.query_one(HotLinesTable).set_lines(list(record.hotspots), source, run_id)
+        self.query_one(RooflinePlot).show_point(record.roofline, source)
+        notes.update(Content("\n").join(Content(n) for n in _notes(record)))
+
+
+def _pct(value) -> str:
+    return "-" if value is None else f"{float(value):.1f}%"
+
+
+def metric_rows(record) -> list[tuple[str, str, str]]:
+    s = record.summary
+    rows = [
+        ("total_time", f"latency ({record.source})", format_seconds(record.total_time)),
+        ("mfu_estimated_percent", "MFU", _pct(s.get("mfu_estimated_percent"))),
+        ("hfu_estimated_percent", "HFU", _pct(s.get("hfu_estimated_percent"))),
+        ("mbu_estimated_percent", "MBU", _pct(s.get("mbu_estimated_percent"))),
+    ]
+    sol = record.speed_of_light
+    if sol is not None:
+        rows.append(("speed_of_light_s", f"speed of light ({sol.bound}-bound)", format_seconds(sol.bound_s)))
+        if sol.achieved_percent is not None:
+            rows.append(("speed_of_light_percent", "achieved % of speed of light", _pct(sol.achieved_percent)))
+    for lane in lanes_of(record):
+        rows.append((f"{lane}_active_percent", f"{LANE_TITLES[lane]} active", _pct(record.engine_percent(lane))))
+    if "mm_arithmetic_intensity" in s:
+        rows.append(("mm_arithmetic_intensity", "arithmetic intensity", f"{float(s['mm_arithmetic_intensity']):.3g} FLOP/B"))
+    for key, label in (("hbm_read_bytes", "HBM read"), ("hbm_write_bytes", "HBM write"),
+                       ("dma_transfer_average_bytes", "average DMA size")):
+        if key in s:
+            rows.append((key, label, format_bytes(float(s[key]))))
+    if "dma_transfer_count" in s:
+        rows.append(("dma_transfer_count", "DMA transfers", f"{int(s['dma_transfer_count']):,}"))
+    return rows
+
+
+def _notes(record) -> list[str]:
+    notes = list(record.notes)
+    if record.speed_of_light is not None:
+        notes += [f"speed of light: {a}" for a in record.speed_of_light.assumptions]
+    return notes

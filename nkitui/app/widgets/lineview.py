@@ -1,0 +1,181 @@
+"""A virtualised, keyboard-driven list of rows with a cursor (Textual's Line API).
+
+Only the rows on screen are drawn, so a view over a million rows costs what a view over fifty does.
+Subclasses say how many rows there are and draw one row; this class owns the cursor, scrolling,
+keyboard navigation and a cache of drawn rows that is dropped when the data or the theme changes.
+"""
+
+from __future__ import annotations
+
+from rich.segment import Segment
+from textual.cache import LRUCache
+from textual.content import Content
+from textual.geometry import Size
+from textual.message import Message
+from textual.reactive import reactive
+from textual.scroll_view import ScrollView
+from textual.strip import Strip
+from textual.style import Style
+
+
+class LineView(ScrollView, can_focus=True):
+    """Rows with a cursor. Subclasses implement `row_count` and `render_row`."""
+
+    cursor: reactive[int] = reactive(0, init=False)
+
+    class CursorMoved(Message):
+        """The cursor moved to `row` (posted after the move, for status lines and evidence)."""
+
+        def __init__(self, view: "LineView", row: int) -> None:
+            super().__init__()
+            self.view = view
+            self.row = row
+
+        @property
+        def control(self) -> "LineView":
+            return self.view
+
+    def __init__(self, *, name: str | None = None, id: str | None = None, classes: str | None = None) -> None:
+        super().__init__(name=name, id=id, classes=classes)
+        self._row_cache: LRUCache[tuple, Strip] = LRUCache(1024)
+        self._generation = 0
+        self._content_width = 0
+
+    # --- for subclasses ------------------------------------------------------------------------
+
+    def row_count(self) -> int:
+        return 0
+
+    def render_row(self, row: int, width: int, selected: bool) -> Strip:
+        """Draw one row at full virtual width; scrolling and cropping happen here in the base."""
+        return Strip.blank(width, self.get_visual_style().rich_style)
+
+    def cursor_visible(self) -> bool:
+        return self.has_focus
+
+    # --- data changes --------------------------------------------------------------------------
+
+    def data_changed(self, content_width: int | None = None) -> None:
+        """Call after the rows change: drops drawn rows and updates the scroll extent."""
+        self._generation += 1
+        self._row_cache.clear()
+        if content_width is not None:
+            self._content_width = content_width
+        count = self.row_count()
+        self.virtual_size = Size(self._content_width, count)
+        if count == 0:
+            self.set_reactive(LineView.cursor, 0)
+        elif self.cursor >= count:
+            self.set_reactive(LineView.cursor, count - 1)
+        self.refresh()
+
+    def notify_style_update(self) -> None:
+        super().notify_style_update()
+        self._generation += 1
+        self._row_cache.clear()
+
+    def on_focus(self) -> None:
+        self._generation += 1
+        self.refresh()
+
+    def on_blur(self) -> None:
+        self._generation += 1
+        self.refresh()
+
+    # --- drawing -------------------------------------------------------------------------------
+
+    def render_line(self, y: int) -> Strip:
+        scroll_x, scroll_y = self.scroll_offset
+        row = scroll_y + y
+        width = self.scrollable_content_region.width
+        if row >= self.row_count():
+            return Strip.blank(width, self.get_visual_style().rich_style)
+        selected = row == self.cursor and self.cursor_visible()
+        key = (row, selected, width, scroll_x, self._generation)
+        strip = self._row_cache.get(key)
+        if strip is None:
+            strip = self.draw_row(row, width, scroll_x, selected)
+            self._row_cache[key] = strip
+        return strip
+
+    def draw_row(self, row: int, width: int, scroll_x: int, selected: bool) -> Strip:
+        """Row `row` cropped to the visible columns. Override for rows with fixed parts (gutters)."""
+        full = self.render_row(row, scroll_x + width, selected)
+        return full.crop_extend(scroll_x, scroll_x + width, self.get_visual_style().rich_style)
+
+    # --- helpers for drawing -------------------------------------------------------------------
+
+    def strip_of(self, parts: list[tuple[Content | str, Style]], width: int, fill: Style) -> Strip:
+        """Join (content, style) parts into one strip exactly `width` cells wide."""
+        segments: list[Segment] = []
+        for content, style in parts:
+            if isinstance(content, str):
+                if content:
+                    segments.append(Segment(content, style.rich_style))
+            else:
+                segments.extend(content.render_segments(style))
+        strip = Strip(segments)
+        return strip.adjust_cell_length(width, fill.rich_style)
+
+    # --- cursor and navigation -----------------------------------------------------------------
+
+    def watch_cursor(self, old: int, new: int) -> None:
+        self.refresh_row(old)
+        self.refresh_row(new)
+        self.scroll_cursor_visible()
+        self.post_message(self.CursorMoved(self, new))
+
+    def refresh_row(self, row: int) -> None:
+        y = row - self.scroll_offset.y
+        if 0 <= y < self.size.height:
+            self.refresh_lines(y)
+
+    def scroll_cursor_visible(self, center: bool = False) -> None:
+        height = max(1, self.scrollable_content_region.height)
+        top = self.scroll_offset.y
+        row = self.cursor
+        if center and not (top <= row < top + height):
+            self.scroll_to(y=max(0, row - height // 2), animate=False, immediate=True)
+        elif row < top:
+            self.scroll_to(y=row, animate=False, immediate=True)
+        elif row >= top + height:
+            self.scroll_to(y=row - height + 1, animate=False, immediate=True)
+
+    def move_cursor(self, row: int, center: bool = False) -> None:
+        count = self.row_count()
+        if count == 0:
+            return
+        row = max(0, min(count - 1, row))
+        if row == self.cursor:
+            self.scroll_cursor_visible(center)
+            return
+        self.cursor = row
+        if center:
+            self.scroll_cursor_visible(center=True)
+
+    def _page(self) -> int:
+        return max(1, self.scrollable_content_region.height - 1)
+
+    def action_cursor_down(self) -> None:
+        self.move_cursor(self.cursor + 1)
+
+    def action_cursor_up(self) -> None:
+        self.move_cursor(self.cursor - 1)
+
+    def action_page_down(self) -> None:
+        self.move_cursor(self.cursor + self._page())
+
+    def action_page_up(self) -> None:
+        self.move_cursor(self.cursor - self._page())
+
+    def action_cursor_top(self) -> None:
+        self.move_cursor(0)
+
+    def action_cursor_bottom(self) -> None:
+        self.move_cursor(self.row_count() - 1)
+
+    def action_scroll_left(self) -> None:
+        self.scroll_to(x=max(0, self.scroll_offset.x - 8), animate=False)
+
+    def action_scroll_right(self) -> None:
+        self.scroll_to(x=self.scroll_offset.x + 8, animate=False)

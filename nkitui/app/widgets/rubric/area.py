@@ -1,0 +1,254 @@
+"""The Rubric area: criteria with guidance, a score selector, the comment editor and linked evidence."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from textual import on
+from textual.app import ComposeResult
+from textual.containers import Horizontal, Vertical, VerticalScroll
+from textual.content import Content
+from textual.message import Message
+from textual.widgets import Markdown, OptionList, Static, TextArea
+
+from nkitui.app import keymap
+from nkitui.app.widgets.rubric.widgets import (
+    VERDICT_PAGE, CommentEditor, CriteriaList, EvidenceList, ScoreSelector,
+)
+
+
+class RubricArea(Vertical):
+    HELP = """\
+## Rubric area
+
+Score the port against the task's rubric. Pick a criterion on the left, read its guidance, choose a
+score, justify it, and attach evidence: in any area press **a** on a finding, a source or diff line, a
+log line or a metric to link it to the criterion shown here. The last page holds the verdict and the
+summary and lists what still blocks submitting. **ctrl+s** or **F8** validates and commits the review
+to the task's git repository; the draft is autosaved all along.
+"""
+
+    BINDINGS = keymap.bindings("rubric")
+
+    class DraftEdited(Message):
+        """The draft changed (score, comment, verdict, evidence); the app autosaves it."""
+
+    def __init__(self, *, id: str | None = None, classes: str | None = None) -> None:
+        super().__init__(id=id, classes=classes)
+        self.border_title = "4 Rubric"
+        self.rubric: Any = None
+        self.draft: Any = None
+        self.problems: list = []
+        self.last_commit: str = ""
+        self._loading = False
+
+    def compose(self) -> ComposeResult:
+        with Horizontal(id="rubric-main"):
+            yield CriteriaList(id="criteria")
+            with Vertical(id="criterion-pane"):
+                yield Static(id="criterion-title", classes="bar")
+                yield ScoreSelector(id="score")
+                yield Static(id="level-text", classes="strip")
+                yield CommentEditor(id="comment")
+                yield Static("Evidence (a attaches what is under the cursor in any area)", classes="section")
+                yield EvidenceList(id="evidence")
+                with VerticalScroll(id="guidance-scroll"):
+                    yield Markdown(id="guidance")
+        yield Static(id="rubric-status", classes="strip")
+
+    def on_mount(self) -> None:
+        self.query_one("#criterion-title", Static).update(Content.styled("Loading the rubric…", "$text-muted"))
+        self.query_one("#rubric-status", Static).update("")
+
+    def focus_primary(self) -> None:
+        self.query_one(CriteriaList).focus()
+
+    # --- data ----------------------------------------------------------------------------------
+
+    def set_review(self, rubric: Any, draft: Any) -> None:
+        self.rubric, self.draft = rubric, draft
+        self.query_one(CriteriaList).show(rubric, draft)
+        self._show_page()
+
+    def set_problems(self, problems: list) -> None:
+        self.problems = problems
+        self._update_status()
+        if self.current_id == VERDICT_PAGE:
+            self._show_page()
+
+    def set_last_commit(self, text: str) -> None:
+        self.last_commit = text
+        self._update_status()
+
+    @property
+    def current_id(self) -> str | None:
+        return self.query_one(CriteriaList).current_id
+
+    @property
+    def current_criterion(self) -> Any:
+        cid = self.current_id
+        if self.rubric is None or cid in (None, VERDICT_PAGE):
+            return None
+        return self.rubric.criterion(cid)
+
+    def refresh_lists(self) -> None:
+        if self.rubric is not None:
+            self.query_one(CriteriaList).show(self.rubric, self.draft)
+            self._show_evidence()
+            self._update_status()
+
+    # --- page ----------------------------------------------------------------------------------
+
+    @on(OptionList.OptionHighlighted, "#criteria")
+    def _criterion_changed(self) -> None:
+        self._show_page()
+
+    def _show_page(self) -> None:
+        if self.rubric is None:
+            return
+        self._loading = True
+        try:
+            title = self.query_one("#criterion-title", Static)
+            selector = self.query_one(ScoreSelector)
+            comment = self.query_one(CommentEditor)
+            guidance = self.query_one("#guidance", Markdown)
+            crit = self.current_criterion
+            if crit is None:  # the verdict page
+                title.update(Content.assemble(("Verdict & summary ", "bold"),
+                                              (f"{self.rubric.title} v{self.rubric.version}", "$text-muted")))
+                selector.set_values(list(self.rubric.verdicts), self.draft.verdict)
+                comment.load_text(self.draft.summary)
+                guidance.update(self._verdict_markdown())
+            else:
+                entry = self.draft.scores.get(crit.id)
+                title.update(Content.assemble(
+                    (crit.title, "bold"),
+                    (f"  weight {crit.weight:g} · {'required' if crit.required else 'optional'} · "
+                     f"scale {crit.scale.describe()}", "$text-muted")))
+                selector.set_values(list(crit.scale.values()), entry.value if entry else None)
+                comment.load_text(entry.comment if entry else "")
+                guidance.update(f"### Guidance\n\n{crit.guidance.strip()}\n\n{self._levels_markdown(crit)}")
+            self._update_level_text()
+            self._show_evidence()
+            self._update_status()
+        finally:
+            self._loading = False
+
+    def _levels_markdown(self, crit: Any) -> str:
+        if not crit.levels:
+            return ""
+        lines = ["### What each score means", ""]
+        for value in crit.scale.values():
+            text = crit.level_text(value)
+            if text:
+                lines.append(f"- **{value}**: {text}")
+        return "\n".join(lines)
+
+    def _verdict_markdown(self) -> str:
+        lines = ["### Before submitting", ""]
+        errors = [p for p in self.problems if p.severity == "error"]
+        warnings = [p for p in self.problems if p.severity != "error"]
+        if not errors:
+            lines.append("Nothing blocks submitting. **ctrl+s** or **F8** commits the review.")
+        for p in errors:
+            lines.append(f"- ✘ **{p.field or 'draft'}**: {p.message} — {p.fix}")
+        for p in warnings:
+            lines.append(f"- ⚠ **{p.field or 'draft'}**: {p.message} — {p.fix}")
+        if self.rubric.verdict_guidance:
+            lines += ["", "### Verdicts", ""]
+            lines += [f"- **{v}**: {self.rubric.verdict_guidance.get(v, '')}" for v in self.rubric.verdicts]
+        return "\n".join(lines)
+
+    def _update_level_text(self) -> None:
+        strip = self.query_one("#level-text", Static)
+        crit = self.current_criterion
+        value = self.query_one(ScoreSelector).value
+        if crit is None:
+            text = self.rubric.verdict_guidance.get(value, "") if value else "Choose a verdict."
+        else:
+            text = crit.level_text(value) if value is not None else "Not scored yet."
+        strip.update(Content.styled(text or "", "$text-muted"))
+
+    def _show_evidence(self) -> None:
+        if self.draft is None:
+            return
+        cid = self.current_id
+        evidence = self.draft.evidence
+        if cid == VERDICT_PAGE:
+            indices = list(range(len(evidence)))
+        else:
+            indices = [i for i, e in enumerate(evidence) if e.criterion == cid]
+        self.query_one(EvidenceList).show(evidence, indices)
+
+    def _update_status(self) -> None:
+        if self.rubric is None or self.draft is None:
+            return
+        scored = sum(1 for c in self.rubric.criteria if (e := self.draft.scores.get(c.id)) and e.value is not None)
+        total = len(self.rubric.criteria)
+        errors = sum(1 for p in self.problems if p.severity == "error")
+        weighted = self.rubric.weighted_score(self.draft.score_values)
+        parts: list = [(f"{scored}/{total} scored", "bold"), ("  ·  ", "$text-muted"),
+                       f"verdict {self.draft.verdict or '-'}", ("  ·  ", "$text-muted"),
+                       f"{len(self.draft.evidence)} evidence"]
+        if weighted is not None:
+            parts += [("  ·  ", "$text-muted"), f"weighted {weighted * 100:.0f}%"]
+        parts += [("  ·  ", "$text-muted"),
+                  (f"{errors} to fix before submit", "$text-warning") if errors else ("ready to submit", "$text-success")]
+        if self.last_commit:
+            parts += [("  ·  ", "$text-muted"), (self.last_commit, "bold $text-success")]
+        self.query_one("#rubric-status", Static).update(Content.assemble(*parts))
+
+    # --- edits ---------------------------------------------------------------------------------
+
+    @on(ScoreSelector.Changed)
+    def _score_changed(self, event: ScoreSelector.Changed) -> None:
+        if self.draft is None:
+            return
+        crit = self.current_criterion
+        if crit is None:
+            self.draft.verdict = event.value
+        else:
+            self.draft.set_score(crit.id, event.value)
+        self._update_level_text()
+        self.query_one(CriteriaList).show(self.rubric, self.draft)
+        self.post_message(self.DraftEdited())
+
+    @on(TextArea.Changed, "#comment")
+    def _comment_changed(self, event: TextArea.Changed) -> None:
+        if self._loading or self.draft is None:
+            return
+        text = event.text_area.text
+        crit = self.current_criterion
+        if crit is None:
+            if self.draft.summary == text:
+                return
+            self.draft.summary = text
+        else:
+            entry = self.draft.scores.get(crit.id)
+            if entry is not None and entry.comment == text:
+                return
+            self.draft.set_comment(crit.id, text)
+        self.post_message(self.DraftEdited())
+
+    def set_comment_text(self, text: str) -> None:
+        """Replace the current page's comment (after editing in $EDITOR)."""
+        self.query_one(CommentEditor).load_text(text)
+        crit = self.current_criterion
+        if crit is None:
+            self.draft.summary = text
+        else:
+            self.draft.set_comment(crit.id, text)
+        self.post_message(self.DraftEdited())
+
+    def current_comment(self) -> str:
+        return self.query_one(CommentEditor).text
+
+    @on(EvidenceList.Remove)
+    def _remove_evidence(self, event: EvidenceList.Remove) -> None:
+        if self.draft is None or not 0 <= event.index < len(self.draft.evidence):
+            return
+        removed = self.draft.evidence.pop(event.index)
+        self._show_evidence()
+        self._update_status()
+        self.notify(f"Removed {removed.kind} evidence {removed.ref}", timeout=3)
+        self.post_message(self.DraftEdited())

@@ -1,0 +1,191 @@
+"""Pieces of the rubric editor: criteria list, score selector, comment editor, evidence list."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from textual.content import Content
+from textual.message import Message
+from textual.reactive import reactive
+from textual.widget import Widget
+from textual.widgets import OptionList, TextArea
+from textual.widgets.option_list import Option
+
+from nkitui.app import keymap
+
+VERDICT_PAGE = "__verdict__"
+
+
+class CriteriaList(OptionList):
+    """The rubric's criteria with their scores, then the verdict page."""
+
+    HELP = """\
+## Rubric: criteria
+
+Each criterion of the task's rubric with its score so far (✔ scored, ○ not yet, * required). The last
+entry holds the verdict and the summary, and lists what still blocks submitting.
+"""
+
+    def __init__(self, *, id: str | None = None) -> None:
+        super().__init__(id=id)
+        self.ids: list[str] = []
+
+    def show(self, rubric: Any, draft: Any) -> None:
+        highlighted = self.highlighted
+        self.clear_options()
+        self.ids = []
+        for c in rubric.criteria:
+            entry = draft.scores.get(c.id)
+            value = entry.value if entry is not None else None
+            mark = "✔" if value is not None else "○"
+            required = "*" if c.required else " "
+            score = "-" if value is None else str(value)
+            self.add_option(Option(Content.assemble(
+                (f"{mark} ", "$text-success" if value is not None else "$text-muted"),
+                (c.title, "bold" if value is None and c.required else ""), (required, "$text-warning"),
+                (f"  {score}", "$text-primary"))))
+            self.ids.append(c.id)
+        verdict = draft.verdict or "-"
+        self.add_option(Option(Content.assemble(("▶ ", "$text-accent"), ("Verdict & summary", "bold"),
+                                                (f"  {verdict}", "$text-primary"))))
+        self.ids.append(VERDICT_PAGE)
+        self.highlighted = 0 if highlighted is None else min(highlighted, len(self.ids) - 1)
+
+    @property
+    def current_id(self) -> str | None:
+        if self.highlighted is None or not 0 <= self.highlighted < len(self.ids):
+            return None
+        return self.ids[self.highlighted]
+
+
+class ScoreSelector(Widget, can_focus=True):
+    """A row of the allowed values; ←/→ (or +/-) pick one, Backspace clears."""
+
+    HELP = """\
+## Rubric: score
+
+The values this criterion's scale allows, worst first. **←**/**→** (or **-**/**+**) change the score,
+**Backspace** clears it. The line below says what the chosen value means in this rubric.
+"""
+
+    BINDINGS = keymap.bindings("score")
+
+    DEFAULT_CSS = """
+    ScoreSelector { height: 1; }
+    ScoreSelector:focus { background: $boost; }
+    """
+
+    values: reactive[tuple] = reactive(tuple, layout=False)
+    selected: reactive[int | None] = reactive(None)
+
+    class Changed(Message):
+        def __init__(self, selector: "ScoreSelector", value: Any) -> None:
+            super().__init__()
+            self.selector = selector
+            self.value = value
+
+        @property
+        def control(self) -> "ScoreSelector":
+            return self.selector
+
+    def set_values(self, values: list, current: Any) -> None:
+        self.set_reactive(ScoreSelector.values, tuple(values))
+        index = None
+        for i, v in enumerate(values):
+            if v == current:
+                index = i
+        self.set_reactive(ScoreSelector.selected, index)
+        self.refresh()
+
+    @property
+    def value(self) -> Any:
+        return None if self.selected is None else self.values[self.selected]
+
+    def render(self) -> Content:
+        parts: list = [("score ", "$text-muted")]
+        for i, v in enumerate(self.values):
+            label = f" {v} "
+            parts.append((f"[{v}]" if i == self.selected else label,
+                          "bold reverse $text-primary" if i == self.selected else ""))
+            parts.append(" ")
+        if self.selected is None:
+            parts.append(("(not scored)", "$text-warning"))
+        return Content.assemble(*parts)
+
+    def _choose(self, index: int | None) -> None:
+        if index == self.selected:
+            return
+        self.selected = index
+        self.post_message(self.Changed(self, self.value))
+
+    def action_score_up(self) -> None:
+        if self.values:
+            self._choose(0 if self.selected is None else min(len(self.values) - 1, self.selected + 1))
+
+    def action_score_down(self) -> None:
+        if self.values:
+            self._choose(len(self.values) - 1 if self.selected is None else max(0, self.selected - 1))
+
+    def action_score_clear(self) -> None:
+        self._choose(None)
+
+
+class CommentEditor(TextArea):
+    """The justification of the current criterion (or the review summary)."""
+
+    HELP = """\
+## Rubric: comment
+
+Why this score, in words another auditor can check. Every keystroke is autosaved (outside the task
+repository) so a dropped SSH session loses nothing. **ctrl+o** or **F7** opens the text in your
+$VISUAL/$EDITOR for long comments.
+"""
+
+    BINDINGS = keymap.bindings("rubric")
+
+    def __init__(self, *, id: str | None = None) -> None:
+        super().__init__(id=id, soft_wrap=True, show_line_numbers=False, tab_behavior="focus")
+
+    def action_external_editor(self) -> None:
+        self.app.action_edit_in_editor()  # type: ignore[attr-defined]
+
+
+class EvidenceList(OptionList):
+    """Evidence linked to the current criterion (all evidence on the verdict page)."""
+
+    HELP = """\
+## Rubric: evidence
+
+What backs this criterion's score: findings, source or diff lines, log lines, metrics and runs,
+attached with **a** wherever they are shown. **Delete** (or **d**) removes the highlighted link.
+"""
+
+    BINDINGS = keymap.bindings("evidence")
+
+    class Remove(Message):
+        def __init__(self, index: int) -> None:
+            super().__init__()
+            self.index = index
+
+    def __init__(self, *, id: str | None = None) -> None:
+        super().__init__(id=id)
+        self.indices: list[int] = []  # index into draft.evidence of each row
+
+    def show(self, evidence: list, indices: list[int]) -> None:
+        self.clear_options()
+        self.indices = indices
+        for i in indices:
+            e = evidence[i]
+            excerpt = f"  {e.excerpt}" if e.excerpt else ""
+            self.add_option(Option(Content.assemble((f"{e.kind:<8}", "$text-accent"), (e.ref, "bold"),
+                                                    (excerpt, "$text-muted"))))
+        if indices:
+            self.highlighted = 0
+
+    def action_remove_evidence(self) -> None:
+        if self.highlighted is not None and 0 <= self.highlighted < len(self.indices):
+            self.post_message(self.Remove(self.indices[self.highlighted]))
+
+    def action_open_evidence(self) -> None:
+        if self.highlighted is not None and 0 <= self.highlighted < len(self.indices):
+            self.app.open_evidence(self.indices[self.highlighted])  # type: ignore[attr-defined]

@@ -1,0 +1,117 @@
+"""Log lines in compact storage, with a level filter and search (no Textual here).
+
+A million lines cost one Python string each plus one byte for the level. The filtered view is an
+array of line indices, extended incrementally as lines arrive, so filtering never rescans the
+whole log on append.
+"""
+
+from __future__ import annotations
+
+from array import array
+from typing import Iterable
+
+LEVELS = ("debug", "info", "warning", "error")
+LEVEL_INDEX = {name: i for i, name in enumerate(LEVELS)}
+_ALIASES = {"warn": "warning", "err": "error", "critical": "error", "fatal": "error", "trace": "debug",
+            "stderr": "warning", "stdout": "info"}
+
+
+def level_index(level: str | None) -> int:
+    if level is None:
+        return LEVEL_INDEX["info"]
+    name = level.lower()
+    return LEVEL_INDEX.get(_ALIASES.get(name, name), LEVEL_INDEX["info"])
+
+
+class LogStore:
+    def __init__(self) -> None:
+        self.texts: list[str] = []
+        self.levels = bytearray()
+        self.min_level = 0
+        self._view: array | None = None  # indices of lines passing the filter; None = every line
+        self.longest = 0
+
+    # --- writing -------------------------------------------------------------------------------
+
+    def clear(self) -> None:
+        self.texts = []
+        self.levels = bytearray()
+        self._view = None if self.min_level == 0 else array("I")
+        self.longest = 0
+
+    def extend(self, lines: Iterable[tuple[int, str]]) -> int:
+        """Append (level index, text) pairs; returns how many of them pass the filter."""
+        start = len(self.texts)
+        texts = self.texts
+        levels = self.levels
+        longest = self.longest
+        for level, text in lines:
+            texts.append(text)
+            levels.append(level)
+            if len(text) > longest:
+                longest = len(text)
+        self.longest = longest
+        if self._view is None:
+            return len(texts) - start
+        before = len(self._view)
+        minimum = self.min_level
+        self._view.extend(i for i in range(start, len(texts)) if levels[i] >= minimum)
+        return len(self._view) - before
+
+    # --- filtered view -------------------------------------------------------------------------
+
+    def set_min_level(self, minimum: int) -> None:
+        self.min_level = minimum
+        if minimum == 0:
+            self._view = None
+        else:
+            levels = self.levels
+            self._view = array("I", (i for i in range(len(levels)) if levels[i] >= minimum))
+
+    def __len__(self) -> int:
+        return len(self.texts) if self._view is None else len(self._view)
+
+    @property
+    def total(self) -> int:
+        return len(self.texts)
+
+    def index(self, row: int) -> int:
+        """Line index (in the whole log) of view row `row`."""
+        return row if self._view is None else self._view[row]
+
+    def row_of(self, index: int) -> int | None:
+        """View row of line `index`, or None when the filter hides it."""
+        if self._view is None:
+            return index if 0 <= index < len(self.texts) else None
+        from bisect import bisect_left
+
+        pos = bisect_left(self._view, index)
+        return pos if pos < len(self._view) and self._view[pos] == index else None
+
+    def line(self, row: int) -> tuple[int, int, str]:
+        """(line index, level, text) of view row `row`."""
+        i = self.index(row)
+        return i, self.levels[i], self.texts[i]
+
+    def count_at_least(self, minimum: int) -> int:
+        return sum(1 for level in self.levels if level >= minimum)
+
+    # --- search --------------------------------------------------------------------------------
+
+    def find(self, query: str, start_row: int, step: int = 1) -> int | None:
+        """Next view row after `start_row` (before, when step is -1) containing `query`, wrapping around.
+
+        Case-insensitive unless the query has a capital letter (like less and vim's smartcase).
+        """
+        n = len(self)
+        if not query or n == 0:
+            return None
+        fold = query == query.lower()
+        needle = query.lower() if fold else query
+        texts = self.texts
+        for k in range(1, n + 1):
+            row = (start_row + step * k) % n
+            text = texts[self.index(row)]
+            if needle in (text.lower() if fold else text):
+                return row
+        return None

@@ -1,0 +1,287 @@
+"""The Source area: CUDA beside NKI (aligned by role, findings in the gutter) or the task's git diff."""
+
+from __future__ import annotations
+
+from textual import on
+from textual.app import ComposeResult
+from textual.containers import Vertical
+from textual.content import Content
+from textual.message import Message
+from textual.widgets import ContentSwitcher, OptionList, Static
+from textual.widgets.option_list import Option
+
+from nkitui.app import keymap
+from nkitui.app.evidence import Evidence
+from nkitui.app.gitview import FileDiff, Revision
+from nkitui.app.widgets.source.code_view import SEVERITY_GLYPH, CodePairView, SourceFile, finding_evidence
+from nkitui.app.widgets.source.diff_view import DiffView
+from nkitui.app.widgets.source.rows import RolePair
+from nkitui.common.findings import Finding, sort_findings
+
+
+class FindingsList(OptionList):
+    """Every finding on the task (static analysis, numerics, performance), worst first."""
+
+    HELP = """\
+## Source: findings
+
+Everything the analysis, the numerics checks and the cost model flagged, worst first. **Enter** shows
+the finding's line in the code view; **a** attaches the highlighted finding to the current rubric
+criterion as evidence.
+"""
+
+    BINDINGS = keymap.bindings("findings")
+
+    class Open(Message):
+        def __init__(self, finding: Finding) -> None:
+            super().__init__()
+            self.finding = finding
+
+    def __init__(self, *, id: str | None = None) -> None:
+        super().__init__(id=id)
+        self.findings: list[Finding] = []
+
+    def set_findings(self, findings: list[Finding]) -> None:
+        self.findings = sort_findings(findings)
+        highlighted = self.highlighted
+        self.clear_options()
+        self.add_options(Option(_finding_label(f)) for f in self.findings)
+        if not self.findings:
+            self.add_option(Option(Content.styled("No findings.", "$text-muted"), disabled=True))
+        if self.findings:
+            self.highlighted = min(highlighted or 0, len(self.findings) - 1)
+
+    def current(self) -> Finding | None:
+        if self.highlighted is None or not 0 <= self.highlighted < len(self.findings):
+            return None
+        return self.findings[self.highlighted]
+
+    def evidence_at_cursor(self) -> Evidence | None:
+        f = self.current()
+        return finding_evidence(f) if f else None
+
+    def action_open_finding(self) -> None:
+        f = self.current()
+        if f is not None:
+            self.post_message(self.Open(f))
+
+    @on(OptionList.OptionSelected)
+    def _selected(self, event: OptionList.OptionSelected) -> None:
+        event.stop()
+        self.action_open_finding()
+
+
+def _finding_label(f: Finding) -> Content:
+    glyph = SEVERITY_GLYPH.get(f.severity, "•")
+    return Content.assemble(
+        (f"{glyph} {f.severity:<6} ", f"$nk-sev-{f.severity}" if f.severity in SEVERITY_GLYPH else ""),
+        (f"{f.rule} ", "bold"),
+        (f"{f.location}  ", "$text-muted"),
+        f.title,
+    )
+
+
+class SourceArea(Vertical):
+    """CUDA | NKI aligned, or the diff between two revisions; findings strip and list below."""
+
+    HELP = """\
+## Source area
+
+**d** switches between the aligned CUDA | NKI view and the task's git diff; **s** switches the diff
+between unified and split; **v** picks the two revisions to compare; **f** shows or hides the findings
+list; **n**/**p** jump to the next/previous finding (or change). The strip under the code explains the
+finding and the alignment role at the cursor.
+"""
+
+    BINDINGS = keymap.bindings("source")
+
+    class RevisionsWanted(Message):
+        """The auditor asked to pick revisions (the app owns the picker screen)."""
+
+    def __init__(self, *, id: str | None = None, classes: str | None = None) -> None:
+        super().__init__(id=id, classes=classes)
+        self.border_title = "1 Source"
+        self.mode = "aligned"  # or "diff"
+        self.revisions: list[Revision] = []
+        self.diff_pair: tuple[Revision, Revision] | None = None
+        self.diff_files: list[FileDiff] = []
+        self.diff_loaded = False
+        self.analysis_state = "waiting for analysis"
+        self.pairs: list[RolePair] = []
+        self.findings: list[Finding] = []
+
+    def compose(self) -> ComposeResult:
+        yield Static(id="source-bar", classes="bar")
+        with ContentSwitcher(initial="code", id="source-switcher"):
+            yield CodePairView(id="code")
+            yield DiffView(id="diff")
+        yield Static(id="finding-strip", classes="strip")
+        yield FindingsList(id="findings")
+
+    def on_mount(self) -> None:
+        self._update_bar()
+        self._update_strip()
+
+    # --- data from the app ---------------------------------------------------------------------
+
+    @property
+    def code(self) -> CodePairView:
+        return self.query_one("#code", CodePairView)
+
+    @property
+    def diff(self) -> DiffView:
+        return self.query_one("#diff", DiffView)
+
+    def set_sources(self, left: SourceFile | None, right: SourceFile | None) -> None:
+        self.code.set_sources(left, right)
+        self._update_bar()
+
+    def set_analysis(self, findings: list[Finding], pairs: list[RolePair], state: str) -> None:
+        self.pairs = pairs
+        self.analysis_state = state
+        self.code.set_alignment(pairs)
+        self.set_findings(findings)
+
+    def set_findings(self, findings: list[Finding]) -> None:
+        self.findings = findings
+        self.code.set_findings(findings)
+        self.query_one(FindingsList).set_findings(findings)
+        self._update_bar()
+        self._update_strip()
+
+    def set_revisions(self, revisions: list[Revision], pair: tuple[Revision, Revision] | None) -> None:
+        self.revisions = revisions
+        self.diff_pair = pair
+        self._update_bar()
+
+    def set_diff(self, pair: tuple[Revision, Revision], files: list[FileDiff]) -> None:
+        self.diff_pair = pair
+        self.diff_files = files
+        self.diff_loaded = True
+        self.diff.set_diff(files, f"{pair[0].ref}..{pair[1].ref}")
+        self._update_bar()
+
+    def show_line(self, path: str, line: int) -> bool:
+        """Show `path:line` in the aligned view (switching to it). False when the file is not shown."""
+        if self.mode != "aligned":
+            self.action_toggle_mode()
+        shown = self.code.show_line(path, line)
+        if shown:
+            self.code.focus()
+        return shown
+
+    def focus_primary(self) -> None:
+        (self.diff if self.mode == "diff" else self.code).focus()
+
+    # --- actions -------------------------------------------------------------------------------
+
+    def action_toggle_mode(self) -> None:
+        self.mode = "diff" if self.mode == "aligned" else "aligned"
+        switcher = self.query_one(ContentSwitcher)
+        switcher.current = "diff" if self.mode == "diff" else "code"
+        self.focus_primary()
+        self._update_bar()
+        self._update_strip()
+
+    def action_toggle_diff_layout(self) -> None:
+        if self.mode != "diff":
+            self.action_toggle_mode()
+        self.diff.set_split(not self.diff.split)
+        self._update_bar()
+
+    def action_pick_revisions(self) -> None:
+        self.post_message(self.RevisionsWanted())
+
+    def action_toggle_findings(self) -> None:
+        findings = self.query_one(FindingsList)
+        findings.display = not findings.display
+        if findings.display:
+            findings.focus()
+        else:
+            self.focus_primary()
+
+    # --- status lines --------------------------------------------------------------------------
+
+    @on(CodePairView.CursorMoved)
+    @on(DiffView.CursorMoved)
+    def _cursor_moved(self) -> None:
+        self._update_strip()
+
+    @on(FindingsList.Open)
+    def _open_finding(self, event: FindingsList.Open) -> None:
+        f = event.finding
+        if f.file is None or f.line is None:
+            self.notify(f"{f.rule}: {f.message}", title=f.title, timeout=8)
+            return
+        if not self.show_line(f.file, f.line):
+            self.notify(f"{f.location} is not one of the files shown side by side", title=f.rule, timeout=5)
+
+    def _update_bar(self) -> None:
+        if not self.is_mounted:
+            return
+        bar = self.query_one("#source-bar", Static)
+        counts = _severity_counts(self.findings)
+        if self.mode == "aligned":
+            left, right = self.code.left, self.code.right
+            files = f"{left.path} ⇄ {right.path}" if left and right else (right.path if right else "no NKI source")
+            pairs = len(self.code.drawn_pairs)
+            align = f"{pairs} aligned pair{'s' if pairs != 1 else ''}" if self.pairs else self.analysis_state
+            bar.update(Content.assemble(("Aligned ", "bold"), files, ("  ·  ", "$text-muted"), align,
+                                        ("  ·  ", "$text-muted"), counts))
+        else:
+            if self.diff_pair is None:
+                what = "no history (not a git repository?)" if not self.revisions else "pick revisions with v"
+                bar.update(Content.assemble(("Diff ", "bold"), what))
+                return
+            old, new = self.diff_pair
+            layout = "split" if self.diff.split else "unified"
+            added = sum(f.added for f in self.diff_files)
+            deleted = sum(f.deleted for f in self.diff_files)
+            summary = (f"{len(self.diff_files)} file{'s' if len(self.diff_files) != 1 else ''} +{added} -{deleted}"
+                       if self.diff_loaded else "loading")
+            bar.update(Content.assemble(("Diff ", "bold"), f"{old.short} → {new.short}", ("  ·  ", "$text-muted"),
+                                        layout, ("  ·  ", "$text-muted"), summary))
+
+    def _update_strip(self) -> None:
+        if not self.is_mounted:
+            return
+        strip = self.query_one("#finding-strip", Static)
+        if self.mode == "diff":
+            if self.diff_loaded and not self.diff_files and self.diff_pair is not None:
+                strip.update("No differences between these revisions; press v to pick others.")
+            else:
+                ev = self.diff.evidence_at_cursor()
+                strip.update(ev.label if ev else "")
+            return
+        findings = self.code.findings_at_cursor()
+        role = self.code.role_at_cursor()
+        parts: list[Content | tuple[str, str] | str] = []
+        if findings:
+            f = findings[0]
+            more = f" (+{len(findings) - 1} more)" if len(findings) > 1 else ""
+            parts += [(f"{SEVERITY_GLYPH.get(f.severity, '•')} {f.rule} ", f"bold $nk-sev-{f.severity}"),
+                      f"{f.title}{more}: ", (f.message, "$text-muted")]
+        elif role:
+            parts += [("role ", "$text-muted"), (role, "bold")]
+        else:
+            parts.append(("No finding on this line.", "$text-muted"))
+        strip.update(Content.assemble(*parts))
+
+    def evidence_at_cursor(self) -> Evidence | None:
+        focused = self.screen.focused if self.is_attached else None
+        if isinstance(focused, FindingsList):
+            return focused.evidence_at_cursor()
+        return (self.diff if self.mode == "diff" else self.code).evidence_at_cursor()
+
+
+def _severity_counts(findings: list[Finding]) -> Content:
+    if not findings:
+        return Content("no findings")
+    parts: list[tuple[str, str] | str] = []
+    for severity in ("high", "medium", "low", "info"):
+        n = sum(1 for f in findings if f.severity == severity)
+        if n:
+            if parts:
+                parts.append(" ")
+            parts.append((f"{SEVERITY_GLYPH[severity]}{n} {severity}", f"$nk-sev-{severity}"))
+    return Content.assemble(*parts)

@@ -1,0 +1,281 @@
+"""CUDA beside NKI, aligned by role, findings marked in the gutter (one virtualised widget, so both
+sides always scroll together)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from textual.content import Content
+from textual.strip import Strip
+
+from nkitui.app import keymap
+from nkitui.app.evidence import Evidence
+from nkitui.app.widgets.lineview import LineView
+from nkitui.app.widgets.source.rows import PairRow, RolePair, align_rows, roles_by_line, single_rows
+from nkitui.common.findings import SEVERITY_ORDER, Finding
+
+# Glyphs differ by severity so colour is never the only signal (high-contrast, colour-blind users).
+SEVERITY_GLYPH = {"high": "●", "medium": "◆", "low": "▲", "info": "·"}
+
+
+@dataclass
+class SourceFile:
+    path: str  # task-relative, as shown
+    lines: list[Content]  # highlighted, one per line
+
+    @property
+    def width(self) -> int:
+        return max((line.cell_length for line in self.lines), default=0)
+
+
+@dataclass
+class Marks:
+    """Worst finding severity per line, and every finding per line, for one file."""
+
+    worst: dict[int, str] = field(default_factory=dict)
+    by_line: dict[int, list[Finding]] = field(default_factory=dict)
+
+    @classmethod
+    def of(cls, findings: list[Finding], path: str | None) -> "Marks":
+        marks = cls()
+        if path is None:
+            return marks
+        for f in findings:
+            if f.file != path or f.line is None:
+                continue
+            for line in range(f.line, (f.end_line or f.line) + 1):
+                marks.by_line.setdefault(line, []).append(f)
+            current = marks.worst.get(f.line)
+            if current is None or SEVERITY_ORDER[f.severity] < SEVERITY_ORDER[current]:
+                marks.worst[f.line] = f.severity
+        return marks
+
+
+class CodePairView(LineView):
+    """Rows of CUDA | NKI. Without CUDA source the NKI file fills the width."""
+
+    HELP = """\
+## Source: CUDA beside NKI
+
+The CUDA kernel (left) and its NKI port (right), highlighted. Where the static analysis paired a CUDA
+construct with the NKI code that plays the same role (global memory and HBM loads, shared memory and
+SBUF tiles, thread indexing and tile loops ...), the pair is laid out side by side under a role
+header and tinted. Gutter marks show findings: ● high, ◆ medium, ▲ low, · info.
+
+The line under the cursor is what **a** attaches as evidence: its finding if it has one, otherwise the
+source line itself.
+"""
+
+    BINDINGS = keymap.bindings("code")
+
+    COMPONENT_CLASSES = {
+        "code--gutter", "code--cursor", "code--pair", "code--role", "code--separator", "code--empty",
+        "code--sev-high", "code--sev-medium", "code--sev-low", "code--sev-info",
+    }
+
+    DEFAULT_CSS = """
+    CodePairView { background: $surface; }
+    CodePairView > .code--gutter { color: $nk-gutter; }
+    CodePairView > .code--cursor { background: $nk-cursor; }
+    CodePairView:focus > .code--cursor { background: $nk-cursor; text-style: bold; }
+    CodePairView > .code--pair { background: $nk-align; }
+    CodePairView > .code--role { background: $nk-align; color: $text-primary; text-style: bold; }
+    CodePairView > .code--separator { color: $nk-gutter; }
+    CodePairView > .code--empty { color: $nk-gutter; }
+    CodePairView > .code--sev-high { color: $nk-sev-high; text-style: bold; }
+    CodePairView > .code--sev-medium { color: $nk-sev-medium; text-style: bold; }
+    CodePairView > .code--sev-low { color: $nk-sev-low; }
+    CodePairView > .code--sev-info { color: $nk-sev-info; }
+    """
+
+    def __init__(self, *, id: str | None = None) -> None:
+        super().__init__(id=id)
+        self.left: SourceFile | None = None
+        self.right: SourceFile | None = None
+        self.pairs: list[RolePair] = []
+        self.rows: list[PairRow] = []
+        self.drawn_pairs: list[int] = []
+        self.findings: list[Finding] = []
+        self.left_marks = Marks()
+        self.right_marks = Marks()
+        self.left_roles: dict[int, str] = {}
+        self.right_roles: dict[int, str] = {}
+
+    # --- data ----------------------------------------------------------------------------------
+
+    def set_sources(self, left: SourceFile | None, right: SourceFile | None) -> None:
+        self.left, self.right = left, right
+        self._layout_rows()
+
+    def set_alignment(self, pairs: list[RolePair]) -> None:
+        self.pairs = list(pairs)
+        self._layout_rows()
+
+    def set_findings(self, findings: list[Finding]) -> None:
+        self.findings = list(findings)
+        self.left_marks = Marks.of(self.findings, self.left.path if self.left else None)
+        self.right_marks = Marks.of(self.findings, self.right.path if self.right else None)
+        self.data_changed()
+
+    def _layout_rows(self) -> None:
+        current = self.rows[self.cursor] if self.rows and self.cursor < len(self.rows) else None
+        if self.right is None:
+            self.rows, self.drawn_pairs = [], []
+        elif self.left is None:
+            self.rows, self.drawn_pairs = single_rows(len(self.right.lines)), []
+        else:
+            self.rows, self.drawn_pairs = align_rows(len(self.left.lines), len(self.right.lines), self.pairs)
+        self.left_roles, self.right_roles = roles_by_line(self.pairs)
+        self.left_marks = Marks.of(self.findings, self.left.path if self.left else None)
+        self.right_marks = Marks.of(self.findings, self.right.path if self.right else None)
+        width = (self.left.width if self.left else 0) + (self.right.width if self.right else 0) + 20
+        self.data_changed(content_width=width)
+        if current is not None and current.right is not None:
+            self.show_line(self.right.path if self.right else "", current.right, center=False)
+
+    def row_count(self) -> int:
+        return len(self.rows)
+
+    # --- queries -------------------------------------------------------------------------------
+
+    def row_at_cursor(self) -> PairRow | None:
+        return self.rows[self.cursor] if 0 <= self.cursor < len(self.rows) else None
+
+    def findings_at_cursor(self) -> list[Finding]:
+        row = self.row_at_cursor()
+        if row is None:
+            return []
+        found: list[Finding] = []
+        if row.right is not None:
+            found += self.right_marks.by_line.get(row.right, [])
+        if row.left is not None:
+            found += self.left_marks.by_line.get(row.left, [])
+        return sorted(found, key=lambda f: SEVERITY_ORDER.get(f.severity, 9))
+
+    def role_at_cursor(self) -> str | None:
+        row = self.row_at_cursor()
+        if row is None:
+            return None
+        if row.pair is not None:
+            return self.pairs[row.pair].role
+        if row.right is not None and row.right in self.right_roles:
+            return self.right_roles[row.right]
+        if row.left is not None:
+            return self.left_roles.get(row.left)
+        return None
+
+    def evidence_at_cursor(self) -> Evidence | None:
+        findings = self.findings_at_cursor()
+        if findings:
+            return finding_evidence(findings[0])
+        row = self.row_at_cursor()
+        if row is None:
+            return None
+        side, line = (self.right, row.right) if row.right is not None else (self.left, row.left)
+        if side is None or line is None:
+            return None
+        text = side.lines[line - 1].plain.strip() if line - 1 < len(side.lines) else ""
+        return Evidence("source", f"{side.path}:{line} {text[:60]}", file=side.path, line=line)
+
+    def show_line(self, path: str, line: int, center: bool = True) -> bool:
+        """Put the cursor on `line` of `path` (either side). Returns False if that file is not shown."""
+        if self.right is not None and path == self.right.path:
+            attr = "right"
+        elif self.left is not None and path == self.left.path:
+            attr = "left"
+        else:
+            return False
+        best = None
+        for index, row in enumerate(self.rows):
+            value = getattr(row, attr)
+            if value is not None and value >= line:
+                best = index
+                break
+        if best is None:
+            return False
+        self.move_cursor(best, center=center)
+        return True
+
+    def action_next_finding(self) -> None:
+        self._jump_finding(1)
+
+    def action_prev_finding(self) -> None:
+        self._jump_finding(-1)
+
+    def _row_has_mark(self, row: PairRow) -> bool:
+        return (row.right is not None and row.right in self.right_marks.worst) or (
+            row.left is not None and row.left in self.left_marks.worst
+        )
+
+    def _jump_finding(self, step: int) -> None:
+        index = self.cursor + step
+        while 0 <= index < len(self.rows):
+            if self._row_has_mark(self.rows[index]):
+                self.move_cursor(index, center=True)
+                return
+            index += step
+        self.notify("No more findings in this direction", timeout=2)
+
+    # --- drawing -------------------------------------------------------------------------------
+
+    def draw_row(self, row_index: int, width: int, scroll_x: int, selected: bool) -> Strip:
+        row = self.rows[row_index]
+        base = self.get_visual_style()
+        if selected:
+            background = self.get_visual_style("code--cursor")
+        elif row.pair is not None:
+            background = self.get_visual_style("code--pair")
+        else:
+            background = base
+        if row.header and row.pair is not None:
+            pair = self.pairs[row.pair]
+            note = f"  {pair.note}" if pair.note else ""
+            title = f"── {pair.role} ── CUDA {pair.cuda[0]}-{pair.cuda[1]} ⇄ NKI {pair.nki[0]}-{pair.nki[1]}{note} "
+            role_style = self.get_visual_style("code--cursor" if selected else "code--role")
+            return self.strip_of([(title.ljust(width, "─"), role_style)], width, role_style)
+        if self.left is None:
+            return self._side(self.right, row.right, self.right_marks, width, scroll_x, background)
+        left_width = (width - 1) // 2
+        right_width = width - 1 - left_width
+        left = self._side(self.left, row.left, self.left_marks, left_width, scroll_x, background)
+        right = self._side(self.right, row.right, self.right_marks, right_width, scroll_x, background)
+        separator = self.strip_of([("│", self.get_visual_style("code--separator"))], 1, base)
+        return Strip.join([left, separator, right])
+
+    def _side(self, source: SourceFile | None, line: int | None, marks: Marks, width: int, scroll_x: int,
+              background) -> Strip:
+        if source is None or width <= 0:
+            return Strip.blank(max(0, width), background.rich_style)
+        digits = len(str(max(1, len(source.lines))))
+        gutter_style = self.get_visual_style("code--gutter") + _bg(background)
+        if line is None:
+            return self.strip_of([(" " * (digits + 2), gutter_style)], width, background)
+        severity = marks.worst.get(line)
+        if severity is not None:
+            glyph = SEVERITY_GLYPH.get(severity, "•")
+            mark_style = self.get_visual_style(f"code--sev-{severity}") + _bg(background)
+        elif line in marks.by_line:
+            glyph, mark_style = "▏", self.get_visual_style("code--gutter") + _bg(background)
+        else:
+            glyph, mark_style = " ", gutter_style
+        code = source.lines[line - 1] if line - 1 < len(source.lines) else Content("")
+        code_width = max(0, width - digits - 2)
+        visible = code[scroll_x: scroll_x + code_width] if scroll_x < len(code.plain) else Content("")
+        return self.strip_of(
+            [(str(line).rjust(digits), gutter_style), (glyph, mark_style), (" ", gutter_style), (visible, background)],
+            width, background,
+        )
+
+
+def _bg(style):
+    """Only the background of a visual style (to lay a foreground style over a tinted row)."""
+    from textual.style import Style
+
+    return Style(background=style.background)
+
+
+def finding_evidence(f: Finding) -> Evidence:
+    return Evidence(
+        "finding", f"{f.rule} {f.title} ({f.location})", file=f.file, line=f.line, end_line=f.end_line,
+        rule=f.rule, data={"severity": f.severity, "source": f.source},
+    )

@@ -1,0 +1,222 @@
+"""The task's git diff between two revisions, unified or split, highlighted (virtualised)."""
+
+from __future__ import annotations
+
+from textual.content import Content
+from textual.strip import Strip
+from textual.style import Style
+
+from nkitui.app import keymap
+from nkitui.app.evidence import Evidence
+from nkitui.app.gitview import DiffLine, FileDiff, SplitRow, split_rows, unified_rows
+from nkitui.app.widgets.lineview import LineView
+from nkitui.app.widgets.source.highlight import highlight_lines, language_for
+
+_SIGN = {"add": "+", "delete": "-", "context": " "}
+
+
+class DiffView(LineView):
+    HELP = """\
+## Source: git diff
+
+The task's own history: what changed between two revisions (pick them with **v**; "working tree" means
+uncommitted changes). **s** switches between unified and split layouts, **n**/**p** jump between changes.
+Added lines are marked **+** and tinted, deleted lines **-**, so the signs carry the meaning without colour.
+**a** attaches the line under the cursor as evidence.
+"""
+
+    BINDINGS = keymap.bindings("code")
+
+    COMPONENT_CLASSES = {
+        "diff--gutter", "diff--cursor", "diff--add", "diff--delete", "diff--add-sign", "diff--delete-sign",
+        "diff--file", "diff--hunk", "diff--empty",
+    }
+
+    DEFAULT_CSS = """
+    DiffView { background: $surface; }
+    DiffView > .diff--gutter { color: $nk-gutter; }
+    DiffView > .diff--cursor { background: $nk-cursor; }
+    DiffView > .diff--add { background: $nk-diff-add-bg; }
+    DiffView > .diff--delete { background: $nk-diff-del-bg; }
+    DiffView > .diff--add-sign { color: $nk-diff-add; text-style: bold; }
+    DiffView > .diff--delete-sign { color: $nk-diff-del; text-style: bold; }
+    DiffView > .diff--file { background: $panel; color: $text; text-style: bold; }
+    DiffView > .diff--hunk { color: $text-secondary; }
+    DiffView > .diff--empty { background: $surface-darken-1; }
+    """
+
+    def __init__(self, *, id: str | None = None) -> None:
+        super().__init__(id=id)
+        self.files: list[FileDiff] = []
+        self.split = False
+        self.revision_label = ""
+        self._unified: list[DiffLine] = []
+        self._split: list[SplitRow] = []
+        self._highlight: dict[tuple[str, str], list[Content]] = {}
+        self._digits = 4
+
+    def set_diff(self, files: list[FileDiff], revision_label: str) -> None:
+        self.files = files
+        self.revision_label = revision_label
+        self._unified = unified_rows(files)
+        self._split = split_rows(files)
+        self._highlight = {}
+        for f in files:
+            language = language_for(f.path)
+            self._highlight[(f.path, "old")] = highlight_lines(f.old_text, language)
+            self._highlight[(f.path, "new")] = highlight_lines(f.new_text, language)
+        longest = max((len(line.text) for line in self._unified), default=0)
+        numbers = [n for line in self._unified for n in (line.old, line.new) if n]
+        self._digits = max(3, len(str(max(numbers, default=1))))
+        self.set_reactive(DiffView.cursor, 0)
+        self.scroll_to(0, 0, animate=False, immediate=True)
+        self.data_changed(content_width=longest + 2 * self._digits + 8)
+
+    def set_split(self, split: bool) -> None:
+        current = self.line_at_cursor()
+        self.split = split
+        self.data_changed()
+        if current is not None:
+            self._seek(current)
+
+    def row_count(self) -> int:
+        return len(self._split) if self.split else len(self._unified)
+
+    # --- queries -------------------------------------------------------------------------------
+
+    def line_at_cursor(self) -> DiffLine | None:
+        if not 0 <= self.cursor < self.row_count():
+            return None
+        if self.split:
+            row = self._split[self.cursor]
+            return row.right or row.left
+        return self._unified[self.cursor]
+
+    def _seek(self, line: DiffLine) -> None:
+        for index in range(self.row_count()):
+            if self.split:
+                row = self._split[index]
+                if line in (row.left, row.right):
+                    self.move_cursor(index, center=True)
+                    return
+            elif self._unified[index] == line:
+                self.move_cursor(index, center=True)
+                return
+
+    def evidence_at_cursor(self) -> Evidence | None:
+        line = self.line_at_cursor()
+        if line is None or line.kind not in ("add", "delete", "context"):
+            return None
+        number = line.new if line.new is not None else line.old
+        sign = _SIGN[line.kind]
+        return Evidence(
+            "diff", f"{line.path}:{number} {sign}{line.text.strip()[:60]}", file=line.path, line=number,
+            revision=self.revision_label, value=line.text, data={"change": line.kind},
+        )
+
+    def _row_kinds(self, index: int) -> set[str]:
+        if self.split:
+            row = self._split[index]
+            return {side.kind for side in (row.left, row.right) if side is not None}
+        return {self._unified[index].kind}
+
+    def _jump(self, step: int) -> None:
+        index = self.cursor + step
+        while 0 <= index < self.row_count():
+            kinds = self._row_kinds(index)
+            previous = self._row_kinds(index - 1) if index > 0 else set()
+            if kinds & {"add", "delete"} and not previous & {"add", "delete"}:
+                self.move_cursor(index, center=True)
+                return
+            index += step
+        self.notify("No more changes in this direction", timeout=2)
+
+    def action_next_finding(self) -> None:
+        self._jump(1)
+
+    def action_prev_finding(self) -> None:
+        self._jump(-1)
+
+    # --- drawing -------------------------------------------------------------------------------
+
+    def _code(self, line: DiffLine) -> Content:
+        if line.kind == "delete" and line.old:
+            lines = self._highlight.get((line.path, "old"), [])
+            if line.old - 1 < len(lines):
+                return lines[line.old - 1]
+        elif line.new:
+            lines = self._highlight.get((line.path, "new"), [])
+            if line.new - 1 < len(lines):
+                return lines[line.new - 1]
+        return Content(line.text.expandtabs(4))
+
+    def _line_style(self, kind: str, selected: bool) -> Style:
+        if selected:
+            return self.get_visual_style("diff--cursor")
+        if kind == "add":
+            return self.get_visual_style("diff--add")
+        if kind == "delete":
+            return self.get_visual_style("diff--delete")
+        return self.get_visual_style()
+
+    def draw_row(self, row_index: int, width: int, scroll_x: int, selected: bool) -> Strip:
+        if self.split:
+            return self._draw_split(self._split[row_index], width, scroll_x, selected)
+        return self._draw_unified(self._unified[row_index], width, scroll_x, selected)
+
+    def _banner(self, kind: str, text: str, width: int, selected: bool) -> Strip:
+        style = self.get_visual_style("diff--cursor") if selected else self.get_visual_style(
+            "diff--file" if kind == "file" else "diff--hunk")
+        prefix = "▌ " if kind == "file" else "  "
+        return self.strip_of([(prefix + text, style)], width, style)
+
+    def _draw_unified(self, line: DiffLine, width: int, scroll_x: int, selected: bool) -> Strip:
+        if line.kind in ("file", "hunk", "note"):
+            return self._banner(line.kind, line.text, width, selected)
+        style = self._line_style(line.kind, selected)
+        gutter = self.get_visual_style("diff--gutter") + Style(background=style.background)
+        d = self._digits
+        old = str(line.old).rjust(d) if line.old else " " * d
+        new = str(line.new).rjust(d) if line.new else " " * d
+        sign_style = self._sign_style(line.kind, style)
+        code = self._code(line)
+        code_width = max(0, width - 2 * d - 4)
+        visible = code[scroll_x: scroll_x + code_width]
+        return self.strip_of(
+            [(f"{old} {new} ", gutter), (_SIGN.get(line.kind, " "), sign_style), (" ", style), (visible, style)],
+            width, style,
+        )
+
+    def _sign_style(self, kind: str, style: Style) -> Style:
+        if kind in ("add", "delete"):
+            return self.get_visual_style(f"diff--{kind}-sign") + Style(background=style.background)
+        return style
+
+    def _draw_split(self, row: SplitRow, width: int, scroll_x: int, selected: bool) -> Strip:
+        if row.kind in ("file", "hunk", "note"):
+            text = row.left.text if row.left is not None else row.path
+            if row.kind == "file":
+                text = next((line.text for line in self._unified if line.kind == "file" and line.path == row.path),
+                            row.path)
+            return self._banner(row.kind, text, width, selected)
+        half = (width - 1) // 2
+        left = self._split_side(row.left, "old", half, scroll_x, selected)
+        right = self._split_side(row.right, "new", width - 1 - half, scroll_x, selected)
+        separator = self.strip_of([("│", self.get_visual_style("diff--gutter"))], 1, self.get_visual_style())
+        return Strip.join([left, separator, right])
+
+    def _split_side(self, line: DiffLine | None, side: str, width: int, scroll_x: int, selected: bool) -> Strip:
+        if line is None:
+            style = self.get_visual_style("diff--cursor" if selected else "diff--empty")
+            return Strip.blank(width, style.rich_style)
+        style = self._line_style(line.kind, selected)
+        gutter = self.get_visual_style("diff--gutter") + Style(background=style.background)
+        number = line.old if side == "old" else line.new
+        d = self._digits
+        code = self._code(line)
+        visible = code[scroll_x: scroll_x + max(0, width - d - 3)]
+        return self.strip_of(
+            [((str(number).rjust(d) if number else " " * d) + " ", gutter),
+             (_SIGN.get(line.kind, " "), self._sign_style(line.kind, style)), (" ", style), (visible, style)],
+            width, style,
+        )

@@ -1,0 +1,24 @@
+"""`nkitui [TASK_DIR]` / `nkitui open [TASK_DIR]`: open the workstation on a task."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+BACKENDS = ("auto", "emulator", "simulator", "neuron")
+TARGETS = ("trn1", "trn2", "trn3")
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("open", help="open the workstation on a task (the default command: nkitui [TASK_DIR])")
+    p.add_argument("task_dir", nargs="?", type=Path, default=Path("."), help="the task folder (default: .)")
+    p.add_argument("--backend", choices=BACKENDS, default="auto", help="where runs execute (default: auto)")
+    p.add_argument("--target", choices=TARGETS, default=None, help="Trainium generation (default: the task's)")
+    p.add_argument("--theme", default=None, help="dark, light, high-contrast or a user theme's name")
+    p.set_defaults(func=_open)
+
+
+def _open(args: argparse.Namespace) -> int:
+    from nkitui.app import run_app
+
+    return run_app(args.task_dir, backend=args.backend, target=args.target, theme=args.theme)
