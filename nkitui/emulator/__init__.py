@@ -1,1 +1,72 @@
-"""CPU emulator of NKI (Neuron Kernel Interface). See docs/emulator.md."""
+"""CPU emulator of NKI (Neuron Kernel Interface). See docs/emulator.md.
+
+    from nkitui import emulator
+    emulator.install()                       # neuronxcc.nki(.language/.isa/.typing/.compiler)
+    with emulator.trace() as tr:             # collect the instruction trace
+        out = my_kernel(a, b)                # @nki.jit kernels run on numpy arrays
+    with emulator.trace(execute=False):      # shape-only: bookkeeping and trace, no numpy math
+        my_kernel(emulator.ShapeDtype((4096, 8192), "bfloat16"), ...)
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+
+from nkitui.emulator.config import Options, configure, current_options, options
+from nkitui.emulator.errors import (
+    ActivationOperandError,
+    CapacityError,
+    EngineDtypeError,
+    EngineMemoryError,
+    EngineOpError,
+    IndexingError,
+    InstallError,
+    KernelArgumentError,
+    MaskError,
+    MatmulShapeError,
+    NKIEmulatorError,
+    NKIEmulatorWarning,
+    OperandShapeError,
+    OutOfBoundsError,
+    PartitionDimError,
+    PsumBankError,
+    ReductionAxisError,
+    UnsupportedError,
+)
+from nkitui.emulator.install import install, installed, register_modules, uninstall
+from nkitui.emulator.launch import Kernel, RunInfo, ShapeDtype, set_latency_estimator
+from nkitui.emulator.runtime import pop_trace, push_trace
+from nkitui.emulator.trace import Access, Instruction, Trace
+
+__all__ = [
+    "Access", "ActivationOperandError", "CapacityError", "EngineDtypeError", "EngineMemoryError", "EngineOpError",
+    "IndexingError", "InstallError", "Instruction", "Kernel", "KernelArgumentError", "MaskError",
+    "MatmulShapeError", "NKIEmulatorError", "NKIEmulatorWarning", "OperandShapeError", "Options",
+    "OutOfBoundsError", "PartitionDimError", "PsumBankError", "ReductionAxisError", "RunInfo", "ShapeDtype",
+    "Trace", "UnsupportedError", "configure", "current_options", "install", "installed", "options",
+    "register_modules", "set_latency_estimator", "trace", "uninstall",
+]
+
+
+@contextlib.contextmanager
+def trace(execute: bool | None = None, **opts) -> Iterator[Trace]:
+    """Collect the instruction trace of every kernel launched inside the block.
+
+    `execute=False` is the shape-only mode: allocations, validation and the trace happen, the numpy
+    math does not (inputs may be `ShapeDtype` placeholders; outputs come back as `ShapeDtype`).
+    Other keyword arguments (target=, precise=, check_affine=, capacity=, seed=) set options for
+    the block.
+    """
+    if execute is not None:
+        opts["execute"] = execute
+    with (options(**opts) if opts else contextlib.nullcontext()):
+        o = current_options()
+        tr = Trace(target=o.target)
+        tr.meta["options"] = {"target": o.target, "precise": o.precise, "execute": o.execute,
+                              "check_affine": o.check_affine, "capacity": o.capacity}
+        push_trace(tr)
+        try:
+            yield tr
+        finally:
+            pop_trace(tr)

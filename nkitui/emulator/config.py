@@ -1,0 +1,73 @@
+"""Execution options of the emulator: target, precision, shape-only mode, checks.
+
+Options form a stack: `configure()` changes the base, `options()` pushes a temporary layer
+(a context manager). Defaults come from the same environment variables AWS's tools read:
+NEURON_PLATFORM_TARGET_OVERRIDE (trn1/trn2/trn3, default trn2) and NKI_PRECISE_FP (0 = fp32 only).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+from nkitui.emulator.targets import ALIASES
+
+CAPACITY_MODES = ("error", "warn", "off")
+
+
+@dataclass(frozen=True, slots=True)
+class Options:
+    target: str = "trn2"
+    precise: bool = True  # False: keep every float in fp32 (separates algorithm error from dtype error)
+    execute: bool = True  # False: shape-only mode, bookkeeping and trace without numpy math
+    check_affine: bool = True  # C15 diagnostics for loop-carried writes in affine_range
+    capacity: str = "error"  # SBUF/PSUM overflow: "error" | "warn" | "off"
+    seed: int = 0  # seed of nl.rand / dropout
+
+    def validated(self) -> "Options":
+        target = ALIASES.get(str(self.target).lower())
+        if target is None:
+            raise ValueError(f"unknown target {self.target!r}: use trn1, trn2 or trn3")
+        if self.capacity not in CAPACITY_MODES:
+            raise ValueError(f"capacity must be one of {CAPACITY_MODES}, got {self.capacity!r}")
+        return dataclasses.replace(self, target=target, precise=bool(self.precise),
+                                   execute=bool(self.execute))
+
+
+def _from_env() -> Options:
+    target = os.environ.get("NEURON_PLATFORM_TARGET_OVERRIDE", "trn2")
+    target = ALIASES.get(target.strip().lower(), "trn2")
+    precise = os.environ.get("NKI_PRECISE_FP", "1").strip() not in ("0", "false", "False")
+    return Options(target=target, precise=precise)
+
+
+_stack: list[Options] = [_from_env()]
+
+
+def current_options() -> Options:
+    return _stack[-1]
+
+
+def configure(**changes) -> Options:
+    """Change the base options for the rest of the process; returns the new options."""
+    _stack[0] = dataclasses.replace(_stack[0], **changes).validated()
+    if len(_stack) == 1:
+        return _stack[0]
+    return _stack[-1]
+
+
+@contextlib.contextmanager
+def options(**changes) -> Iterator[Options]:
+    """Temporarily override options: `with emulator.options(target="trn1", precise=False): ...`."""
+    opts = dataclasses.replace(_stack[-1], **changes).validated()
+    _stack.append(opts)
+    try:
+        yield opts
+    finally:
+        for i in range(len(_stack) - 1, 0, -1):
+            if _stack[i] is opts:
+                del _stack[i]
+                break

@@ -1,0 +1,211 @@
+"""NKI data types, storage, rounding and the legacy type-promotion rules.
+
+Storage uses numpy and ml_dtypes: bf16/fp8 values are stored in their own format, so every write
+rounds from fp32 with round-to-nearest-even (ml_dtypes' conversion). tfloat32 is stored in 4-byte
+float32 cells whose mantissa is rounded to 10 bits. Integer destinations of fp32 math round half
+to even, saturate to the type's range and map NaN to 0 (the hardware rule is not documented).
+With `precise=False` every float tensor is stored as float32, so no rounding happens at all.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import ml_dtypes
+import numpy as np
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class DType:
+    name: str  # canonical NKI name: "float32", "bfloat16", "float8_e4m3", "int32", "bool_", ...
+    np: np.dtype  # storage dtype in precise mode
+    itemsize: int  # bytes on the device
+    kind: str  # "f" float, "i" signed int, "u" unsigned int, "b" bool
+    rank: int  # float width rank used by promotion (fp8 1, fp16/bf16 2, tf32 3, fp32 4)
+    public: object  # the object exposed as nl.<name> (legacy: numpy types / dtypes)
+
+    @property
+    def is_float(self) -> bool:
+        return self.kind == "f"
+
+    @property
+    def is_int(self) -> bool:
+        return self.kind in "iub"
+
+    def __repr__(self) -> str:
+        return f"DType({self.name})"
+
+
+def _mk(name, npdt, kind, rank, public, itemsize=None):
+    npdt = np.dtype(npdt)
+    return DType(name, npdt, itemsize or npdt.itemsize, kind, rank, public)
+
+
+float32 = _mk("float32", np.float32, "f", 4, np.float32)
+tfloat32 = _mk("tfloat32", np.float32, "f", 3, np.dtype("|V4"))
+bfloat16 = _mk("bfloat16", ml_dtypes.bfloat16, "f", 2, np.dtype(ml_dtypes.bfloat16))
+float16 = _mk("float16", np.float16, "f", 2, np.float16)
+float8_e4m3 = _mk("float8_e4m3", ml_dtypes.float8_e4m3, "f", 1, np.dtype(ml_dtypes.float8_e4m3))
+float8_e4m3fn = _mk("float8_e4m3fn", ml_dtypes.float8_e4m3fn, "f", 1, np.dtype(ml_dtypes.float8_e4m3fn))
+float8_e5m2 = _mk("float8_e5m2", ml_dtypes.float8_e5m2, "f", 1, np.dtype(ml_dtypes.float8_e5m2))
+int8 = _mk("int8", np.int8, "i", 0, np.int8)
+int16 = _mk("int16", np.int16, "i", 0, np.int16)
+int32 = _mk("int32", np.int32, "i", 0, np.int32)
+uint8 = _mk("uint8", np.uint8, "u", 0, np.uint8)
+uint16 = _mk("uint16", np.uint16, "u", 0, np.uint16)
+uint32 = _mk("uint32", np.uint32, "u", 0, np.uint32)
+bool_ = _mk("bool_", np.bool_, "b", 0, np.bool_)
+
+ALL = (float32, tfloat32, bfloat16, float16, float8_e4m3, float8_e4m3fn, float8_e5m2,
+       int8, int16, int32, uint8, uint16, uint32, bool_)
+
+_BY_NAME: dict[str, DType] = {d.name: d for d in ALL}
+_BY_NAME.update({
+    "bool": bool_, "fp32": float32, "float": float32, "bf16": bfloat16, "fp16": float16, "half": float16,
+    "tf32": tfloat32, "fp8_e4m3": float8_e4m3, "fp8_e5m2": float8_e5m2, "float8_e4m3fn": float8_e4m3fn,
+    "|V4": tfloat32, "V4": tfloat32, "void32": tfloat32,
+})
+_CACHE: dict[object, DType] = {}
+
+
+class DtypeError(TypeError):
+    pass
+
+
+def dtype_of(obj) -> DType:
+    """Resolve any dtype spelling (DType, numpy type/dtype, ml_dtypes type, nl constant, string)."""
+    if type(obj) is DType:
+        return obj
+    try:
+        return _CACHE[obj]
+    except (KeyError, TypeError):
+        pass
+    found = _resolve(obj)
+    try:
+        _CACHE[obj] = found
+    except TypeError:
+        pass
+    return found
+
+
+def _resolve(obj) -> DType:
+    inner = getattr(obj, "nki_dtype", None)  # objects such as nl.fp32 that stand for a dtype
+    if inner is not None:
+        return dtype_of(inner)
+    if isinstance(obj, str):
+        d = _BY_NAME.get(obj)
+        if d is not None:
+            return d
+    try:
+        npdt = np.dtype(obj)
+    except TypeError:
+        raise DtypeError(f"{obj!r} is not a data type: use an nl dtype such as nl.float32 or nl.bfloat16") from None
+    if npdt.kind == "V" and npdt.itemsize == 4:
+        return tfloat32
+    d = _BY_NAME.get(npdt.name)
+    if d is None:
+        raise DtypeError(f"data type {npdt.name} is not supported by NKI (no 64-bit or complex types)")
+    return d
+
+
+def storage_dtype(d: DType, precise: bool) -> np.dtype:
+    return d.np if (precise or not d.is_float) else np.dtype(np.float32)
+
+
+# ---------------------------------------------------------------------------------------------
+# Conversions
+
+
+_INT_RANGE = {
+    np.dtype(np.int8): (-128, 127), np.dtype(np.int16): (-32768, 32767),
+    np.dtype(np.int32): (-2147483648, 2147483647), np.dtype(np.uint8): (0, 255),
+    np.dtype(np.uint16): (0, 65535), np.dtype(np.uint32): (0, 4294967295),
+}
+
+
+def round_tf32(x: np.ndarray) -> np.ndarray:
+    """Round fp32 values to tfloat32 (10 mantissa bits) with round-to-nearest-even."""
+    x = np.ascontiguousarray(x, dtype=np.float32)
+    u = x.view(np.uint32)
+    finite = (u & 0x7F800000) != 0x7F800000
+    lsb = (u >> 13) & 1
+    r = ((u + np.uint32(0x0FFF) + lsb) & np.uint32(0xFFFFE000)).astype(np.uint32)
+    return np.where(finite, r, u).view(np.float32)
+
+
+def convert(values: np.ndarray, target: np.dtype, dtype: DType | None = None) -> np.ndarray:
+    """Convert computed values (usually fp32) to a storage dtype with NKI's rounding rules."""
+    kind = target.kind
+    if kind == "f" or kind == "V" or (target.type.__module__ == "ml_dtypes"):
+        if dtype is tfloat32 and target == np.float32:
+            return round_tf32(values)
+        return values.astype(target, copy=False)
+    if kind == "b":
+        return values != 0
+    vk = values.dtype.kind
+    if vk in "iu":
+        lo, hi = _INT_RANGE[target]
+        if values.dtype.itemsize > target.itemsize or vk != kind:
+            return np.clip(values, lo, hi).astype(target)
+        return values.astype(target, copy=False)
+    if vk == "b":
+        return values.astype(target)
+    lo, hi = _INT_RANGE[target]
+    v = np.rint(np.asarray(values, dtype=np.float64))
+    v = np.nan_to_num(v, nan=0.0, posinf=hi, neginf=lo)
+    return np.clip(v, lo, hi).astype(target)
+
+
+def to_f32(values: np.ndarray) -> np.ndarray:
+    if values.dtype == np.float32:
+        return values
+    return values.astype(np.float32)
+
+
+# ---------------------------------------------------------------------------------------------
+# Legacy type promotion (nki-spec.md §2.6)
+
+
+def _widen_int(a: DType, b: DType) -> DType:
+    if a.kind == "b":
+        a = uint8
+    if b.kind == "b":
+        b = uint8
+    if a.kind == b.kind:
+        return a if a.itemsize >= b.itemsize else b
+    s, u = (a, b) if a.kind == "i" else (b, a)
+    if u.itemsize < s.itemsize:
+        return s
+    wider = {1: int16, 2: int32}.get(u.itemsize)
+    return wider if wider is not None else float32  # (int32, uint32) -> float32: no int64 on device
+
+
+def promote(a: DType, b: DType) -> DType:
+    if a is b:
+        return a
+    if a.is_float and not b.is_float:
+        return a
+    if b.is_float and not a.is_float:
+        return b
+    if not a.is_float:
+        return _widen_int(a, b)
+    if a.rank != b.rank:
+        return a if a.rank > b.rank else b
+    if a.rank == 2:  # fp16 with bf16
+        return float32
+    if a.rank == 1:  # two fp8 flavours
+        return bfloat16
+    return a
+
+
+def scalar_dtype(value) -> DType:
+    """Weak Python scalars infer the widest type (bool->uint8, int->int32, float->float32)."""
+    if isinstance(value, (bool, np.bool_)):
+        return uint8
+    if isinstance(value, (int, np.integer)):
+        if isinstance(value, np.generic):
+            return dtype_of(value.dtype)
+        return int32
+    if isinstance(value, np.generic):
+        return dtype_of(value.dtype)
+    return float32

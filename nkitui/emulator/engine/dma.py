@@ -1,0 +1,133 @@
+"""DMA transfers: HBM <-> SBUF (and HBM <-> HBM, SBUF <-> SBUF), with casts and transposes."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from nkitui.emulator import alu
+from nkitui.emulator.engine.common import current, hbm_or_sbuf, values, write
+from nkitui.emulator.errors import OperandShapeError, OutOfBoundsError
+from nkitui.emulator.tensor import Tensor
+
+
+def _side(src: Tensor, dst: Tensor) -> tuple[int, int]:
+    """(partitions, elements per partition) as the cost model sees a transfer."""
+    onchip = dst if dst.st.pax >= 0 else (src if src.st.pax >= 0 else None)
+    ref = onchip if onchip is not None else src
+    p = ref.shape[0] if ref.shape else 1
+    return p, (ref.size // p if p else 0)
+
+
+def _fits(src_shape, dst_shape) -> bool:
+    if src_shape == dst_shape:
+        return True
+    if len(src_shape) <= len(dst_shape) and all(s == d or s == 1 for s, d in zip(src_shape[::-1], dst_shape[::-1])):
+        return True
+    return math.prod(src_shape) == math.prod(dst_shape)
+
+
+def _in_bounds_mask(t: Tensor) -> np.ndarray:
+    m = np.ones(t.shape, dtype=bool)
+    for a, n in zip(t.index_arrays(), t.st.shape):
+        a = np.broadcast_to(a, t.shape)
+        m &= (a >= 0) & (a < n)
+    return m
+
+
+def dma_copy(dst: Tensor, src: Tensor, *, where=None, dst_rmw_op=None, oob_mode=None, queue: str = "sync",
+             api: str = "dma_copy", allow_psum: bool = False, opcode: str = "dma_copy",
+             meta: dict | None = None) -> None:
+    """Copy src into dst (element counts must match; src may broadcast). Casts go through fp32."""
+    run = current()
+    skip_oob = getattr(oob_mode, "name", oob_mode) == "skip"
+    for t, r in ((dst, "dst"), (src, "src")):
+        try:
+            hbm_or_sbuf(t, api, r, allow_psum)
+        except OutOfBoundsError:
+            if not skip_oob:
+                raise
+    if not _fits(src.shape, dst.shape):
+        raise OperandShapeError(f"{api}: source shape {src.shape} does not match destination shape {dst.shape} "
+                                "(element counts must be equal, or the source broadcastable)")
+    rmw = alu.resolve_binary(dst_rmw_op, "dst_rmw_op") if dst_rmw_op is not None else None
+    P, F = _side(src, dst)
+    m = {"api": api, "queue": queue, "src": src.st.memory, "dst": dst.st.memory}
+    if src.st.dtype is not dst.st.dtype:
+        m["cast"] = f"{src.st.dtype.name}->{dst.st.dtype.name}"
+    if rmw is not None:
+        m["rmw_op"] = rmw.name
+    if src.fancy is not None or dst.fancy is not None:
+        m["indirect"] = True
+    if meta:
+        m.update(meta)
+    ins = (src, dst) if rmw is not None else (src,)
+    run.record("dma", opcode, ins, (dst,), partitions=P, free=F, meta=m)
+    if not run.execute:
+        return write(run, dst, None, where, rmw is not None)
+    mask = where
+    if skip_oob:
+        ok_dst = _in_bounds_mask(dst) if (dst.fancy is not None) else None
+        ok_src = _in_bounds_mask(src) if (src.fancy is not None) else None
+        if ok_src is not None:
+            src_vals = _gather_clipped(src)
+            ok = ok_src.reshape(dst.shape) if ok_src.size == dst.size else np.broadcast_to(ok_src, dst.shape)
+            mask = ok if mask is None else (np.broadcast_to(mask, dst.shape) & ok)
+        else:
+            src_vals = None
+        if ok_dst is not None:
+            mask = ok_dst if mask is None else (np.broadcast_to(mask, dst.shape) & ok_dst)
+            dst = _clip_view(dst)
+    else:
+        src_vals = None
+    if rmw is None and src.st.dtype is dst.st.dtype and src_vals is None:
+        vals = src.array()  # same dtype: a bit-exact byte copy
+    elif src_vals is not None:
+        vals = src_vals
+    else:
+        vals = values(src, src.shape)
+    if vals.shape != dst.shape:
+        vals = vals.reshape(dst.shape) if vals.size == dst.size else np.broadcast_to(vals, dst.shape)
+    if rmw is not None:
+        vals = rmw.fn(dst.read_f32(), vals.astype(np.float32))
+    write(run, dst, vals, mask, rmw is not None)
+
+
+def _gather_clipped(t: Tensor) -> np.ndarray:
+    idx = tuple(np.clip(np.broadcast_to(a, t.shape), 0, n - 1) for a, n in zip(t.index_arrays(), t.st.shape))
+    return t.st.data[idx]
+
+
+def _clip_view(t: Tensor) -> Tensor:
+    idx = tuple(np.clip(np.broadcast_to(a, t.shape), 0, n - 1) for a, n in zip(t.index_arrays(), t.st.shape))
+    return type(t)(t.st, None, t.shape, idx)
+
+
+def dma_transpose(dst: Tensor, src: Tensor, axes=None, *, where=None, queue: str = "sync",
+                  api: str = "dma_transpose") -> None:
+    """dst = src transposed: 2-D (1,0), 3-D (2,1,0), 4-D (3,1,2,0) unless `axes` is given."""
+    run = current()
+    hbm_or_sbuf(dst, api, "dst")
+    hbm_or_sbuf(src, api, "src")
+    nd = src.ndim
+    if axes is None:
+        axes = {2: (1, 0), 3: (2, 1, 0), 4: (3, 1, 2, 0)}.get(nd)
+        if axes is None:
+            raise OperandShapeError(f"{api}: DMA transpose supports 2-D to 4-D sources, got {nd}-D {src.shape}")
+    axes = tuple(int(a) for a in axes)
+    want = tuple(src.shape[a] for a in axes)
+    if math.prod(want) != dst.size or (dst.shape != want and dst.shape[0] != want[0]):
+        raise OperandShapeError(f"{api}: destination shape {dst.shape} must be the transposed source shape {want}")
+    P, F = _side(src, dst)
+    m = {"api": api, "queue": queue, "src": src.st.memory, "dst": dst.st.memory, "transpose": list(axes)}
+    if src.st.dtype is not dst.st.dtype:
+        m["cast"] = f"{src.st.dtype.name}->{dst.st.dtype.name}"
+    run.record("dma", "dma_transpose", (src,), (dst,), partitions=P, free=F, meta=m)
+    if not run.execute:
+        return write(run, dst, None, where)
+    if src.st.dtype is dst.st.dtype:
+        vals = np.transpose(src.array(), axes)
+    else:
+        vals = np.transpose(values(src, src.shape), axes)
+    write(run, dst, np.ascontiguousarray(vals).reshape(dst.shape), where)

@@ -1,0 +1,301 @@
+"""Kernel objects and launches: numpy arguments in, numpy results out, SPMD grids, trace hooks.
+
+A `Kernel` wraps a kernel function for one front end. Calling it launches the kernel on the
+emulator (every program of the SPMD grid, serially, in row-major order); calling it from inside a
+running kernel just calls the function (sub-kernels). Arguments that are numpy arrays become HBM
+tensors backed by the caller's arrays, so kernels that write their outputs into arguments
+(`torch_neuronx.nki_jit` style) work. Returned HBM tensors come back as numpy arrays.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib
+import inspect
+import itertools
+import os
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import numpy as np
+
+from nkitui.emulator import dtypes as dt
+from nkitui.emulator.config import current_options
+from nkitui.emulator.errors import KernelArgumentError, NKIEmulatorError
+from nkitui.emulator.runtime import Run, active_trace, current_or_none, set_current
+from nkitui.emulator.tensor import Tensor
+from nkitui.emulator.trace import Trace
+
+
+@dataclass(frozen=True, slots=True)
+class ShapeDtype:
+    """A stand-in for an array in shape-only mode (`emulator.trace(execute=False)`)."""
+
+    shape: tuple[int, ...]
+    dtype: Any
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+
+@dataclass(slots=True)
+class RunInfo:
+    """Summary of the last launch of a kernel (also kept when no trace is collected)."""
+
+    kernel: str
+    grid: tuple[int, ...]
+    instructions: int
+    engine_counts: dict[str, int]
+    wall_s: float
+    diagnostics: list[dict]
+    sbuf_peak_bytes: int
+    psum_peak_bytes: int
+    trace: Trace | None = None
+    options: dict = field(default_factory=dict)
+
+
+class Frontend:
+    """What a front end contributes to launches: its tensor class and name."""
+
+    def __init__(self, name: str, tensor_cls: type[Tensor]) -> None:
+        self.name = name
+        self.tensor_cls = tensor_cls
+
+
+def grid_sizes(grid) -> tuple[int, ...]:
+    if not isinstance(grid, tuple):
+        grid = (grid,)
+    out = []
+    for g in grid:
+        size = getattr(g, "grid_size", g)
+        if not isinstance(size, (int, np.integer)) or size < 1:
+            raise KernelArgumentError(f"SPMD grid dimensions must be positive integers, got {g!r}")
+        out.append(int(size))
+    return tuple(out)
+
+
+class Kernel:
+    """A kernel function bound to a front end (what `@nki.jit` returns)."""
+
+    def __init__(self, func: Callable, frontend: Frontend, *, launcher: str = "jit", mode: str = "auto",
+                 options: dict | None = None, grid: tuple[int, ...] = ()) -> None:
+        while isinstance(func, Kernel):  # nki.baremetal(nki.jit(f)) wraps the same function
+            options = {**func.compiler_options, **(options or {})}
+            func = func.func
+        self.func = func
+        self.frontend = frontend
+        self.launcher = launcher
+        self.mode = mode
+        self.compiler_options: dict = dict(options or {})
+        self.grid = grid
+        self.last_run: RunInfo | None = None
+        self.benchmark_result = None
+        self.profile_result = None
+        functools.update_wrapper(self, func, updated=())
+
+    @property
+    def name(self) -> str:
+        return getattr(self.func, "__name__", "kernel")
+
+    def __getitem__(self, grid) -> "Kernel":
+        k = type(self).__new__(type(self))
+        k.__dict__.update(self.__dict__)
+        k.grid = grid_sizes(grid)
+        return k
+
+    def __call__(self, *args, **kwargs):
+        if current_or_none() is not None:  # a sub-kernel called from a running kernel
+            return self.func(*args, **kwargs)
+        return run_kernel(self, args, kwargs)
+
+    def __repr__(self) -> str:
+        return f"<nki kernel {self.name} ({self.frontend.name}, {self.launcher})>"
+
+
+# ---------------------------------------------------------------------------------------------
+
+
+def _to_tensor(run: Run, value, name: str, cls, writebacks: list):
+    if isinstance(value, Tensor):
+        return value
+    if isinstance(value, np.ndarray):
+        arr = value
+        try:
+            d = dt.dtype_of(arr.dtype)
+        except TypeError as e:
+            raise KernelArgumentError(f"argument '{name}': {e}") from None
+        if arr.ndim == 0:
+            return arr.item()
+        need_copy = not arr.flags.c_contiguous or not arr.flags.writeable or (
+            run.execute and arr.dtype != dt.storage_dtype(d, run.precise))
+        if need_copy and run.execute:
+            stored = np.ascontiguousarray(arr, dtype=dt.storage_dtype(d, run.precise))
+            t = run.wrap_array(stored, name, cls, d)
+            writebacks.append((value, t))
+            return t
+        t = run.wrap_array(arr, name, cls)
+        return t
+    if hasattr(value, "shape") and hasattr(value, "dtype") and not isinstance(value, (int, float, complex)):
+        if run.execute:
+            arr = np.asarray(value)
+            if arr.dtype == object:
+                raise KernelArgumentError(f"argument '{name}' ({type(value).__name__}) is not an array; pass numpy "
+                                          "arrays (shape-only placeholders need emulator.trace(execute=False))")
+            return _to_tensor(run, arr, name, cls, writebacks)
+        d = dt.dtype_of(value.dtype)
+        from nkitui.emulator.memory import Storage
+        st = Storage(name, "hbm", tuple(int(s) for s in value.shape), d, None, kind="input")
+        run.input_ids.add(st.id)
+        if run.recording:
+            from nkitui.emulator.trace import StorageInfo
+            run.trace.storages[st.id] = StorageInfo(st.id, name, "hbm", st.shape, d.name)
+        return cls.whole(st)
+    if isinstance(value, (list, tuple)) and any(isinstance(v, np.ndarray) for v in value):
+        return type(value)(_to_tensor(run, v, f"{name}[{i}]", cls, writebacks) for i, v in enumerate(value))
+    return value
+
+
+def _bind(kernel: Kernel, args, kwargs):
+    try:
+        sig = inspect.signature(kernel.func)
+    except (TypeError, ValueError):
+        return None
+    try:
+        return sig.bind(*args, **kwargs)
+    except TypeError as e:
+        raise KernelArgumentError(f"arguments do not match the signature of kernel '{kernel.name}{sig}': {e}",
+                                  location=_func_location(kernel.func)) from None
+
+
+def _func_location(func) -> tuple[str, int]:
+    code = getattr(func, "__code__", None)
+    return (code.co_filename, code.co_firstlineno) if code else ("", 0)
+
+
+def _check_annotations(kernel: Kernel, bound) -> None:
+    if bound is None:
+        return
+    hints = getattr(kernel.func, "__annotations__", {})
+    for pname, value in bound.arguments.items():
+        ann = hints.get(pname)
+        check = getattr(ann, "nki_check", None)
+        if check is not None and isinstance(value, Tensor):
+            problem = check(value.shape, value.st.dtype)
+            if problem:
+                raise KernelArgumentError(f"err_annotation_shape_mismatch: argument '{pname}' of kernel "
+                                          f"'{kernel.name}': {problem}", location=_func_location(kernel.func))
+
+
+def _output(run: Run, value, name: str = "output"):
+    if isinstance(value, Tensor):
+        st = value.st
+        if st.memory != "hbm":
+            raise KernelArgumentError(f"kernel '{run.kernel_name}' returned a {st.memory} tile as {name}; kernel "
+                                      "outputs must be HBM tensors (nl.ndarray(..., buffer=nl.shared_hbm)) "
+                                      "written with nl.store / nisa.dma_copy")
+        if not run.execute:
+            return ShapeDtype(value.shape, st.dtype.public)
+        out = value.array()
+        if not isinstance(out, np.ndarray) or out.base is not None or out is st.data:
+            out = np.array(out, copy=True)
+        return out
+    if isinstance(value, tuple):
+        return tuple(_output(run, v, f"{name}[{i}]") for i, v in enumerate(value))
+    if isinstance(value, list):
+        return [_output(run, v, f"{name}[{i}]") for i, v in enumerate(value)]
+    if isinstance(value, dict):
+        return {k: _output(run, v, f"{name}[{k!r}]") for k, v in value.items()}
+    return value
+
+
+def run_kernel(kernel: Kernel, args, kwargs, *, grid: tuple[int, ...] | None = None):
+    opts = current_options()
+    trace = active_trace()
+    grid = kernel.grid if grid is None else grid
+    run = Run(opts, kernel.name, grid, trace)
+    cls = kernel.frontend.tensor_cls
+    writebacks: list = []
+    bound = _bind(kernel, args, kwargs)
+    if bound is not None:
+        for pname, value in list(bound.arguments.items()):
+            bound.arguments[pname] = _to_tensor(run, value, pname, cls, writebacks)
+        targs, tkwargs = bound.args, bound.kwargs
+    else:
+        targs = tuple(_to_tensor(run, v, f"arg{i}", cls, writebacks) for i, v in enumerate(args))
+        tkwargs = {k: _to_tensor(run, v, k, cls, writebacks) for k, v in kwargs.items()}
+    _check_annotations(kernel, bound)
+    first_seq = len(trace.instructions) if trace is not None else 0
+    if trace is not None and not trace.kernel:
+        trace.kernel = kernel.name
+    programs = itertools.product(*(range(g) for g in grid)) if grid else [()]
+    t0 = time.perf_counter()
+    result = None
+    prev = set_current(run)
+    try:
+        for pid in programs:
+            run.program = tuple(pid)
+            run.shared_idx = 0
+            result = kernel.func(*targs, **tkwargs)
+    finally:
+        set_current(prev)
+    wall = time.perf_counter() - t0
+    out = _output(run, result)
+    for original, t in writebacks:
+        if t.st.id in run.written_inputs and original.flags.writeable:
+            np.copyto(original, t.st.data.astype(original.dtype) if t.st.data.dtype != original.dtype
+                      else t.st.data, casting="unsafe")
+    info = RunInfo(kernel.name, grid, run.instructions, dict(run.engine_counts), wall, list(run.diagnostics),
+                   run.alloc.sbuf_peak, run.alloc.psum_peak, trace,
+                   {"target": run.target.name, "precise": run.precise, "execute": run.execute})
+    kernel.last_run = info
+    if trace is not None:
+        launches = trace.meta.setdefault("launches", [])
+        launches.append({
+            "kernel": kernel.name, "frontend": kernel.frontend.name, "launcher": kernel.launcher,
+            "grid": list(grid), "first_seq": first_seq, "instructions": run.instructions,
+            "engine_counts": dict(run.engine_counts), "wall_s": wall, "target": run.target.name,
+            "precise": run.precise, "execute": run.execute, "sbuf_peak_bytes_per_partition": run.alloc.sbuf_peak,
+            "psum_peak_bytes_per_partition": run.alloc.psum_peak, "hbm_bytes": run.hbm_bytes,
+            "compiler_options": {k: _jsonable(v) for k, v in kernel.compiler_options.items()},
+        })
+        if run.diagnostics:
+            trace.meta.setdefault("diagnostics", []).extend(run.diagnostics)
+    return out
+
+
+def _jsonable(v):
+    if isinstance(v, (str, int, float, bool)) or v is None:
+        return v
+    if isinstance(v, (list, tuple)):
+        return [_jsonable(x) for x in v]
+    if isinstance(v, dict):
+        return {str(k): _jsonable(x) for k, x in v.items()}
+    return repr(v)
+
+
+# ---------------------------------------------------------------------------------------------
+# Latency estimates for nki.benchmark / nki.profile on the emulator
+
+_estimator: Callable[[Trace], float | None] | None = None
+
+
+def set_latency_estimator(fn: Callable[[Trace], float | None] | None) -> None:
+    """Register the cost model: fn(trace) -> estimated kernel latency in seconds (or None)."""
+    global _estimator
+    _estimator = fn
+
+
+def latency_estimator() -> Callable[[Trace], float | None] | None:
+    if _estimator is not None:
+        return _estimator
+    spec = os.environ.get("NKITUI_LATENCY_ESTIMATOR", "").strip()
+    if not spec:
+        return None
+    mod, _, attr = spec.partition(":")
+    try:
+        return getattr(importlib.import_module(mod), attr or "estimate_latency")
+    except (ImportError, AttributeError) as e:
+        raise NKIEmulatorError(f"NKITUI_LATENCY_ESTIMATOR={spec!r} cannot be loaded ({e}); expected "
+                               "'package.module:function'", location=("", 0)) from None

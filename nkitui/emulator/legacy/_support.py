@@ -1,0 +1,46 @@
+"""Helpers shared by the legacy `nl` and `nisa` modules (return-style calls over the engine)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from nkitui.emulator import dtypes as dt
+from nkitui.emulator.errors import EngineMemoryError, OperandShapeError
+from nkitui.emulator.legacy.indexing import MaskPlan, narrow, plan_mask
+from nkitui.emulator.legacy.tile import LegacyTensor
+from nkitui.emulator.runtime import Run, current
+from nkitui.emulator.tensor import Tensor
+
+__all__ = ["LegacyTensor", "MaskPlan", "as_tile", "dtype_or", "fresh", "mark", "narrow", "plan_mask",
+           "current", "Run", "dt", "np", "Tensor"]
+
+
+def as_tile(x, api: str, role: str) -> Tensor:
+    if not isinstance(x, Tensor):
+        raise OperandShapeError(f"operand '{role}' of {api} must be a tile, got {type(x).__name__} {x!r}")
+    if x.st.memory == "hbm":
+        raise EngineMemoryError(f"Expected operand '{role}' of '{api}' to be in address space 'psum|sbuf', but "
+                                "got a tensor in 'hbm' (nl.load it into SBUF first)")
+    return x
+
+
+def dtype_or(dtype, default: dt.DType) -> dt.DType:
+    return default if dtype is None else dt.dtype_of(dtype)
+
+
+def fresh(run: Run, shape, dtype: dt.DType, plan: MaskPlan, memory: str = "sbuf", track: bool = True,
+          name: str = "") -> LegacyTensor:
+    """A new result tile; pre-filled with sentinels only when a mask leaves parts unwritten."""
+    partial = plan.box is not None or plan.where is not None or plan.skip
+    st = run.allocate(shape, dtype, memory, name=name, fill=partial, what="result tile", track=track)
+    return LegacyTensor.whole(st)
+
+
+def mark(run: Run, t: LegacyTensor) -> LegacyTensor:
+    """Remember that `t` is the fresh output of the latest instruction (for assignment retargeting)."""
+    t._producer = run.instructions
+    return t
+
+
+def scalar_like(x) -> bool:
+    return isinstance(x, (bool, int, float, np.integer, np.floating, np.bool_))

@@ -1,0 +1,66 @@
+"""`neuronxcc.nki.compiler` (ncc): decorators and allocation helpers. None of them changes what
+the emulator computes; they are accepted (with or without arguments) and recorded on the kernel."""
+
+from __future__ import annotations
+
+import contextlib
+
+from nkitui.emulator.legacy import language as _nl
+
+
+def _option_decorator(name: str):
+    def decorator(func=None, *args, **kwargs):
+        def apply(f):
+            opts = getattr(f, "compiler_options", None)
+            if isinstance(opts, dict):
+                opts[name] = kwargs or True
+            else:
+                try:
+                    f.__nki_compiler_options__ = {**getattr(f, "__nki_compiler_options__", {}), name: kwargs or True}
+                except (AttributeError, TypeError):
+                    pass
+            return f
+        if callable(func) and not args and not kwargs:
+            return apply(func)
+        return apply
+    decorator.__name__ = name
+    return decorator
+
+
+skip_middle_end_transformations = _option_decorator("skip_middle_end_transformations")
+enable_stack_allocator = _option_decorator("enable_stack_allocator")
+force_auto_alloc = _option_decorator("force_auto_alloc")
+
+
+class _Allocator:
+    """`ncc.sbuf` / `ncc.psum`: direct-allocation helpers that all behave as automatic allocation."""
+
+    def __init__(self, memory: str) -> None:
+        self.memory = memory
+
+    def _buf(self, kind: str, **options) -> _nl.Buffer:
+        return _nl.Buffer(self.memory, self.memory, "", {"allocator": kind, **options})
+
+    def auto_alloc(self) -> _nl.Buffer:
+        return _nl.sbuf if self.memory == "sbuf" else _nl.psum
+
+    def alloc(self, func=None, **kwargs) -> _nl.Buffer:
+        return self._buf("alloc", func=getattr(func, "__name__", repr(func)))
+
+    def mod_alloc(self, base_addr=0, *, base_partition=0, num_par_tiles=(), num_free_tiles=(), **kwargs):
+        return self._buf("mod_alloc", base_addr=base_addr, num_free_tiles=tuple(num_free_tiles))
+
+
+sbuf = _Allocator("sbuf")
+psum = _Allocator("psum")
+
+
+def multi_buffer(n: int):
+    """Hint for the number of buffers of a loop-allocated tensor (no effect on results)."""
+    return int(n)
+
+
+@contextlib.contextmanager
+def no_reorder():
+    """Keep instruction order (the emulator always runs in program order)."""
+    yield

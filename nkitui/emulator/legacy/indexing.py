@@ -1,0 +1,398 @@
+"""Legacy index grids: `nl.arange`, `nl.mgrid`, affine index expressions and mask predicates.
+
+`nl.arange(128)[:, None]` is an affine expression over one axis of a 2-D index grid; expressions
+combine with ints and each other (`i * 128 + i_p`, `2 * i_f + 1`). Grids broadcast like NumPy
+(right-aligned). Comparisons give `Predicate`s (boolean grids) used as `mask=`; `&`, `|`, `~`
+combine them. A subscript whose every dimension is an int or a one-axis affine expression becomes
+a plain strided view; anything else becomes a gather view.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from nkitui.emulator.errors import IndexingError, MaskError
+
+
+def _grid_shape(nd: int, terms) -> tuple[int, ...]:
+    shape = [1] * nd
+    for pfe, size, _ in terms:
+        shape[nd - 1 - pfe] = size
+    return tuple(shape)
+
+
+class IndexExpr:
+    """Base of index expressions (affine or general integer grids)."""
+
+    __slots__ = ()
+    __hash__ = object.__hash__
+
+    def grid(self) -> np.ndarray:
+        raise IndexingError("abstract index expression")
+
+    # comparisons build predicates -------------------------------------------------------------
+    def _cmp(self, other, fn):
+        return Predicate(fn(self.grid(), _value(other)))
+
+    def __lt__(self, o):
+        return self._cmp(o, np.less)
+
+    def __le__(self, o):
+        return self._cmp(o, np.less_equal)
+
+    def __gt__(self, o):
+        return self._cmp(o, np.greater)
+
+    def __ge__(self, o):
+        return self._cmp(o, np.greater_equal)
+
+    def __eq__(self, o):
+        return self._cmp(o, np.equal)
+
+    def __ne__(self, o):
+        return self._cmp(o, np.not_equal)
+
+    def __bool__(self):
+        raise IndexingError("err_control_flow_condition_depending_on_arange: an index expression has no "
+                            "truth value; express the condition as mask= instead of an if")
+
+    def __floordiv__(self, o):
+        return GridExpr(self.grid() // _value(o))
+
+    def __rfloordiv__(self, o):
+        return GridExpr(_value(o) // self.grid())
+
+    def __mod__(self, o):
+        return GridExpr(self.grid() % _value(o))
+
+    def __rmod__(self, o):
+        return GridExpr(_value(o) % self.grid())
+
+    def __iter__(self):
+        raise TypeError("index expressions are not iterable")
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return self.grid().shape
+
+
+def _value(o):
+    if isinstance(o, IndexExpr):
+        return o.grid()
+    if isinstance(o, (bool, int, float, np.integer, np.floating)):
+        return o
+    raise IndexingError(f"cannot combine an index expression with {type(o).__name__}")
+
+
+class AffineExpr(IndexExpr):
+    """offset + sum(coeff * arange(size)) with each term on one grid axis (pfe: position from the end)."""
+
+    __slots__ = ("offset", "terms", "nd", "_grid")
+
+    def __init__(self, offset: int, terms: tuple, nd: int) -> None:
+        self.offset = int(offset)
+        self.terms = terms  # tuple of (pos_from_end, size, coeff)
+        self.nd = nd
+        self._grid = None
+
+    def grid(self) -> np.ndarray:
+        g = self._grid
+        if g is None:
+            shape = _grid_shape(self.nd, self.terms)
+            g = np.full(shape, self.offset, dtype=np.int64)
+            for pfe, size, coeff in self.terms:
+                shp = [1] * self.nd
+                shp[self.nd - 1 - pfe] = size
+                g = g + (np.arange(size, dtype=np.int64) * coeff).reshape(shp)
+            self._grid = g
+        return g
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return _grid_shape(self.nd, self.terms)
+
+    def __getitem__(self, key):
+        # nl.arange(n)[:, None] / [None, :]: place a 1-D arange on an axis of a grid
+        if not isinstance(key, tuple):
+            key = (key,)
+        if self.nd != 1 or len(self.terms) > 1:
+            raise IndexingError("only a 1-D nl.arange can be expanded with [:, None] / [None, :]")
+        slots = [i for i, k in enumerate(key) if isinstance(k, slice)]
+        if len(slots) != 1 or any(k is not None for i, k in enumerate(key) if i != slots[0]):
+            raise IndexingError(f"expand an arange with exactly one ':' and None elsewhere, got {key!r}")
+        nd = len(key)
+        pfe = nd - 1 - slots[0]
+        terms = tuple((pfe, size, coeff) for _, size, coeff in self.terms)
+        return AffineExpr(self.offset, terms, nd)
+
+    def _combine(self, other, sign: int):
+        if isinstance(other, (int, np.integer)) and not isinstance(other, bool):
+            return AffineExpr(self.offset + sign * int(other), self.terms, self.nd)
+        if isinstance(other, AffineExpr):
+            nd = max(self.nd, other.nd)
+            acc: dict[int, list] = {}
+            for pfe, size, coeff in self.terms:
+                acc[pfe] = [size, coeff]
+            for pfe, size, coeff in other.terms:
+                if pfe in acc:
+                    if acc[pfe][0] != size and 1 not in (size, acc[pfe][0]):
+                        raise IndexingError(f"index grids of sizes {acc[pfe][0]} and {size} do not broadcast")
+                    acc[pfe] = [max(size, acc[pfe][0]), acc[pfe][1] + sign * coeff]
+                else:
+                    acc[pfe] = [size, sign * coeff]
+            terms = tuple(sorted((p, s, c) for p, (s, c) in acc.items() if c != 0 or s > 1))
+            return AffineExpr(self.offset + sign * other.offset, terms, nd)
+        if isinstance(other, (IndexExpr, float, np.floating)):
+            return GridExpr(self.grid() + sign * _value(other))
+        return NotImplemented
+
+    def __add__(self, o):
+        return self._combine(o, 1)
+
+    __radd__ = __add__
+
+    def __sub__(self, o):
+        return self._combine(o, -1)
+
+    def __rsub__(self, o):
+        neg = self.__neg__()
+        return neg._combine(o, 1)
+
+    def __neg__(self):
+        return AffineExpr(-self.offset, tuple((p, s, -c) for p, s, c in self.terms), self.nd)
+
+    def __mul__(self, o):
+        if isinstance(o, (int, np.integer)) and not isinstance(o, bool):
+            k = int(o)
+            return AffineExpr(self.offset * k, tuple((p, s, c * k) for p, s, c in self.terms), self.nd)
+        if isinstance(o, (IndexExpr, float, np.floating)):
+            return GridExpr(self.grid() * _value(o))
+        return NotImplemented
+
+    __rmul__ = __mul__
+
+    def __repr__(self) -> str:
+        parts = [str(self.offset)] if self.offset else []
+        parts += [f"{c}*i{p}[{s}]" for p, s, c in self.terms]
+        return f"AffineExpr({' + '.join(parts) or '0'}, grid {self.shape})"
+
+
+class GridExpr(IndexExpr):
+    """A general integer index grid (non-affine expressions such as `i // 2`)."""
+
+    __slots__ = ("arr",)
+
+    def __init__(self, arr: np.ndarray) -> None:
+        self.arr = np.asarray(arr)
+
+    def grid(self) -> np.ndarray:
+        return self.arr
+
+    def _bin(self, o, fn):
+        return GridExpr(fn(self.arr, _value(o)))
+
+    def __add__(self, o):
+        return self._bin(o, np.add)
+
+    __radd__ = __add__
+
+    def __sub__(self, o):
+        return self._bin(o, np.subtract)
+
+    def __rsub__(self, o):
+        return GridExpr(_value(o) - self.arr)
+
+    def __mul__(self, o):
+        return self._bin(o, np.multiply)
+
+    __rmul__ = __mul__
+
+    def __neg__(self):
+        return GridExpr(-self.arr)
+
+
+class Predicate:
+    """A boolean grid: the result of comparing index expressions (a legacy `mask=`)."""
+
+    __slots__ = ("arr",)
+    __hash__ = object.__hash__
+
+    def __init__(self, arr) -> None:
+        self.arr = np.asarray(arr, dtype=bool)
+
+    def __and__(self, o):
+        return Predicate(self.arr & _pred(o))
+
+    __rand__ = __and__
+
+    def __or__(self, o):
+        return Predicate(self.arr | _pred(o))
+
+    __ror__ = __or__
+
+    def __xor__(self, o):
+        return Predicate(self.arr ^ _pred(o))
+
+    def __invert__(self):
+        return Predicate(~self.arr)
+
+    def __bool__(self):
+        raise MaskError("err_ambiguous_tensor_truth_value: a mask predicate has no truth value; combine "
+                        "predicates with &, |, ~ (not and/or/not)")
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return self.arr.shape
+
+    def __repr__(self) -> str:
+        return f"Predicate({self.arr.sum()} of {self.arr.size} true, grid {self.arr.shape})"
+
+
+def _pred(o):
+    if isinstance(o, Predicate):
+        return o.arr
+    if isinstance(o, (bool, np.bool_)):
+        return bool(o)
+    raise MaskError(f"cannot combine a mask predicate with {type(o).__name__}: use comparisons of nl.arange "
+                    "expressions, loop indices and ints")
+
+
+def arange(*args) -> AffineExpr:
+    if len(args) == 1:
+        start, stop, step = 0, args[0], 1
+    elif len(args) == 2:
+        start, stop, step = args[0], args[1], 1
+    elif len(args) == 3:
+        start, stop, step = args
+    else:
+        raise IndexingError("nl.arange takes (stop) or (start, stop)")
+    start, stop, step = int(start), int(stop), int(step)
+    size = len(range(start, stop, step))
+    return AffineExpr(start, ((0, size, step),), 1)
+
+
+class MGrid:
+    """The result of `nl.mgrid[...]`: one affine expression per grid axis (.p, .x, .y, .z)."""
+
+    __slots__ = ("exprs",)
+
+    def __init__(self, exprs) -> None:
+        self.exprs = tuple(exprs)
+
+    def __iter__(self):
+        return iter(self.exprs)
+
+    def __len__(self) -> int:
+        return len(self.exprs)
+
+    def __getitem__(self, i):
+        return self.exprs[i]
+
+    def _axis(self, i: int) -> AffineExpr:
+        if i >= len(self.exprs):
+            raise AttributeError(f"this mgrid has {len(self.exprs)} axes")
+        return self.exprs[i]
+
+    p = property(lambda self: self._axis(0))
+    x = property(lambda self: self._axis(1))
+    y = property(lambda self: self._axis(2))
+    z = property(lambda self: self._axis(3))
+    w = property(lambda self: self._axis(4))
+
+
+class _MGridFactory:
+    """`nl.mgrid[0:128, 0:512]` (like numpy.mgrid, but returning affine index expressions)."""
+
+    def __getitem__(self, key) -> MGrid:
+        if not isinstance(key, tuple):
+            key = (key,)
+        nd = len(key)
+        exprs = []
+        for i, k in enumerate(key):
+            if not isinstance(k, slice) or k.stop is None:
+                raise IndexingError(f"nl.mgrid takes slices with explicit bounds, got {k!r}")
+            start = 0 if k.start is None else int(k.start)
+            step = 1 if k.step is None else int(k.step)
+            size = len(range(start, int(k.stop), step))
+            exprs.append(AffineExpr(start, ((nd - 1 - i, size, step),), nd))
+        return MGrid(exprs)
+
+
+mgrid = _MGridFactory()
+
+
+# ---------------------------------------------------------------------------------------------
+# masks
+
+
+class MaskPlan:
+    """How a mask applies to an instruction with iteration shape `shape`."""
+
+    __slots__ = ("skip", "box", "where")
+
+    def __init__(self, skip=False, box=None, where=None) -> None:
+        self.skip = skip
+        self.box = box  # per-axis (lo, hi) when the mask is a box (fast path: narrow the views)
+        self.where = where  # boolean array broadcastable to shape otherwise
+
+
+NO_MASK = MaskPlan()
+SKIP = MaskPlan(skip=True)
+
+
+def plan_mask(mask, shape: tuple[int, ...]) -> MaskPlan:
+    if mask is None or mask is True:
+        return NO_MASK
+    if mask is False:
+        return SKIP
+    if isinstance(mask, (np.bool_,)):
+        return NO_MASK if bool(mask) else SKIP
+    if not isinstance(mask, Predicate):
+        raise MaskError(f"err_unsupported_expression_in_mask: mask must be a predicate built from nl.arange / "
+                        f"nl.mgrid expressions, loop indices and ints (got {type(mask).__name__})")
+    g = mask.arr
+    nd = len(shape)
+    while g.ndim > nd and g.shape[0] == 1:
+        g = g[0]
+    if g.ndim > nd:
+        raise MaskError(f"mask grid of shape {mask.arr.shape} does not fit an instruction of shape {shape}")
+    g = g.reshape((1,) * (nd - g.ndim) + g.shape)
+    for gs, s in zip(g.shape, shape):
+        if gs not in (1, s):
+            raise MaskError(f"mask grid of shape {mask.arr.shape} does not broadcast to the instruction shape {shape}")
+    total = int(g.sum())
+    if total == g.size:
+        return NO_MASK
+    if total == 0:
+        return SKIP
+    # a box mask (product of contiguous per-axis ranges) narrows the operands instead
+    box = []
+    count = 1
+    for ax in range(nd):
+        if g.shape[ax] == 1:
+            box.append((0, shape[ax]))
+            continue
+        other = tuple(a for a in range(nd) if a != ax)
+        proj = np.any(g, axis=other) if other else g
+        idx = np.flatnonzero(proj)
+        lo, hi = int(idx[0]), int(idx[-1]) + 1
+        if hi - lo != idx.size:
+            box = None
+            break
+        box.append((lo, hi))
+        count *= hi - lo
+    if box is not None and count == total:
+        return MaskPlan(box=tuple(box))
+    return MaskPlan(where=np.broadcast_to(g, shape))
+
+
+def narrow(t, box, shape: tuple[int, ...] | None = None):
+    """Narrow an operand to a mask box given for the iteration shape (size-1 axes broadcast)."""
+    if box is None or not hasattr(t, "narrow"):
+        return t
+    nd = len(t.shape)
+    b = box[len(box) - nd:] if len(box) >= nd else ((0, 1),) * (nd - len(box)) + tuple(box)
+    b = tuple((0, 1) if n == 1 else (lo, hi) for (lo, hi), n in zip(b, t.shape))
+    if all(lo == 0 and hi == n for (lo, hi), n in zip(b, t.shape)):
+        return t
+    return t.narrow(b)

@@ -1,0 +1,481 @@
+"""`neuronxcc.nki.isa` (nisa) on the emulator: return-style ISA calls over the shared engine."""
+
+from __future__ import annotations
+
+import enum
+import math
+import types
+
+import numpy as np
+
+from nkitui.emulator import engine as _eng
+from nkitui.emulator import dtypes as _dt
+from nkitui.emulator.engine.vector import _axes as _norm_axes, reduced_shape as _reduced_shape
+from nkitui.emulator.errors import OperandShapeError
+from nkitui.emulator.legacy._support import as_tile, dtype_or, fresh, mark
+from nkitui.emulator.legacy.indexing import NO_MASK, IndexExpr, Predicate, narrow, plan_mask
+from nkitui.emulator.runtime import current
+
+
+class engine(enum.IntEnum):
+    unknown = 0
+    tensor = 1
+    scalar = 2
+    gpsimd = 3
+    dma = 4
+    vector = 5
+    sync = 6
+
+
+unknown_engine = engine.unknown
+tensor_engine = engine.tensor
+scalar_engine = engine.scalar
+gpsimd_engine = engine.gpsimd
+dma_engine = engine.dma
+vector_engine = engine.vector
+sync_engine = engine.sync
+
+
+class reduce_cmd(enum.Enum):
+    idle = 0
+    reset = 1
+    reduce = 2
+    reset_reduce = 3
+    load_reduce = 4
+
+
+class oob_mode(enum.Enum):
+    error = 0
+    skip = 1
+
+
+class dge_mode(enum.Enum):
+    unknown = 0
+    swdge = 1
+    hwdge = 2
+    none = 3
+
+
+class nc_version(enum.IntEnum):
+    gen2 = 2
+    gen3 = 3
+    gen4 = 4
+
+
+class matmul_perf_mode(enum.Enum):
+    none = "none"
+    double_row = "double_row"
+
+
+constants = types.SimpleNamespace(engine=engine, reduce_cmd=reduce_cmd, oob_mode=oob_mode, dge_mode=dge_mode,
+                                  nc_version=nc_version, matmul_perf_mode=matmul_perf_mode)
+
+
+def get_nc_version():
+    return nc_version(current().target.nc_version)
+
+
+def _engine_name(e) -> str | None:
+    if e is None:
+        return None
+    if isinstance(e, str):
+        return None if e in ("unknown", "") else e
+    try:
+        val = engine(int(e))
+    except (ValueError, TypeError):
+        return None
+    return None if val is engine.unknown else val.name
+
+
+# -- TensorE --------------------------------------------------------------------------------------
+def nc_matmul(stationary, moving, *, is_stationary_onezero=False, is_moving_onezero=False, is_transpose=False,
+              tile_position=(), tile_size=(), perf_mode=None, mask=None, **kwargs):
+    run = current()
+    api = "nisa.nc_matmul"
+    stationary = as_tile(stationary, api, "stationary")
+    moving = as_tile(moving, api, "moving")
+    double = getattr(perf_mode, "value", perf_mode) == "double_row"
+    M = stationary.shape[-1] if double else math.prod(stationary.shape[1:])
+    N = moving.shape[-1] if double else math.prod(moving.shape[1:])
+    shape = (M, N)
+    d = stationary.st.dtype if is_transpose else _dt.float32
+    plan = plan_mask(mask, shape)
+    out = fresh(run, shape, d, plan, memory="psum", track=False)
+    if plan.skip:
+        return out
+    _eng.nc_matmul(out, stationary, moving, is_transpose=bool(is_transpose), perf_mode=perf_mode,
+                   where=plan.where, api=api,
+                   meta={k: v for k, v in (("is_stationary_onezero", is_stationary_onezero),
+                                           ("is_moving_onezero", is_moving_onezero)) if v})
+    out._mm = run.trace.instructions[-1] if run.recording else True
+    return mark(run, out)
+
+
+def nc_transpose(data, *, mask=None, dtype=None, engine=0, **kwargs):
+    run = current()
+    api = "nisa.nc_transpose"
+    data = as_tile(data, api, "data")
+    P, F = data.shape[0], math.prod(data.shape[1:])
+    eng = _engine_name(engine)
+    if eng is None:
+        eng = "vector" if (P <= 32 and F <= 32) else "tensor"
+    mem = "psum" if eng == "tensor" else "sbuf"
+    out = fresh(run, (F, P), dtype_or(dtype, data.st.dtype), NO_MASK, memory=mem)
+    _eng.nc_transpose(out, data, engine=eng, api=api)
+    return mark(run, out)
+
+
+# -- ScalarE --------------------------------------------------------------------------------------
+def activation(op, data, *, bias=None, scale=1.0, reduce_op=None, reduce_res=None, reduce_cmd=None, mask=None,
+               dtype=None, **kwargs):
+    run = current()
+    api = "nisa.activation"
+    data = as_tile(data, api, "data")
+    plan = plan_mask(mask, data.shape)
+    out = fresh(run, data.shape, dtype_or(dtype, data.st.dtype), plan)
+    if plan.skip:
+        return out
+    _eng.activation(narrow(out, plan.box), op, narrow(data, plan.box), bias=narrow(bias, plan.box),
+                    scale=narrow(scale, plan.box), reduce_op=reduce_op, reduce_res=narrow(reduce_res, plan.box),
+                    reduce_cmd=reduce_cmd, where=plan.where, api=api)
+    return mark(run, out)
+
+
+def activation_reduce(op, data, *, reduce_op, reduce_res, bias=None, scale=1.0, mask=None, dtype=None, **kwargs):
+    run = current()
+    api = "nisa.activation_reduce"
+    data = as_tile(data, api, "data")
+    plan = plan_mask(mask, data.shape)
+    out = fresh(run, data.shape, dtype_or(dtype, data.st.dtype), plan)
+    if plan.skip:
+        return out
+    _eng.activation(narrow(out, plan.box), op, narrow(data, plan.box), bias=narrow(bias, plan.box),
+                    scale=narrow(scale, plan.box), reduce_op=reduce_op, reduce_res=narrow(reduce_res, plan.box),
+                    reduce_cmd="reset_reduce", where=plan.where, api=api)
+    return mark(run, out)
+
+
+# -- VectorE / GpSimd -----------------------------------------------------------------------------
+def tensor_tensor(data1, data2, op, *, dtype=None, mask=None, engine=0, **kwargs):
+    run = current()
+    api = "nisa.tensor_tensor"
+    data1 = as_tile(data1, api, "data1")
+    data2 = as_tile(data2, api, "data2")
+    if data1.shape[0] != data2.shape[0] or math.prod(data1.shape[1:]) != math.prod(data2.shape[1:]):
+        raise OperandShapeError(f"{api}: data1 {data1.shape} and data2 {data2.shape} must have the same number of "
+                                "partitions and elements per partition (use tensor_scalar to broadcast a (P, 1) "
+                                "operand)")
+    d = dtype_or(dtype, _dt.promote(data1.st.dtype, data2.st.dtype))
+    plan = plan_mask(mask, data1.shape)
+    out = fresh(run, data1.shape, d, plan)
+    if not plan.skip:
+        _eng.tensor_tensor(narrow(out, plan.box), narrow(data1, plan.box), narrow(data2, plan.box), op,
+                           engine=_engine_name(engine), where=plan.where, api=api)
+    return mark(run, out)
+
+
+def tensor_scalar(data, op0, operand0, reverse0=False, op1=None, operand1=None, reverse1=False, *, dtype=None,
+                  mask=None, engine=0, **kwargs):
+    run = current()
+    api = "nisa.tensor_scalar"
+    data = as_tile(data, api, "data")
+    plan = plan_mask(mask, data.shape)
+    out = fresh(run, data.shape, dtype_or(dtype, data.st.dtype), plan)
+    if not plan.skip:
+        _eng.tensor_scalar(narrow(out, plan.box), narrow(data, plan.box), op0, narrow(operand0, plan.box),
+                           reverse0, op1, narrow(operand1, plan.box), reverse1, engine=_engine_name(engine),
+                           where=plan.where, api=api)
+    return mark(run, out)
+
+
+def scalar_tensor_tensor(*, data, op0, operand0, op1, operand1, reverse0=False, reverse1=False, dtype=None,
+                         mask=None, **kwargs):
+    run = current()
+    api = "nisa.scalar_tensor_tensor"
+    data = as_tile(data, api, "data")
+    plan = plan_mask(mask, data.shape)
+    out = fresh(run, data.shape, dtype_or(dtype, _dt.promote(data.st.dtype, operand1.st.dtype)), plan)
+    if not plan.skip:
+        _eng.scalar_tensor_tensor(narrow(out, plan.box), narrow(data, plan.box), op0, narrow(operand0, plan.box),
+                                  op1, narrow(operand1, plan.box), reverse0, reverse1, where=plan.where, api=api)
+    return mark(run, out)
+
+
+def tensor_scalar_reduce(*, data, op0, operand0, reduce_op, reduce_res, reverse0=False, dtype=None, mask=None,
+                         **kwargs):
+    run = current()
+    api = "nisa.tensor_scalar_reduce"
+    data = as_tile(data, api, "data")
+    plan = plan_mask(mask, data.shape)
+    out = fresh(run, data.shape, dtype_or(dtype, data.st.dtype), plan)
+    if not plan.skip:
+        _eng.tensor_scalar_reduce(narrow(out, plan.box), narrow(data, plan.box), op0, narrow(operand0, plan.box),
+                                  reduce_op, narrow(reduce_res, plan.box), reverse0, where=plan.where, api=api)
+    return mark(run, out)
+
+
+def tensor_reduce(op, data, axis, *, mask=None, dtype=None, negate=False, keepdims=False, **kwargs):
+    run = current()
+    api = "nisa.tensor_reduce"
+    data = as_tile(data, api, "data")
+    axes = _norm_axes(axis, len(data.shape), api)
+    shape = _reduced_shape(data.shape, axes, keepdims)
+    plan = plan_mask(mask, data.shape)
+    out = fresh(run, shape, dtype_or(dtype, data.st.dtype), plan)
+    if plan.skip:
+        return out
+    o = out
+    if plan.box is not None:
+        o = out.narrow((plan.box[0],) + tuple((0, n) for n in shape[1:]))
+    _eng.tensor_reduce(o, op, narrow(data, plan.box), axes, negate=negate, keepdims=keepdims, where=plan.where,
+                       api=api)
+    return mark(run, out)
+
+
+def tensor_partition_reduce(op, data, *, mask=None, dtype=None, **kwargs):
+    run = current()
+    api = "nisa.tensor_partition_reduce"
+    data = as_tile(data, api, "data")
+    out = fresh(run, (1,) + data.shape[1:], dtype_or(dtype, data.st.dtype), NO_MASK)
+    _eng.tensor_partition_reduce(out, op, data, api=api)
+    return mark(run, out)
+
+
+def tensor_tensor_scan(data0, data1, initial, op0, op1, reverse0=False, reverse1=False, *, dtype=None, mask=None,
+                       **kwargs):
+    run = current()
+    api = "nisa.tensor_tensor_scan"
+    data0 = as_tile(data0, api, "data0")
+    data1 = as_tile(data1, api, "data1")
+    plan = plan_mask(mask, data0.shape)
+    out = fresh(run, data0.shape, dtype_or(dtype, _dt.promote(data0.st.dtype, data1.st.dtype)), plan)
+    if not plan.skip:
+        _eng.tensor_tensor_scan(narrow(out, plan.box), narrow(data0, plan.box), narrow(data1, plan.box),
+                                narrow(initial, plan.box), op0, op1, reverse0, reverse1, where=plan.where, api=api)
+    return mark(run, out)
+
+
+def tensor_copy(src, *, mask=None, dtype=None, engine=0, **kwargs):
+    run = current()
+    api = "nisa.tensor_copy"
+    src = as_tile(src, api, "src")
+    plan = plan_mask(mask, src.shape)
+    out = fresh(run, src.shape, dtype_or(dtype, src.st.dtype), plan)
+    if not plan.skip:
+        _eng.tensor_copy(narrow(out, plan.box), narrow(src, plan.box), engine=_engine_name(engine),
+                         where=plan.where, api=api)
+    return mark(run, out)
+
+
+def tensor_copy_dynamic_src(src, *, mask=None, dtype=None, **kwargs):
+    """Copy from a view with dynamic (indirect) free-dim offsets: the view already gathers them here."""
+    return tensor_copy(src, mask=mask, dtype=dtype)
+
+
+def tensor_copy_dynamic_dst(*, dst, src, mask=None, dtype=None, **kwargs):
+    current()
+    _eng.tensor_copy(as_tile(dst, "nisa.tensor_copy_dynamic_dst", "dst"),
+                     as_tile(src, "nisa.tensor_copy_dynamic_dst", "src"), api="nisa.tensor_copy_dynamic_dst")
+    return dst
+
+
+def tensor_copy_predicated(*, src, predicate, dst, reverse_pred=False, mask=None, **kwargs):
+    current()
+    api = "nisa.tensor_copy_predicated"
+    plan = plan_mask(mask, dst.shape)
+    if not plan.skip:
+        _eng.tensor_copy_predicated(narrow(dst, plan.box), narrow(src, plan.box), narrow(predicate, plan.box),
+                                    reverse_pred, where=plan.where, api=api)
+    return dst
+
+
+def reciprocal(data, *, dtype=None, mask=None, engine=0, **kwargs):
+    run = current()
+    api = "nisa.reciprocal"
+    data = as_tile(data, api, "data")
+    plan = plan_mask(mask, data.shape)
+    out = fresh(run, data.shape, dtype_or(dtype, data.st.dtype), plan)
+    if not plan.skip:
+        _eng.reciprocal(narrow(out, plan.box), narrow(data, plan.box), engine=_engine_name(engine),
+                        where=plan.where, api=api)
+    return mark(run, out)
+
+
+def iota(expr, dtype, *, mask=None, **kwargs):
+    run = current()
+    api = "nisa.iota"
+    if isinstance(expr, (int, np.integer)):
+        grid = np.asarray(expr).reshape(1, 1)
+    elif isinstance(expr, IndexExpr):
+        grid = expr.grid()
+    else:
+        raise OperandShapeError(f"{api}: expr must be an affine expression of nl.arange indices, got "
+                                f"{type(expr).__name__}")
+    if grid.ndim < 2:
+        grid = grid.reshape(grid.shape + (1,) * (2 - grid.ndim))
+    shape = grid.shape
+    plan = plan_mask(mask, shape)
+    out = fresh(run, shape, _dt.dtype_of(dtype), plan)
+    if not plan.skip:
+        g = grid if plan.box is None else grid[tuple(slice(lo, hi) for lo, hi in plan.box)]
+        _eng.iota(narrow(out, plan.box), values_grid=g, where=plan.where, api=api)
+    return mark(run, out)
+
+
+def affine_select(pred, on_true_tile, on_false_value, *, mask=None, dtype=None, **kwargs):
+    run = current()
+    api = "nisa.affine_select"
+    on_true_tile = as_tile(on_true_tile, api, "on_true_tile")
+    if isinstance(pred, Predicate):
+        grid = pred.arr
+    elif isinstance(pred, IndexExpr):
+        grid = pred.grid() > 0
+    else:
+        raise OperandShapeError(f"{api}: pred must be an affine predicate of nl.arange indices (e.g. i_p >= i_f)")
+    shape = on_true_tile.shape
+    plan = plan_mask(mask, shape)
+    out = fresh(run, shape, dtype_or(dtype, on_true_tile.st.dtype), plan)
+    if not plan.skip:
+        g = np.broadcast_to(grid.reshape((1,) * (len(shape) - grid.ndim) + grid.shape) if grid.ndim < len(shape)
+                            else grid, shape)
+        if plan.box is not None:
+            g = g[tuple(slice(lo, hi) for lo, hi in plan.box)]
+        _eng.affine_select(narrow(out, plan.box), narrow(on_true_tile, plan.box), on_false_value, predicate=g,
+                           where=plan.where, api=api)
+    return mark(run, out)
+
+
+def memset(shape, value, dtype, *, mask=None, engine=0, **kwargs):
+    run = current()
+    shape = tuple(int(s) for s in shape)
+    plan = plan_mask(mask, shape)
+    out = fresh(run, shape, _dt.dtype_of(dtype), plan)
+    if not plan.skip:
+        _eng.memset(narrow(out, plan.box), value, engine=_engine_name(engine), where=plan.where, api="nisa.memset")
+    return mark(run, out)
+
+
+def bn_stats(data, *, mask=None, dtype=None, **kwargs):
+    run = current()
+    api = "nisa.bn_stats"
+    data = as_tile(data, api, "data")
+    plan = plan_mask(mask, data.shape)
+    out = fresh(run, (data.shape[0], 6), dtype_or(dtype, data.st.dtype), plan)
+    if not plan.skip:
+        o = out if plan.box is None else out.narrow((plan.box[0], (0, 6)))
+        _eng.bn_stats(o, narrow(data, plan.box), where=plan.where, api=api)
+    return mark(run, out)
+
+
+def bn_aggr(data, *, mask=None, dtype=None, **kwargs):
+    run = current()
+    api = "nisa.bn_aggr"
+    data = as_tile(data, api, "data")
+    plan = plan_mask(mask, data.shape)
+    out = fresh(run, (data.shape[0], 2), dtype_or(dtype, data.st.dtype), plan)
+    if not plan.skip:
+        o = out if plan.box is None else out.narrow((plan.box[0], (0, 2)))
+        _eng.bn_aggr(o, narrow(data, plan.box), where=plan.where, api=api)
+    return mark(run, out)
+
+
+def dropout(data, prob, *, mask=None, dtype=None, **kwargs):
+    run = current()
+    data = as_tile(data, "nisa.dropout", "data")
+    plan = plan_mask(mask, data.shape)
+    out = fresh(run, data.shape, dtype_or(dtype, data.st.dtype), plan)
+    if not plan.skip:
+        _eng.dropout(narrow(out, plan.box), narrow(data, plan.box), narrow(prob, plan.box), where=plan.where,
+                     api="nisa.dropout")
+    return mark(run, out)
+
+
+def max8(*, src, mask=None, dtype=None, **kwargs):
+    run = current()
+    src = as_tile(src, "nisa.max8", "src")
+    out = fresh(run, (src.shape[0], 8), dtype_or(dtype, src.st.dtype), NO_MASK)
+    _eng.max8(out, src, api="nisa.max8")
+    return mark(run, out)
+
+
+def nc_find_index8(*, data, vals, mask=None, dtype=None, **kwargs):
+    run = current()
+    data = as_tile(data, "nisa.nc_find_index8", "data")
+    out = fresh(run, (data.shape[0], 8), dtype_or(dtype, _dt.uint32), NO_MASK)
+    _eng.nc_find_index8(out, data, as_tile(vals, "nisa.nc_find_index8", "vals"), api="nisa.nc_find_index8")
+    return mark(run, out)
+
+
+def nc_match_replace8(*, data, vals, imm, dst_idx=None, mask=None, dtype=None, **kwargs):
+    run = current()
+    data = as_tile(data, "nisa.nc_match_replace8", "data")
+    vals = as_tile(vals, "nisa.nc_match_replace8", "vals")
+    out = fresh(run, data.shape, dtype_or(dtype, data.st.dtype), NO_MASK)
+    if dst_idx is not None:
+        _eng.nc_find_index8(as_tile(dst_idx, "nisa.nc_match_replace8", "dst_idx"), data, vals,
+                            api="nisa.nc_match_replace8")
+    _eng.nc_match_replace8(out, data, vals, imm, api="nisa.nc_match_replace8")
+    return mark(run, out)
+
+
+def nc_stream_shuffle(src, dst, shuffle_mask, *, mask=None, **kwargs):
+    current()
+    _eng.nc_stream_shuffle(as_tile(dst, "nisa.nc_stream_shuffle", "dst"), as_tile(src, "nisa.nc_stream_shuffle", "src"),
+                           shuffle_mask, api="nisa.nc_stream_shuffle")
+    return dst
+
+
+def range_select(*, on_true_tile, comp_op0, comp_op1, bound0, bound1, reduce_cmd=None, reduce_res=None,
+                 reduce_op=np.maximum, range_start=0.0, on_false_value=None, mask=None, dtype=None, **kwargs):
+    run = current()
+    on_true_tile = as_tile(on_true_tile, "nisa.range_select", "on_true_tile")
+    out = fresh(run, on_true_tile.shape, dtype_or(dtype, on_true_tile.st.dtype), NO_MASK)
+    fill = float(np.finfo(np.float32).min) if on_false_value is None else on_false_value
+    _eng.range_select(out, on_true_tile, comp_op0, comp_op1, bound0, bound1, reduce_res=reduce_res,
+                      reduce_op=reduce_op, range_start=range_start, on_false_value=fill, api="nisa.range_select")
+    return mark(run, out)
+
+
+def select_reduce(*, dst, predicate, on_true, on_false, reduce_res=None, reduce_cmd=None, reduce_op=np.maximum,
+                  reverse_pred=False, mask=None, dtype=None, **kwargs):
+    current()
+    _eng.select_reduce(dst, predicate, on_true, on_false, reduce_res=reduce_res, reduce_op=reduce_op,
+                       reverse_pred=reverse_pred, api="nisa.select_reduce")
+    return dst
+
+
+# -- DMA ------------------------------------------------------------------------------------------
+def dma_copy(*args, dst=None, src=None, mask=None, dst_rmw_op=None, oob_mode=None, dge_mode=None, **kwargs):
+    current()
+    if args:  # the oldest signature took (src, dst) positionally
+        if len(args) == 2 and dst is None and src is None:
+            src, dst = args
+        else:
+            raise OperandShapeError("nisa.dma_copy: pass dst= and src= as keywords")
+    if dst is None or src is None:
+        raise OperandShapeError("nisa.dma_copy needs dst= and src=")
+    plan = plan_mask(mask, dst.shape)
+    if plan.skip:
+        return None
+    _eng.dma_copy(narrow(dst, plan.box), narrow(src, plan.box), where=plan.where, dst_rmw_op=dst_rmw_op,
+                  oob_mode=oob_mode, api="nisa.dma_copy",
+                  meta={"dge_mode": getattr(dge_mode, "name", dge_mode)} if dge_mode is not None else None)
+    return None
+
+
+def dma_transpose(src, *, axes=None, mask=None, dtype=None, **kwargs):
+    run = current()
+    nd = len(src.shape)
+    perm = axes or {2: (1, 0), 3: (2, 1, 0), 4: (3, 1, 2, 0)}.get(nd)
+    if perm is None:
+        raise OperandShapeError(f"nisa.dma_transpose: 2-D to 4-D sources only, got {src.shape}")
+    shape = tuple(src.shape[a] for a in perm)
+    out = fresh(run, shape, dtype_or(dtype, src.st.dtype), NO_MASK)
+    _eng.dma_transpose(out, src, perm, api="nisa.dma_transpose")
+    return mark(run, out)
+
+
+def builtin_custom_op(*args, **kwargs):
+    from nkitui.emulator.errors import UnsupportedError
+    raise UnsupportedError("nisa.builtin_custom_op runs vendor microcode and cannot be emulated")
+

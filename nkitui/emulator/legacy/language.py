@@ -1,0 +1,989 @@
+"""`neuronxcc.nki.language` (nl) on the emulator: return-style calls, masks, index grids.
+
+Every function adapts the legacy call style to the engine's destination-first instructions: it
+allocates the result tile, narrows operands to the mask box (or passes a boolean mask), and calls
+the engine. Element-wise math follows the legacy engine mapping: transcendental / activation
+functions run on ScalarE (`activation`), arithmetic, comparisons and bit operations on VectorE
+(`tensor_tensor` / `tensor_scalar`), reductions on VectorE (`tensor_reduce`), loads and stores on
+the DMA queues, matmul and transpose on TensorE.
+"""
+
+from __future__ import annotations
+
+import ast
+import builtins
+import linecache
+import math
+
+import ml_dtypes
+import numpy as np
+
+from nkitui.emulator import alu, engine
+from nkitui.emulator import dtypes as _dt
+from nkitui.emulator.config import current_options
+from nkitui.emulator.engine.common import write as _write
+from nkitui.emulator.engine.vector import reduced_shape as _reduced_shape, _axes as _norm_axes
+from nkitui.emulator.errors import (
+    EngineMemoryError,
+    IndexingError,
+    KernelArgumentError,
+    OperandShapeError,
+    PartitionDimError,
+    UnsupportedError,
+    kernel_frame,
+)
+from nkitui.emulator.legacy import tile as _tile_mod
+from nkitui.emulator.legacy._support import as_tile, dtype_or, fresh, mark, scalar_like
+from nkitui.emulator.legacy.indexing import NO_MASK, arange, mgrid, narrow, plan_mask  # noqa: F401
+from nkitui.emulator.legacy.tile import LegacyTensor
+from nkitui.emulator.runtime import current, current_or_none
+from nkitui.emulator.targets import PMAX, resolve_target
+from nkitui.emulator.tensor import DynSlice, Tensor
+
+# -- data types ---------------------------------------------------------------------------------
+float32 = _dt.float32.public
+float16 = _dt.float16.public
+bfloat16 = _dt.bfloat16.public
+tfloat32 = _dt.tfloat32.public
+float8_e4m3 = _dt.float8_e4m3.public
+float8_e5m2 = _dt.float8_e5m2.public
+float8_e4m3fn = _dt.float8_e4m3fn.public
+int8 = _dt.int8.public
+int16 = _dt.int16.public
+int32 = _dt.int32.public
+uint8 = _dt.uint8.public
+uint16 = _dt.uint16.public
+uint32 = _dt.uint32.public
+bool_ = _dt.bool_.public
+
+
+class _FloatConstants:
+    """`nl.fp32.min` / `nl.bfp16.min`: the most negative finite value (also usable as a dtype)."""
+
+    def __init__(self, d: _dt.DType, min_value: float) -> None:
+        self.nki_dtype = d
+        self.min = min_value
+
+    def __repr__(self) -> str:
+        return f"<nl constants for {self.nki_dtype.name}>"
+
+
+fp32 = _FloatConstants(_dt.float32, float(np.finfo(np.float32).min))
+bfp16 = _FloatConstants(_dt.bfloat16, float(ml_dtypes.finfo(ml_dtypes.bfloat16).min))
+
+
+def finfo(dtype):
+    return ml_dtypes.finfo(_dt.dtype_of(dtype).np)
+
+
+def static_cast(input_data, dtype):
+    """Host-side cast of a scalar or array to an NKI dtype (bf16/fp8 via ml_dtypes, RNE)."""
+    d = _dt.dtype_of(dtype)
+    arr = np.asarray(input_data)
+    if d is _dt.tfloat32:
+        return _dt.round_tf32(arr.astype(np.float32))
+    out = arr.astype(d.np)
+    return out if isinstance(input_data, np.ndarray) else out[()]
+
+
+# -- buffers --------------------------------------------------------------------------------------
+class Buffer:
+    """A memory to allocate in: nl.sbuf, nl.psum, nl.hbm / private_hbm, nl.shared_hbm."""
+
+    def __init__(self, name: str, memory: str, kind: str = "", options: dict | None = None) -> None:
+        self.name = name
+        self.memory = memory
+        self.kind = kind
+        self.options = options or {}
+
+    def __repr__(self) -> str:
+        return f"nl.{self.name}"
+
+    def __eq__(self, other) -> bool:
+        if isinstance(other, str):
+            return other in (self.name, self.memory)
+        return isinstance(other, Buffer) and (self.memory, self.kind) == (other.memory, other.kind)
+
+    def __hash__(self) -> int:
+        return hash((self.memory, self.kind))
+
+
+sbuf = Buffer("sbuf", "sbuf")
+psum = Buffer("psum", "psum")
+private_hbm = Buffer("private_hbm", "hbm", "private")
+hbm = Buffer("hbm", "hbm", "private")
+shared_hbm = Buffer("shared_hbm", "hbm", "shared")
+
+_BUFFER_NAMES = {"sbuf": sbuf, "psum": psum, "hbm": hbm, "private_hbm": private_hbm, "shared_hbm": shared_hbm}
+
+
+def _buffer(buffer) -> Buffer:
+    if buffer is None:
+        return sbuf
+    if isinstance(buffer, Buffer):
+        return buffer
+    if isinstance(buffer, str) and buffer in _BUFFER_NAMES:
+        return _BUFFER_NAMES[buffer]
+    mem = getattr(buffer, "nki_buffer", None)
+    if mem is not None:
+        return mem
+    raise KernelArgumentError(f"unknown buffer {buffer!r}: use nl.sbuf, nl.psum, nl.hbm, nl.private_hbm or "
+                              "nl.shared_hbm")
+
+
+class par_dim(int):
+    """Marks the partition dimension in a shape (dimensions left of it are block dimensions)."""
+
+    def __new__(cls, size):
+        return super().__new__(cls, int(size))
+
+    def __repr__(self) -> str:
+        return f"par_dim({int(self)})"
+
+
+def _shape_pax(shape) -> tuple[tuple[int, ...], int]:
+    if isinstance(shape, (int, np.integer)):
+        shape = (shape,)
+    shape = tuple(shape)
+    pax = 0
+    for i, s in enumerate(shape):
+        if isinstance(s, par_dim):
+            pax = i
+    return tuple(int(s) for s in shape), pax
+
+
+class _TileSize:
+    """`nl.tile_size`: hardware tile limits (the usable SBUF size depends on the target)."""
+
+    pmax = PMAX
+    psum_fmax = 512
+    psum_bank_fmax = 512
+    gemm_stationary_fmax = 128
+    gemm_moving_fmax = 512
+    bn_stats_fmax = 512
+    bn_stats_dim = 6
+    bn_aggr_dim = 2
+    psum_num_banks = 8
+    psum_bank_fmax_bytes = 2048
+    psum_min_align = 4  # bytes (not documented; fp32 element alignment assumed)
+    sbuf_min_align = 1  # bytes (not documented)
+
+    @property
+    def total_available_sbuf_size(self) -> int:
+        return resolve_target(current_options().target).sbuf_usable_bytes_per_partition
+
+    sbuf_fmax_bytes = total_available_sbuf_size
+
+
+tile_size = _TileSize()
+
+
+# -- creation -------------------------------------------------------------------------------------
+def ndarray(shape, dtype, *, buffer=None, name: str = "", **kwargs):
+    run = current()
+    shape, pax = _shape_pax(shape)
+    buf = _buffer(buffer)
+    kind = buf.kind or ("private" if buf.memory == "hbm" else "")
+    st = run.allocate(shape, dtype, buf.memory, name=name, pax=pax, kind=kind, what=f"tensor '{name}'" if name else "tensor")
+    return LegacyTensor.whole(st)
+
+
+def _filled(shape, value, dtype, buffer, name, api):
+    buf = _buffer(buffer)
+    if buf.memory == "hbm":
+        raise KernelArgumentError(f"err_hbm_tensor_with_init_value_not_supported: {api} cannot create an HBM "
+                                  "tensor with an initial value; use nl.ndarray and store into it")
+    t = ndarray(shape, dtype, buffer=buf, name=name)
+    view = t if t.partition_axis() == 0 else None
+    run = current()
+    if view is not None:
+        engine.memset(view, value, api=api)
+    else:  # block dimensions: one memset per block
+        blocks = t.st.shape[: t.st.pax]
+        for idx in np.ndindex(*blocks):
+            engine.memset(t.basic_index(idx), value, api=api)
+    return mark(run, t)
+
+
+def zeros(shape, dtype, *, buffer=None, name: str = "", **kwargs):
+    return _filled(shape, 0, dtype, buffer, name, "nl.zeros")
+
+
+def ones(shape, dtype, *, buffer=None, name: str = "", **kwargs):
+    return _filled(shape, 1, dtype, buffer, name, "nl.ones")
+
+
+def full(shape, fill_value, dtype, *, buffer=None, name: str = "", **kwargs):
+    return _filled(shape, fill_value, dtype, buffer, name, "nl.full")
+
+
+def zeros_like(a, dtype=None, *, buffer=None, name: str = "", **kwargs):
+    return zeros(a.shape, dtype or a.dtype, buffer=buffer or _like_buffer(a), name=name)
+
+
+def ones_like(a, dtype=None, *, buffer=None, name: str = "", **kwargs):
+    return ones(a.shape, dtype or a.dtype, buffer=buffer or _like_buffer(a), name=name)
+
+
+def full_like(a, fill_value, dtype=None, *, buffer=None, name: str = "", **kwargs):
+    return full(a.shape, fill_value, dtype or a.dtype, buffer=buffer or _like_buffer(a), name=name)
+
+
+def empty_like(a, dtype=None, *, buffer=None, name: str = "", **kwargs):
+    return ndarray(a.shape, dtype or a.dtype, buffer=buffer or _like_buffer(a), name=name)
+
+
+def _like_buffer(a):
+    mem = getattr(getattr(a, "st", None), "memory", "sbuf")
+    return sbuf if mem == "sbuf" else psum if mem == "psum" else shared_hbm
+
+
+def shared_constant(constant, dtype=None, **kwargs):
+    """A constant tensor in shared HBM (embedded in the binary on hardware: no instruction)."""
+    run = current()
+    arr = np.asarray(constant)
+    if isinstance(constant, str):
+        arr = np.load(constant)
+    d = _dt.dtype_of(dtype) if dtype is not None else _dt.dtype_of(arr.dtype)
+    st = run.allocate(arr.shape, d, "hbm", name="shared_constant", kind="constant", fill=False)
+    if run.execute:
+        st.data[...] = _dt.convert(arr.astype(np.float32) if d.is_float else arr, st.data.dtype, None)
+    return LegacyTensor.whole(st)
+
+
+def shared_identity_matrix(n, dtype=np.uint8, **kwargs):
+    return shared_constant(np.eye(int(n)), dtype=dtype)
+
+
+def rand(shape, dtype=np.float32, **kwargs):
+    run = current()
+    shape, _ = _shape_pax(shape)
+    out = fresh(run, shape, _dt.dtype_of(dtype), NO_MASK)
+    run.record("gpsimd", "rand", (), (out,), partitions=shape[0], free=math.prod(shape[1:]), meta={"api": "nl.rand"})
+    _write(run, out, run.rng.random(shape, dtype=np.float32) if run.execute else None)
+    return mark(run, out)
+
+
+def random_seed(seed, *, mask=None, **kwargs):
+    run = current()
+    run.rng = np.random.default_rng(int(seed) if not isinstance(seed, Tensor) else int(seed.array().reshape(-1)[0]))
+
+
+# -- index helpers & loops -----------------------------------------------------------------------
+def ds(start, size):
+    return DynSlice(start, size)
+
+
+def _loop(kind: str, args):
+    run = current_or_none()
+    rng = range(*args)
+    if run is None:
+        return iter(rng)
+    return run.loop(kind, rng)
+
+
+def affine_range(*args, **kwargs):
+    """Parallel loop: iterations run in order here; writes carried between iterations are diagnosed (C15)."""
+    return _loop("affine", args)
+
+
+def sequential_range(*args, **kwargs):
+    return _loop("sequential", args)
+
+
+def static_range(*args, **kwargs):
+    return _loop("static", args)
+
+
+def program_id(axis=0):
+    run = current()
+    axis = int(axis)
+    if not run.grid:
+        if axis == 0:
+            return 0
+    if axis < 0 or axis >= len(run.grid):
+        raise IndexingError(f"program_id({axis}): the launch grid has {len(run.grid)} dimension(s)")
+    return run.program[axis]
+
+
+def num_programs(axes=None):
+    run = current()
+    if axes is None:
+        return math.prod(run.grid) if run.grid else 1
+    if isinstance(axes, (tuple, list)):
+        return math.prod(run.grid[a] for a in axes)
+    if not run.grid and int(axes) == 0:
+        return 1
+    return run.grid[int(axes)]
+
+
+def program_ndim():
+    return len(current().grid)
+
+
+class nc:
+    """`nl.nc(n)`: a launch-grid dimension spread over n physical NeuronCores (runs serially here)."""
+
+    def __init__(self, n: int) -> None:
+        self.grid_size = int(n)
+
+    def __repr__(self) -> str:
+        return f"nl.nc({self.grid_size})"
+
+
+class spmd_dim:
+    """`nl.spmd_dim(...)`: a launch-grid dimension built from sub-dimensions (their product)."""
+
+    def __init__(self, *sizes) -> None:
+        self.grid_size = math.prod(int(getattr(s, "grid_size", s)) for s in sizes)
+
+
+# -- data movement --------------------------------------------------------------------------------
+def load(src, *, mask=None, dtype=None, **kwargs):
+    run = current()
+    api = "nl.load"
+    if not isinstance(src, Tensor):
+        raise OperandShapeError(f"{api}: src must be an HBM tensor, got {type(src).__name__}")
+    if src.st.memory != "hbm":
+        raise EngineMemoryError(f"Expected operand 'src' of 'load' to be in address space 'hbm', but got a tile in "
+                                f"'{src.st.memory}'")
+    shape = src.shape
+    if len(shape) < 2:
+        shape = (shape[0] if shape else 1, 1)
+    d = dtype_or(dtype, src.st.dtype)
+    plan = plan_mask(mask, shape)
+    out = fresh(run, shape, d, plan)
+    if plan.skip:
+        return out
+    s = src if src.shape == shape else _reshape_view(src, shape)
+    engine.dma_copy(narrow(out, plan.box), narrow(s, plan.box), where=plan.where, api=api)
+    return mark(run, out)
+
+
+def _reshape_view(t: Tensor, shape):
+    """A 1-D HBM view seen as (n, 1) so that it can be moved as a tile."""
+    if t.fancy is None and len(t.shape) == 1:
+        return t.compose([("r", 0, 1, t.shape[0], 0)], (t.shape[0], 1))
+    return t
+
+
+def store(dst, value, *, mask=None, **kwargs):
+    run = current()
+    api = "nl.store"
+    if not isinstance(dst, Tensor):
+        raise OperandShapeError(f"{api}: dst must be an HBM tensor, got {type(dst).__name__}")
+    if dst.st.memory != "hbm":
+        raise EngineMemoryError(f"Expected operand 'dst' of 'store' to be in address space 'hbm', but got a tile in "
+                                f"'{dst.st.memory}'")
+    plan = plan_mask(mask, dst.shape)
+    if plan.skip:
+        return None
+    if not isinstance(value, Tensor):
+        tmp = fresh(run, dst.shape if len(dst.shape) >= 2 else (dst.shape[0], 1), dst.st.dtype, NO_MASK)
+        engine.memset(tmp, value, api=api)
+        value = tmp
+    if value.st.memory == "psum":  # the compiler inserts a PSUM -> SBUF copy before the DMA
+        tmp = fresh(run, value.shape, value.st.dtype, NO_MASK)
+        engine.tensor_copy(tmp, value, api=api + " (psum->sbuf)")
+        value = tmp
+    if value.st.memory == "hbm":
+        raise EngineMemoryError(f"Expected operand 'value' of 'store' to be in address space 'sbuf', got 'hbm'")
+    d = dst if dst.shape == value.shape or len(dst.shape) >= 2 else _reshape_view(dst, value.shape)
+    if len(value.shape) > len(d.shape) and value.size == d.size:
+        d = _reshape_view(d, value.shape)
+    engine.dma_copy(narrow(d, plan.box), narrow(value, plan.box), where=plan.where, api=api)
+    return None
+
+
+def load_transpose2d(src, *, mask=None, dtype=None, **kwargs):
+    run = current()
+    api = "nl.load_transpose2d"
+    if not isinstance(src, Tensor) or src.st.memory != "hbm":
+        raise EngineMemoryError(f"Expected operand 'src' of 'load_transpose2d' to be in address space 'hbm'")
+    if src.fancy is not None:
+        raise IndexingError("err_indirect_indices_are_not_supported_with_nki_api: load_transpose2d does not take "
+                            "indirect indices")
+    if len(src.shape) != 2:
+        raise OperandShapeError(f"{api}: source must be 2-D, got {src.shape}")
+    shape = (src.shape[1], src.shape[0])
+    if shape[0] > PMAX:
+        raise PartitionDimError(f"partition dimension {shape[0]} exceeds {PMAX} in the result of {api} "
+                                f"(source shape {src.shape})")
+    d = dtype_or(dtype, src.st.dtype)
+    plan = plan_mask(mask, shape)
+    out = fresh(run, shape, d, plan)
+    if plan.skip:
+        return out
+    if plan.box is not None:
+        o = out.narrow(plan.box)
+        s = src.narrow((plan.box[1], plan.box[0]))
+    else:
+        o, s = out, src
+    engine.dma_transpose(o, s, (1, 0), where=plan.where, api=api)
+    return mark(run, out)
+
+
+def copy(src, *, mask=None, dtype=None, **kwargs):
+    run = current()
+    src = as_tile(src, "nl.copy", "src")
+    d = dtype_or(dtype, src.st.dtype)
+    plan = plan_mask(mask, src.shape)
+    out = fresh(run, src.shape, d, plan)
+    if not plan.skip:
+        engine.tensor_copy(narrow(out, plan.box), narrow(src, plan.box), where=plan.where, api="nl.copy")
+    return mark(run, out)
+
+
+def broadcast_to(src, *, shape, **kwargs):
+    run = current()
+    src = as_tile(src, "nl.broadcast_to", "src")
+    shape = tuple(int(s) for s in shape)
+    if src.shape == shape:
+        return src
+    out = fresh(run, shape, src.st.dtype, NO_MASK)
+    if src.shape[0] == 1 and shape[0] != 1:
+        engine.partition_broadcast(out, src, api="nl.broadcast_to")
+    else:
+        engine.tensor_copy(out, src, api="nl.broadcast_to")
+    return mark(run, out)
+
+
+def atomic_rmw(dst, value, op, *, mask=None, **kwargs):
+    current()
+    if not isinstance(value, Tensor):
+        raise OperandShapeError("nl.atomic_rmw: value must be a tile")
+    plan = plan_mask(mask, dst.shape)
+    if plan.skip:
+        return None
+    engine.dma_copy(narrow(dst, plan.box), narrow(value, plan.box), where=plan.where, dst_rmw_op=op,
+                    api="nl.atomic_rmw")
+    return None
+
+
+def gather_flattened(data, indices, *, mask=None, dtype=None, **kwargs):
+    run = current()
+    data = as_tile(data, "nl.gather_flattened", "data")
+    indices = as_tile(indices, "nl.gather_flattened", "indices")
+    d = dtype_or(dtype, data.st.dtype)
+    out = fresh(run, indices.shape, d, NO_MASK)
+    P = data.shape[0]
+    run.record("gpsimd", "nc_n_gather", (data, indices), (out,), partitions=P, free=indices.size // max(P, 1),
+               meta={"api": "nl.gather_flattened"})
+    if run.execute:
+        flat = data.array().reshape(P, -1)
+        idx = indices.array().reshape(indices.shape[0], -1).astype(np.int64)
+        idx = np.clip(idx, 0, flat.shape[1] - 1)  # out-of-bounds indices return garbage on hardware
+        vals = np.take_along_axis(flat, idx, axis=1).reshape(indices.shape)
+        _write(run, out, vals if data.st.dtype is d else vals.astype(np.float32))
+    else:
+        _write(run, out, None)
+    return mark(run, out)
+
+
+def device_print(prefix, x, *, mask=None, **kwargs):
+    run = current()
+    if isinstance(x, Tensor):
+        value = x.array() if run.execute else f"<{x.shape} {x.st.dtype.name}>"
+    else:
+        value = x
+    print(prefix, value)
+
+
+# -- element-wise math ----------------------------------------------------------------------------
+_COMPARE = ("equal", "not_equal", "less", "less_equal", "greater", "greater_equal",
+            "logical_and", "logical_or", "logical_xor")
+
+
+def _scalar_dt(x) -> _dt.DType:
+    return x.st.dtype if isinstance(x, Tensor) else _dt.scalar_dtype(x)
+
+
+def _binary(name: str, x, y, dtype, mask, api: str, out: Tensor | None = None, operator: bool = False):
+    run = current()
+    xt, yt = isinstance(x, Tensor), isinstance(y, Tensor)
+    op = alu.BINARY[name]
+    if not xt and not yt:
+        return op.fn(np.float32(x), np.float32(y)).item() if op.kind != "bitvec" else op.fn(x, y)
+    if xt:
+        as_tile(x, api, "x")
+    if yt:
+        as_tile(y, api, "y")
+    if dtype is not None:
+        d = _dt.dtype_of(dtype)
+    elif name in _COMPARE:
+        d = _dt.bool_
+    else:
+        d = _dt.promote(_scalar_dt(x), _scalar_dt(y))
+    if xt and yt:
+        try:
+            shape = tuple(np.broadcast_shapes(x.shape, y.shape))
+        except ValueError:
+            raise OperandShapeError(f"{api}: operand shapes {x.shape} and {y.shape} do not broadcast") from None
+    else:
+        shape = (x if xt else y).shape
+    if out is None:
+        plan = plan_mask(mask, shape)
+        out = fresh(run, shape, d, plan)
+    else:
+        plan = plan_mask(mask, out.shape)
+    if plan.skip:
+        return out
+    o = narrow(out, plan.box)
+    if xt and yt:
+        xs, ys = narrow(x, plan.box), narrow(y, plan.box)
+        if xs.shape[0] != ys.shape[0]:
+            if operator:
+                raise OperandShapeError(f"{api}: partition-dimension broadcast ({x.shape} with {y.shape}) is not "
+                                        f"supported by operator overloads; call nl.{name}(...) instead")
+            xs, ys = _partition_broadcast(run, xs, o.shape[0]), _partition_broadcast(run, ys, o.shape[0])
+        if xs.shape == ys.shape:
+            engine.tensor_tensor(o, xs, ys, name, where=plan.where, api=api)
+        elif math.prod(ys.shape[1:]) == 1 and o.size != ys.size:
+            engine.tensor_scalar(o, xs, name, ys, where=plan.where, api=api)
+        elif math.prod(xs.shape[1:]) == 1 and o.size != xs.size:
+            engine.tensor_scalar(o, ys, name, xs, reverse0=True, where=plan.where, api=api)
+        else:
+            engine.tensor_tensor(o, xs, ys, name, where=plan.where, api=api)
+    else:
+        t, s = (x, y) if xt else (y, x)
+        engine.tensor_scalar(o, narrow(t, plan.box), name, s, reverse0=not xt, where=plan.where, api=api)
+    return mark(run, out)
+
+
+def _partition_broadcast(run, t: Tensor, P: int) -> Tensor:
+    if t.shape[0] == P:
+        return t
+    tmp = fresh(run, (P,) + t.shape[1:], t.st.dtype, NO_MASK)
+    engine.partition_broadcast(tmp, t, api="partition broadcast")
+    return tmp
+
+
+def _make_binary(name: str):
+    def fn(x, y, *, dtype=None, mask=None, **kwargs):
+        return _binary(name, x, y, dtype, mask, f"nl.{name}")
+    fn.__name__ = fn.__qualname__ = name
+    fn.__doc__ = f"Element-wise {name} (VectorE tensor_tensor / tensor_scalar)."
+    alu.register(fn, name)
+    return fn
+
+
+add = _make_binary("add")
+subtract = _make_binary("subtract")
+multiply = _make_binary("multiply")
+divide = _make_binary("divide")
+power = _make_binary("power")
+maximum = _make_binary("maximum")
+minimum = _make_binary("minimum")
+fmod = _make_binary("fmod")
+mod = _make_binary("mod")
+equal = _make_binary("equal")
+not_equal = _make_binary("not_equal")
+less = _make_binary("less")
+less_equal = _make_binary("less_equal")
+greater = _make_binary("greater")
+greater_equal = _make_binary("greater_equal")
+logical_and = _make_binary("logical_and")
+logical_or = _make_binary("logical_or")
+logical_xor = _make_binary("logical_xor")
+bitwise_and = _make_binary("bitwise_and")
+bitwise_or = _make_binary("bitwise_or")
+bitwise_xor = _make_binary("bitwise_xor")
+left_shift = _make_binary("left_shift")
+right_shift = _make_binary("right_shift")
+
+
+def _unary_activation(name: str):
+    def fn(x, *, dtype=None, mask=None, **kwargs):
+        run = current()
+        api = f"nl.{name}"
+        x = as_tile(x, api, "x")
+        d = dtype_or(dtype, x.st.dtype)
+        plan = plan_mask(mask, x.shape)
+        out = fresh(run, x.shape, d, plan)
+        if not plan.skip:
+            engine.activation(narrow(out, plan.box), name, narrow(x, plan.box), where=plan.where, api=api)
+        return mark(run, out)
+    fn.__name__ = fn.__qualname__ = name
+    fn.__doc__ = f"Element-wise {name} (ScalarE activation)."
+    alu.register(fn, name)
+    return fn
+
+
+exp = _unary_activation("exp")
+log = _unary_activation("log")
+tanh = _unary_activation("tanh")
+sigmoid = _unary_activation("sigmoid")
+relu = _unary_activation("relu")
+gelu = _unary_activation("gelu")
+gelu_apprx_tanh = _unary_activation("gelu_apprx_tanh")
+gelu_apprx_sigmoid = _unary_activation("gelu_apprx_sigmoid")
+gelu_dx = _unary_activation("gelu_dx")
+silu = _unary_activation("silu")
+silu_dx = _unary_activation("silu_dx")
+softplus = _unary_activation("softplus")
+mish = _unary_activation("mish")
+erf = _unary_activation("erf")
+erf_dx = _unary_activation("erf_dx")
+square = _unary_activation("square")
+sqrt = _unary_activation("sqrt")
+rsqrt = _unary_activation("rsqrt")
+sin = _unary_activation("sin")
+cos = _unary_activation("cos")
+tan = _unary_activation("tan")
+arctan = _unary_activation("arctan")
+sign = _unary_activation("sign")
+abs = _unary_activation("abs")
+ceil = _unary_activation("ceil")
+floor = _unary_activation("floor")
+trunc = _unary_activation("trunc")
+identity = _unary_activation("identity")
+
+
+def negative(x, *, dtype=None, mask=None, **kwargs):
+    return _binary("multiply", x, -1.0 if not (isinstance(x, Tensor) and x.st.dtype.is_int) else -1,
+                   dtype if dtype is not None else (x.st.dtype if isinstance(x, Tensor) else None), mask,
+                   "nl.negative")
+
+
+alu.register(negative, "negative")
+
+
+def reciprocal(x, *, dtype=None, mask=None, **kwargs):
+    run = current()
+    x = as_tile(x, "nl.reciprocal", "x")
+    plan = plan_mask(mask, x.shape)
+    out = fresh(run, x.shape, dtype_or(dtype, x.st.dtype), plan)
+    if not plan.skip:
+        engine.reciprocal(narrow(out, plan.box), narrow(x, plan.box), where=plan.where, api="nl.reciprocal")
+    return mark(run, out)
+
+
+alu.register(reciprocal, "reciprocal")
+
+
+def invert(x, *, dtype=None, mask=None, **kwargs):
+    return _binary("bitwise_xor", x, -1, dtype if dtype is not None else x.st.dtype, mask, "nl.invert")
+
+
+def logical_not(x, *, dtype=bool, mask=None, **kwargs):
+    return _binary("equal", x, 0, dtype, mask, "nl.logical_not")
+
+
+def where(condition, x, y, *, dtype=None, mask=None, **kwargs):
+    run = current()
+    condition = as_tile(condition, "nl.where", "condition")
+    shape = condition.shape
+    for v in (x, y):
+        if isinstance(v, Tensor):
+            shape = tuple(np.broadcast_shapes(shape, v.shape))
+    d = dtype_or(dtype, _dt.promote(_scalar_dt(x), _scalar_dt(y)))
+    plan = plan_mask(mask, shape)
+    out = fresh(run, shape, d, plan)
+    if not plan.skip:
+        engine.select(narrow(out, plan.box), narrow(condition, plan.box), narrow(x, plan.box),
+                      narrow(y, plan.box), where=plan.where, api="nl.where")
+    return mark(run, out)
+
+
+def dropout(x, rate, *, dtype=None, mask=None, **kwargs):
+    run = current()
+    x = as_tile(x, "nl.dropout", "x")
+    plan = plan_mask(mask, x.shape)
+    out = fresh(run, x.shape, dtype_or(dtype, x.st.dtype), plan)
+    if not plan.skip:
+        engine.dropout(narrow(out, plan.box), narrow(x, plan.box), rate, where=plan.where, api="nl.dropout")
+    return mark(run, out)
+
+
+# -- reductions -----------------------------------------------------------------------------------
+def _reduce(opname: str, x, axis, dtype, mask, keepdims: bool, api: str, negate: bool = False):
+    run = current()
+    x = as_tile(x, api, "x")
+    axes = _norm_axes(axis, len(x.shape), api)
+    out_shape = _reduced_shape(x.shape, axes, keepdims)
+    d = dtype_or(dtype, x.st.dtype)
+    plan = plan_mask(mask, x.shape)
+    out = fresh(run, out_shape, d, plan)
+    if plan.skip:
+        return out, x, axes, plan
+    xs = narrow(x, plan.box)
+    o = out
+    if plan.box is not None:
+        kept = [plan.box[i] for i in range(len(x.shape)) if i not in axes or keepdims]
+        kept = [(0, 1) if (i in axes) else b for i, b in zip(
+            [i for i in range(len(x.shape)) if i not in axes or keepdims], kept)]
+        while len(kept) < len(out_shape):
+            kept.append((0, 1))
+        o = out.narrow(tuple(kept))
+    engine.tensor_reduce(o, opname, xs, axes, negate=negate, keepdims=keepdims, where=plan.where, api=api)
+    return mark(run, out), xs, axes, plan
+
+
+def sum(x, axis, *, dtype=None, mask=None, keepdims=False, **kwargs):
+    return _reduce("add", x, axis, dtype, mask, keepdims, "nl.sum")[0]
+
+
+def max(x, axis, *, dtype=None, mask=None, keepdims=False, **kwargs):
+    return _reduce("maximum", x, axis, dtype, mask, keepdims, "nl.max")[0]
+
+
+def min(x, axis, *, dtype=None, mask=None, keepdims=False, **kwargs):
+    return _reduce("minimum", x, axis, dtype, mask, keepdims, "nl.min")[0]
+
+
+def prod(x, axis, *, dtype=None, mask=None, keepdims=False, **kwargs):
+    return _reduce("multiply", x, axis, dtype, mask, keepdims, "nl.prod")[0]
+
+
+def all(x, axis, *, dtype=bool, mask=None, keepdims=False, **kwargs):
+    return _reduce("logical_and", x, axis, dtype, mask, keepdims, "nl.all")[0]
+
+
+alu.register(sum, "add")
+alu.register(max, "maximum")
+alu.register(min, "minimum")
+alu.register(prod, "multiply")
+
+
+def mean(x, axis, *, dtype=None, mask=None, keepdims=False, **kwargs):
+    run = current()
+    d = dtype_or(dtype, x.st.dtype if x.st.dtype.is_float else _dt.float32)
+    total, xs, axes, plan = _reduce("add", x, axis, _dt.float32, mask, keepdims, "nl.mean")
+    n = math.prod(xs.shape[a] for a in axes)
+    out = fresh(run, total.shape, d, NO_MASK)
+    engine.tensor_scalar(out, total, "multiply", 1.0 / n, api="nl.mean")
+    return mark(run, out)
+
+
+def var(x, axis, *, dtype=None, mask=None, **kwargs):
+    run = current()
+    x = as_tile(x, "nl.var", "x")
+    m = mean(x, axis, dtype=_dt.float32, mask=mask, keepdims=True)
+    axes = _norm_axes(axis, len(x.shape), "nl.var")
+    centered = fresh(run, x.shape, _dt.float32, NO_MASK)
+    if math.prod(m.shape[1:]) == 1:
+        engine.tensor_scalar(centered, x, "subtract", m, api="nl.var")
+    else:
+        engine.tensor_tensor(centered, x, m, "subtract", api="nl.var")
+    sq = fresh(run, x.shape, _dt.float32, NO_MASK)
+    engine.activation(sq, "square", centered, api="nl.var")
+    return mean(sq, list(axes), dtype=dtype or x.dtype, mask=mask, keepdims=True)
+
+
+def loop_reduce(x, op, loop_indices, *, dtype=None, mask=None, **kwargs):
+    """`b = nl.loop_reduce(a, op, loop_indices)` means `b = op(b, a)` across loop iterations: the
+    previous value of the assigned name is the accumulator (the first time, `a` is copied)."""
+    run = current()
+    x = as_tile(x, "nl.loop_reduce", "x")
+    frame = kernel_frame()
+    acc = None
+    if frame is not None:
+        name = _assigned_name(frame.f_code.co_filename, frame.f_lineno)
+        acc = frame.f_locals.get(name) if name else None
+    if isinstance(acc, Tensor) and acc.shape == x.shape and acc.st.memory != "hbm":
+        prev, run.accumulating = run.accumulating, True
+        try:
+            _binary(alu.resolve_binary(op, "op").name, acc, x, dtype or acc.dtype, mask, "nl.loop_reduce", out=acc)
+        finally:
+            run.accumulating = prev
+        return acc
+    return copy(x, dtype=dtype, mask=mask)
+
+
+def _assigned_name(path: str, line: int) -> str | None:
+    text = linecache.getline(path, line).strip()
+    try:
+        node = ast.parse(text).body[0]
+    except (SyntaxError, IndexError):
+        return None
+    if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
+        return node.targets[0].id
+    return None
+
+
+# -- matmul / transpose / composites -------------------------------------------------------------
+def matmul(x, y, *, transpose_x=False, mask=None, **kwargs):
+    run = current()
+    api = "nl.matmul"
+    x = as_tile(x, api, "x")
+    y = as_tile(y, api, "y")
+    if not transpose_x:
+        # lowered to nc_matmul(transpose(x), y): a TensorE transpose (to PSUM) and a copy back to SBUF
+        if len(x.shape) != 2:
+            raise OperandShapeError(f"{api}: x must be 2-D, got {x.shape}")
+        t_ps = fresh(run, (x.shape[1], x.shape[0]), x.st.dtype, NO_MASK, memory="psum", track=False)
+        engine.nc_transpose(t_ps, x, engine="tensor", api=api + " (transpose x)")
+        xt = fresh(run, t_ps.shape, x.st.dtype, NO_MASK)
+        engine.tensor_copy(xt, t_ps, api=api + " (transpose x)")
+        x = xt
+    M = math.prod(x.shape[1:])
+    N = math.prod(y.shape[1:])
+    shape = (M,) + (y.shape[1:] if len(y.shape) > 2 else (N,))
+    plan = plan_mask(mask, shape)
+    out = fresh(run, shape, _dt.float32, plan, memory="psum", track=False)
+    if plan.skip:
+        return out
+    engine.nc_matmul(out, x, y, where=plan.where, api=api)
+    out._mm = run.trace.instructions[-1] if run.recording else True
+    return mark(run, out)
+
+
+def transpose(x, *, dtype=None, mask=None, **kwargs):
+    run = current()
+    api = "nl.transpose"
+    x = as_tile(x, api, "x")
+    if len(x.shape) != 2:
+        raise OperandShapeError(f"{api}: err_exceed_max_supported_dimension: input must be 2-D (max supported "
+                                f"number of dimensions is 2), got {x.shape}")
+    if x.shape[1] > PMAX:
+        raise PartitionDimError(f"{api}: size of dimension 1 ({x.shape[1]}) exceeds the architecture limitation "
+                                f"of {PMAX}")
+    shape = (x.shape[1], x.shape[0])
+    out = fresh(run, shape, dtype_or(dtype, x.st.dtype), NO_MASK, memory="psum")
+    src = x
+    if x.st.memory != "sbuf":
+        src = fresh(run, x.shape, x.st.dtype, NO_MASK)
+        engine.tensor_copy(src, x, api=api)
+    engine.nc_transpose(out, src, engine="tensor", api=api)
+    return mark(run, out)
+
+
+def expand_dims(data, axis):
+    data = as_tile(data, "nl.expand_dims", "data")
+    axes = (axis,) if isinstance(axis, int) else tuple(axis)
+    nd = len(data.shape) + len(axes)
+    axes = tuple(a + nd if a < 0 else a for a in axes)
+    if any(a < len(data.shape) for a in axes):
+        raise IndexingError("nl.expand_dims only supports new axes after the last dimension")
+    specs = [("r", 0, 1, n, i) for i, n in enumerate(data.shape)]
+    shape = data.shape + (1,) * len(axes)
+    return data.compose(specs, shape)
+
+
+def softmax(x, axis, *, dtype=None, compute_dtype=None, mask=None, **kwargs):
+    """exp(x - max) / sum: reduce max (VectorE), exp with bias and sum (ScalarE), reciprocal, scale."""
+    run = current()
+    api = "nl.softmax"
+    x = as_tile(x, api, "x")
+    axes = _norm_axes(axis, len(x.shape), api)
+    if axes != tuple(range(1, len(x.shape))):
+        raise UnsupportedError(f"{api}: the emulator supports softmax over all free axes only (got axis={axis})")
+    P = x.shape[0]
+    neg_max = fresh(run, (P, 1), _dt.float32, NO_MASK)
+    engine.tensor_reduce(neg_max, "maximum", x, axes, negate=True, api=api)
+    e = fresh(run, x.shape, _dt.float32, NO_MASK)
+    total = fresh(run, (P, 1), _dt.float32, NO_MASK)
+    engine.activation(e, "exp", x, bias=neg_max, reduce_op="add", reduce_res=total, api=api)
+    inv = fresh(run, (P, 1), _dt.float32, NO_MASK)
+    engine.reciprocal(inv, total, api=api)
+    out = fresh(run, x.shape, dtype_or(dtype, x.st.dtype), NO_MASK)
+    engine.tensor_scalar(out, e, "multiply", inv, api=api)
+    return mark(run, out)
+
+
+def rms_norm(x, w, axis, n, epsilon=1e-6, *, dtype=None, compute_dtype=None, mask=None, **kwargs):
+    run = current()
+    api = "nl.rms_norm"
+    x = as_tile(x, api, "x")
+    w = as_tile(w, api, "w")
+    P = x.shape[0]
+    axes = _norm_axes(axis, len(x.shape), api)
+    sq = fresh(run, x.shape, _dt.float32, NO_MASK)
+    ss = fresh(run, (P, 1), _dt.float32, NO_MASK)
+    engine.activation(sq, "square", x, reduce_op="add", reduce_res=ss, api=api)
+    ms = fresh(run, (P, 1), _dt.float32, NO_MASK)
+    engine.tensor_scalar(ms, ss, "multiply", 1.0 / float(n), op1="add", operand1=float(epsilon), api=api)
+    rstd = fresh(run, (P, 1), _dt.float32, NO_MASK)
+    engine.activation(rstd, "rsqrt", ms, api=api)
+    normed = fresh(run, x.shape, _dt.float32, NO_MASK)
+    engine.tensor_scalar(normed, x, "multiply", rstd, api=api)
+    out = fresh(run, x.shape, dtype_or(dtype, x.st.dtype), NO_MASK)
+    wb = _partition_broadcast(run, w, P) if w.shape[0] != P else w
+    engine.tensor_tensor(out, normed, wb, "multiply", api=api)
+    del axes
+    return mark(run, out)
+
+
+def all_reduce(x, op, program_axes, *, dtype=None, mask=None, parallel_reduce=True, asynchronous=False, **kwargs):
+    raise UnsupportedError("nl.all_reduce across SPMD programs is not emulated (programs run one after "
+                           "another); reduce through a shared_hbm tensor in a second kernel instead")
+
+
+# -- assignment / in-place support used by LegacyTensor ----------------------------------------------
+def _assign(dst: Tensor, value: Tensor, temp: bool) -> None:
+    run = current()
+    if dst.st.memory == "hbm":
+        store(dst, value)
+        return
+    if (temp and value._producer == run.instructions and value.st.memory != "hbm"
+            and isinstance(value, LegacyTensor) and _fits_view(value.shape, dst.shape)):
+        # retarget: the instruction that produced `value` writes `dst` directly
+        dst.check_bounds("tensor assignment")
+        ins = run.trace.instructions[-1] if run.recording else None
+        if run.execute:
+            vals = value.array() if value.st.dtype is dst.st.dtype else value.read_f32()
+            if vals.shape != dst.shape and vals.size == dst.size:
+                vals = vals.reshape(dst.shape)
+            _write(run, dst, np.broadcast_to(vals, dst.shape))
+        else:
+            _write(run, dst, None)
+        if ins is not None:
+            ins.writes = (dst.access(),)
+            ins.out_mem = dst.st.memory
+            ins.out_dtype = dst.st.dtype.name
+            ins.bytes_written = dst.size * dst.st.dtype.itemsize
+            ins.meta["retargeted"] = True
+        return
+    engine.tensor_copy(dst, as_tile(value, "tensor assignment", "value"), api="tensor assignment")
+
+
+def _fits_view(src, dst) -> bool:
+    if src == dst:
+        return True
+    if len(src) == len(dst) and builtins.all(s == d or s == 1 for s, d in zip(src, dst)):
+        return True
+    return src[:1] == dst[:1] and math.prod(src) == math.prod(dst)
+
+
+def _assign_scalar(dst: Tensor, value) -> None:
+    if isinstance(value, np.ndarray):
+        raise OperandShapeError("cannot assign a numpy array to a tile inside a kernel: load it from HBM, or "
+                                "use nl.shared_constant")
+    if dst.st.memory == "hbm":
+        raise EngineMemoryError("cannot assign a scalar to an HBM tensor; memset an SBUF tile and nl.store it")
+    engine.memset(dst, value, api="tensor assignment")
+
+
+def _inplace(target: Tensor, other, opname: str) -> None:
+    run = current()
+    if (opname == "add" and isinstance(other, LegacyTensor) and other._mm is not None
+            and other._producer == run.instructions and target.st.memory == "psum"
+            and _fits_view(other.shape, target.shape)):
+        # `psum += nc_matmul(...)`: the matmul accumulates into the PSUM tile (fp32)
+        target.check_bounds("psum accumulation")
+        ins = other._mm if run.recording else None
+        if run.execute:
+            vals = other.read_f32()
+            if vals.shape != target.shape:
+                vals = vals.reshape(target.shape) if vals.size == target.size else np.broadcast_to(vals, target.shape)
+            _write(run, target, target.read_f32() + vals, accumulate=True)
+        else:
+            _write(run, target, None, accumulate=True)
+        if ins is not None and ins is not True:
+            ins.writes = (target.access(),)
+            ins.out_mem = target.st.memory
+            ins.out_dtype = target.st.dtype.name
+            ins.meta["accumulate"] = True
+            ins.meta["retargeted"] = True
+        return
+    if target.st.memory == "hbm":
+        raise EngineMemoryError(f"in-place {opname} on an HBM tensor is not supported; load, compute, store")
+    # `acc += x` is an associative accumulation, not a loop-carried dependency (C15)
+    prev, run.accumulating = run.accumulating, opname == "add"
+    try:
+        _binary(opname, target, other, target.st.dtype, None, f"in-place {opname}", out=target)
+    finally:
+        run.accumulating = prev
+
+
+_tile_mod._nl = __import__(__name__, fromlist=["_"])

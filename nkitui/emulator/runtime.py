@@ -1,0 +1,294 @@
+"""The state of one kernel launch: options, allocators, SPMD ids, loops, trace recording.
+
+Engine functions find the current run through `current()`. A launch (`launch.run_kernel`) creates
+a `Run`, makes it current for the duration of the kernel body and drops it afterwards.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import warnings
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from nkitui.emulator import dtypes as dt
+from nkitui.emulator.config import Options
+from nkitui.emulator.errors import NKIEmulatorError, NKIEmulatorWarning, kernel_frame
+from nkitui.emulator.memory import ON_CHIP, OnChipAllocator, Storage, check_partitions, new_array
+from nkitui.emulator.targets import Target, resolve_target
+from nkitui.emulator.tensor import Tensor
+from nkitui.emulator.trace import Instruction, StorageInfo, Trace
+
+_local = threading.local()
+
+
+class OutsideKernelError(NKIEmulatorError):
+    """err_nki_api_outside_of_nki_kernel: an NKI device API was called outside a running kernel."""
+
+    rule = "outside-kernel"
+
+
+def current() -> "Run":
+    run = getattr(_local, "run", None)
+    if run is None:
+        raise OutsideKernelError("NKI device API called outside of a running kernel: call it inside an "
+                                 "@nki.jit kernel (after nkitui.emulator.install())")
+    return run
+
+
+def current_or_none() -> "Run | None":
+    return getattr(_local, "run", None)
+
+
+def set_current(run: "Run | None") -> "Run | None":
+    prev = getattr(_local, "run", None)
+    _local.run = run
+    return prev
+
+
+# ---------------------------------------------------------------------------------------------
+# Trace collection (emulator.trace())
+
+_trace_stack: list[Trace] = []
+
+
+def active_trace() -> Trace | None:
+    return _trace_stack[-1] if _trace_stack else None
+
+
+def push_trace(tr: Trace) -> None:
+    _trace_stack.append(tr)
+
+
+def pop_trace(tr: Trace) -> None:
+    for i in range(len(_trace_stack) - 1, -1, -1):
+        if _trace_stack[i] is tr:
+            del _trace_stack[i]
+            return
+
+
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class LoopFrame:
+    kind: str  # "affine" | "sequential" | "static"
+    index: int = 0
+    writes: dict = field(default_factory=dict)  # storage id -> list of (iteration, region)
+    exact: dict = field(default_factory=dict)  # (storage id, region) -> iteration
+
+
+_basenames: dict[str, str] = {}
+
+
+class Run:
+    """One kernel launch (all SPMD programs of it)."""
+
+    def __init__(self, options: Options, kernel_name: str, grid: tuple[int, ...],
+                 trace: Trace | None) -> None:
+        self.options = options
+        self.target: Target = resolve_target(options.target)
+        self.execute = options.execute
+        self.precise = options.precise
+        self.kernel_name = kernel_name
+        self.grid = grid
+        self.program: tuple[int, ...] = tuple(0 for _ in grid)
+        self.trace = trace
+        self.recording = trace is not None
+        self.diagnostics: list[dict] = []
+        self.alloc = OnChipAllocator(self.target, options.capacity, self.diagnostics)
+        self.hbm_bytes = 0
+        self.shared: list[Storage] = []
+        self.shared_idx = 0
+        self.loops: list[LoopFrame] = []
+        self.affine_depth = 0
+        self.check_affine = options.check_affine
+        self.rng = np.random.default_rng(options.seed)
+        self.instructions = 0
+        self.engine_counts: dict[str, int] = {}
+        self._warned_at: set = set()
+        self.written_inputs: set[int] = set()
+        self.accumulating = False  # inside `+=` / loop_reduce: writes are associative accumulations
+        self.act_acc: np.ndarray | None = None  # ScalarE per-partition accumulator registers
+        self.input_ids: set[int] = set()
+
+    # -- allocation ----------------------------------------------------------------------------
+    def allocate(self, shape, dtype, memory: str, *, name: str = "", pax: int = 0, fill: bool = True,
+                 kind: str = "private", what: str = "tensor", track: bool = True) -> Storage:
+        """Allocate a storage. `fill`: pre-fill with NaN / 4 sentinels (skip when fully overwritten)."""
+        shape = tuple(int(s) for s in shape)
+        d = dtype if type(dtype) is dt.DType else dt.dtype_of(dtype)
+        if memory in ON_CHIP:
+            check_partitions(shape, pax, what)
+        if memory == "hbm" and kind == "shared":
+            if self.shared_idx < len(self.shared):
+                st = self.shared[self.shared_idx]  # the same shared tensor in every SPMD program
+                self.shared_idx += 1
+                if st.shape == shape and st.dtype is d:
+                    return st
+            else:
+                self.shared_idx += 1
+        data = new_array(shape, d, self.precise, fill) if self.execute else None
+        st = Storage(name, memory, shape, d, data, pax=pax, kind=kind)
+        st.loop_depth = len(self.loops)
+        st.lossy = st.lossy and self.precise
+        if memory == "sbuf":
+            if track:
+                self.alloc.reserve_sbuf(st)
+        elif memory == "psum":
+            if track:
+                self.alloc.reserve_psum(st)
+        else:
+            self.hbm_bytes += st.nbytes_pp
+            if kind == "shared" and self.shared_idx > len(self.shared):
+                self.shared.append(st)
+        if self.recording:
+            self.trace.storages[st.id] = StorageInfo(st.id, name, memory, shape, d.name)
+        return st
+
+    def tile(self, shape, dtype, memory: str = "sbuf", *, fill: bool = False, name: str = "",
+             cls=Tensor, track: bool = True) -> Tensor:
+        """A fresh result tile (partition dim first) for a return-style instruction."""
+        return cls.whole(self.allocate(shape, dtype, memory, name=name, fill=fill, what="result tile",
+                                       track=track))
+
+    def wrap_array(self, arr: np.ndarray, name: str, cls=Tensor, dtype: dt.DType | None = None) -> Tensor:
+        """An HBM tensor backed by a caller's numpy array (writes go straight to it)."""
+        d = dtype or dt.dtype_of(arr.dtype)
+        st = Storage(name, "hbm", tuple(arr.shape), d, arr if self.execute else None, kind="input")
+        self.input_ids.add(st.id)
+        self.hbm_bytes += st.nbytes_pp
+        if self.recording:
+            self.trace.storages[st.id] = StorageInfo(st.id, name, "hbm", st.shape, d.name)
+        return cls.whole(st)
+
+    # -- loops and C15 -------------------------------------------------------------------------
+    def loop(self, kind: str, rng: range):
+        frame = LoopFrame(kind)
+        self.loops.append(frame)
+        affine = kind == "affine"
+        if affine:
+            self.affine_depth += 1
+        try:
+            for i in rng:
+                frame.index = i
+                yield i
+        finally:
+            if affine:
+                self.affine_depth -= 1
+            if self.loops and self.loops[-1] is frame:
+                self.loops.pop()
+            elif frame in self.loops:
+                self.loops.remove(frame)
+
+    def note_write(self, t: Tensor, accumulate: bool = False) -> None:
+        """Record a write for the affine_range loop-carried-dependency check (C15)."""
+        st = t.st
+        if st.id in self.input_ids:
+            self.written_inputs.add(st.id)
+        if (not self.affine_depth or not self.check_affine or accumulate or self.accumulating
+                or t.fancy is not None):
+            return
+        region = tuple((e[0], e[1], e[2]) for e in t.ent)
+        for k in range(st.loop_depth, len(self.loops)):
+            fr = self.loops[k]
+            if fr.kind != "affine":
+                continue
+            key = (st.id, region)
+            prev = fr.exact.get(key)
+            if prev is not None and prev != fr.index:
+                self._c15(t, prev, fr.index)
+                return
+            if prev is None and len(fr.exact) < 4096:
+                fr.exact[key] = fr.index
+            recent = fr.writes.setdefault(st.id, [])
+            for it, reg in recent:
+                if it != fr.index and _regions_overlap(reg, region):
+                    self._c15(t, it, fr.index)
+                    return
+            recent.append((fr.index, region))
+            if len(recent) > 4:
+                del recent[0]
+
+    def _c15(self, t: Tensor, first: int, second: int) -> None:
+        frame = kernel_frame()
+        loc = (frame.f_code.co_filename, frame.f_lineno) if frame else ("", 0)
+        if loc in self._warned_at:
+            return
+        self._warned_at.add(loc)
+        name = t.st.name or f"{t.st.memory} tensor {t.st.shape}"
+        where = f"{os.path.basename(loc[0])}:{loc[1]}" if loc[0] else "?"
+        msg = (f"C15 err_unexpected_output_dependencies: iterations {first} and {second} of an affine_range "
+               f"loop write the same elements of '{name}' at {where}; use sequential_range for a "
+               f"loop-carried dependency (the emulator ran the iterations in order)")
+        self.diagnostics.append({"rule": "C15", "message": msg, "file": where.rsplit(":", 1)[0],
+                                 "line": loc[1]})
+        warnings.warn(msg, NKIEmulatorWarning, stacklevel=3)
+
+    # -- trace ---------------------------------------------------------------------------------
+    def record(self, engine: str, opcode: str, ins, outs, *, partitions: int, free: int, flops: int = 0,
+               meta: dict | None = None) -> Instruction | None:
+        """Count the instruction and, inside emulator.trace(), append it to the trace."""
+        self.instructions += 1
+        ec = self.engine_counts
+        ec[engine] = ec.get(engine, 0) + 1
+        if not self.recording:
+            return None
+        frame = kernel_frame()
+        if frame is not None:
+            path = frame.f_code.co_filename
+            line = frame.f_lineno
+            base = _basenames.get(path)
+            if base is None:
+                base = _basenames[path] = os.path.basename(path)
+            files = self.trace.meta.setdefault("files", {})
+            if base not in files:
+                files[base] = path
+        else:
+            base, line = "", 0
+        br = bw = hr = hw = 0
+        for t in ins:
+            n = t.size * t.st.dtype.itemsize
+            br += n
+            if t.st.memory == "hbm":
+                hr += n
+        for t in outs:
+            n = t.size * t.st.dtype.itemsize
+            bw += n
+            if t.st.memory == "hbm":
+                hw += n
+        out0 = outs[0] if outs else None
+        ins_ = Instruction(
+            seq=len(self.trace.instructions), engine=engine, opcode=opcode, partitions=partitions, free=free,
+            in_dtypes=tuple(t.st.dtype.name for t in ins),
+            out_dtype=out0.st.dtype.name if out0 is not None else "",
+            in_mems=tuple(t.st.memory for t in ins), out_mem=out0.st.memory if out0 is not None else "none",
+            bytes_read=br, bytes_written=bw, hbm_read=hr, hbm_write=hw, flops=flops,
+            reads=tuple(t.access() for t in ins), writes=tuple(t.access() for t in outs),
+            file=base, line=line, program=self.program, meta=meta if meta is not None else {},
+        )
+        self.trace.instructions.append(ins_)
+        return ins_
+
+    def warn_once(self, key, msg: str) -> None:
+        if key in self._warned_at:
+            return
+        self._warned_at.add(key)
+        self.diagnostics.append({"rule": "note", "message": msg})
+        warnings.warn(msg, NKIEmulatorWarning, stacklevel=3)
+
+
+def _regions_overlap(a, b) -> bool:
+    """Do two per-dimension arithmetic progressions (start, step, length) share an element?"""
+    for (s1, st1, n1), (s2, st2, n2) in zip(a, b):
+        if n1 <= 0 or n2 <= 0:
+            return False
+        lo1, hi1 = (s1, s1 + st1 * (n1 - 1)) if st1 >= 0 else (s1 + st1 * (n1 - 1), s1)
+        lo2, hi2 = (s2, s2 + st2 * (n2 - 1)) if st2 >= 0 else (s2 + st2 * (n2 - 1), s2)
+        if hi1 < lo2 or hi2 < lo1:
+            return False
+        if st1 == st2 and st1 not in (0, 1, -1) and n1 > 1 and n2 > 1 and (s1 - s2) % st1:
+            return False
+    return True

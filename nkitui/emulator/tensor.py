@@ -1,0 +1,428 @@
+"""Tensors: views into a Storage, shared by both front ends.
+
+A view is either
+
+* a *range view*: for each storage dimension d an entry (start, step, length, rax), meaning the
+  indices start + step*k for k < length, laid along result axis `rax` (-1: a fixed index, the
+  dimension is dropped). Result axes that no storage dimension maps to have size 1 (they come
+  from index-grid broadcasting or from NKI's keep-the-partition-dim rule). Range views become
+  numpy views (no copy), so reads and writes are plain slicing.
+* a *gather view* (`fancy`): one integer index array per storage dimension, broadcastable to
+  the view's shape. Used for index expressions that are not a plain affine range per dimension
+  (e.g. `i_p * 4 + i_f` in one subscript, diagonals, indirect indices).
+
+Views are created lazily and may point out of bounds until used: the bounds check (C13) runs when
+an instruction touches the view, after a mask has narrowed it (partial last tiles).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from nkitui.emulator import dtypes as dt
+from nkitui.emulator.errors import IndexingError, OutOfBoundsError
+from nkitui.emulator.memory import Storage
+from nkitui.emulator.trace import Access
+
+
+class DynSlice:
+    """`nl.ds(start, size)`: a slice of `size` elements starting at `start`."""
+
+    __slots__ = ("start", "size", "step")
+
+    def __init__(self, start, size, step: int = 1) -> None:
+        self.start = start
+        self.size = size
+        self.step = step
+
+    def __repr__(self) -> str:
+        return f"ds({self.start}, {self.size})"
+
+
+def _as_int(v, what: str) -> int:
+    if isinstance(v, (int, np.integer)) and not isinstance(v, bool):
+        return int(v)
+    raise IndexingError(f"{what} must be an integer, got {type(v).__name__} {v!r}")
+
+
+class Tensor:
+    """A view of a storage (HBM tensor or SBUF/PSUM tile)."""
+
+    __slots__ = ("st", "ent", "shape", "fancy", "_arr", "_acc", "_inb", "_bounds", "_producer",
+                 "__weakref__")
+
+    def __init__(self, st: Storage, ent, shape: tuple[int, ...], fancy=None) -> None:
+        self.st = st
+        self.ent = ent
+        self.shape = shape
+        self.fancy = fancy
+        self._arr = None
+        self._acc = None
+        self._inb = False
+        self._bounds = None
+        self._producer = None  # trace seq of the instruction that created this fresh tile
+
+    @classmethod
+    def whole(cls, st: Storage) -> "Tensor":
+        ent = tuple((0, 1, n, i) for i, n in enumerate(st.shape))
+        return cls(st, ent, tuple(st.shape))
+
+    def _new(self, ent, shape, fancy=None) -> "Tensor":
+        return type(self)(self.st, ent, shape, fancy)
+
+    # -- basic properties ----------------------------------------------------------------------
+    @property
+    def dtype(self):
+        return self.st.dtype.public
+
+    @property
+    def dt(self) -> dt.DType:
+        return self.st.dtype
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    @property
+    def size(self) -> int:
+        return math.prod(self.shape)
+
+    @property
+    def memory(self) -> str:
+        return self.st.memory
+
+    @property
+    def name(self) -> str:
+        return self.st.name
+
+    @property
+    def partitions(self) -> int:
+        return self.shape[0] if self.shape else 1
+
+    @property
+    def free_size(self) -> int:
+        return math.prod(self.shape[1:])
+
+    @property
+    def itemsize(self) -> int:
+        return self.st.dtype.itemsize
+
+    @property
+    def is_whole(self) -> bool:
+        return self.fancy is None and self.shape == self.st.shape and all(
+            e[0] == 0 and e[1] == 1 and e[3] == i for i, e in enumerate(self.ent))
+
+    def partition_axis(self) -> int:
+        """Result axis holding the storage's partition dimension (-1: fixed or not on-chip)."""
+        if self.st.pax < 0:
+            return -1
+        if self.fancy is not None:
+            return 0
+        return self.ent[self.st.pax][3]
+
+    def __len__(self) -> int:
+        return self.shape[0]
+
+    def __iter__(self):
+        raise TypeError("NKI tensors are not iterable; index them with slices or nl.arange grids")
+
+    def __bool__(self) -> bool:
+        raise IndexingError("the truth value of a tensor is ambiguous (use &, |, ~ on predicates, "
+                            "or 'is not None')")
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} {self.st.memory} {self.shape} {self.st.dtype.name} of {self.st!r}>"
+
+    # -- indexing ------------------------------------------------------------------------------
+    def basic_index(self, key) -> "Tensor":
+        """Ints, slices, nl.ds and Ellipsis (NumPy basic indexing with NKI's on-chip rules)."""
+        if not isinstance(key, tuple):
+            key = (key,)
+        nd = len(self.shape)
+        if any(k is Ellipsis for k in key):
+            i = next(i for i, k in enumerate(key) if k is Ellipsis)
+            fill = nd - (len(key) - 1)
+            key = key[:i] + (slice(None),) * fill + key[i + 1:]
+        if len(key) > nd:
+            raise IndexingError(f"too many indices ({len(key)}) for a tensor of shape {self.shape}")
+        key = key + (slice(None),) * (nd - len(key))
+        on_chip = self.st.pax >= 0
+        pr = self.partition_axis()
+        specs = []
+        out = 0
+        dropped_free = []
+        for r, (k, n) in enumerate(zip(key, self.shape)):
+            if isinstance(k, slice):
+                start, stop, step = k.start, k.stop, k.step
+                step = 1 if step is None else _as_int(step, "slice step")
+                if step == 0:
+                    raise IndexingError("slice step cannot be zero")
+                if step > 0:
+                    a = 0 if start is None else _as_int(start, "slice start")
+                    b = n if stop is None else _as_int(stop, "slice stop")
+                    a = a + n if a < 0 else a
+                    b = b + n if b < 0 else b
+                    length = max(0, -(-(b - a) // step))
+                else:
+                    a = n - 1 if start is None else _as_int(start, "slice start")
+                    a = a + n if a < 0 else a
+                    if stop is None:
+                        length = a // (-step) + 1
+                    else:
+                        b = _as_int(stop, "slice stop")
+                        b = b + n if b < 0 else b
+                        length = max(0, -(-(a - b) // (-step)))
+                specs.append(("r", a, step, length, out))
+                out += 1
+            elif isinstance(k, DynSlice):
+                specs.append(("r", _as_int(k.start, "nl.ds start"), k.step, _as_int(k.size, "nl.ds size"), out))
+                out += 1
+            elif isinstance(k, (int, np.integer)) and not isinstance(k, bool):
+                i = int(k)
+                if i < 0:
+                    i += n
+                if on_chip and r == pr:  # NKI keeps the partition dim (size 1)
+                    specs.append(("r", i, 1, 1, out))
+                    out += 1
+                else:
+                    specs.append(("i", i))
+                    if on_chip and r > pr:
+                        dropped_free.append(len(specs) - 1)
+            else:
+                raise IndexingError(f"unsupported index {k!r} of type {type(k).__name__}: use ints, slices, nl.ds, "
+                                    "or (legacy) nl.arange / nl.mgrid grids")
+        if on_chip and out < 2 and dropped_free:
+            # an on-chip tensor stays at least 2-D: keep the last free dim indexed by an int as size 1
+            j = dropped_free[-1]
+            specs[j] = ("r", specs[j][1], 1, 1, None)
+            # renumber result axes in order
+            nxt = 0
+            fixed = []
+            for s in specs:
+                if s[0] == "r":
+                    fixed.append(("r", s[1], s[2], s[3], nxt))
+                    nxt += 1
+                else:
+                    fixed.append(s)
+            specs = fixed
+            out = nxt
+        shape = [0] * out
+        for s in specs:
+            if s[0] == "r":
+                shape[s[4]] = s[3]
+        return self.compose(specs, tuple(shape))
+
+    def compose(self, specs, shape: tuple[int, ...]) -> "Tensor":
+        """Apply per-result-axis specs ("i", k) | ("r", start, step, length, new_axis)."""
+        if self.fancy is None:
+            rmap = {}
+            for d, e in enumerate(self.ent):
+                if e[3] >= 0:
+                    rmap[e[3]] = d
+            ent = list(self.ent)
+            for r, s in enumerate(specs):
+                d = rmap.get(r)
+                if d is None:  # a unit result axis with no storage dim behind it
+                    ok = (s[0] == "i" and s[1] == 0) or (s[0] == "r" and s[1] == 0 and s[3] <= 1)
+                    if not ok:
+                        raise OutOfBoundsError(f"index {s[1]} out of range for a dimension of size 1 of "
+                                               f"'{self.st.name or 'tensor'}' (view shape {self.shape})")
+                    continue
+                start, step, _, _ = ent[d]
+                if s[0] == "i":
+                    ent[d] = (start + step * s[1], 0, 1, -1)
+                else:
+                    ent[d] = (start + step * s[1], step * s[2], s[3], s[4])
+            return self._new(tuple(ent), shape)
+        # gather view: index the per-dimension index arrays
+        key = []
+        for s in specs:
+            key.append(s[1] if s[0] == "i" else slice(s[1], s[1] + s[2] * s[3] if s[1] + s[2] * s[3] >= 0 else None, s[2]))
+        key = tuple(key)
+        fancy = tuple(np.broadcast_to(a, self.shape)[key].reshape(shape) for a in self.fancy)
+        return self._new(None, shape, fancy)
+
+    def index_arrays(self) -> tuple[np.ndarray, ...]:
+        """Per storage dim, the integer index of every element of this view (broadcastable)."""
+        if self.fancy is not None:
+            return self.fancy
+        nd = len(self.shape)
+        out = []
+        for start, step, length, rax in self.ent:
+            if rax < 0:
+                out.append(np.array(start).reshape((1,) * nd))
+            else:
+                shp = [1] * nd
+                shp[rax] = length
+                out.append((start + step * np.arange(length)).reshape(shp))
+        return tuple(out)
+
+    def gather_index(self, grids, shape: tuple[int, ...]) -> "Tensor":
+        """Advanced indexing: `grids[r]` is an int or an integer array (broadcastable to `shape`)
+        giving, for every output element, the index along result axis r of this view."""
+        base = self.index_arrays()
+        full = tuple(np.broadcast_to(a, self.shape) if a.ndim == len(self.shape) else a for a in base)
+        key = tuple(grids)
+        fancy = []
+        for a in full:
+            a = np.broadcast_to(a, self.shape)
+            fancy.append(np.broadcast_to(a[key], shape))
+        # out-of-range grid values would make numpy raise IndexError here; convert it for the user
+        return self._new(None, shape, tuple(fancy))
+
+    def narrow(self, box) -> "Tensor":
+        """Restrict each result axis r to [lo, hi) (mask fast path / partial tiles)."""
+        if self.fancy is not None:
+            sl = tuple(slice(lo, hi) for lo, hi in box)
+            fancy = tuple(np.broadcast_to(a, self.shape)[sl] for a in self.fancy)
+            shape = tuple(hi - lo for lo, hi in box)
+            return self._new(None, shape, fancy)
+        ent = list(self.ent)
+        for d, (start, step, length, rax) in enumerate(ent):
+            if rax >= 0:
+                lo, hi = box[rax]
+                ent[d] = (start + step * lo, step, hi - lo, rax)
+        shape = tuple(hi - lo for lo, hi in box)
+        return self._new(tuple(ent), shape)
+
+    # -- bounds and trace accesses -------------------------------------------------------------
+    def bounds(self) -> tuple[tuple[int, int], ...]:
+        """Inclusive (lo, hi) index range touched in each storage dim (empty view: hi < lo)."""
+        b = self._bounds
+        if b is not None:
+            return b
+        if self.fancy is not None:
+            if self.size == 0:
+                b = tuple((0, -1) for _ in self.st.shape)
+            else:
+                b = tuple((int(a.min()), int(a.max())) for a in self.fancy)
+        else:
+            out = []
+            for start, step, length, rax in self.ent:
+                if length <= 0:
+                    out.append((0, -1))
+                else:
+                    last = start + step * (length - 1)
+                    out.append((min(start, last), max(start, last)))
+            b = tuple(out)
+        self._bounds = b
+        return b
+
+    def check_bounds(self, what: str = "") -> None:
+        if self._inb:
+            return
+        for d, ((lo, hi), n) in enumerate(zip(self.bounds(), self.st.shape)):
+            if hi < lo:
+                continue
+            if lo < 0 or hi >= n:
+                name = self.st.name or self.st.memory + " tensor"
+                raise OutOfBoundsError(
+                    f"out-of-bound access{' in ' + what if what else ''} for tensor '{name}' on dimension {d}: "
+                    f"index range [{lo}, {hi}] exceeds dimension size {n}")
+        self._inb = True
+
+    def access(self) -> Access:
+        a = self._acc
+        if a is not None:
+            return a
+        st = self.st
+        b = self.bounds()
+        if any(hi < lo for lo, hi in b):
+            a = Access(st.id, st.memory, 0, 0, 0, 0)
+        elif st.pax >= 0:
+            pax = st.pax
+            lo = hi = 0
+            for d, ((l, h), s) in enumerate(zip(b, st.pp_strides)):
+                if d != pax:
+                    lo += l * s
+                    hi += h * s
+            isz = st.dtype.itemsize
+            a = Access(st.id, st.memory, b[pax][0], b[pax][1] + 1, lo * isz, (hi + 1) * isz)
+        else:
+            lo = hi = 0
+            for (l, h), s in zip(b, st.flat_strides):
+                lo += l * s
+                hi += h * s
+            isz = st.dtype.itemsize
+            a = Access(st.id, st.memory, 0, 1, lo * isz, (hi + 1) * isz)
+        self._acc = a
+        return a
+
+    # -- data ----------------------------------------------------------------------------------
+    def _key(self):
+        key = []
+        for start, step, length, rax in self.ent:
+            if rax < 0:
+                key.append(start)
+            else:
+                stop = start + step * length
+                key.append(slice(start, stop if stop >= 0 else None, step))
+        return tuple(key)
+
+    def _apply(self, base: np.ndarray) -> np.ndarray:
+        """This view's elements of `base` (an array shaped like the storage)."""
+        if self.fancy is not None:
+            return base[self.fancy]
+        a = base[self._key()]
+        raxes = [e[3] for e in self.ent if e[3] >= 0]
+        if any(raxes[i] > raxes[i + 1] for i in range(len(raxes) - 1)):
+            order = sorted(range(len(raxes)), key=raxes.__getitem__)
+            a = a.transpose(order)
+        if a.shape != self.shape:
+            a = a.reshape(self.shape)
+        return a
+
+    def array(self) -> np.ndarray:
+        """The view's cells in storage dtype (a numpy view for range views, a copy for gathers)."""
+        if self.fancy is not None:
+            return self.st.data[self.fancy]
+        a = self._arr
+        if a is None:
+            a = self._arr = self._apply(self.st.data)
+        return a
+
+    def read_f32(self) -> np.ndarray:
+        """The view's values as float32 (do not modify the result in place)."""
+        st = self.st
+        if st.data.dtype == np.float32:
+            return self.array()
+        if st._f32v == st.version:
+            return self._apply(st._f32)
+        if self.fancy is None and (self.size * 4 >= st.data.size or st._misses >= 2):
+            return self._apply(st.f32())
+        st._misses += 1
+        return self.array().astype(np.float32)
+
+    def write(self, values, where=None) -> None:
+        """Store computed values (fp32 or native ints) with rounding to the storage dtype."""
+        st = self.st
+        target = st.data.dtype
+        lossy = dt.tfloat32 if st.lossy else None
+        if isinstance(values, np.ndarray) and values.dtype != target:
+            values = dt.convert(values, target, lossy)
+        elif not isinstance(values, np.ndarray):
+            values = dt.convert(np.asarray(values, dtype=np.float32), target, lossy)
+        elif lossy is not None:
+            values = dt.round_tf32(values)
+        if self.fancy is not None:
+            if where is None:
+                st.data[self.fancy] = np.broadcast_to(values, self.shape)
+            else:
+                m = np.broadcast_to(where, self.shape)
+                st.data[tuple(np.broadcast_to(a, self.shape)[m] for a in self.fancy)] = \
+                    np.broadcast_to(values, self.shape)[m]
+        else:
+            np.copyto(self.array(), values, where=True if where is None else where)
+        st.version += 1
+        st._misses = 0
+        if st.mm_zone is not None:  # a non-matmul write ends a PSUM accumulation zone
+            self.set_zone(False)
+
+    def set_zone(self, value: bool) -> None:
+        z = self.st.mm_zone
+        if self.fancy is not None:
+            z[self.fancy] = value
+        else:
+            self._apply(z)[...] = value
