@@ -1,0 +1,201 @@
+"""Static analysis of a CUDA->NKI port: idiom findings, CUDA constructs and the CUDA<->NKI alignment.
+
+    report = analyze_task(task)                       # an nkitui.task.Task
+    report = analyze_sources("k.cu", "k_nki.py", task_root=".", context=AnalysisContext(...))
+    report.findings      # nkitui.common.findings.Finding, sorted by severity (file:line, rule, paragraph)
+    report.alignment     # AlignmentPair(role, cuda=[LineRange], nki=[LineRange], labels, note)
+    report.to_dict()     # what `nkitui analyze --json` prints
+
+Nothing is executed: the NKI port is read with Python's ast, the CUDA source with tree-sitter-cuda.
+Rules are documented in docs/analysis-rules.md.
+"""
+
+from __future__ import annotations
+
+import time
+import traceback
+from pathlib import Path
+from typing import Any
+
+from nkitui.analysis.alignment import AlignmentPair, LineRange, align
+from nkitui.analysis.context import AnalysisContext, TensorInfo
+from nkitui.analysis.cuda import CudaModel, build_cuda_model
+from nkitui.analysis.nki_model import NkiModel
+from nkitui.analysis.report import AnalysisReport, render
+from nkitui.analysis.rules import ALL_CHECKS, ALL_SPECS, SPECS_BY_ID, RuleInput, RuleSpec
+from nkitui.common.findings import Finding
+
+__all__ = [
+    "AlignmentPair", "AnalysisContext", "AnalysisReport", "LineRange", "MODULE_SPECS", "RuleSpec", "TensorInfo",
+    "all_rule_specs", "analyze_models", "analyze_sources", "analyze_task", "build_cuda_model", "build_nki_model",
+    "render",
+]
+
+NKI_SYNTAX = RuleSpec(
+    id="NKI-SYNTAX", title="The NKI port does not parse", category="fidelity", severity="high",
+    summary="The port is not valid Python, so it cannot be traced or compiled; nothing else can be checked.",
+)
+NKI_MIXED = RuleSpec(
+    id="NKI-MIXED-NAMESPACE", title="Mixes the legacy and new NKI namespaces", category="fidelity",
+    severity="high",
+    summary=("The file imports both `neuronxcc.nki` and the standalone `nki`. One file may not mix them (SDK "
+             "2.27+), and since NKI 0.4.0 using neuronxcc.nki inside a kernel is a compile error."),
+)
+NKI_NO_KERNEL = RuleSpec(
+    id="NKI-NO-KERNEL", title="No NKI kernel found", category="task", severity="medium",
+    summary=("No function in the port is decorated with @nki.jit (or similar), the manifest names none, and no "
+             "function uses nki.language / nki.isa, so there is nothing to analyse."),
+)
+CUDA_PARSE = RuleSpec(
+    id="CUDA-PARSE", title="Parts of the CUDA source could not be parsed", category="task", severity="info",
+    summary=("tree-sitter-cuda could not read some lines (macros, unusual templates); constructs there are missing "
+             "from the alignment."),
+)
+ANALYSIS_ERROR = RuleSpec(
+    id="ANALYSIS-ERROR", title="An analysis rule failed on this source", category="task", severity="info",
+    summary="A rule raised an error on unusual code; its findings are missing. Please report it with the source.",
+)
+MODULE_SPECS = [NKI_SYNTAX, NKI_MIXED, NKI_NO_KERNEL, CUDA_PARSE, ANALYSIS_ERROR]
+
+
+def all_rule_specs() -> list[RuleSpec]:
+    return list(ALL_SPECS) + MODULE_SPECS
+
+
+def build_nki_model(source: str, path: str, context: AnalysisContext | None = None) -> NkiModel:
+    from nkitui.analysis.nki_walker import build
+
+    return build(source, path, context)
+
+
+def _rel(path: Path, root: Path | None) -> str:
+    if root is None:
+        return path.name
+    try:
+        return path.resolve().relative_to(root.resolve()).as_posix()
+    except ValueError:
+        return str(path)
+
+
+def _read(path: Path, what: str) -> str:
+    try:
+        return path.read_text(encoding="utf-8", errors="replace")
+    except FileNotFoundError:
+        raise FileNotFoundError(f"{what} {path} does not exist; check the path (or sources.{what} in task.toml)")
+    except OSError as exc:
+        raise OSError(f"cannot read {what} {path}: {exc}") from exc
+
+
+def analyze_sources(cuda_path: str | Path | None, nki_path: str | Path, *, task_root: str | Path | None = None,
+                    context: AnalysisContext | None = None) -> AnalysisReport:
+    """Analyse an NKI port (and optionally its CUDA source). Paths in findings are relative to task_root."""
+    started = time.perf_counter()
+    root = Path(task_root) if task_root is not None else Path(nki_path).parent
+    nki_p = Path(nki_path)
+    nki_rel = _rel(nki_p, root)
+    nki = build_nki_model(_read(nki_p, "nki"), nki_rel, context)
+    cuda: CudaModel | None = None
+    if cuda_path is not None:
+        cuda_p = Path(cuda_path)
+        cuda = build_cuda_model(_read(cuda_p, "cuda"), _rel(cuda_p, root))
+    report = analyze_models(nki, cuda, context)
+    report.elapsed_ms = (time.perf_counter() - started) * 1000.0
+    return report
+
+
+def analyze_models(nki: NkiModel, cuda: CudaModel | None, context: AnalysisContext | None = None) -> AnalysisReport:
+    """Run every rule on already-built models and align them."""
+    inp = RuleInput(nki=nki, cuda=cuda, context=context)
+    findings: list[Finding] = []
+    if nki.syntax_error is not None:
+        msg, line = nki.syntax_error
+        findings.append(inp.finding(
+            NKI_SYNTAX, severity="high", title=f"Syntax error: {msg}", line=line,
+            message=(f"{nki.path} does not parse as Python ({msg} at line {line}). NKI kernels are traced from "
+                     "their Python source, so this port cannot compile or run; fix the syntax first."),
+        ))
+    else:
+        findings.extend(_module_findings(inp))
+        for km in nki.kernels:
+            for check in ALL_CHECKS:
+                try:
+                    findings.extend(check(inp, km))
+                except Exception as exc:  # one broken rule must not hide the others' findings
+                    where = traceback.extract_tb(exc.__traceback__)[-1]
+                    findings.append(inp.finding(
+                        ANALYSIS_ERROR, severity="info", title=f"{check.__name__} failed on {km.name}",
+                        line=km.line,
+                        message=(f"The check {check.__name__} raised {type(exc).__name__}: {exc} "
+                                 f"({Path(where.filename).name}:{where.lineno}) while reading kernel {km.name}. "
+                                 "Its findings are missing from this report."),
+                    ))
+    if cuda is not None and cuda.error_lines:
+        lines = cuda.error_lines
+        findings.append(inp.finding(
+            CUDA_PARSE, severity="info", title=f"{len(lines)} CUDA line(s) could not be parsed", line=lines[0],
+            file=cuda.path,
+            message=(f"tree-sitter-cuda could not parse {cuda.path} at line(s) {', '.join(map(str, lines[:8]))}"
+                     f"{' …' if len(lines) > 8 else ''}; constructs there may be missing from the alignment."),
+            data={"lines": lines},
+        ))
+    alignment = align(cuda, nki) if nki.syntax_error is None else []
+    report = AnalysisReport(
+        nki_file=nki.path, cuda_file=cuda.path if cuda else None, namespace=nki.namespace,
+        findings=_dedupe(findings), alignment=alignment, nki=nki.summary(), cuda=cuda.summary() if cuda else None,
+        context=bool(context and (context.inputs or context.outputs)),
+    )
+    return report.sorted()
+
+
+def _module_findings(inp: RuleInput) -> list[Finding]:
+    nki = inp.nki
+    out: list[Finding] = []
+    if nki.namespace == "mixed":
+        legacy = [line for line, m in nki.import_lines if m.startswith("neuronxcc.nki")]
+        new = [line for line, m in nki.import_lines if m == "nki" or m.startswith("nki.")]
+        out.append(inp.finding(
+            NKI_MIXED, severity="high", title="Imports both neuronxcc.nki and nki",
+            line=min(legacy + new), end_line=max(legacy + new),
+            message=(f"{nki.path} imports the legacy `neuronxcc.nki` (line {', '.join(map(str, legacy))}) and the "
+                     f"standalone `nki` (line {', '.join(map(str, new))}). A file may not mix the two namespaces: "
+                     "their ISA calls differ (return values vs destination-first arguments, masks vs slices), and "
+                     "since NKI 0.4.0 neuronxcc.nki inside a kernel is a compile error. Port the file to one "
+                     "namespace."),
+        ))
+    if not nki.kernels:
+        wanted = inp.context.kernel if inp.context else None
+        out.append(inp.finding(
+            NKI_NO_KERNEL, severity="medium",
+            title=f"Kernel {wanted} not found" if wanted else "No NKI kernel found", line=None,
+            message=(f"{nki.path} has no function named {wanted}" if wanted else
+                     f"{nki.path} has no @nki.jit-style kernel and no function using nki.language / nki.isa")
+            + "; static checks had nothing to read. Check kernel.entry in task.toml.",
+        ))
+    return out
+
+
+def _dedupe(findings: list[Finding]) -> list[Finding]:
+    seen: set[tuple[Any, ...]] = set()
+    out: list[Finding] = []
+    for f in findings:
+        key = (f.rule, f.file, f.line, f.title)
+        if key in seen:
+            continue
+        seen.add(key)
+        out.append(f)
+    return out
+
+
+def analyze_task(task: Any) -> AnalysisReport:
+    """Analyse an `nkitui.task.Task`: its NKI port, its CUDA source (if any), with the manifest's shapes."""
+    context = AnalysisContext.from_task(task)
+    sources = task.sources
+    kernel = getattr(task, "kernel", None)
+    nki_path = sources.nki or (kernel.path if kernel is not None else None)
+    if nki_path is None:
+        raise ValueError(f"task {task.id} has no NKI source (sources.nki in {task.root / 'task.toml'})")
+    return analyze_sources(sources.cuda, nki_path, task_root=task.root, context=context)
+
+
+def spec(rule_id: str) -> RuleSpec | None:
+    return SPECS_BY_ID.get(rule_id) or next((s for s in MODULE_SPECS if s.id == rule_id), None)

@@ -1,0 +1,349 @@
+"""Reward-hacking checks: a port that passes tests without doing the work on the NeuronCore (anchors D.2 #12)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from nkitui.analysis.coverage import coverage
+from nkitui.analysis.dtypes import is_float, lower_precision, mantissa_bits
+from nkitui.analysis.nki_model import KernelModel, Tensor
+from nkitui.analysis.rules.base import RuleInput, RuleSpec, lines_phrase
+from nkitui.common.findings import Finding
+
+HOST_COMPUTE = RuleSpec(
+    id="HACK-HOST-COMPUTE",
+    title="Computes on the host (numpy/torch) instead of NKI",
+    category="integrity",
+    severity="high",
+    summary=(
+        "The kernel hands its data to numpy, torch, jax or scipy, does arithmetic directly on HBM tensors "
+        "(which NeuronCore engines cannot read), stores or returns a host-computed value, or does no NKI data "
+        "movement at all. Such a port passes a CPU test while the NeuronCore does none of the work."
+    ),
+)
+
+CACHE = RuleSpec(
+    id="HACK-CACHE",
+    title="Caches outputs across calls or loads stored results",
+    category="integrity",
+    severity="high",
+    summary=(
+        "The kernel keeps state between calls — module-level dicts/lists it writes, `global` variables, "
+        "attributes on function objects, functools caches — or reads files (np.load, open, pickle). A cached "
+        "or precomputed result makes repeated test calls pass without computing anything, and breaks the "
+        "purity NKI requires (compilation is cached on argument shapes, not values)."
+    ),
+)
+
+UNUSED_INPUT = RuleSpec(
+    id="HACK-UNUSED-INPUT",
+    title="Ignores an input, or part of one",
+    category="integrity",
+    severity="high",
+    summary=(
+        "An input tensor is never read (only its shape or dtype, or nothing), or the kernel reads only a fixed "
+        "part of it (e.g. the first 128 rows of 300) with no loop covering the rest. The output then cannot "
+        "depend on the ignored data, which passes tests only when the test data happens not to matter."
+    ),
+)
+
+WRITE_INPUT = RuleSpec(
+    id="HACK-WRITE-INPUT",
+    title="Writes into an input tensor",
+    category="integrity",
+    severity="high",
+    summary=(
+        "A store or DMA targets one of the kernel's input tensors. Inputs are immutable in NKI unless "
+        "declared mutable; writing them corrupts the caller's data and can make a comparison against a "
+        "reference computed afterwards on the same buffers pass spuriously."
+    ),
+)
+
+PRECISION_DROP = RuleSpec(
+    id="HACK-PRECISION-DROP",
+    title="Lowers precision below the task's data types",
+    category="numerics",
+    severity="medium",
+    summary=(
+        "Data is converted to a float type with fewer mantissa bits than the task's inputs (e.g. fp32 inputs "
+        "cast to bf16 for a matmul or an output allocated as bf16 when the task declares fp32). That trades "
+        "accuracy for speed without the task asking for it. High for fp8, for matmul operands when the CUDA "
+        "source keeps full precision, and for outputs narrower than declared; medium otherwise."
+    ),
+)
+
+
+def _kernel_params(km: KernelModel) -> dict[int, str]:
+    return {p.tid: p.name for p in km.params if p.tid is not None}
+
+
+def check_host_compute(inp: RuleInput, km: KernelModel) -> Iterator[Finding]:
+    calls = [c for c in km.host_calls if c.tensor_args or "host-computed" in c.api or "on HBM" in c.api]
+    if calls:
+        lines = [c.line for c in calls]
+        names = sorted({km.tensors[t].label() for c in calls for t in c.tensor_args if t in km.tensors})
+        what = f" on {', '.join(names)}" if names else ""
+        yield inp.finding(
+            HOST_COMPUTE, severity="high",
+            title=f"Host computation inside the kernel ({lines_phrase(lines)})",
+            line=min(lines), end_line=max(lines),
+            message=(
+                f"{lines_phrase(lines).capitalize()} compute{what} with host code (`{calls[0].text}`) instead of "
+                "NKI instructions. A NeuronCore cannot run numpy/torch calls or arithmetic on HBM tensors inside "
+                "a kernel: under a CPU emulator or a Python fallback this passes the tests while the device does "
+                "none of the work, and it will not compile for Trainium. The whole computation must go through "
+                "nl.load/nisa.dma_copy into SBUF tiles and nki.isa / nki.language instructions."
+            ),
+            data={"lines": sorted(set(lines)), "calls": [c.api for c in calls]},
+        )
+        return
+    device = [op for op in km.ops if op.engine is not None and op.kind != "memset"]
+    if not device and not km.escaped and km.returns:
+        yield inp.finding(
+            HOST_COMPUTE, severity="high",
+            title=f"Kernel {km.name} does no NKI data movement or compute",
+            line=km.line,
+            message=(
+                f"The kernel `{km.name}` (line {km.line}) returns a value but issues no DMA (nl.load, nl.store, "
+                "nisa.dma_copy) and no NKI compute instruction, so whatever it returns was not computed on the "
+                "NeuronCore. Check where the output comes from."
+            ),
+            data={},
+        )
+
+
+def check_cache(inp: RuleInput, km: KernelModel) -> Iterator[Finding]:
+    evidence: list[tuple[int, str]] = []
+    for use in km.state:
+        if use.kind == "global":
+            evidence.append((use.line, f"`global {use.name}`"))
+        elif use.kind == "container-write":
+            evidence.append((use.line, f"writes the module-level container `{use.name}` (`{use.text}`)"))
+        elif use.kind == "attribute":
+            evidence.append((use.line, f"stores state on a function object (`{use.text}`)"))
+        elif use.kind == "file-read":
+            evidence.append((use.line, f"reads a file (`{use.text}`)"))
+    read_containers = {u.name for u in km.state if u.kind == "container-read"}
+    related = set(km.helpers) | {km.name}
+    for func, name, line in inp.nki.container_writes:
+        if name in read_containers and func not in related:
+            evidence.append((line, f"`{func}` fills the module-level `{name}` that the kernel reads"))
+    for func, line, deco in inp.nki.cache_decorators:
+        if func == km.name or func in km.helpers:
+            evidence.append((line, f"`{func}` is wrapped in `{deco}`"))
+    if not evidence:
+        return
+    evidence.sort()
+    lines = [line for line, _ in evidence]
+    yield inp.finding(
+        CACHE, severity="high",
+        title=f"Kernel {km.name} keeps state between calls or reads stored data ({lines_phrase(lines)})",
+        line=lines[0], end_line=max(lines),
+        message=(
+            f"The kernel {'; '.join(text for _, text in evidence[:4])}. A kernel must be a pure function of its "
+            "inputs: state kept across calls lets a second call return a cached answer (tests that call twice "
+            "with the same data pass without computing), and data read from disk can be a precomputed result. "
+            "NKI compiles and caches on argument shapes, so such state also diverges between the emulator and "
+            "the device."
+        ),
+        data={"lines": lines},
+    )
+
+
+def _role(km: KernelModel, tid: int) -> str | None:
+    for p in km.params:
+        if p.tid == tid:
+            return p.role
+    return None
+
+
+def check_unused_input(inp: RuleInput, km: KernelModel) -> Iterator[Finding]:
+    read: set[int] = set(km.escaped)
+    for op in km.ops:
+        for a in op.reads:
+            read.add(km.root(a.tensor).id)
+        for t in op.inputs:
+            read.add(km.root(t).id)
+    for c in km.host_calls:
+        read.update(c.tensor_args)
+    for p in km.params:
+        if p.tid is None or p.role in ("output", "kwarg") or p.name in km.scalar_params:
+            continue
+        t = km.tensors[p.tid]
+        if t.id in read:
+            continue
+        if p.role is None and p.has_default:
+            continue
+        if p.role is None and not _referenced(km, t):
+            severity = "medium"
+            how = "is never referenced in the kernel"
+        else:
+            severity = "high"
+            how = "is never read: no load, DMA or instruction takes its data" + (
+                " (only its shape or dtype is used)" if _referenced(km, t) else "")
+        yield inp.finding(
+            UNUSED_INPUT, severity=severity,
+            title=f"Input `{p.name}` is never read",
+            line=p.line,
+            message=(
+                f"The kernel parameter `{p.name}` (line {p.line}) {how}. The result cannot depend on that input, "
+                "so the port either computes something else than the CUDA kernel or relies on test data for "
+                "which the input does not matter. Check the CUDA source for what this input contributes."
+            ),
+            data={"param": p.name},
+        )
+    covs = inp.cache.setdefault(f"coverage:{km.name}", coverage(km, inp.context))
+    for cov in covs:
+        if _role(km, cov.tensor.id) != "input":
+            continue
+        size = cov.size_int
+        lo, hi = cov.union()
+        spans = cov.spans
+        if size is None or lo is None or hi is None or any(s.tiling_loops for s in spans) or any(s.gappy for s in spans):
+            continue
+        if lo == 0 and hi >= size:
+            continue
+        lines = [s.op.line for s in spans]
+        yield inp.finding(
+            UNUSED_INPUT, severity="high",
+            title=f"Only indices {lo}..{hi - 1} of {cov.tensor.label()} (dimension {cov.dim}, size {size}) are read",
+            line=min(lines), end_line=max(lines),
+            message=(
+                f"The DMAs at {lines_phrase(lines)} read {cov.tensor.label()} only at indices {lo}..{hi - 1} of "
+                f"dimension {cov.dim}, which has {size} elements, and no loop covers the rest "
+                f"(`{spans[0].op.text}`). The remaining data never reaches the result: a port that handles only "
+                "the first tile passes tests whose other tiles happen to match."
+            ),
+            data={"tensor": cov.tensor.label(), "dim": cov.dim, "size": size, "read": [lo, hi]},
+        )
+
+
+def _referenced(km: KernelModel, t: Tensor) -> bool:
+    """The parameter is used as a tensor somewhere (shape/dtype read, indexed), even if its data is not."""
+    return t.param is not None and t.param in km.tensor_params
+
+
+def check_write_input(inp: RuleInput, km: KernelModel) -> Iterator[Finding]:
+    params = _kernel_params(km)
+    returns_tensors = any(tids for _, tids in km.returns)
+    reads = {km.root(a.tensor).id for op in km.ops for a in op.reads}
+    seen: set[int] = set()
+    for op in km.ops:
+        for w in op.writes:
+            t = km.root(w.tensor)
+            if t.id not in params or t.id in seen:
+                continue
+            role = _role(km, t.id)
+            if role == "output":
+                continue
+            if role == "input" or (role is None and returns_tensors):
+                severity = "high"
+            elif role is None and t.id in reads:
+                severity = "medium"
+            else:
+                continue
+            seen.add(t.id)
+            yield inp.finding(
+                WRITE_INPUT, severity=severity,
+                title=f"Writes into input `{params[t.id]}` at line {op.line}",
+                line=op.line,
+                message=(
+                    f"Line {op.line} (`{op.text}`) writes into `{params[t.id]}`, which is one of the kernel's "
+                    + ("inputs according to the task manifest. " if role == "input" else
+                       "inputs (the kernel returns its outputs). ")
+                    + "NKI kernel inputs are immutable unless declared mutable; overwriting one corrupts the "
+                    "caller's data, and a check that recomputes the reference from the same buffers afterwards "
+                    "can then pass spuriously. Write results only to output tensors (nl.shared_hbm)."
+                ),
+                data={"param": params[t.id]},
+            )
+
+
+def _cuda_reduces_precision(inp: RuleInput) -> bool:
+    if inp.cuda is None:
+        return False
+    for k in inp.cuda.kernels + inp.cuda.device_functions:
+        if any(m.name == "cast" for m in k.math) or any(p for p in k.params if any(
+                h in p.type for h in ("half", "bfloat16", "bf16", "__nv_fp8", "int8"))):
+            return True
+        if any(c.name in ("mma_sync",) for c in k.matmuls):
+            return True
+    return False
+
+
+def _feeds_matmul(km: KernelModel, t: Tensor) -> bool:
+    return any(op.kind == "matmul" and any(km.root(i).id == t.id for i in op.inputs) for op in km.ops)
+
+
+def check_precision_drop(inp: RuleInput, km: KernelModel) -> Iterator[Finding]:
+    floor = inp.task_float_floor()
+    if floor is None:
+        return
+    floor_bits = mantissa_bits(floor) or 0
+    cuda_low = _cuda_reduces_precision(inp)
+    reported: set[int] = set()
+    for op in km.ops:
+        if op.engine is None or op.kind in ("memset", "matmul", "iota", "select"):
+            continue
+        targets: list[Tensor] = [km.root(a.tensor) for a in op.writes]
+        if op.result is not None:
+            targets.append(km.tensors[op.result])
+        sources = [km.root(i) for i in op.inputs]
+        src_dtypes = [s.dtype for s in sources if is_float(s.dtype)]
+        if not src_dtypes:
+            continue
+        best_src = max(src_dtypes, key=lambda d: mantissa_bits(d) or 0)
+        for t in targets:
+            if not is_float(t.dtype) or t.id in reported:
+                continue
+            bits = mantissa_bits(t.dtype) or 0
+            if bits >= floor_bits or not lower_precision(t.dtype, best_src):
+                continue
+            reported.add(t.id)
+            fp8 = bits <= 3
+            into_matmul = _feeds_matmul(km, t)
+            severity = "high" if fp8 or (into_matmul and not cuda_low) else "medium"
+            purpose = " and feeds a matmul" if into_matmul else ""
+            cuda_note = (" The CUDA source keeps these values in full precision." if not cuda_low and inp.cuda
+                         else " The CUDA source also narrows precision, so check it narrows at the same point."
+                         if cuda_low else "")
+            yield inp.finding(
+                PRECISION_DROP, severity=severity,
+                title=f"{best_src} data narrowed to {t.dtype} at line {op.line}",
+                line=op.line,
+                message=(
+                    f"Line {op.line} (`{op.text}`) writes {best_src} data into {t.label()}, a {t.dtype} tile"
+                    f"{purpose}, while the task's inputs are {floor}. That keeps {bits} mantissa bits instead of "
+                    f"{floor_bits} (relative error up to ~2^-{bits + 1} per value), a speed-for-accuracy trade the "
+                    f"task did not ask for.{cuda_note} Keep {floor} unless the task explicitly allows reduced "
+                    "precision, and say so in the review if it does."
+                ),
+                data={"from": best_src, "to": t.dtype, "tensor": t.label()},
+            )
+    yield from _output_dtypes(inp, km)
+
+
+def _output_dtypes(inp: RuleInput, km: KernelModel) -> Iterator[Finding]:
+    if not inp.context or not inp.context.outputs:
+        return
+    declared = [o.dtype for o in inp.context.outputs]
+    for line, tids in km.returns:
+        for i, tid in enumerate(tids[: len(declared)]):
+            t = km.tensors[tid]
+            want = declared[i]
+            if is_float(t.dtype) and is_float(want) and lower_precision(t.dtype, want):
+                yield inp.finding(
+                    PRECISION_DROP, severity="high",
+                    title=f"Output {t.label()} is {t.dtype}; the task declares {want}",
+                    line=t.line,
+                    message=(
+                        f"The kernel allocates its output {t.label()} as {t.dtype} (line {t.line}) and returns it "
+                        f"at line {line}, but the task declares output {inp.context.outputs[i].name} as {want}. "
+                        "Every result is rounded to the narrower type before the comparison sees it."
+                    ),
+                    data={"tensor": t.label(), "declared": want, "actual": t.dtype},
+                )
+
+
+SPECS = [HOST_COMPUTE, CACHE, UNUSED_INPUT, WRITE_INPUT, PRECISION_DROP]
+CHECKS = [check_host_compute, check_cache, check_unused_input, check_write_input, check_precision_drop]

@@ -1,0 +1,166 @@
+"""Tile shapes: thread-per-element tiles and partition dimensions below 128 (nki-spec §2.3, §7.1, §10)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from nkitui.analysis.nki_model import Access, KernelModel, Op
+from nkitui.analysis.nki_values import known_int
+from nkitui.analysis.rules.base import (
+    RuleInput,
+    RuleSpec,
+    dim_size,
+    dma_sides,
+    is_dma,
+    lines_phrase,
+    loop_phrase,
+    loop_trip,
+    tiling_symbols,
+)
+from nkitui.common.findings import Finding
+
+TINY_ELEMENTS = 64  # elements per DMA at or below which a tile is "tiny" (one warp's worth, or less)
+PMAX = 128
+
+TILE_TINY = RuleSpec(
+    id="NKI-TILE-TINY",
+    title="Thread-per-element indexing / tiny tiles",
+    category="performance",
+    severity="high",
+    summary=(
+        "A loop moves (and computes on) one element, or a few dozen, per instruction: the CUDA "
+        "thread-per-element pattern transliterated. Each NKI instruction works on a whole tile (up to 128 "
+        "partitions x thousands of elements); a DMA pays ~1.3 us fixed latency and wants >=2-4 KiB per "
+        "partition, and Vector/Scalar instructions cost >=64 cycles however small the tile. High when one "
+        "element moves per DMA, medium for tiles of <=64 elements."
+    ),
+)
+
+PART_UNDER_128 = RuleSpec(
+    id="NKI-PART-UNDER128",
+    title="Partition dimension below 128 where 128 fits",
+    category="performance",
+    severity="medium",
+    summary=(
+        "Tiles use fewer than 128 partitions although the axis mapped to partitions has 128 or more rows "
+        "(or is walked by a loop). Vector, Scalar and GpSimd process all active partitions in parallel, so a "
+        "1-partition instruction costs the same as a 128-partition one. High for one partition per tile (the "
+        "row-by-row transliteration), medium up to 64 partitions, low above."
+    ),
+)
+
+
+def _tiled(km: KernelModel, hbm: Access) -> list[str]:
+    return tiling_symbols(km, hbm.deps)
+
+
+def check_tiny(inp: RuleInput, km: KernelModel) -> Iterator[Finding]:
+    groups: dict[int, list[tuple[Op, int, Access]]] = {}
+    for op in km.ops:
+        if not op.loops or not is_dma(op):
+            continue
+        hbm, chip, _ = dma_sides(km, op)
+        if hbm is None or not _tiled(km, hbm):
+            continue
+        if all(loop_trip(km, s, inp.context) == 1 for s in _tiled(km, hbm)):
+            continue
+        elements = chip.elements if chip is not None and chip.elements is not None else hbm.elements
+        if elements is None or elements > TINY_ELEMENTS:
+            continue
+        groups.setdefault(op.loops[-1], []).append((op, elements, hbm))
+    for loop_id, items in groups.items():
+        loop = km.loops[loop_id]
+        smallest = min(e for _, e, _ in items)
+        lines = [op.line for op, _, _ in items]
+        compute = [op for op in km.ops_in_loop(loop_id)
+                   if op.engine not in (None, "dma") and op.reads and (op.reads[0].elements or 0) <= TINY_ELEMENTS
+                   and op.reads[0].elements is not None]
+        example = items[0][0].text
+        if smallest == 1:
+            what = "one element per DMA"
+            severity = "high"
+            title = f"Thread-per-element loop at line {loop.line}: one element per instruction"
+        else:
+            what = f"only {smallest} elements per DMA"
+            severity = "medium"
+            title = f"Tiny tiles in the loop at line {loop.line}: {smallest} elements per DMA"
+        extra = (f" The same loop also runs {len(compute)} compute instruction(s) on tiles that small "
+                 f"({lines_phrase(op.line for op in compute)}).") if compute else ""
+        yield inp.finding(
+            TILE_TINY, severity=severity, title=title, line=min(lines), end_line=max(lines),
+            message=(
+                f"{loop_phrase(loop).capitalize()} moves {what} ({lines_phrase(lines)}, e.g. `{example}`): "
+                f"CUDA's one-thread-per-element indexing carried over into NKI.{extra} On a NeuronCore every "
+                "instruction processes a whole tile — up to 128 partitions times thousands of elements per "
+                "partition — each DMA pays about 1.3 us of fixed latency and needs 2-4 KiB or more per partition "
+                "to approach bandwidth, and every Vector/Scalar instruction costs at least ~64 cycles however few "
+                "elements it touches. Load a [128, F] tile per iteration (rows on partitions, columns on the free "
+                "axis), compute on the whole tile with one instruction, and loop over tiles instead of elements."
+            ),
+            data={"loop_line": loop.line, "lines": sorted(set(lines)), "elements": smallest},
+        )
+
+
+def check_partitions(inp: RuleInput, km: KernelModel) -> Iterator[Finding]:
+    groups: dict[int | None, list[tuple[Op, int, int, str]]] = {}
+    for op in km.ops:
+        if not is_dma(op):
+            continue
+        hbm, chip, _ = dma_sides(km, op)
+        if hbm is None or hbm.part_dim is None or hbm.part_dim >= len(hbm.dims):
+            continue
+        p = chip.partitions if chip is not None and chip.partitions is not None else hbm.partitions
+        if p is None or p >= PMAX or p <= 0:
+            continue
+        pd = hbm.dims[hbm.part_dim]
+        if pd.bounded:
+            continue
+        tensor = km.root(hbm.tensor)
+        size = known_int(dim_size(km, tensor, hbm.part_dim))
+        syms = tiling_symbols(km, pd.deps)
+        if size is not None:
+            best = min(size, PMAX)
+            axis = f"{size} rows along that axis"
+        elif syms:
+            trips = [loop_trip(km, s, inp.context) for s in syms]
+            if all(t is not None for t in trips):
+                total = p
+                for t in trips:
+                    total *= t  # type: ignore[operator]
+                best = min(total, PMAX)
+                axis = f"{total} rows walked by the loop"
+            else:
+                best = PMAX
+                axis = "an axis the loop walks tile by tile"
+        else:
+            continue
+        if best <= p:
+            continue
+        groups.setdefault(op.loops[-1] if op.loops else None, []).append((op, p, best, axis))
+    for loop_id, items in groups.items():
+        p = min(i[1] for i in items)
+        best = max(i[2] for i in items)
+        axis = items[0][3]
+        lines = [op.line for op, *_ in items]
+        severity = "high" if p == 1 else "medium" if p <= 64 else "low"
+        where = f" inside {loop_phrase(km.loops[loop_id])}" if loop_id is not None else ""
+        share = 100.0 * p / PMAX
+        yield inp.finding(
+            PART_UNDER_128, severity=severity,
+            title=f"Tiles use {p} partition{'s' if p != 1 else ''} where {best} fit ({lines_phrase(lines)})",
+            line=min(lines), end_line=max(lines),
+            message=(
+                f"The DMA at {lines_phrase(lines)}{where} fills tiles of {p} partition{'s' if p != 1 else ''} "
+                f"(`{items[0][0].text}`) although the axis mapped to partitions has {axis}, so {best} would fit. "
+                "Vector, Scalar and GpSimd engines process all active partitions in parallel: an instruction on "
+                f"{p} partition{'s' if p != 1 else ''} costs the same time as on 128, so this port uses {share:.1f}% "
+                f"of each engine and issues {PMAX // p if p else PMAX}x more instructions (and DMAs) than needed. "
+                f"Put {best} rows on the partition axis (e.g. `nl.tile_size.pmax`), keep the per-row work on the "
+                "free axis, and loop over row tiles."
+            ),
+            data={"lines": sorted(set(lines)), "partitions": p, "fits": best},
+        )
+
+
+SPECS = [TILE_TINY, PART_UNDER_128]
+CHECKS = [check_tiny, check_partitions]
