@@ -1,0 +1,177 @@
+"""`estimate(trace)`: the cost model's public entry, from an instruction trace to a `PerfRecord`."""
+
+from __future__ import annotations
+
+import math
+
+from nkitui.emulator.trace import Trace
+from nkitui.perf.hardware import TargetSpec, get_target, itemsize
+from nkitui.perf.hotspots import hot_lines
+from nkitui.perf.roofline import Work, roofline_point, speed_of_light_for
+from nkitui.perf.schedule import Schedule, simulate
+from nkitui.perf.summary import LANES, SUMMARY_ENGINES, EngineStats, PerfRecord, coarsen, union_length
+
+MODEL_NAME = "nkitui cost model"
+MODEL_VERSION = 1
+TIMELINE_RESOLUTION = 4000  # merge gaps shorter than total_time / this, per lane
+
+
+def estimate(trace: Trace, target: str | TargetSpec | None = None, *, work: Work | None = None,
+             hotspots: int | None = 20) -> PerfRecord:
+    """Estimate how `trace` runs on `target` (default: the trace's own target).
+
+    `work`, the task's minimal work (see `roofline.minimal_work`), adds the speed of light and the
+    achieved percentage of it. The result is labelled `source="estimated"`.
+    """
+    spec = get_target(target if target is not None else (trace.target or "trn2"))
+    sched = simulate(trace, spec)
+    return record_from_schedule(trace, sched, work=work, hotspots=hotspots)
+
+
+def record_from_schedule(trace: Trace, sched: Schedule, *, work: Work | None = None,
+                         hotspots: int | None = 20) -> PerfRecord:
+    spec = sched.spec
+    total = sched.total_time
+    cores = sched.cores
+
+    engines: dict[str, EngineStats] = {}
+    for lane in LANES:
+        per_core = [union_length(ivs) for name, ivs in sched.intervals.items() if name.split("@", 1)[0] == lane]
+        active = sum(per_core) / cores
+        if lane == "sync":  # DMA triggers on Sync are its instructions
+            itime, icount = active, sched.lane_count["sync"] + sched.dma.transfer_count
+        else:
+            itime, icount = sched.lane_time[lane] / cores, sched.lane_count[lane]
+        engines[lane] = EngineStats(active, _pct(active, total), itime, icount)
+
+    peak = spec.tensor_peak_flops
+    hbm_total = sched.hbm_read + sched.hbm_write
+    total_active = union_length([iv for v in sched.intervals.values() for iv in v])
+    inputs_bytes = _input_bytes(trace)
+    mm_flops = sched.hardware_flops - sched.transpose_flops
+    s: dict[str, float | int] = {
+        "total_time": total,
+        "neuroncore_cycle_count": int(round(total * spec.base_clock_hz)),
+        "model_flops": int(sched.model_flops),
+        "hardware_flops": int(sched.hardware_flops),
+        "transpose_flops": int(sched.transpose_flops),
+        "adjusted_hardware_flops": int(sched.adjusted_hardware_flops),
+        "adjusted_transpose_flops": int(sched.adjusted_transpose_flops),
+        "mm_arithmetic_intensity": mm_flops / hbm_total if hbm_total else 0.0,
+        "peak_flops_bandwidth_ratio": peak / spec.hbm_stack_bytes_per_s,
+        "mfu_estimated_percent": _pct(sched.model_flops, peak * total),
+        "mfu_max_achievable_estimated_percent":
+            _pct(sched.model_flops / hbm_total, peak / spec.hbm_stack_bytes_per_s) if hbm_total else 0.0,
+        "hfu_estimated_percent": _pct(sched.hardware_flops, peak * total),
+        "mbu_estimated_percent": _pct(hbm_total, total * spec.hbm_stack_bytes_per_s),
+        "mbu_min_read_util_percent": _pct(inputs_bytes, total * spec.hbm_stack_bytes_per_s),
+    }
+    for e in SUMMARY_ENGINES:
+        st = engines[e]
+        s[f"{e}_engine_instruction_time"] = st.instruction_time
+        s[f"{e}_engine_active_time"] = st.active_time
+        s[f"{e}_engine_active_time_percent"] = st.active_time_percent
+        s[f"{e}_engine_instruction_count"] = st.instruction_count
+    d = sched.dma
+    mb = sched.mem_bytes
+    s.update({
+        "matmul_instruction_count": sched.matmul_count,
+        "activate_instruction_time": sched.activate_time,
+        "activate_instruction_count": sched.activate_count,
+        "dma_active_time": engines["dma"].active_time,
+        "dma_active_time_percent": engines["dma"].active_time_percent,
+        "dma_active_cycles": int(round(engines["dma"].active_time * spec.base_clock_hz)),
+        "dma_transfer_count": d.transfer_count,
+        "dma_transfer_total_bytes": d.total_bytes,
+        "dma_transfer_average_bytes": d.total_bytes / d.transfer_count if d.transfer_count else 0.0,
+        "dma_packet_time": d.packet_time,
+        "dma_transfer_time": d.transfer_time,
+        "dma_queue_count": len(d.queues),
+        "hbm_read_bytes": int(sched.hbm_read),
+        "hbm_write_bytes": int(sched.hbm_write),
+        "sbuf_read_bytes": int(mb["sbuf_read_bytes"]),
+        "sbuf_write_bytes": int(mb["sbuf_write_bytes"]),
+        "psum_read_bytes": int(mb["psum_read_bytes"]),
+        "psum_write_bytes": int(mb["psum_write_bytes"]),
+        "psum_read_sbuf_write_bytes": int(sched.psum_to_sbuf_bytes),
+        "psum_read_sbuf_write_count": sched.psum_to_sbuf_count,
+        "spill_save_bytes": 0,
+        "spill_reload_bytes": 0,
+        "inputs_and_weights_size_bytes": int(inputs_bytes),
+        "total_active_time": total_active,
+        "total_active_time_percent": _pct(total_active, total),
+    })
+
+    mm_dtype = sched.matmul_dtype_flops.most_common(1)[0][0] if sched.matmul_dtype_flops else "bfloat16"
+    roof = roofline_point(sched.model_flops, hbm_total, total, mm_dtype, spec)
+    sol = speed_of_light_for(work, spec).against(total) if work is not None else None
+
+    res = total / TIMELINE_RESOLUTION
+    timeline = {lane: coarsen(ivs, res) for lane, ivs in sorted(sched.intervals.items())}
+    notes = list(sched.notes)
+    notes.append("estimated by the nkitui cost model from the emulator's instruction trace; "
+                 "not a hardware measurement")
+    if cores > 1:
+        notes.append(f"the trace uses {cores} physical cores: engine times are averages per core")
+    extras = {
+        "model": f"{MODEL_NAME} v{MODEL_VERSION}",
+        "instructions": len(trace),
+        "matmul_dtype": mm_dtype,
+        "mean_dma_efficiency": d.efficiency_weighted / d.total_bytes if d.total_bytes else None,
+        "small_run_dma_transfers": d.small_run_transfers,
+        "small_run_dma_bytes": d.small_run_bytes,
+        "tensor_throttled_time": sched.throttled_time,
+        "psum_bank_stall_time": sched.psum_bank_stall,
+        "sbuf_peak_bytes_per_partition": sched.sbuf_peak_bytes,
+        "performance_modes": dict(sched.perf_modes),
+        "cores": cores,
+    }
+    return PerfRecord(
+        source="estimated",
+        target=spec.name,
+        kernel=trace.kernel,
+        total_time=total,
+        summary=s,
+        engines=engines,
+        timeline=timeline,
+        hotspots=hot_lines(sched.by_line, hotspots),
+        roofline=roof,
+        speed_of_light=sol,
+        notes=notes,
+        tool=f"{MODEL_NAME} v{MODEL_VERSION}",
+        extras=extras,
+    )
+
+
+def _pct(num: float, den: float) -> float:
+    return 100.0 * num / den if den > 0 else 0.0
+
+
+def _input_bytes(trace: Trace) -> int:
+    """Bytes of HBM tensors the kernel reads before (or without) writing them: its inputs."""
+    first_is_read: dict[int, bool] = {}
+    for sid, info in trace.storages.items():
+        if info.memory == "hbm":
+            first_is_read[sid] = True  # refined below by the first access
+    seen: set[int] = set()
+    for ins in trace.instructions:
+        if ins.engine != "dma":
+            continue
+        for a in ins.reads:
+            if a.memory == "hbm" and a.storage not in seen:
+                seen.add(a.storage)
+                first_is_read[a.storage] = True
+        for a in ins.writes:
+            if a.memory == "hbm" and a.storage not in seen:
+                seen.add(a.storage)
+                first_is_read[a.storage] = False
+    total = 0
+    for sid, is_input in first_is_read.items():
+        info = trace.storages.get(sid)
+        if not is_input or sid not in seen or info is None or not info.shape:
+            continue
+        try:
+            total += math.prod(info.shape) * itemsize(info.dtype)
+        except ValueError:
+            continue
+    return total

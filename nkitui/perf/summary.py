@@ -1,0 +1,182 @@
+"""`PerfRecord`: one run's performance, estimated by the cost model or measured by the profiler.
+
+The record carries the Neuron profiler's summary keys (Neuron Explorer `Summary` table, spec §8.3)
+under their own names and units, so estimates and hardware profiles read the same; `source` says
+which it is and every consumer must show it. Units: seconds for times, bytes, FLOPs, and percent
+values in 0-100 (the parser converts profiles that store fractions).
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any, Literal
+
+from nkitui.perf.roofline import RooflinePoint, SpeedOfLight
+
+Source = Literal["estimated", "measured"]
+SOURCES = ("estimated", "measured")
+
+# Engines of the profiler summary, in its order; "dma" is the union over the DMA engines.
+SUMMARY_ENGINES = ("tensor", "vector", "scalar", "gpsimd", "sync")
+LANES = (*SUMMARY_ENGINES, "dma")
+
+# Profiler summary keys the cost model fills in (same names and units as [NX-SCHEMA] Summary).
+SUMMARY_KEYS = (
+    "total_time", "neuroncore_cycle_count", "model_flops", "hardware_flops", "transpose_flops",
+    "adjusted_hardware_flops", "adjusted_transpose_flops", "mm_arithmetic_intensity",
+    "peak_flops_bandwidth_ratio", "mfu_estimated_percent", "mfu_max_achievable_estimated_percent",
+    "hfu_estimated_percent", "mbu_estimated_percent", "mbu_min_read_util_percent",
+    *(f"{e}_engine_{k}" for e in SUMMARY_ENGINES
+      for k in ("instruction_time", "active_time", "active_time_percent", "instruction_count")),
+    "matmul_instruction_count", "activate_instruction_time", "activate_instruction_count",
+    "dma_active_time", "dma_active_time_percent", "dma_active_cycles", "dma_transfer_count",
+    "dma_transfer_total_bytes", "dma_transfer_average_bytes", "dma_packet_time", "dma_transfer_time",
+    "dma_queue_count", "hbm_read_bytes", "hbm_write_bytes", "sbuf_read_bytes", "sbuf_write_bytes",
+    "psum_read_bytes", "psum_write_bytes", "psum_read_sbuf_write_bytes", "psum_read_sbuf_write_count",
+    "spill_save_bytes", "spill_reload_bytes", "inputs_and_weights_size_bytes",
+    "total_active_time", "total_active_time_percent",
+)
+
+
+@dataclass
+class EngineStats:
+    active_time: float  # s, union of busy intervals
+    active_time_percent: float  # of total_time, 0-100
+    instruction_time: float  # s, sum of instruction durations
+    instruction_count: int
+
+
+@dataclass
+class HotLine:
+    """Engine time spent on one kernel source line."""
+
+    location: str  # "file.py:42" (or "?" when the instruction had no source line)
+    file: str
+    line: int
+    time: float  # s, sum of engine occupancy of its instructions (engines overlap: a ranking)
+    percent: float  # share of all instruction time in the run, 0-100
+    by_engine: dict[str, float]  # s per lane
+    instructions: int
+    flops: float = 0.0
+    hbm_bytes: int = 0
+    opcodes: dict[str, int] = field(default_factory=dict)
+
+
+@dataclass
+class PerfRecord:
+    source: Source
+    target: str
+    kernel: str
+    total_time: float  # s
+    summary: dict[str, float | int]  # profiler-style keys (see SUMMARY_KEYS); may hold extra measured keys
+    engines: dict[str, EngineStats]  # lanes: tensor, vector, scalar, gpsimd, sync, dma
+    timeline: dict[str, list[list[float]]] = field(default_factory=dict)  # lane -> [[start_s, end_s], ...]
+    hotspots: list[HotLine] = field(default_factory=list)
+    roofline: RooflinePoint | None = None
+    speed_of_light: SpeedOfLight | None = None
+    notes: list[str] = field(default_factory=list)  # assumptions, warnings, parse conventions
+    tool: str = ""  # "nkitui cost model v1", "neuron-explorer summary-json", ...
+    extras: dict[str, Any] = field(default_factory=dict)  # model diagnostics, not profiler keys
+
+    def __post_init__(self) -> None:
+        if self.source not in SOURCES:
+            raise ValueError(f"PerfRecord.source must be 'estimated' or 'measured', got {self.source!r}")
+
+    @property
+    def label(self) -> str:
+        """What a UI shows next to every number: "estimated" or "measured"."""
+        return self.source
+
+    def engine_percent(self, lane: str) -> float:
+        st = self.engines.get(lane)
+        return st.active_time_percent if st else 0.0
+
+    def utilisation_bins(self, bins: int = 60, lanes: tuple[str, ...] | None = None) -> dict[str, list[float]]:
+        """Busy fraction (0-1) of each lane in `bins` equal slices of total_time, for a strip chart."""
+        if bins <= 0:
+            raise ValueError("bins must be positive")
+        total = self.total_time
+        out: dict[str, list[float]] = {}
+        for lane in lanes or tuple(self.timeline):
+            acc = [0.0] * bins
+            if total > 0:
+                width = total / bins
+                for s, e in self.timeline.get(lane, []):
+                    s, e = max(0.0, s), min(total, e)
+                    if e <= s:
+                        continue
+                    first, last = int(s / width), min(int(e / width), bins - 1)
+                    for b in range(first, last + 1):
+                        lo, hi = b * width, (b + 1) * width
+                        acc[b] += max(0.0, min(e, hi) - max(s, lo))
+                acc = [min(1.0, a / width) for a in acc]
+            out[lane] = acc
+        return out
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "version": 1,
+            "source": self.source,
+            "target": self.target,
+            "kernel": self.kernel,
+            "tool": self.tool,
+            "total_time": self.total_time,
+            "summary": dict(self.summary),
+            "engines": {k: asdict(v) for k, v in self.engines.items()},
+            "timeline": {k: [list(iv) for iv in v] for k, v in self.timeline.items()},
+            "hotspots": [asdict(h) for h in self.hotspots],
+            "roofline": self.roofline.to_json() if self.roofline else None,
+            "speed_of_light": self.speed_of_light.to_json() if self.speed_of_light else None,
+            "notes": list(self.notes),
+            "extras": dict(self.extras),
+        }
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> "PerfRecord":
+        if d.get("version") != 1:
+            raise ValueError(f"unsupported PerfRecord version {d.get('version')!r} (expected 1)")
+        for key in ("source", "target", "total_time", "summary", "engines"):
+            if key not in d:
+                raise ValueError(f"PerfRecord JSON lacks the field {key!r}")
+        return cls(
+            source=d["source"],
+            target=d["target"],
+            kernel=d.get("kernel", ""),
+            total_time=float(d["total_time"]),
+            summary=dict(d["summary"]),
+            engines={k: EngineStats(**v) for k, v in d["engines"].items()},
+            timeline={k: [list(iv) for iv in v] for k, v in d.get("timeline", {}).items()},
+            hotspots=[HotLine(**h) for h in d.get("hotspots", [])],
+            roofline=RooflinePoint.from_json(d["roofline"]) if d.get("roofline") else None,
+            speed_of_light=SpeedOfLight.from_json(d["speed_of_light"]) if d.get("speed_of_light") else None,
+            notes=list(d.get("notes", [])),
+            tool=d.get("tool", ""),
+            extras=dict(d.get("extras", {})),
+        )
+
+
+def coarsen(intervals: list[list[float]], min_gap: float) -> list[list[float]]:
+    """Merge intervals separated by less than `min_gap` (keeps strip-chart timelines small)."""
+    out: list[list[float]] = []
+    for s, e in intervals:
+        if out and s - out[-1][1] < min_gap:
+            if e > out[-1][1]:
+                out[-1][1] = e
+        else:
+            out.append([s, e])
+    return out
+
+
+def union_length(intervals: list[list[float]]) -> float:
+    total = 0.0
+    cur_s = cur_e = None
+    for s, e in sorted(intervals):
+        if cur_e is None or s > cur_e:
+            if cur_e is not None:
+                total += cur_e - cur_s
+            cur_s, cur_e = s, e
+        elif e > cur_e:
+            cur_e = e
+    if cur_e is not None:
+        total += cur_e - cur_s
+    return total
