@@ -1,0 +1,103 @@
+"""`nkitui check TASK_DIR`: headless evaluation with a Rich report or JSON (CONTRACT exit codes)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
+
+
+def _positive_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number of seconds, got {text!r}") from None
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"must be positive, got {value:g}")
+    return value
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "check", help="run a task's kernel against its reference in a sandboxed worker (exit 0 pass, 1 fail, 2 invalid)",
+        description="Headless evaluation of a task: the kernel runs in a child process with limits; the report "
+                    "lists phases, checks, metrics per seed, tolerance advice, timing and engine utilisation.",
+    )
+    p.add_argument("task_dir", type=Path, help="the task folder (or its task.toml)")
+    p.add_argument("--backend", choices=("auto", "emulator", "simulator", "neuron"), default="auto",
+                   help="where the kernel runs (default auto: the best available, with the reason in the report)")
+    p.add_argument("--target", choices=("trn1", "trn2", "trn3"), help="hardware generation (default: the task's)")
+    p.add_argument("--seeds", type=_positive_int, metavar="N", help="run seeds 0..N-1 (default: the task's, usually 0 1 2)")
+    p.add_argument("--timeout", type=_positive_float, metavar="S", help="wall-clock limit of the run in seconds")
+    p.add_argument("--memory-mb", type=_positive_int, metavar="MB", help="address-space limit of the worker (default 8192)")
+    p.add_argument("--json", action="store_true", help="print the run result as JSON instead of the report")
+    p.add_argument("--quiet", action="store_true", help="no live progress on stderr")
+    p.add_argument("--no-trials", action="store_true", help="skip the adversarial-input trials")
+    p.add_argument("--no-precision", action="store_true", help="skip precision isolation (precise off vs on)")
+    p.add_argument("--mutants", action="store_true", help="also run mutation testing of the task's tolerance (slower)")
+    p.add_argument("--no-store", action="store_true", help="do not keep the result in the run store")
+    p.set_defaults(func=_check)
+
+
+def _progress_printer(stream):  # noqa: ANN001, ANN202
+    from nkitui.executor.events import ErrorEvent, LogEvent, PhaseEvent, ProgressEvent
+
+    def show(event) -> None:  # noqa: ANN001
+        if isinstance(event, PhaseEvent) and event.state == "end":
+            dur = f"{event.duration_s:.2f} s" if event.duration_s is not None else ""
+            stream.write(f"  {event.name:<10} {event.status:<8} {dur:>9}  {event.detail}\n")
+        elif isinstance(event, ProgressEvent):
+            pass
+        elif isinstance(event, ErrorEvent):
+            stream.write(f"  error ({event.kind}): {event.message}\n")
+        elif isinstance(event, LogEvent) and event.stream == "worker" and event.text.startswith("backend:"):
+            stream.write(f"  {event.text}\n")
+        stream.flush()
+
+    return show
+
+
+def _check(args: argparse.Namespace) -> int:
+    from nkitui.evaluate.check import EXIT_INVALID, run_check
+    from nkitui.evaluate.run import EvaluationRequest
+    from nkitui.executor.limits import DEFAULT_MEMORY_MB
+
+    request = EvaluationRequest(
+        task_dir=args.task_dir, backend=args.backend, target=args.target, seeds=args.seeds, timeout_s=args.timeout,
+        memory_mb=args.memory_mb or DEFAULT_MEMORY_MB, trials=not args.no_trials, precision=not args.no_precision,
+        mutants=args.mutants, store=not args.no_store,
+    )
+    live = None if (args.json or args.quiet) else _progress_printer(sys.stderr)
+    if live is not None:
+        sys.stderr.write(f"checking {args.task_dir} ...\n")
+    outcome = run_check(request, on_event=live)
+    if outcome.result is None:
+        if args.json:
+            print(json.dumps({"status": "invalid", "exit_code": outcome.exit_code, "problems": outcome.problems}, indent=2))
+        else:
+            for problem in outcome.problems:
+                sys.stderr.write(f"error: {problem}\n")
+        return outcome.exit_code
+    if args.json:
+        print(outcome.result.to_json())
+    else:
+        from rich.console import Console
+
+        from nkitui.evaluate.report import render_result
+
+        Console(highlight=False).print(render_result(outcome.result))
+        if outcome.exit_code == EXIT_INVALID:
+            for problem in outcome.problems:
+                sys.stderr.write(f"error: {problem}\n")
+    return outcome.exit_code

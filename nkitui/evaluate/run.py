@@ -1,0 +1,198 @@
+"""Start an evaluation of a task in a background worker (the UI and `nkitui check` both use this).
+
+    handle = start_evaluation(EvaluationRequest(Path("rmsnorm"), backend="auto"))
+    for event in handle.events():      # from a thread: LogEvent, PhaseEvent, ProgressEvent, ErrorEvent, ResultEvent
+        ...
+    result: RunResult = handle.result  # always set once events() has ended (also after a crash/timeout/cancel)
+    handle.cancel()                    # any thread
+
+The last event is always one ResultEvent carrying the final RunResult (the worker's, completed
+with what only the parent knows: the task's git commit, file hashes, limits and the log's end; or,
+when the worker died without a result, one built from what the parent saw). With `store=True` the
+result is saved in the run store before that event is delivered.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from nkitui.evaluate.result import ResultVersionError, RunResult
+from nkitui.executor.events import ErrorEvent, Event, ResultEvent
+from nkitui.executor.job import WorkerJob
+from nkitui.executor.limits import DEFAULT_MEMORY_MB, DEFAULT_TIMEOUT_S, Limits
+from nkitui.executor.runner import RunHandle, WorkerOutcome, start_worker
+from nkitui.task import Problem, Task, TaskError, load_task
+
+ENTRY = "nkitui.evaluate.pipeline:run_job"
+LOG_EXCERPT_LINES = 80
+
+# exit kind (nkitui.executor.exitstatus) -> run status, for runs that ended without a result
+_STATUS_FOR_EXIT = {
+    "timeout": "timeout", "cancelled": "cancelled", "crash": "crashed", "memory-limit": "memory-limit",
+    "cpu-limit": "cpu-limit", "killed": "killed", "internal": "internal-error", "start-failed": "internal-error",
+}
+
+
+@dataclass
+class EvaluationRequest:
+    task_dir: Path
+    backend: str = "auto"  # auto | emulator | simulator | neuron
+    target: str | None = None  # trn1 | trn2 | trn3; None: the task's own
+    seeds: list[int] | int | None = None  # None: the task's; an int N: seeds 0..N-1
+    timeout_s: float | None = None  # None: the task's evaluation.timeout_s, else 300 s
+    memory_mb: int | None = DEFAULT_MEMORY_MB
+    cpu_s: int | None = None
+    precise: bool = True
+    static: bool = True
+    trials: bool = True
+    precision: bool = True
+    goldens: bool = True
+    mutants: bool = False
+    timing: dict[str, Any] | None = None  # nkitui.executor.timing.TimingPolicy fields (neuron backend)
+    store: bool = True
+    store_root: Path | None = None  # None: the XDG data folder
+    extra_env: dict[str, str] = field(default_factory=dict)
+    python_path: list[str] = field(default_factory=list)
+
+    def payload(self) -> dict[str, Any]:
+        return {
+            "backend": self.backend, "target": self.target, "seeds": self.seeds, "precise": self.precise,
+            "static": self.static, "trials": self.trials, "precision": self.precision, "goldens": self.goldens,
+            "mutants": self.mutants, "timing": self.timing,
+        }
+
+
+def check_runnable(task: Task) -> None:
+    """TaskError when a task (e.g. discovered without task.toml) lacks what a run needs."""
+    if task.runnable:
+        return
+    missing = [what for what, ok in (("kernel.entry", task.kernel), ("sources.reference", task.sources.reference),
+                                     ("[[inputs]]", task.inputs), ("[[outputs]]", task.outputs)) if not ok]
+    where = str(task.manifest or (task.root / "task.toml"))
+    raise TaskError([Problem(where, ", ".join(missing), f"the task cannot run: it declares no {', '.join(missing)}",
+                             f"run `nkitui task init {task.root}` to draft a task.toml, then fill in the tensors")])
+
+
+@dataclass
+class _GitState:
+    commit: str | None = None
+    dirty: bool | None = None
+    note: str = ""
+
+
+def read_git_state(root: Path) -> _GitState:
+    """HEAD of the repository holding the task, and whether the task folder has uncommitted changes."""
+    try:
+        import git
+    except ImportError:
+        return _GitState(note="GitPython is not installed")
+    try:
+        repo = git.Repo(root, search_parent_directories=True)
+    except (git.InvalidGitRepositoryError, git.NoSuchPathError):
+        return _GitState(note="the task folder is not in a git repository")
+    try:
+        commit = repo.head.commit.hexsha
+    except ValueError:
+        return _GitState(note="the task's git repository has no commit yet")
+    try:
+        rel = os.path.relpath(root.resolve(), Path(repo.working_tree_dir).resolve())
+        dirty = repo.is_dirty(untracked_files=True, path=None if rel == "." else rel)
+    except Exception:  # noqa: BLE001 - dirtiness is informational
+        dirty = None
+    finally:
+        repo.close()
+    return _GitState(commit=commit, dirty=dirty)
+
+
+def start_evaluation(
+    request: EvaluationRequest,
+    *,
+    on_event: Callable[[Event], None] | None = None,
+    task: Task | None = None,
+) -> RunHandle:
+    """Start a run and return its handle at once. Raises TaskError (with every problem) when the
+    task cannot be loaded or cannot run; everything after that is reported through events."""
+    task = task or load_task(request.task_dir)
+    check_runnable(task)
+    root = task.root.resolve()
+    timeout = request.timeout_s or task.timeout_s or DEFAULT_TIMEOUT_S
+    limits = Limits(timeout_s=float(timeout), memory_mb=request.memory_mb, cpu_s=request.cpu_s)
+    job = WorkerJob(entry=ENTRY, payload=request.payload(), limits=limits, workspace=root,
+                    extra_env=dict(request.extra_env), python_path=list(request.python_path),
+                    allow_subprocess=request.backend != "emulator")
+    git_state: dict[str, _GitState] = {}
+    git_thread = threading.Thread(target=lambda: git_state.setdefault("s", read_git_state(root)),
+                                  name=f"nkitui-git-{job.run_id}", daemon=True)
+    git_thread.start()
+    try:
+        hashes = task.file_hashes()
+    except OSError:
+        hashes = {}
+
+    def finalize(outcome: WorkerOutcome) -> tuple[RunResult, list[Event]]:
+        git_thread.join(timeout=10)
+        result, extra = build_result(outcome, task, request)
+        state = git_state.get("s", _GitState(note="git state not read in time"))
+        result.task_commit, result.task_dirty = state.commit, state.dirty
+        if state.note:
+            result.notes.append(state.note)
+        result.task_path = str(root)
+        result.file_hashes = hashes
+        if request.store:
+            from nkitui.evaluate.store import RunStore
+
+            try:
+                path = RunStore(request.store_root).save(result)
+                result.notes.append(f"saved as {path}")
+            except OSError as exc:
+                extra.append(ErrorEvent(kind="store-failed", message=f"the run result could not be saved: {exc}"))
+        return result, [*extra, ResultEvent(result.to_dict())]
+
+    return start_worker(job, finalizer=finalize, on_event=on_event)
+
+
+def build_result(outcome: WorkerOutcome, task: Task, request: EvaluationRequest) -> tuple[RunResult, list[Event]]:
+    """The final RunResult from the worker's result (or from what the parent saw when there is none)."""
+    extra: list[Event] = []
+    result: RunResult | None = None
+    if outcome.result is not None:
+        try:
+            result = RunResult.from_dict(outcome.result)
+        except ResultVersionError as exc:
+            extra.append(ErrorEvent(kind="internal", message=f"the worker's result could not be read: {exc}"))
+    exit_kind = outcome.exit.kind
+    if result is None:
+        status = _STATUS_FOR_EXIT.get(exit_kind, "internal-error")
+        errors = outcome.errors
+        chosen = next((e for e in reversed(errors) if e.kind == exit_kind), errors[-1] if errors else None)
+        if chosen is None:
+            chosen = ErrorEvent(kind=exit_kind, message=f"the worker ended without a result: {outcome.exit.message}")
+        error = chosen.to_dict()
+        error.pop("event", None)
+        if any(e.kind == "memory-limit" for e in errors):
+            status = "memory-limit"
+        result = RunResult(
+            run_id=outcome.run_id, task_id=task.id, task_title=task.title, status=status,
+            backend_requested=request.backend, target=request.target or task.target, error=error,
+            precise=request.precise, tolerances={o.name: o.tolerance.to_dict() for o in task.outputs if o.tolerance},
+        )
+        result.phases = [{"name": p.name, "status": p.status, "duration_s": p.duration_s, "detail": p.detail}
+                         for p in outcome.phases]
+        result.notes.append(f"the worker {outcome.exit.message}; this result was built by the parent from the events it received")
+        from datetime import datetime, timezone
+
+        result.created_at = datetime.fromtimestamp(outcome.started_at, timezone.utc).isoformat(timespec="seconds")
+        result.finished_at = datetime.fromtimestamp(outcome.ended_at, timezone.utc).isoformat(timespec="seconds")
+        result.duration_s = round(outcome.elapsed_s, 6)
+    elif exit_kind not in ("ok", "failed", "invalid"):
+        result.notes.append(f"after sending its result the worker {outcome.exit.message}")
+    result.limits = outcome.limits.to_dict()
+    result.log_excerpt = [f"[{e.stream}] {e.text}" for e in outcome.log.entries()[-LOG_EXCERPT_LINES:]]
+    if outcome.startup_s is not None:
+        result.versions.setdefault("worker_startup_s", round(outcome.startup_s, 4))
+    return result, extra

@@ -1,0 +1,12 @@
+"""Backends that run a task's kernel inside the worker: emulator, simulator (AWS SDK on CPU),
+neuron (a Trainium device). `choose_backend` implements `auto` and says why."""
+
+from __future__ import annotations
+
+from nkitui.executor.backends.base import Backend, BackendRun, BackendUnavailable, KernelLoadError, OutputError, ProfileOutcome
+from nkitui.executor.backends.select import BACKENDS, Choice, choose_backend, make_backend
+
+__all__ = [
+    "BACKENDS", "Backend", "BackendRun", "BackendUnavailable", "Choice", "KernelLoadError", "OutputError",
+    "ProfileOutcome", "choose_backend", "make_backend",
+]

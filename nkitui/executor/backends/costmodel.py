@@ -1,0 +1,51 @@
+"""The profile phase without hardware: nkitui.perf's cost model on the emulator's instruction trace."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from nkitui.executor.backends.base import ProfileOutcome
+from nkitui.task.model import Task
+
+# task.op -> perf.roofline.minimal_work kind (None: no speed-of-light formula for it)
+_WORK_KINDS = {
+    "matmul": "matmul", "attention": "attention", "elementwise": "elementwise", "reduction": "reduction",
+    "softmax": "softmax", "transpose": "transpose", "scan": "reduction",
+}
+
+
+def task_work(task: Task) -> Any:
+    """The task's minimal work (FLOPs, bytes) for the speed of light, or None when unknown."""
+    kind = _WORK_KINDS.get(task.op or "")
+    if task.op == "norm":
+        kind = "rmsnorm" if "rms" in task.id.lower() else "layernorm"
+    if kind is None:
+        return None
+    from nkitui.perf.roofline import minimal_work
+
+    inputs = [(spec.shape, spec.dtype) for spec in task.inputs]
+    outputs = [(spec.shape, spec.dtype) for spec in task.outputs]
+    try:
+        return minimal_work(kind, inputs, outputs)
+    except ValueError:
+        return None  # shapes that do not fit the formula (e.g. a matmul with one input)
+
+
+def estimate_from_trace(trace: Any, target: str, task: Task) -> ProfileOutcome:
+    if trace is None:
+        return ProfileOutcome(skipped="no instruction trace was recorded (the kernel did not run on the emulator)")
+    if len(trace) == 0:
+        return ProfileOutcome(skipped="the instruction trace is empty: the kernel issued no NKI instructions")
+    from nkitui.perf.estimate import estimate
+
+    record = estimate(trace, target, work=task_work(task))
+    total_us = record.total_time * 1e6
+    timing = {
+        "kind": "estimated",
+        "source": record.tool or "nkitui cost model",
+        "median_us": total_us,
+        "unit": "us",
+        "note": "cost-model estimate from the emulator's instruction trace; no hardware was timed",
+    }
+    return ProfileOutcome(timing=timing, utilisation=record.to_json(),
+                          notes=[f"estimated {total_us:.2f} µs on {target} from {len(trace)} instructions"])

@@ -1,0 +1,179 @@
+"""The worker-event protocol: one JSON object per line (CONTRACT in the architecture brief).
+
+    {"event": "log", "stream": "stdout", "level": "info", "text": "..."}
+    {"event": "phase", "name": "compile", "state": "start"}
+    {"event": "phase", "name": "compile", "state": "end", "status": "ok", "duration_s": 0.12, "detail": ""}
+    {"event": "progress", "done": 1, "total": 3, "label": "seed 0"}
+    {"event": "error", "kind": "kernel-error", "message": "...", "file": "add_nki.py", "line": 12}
+    {"event": "result", "result": {...RunResult...}}
+
+Both sides use this module: the child encodes, the parent decodes. Anything on the event stream
+that is not such an object becomes a `log` event (stream "worker"), never an exception. Stdlib
+only, because the worker imports it before anything else.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any, ClassVar, Union
+
+PHASES = ("static", "load", "compile", "run", "reference", "compare", "trials", "precision", "mutants", "profile")
+"""Phase names in the order a run goes through them. The CONTRACT's six (load, compile, run,
+reference, compare, profile) always appear; static/trials/precision/mutants only when enabled."""
+
+LOG_LEVELS = ("debug", "info", "warning", "error")
+
+
+@dataclass(frozen=True, slots=True)
+class LogEvent:
+    """One chunk of log text. `stream`: "stdout"/"stderr" (the kernel's own output), "worker"
+    (the evaluation pipeline), or "executor" (the parent: truncation markers, exit reasons).
+    `text` holds one line without its newline."""
+
+    stream: str
+    text: str
+    level: str = "info"
+
+    event: ClassVar[str] = "log"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"event": "log", "stream": self.stream, "level": self.level, "text": self.text}
+
+
+@dataclass(frozen=True, slots=True)
+class PhaseEvent:
+    """A phase starts (`state="start"`) or ends (`state="end"` with status and duration)."""
+
+    name: str
+    state: str  # "start" | "end"
+    status: str = ""  # on end: "ok" | "failed" | "skipped"
+    duration_s: float | None = None
+    detail: str = ""
+
+    event: ClassVar[str] = "phase"
+
+    def to_dict(self) -> dict[str, Any]:
+        d: dict[str, Any] = {"event": "phase", "name": self.name, "state": self.state}
+        if self.state == "end":
+            d.update(status=self.status, duration_s=self.duration_s, detail=self.detail)
+        return d
+
+
+@dataclass(frozen=True, slots=True)
+class ProgressEvent:
+    done: int
+    total: int
+    label: str = ""
+
+    event: ClassVar[str] = "progress"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"event": "progress", "done": self.done, "total": self.total, "label": self.label}
+
+
+@dataclass(frozen=True, slots=True)
+class ErrorEvent:
+    """Something went wrong, in words. `kind` is a stable slug (see ERROR_KINDS in docs/executor.md);
+    `file`/`line` point into the task (task-relative path) when known."""
+
+    kind: str
+    message: str
+    file: str | None = None
+    line: int | None = None
+    traceback: str = ""
+
+    event: ClassVar[str] = "error"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "event": "error", "kind": self.kind, "message": self.message, "file": self.file,
+            "line": self.line, "traceback": self.traceback,
+        }
+
+    @property
+    def location(self) -> str:
+        if not self.file:
+            return ""
+        return f"{self.file}:{self.line}" if self.line else self.file
+
+
+@dataclass(frozen=True, slots=True)
+class ResultEvent:
+    """The run's result as a plain dict (nkitui.evaluate.result.RunResult.to_dict())."""
+
+    result: dict[str, Any] = field(default_factory=dict)
+
+    event: ClassVar[str] = "result"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"event": "result", "result": self.result}
+
+
+Event = Union[LogEvent, PhaseEvent, ProgressEvent, ErrorEvent, ResultEvent]
+
+
+def event_name(event: Event) -> str:
+    """The wire name of an event ("log", "phase", "progress", "error", "result")."""
+    return event.event
+
+
+def encode(event: Event) -> bytes:
+    """One event as a JSON line (UTF-8, newline-terminated). NaN/inf are not valid JSON: callers
+    put numbers through nkitui.evaluate.numjson first; `allow_nan=False` makes a slip loud."""
+    return (json.dumps(event.to_dict(), separators=(",", ":"), allow_nan=False) + "\n").encode("utf-8")
+
+
+def _opt_int(value: Any) -> int | None:
+    return int(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
+
+def from_dict(d: dict[str, Any]) -> Event | None:
+    """The event a decoded JSON object describes, or None when it is not a well-formed event."""
+    name = d.get("event")
+    try:
+        if name == "log":
+            return LogEvent(stream=str(d.get("stream", "worker")), text=str(d.get("text", "")),
+                            level=str(d.get("level", "info")))
+        if name == "phase":
+            duration = d.get("duration_s")
+            return PhaseEvent(
+                name=str(d["name"]), state=str(d.get("state", "start")), status=str(d.get("status", "")),
+                duration_s=float(duration) if isinstance(duration, (int, float)) else None,
+                detail=str(d.get("detail", "")),
+            )
+        if name == "progress":
+            return ProgressEvent(done=int(d["done"]), total=int(d["total"]), label=str(d.get("label", "")))
+        if name == "error":
+            return ErrorEvent(
+                kind=str(d.get("kind", "error")), message=str(d.get("message", "")),
+                file=str(d["file"]) if d.get("file") else None, line=_opt_int(d.get("line")),
+                traceback=str(d.get("traceback", "")),
+            )
+        if name == "result" and isinstance(d.get("result"), dict):
+            return ResultEvent(result=d["result"])
+    except (KeyError, TypeError, ValueError):
+        return None
+    return None
+
+
+def parse_line(line: str | bytes) -> Event | None:
+    """The event on one line of the event stream, or None when the line is not an event."""
+    stripped = line.lstrip()
+    if not stripped.startswith(b"{" if isinstance(stripped, bytes) else "{"):
+        return None
+    try:
+        obj = json.loads(line)
+    except ValueError:
+        return None
+    return from_dict(obj) if isinstance(obj, dict) else None
+
+
+def decode_line(line: str | bytes, stream: str = "worker") -> Event:
+    """Parse one line from the event stream; anything that is not an event becomes a LogEvent."""
+    event = parse_line(line)
+    if event is not None:
+        return event
+    if isinstance(line, bytes):
+        line = line.decode("utf-8", errors="replace")
+    return LogEvent(stream=stream, text=line.rstrip("\r\n"))

@@ -1,0 +1,487 @@
+"""Parent side of a run: spawn the worker, read its pipes, enforce the timeout, cancel, report.
+
+    handle = start_worker(job)                       # returns at once; the worker is starting
+    for event in handle.events(): ...                # blocks; ends after the last event
+    handle.cancel()                                  # from any thread: SIGTERM, SIGKILL after grace
+    handle.wait(timeout=None) -> result              # or consume everything without looking
+
+Threads per run: one I/O thread multiplexing the three pipes (events, kernel stdout, kernel
+stderr), one waiter (process exit + wall-clock watchdog). Events travel to the consumer through a
+bounded queue of batches: when the consumer is slow the I/O thread blocks, the pipes fill and the
+worker blocks on its next write (back-pressure). The kernel's raw output is bounded on the way in
+(logbuffer.StreamLimiter), so a 50 MB burst costs a few milliseconds of reading and a few thousand
+events, never 50 MB of events.
+
+The consumer (whoever iterates events() or calls wait()) applies each event to the handle's state
+and, at the end, asks the optional `finalizer` to turn the outcome into the final result object.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import queue
+import re
+import selectors
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections import deque
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from nkitui.executor.env import scrubbed_env
+from nkitui.executor.events import ErrorEvent, Event, LogEvent, PhaseEvent, ProgressEvent, ResultEvent, parse_line
+from nkitui.executor.exitstatus import ExitReport, describe_exit
+from nkitui.executor.job import WorkerJob
+from nkitui.executor.limits import Limits
+from nkitui.executor.logbuffer import BoundedLog, StreamLimiter
+from nkitui.executor.workspace import Scratch, WorkspaceError, make_scratch
+
+_PACKAGE_PARENT = str(Path(__file__).resolve().parent.parent.parent)
+READ_CHUNK = 1 << 16
+QUEUE_BATCHES = 64
+MAX_EVENT_LINE = 64 << 20  # an event line longer than this is dropped with a marker
+DRAIN_AFTER_EXIT_S = 2.0  # idle time after the worker's exit before giving up on open pipes
+DRAIN_AFTER_EXIT_BYTES = 4 << 20  # pipes buffer 64 KB each: more than this after exit is a straggler
+_FINISHED = object()
+_FRAME_RE = re.compile(r'File "(?P<file>[^"]+)", line (?P<line>\d+)')
+
+
+def worker_command(job_path: Path) -> list[str]:
+    # -P: do not put the cwd (the task copy) first on sys.path, so a task cannot shadow nkitui or
+    # numpy with modules of the same name before the limits and the guard are in place.
+    return [sys.executable, "-P", "-m", "nkitui.executor.worker", str(job_path)]
+
+
+@dataclass
+class WorkerOutcome:
+    """Everything the parent knows when a run is over (given to the finalizer)."""
+
+    run_id: str
+    exit: ExitReport
+    limits: Limits
+    result: dict[str, Any] | None  # the worker's result event, if it sent one
+    errors: list[ErrorEvent]
+    phases: list[PhaseEvent]  # ended phases, in order
+    log: BoundedLog
+    started_at: float  # time.time()
+    ended_at: float
+    elapsed_s: float
+    startup_s: float | None  # spawn -> first event
+    stream_bytes: dict[str, int] = field(default_factory=dict)
+    crash_location: tuple[str, int] | None = None  # from a faulthandler traceback on stderr
+
+
+class _EventStreamParser:
+    """Lines on the worker's event descriptor -> events; stray text -> bounded log lines."""
+
+    def __init__(self) -> None:
+        self.partial = b""
+        self.text = StreamLimiter("worker")
+        self.total_bytes = 0
+
+    def feed(self, data: bytes) -> list[Event]:
+        self.total_bytes += len(data)
+        data = self.partial + data
+        lines = data.split(b"\n")
+        self.partial = lines.pop()
+        out: list[Event] = []
+        if len(self.partial) > MAX_EVENT_LINE:
+            out.append(LogEvent("executor", f"[nkitui] dropped an event line longer than {MAX_EVENT_LINE >> 20} MB", "warning"))
+            self.partial = b""
+        for raw in lines:
+            ev = parse_line(raw)
+            if ev is None:
+                out.extend(self.text.feed(raw + b"\n"))  # not an event: bounded like kernel output
+            else:
+                out.append(ev)
+        return out
+
+    def finish(self) -> list[Event]:
+        out: list[Event] = []
+        if self.partial:
+            out.extend(self.feed(b"\n"))
+        out.extend(self.text.finish())
+        return out
+
+
+class RunHandle:
+    """One run of a worker. Thread-safe: cancel() and the status properties work from any thread;
+    events()/wait() are meant for one consumer."""
+
+    def __init__(
+        self,
+        job: WorkerJob,
+        *,
+        finalizer: Callable[[WorkerOutcome], tuple[Any, list[Event]]] | None = None,
+        command: list[str] | None = None,
+        queue_batches: int = QUEUE_BATCHES,
+    ) -> None:
+        self.job = job
+        self.run_id = job.run_id
+        self.limits = job.limits
+        self._finalizer = finalizer
+        self._command = command
+        self._queue: queue.Queue = queue.Queue(maxsize=queue_batches)
+        self._lock = threading.Lock()
+        self._consumer_lock = threading.Lock()
+        self._exited = threading.Event()
+        self._finished = threading.Event()
+        self._abandoned = threading.Event()
+        self._cancel_requested = False
+        self._timed_out = False
+        self._proc: subprocess.Popen | None = None
+        self._scratch: Scratch | None = None
+        self._kernel_r: int | None = None
+        self._spawned_at = 0.0
+        self._first_event_at: float | None = None
+        self._exit_at: float | None = None
+        self._stderr_tail: deque[str] = deque(maxlen=200)
+        self._start_error: ErrorEvent | None = None
+        self._stream_bytes: dict[str, int] = {}
+        # state applied by the consumer
+        self.started_at = time.time()
+        self.ended_at: float | None = None
+        self.log = BoundedLog()
+        self.errors: list[ErrorEvent] = []
+        self.phases: list[PhaseEvent] = []
+        self.current_phase: str | None = None
+        self.progress: tuple[int, int] = (0, 0)
+        self.result_dict: dict[str, Any] | None = None
+        self.result: Any = None
+        self.exit: ExitReport | None = None
+        self.outcome: WorkerOutcome | None = None
+
+    # -- starting --------------------------------------------------------------------------------
+    def start(self) -> "RunHandle":
+        try:
+            self._spawn()
+        except (WorkspaceError, OSError) as exc:
+            self._start_error = ErrorEvent(kind="start-failed", message=f"could not start the run: {exc}")
+            self._exited.set()
+            self._exit_at = time.perf_counter()
+            if self._scratch is not None:
+                self._scratch.remove()
+            self._queue.put(_FINISHED)
+            return self
+        threading.Thread(target=self._io_loop, name=f"nkitui-run-io-{self.run_id}", daemon=True).start()
+        threading.Thread(target=self._wait_loop, name=f"nkitui-run-wait-{self.run_id}", daemon=True).start()
+        return self
+
+    def _spawn(self) -> None:
+        self._scratch = make_scratch(self.job.workspace)
+        kernel_r, kernel_w = os.pipe()
+        try:
+            job_dict = self.job.to_file_dict(self._scratch.root, self._scratch.work, kernel_w)
+            self._scratch.job_path.write_text(json.dumps(job_dict), encoding="utf-8")
+            env = scrubbed_env(scratch=self._scratch.root, extra=self.job.extra_env,
+                               python_path=[*self.job.python_path, _PACKAGE_PARENT])
+            command = self._command or worker_command(self._scratch.job_path)
+            self._spawned_at = time.perf_counter()
+            self._proc = subprocess.Popen(
+                command, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                pass_fds=(kernel_w,), cwd=self._scratch.work, env=env, start_new_session=True, bufsize=0,
+            )
+        except BaseException:
+            os.close(kernel_r)
+            raise
+        finally:
+            os.close(kernel_w)
+        self._kernel_r = kernel_r
+
+    # -- the I/O thread --------------------------------------------------------------------------
+    def _put(self, item: Any) -> None:
+        while not self._abandoned.is_set():
+            try:
+                self._queue.put(item, timeout=0.25)
+                return
+            except queue.Full:
+                continue
+
+    def _io_loop(self) -> None:
+        assert self._proc is not None and self._proc.stdout is not None and self._proc.stderr is not None
+        sel = selectors.DefaultSelector()
+        parsers: dict[int, tuple[str, Any]] = {
+            self._proc.stdout.fileno(): ("events", _EventStreamParser()),
+            self._kernel_r: ("stdout", StreamLimiter("stdout")),  # type: ignore[dict-item]
+            self._proc.stderr.fileno(): ("stderr", StreamLimiter("stderr")),
+        }
+        for fd in parsers:
+            os.set_blocking(fd, False)
+            sel.register(fd, selectors.EVENT_READ)
+        open_fds = set(parsers)
+        after_exit = 0
+        try:
+            while open_fds and not self._abandoned.is_set():
+                ready = sel.select(timeout=0.25)
+                if self._exit_at is not None and (
+                    after_exit > DRAIN_AFTER_EXIT_BYTES
+                    or not ready and time.perf_counter() - self._exit_at > DRAIN_AFTER_EXIT_S
+                ):
+                    self._put([LogEvent("executor", "[nkitui] a process started by the kernel kept the output open after the worker exited; stopped reading", "warning")])
+                    break
+                for key, _ in ready:
+                    fd = key.fd
+                    name, parser = parsers[fd]
+                    try:
+                        data = os.read(fd, READ_CHUNK)
+                    except BlockingIOError:
+                        continue
+                    except OSError:
+                        data = b""
+                    if self._exit_at is not None:
+                        after_exit += len(data)
+                    if not data:
+                        sel.unregister(fd)
+                        open_fds.discard(fd)
+                        batch = parser.finish()
+                        self._stream_bytes[name] = parser.total_bytes
+                    else:
+                        batch = parser.feed(data)
+                    if name == "events" and batch and self._first_event_at is None:
+                        self._first_event_at = time.perf_counter()
+                    if name == "stderr":
+                        for ev in batch:
+                            if ev.stream == "stderr":
+                                self._stderr_tail.append(ev.text)
+                    if batch:
+                        self._put(batch)
+        finally:
+            sel.close()
+            for fd in list(parsers):
+                if fd == self._kernel_r:
+                    try:
+                        os.close(fd)
+                    except OSError:
+                        pass
+            self._exited.wait()
+            if self._scratch is not None:
+                self._scratch.remove()  # the worker and its process group are gone
+            self._put(_FINISHED)
+
+    # -- the waiter thread -----------------------------------------------------------------------
+    def _wait_loop(self) -> None:
+        assert self._proc is not None
+        timeout = self.limits.timeout_s if self.limits.timeout_s and self.limits.timeout_s > 0 else None
+        try:
+            self._proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            self._timed_out = True
+            self._terminate()
+            self._proc.wait()
+        self._exit_at = time.perf_counter()
+        self._kill_group(signal.SIGKILL)  # stragglers the kernel started
+        self._exited.set()
+
+    def _kill_group(self, sig: int) -> None:
+        if self._proc is None:
+            return
+        try:
+            os.killpg(self._proc.pid, sig)
+        except (ProcessLookupError, PermissionError):
+            pass
+
+    def _terminate(self) -> None:
+        """SIGTERM to the worker's process group; SIGKILL if it is still there after the grace period."""
+        if self._proc is None or self._proc.poll() is not None:
+            return
+        self._kill_group(signal.SIGTERM)
+        try:
+            self._proc.wait(timeout=self.limits.grace_s)
+        except subprocess.TimeoutExpired:
+            self._kill_group(signal.SIGKILL)
+
+    # -- control ---------------------------------------------------------------------------------
+    def cancel(self) -> None:
+        """Stop the run (returns at once). The events stream ends with a 'cancelled' error."""
+        with self._lock:
+            if self._cancel_requested or self._exited.is_set():
+                return
+            self._cancel_requested = True
+        threading.Thread(target=self._terminate, name=f"nkitui-run-cancel-{self.run_id}", daemon=True).start()
+
+    def close(self) -> None:
+        """Cancel if running and stop delivering events (for a consumer that goes away)."""
+        self.cancel()
+        self._abandoned.set()
+
+    # -- status ----------------------------------------------------------------------------------
+    @property
+    def pid(self) -> int | None:
+        return self._proc.pid if self._proc else None
+
+    @property
+    def done(self) -> bool:
+        return self._finished.is_set()
+
+    @property
+    def running(self) -> bool:
+        return not self._exited.is_set()
+
+    @property
+    def startup_s(self) -> float | None:
+        """Seconds from spawning the worker to its first event."""
+        if self._first_event_at is None:
+            return None
+        return self._first_event_at - self._spawned_at
+
+    @property
+    def status(self) -> str:
+        """starting | running | cancelling | <final>, where <final> is the result's status when
+        there is one (e.g. passed / failed) or the exit kind (timeout, cancelled, crash, ...)."""
+        if self._finished.is_set():
+            final = getattr(self.result, "status", None)
+            if isinstance(final, str):
+                return final
+            if isinstance(self.result_dict, dict) and self.result_dict.get("status"):
+                return str(self.result_dict["status"])
+            if self.exit is not None:
+                return self.exit.kind
+            return "finished"
+        if self._cancel_requested:
+            return "cancelling"
+        return "running" if self._first_event_at is not None else "starting"
+
+    # -- consuming -------------------------------------------------------------------------------
+    def events(self, timeout: float | None = None) -> Iterator[Event]:
+        """Yield events until the run is over. The worker's result event is held back and
+        delivered last (after the finalizer completed it); when the worker died without saying
+        why, the parent adds an ErrorEvent in words. `timeout` bounds each wait for the next
+        batch (queue.Empty is raised when it passes)."""
+        with self._consumer_lock:
+            while not self._finished.is_set():
+                batch = self._queue.get(timeout=timeout)
+                if batch is _FINISHED:
+                    for ev in self._finish():
+                        yield ev
+                    return
+                for ev in batch:
+                    self._apply(ev)
+                    if not isinstance(ev, ResultEvent):  # the result comes last, after finishing
+                        yield ev
+
+    def wait(self, timeout: float | None = None) -> Any:
+        """Consume every event (discarding them) until the run is over; returns `result`.
+        Returns None when `timeout` passes first (the run goes on)."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        try:
+            for _ in self.events(timeout=None if deadline is None else max(0.0, deadline - time.monotonic())):
+                if deadline is not None and time.monotonic() > deadline:
+                    return None
+        except queue.Empty:
+            return None
+        return self.result
+
+    def _apply(self, ev: Event) -> None:
+        if isinstance(ev, LogEvent):
+            self.log.append(ev)
+        elif isinstance(ev, PhaseEvent):
+            if ev.state == "start":
+                self.current_phase = ev.name
+            else:
+                self.phases.append(ev)
+                if self.current_phase == ev.name:
+                    self.current_phase = None
+        elif isinstance(ev, ProgressEvent):
+            self.progress = (ev.done, ev.total)
+        elif isinstance(ev, ErrorEvent):
+            self.errors.append(ev)
+            self.log.append(LogEvent("executor", f"error ({ev.kind}): {ev.message}", "error"))
+        elif isinstance(ev, ResultEvent):
+            self.result_dict = ev.result
+
+    def _crash_location(self) -> tuple[str, int] | None:
+        if self._scratch is None:
+            return None
+        roots = (str(self._scratch.work) + os.sep, os.path.realpath(self._scratch.work) + os.sep)
+        for text in self._stderr_tail:  # faulthandler prints the most recent call first
+            m = _FRAME_RE.search(text)
+            if m:
+                for root in roots:
+                    if m.group("file").startswith(root):
+                        return m.group("file")[len(root):], int(m.group("line"))
+        return None
+
+    def _finish(self) -> list[Event]:
+        self._exited.wait()
+        proc_rc = self._proc.returncode if self._proc is not None else None
+        end = self._exit_at if self._exit_at is not None else time.perf_counter()
+        elapsed = end - self._spawned_at if self._spawned_at else 0.0
+        memory_seen = any(e.kind == "memory-limit" for e in self.errors)
+        if self._start_error is not None:
+            report = ExitReport("start-failed", self._start_error.message, None)
+        else:
+            report = describe_exit(proc_rc, self.limits, cancelled=self._cancel_requested, timed_out=self._timed_out,
+                                   elapsed_s=elapsed, memory_error_seen=memory_seen)
+        self.exit = report
+        self.ended_at = time.time()
+        crash = self._crash_location()
+        final: list[Event] = []
+        already = {e.kind for e in self.errors}
+        abnormal = report.kind not in ("ok", "failed", "invalid")
+        if self._start_error is not None:
+            final.append(self._start_error)
+        elif abnormal and report.kind not in already:
+            file, line = crash if crash else (None, None)
+            message = f"the run {report.message}"
+            if file:
+                message += f"; the last kernel line on the stack was {file}:{line}"
+            final.append(ErrorEvent(kind=report.kind, message=message, file=file, line=line))
+        for ev in final:
+            self._apply(ev)
+        self.outcome = WorkerOutcome(
+            run_id=self.run_id, exit=report, limits=self.limits, result=self.result_dict, errors=list(self.errors),
+            phases=list(self.phases), log=self.log, started_at=self.started_at, ended_at=self.ended_at,
+            elapsed_s=elapsed, startup_s=self.startup_s, stream_bytes=dict(self._stream_bytes), crash_location=crash,
+        )
+        if self._finalizer is not None:
+            try:
+                self.result, extra = self._finalizer(self.outcome)
+            except Exception as exc:  # noqa: BLE001 - a finalizer bug must not lose the run
+                self.result = self.result_dict
+                extra = [ErrorEvent(kind="internal", message=f"nkitui could not finish the run's result: {type(exc).__name__}: {exc}")]
+            for ev in extra:
+                self._apply(ev)
+            final.extend(extra)
+        else:
+            self.result = self.result_dict
+            if self.result_dict is not None:
+                final.append(ResultEvent(self.result_dict))
+        self._cleanup()
+        self._finished.set()
+        return final
+
+    def _cleanup(self) -> None:
+        for stream in (self._proc.stdout, self._proc.stderr) if self._proc else ():
+            try:
+                stream.close()  # type: ignore[union-attr]
+            except OSError:
+                pass
+
+
+def start_worker(
+    job: WorkerJob,
+    *,
+    finalizer: Callable[[WorkerOutcome], tuple[Any, list[Event]]] | None = None,
+    on_event: Callable[[Event], None] | None = None,
+    command: list[str] | None = None,
+) -> RunHandle:
+    """Start one worker run. With `on_event`, a dispatcher thread consumes the events and calls it
+    for each (exceptions in the callback are logged, never fatal); otherwise iterate
+    `handle.events()` or call `handle.wait()`."""
+    handle = RunHandle(job, finalizer=finalizer, command=command).start()
+    if on_event is not None:
+        def dispatch() -> None:
+            for ev in handle.events():
+                try:
+                    on_event(ev)
+                except Exception as exc:  # noqa: BLE001
+                    handle.log.append(LogEvent("executor", f"[nkitui] event callback failed: {type(exc).__name__}: {exc}", "error"))
+
+        threading.Thread(target=dispatch, name=f"nkitui-run-dispatch-{handle.run_id}", daemon=True).start()
+    return handle

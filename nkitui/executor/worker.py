@@ -1,0 +1,128 @@
+"""The child process of one run: `python -P -m nkitui.executor.worker JOB.json`.
+
+Order of work (nothing from the task is imported before step 6):
+ 1. read the job file; keep the original stdout as the *event* descriptor and point fd 1 at the
+    separate pipe the parent gave for the kernel's own prints (fd 2 stays the stderr pipe);
+ 2. say hello (the first event: the parent measures start-up cost up to here);
+ 3. apply the resource limits (memory, CPU time, file size, no core files);
+ 4. SIGTERM -> WorkerCancelled (a BaseException, so `except Exception` in a kernel cannot swallow
+    it); faulthandler prints a Python traceback on SIGSEGV/SIGABRT to stderr (the log);
+ 5. import the job's entry point (numpy and friends come in here), then install the sandbox guard;
+ 6. chdir into the workspace copy, append it to sys.path (last, so a task's numpy.py cannot
+    shadow numpy) and call entry(payload, ctx);
+ 7. report anything that escaped as an error event and leave with os._exit (threads a kernel left
+    running cannot keep the process alive).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+from nkitui.executor.events import ErrorEvent, LogEvent, encode
+from nkitui.executor.exitstatus import EXIT_CANCELLED, EXIT_FAILED, EXIT_INTERNAL, EXIT_INVALID
+
+
+class WorkerCancelled(BaseException):
+    """SIGTERM arrived: the run was cancelled or timed out."""
+
+
+def _on_sigterm(signum, frame):  # noqa: ANN001
+    raise WorkerCancelled()
+
+
+def _raw_emit(fd: int, event) -> None:  # noqa: ANN001
+    data = encode(event)
+    while data:
+        data = data[os.write(fd, data):]
+
+
+def _import_entry(spec: str):  # noqa: ANN202
+    import importlib
+
+    module_name, _, func_name = spec.partition(":")
+    if not module_name or not func_name:
+        raise ValueError(f"entry {spec!r} is not 'package.module:function'")
+    return getattr(importlib.import_module(module_name), func_name)
+
+
+def main(argv: list[str]) -> int:
+    if len(argv) != 2:
+        sys.stderr.write("usage: python -m nkitui.executor.worker JOB.json\n")
+        return EXIT_INVALID
+    from nkitui.executor.job import JobFileError, read_job_file
+
+    try:
+        job = read_job_file(argv[1])
+    except JobFileError as exc:
+        _raw_emit(1, ErrorEvent(kind="invalid-job", message=str(exc)))
+        return EXIT_INVALID
+
+    events_fd = os.dup(1)
+    kernel_fd = job.get("kernel_stdout_fd", -1)
+    if isinstance(kernel_fd, int) and kernel_fd >= 0:
+        os.dup2(kernel_fd, 1)
+        os.close(kernel_fd)
+    else:
+        os.dup2(2, 1)
+    _raw_emit(events_fd, LogEvent(stream="worker", level="debug",
+                                  text=f"worker {os.getpid()} started (Python {sys.version.split()[0]})"))
+
+    from pathlib import Path
+
+    from nkitui.executor.context import WorkerContext
+    from nkitui.executor.limits import Limits, apply_limits
+
+    limits = Limits.from_dict(job.get("limits", {}))
+    ctx = WorkerContext(events_fd=events_fd, run_id=str(job.get("run_id", "")), scratch=Path(job["scratch"]),
+                        workspace=Path(job["workspace"]), limits=limits.to_dict())
+    for note in apply_limits(limits):
+        ctx.notes.append(note)
+        ctx.log(note, level="warning")
+
+    import faulthandler
+    import signal
+
+    signal.signal(signal.SIGTERM, _on_sigterm)
+    faulthandler.enable(file=sys.stderr, all_threads=False)
+
+    code = EXIT_INTERNAL
+    try:
+        entry = _import_entry(str(job["entry"]))
+        from nkitui.executor.sandbox import install_guard
+
+        install_guard([str(ctx.scratch)], allow_processes=bool(job.get("allow_subprocess", False)),
+                      task_root=str(ctx.workspace))
+        os.chdir(ctx.workspace)
+        sys.path.append(str(ctx.workspace))
+        code = int(entry(job.get("payload", {}), ctx) or 0)
+    except WorkerCancelled:
+        code = EXIT_CANCELLED
+        _safe_emit(ctx, ErrorEvent(kind="cancelled", message="the run was stopped (SIGTERM) before it finished"))
+    except MemoryError:
+        code = EXIT_FAILED
+        mb = limits.memory_mb
+        _safe_emit(ctx, ErrorEvent(kind="memory-limit", message=f"ran out of memory (the limit is {mb} MB of address space)" if mb else "ran out of memory"))
+    except BaseException as exc:  # noqa: BLE001 - the worker reports everything, in words
+        code = EXIT_INTERNAL
+        _safe_emit(ctx, ErrorEvent(kind="internal", message=f"nkitui worker error: {type(exc).__name__}: {exc}",
+                                   traceback=ctx.format_traceback(exc)))
+    finally:
+        for stream in (sys.stdout, sys.stderr):
+            try:
+                stream.flush()
+            except (OSError, ValueError):
+                pass
+    return code
+
+
+def _safe_emit(ctx, event) -> None:  # noqa: ANN001
+    try:
+        ctx.emit(event)
+    except OSError:
+        pass
+
+
+if __name__ == "__main__":
+    rc = main(sys.argv)
+    os._exit(rc)
