@@ -13,6 +13,8 @@ from typing import Callable
 
 import numpy as np
 
+from nkitui.emulator.errors import EngineOpError
+
 _F32 = np.float32
 
 
@@ -208,8 +210,8 @@ _NUMPY_NAMES: dict[object, str] = {
 _REGISTERED: dict[int, str] = {}
 
 
-class OpError(TypeError):
-    pass
+class OpError(EngineOpError, TypeError):
+    """An op argument that is not a known ALU operator / activation function."""
 
 
 def register(fn: object, name: str) -> None:

@@ -434,6 +434,9 @@ def copy(src, *, mask=None, dtype=None, **kwargs):
     return mark(run, out)
 
 
+alu.register(copy, "copy")
+
+
 def broadcast_to(src, *, shape, **kwargs):
     run = current()
     src = as_tile(src, "nl.broadcast_to", "src")
