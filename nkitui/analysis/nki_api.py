@@ -107,6 +107,9 @@ NEW_RETURNING = frozenset({"nisa.register_alloc", "nisa.get_nc_version", "nisa.g
 # Keyword names that name the destination of an ISA call.
 DST_KEYWORDS = ("dst", "out", "output", "result")
 
+# Keyword arguments that receive a second result (besides the destination / return value).
+EXTRA_OUTPUT_KEYWORDS = ("reduce_res", "dst_scale", "val_dst", "idx_dst")
+
 # `nl.tile_size.*` constants whose values are documented (nki-spec §3.2).
 TILE_SIZE = {
     "pmax": 128,

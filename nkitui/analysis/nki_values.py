@@ -68,6 +68,7 @@ class Mask:
     grids: frozenset[str] = frozenset()
     # (grid ids on the left, operator, bound) for each `grid_expr OP bound` comparison
     bounds: tuple[tuple[frozenset[str], str, Any], ...] = ()
+    text: str = ""  # source of the comparison(s)
 
 
 @dataclass(frozen=True)

@@ -155,6 +155,7 @@ class _KernelWalker:
         self.next_op = 0
         self.call_stack: list[str] = []
         self.grid_counter = 0
+        self.compare_text = ""
 
     # ------------------------------------------------------------------------------------------
     # Entry points
@@ -516,13 +517,27 @@ class _KernelWalker:
         if isinstance(node, ast.BinOp) and isinstance(node.op, ast.FloorDiv):
             den = known_int(self.quiet_eval(node.right))
             left = node.left
-            if isinstance(left, ast.BinOp) and isinstance(left.op, ast.Add):
-                c = known_int(self.quiet_eval(left.right))
-                if den is not None and c is not None and c > 0:
-                    kind = "ceil" if c == den - 1 else "ceil-suspect"
-                    return kind, self.quiet_eval(left.left), seg(left.left), den
             if isinstance(left, ast.UnaryOp) and isinstance(left.op, ast.USub):
                 return None
+            # (X + P - 1) // P, (X + 127) // 128, (P - 1 + X) // P ...: split the additive terms of the
+            # numerator into the size X and a rounding constant (literals and the divisor itself).
+            den_dump = ast.dump(node.right)
+            const = 0
+            size_terms: list[tuple[int, ast.expr]] = []
+            for sign, term in _additive_terms(left):
+                if isinstance(term, ast.Constant) and isinstance(term.value, int):
+                    const += sign * term.value
+                elif ast.dump(term) == den_dump and den is not None:
+                    const += sign * den
+                else:
+                    size_terms.append((sign, term))
+            if const > 0 and den is not None and size_terms:
+                numerator: Any = 0
+                for sign, term in size_terms:
+                    numerator = self.binop(ast.Add if sign > 0 else ast.Sub, numerator, self.quiet_eval(term), term)
+                text = " + ".join(("-" if sign < 0 else "") + seg(term) for sign, term in size_terms)
+                kind = "ceil" if const == den - 1 else "ceil-suspect"
+                return kind, numerator, text, den
             return "floor", self.quiet_eval(left), seg(left), den
         if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
             inner = node.operand
@@ -866,6 +881,7 @@ class _KernelWalker:
         return Unk(deps=deps_of(v), tags=tags_of(v))
 
     def ev_Compare(self, node: ast.Compare) -> Any:
+        self.compare_text = self.m.seg.text(node, 100)
         left = self.scalarize(self.eval(node.left))
         results: list[Any] = []
         for op, comp in zip(node.ops, node.comparators):
@@ -901,7 +917,7 @@ class _KernelWalker:
                 elif isinstance(right, Grid) and not isinstance(left, Grid):
                     flipped = {"<": ">", "<=": ">=", ">": "<", ">=": "<="}[sym]
                     bounds = ((frozenset({right.gid}), flipped, left),)
-                return Mask(deps=deps, cmps=(sym,), grids=grids, bounds=bounds)
+                return Mask(deps=deps, cmps=(sym,), grids=grids, bounds=bounds, text=self.compare_text)
         if isinstance(right, str) and sym in ("in", "not in") and isinstance(left, str):
             return Unk()
         return Unk(deps=deps)
@@ -1480,7 +1496,12 @@ class _KernelWalker:
                 "transpose_x", "is_stationary_onezero", "is_moving_onezero", "is_transpose", "accumulate",
                 "tile_position", "tile_size", "priority", "pattern", "cmp_op", "comp_op0", "comp_op1",
                 "channel_multiplier", "num_elem_per_idx", "num_valid_indices", "mode", "dst_rmw_op"}
-        operands: list[Any] = list(rest) + [v for k, v in kw.items() if k not in skip]
+        operands: list[Any] = list(rest) + [v for k, v in kw.items() if k not in skip
+                                            and k not in nki_api.EXTRA_OUTPUT_KEYWORDS]
+        for key in nki_api.EXTRA_OUTPUT_KEYWORDS:
+            extra = kw.get(key)
+            if isinstance(extra, TRef):
+                op.writes.append(self.access_of(extra))
         for value in operands:
             if isinstance(value, TRef):
                 self.as_tensor(value)
@@ -1638,6 +1659,14 @@ _PY_OPS = {
 }
 
 
+def _additive_terms(node: ast.expr, sign: int = 1) -> list[tuple[int, ast.expr]]:
+    """`a + b - c` -> [(+1, a), (+1, b), (-1, c)]."""
+    if isinstance(node, ast.BinOp) and isinstance(node.op, (ast.Add, ast.Sub)):
+        right_sign = sign if isinstance(node.op, ast.Add) else -sign
+        return _additive_terms(node.left, sign) + _additive_terms(node.right, right_sign)
+    return [(sign, node)]
+
+
 def _scalarize_slice(walker: _KernelWalker, item: Any) -> Any:
     if isinstance(item, SliceV):
         return SliceV(walker.scalarize(item.lower), walker.scalarize(item.upper), walker.scalarize(item.step))
@@ -1685,15 +1714,18 @@ def _combine_masks(values: list[Any]) -> Mask:
     cmps: tuple[str, ...] = ()
     grids: frozenset[str] = frozenset()
     bounds: tuple[tuple[frozenset[str], str, Any], ...] = ()
+    texts: list[str] = []
     for v in values:
         if isinstance(v, Mask):
             deps |= v.deps
             cmps += v.cmps
             grids |= v.grids
             bounds += v.bounds
+            if v.text:
+                texts.append(v.text)
         else:
             deps |= deps_of(v)
-    return Mask(deps=deps, cmps=cmps, grids=grids, bounds=bounds)
+    return Mask(deps=deps, cmps=cmps, grids=grids, bounds=bounds, text=" & ".join(texts))
 
 
 def _math_call(name: str, args: list[Any]) -> Any:

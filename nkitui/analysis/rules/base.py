@@ -80,12 +80,22 @@ def tensor_phrase(t: Tensor) -> str:
 
 
 def lines_phrase(lines: Iterable[int]) -> str:
+    """"line 12", "lines 12, 15", "lines 29-37", "lines 3, 7-9 and 12-20"."""
     unique = sorted(set(lines))
     if len(unique) == 1:
         return f"line {unique[0]}"
-    if len(unique) <= 6:
-        return "lines " + ", ".join(str(n) for n in unique)
-    return "lines " + ", ".join(str(n) for n in unique[:5]) + f" and {len(unique) - 5} more"
+    spans: list[list[int]] = []
+    for n in unique:
+        if spans and n == spans[-1][1] + 1:
+            spans[-1][1] = n
+        else:
+            spans.append([n, n])
+    parts = [str(a) if a == b else f"{a}-{b}" for a, b in spans]
+    if len(parts) > 6:
+        parts = parts[:5] + [f"{len(parts) - 5} more places"]
+    if len(parts) == 1:
+        return f"lines {parts[0]}"
+    return "lines " + ", ".join(parts[:-1]) + " and " + parts[-1]
 
 
 # ----------------------------------------------------------------------------------------------

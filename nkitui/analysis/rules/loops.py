@@ -40,9 +40,12 @@ HBM_RELOAD = RuleSpec(
         "fetched on every iteration (the profiler's 'input reloading'). HBM is ~20x slower than SBUF; hoisting "
         "the load (or blocking the loop nest so loaded tiles are reused) raises arithmetic intensity. Medium "
         "when the innermost loop reloads it, low when only an outer loop does (the classic tiled-matmul "
-        "baseline, fixed by blocking)."
+        "baseline, fixed by blocking) unless the tile is fetched 8 or more times."
     ),
 )
+
+
+RELOAD_MEDIUM = 8  # reloads per loaded tile from which an outer-loop reload is worth more than a note
 
 
 def _created_inside(km: KernelModel, t: Tensor, loop_id: int) -> bool:
@@ -164,7 +167,10 @@ def check_reload(inp: RuleInput, km: KernelModel) -> Iterator[Finding]:
             continue
         innermost = km.loops[op.loops[-1]]
         in_innermost = innermost in invariant
-        severity = "medium" if in_innermost else "low"
+        factor = 1
+        for lp in invariant:
+            factor = factor * lp.trip if lp.trip is not None and factor is not None else None  # type: ignore[operator]
+        severity = "medium" if in_innermost or (factor is not None and factor >= RELOAD_MEDIUM) else "low"
         worst = invariant[-1]
         reloads = " x ".join(trip_phrase(lp) for lp in invariant)
         if in_innermost:

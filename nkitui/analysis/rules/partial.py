@@ -6,6 +6,7 @@ from collections.abc import Iterator
 
 from nkitui.analysis.coverage import AccessSpan, DimCoverage, coverage
 from nkitui.analysis.nki_model import KernelModel, Tensor
+from nkitui.analysis.nki_values import Mask
 from nkitui.analysis.rules.base import RuleInput, RuleSpec, lines_phrase, loop_phrase
 from nkitui.common.findings import Finding
 
@@ -67,6 +68,15 @@ def _loops_text(km: KernelModel, spans: list[AccessSpan]) -> str:
     return " (tiled by " + ", ".join(loop_phrase(km.loops[lid]) for lid in loop_ids) + ")"
 
 
+def _guard_text(span: AccessSpan) -> str:
+    mask = span.op.mask
+    if isinstance(mask, Mask) and mask.text:
+        return f"`mask={mask.text}`"
+    if span.guarded:
+        return f"the bounded slice `{span.access.text}`"
+    return "no guard"
+
+
 def _divisibility_asserted(km: KernelModel, spans: list[AccessSpan]) -> bool:
     for s in spans:
         for lid in s.tiling_loops:
@@ -119,10 +129,10 @@ def check_partial(inp: RuleInput, km: KernelModel) -> Iterator[Finding]:
                           f"{cov.tensor.label()} ({lines_phrase(lines)})",
                     line=min(lines), end_line=max(lines),
                     message=(
-                        f"{_dim_name(cov).capitalize()} has {size} elements, but the mask or bound guarding the "
-                        f"last tile at {lines_phrase(lines)} lets index {worst - 1} through "
-                        f"(`{bad_guard[0].op.text}`): an off-by-one that touches memory past the tensor. The "
-                        f"predicate must be `index < {size}` (not `<=`), i.e. `i * P + i_p < n`."
+                        f"{_dim_name(cov).capitalize()} has {size} elements, but the guard on the last tile at "
+                        f"{lines_phrase(lines)} ({_guard_text(bad_guard[0])}) lets index {worst - 1} through: an "
+                        "off-by-one that reads/writes memory past the tensor. The guard must admit exactly the "
+                        f"indices below the size: `i * P + i_p < n` (here n = {size}), not `<=`."
                     ),
                     data={"tensor": cov.tensor.label(), "dim": cov.dim, "size": size, "reach": worst},
                 )
@@ -135,13 +145,21 @@ def check_partial(inp: RuleInput, km: KernelModel) -> Iterator[Finding]:
                 rule = PARTIAL_MASK if guarded else PARTIAL_DROPPED
                 loop_ids = sorted({lid for s in spans for lid in s.tiling_loops})
                 floor = [km.loops[lid] for lid in loop_ids if km.loops[lid].division == "floor"]
-                cause = ""
-                if floor:
+                if guarded:
+                    cause = (f" The guard on the last tile, {_guard_text(guarded[0])}, stops {size - hi} "
+                             f"index(es) short: it must admit every index below {size} (`i * P + i_p < n`, not "
+                             "`< n - 1`).")
+                    fix = "Fix the guard so the last partial tile covers the dimension exactly."
+                elif floor:
                     lp = floor[0]
                     cause = (f" The trip count `{lp.stop_text}` rounds down: with {lp.div_numerator_text} = "
                              f"{size} and tiles of {lp.div_denominator}, the last {size - hi} rows are left over.")
-                elif guarded:
-                    cause = " The mask or min() bound that guards the last tile stops short of the end."
+                    fix = ("Iterate over ceil(n / P) tiles and guard the last one (a mask in legacy NKI, a "
+                           "`min(P, n - i*P)`-sized slice in the new namespace).")
+                else:
+                    cause = ""
+                    fix = ("Iterate over ceil(n / P) tiles and guard the last one (a mask in legacy NKI, a "
+                           "`min(P, n - i*P)`-sized slice in the new namespace).")
                 yield inp.finding(
                     rule, severity="high",
                     title=f"Rows {hi}..{size - 1} of {cov.tensor.label()} are never {verb} ({lines_phrase(lines)})",
@@ -151,8 +169,7 @@ def check_partial(inp: RuleInput, km: KernelModel) -> Iterator[Finding]:
                         f"{_loops_text(km, spans)} only reach index {hi - 1}.{cause} "
                         + ("Those output rows are never written and come back as whatever HBM held. "
                            if role == "output" else "Those input rows never influence the result. ")
-                        + "Iterate over ceil(n / P) tiles and guard the last one (a mask in legacy NKI, a "
-                        "`min(P, n - i*P)`-sized slice in the new namespace)."
+                        + fix
                     ),
                     data={"tensor": cov.tensor.label(), "dim": cov.dim, "size": size, "reach": hi},
                 )
@@ -184,9 +201,9 @@ def check_partial(inp: RuleInput, km: KernelModel) -> Iterator[Finding]:
                 title=f"Partial-tile guard ends {direction} of {cov.tensor.label()} ({lines_phrase(lines)})",
                 line=min(lines), end_line=max(lines),
                 message=(
-                    f"The mask or bound on the last tile at {lines_phrase(lines)} (`{s.op.text}`) ends {direction} "
-                    f"of {_dim_name(cov)}, whatever its size: an off-by-one. The guard must admit exactly the "
-                    "indices below the size (`i * P + i_p < n`; `min(P, n - i*P)` rows)."
+                    f"The guard on the last tile at {lines_phrase(lines)} ({_guard_text(s)}, on `{s.op.text}`) ends "
+                    f"{direction} of {_dim_name(cov)}, whatever its size: an off-by-one. The guard must admit "
+                    "exactly the indices below the size (`i * P + i_p < n`; `min(P, n - i*P)` rows)."
                 ),
                 data={"tensor": cov.tensor.label(), "dim": cov.dim, "offset": s.rel_end},
             )

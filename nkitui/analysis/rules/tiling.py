@@ -115,7 +115,7 @@ def check_partitions(inp: RuleInput, km: KernelModel) -> Iterator[Finding]:
         pd = hbm.dims[hbm.part_dim]
         if pd.bounded:
             continue
-        tensor = km.root(hbm.tensor)
+        tensor = km.tensors[hbm.tensor]  # the view the DMA indexes (a reshape defines the layout)
         size = known_int(dim_size(km, tensor, hbm.part_dim))
         syms = tiling_symbols(km, pd.deps)
         if size is not None:
