@@ -2,11 +2,13 @@
 (legacy neuronxcc.nki namespace, trn2).
 
 The CUDA kernel's two block reductions (mean, then variance of the centred values) become one pass
-of VectorE batch-norm statistics: `bn_stats` summarises up to 512 elements per partition into
-(count, mean, M2) groups and `bn_aggr` merges the groups into the row mean and (biased) variance,
-all in fp32, without a second read of the row. The hidden axis (1536) is split into 3 chunks of 512.
+of VectorE batch-norm statistics: `bn_stats` summarises up to 512 elements per partition (count,
+mean and count*variance of the even and of the odd elements) and `bn_aggr` merges the groups into
+the row mean and (biased) variance, all in fp32, without a second read of the row. The hidden
+axis (1536) is split into 3 chunks of 512.
 
-Normalisation and the affine transform take two VectorE instructions:
+rstd = rsqrt(var + eps) is one ScalarE activation (eps enters as its bias operand). Normalisation and
+the affine transform take two VectorE instructions:
   scalar_tensor_tensor  (x - mean) * gamma         per-row scalar, then per-column gamma
   scalar_tensor_tensor  (...) * rstd + beta        per-row scalar, then per-column beta
 
@@ -36,6 +38,7 @@ def layernorm_kernel(x, gamma, beta, eps):
 
     g_tile = nl.broadcast_to(nl.load(gamma.reshape((1, hidden))), shape=(P, hidden))
     b_tile = nl.broadcast_to(nl.load(beta.reshape((1, hidden))), shape=(P, hidden))
+    eps_tile = nl.full((P, 1), eps, dtype=nl.float32, buffer=nl.sbuf)  # activation bias operand
 
     for t in nl.affine_range((n_rows + P - 1) // P):
         valid = t * P + i_p < n_rows
@@ -49,8 +52,7 @@ def layernorm_kernel(x, gamma, beta, eps):
         mean = mean_var[:, 0:1]
         var = mean_var[:, 1:2]
 
-        var_eps = nisa.tensor_scalar(data=var, op0=nl.add, operand0=eps, mask=valid)
-        rstd = nisa.activation(op=nl.rsqrt, data=var_eps, mask=valid)
+        rstd = nisa.activation(op=nl.rsqrt, data=var, bias=eps_tile, mask=valid)
 
         centred = nisa.scalar_tensor_tensor(data=x_tile, op0=nl.subtract, operand0=mean,
                                             op1=nl.multiply, operand1=g_tile, mask=valid)
