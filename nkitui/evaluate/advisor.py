@@ -240,6 +240,9 @@ def build_error_model(
     reference_rounded: bool,
 ) -> tuple[ErrorModel, list[str]]:
     """The per-element model and one line of reasoning per term."""
+    tail = min(6.0, max(3.0, math.sqrt(2.0 * math.log(2.0 * max(count, 1)))))
+    if not is_float_format(output_dtype):
+        return ErrorModel(0.0, 0.0, 0.0, tail), [f"integer output ({output_dtype}): the result must be exact"]
     u_acc = unit_roundoff(accumulation_dtype)
     u_in = unit_roundoff(input_dtype)
     u_c = unit_roundoff(compute_dtype)
@@ -299,7 +302,6 @@ def build_error_model(
             + ("2u*|s| (the reference is itself rounded to the output dtype, so the two may land on neighbours)"
                if reference_rounded else "u*|s|")
         )
-    tail = min(6.0, max(3.0, math.sqrt(2.0 * math.log(2.0 * max(count, 1)))))
     lines.append(f"largest of N = {count} random errors: z = sqrt(2 ln 2N) = {tail:.2f} standard deviations")
     return ErrorModel(floor_sq=floor_sq, rel_sq=rel_sq, rounding_rel=out_rel + fn_rel, tail=tail), lines
 

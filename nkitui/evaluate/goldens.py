@@ -30,7 +30,7 @@ import numpy as np
 from nkitui.common.findings import Finding
 from nkitui.evaluate import numfindings as rules
 from nkitui.evaluate.advisor import reduction_length_for
-from nkitui.evaluate.fpformat import format_name, is_float_format, round_to
+from nkitui.evaluate.fpformat import format_name, is_float_format, round_to, unit_roundoff
 from nkitui.evaluate.numfindings import g, numerics_finding
 from nkitui.evaluate.numjson import jfloat, unjfloat
 from nkitui.evaluate.precision import closest_hypothesis
@@ -77,7 +77,7 @@ def load_goldens(path: str | Path, input_specs: Sequence[Any], output_specs: Seq
         if tuple(arr.shape) != tuple(spec.shape):
             problems.append(f"{p}: {key} has shape {list(arr.shape)}, the task declares {list(spec.shape)}")
             continue
-        if arr.dtype.kind == "V":
+        if arr.dtype.type is np.void:
             problems.append(f"{p}: {key} has raw dtype {arr.dtype}; save it as float32 or as {spec.dtype}")
             continue
         cast = _cast(arr, name)
@@ -98,7 +98,7 @@ def load_goldens(path: str | Path, input_specs: Sequence[Any], output_specs: Seq
         if tuple(arr.shape) != tuple(spec.shape):
             problems.append(f"{p}: {key} has shape {list(arr.shape)}, the task declares {list(spec.shape)}")
             continue
-        if arr.dtype.kind == "V":
+        if arr.dtype.type is np.void:
             problems.append(f"{p}: {key} has raw dtype {arr.dtype}; save it as float32 or as {spec.dtype}")
             continue
         outputs[spec.name] = arr
@@ -111,7 +111,7 @@ def _restore_void(arr: np.ndarray, dtype_name: str) -> np.ndarray:
     """np.savez stores bf16/fp8 arrays as raw bytes (|V2, |V1): view them as the declared dtype again."""
     from nkitui.evaluate.fpformat import storage_dtype
 
-    if arr.dtype.kind == "V":
+    if arr.dtype.type is np.void:
         target = storage_dtype(dtype_name)
         if target.itemsize == arr.dtype.itemsize:
             return arr.view(target)
@@ -214,11 +214,11 @@ def classify(pr: Pair, pg: Pair, gr: Pair) -> GoldenVerdict:
     return "all-differ"
 
 
-def _gpu_cause(rel: float, k: int, op: str | None) -> str:
+def _gpu_cause(rel: float, k: int, op: str | None, input_dtype: str | None = None) -> str:
     if rel >= 0.1:
         return (" A gap this large is not rounding: the goldens were probably recorded from other inputs, another "
                 "version of the kernel, or with a different layout.")
-    h = closest_hypothesis(rel, k, op, GPU_DTYPES)
+    h = closest_hypothesis(rel, k, op, GPU_DTYPES, input_dtype=input_dtype)
     if h is None:
         return ""
     cause = h.cause.replace("the operands", "the operands (on the GPU)")
@@ -230,14 +230,15 @@ def _gpu_cause(rel: float, k: int, op: str | None) -> str:
     return f" The gap is about what {cause} gives (predicted {g(h.predicted_rel_l2)}).{hint}"
 
 
-def explain(name: str, verdict: GoldenVerdict, pr: Pair, pg: Pair, gr: Pair, k: int, op: str | None) -> str:
+def explain(name: str, verdict: GoldenVerdict, pr: Pair, pg: Pair, gr: Pair, k: int, op: str | None,
+            input_dtype: str | None = None) -> str:
     nums = (f"relative L2: port vs reference {g(pr.rel_l2)}, port vs GPU {g(pg.rel_l2)}, "
             f"GPU vs reference {g(gr.rel_l2)}")
     if verdict == "agree":
         return f"Output `{name}`: the port, the reference and the recorded GPU output agree ({nums})."
     if verdict == "gpu-diverges":
         return (f"Output `{name}`: the port matches the reference, but the recorded GPU output does not ({nums})."
-                + _gpu_cause(gr.rel_l2, k, op)
+                + _gpu_cause(gr.rel_l2, k, op, input_dtype)
                 + " The port is not at fault; the task's tolerance would reject the CUDA kernel's own result.")
     if verdict == "reference-diverges":
         return (f"Output `{name}`: the port agrees with the recorded GPU output, but neither matches the reference "
@@ -281,7 +282,9 @@ def compare_goldens(
         pr, pg, gr = _pair(p, r, spec), _pair(p, gpu, spec), _pair(gpu, r, spec)
         verdict = classify(pr, pg, gr)
         k, _ = reduction_length_for(spec, goldens.inputs, op)
-        text = explain(spec.name, verdict, pr, pg, gr, k, op)
+        in_dtypes = [format_name(v.dtype) for v in goldens.inputs.values() if is_float_format(v.dtype)]
+        input_dtype = max(in_dtypes, key=unit_roundoff) if in_dtypes else None
+        text = explain(spec.name, verdict, pr, pg, gr, k, op, input_dtype)
         results.append(GoldenOutput(spec.name, pr, pg, gr, verdict, text))
         if verdict != "agree":
             findings.append(

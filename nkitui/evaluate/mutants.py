@@ -277,9 +277,9 @@ class _SiteCollector(ast.NodeVisitor):
                 self.sites.append(_Site("swap-operands", node))
             elif name == "tensor_tensor" and _tensor_tensor_operands(node) is not None:
                 self.sites.append(_Site("swap-operands", node))
-            if any(_is_float32(a) for a in node.args) or any(
+            if (any(_is_float32(a) for a in node.args) or any(
                 k.arg == "dtype" and _is_float32(k.value) for k in node.keywords
-            ):
+            )) and not _hbm_buffer(node):
                 self.sites.append(_Site("lower-accumulator", node))
         if name in ("ds", "arange") or name in LOOP_FUNCS:
             self.index_depth += 1
@@ -287,6 +287,14 @@ class _SiteCollector(ast.NodeVisitor):
             self.index_depth -= 1
         else:
             self.generic_visit(node)
+
+
+def _hbm_buffer(call: ast.Call) -> bool:
+    """An HBM tensor (a kernel output): its dtype is the output's, not an accumulator's."""
+    for k in call.keywords:
+        if k.arg == "buffer" and isinstance(k.value, ast.Attribute) and "hbm" in k.value.attr:
+            return True
+    return False
 
 
 def _is_main_guard(node: ast.If) -> bool:

@@ -50,6 +50,7 @@ EXCESS_ULP_FRACTION = 0.005
 PE_ROWS = 128  # TensorE accumulates up to 128 terms internally in fp32, then once per matmul in PSUM
 U32 = 2.0**-24
 NARROW_DTYPES = ("bfloat16", "float16", "tfloat32", "float8_e4m3", "float8_e5m2")
+RNE_RMS = 0.735  # rms of RNE's relative error is 0.735*u/sqrt(3) for values spread over binades
 ACCUMULATION_CALIBRATION = 0.5  # measured sequential-accumulation rms sits ~0.5x the model's sigma
 
 
@@ -224,17 +225,31 @@ def candidate_dtypes(task_dtypes: Sequence[str]) -> list[str]:
     return own or ["bfloat16", "float16", "tfloat32"]
 
 
-def hypotheses(k: int, op: str | None, task_dtypes: Sequence[str] = NARROW_DTYPES) -> list[Hypothesis]:
-    """Candidate causes of an unexpectedly large dtype error, with their predicted excess rel L2."""
+def hypotheses(
+    k: int,
+    op: str | None,
+    task_dtypes: Sequence[str] = NARROW_DTYPES,
+    input_dtype: str | None = None,
+    output_dtype: str | None = None,
+) -> list[Hypothesis]:
+    """Candidate causes of an unexpectedly large dtype error, with their predicted excess rel L2.
+
+    Operands cannot be rounded to a dtype the inputs already have, nor an output stored in its own
+    dtype count as a flaw: such candidates are left out when `input_dtype`/`output_dtype` are given.
+    Predictions use the measured rms of one round-to-nearest, RNE_RMS * u/sqrt(3).
+    """
     out = []
     sum_like = _sum_like(op, k)
+    u_in = unit_roundoff(input_dtype) if input_dtype else 0.0
+    u_out = unit_roundoff(output_dtype) if output_dtype else 0.0
     for d in candidate_dtypes(task_dtypes):
         u = unit_roundoff(d)
+        one = RNE_RMS * _rounding_rms(u)
         if sum_like and k > PE_ROWS:
             steps = math.ceil(k / PE_ROWS)
             out.append(Hypothesis(
                 f"accumulating the {steps} matmul partial sums (K = {k} in tiles of {PE_ROWS}) in {d} instead of fp32 PSUM",
-                _rounding_rms(u) * math.sqrt((steps - 1) / 2.0 + 1.0),
+                one * math.sqrt((steps + 1) / 2.0),
             ))
         if sum_like or op in ("softmax", "norm"):
             if op in ("softmax", "norm"):
@@ -242,17 +257,24 @@ def hypotheses(k: int, op: str | None, task_dtypes: Sequence[str] = NARROW_DTYPE
             else:
                 acc = ACCUMULATION_CALIBRATION * u * math.sqrt((k - 1) / 3.0) * math.sqrt(5.0 / 6.0)
             out.append(Hypothesis(f"accumulating all K = {k} terms one by one in {d}", acc))
-        if sum_like:
-            out.append(Hypothesis(f"rounding the operands to {d} before the products", u * math.sqrt(2.0 / 3.0)))
-        out.append(Hypothesis(f"storing an intermediate or the output in {d}", _rounding_rms(u)))
+        if sum_like and u > u_in:
+            out.append(Hypothesis(f"rounding the operands to {d} before the products", RNE_RMS * u * math.sqrt(2.0 / 3.0)))
+        if u > u_out:
+            out.append(Hypothesis(f"storing an intermediate or the output in {d}", one))
     return out
 
 
 def closest_hypothesis(
-    measured: float, k: int, op: str | None, task_dtypes: Sequence[str] = NARROW_DTYPES, factor: float = 2.5
+    measured: float,
+    k: int,
+    op: str | None,
+    task_dtypes: Sequence[str] = NARROW_DTYPES,
+    factor: float = 2.5,
+    input_dtype: str | None = None,
+    output_dtype: str | None = None,
 ) -> Hypothesis | None:
     best, best_gap = None, math.inf
-    for h in hypotheses(k, op, task_dtypes):
+    for h in hypotheses(k, op, task_dtypes, input_dtype, output_dtype):
         if h.predicted_rel_l2 <= 0 or measured <= 0:
             continue
         gap = abs(math.log(measured / h.predicted_rel_l2))
@@ -290,15 +312,17 @@ def isolate_precision(
         out_dtype = format_name(spec.dtype)
         ref_dtype = format_name(b.dtype) if is_float_format(b.dtype) else "float64"
         k, _ = reduction_length_for(spec, inputs, op)
-        task_dtypes = [out_dtype] + [format_name(np.asarray(v).dtype) for v in inputs.values()
-                                     if np.asarray(v).dtype.kind in "fV"]
-        res = _one_output(spec, out_dtype, ref_dtype, k, op, b, a_off, a_on, task_dtypes)
+        in_dtypes = [format_name(np.asarray(v).dtype) for v in inputs.values() if np.asarray(v).dtype.kind in "fV"]
+        task_dtypes = [out_dtype] + in_dtypes
+        input_dtype = max(in_dtypes, key=unit_roundoff) if in_dtypes else None
+        res = _one_output(spec, out_dtype, ref_dtype, k, op, b, a_off, a_on, task_dtypes, input_dtype)
         results.append(res)
         findings += precision_findings(res)
     return PrecisionReport(tuple(results), tuple(findings))
 
 
-def _one_output(spec, out_dtype, ref_dtype, k, op, b, a_off, a_on, task_dtypes=()) -> PrecisionOutput:
+def _one_output(spec, out_dtype, ref_dtype, k, op, b, a_off, a_on, task_dtypes=(), input_dtype=None
+                ) -> PrecisionOutput:
     algo = rel_l2_error(a_off, b)
     dtype_err = rel_l2_error(a_on, a_off)
     rounded_off = round_to(a_off, out_dtype) if is_float_format(out_dtype) else np.asarray(a_off).astype(np.float64)
@@ -337,15 +361,16 @@ def _one_output(spec, out_dtype, ref_dtype, k, op, b, a_off, a_on, task_dtypes=(
         passed_fp32=check_policy(a_off, b, spec.tolerance, out_dtype).passed,
         passed_precise=check_policy(a_on, b, spec.tolerance, out_dtype).passed,
         verdict=verdict,
-        best_hypothesis=_explain(excess, ulp_fraction, k, op, task_dtypes) if dtype_bad else None,
+        best_hypothesis=_explain(excess, ulp_fraction, k, op, task_dtypes, input_dtype, out_dtype) if dtype_bad else None,
     )
 
 
-def _explain(excess: float, ulp_fraction: float, k: int, op: str | None, task_dtypes) -> Hypothesis | None:
-    best = closest_hypothesis(excess, k, op, task_dtypes)
+def _explain(excess: float, ulp_fraction: float, k: int, op: str | None, task_dtypes, input_dtype, output_dtype
+             ) -> Hypothesis | None:
+    best = closest_hypothesis(excess, k, op, task_dtypes, input_dtype=input_dtype, output_dtype=output_dtype)
     if ulp_fraction > EXCESS_ULP_FRACTION and _sum_like(op, k) and (best is None or "accumulating" not in best.cause):
         # Errors far beyond re-rounding follow partial sums: prefer the accumulation hypothesis of the right size.
-        acc = [h for h in hypotheses(k, op, task_dtypes) if "accumulating" in h.cause]
+        acc = [h for h in hypotheses(k, op, task_dtypes, input_dtype, output_dtype) if "accumulating" in h.cause]
         if acc:
             best = min(acc, key=lambda h: abs(math.log(max(excess, 1e-300) / h.predicted_rel_l2)))
     return best
