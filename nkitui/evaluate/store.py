@@ -172,6 +172,7 @@ class RunComparison:
     metrics: list[MetricDelta] = field(default_factory=list)
     timing: dict[str, Any] = field(default_factory=dict)
     utilisation: list[dict[str, Any]] = field(default_factory=list)  # lane, a %, b %
+    performance: dict[str, Any] | None = None  # nkitui.perf.compare on the two PerfRecords
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
@@ -211,6 +212,13 @@ def compare_runs(a: RunResult, b: RunResult) -> RunComparison:
     ea, eb = _engines(a), _engines(b)
     for lane in dict.fromkeys([*ea, *eb]):
         cmp.utilisation.append({"lane": lane, "a": ea.get(lane), "b": eb.get(lane)})
+    if a.utilisation and b.utilisation:
+        from nkitui.perf import PerfRecord, compare
+
+        try:
+            cmp.performance = compare(PerfRecord.from_json(a.utilisation), PerfRecord.from_json(b.utilisation)).to_json()
+        except (ValueError, KeyError, TypeError) as exc:
+            cmp.notes.append(f"utilisation records could not be compared: {exc}")
     return cmp
 
 

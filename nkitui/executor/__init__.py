@@ -1,12 +1,7 @@
 """Background runs of a task's kernel in child processes (see docs/executor.md).
 
-Parent side (the UI and `nkitui check`):
-
-    from nkitui.executor import RunRequest, start_run
-    handle = start_run(RunRequest(task_dir, backend="auto"))
-    for event in handle.events():      # LogEvent, PhaseEvent, ProgressEvent, ErrorEvent, ResultEvent
-        ...
-    result = handle.result             # nkitui.evaluate.result.RunResult, always set at the end
+Parent side: `start_worker(WorkerJob(...))` -> RunHandle (runner.py). An evaluation of a task is
+started with nkitui.evaluate.run.start_evaluation, which builds the job and the final RunResult.
 
 This package's __init__ stays import-light: the worker (`python -m nkitui.executor.worker`)
 imports it first, and its start-up cost is part of every run.
@@ -14,16 +9,15 @@ imports it first, and its start-up cost is part of every run.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
-
-if TYPE_CHECKING:  # pragma: no cover - names for type checkers only
-    from nkitui.executor.runner import RunHandle, RunRequest, start_run
-
-__all__ = ["RunHandle", "RunRequest", "start_run"]
+__all__ = ["RunHandle", "WorkerJob", "WorkerOutcome", "start_worker"]
 
 
-def __getattr__(name: str) -> Any:
-    # Lazy: the parent-side runner pulls in threading/subprocess/numpy-free helpers only when used.
+def __getattr__(name: str) -> object:
+    # Lazy (and no `typing` import): the worker imports this package before anything else.
+    if name == "WorkerJob":
+        from nkitui.executor.job import WorkerJob
+
+        return WorkerJob
     if name in __all__:
         from nkitui.executor import runner
 

@@ -9,7 +9,6 @@ before numpy is imported).
 from __future__ import annotations
 
 import json
-import secrets
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -23,6 +22,8 @@ JOB_VERSION = 1
 def new_run_id(now: float | None = None) -> str:
     """A sortable, unique run id: UTC time to the second plus 6 random hex digits,
     e.g. 20261130T132500Z-3fa9c1."""
+    import secrets
+
     stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime(time.time() if now is None else now))
     return f"{stamp}-{secrets.token_hex(3)}"
 
@@ -38,7 +39,7 @@ class WorkerJob:
     python_path: list[str] = field(default_factory=list)  # prepended to the worker's PYTHONPATH
     allow_subprocess: bool = False  # may code in the worker start processes (neuron tools need it)
 
-    def to_file_dict(self, scratch_root: Path, workspace: Path, kernel_stdout_fd: int) -> dict[str, Any]:
+    def to_file_dict(self, scratch_root: Path, workspace: Path) -> dict[str, Any]:
         """The job as the worker reads it. The task repository's own path is not in it."""
         return {
             "version": JOB_VERSION,
@@ -48,7 +49,6 @@ class WorkerJob:
             "limits": self.limits.to_dict(),
             "scratch": str(scratch_root),
             "workspace": str(workspace),
-            "kernel_stdout_fd": kernel_stdout_fd,
             "allow_subprocess": self.allow_subprocess,
         }
 

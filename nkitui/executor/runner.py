@@ -52,10 +52,10 @@ _FINISHED = object()
 _FRAME_RE = re.compile(r'File "(?P<file>[^"]+)", line (?P<line>\d+)')
 
 
-def worker_command(job_path: Path) -> list[str]:
+def worker_command(job_path: Path, kernel_fd: int) -> list[str]:
     # -P: do not put the cwd (the task copy) first on sys.path, so a task cannot shadow nkitui or
     # numpy with modules of the same name before the limits and the guard are in place.
-    return [sys.executable, "-P", "-m", "nkitui.executor.worker", str(job_path)]
+    return [sys.executable, "-P", "-m", "nkitui.executor.worker", str(job_path), "--kernel-fd", str(kernel_fd)]
 
 
 @dataclass
@@ -177,11 +177,11 @@ class RunHandle:
         self._scratch = make_scratch(self.job.workspace)
         kernel_r, kernel_w = os.pipe()
         try:
-            job_dict = self.job.to_file_dict(self._scratch.root, self._scratch.work, kernel_w)
+            job_dict = self.job.to_file_dict(self._scratch.root, self._scratch.work)
             self._scratch.job_path.write_text(json.dumps(job_dict), encoding="utf-8")
             env = scrubbed_env(scratch=self._scratch.root, extra=self.job.extra_env,
                                python_path=[*self.job.python_path, _PACKAGE_PARENT])
-            command = self._command or worker_command(self._scratch.job_path)
+            command = self._command or worker_command(self._scratch.job_path, kernel_w)
             self._spawned_at = time.perf_counter()
             self._proc = subprocess.Popen(
                 command, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,

@@ -1,9 +1,10 @@
-"""The child process of one run: `python -P -m nkitui.executor.worker JOB.json`.
+"""The child process of one run: `python -P -m nkitui.executor.worker JOB.json [--kernel-fd N]`.
 
 Order of work (nothing from the task is imported before step 6):
- 1. read the job file; keep the original stdout as the *event* descriptor and point fd 1 at the
-    separate pipe the parent gave for the kernel's own prints (fd 2 stays the stderr pipe);
- 2. say hello (the first event: the parent measures start-up cost up to here);
+ 1. keep the original stdout as the *event* descriptor and point fd 1 at the separate pipe the
+    parent gave for the kernel's own prints (fd 2 stays the stderr pipe);
+ 2. say hello, with nothing imported but os and sys (the first event: the parent measures
+    start-up cost up to here); then read the job file;
  3. apply the resource limits (memory, CPU time, file size, no core files);
  4. SIGTERM -> WorkerCancelled (a BaseException, so `except Exception` in a kernel cannot swallow
     it); faulthandler prints a Python traceback on SIGSEGV/SIGABRT to stderr (the log);
@@ -19,8 +20,8 @@ from __future__ import annotations
 import os
 import sys
 
-from nkitui.executor.events import ErrorEvent, LogEvent, encode
-from nkitui.executor.exitstatus import EXIT_CANCELLED, EXIT_FAILED, EXIT_INTERNAL, EXIT_INVALID
+# Exit codes, as nkitui.executor.exitstatus reads them (kept literal: no imports before hello).
+EXIT_FAILED, EXIT_INVALID, EXIT_CANCELLED, EXIT_INTERNAL = 1, 2, 3, 4
 
 
 class WorkerCancelled(BaseException):
@@ -32,7 +33,14 @@ def _on_sigterm(signum, frame):  # noqa: ANN001
 
 
 def _raw_emit(fd: int, event) -> None:  # noqa: ANN001
+    from nkitui.executor.events import encode
+
     data = encode(event)
+    while data:
+        data = data[os.write(fd, data):]
+
+
+def _write_all(fd: int, data: bytes) -> None:
     while data:
         data = data[os.write(fd, data):]
 
@@ -47,26 +55,31 @@ def _import_entry(spec: str):  # noqa: ANN202
 
 
 def main(argv: list[str]) -> int:
-    if len(argv) != 2:
-        sys.stderr.write("usage: python -m nkitui.executor.worker JOB.json\n")
+    args = argv[1:]
+    kernel_fd = -1
+    if len(args) == 3 and args[1] == "--kernel-fd" and args[2].isdigit():
+        kernel_fd = int(args[2])
+        args = args[:1]
+    if len(args) != 1:
+        sys.stderr.write("usage: python -m nkitui.executor.worker JOB.json [--kernel-fd N]\n")
         return EXIT_INVALID
-    from nkitui.executor.job import JobFileError, read_job_file
-
-    try:
-        job = read_job_file(argv[1])
-    except JobFileError as exc:
-        _raw_emit(1, ErrorEvent(kind="invalid-job", message=str(exc)))
-        return EXIT_INVALID
-
     events_fd = os.dup(1)
-    kernel_fd = job.get("kernel_stdout_fd", -1)
-    if isinstance(kernel_fd, int) and kernel_fd >= 0:
+    if kernel_fd >= 0:
         os.dup2(kernel_fd, 1)
         os.close(kernel_fd)
     else:
         os.dup2(2, 1)
-    _raw_emit(events_fd, LogEvent(stream="worker", level="debug",
-                                  text=f"worker {os.getpid()} started (Python {sys.version.split()[0]})"))
+    _write_all(events_fd, b'{"event":"log","stream":"worker","level":"debug","text":"worker %d started (Python %d.%d.%d)"}\n'
+               % (os.getpid(), *sys.version_info[:3]))
+
+    from nkitui.executor.events import ErrorEvent
+    from nkitui.executor.job import JobFileError, read_job_file
+
+    try:
+        job = read_job_file(args[0])
+    except JobFileError as exc:
+        _raw_emit(events_fd, ErrorEvent(kind="invalid-job", message=str(exc)))
+        return EXIT_INVALID
 
     from pathlib import Path
 

@@ -114,6 +114,6 @@ class NeuronBackend(Backend):
 
 def parse_measured_summary(summary: Any, tool: str, target: str, kernel: str) -> dict[str, Any]:
     """A profiler summary document as PerfRecord JSON (nkitui.perf's parser, source="measured")."""
-    from nkitui.perf.profile import parse_profile_summary
+    from nkitui.perf.profiles import parse_profile
 
-    return parse_profile_summary(summary, tool=tool, target=target, kernel=kernel).to_json()
+    return parse_profile(summary, source_name=f"{tool} summary-json", target=target, kernel=kernel).to_json()

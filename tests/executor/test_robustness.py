@@ -1,0 +1,187 @@
+"""Misbehaving kernels, each in a real worker process through the whole evaluation pipeline: the
+parent never crashes and always says what happened, in words."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+from nkitui.evaluate.run import start_evaluation
+from nkitui.executor.events import ErrorEvent, LogEvent, PhaseEvent, ResultEvent
+
+from .conftest import MANIFEST, quick_request, write_task
+
+
+def run(task_dir, **overrides):
+    handle = start_evaluation(quick_request(task_dir, **overrides))
+    events = list(handle.events())
+    assert isinstance(events[-1], ResultEvent), "the stream always ends with the result"
+    return handle, events, handle.result
+
+
+def kernel_line(task_dir, needle: str) -> int:
+    lines = (task_dir / "add_nki.py").read_text().splitlines()
+    return next(i for i, text in enumerate(lines, 1) if needle in text)
+
+
+def test_a_well_behaved_kernel_passes(tmp_path):
+    handle, events, result = run(write_task(tmp_path / "ok", prelude='print("in kernel")'))
+    assert result.status == "passed", result.error
+    assert result.exit_code == 0
+    assert [c.id for c in result.checks] == ["kernel-runs", "output:out", "sandbox"]
+    assert all(c.passed for c in result.checks)
+    names = [p["name"] for p in result.phases]
+    assert names == ["load", "compile", "run", "reference", "compare", "profile"]
+    assert all(isinstance(p["duration_s"], float) for p in result.phases)
+    assert result.backend == "emulator" and "using the built-in emulator" in result.backend_reason
+    assert [s.seed for s in result.seed_results] == [0, 1]
+    assert result.seed_results[0].outputs[0]["max_abs"] == 0.0
+    assert any(isinstance(e, LogEvent) and e.stream == "stdout" and e.text == "in kernel" for e in events)
+    assert result.utilisation["source"] == "estimated"
+    assert result.timing["kind"] == "estimated" and result.timing["median_us"] > 0
+
+
+def test_a_kernel_that_raises_is_a_failed_check_with_file_and_line(tmp_path):
+    task = write_task(tmp_path / "raises", prelude='raise ValueError("tile index out of range")')
+    handle, events, result = run(task)
+    assert result.status == "failed" and result.exit_code == 1
+    err = next(e for e in events if isinstance(e, ErrorEvent))
+    assert err.kind == "kernel-error"
+    assert "ValueError: tile index out of range" in err.message
+    assert (err.file, err.line) == ("add_nki.py", kernel_line(task, "raise ValueError"))
+    assert result.error["file"] == "add_nki.py"
+    assert next(c for c in result.checks if c.id == "kernel-runs").passed is False
+    skipped = {p["name"]: p["status"] for p in result.phases}
+    assert skipped["compare"] == "skipped" and skipped["profile"] == "skipped"
+
+
+def test_an_emulator_rule_violation_names_the_rule_and_the_kernel_line(tmp_path):
+    manifest = MANIFEST.format(task_id="add", kernel_extra="").replace("[128, 64]", "[256, 64]")
+    task = write_task(tmp_path / "partition", manifest=manifest)
+    handle, events, result = run(task)
+    err = next(e for e in events if isinstance(e, ErrorEvent))
+    assert err.kind == "emulator-error"
+    assert "256" in err.message and "128" in err.message
+    assert err.file == "add_nki.py" and err.line == kernel_line(task, "nl.load(a)")
+    assert result.status == "failed"
+
+
+def test_a_kernel_that_aborts_the_interpreter(tmp_path):
+    task = write_task(tmp_path / "abort", prelude="os.abort()")
+    handle, events, result = run(task)
+    assert result.status == "crashed" and result.exit_code == 1
+    assert "SIGABRT" in result.error["message"]
+    assert result.error["file"] == "add_nki.py" and result.error["line"] == kernel_line(task, "os.abort()")
+    assert any(isinstance(e, LogEvent) and e.stream == "stderr" and "Fatal Python error" in e.text for e in events)
+    assert "built by the parent" in " ".join(result.notes)
+
+
+def test_an_infinite_loop_hits_the_timeout(tmp_path):
+    task = write_task(tmp_path / "loop", prelude="while True:\n    pass")
+    start = time.perf_counter()
+    handle, events, result = run(task, timeout_s=4.0)
+    assert time.perf_counter() - start < 15
+    assert result.status == "timeout"
+    assert "timed out after 4 s" in result.error["message"]
+    assert [p["name"] for p in result.phases][:2] == ["load", "compile"]
+
+
+def test_a_memory_bomb_hits_the_memory_limit(tmp_path):
+    task = write_task(tmp_path / "bomb", prelude="keep = []\nwhile True:\n    keep.append(np.empty(64 << 20, dtype=np.uint8))")
+    handle, events, result = run(task, memory_mb=1024)
+    assert result.status == "memory-limit"
+    assert "1024 MB" in result.error["message"]
+    assert result.error["kind"] == "memory-limit"
+
+
+def test_fifty_megabytes_of_kernel_output(tmp_path):
+    task = write_task(tmp_path / "chatty", prelude='sys.stdout.write(("z" * 99 + "\\n") * 524288)\nprint("done printing")')
+    handle, events, result = run(task, seeds=1)
+    assert result.status == "passed"
+    stdout = [e for e in events if isinstance(e, LogEvent) and e.stream == "stdout"]
+    assert len(stdout) <= 2200
+    assert stdout[-1].text == "done printing"
+    assert any("elided" in e.text for e in events if isinstance(e, LogEvent) and e.stream == "executor")
+    assert len(result.log_excerpt) <= 80
+
+
+def test_a_kernel_cannot_write_into_the_task_repository(tmp_path):
+    target = tmp_path / "repo" / "pwned.txt"
+    task = write_task(tmp_path / "repo", extra_params=", target=None",
+                      kernel_extra=f'[kernel.kwargs]\ntarget = "{target}"',
+                      prelude='open(target, "w").write("owned")')
+    handle, events, result = run(task)
+    assert not target.exists()
+    assert result.status == "failed"
+    err = next(e for e in events if isinstance(e, ErrorEvent))
+    assert err.kind == "sandbox" and "refused" in err.message
+    sandbox = next(c for c in result.checks if c.id == "sandbox")
+    assert sandbox.passed is False and "pwned.txt" in sandbox.detail
+    assert any(f["rule"] == "EXEC-SANDBOX-WRITE" for f in result.findings)
+
+
+def test_a_kernel_that_swallows_the_refusal_still_fails_the_sandbox_check(tmp_path):
+    target = tmp_path / "repo2" / "reference.py"
+    task = write_task(tmp_path / "repo2", extra_params=", target=None",
+                      kernel_extra=f'[kernel.kwargs]\ntarget = "{target}"',
+                      prelude="try:\n    os.remove(target)\nexcept PermissionError:\n    pass")
+    handle, events, result = run(task)
+    assert target.exists()
+    assert next(c for c in result.checks if c.id == "output:out").passed is True
+    assert result.status == "failed"
+    assert result.sandbox["violations"][0]["action"] == "write"
+
+
+def test_a_kernel_reading_aws_credentials_finds_nothing_and_is_reported(tmp_path, monkeypatch):
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "super-secret-value")
+    monkeypatch.setenv("GITHUB_TOKEN", "ghp-secret")
+    task = write_task(tmp_path / "creds", prelude='print("key:", os.environ.get("AWS_SECRET_ACCESS_KEY"), os.getenv("GITHUB_TOKEN"))')
+    handle, events, result = run(task)
+    printed = [e.text for e in events if isinstance(e, LogEvent) and e.stream == "stdout"]
+    assert printed and all(t == "key: None None" for t in printed)
+    assert "super-secret-value" not in result.to_json()
+    lookups = {v["target"] for v in result.sandbox["violations"] if v["action"] == "credential"}
+    assert lookups == {"AWS_SECRET_ACCESS_KEY", "GITHUB_TOKEN"}
+    assert result.status == "failed"
+    assert any(f["rule"] == "EXEC-SANDBOX-CREDENTIAL" for f in result.findings)
+
+
+def test_a_kernel_may_not_start_processes_on_the_emulator(tmp_path):
+    task = write_task(tmp_path / "spawn", prelude='import subprocess\nsubprocess.run(["true"])')
+    handle, events, result = run(task)
+    assert result.status == "failed"
+    assert result.sandbox["violations"][0]["action"] == "process"
+
+
+def test_two_runs_at_once(tmp_path):
+    good = write_task(tmp_path / "good", task_id="good")
+    bad = write_task(tmp_path / "bad", task_id="bad", reference="def add(a, b, **kw):\n    return a - b\n")
+    handles = [start_evaluation(quick_request(good)), start_evaluation(quick_request(bad))]
+    results = {}
+
+    def wait(h):
+        results[h.run_id] = h.wait(timeout=120)
+
+    threads = [threading.Thread(target=wait, args=(h,)) for h in handles]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    by_task = {r.task_id: r for r in results.values()}
+    assert by_task["good"].status == "passed"
+    assert by_task["bad"].status == "failed"
+    assert "elements outside" in next(c for c in by_task["bad"].checks if c.id == "output:out").detail
+
+
+def test_cancel_mid_run(tmp_path):
+    task = write_task(tmp_path / "slow", prelude="time.sleep(60)")
+    handle = start_evaluation(quick_request(task))
+    events = []
+    for ev in handle.events():
+        events.append(ev)
+        if isinstance(ev, PhaseEvent) and ev.name == "run" and ev.state == "start":
+            threading.Timer(0.3, handle.cancel).start()
+    result = handle.result
+    assert result.status == "cancelled"
+    assert result.error["kind"] == "cancelled"
+    assert isinstance(events[-1], ResultEvent)
