@@ -34,17 +34,20 @@ class ActivationFn:
     fn: Callable  # fn(x) on fp32 arrays
 
 
+# Floating-point warnings (overflow, 0/0) are silenced for the whole kernel launch by the launcher,
+# so the op functions call numpy directly (np.errstate per instruction would cost microseconds).
+
+
 def _f32(fn):
     def run(a, b):
-        with np.errstate(all="ignore"):
-            return fn(a, b).astype(_F32, copy=False)
+        r = fn(a, b)
+        return r if r.dtype == _F32 else r.astype(_F32)
     return run
 
 
 def _cmp(fn):
     def run(a, b):
-        with np.errstate(invalid="ignore"):
-            return fn(a, b).astype(_F32)
+        return fn(a, b).astype(_F32)
     return run
 
 
@@ -55,8 +58,7 @@ def _logical(fn):
 
 
 def _divide(a, b):
-    with np.errstate(all="ignore"):
-        return np.divide(a, b, dtype=_F32)
+    return np.divide(a, b, dtype=_F32)
 
 
 def _fold_subtract(x, axis):
@@ -68,8 +70,7 @@ def _fold_subtract(x, axis):
 
 
 def _rsqrt_bin(a, b):
-    with np.errstate(all="ignore"):
-        return (1.0 / np.sqrt(a)).astype(_F32)
+    return (1.0 / np.sqrt(a)).astype(_F32)
 
 
 BINARY: dict[str, BinaryOp] = {}
@@ -185,8 +186,7 @@ ACTIVATIONS: dict[str, ActivationFn] = {}
 for _n, _f in _ACT_DEFS.items():
     def _wrap(f=_f):
         def run(x):
-            with np.errstate(all="ignore"):
-                return np.asarray(f(x)).astype(_F32, copy=False)
+            return np.asarray(f(x)).astype(_F32, copy=False)
         return run
     ACTIVATIONS[_n] = ActivationFn(_n, _wrap())
 
@@ -234,9 +234,17 @@ def op_name(obj) -> str | None:
     return getattr(obj, "nki_op_name", None)
 
 
+_FAST_BINARY: dict[int, BinaryOp] = {}
+
+
 def resolve_binary(obj, what: str = "op") -> BinaryOp:
+    op = _FAST_BINARY.get(id(obj)) if not isinstance(obj, str) else BINARY.get(obj)
+    if op is not None:
+        return op
     name = op_name(obj)
     op = BINARY.get(name) if name else None
+    if op is not None and not isinstance(obj, str) and (id(obj) in _REGISTERED or obj in _NUMPY_NAMES):
+        _FAST_BINARY[id(obj)] = op  # long-lived op objects (nl functions, numpy ufuncs) only
     if op is None:
         raise OpError(f"{what}={_show(obj)} is not an ALU operator: use e.g. nl.add, nl.multiply, "
                       "nl.maximum, nl.subtract, np.add")

@@ -233,12 +233,14 @@ def run_kernel(kernel: Kernel, args, kwargs, *, grid: tuple[int, ...] | None = N
     t0 = time.perf_counter()
     result = None
     prev = set_current(run)
+    saved_err = np.seterr(all="ignore")  # fp exceptions are data, as on the device (NaN/Inf propagate)
     try:
         for pid in programs:
             run.program = tuple(pid)
             run.shared_idx = 0
             result = kernel.func(*targs, **tkwargs)
     finally:
+        np.seterr(**saved_err)
         set_current(prev)
     wall = time.perf_counter() - t0
     out = _output(run, result)

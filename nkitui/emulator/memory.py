@@ -51,26 +51,35 @@ class Storage:
         self.loop_depth = 0
         self.lossy = dtype is dt.tfloat32  # tf32 cells are fp32 rounded to 10 mantissa bits
         self.mm_zone = None  # PSUM: True where the last write was a matmul (accumulate=None zones)
-        # element strides: per-partition layout (on-chip) and flat row-major layout (HBM)
-        flat = [1] * len(shape)
-        for i in range(len(shape) - 2, -1, -1):
-            flat[i] = flat[i + 1] * shape[i + 1]
-        self.flat_strides = tuple(flat)
-        if self.pax >= 0:
-            pp = [0] * len(shape)
-            acc = 1
-            for i in range(len(shape) - 1, -1, -1):
-                if i == self.pax:
-                    continue
-                pp[i] = acc
-                acc *= shape[i]
-            self.pp_strides = tuple(pp)
-            self.nbytes_pp = acc * dtype.itemsize
-            self.blocks = math.prod(shape[: self.pax]) if self.pax > 0 else 1
+        self.flat_strides = None  # computed on first use (trace accesses)
+        self.pp_strides = None
+        pax = self.pax
+        if pax >= 0:
+            self.nbytes_pp = (math.prod(shape) // shape[pax] if shape[pax] else 0) * dtype.itemsize
+            self.blocks = math.prod(shape[:pax]) if pax > 0 else 1
         else:
-            self.pp_strides = self.flat_strides
             self.nbytes_pp = math.prod(shape) * dtype.itemsize
             self.blocks = 1
+
+    def strides(self) -> tuple[tuple[int, ...], tuple[int, ...]]:
+        """(per-partition element strides, flat row-major element strides)."""
+        if self.flat_strides is None:
+            shape = self.shape
+            flat = [1] * len(shape)
+            for i in range(len(shape) - 2, -1, -1):
+                flat[i] = flat[i + 1] * shape[i + 1]
+            self.flat_strides = tuple(flat)
+            if self.pax >= 0:
+                pp = [0] * len(shape)
+                acc = 1
+                for i in range(len(shape) - 1, -1, -1):
+                    if i != self.pax:
+                        pp[i] = acc
+                        acc *= shape[i]
+                self.pp_strides = tuple(pp)
+            else:
+                self.pp_strides = self.flat_strides
+        return self.pp_strides, self.flat_strides
 
     @property
     def partitions(self) -> int:

@@ -188,8 +188,8 @@ class Run:
         st = t.st
         if st.id in self.input_ids:
             self.written_inputs.add(st.id)
-        if (not self.affine_depth or not self.check_affine or accumulate or self.accumulating
-                or t.fancy is not None):
+        if (not self.affine_depth or st.loop_depth >= len(self.loops) or not self.check_affine or accumulate
+                or self.accumulating or t.fancy is not None):
             return
         region = tuple((e[0], e[1], e[2]) for e in t.ent)
         for k in range(st.loop_depth, len(self.loops)):

@@ -47,6 +47,9 @@ def _as_int(v, what: str) -> int:
     raise IndexingError(f"{what} must be an integer, got {type(v).__name__} {v!r}")
 
 
+_WHOLE: dict[tuple[int, ...], tuple] = {}
+
+
 class Tensor:
     """A view of a storage (HBM tensor or SBUF/PSUM tile)."""
 
@@ -66,8 +69,14 @@ class Tensor:
 
     @classmethod
     def whole(cls, st: Storage) -> "Tensor":
-        ent = tuple((0, 1, n, i) for i, n in enumerate(st.shape))
-        return cls(st, ent, tuple(st.shape))
+        shape = st.shape
+        ent = _WHOLE.get(shape)
+        if ent is None:
+            ent = _WHOLE[shape] = tuple((0, 1, n, i) for i, n in enumerate(shape))
+        t = cls(st, ent, shape)
+        t._inb = True
+        t._arr = st.data
+        return t
 
     def _new(self, ent, shape, fancy=None) -> "Tensor":
         return type(self)(self.st, ent, shape, fancy)
@@ -334,7 +343,7 @@ class Tensor:
         elif st.pax >= 0:
             pax = st.pax
             lo = hi = 0
-            for d, ((l, h), s) in enumerate(zip(b, st.pp_strides)):
+            for d, ((l, h), s) in enumerate(zip(b, st.strides()[0])):
                 if d != pax:
                     lo += l * s
                     hi += h * s
@@ -342,7 +351,7 @@ class Tensor:
             a = Access(st.id, st.memory, b[pax][0], b[pax][1] + 1, lo * isz, (hi + 1) * isz)
         else:
             lo = hi = 0
-            for (l, h), s in zip(b, st.flat_strides):
+            for (l, h), s in zip(b, st.strides()[1]):
                 lo += l * s
                 hi += h * s
             isz = st.dtype.itemsize
@@ -398,13 +407,14 @@ class Tensor:
     def write(self, values, where=None) -> None:
         """Store computed values (fp32 or native ints) with rounding to the storage dtype."""
         st = self.st
-        target = st.data.dtype
-        lossy = dt.tfloat32 if st.lossy else None
-        if isinstance(values, np.ndarray) and values.dtype != target:
-            values = dt.convert(values, target, lossy)
-        elif not isinstance(values, np.ndarray):
-            values = dt.convert(np.asarray(values, dtype=np.float32), target, lossy)
-        elif lossy is not None:
+        data = st.data
+        if type(values) is not np.ndarray:
+            values = np.asarray(values, dtype=np.float32)
+        if values.dtype != data.dtype:
+            if data.dtype.kind in "iub":  # integer destinations: round half to even, saturate
+                values = dt.convert(values, data.dtype)
+            # float destinations: numpy / ml_dtypes casts round to nearest even in copyto
+        if st.lossy:
             values = dt.round_tf32(values)
         if self.fancy is not None:
             if where is None:
@@ -413,8 +423,10 @@ class Tensor:
                 m = np.broadcast_to(where, self.shape)
                 st.data[tuple(np.broadcast_to(a, self.shape)[m] for a in self.fancy)] = \
                     np.broadcast_to(values, self.shape)[m]
+        elif where is None:
+            np.copyto(self.array(), values, casting="unsafe")
         else:
-            np.copyto(self.array(), values, where=True if where is None else where)
+            np.copyto(self.array(), values, casting="unsafe", where=where)
         st.version += 1
         st._misses = 0
         if st.mm_zone is not None:  # a non-matmul write ends a PSUM accumulation zone

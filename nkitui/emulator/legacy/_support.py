@@ -36,11 +36,33 @@ def fresh(run: Run, shape, dtype: dt.DType, plan: MaskPlan, memory: str = "sbuf"
     return LegacyTensor.whole(st)
 
 
-def mark(run: Run, t: LegacyTensor) -> LegacyTensor:
-    """Remember that `t` is the fresh output of the latest instruction (for assignment retargeting)."""
+def mark(run: Run, t: LegacyTensor, ref=None) -> LegacyTensor:
+    """Remember that `t` is the fresh output of the latest instruction (for assignment retargeting);
+    it inherits the index-grid axes of `ref`, the operand that defined its iteration space."""
     t._producer = run.instructions
+    g = getattr(ref, "_gaxes", None)
+    if g is not None and ref.shape == t.shape:
+        t._gaxes = g
     return t
 
 
-def scalar_like(x) -> bool:
-    return isinstance(x, (bool, int, float, np.integer, np.floating, np.bool_))
+def align(value, dst):
+    """Match `value` and `dst` dimension by dimension when both come from the same index grids in a
+    different order (e.g. storing a (d, q) tile through `out[q_idx, d_idx]`): the HBM side (or
+    else the value) is re-laid out. Returns (value, dst)."""
+    gv = getattr(value, "_gaxes", None)
+    gd = getattr(dst, "_gaxes", None)
+    if (gv is None or gd is None or gv == gd or sorted(gv) != sorted(gd) or -1 in gv
+            or not isinstance(value, Tensor)):
+        return value, dst
+    if dst.st.memory == "hbm":
+        return value, _permute(dst, gd, gv)
+    return _permute(value, gv, gd), dst
+
+
+def _permute(t, have, want):
+    specs = [("r", 0, 1, n, want.index(a)) for a, n in zip(have, t.shape)]
+    shape = tuple(t.shape[have.index(a)] for a in want)
+    out = t.compose(specs, shape)
+    out._gaxes = tuple(want)
+    return out

@@ -340,9 +340,12 @@ NO_MASK = MaskPlan()
 SKIP = MaskPlan(skip=True)
 
 
-def plan_mask(mask, shape: tuple[int, ...]) -> MaskPlan:
+def plan_mask(mask, ref) -> MaskPlan:
+    """Plan a mask for an instruction whose iteration space is `ref` (a shape, or the view that
+    defines it: views made from index grids map mask grid axes to their dimensions)."""
     if mask is None or mask is True:
         return NO_MASK
+    shape = ref if isinstance(ref, tuple) else tuple(ref.shape)
     if mask is False:
         return SKIP
     if isinstance(mask, (np.bool_,)):
@@ -352,8 +355,13 @@ def plan_mask(mask, shape: tuple[int, ...]) -> MaskPlan:
                         f"nl.mgrid expressions, loop indices and ints (got {type(mask).__name__})")
     g = mask.arr
     nd = len(shape)
+    gaxes = getattr(ref, "_gaxes", None)
+    if gaxes is not None and len(gaxes) == nd:
+        g = _on_axes(g, gaxes, shape)
     while g.ndim > nd and g.shape[0] == 1:
         g = g[0]
+    while g.ndim > nd and g.shape[-1] == 1:
+        g = g[..., 0]
     if g.ndim > nd:
         raise MaskError(f"mask grid of shape {mask.arr.shape} does not fit an instruction of shape {shape}")
     g = g.reshape((1,) * (nd - g.ndim) + g.shape)
@@ -384,6 +392,20 @@ def plan_mask(mask, shape: tuple[int, ...]) -> MaskPlan:
     if box is not None and count == total:
         return MaskPlan(box=tuple(box))
     return MaskPlan(where=np.broadcast_to(g, shape))
+
+
+def _on_axes(g: np.ndarray, gaxes, shape) -> np.ndarray:
+    """Lay a mask grid out along the dimensions of a view whose dims come from grid axes `gaxes`."""
+    nd_m = g.ndim
+    sel = [nd_m - 1 - p if 0 <= p < nd_m else None for p in gaxes]
+    used = [a for a in sel if a is not None]
+    for a in range(nd_m):
+        if a not in used and g.shape[a] != 1:
+            raise MaskError(f"the mask varies along a grid axis of size {g.shape[a]} that the instruction "
+                            f"(shape {shape}) does not iterate over")
+    rest = [a for a in range(nd_m) if a not in used]
+    t = np.transpose(g, used + rest)
+    return t.reshape([g.shape[a] if a is not None else 1 for a in sel])
 
 
 def narrow(t, box, shape: tuple[int, ...] | None = None):

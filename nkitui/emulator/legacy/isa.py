@@ -13,7 +13,7 @@ from nkitui.emulator import dtypes as _dt
 from nkitui.emulator.engine.vector import _axes as _norm_axes, reduced_shape as _reduced_shape
 from nkitui.emulator.errors import OperandShapeError
 from nkitui.emulator.legacy._support import as_tile, dtype_or, fresh, mark
-from nkitui.emulator.legacy.indexing import NO_MASK, IndexExpr, Predicate, narrow, plan_mask
+from nkitui.emulator.legacy.indexing import NO_MASK, IndexExpr, Predicate, _on_axes, narrow, plan_mask
 from nkitui.emulator.runtime import current
 
 
@@ -131,28 +131,28 @@ def activation(op, data, *, bias=None, scale=1.0, reduce_op=None, reduce_res=Non
     run = current()
     api = "nisa.activation"
     data = as_tile(data, api, "data")
-    plan = plan_mask(mask, data.shape)
+    plan = plan_mask(mask, data)
     out = fresh(run, data.shape, dtype_or(dtype, data.st.dtype), plan)
     if plan.skip:
         return out
     _eng.activation(narrow(out, plan.box), op, narrow(data, plan.box), bias=narrow(bias, plan.box),
                     scale=narrow(scale, plan.box), reduce_op=reduce_op, reduce_res=narrow(reduce_res, plan.box),
                     reduce_cmd=reduce_cmd, where=plan.where, api=api)
-    return mark(run, out)
+    return mark(run, out, data)
 
 
 def activation_reduce(op, data, *, reduce_op, reduce_res, bias=None, scale=1.0, mask=None, dtype=None, **kwargs):
     run = current()
     api = "nisa.activation_reduce"
     data = as_tile(data, api, "data")
-    plan = plan_mask(mask, data.shape)
+    plan = plan_mask(mask, data)
     out = fresh(run, data.shape, dtype_or(dtype, data.st.dtype), plan)
     if plan.skip:
         return out
     _eng.activation(narrow(out, plan.box), op, narrow(data, plan.box), bias=narrow(bias, plan.box),
                     scale=narrow(scale, plan.box), reduce_op=reduce_op, reduce_res=narrow(reduce_res, plan.box),
                     reduce_cmd="reset_reduce", where=plan.where, api=api)
-    return mark(run, out)
+    return mark(run, out, data)
 
 
 # -- VectorE / GpSimd -----------------------------------------------------------------------------
@@ -166,12 +166,12 @@ def tensor_tensor(data1, data2, op, *, dtype=None, mask=None, engine=0, **kwargs
                                 "partitions and elements per partition (use tensor_scalar to broadcast a (P, 1) "
                                 "operand)")
     d = dtype_or(dtype, _dt.promote(data1.st.dtype, data2.st.dtype))
-    plan = plan_mask(mask, data1.shape)
+    plan = plan_mask(mask, data1)
     out = fresh(run, data1.shape, d, plan)
     if not plan.skip:
         _eng.tensor_tensor(narrow(out, plan.box), narrow(data1, plan.box), narrow(data2, plan.box), op,
                            engine=_engine_name(engine), where=plan.where, api=api)
-    return mark(run, out)
+    return mark(run, out, data1)
 
 
 def tensor_scalar(data, op0, operand0, reverse0=False, op1=None, operand1=None, reverse1=False, *, dtype=None,
@@ -179,13 +179,13 @@ def tensor_scalar(data, op0, operand0, reverse0=False, op1=None, operand1=None, 
     run = current()
     api = "nisa.tensor_scalar"
     data = as_tile(data, api, "data")
-    plan = plan_mask(mask, data.shape)
+    plan = plan_mask(mask, data)
     out = fresh(run, data.shape, dtype_or(dtype, data.st.dtype), plan)
     if not plan.skip:
         _eng.tensor_scalar(narrow(out, plan.box), narrow(data, plan.box), op0, narrow(operand0, plan.box),
                            reverse0, op1, narrow(operand1, plan.box), reverse1, engine=_engine_name(engine),
                            where=plan.where, api=api)
-    return mark(run, out)
+    return mark(run, out, data)
 
 
 def scalar_tensor_tensor(*, data, op0, operand0, op1, operand1, reverse0=False, reverse1=False, dtype=None,
@@ -193,12 +193,12 @@ def scalar_tensor_tensor(*, data, op0, operand0, op1, operand1, reverse0=False, 
     run = current()
     api = "nisa.scalar_tensor_tensor"
     data = as_tile(data, api, "data")
-    plan = plan_mask(mask, data.shape)
+    plan = plan_mask(mask, data)
     out = fresh(run, data.shape, dtype_or(dtype, _dt.promote(data.st.dtype, operand1.st.dtype)), plan)
     if not plan.skip:
         _eng.scalar_tensor_tensor(narrow(out, plan.box), narrow(data, plan.box), op0, narrow(operand0, plan.box),
                                   op1, narrow(operand1, plan.box), reverse0, reverse1, where=plan.where, api=api)
-    return mark(run, out)
+    return mark(run, out, data)
 
 
 def tensor_scalar_reduce(*, data, op0, operand0, reduce_op, reduce_res, reverse0=False, dtype=None, mask=None,
@@ -206,12 +206,12 @@ def tensor_scalar_reduce(*, data, op0, operand0, reduce_op, reduce_res, reverse0
     run = current()
     api = "nisa.tensor_scalar_reduce"
     data = as_tile(data, api, "data")
-    plan = plan_mask(mask, data.shape)
+    plan = plan_mask(mask, data)
     out = fresh(run, data.shape, dtype_or(dtype, data.st.dtype), plan)
     if not plan.skip:
         _eng.tensor_scalar_reduce(narrow(out, plan.box), narrow(data, plan.box), op0, narrow(operand0, plan.box),
                                   reduce_op, narrow(reduce_res, plan.box), reverse0, where=plan.where, api=api)
-    return mark(run, out)
+    return mark(run, out, data)
 
 
 def tensor_reduce(op, data, axis, *, mask=None, dtype=None, negate=False, keepdims=False, **kwargs):
@@ -220,7 +220,7 @@ def tensor_reduce(op, data, axis, *, mask=None, dtype=None, negate=False, keepdi
     data = as_tile(data, api, "data")
     axes = _norm_axes(axis, len(data.shape), api)
     shape = _reduced_shape(data.shape, axes, keepdims)
-    plan = plan_mask(mask, data.shape)
+    plan = plan_mask(mask, data)
     out = fresh(run, shape, dtype_or(dtype, data.st.dtype), plan)
     if plan.skip:
         return out
@@ -247,24 +247,24 @@ def tensor_tensor_scan(data0, data1, initial, op0, op1, reverse0=False, reverse1
     api = "nisa.tensor_tensor_scan"
     data0 = as_tile(data0, api, "data0")
     data1 = as_tile(data1, api, "data1")
-    plan = plan_mask(mask, data0.shape)
+    plan = plan_mask(mask, data0)
     out = fresh(run, data0.shape, dtype_or(dtype, _dt.promote(data0.st.dtype, data1.st.dtype)), plan)
     if not plan.skip:
         _eng.tensor_tensor_scan(narrow(out, plan.box), narrow(data0, plan.box), narrow(data1, plan.box),
                                 narrow(initial, plan.box), op0, op1, reverse0, reverse1, where=plan.where, api=api)
-    return mark(run, out)
+    return mark(run, out, data0)
 
 
 def tensor_copy(src, *, mask=None, dtype=None, engine=0, **kwargs):
     run = current()
     api = "nisa.tensor_copy"
     src = as_tile(src, api, "src")
-    plan = plan_mask(mask, src.shape)
+    plan = plan_mask(mask, src)
     out = fresh(run, src.shape, dtype_or(dtype, src.st.dtype), plan)
     if not plan.skip:
         _eng.tensor_copy(narrow(out, plan.box), narrow(src, plan.box), engine=_engine_name(engine),
                          where=plan.where, api=api)
-    return mark(run, out)
+    return mark(run, out, src)
 
 
 def tensor_copy_dynamic_src(src, *, mask=None, dtype=None, **kwargs):
@@ -282,7 +282,7 @@ def tensor_copy_dynamic_dst(*, dst, src, mask=None, dtype=None, **kwargs):
 def tensor_copy_predicated(*, src, predicate, dst, reverse_pred=False, mask=None, **kwargs):
     current()
     api = "nisa.tensor_copy_predicated"
-    plan = plan_mask(mask, dst.shape)
+    plan = plan_mask(mask, dst)
     if not plan.skip:
         _eng.tensor_copy_predicated(narrow(dst, plan.box), narrow(src, plan.box), narrow(predicate, plan.box),
                                     reverse_pred, where=plan.where, api=api)
@@ -293,12 +293,12 @@ def reciprocal(data, *, dtype=None, mask=None, engine=0, **kwargs):
     run = current()
     api = "nisa.reciprocal"
     data = as_tile(data, api, "data")
-    plan = plan_mask(mask, data.shape)
+    plan = plan_mask(mask, data)
     out = fresh(run, data.shape, dtype_or(dtype, data.st.dtype), plan)
     if not plan.skip:
         _eng.reciprocal(narrow(out, plan.box), narrow(data, plan.box), engine=_engine_name(engine),
                         where=plan.where, api=api)
-    return mark(run, out)
+    return mark(run, out, data)
 
 
 def iota(expr, dtype, *, mask=None, **kwargs):
@@ -332,17 +332,29 @@ def affine_select(pred, on_true_tile, on_false_value, *, mask=None, dtype=None, 
         grid = pred.grid() > 0
     else:
         raise OperandShapeError(f"{api}: pred must be an affine predicate of nl.arange indices (e.g. i_p >= i_f)")
+    if on_true_tile.st.memory == "psum":
+        # GpSimd cannot read PSUM: the compiler evacuates the tile to SBUF first
+        tmp = fresh(run, on_true_tile.shape, on_true_tile.st.dtype, NO_MASK)
+        _eng.tensor_copy(tmp, on_true_tile, api=api + " (psum->sbuf)")
+        tmp._gaxes = getattr(on_true_tile, "_gaxes", None)
+        on_true_tile = tmp
     shape = on_true_tile.shape
-    plan = plan_mask(mask, shape)
+    plan = plan_mask(mask, on_true_tile)
     out = fresh(run, shape, dtype_or(dtype, on_true_tile.st.dtype), plan)
     if not plan.skip:
-        g = np.broadcast_to(grid.reshape((1,) * (len(shape) - grid.ndim) + grid.shape) if grid.ndim < len(shape)
-                            else grid, shape)
+        gaxes = getattr(on_true_tile, "_gaxes", None)
+        if gaxes is not None and len(gaxes) == len(shape):
+            g = _on_axes(grid, gaxes, shape)
+        else:
+            g = grid.reshape((1,) * (len(shape) - grid.ndim) + grid.shape) if grid.ndim < len(shape) else grid
+            while g.ndim > len(shape) and g.shape[0] == 1:
+                g = g[0]
+        g = np.broadcast_to(g, shape)
         if plan.box is not None:
             g = g[tuple(slice(lo, hi) for lo, hi in plan.box)]
         _eng.affine_select(narrow(out, plan.box), narrow(on_true_tile, plan.box), on_false_value, predicate=g,
                            where=plan.where, api=api)
-    return mark(run, out)
+    return mark(run, out, on_true_tile)
 
 
 def memset(shape, value, dtype, *, mask=None, engine=0, **kwargs):
@@ -359,7 +371,7 @@ def bn_stats(data, *, mask=None, dtype=None, **kwargs):
     run = current()
     api = "nisa.bn_stats"
     data = as_tile(data, api, "data")
-    plan = plan_mask(mask, data.shape)
+    plan = plan_mask(mask, data)
     out = fresh(run, (data.shape[0], 6), dtype_or(dtype, data.st.dtype), plan)
     if not plan.skip:
         o = out if plan.box is None else out.narrow((plan.box[0], (0, 6)))
@@ -371,7 +383,7 @@ def bn_aggr(data, *, mask=None, dtype=None, **kwargs):
     run = current()
     api = "nisa.bn_aggr"
     data = as_tile(data, api, "data")
-    plan = plan_mask(mask, data.shape)
+    plan = plan_mask(mask, data)
     out = fresh(run, (data.shape[0], 2), dtype_or(dtype, data.st.dtype), plan)
     if not plan.skip:
         o = out if plan.box is None else out.narrow((plan.box[0], (0, 2)))
@@ -382,7 +394,7 @@ def bn_aggr(data, *, mask=None, dtype=None, **kwargs):
 def dropout(data, prob, *, mask=None, dtype=None, **kwargs):
     run = current()
     data = as_tile(data, "nisa.dropout", "data")
-    plan = plan_mask(mask, data.shape)
+    plan = plan_mask(mask, data)
     out = fresh(run, data.shape, dtype_or(dtype, data.st.dtype), plan)
     if not plan.skip:
         _eng.dropout(narrow(out, plan.box), narrow(data, plan.box), narrow(prob, plan.box), where=plan.where,
@@ -454,7 +466,7 @@ def dma_copy(*args, dst=None, src=None, mask=None, dst_rmw_op=None, oob_mode=Non
             raise OperandShapeError("nisa.dma_copy: pass dst= and src= as keywords")
     if dst is None or src is None:
         raise OperandShapeError("nisa.dma_copy needs dst= and src=")
-    plan = plan_mask(mask, dst.shape)
+    plan = plan_mask(mask, dst)
     if plan.skip:
         return None
     _eng.dma_copy(narrow(dst, plan.box), narrow(src, plan.box), where=plan.where, dst_rmw_op=dst_rmw_op,

@@ -33,7 +33,7 @@ from nkitui.emulator.errors import (
     kernel_frame,
 )
 from nkitui.emulator.legacy import tile as _tile_mod
-from nkitui.emulator.legacy._support import as_tile, dtype_or, fresh, mark, scalar_like
+from nkitui.emulator.legacy._support import align, as_tile, dtype_or, fresh, mark
 from nkitui.emulator.legacy.indexing import NO_MASK, arange, mgrid, narrow, plan_mask  # noqa: F401
 from nkitui.emulator.legacy.tile import LegacyTensor
 from nkitui.emulator.runtime import current, current_or_none
@@ -351,13 +351,13 @@ def load(src, *, mask=None, dtype=None, **kwargs):
     if len(shape) < 2:
         shape = (shape[0] if shape else 1, 1)
     d = dtype_or(dtype, src.st.dtype)
-    plan = plan_mask(mask, shape)
+    plan = plan_mask(mask, src if src.shape == shape else shape)
     out = fresh(run, shape, d, plan)
     if plan.skip:
         return out
     s = src if src.shape == shape else _reshape_view(src, shape)
     engine.dma_copy(narrow(out, plan.box), narrow(s, plan.box), where=plan.where, api=api)
-    return mark(run, out)
+    return mark(run, out, src)
 
 
 def _reshape_view(t: Tensor, shape):
@@ -375,7 +375,7 @@ def store(dst, value, *, mask=None, **kwargs):
     if dst.st.memory != "hbm":
         raise EngineMemoryError(f"Expected operand 'dst' of 'store' to be in address space 'hbm', but got a tile in "
                                 f"'{dst.st.memory}'")
-    plan = plan_mask(mask, dst.shape)
+    plan = plan_mask(mask, dst)
     if plan.skip:
         return None
     if not isinstance(value, Tensor):
@@ -388,6 +388,7 @@ def store(dst, value, *, mask=None, **kwargs):
         value = tmp
     if value.st.memory == "hbm":
         raise EngineMemoryError(f"Expected operand 'value' of 'store' to be in address space 'sbuf', got 'hbm'")
+    value, dst = align(value, dst)
     d = dst if dst.shape == value.shape or len(dst.shape) >= 2 else _reshape_view(dst, value.shape)
     if len(value.shape) > len(d.shape) and value.size == d.size:
         d = _reshape_view(d, value.shape)
@@ -427,11 +428,11 @@ def copy(src, *, mask=None, dtype=None, **kwargs):
     run = current()
     src = as_tile(src, "nl.copy", "src")
     d = dtype_or(dtype, src.st.dtype)
-    plan = plan_mask(mask, src.shape)
+    plan = plan_mask(mask, src)
     out = fresh(run, src.shape, d, plan)
     if not plan.skip:
         engine.tensor_copy(narrow(out, plan.box), narrow(src, plan.box), where=plan.where, api="nl.copy")
-    return mark(run, out)
+    return mark(run, out, src)
 
 
 alu.register(copy, "copy")
@@ -455,7 +456,7 @@ def atomic_rmw(dst, value, op, *, mask=None, **kwargs):
     current()
     if not isinstance(value, Tensor):
         raise OperandShapeError("nl.atomic_rmw: value must be a tile")
-    plan = plan_mask(mask, dst.shape)
+    plan = plan_mask(mask, dst)
     if plan.skip:
         return None
     engine.dma_copy(narrow(dst, plan.box), narrow(value, plan.box), where=plan.where, dst_rmw_op=op,
@@ -525,10 +526,11 @@ def _binary(name: str, x, y, dtype, mask, api: str, out: Tensor | None = None, o
     else:
         shape = (x if xt else y).shape
     if out is None:
-        plan = plan_mask(mask, shape)
+        ref = x if (xt and x.shape == shape) else (y if (yt and y.shape == shape) else shape)
+        plan = plan_mask(mask, ref)
         out = fresh(run, shape, d, plan)
     else:
-        plan = plan_mask(mask, out.shape)
+        plan = plan_mask(mask, out)
     if plan.skip:
         return out
     o = narrow(out, plan.box)
@@ -550,7 +552,8 @@ def _binary(name: str, x, y, dtype, mask, api: str, out: Tensor | None = None, o
     else:
         t, s = (x, y) if xt else (y, x)
         engine.tensor_scalar(o, narrow(t, plan.box), name, s, reverse0=not xt, where=plan.where, api=api)
-    return mark(run, out)
+    ref = x if (xt and getattr(x, "_gaxes", None) is not None and x.shape == out.shape) else y
+    return mark(run, out, ref)
 
 
 def _partition_broadcast(run, t: Tensor, P: int) -> Tensor:
@@ -601,11 +604,11 @@ def _unary_activation(name: str):
         api = f"nl.{name}"
         x = as_tile(x, api, "x")
         d = dtype_or(dtype, x.st.dtype)
-        plan = plan_mask(mask, x.shape)
+        plan = plan_mask(mask, x)
         out = fresh(run, x.shape, d, plan)
         if not plan.skip:
             engine.activation(narrow(out, plan.box), name, narrow(x, plan.box), where=plan.where, api=api)
-        return mark(run, out)
+        return mark(run, out, x)
     fn.__name__ = fn.__qualname__ = name
     fn.__doc__ = f"Element-wise {name} (ScalarE activation)."
     alu.register(fn, name)
@@ -654,7 +657,7 @@ alu.register(negative, "negative")
 def reciprocal(x, *, dtype=None, mask=None, **kwargs):
     run = current()
     x = as_tile(x, "nl.reciprocal", "x")
-    plan = plan_mask(mask, x.shape)
+    plan = plan_mask(mask, x)
     out = fresh(run, x.shape, dtype_or(dtype, x.st.dtype), plan)
     if not plan.skip:
         engine.reciprocal(narrow(out, plan.box), narrow(x, plan.box), where=plan.where, api="nl.reciprocal")
@@ -691,7 +694,7 @@ def where(condition, x, y, *, dtype=None, mask=None, **kwargs):
 def dropout(x, rate, *, dtype=None, mask=None, **kwargs):
     run = current()
     x = as_tile(x, "nl.dropout", "x")
-    plan = plan_mask(mask, x.shape)
+    plan = plan_mask(mask, x)
     out = fresh(run, x.shape, dtype_or(dtype, x.st.dtype), plan)
     if not plan.skip:
         engine.dropout(narrow(out, plan.box), narrow(x, plan.box), rate, where=plan.where, api="nl.dropout")
@@ -705,7 +708,7 @@ def _reduce(opname: str, x, axis, dtype, mask, keepdims: bool, api: str, negate:
     axes = _norm_axes(axis, len(x.shape), api)
     out_shape = _reduced_shape(x.shape, axes, keepdims)
     d = dtype_or(dtype, x.st.dtype)
-    plan = plan_mask(mask, x.shape)
+    plan = plan_mask(mask, x)
     out = fresh(run, out_shape, d, plan)
     if plan.skip:
         return out, x, axes, plan
@@ -918,11 +921,13 @@ def _assign(dst: Tensor, value: Tensor, temp: bool) -> None:
     if dst.st.memory == "hbm":
         store(dst, value)
         return
+    value, dst = align(value, dst)
+    ins = run.trace.instructions[-1] if run.recording else None
     if (temp and value._producer == run.instructions and value.st.memory != "hbm"
-            and isinstance(value, LegacyTensor) and _fits_view(value.shape, dst.shape)):
+            and isinstance(value, LegacyTensor) and _fits_view(value.shape, dst.shape)
+            and _can_write(run, value, dst, ins)):
         # retarget: the instruction that produced `value` writes `dst` directly
         dst.check_bounds("tensor assignment")
-        ins = run.trace.instructions[-1] if run.recording else None
         if run.execute:
             vals = value.array() if value.st.dtype is dst.st.dtype else value.read_f32()
             if vals.shape != dst.shape and vals.size == dst.size:
@@ -938,6 +943,20 @@ def _assign(dst: Tensor, value: Tensor, temp: bool) -> None:
             ins.meta["retargeted"] = True
         return
     engine.tensor_copy(dst, as_tile(value, "tensor assignment", "value"), api="tensor assignment")
+
+
+def _can_write(run, value, dst, ins) -> bool:
+    """Could the engine that produced `value` have written `dst` directly?"""
+    engine_name = ins.engine if ins is not None else _last_engine(value)
+    if engine_name == "tensor":
+        return dst.st.memory == "psum"  # TensorE writes PSUM only
+    if engine_name == "gpsimd":
+        return dst.st.memory == "sbuf"  # GpSimd cannot access PSUM
+    return True
+
+
+def _last_engine(value) -> str:
+    return "tensor" if (value._mm is not None or value.st.memory == "psum") else "vector"
 
 
 def _fits_view(src, dst) -> bool:

@@ -29,11 +29,14 @@ def _advanced(k) -> bool:
 
 
 class LegacyTensor(Tensor):
-    __slots__ = ("_mm",)  # the nc_matmul Instruction behind a fresh matmul result (or True)
+    # _mm: the nc_matmul Instruction behind a fresh matmul result (or True);
+    # _gaxes: for views made with index grids, the grid axis (position from the end) of each dim
+    __slots__ = ("_mm", "_gaxes")
 
     def __init__(self, st, ent, shape, fancy=None) -> None:
         super().__init__(st, ent, shape, fancy)
         self._mm = None
+        self._gaxes = None
 
     __hash__ = object.__hash__
 
@@ -54,87 +57,7 @@ class LegacyTensor(Tensor):
         if len(key) != len(self.shape):
             raise IndexingError(f"an index-grid subscript needs one index per dimension: got {len(key)} for a "
                                 f"tensor of shape {self.shape}")
-        for k in key:
-            if isinstance(k, AffineExpr) and k.nd == 1 and k.terms:
-                raise IndexingError("err_1d_arange_not_supported: index with nl.arange(n)[:, None] (partition) "
-                                    "or nl.arange(n)[None, :] (free), not a 1-D nl.arange")
-        shapes = []
-        for k in key:
-            if isinstance(k, AffineExpr):
-                shapes.append(k.shape)
-            elif isinstance(k, IndexExpr):
-                shapes.append(k.grid().shape)
-            elif isinstance(k, Tensor):
-                shapes.append(k.shape)
-        try:
-            gshape = np.broadcast_shapes(*shapes)
-        except ValueError:
-            raise IndexingError(f"index grids of shapes {shapes} do not broadcast together") from None
-        G = len(gshape)
-        # fast path: every dim an int or a one-axis affine range on its own grid axis
-        specs = []
-        used = set()
-        fast = True
-        for k in key:
-            if isinstance(k, (int, np.integer)) and not isinstance(k, bool):
-                specs.append(("i", int(k)))
-            elif isinstance(k, AffineExpr) and len(k.terms) <= 1:
-                if not k.terms:
-                    specs.append(("i", k.offset))
-                    continue
-                pfe, size, coeff = k.terms[0]
-                ax = G - 1 - pfe
-                if coeff == 0 or ax in used or size != gshape[ax]:
-                    fast = False
-                    break
-                used.add(ax)
-                specs.append(("r", k.offset, coeff, size, ax))
-            else:
-                fast = False
-                break
-        if fast:
-            return self.compose(specs, gshape)
-        grids = []
-        for k in key:
-            if isinstance(k, IndexExpr):
-                grids.append(k.grid())
-            elif isinstance(k, Tensor):
-                grids.append(_index_values(k))
-            else:
-                grids.append(int(k))
-        view = self.gather_index_safe(grids, gshape)
-        return view
-
-    def gather_index_safe(self, grids, gshape):
-        # out-of-range indices are only an error if an instruction touches them (masks, oob_mode):
-        # clip for the gather of index arrays, then rebuild from the raw index values
-        base = self.index_arrays()
-        shape = self.shape
-        fancy = []
-        clipped = []
-        for r, (g, n) in enumerate(zip(grids, shape)):
-            clipped.append(np.clip(g, 0, n - 1) if isinstance(g, np.ndarray) else min(max(g, 0), n - 1))
-        key = tuple(clipped)
-        for d, a in enumerate(base):
-            a = np.broadcast_to(a, shape)
-            vals = a[key]
-            fancy.append(np.broadcast_to(vals, gshape))
-        # re-apply the unclipped offsets so that bounds checks see the real indices
-        for r, (g, c) in enumerate(zip(grids, clipped)):
-            if isinstance(g, np.ndarray) and not np.array_equal(g, c) or (not isinstance(g, np.ndarray) and g != c):
-                d = self._storage_dim(r)
-                if d is not None:
-                    step = self.ent[d][1] if self.fancy is None else 1
-                    fancy[d] = np.broadcast_to(fancy[d] + (np.asarray(g) - np.asarray(c)) * step, gshape)
-        return type(self)(self.st, None, tuple(gshape), tuple(fancy))
-
-    def _storage_dim(self, r: int):
-        if self.fancy is not None:
-            return None
-        for d, e in enumerate(self.ent):
-            if e[3] == r:
-                return d
-        return None
+        return _advanced_index(self, key)
 
     # -- assignment ----------------------------------------------------------------------------
     def __setitem__(self, key, value) -> None:
@@ -266,9 +189,120 @@ class LegacyTensor(Tensor):
             run.input_ids.add(alias.id)
         return type(self).whole(alias)
 
+    def broadcast_to(self, shape):
+        return _nl.broadcast_to(self, shape=shape)
+
     @property
     def tensor(self):
         return self
+
+
+def _index_axes(k, nd: int) -> list[int]:
+    """Grid axes (positions from the end) an index refers to, in grid order."""
+    if isinstance(k, AffineExpr):
+        return sorted({pfe for pfe, _, _ in k.terms}, reverse=True)
+    if isinstance(k, (IndexExpr, Tensor)):
+        shape = k.grid().shape if isinstance(k, IndexExpr) else k.shape
+        return [len(shape) - 1 - i for i, n in enumerate(shape) if n > 1]
+    return []
+
+
+def _advanced_index(base: LegacyTensor, key) -> LegacyTensor:
+    """Index with nl.arange / nl.mgrid grids (and ints, and index tiles for indirect access).
+
+    The tile's dimensions follow the subscript: the first index's grid axes give the partition
+    dimension, the next index's axes the following dimensions (so `t[i_p, i_f1 * F2 + i_f2]` is a
+    3-D tile over the (p, f1, f2) grid). Grids broadcast like NumPy (right-aligned); each dimension
+    remembers its grid axis so that masks built from the same grids line up with it.
+    """
+    shapes = []
+    for k in key:
+        if isinstance(k, AffineExpr):
+            if k.nd == 1 and k.terms:
+                raise IndexingError("err_1d_arange_not_supported: index with nl.arange(n)[:, None] (partition) "
+                                    "or nl.arange(n)[None, :] (free), not a 1-D nl.arange")
+            shapes.append(k.shape)
+        elif isinstance(k, IndexExpr):
+            shapes.append(k.grid().shape)
+        elif isinstance(k, Tensor):
+            shapes.append(k.shape)
+    try:
+        gshape = tuple(np.broadcast_shapes(*shapes))
+    except ValueError:
+        raise IndexingError(f"index grids of shapes {shapes} do not broadcast together") from None
+    G = len(gshape)
+    dims: list[int] = []
+    for k in key:
+        for pfe in _index_axes(k, G):
+            if pfe not in dims:
+                dims.append(pfe)
+    if len(dims) < 2:  # a tile keeps two dimensions: add unit grid axes in grid order
+        spare = [p for p in range(G - 1, -1, -1) if p not in dims]
+        while len(dims) < 2 and spare:
+            p = spare.pop(0)
+            dims.append(p)
+            dims.sort(reverse=True)
+    out_shape = tuple(gshape[G - 1 - p] for p in dims)
+    if len(out_shape) < 2:
+        out_shape = out_shape + (1,) * (2 - len(out_shape))
+    # fast path: every index an int or a one-axis affine range on its own grid axis
+    specs = []
+    seen = set()
+    fast = True
+    for k in key:
+        if isinstance(k, (int, np.integer)) and not isinstance(k, bool):
+            specs.append(("i", int(k)))
+        elif isinstance(k, AffineExpr) and len(k.terms) <= 1:
+            if not k.terms:
+                specs.append(("i", k.offset))
+                continue
+            pfe, size, coeff = k.terms[0]
+            if coeff == 0 or pfe in seen:
+                fast = False
+                break
+            seen.add(pfe)
+            specs.append(("r", k.offset, coeff, size, dims.index(pfe)))
+        else:
+            fast = False
+            break
+    if fast:
+        view = base.compose(specs, out_shape)
+    else:
+        # gather view: each index as an integer grid laid out in the tile's dimension order
+        order = [G - 1 - p for p in dims] + [a for a in range(G) if (G - 1 - a) not in dims]
+        grids = []
+        for k in key:
+            if isinstance(k, IndexExpr):
+                g = k.grid()
+            elif isinstance(k, Tensor):
+                g = _index_values(k)
+            else:
+                grids.append(int(k))
+                continue
+            g = np.broadcast_to(g.reshape((1,) * (G - g.ndim) + g.shape), gshape)
+            grids.append(np.transpose(g, order).reshape(out_shape))
+        view = _gather(base, grids, out_shape)
+    view._gaxes = tuple(dims) + (-1,) * (len(out_shape) - len(dims))
+    return view
+
+
+def _gather(base: Tensor, grids, out_shape) -> LegacyTensor:
+    """A gather view: `grids[r]` gives, per output element, the index along base dim r."""
+    idx = base.index_arrays()
+    shape = base.shape
+    clipped = [np.clip(g, 0, n - 1) if isinstance(g, np.ndarray) else min(max(g, 0), n - 1)
+               for g, n in zip(grids, shape)]
+    key = tuple(clipped)
+    fancy = [np.broadcast_to(np.broadcast_to(a, shape)[key], out_shape) for a in idx]
+    if base.fancy is None:
+        # indices outside the view: extend linearly (range views) so bounds checks see them
+        for r, (g, c) in enumerate(zip(grids, clipped)):
+            delta = np.asarray(g) - np.asarray(c)
+            if np.any(delta):
+                for d, e in enumerate(base.ent):
+                    if e[3] == r:
+                        fancy[d] = np.broadcast_to(fancy[d] + delta * e[1], out_shape)
+    return type(base)(base.st, None, tuple(out_shape), tuple(fancy))
 
 
 def _index_values(t: Tensor) -> np.ndarray:
