@@ -54,6 +54,7 @@ class RunInfo:
     psum_peak_bytes: int
     trace: Trace | None = None
     options: dict = field(default_factory=dict)
+    written_args: list[str] = field(default_factory=list)  # argument arrays the kernel wrote to
 
 
 class Frontend:
@@ -226,6 +227,10 @@ def run_kernel(kernel: Kernel, args, kwargs, *, grid: tuple[int, ...] | None = N
         targs = tuple(_to_tensor(run, v, f"arg{i}", cls, writebacks) for i, v in enumerate(args))
         tkwargs = {k: _to_tensor(run, v, k, cls, writebacks) for k, v in kwargs.items()}
     _check_annotations(kernel, bound)
+    if bound is not None:
+        arg_tensors = [(n, v) for n, v in bound.arguments.items() if isinstance(v, Tensor)]
+    else:
+        arg_tensors = [(f"arg{i}", v) for i, v in enumerate(targs) if isinstance(v, Tensor)]
     first_seq = len(trace.instructions) if trace is not None else 0
     if trace is not None and not trace.kernel:
         trace.kernel = kernel.name
@@ -248,9 +253,10 @@ def run_kernel(kernel: Kernel, args, kwargs, *, grid: tuple[int, ...] | None = N
         if t.st.id in run.written_inputs and original.flags.writeable:
             np.copyto(original, t.st.data.astype(original.dtype) if t.st.data.dtype != original.dtype
                       else t.st.data, casting="unsafe")
+    written = [name for name, t in arg_tensors if t.st.id in run.written_inputs]
     info = RunInfo(kernel.name, grid, run.instructions, dict(run.engine_counts), wall, list(run.diagnostics),
                    run.alloc.sbuf_peak, run.alloc.psum_peak, trace,
-                   {"target": run.target.name, "precise": run.precise, "execute": run.execute})
+                   {"target": run.target.name, "precise": run.precise, "execute": run.execute}, written)
     kernel.last_run = info
     if trace is not None:
         launches = trace.meta.setdefault("launches", [])
