@@ -21,6 +21,7 @@ from typing import Any, Callable
 import numpy as np
 
 from nkitui.emulator import dtypes as dt
+from nkitui.emulator.blas import single_threaded
 from nkitui.emulator.config import current_options
 from nkitui.emulator.errors import KernelArgumentError, NKIEmulatorError
 from nkitui.emulator.runtime import Run, active_trace, current_or_none, set_current
@@ -240,10 +241,11 @@ def run_kernel(kernel: Kernel, args, kwargs, *, grid: tuple[int, ...] | None = N
     prev = set_current(run)
     saved_err = np.seterr(all="ignore")  # fp exceptions are data, as on the device (NaN/Inf propagate)
     try:
-        for pid in programs:
-            run.program = tuple(pid)
-            run.shared_idx = 0
-            result = kernel.func(*targs, **tkwargs)
+        with single_threaded():
+            for pid in programs:
+                run.program = tuple(pid)
+                run.shared_idx = 0
+                result = kernel.func(*targs, **tkwargs)
     finally:
         np.seterr(**saved_err)
         set_current(prev)

@@ -1,4 +1,9 @@
-"""Fixtures for the emulator suite: the legacy namespace installed once per session."""
+"""Fixtures for the emulator suite.
+
+The legacy namespace is installed when this conftest is imported, so that kernel modules in this
+directory can `import neuronxcc.nki` at the top like real kernel files; it is uninstalled again
+at the end of the session if it was not installed before.
+"""
 
 from __future__ import annotations
 
@@ -7,13 +12,14 @@ import pytest
 
 from nkitui import emulator
 
+_WAS_INSTALLED = emulator.installed()
+emulator.install()
+
 
 @pytest.fixture(scope="session", autouse=True)
 def _installed():
-    already = emulator.installed()
-    emulator.install()
     yield
-    if not already:
+    if not _WAS_INSTALLED:
         emulator.uninstall()
 
 
