@@ -18,8 +18,11 @@ inputs and is compared with the reference under the task's own tolerance:
 
   caught      some output fails the tolerance
   crashed     the mutant raised (caught by crash, counted apart)
-  equivalent  the outputs equal the unmutated port's bit for bit (no effect on these inputs)
-  survived    every output passes although the port is broken: the tolerance or the inputs are too weak
+  equivalent    the outputs equal the unmutated port's bit for bit (no effect on these inputs)
+  undetectable  every output passes, but also passes the advisor's tolerance: the change stays within
+                the error a correct port may make, so no sound tolerance could catch it
+  survived      every output passes the task's tolerance although the advisor's would reject it: the
+                tolerance (or the inputs) is weaker than it could be
 """
 
 from __future__ import annotations
@@ -39,7 +42,7 @@ from nkitui.evaluate.tolerance import check_policy, rel_l2_error
 
 Operator = Literal["drop-last-tile", "shift-index", "skip-accumulation", "swap-operands", "lower-accumulator"]
 OPERATORS: tuple[str, ...] = ("drop-last-tile", "shift-index", "skip-accumulation", "swap-operands", "lower-accumulator")
-MutantStatus = Literal["caught", "crashed", "equivalent", "survived"]
+MutantStatus = Literal["caught", "crashed", "equivalent", "undetectable", "survived"]
 
 LOOP_FUNCS = {"range", "affine_range", "sequential_range", "static_range", "tile_range"}
 MATMUL_FUNCS = {"matmul", "nc_matmul"}
@@ -85,9 +88,11 @@ class MutantResult:
     detail: str = ""  # the exception, or which output failed
     max_abs: float | None = None  # largest error against the reference over the outputs
     rel_l2: float | None = None
+    advised: str = ""  # survived: the advised tolerance that would have caught it, in words
 
     def to_dict(self) -> dict[str, Any]:
         return {
+            "advised": self.advised,
             "id": self.id,
             "operator": self.operator,
             "description": self.description,
@@ -104,7 +109,7 @@ class MutantResult:
         return cls(
             id=str(d["id"]), operator=str(d["operator"]), description=str(d["description"]), file=str(d["file"]),
             line=int(d["line"]), status=d["status"], detail=str(d.get("detail", "")),
-            max_abs=unjfloat(d.get("max_abs")), rel_l2=unjfloat(d.get("rel_l2")),
+            max_abs=unjfloat(d.get("max_abs")), rel_l2=unjfloat(d.get("rel_l2")), advised=str(d.get("advised", "")),
         )
 
 
@@ -119,8 +124,8 @@ class MutationReport:
 
     @property
     def score(self) -> float | None:
-        """Share of effective mutants (all but equivalent) caught, crashes included."""
-        effective = [r for r in self.results if r.status != "equivalent"]
+        """Share of effective mutants (all but equivalent/undetectable) caught, crashes included."""
+        effective = [r for r in self.results if r.status not in ("equivalent", "undetectable")]
         if not effective:
             return None
         return sum(1 for r in effective if r.status in ("caught", "crashed")) / len(effective)
@@ -130,7 +135,7 @@ class MutationReport:
             "results": [r.to_dict() for r in self.results],
             "findings": [f.to_dict() for f in self.findings],
             "error": self.error,
-            "counts": {s: self.count(s) for s in ("caught", "crashed", "equivalent", "survived")},
+            "counts": {s: self.count(s) for s in ("caught", "crashed", "equivalent", "undetectable", "survived")},
             "score": self.score,
         }
 
@@ -600,16 +605,21 @@ def run_mutants(
     reference_outputs: Mapping[str, np.ndarray],
     outputs: Sequence[Any],
     original_outputs: Mapping[str, np.ndarray] | None = None,
+    advised: Mapping[str, Any] | None = None,
 ) -> MutationReport:
-    """Run every mutant on `inputs` and judge it with each output's tolerance (`outputs`: the specs)."""
+    """Run every mutant on `inputs` and judge it with each output's tolerance (`outputs`: the specs).
+
+    `advised`: {output: the advisor's TolerancePolicy}; a mutant every output of which also passes
+    it is "undetectable" rather than "survived".
+    """
     results = []
     for m in mutants:
-        results.append(_run_one(m, run_source, inputs, reference_outputs, outputs, original_outputs))
+        results.append(_run_one(m, run_source, inputs, reference_outputs, outputs, original_outputs, advised))
     report = MutationReport(tuple(results))
     return MutationReport(report.results, tuple(mutant_findings(report, outputs)))
 
 
-def _run_one(m, run_source, inputs, reference_outputs, outputs, original) -> MutantResult:
+def _run_one(m, run_source, inputs, reference_outputs, outputs, original, advised=None) -> MutantResult:
     base = dict(id=m.id, operator=m.operator, description=m.description, file=m.file, line=m.line)
     try:
         with np.errstate(all="ignore"):
@@ -642,8 +652,17 @@ def _run_one(m, run_source, inputs, reference_outputs, outputs, original) -> Mut
     ):
         return MutantResult(**base, status="equivalent", detail="outputs identical to the unmutated port",
                             max_abs=max_abs, rel_l2=rel)
+    if advised and all(
+        s.name in advised and check_policy(np.asarray(got[s.name]), np.asarray(reference_outputs[s.name]),
+                                           advised[s.name], s.dtype).passed
+        for s in outputs
+    ):
+        return MutantResult(**base, status="undetectable",
+                            detail="within the error a correct port may make (passes the advised tolerance too)",
+                            max_abs=max_abs, rel_l2=rel)
+    advised_text = "; ".join(f"`{n}`: {p.describe()}" for n, p in (advised or {}).items())
     return MutantResult(**base, status="survived", detail="every output passes the tolerance", max_abs=max_abs,
-                        rel_l2=rel)
+                        rel_l2=rel, advised=advised_text)
 
 
 def mutant_findings(report: MutationReport, outputs: Sequence[Any]) -> list[Finding]:
@@ -659,7 +678,10 @@ def mutant_findings(report: MutationReport, outputs: Sequence[Any]) -> list[Find
                 f"Tolerance accepts a broken port ({r.operator})",
                 f"The task's tolerance ({policies}) accepts a deliberately broken port: {r.description} "
                 f"({r.file}:{r.line}) still passes, with max abs error {g(r.max_abs)} and relative L2 {g(r.rel_l2)} "
-                f"against the reference. {OPERATOR_ADVICE.get(r.operator, '').capitalize()}; tighten the tolerance "
+                f"against the reference"
+                + (f", although the tolerance the advisor derives for a correct port ({r.advised}) rejects it"
+                   if r.advised else "")
+                + f". {OPERATOR_ADVICE.get(r.operator, '').capitalize()}; tighten the tolerance "
                 "or use inputs that expose this change.",
                 r.to_dict(),
                 file=r.file,

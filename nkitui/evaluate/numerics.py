@@ -190,7 +190,8 @@ def run_numerics_audit(
             mutation_report = MutationReport(error=str(exc))
         else:
             say(f"mutants: {len(candidates)} mutated port(s)")
-            mutation_report = run_mutants(candidates, run_source, inputs, ref, outputs, original_outputs=got)
+            mutation_report = run_mutants(candidates, run_source, inputs, ref, outputs, original_outputs=got,
+                                          advised={a.name: a.policy for a in advice})
             findings += mutation_report.findings
     if goldens is not None:
         say("GPU goldens")

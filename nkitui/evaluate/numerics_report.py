@@ -33,7 +33,7 @@ SEVERITY_STYLE = {"high": "bold red", "medium": "yellow", "low": "cyan", "info":
 STATUS_STYLE = {
     "pass": "green", "caught": "green", "agree": "green", "consistent": "green",
     "fail": "bold red", "survived": "bold red", "error": "red", "crashed": "yellow",
-    "tolerance-only": "yellow", "equivalent": "dim",
+    "tolerance-only": "yellow", "equivalent": "dim", "undetectable": "dim",
 }
 
 
@@ -158,7 +158,8 @@ def render_mutants(r: MutationReport) -> RenderableType:
         return Text(f"mutation testing did not run: {r.error}", style="red")
     score = "n/a" if r.score is None else f"{r.score:.0%}"
     t = Table(title=f"test strength: {r.count('caught')} caught, {r.count('crashed')} crashed, "
-                    f"{r.count('survived')} survived, {r.count('equivalent')} equivalent (score {score})",
+                    f"{r.count('survived')} survived, {r.count('equivalent')} equivalent, "
+                    f"{r.count('undetectable')} undetectable (score {score})",
               title_justify="left")
     for col in ("mutant", "line", "change", "status", "detail"):
         t.add_column(col)

@@ -7,6 +7,7 @@ import pytest
 from nkitui.evaluate import numfindings as rules
 from nkitui.evaluate.mutants import OPERATORS, MutationReport, generate_mutants, run_mutants
 from nkitui.evaluate.runners import RunOptions
+from nkitui.evaluate.tolerance import TolerancePolicy
 
 from .helpers import out_spec, run_fake_nki_source
 
@@ -123,16 +124,31 @@ def test_a_loose_tolerance_lets_the_bf16_accumulator_survive():
     ref = _reference(inputs)
     original = run_fake_nki_source(LEGACY, inputs, RunOptions())
     spec = out_spec("c", (256, 128), kind="rel_l2", tol=0.05)
-    report = run_mutants(generate_mutants(LEGACY, "port.py"), run_fake_nki_source, inputs, ref, [spec], original)
+    advised = {"c": TolerancePolicy(kind="allclose", atol=1e-4, rtol=1e-4)}
+    report = run_mutants(generate_mutants(LEGACY, "port.py"), run_fake_nki_source, inputs, ref, [spec], original,
+                         advised)
     survived = [r for r in report.results if r.status == "survived"]
     assert [r.id for r in survived] == ["lower-accumulator#1"]
     [f] = report.findings
     assert f.rule == rules.MUTANT_SURVIVED and f.severity == "high"
     assert (f.file, f.line) == ("port.py", 12)
     assert "rel_l2 tol=0.05" in f.message and "bfloat16" in f.message
+    assert "the advisor derives for a correct port (`c`: allclose atol=0.0001 rtol=0.0001) rejects it" in f.message
     assert 0 < report.score < 1
     back = MutationReport.from_dict(json.loads(json.dumps(report.to_dict(), allow_nan=False)))
     assert back.to_dict() == report.to_dict()
+
+
+def test_a_change_within_a_correct_ports_error_is_undetectable_not_survived():
+    inputs = _inputs()
+    ref = _reference(inputs)
+    original = run_fake_nki_source(LEGACY, inputs, RunOptions())
+    spec = out_spec("c", (256, 128), kind="rel_l2", tol=0.05)
+    advised = {"c": TolerancePolicy(kind="rel_l2", tol=0.02)}  # as loose as a bf16 accumulator needs
+    report = run_mutants(generate_mutants(LEGACY, "port.py"), run_fake_nki_source, inputs, ref, [spec], original,
+                         advised)
+    assert {r.id: r.status for r in report.results}["lower-accumulator#1"] == "undetectable"
+    assert report.findings == ()
 
 
 def test_unparsable_source_names_file_and_line():
