@@ -27,6 +27,7 @@ class AccessSpan:
     guarded: bool  # a mask or a min() bound limits this access on this dim
     tiling_loops: list[int]  # loops whose variable moves this access along the dim
     rel_end: int | None = None  # (end of the last tile) - (dim size), symbolically, when it can be said
+    guard_line: int | None = None  # where the mask comparison or min() bound is written
     gappy: bool = False  # consecutive iterations leave holes (stride larger than the tile)
 
 
@@ -124,6 +125,8 @@ def _span(km: KernelModel, op: Op, access: Access, dim: int, size: Any, context:
     guarded_mask, limit = _mask_limit(op, d, at_max)
     guarded = d.bounded or guarded_mask
     span = AccessSpan(op, access, dim, lo, None, guarded, tiling)
+    if guarded:
+        span.guard_line = op.mask.line if isinstance(op.mask, Mask) and guarded_mask else d.guard_line
     # Gaps: a tile stride larger than the tile.
     lin = as_lin(d.start)
     if lin is not None and d.extent is not None:

@@ -162,6 +162,8 @@ class CudaKernel:
             for attr in ("syncs", "shuffles", "atomics", "math", "matmuls", "loops", "accumulators", "index_uses"):
                 getattr(out, attr).extend(getattr(f, attr))
             todo.extend(c.name for c in f.device_calls)
+        for attr in ("syncs", "shuffles", "atomics", "math", "matmuls", "loops", "accumulators", "index_uses"):
+            getattr(out, attr).sort(key=lambda c: c.line)
         return out
 
     def reads_of(self, name: str) -> list[GlobalAccess]:
@@ -515,7 +517,7 @@ class _KernelReader:
         acc.updates.append(_line(node))
         for lp in self.loop_stack:
             lp.reduction = True
-        if right is not None and _is_product_of_loads(right):
+        if right is not None and _is_product_of_loads(right, name):
             self.k.matmuls.append(Construct(_line(node), "dot-loop", _short(_text(node))))
 
     def guard(self, node: Any) -> None:
@@ -685,18 +687,24 @@ def _loop_step(update: Any, var: str | None) -> tuple[str, str]:
     return "", "unknown"
 
 
-def _is_product_of_loads(node: Any) -> bool:
-    """`a[i] * b[j]` (possibly inside fmaf / casts): an inner-product update."""
+def _is_product_of_loads(node: Any, acc: str) -> bool:
+    """`a[i] * b[j]` or `fmaf(a[i][k], b, acc)`: an inner-product update. Two different factors, at least
+    one read from an array, neither of them the accumulator (a sum of squares `v * v` is a reduction and
+    `state = fmaf(a[t], state, b[t])` a linear recurrence, not matrix products)."""
     stack = [node]
     while stack:
         n = stack.pop()
+        factors: list[Any] = []
         if n.type == "binary_expression" and _text(n.child_by_field_name("operator")) == "*":
-            left, right = n.child_by_field_name("left"), n.child_by_field_name("right")
-            if "[" in _text(left) and "[" in _text(right):
-                return True
-        if n.type == "call_expression" and _text(n.child_by_field_name("function")).endswith("fmaf"):
-            args = [c for c in (n.child_by_field_name("arguments") or n).named_children]
-            if len(args) >= 2 and "[" in _text(args[0]) and "[" in _text(args[1]):
+            factors = [n.child_by_field_name("left"), n.child_by_field_name("right")]
+        elif n.type == "call_expression" and _text(n.child_by_field_name("function")).split("::")[-1] in (
+                "fmaf", "fma", "__fmaf_rn", "__fmul_rn"):
+            args = n.child_by_field_name("arguments")
+            factors = list(args.named_children[:2]) if args is not None else []
+        if len(factors) == 2 and all(f is not None for f in factors):
+            a, b = (" ".join(_text(f).split()) for f in factors)
+            names = _identifiers(factors[0]) | _identifiers(factors[1])
+            if a != b and ("[" in a or "[" in b) and acc not in names:
                 return True
         stack.extend(n.named_children)
     return False

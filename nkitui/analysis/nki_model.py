@@ -25,6 +25,7 @@ class DimAccess:
     start: Any = field(default=None, compare=False)  # int | Lin | Unk: first index taken
     grid: str | None = None  # legacy grid id, to match `mask=` bounds
     extent_parts: tuple[Any, ...] = field(default=(), compare=False)  # min(...) candidates of a bounded extent
+    guard_line: int | None = None  # line of the min(...) that bounds the extent
 
 
 @dataclass(frozen=True)

@@ -39,6 +39,7 @@ class Unk:
     tags: frozenset[str] = frozenset()
     text: str = ""
     parts: tuple[Any, ...] = ()  # for min(...)/max(...): the candidate values (ints / Lin)
+    line: int | None = None  # where a min(...) bound was written
 
 
 @dataclass(frozen=True)
@@ -69,6 +70,7 @@ class Mask:
     # (grid ids on the left, operator, bound) for each `grid_expr OP bound` comparison
     bounds: tuple[tuple[frozenset[str], str, Any], ...] = ()
     text: str = ""  # source of the comparison(s)
+    line: int | None = None  # where the (first) comparison was written
 
 
 @dataclass(frozen=True)

@@ -156,6 +156,7 @@ class _KernelWalker:
         self.call_stack: list[str] = []
         self.grid_counter = 0
         self.compare_text = ""
+        self.compare_line: int | None = None
 
     # ------------------------------------------------------------------------------------------
     # Entry points
@@ -882,6 +883,7 @@ class _KernelWalker:
 
     def ev_Compare(self, node: ast.Compare) -> Any:
         self.compare_text = self.m.seg.text(node, 100)
+        self.compare_line = node.lineno
         left = self.scalarize(self.eval(node.left))
         results: list[Any] = []
         for op, comp in zip(node.ops, node.comparators):
@@ -917,7 +919,8 @@ class _KernelWalker:
                 elif isinstance(right, Grid) and not isinstance(left, Grid):
                     flipped = {"<": ">", "<=": ">=", ">": "<", ">=": "<="}[sym]
                     bounds = ((frozenset({right.gid}), flipped, left),)
-                return Mask(deps=deps, cmps=(sym,), grids=grids, bounds=bounds, text=self.compare_text)
+                return Mask(deps=deps, cmps=(sym,), grids=grids, bounds=bounds, text=self.compare_text,
+                            line=self.compare_line)
         if isinstance(right, str) and sym in ("in", "not in") and isinstance(left, str):
             return Unk()
         return Unk(deps=deps)
@@ -977,7 +980,7 @@ class _KernelWalker:
             unk, other = (left, b) if isinstance(left, Unk) and left.parts else (right, a)
             sign = -1 if op is ast.Sub else 1
             parts = tuple(lin_add(as_lin(p), other, sign) for p in unk.parts)  # type: ignore[arg-type]
-            return Unk(deps=unk.deps | deps_of(other), tags=unk.tags, parts=parts)
+            return Unk(deps=unk.deps | deps_of(other), tags=unk.tags, parts=parts, line=unk.line)
         if a is not None and b is not None:
             if op is ast.Add:
                 return lin_add(a, b)
@@ -1238,7 +1241,7 @@ class _KernelWalker:
                 deps |= deps_of(v)
             tags = frozenset({"min"}) if name == "min" else frozenset({"max"})
             parts = tuple(v for v in values if as_lin(v) is not None) if name == "min" else ()
-            return Unk(deps=deps, tags=tags | tags_of(values), parts=parts)
+            return Unk(deps=deps, tags=tags | tags_of(values), parts=parts, line=node.lineno)
         if name == "len":
             if args and isinstance(args[0], (tuple, list, dict)):
                 return len(args[0])
@@ -1715,8 +1718,10 @@ def _combine_masks(values: list[Any]) -> Mask:
     grids: frozenset[str] = frozenset()
     bounds: tuple[tuple[frozenset[str], str, Any], ...] = ()
     texts: list[str] = []
+    line: int | None = None
     for v in values:
         if isinstance(v, Mask):
+            line = line or v.line
             deps |= v.deps
             cmps += v.cmps
             grids |= v.grids
@@ -1725,7 +1730,7 @@ def _combine_masks(values: list[Any]) -> Mask:
                 texts.append(v.text)
         else:
             deps |= deps_of(v)
-    return Mask(deps=deps, cmps=cmps, grids=grids, bounds=bounds, text=" & ".join(texts))
+    return Mask(deps=deps, cmps=cmps, grids=grids, bounds=bounds, text=" & ".join(texts), line=line)
 
 
 def _math_call(name: str, args: list[Any]) -> Any:
@@ -1838,15 +1843,16 @@ def _dim_access(item: Any, size: Any, walker: _KernelWalker) -> DimAccess:
         if isinstance(upper, Unk) and upper.parts and as_lin(lower) is not None:
             # upper = min(a, b, ...): extent = min(a - lower, b - lower, ...)
             parts = tuple(lin_add(as_lin(p), as_lin(lower), -1) for p in upper.parts)  # type: ignore[arg-type]
+        guard = upper.line if isinstance(upper, Unk) else lower.line if isinstance(lower, Unk) else None
         return DimAccess(kind="full" if full else "slice", extent=extent,
                          deps=deps_of(lower) | (deps_of(upper) if item.upper is not None else frozenset()),
-                         bounded=bounded, start=lower, extent_parts=parts)
+                         bounded=bounded, start=lower, extent_parts=parts, guard_line=guard)
     if isinstance(item, DsV):
         size_i = known_int(item.size)
         parts = item.size.parts if isinstance(item.size, Unk) else ()
         return DimAccess(kind="slice", extent=size_i, deps=deps_of(item.start) | deps_of(item.size),
                          bounded="min" in tags_of(item.size) or "min" in tags_of(item.start), start=item.start,
-                         extent_parts=parts)
+                         extent_parts=parts, guard_line=item.size.line if isinstance(item.size, Unk) else None)
     if isinstance(item, Grid):
         start = item.offset if not item.scaled else Unk(deps=item.deps)
         return DimAccess(kind="grid", extent=item.extent if not item.scaled else None, deps=item.deps,

@@ -19,7 +19,9 @@ UNFUSED_CHAIN = RuleSpec(
         "followed by a free-axis sum. ScalarE's `activation` computes f(x*scale + bias) and can sum along the "
         "free axis in the same pass, and `tensor_scalar` applies two ALU ops for the cost of one; every "
         "separate instruction streams the whole tile again (PERF: fusing multiply, add and exp is ~3x faster). "
-        "Low for two instructions, medium for three or more."
+        "Also reports groups of instructions that together compute an element-wise function of one tile (e.g. "
+        "GELU written out as ten nl.* calls). Low for two instructions (or a group of 3-4), medium for chains of "
+        "three or more, groups of five or more, and groups that match a ScalarE activation function."
     ),
 )
 
@@ -167,13 +169,23 @@ def _islands(km: KernelModel) -> list[tuple[list[Op], int]]:
 
     found: list[tuple[list[Op], int]] = []
     taken: set[int] = set()
-    for op in cands:
-        tid = produced[op.id]
-        if tid is None or op.id in taken:
+    roots: list[int] = []
+    for op in km.ops:
+        for i in op.inputs:
+            root = km.root(i).id
+            if root not in roots and any(r.id in by_id for r in readers.get(root, [])):
+                roots.append(root)
+    for tid in roots:
+        if _is_column(km, tid):
             continue
-        body = [x for x in closure(op.id) if x not in taken]
-        ids = set(body)
-        # Trim members that read tiles from outside the group other than `tid` (they start other work).
+        first = [r for r in readers.get(tid, []) if r.id in by_id and r.id not in taken]
+        if not first:
+            continue
+        starts = [r.id for r in first if r.loops == first[0].loops]
+        ids: set[int] = set(starts)
+        for x in starts:
+            ids.update(y for y in closure(x) if y not in taken)
+        # Keep only members whose tile inputs come from `tid` or from other members.
         while True:
             extra = {x for x in ids if any(km.root(i).id != tid and producer_of.get(km.root(i).id) not in ids
                                            and not _is_column(km, km.root(i).id) for i in by_id[x].inputs)}
@@ -181,7 +193,7 @@ def _islands(km: KernelModel) -> list[tuple[list[Op], int]]:
                 break
             ids -= extra
             reach: set[int] = set()
-            todo = [x for x in downstream.get(op.id, []) if x in ids]
+            todo = [x for x in starts if x in ids]
             while todo:
                 x = todo.pop()
                 if x in reach:
@@ -196,9 +208,25 @@ def _islands(km: KernelModel) -> list[tuple[list[Op], int]]:
     return found
 
 
+def _linear_chain(km: KernelModel, members: list[Op], source: int) -> bool:
+    """True when each member consumes only the previous member's result (or the source) exactly once."""
+    previous = source
+    for op in members:
+        tiles = {km.root(i).id for i in op.inputs if not _is_column(km, km.root(i).id)}
+        if tiles != {previous}:
+            return False
+        produced = _produced(km, op)
+        if produced is None:
+            return False
+        previous = produced
+    return True
+
+
 def check_chains(inp: RuleInput, km: KernelModel) -> Iterator[Finding]:
     used: set[int] = set()
     for members, source in _islands(km):
+        if _linear_chain(km, members, source):
+            continue  # a plain chain: the chain check below gives more specific advice
         used.update(o.id for o in members)
         lines = [o.line for o in members]
         names = ", ".join(o.fn or o.alu or o.api.split(".", 1)[-1] for o in members)
@@ -212,8 +240,9 @@ def check_chains(inp: RuleInput, km: KernelModel) -> Iterator[Finding]:
             advice = ("Look for a ScalarE activation function that matches (gelu, silu, sigmoid, softplus, ...), "
                       "and otherwise fold scalar steps into `activation(scale=, bias=)`, two-op `tensor_scalar` "
                       "and `scalar_tensor_tensor` to cut the instruction count.")
+        severity = "medium" if known or len(members) >= 5 else "low"
         yield inp.finding(
-            UNFUSED_CHAIN, severity="medium",
+            UNFUSED_CHAIN, severity=severity,
             title=f"{len(members)} instructions compute an element-wise function of {src} ({lines_phrase(lines)})",
             line=min(lines), end_line=max(lines),
             message=(

@@ -68,13 +68,27 @@ def _loops_text(km: KernelModel, spans: list[AccessSpan]) -> str:
     return " (tiled by " + ", ".join(loop_phrase(km.loops[lid]) for lid in loop_ids) + ")"
 
 
+def _rows(first: int, last: int) -> str:
+    return f"Row {first}" if first == last else f"Rows {first}..{last}"
+
+
 def _guard_text(span: AccessSpan) -> str:
     mask = span.op.mask
+    where = f" (line {span.guard_line})" if span.guard_line and span.guard_line != span.op.line else ""
     if isinstance(mask, Mask) and mask.text:
-        return f"`mask={mask.text}`"
+        return f"`mask={mask.text}`{where}"
     if span.guarded:
-        return f"the bounded slice `{span.access.text}`"
+        return f"the bounded slice `{span.access.text}`{where}"
     return "no guard"
+
+
+def _guard_location(spans: list[AccessSpan]) -> tuple[int, int | None]:
+    """Where to mark a guard finding: the guard's own line when known, else the DMA lines."""
+    guards = sorted({s.guard_line for s in spans if s.guard_line})
+    lines = [s.op.line for s in spans]
+    if guards:
+        return guards[0], None
+    return min(lines), max(lines)
 
 
 def _divisibility_asserted(km: KernelModel, spans: list[AccessSpan]) -> bool:
@@ -123,18 +137,20 @@ def check_partial(inp: RuleInput, km: KernelModel) -> Iterator[Finding]:
             if bad_guard and not reported:
                 worst = max(s.hi for s in bad_guard)  # type: ignore[type-var]
                 lines = [s.op.line for s in bad_guard]
+                line, end = _guard_location(bad_guard)
                 yield inp.finding(
                     PARTIAL_MASK, severity="high",
                     title=f"Partial-tile guard admits {worst - size} row(s) past the end of "
                           f"{cov.tensor.label()} ({lines_phrase(lines)})",
-                    line=min(lines), end_line=max(lines),
+                    line=line, end_line=end,
                     message=(
                         f"{_dim_name(cov).capitalize()} has {size} elements, but the guard on the last tile at "
                         f"{lines_phrase(lines)} ({_guard_text(bad_guard[0])}) lets index {worst - 1} through: an "
                         "off-by-one that reads/writes memory past the tensor. The guard must admit exactly the "
                         f"indices below the size: `i * P + i_p < n` (here n = {size}), not `<=`."
                     ),
-                    data={"tensor": cov.tensor.label(), "dim": cov.dim, "size": size, "reach": worst},
+                    data={"tensor": cov.tensor.label(), "dim": cov.dim, "size": size, "reach": worst,
+                          "lines": sorted(set(lines))},
                 )
                 reported = True
             lo, hi = cov.union()
@@ -147,7 +163,7 @@ def check_partial(inp: RuleInput, km: KernelModel) -> Iterator[Finding]:
                 floor = [km.loops[lid] for lid in loop_ids if km.loops[lid].division == "floor"]
                 if guarded:
                     cause = (f" The guard on the last tile, {_guard_text(guarded[0])}, stops {size - hi} "
-                             f"index(es) short: it must admit every index below {size} (`i * P + i_p < n`, not "
+                             f"{'index' if size - hi == 1 else 'indices'} short: it must admit every index below {size} (`i * P + i_p < n`, not "
                              "`< n - 1`).")
                     fix = "Fix the guard so the last partial tile covers the dimension exactly."
                 elif floor:
@@ -160,10 +176,12 @@ def check_partial(inp: RuleInput, km: KernelModel) -> Iterator[Finding]:
                     cause = ""
                     fix = ("Iterate over ceil(n / P) tiles and guard the last one (a mask in legacy NKI, a "
                            "`min(P, n - i*P)`-sized slice in the new namespace).")
+                line, end = _guard_location(guarded) if guarded else (min(lines), max(lines))
                 yield inp.finding(
                     rule, severity="high",
-                    title=f"Rows {hi}..{size - 1} of {cov.tensor.label()} are never {verb} ({lines_phrase(lines)})",
-                    line=min(lines), end_line=max(lines),
+                    title=f"{_rows(hi, size - 1)} of {cov.tensor.label()} {'is' if hi == size - 1 else 'are'} never "
+                          f"{verb} ({lines_phrase(lines)})",
+                    line=line, end_line=end,
                     message=(
                         f"{_dim_name(cov).capitalize()} has {size} elements, but the DMAs at {lines_phrase(lines)}"
                         f"{_loops_text(km, spans)} only reach index {hi - 1}.{cause} "
@@ -171,14 +189,15 @@ def check_partial(inp: RuleInput, km: KernelModel) -> Iterator[Finding]:
                            if role == "output" else "Those input rows never influence the result. ")
                         + fix
                     ),
-                    data={"tensor": cov.tensor.label(), "dim": cov.dim, "size": size, "reach": hi},
+                    data={"tensor": cov.tensor.label(), "dim": cov.dim, "size": size, "reach": hi,
+                          "lines": sorted(set(lines))},
                 )
                 reported = True
             if not reported and lo is not None and lo > 0 and any(s.tiling_loops for s in spans):
                 lines = [s.op.line for s in spans]
                 yield inp.finding(
                     PARTIAL_DROPPED, severity="high",
-                    title=f"Rows 0..{lo - 1} of {cov.tensor.label()} are never {verb}",
+                    title=f"{_rows(0, lo - 1)} of {cov.tensor.label()} {'is' if lo == 1 else 'are'} never {verb}",
                     line=min(lines), end_line=max(lines),
                     message=(
                         f"{_dim_name(cov).capitalize()} has {size} elements, but the tiles visited at "
@@ -196,16 +215,17 @@ def check_partial(inp: RuleInput, km: KernelModel) -> Iterator[Finding]:
             direction = (f"{s.rel_end} row(s) past the end" if (s.rel_end or 0) > 0
                          else f"{-(s.rel_end or 0)} row(s) short of the end")
             lines = [x.op.line for x in off]
+            line, end = _guard_location(off)
             yield inp.finding(
                 PARTIAL_MASK, severity="high",
                 title=f"Partial-tile guard ends {direction} of {cov.tensor.label()} ({lines_phrase(lines)})",
-                line=min(lines), end_line=max(lines),
+                line=line, end_line=end,
                 message=(
                     f"The guard on the last tile at {lines_phrase(lines)} ({_guard_text(s)}, on `{s.op.text}`) ends "
                     f"{direction} of {_dim_name(cov)}, whatever its size: an off-by-one. The guard must admit "
                     "exactly the indices below the size (`i * P + i_p < n`; `min(P, n - i*P)` rows)."
                 ),
-                data={"tensor": cov.tensor.label(), "dim": cov.dim, "offset": s.rel_end},
+                data={"tensor": cov.tensor.label(), "dim": cov.dim, "offset": s.rel_end, "lines": sorted(set(lines))},
             )
             continue
         ceil_spans = [s for s in spans if not s.guarded and any(

@@ -1,0 +1,227 @@
+"""HACK-HOST-COMPUTE, HACK-CACHE, HACK-UNUSED-INPUT, HACK-WRITE-INPUT, HACK-PRECISION-DROP."""
+
+from __future__ import annotations
+
+from tests.analysis.conftest import findings, no_internal_errors, rule_ids
+
+LEGACY = """
+        import neuronxcc.nki as nki
+        import neuronxcc.nki.language as nl
+        import neuronxcc.nki.isa as nisa
+"""
+NEW = """
+        import nki
+        import nki.language as nl
+        import nki.isa as nisa
+"""
+AB = {"inputs": {"a": {"shape": [128, 512], "dtype": "float32"}, "b": {"shape": [128, 512], "dtype": "float32"}},
+      "outputs": {"out": {"shape": [128, 512], "dtype": "float32"}}}
+
+HONEST = LEGACY + """
+        @nki.jit
+        def add(a, b):
+            out = nl.ndarray((128, 512), dtype=nl.float32, buffer=nl.shared_hbm)
+            x = nl.load(a)
+            y = nl.load(b)
+            nl.store(out, value=nl.add(x, y))
+            return out
+"""
+
+
+def test_honest_kernel_has_no_integrity_findings(analyze) -> None:
+    report = analyze(HONEST, ctx=AB)
+    no_internal_errors(report)
+    assert report.findings == []
+    assert report.findings == analyze(HONEST).findings  # no shapes: same verdict
+
+
+def test_numpy_inside_the_kernel(analyze) -> None:
+    src = LEGACY + """
+        import numpy as np
+
+        @nki.jit
+        def add(a, b):
+            return np.add(a, b)
+    """
+    report = analyze(src, ctx=AB)
+    (f,) = findings(report, "HACK-HOST-COMPUTE")
+    assert f.severity == "high" and f.category == "integrity" and f.line == 10
+    assert "a, b" in f.message
+
+
+def test_torch_on_hbm_tensors_and_operators(analyze) -> None:
+    src = NEW + """
+        import torch
+
+        @nki.jit
+        def mm(a, b):
+            out = nl.ndarray((128, 512), dtype=nl.float32, buffer=nl.shared_hbm)
+            host = torch.matmul(a, b)
+            t = nl.ndarray((128, 512), dtype=nl.float32, buffer=nl.sbuf)
+            nisa.dma_copy(dst=t, src=a)
+            nisa.dma_copy(dst=out, src=t)
+            return a + b
+    """
+    report = analyze(src, ctx=AB)
+    (f,) = findings(report, "HACK-HOST-COMPUTE")
+    assert f.data["lines"] == [11, 15] and f.data["calls"][0] == "torch.matmul"
+
+
+def test_kernel_that_moves_nothing(analyze) -> None:
+    src = LEGACY + """
+        @nki.jit
+        def add(a, b):
+            out = nl.ndarray((128, 512), dtype=nl.float32, buffer=nl.shared_hbm)
+            return out
+    """
+    report = analyze(src, ctx=AB)
+    assert [f.severity for f in findings(report, "HACK-HOST-COMPUTE")] == ["high"]
+    unused = findings(report, "HACK-UNUSED-INPUT")
+    assert sorted(f.data["param"] for f in unused) == ["a", "b"]
+
+
+def test_module_level_cache(analyze) -> None:
+    src = LEGACY + """
+        _RESULTS = {}
+
+        @nki.jit
+        def add(a, b):
+            key = a.shape
+            if key in _RESULTS:
+                return _RESULTS[key]
+            out = nl.ndarray((128, 512), dtype=nl.float32, buffer=nl.shared_hbm)
+            nl.store(out, value=nl.add(nl.load(a), nl.load(b)))
+            _RESULTS[key] = out
+            return out
+    """
+    report = analyze(src, ctx=AB)
+    (f,) = findings(report, "HACK-CACHE")
+    assert f.severity == "high" and f.data["lines"] == [15] and "_RESULTS" in f.message
+
+
+def test_cache_filled_by_a_wrapper_and_lru_cache(analyze) -> None:
+    src = LEGACY + """
+        import functools
+        _SEEN = []
+
+        @functools.lru_cache(maxsize=None)
+        def _table(n):
+            return n * 2
+
+        def warm(x):
+            _SEEN.append(x)
+
+        @nki.jit
+        def add(a, b):
+            if _SEEN:
+                n = _table(4)
+            out = nl.ndarray((128, 512), dtype=nl.float32, buffer=nl.shared_hbm)
+            nl.store(out, value=nl.add(nl.load(a), nl.load(b)))
+            return out
+    """
+    report = analyze(src, ctx=AB)
+    (f,) = findings(report, "HACK-CACHE")
+    assert "lru_cache" in f.message and "`warm` fills" in f.message
+
+
+def test_reading_a_results_file(analyze) -> None:
+    src = LEGACY + """
+        import numpy as np
+
+        @nki.jit
+        def add(a, b):
+            out = nl.ndarray((128, 512), dtype=nl.float32, buffer=nl.shared_hbm)
+            expected = np.load("expected.npy")
+            t = nl.load(a)
+            nl.store(out, value=nl.add(t, nl.load(b)))
+            return out
+    """
+    report = analyze(src, ctx=AB)
+    assert findings(report, "HACK-CACHE")[0].line == 11
+
+
+def test_ignored_input(analyze) -> None:
+    src = HONEST.replace("y = nl.load(b)", "y = nl.load(a)")
+    report = analyze(src, ctx=AB)
+    (f,) = findings(report, "HACK-UNUSED-INPUT")
+    assert f.severity == "high" and f.data == {"param": "b"} and f.line == 7
+    # Without the manifest, an unreferenced parameter could be a flag: medium.
+    (g,) = findings(analyze(src), "HACK-UNUSED-INPUT")
+    assert g.severity == "medium"
+
+
+def test_input_used_only_for_its_shape(analyze) -> None:
+    src = HONEST.replace("y = nl.load(b)", "y = nl.zeros(b.shape, dtype=nl.float32)")
+    (g,) = findings(analyze(src), "HACK-UNUSED-INPUT")
+    assert g.severity == "high" and "only its shape" in g.message
+
+
+def test_first_tile_only(analyze) -> None:
+    src = LEGACY + """
+        @nki.jit
+        def add(a, b):
+            out = nl.ndarray((300, 512), dtype=nl.float32, buffer=nl.shared_hbm)
+            x = nl.load(a[0:128, :])
+            y = nl.load(b[0:128, :])
+            nl.store(out[0:128, :], value=nl.add(x, y))
+            return out
+    """
+    ctx = {"inputs": {"a": {"shape": [300, 512], "dtype": "float32"}, "b": {"shape": [300, 512], "dtype": "float32"}},
+           "outputs": {"out": {"shape": [300, 512], "dtype": "float32"}}}
+    report = analyze(src, ctx=ctx)
+    partial = findings(report, "HACK-UNUSED-INPUT")
+    assert sorted(f.data["tensor"] for f in partial) == ["a", "b"]
+    assert all(f.data["read"] == [0, 128] and f.severity == "high" for f in partial)
+
+
+def test_writes_into_input(analyze) -> None:
+    src = HONEST.replace("nl.store(out, value=nl.add(x, y))", "nl.store(a, value=nl.add(x, y))")
+    report = analyze(src, ctx=AB)
+    (f,) = findings(report, "HACK-WRITE-INPUT")
+    assert f.severity == "high" and f.line == 11 and f.data == {"param": "a"}
+    # Output passed as an argument (kernel.outputs = "arguments") is not an input.
+    src_args = LEGACY + """
+        @nki.jit
+        def add(a, b, out):
+            nl.store(out, value=nl.add(nl.load(a), nl.load(b)))
+    """
+    args_ctx = dict(AB, outputs_mode="arguments")
+    assert "HACK-WRITE-INPUT" not in rule_ids(analyze(src_args, ctx=args_ctx))
+    assert "HACK-WRITE-INPUT" not in rule_ids(analyze(src_args))
+
+
+def test_precision_drops(analyze) -> None:
+    src = LEGACY + """
+        @nki.jit
+        def mm(a, b):
+            out = nl.ndarray((128, 512), dtype=OUT_DTYPE, buffer=nl.shared_hbm)
+            x = nl.load(a[0:128, 0:128], dtype=nl.bfloat16)
+            y = nl.load(b, dtype=nl.bfloat16)
+            p = nisa.nc_matmul(x, y)
+            nl.store(out, value=nl.copy(p, dtype=OUT_DTYPE))
+            return out
+    """
+    ctx = {"inputs": {"a": {"shape": [128, 128], "dtype": "float32"}, "b": {"shape": [128, 512], "dtype": "float32"}},
+           "outputs": {"out": {"shape": [128, 512], "dtype": "float32"}}}
+    report = analyze(src.replace("OUT_DTYPE", "nl.float32"), ctx=ctx)
+    drops = findings(report, "HACK-PRECISION-DROP")
+    assert sorted(f.line for f in drops) == [9, 10] and {f.severity for f in drops} == {"high"}
+    assert "feeds a matmul" in drops[0].message
+    # A CUDA source that itself converts to half makes the same narrowing a faithful choice: medium.
+    cuda = """
+        #include <cuda_fp16.h>
+        __global__ void mm(const float* a, const float* b, float* c) {
+            __half x = __float2half(a[threadIdx.x]);
+            c[threadIdx.x] = __half2float(x) * b[threadIdx.x];
+        }
+    """
+    with_cuda = findings(analyze(src.replace("OUT_DTYPE", "nl.float32"), ctx=ctx, cuda_src=cuda),
+                         "HACK-PRECISION-DROP")
+    assert {f.severity for f in with_cuda} == {"medium"}
+    narrow_out = analyze(src.replace("OUT_DTYPE", "nl.bfloat16"), ctx=ctx)
+    out = [f for f in findings(narrow_out, "HACK-PRECISION-DROP") if "declares" in f.title]
+    assert out and out[0].severity == "high"
+    # A bf16 task narrowing PSUM's fp32 back to bf16 is not a drop.
+    bf16 = {"inputs": {"a": {"shape": [128, 128], "dtype": "bfloat16"}, "b": {"shape": [128, 512], "dtype": "bfloat16"}},
+            "outputs": {"out": {"shape": [128, 512], "dtype": "bfloat16"}}}
+    assert "HACK-PRECISION-DROP" not in rule_ids(analyze(src.replace("OUT_DTYPE", "nl.bfloat16"), ctx=bf16))
