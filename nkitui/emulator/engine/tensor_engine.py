@@ -30,24 +30,15 @@ def _check_mm_dtype(run, t: Tensor, role: str, api: str) -> None:
                                f"{', '.join(allowed)}")
 
 
-def nc_matmul(dst: Tensor, stationary: Tensor, moving: Tensor, *, accumulate: bool | None = False,
-              is_transpose: bool = False, perf_mode=None, where=None, api: str = "nc_matmul",
-              meta: dict | None = None) -> None:
-    """dst[M, N] (PSUM) (+)= stationary[K, M].T @ moving[K, N], accumulated in fp32.
-
-    accumulate: False overwrite, True add onto dst, None = first matmul write into a zone
-    overwrites and later ones accumulate (new-namespace semantics; zones end at non-matmul writes).
-    """
+def check_matmul(stationary: Tensor, moving: Tensor, *, perf_mode=None, api: str = "nc_matmul"):
+    """Validate TensorE operands (memory, shapes, dtypes); returns (K, M, N, double_row)."""
     run = current()
-    tile(dst, api, "dst")
     tile(stationary, api, "stationary")
     tile(moving, api, "moving")
     for t, r in ((stationary, "stationary"), (moving, "moving")):
         if t.st.memory != "sbuf":
             raise EngineMemoryError(f"{api}: operand '{r}' must be in SBUF (TensorE reads SBUF only), got "
                                     f"{t.st.memory}")
-    if dst.st.memory != "psum":
-        raise EngineMemoryError(f"{api}: the result must be written to PSUM, got a {dst.st.memory} tile")
     double = getattr(perf_mode, "value", perf_mode) == "double_row"
     K, Km = stationary.shape[0], moving.shape[0]
     if double:
@@ -71,9 +62,6 @@ def nc_matmul(dst: Tensor, stationary: Tensor, moving: Tensor, *, accumulate: bo
     if N > fmax:
         raise MatmulShapeError(f"{api}: moving free size {N} exceeds {fmax} (gemm_moving_fmax on "
                                f"{run.target.name}); tile the N dimension")
-    if dst.shape[0] != M or math.prod(dst.shape[1:]) != N:
-        raise OperandShapeError(f"{api}: result tile shape {dst.shape} does not match [{M}, {N}] "
-                                f"(stationary {stationary.shape}, moving {moving.shape})")
     if N * 4 > run.target.psum_tile_max_bytes:
         raise PsumBankError(f"{api}: the result needs {N * 4} B per partition, over one "
                             f"{run.target.psum_tile_max_bytes} B PSUM bank")
@@ -87,6 +75,25 @@ def nc_matmul(dst: Tensor, stationary: Tensor, moving: Tensor, *, accumulate: bo
     names = {stationary.st.dtype.name, moving.st.dtype.name}
     if "float8_e4m3" in names and "float8_e4m3fn" in names:
         raise EngineDtypeError(f"{api}: float8_e4m3 and float8_e4m3fn cannot be mixed in one matmul")
+    return K, M, N, double
+
+
+def nc_matmul(dst: Tensor, stationary: Tensor, moving: Tensor, *, accumulate: bool | None = False,
+              is_transpose: bool = False, perf_mode=None, where=None, api: str = "nc_matmul",
+              meta: dict | None = None) -> None:
+    """dst[M, N] (PSUM) (+)= stationary[K, M].T @ moving[K, N], accumulated in fp32.
+
+    accumulate: False overwrite, True add onto dst, None = first matmul write into a zone
+    overwrites and later ones accumulate (new-namespace semantics; zones end at non-matmul writes).
+    """
+    run = current()
+    K, M, N, double = check_matmul(stationary, moving, perf_mode=perf_mode, api=api)
+    tile(dst, api, "dst")
+    if dst.st.memory != "psum":
+        raise EngineMemoryError(f"{api}: the result must be written to PSUM, got a {dst.st.memory} tile")
+    if dst.shape[0] != M or math.prod(dst.shape[1:]) != N:
+        raise OperandShapeError(f"{api}: result tile shape {dst.shape} does not match [{M}, {N}] "
+                                f"(stationary {stationary.shape}, moving {moving.shape})")
     if not is_transpose and dst.st.dtype is not dt.float32 and not (
             run.target.nc_version >= 4 and dst.st.dtype is dt.bfloat16):
         raise EngineDtypeError(f"{api}: the PSUM result must be float32 on {run.target.name}, got "

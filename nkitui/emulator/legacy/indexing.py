@@ -237,8 +237,8 @@ class Predicate:
         return Predicate(~self.arr)
 
     def __bool__(self):
-        raise MaskError("err_ambiguous_tensor_truth_value: a mask predicate has no truth value; combine "
-                        "predicates with &, |, ~ (not and/or/not)")
+        raise MaskError("err_ambiguous_tensor_truth_value: a mask predicate has no truth value: use mask= instead "
+                        "of an if on index expressions, and combine predicates with &, |, ~ (not and/or/not)")
 
     @property
     def shape(self) -> tuple[int, ...]:

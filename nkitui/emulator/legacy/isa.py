@@ -9,6 +9,7 @@ import types
 import numpy as np
 
 from nkitui.emulator import engine as _eng
+from nkitui.emulator.engine.tensor_engine import check_matmul
 from nkitui.emulator import dtypes as _dt
 from nkitui.emulator.engine.vector import _axes as _norm_axes, reduced_shape as _reduced_shape
 from nkitui.emulator.errors import OperandShapeError
@@ -94,9 +95,7 @@ def nc_matmul(stationary, moving, *, is_stationary_onezero=False, is_moving_onez
     api = "nisa.nc_matmul"
     stationary = as_tile(stationary, api, "stationary")
     moving = as_tile(moving, api, "moving")
-    double = getattr(perf_mode, "value", perf_mode) == "double_row"
-    M = stationary.shape[-1] if double else math.prod(stationary.shape[1:])
-    N = moving.shape[-1] if double else math.prod(moving.shape[1:])
+    _, M, N, _ = check_matmul(stationary, moving, perf_mode=perf_mode, api=api)
     shape = (M, N)
     d = stationary.st.dtype if is_transpose else _dt.float32
     plan = plan_mask(mask, shape)

@@ -22,6 +22,7 @@ from nkitui.emulator import alu, engine
 from nkitui.emulator import dtypes as _dt
 from nkitui.emulator.config import current_options
 from nkitui.emulator.engine.common import write as _write
+from nkitui.emulator.engine.tensor_engine import check_matmul
 from nkitui.emulator.engine.vector import reduced_shape as _reduced_shape, _axes as _norm_axes
 from nkitui.emulator.errors import (
     EngineMemoryError,
@@ -471,7 +472,7 @@ def gather_flattened(data, indices, *, mask=None, dtype=None, **kwargs):
     d = dtype_or(dtype, data.st.dtype)
     out = fresh(run, indices.shape, d, NO_MASK)
     P = data.shape[0]
-    run.record("gpsimd", "nc_n_gather", (data, indices), (out,), partitions=P, free=indices.size // max(P, 1),
+    run.record("gpsimd", "nc_n_gather", (data, indices), (out,), partitions=P, free=indices.size // builtins.max(P, 1),
                meta={"api": "nl.gather_flattened"})
     if run.execute:
         flat = data.array().reshape(P, -1)
@@ -822,8 +823,7 @@ def matmul(x, y, *, transpose_x=False, mask=None, **kwargs):
         xt = fresh(run, t_ps.shape, x.st.dtype, NO_MASK)
         engine.tensor_copy(xt, t_ps, api=api + " (transpose x)")
         x = xt
-    M = math.prod(x.shape[1:])
-    N = math.prod(y.shape[1:])
+    _, M, N, _ = check_matmul(x, y, api=api)
     shape = (M,) + (y.shape[1:] if len(y.shape) > 2 else (N,))
     plan = plan_mask(mask, shape)
     out = fresh(run, shape, _dt.float32, plan, memory="psum", track=False)
