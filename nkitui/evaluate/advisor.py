@@ -44,7 +44,8 @@ NORMALISING_OPS = ("softmax", "norm")
 FUNCTION_OPS = ("softmax", "norm", "attention", "elementwise", "other")  # use ScalarE/VectorE functions
 EXACT_OPS = ("transpose",)
 FUNCTION_ULPS = 4.0  # fp32 ULPs allowed per activation-function evaluation (exact bounds are unpublished)
-OPTIMISTIC = 0.25  # sigma scale for "a correct result would certainly fail" claims
+OPTIMISTIC = 0.25
+U32_ROUNDOFF = 2.0**-24  # sigma scale for "a correct result would certainly fail" claims
 
 
 def nice_ceil(x: float) -> float:
@@ -270,6 +271,14 @@ def build_error_model(
             lines.append(
                 f"operand rounding to {compute_dtype} (u = {g(u_c)}) before the products: "
                 f"sigma = u*sqrt(2/3)*sqrt(s^2/K + R^2) = {g(u_c * math.sqrt(2 / 3) * R)} at s = 0"
+            )
+        if op == "attention" and u_c > U32_ROUNDOFF:
+            # P = softmax(QK^T) is rounded to the operand dtype before P @ V on TensorE; its error
+            # follows the weighted values, whose spread is what sets the output's rms R.
+            floor_sq += u_c * u_c * R * R / 3.0
+            lines.append(
+                f"the attention probabilities P are rounded to {compute_dtype} for the P @ V matmul: "
+                f"sigma = u/sqrt(3)*R = {g(u_c / math.sqrt(3) * R)}, at every element"
             )
     elif op in NORMALISING_OPS and k > 1:
         for label, u in (("accumulation", u_acc), ("the reference's own arithmetic", u_ref)):

@@ -184,9 +184,10 @@ class OutputMetrics:
     def mismatch_fraction(self) -> float:
         return self.mismatches / self.count if self.count else 0.0
 
-    def convention(self, kind: str) -> ConventionResult | None:
+    def convention(self, kind: str, source: str | None = None) -> ConventionResult | None:
+        """The result under `kind` (the first listed: task, then advice, then default) or from `source`."""
         for c in self.conventions:
-            if c.policy.kind == kind:
+            if c.policy.kind == kind and (source is None or c.source == source):
                 return c
         return None
 
@@ -311,16 +312,20 @@ def compute_metrics(
     bad = element_mismatches(a, b, policy, out_dtype)
     outcome = check_policy(a, b, policy, out_dtype)
 
-    chosen: dict[str, tuple[TolerancePolicy, str]] = {
-        k: (p, "default") for k, p in default_conventions(out_dtype).items()
-    }
-    for kind, p in (conventions or {}).items():
-        chosen[kind] = (as_policy(p), "advice")
-    chosen[policy.kind] = (policy, "task")
+    # The task's own policy first, then the advice for every kind (the task's kind included, so the
+    # two sit side by side), then per-dtype defaults for kinds neither covers.
+    chosen: list[tuple[TolerancePolicy, str]] = [(policy, "task")]
+    if all_conventions:
+        advised = {k: as_policy(p) for k, p in (conventions or {}).items()}
+        defaults = default_conventions(out_dtype)
+        for kind in TOLERANCE_KINDS:
+            if kind in advised:
+                chosen.append((advised[kind], "advice"))
+            elif kind != policy.kind:
+                chosen.append((defaults[kind], "default"))
     results = []
-    for kind in TOLERANCE_KINDS if all_conventions else (policy.kind,):
-        p, source = chosen[kind]
-        o = outcome if kind == policy.kind else check_policy(a, b, p, out_dtype)
+    for p, source in chosen:
+        o = outcome if source == "task" else check_policy(a, b, p, out_dtype)
         results.append(ConventionResult(p, o.mismatches, o.total, o.passed, o.statistic, source))
 
     nf = nonfinite_match(a, b)

@@ -37,6 +37,11 @@ STATUS_STYLE = {
 }
 
 
+def _t(value: object, style: str = "") -> Text:
+    """Plain text: kernel sources and messages are full of [brackets] that Rich would read as markup."""
+    return Text(str(value), style=style)
+
+
 def _verdict(passed: bool) -> Text:
     return Text("PASS", style="bold green") if passed else Text("FAIL", style="bold red")
 
@@ -57,22 +62,22 @@ def render_metrics(m: OutputMetrics) -> RenderableType:
     if nf.any or nf.mismatched:
         stats.add_row(
             "NaN/Inf",
-            f"result {nf.actual_nan} NaN, {nf.actual_posinf}+{nf.actual_neginf} inf; reference {nf.expected_nan} NaN, "
-            f"{nf.expected_posinf}+{nf.expected_neginf} inf; {nf.matched} matched, {nf.mismatched} disagree",
+            _t(f"result {nf.actual_nan} NaN, {nf.actual_posinf}+{nf.actual_neginf} inf; reference {nf.expected_nan} NaN, "
+            f"{nf.expected_posinf}+{nf.expected_neginf} inf; {nf.matched} matched, {nf.mismatched} disagree"),
         )
     conv = Table(title="conventions", title_justify="left", show_edge=False, pad_edge=False)
     for col in ("convention", "parameters", "from", "mismatches", "verdict"):
         conv.add_column(col)
     for c in m.conventions:
         stat = f" ({g(c.statistic)})" if c.statistic is not None else ""
-        conv.add_row(c.policy.kind, c.policy.describe().split(" ", 1)[-1] if c.policy.kind != "exact" else "-",
-                     c.source, f"{c.mismatches} ({c.fraction:.2%}){stat}", _verdict(c.passed))
+        conv.add_row(_t(c.policy.kind), _t(c.policy.describe().split(" ", 1)[-1] if c.policy.kind != "exact" else "-"),
+                     _t(c.source), _t(f"{c.mismatches} ({c.fraction:.2%}){stat}"), _verdict(c.passed))
     worst = Table(title="worst elements", title_justify="left", show_edge=False, pad_edge=False)
     for col in ("index", "result", "reference", "abs err", "rel err", "ULP", ""):
         worst.add_column(col)
     for w in m.worst:
-        worst.add_row(str(list(w.index)), g(w.actual, 6), g(w.expected, 6), g(w.abs_error), g(w.rel_error),
-                      g(w.ulp), Text("x", style="red") if w.mismatch else "")
+        worst.add_row(_t(list(w.index)), _t(g(w.actual, 6)), _t(g(w.expected, 6)), _t(g(w.abs_error)),
+                      _t(g(w.rel_error)), _t(g(w.ulp)), Text("x", style="red") if w.mismatch else _t(""))
     parts: list[RenderableType] = [head, stats, conv, worst]
     if m.localisation is not None:
         parts.append(Text(f"where: {m.localisation.summary}", style="yellow" if m.localisation.concentrated else ""))
@@ -115,7 +120,7 @@ def render_advice(a: ToleranceAdvice) -> RenderableType:
     body = Text()
     for line in a.reasoning:
         body.append(f"- {line}\n")
-    return Panel(body, title=f"tolerance advice for `{a.name}`: {a.policy.describe()}", title_align="left")
+    return Panel(body, title=_t(f"tolerance advice for `{a.name}`: {a.policy.describe()}"), title_align="left")
 
 
 def render_trials(r: TrialsReport) -> RenderableType:
@@ -127,10 +132,10 @@ def render_trials(r: TrialsReport) -> RenderableType:
             max_abs = max(o.max_abs for o in tr.outputs)
             rel = max(o.rel_l2 for o in tr.outputs)
             nf = sum(o.nonfinite_mismatched for o in tr.outputs)
-            cells = (g(max_abs), g(rel), str(nf))
+            cells = (_t(g(max_abs)), _t(g(rel)), _t(nf))
         else:
-            cells = (tr.error or "", "", "")
-        t.add_row(tr.name, tr.description, Text(tr.status, style=STATUS_STYLE.get(tr.status, "")), *cells)
+            cells = (_t(tr.error or ""), _t(""), _t(""))
+        t.add_row(_t(tr.name), _t(tr.description), _t(tr.status, STATUS_STYLE.get(tr.status, "")), *cells)
     return t
 
 
@@ -142,12 +147,12 @@ def render_precision(r: PrecisionReport) -> RenderableType:
         t.add_column(col)
     for o in r.outputs:
         t.add_row(
-            o.name,
-            f"{g(o.algorithm_rel_l2)} (expect {g(o.expected_algorithm_rel_l2)})",
-            f"{g(o.dtype_rel_l2)} (expect {g(o.expected_dtype_rel_l2)})",
-            f"{g(o.excess_rel_l2)} (<= {g(o.allowed_excess_rel_l2)}); {o.excess_ulp_fraction:.1%} >= 3 ULP",
-            g(o.total_rel_l2),
-            Text(o.verdict, style=STATUS_STYLE.get(o.verdict, "bold red")),
+            _t(o.name),
+            _t(f"{g(o.algorithm_rel_l2)} (expect {g(o.expected_algorithm_rel_l2)})"),
+            _t(f"{g(o.dtype_rel_l2)} (expect {g(o.expected_dtype_rel_l2)})"),
+            _t(f"{g(o.excess_rel_l2)} (<= {g(o.allowed_excess_rel_l2)}); {o.excess_ulp_fraction:.1%} >= 3 ULP"),
+            _t(g(o.total_rel_l2)),
+            _t(o.verdict, STATUS_STYLE.get(o.verdict, "bold red")),
         )
     notes = [Text(f"{o.name}: matches {o.best_hypothesis.cause}", style="yellow") for o in r.outputs if o.best_hypothesis]
     return Group(t, *notes)
@@ -157,28 +162,28 @@ def render_mutants(r: MutationReport) -> RenderableType:
     if r.error:
         return Text(f"mutation testing did not run: {r.error}", style="red")
     score = "n/a" if r.score is None else f"{r.score:.0%}"
-    t = Table(title=f"test strength: {r.count('caught')} caught, {r.count('crashed')} crashed, "
+    t = Table(title=_t(f"test strength: {r.count('caught')} caught, {r.count('crashed')} crashed, "
                     f"{r.count('survived')} survived, {r.count('equivalent')} equivalent, "
-                    f"{r.count('undetectable')} undetectable (score {score})",
+                    f"{r.count('undetectable')} undetectable (score {score})"),
               title_justify="left")
     for col in ("mutant", "line", "change", "status", "detail"):
         t.add_column(col)
     for m in r.results:
-        t.add_row(m.id, f"{m.file}:{m.line}", m.description, Text(m.status, style=STATUS_STYLE.get(m.status, "")),
-                  m.detail)
+        t.add_row(_t(m.id), _t(f"{m.file}:{m.line}"), _t(m.description), _t(m.status, STATUS_STYLE.get(m.status, "")),
+                  _t(m.detail))
     return t
 
 
 def render_goldens(r: GoldenReport) -> RenderableType:
     if r.error:
         return Text(f"GPU goldens not compared: {r.error}", style="red")
-    t = Table(title=f"GPU goldens ({r.path})", title_justify="left")
+    t = Table(title=_t(f"GPU goldens ({r.path})"), title_justify="left")
     for col in ("output", "port~ref", "port~GPU", "GPU~ref", "verdict"):
         t.add_column(col)
     for o in r.outputs:
         cells = [f"{g(p.rel_l2)} {'ok' if p.passed else 'FAIL'}" for p in (o.port_vs_reference, o.port_vs_gpu,
                                                                          o.gpu_vs_reference)]
-        t.add_row(o.name, *cells, Text(o.verdict, style=STATUS_STYLE.get(o.verdict, "yellow")))
+        t.add_row(_t(o.name), *[_t(c) for c in cells], _t(o.verdict, STATUS_STYLE.get(o.verdict, "yellow")))
     return Group(t, *[Text(o.explanation) for o in r.outputs if o.verdict != "agree"])
 
 
