@@ -33,7 +33,10 @@ def fresh(run: Run, shape, dtype: dt.DType, plan: MaskPlan, memory: str = "sbuf"
     """A new result tile; pre-filled with sentinels only when a mask leaves parts unwritten."""
     partial = plan.box is not None or plan.where is not None or plan.skip
     st = run.allocate(shape, dtype, memory, name=name, fill=partial, what="result tile", track=track)
-    return LegacyTensor.whole(st)
+    t = LegacyTensor.whole(st)
+    if partial:
+        t._written = plan.for_output(t.shape)
+    return t
 
 
 def mark(run: Run, t: LegacyTensor, ref=None) -> LegacyTensor:

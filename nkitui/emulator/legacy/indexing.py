@@ -328,12 +328,24 @@ mgrid = _MGridFactory()
 class MaskPlan:
     """How a mask applies to an instruction with iteration shape `shape`."""
 
-    __slots__ = ("skip", "box", "where")
+    __slots__ = ("skip", "box", "where", "shape")
 
-    def __init__(self, skip=False, box=None, where=None) -> None:
+    def __init__(self, skip=False, box=None, where=None, shape=None) -> None:
         self.skip = skip
         self.box = box  # per-axis (lo, hi) when the mask is a box (fast path: narrow the views)
         self.where = where  # boolean array broadcastable to shape otherwise
+        self.shape = shape  # the iteration shape the plan was made for
+
+    def for_output(self, shape) -> "MaskPlan | None":
+        """The part of an output of `shape` this plan writes (None: all of it)."""
+        if self.skip:
+            return self
+        if self.shape == tuple(shape):
+            return self
+        if self.box is not None and self.shape and shape and self.box[0] != (0, self.shape[0]) \
+                and shape[0] == self.shape[0]:
+            return MaskPlan(box=(self.box[0],) + tuple((0, n) for n in shape[1:]), shape=tuple(shape))
+        return None
 
 
 NO_MASK = MaskPlan()
@@ -390,8 +402,8 @@ def plan_mask(mask, ref) -> MaskPlan:
         box.append((lo, hi))
         count *= hi - lo
     if box is not None and count == total:
-        return MaskPlan(box=tuple(box))
-    return MaskPlan(where=np.broadcast_to(g, shape))
+        return MaskPlan(box=tuple(box), shape=shape)
+    return MaskPlan(where=np.broadcast_to(g, shape), shape=shape)
 
 
 def _on_axes(g: np.ndarray, gaxes, shape) -> np.ndarray:

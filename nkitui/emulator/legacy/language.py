@@ -927,12 +927,18 @@ def _assign(dst: Tensor, value: Tensor, temp: bool) -> None:
             and isinstance(value, LegacyTensor) and _fits_view(value.shape, dst.shape)
             and _can_write(run, value, dst, ins)):
         # retarget: the instruction that produced `value` writes `dst` directly
+        written = value._written  # a masked instruction wrote only part of its result
+        if written is not None and written.skip:
+            return
+        if written is not None and written.box is not None and value.shape == dst.shape:
+            value, dst = narrow(value, written.box), narrow(dst, written.box)
+        where = written.where if (written is not None and value.shape == dst.shape) else None
         dst.check_bounds("tensor assignment")
         if run.execute:
             vals = value.array() if value.st.dtype is dst.st.dtype else value.read_f32()
             if vals.shape != dst.shape and vals.size == dst.size:
                 vals = vals.reshape(dst.shape)
-            _write(run, dst, np.broadcast_to(vals, dst.shape))
+            _write(run, dst, np.broadcast_to(vals, dst.shape), where)
         else:
             _write(run, dst, None)
         if ins is not None:

@@ -31,12 +31,14 @@ def _advanced(k) -> bool:
 class LegacyTensor(Tensor):
     # _mm: the nc_matmul Instruction behind a fresh matmul result (or True);
     # _gaxes: for views made with index grids, the grid axis (position from the end) of each dim
-    __slots__ = ("_mm", "_gaxes")
+    # _written: for a fresh result tile that a mask wrote only partly, that MaskPlan
+    __slots__ = ("_mm", "_gaxes", "_written")
 
     def __init__(self, st, ent, shape, fancy=None) -> None:
         super().__init__(st, ent, shape, fancy)
         self._mm = None
         self._gaxes = None
+        self._written = None
 
     __hash__ = object.__hash__
 
