@@ -276,6 +276,7 @@ class Autosaver:
         self._cond = threading.Condition()
         self._io_lock = threading.Lock()  # one save at a time (thread and flush())
         self._pending: Draft | None = None
+        self._saving = False
         self._first_change = 0.0
         self._last_change = 0.0
         self._closed = False
@@ -296,22 +297,27 @@ class Autosaver:
 
     @property
     def pending(self) -> bool:
+        """True while edits are not yet safely on disk (waiting, or being written)."""
         with self._cond:
-            return self._pending is not None
+            return self._pending is not None or self._saving
 
     def flush(self) -> Path | None:
         """Save the pending snapshot now (blocking). Returns the path written, or None if nothing was pending."""
         with self._io_lock:
             with self._cond:
                 draft, self._pending = self._pending, None
+                self._saving = draft is not None
             if draft is None:
                 return None
-            path = self._save(draft)
-            if path is None:
-                with self._cond:  # failed: keep the edits pending and retry after max_delay_s
-                    if self._pending is None:
+            try:
+                path = self._save(draft)
+            finally:
+                with self._cond:
+                    if self._saving and self._pending is None and self.last_error is not None:
+                        # failed: keep the edits pending and retry a little later
                         self._pending = draft
                         self._first_change = self._last_change = time.monotonic()
+                    self._saving = False
             return path
 
     def close(self) -> None:

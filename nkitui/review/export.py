@@ -19,6 +19,7 @@ from nkitui.review.scan import LoadedReview, scan_tree
 from nkitui.task.problems import Problem
 
 FORMATS = ("jsonl", "csv")
+_LINE_BREAKS = {0x85: "\\u0085", 0x2028: "\\u2028", 0x2029: "\\u2029"}
 CSV_FIXED = ["id", "path", "auditor", "submitted_at", "task_id", "task_path", "task_commit", "rubric_id",
              "rubric_version", "verdict", "weighted_score", "outdated", "changed_files", "runs", "line_comments",
              "evidence", "tool_version", "summary"]
@@ -56,7 +57,9 @@ def collect(root: Path) -> ExportResult:
 def write_jsonl(rows: Iterable[dict[str, Any]], out: TextIO) -> int:
     n = 0
     for row in rows:
-        out.write(json.dumps(row, ensure_ascii=False, sort_keys=False) + "\n")
+        line = json.dumps(row, ensure_ascii=False)
+        # Characters some readers treat as line breaks stay escaped, so one review is one line everywhere.
+        out.write(line.translate(_LINE_BREAKS) + "\n")
         n += 1
     return n
 

@@ -55,8 +55,8 @@ class FieldReader:
             return tomllib.loads(text)
         except tomllib.TOMLDecodeError as exc:
             match = re.search(r"line (\d+)", str(exc))
-            self.error("", f"TOML syntax error: {exc}", f"fix the TOML syntax at that line (see {self.docs})",
-                       int(match.group(1)) if match else None)
+            line = int(match.group(1)) if match else (text.count("\n") + 1 if "end of document" in str(exc) else None)
+            self.error("", f"TOML syntax error: {exc}", f"fix the TOML syntax at that line (see {self.docs})", line)
             return None
         except (ValueError, RecursionError) as exc:  # tomllib raises these on pathological input
             self.error("", f"unreadable TOML: {exc}", f"rewrite the file following {self.docs}")

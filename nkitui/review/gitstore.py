@@ -71,16 +71,14 @@ def operation_in_progress(repo: git.Repo) -> tuple[str, str] | None:
 
 
 def preflight(repo: git.Repo) -> None:
-    """Refuse repository states in which a review cannot be committed: no commits yet, detached HEAD,
-    or a merge/rebase/cherry-pick/revert in progress."""
+    """Refuse repository states in which a review cannot be committed: no commits yet, another git
+    process holding the index, a merge/rebase/cherry-pick/revert in progress (checked before the
+    detached HEAD a rebase causes, so the message names the rebase), or a detached HEAD."""
     root = repo.working_tree_dir or repo.git_dir
     if not repo.head.is_valid():
         raise _refuse("no_commits", root, "the repository has no commits yet, so a review has no task version to point at",
                       "commit the task first (git add . && git commit -m 'task'), or let nkitui make that first commit "
                       "(--initial-commit on the command line, or accept the offer in the UI)")
-    if repo.head.is_detached:
-        raise _refuse("detached_head", root, f"HEAD is detached at {repo.head.commit.hexsha[:12]}: a review commit would belong to no branch",
-                      "check out a branch first: git switch <branch>, or git switch -c reviews to keep this commit")
     lock = Path(repo.git_dir) / "index.lock"
     if lock.exists():
         raise _refuse("index_locked", str(lock), "another git process is using the repository (index.lock exists)",
@@ -89,6 +87,9 @@ def preflight(repo: git.Repo) -> None:
     if busy is not None:
         what, fix = busy
         raise _refuse("operation_in_progress", root, f"{what} is in progress; committing now would mix the review into it", fix)
+    if repo.head.is_detached:
+        raise _refuse("detached_head", root, f"HEAD is detached at {repo.head.commit.hexsha[:12]}: a review commit would belong to no branch",
+                      "check out a branch first: git switch <branch>, or git switch -c reviews to keep this commit")
 
 
 def ignored_paths(repo: git.Repo, rel_paths: list[str]) -> dict[str, str]:

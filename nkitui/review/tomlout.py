@@ -28,7 +28,9 @@ def value(v: Any) -> str:
         return v.isoformat()
     if isinstance(v, list) and all(not isinstance(x, (dict, list)) for x in v):
         return "[" + ", ".join(value(x) for x in v) + "]"
-    return tomli_w.dumps({"v": v}, multiline_strings=True)[len("v = "):].rstrip("\n")
+    # Multi-line form for text with newlines, except where it would lose a "\r" (TOML normalises CRLF).
+    multiline = isinstance(v, str) and "\r" not in v
+    return tomli_w.dumps({"v": v}, multiline_strings=multiline)[len("v = "):].rstrip("\n")
 
 
 def _is_table(v: Any) -> bool:
