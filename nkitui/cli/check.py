@@ -43,6 +43,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--memory-mb", type=_positive_int, metavar="MB", help="address-space limit of the worker (default 8192)")
     p.add_argument("--json", action="store_true", help="print the run result as JSON instead of the report")
     p.add_argument("--quiet", action="store_true", help="no live progress on stderr")
+    p.add_argument("--no-static", action="store_true", help="skip static analysis of the port")
     p.add_argument("--no-trials", action="store_true", help="skip the adversarial-input trials")
     p.add_argument("--no-precision", action="store_true", help="skip precision isolation (precise off vs on)")
     p.add_argument("--mutants", action="store_true", help="also run mutation testing of the task's tolerance (slower)")
@@ -75,7 +76,8 @@ def _check(args: argparse.Namespace) -> int:
 
     request = EvaluationRequest(
         task_dir=args.task_dir, backend=args.backend, target=args.target, seeds=args.seeds, timeout_s=args.timeout,
-        memory_mb=args.memory_mb or DEFAULT_MEMORY_MB, trials=not args.no_trials, precision=not args.no_precision,
+        memory_mb=args.memory_mb or DEFAULT_MEMORY_MB, static=not args.no_static, trials=not args.no_trials,
+        precision=not args.no_precision,
         mutants=args.mutants, store=not args.no_store,
     )
     live = None if (args.json or args.quiet) else _progress_printer(sys.stderr)

@@ -1,0 +1,64 @@
+"""`nkitui check`: exit codes, JSON, the Rich report, messages for invalid tasks and commands."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from nkitui.cli import main
+from nkitui.evaluate.result import RunResult
+from nkitui.evaluate.store import RunStore
+
+from .conftest import MANIFEST, write_task
+
+FAST = ["--no-static", "--no-trials", "--no-precision", "--quiet", "--memory-mb", "2048"]
+
+
+def test_a_passing_task_exits_0_with_json_and_is_stored(tmp_path, capsys, isolated_dirs):
+    task = write_task(tmp_path / "ok")
+    code = main(["check", str(task), "--json", "--seeds", "1", *FAST])
+    out = capsys.readouterr().out
+    result = RunResult.from_json(out)
+    assert code == 0 and result.status == "passed" and result.seeds == [0]
+    stored = RunStore(isolated_dirs / "xdg_data_home" / "nkitui" / "runs").load(result.run_id)
+    assert stored.run_id == result.run_id
+
+
+def test_a_failing_task_exits_1_with_a_report(tmp_path, capsys):
+    task = write_task(tmp_path / "bad", reference="def add(a, b, **kw):\n    return a * b\n")
+    code = main(["check", str(task), "--no-store", *FAST])
+    out = capsys.readouterr().out
+    assert code == 1
+    assert "FAILED" in out and "FAIL" in out and "matches the reference" in out
+    assert "outputs per seed" in out and "backend" in out and "built-in emulator" in out
+
+
+def test_a_missing_folder_exits_2_naming_it(tmp_path, capsys):
+    code = main(["check", str(tmp_path / "nowhere"), "--quiet"])
+    err = capsys.readouterr().err
+    assert code == 2 and "nowhere" in err and "no such file or folder" in err
+
+
+def test_an_invalid_manifest_exits_2_naming_file_and_field(tmp_path, capsys):
+    manifest = MANIFEST.format(task_id="add", kernel_extra="").replace('dtype = "float32"', 'dtype = "float33"', 1)
+    task = write_task(tmp_path / "badtoml", manifest=manifest)
+    code = main(["check", str(task), "--json", "--quiet"])
+    out = json.loads(capsys.readouterr().out)
+    assert code == 2 and out["status"] == "invalid"
+    assert any("inputs[0].dtype" in p and "task.toml" in p for p in out["problems"])
+
+
+def test_an_unavailable_backend_exits_2_saying_what_is_missing(tmp_path, capsys):
+    task = write_task(tmp_path / "hw")
+    code = main(["check", str(task), "--backend", "neuron", "--no-store", *FAST])
+    captured = capsys.readouterr()
+    assert code == 2
+    assert "needs a Neuron device" in captured.err
+
+
+@pytest.mark.parametrize("args", [["--seeds", "0"], ["--timeout", "-1"], ["--backend", "gpu"]])
+def test_bad_options_exit_2(tmp_path, args, capsys):
+    with pytest.raises(SystemExit) as info:
+        main(["check", str(tmp_path), *args])
+    assert info.value.code == 2

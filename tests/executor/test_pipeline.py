@@ -1,0 +1,135 @@
+"""The evaluation pipeline's features end to end (real workers, emulator backend)."""
+
+from __future__ import annotations
+
+import pytest
+
+from nkitui.evaluate.run import start_evaluation
+from nkitui.evaluate.store import RunStore
+from nkitui.task import TaskError
+
+from .conftest import HEADER, MANIFEST, git_init, quick_request, write_task
+
+
+def run(task_dir, **overrides):
+    handle = start_evaluation(quick_request(task_dir, **overrides))
+    handle.wait(timeout=180)
+    return handle.result
+
+
+TRANSPOSE_KERNEL = HEADER + """
+
+@nki.jit
+def copy_kernel(a_t, out):
+    # receives a in its declared layout (transposed) and writes into a pre-allocated output
+    nl.store(out, nl.load(a_t))
+"""
+
+TRANSPOSE_MANIFEST = """\
+id = "transpose"
+title = "layout and output-argument conventions"
+[sources]
+nki = "add_nki.py"
+reference = "reference.py::ref"
+[kernel]
+entry = "add_nki.py::copy_kernel"
+outputs = "arguments"
+[[inputs]]
+name = "a"
+shape = [64, 128]
+dtype = "float32"
+layout = "transpose"
+[[outputs]]
+name = "out"
+shape = [64, 128]
+dtype = "float32"
+layout = "transpose"
+tolerance = { kind = "exact" }
+"""
+
+
+def test_layouts_and_output_arguments_follow_the_manifest(tmp_path):
+    task = write_task(tmp_path / "t", kernel=TRANSPOSE_KERNEL, manifest=TRANSPOSE_MANIFEST,
+                      reference="def ref(a):\n    return a.copy()\n")
+    result = run(task, seeds=1)
+    assert result.status == "passed", result.error
+    assert result.seeds == [0]
+    assert result.seed_results[0].outputs[0]["shape"] == [64, 128]
+
+
+def test_a_run_records_the_commit_hashes_and_is_stored(tmp_path):
+    task = write_task(tmp_path / "repo")
+    commit = git_init(task)
+    store_root = tmp_path / "store"
+    result = run(task, store=True, store_root=store_root)
+    assert result.task_commit == commit and result.task_dirty is False
+    assert set(result.file_hashes) == {"task.toml", "add_nki.py", "reference.py"}
+    stored = RunStore(store_root).load(result.run_id)
+    assert stored.to_dict() == result.to_dict() | {"notes": stored.notes}
+    assert RunStore(store_root).list("add")[0].run_id == result.run_id
+    (task / "add_nki.py").write_text((task / "add_nki.py").read_text() + "\n# edited\n")
+    assert run(task).task_dirty is True
+
+
+def test_a_broken_reference_makes_the_task_invalid(tmp_path):
+    task = write_task(tmp_path / "t", reference="def add(a, b, **kw):\n    return a[:10] + b[:10]\n")
+    result = run(task)
+    assert result.status == "invalid" and result.exit_code == 2
+    assert result.error["kind"] == "reference-error"
+    assert "shape (10, 64)" in result.error["message"] and "(128, 64)" in result.error["message"]
+
+
+def test_a_reference_that_raises_points_at_its_line(tmp_path):
+    task = write_task(tmp_path / "t", reference="def add(a, b, **kw):\n    x = 1\n    return a + b + undefined_name\n")
+    result = run(task)
+    assert result.status == "invalid"
+    assert (result.error["file"], result.error["line"]) == ("reference.py", 3)
+    assert "NameError" in result.error["message"]
+
+
+def test_a_kernel_returning_the_wrong_shape_fails_its_output_check(tmp_path):
+    kernel = HEADER + """
+
+@nki.jit
+def add_kernel(a, b):
+    out = nl.ndarray((128, 32), dtype=a.dtype, buffer=nl.shared_hbm)
+    nl.store(out, nl.load(a[:, 0:32]))
+    return out
+"""
+    result = run(write_task(tmp_path / "t", kernel=kernel))
+    assert result.status == "failed"
+    check = next(c for c in result.checks if c.id == "output:out")
+    assert check.passed is False and "shape (128, 32)" in check.detail
+
+
+def test_a_syntax_error_in_the_kernel_is_located(tmp_path):
+    task = write_task(tmp_path / "t", kernel=HEADER + "\n\n@nki.jit\ndef add_kernel(a, b)\n    return a\n")
+    with pytest.raises(TaskError) as info:
+        start_evaluation(quick_request(task))
+    assert "add_nki.py" in str(info.value)
+
+
+def test_a_task_without_a_manifest_cannot_start(tmp_path):
+    folder = tmp_path / "bare"
+    folder.mkdir()
+    (folder / "kernel.cu").write_text("__global__ void k() {}\n")
+    (folder / "port.py").write_text(HEADER + "\n\n@nki.jit\ndef k(a):\n    return a\n")
+    (folder / "ref.py").write_text("def reference(a):\n    return a\n")
+    with pytest.raises(TaskError) as info:
+        start_evaluation(quick_request(folder))
+    assert "nkitui task init" in str(info.value) and "[[inputs]]" in str(info.value)
+
+
+@pytest.mark.slow
+def test_every_optional_phase_on_a_real_kernel(tmp_path):
+    task = write_task(tmp_path / "full")
+    result = run(task, static=True, trials=True, precision=True, mutants=True)
+    names = [p["name"] for p in result.phases]
+    assert names == ["load", "static", "compile", "run", "reference", "compare", "trials", "precision", "mutants", "profile"]
+    assert result.status == "passed", [c for c in result.checks if not c.passed]
+    audit = result.numerics_audit()
+    assert audit.trials is not None and audit.trials.adversarial
+    assert audit.precision is not None and audit.precision.outputs[0].verdict == "consistent"
+    assert audit.mutants is not None
+    assert result.advice and result.advice[0]["name"] == "out"
+    assert {c.id for c in result.checks} >= {"kernel-runs", "output:out", "trials", "precision", "sandbox"}
