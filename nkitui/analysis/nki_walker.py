@@ -1028,8 +1028,12 @@ class _KernelWalker:
             return Unk(text=f"{base.name}.{attr}")
         if isinstance(base, Dtype):
             return Unk()
-        if isinstance(base, (dict, list, Unk)) or base is None:
+        if isinstance(node.value, ast.Name) and self.is_module_container(node.value.id):
             return Method(base, attr)
+        if isinstance(base, Unk):
+            return Unk(deps=base.deps, tags=base.tags - {"min", "max"}, text=f"{base.text}.{attr}")
+        if isinstance(base, Lin):
+            return Unk(deps=base.deps)
         return Method(base, attr)
 
     def api_attribute(self, base: Api, attr: str) -> Any:
@@ -1070,6 +1074,8 @@ class _KernelWalker:
                 lo, hi, st = known_int(index.lower), known_int(index.upper), known_int(index.step)
                 if (index.lower is None or lo is not None) and (index.upper is None or hi is not None):
                     return tuple(base[slice(lo, hi, st)])
+            if base and i is None and all(isinstance(item, (TRef, list, tuple)) for item in base):
+                return base[0]  # a symbolic index into a list of tiles: they all play the same role
             return Unk(deps=deps_of(index))
         if isinstance(base, ShapeV):
             i = known_int(index)
@@ -1153,7 +1159,7 @@ class _KernelWalker:
             return self.method_call(callee, node, args, kwargs)
         self.escape(args)
         self.escape(kwargs)
-        return Unk(deps=deps_of(args) | deps_of(list(kwargs.values())))
+        return Unk(deps=deps_of(callee) | deps_of(args) | deps_of(list(kwargs.values())))
 
     def method_call(self, m: Method, node: ast.Call, args: list[Any], kwargs: dict[str, Any]) -> Any:
         if isinstance(m.obj, TRef):
@@ -1172,6 +1178,15 @@ class _KernelWalker:
             kind = "container-write" if m.name in _CONTAINER_WRITE_METHODS else "container-read"
             self.km.state.append(StateUse(kind, func.value.id, node.lineno, self.m.seg.text(node)))
             return Unk(tags=frozenset({"cached"}))
+        if isinstance(m.obj, list) and m.name in ("append", "extend", "insert"):
+            # Lists of tiles (`tiles.append(t)` ... `tiles[k]`): keep the items so that indexing finds them.
+            if m.name == "append" and args:
+                m.obj.append(args[0])
+            elif m.name == "extend" and args and isinstance(args[0], (list, tuple)):
+                m.obj.extend(args[0])
+            elif m.name == "insert" and len(args) == 2:
+                m.obj.append(args[1])
+            return None
         if isinstance(m.obj, (list, tuple)) and m.name == "index":
             return Unk()
         self.escape(args)
@@ -1200,7 +1215,7 @@ class _KernelWalker:
                 shape = tuple(t.shape[o] for o in order)
         view_t = self.new_tensor(name=t.name, buffer=root.buffer, shape=shape, dtype=dtype,
                                  line=getattr(node, "lineno", t.line), origin="view", alias_of=ref.tid,
-                                 param=root.param)
+                                 param=root.param, api=f"view.{name}")
         view_t.matmul = root.matmul
         view_t.pdim = 0
         if ref.view is not None and name not in ("reshape",):

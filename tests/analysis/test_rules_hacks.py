@@ -99,6 +99,20 @@ def test_module_level_cache(analyze) -> None:
     assert f.severity == "high" and f.data["lines"] == [15] and "_RESULTS" in f.message
 
 
+def test_cache_written_through_a_method(analyze) -> None:
+    src = LEGACY + """
+        _MEMO = {}
+
+        @nki.jit
+        def add(a, b):
+            out = nl.ndarray((128, 512), dtype=nl.float32, buffer=nl.shared_hbm)
+            nl.store(out, value=nl.add(nl.load(a), nl.load(b)))
+            return _MEMO.setdefault(a.shape, out)
+    """
+    (f,) = findings(analyze(src, ctx=AB), "HACK-CACHE")
+    assert f.data["lines"] == [12] and "_MEMO" in f.message
+
+
 def test_cache_filled_by_a_wrapper_and_lru_cache(analyze) -> None:
     src = LEGACY + """
         import functools

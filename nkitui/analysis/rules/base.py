@@ -67,6 +67,8 @@ Check = Callable[[RuleInput, KernelModel], Iterable[Finding]]
 def loop_phrase(loop: Loop) -> str:
     if loop.kind == "while":
         return f"the while loop at line {loop.line}"
+    if loop.kind == "iter":
+        return f"the `for {loop.var} in {loop.stop_text}` loop at line {loop.line}"
     api = loop.api if loop.api != "builtins.range" else "range"
     return f"the `for {loop.var} in {api}({loop.stop_text})` loop at line {loop.line}"
 

@@ -167,6 +167,16 @@ def _islands(km: KernelModel) -> list[tuple[list[Op], int]]:
                 out.add(root)
         return out
 
+    def exits(ids: set[int]) -> list[int]:
+        """Members whose result leaves the group (a group computes one value)."""
+        out = []
+        for x in ids:
+            tid_x = produced[x]
+            users = readers.get(tid_x, []) if tid_x is not None else []
+            if not users or any(u.id not in ids for u in users):
+                out.append(x)
+        return out
+
     found: list[tuple[list[Op], int]] = []
     taken: set[int] = set()
     roots: list[int] = []
@@ -201,7 +211,7 @@ def _islands(km: KernelModel) -> list[tuple[list[Op], int]]:
                 reach.add(x)
                 todo.extend(y for y in downstream.get(x, []) if y in ids)
             ids = reach
-        if len(ids) >= ISLAND_MIN and externals(ids) == {tid}:
+        if len(ids) >= ISLAND_MIN and externals(ids) == {tid} and len(exits(ids)) == 1:
             members = sorted((by_id[x] for x in ids), key=lambda o: o.id)
             taken.update(ids)
             found.append((members, tid))
@@ -267,6 +277,8 @@ def check_chains(inp: RuleInput, km: KernelModel) -> Iterator[Finding]:
     for op in ops:
         if op.id in used or tokens[op.id] is None:
             continue
+        if op.reads and all(a.free == 1 or _is_column(km, km.root(a.tensor).id) for a in op.reads):
+            continue  # per-partition scalars ((P,1) columns): one element per partition, nothing to stream
         chain = [op]
         while True:
             last = chain[-1]

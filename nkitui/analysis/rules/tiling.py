@@ -101,13 +101,31 @@ def check_tiny(inp: RuleInput, km: KernelModel) -> Iterator[Finding]:
         )
 
 
+def _broadcast_rows(km: KernelModel) -> set[int]:
+    """Tiles used as a row broadcast across partitions (`t.broadcast_to((128, n))`, or an operand next to
+    a tile with more partitions): a one-partition load of such a row is the idiom, not a transliteration."""
+    out: set[int] = set()
+    for t in km.tensors.values():
+        if t.origin == "view" and t.api in ("view.broadcast_to", "view.broadcast") and t.alias_of is not None:
+            out.add(km.root(t.alias_of).id)
+    for op in km.ops:
+        parts = [(km.root(a.tensor).id, a.partitions) for a in op.reads if a.partitions is not None]
+        if len(parts) >= 2:
+            widest = max(p for _, p in parts)
+            out.update(tid for tid, p in parts if p == 1 and widest > 1)
+    return out
+
+
 def check_partitions(inp: RuleInput, km: KernelModel) -> Iterator[Finding]:
     groups: dict[int | None, list[tuple[Op, int, int, str]]] = {}
+    rows = _broadcast_rows(km)
     for op in km.ops:
         if not is_dma(op):
             continue
         hbm, chip, _ = dma_sides(km, op)
         if hbm is None or hbm.part_dim is None or hbm.part_dim >= len(hbm.dims):
+            continue
+        if chip is not None and km.root(chip.tensor).id in rows:
             continue
         p = chip.partitions if chip is not None and chip.partitions is not None else hbm.partitions
         if p is None or p >= PMAX or p <= 0:
