@@ -179,7 +179,10 @@ def _func_location(func) -> tuple[str, int]:
 def _check_annotations(kernel: Kernel, bound) -> None:
     if bound is None:
         return
-    hints = getattr(kernel.func, "__annotations__", {})
+    try:  # string annotations (from __future__ import annotations) are evaluated in the kernel's module
+        hints = inspect.get_annotations(kernel.func, eval_str=True)
+    except Exception:
+        hints = getattr(kernel.func, "__annotations__", {}) or {}
     for pname, value in bound.arguments.items():
         ann = hints.get(pname)
         check = getattr(ann, "nki_check", None)

@@ -112,6 +112,7 @@ class Run:
         self.written_inputs: set[int] = set()
         self.accumulating = False  # inside `+=` / loop_reduce: writes are associative accumulations
         self.act_acc: np.ndarray | None = None  # ScalarE per-partition accumulator registers
+        self.vec_acc: np.ndarray | None = None  # VectorE shared accumulator registers
         self.input_ids: set[int] = set()
 
     # -- allocation ----------------------------------------------------------------------------

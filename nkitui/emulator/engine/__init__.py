@@ -29,6 +29,7 @@ from nkitui.emulator.engine.vector import (
     tensor_copy_predicated,
     tensor_reduce,
     tensor_scalar,
+    tensor_scalar_cumulative,
     tensor_scalar_reduce,
     tensor_tensor,
     tensor_tensor_scan,
@@ -39,6 +40,6 @@ __all__ = [
     "max8", "memset", "nc_find_index8", "nc_match_replace8", "nc_matmul",
     "nc_stream_shuffle", "nc_transpose", "partition_broadcast", "range_select", "reciprocal",
     "scalar_tensor_tensor", "select", "select_reduce", "tensor_copy", "tensor_copy_predicated",
-    "tensor_partition_reduce", "tensor_reduce", "tensor_scalar", "tensor_scalar_reduce", "tensor_tensor",
+    "tensor_partition_reduce", "tensor_reduce", "tensor_scalar", "tensor_scalar_cumulative", "tensor_scalar_reduce", "tensor_tensor",
     "tensor_tensor_scan",
 ]

@@ -378,6 +378,49 @@ def tensor_tensor_scan(dst: Tensor, data0: Tensor, data1: Tensor, initial, op0, 
     write(run, dst, out.T.reshape(dst.shape), where)
 
 
+def tensor_scalar_cumulative(dst: Tensor, src: Tensor, op0, op1, imm0, imm1=None, reduce_cmd="reset_reduce", *,
+                             where=None, api: str = "tensor_scalar_cumulative") -> None:
+    """Running scan along the free axis: reg = op1(op0(x[:, i], imm0), reg); dst[:, i] = reg.
+
+    The per-partition register is VectorE's shared accumulator: reset / reset_reduce start from
+    `imm1` (or op1's identity), reduce / load_reduce continue from the previous instruction's state.
+    """
+    run = current()
+    tile(dst, api, "dst")
+    tile(src, api, "src")
+    same_partitions(api, (dst, "dst"), (src, "src"))
+    check_fits(api, src, "src", dst)
+    o0 = alu.resolve_binary(op0, "op0")
+    o1 = alu.resolve_binary(op1, "op1")
+    if o1.name not in ("add", "subtract", "multiply", "maximum", "minimum"):
+        raise EngineOpError(f"{api}: op1 must be add, subtract, multiply, maximum or minimum, got {o1.name}")
+    if src.st.dtype.name in ("int32", "uint32"):
+        raise EngineDtypeError(f"{api}: {src.st.dtype.name} data is not supported (use a 16-bit or float type)")
+    cmd = getattr(reduce_cmd, "name", reduce_cmd) or "reset_reduce"
+    P = dst.shape[0]
+    x0, t0 = scalar_or_vector(imm0, api, "imm0", P, 2)
+    ins = (src,) + ((t0,) if t0 is not None else ())
+    run.record("vector", "tensor_scalar_cumulative", ins, (dst,), partitions=P, free=_free(dst),
+               meta=_meta(api, op0=o0.name, op1=o1.name, reduce_cmd=str(cmd)))
+    if not run.execute:
+        return write(run, dst, None, where)
+    F = _free(dst)
+    x = values(src, dst.shape).reshape(P, F)
+    x = o0.fn(x, operand_values(x0, t0, 2)).reshape(P, F)
+    if run.vec_acc is None:
+        run.vec_acc = np.zeros(128, dtype=_F32)
+    if cmd in ("reset", "reset_reduce", "idle"):
+        start = np.float32(imm1) if imm1 is not None else np.float32(o1.identity if o1.identity is not None else 0)
+        run.vec_acc[:P] = start
+    reg = run.vec_acc[:P].copy()
+    out = np.empty((P, F), dtype=_F32)
+    for i in range(F):
+        reg = o1.fn(x[:, i], reg)
+        out[:, i] = reg
+    run.vec_acc[:P] = reg
+    write(run, dst, out.reshape(dst.shape), where)
+
+
 def scalar_tensor_tensor(dst: Tensor, data: Tensor, op0, operand0, op1, operand1: Tensor, reverse0: bool = False,
                          reverse1: bool = False, *, where=None, api: str = "scalar_tensor_tensor") -> None:
     run = current()

@@ -213,6 +213,18 @@ def tensor_scalar_reduce(*, data, op0, operand0, reduce_op, reduce_res, reverse0
     return mark(run, out, data)
 
 
+def tensor_scalar_cumulative(*, src, dst, op0, op1, imm0, imm1=None, reduce_cmd=None, mask=None, **kwargs):
+    """Statement style (as legacy kernels call it): writes the running scan into `dst`."""
+    current()
+    api = "nisa.tensor_scalar_cumulative"
+    plan = plan_mask(mask, dst)
+    if not plan.skip:
+        _eng.tensor_scalar_cumulative(narrow(dst, plan.box), narrow(as_tile(src, api, "src"), plan.box), op0, op1,
+                                      imm0, imm1, reduce_cmd if reduce_cmd is not None else "reset_reduce",
+                                      where=plan.where, api=api)
+    return dst
+
+
 def tensor_reduce(op, data, axis, *, mask=None, dtype=None, negate=False, keepdims=False, **kwargs):
     run = current()
     api = "nisa.tensor_reduce"
