@@ -288,7 +288,8 @@ def compute_metrics(
 
     `conventions` gives the parameters of the other conventions (e.g. the advisor's advice);
     kinds it leaves out use `default_conventions`. The task's own policy always fills its kind.
-    `all_conventions=False` judges the task's policy only (cheaper, for extra trials).
+    `all_conventions=False` judges the task's policy only and skips ULPs unless the policy is ulp
+    (cheaper, for extra trials).
     """
     policy = as_policy(policy)
     a_raw, b_raw = np.asarray(actual), np.asarray(expected)
@@ -301,16 +302,17 @@ def compute_metrics(
             f"output {name!r}: the kernel returned shape {a_raw.shape}, the reference {b_raw.shape}{hint}"
         )
     out_dtype = format_name(dtype if dtype is not None else a_raw.dtype)
-    a, b = a_raw.astype(np.float64), b_raw.astype(np.float64)
+    a, b = np.asarray(a_raw, dtype=np.float64), np.asarray(b_raw, dtype=np.float64)
     both_finite = np.isfinite(a) & np.isfinite(b)
     with np.errstate(invalid="ignore", over="ignore", divide="ignore"):
         err = np.where(both_finite, np.abs(a - b), 0.0)
         rel = np.where(both_finite & (b != 0), err / np.abs(np.where(b == 0, 1.0, b)), 0.0)
         rel = np.where(both_finite & (b == 0) & (a != 0), np.inf, rel)
-    ulps = ulp_distance(a, b, out_dtype) if is_float_format(out_dtype) and a.size else None
+    want_ulps = all_conventions or policy.kind == "ulp"
+    ulps = ulp_distance(a, b, out_dtype) if want_ulps and is_float_format(out_dtype) and a.size else None
 
-    bad = element_mismatches(a, b, policy, out_dtype)
-    outcome = check_policy(a, b, policy, out_dtype)
+    outcome = check_policy(a, b, policy, out_dtype, ulps)
+    bad = element_mismatches(a, b, policy, out_dtype, ulps)
 
     # The task's own policy first, then the advice for every kind (the task's kind included, so the
     # two sit side by side), then per-dtype defaults for kinds neither covers.
@@ -325,7 +327,7 @@ def compute_metrics(
                 chosen.append((defaults[kind], "default"))
     results = []
     for p, source in chosen:
-        o = outcome if source == "task" else check_policy(a, b, p, out_dtype)
+        o = outcome if source == "task" else check_policy(a, b, p, out_dtype, ulps)
         results.append(ConventionResult(p, o.mismatches, o.total, o.passed, o.statistic, source))
 
     nf = nonfinite_match(a, b)
