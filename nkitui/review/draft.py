@@ -225,10 +225,6 @@ class RestoreOffer:
         return f"A draft from {when} is newer than your last submission ({last}). Restore it?"
 
 
-# Records keep whole seconds; a draft saved in the same second as a submission predates it.
-_SAME_SECOND = dt.timedelta(seconds=1)
-
-
 def offer_restore(store: DraftStore, task_root: Path, task_id: str, auditor: str | None = None) -> RestoreOffer | None:
     """A draft to offer back on open: one that is newer than the last submission of this task.
 
@@ -243,7 +239,7 @@ def offer_restore(store: DraftStore, task_root: Path, task_id: str, auditor: str
     times = [lr.record.submitted_at for lr in scan_task(Path(task_root)).reviews
              if lr.record.task.id == task_id and (auditor is None or lr.record.auditor == auditor)]
     last = max(times) if times else None
-    if last is not None and draft.saved_at < last + _SAME_SECOND:
+    if last is not None and draft.saved_at <= last:
         return None
     return RestoreOffer(draft=draft, saved_at=draft.saved_at, last_submitted_at=last)
 

@@ -88,7 +88,7 @@ class TaskPin:
 class ReviewRecord:
     id: str
     auditor: str
-    submitted_at: dt.datetime  # UTC
+    submitted_at: dt.datetime  # UTC, to the microsecond (orders reviews made within one second)
     tool_version: str
     task: TaskPin
     rubric_id: str
@@ -116,7 +116,7 @@ class ReviewRecord:
             "kind": RECORD_KIND,
             "id": self.id,
             "auditor": self.auditor,
-            "submitted_at": self.submitted_at.astimezone(dt.timezone.utc).replace(microsecond=0),
+            "submitted_at": self.submitted_at.astimezone(dt.timezone.utc),
             "tool_version": self.tool_version,
             "verdict": self.verdict,
             "summary": self.summary,
@@ -153,7 +153,7 @@ class ReviewRecord:
 # -- ids and names ---------------------------------------------------------------------------------
 
 def utc_now() -> dt.datetime:
-    return dt.datetime.now(dt.timezone.utc).replace(microsecond=0)
+    return dt.datetime.now(dt.timezone.utc)
 
 
 def format_timestamp(when: dt.datetime) -> str:

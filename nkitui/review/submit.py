@@ -111,7 +111,7 @@ def submit_review(task, draft: Draft, *, auditor: str | None = None, run_files: 
     head = repo.head.commit.hexsha
     dirty = [p[len(prefix):] for p in gitstore.changed_since_head(repo, [prefix + f for f in task.file_hashes()])]
     record = build_record(task, draft, rubric, auditor=who.slug, commit=head, task_path=task_rel,
-                          dirty=dirty, now=(now or utc_now()).replace(microsecond=0), runs=[r.run_id for r in runs])
+                          dirty=dirty, now=now or utc_now(), runs=[r.run_id for r in runs])
     if dirty:
         warnings.append(Problem(display, "task", f"judged files have uncommitted changes: {', '.join(dirty)}",
                                 "the record pins their sha256; commit them so others can see what was judged", "warning"))

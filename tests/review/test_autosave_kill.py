@@ -19,7 +19,7 @@ CHILD = Path(__file__).parent / "helpers" / "autosave_child.py"
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
 
-def _type_then_kill(tmp_path: Path, interval: float, type_for: float) -> tuple[list[tuple[int, float]], float, str]:
+def _type_then_kill(tmp_path: Path, interval: float, type_for: float | None) -> tuple[list[tuple[int, float]], float, str]:
     task_root = tmp_path / "task"
     task_root.mkdir()
     store_root = tmp_path / "drafts"
@@ -42,7 +42,13 @@ def _type_then_kill(tmp_path: Path, interval: float, type_for: float) -> tuple[l
     reader.start()
     try:
         assert ready.wait(30), proc.stderr.read() if proc.poll() is not None else "child did not start"
-        time.sleep(type_for)
+        if type_for is None:  # wait until everything is typed, then stay idle for a while
+            deadline = time.monotonic() + 30
+            while (not typed or typed[-1][0] < len(TEXT)) and time.monotonic() < deadline:
+                time.sleep(0.05)
+            time.sleep(1.2)
+        else:
+            time.sleep(type_for)
         killed_at = time.monotonic()
         proc.send_signal(signal.SIGKILL)
         proc.wait(10)
@@ -71,6 +77,6 @@ def test_sigkill_while_typing_loses_at_most_the_last_second(tmp_path):
 @pytest.mark.slow
 def test_sigkill_after_a_pause_loses_nothing(tmp_path):
     # Type the whole text in one burst, then sit idle past the debounce: all of it is saved.
-    typed, killed_at, saved = _type_then_kill(tmp_path, interval=0.0, type_for=2.0)
-    assert typed and typed[-1][1] < killed_at - 1.0
-    assert saved == TEXT[: typed[-1][0]]
+    typed, killed_at, saved = _type_then_kill(tmp_path, interval=0.0, type_for=None)
+    assert typed[-1][0] == len(TEXT) and typed[-1][1] < killed_at - 1.0
+    assert saved == TEXT

@@ -70,7 +70,7 @@ def records(draw):
     )
 
 
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=60, deadline=None)
 @given(records())
 def test_valid_records_round_trip(record):
     assert parse_record(record.to_toml(), "r.toml") == record
@@ -149,7 +149,7 @@ toml_docs = st.recursive(st.dictionaries(st.text(max_size=8), toml_scalars, max_
                          max_leaves=10)
 
 
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=60, deadline=None)
 @given(toml_docs)
 def test_arbitrary_toml_documents_raise_only_record_error(doc):
     try:
