@@ -232,7 +232,8 @@ def matmul_cost(ins: Instruction, spec: TargetSpec) -> MatmulCost:
     k = int(meta.get("K", ins.partitions) or ins.partitions)
     min64 = spec.cycles.mm_init_latency
     factor = _mm_dtype_factor(ins, spec)
-    transpose = ins.opcode in TRANSPOSE_OPCODES or bool(meta.get("is_transpose"))
+    transpose = (ins.opcode in TRANSPOSE_OPCODES or bool(meta.get("is_transpose"))
+                 or meta.get("transpose") is True)
     if transpose:
         p, f = ins.partitions, max(int(ins.free), 1)
         cycles = float(max(p, min(min64, f)))  # max(P, min(64, F)) [L-ISA]

@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-import math
-
 from nkitui.emulator.trace import Trace
-from nkitui.perf.hardware import TargetSpec, get_target, itemsize
+from nkitui.perf.hardware import TargetSpec, get_target
 from nkitui.perf.hotspots import hot_lines
 from nkitui.perf.roofline import Work, roofline_point, speed_of_light_for
 from nkitui.perf.schedule import Schedule, simulate
-from nkitui.perf.summary import LANES, SUMMARY_ENGINES, EngineStats, PerfRecord, coarsen, union_length
+from nkitui.perf.summary import LANES, SUMMARY_ENGINES, EngineStats, PerfRecord, coarsen, union_length_sorted
 
 MODEL_NAME = "nkitui cost model"
 MODEL_VERSION = 1
@@ -36,7 +34,9 @@ def record_from_schedule(trace: Trace, sched: Schedule, *, work: Work | None = N
 
     engines: dict[str, EngineStats] = {}
     for lane in LANES:
-        per_core = [union_length(ivs) for name, ivs in sched.intervals.items() if name.split("@", 1)[0] == lane]
+        # lane intervals are sorted and disjoint already
+        per_core = [sum(e - s_ for s_, e in ivs) for name, ivs in sched.intervals.items()
+                    if name.split("@", 1)[0] == lane]
         active = sum(per_core) / cores
         if lane == "sync":  # DMA triggers on Sync are its instructions
             itime, icount = active, sched.lane_count["sync"] + sched.dma.transfer_count
@@ -46,8 +46,8 @@ def record_from_schedule(trace: Trace, sched: Schedule, *, work: Work | None = N
 
     peak = spec.tensor_peak_flops
     hbm_total = sched.hbm_read + sched.hbm_write
-    total_active = union_length([iv for v in sched.intervals.values() for iv in v])
-    inputs_bytes = _input_bytes(trace)
+    total_active = union_length_sorted(list(sched.intervals.values()))
+    inputs_bytes = sched.input_bytes
     mm_flops = sched.hardware_flops - sched.transpose_flops
     s: dict[str, float | int] = {
         "total_time": total,
@@ -122,6 +122,7 @@ def record_from_schedule(trace: Trace, sched: Schedule, *, work: Work | None = N
         "small_run_dma_bytes": d.small_run_bytes,
         "tensor_throttled_time": sched.throttled_time,
         "psum_bank_stall_time": sched.psum_bank_stall,
+        "folded_psum_zeroing": sched.folded_psum_zeroing,
         "sbuf_peak_bytes_per_partition": sched.sbuf_peak_bytes,
         "performance_modes": dict(sched.perf_modes),
         "cores": cores,
@@ -145,33 +146,3 @@ def record_from_schedule(trace: Trace, sched: Schedule, *, work: Work | None = N
 
 def _pct(num: float, den: float) -> float:
     return 100.0 * num / den if den > 0 else 0.0
-
-
-def _input_bytes(trace: Trace) -> int:
-    """Bytes of HBM tensors the kernel reads before (or without) writing them: its inputs."""
-    first_is_read: dict[int, bool] = {}
-    for sid, info in trace.storages.items():
-        if info.memory == "hbm":
-            first_is_read[sid] = True  # refined below by the first access
-    seen: set[int] = set()
-    for ins in trace.instructions:
-        if ins.engine != "dma":
-            continue
-        for a in ins.reads:
-            if a.memory == "hbm" and a.storage not in seen:
-                seen.add(a.storage)
-                first_is_read[a.storage] = True
-        for a in ins.writes:
-            if a.memory == "hbm" and a.storage not in seen:
-                seen.add(a.storage)
-                first_is_read[a.storage] = False
-    total = 0
-    for sid, is_input in first_is_read.items():
-        info = trace.storages.get(sid)
-        if not is_input or sid not in seen or info is None or not info.shape:
-            continue
-        try:
-            total += math.prod(info.shape) * itemsize(info.dtype)
-        except ValueError:
-            continue
-    return total

@@ -123,7 +123,12 @@ class TargetSpec:
         return min(self.dma_peak_bytes_per_s, self.hbm_core_bytes_per_s)
 
     def ridge(self, dtype: str = "bfloat16") -> float:
-        """Arithmetic intensity (FLOP per HBM byte) where compute and memory bounds meet."""
+        """FLOP per HBM byte where TensorE peak meets the per-core HBM bandwidth (the published
+        convention: 222 FLOP/B on NC-v2 [L-MM])."""
+        return self.peak_flops(dtype) / self.hbm_core_bytes_per_s
+
+    def ridge_dma(self, dtype: str = "bfloat16") -> float:
+        """Same, against what 16 DMA engines can actually move (min of DMA and HBM bandwidth)."""
         return self.peak_flops(dtype) / self.memory_bytes_per_s
 
     def vector_elements_per_s(self) -> float:

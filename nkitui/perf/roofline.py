@@ -141,12 +141,11 @@ def roofline_point(flops: float, hbm_bytes: float, time_s: float, dtype: str = "
     peak = spec.peak_flops(dtype)
     bw = spec.memory_bytes_per_s
     ai = flops / hbm_bytes
-    ridge = peak / spec.hbm_core_bytes_per_s
     attainable = min(peak, ai * bw)
     achieved = flops / time_s
     pct = 100.0 * achieved / attainable if attainable > 0 else 0.0
-    return RooflinePoint(spec.name, dtype, ai, ridge, peak / bw, peak, bw, attainable, achieved, pct,
-                         "memory" if ai < peak / bw else "compute")
+    return RooflinePoint(spec.name, dtype, ai, spec.ridge(dtype), spec.ridge_dma(dtype), peak, bw, attainable,
+                         achieved, pct, "memory" if ai < spec.ridge_dma(dtype) else "compute")
 
 
 # ---------------------------------------------------------------- minimal work of a task

@@ -10,11 +10,14 @@ Model (nki-spec.md §2.5, §6.4, §6.5, §7):
   without that latency (the accumulation is pipelined inside PSUM);
 * an instruction that had to wait exposes its start-up cost: the ~100-cycle static overhead on
   Vector/Scalar/GpSimd, the foreground LoadStationary on TensorE;
-* a DMA is triggered by its queue's sequencer (Sync unless the trace names a compute engine),
-  starts no earlier than the fixed ~1.3 µs latency after the trigger, keeps the order of its
-  queue, and needs bytes / (engines x per-engine bandwidth x efficiency) on the 16 DMA engines,
-  bounded by the per-core HBM bandwidth. The engines serve all queues, so a transfer can use any
-  idle gap (a store waiting for its data does not hold back later loads);
+* a DMA is triggered by the sequencer `meta["queue"]` names (Sync by default), starts no earlier
+  than the fixed ~1.3 µs latency after the trigger, keeps the order of its queue (one per issuer
+  for loads, one for stores, one for other copies), and needs bytes / (engines x per-engine bandwidth x efficiency) on the 16 DMA engines,
+  bounded by the per-core HBM bandwidth. The engines serve all queues round-robin: a transfer
+  fills any idle engine time from its release on (a store waiting for its data does not hold
+  back later loads, and a load can use the gaps between other transfers);
+* a zero-fill of a PSUM tile (legacy `nl.zeros(..., buffer=psum)` before `+=` matmuls) costs no
+  engine time: the first matmul resets the accumulator (acc_flags / psum_zero [N-ISA]);
 * PSUM has 8 banks: a new PSUM tile takes the least recently used bank(s) and waits until the
   tile that held them was last touched (bank rotation: TensorE stalls behind slow evictions);
 * NC-v2 port sharing (Vector+GpSimd on SBUF, Vector+Scalar on PSUM) and the trn2/trn3 TensorE
@@ -30,6 +33,7 @@ from __future__ import annotations
 import gc
 import math
 from bisect import bisect_right
+from itertools import accumulate
 from collections import Counter
 from dataclasses import dataclass, field
 
@@ -92,23 +96,18 @@ class Schedule:
     dma: DmaTotals = field(default_factory=DmaTotals)
     throttled_time: float = 0.0
     psum_bank_stall: float = 0.0  # engine time lost only because no PSUM bank was free
+    folded_psum_zeroing: int = 0  # PSUM zero-fills folded into the next matmul's accumulator reset
     undocumented_opcodes: Counter = field(default_factory=Counter)
     notes: list[str] = field(default_factory=list)
     cores: int = 1
     sbuf_peak_bytes: int = 0  # peak live SBUF bytes per partition (storages live first..last use)
+    input_bytes: int = 0  # HBM tensors read before any write: the kernel's inputs and weights
 
 
-class _Storage:
-    __slots__ = ("writes", "reads", "last_end", "first_idx", "last_idx", "memory", "extent")
-
-    def __init__(self, memory: str, idx: int) -> None:
-        self.writes: list[tuple] = []  # (p0, p1, b0, b1, ready, end, by_matmul)
-        self.reads: list[tuple] = []  # (p0, p1, b0, b1, end)
-        self.last_end = 0.0
-        self.first_idx = idx
-        self.last_idx = idx
-        self.memory = memory
-        self.extent = 0  # largest byte offset touched (per partition on chip)
+# A storage's dependency record is a plain list (creating one per fresh tile must be cheap):
+# [write records, read records, last end, first index, last index, memory, byte extent, first was a write]
+# write record: (p0, p1, b0, b1, result ready, end, written by a matmul); read record: (p0, p1, b0, b1, end)
+S_WRITES, S_READS, S_LAST_END, S_FIRST, S_LAST, S_MEM, S_EXTENT, S_FIRST_WRITE = range(8)
 
 
 class _Core:
@@ -125,56 +124,89 @@ class _Core:
 
 
 def _merge_oldest(records: list[tuple], is_write: bool) -> list[tuple]:
+    """Replace the oldest half of a storage's records by one record covering all of them."""
     half = len(records) // 2
-    old, keep = records[:half], records[half:]
-    box = (min(r[0] for r in old), max(r[1] for r in old), min(r[2] for r in old), max(r[3] for r in old))
-    if is_write:
-        merged = (*box, max(r[4] for r in old), max(r[5] for r in old), False)
-    else:
-        merged = (*box, max(r[4] for r in old))
-    return [merged, *keep]
+    r = records[0]
+    p0, p1, b0, b1 = r[0], r[1], r[2], r[3]
+    t4, t5 = r[4], (r[5] if is_write else 0.0)
+    for r in records[1:half]:
+        if r[0] < p0:
+            p0 = r[0]
+        if r[1] > p1:
+            p1 = r[1]
+        if r[2] < b0:
+            b0 = r[2]
+        if r[3] > b1:
+            b1 = r[3]
+        if r[4] > t4:
+            t4 = r[4]
+        if is_write and r[5] > t5:
+            t5 = r[5]
+    merged = (p0, p1, b0, b1, t4, t5, False) if is_write else (p0, p1, b0, b1, t4)
+    return [merged, *records[half:]]
 
 
 class _Calendar:
-    """Busy intervals of a shared resource that can start work in any idle gap (backfilling)."""
+    """Busy intervals of a shared, work-conserving resource (the DMA engines of one core).
+
+    A job released at time r with `work` seconds of service fills the idle gaps from r onwards
+    until its work is done, as round-robin service of several queues would; it never preempts
+    work already booked.
+    """
 
     __slots__ = ("bs", "be")
 
     def __init__(self) -> None:
-        self.bs: list[float] = []
+        self.bs: list[float] = []  # sorted, disjoint busy intervals
         self.be: list[float] = []
 
-    def place(self, release: float, dur: float) -> float:
-        """Earliest start >= release with `dur` idle time; books it and returns the start."""
+    def fill(self, release: float, work: float) -> tuple[float, float]:
+        """Book `work` seconds from `release` on; returns (first start, last end)."""
         bs, be = self.bs, self.be
+        if work <= 0:
+            return release, release
         n = len(be)
-        if dur <= 0:
-            return release
-        if n == 0 or release >= be[-1]:
+        if n == 0 or release >= bs[-1]:  # at or after the start of the last booking: no gap to fill
             if n and release <= be[-1] + _EPS:
-                be[-1] = release + dur
+                start = be[-1] if release < be[-1] else release
+                be[-1] = start + work
             else:
+                start = release
                 bs.append(release)
-                be.append(release + dur)
-            return release
-        i = bisect_right(be, release)
+                be.append(release + work)
+            return start, start + work
+        i = bisect_right(be, release)  # first interval that ends after release
+        first = i
         t = release
-        while i < n and t + dur > bs[i] + _EPS:
-            if be[i] > t:
-                t = be[i]
-            i += 1
-        e = t + dur
-        if i > 0 and be[i - 1] >= t - _EPS:  # touches the previous interval
-            be[i - 1] = e
-            if i < n and bs[i] <= e + _EPS:
-                be[i - 1] = be[i]
-                del bs[i], be[i]
-        elif i < n and bs[i] <= e + _EPS:  # touches the next interval
-            bs[i] = t
-        else:
-            bs.insert(i, t)
-            be.insert(i, e)
-        return t
+        start = -1.0
+        remaining = work
+        pieces: list[tuple[float, float]] = []
+        while remaining > _EPS:
+            if i < n and bs[i] <= t + _EPS:  # inside a busy interval: skip it
+                if be[i] > t:
+                    t = be[i]
+                i += 1
+                continue
+            gap_end = bs[i] if i < n else math.inf
+            take = min(gap_end - t, remaining)
+            if start < 0:
+                start = t
+            pieces.append((t, t + take))
+            t += take
+            remaining -= take
+        # splice: merge the touched intervals [first - 1, i) with the new pieces
+        lo = first - 1 if first > 0 else 0
+        hi = min(i + 1, n)
+        merged: list[list[float]] = []
+        for s_, e_ in sorted([(bs[k], be[k]) for k in range(lo, hi)] + pieces):
+            if merged and s_ <= merged[-1][1] + _EPS:
+                if e_ > merged[-1][1]:
+                    merged[-1][1] = e_
+            else:
+                merged.append([s_, e_])
+        bs[lo:hi] = [m[0] for m in merged]
+        be[lo:hi] = [m[1] for m in merged]
+        return start, t
 
 
 class _PsumBanks:
@@ -185,12 +217,12 @@ class _PsumBanks:
     def __init__(self, banks: int) -> None:
         self.occupant: list[int | None] = [None] * banks
 
-    def acquire(self, sid: int, need: int, storages: dict[int, _Storage]) -> float:
+    def acquire(self, sid: int, need: int, storages: dict[int, list]) -> float:
         """Banks for new tile `sid`; returns when their previous tiles were last touched."""
         order = []
         for b, occ in enumerate(self.occupant):
             st = storages.get(occ) if occ is not None else None
-            order.append((st.last_idx if st else -2, st.last_end if st else 0.0, b))
+            order.append((st[S_LAST] if st else -2, st[S_LAST_END] if st else 0.0, b))
         order.sort()
         ready = 0.0
         for _, t, b in order[:need]:
@@ -209,9 +241,9 @@ class _Plan:
 
     __slots__ = ("kind", "engine", "opcode", "dur", "extra", "queue", "issuer", "issue", "occupancy",
                  "cost", "matmul", "transpose", "activate", "psum_to_sbuf", "ports", "flops", "hbm_read",
-                 "hbm_write", "mem", "mm_dtype")
+                 "hbm_write", "mem", "mm_dtype", "file", "line", "busy", "count")
 
-    KIND_COMPUTE, KIND_TENSOR, KIND_DMA = 0, 1, 2
+    KIND_COMPUTE, KIND_TENSOR, KIND_DMA, KIND_FOLDED = 0, 1, 2, 3
 
     def __init__(self, ins, spec: TargetSpec) -> None:
         eng = ins.engine
@@ -225,6 +257,10 @@ class _Plan:
         self.ports: tuple[str, ...] = ()
         self.queue = self.issuer = ""
         self.mm_dtype = ins.in_dtypes[0] if ins.in_dtypes else "bfloat16"
+        # totals of the instructions with this signature on its first source line (others go to a dict)
+        self.file, self.line = ins.file, ins.line
+        self.busy = 0.0
+        self.count = 0
         self.issue = self.occupancy = self.extra = 0.0
         nin = max(1, len(ins.in_mems))
         mem = [0, 0, 0, 0]  # sbuf read, psum read, sbuf write, psum write
@@ -249,8 +285,11 @@ class _Plan:
             # the 16 engines as one fluid server: a transfer on k engines occupies k/16 of it
             self.occupancy = dur * plan.engines / spec.dma_engines
             meta = ins.meta
-            self.queue = str(meta.get("queue") or _default_queue(ins))
-            self.issuer = self.queue if self.queue in _ISSUERS else "sync"
+            # meta["queue"] names the engine whose instruction stream triggers the DMA (trace
+            # contract); the compiler gives loads, stores and other copies rings of their own
+            issuer = str(meta.get("queue") or "sync")
+            self.issuer = issuer if issuer in _ISSUERS else "sync"
+            self.queue = f"{issuer}:{meta.get('ring') or _default_queue(ins)}"
             if meta.get("dge_mode") == "hwdge" and spec.hwdge_issue_s:
                 self.issue = spec.hwdge_issue_s
             else:
@@ -263,6 +302,12 @@ class _Plan:
             self.extra = mm.load_stationary / clock["tensor"]  # foreground LoadStationary if it waited
             self.transpose = mm.transpose
             self.matmul = not mm.transpose and ins.opcode in MATMUL_OPCODES
+        elif ins.opcode == "memset" and ins.out_mem == "psum" and ins.meta.get("value", 0) in (0, 0.0):
+            # nl.zeros(..., buffer=psum) before `+=` matmuls: the first matmul resets the
+            # accumulator itself (acc_flags / psum_zero [N-ISA]), so no engine executes this fill
+            self.kind = self.KIND_FOLDED
+            self.cost = compute_cost(ins, spec)
+            self.dur = 0.0
         else:
             self.kind = self.KIND_COMPUTE
             cc = compute_cost(ins, spec)
@@ -294,19 +339,13 @@ def simulate(trace: Trace, spec: TargetSpec) -> Schedule:
             gc.enable()
 
 
-def _signature(ins) -> tuple:
-    meta = ins.meta
-    return (ins.engine, ins.opcode, ins.partitions, ins.free, ins.in_dtypes, ins.out_dtype, ins.in_mems,
-            ins.out_mem, ins.bytes_read, ins.bytes_written, ins.hbm_read, ins.hbm_write, ins.flops,
-            tuple(meta.items()) if meta else ())
-
-
-def _plan_for(ins, key: tuple, plans: dict, spec: TargetSpec) -> "_Plan":
+def _plan_for(ins, key: tuple, plans: dict, all_plans: list, spec: TargetSpec) -> "_Plan":
     if ins.engine not in ENGINES:
         raise ValueError(
             f"instruction {ins.seq} ({ins.opcode} at {ins.location}): unknown engine {ins.engine!r}; "
             f"expected one of {', '.join(ENGINES)}")
     plan = _Plan(ins, spec)
+    all_plans.append(plan)
     try:
         plans[key] = plan
     except TypeError:  # unhashable meta value: no caching for this signature
@@ -323,7 +362,7 @@ def _simulate(trace: Trace, spec: TargetSpec) -> Schedule:
     notes = sched.notes
     starts, ends = sched.start, sched.end
 
-    storages: dict[int, _Storage] = {}
+    storages: dict[int, list] = {}
     engine_free: dict[tuple[int, str], float] = {}
     port_free: dict[tuple[int, str], float] = {}
     core_state: dict[int, _Core] = {}
@@ -331,7 +370,8 @@ def _simulate(trace: Trace, spec: TargetSpec) -> Schedule:
     lane_iv: dict[tuple[int, str], list[list[float]]] = {}  # (core, engine) -> busy intervals
     storage_info = trace.storages
     plans: dict[tuple, _Plan] = {}
-    rows: dict[tuple, list] = {}  # (file, line, plan) -> [busy seconds, count]
+    all_plans: list[_Plan] = []
+    other_lines: dict[tuple, list] = {}  # (file, line, plan) -> [busy, count] off the plan's own line
     psum_count = spec.psum_banks
 
     dep_latency = {e: cyc.dependency_latency / clock[e] for e in clock}
@@ -340,18 +380,21 @@ def _simulate(trace: Trace, spec: TargetSpec) -> Schedule:
     throttle = spec.tensor_throttle
     throttled = 0.0
     psum_stall = 0.0
-    KIND_DMA, KIND_TENSOR = _Plan.KIND_DMA, _Plan.KIND_TENSOR
+    KIND_DMA, KIND_TENSOR, KIND_FOLDED = _Plan.KIND_DMA, _Plan.KIND_TENSOR, _Plan.KIND_FOLDED
     cs = None
     cs_core = None
 
     for idx, ins in enumerate(instrs):
-        key = _signature(ins)
+        meta = ins.meta
+        key = (ins.engine, ins.opcode, ins.partitions, ins.free, ins.in_dtypes, ins.out_dtype, ins.in_mems,
+               ins.out_mem, ins.bytes_read, ins.bytes_written, ins.hbm_read, ins.hbm_write, ins.flops,
+               tuple(meta.items()) if meta else ())
         try:
             plan = plans.get(key)
         except TypeError:
             plan = None
         if plan is None:
-            plan = _plan_for(ins, key, plans, spec)
+            plan = _plan_for(ins, key, plans, all_plans, spec)
         eng = plan.engine
         core = ins.core
         if core != cs_core:
@@ -371,9 +414,9 @@ def _simulate(trace: Trace, spec: TargetSpec) -> Schedule:
         for a in reads:
             st = storages.get(a.storage)
             if st is None:
-                st = storages[a.storage] = _Storage(a.memory, idx)
+                st = storages[a.storage] = [[], [], 0.0, idx, idx, a.memory, 0, False]
             else:
-                wl = st.writes
+                wl = st[0]
                 if wl:
                     ap0, ap1, ab0, ab1 = a.p0, a.p1, a.b0, a.b1
                     for w in wl:
@@ -386,24 +429,27 @@ def _simulate(trace: Trace, spec: TargetSpec) -> Schedule:
         for a in writes:
             st = storages.get(a.storage)
             if st is None:
-                st = storages[a.storage] = _Storage(a.memory, idx)
+                st = storages[a.storage] = [[], [], 0.0, idx, idx, a.memory, 0, True]
                 if a.memory == "psum":
                     t = _new_psum_tile(a, cs.psum, storages, storage_info, spec)
                     if t > psum_ready:
                         psum_ready = t
             else:
                 ap0, ap1, ab0, ab1 = a.p0, a.p1, a.b0, a.b1
-                for w in st.writes:
+                for w in st[0]:
                     if ap0 < w[1] and w[0] < ap1 and ab0 < w[3] and w[2] < ab1 and w[5] > ready:
                         if not (is_tensor and w[6]):  # accumulation into PSUM keeps the order by itself
                             ready = w[5]
-                for r in st.reads:
+                for r in st[1]:
                     if ap0 < r[1] and r[0] < ap1 and ab0 < r[3] and r[2] < ab1 and r[4] > ready:
                         ready = r[4]
             write_st.append(st)
 
         # ---- timing ----
-        if kind == KIND_DMA:
+        if kind == KIND_FOLDED:
+            start = end = result_ready = ready if ready > psum_ready else psum_ready
+            busy = 0.0
+        elif kind == KIND_DMA:
             if psum_ready > ready:
                 ready = psum_ready
             issue = plan.issue
@@ -424,9 +470,18 @@ def _simulate(trace: Trace, spec: TargetSpec) -> Schedule:
             qs = cs.queue_start.get(queue, 0.0)
             if qs > release:
                 release = qs
-            start = cs.pool.place(release, plan.occupancy)
-            busy = plan.dur
-            end = start + busy
+            pool = cs.pool
+            pbs, pbe = pool.bs, pool.be
+            work = plan.occupancy
+            if pbs and release >= pbs[-1] and release <= pbe[-1]:  # queued behind the last booking
+                start = pbe[-1]
+                pbe[-1] = fill_end = start + work
+            else:
+                start, fill_end = pool.fill(release, work)
+            end = start + plan.dur
+            if fill_end > end:  # its share of the engines was interrupted by earlier bookings
+                end = fill_end
+            busy = end - start
             cs.queue_start[queue] = start
             cs.dma_iv.append((start, end))
             result_ready = end
@@ -479,56 +534,64 @@ def _simulate(trace: Trace, spec: TargetSpec) -> Schedule:
 
         starts[idx] = start
         ends[idx] = end
-        rkey = (ins.file, ins.line, plan)
-        row = rows.get(rkey)
-        if row is None:
-            rows[rkey] = [busy, 1]
+        if ins.line == plan.line and ins.file == plan.file:
+            plan.busy += busy
+            plan.count += 1
         else:
-            row[0] += busy
-            row[1] += 1
+            rkey = (ins.file, ins.line, plan)
+            row = other_lines.get(rkey)
+            if row is None:
+                other_lines[rkey] = [busy, 1]
+            else:
+                row[0] += busy
+                row[1] += 1
 
         # ---- register the accesses ----
         for a, st in zip(reads, read_st):
-            rl = st.reads
+            rl = st[1]
             rl.append((a.p0, a.p1, a.b0, a.b1, end))
             if len(rl) > _MAX_RECORDS:
-                st.reads = _merge_oldest(rl, False)
-            if end > st.last_end:
-                st.last_end = end
-            st.last_idx = idx
-            if a.b1 > st.extent:
-                st.extent = a.b1
+                st[1] = _merge_oldest(rl, False)
+            if end > st[2]:
+                st[2] = end
+            st[4] = idx
+            if a.b1 > st[6]:
+                st[6] = a.b1
         by_matmul = plan.matmul
         for a, st in zip(writes, write_st):
             ap0, ap1, ab0, ab1 = a.p0, a.p1, a.b0, a.b1
-            wl = st.writes
+            wl = st[0]
             if wl:
                 if len(wl) == 1:
                     w = wl[0]
                     if ap0 <= w[0] and w[1] <= ap1 and ab0 <= w[2] and w[3] <= ab1:
                         wl.clear()
                 else:
-                    st.writes = wl = [w for w in wl
-                                      if not (ap0 <= w[0] and w[1] <= ap1 and ab0 <= w[2] and w[3] <= ab1)]
-            rl = st.reads
+                    st[0] = wl = [w for w in wl
+                                  if not (ap0 <= w[0] and w[1] <= ap1 and ab0 <= w[2] and w[3] <= ab1)]
+            rl = st[1]
             if rl:
                 if len(rl) == 1:
                     r = rl[0]
                     if ap0 <= r[0] and r[1] <= ap1 and ab0 <= r[2] and r[3] <= ab1:
                         rl.clear()
                 else:
-                    st.reads = [r for r in rl
-                                if not (ap0 <= r[0] and r[1] <= ap1 and ab0 <= r[2] and r[3] <= ab1)]
+                    st[1] = [r for r in rl
+                             if not (ap0 <= r[0] and r[1] <= ap1 and ab0 <= r[2] and r[3] <= ab1)]
             wl.append((ap0, ap1, ab0, ab1, result_ready, end, by_matmul))
             if len(wl) > _MAX_RECORDS:
-                st.writes = _merge_oldest(wl, True)
-            if end > st.last_end:
-                st.last_end = end
-            st.last_idx = idx
-            if ab1 > st.extent:
-                st.extent = ab1
+                st[0] = _merge_oldest(wl, True)
+            if end > st[2]:
+                st[2] = end
+            st[4] = idx
+            if ab1 > st[6]:
+                st[6] = ab1
 
-    # ---- totals from (line, plan) rows ----
+    # ---- totals from the plans' per-line rows ----
+    rows: dict[tuple, list] = dict(other_lines)
+    for plan in all_plans:
+        if plan.count:
+            rows[(plan.file, plan.line, plan)] = [plan.busy, plan.count]
     _totals(sched, rows)
     sched.throttled_time = throttled
     sched.psum_bank_stall = psum_stall
@@ -545,6 +608,7 @@ def _simulate(trace: Trace, spec: TargetSpec) -> Schedule:
     sched.total_time = max(ends, default=0.0)
     sched.cores = max(1, len(core_state))
     sched.sbuf_peak_bytes = _sbuf_pressure(instrs, storages, storage_info, spec, notes)
+    sched.input_bytes = _input_bytes(storages, storage_info)
     if sched.undocumented_opcodes:
         listed = ", ".join(sorted(sched.undocumented_opcodes))
         notes.append(f"no published cost formula for {listed}: used the VectorE rule "
@@ -561,8 +625,9 @@ def _totals(sched: Schedule, rows: dict[tuple, list]) -> None:
         sched.by_line[(f, ln, lane, plan.opcode)] = _add_row(
             sched.by_line.get((f, ln, lane, plan.opcode)), busy, count, plan.flops * count,
             (plan.hbm_read + plan.hbm_write) * count)
-        sched.lane_time[lane] += busy
-        sched.lane_count[lane] += count
+        if plan.kind != _Plan.KIND_FOLDED:
+            sched.lane_time[lane] += busy
+            sched.lane_count[lane] += count
         sched.hbm_read += plan.hbm_read * count
         sched.hbm_write += plan.hbm_write * count
         for i in range(4):
@@ -588,6 +653,8 @@ def _totals(sched: Schedule, rows: dict[tuple, list]) -> None:
                 sched.matmul_dtype_flops[plan.mm_dtype] += plan.flops * count
             sched.hardware_flops += cost.hardware_flops * count
             sched.adjusted_hardware_flops += cost.adjusted_flops * count
+        elif plan.kind == _Plan.KIND_FOLDED:
+            sched.folded_psum_zeroing += count
         else:
             if cost.perf_mode:
                 sched.perf_modes[cost.perf_mode] += count
@@ -615,15 +682,36 @@ def _add_row(row: list | None, busy: float, count: int, flops: float, hbm: int) 
 
 def _new_psum_tile(a, banks: "_PsumBanks", storages: dict, storage_info: dict, spec: TargetSpec) -> float:
     """First write to a PSUM tile: take bank(s) and return when their previous tiles are done."""
-    footprint = a.b1
-    info = storage_info.get(a.storage)
-    if info is not None and len(info.shape) >= 2:
-        try:
-            footprint = max(footprint, math.prod(info.shape[1:]) * itemsize(info.dtype))
-        except ValueError:
-            pass
+    footprint = max(a.b1, _tile_bytes(storage_info.get(a.storage)))
     need = max(1, min(spec.psum_banks, math.ceil(footprint / spec.psum_bank_bytes)))
     return banks.acquire(a.storage, need, storages)
+
+
+def _input_bytes(storages: dict[int, list], storage_info: dict) -> int:
+    total = 0
+    for sid, st in storages.items():
+        if st[S_MEM] != "hbm" or st[S_FIRST_WRITE]:
+            continue
+        info = storage_info.get(sid)
+        if info is None or not info.shape:
+            continue
+        try:
+            total += math.prod(info.shape) * itemsize(info.dtype)
+        except ValueError:
+            continue
+    return total
+
+
+def _tile_bytes(info) -> int:
+    """Bytes per partition of a 2-D [partitions, free] on-chip storage; 0 when the layout is not
+    known from the shape alone (legacy block dimensions may precede the partition dimension, so
+    for other ranks the accesses' byte extents are used instead)."""
+    if info is None or len(info.shape) != 2:
+        return 0
+    try:
+        return info.shape[1] * itemsize(info.dtype)
+    except ValueError:
+        return 0
 
 
 def _default_queue(ins) -> str:
@@ -656,33 +744,25 @@ def _union(ivs: list[tuple[float, float]]) -> list[list[float]]:
     return out
 
 
-def _sbuf_pressure(instrs, storages: dict[int, "_Storage"], storage_info: dict, spec: TargetSpec,
+def _sbuf_pressure(instrs, storages: dict[int, list], storage_info: dict, spec: TargetSpec,
                    notes: list[str]) -> int:
     """Peak live SBUF bytes per partition; warns when above the usable size (the compiler would spill)."""
-    events: list[tuple[int, int]] = []
+    n = len(instrs)
+    delta = [0] * (n + 2)
+    any_sbuf = False
     for sid, st in storages.items():
-        if st.memory != "sbuf":
+        if st[S_MEM] != "sbuf":
             continue
-        size = st.extent
-        info = storage_info.get(sid)
-        if info is not None and len(info.shape) >= 2:
-            try:
-                size = max(size, math.prod(info.shape[1:]) * itemsize(info.dtype))
-            except ValueError:
-                pass
-        events.append((st.first_idx, size))
-        events.append((st.last_idx + 1, -size))
-    if not events:
+        any_sbuf = True
+        size = max(st[S_EXTENT], _tile_bytes(storage_info.get(sid)))
+        delta[st[S_FIRST]] += size
+        delta[st[S_LAST] + 1] -= size
+    if not any_sbuf:
         return 0
-    events.sort()
-    live = peak = 0
-    peak_at = 0
-    for at, delta in events:
-        live += delta
-        if live > peak:
-            peak, peak_at = live, at
+    live = list(accumulate(delta))
+    peak = max(live)
     if peak > spec.sbuf_usable_bytes_per_partition:
-        where = instrs[min(peak_at, len(instrs) - 1)].location
+        where = instrs[min(live.index(peak), n - 1)].location
         notes.append(
             f"live SBUF data peaks at {peak / 1024:.1f} KiB per partition near {where}, above the "
             f"{spec.sbuf_usable_bytes_per_partition / 1024:.1f} KiB usable on {spec.name}: the compiler "

@@ -8,6 +8,7 @@ values in 0-100 (the parser converts profiles that store fractions).
 
 from __future__ import annotations
 
+import heapq
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
@@ -171,6 +172,22 @@ def union_length(intervals: list[list[float]]) -> float:
     total = 0.0
     cur_s = cur_e = None
     for s, e in sorted(intervals):
+        if cur_e is None or s > cur_e:
+            if cur_e is not None:
+                total += cur_e - cur_s
+            cur_s, cur_e = s, e
+        elif e > cur_e:
+            cur_e = e
+    if cur_e is not None:
+        total += cur_e - cur_s
+    return total
+
+
+def union_length_sorted(lanes: list[list[list[float]]]) -> float:
+    """Length of the union of several lists of sorted, disjoint intervals (a k-way merge)."""
+    total = 0.0
+    cur_s = cur_e = None
+    for s, e in heapq.merge(*lanes):
         if cur_e is None or s > cur_e:
             if cur_e is not None:
                 total += cur_e - cur_s

@@ -1,0 +1,1 @@
+"""NKI kernels used to calibrate the cost model (see docs/costmodel.md)."""
