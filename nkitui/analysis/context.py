@@ -17,12 +17,14 @@ class TensorInfo:
     name: str
     shape: tuple[int, ...] | None = None  # as the kernel sees it (after any declared layout)
     dtype: str | None = None
+    rtol: float | None = None  # outputs: relative tolerance of an allclose-style policy, if any
 
     @classmethod
     def from_dict(cls, name: str, d: dict[str, Any]) -> "TensorInfo":
         shape = d.get("shape")
+        rtol = d.get("rtol")
         return cls(name=name, shape=tuple(int(s) for s in shape) if shape is not None else None,
-                   dtype=canonical(d.get("dtype")) or d.get("dtype"))
+                   dtype=canonical(d.get("dtype")) or d.get("dtype"), rtol=float(rtol) if rtol is not None else None)
 
 
 @dataclass(frozen=True)
@@ -42,6 +44,11 @@ class AnalysisContext:
     def output_names(self) -> list[str]:
         return [t.name for t in self.outputs]
 
+    def tolerates(self, unit_roundoff: float) -> bool:
+        """True when every output's relative tolerance admits rounding errors of `unit_roundoff`."""
+        rtols = [t.rtol for t in self.outputs]
+        return bool(rtols) and all(r is not None and r >= unit_roundoff for r in rtols)
+
     @classmethod
     def from_task(cls, task: Any) -> "AnalysisContext":
         """Build from an `nkitui.task.Task` (duck-typed: only the attributes used here are read)."""
@@ -51,8 +58,11 @@ class AnalysisContext:
             out = []
             for spec in specs or ():
                 shape = getattr(spec, "kernel_shape", None) or getattr(spec, "shape", None)
+                tol = getattr(spec, "tolerance", None)
+                rtol = tol.rtol if tol is not None and getattr(tol, "kind", "") in ("allclose", "range_relative") \
+                    else None
                 out.append(TensorInfo(name=spec.name, shape=tuple(shape) if shape else None,
-                                      dtype=canonical(spec.dtype) or spec.dtype))
+                                      dtype=canonical(spec.dtype) or spec.dtype, rtol=rtol))
             return tuple(out)
 
         return cls(

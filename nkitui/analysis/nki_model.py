@@ -114,7 +114,10 @@ class Tensor:
         return n
 
     def label(self) -> str:
-        return self.name or f"tensor@{self.line}"
+        if self.name:
+            return self.name
+        what = self.api.rsplit(".", 1)[-1] if self.api else "tensor"
+        return f"<{what} result, line {self.line}>"
 
 
 @dataclass

@@ -6,7 +6,7 @@ from collections.abc import Iterator
 
 from nkitui.analysis.coverage import coverage
 from nkitui.analysis.dtypes import is_float, lower_precision, mantissa_bits
-from nkitui.analysis.nki_model import KernelModel, Tensor
+from nkitui.analysis.nki_model import KernelModel, Op, Tensor
 from nkitui.analysis.rules.base import RuleInput, RuleSpec, lines_phrase
 from nkitui.common.findings import Finding
 
@@ -67,8 +67,9 @@ PRECISION_DROP = RuleSpec(
     summary=(
         "Data is converted to a float type with fewer mantissa bits than the task's inputs (e.g. fp32 inputs "
         "cast to bf16 for a matmul or an output allocated as bf16 when the task declares fp32). That trades "
-        "accuracy for speed without the task asking for it. High for fp8, for matmul operands when the CUDA "
-        "source keeps full precision, and for outputs narrower than declared; medium otherwise."
+        "accuracy for speed without the task asking for it. High for fp8, for matmul operands when neither the "
+        "CUDA source nor the task's tolerance allows the narrower type, and for outputs narrower than declared; "
+        "medium otherwise."
     ),
 )
 
@@ -271,8 +272,26 @@ def _cuda_reduces_precision(inp: RuleInput) -> bool:
     return False
 
 
-def _feeds_matmul(km: KernelModel, t: Tensor) -> bool:
-    return any(op.kind == "matmul" and any(km.root(i).id == t.id for i in op.inputs) for op in km.ops)
+def _feeds_matmul(km: KernelModel, t: Tensor, depth: int = 4) -> bool:
+    """Whether data in `t` reaches a matmul operand, directly or through a few copies / element-wise ops."""
+    frontier = {t.id}
+    seen: set[int] = set()
+    for _ in range(depth + 1):
+        nxt: set[int] = set()
+        for op in km.ops:
+            if not frontier & {km.root(i).id for i in op.inputs}:
+                continue
+            if op.kind == "matmul":
+                return True
+            outs = {km.root(a.tensor).id for a in op.writes}
+            if op.result is not None:
+                outs.add(op.result)
+            nxt |= outs - seen
+        seen |= frontier
+        frontier = nxt
+        if not frontier:
+            break
+    return False
 
 
 def check_precision_drop(inp: RuleInput, km: KernelModel) -> Iterator[Finding]:
@@ -282,6 +301,8 @@ def check_precision_drop(inp: RuleInput, km: KernelModel) -> Iterator[Finding]:
     floor_bits = mantissa_bits(floor) or 0
     cuda_low = _cuda_reduces_precision(inp)
     reported: set[int] = set()
+    # (from dtype, to dtype) -> [(op, target tile, feeds a matmul)]
+    groups: dict[tuple[str, str], list[tuple[Op, Tensor, bool]]] = {}
     for op in km.ops:
         if op.engine is None or op.kind in ("memset", "matmul", "iota", "select"):
             continue
@@ -300,26 +321,37 @@ def check_precision_drop(inp: RuleInput, km: KernelModel) -> Iterator[Finding]:
             if bits >= floor_bits or not lower_precision(t.dtype, best_src):
                 continue
             reported.add(t.id)
-            fp8 = bits <= 3
-            into_matmul = _feeds_matmul(km, t)
-            severity = "high" if fp8 or (into_matmul and not cuda_low) else "medium"
-            purpose = " and feeds a matmul" if into_matmul else ""
-            cuda_note = (" The CUDA source keeps these values in full precision." if not cuda_low and inp.cuda
-                         else " The CUDA source also narrows precision, so check it narrows at the same point."
-                         if cuda_low else "")
-            yield inp.finding(
-                PRECISION_DROP, severity=severity,
-                title=f"{best_src} data narrowed to {t.dtype} at line {op.line}",
-                line=op.line,
-                message=(
-                    f"Line {op.line} (`{op.text}`) writes {best_src} data into {t.label()}, a {t.dtype} tile"
-                    f"{purpose}, while the task's inputs are {floor}. That keeps {bits} mantissa bits instead of "
-                    f"{floor_bits} (relative error up to ~2^-{bits + 1} per value), a speed-for-accuracy trade the "
-                    f"task did not ask for.{cuda_note} Keep {floor} unless the task explicitly allows reduced "
-                    "precision, and say so in the review if it does."
-                ),
-                data={"from": best_src, "to": t.dtype, "tensor": t.label()},
-            )
+            groups.setdefault((best_src, t.dtype or "?"), []).append((op, t, _feeds_matmul(km, t)))
+    for (src, dst), hits in groups.items():
+        bits = mantissa_bits(dst) or 0
+        fp8 = bits <= 3
+        into_matmul = [op for op, _, mm in hits if mm]
+        tolerated = bool(inp.context and inp.context.tolerates(2.0 ** -(bits + 1)))
+        severity = "high" if fp8 or (into_matmul and not cuda_low and not tolerated) else "medium"
+        lines = [op.line for op, _, _ in hits]
+        tiles = ", ".join(sorted({t.label() for _, t, _ in hits}))
+        purpose = (f"; the narrowed data feeds matmuls (via {lines_phrase(op.line for op in into_matmul)})"
+                   if into_matmul else "")
+        note = (" The CUDA source keeps these values in full precision." if not cuda_low and inp.cuda
+                else " The CUDA source also narrows precision, so check it narrows at the same points."
+                if cuda_low else "")
+        if tolerated:
+            note += (f" The task's relative tolerance admits {dst} rounding, so this may be an accepted trade — "
+                     "confirm it against the task prompt.")
+        first = hits[0][0]
+        yield inp.finding(
+            PRECISION_DROP, severity=severity,
+            title=f"{src} data narrowed to {dst} ({lines_phrase(lines)})",
+            line=min(lines), end_line=max(lines),
+            message=(
+                f"{lines_phrase(lines).capitalize()} convert {src} data to {dst} (e.g. `{first.text}`), into "
+                f"{tiles}{purpose}, while the task's inputs are {floor}. {dst} keeps {bits} mantissa bits instead of "
+                f"{floor_bits} (relative error up to ~2^-{bits + 1} per value): a speed-for-accuracy trade the task "
+                f"did not ask for.{note} Keep {floor} unless the task explicitly allows reduced precision, and say "
+                "so in the review if it does."
+            ),
+            data={"from": src, "to": dst, "lines": sorted(set(lines)), "tiles": tiles},
+        )
     yield from _output_dtypes(inp, km)
 
 

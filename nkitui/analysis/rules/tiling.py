@@ -130,11 +130,18 @@ def check_partitions(inp: RuleInput, km: KernelModel) -> Iterator[Finding]:
         p = chip.partitions if chip is not None and chip.partitions is not None else hbm.partitions
         if p is None or p >= PMAX or p <= 0:
             continue
-        pd = hbm.dims[hbm.part_dim]
+        part_dim = hbm.part_dim
+        if op.kind in ("dma_load_transpose", "dma_transpose"):
+            # A transposing DMA puts the HBM row's elements (its last axis) on the partitions.
+            free_dims = [i for i, d in enumerate(hbm.dims) if d.kind != "int"]
+            if not free_dims:
+                continue
+            part_dim = free_dims[-1]
+        pd = hbm.dims[part_dim]
         if pd.bounded:
             continue
         tensor = km.tensors[hbm.tensor]  # the view the DMA indexes (a reshape defines the layout)
-        size = known_int(dim_size(km, tensor, hbm.part_dim))
+        size = known_int(dim_size(km, tensor, part_dim))
         syms = tiling_symbols(km, pd.deps)
         if size is not None:
             best = min(size, PMAX)
