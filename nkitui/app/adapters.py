@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from nkitui.app.evidence import Evidence
 from nkitui.app.widgets.source.rows import RolePair
 from nkitui.common.findings import Finding
 from nkitui.task import Task
@@ -14,15 +15,45 @@ from nkitui.task import Task
 
 def analysis_view(task: Task) -> tuple[list[Finding], list[RolePair], str, Any]:
     """(findings, role pairs, state line, report) from the static analysis of the task."""
-    try:
-        from nkitui.analysis import analyze_task  # type: ignore[attr-defined]
-    except ImportError:
-        return [], [], "static analysis unavailable", None
+    from nkitui.analysis import analyze_task
     report = analyze_task(task)
-    pairs = [
-        RolePair(role=p.role, cuda=(p.cuda_start, p.cuda_end), nki=(p.nki_start, p.nki_end),
-                 note=getattr(p, "note", ""))
-        for p in getattr(report, "alignment", [])
-    ]
-    state = f"{len(pairs)} role pairs" if pairs else "no CUDA↔NKI alignment found"
+    pairs = [role_pair(p) for p in report.alignment]
+    state = f"{len(pairs)} role pairs" if pairs else "no CUDA↔NKI role pairs found"
     return list(report.findings), pairs, state, report
+
+
+def role_pair(p) -> RolePair:
+    """An analysis AlignmentPair as the Source view's RolePair."""
+    return RolePair(
+        role=p.role, title=p.title, cuda=tuple((r.start, r.end) for r in p.cuda),
+        nki=tuple((r.start, r.end) for r in p.nki), cuda_label=p.cuda_label, nki_label=p.nki_label,
+        note=p.note, match=p.match,
+    )
+
+
+def evidence_ref(ev: Evidence) -> str:
+    """The review layer's `ref` for UI evidence (formats in docs/review-format.md)."""
+    where = ev.location
+    if ev.kind == "finding":
+        return f"{ev.rule}@{where}" if where else (ev.rule or "finding")
+    if ev.kind == "source":
+        return where
+    if ev.kind == "diff":
+        return f"{ev.revision}:{where}" if ev.revision else where
+    if ev.kind == "log":
+        span = f"#L{ev.line}" if ev.line else ""
+        return f"{ev.run_id or 'log'}{span}"
+    if ev.kind == "metric":
+        metric = f"{ev.metric}={ev.value}"
+        return f"{ev.run_id}:{metric}" if ev.run_id else metric
+    return ev.run_id or ev.label
+
+
+def review_evidence(ev: Evidence, criterion: str | None):
+    """A review Evidence link for `ev`, tied to `criterion` (None: the review as a whole)."""
+    from nkitui.review import Evidence as ReviewEvidence
+
+    excerpt = (ev.value if ev.kind in ("log", "diff") and ev.value else ev.label).strip()
+    if len(excerpt) > 200:
+        excerpt = excerpt[:199] + "…"
+    return ReviewEvidence(kind=ev.kind, ref=evidence_ref(ev), excerpt=excerpt, criterion=criterion)

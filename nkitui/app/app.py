@@ -16,12 +16,15 @@ from typing import Any
 from textual import on, work
 from textual.app import App
 from textual.binding import Binding
+from textual.content import Content
 from textual.widget import Widget
 from textual.worker import Worker, WorkerState
 
 from nkitui.app import keymap
 from nkitui.app.commands import NkituiCommands
 from nkitui.app.config import AppConfig
+from nkitui.app.controllers.review import ReviewController
+from nkitui.app.controllers.runs import RunController
 from nkitui.app.evidence import Evidence
 from nkitui.app.messages import (
     AnalysisReady, DiffReady, RevisionsReady, SourcesReady,
@@ -37,7 +40,7 @@ from nkitui.app.widgets.source.code_view import SourceFile
 from nkitui.task import Task
 
 
-class NkituiApp(App[int]):
+class NkituiApp(ReviewController, RunController, App[int]):
     TITLE = "nkitui"
     CSS_PATH = "app.tcss"
     COMMANDS = {NkituiCommands}
@@ -86,6 +89,7 @@ class NkituiApp(App[int]):
         self.runs_known = False
         self.review_ready = False
         self.backend_label = self.backend_choice
+        self.backend_reason = ""
 
     # --- themes ----------------------------------------------------------------------------------
 
@@ -127,6 +131,9 @@ class NkituiApp(App[int]):
         self.load_sources()
         self.analyze()
         self.load_history()
+        self.load_review()
+        self.list_runs()
+        self.probe_backend()
         ws.show_area("source")
 
     def update_header(self, **changes: str) -> None:
@@ -142,6 +149,32 @@ class NkituiApp(App[int]):
             error = event.worker.error
             self.notify(f"{type(error).__name__}: {error}", title=f"{event.worker.name} failed",
                         severity="error", timeout=15)
+
+    @work(thread=True, name="backend probe", group="probe", exclusive=True, exit_on_error=False)
+    def probe_backend(self) -> None:
+        """Which backend `auto` (or the requested one) will use, and why: shown before the first run."""
+        from nkitui.executor.backends.base import BackendUnavailable
+        from nkitui.executor.backends.detect import probe_environment
+        from nkitui.executor.backends.select import choose_backend
+
+        namespace = self.audit_task.kernel.namespace if self.audit_task.kernel else None
+        try:
+            choice = choose_backend(self.backend_choice, probe_environment(), namespace)
+        except (BackendUnavailable, ValueError) as exc:
+            self.call_from_thread(self._backend_known, self.backend_choice, str(exc), False)
+            return
+        self.call_from_thread(self._backend_known, choice.name, choice.reason, True)
+
+    def _backend_known(self, name: str, reason: str, ok: bool) -> None:
+        label = f"{name} (auto)" if self.backend_choice == "auto" else name
+        self.backend_label = label
+        self.backend_reason = reason
+        if not self.run_in_progress and getattr(self, "shown_result", None) is None:
+            self.update_header(backend=label if ok else f"{name} unavailable")
+            self.run_area.set_status(Content.assemble(
+                ("No run yet: press r to run the task", "$text-muted"), (f"  ·  {reason}", "$text-muted")))
+        if not ok:
+            self.notify(reason, title=f"Backend {name} unavailable", severity="error", timeout=15)
 
     # --- Source: files, analysis, history --------------------------------------------------------
 
@@ -278,6 +311,13 @@ class NkituiApp(App[int]):
         log.focus()
         getattr(log, f"action_{action}")()
 
+    async def action_quit(self) -> None:
+        self.close_review()
+        self.exit(0)
+
+    def on_unmount(self) -> None:
+        self.close_review()
+
     # --- help ------------------------------------------------------------------------------------
 
     def action_help(self) -> None:
@@ -300,18 +340,6 @@ class NkituiApp(App[int]):
         if not isinstance(self.screen, KeysScreen):
             self.push_screen(KeysScreen(self.keymap_overrides))
 
-    # --- runs (wired to the executor in runs.py) -------------------------------------------------
-
-    def action_start_run(self) -> None:
-        self.notify("The run backend is not available in this build.", severity="warning")
-
-    def action_cancel_run(self) -> None:
-        if not self.run_in_progress:
-            self.notify("No run in progress.", timeout=3)
-
-    def action_run_history(self) -> None:
-        self.notify("No earlier runs of this task.", timeout=3)
-
     # --- evidence and review ---------------------------------------------------------------------
 
     def focused_evidence(self) -> Evidence | None:
@@ -325,20 +353,6 @@ class NkituiApp(App[int]):
 
     def can_attach(self) -> bool:
         return self.review_ready and self.focused_evidence() is not None
-
-    def action_attach_evidence(self) -> None:
-        evidence = self.focused_evidence()
-        if evidence is None:
-            self.notify("Nothing to attach here: focus a finding, a source or diff line, a log line or a metric.",
-                        timeout=4)
-            return
-        self.notify("The review is not loaded yet.", severity="warning", timeout=4)
-
-    def action_submit_review(self) -> None:
-        self.notify("The review is not loaded yet.", severity="warning", timeout=4)
-
-    def action_edit_in_editor(self) -> None:
-        self.notify("The review is not loaded yet.", severity="warning", timeout=4)
 
     def edit_text_externally(self, text: str, suffix: str = ".md") -> str | None:
         """Suspend the app, edit `text` in the auditor's editor, return the new text (None if unchanged)."""

@@ -230,9 +230,7 @@ def split_rows(files: list[FileDiff]) -> list[SplitRow]:
         adds: list[DiffLine] = []
 
         def flush() -> None:
-            for i in range(max(len(dels), len(adds))):
-                left = dels[i] if i < len(dels) else None
-                right = adds[i] if i < len(adds) else None
+            for left, right in pair_changes(dels, adds):
                 rows.append(SplitRow("change", left, right, f.path))
             dels.clear()
             adds.clear()
@@ -249,6 +247,49 @@ def split_rows(files: list[FileDiff]) -> list[SplitRow]:
                 rows.append(SplitRow(line.kind, line, line, f.path))
         flush()
     return rows
+
+
+_PAIR_LIMIT = 400  # del x add lines above which pairing falls back to position order
+_SIMILAR = 0.4
+
+
+def pair_changes(dels: list[DiffLine], adds: list[DiffLine]) -> list[tuple[DiffLine | None, DiffLine | None]]:
+    """Rows of a split diff for one block of deletions followed by additions.
+
+    A deleted line sits beside the added line that most resembles it (in order), so an inserted line
+    does not shift every pairing below it; unmatched lines get a row of their own.
+    """
+    if not dels or not adds or len(dels) * len(adds) > _PAIR_LIMIT:
+        n = max(len(dels), len(adds))
+        return [(dels[i] if i < len(dels) else None, adds[i] if i < len(adds) else None) for i in range(n)]
+    from difflib import SequenceMatcher
+
+    def similarity(a: DiffLine, b: DiffLine) -> float:
+        return SequenceMatcher(None, a.text.strip(), b.text.strip(), autojunk=False).ratio()
+
+    n, m = len(dels), len(adds)
+    sim = [[similarity(dels[i], adds[j]) for j in range(m)] for i in range(n)]
+    best = [[0.0] * (m + 1) for _ in range(n + 1)]
+    for i in range(n - 1, -1, -1):
+        for j in range(m - 1, -1, -1):
+            take = best[i + 1][j + 1] + sim[i][j] if sim[i][j] >= _SIMILAR else -1.0
+            best[i][j] = max(best[i + 1][j], best[i][j + 1], take)
+    out: list[tuple[DiffLine | None, DiffLine | None]] = []
+    i = j = 0
+    while i < n and j < m:
+        if sim[i][j] >= _SIMILAR and best[i][j] == best[i + 1][j + 1] + sim[i][j]:
+            out.append((dels[i], adds[j]))
+            i += 1
+            j += 1
+        elif best[i][j] == best[i + 1][j]:
+            out.append((dels[i], None))
+            i += 1
+        else:
+            out.append((None, adds[j]))
+            j += 1
+    out += [(dels[k], None) for k in range(i, n)]
+    out += [(None, adds[k]) for k in range(j, m)]
+    return out
 
 
 def file_title(f: FileDiff) -> str:

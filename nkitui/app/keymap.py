@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from textual.binding import Binding
-from textual.keys import Keys, _character_to_key, format_key, key_to_character
+from textual.keys import REPLACED_KEYS, Keys, _character_to_key, format_key, key_to_character
 
 from nkitui.common.paths import config_dir
 
@@ -193,7 +193,7 @@ def key_problem(key: str) -> str | None:
             return f"unknown modifier {mod!r} (use {', '.join(MODIFIERS)})"
     if not base:
         return "missing the key after the modifiers"
-    if len(base) == 1 or base in _NAMED_KEYS or key_to_character(base) is not None:
+    if len(base) == 1 or base in _NAMED_KEYS or key_to_character(REPLACED_KEYS.get(base, base)) is not None:
         return None
     return f"unknown key {base!r} (use a character, an F-key, or a name like enter, escape, pageup, slash)"
 

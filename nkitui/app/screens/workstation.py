@@ -8,9 +8,9 @@ from textual.containers import Container
 from textual.message import Message
 from textual.screen import Screen
 from textual.widget import Widget
-from textual.widgets import Footer
 
 from nkitui.app.widgets.engines.area import EnginesArea
+from nkitui.app.widgets.footer import KeyFooter
 from nkitui.app.widgets.header import AREAS, AreaBar, AuditHeader
 from nkitui.app.widgets.rubric.area import RubricArea
 from nkitui.app.widgets.run.area import RunArea
@@ -31,8 +31,7 @@ class WorkstationScreen(Screen):
 
     DEFAULT_CSS = """
     WorkstationScreen #areas { height: 1fr; }
-    WorkstationScreen.-tabs #areas > .area { display: none; height: 1fr; }
-    WorkstationScreen.-tabs #areas > .area.-active { display: block; }
+    WorkstationScreen.-tabs #areas > .area { height: 1fr; }
     WorkstationScreen.-split #areas {
         layout: grid; grid-size: 2 2; grid-columns: 3fr 2fr; grid-rows: 1fr 1fr;
     }
@@ -62,7 +61,7 @@ class WorkstationScreen(Screen):
             yield RubricArea(id="area-rubric", classes="area")
             yield RunArea(id="area-run", classes="area")
             yield EnginesArea(id="area-engines", classes="area")
-        yield Footer(compact=True, show_command_palette=False)
+        yield KeyFooter()
 
     def on_mount(self) -> None:
         self.apply_layout()
@@ -84,6 +83,7 @@ class WorkstationScreen(Screen):
         self.set_class(name == "tabs", "-tabs")
         self.set_class(name == "split", "-split")
         self.query_one(AreaBar).layout_name = name
+        self._show_only(self.current_area)
 
     def show_area(self, name: str, focus: bool = True) -> None:
         if name not in AREAS:
@@ -97,9 +97,14 @@ class WorkstationScreen(Screen):
 
     def _mark_active(self, name: str) -> None:
         self.current_area = name
-        for area in AREAS:
-            self.area(area).set_class(area == name, "-active")
+        self._show_only(name)
         self.query_one(AreaBar).current = name
+
+    def _show_only(self, name: str) -> None:
+        # Inline display rather than a CSS class: a class change would restyle every widget in the
+        # areas, a display change only relayouts.
+        for area in AREAS:
+            self.area(area).display = self.layout_name == "split" or area == name
 
     def on_descendant_focus(self, event: events.DescendantFocus) -> None:
         node = event.widget

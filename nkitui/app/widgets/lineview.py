@@ -8,6 +8,8 @@ keyboard navigation and a cache of drawn rows that is dropped when the data or t
 from __future__ import annotations
 
 from rich.segment import Segment
+from typing import ClassVar
+
 from textual.cache import LRUCache
 from textual.content import Content
 from textual.geometry import Size
@@ -22,6 +24,11 @@ class LineView(ScrollView, can_focus=True):
     """Rows with a cursor. Subclasses implement `row_count` and `render_row`."""
 
     cursor: reactive[int] = reactive(0, init=False)
+
+    # Named styles written with theme variables, resolved per theme and cached. Line-API widgets
+    # use these instead of component classes: component classes are restyled (as extra DOM nodes)
+    # on every focus change, which made switching areas slow.
+    STYLES: ClassVar[dict[str, str]] = {"": "$foreground on $surface"}
 
     class CursorMoved(Message):
         """The cursor moved to `row` (posted after the move, for status lines and evidence)."""
@@ -40,6 +47,15 @@ class LineView(ScrollView, can_focus=True):
         self._row_cache: LRUCache[tuple, Strip] = LRUCache(1024)
         self._generation = 0
         self._content_width = 0
+        self._styles: dict[tuple[str, str], Style] = {}
+
+    def st(self, name: str = "") -> Style:
+        """The named style of STYLES for the current theme."""
+        key = (self.app.theme, name)
+        style = self._styles.get(key)
+        if style is None:
+            style = self._styles[key] = self.app.stylesheet.parse_style(self.STYLES[name])
+        return style
 
     # --- for subclasses ------------------------------------------------------------------------
 
@@ -48,7 +64,7 @@ class LineView(ScrollView, can_focus=True):
 
     def render_row(self, row: int, width: int, selected: bool) -> Strip:
         """Draw one row at full virtual width; scrolling and cropping happen here in the base."""
-        return Strip.blank(width, self.get_visual_style().rich_style)
+        return Strip.blank(width, self.st().rich_style)
 
     def cursor_visible(self) -> bool:
         return self.has_focus
@@ -89,7 +105,7 @@ class LineView(ScrollView, can_focus=True):
         row = scroll_y + y
         width = self.scrollable_content_region.width
         if row >= self.row_count():
-            return Strip.blank(width, self.get_visual_style().rich_style)
+            return Strip.blank(width, self.st().rich_style)
         selected = row == self.cursor and self.cursor_visible()
         key = (row, selected, width, scroll_x, self._generation)
         strip = self._row_cache.get(key)
@@ -101,7 +117,7 @@ class LineView(ScrollView, can_focus=True):
     def draw_row(self, row: int, width: int, scroll_x: int, selected: bool) -> Strip:
         """Row `row` cropped to the visible columns. Override for rows with fixed parts (gutters)."""
         full = self.render_row(row, scroll_x + width, selected)
-        return full.crop_extend(scroll_x, scroll_x + width, self.get_visual_style().rich_style)
+        return full.crop_extend(scroll_x, scroll_x + width, self.st().rich_style)
 
     # --- helpers for drawing -------------------------------------------------------------------
 

@@ -119,6 +119,8 @@ as evidence.
 
 
 class EnginesArea(VerticalScroll):
+    ALLOW_MAXIMIZE = True  # z zooms the area to the whole screen
+
     HELP = """\
 ## Engines area
 
@@ -131,7 +133,6 @@ The label says which, everywhere.
     def __init__(self, *, id: str | None = None, classes: str | None = None) -> None:
         super().__init__(id=id, classes=classes)
         self.border_title = "3 Engines"
-        self.can_focus = False
 
     def compose(self) -> ComposeResult:
         yield Static(id="engines-head", classes="bar")
@@ -152,9 +153,10 @@ The label says which, everywhere.
     def focus_primary(self) -> None:
         table = self.query_one(MetricsTable)
         if table.display:
-            table.focus()
+            table.focus(scroll_visible=False)
         else:
-            self.scroll_home(animate=False)
+            self.focus(scroll_visible=False)
+        self.call_after_refresh(self.scroll_home, animate=False)
 
     def show_record(self, record, run_id: str, message: str = "") -> None:
         """Show a perf PerfRecord (or None, with an explanation)."""

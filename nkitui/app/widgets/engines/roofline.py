@@ -35,17 +35,21 @@ class RooflinePlot(PlotextPlot):
             return
         peak, bandwidth = p.peak_flops_per_s, p.memory_bytes_per_s
         ridge = peak / bandwidth
-        low = min(p.arithmetic_intensity, ridge) / 16
-        high = max(p.arithmetic_intensity, ridge) * 16
+        ai = p.arithmetic_intensity
+        low = (min(ai, ridge) if ai > 0 else ridge) / 16
+        high = (max(ai, ridge) if ai > 0 else ridge) * 16
         steps = 48
         xs = [low * (high / low) ** (i / (steps - 1)) for i in range(steps)]
         roof = [min(peak, x * bandwidth) / 1e12 for x in xs]
         plt.xscale("log")
         plt.yscale("log")
         plt.plot(xs, roof, label="roof (TFLOP/s)", marker="braille")
-        plt.scatter([p.arithmetic_intensity], [max(p.achieved_flops_per_s, 1.0) / 1e12],
-                    label=f"kernel ({self.label})", marker="●")
         plt.vline(ridge)
-        plt.title(f"{p.target} {p.dtype}: {p.bound}-bound, {p.achieved_percent_of_attainable:.0f}% of attainable")
+        if ai > 0 and p.achieved_flops_per_s > 0:
+            plt.scatter([ai], [p.achieved_flops_per_s / 1e12], label=f"kernel ({self.label})", marker="●")
+            plt.title(f"{p.target} {p.dtype}: {p.bound}-bound, {p.achieved_percent_of_attainable:.0f}% of attainable")
+        else:
+            # No TensorE FLOPs (elementwise, reductions): the kernel sits at AI = 0, off the log axis.
+            plt.title(f"{p.target}: no TensorE FLOPs, so bandwidth is the only roof that applies")
         plt.xlabel("arithmetic intensity (FLOP/byte)")
         self.refresh()

@@ -9,7 +9,8 @@ from textual.app import ComposeResult
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.content import Content
 from textual.message import Message
-from textual.widgets import Markdown, OptionList, Static, TextArea
+from rich.markdown import Markdown
+from textual.widgets import OptionList, Static, TextArea
 
 from nkitui.app import keymap
 from nkitui.app.widgets.rubric.widgets import (
@@ -18,6 +19,8 @@ from nkitui.app.widgets.rubric.widgets import (
 
 
 class RubricArea(Vertical):
+    ALLOW_MAXIMIZE = True  # z zooms the area to the whole screen
+
     HELP = """\
 ## Rubric area
 
@@ -53,7 +56,7 @@ to the task's git repository; the draft is autosaved all along.
                 yield Static("Evidence (a attaches what is under the cursor in any area)", classes="section")
                 yield EvidenceList(id="evidence")
                 with VerticalScroll(id="guidance-scroll"):
-                    yield Markdown(id="guidance")
+                    yield Static(id="guidance")
         yield Static(id="rubric-status", classes="strip")
 
     def on_mount(self) -> None:
@@ -91,6 +94,12 @@ to the task's git repository; the draft is autosaved all along.
             return None
         return self.rubric.criterion(cid)
 
+    def show_verdict_page(self) -> None:
+        criteria = self.query_one(CriteriaList)
+        if criteria.ids:
+            criteria.highlighted = len(criteria.ids) - 1
+        self._show_page()
+
     def refresh_lists(self) -> None:
         if self.rubric is not None:
             self.query_one(CriteriaList).show(self.rubric, self.draft)
@@ -111,14 +120,14 @@ to the task's git repository; the draft is autosaved all along.
             title = self.query_one("#criterion-title", Static)
             selector = self.query_one(ScoreSelector)
             comment = self.query_one(CommentEditor)
-            guidance = self.query_one("#guidance", Markdown)
+            guidance = self.query_one("#guidance", Static)
             crit = self.current_criterion
             if crit is None:  # the verdict page
                 title.update(Content.assemble(("Verdict & summary ", "bold"),
                                               (f"{self.rubric.title} v{self.rubric.version}", "$text-muted")))
                 selector.set_values(list(self.rubric.verdicts), self.draft.verdict)
                 comment.load_text(self.draft.summary)
-                guidance.update(self._verdict_markdown())
+                guidance.update(Markdown(self._verdict_markdown()))
             else:
                 entry = self.draft.scores.get(crit.id)
                 title.update(Content.assemble(
@@ -127,7 +136,7 @@ to the task's git repository; the draft is autosaved all along.
                      f"scale {crit.scale.describe()}", "$text-muted")))
                 selector.set_values(list(crit.scale.values()), entry.value if entry else None)
                 comment.load_text(entry.comment if entry else "")
-                guidance.update(f"### Guidance\n\n{crit.guidance.strip()}\n\n{self._levels_markdown(crit)}")
+                guidance.update(Markdown(f"### Guidance\n\n{crit.guidance.strip()}\n\n{self._levels_markdown(crit)}"))
             self._update_level_text()
             self._show_evidence()
             self._update_status()

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 from textual import on
 from textual.app import ComposeResult
-from textual.containers import Vertical, VerticalScroll
+from textual.containers import Vertical
 from textual.content import Content
 from textual.widgets import ContentSwitcher, Input, Static
 
 from nkitui.app import keymap
 from nkitui.app.widgets.run.log_view import LEVEL_FILTER_NAMES, LogView
+from nkitui.app.widgets.run.results import ResultsPane
 
 
 class LogSearch(Input):
@@ -30,6 +31,8 @@ unless you type a capital). **Escape** closes the box; **n**/**N** in the log re
 
 
 class RunArea(Vertical):
+    ALLOW_MAXIMIZE = True  # z zooms the area to the whole screen
+
     """Status line, then the log or the results (m switches)."""
 
     HELP = """\
@@ -54,31 +57,32 @@ or compare two.
                 yield LogView(id="log")
                 yield LogSearch(placeholder="search the log (Enter: next match, Escape: close)", id="log-search")
                 yield Static(id="log-info", classes="strip")
-            yield VerticalScroll(Static(id="results-body"), id="results-pane")
+            yield ResultsPane(id="results-pane")
 
     def on_mount(self) -> None:
         self.query_one(LogSearch).display = False
         self.set_status(Content.styled("No run yet: press r to run the task.", "$text-muted"))
-        self.set_results(Content.styled("No results yet: run the task (r), or reopen an earlier run (h).",
-                                        "$text-muted"))
+        self.results.show_message(Content.styled(
+            "No results yet: run the task (r), or reopen an earlier run (h).", "$text-muted"))
         self._update_info()
 
     @property
     def log(self) -> LogView:
         return self.query_one(LogView)
 
+    @property
+    def results(self) -> ResultsPane:
+        return self.query_one(ResultsPane)
+
     def focus_primary(self) -> None:
         switcher = self.query_one(ContentSwitcher)
         if switcher.current == "results-pane":
-            self.query_one("#results-pane").focus()
+            self.results.focus_primary()
         else:
             self.log.focus()
 
     def set_status(self, content: Content | str) -> None:
         self.query_one("#run-status", Static).update(content)
-
-    def set_results(self, renderable) -> None:
-        self.query_one("#results-body", Static).update(renderable)
 
     def show_results(self, show: bool = True) -> None:
         self.query_one(ContentSwitcher).current = "results-pane" if show else "log-pane"

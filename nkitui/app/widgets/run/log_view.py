@@ -36,21 +36,20 @@ Only the lines on screen are drawn, so a million-line log scrolls as smoothly as
 
     BINDINGS = keymap.bindings("log")
 
-    COMPONENT_CLASSES = {
-        "log--gutter", "log--cursor", "log--debug", "log--info", "log--warning", "log--error", "log--match",
-        "log--indicator",
+    STYLES = {
+        "": "$foreground on $surface",
+        "gutter": "$nk-gutter",
+        "cursor": "$foreground on $nk-cursor",
+        "debug": "$nk-log-debug",
+        "info": "$nk-log-info",
+        "warning": "$nk-log-warning",
+        "error": "bold $nk-log-error",
+        "match": "on $nk-match",
+        "indicator": "bold $text on $primary",
     }
 
     DEFAULT_CSS = """
     LogView { background: $surface; }
-    LogView > .log--gutter { color: $nk-gutter; }
-    LogView > .log--cursor { background: $nk-cursor; }
-    LogView > .log--debug { color: $nk-log-debug; }
-    LogView > .log--info { color: $nk-log-info; }
-    LogView > .log--warning { color: $nk-log-warning; }
-    LogView > .log--error { color: $nk-log-error; text-style: bold; }
-    LogView > .log--match { background: $nk-match; }
-    LogView > .log--indicator { background: $primary; color: $text; text-style: bold; }
     """
 
     following: reactive[bool] = reactive(True, init=False)
@@ -225,7 +224,7 @@ Only the lines on screen are drawn, so a million-line log scrolls as smoothly as
         return super().render_line(y)
 
     def _indicator(self, width: int) -> Strip:
-        style = self.get_visual_style("log--indicator")
+        style = self.st("indicator")
         n = self.new_below
         text = f" ▼ {n:,} new line{'s' if n != 1 else ''} below — End to follow "
         return Strip([Segment(text[:width].center(width), style.rich_style)], width)
@@ -233,15 +232,15 @@ Only the lines on screen are drawn, so a million-line log scrolls as smoothly as
     def draw_row(self, row: int, width: int, scroll_x: int, selected: bool) -> Strip:
         index, level, text = self.store.line(row)
         digits = max(5, len(str(self.store.total)))
-        base = self.get_visual_style("log--cursor") if selected else self.get_visual_style()
-        gutter = self.get_visual_style("log--gutter") + Style(background=base.background)
-        text_style = self.get_visual_style(f"log--{LEVELS[level]}") + Style(background=base.background)
+        base = self.st("cursor") if selected else self.st()
+        gutter = self.st("gutter") + Style(background=base.background)
+        text_style = self.st(f"{LEVELS[level]}") + Style(background=base.background)
         code_width = max(0, width - digits - 3)
         visible = text[scroll_x: scroll_x + code_width]
         segments = [Segment(f"{index + 1:>{digits}} ", gutter.rich_style),
                     Segment(_TAG.get(level, " ") + " ", text_style.rich_style)]
         if self.query and visible:
-            segments += _highlight_matches(visible, self.query, text_style, self.get_visual_style("log--match"))
+            segments += _highlight_matches(visible, self.query, text_style, self.st("match"))
         elif visible:
             segments.append(Segment(visible, text_style.rich_style))
         return Strip(segments).adjust_cell_length(width, base.rich_style)

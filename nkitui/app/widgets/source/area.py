@@ -82,6 +82,8 @@ def _finding_label(f: Finding) -> Content:
 
 
 class SourceArea(Vertical):
+    ALLOW_MAXIMIZE = True  # z zooms the area to the whole screen
+
     """CUDA | NKI aligned, or the diff between two revisions; findings strip and list below."""
 
     HELP = """\
@@ -224,8 +226,9 @@ finding and the alignment role at the cursor.
         if self.mode == "aligned":
             left, right = self.code.left, self.code.right
             files = f"{left.path} ⇄ {right.path}" if left and right else (right.path if right else "no NKI source")
-            pairs = len(self.code.drawn_pairs)
-            align = f"{pairs} aligned pair{'s' if pairs != 1 else ''}" if self.pairs else self.analysis_state
+            anchors = len(self.code.anchors)
+            align = (f"{len(self.pairs)} role pairs, {anchors} lines aligned" if self.pairs and left
+                     else self.analysis_state)
             bar.update(Content.assemble(("Aligned ", "bold"), files, ("  ·  ", "$text-muted"), align,
                                         ("  ·  ", "$text-muted"), counts))
         else:
@@ -254,17 +257,21 @@ finding and the alignment role at the cursor.
                 strip.update(ev.label if ev else "")
             return
         findings = self.code.findings_at_cursor()
-        role = self.code.role_at_cursor()
+        pairs = self.code.pairs_at_cursor()
         parts: list[Content | tuple[str, str] | str] = []
         if findings:
             f = findings[0]
             more = f" (+{len(findings) - 1} more)" if len(findings) > 1 else ""
             parts += [(f"{SEVERITY_GLYPH.get(f.severity, '•')} {f.rule} ", f"bold $nk-sev-{f.severity}"),
                       f"{f.title}{more}: ", (f.message, "$text-muted")]
-        elif role:
-            parts += [("role ", "$text-muted"), (role, "bold")]
+        elif pairs:
+            p = self.pairs[pairs[0]]
+            others = f" (+{len(pairs) - 1} more roles)" if len(pairs) > 1 else ""
+            cuda = p.cuda_label or "—"
+            nki = p.nki_label or "—"
+            parts += [(f"⇄ {p.title}: ", "bold $text-primary"), f"{cuda} ⇄ {nki}{others}  ", (p.note, "$text-muted")]
         else:
-            parts.append(("No finding on this line.", "$text-muted"))
+            parts.append(("No finding or role pairing on this line.", "$text-muted"))
         strip.update(Content.assemble(*parts))
 
     def evidence_at_cursor(self) -> Evidence | None:

@@ -11,7 +11,7 @@ from textual.strip import Strip
 from nkitui.app import keymap
 from nkitui.app.evidence import Evidence
 from nkitui.app.widgets.lineview import LineView
-from nkitui.app.widgets.source.rows import PairRow, RolePair, align_rows, roles_by_line, single_rows
+from nkitui.app.widgets.source.rows import PairRow, RolePair, align_rows, pairs_at, row_index, single_rows
 from nkitui.common.findings import SEVERITY_ORDER, Finding
 
 # Glyphs differ by severity so colour is never the only signal (high-contrast, colour-blind users).
@@ -57,10 +57,12 @@ class CodePairView(LineView):
     HELP = """\
 ## Source: CUDA beside NKI
 
-The CUDA kernel (left) and its NKI port (right), highlighted. Where the static analysis paired a CUDA
-construct with the NKI code that plays the same role (global memory and HBM loads, shared memory and
-SBUF tiles, thread indexing and tile loops ...), the pair is laid out side by side under a role
-header and tinted. Gutter marks show findings: ● high, ◆ medium, ▲ low, · info.
+The CUDA kernel (left) and its NKI port (right), highlighted. The static analysis pairs CUDA constructs
+with the NKI code that plays the same role (global memory and HBM tensors, thread indexing and tile
+loops, bounds checks and masks, warp reductions and free-axis reductions ...). Paired lines are laid
+out on the same row, marked ⇄ between the sides; the lines of the pair under the cursor are tinted on
+both sides and the strip below names the role. Gutter marks show findings: ● high, ◆ medium, ▲ low,
+· info.
 
 The line under the cursor is what **a** attaches as evidence: its finding if it has one, otherwise the
 source line itself.
@@ -68,24 +70,21 @@ source line itself.
 
     BINDINGS = keymap.bindings("code")
 
-    COMPONENT_CLASSES = {
-        "code--gutter", "code--cursor", "code--pair", "code--role", "code--separator", "code--empty",
-        "code--sev-high", "code--sev-medium", "code--sev-low", "code--sev-info",
+    STYLES = {
+        "": "$foreground on $surface",
+        "gutter": "$nk-gutter",
+        "cursor": "$foreground on $nk-cursor",
+        "pair": "$foreground on $nk-align",
+        "role": "bold $text-primary on $surface",
+        "separator": "$nk-gutter on $surface",
+        "sev-high": "bold $nk-sev-high",
+        "sev-medium": "bold $nk-sev-medium",
+        "sev-low": "$nk-sev-low",
+        "sev-info": "$nk-sev-info",
     }
 
     DEFAULT_CSS = """
     CodePairView { background: $surface; }
-    CodePairView > .code--gutter { color: $nk-gutter; }
-    CodePairView > .code--cursor { background: $nk-cursor; }
-    CodePairView:focus > .code--cursor { background: $nk-cursor; text-style: bold; }
-    CodePairView > .code--pair { background: $nk-align; }
-    CodePairView > .code--role { background: $nk-align; color: $text-primary; text-style: bold; }
-    CodePairView > .code--separator { color: $nk-gutter; }
-    CodePairView > .code--empty { color: $nk-gutter; }
-    CodePairView > .code--sev-high { color: $nk-sev-high; text-style: bold; }
-    CodePairView > .code--sev-medium { color: $nk-sev-medium; text-style: bold; }
-    CodePairView > .code--sev-low { color: $nk-sev-low; }
-    CodePairView > .code--sev-info { color: $nk-sev-info; }
     """
 
     def __init__(self, *, id: str | None = None) -> None:
@@ -94,12 +93,11 @@ source line itself.
         self.right: SourceFile | None = None
         self.pairs: list[RolePair] = []
         self.rows: list[PairRow] = []
-        self.drawn_pairs: list[int] = []
+        self.anchors: list[tuple[int, int]] = []
+        self.focus_pair: int | None = None
         self.findings: list[Finding] = []
         self.left_marks = Marks()
         self.right_marks = Marks()
-        self.left_roles: dict[int, str] = {}
-        self.right_roles: dict[int, str] = {}
 
     # --- data ----------------------------------------------------------------------------------
 
@@ -120,18 +118,19 @@ source line itself.
     def _layout_rows(self) -> None:
         current = self.rows[self.cursor] if self.rows and self.cursor < len(self.rows) else None
         if self.right is None:
-            self.rows, self.drawn_pairs = [], []
+            self.rows, self.anchors = [], []
         elif self.left is None:
-            self.rows, self.drawn_pairs = single_rows(len(self.right.lines)), []
+            self.rows, self.anchors = single_rows(len(self.right.lines)), []
         else:
-            self.rows, self.drawn_pairs = align_rows(len(self.left.lines), len(self.right.lines), self.pairs)
-        self.left_roles, self.right_roles = roles_by_line(self.pairs)
+            alignment = align_rows(len(self.left.lines), len(self.right.lines), self.pairs)
+            self.rows, self.anchors = alignment.rows, alignment.anchors
         self.left_marks = Marks.of(self.findings, self.left.path if self.left else None)
         self.right_marks = Marks.of(self.findings, self.right.path if self.right else None)
         width = (self.left.width if self.left else 0) + (self.right.width if self.right else 0) + 20
         self.data_changed(content_width=width)
-        if current is not None and current.right is not None:
-            self.show_line(self.right.path if self.right else "", current.right, center=False)
+        if current is not None and current.right is not None and self.right is not None:
+            self.show_line(self.right.path, current.right, center=False)
+        self._update_focus_pair()
 
     def row_count(self) -> int:
         return len(self.rows)
@@ -152,17 +151,30 @@ source line itself.
             found += self.left_marks.by_line.get(row.left, [])
         return sorted(found, key=lambda f: SEVERITY_ORDER.get(f.severity, 9))
 
-    def role_at_cursor(self) -> str | None:
+    def pairs_at_cursor(self) -> list[int]:
+        """Alignment pairs covering the cursor's lines (NKI side first), most specific first."""
         row = self.row_at_cursor()
         if row is None:
-            return None
-        if row.pair is not None:
-            return self.pairs[row.pair].role
-        if row.right is not None and row.right in self.right_roles:
-            return self.right_roles[row.right]
+            return []
+        found: list[int] = []
+        if row.right is not None:
+            found += pairs_at(self.pairs, "nki", row.right)
         if row.left is not None:
-            return self.left_roles.get(row.left)
-        return None
+            found += [i for i in pairs_at(self.pairs, "cuda", row.left) if i not in found]
+        return found
+
+    def _update_focus_pair(self) -> None:
+        pairs = self.pairs_at_cursor()
+        focus = pairs[0] if pairs else None
+        if focus != self.focus_pair:
+            self.focus_pair = focus
+            self._generation += 1
+            self._row_cache.clear()
+            self.refresh()
+
+    def watch_cursor(self, old: int, new: int) -> None:
+        super().watch_cursor(old, new)
+        self._update_focus_pair()
 
     def evidence_at_cursor(self) -> Evidence | None:
         findings = self.findings_at_cursor()
@@ -180,20 +192,15 @@ source line itself.
     def show_line(self, path: str, line: int, center: bool = True) -> bool:
         """Put the cursor on `line` of `path` (either side). Returns False if that file is not shown."""
         if self.right is not None and path == self.right.path:
-            attr = "right"
+            side = "nki"
         elif self.left is not None and path == self.left.path:
-            attr = "left"
+            side = "cuda"
         else:
             return False
-        best = None
-        for index, row in enumerate(self.rows):
-            value = getattr(row, attr)
-            if value is not None and value >= line:
-                best = index
-                break
-        if best is None:
+        index = row_index(self.rows, side, line)
+        if index is None:
             return False
-        self.move_cursor(best, center=center)
+        self.move_cursor(index, center=center)
         return True
 
     def action_next_finding(self) -> None:
@@ -220,26 +227,28 @@ source line itself.
 
     def draw_row(self, row_index: int, width: int, scroll_x: int, selected: bool) -> Strip:
         row = self.rows[row_index]
-        base = self.get_visual_style()
-        if selected:
-            background = self.get_visual_style("code--cursor")
-        elif row.pair is not None:
-            background = self.get_visual_style("code--pair")
-        else:
-            background = base
-        if row.header and row.pair is not None:
-            pair = self.pairs[row.pair]
-            note = f"  {pair.note}" if pair.note else ""
-            title = f"── {pair.role} ── CUDA {pair.cuda[0]}-{pair.cuda[1]} ⇄ NKI {pair.nki[0]}-{pair.nki[1]}{note} "
-            role_style = self.get_visual_style("code--cursor" if selected else "code--role")
-            return self.strip_of([(title.ljust(width, "─"), role_style)], width, role_style)
+        base = self.st()
+        cursor = self.st("cursor")
+        tint = self.st("pair")
+        pair = self.pairs[self.focus_pair] if self.focus_pair is not None else None
+
+        def background(side: str, line: int | None):
+            if selected:
+                return cursor
+            if pair is not None and line is not None and pair.covers(side, line):
+                return tint
+            return base
+
         if self.left is None:
-            return self._side(self.right, row.right, self.right_marks, width, scroll_x, background)
+            return self._side(self.right, row.right, self.right_marks, width, scroll_x, background("nki", row.right))
         left_width = (width - 1) // 2
         right_width = width - 1 - left_width
-        left = self._side(self.left, row.left, self.left_marks, left_width, scroll_x, background)
-        right = self._side(self.right, row.right, self.right_marks, right_width, scroll_x, background)
-        separator = self.strip_of([("│", self.get_visual_style("code--separator"))], 1, base)
+        left = self._side(self.left, row.left, self.left_marks, left_width, scroll_x, background("cuda", row.left))
+        right = self._side(self.right, row.right, self.right_marks, right_width, scroll_x,
+                           background("nki", row.right))
+        glyph = "⇄" if row.anchor else "│"
+        separator = self.strip_of([(glyph, self.st("role" if row.anchor else "separator"))],
+                                  1, base)
         return Strip.join([left, separator, right])
 
     def _side(self, source: SourceFile | None, line: int | None, marks: Marks, width: int, scroll_x: int,
@@ -247,15 +256,15 @@ source line itself.
         if source is None or width <= 0:
             return Strip.blank(max(0, width), background.rich_style)
         digits = len(str(max(1, len(source.lines))))
-        gutter_style = self.get_visual_style("code--gutter") + _bg(background)
+        gutter_style = self.st("gutter") + _bg(background)
         if line is None:
             return self.strip_of([(" " * (digits + 2), gutter_style)], width, background)
         severity = marks.worst.get(line)
         if severity is not None:
             glyph = SEVERITY_GLYPH.get(severity, "•")
-            mark_style = self.get_visual_style(f"code--sev-{severity}") + _bg(background)
+            mark_style = self.st(f"sev-{severity}") + _bg(background)
         elif line in marks.by_line:
-            glyph, mark_style = "▏", self.get_visual_style("code--gutter") + _bg(background)
+            glyph, mark_style = "▏", self.st("gutter") + _bg(background)
         else:
             glyph, mark_style = " ", gutter_style
         code = source.lines[line - 1] if line - 1 < len(source.lines) else Content("")

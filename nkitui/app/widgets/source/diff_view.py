@@ -27,22 +27,21 @@ Added lines are marked **+** and tinted, deleted lines **-**, so the signs carry
 
     BINDINGS = keymap.bindings("code")
 
-    COMPONENT_CLASSES = {
-        "diff--gutter", "diff--cursor", "diff--add", "diff--delete", "diff--add-sign", "diff--delete-sign",
-        "diff--file", "diff--hunk", "diff--empty",
+    STYLES = {
+        "": "$foreground on $surface",
+        "gutter": "$nk-gutter",
+        "cursor": "$foreground on $nk-cursor",
+        "add": "$foreground on $nk-diff-add-bg",
+        "delete": "$foreground on $nk-diff-del-bg",
+        "add-sign": "bold $nk-diff-add",
+        "delete-sign": "bold $nk-diff-del",
+        "file": "bold $foreground on $panel",
+        "hunk": "$text-secondary on $surface",
+        "empty": "$foreground on $surface-darken-1",
     }
 
     DEFAULT_CSS = """
     DiffView { background: $surface; }
-    DiffView > .diff--gutter { color: $nk-gutter; }
-    DiffView > .diff--cursor { background: $nk-cursor; }
-    DiffView > .diff--add { background: $nk-diff-add-bg; }
-    DiffView > .diff--delete { background: $nk-diff-del-bg; }
-    DiffView > .diff--add-sign { color: $nk-diff-add; text-style: bold; }
-    DiffView > .diff--delete-sign { color: $nk-diff-del; text-style: bold; }
-    DiffView > .diff--file { background: $panel; color: $text; text-style: bold; }
-    DiffView > .diff--hunk { color: $text-secondary; }
-    DiffView > .diff--empty { background: $surface-darken-1; }
     """
 
     def __init__(self, *, id: str | None = None) -> None:
@@ -152,12 +151,12 @@ Added lines are marked **+** and tinted, deleted lines **-**, so the signs carry
 
     def _line_style(self, kind: str, selected: bool) -> Style:
         if selected:
-            return self.get_visual_style("diff--cursor")
+            return self.st("cursor")
         if kind == "add":
-            return self.get_visual_style("diff--add")
+            return self.st("add")
         if kind == "delete":
-            return self.get_visual_style("diff--delete")
-        return self.get_visual_style()
+            return self.st("delete")
+        return self.st()
 
     def draw_row(self, row_index: int, width: int, scroll_x: int, selected: bool) -> Strip:
         if self.split:
@@ -165,8 +164,7 @@ Added lines are marked **+** and tinted, deleted lines **-**, so the signs carry
         return self._draw_unified(self._unified[row_index], width, scroll_x, selected)
 
     def _banner(self, kind: str, text: str, width: int, selected: bool) -> Strip:
-        style = self.get_visual_style("diff--cursor") if selected else self.get_visual_style(
-            "diff--file" if kind == "file" else "diff--hunk")
+        style = self.st("cursor") if selected else self.st("file" if kind == "file" else "hunk")
         prefix = "▌ " if kind == "file" else "  "
         return self.strip_of([(prefix + text, style)], width, style)
 
@@ -174,7 +172,7 @@ Added lines are marked **+** and tinted, deleted lines **-**, so the signs carry
         if line.kind in ("file", "hunk", "note"):
             return self._banner(line.kind, line.text, width, selected)
         style = self._line_style(line.kind, selected)
-        gutter = self.get_visual_style("diff--gutter") + Style(background=style.background)
+        gutter = self.st("gutter") + Style(background=style.background)
         d = self._digits
         old = str(line.old).rjust(d) if line.old else " " * d
         new = str(line.new).rjust(d) if line.new else " " * d
@@ -189,7 +187,7 @@ Added lines are marked **+** and tinted, deleted lines **-**, so the signs carry
 
     def _sign_style(self, kind: str, style: Style) -> Style:
         if kind in ("add", "delete"):
-            return self.get_visual_style(f"diff--{kind}-sign") + Style(background=style.background)
+            return self.st(f"{kind}-sign") + Style(background=style.background)
         return style
 
     def _draw_split(self, row: SplitRow, width: int, scroll_x: int, selected: bool) -> Strip:
@@ -202,15 +200,15 @@ Added lines are marked **+** and tinted, deleted lines **-**, so the signs carry
         half = (width - 1) // 2
         left = self._split_side(row.left, "old", half, scroll_x, selected)
         right = self._split_side(row.right, "new", width - 1 - half, scroll_x, selected)
-        separator = self.strip_of([("│", self.get_visual_style("diff--gutter"))], 1, self.get_visual_style())
+        separator = self.strip_of([("│", self.st("gutter"))], 1, self.st())
         return Strip.join([left, separator, right])
 
     def _split_side(self, line: DiffLine | None, side: str, width: int, scroll_x: int, selected: bool) -> Strip:
         if line is None:
-            style = self.get_visual_style("diff--cursor" if selected else "diff--empty")
+            style = self.st("cursor" if selected else "empty")
             return Strip.blank(width, style.rich_style)
         style = self._line_style(line.kind, selected)
-        gutter = self.get_visual_style("diff--gutter") + Style(background=style.background)
+        gutter = self.st("gutter") + Style(background=style.background)
         number = line.old if side == "old" else line.new
         d = self._digits
         code = self._code(line)

@@ -1,61 +1,106 @@
 """Rows of the side-by-side CUDA | NKI view, aligned by role where alignment data exists.
 
-Pure data (no Textual): the widget only draws these rows. An alignment pair says "CUDA lines a..b
-play the same role as NKI lines c..d". Pairs are laid out in order; a pair that would cross an
-earlier one (its CUDA lines come before lines already shown) cannot be drawn side by side and is
-left unaligned, but its role still labels its NKI lines.
+Pure data (no Textual). The static analysis pairs CUDA constructs with the NKI code that plays the
+same role (global memory and HBM tensors, thread indexing and tile loops, bounds checks and masks
+...); each pair lists line ranges on both sides. The view turns pairs into anchors (a CUDA line and
+an NKI line that should share a row), keeps the longest chain of anchors that never cross, and pads
+the shorter side between anchors so each anchored pair of lines sits on one row.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from bisect import bisect_left
+from dataclasses import dataclass, field
 from itertools import zip_longest
 from typing import Sequence
 
+Span = tuple[int, int]  # 1-based inclusive line range
 
-@dataclass(frozen=True, slots=True)
+
+@dataclass(frozen=True)
 class RolePair:
-    role: str  # e.g. "global memory -> HBM load"
-    cuda: tuple[int, int]  # 1-based inclusive line range in the CUDA file
-    nki: tuple[int, int]  # 1-based inclusive line range in the NKI file
-    note: str = ""  # why they correspond, in words
+    role: str  # stable id, e.g. "global-memory"
+    title: str  # e.g. "global memory → HBM"
+    cuda: tuple[Span, ...]
+    nki: tuple[Span, ...]
+    cuda_label: str = ""
+    nki_label: str = ""
+    note: str = ""
+    match: str = "role"  # "name" | "role" | "unmatched"
+
+    def covers(self, side: str, line: int) -> bool:
+        spans = self.cuda if side == "cuda" else self.nki
+        return any(a <= line <= b for a, b in spans)
+
+    @property
+    def size(self) -> int:
+        return sum(b - a + 1 for a, b in (*self.cuda, *self.nki))
 
 
 @dataclass(frozen=True, slots=True)
 class PairRow:
     left: int | None  # 1-based CUDA line shown on this row
     right: int | None  # 1-based NKI line
-    pair: int | None = None  # index into the pairs list when the row belongs to an aligned pair
-    header: bool = False  # a role header row (no code, the pair's role spans both sides)
+    anchor: bool = False  # the two lines were paired by the analysis
 
 
-def _zip_lines(left: range, right: range, pair: int | None) -> list[PairRow]:
-    return [PairRow(a, b, pair) for a, b in zip_longest(left, right)]
+@dataclass
+class Alignment:
+    rows: list[PairRow]
+    anchors: list[tuple[int, int]] = field(default_factory=list)  # (cuda line, nki line) laid out on one row
 
 
-def align_rows(n_left: int, n_right: int, pairs: Sequence[RolePair]) -> tuple[list[PairRow], list[int]]:
-    """Rows for a CUDA file of n_left lines beside an NKI file of n_right lines.
+def candidate_anchors(pairs: Sequence[RolePair]) -> list[tuple[int, int, int]]:
+    """(cuda line, nki line, weight) from each pair: its ranges matched in order, start to start.
 
-    Returns (rows, drawn) where drawn lists the indices of pairs laid out side by side.
+    Pairs matched by name (a CUDA pointer and the HBM tensor of the same name) weigh more than pairs
+    matched by role only.
     """
+    out: list[tuple[int, int, int]] = []
+    for p in pairs:
+        if not p.cuda or not p.nki:
+            continue
+        weight = 2 if p.match == "name" else 1
+        for (cs, _), (ns, _) in zip(sorted(p.cuda), sorted(p.nki)):
+            out.append((cs, ns, weight))
+    return out
+
+
+def monotone_chain(points: list[tuple[int, int, int]]) -> list[tuple[int, int]]:
+    """The heaviest chain of points increasing strictly in both coordinates (anchors that never cross)."""
+    pts = sorted(set(points), key=lambda p: (p[0], -p[1]))
+    n = len(pts)
+    best = [0] * n
+    prev = [-1] * n
+    for i, (c, k, w) in enumerate(pts):
+        best[i] = w
+        for j in range(i):
+            cj, kj, _ = pts[j]
+            if cj < c and kj < k and best[j] + w > best[i]:
+                best[i] = best[j] + w
+                prev[i] = j
+    if not n:
+        return []
+    i = max(range(n), key=lambda x: (best[x], -x))
+    chain: list[tuple[int, int]] = []
+    while i != -1:
+        chain.append((pts[i][0], pts[i][1]))
+        i = prev[i]
+    return chain[::-1]
+
+
+def align_rows(n_left: int, n_right: int, pairs: Sequence[RolePair]) -> Alignment:
+    """Rows for a CUDA file of n_left lines beside an NKI file of n_right lines."""
+    points = [(c, k, w) for c, k, w in candidate_anchors(pairs) if 1 <= c <= n_left and 1 <= k <= n_right]
+    anchors = monotone_chain(points)
     rows: list[PairRow] = []
-    drawn: list[int] = []
-    next_left, next_right = 1, 1
-    order = sorted(range(len(pairs)), key=lambda i: (pairs[i].nki[0], pairs[i].cuda[0]))
-    for index in order:
-        p = pairs[index]
-        (ls, le), (rs, re) = p.cuda, p.nki
-        if not (1 <= ls <= le <= n_left and 1 <= rs <= re <= n_right):
-            continue  # points outside the files shown: stale alignment data
-        if ls < next_left or rs < next_right:
-            continue  # would cross a pair already drawn
-        rows += _zip_lines(range(next_left, ls), range(next_right, rs), None)
-        rows.append(PairRow(None, None, index, header=True))
-        rows += _zip_lines(range(ls, le + 1), range(rs, re + 1), index)
-        drawn.append(index)
-        next_left, next_right = le + 1, re + 1
-    rows += _zip_lines(range(next_left, n_left + 1), range(next_right, n_right + 1), None)
-    return rows, drawn
+    left, right = 1, 1
+    for c, k in anchors:
+        rows += [PairRow(a, b) for a, b in zip_longest(range(left, c), range(right, k))]
+        rows.append(PairRow(c, k, anchor=True))
+        left, right = c + 1, k + 1
+    rows += [PairRow(a, b) for a, b in zip_longest(range(left, n_left + 1), range(right, n_right + 1))]
+    return Alignment(rows, anchors)
 
 
 def single_rows(n_lines: int) -> list[PairRow]:
@@ -63,13 +108,15 @@ def single_rows(n_lines: int) -> list[PairRow]:
     return [PairRow(None, line) for line in range(1, n_lines + 1)]
 
 
-def roles_by_line(pairs: Sequence[RolePair]) -> tuple[dict[int, str], dict[int, str]]:
-    """CUDA line -> role and NKI line -> role, for every pair (drawn or not)."""
-    left: dict[int, str] = {}
-    right: dict[int, str] = {}
-    for p in pairs:
-        for line in range(p.cuda[0], p.cuda[1] + 1):
-            left.setdefault(line, p.role)
-        for line in range(p.nki[0], p.nki[1] + 1):
-            right.setdefault(line, p.role)
-    return left, right
+def pairs_at(pairs: Sequence[RolePair], side: str, line: int) -> list[int]:
+    """Indices of the pairs covering `line` of `side` ("cuda" or "nki"), most specific (smallest) first."""
+    found = [i for i, p in enumerate(pairs) if p.covers(side, line)]
+    return sorted(found, key=lambda i: (pairs[i].match == "unmatched", pairs[i].size))
+
+
+def row_index(rows: Sequence[PairRow], side: str, line: int) -> int | None:
+    """The row showing `line` of `side` (or the first row after it)."""
+    attr = "left" if side == "cuda" else "right"
+    numbers = [(getattr(r, attr), i) for i, r in enumerate(rows) if getattr(r, attr) is not None]
+    pos = bisect_left(numbers, (line, -1))
+    return numbers[pos][1] if pos < len(numbers) else None

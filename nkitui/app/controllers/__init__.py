@@ -1,0 +1,1 @@
+"""Mixins of NkituiApp, one per domain it drives (review, runs)."""

@@ -1,0 +1,179 @@
+"""Earlier runs of the task: reopen one, or mark two and compare them (A/B)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rich.console import Group
+from rich.table import Table
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Vertical, VerticalScroll
+from textual.screen import ModalScreen
+from textual.widgets import DataTable, Static
+
+from nkitui.app import keymap
+
+
+class RunsTable(DataTable):
+    BINDINGS = keymap.bindings("runs")
+
+    def action_open_run(self) -> None:
+        self.screen.action_open_run()  # type: ignore[attr-defined]
+
+    def action_mark_run(self) -> None:
+        self.screen.action_mark_run()  # type: ignore[attr-defined]
+
+    def action_compare_runs(self) -> None:
+        self.screen.action_compare_runs()  # type: ignore[attr-defined]
+
+    def action_close(self) -> None:
+        self.screen.dismiss(None)
+
+
+class RunsScreen(ModalScreen[tuple | None]):
+    """Dismisses with ("open", run_id), ("compare", run_a, run_b) or None."""
+
+    DEFAULT_CSS = """
+    RunsScreen { align: center middle; }
+    RunsScreen > Vertical {
+        width: 95%; max-width: 140; height: 80%;
+        border: round $primary; background: $surface; padding: 0 1;
+    }
+    RunsScreen DataTable { height: 1fr; }
+    RunsScreen .hint { color: $text-muted; height: 1; }
+    """
+
+    def __init__(self, summaries: list[Any]) -> None:
+        super().__init__()
+        self.summaries = summaries
+        self.marked: list[str] = []
+
+    def compose(self) -> ComposeResult:
+        with Vertical():
+            yield RunsTable(id="runs", cursor_type="row", zebra_stripes=True)
+            yield Static("Enter reopens · Space marks (two to compare) · c compares the marked runs · Escape closes",
+                         classes="hint", id="runs-hint")
+
+    def on_mount(self) -> None:
+        self.query_one(Vertical).border_title = "Runs of this task (newest first)"
+        table = self.query_one(RunsTable)
+        table.add_columns("", "run", "when", "status", "backend", "checks", "time", "commit")
+        for s in self.summaries:
+            table.add_row(*self._row(s), key=s.run_id)
+        table.focus()
+
+    def _row(self, s: Any) -> tuple:
+        mark = "A" if self.marked[:1] == [s.run_id] else ("B" if self.marked[1:2] == [s.run_id] else "")
+        time = f"{s.median_us:.2f} µs {s.timing_kind or ''}".strip() if s.median_us is not None else "-"
+        when = (s.created_at or "").replace("T", " ")[:19]
+        status = Text(s.status, style={"passed": "green", "failed": "red"}.get(s.status, "yellow"))
+        return (mark, s.run_id, when, status, f"{s.backend or '-'}/{s.target}", f"{s.checks_passed}/{s.checks_total}",
+                time, (s.task_commit or "")[:8])
+
+    def _current(self) -> Any:
+        table = self.query_one(RunsTable)
+        if not self.summaries or not 0 <= table.cursor_row < len(self.summaries):
+            return None
+        return self.summaries[table.cursor_row]
+
+    def action_open_run(self) -> None:
+        s = self._current()
+        if s is not None:
+            self.dismiss(("open", s.run_id))
+
+    def action_mark_run(self) -> None:
+        s = self._current()
+        if s is None:
+            return
+        if s.run_id in self.marked:
+            self.marked.remove(s.run_id)
+        else:
+            self.marked = [*self.marked, s.run_id][-2:]
+        table = self.query_one(RunsTable)
+        for summary in self.summaries:
+            table.update_cell(summary.run_id, table.ordered_columns[0].key, self._row(summary)[0])
+
+    def action_compare_runs(self) -> None:
+        if len(self.marked) != 2:
+            self.notify("Mark two runs with Space first (A then B).", timeout=3)
+            return
+        self.dismiss(("compare", self.marked[0], self.marked[1]))
+
+
+def _fmt(value: Any) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, bool):
+        return "pass" if value else "fail"
+    if isinstance(value, float):
+        return f"{value:.3g}"
+    return str(value)
+
+
+def comparison_renderable(cmp: Any) -> Group:
+    """A/B comparison (nkitui.evaluate.store.RunComparison) as tables."""
+    parts: list = [Text.assemble(("A ", "bold"), cmp.a, "  ", ("B ", "bold"), cmp.b)]
+    for note in cmp.notes:
+        parts.append(Text(f"⚠ {note}", style="yellow"))
+    if not cmp.same_commit:
+        parts.append(Text("The two runs are of different task commits (or one has none).", style="dim"))
+    timing = cmp.timing or {}
+    line = f"timing: {timing.get('verdict', '-')}"
+    if isinstance(timing.get("speedup"), (int, float)):
+        line += f" (B is {timing['speedup']:.2f}x A: {timing.get('a_us', 0):.2f} → {timing.get('b_us', 0):.2f} µs)"
+    parts.append(Text(line, style="bold"))
+    checks = Table(title="checks", title_justify="left", show_edge=False)
+    for col in ("check", "A", "B"):
+        checks.add_column(col)
+    for c in cmp.checks:
+        changed = c["a"] != c["b"]
+        checks.add_row(c["id"], _fmt(c["a"]), Text(_fmt(c["b"]), style="bold yellow" if changed else ""))
+    parts.append(checks)
+    metrics = Table(title="worst metrics over seeds", title_justify="left", show_edge=False)
+    for col in ("output", "metric", "A", "B", "change"):
+        metrics.add_column(col)
+    for m in cmp.metrics:
+        style = {"better": "green", "worse": "red"}.get(m.change, "")
+        metrics.add_row(m.output, m.metric, _fmt(m.a), _fmt(m.b), Text(m.change, style=style))
+    parts.append(metrics)
+    if cmp.utilisation:
+        util = Table(title="engine active time (% of total)", title_justify="left", show_edge=False)
+        for col in ("engine", "A", "B"):
+            util.add_column(col)
+        for u in cmp.utilisation:
+            util.add_row(u["lane"], _fmt(u["a"]), _fmt(u["b"]))
+        parts.append(util)
+    perf = cmp.performance or {}
+    for warning in perf.get("warnings", []) if isinstance(perf, dict) else []:
+        parts.append(Text(f"⚠ {warning}", style="yellow"))
+    return Group(*parts)
+
+
+class ComparisonScreen(ModalScreen[None]):
+    BINDINGS = [Binding("escape,q", "dismiss", "Close", id="compare.close")]
+
+    DEFAULT_CSS = """
+    ComparisonScreen { align: center middle; }
+    ComparisonScreen > Vertical {
+        width: 95%; max-width: 140; height: 90%;
+        border: round $primary; background: $surface; padding: 0 1;
+    }
+    ComparisonScreen VerticalScroll { height: 1fr; }
+    ComparisonScreen .hint { color: $text-muted; height: 1; }
+    """
+
+    def __init__(self, comparison: Any) -> None:
+        super().__init__()
+        self.comparison = comparison
+
+    def compose(self) -> ComposeResult:
+        with Vertical():
+            with VerticalScroll():
+                yield Static(comparison_renderable(self.comparison), id="comparison")
+            yield Static("Escape closes", classes="hint")
+
+    def on_mount(self) -> None:
+        self.query_one(Vertical).border_title = "Compare runs (B against A)"
+        self.query_one(VerticalScroll).focus()

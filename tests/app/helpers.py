@@ -1,0 +1,85 @@
+"""Helpers for the UI tests: a real task in a real git repository, the real app, waiting for idle."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import git
+
+FIXTURES = Path(__file__).parent / "fixtures"
+SAMPLE_TASKS = Path(__file__).resolve().parents[2] / "sample_tasks"
+AUTHOR = git.Actor("Ada Auditor", "ada@example.com")
+# Fixed dates make commit shas identical on every run, so snapshots can show them.
+DATES = ("2026-01-05T10:00:00", "2026-01-06T11:30:00")
+
+# The first revision of the port forgot the mask on the last, partial tile.
+UNMASKED = '''    n_tiles = (n_rows + P - 1) // P
+    for t in nl.affine_range(n_tiles):
+        x_tile = nl.load(x[t * P + i_p, i_f])
+        y_tile = nl.multiply(x_tile, g_tile)
+        nl.store(y[t * P + i_p, i_f], value=y_tile)
+'''
+MASKED = '''    n_tiles = (n_rows + P - 1) // P
+    for t in nl.affine_range(n_tiles):
+        valid = t * P + i_p < n_rows
+        x_tile = nl.load(x[t * P + i_p, i_f], mask=valid)
+        y_tile = nl.multiply(x_tile, g_tile, mask=valid)
+        nl.store(y[t * P + i_p, i_f], value=y_tile, mask=valid)
+'''
+
+
+def _commit(repo: git.Repo, message: str, date: str) -> None:
+    repo.git.add(A=True)
+    repo.index.commit(message, author=AUTHOR, committer=AUTHOR, author_date=f"{date} +0000", commit_date=f"{date} +0000")
+
+
+def make_task_repo(dest: Path, source: Path = FIXTURES / "scale_rows") -> Path:
+    """Copy a task into dest as a git repository: for scale_rows two commits (the unmasked first port,
+    then the final one), for other tasks one."""
+    shutil.copytree(source, dest, ignore=shutil.ignore_patterns("__pycache__"))
+    repo = git.Repo.init(dest, initial_branch="main")
+    with repo.config_writer() as cfg:
+        cfg.set_value("user", "name", AUTHOR.name)
+        cfg.set_value("user", "email", AUTHOR.email)
+    port = dest / "scale_rows_nki.py"
+    final = port.read_text() if port.exists() else None
+    if final is not None and MASKED in final:
+        port.write_text(final.replace(MASKED, UNMASKED))
+        _commit(repo, "First port of scale_rows", DATES[0])
+        port.write_text(final)
+        _commit(repo, "Mask the last partial tile", DATES[1])
+    else:
+        _commit(repo, f"Import task {dest.name}", DATES[0])
+    return dest
+
+
+def new_app(task_path: Path, **kwargs):
+    from nkitui.app.app import NkituiApp
+    from nkitui.task import load_task
+
+    return NkituiApp(load_task(task_path), **kwargs)
+
+
+async def settle(pilot, delay: float = 0.05, timeout: float = 60.0) -> None:
+    """Wait until no worker is pending or running and the screen has caught up (lazygit's busy/idle
+    idea: tests wait for idle, never for a fixed time). Failed workers count as done: the app
+    reports them itself."""
+    import time
+
+    from textual.worker import WorkerState
+
+    app = pilot.app
+    deadline = time.monotonic() + timeout
+    quiet = 0
+    while quiet < 2:
+        await pilot.pause(delay)
+        busy = any(w.state in (WorkerState.PENDING, WorkerState.RUNNING) for w in app.workers)
+        quiet = 0 if busy else quiet + 1
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"workers still busy: {[w.name for w in app.workers]}")
+
+
+def screen_text(app) -> str:
+    """What the terminal shows now, as plain text (one line per row)."""
+    return "\n".join(strip.text for strip in app.screen._compositor.render_strips())

@@ -1,0 +1,183 @@
+"""The shell, driven by Pilot: layout, areas, help, keys, palette, themes, keymap overrides."""
+
+from __future__ import annotations
+
+from textual.widgets import DataTable, Input
+
+from nkitui.app.screens.help import HelpScreen, KeysScreen
+from nkitui.app.screens.workstation import WorkstationScreen
+from tests.app.helpers import new_app, screen_text, settle
+
+
+async def test_narrow_terminal_shows_one_area_at_a_time_and_digits_switch(task_dir):
+    app = new_app(task_dir)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(pilot)
+        ws = app.workstation
+        assert ws.layout_name == "tabs"
+        assert [a for a in ("source", "run", "engines", "rubric") if ws.area(a).display] == ["source"]
+        text = screen_text(app)
+        assert "scale_rows" in text and "target trn2" in text and "backend emulator (auto)" in text
+        await pilot.press("2")
+        await settle(pilot)
+        assert ws.current_area == "run" and ws.area("run").display and not ws.area("source").display
+        assert app.focused is ws.area("run").log
+        await pilot.press("4")
+        await pilot.press("right_square_bracket")  # next area wraps around to Source
+        await settle(pilot)
+        assert ws.current_area == "source"
+        await pilot.press("left_square_bracket")
+        await settle(pilot)
+        assert ws.current_area == "rubric"
+
+
+async def test_wide_terminal_shows_the_four_areas_split_and_w_toggles(task_dir):
+    app = new_app(task_dir)
+    async with app.run_test(size=(160, 48)) as pilot:
+        await settle(pilot)
+        ws = app.workstation
+        assert ws.layout_name == "split"
+        assert all(ws.area(a).display for a in ("source", "run", "engines", "rubric"))
+        src, rub = ws.area("source").region, ws.area("rubric").region
+        assert src.x < rub.x and src.y == rub.y  # Source beside Rubric on top
+        await pilot.press("3")
+        await settle(pilot)
+        assert ws.current_area == "engines"
+        await pilot.press("w")
+        await settle(pilot)
+        assert ws.layout_name == "tabs" and ws.area("engines").display and not ws.area("source").display
+        await pilot.press("z")  # zoom the current area; z again restores
+        await settle(pilot)
+        assert ws.maximized is ws.area("engines")
+        await pilot.press("z")
+        await settle(pilot)
+        assert ws.maximized is None
+
+
+async def test_f1_shows_help_for_the_focused_area_with_its_live_keys(task_dir):
+    app = new_app(task_dir)
+    async with app.run_test(size=(100, 40)) as pilot:
+        await settle(pilot)
+        await pilot.press("2")
+        await settle(pilot)
+        await pilot.press("f1")
+        await settle(pilot)
+        assert isinstance(app.screen, HelpScreen)
+        assert "Run: live log" in app.screen.markdown and "Run area" in app.screen.markdown
+        ids = [row[2] for row in app.screen.keys]
+        assert "log.search" in ids and "app.run" in ids
+        await pilot.press("escape")
+        await settle(pilot)
+        assert isinstance(app.screen, WorkstationScreen)
+
+
+async def test_question_mark_lists_every_key_and_filters(task_dir):
+    app = new_app(task_dir)
+    async with app.run_test(size=(100, 40)) as pilot:
+        await settle(pilot)
+        await pilot.press("question_mark")
+        await settle(pilot)
+        assert isinstance(app.screen, KeysScreen)
+        table = app.screen.query_one(DataTable)
+        everything = table.row_count
+        await pilot.press(*"submit")
+        await settle(pilot)
+        assert 0 < table.row_count < everything
+        assert any(table.get_row_at(i)[3] == "app.submit" for i in range(table.row_count))
+
+
+async def test_palette_offers_only_commands_that_fit_the_state(task_dir):
+    from nkitui.app.commands import palette_commands
+
+    app = new_app(task_dir)
+    async with app.run_test(size=(100, 40)) as pilot:
+        await settle(pilot)
+        titles = [c.title for c in palette_commands(app)]
+        assert "Source: show git diff" in titles and "Source: show CUDA beside NKI" not in titles
+        assert "Go to Source" not in titles and "Go to Run" in titles
+        assert "Run: cancel" not in titles
+        assert "Theme: light" in titles and "Theme: dark" not in titles
+        await pilot.press("d")
+        await settle(pilot)
+        titles = [c.title for c in palette_commands(app)]
+        assert "Source: show CUDA beside NKI" in titles and "Source: split diff" in titles
+        # the palette opens from its plain key and runs a command
+        await pilot.press("colon")
+        await settle(pilot)
+        await pilot.press(*"go to rubric")
+        await settle(pilot, 0.2)
+        await pilot.press("enter")
+        await settle(pilot)
+        assert app.workstation.current_area == "rubric"
+
+
+async def test_themes_switch_live_and_user_themes_join_them(task_dir, isolated_xdg):
+    themes = isolated_xdg / "config" / "nkitui" / "themes"
+    themes.mkdir(parents=True)
+    (themes / "dusk.toml").write_text('name = "dusk"\nprimary = "#268bd2"\nbackground = "#002b36"\n')
+    app = new_app(task_dir)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(pilot)
+        assert app.theme == "dark" and app.theme_names == ["dark", "light", "high-contrast", "dusk"]
+        before = app.theme_variables["nk-sev-high"]
+        await pilot.press("t")
+        await settle(pilot)
+        assert app.theme == "light" and app.theme_variables["nk-sev-high"] != before
+        app.set_theme("dusk")
+        await settle(pilot)
+        assert app.theme_variables["background"].upper() == "#002B36"
+        assert app.theme_variables["nk-sev-high"]  # derived for a theme that does not set it
+
+
+async def test_user_keymap_rebinds_by_id_and_reports_mistakes(task_dir, isolated_xdg):
+    cfg = isolated_xdg / "config" / "nkitui"
+    cfg.mkdir(parents=True)
+    (cfg / "keymap.toml").write_text('"app.area_rubric" = "f4"\n"app.rnu" = "f9"\n')
+    app = new_app(task_dir)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(pilot)
+        await pilot.press("f4")
+        await settle(pilot)
+        assert app.workstation.current_area == "rubric"
+        messages = [n.message for n in app._notifications]
+        assert any(str(cfg / "keymap.toml") in m and "'app.rnu'" in m and "'app.run'" in m for m in messages)
+
+
+async def test_bad_settings_and_an_unknown_theme_are_reported_not_fatal(task_dir, isolated_xdg):
+    cfg = isolated_xdg / "config" / "nkitui"
+    cfg.mkdir(parents=True)
+    (cfg / "config.toml").write_text('theme = "solarised"\nlayout = "huge"\n')
+    app = new_app(task_dir, config=__import__("nkitui.app.config", fromlist=["load_config"]).load_config())
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(pilot)
+        messages = "\n".join(n.message for n in app._notifications)
+        assert "theme 'solarised' not found" in messages
+        assert f"{cfg / 'config.toml'}: key 'layout': 'huge'" in messages
+        assert app.theme == "dark"
+
+
+async def test_worker_errors_become_notifications_not_crashes(task_dir):
+    app = new_app(task_dir)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(pilot)
+
+        def explode() -> None:
+            raise RuntimeError("disk on fire")
+
+        app.run_worker(explode, name="flaky job", thread=True, exit_on_error=False)
+        await settle(pilot)
+        assert app.is_running
+        notes = [(n.title, n.message) for n in app._notifications]
+        assert ("flaky job failed", "RuntimeError: disk on fire") in notes
+
+
+async def test_search_box_is_a_text_input_so_area_keys_type_letters(task_dir):
+    app = new_app(task_dir)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(pilot)
+        await pilot.press("2", "slash")
+        await settle(pilot)
+        assert isinstance(app.focused, Input)
+        await pilot.press("1", "q")
+        await settle(pilot)
+        assert app.focused.value == "1q" and app.workstation.current_area == "run" and app.is_running
