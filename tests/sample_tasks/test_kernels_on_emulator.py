@@ -75,3 +75,12 @@ def test_bf16_accumulation_error_dwarfs_fp32_psum_accumulation():
     assert error > 1e-3
     # The tolerance the good matmul task uses would have caught it.
     assert not check_policy(check.actual, check.expected, Tolerance("allclose", atol=1e-3, rtol=1e-2)).passed
+
+
+@pytest.mark.parametrize("name", good_task_names())
+def test_good_task_tolerance_rejects_an_all_zeros_output(name):
+    task = load(name)
+    expected = run_reference(task, make_inputs(task, task.seeds[0]))
+    for spec in task.outputs:
+        zeros = np.zeros(spec.shape, dtype=numpy_dtype(spec.dtype))
+        assert not check_policy(zeros, expected[spec.name], spec.tolerance, spec.dtype).passed
