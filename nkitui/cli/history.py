@@ -34,16 +34,9 @@ def _err(text: str) -> None:
 
 
 def _viewer(task_dir: Path, auditor: str | None) -> str:
-    from nkitui.review import ReviewError, auditor_slug
-    from nkitui.review.gitstore import open_repo, resolve_auditor
+    from nkitui.review import current_auditor
 
-    if auditor:
-        return auditor_slug(auditor)
-    try:
-        repo = open_repo(task_dir)
-    except ReviewError:
-        repo = None
-    return resolve_auditor(repo, None).slug
+    return current_auditor(task_dir, auditor)
 
 
 def _fmt_score(value) -> str:

@@ -20,6 +20,7 @@ from nkitui.review.agreement import AgreementReport, CriterionAgreement, agreeme
 from nkitui.review.draft import Autosaver, Draft, DraftStore, RestoreOffer, offer_restore
 from nkitui.review.errors import DraftInvalid, RecordError, ReviewError, RubricError, SubmitRefused
 from nkitui.review.export import ExportResult, collect, export
+from nkitui.review.gitstore import current_auditor
 from nkitui.review.history import (
     CriterionDiff,
     FileChange,
@@ -62,7 +63,7 @@ __all__ = [
     "DraftInvalid", "DraftStore", "Evidence", "ExportResult", "FileChange", "HistoryEntry", "LineComment",
     "LoadedReview", "RecordError", "RestoreOffer", "ReviewDiff", "ReviewError", "ReviewRecord", "Rubric",
     "RubricError", "Scale", "ScanResult", "Score", "SubmitRefused", "SubmitResult", "TaskHistory", "TaskPin",
-    "agreement_under", "auditor_slug", "builtin_rubric_ids", "collect", "compute_agreement", "diff_reviews",
+    "agreement_under", "auditor_slug", "current_auditor", "builtin_rubric_ids", "collect", "compute_agreement", "diff_reviews",
     "export", "file_changes", "load_builtin_rubric", "load_record", "load_rubric", "offer_restore", "parse_record",
     "parse_rubric", "render_markdown", "render_template", "rubric_for_task", "scan_task", "scan_tree",
     "submit_review", "task_history", "validate_draft",

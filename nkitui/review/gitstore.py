@@ -119,7 +119,9 @@ def refuse_ignored(repo: git.Repo, rel_paths: list[str]) -> None:
     for path, rule in ignored.items():
         src, _, rest = rule.partition(":")
         lineno, _, pattern = rest.partition(":")
-        fix = (f"remove or narrow the pattern {pattern!r} at {src}:{lineno}, or add a line `!{path.split('/')[0]}/` after it"
+        reviews_dir = path[: path.index("reviews/") + len("reviews")] if "reviews/" in path else path
+        fix = (f"remove or narrow the pattern {pattern!r} at {src}:{lineno}; a pattern that ignores files inside "
+               f"{reviews_dir}/ can instead be countered by a line `!{reviews_dir}/**` after it"
                if pattern else "change the ignore rules so review files can be committed")
         problems.append(Problem(path, "", f"the review path is ignored by git ({rule})", fix))
     raise SubmitRefused("ignored_path", problems)
@@ -232,3 +234,12 @@ def changed_since_head(repo: git.Repo, rel_paths: list[str]) -> list[str]:
         if len(entry) > 3:
             changed.append(entry[3:])
     return [p for p in rel_paths if p in changed]
+
+
+def current_auditor(task_root: Path, auditor: str | None = None) -> str:
+    """The auditor slug a submission from `task_root` would use (for blind mode and restore offers)."""
+    try:
+        repo: git.Repo | None = open_repo(task_root)
+    except SubmitRefused:
+        repo = None
+    return resolve_auditor(repo, auditor).slug

@@ -200,6 +200,17 @@ def test_refuses_a_gitignored_review_path(task_repo, rubric):
     assert repo.head.commit.hexsha == head and not (root / "reviews").exists()
 
 
+def test_ignored_files_inside_reviews_and_the_advised_fix(task_repo, rubric):
+    root, repo = task_repo
+    (root / ".gitignore").write_text("*.md\n")
+    exc = _refusal(root, filled_draft(rubric))
+    assert exc.kind == "ignored_path" and "!reviews/**" in exc.problems[0].fix
+    with (root / ".gitignore").open("a") as fh:  # follow the advice
+        fh.write("!reviews/**\n")
+    result = submit_review(root, filled_draft(rubric))
+    assert result.markdown_path.relative_to(root).as_posix() in repo.head.commit.stats.files
+
+
 def test_refuses_while_another_git_process_holds_the_index(task_repo, rubric):
     root, repo = task_repo
     lock = root / ".git" / "index.lock"
