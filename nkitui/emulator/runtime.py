@@ -97,6 +97,7 @@ class Run:
         self.program: tuple[int, ...] = tuple(0 for _ in grid)
         self.trace = trace
         self.recording = trace is not None
+        self._files = trace.meta.setdefault("files", {}) if trace is not None else {}
         self.diagnostics: list[dict] = []
         self.alloc = OnChipAllocator(self.target, options.capacity, self.diagnostics)
         self.hbm_bytes = 0
@@ -119,9 +120,10 @@ class Run:
     def allocate(self, shape, dtype, memory: str, *, name: str = "", pax: int = 0, fill: bool = True,
                  kind: str = "private", what: str = "tensor", track: bool = True) -> Storage:
         """Allocate a storage. `fill`: pre-fill with NaN / 4 sentinels (skip when fully overwritten)."""
-        shape = tuple(int(s) for s in shape)
+        if type(shape) is not tuple or not all(type(s) is int for s in shape):
+            shape = tuple(int(s) for s in shape)
         d = dtype if type(dtype) is dt.DType else dt.dtype_of(dtype)
-        if memory in ON_CHIP:
+        if memory in ON_CHIP and (not shape or shape[pax] > 128):
             check_partitions(shape, pax, what)
         if memory == "hbm" and kind == "shared":
             if self.shared_idx < len(self.shared):
@@ -244,33 +246,41 @@ class Run:
             base = _basenames.get(path)
             if base is None:
                 base = _basenames[path] = os.path.basename(path)
-            files = self.trace.meta.setdefault("files", {})
+            files = self._files
             if base not in files:
                 files[base] = path
         else:
             base, line = "", 0
         br = bw = hr = hw = 0
+        in_dtypes = []
+        in_mems = []
+        reads = []
         for t in ins:
-            n = t.size * t.st.dtype.itemsize
+            st = t.st
+            n = t.size * st.dtype.itemsize
             br += n
-            if t.st.memory == "hbm":
+            mem = st.memory
+            if mem == "hbm":
                 hr += n
+            in_dtypes.append(st.dtype.name)
+            in_mems.append(mem)
+            reads.append(t.access())
+        writes = []
         for t in outs:
             n = t.size * t.st.dtype.itemsize
             bw += n
             if t.st.memory == "hbm":
                 hw += n
-        out0 = outs[0] if outs else None
-        ins_ = Instruction(
-            seq=len(self.trace.instructions), engine=engine, opcode=opcode, partitions=partitions, free=free,
-            in_dtypes=tuple(t.st.dtype.name for t in ins),
-            out_dtype=out0.st.dtype.name if out0 is not None else "",
-            in_mems=tuple(t.st.memory for t in ins), out_mem=out0.st.memory if out0 is not None else "none",
-            bytes_read=br, bytes_written=bw, hbm_read=hr, hbm_write=hw, flops=flops,
-            reads=tuple(t.access() for t in ins), writes=tuple(t.access() for t in outs),
-            file=base, line=line, program=self.program, meta=meta if meta is not None else {},
-        )
-        self.trace.instructions.append(ins_)
+            writes.append(t.access())
+        if outs:
+            out_dtype, out_mem = outs[0].st.dtype.name, outs[0].st.memory
+        else:
+            out_dtype, out_mem = "", "none"
+        instrs = self.trace.instructions
+        ins_ = Instruction(len(instrs), engine, opcode, partitions, free, tuple(in_dtypes), out_dtype,
+                           tuple(in_mems), out_mem, br, bw, hr, hw, flops, tuple(reads), tuple(writes), base, line,
+                           0, self.program, meta if meta is not None else {})
+        instrs.append(ins_)
         return ins_
 
     def warn_once(self, key, msg: str) -> None:

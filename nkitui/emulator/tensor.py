@@ -48,12 +48,13 @@ def _as_int(v, what: str) -> int:
 
 
 _WHOLE: dict[tuple[int, ...], tuple] = {}
+_WHOLE_BOUNDS: dict[tuple[int, ...], tuple] = {}
 
 
 class Tensor:
     """A view of a storage (HBM tensor or SBUF/PSUM tile)."""
 
-    __slots__ = ("st", "ent", "shape", "fancy", "_arr", "_acc", "_inb", "_bounds", "_producer",
+    __slots__ = ("st", "ent", "shape", "fancy", "_arr", "_acc", "_inb", "_bounds", "_producer", "_ok",
                  "__weakref__")
 
     def __init__(self, st: Storage, ent, shape: tuple[int, ...], fancy=None) -> None:
@@ -66,6 +67,7 @@ class Tensor:
         self._inb = False
         self._bounds = None
         self._producer = None  # trace seq of the instruction that created this fresh tile
+        self._ok = False  # passed the on-chip tile checks (views are immutable, so once is enough)
 
     @classmethod
     def whole(cls, st: Storage) -> "Tensor":
@@ -76,6 +78,9 @@ class Tensor:
         t = cls(st, ent, shape)
         t._inb = True
         t._arr = st.data
+        t._bounds = _WHOLE_BOUNDS.get(shape)
+        if t._bounds is None:
+            t._bounds = _WHOLE_BOUNDS[shape] = tuple((0, n - 1) for n in shape)
         return t
 
     def _new(self, ent, shape, fancy=None) -> "Tensor":
@@ -337,6 +342,9 @@ class Tensor:
         if a is not None:
             return a
         st = self.st
+        if st.pax == 0 and self.fancy is None and self.ent is _WHOLE.get(self.shape):
+            a = self._acc = Access(st.id, st.memory, 0, self.shape[0], 0, st.nbytes_pp)
+            return a
         b = self.bounds()
         if any(hi < lo for lo, hi in b):
             a = Access(st.id, st.memory, 0, 0, 0, 0)

@@ -22,6 +22,8 @@ __all__ = ["current", "Run", "tile", "hbm_or_sbuf", "same_partitions", "fits", "
 
 def tile(t, api: str, role: str) -> Tensor:
     """An on-chip operand: in SBUF/PSUM, partition dim first and <= 128, inside its bounds."""
+    if getattr(t, "_ok", False):
+        return t
     if not isinstance(t, Tensor):
         raise OperandShapeError(f"operand '{role}' of {api} must be a tile, got {type(t).__name__} {t!r}")
     st = t.st
@@ -37,6 +39,7 @@ def tile(t, api: str, role: str) -> Tensor:
         raise PartitionDimError(f"operand '{role}' of {api} must have at least 2 dimensions "
                                 f"(partition, free); got shape {t.shape}")
     t.check_bounds(api)
+    t._ok = True
     return t
 
 

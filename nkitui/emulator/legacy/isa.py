@@ -76,16 +76,19 @@ def get_nc_version():
     return nc_version(current().target.nc_version)
 
 
+_ENGINE_NAMES = {0: None, 1: "tensor", 2: "scalar", 3: "gpsimd", 4: "dma", 5: "vector", 6: "sync"}
+
+
 def _engine_name(e) -> str | None:
+    """nisa engine constant (enum, int or name) -> engine name; None lets the emulator choose."""
     if e is None:
         return None
     if isinstance(e, str):
         return None if e in ("unknown", "") else e
     try:
-        val = engine(int(e))
+        return _ENGINE_NAMES.get(int(e))
     except (ValueError, TypeError):
         return None
-    return None if val is engine.unknown else val.name
 
 
 # -- TensorE --------------------------------------------------------------------------------------

@@ -1,0 +1,186 @@
+"""Emulator speed: realistic kernels as a ratio to numpy computing the same result, and the
+per-instruction cost of the emulator itself.
+
+    .venv/bin/python benchmarks/emulator.py [--quick]
+
+Goals (issue #3): under 20 us of emulator overhead per instruction, and within 5x of direct numpy
+on large-tile kernels. Every number is measured in this run; nothing is compared to a constant.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import sys
+import time
+from pathlib import Path
+
+import ml_dtypes
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from nkitui import emulator  # noqa: E402
+
+emulator.install()
+
+import neuronxcc.nki as nki  # noqa: E402
+import neuronxcc.nki.isa as nisa  # noqa: E402
+import neuronxcc.nki.language as nl  # noqa: E402
+
+BF16 = ml_dtypes.bfloat16
+
+
+@nki.jit
+def matmul_tiled(lhsT, rhs):
+    """AWS matmul tutorial shape: M tile 128, N tile 512, K tile 128, PSUM accumulation."""
+    K, M = lhsT.shape
+    _, N = rhs.shape
+    result = nl.ndarray((M, N), dtype=lhsT.dtype, buffer=nl.shared_hbm)
+    for m in nl.affine_range(M // 128):
+        for n in nl.affine_range(N // 512):
+            acc = nl.zeros((128, 512), nl.float32, buffer=nl.psum)
+            for k in nl.affine_range(K // 128):
+                a = nl.load(lhsT[k * 128:(k + 1) * 128, m * 128:(m + 1) * 128])
+                b = nl.load(rhs[k * 128:(k + 1) * 128, n * 512:(n + 1) * 512])
+                acc += nisa.nc_matmul(a, b)
+            nl.store(result[m * 128:(m + 1) * 128, n * 512:(n + 1) * 512], value=nl.copy(acc, dtype=result.dtype))
+    return result
+
+
+@nki.jit
+def softmax(x):
+    out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
+    rows, cols = x.shape
+    for t in nl.affine_range(rows // 128):
+        tile = nl.load(x[t * 128:(t + 1) * 128, :])
+        neg_max = nisa.tensor_reduce(np.max, tile, axis=(1,), negate=True)
+        total = nl.ndarray((128, 1), dtype=nl.float32)
+        e = nisa.activation(op=nl.exp, data=tile, bias=neg_max, reduce_op=nl.add, reduce_res=total)
+        nl.store(out[t * 128:(t + 1) * 128, :], nisa.tensor_scalar(e, np.multiply, nisa.reciprocal(total)))
+    return out
+
+
+@nki.jit
+def layernorm(x, gamma, beta):
+    out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
+    rows, cols = x.shape
+    chunks = math.ceil(cols / 512)
+    g = nl.load(gamma).broadcast_to((128, cols))
+    b = nl.load(beta).broadcast_to((128, cols))
+    for t in nl.affine_range(rows // 128):
+        tile = nl.load(x[t * 128:(t + 1) * 128, :])
+        stats = nl.ndarray((128, 6 * chunks), dtype=nl.float32)
+        for c in nl.affine_range(chunks):
+            stats[:, c * 6:(c + 1) * 6] = nisa.bn_stats(tile[:, c * 512:(c + 1) * 512])
+        mv = nisa.bn_aggr(stats)
+        rstd = nl.rsqrt(mv[:, 1:2] + 1e-5)
+        normed = nisa.tensor_scalar(tile, np.subtract, mv[:, 0:1], op1=np.multiply, operand1=rstd)
+        nl.store(out[t * 128:(t + 1) * 128, :], normed * g + b)
+    return out
+
+
+@nki.jit
+def tiny_chain(x, n_ops):
+    """Per-instruction overhead: a chain of element-wise ops on a (128, 1) tile."""
+    out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
+    t = nl.load(x)
+    for _ in nl.sequential_range(n_ops):
+        t = nisa.tensor_scalar(t, np.add, 1.0)
+    nl.store(out, t)
+    return out
+
+
+def best_of(fn, repeat: int) -> float:
+    best = math.inf
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        fn()
+        best = min(best, time.perf_counter() - t0)
+    return best
+
+
+def row(name, emu_s, np_s, instructions, traced_s):
+    per = emu_s / instructions * 1e6
+    print(f"{name:<34} {emu_s * 1e3:9.1f} {traced_s * 1e3:9.1f} {np_s * 1e3:9.1f} {emu_s / np_s:7.2f}x "
+          f"{instructions:8d} {per:9.1f}")
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--quick", action="store_true", help="smaller shapes (CI smoke run)")
+    args = ap.parse_args()
+    rng = np.random.default_rng(0)
+    repeat = 2 if args.quick else 3
+    n = 1024 if args.quick else 2048
+    rows, cols = (1024, 2048) if args.quick else (4096, 4096)
+
+    print(f"{'kernel':<34} {'emu ms':>9} {'trace ms':>9} {'numpy ms':>9} {'ratio':>8} {'instrs':>8} {'us/instr':>9}")
+
+    lhsT = rng.standard_normal((n, n)).astype(BF16)
+    rhs = rng.standard_normal((n, n)).astype(BF16)
+    emu_s = best_of(lambda: matmul_tiled(lhsT, rhs), repeat)
+    instrs = matmul_tiled.last_run.instructions
+    with emulator.trace():
+        traced = best_of(lambda: matmul_tiled(lhsT, rhs), 1)
+    np_s = best_of(lambda: (lhsT.astype(np.float32).T @ rhs.astype(np.float32)).astype(BF16), repeat)
+    row(f"tiled matmul {n}^3 bf16", emu_s, np_s, instrs, traced)
+
+    x = rng.standard_normal((rows, cols)).astype(np.float32)
+    emu_s = best_of(lambda: softmax(x), repeat)
+    instrs = softmax.last_run.instructions
+    with emulator.trace():
+        traced = best_of(lambda: softmax(x), 1)
+
+    def np_softmax():
+        e = np.exp(x - x.max(1, keepdims=True))
+        return e / e.sum(1, keepdims=True)
+
+    row(f"softmax {rows}x{cols} fp32", emu_s, best_of(np_softmax, repeat), instrs, traced)
+
+    gamma = rng.random((1, cols)).astype(np.float32)
+    beta = rng.random((1, cols)).astype(np.float32)
+    emu_s = best_of(lambda: layernorm(x, gamma, beta), repeat)
+    instrs = layernorm.last_run.instructions
+    with emulator.trace():
+        traced = best_of(lambda: layernorm(x, gamma, beta), 1)
+
+    def np_layernorm():
+        mu = x.mean(1, keepdims=True)
+        return (x - mu) / np.sqrt(x.var(1, keepdims=True) + 1e-5) * gamma + beta
+
+    row(f"layernorm {rows}x{cols} fp32", emu_s, best_of(np_layernorm, repeat), instrs, traced)
+
+    small = np.zeros((128, 1), np.float32)
+    n_ops = 2000 if args.quick else 10000
+    emu_s = best_of(lambda: tiny_chain(small, n_ops), repeat)
+    instrs = tiny_chain.last_run.instructions
+
+    def np_chain():
+        t = small
+        for _ in range(n_ops):
+            t = t + np.float32(1.0)
+        return t
+
+    np_s = best_of(np_chain, repeat)
+    with emulator.trace():
+        traced = best_of(lambda: tiny_chain(small, n_ops), 1)
+    row(f"{n_ops} tiny (128x1) instructions", emu_s, np_s, instrs, traced)
+    overhead = (emu_s - np_s) / instrs * 1e6
+    traced_overhead = (traced - np_s) / instrs * 1e6
+    print(f"\nemulator overhead per instruction beyond the numpy op: {overhead:.1f} us "
+          f"({traced_overhead:.1f} us while recording a trace); goal < 20 us")
+
+    big = (4096, 8192, 8192) if not args.quick else (1024, 2048, 2048)
+    M, K, N = big
+    with emulator.trace(execute=False) as tr:
+        t0 = time.perf_counter()
+        matmul_tiled(emulator.ShapeDtype((K, M), "bfloat16"), emulator.ShapeDtype((K, N), "bfloat16"))
+        dry = time.perf_counter() - t0
+    print(f"shape-only trace of the matmul tutorial at {M}x{K}x{N}: {len(tr)} instructions in {dry:.2f} s "
+          f"({dry / len(tr) * 1e6:.1f} us per instruction)")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
