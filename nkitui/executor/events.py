@@ -128,13 +128,16 @@ def _opt_int(value: Any) -> int | None:
     return int(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
 
 
+def _s(value: Any, default: str) -> str:
+    return value if type(value) is str else (default if value is None else str(value))
+
+
 def from_dict(d: dict[str, Any]) -> Event | None:
     """The event a decoded JSON object describes, or None when it is not a well-formed event."""
     name = d.get("event")
     try:
-        if name == "log":
-            return LogEvent(stream=str(d.get("stream", "worker")), text=str(d.get("text", "")),
-                            level=str(d.get("level", "info")))
+        if name == "log":  # the hot path: most events are log lines
+            return LogEvent(_s(d.get("stream"), "worker"), _s(d.get("text"), ""), _s(d.get("level"), "info"))
         if name == "phase":
             duration = d.get("duration_s")
             return PhaseEvent(
@@ -157,16 +160,24 @@ def from_dict(d: dict[str, Any]) -> Event | None:
     return None
 
 
+_raw_decode = json.JSONDecoder().raw_decode
+
+
 def parse_line(line: str | bytes) -> Event | None:
     """The event on one line of the event stream, or None when the line is not an event."""
-    stripped = line.lstrip()
-    if not stripped.startswith(b"{" if isinstance(stripped, bytes) else "{"):
-        return None
+    if isinstance(line, bytes):
+        line = line.decode("utf-8", errors="replace")
+    if line[:1] != "{":
+        line = line.strip()
+        if line[:1] != "{":
+            return None
     try:
-        obj = json.loads(line)
+        obj, end = _raw_decode(line)
     except ValueError:
         return None
-    return from_dict(obj) if isinstance(obj, dict) else None
+    if end != len(line) and line[end:].strip():
+        return None
+    return from_dict(obj) if type(obj) is dict else None
 
 
 def decode_line(line: str | bytes, stream: str = "worker") -> Event:

@@ -78,7 +78,8 @@ class WorkerOutcome:
 
 
 class _EventStreamParser:
-    """Lines on the worker's event descriptor -> events; stray text -> bounded log lines."""
+    """Lines on the worker's event descriptor -> events; stray text -> bounded log lines.
+    Each chunk is decoded once up to its last newline (a UTF-8 sequence never spans a newline)."""
 
     def __init__(self) -> None:
         self.partial = b""
@@ -88,16 +89,19 @@ class _EventStreamParser:
     def feed(self, data: bytes) -> list[Event]:
         self.total_bytes += len(data)
         data = self.partial + data
-        lines = data.split(b"\n")
-        self.partial = lines.pop()
+        cut = data.rfind(b"\n")
+        if cut < 0:
+            self.partial = data
+            if len(data) > MAX_EVENT_LINE:
+                self.partial = b""
+                return [LogEvent("executor", f"[nkitui] dropped an event line longer than {MAX_EVENT_LINE >> 20} MB", "warning")]
+            return []
+        self.partial = data[cut + 1:]
         out: list[Event] = []
-        if len(self.partial) > MAX_EVENT_LINE:
-            out.append(LogEvent("executor", f"[nkitui] dropped an event line longer than {MAX_EVENT_LINE >> 20} MB", "warning"))
-            self.partial = b""
-        for raw in lines:
-            ev = parse_line(raw)
+        for line in data[:cut].decode("utf-8", errors="replace").split("\n"):
+            ev = parse_line(line)
             if ev is None:
-                out.extend(self.text.feed(raw + b"\n"))  # not an event: bounded like kernel output
+                out.extend(self.text.feed(line.encode("utf-8") + b"\n"))  # not an event: bounded like kernel output
             else:
                 out.append(ev)
         return out

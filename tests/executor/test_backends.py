@@ -78,6 +78,7 @@ def test_neuron_backend_times_rechecks_and_profiles_with_neuron_explorer(tmp_pat
     result = run(task, env=fake_sdk_env(device="trn2", log=log))
     assert result.status == "passed", result.error
     assert result.backend == "neuron" and "running on hardware" in result.backend_reason
+    assert result.versions["neuron_ls"][0]["nc_count"] == 8
     t = result.timing
     assert t["kind"] == "measured" and t["samples"] >= 5 and t["warmup"] == 1
     assert t["min_us"] <= t["median_us"] <= t["max_us"]

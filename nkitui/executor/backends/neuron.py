@@ -42,15 +42,34 @@ class NeuronBackend(Backend):
         self.timing_policy = timing or TimingPolicy()
         self.artifacts = Path.cwd() / "nkitui-artifacts"
         self.sdk: Any = None
+        self.device_info: Any = None
         self._compile_started = 0.0
 
     def versions(self) -> dict[str, Any]:
         pkg = self.probe.new if self.namespace == "new" else self.probe.legacy
-        return {"sdk": {pkg.module: pkg.version, "fake": pkg.fake}, "devices": list(self.probe.devices),
-                "tools": {k: v for k, v in self.probe.tools.items() if v}}
+        out: dict[str, Any] = {"sdk": {pkg.module: pkg.version, "fake": pkg.fake}, "devices": list(self.probe.devices),
+                               "tools": {k: v for k, v in self.probe.tools.items() if v}}
+        if self.device_info is not None:
+            out["neuron_ls"] = self.device_info
+        return out
+
+    def _read_device_info(self) -> Any:
+        """`neuron-ls --json-output` (device count, cores, memory), when the tool is there."""
+        import json
+        import subprocess
+
+        exe = self.probe.tools.get("neuron-ls")
+        if not exe:
+            return None
+        try:
+            proc = subprocess.run([exe, "--json-output"], capture_output=True, text=True, timeout=30)
+            return json.loads(proc.stdout) if proc.returncode == 0 else None
+        except (OSError, ValueError, subprocess.TimeoutExpired):
+            return None
 
     def prepare(self) -> None:
         self.sdk = sdk_module(self.namespace, self.probe)
+        self.device_info = self._read_device_info()
         self.artifacts.mkdir(parents=True, exist_ok=True)
         os.environ["NEURON_FRAMEWORK_DEBUG"] = "1"  # keep the NEFF for the profiler
         os.environ["NEURON_PLATFORM_TARGET_OVERRIDE"] = target_env(self.target)
