@@ -92,8 +92,8 @@ def compare(a: PerfRecord, b: PerfRecord, *, rel_tol: float = 0.01, lines: int =
     """Per-metric deltas from A to B; changes within `rel_tol` (relative) count as "same"."""
     warnings: list[str] = []
     if a.source != b.source:
-        warnings.append(f"comparing an {a.source} run with a {b.source} one: differences include the cost "
-                        "model's error, not only the kernels'")
+        warnings.append(f"A is {a.source} and B is {b.source}: the differences include the cost model's "
+                        "error, not only the kernels'")
     if a.target != b.target:
         warnings.append(f"the runs are on different targets ({a.target} vs {b.target})")
     metrics = []

@@ -146,3 +146,11 @@ def record_from_schedule(trace: Trace, sched: Schedule, *, work: Work | None = N
 
 def _pct(num: float, den: float) -> float:
     return 100.0 * num / den if den > 0 else 0.0
+
+
+def estimate_latency(trace: Trace) -> float | None:
+    """Estimated device time (s) of `trace`, for the emulator's `nki.benchmark` / `set_latency_estimator`
+    hook (`NKITUI_LATENCY_ESTIMATOR=nkitui.perf`); None for an empty trace."""
+    if not trace.instructions:
+        return None
+    return simulate(trace, get_target(trace.target or "trn2")).total_time

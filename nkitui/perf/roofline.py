@@ -214,7 +214,7 @@ def minimal_work(kind: str, inputs: list[TensorSpec], outputs: list[TensorSpec],
         return Work(flops, hbm, vector_ops, dtype, k,
                     f"attention S={s} Sk={sk} D={d} Dv={dv} x{heads}{' causal' if params.get('causal') else ''}")
     if k in VECTOR_PASSES:
-        elems = max(sum(_elements(t) for t in inputs), sum(_elements(t) for t in outputs))
+        elems = max(_elements(t) for t in (*inputs, *outputs))  # the largest tensor sets the passes
         passes = float(params.get("ops_per_element", VECTOR_PASSES[k]))
         return Work(0.0, hbm, passes * elems, dtype, k, f"{k} over {elems} elements")
     if k in ("copy", "transpose"):

@@ -1,0 +1,90 @@
+"""End to end: real NKI kernels run on the emulator, their traces go through the cost model."""
+
+import importlib.util
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from nkitui import emulator
+from nkitui.perf import estimate, estimate_latency
+
+ROOT = Path(__file__).resolve().parents[2]
+KERNELS = ROOT / "benchmarks" / "costmodel_kernels" / "matmul_tutorial.py"
+
+
+@pytest.fixture(scope="module")
+def tutorial():
+    was = emulator.installed()
+    emulator.install()
+    spec = importlib.util.spec_from_file_location("perf_e2e_matmul_tutorial", KERNELS)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    yield mod
+    if not was:
+        emulator.uninstall()
+
+
+def trace_of(kernel, *args, execute=False, target="trn1"):
+    with emulator.trace(execute=execute, target=target, capacity="warn") as tr:
+        out = kernel(*args)
+    return tr, out
+
+
+def test_executed_kernel_trace_is_costed(tutorial):
+    rng = np.random.default_rng(0)
+    import ml_dtypes
+    a = rng.standard_normal((256, 128)).astype(ml_dtypes.bfloat16)  # lhsT [K, M]
+    b = rng.standard_normal((256, 1024)).astype(ml_dtypes.bfloat16)
+    tr, out = trace_of(tutorial.matmul_tiled, a, b, execute=True)
+    ref = a.astype(np.float32).T @ b.astype(np.float32)
+    assert np.abs(out.astype(np.float32) - ref).max() <= 0.02 * np.abs(ref).max()
+    r = estimate(tr)
+    assert r.target == "trn1" and r.source == "estimated"
+    assert r.summary["model_flops"] == 2 * 128 * 256 * 1024
+    assert r.summary["matmul_instruction_count"] == 2 * 2
+    assert r.summary["hbm_write_bytes"] == 128 * 1024 * 2
+    assert r.extras["folded_psum_zeroing"] == 2  # nl.zeros(psum) + `+=` is folded into the matmuls
+    assert {h.file for h in r.hotspots} == {"matmul_tutorial.py"}
+    assert estimate_latency(tr) == pytest.approx(r.total_time)
+
+
+def test_tutorial_variants_keep_their_published_order_at_a_reduced_shape(tutorial):
+    K, M, N = 1024, 2048, 1024
+    a, b = emulator.ShapeDtype((K, M), "bfloat16"), emulator.ShapeDtype((K, N), "bfloat16")
+    recs = {}
+    for name, kern in tutorial.KERNELS.items():
+        tr, _ = trace_of(kern, a, b)
+        recs[name] = estimate(tr)
+    times = [recs[n].total_time for n in ("tiled", "hoisted", "block_free", "block_all")]
+    assert times == sorted(times, reverse=True)
+    assert recs["tiled"].engine_percent("dma") > 80  # the tiled kernels wait on DMA
+    assert recs["block_all"].summary["hfu_estimated_percent"] == max(
+        r.summary["hfu_estimated_percent"] for r in recs.values())
+    assert recs["tiled"].hotspots[0].by_engine.keys() == {"dma"}
+
+
+def test_benchmark_hook_reports_the_estimate_as_latency(tutorial):
+    import neuronxcc.nki as nki
+    K, M, N = 256, 128, 512
+    a, b = emulator.ShapeDtype((K, M), "bfloat16"), emulator.ShapeDtype((K, N), "bfloat16")
+    emulator.set_latency_estimator(estimate_latency)
+    try:
+        with emulator.options(execute=False, target="trn1"):
+            bench = nki.benchmark(warmup=1, iters=1)(tutorial.matmul_tiled)
+            bench(a, b)
+    finally:
+        emulator.set_latency_estimator(None)
+    res = bench.benchmark_result
+    assert res.nc_latency.get_latency_percentile(50) == pytest.approx(estimate_latency(res.trace) * 1e6)
+
+
+def test_latency_estimator_can_be_named_in_the_environment():
+    code = ("from nkitui.emulator.launch import latency_estimator; import nkitui.perf as p; "
+            "print(latency_estimator() is p.estimate_latency)")
+    env = dict(os.environ, NKITUI_LATENCY_ESTIMATOR="nkitui.perf")
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, cwd=ROOT, timeout=60)
+    assert out.stdout.strip() == "True", out.stderr
