@@ -10,6 +10,7 @@ tensors backed by the caller's arrays, so kernels that write their outputs into 
 from __future__ import annotations
 
 import functools
+import gc
 import importlib
 import inspect
 import itertools
@@ -243,6 +244,10 @@ def run_kernel(kernel: Kernel, args, kwargs, *, grid: tuple[int, ...] | None = N
     result = None
     prev = set_current(run)
     saved_err = np.seterr(all="ignore")  # fp exceptions are data, as on the device (NaN/Inf propagate)
+    # Tiles are freed by reference counting; the cyclic collector would only rescan the growing trace
+    # over and over (quadratic in trace length), so it pauses during the launch.
+    gc_was_enabled = gc.isenabled()
+    gc.disable()
     try:
         with single_threaded():
             for pid in programs:
@@ -250,6 +255,8 @@ def run_kernel(kernel: Kernel, args, kwargs, *, grid: tuple[int, ...] | None = N
                 run.shared_idx = 0
                 result = kernel.func(*targs, **tkwargs)
     finally:
+        if gc_was_enabled:
+            gc.enable()
         np.seterr(**saved_err)
         set_current(prev)
     wall = time.perf_counter() - t0

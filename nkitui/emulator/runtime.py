@@ -276,10 +276,19 @@ class Run:
             out_dtype, out_mem = outs[0].st.dtype.name, outs[0].st.memory
         else:
             out_dtype, out_mem = "", "none"
+        if meta is None:
+            meta = {}
+        if engine == "dma":
+            meta["contiguous_bytes"] = _dma_run_bytes(ins, outs)
+        elif engine != "tensor":
+            for t in ins:
+                if t.st.pax >= 0 and not t.inner_contiguous():
+                    meta["contiguous"] = False
+                    break
         instrs = self.trace.instructions
         ins_ = Instruction(len(instrs), engine, opcode, partitions, free, tuple(in_dtypes), out_dtype,
                            tuple(in_mems), out_mem, br, bw, hr, hw, flops, tuple(reads), tuple(writes), base, line,
-                           0, self.program, meta if meta is not None else {})
+                           0, self.program, meta)
         instrs.append(ins_)
         return ins_
 
@@ -289,6 +298,15 @@ class Run:
         self._warned_at.add(key)
         self.diagnostics.append({"rule": "note", "message": msg})
         warnings.warn(msg, NKIEmulatorWarning, stacklevel=3)
+
+
+def _dma_run_bytes(ins, outs) -> int:
+    """Contiguous bytes per DMA descriptor: the shortest contiguous run on the HBM side (or of the
+    source when both sides are on-chip), which drives DMA efficiency in the cost model."""
+    runs = [t.contiguous_elems() * t.st.dtype.itemsize for t in (*ins, *outs) if t.st.pax < 0]
+    if not runs:
+        runs = [t.contiguous_elems() * t.st.dtype.itemsize for t in ins[:1] or outs[:1]]
+    return min(runs) if runs else 0
 
 
 def _regions_overlap(a, b) -> bool:

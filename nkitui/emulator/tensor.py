@@ -367,6 +367,32 @@ class Tensor:
         self._acc = a
         return a
 
+    def contiguous_elems(self) -> int:
+        """Elements in the innermost contiguous run of this view (per partition on-chip)."""
+        if self.fancy is not None:
+            return 1
+        st = self.st
+        run = 1
+        for d in range(len(self.ent) - 1, -1, -1):
+            if d == st.pax:
+                break
+            start, step, length, rax = self.ent[d]
+            if length > 1 and step != 1:
+                break
+            run *= length
+            if rax < 0 or length != st.shape[d]:
+                break
+        return run
+
+    def inner_contiguous(self) -> bool:
+        """Is the innermost free dimension read with stride 1 (VectorE performance modes)?"""
+        if self.fancy is not None:
+            return False
+        for start, step, length, rax in reversed(self.ent):
+            if length > 1:
+                return step == 1
+        return True
+
     # -- data ----------------------------------------------------------------------------------
     def _key(self):
         key = []

@@ -23,14 +23,16 @@ Conventions
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Iterator
+from typing import Any, Iterator, NamedTuple
 
 ENGINES = ("tensor", "vector", "scalar", "gpsimd", "dma", "sync")
 MEMORIES = ("hbm", "sbuf", "psum", "register", "none")
 
 
-@dataclass(slots=True, frozen=True)
-class Access:
+class Access(NamedTuple):
+    """One rectangular region an instruction reads or writes (immutable, hashable; a NamedTuple
+    because the emulator creates two or three per instruction and tuples build fastest)."""
+
     storage: int  # allocation id, unique within the trace
     memory: str  # one of MEMORIES
     p0: int  # first partition (inclusive); 0 for HBM

@@ -83,8 +83,10 @@ def activation(dst: Tensor, op, data: Tensor, *, bias=None, scale=1.0, reduce_op
     if t_scale is not None:
         meta["scale"] = "vector"
     if cmd != "idle":
-        meta["reduce_op"] = ro.name
+        meta["reduce"] = ro.name
         meta["reduce_cmd"] = cmd
+        if reduce_res is not None:
+            meta["reduce_res"] = True
     run.record("scalar", "activation", ins, outs, partitions=P, free=math.prod(data.shape[1:]), meta=meta)
     if not run.execute:
         for o in outs:

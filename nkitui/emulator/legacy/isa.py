@@ -108,7 +108,9 @@ def nc_matmul(stationary, moving, *, is_stationary_onezero=False, is_moving_onez
     _eng.nc_matmul(out, stationary, moving, is_transpose=bool(is_transpose), perf_mode=perf_mode,
                    where=plan.where, api=api,
                    meta={k: v for k, v in (("is_stationary_onezero", is_stationary_onezero),
-                                           ("is_moving_onezero", is_moving_onezero)) if v})
+                                           ("is_moving_onezero", is_moving_onezero),
+                                           ("tile_position", tuple(tile_position) or None),
+                                           ("tile_size", tuple(tile_size) or None)) if v})
     out._mm = run.trace.instructions[-1] if run.recording else True
     return mark(run, out)
 
