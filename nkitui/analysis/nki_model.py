@@ -1,9 +1,10 @@
 """The NKI side of a port, as read from its source with Python's `ast` (never executed).
 
-`build_nki_model(source, path, context)` returns an `NkiModel`: the file's namespace and import
-aliases, and for each kernel its parameters, tensors (HBM, SBUF, PSUM tiles with shape, dtype and
-buffer), loops (kind and trip count), and operations (DMA, matmul, element-wise, ...) with the
-engine that runs them and the loops they sit in. Rules and the CUDA alignment read this model.
+`nkitui.analysis.build_nki_model(source, path, context)` (implemented by `nki_walker.build`) returns
+an `NkiModel`: the file's namespace and import aliases, and for each kernel its parameters, tensors
+(HBM, SBUF, PSUM tiles with shape, dtype and buffer), loops (kind and trip count), and operations
+(DMA, matmul, element-wise, ...) with the engine that runs them and the loops they sit in. Rules and
+the CUDA alignment read this model.
 """
 
 from __future__ import annotations

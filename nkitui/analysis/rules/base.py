@@ -9,7 +9,8 @@ from typing import Any
 from nkitui.analysis.context import AnalysisContext
 from nkitui.analysis.cuda import CudaModel
 from nkitui.analysis.nki_api import DMA_KINDS
-from nkitui.analysis.nki_model import Access, KernelModel, Loop, NkiModel, Op, Tensor
+from nkitui.analysis.nki_access import finish_access
+from nkitui.analysis.nki_model import Access, DimAccess, KernelModel, Loop, NkiModel, Op, Tensor
 from nkitui.analysis.nki_values import Lin, Unk, known_int
 from nkitui.common.findings import Category, Finding, Severity
 
@@ -114,14 +115,10 @@ def dma_sides(km: KernelModel, op: Op) -> tuple[Access | None, Access | None, st
     writes = list(op.writes)
     if op.result is not None and op.result in km.tensors:
         res = km.tensors[op.result]
-        from nkitui.analysis.nki_walker import _finish_access
-
-        dims = ()
+        dims: tuple[DimAccess, ...] = ()
         if res.shape is not None:
-            from nkitui.analysis.nki_model import DimAccess
-
             dims = tuple(DimAccess(kind="full", extent=known_int(s), text=":") for s in res.shape)
-        writes.append(_finish_access(res, dims, res.label(), whole=True))
+        writes.append(finish_access(res, dims, res.label(), whole=True))
     src = next((a for a in reads if km.root(a.tensor).is_hbm), None)
     dst = next((a for a in writes if km.root(a.tensor).is_hbm), None)
     chip_src = next((a for a in reads if km.root(a.tensor).on_chip), None)

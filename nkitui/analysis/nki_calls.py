@@ -1,0 +1,678 @@
+"""Calls inside a kernel: NKI APIs (allocation, indexing, SPMD, device instructions), builtins, numpy /
+torch (host code), tensor methods (views), and helper functions of the same file (inlined).
+
+`CallsMixin` is one part of the kernel walker (`nki_walker._KernelWalker`).
+"""
+
+from __future__ import annotations
+
+import ast
+from typing import Any
+
+from nkitui.analysis import nki_api
+from nkitui.analysis.dtypes import canonical as canonical_dtype
+from nkitui.analysis.nki_access import loaded_shape, region_shape
+from nkitui.analysis.nki_exprs import Frame, is_number
+from nkitui.analysis.nki_imports import FILE_READERS, HOST_LIBRARIES
+from nkitui.analysis.nki_model import Access, HostCall, Op, StateUse, Tensor
+from nkitui.analysis.nki_values import (
+    Api,
+    Buffer,
+    DsV,
+    Dtype,
+    FuncRef,
+    Method,
+    MGrid,
+    ShapeV,
+    TRef,
+    Unk,
+    as_lin,
+    deps_of,
+    known_int,
+    lin_add,
+    symbol,
+    tags_of,
+)
+
+CONTAINER_WRITE_METHODS = {"append", "update", "setdefault", "add", "extend", "insert", "__setitem__",
+                           "appendleft", "put"}
+_HOST_TENSOR_METHODS = {"numpy", "cpu", "tolist", "item", "detach", "astype", "copy", "sum", "mean", "max", "min",
+                        "dot", "matmul", "cumsum", "clone", "to", "float", "half", "double", "exp", "softmax"}
+_VIEW_METHODS = {"reshape", "view", "ap", "broadcast", "broadcast_to", "permute", "select", "vector_select",
+                 "flatten_dims", "reshape_dim", "expand_dim", "squeeze_dim", "rearrange", "indirect", "T"}
+_MAX_INLINE_DEPTH = 8
+
+
+class CallsMixin:
+    """Evaluation of calls (mixed into the kernel walker)."""
+
+    def ev_Call(self, node: ast.Call) -> Any:
+        callee = self.eval(node.func)
+        args = [self.eval(a) for a in node.args]
+        kwargs: dict[str, Any] = {}
+        for kw in node.keywords:
+            value = self.eval(kw.value)
+            if kw.arg is not None:
+                kwargs[kw.arg] = value
+            else:
+                self.escape(value)
+        if isinstance(callee, Api):
+            return self.api_call(callee.name, node, args, kwargs)
+        if isinstance(callee, FuncRef):
+            return self.inline(callee, node, args, kwargs)
+        if isinstance(callee, Method):
+            return self.method_call(callee, node, args, kwargs)
+        self.escape(args)
+        self.escape(kwargs)
+        return Unk(deps=deps_of(callee) | deps_of(args) | deps_of(list(kwargs.values())))
+
+    def method_call(self, m: Method, node: ast.Call, args: list[Any], kwargs: dict[str, Any]) -> Any:
+        if isinstance(m.obj, TRef):
+            t = self.km.root(m.obj.tid)
+            if m.name in _VIEW_METHODS:
+                return self.view_method(m.obj, m.name, args, kwargs, node)
+            if m.name in _HOST_TENSOR_METHODS and (t.is_hbm or t.origin == "param"):
+                self.km.host_calls.append(HostCall(f"tensor.{m.name}", node.lineno, [t.id], self.m.seg.text(node)))
+                return Unk(tags=frozenset({"host"}), deps=deps_of(args))
+            if m.name == "depends_on":
+                return m.obj
+            self.escape([m.obj])
+            return Unk()
+        func = node.func
+        if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and self.is_module_container(func.value.id):
+            kind = "container-write" if m.name in CONTAINER_WRITE_METHODS else "container-read"
+            self.km.state.append(StateUse(kind, func.value.id, node.lineno, self.m.seg.text(node)))
+            return Unk(tags=frozenset({"cached"}))
+        if isinstance(m.obj, list) and m.name in ("append", "extend", "insert"):
+            # Lists of tiles (`tiles.append(t)` ... `tiles[k]`): keep the items so that indexing finds them.
+            if m.name == "append" and args:
+                m.obj.append(args[0])
+            elif m.name == "extend" and args and isinstance(args[0], (list, tuple)):
+                m.obj.extend(args[0])
+            elif m.name == "insert" and len(args) == 2:
+                m.obj.append(args[1])
+            return None
+        if isinstance(m.obj, (list, tuple)) and m.name == "index":
+            return Unk()
+        self.escape(args)
+        self.escape(kwargs)
+        return Unk(deps=deps_of(args))
+
+    def view_method(self, ref: TRef, name: str, args: list[Any], kwargs: dict[str, Any], node: ast.AST) -> Any:
+        t = self.km.tensors[ref.tid]
+        root = self.km.root(ref.tid)
+        shape: tuple[Any, ...] | None = None
+        dtype = t.dtype
+        if name in ("reshape", "broadcast_to", "broadcast"):
+            raw = args[0] if len(args) == 1 else tuple(args) if args else kwargs.get("shape")
+            if isinstance(raw, (tuple, list)):
+                shape = tuple(raw)
+            elif known_int(raw) is not None:
+                shape = (raw,)
+        elif name == "view" and args and isinstance(args[0], Dtype):
+            dtype = args[0].name
+            shape = t.shape
+        elif name in ("T",):
+            shape = tuple(reversed(t.shape)) if t.shape is not None else None
+        elif name == "permute" and t.shape is not None and args:
+            order = args[0] if isinstance(args[0], (tuple, list)) else args
+            if all(isinstance(o, int) for o in order) and len(order) == len(t.shape):
+                shape = tuple(t.shape[o] for o in order)
+        view_t = self.new_tensor(name=t.name, buffer=root.buffer, shape=shape, dtype=dtype,
+                                 line=getattr(node, "lineno", t.line), origin="view", alias_of=ref.tid,
+                                 param=root.param, api=f"view.{name}")
+        view_t.matmul = root.matmul
+        view_t.pdim = 0
+        if ref.view is not None and name not in ("reshape",):
+            return TRef(view_t.id)
+        return TRef(view_t.id)
+
+    def api_call(self, name: str, node: ast.Call, args: list[Any], kwargs: dict[str, Any]) -> Any:
+        if name.startswith("builtins."):
+            return self.builtin_call(name[9:], node, args, kwargs)
+        if name.startswith("math."):
+            return _math_call(name[5:], args)
+        head = name.split(".")[0]
+        if name in FILE_READERS:
+            self.km.state.append(StateUse("file-read", name, node.lineno, self.m.seg.text(node)))
+            self.km.host_calls.append(HostCall(name, node.lineno, [], self.m.seg.text(node)))
+            return Unk(tags=frozenset({"host", "cached"}))
+        if head in HOST_LIBRARIES:
+            return self.host_call(name, node, args, kwargs)
+        if head in ("nl", "nisa", "ncc", "nt", "nki", "ncoll"):
+            return self.nki_call(name, node, args, kwargs)
+        if name in ("operator.add", "operator.mul", "operator.sub"):
+            return Unk()
+        self.escape(args)
+        self.escape(kwargs)
+        return Unk(deps=deps_of(args))
+
+    def builtin_call(self, name: str, node: ast.Call, args: list[Any], kwargs: dict[str, Any]) -> Any:
+        if name in ("min", "max", "int", "float", "round", "abs", "divmod", "range"):
+            args = [self.scalarize(a) for a in args]
+        ints = [known_int(a) for a in args]
+        if name in ("min", "max"):
+            values = list(args[0]) if len(args) == 1 and isinstance(args[0], (tuple, list)) else args
+            known = [known_int(v) if not isinstance(v, float) else v for v in values]
+            if values and all(k is not None for k in known):
+                return min(known) if name == "min" else max(known)  # type: ignore[type-var]
+            deps: frozenset[str] = frozenset()
+            for v in values:
+                deps |= deps_of(v)
+            tags = frozenset({"min"}) if name == "min" else frozenset({"max"})
+            parts = tuple(v for v in values if as_lin(v) is not None) if name == "min" else ()
+            return Unk(deps=deps, tags=tags | tags_of(values), parts=parts, line=node.lineno)
+        if name == "len":
+            if args and isinstance(args[0], (tuple, list, dict)):
+                return len(args[0])
+            if args and isinstance(args[0], MGrid):
+                return len(args[0].grids)
+            return Unk()
+        if name in ("int", "round") and args:
+            v = args[0]
+            if isinstance(v, float):
+                return int(v) if name == "int" else round(v)
+            return v if as_lin(v) is not None else Unk(deps=deps_of(v), tags=tags_of(v))
+        if name == "float" and args:
+            return float(args[0]) if is_number(args[0]) else Unk(deps=deps_of(args[0]))
+        if name == "abs" and args and is_number(args[0]):
+            return abs(args[0])
+        if name in ("tuple", "list") and args and isinstance(args[0], (tuple, list)):
+            return tuple(args[0]) if name == "tuple" else list(args[0])
+        if name in ("tuple", "list") and args and isinstance(args[0], ShapeV):
+            return Unk()
+        if name == "sum" and args and isinstance(args[0], (tuple, list)) and all(isinstance(i, int) for i in args[0]):
+            return sum(args[0])
+        if name == "divmod" and len(ints) == 2 and None not in ints and ints[1]:
+            return divmod(ints[0], ints[1])  # type: ignore[operator]
+        if name == "print":
+            return None
+        if name == "range":
+            return Unk(deps=deps_of(args))
+        if name == "isinstance":
+            return Unk()
+        if name == "open":
+            self.km.state.append(StateUse("file-read", "open", node.lineno, self.m.seg.text(node)))
+            return Unk(tags=frozenset({"host", "cached"}))
+        if name in ("setattr",) and args and isinstance(args[0], FuncRef):
+            self.km.state.append(StateUse("attribute", args[0].name, node.lineno, self.m.seg.text(node)))
+            return None
+        if name in ("getattr", "hasattr") and args and isinstance(args[0], FuncRef):
+            self.km.state.append(StateUse("attribute-read", args[0].name, node.lineno, self.m.seg.text(node)))
+            return Unk()
+        if name in ("zip", "enumerate", "reversed", "sorted", "map", "iter"):
+            return Unk(deps=deps_of(args))
+        self.escape(args)
+        return Unk(deps=deps_of(args))
+
+    def host_call(self, name: str, node: ast.Call, args: list[Any], kwargs: dict[str, Any]) -> Any:
+        attr = name.rsplit(".", 1)[-1]
+        if attr in nki_api.DTYPE_ATTRS:
+            if args and is_number(args[0]):
+                return args[0]
+            return Dtype(canonical_dtype(attr) or attr)
+        if name in ("np.dtype", "torch.dtype") and args and isinstance(args[0], (str, Dtype)):
+            return Dtype(canonical_dtype(args[0] if isinstance(args[0], str) else args[0].name))
+        refs = self.tensor_refs(args) + self.tensor_refs(list(kwargs.values()))
+        if not refs and all(is_plain(a) for a in list(args) + list(kwargs.values())):
+            # numpy arithmetic on shapes and constants (np.prod(x.shape), np.ceil(n / 128)) is fine.
+            if attr in ("prod", "product") and args and isinstance(args[0], (tuple, list)):
+                ints = [known_int(v) for v in args[0]]
+                if all(i is not None for i in ints):
+                    out = 1
+                    for i in ints:
+                        out *= i  # type: ignore[operator]
+                    return out
+            if attr == "ceil" and args and is_number(args[0]):
+                import math
+                return math.ceil(args[0])
+            return Unk(deps=deps_of(args), tags=frozenset({"hostconst"}))
+        tids = [self.km.root(r.tid).id for r in refs]
+        self.km.host_calls.append(HostCall(name, node.lineno, tids, self.m.seg.text(node)))
+        return Unk(deps=deps_of(args), tags=frozenset({"host"}))
+
+    def inline(self, fref: FuncRef, node: ast.Call, args: list[Any], kwargs: dict[str, Any]) -> Any:
+        fdef = fref.node
+        if not isinstance(fdef, (ast.FunctionDef, ast.AsyncFunctionDef)) or fref.name in self.call_stack \
+                or len(self.call_stack) > _MAX_INLINE_DEPTH:
+            self.escape(args)
+            self.escape(kwargs)
+            return Unk(deps=deps_of(args))
+        frame = Frame(func=fref.name)
+        params = fdef.args.posonlyargs + fdef.args.args
+        defaults = dict(zip([a.arg for a in params[len(params) - len(fdef.args.defaults):]], fdef.args.defaults))
+        for a, d in zip(fdef.args.kwonlyargs, fdef.args.kw_defaults):
+            if d is not None:
+                defaults[a.arg] = d
+        for i, a in enumerate(params):
+            if i < len(args):
+                frame.env[a.arg] = args[i]
+            elif a.arg in kwargs:
+                frame.env[a.arg] = kwargs[a.arg]
+            elif a.arg in defaults:
+                frame.env[a.arg] = self.eval(defaults[a.arg])
+            else:
+                frame.env[a.arg] = Unk(text=a.arg)
+        for a in fdef.args.kwonlyargs:
+            if a.arg in kwargs:
+                frame.env[a.arg] = kwargs[a.arg]
+            elif a.arg in defaults:
+                frame.env[a.arg] = self.eval(defaults[a.arg])
+        if fdef.args.vararg is not None:
+            frame.env[fdef.args.vararg.arg] = tuple(args[len(params):])
+        if fdef.args.kwarg is not None:
+            frame.env[fdef.args.kwarg.arg] = {k: v for k, v in kwargs.items() if k not in {a.arg for a in params}}
+        if fref.name not in self.km.helpers:
+            self.km.helpers.append(fref.name)
+        self.frames.append(frame)
+        self.call_stack.append(fref.name)
+        try:
+            self.walk_body(fdef.body)
+        finally:
+            self.call_stack.pop()
+            self.frames.pop()
+        values = [v for v in frame.returns if v is not None]
+        if not values:
+            return None
+        for v in reversed(values):
+            if self.tensor_refs(v):
+                return v
+        return values[-1]
+
+    def nki_call(self, name: str, node: ast.Call, args: list[Any], kwargs: dict[str, Any]) -> Any:
+        info = nki_api.info(name)
+        if info is None:
+            if name.startswith(("nl.", "nisa.")):
+                self.km.notes.append(f"line {node.lineno}: {name} is not an NKI API the analysis knows")
+            self.escape(args)
+            self.escape(kwargs)
+            return Unk(deps=deps_of(args))
+        if info.kind == "alloc":
+            return self.alloc(name, node, args, kwargs)
+        if info.kind == "index":
+            return self.index_api(name, node, args, kwargs)
+        if info.kind == "spmd":
+            self.km.spmd_lines.append(node.lineno)
+            if name == "nl.program_id":
+                axis = known_int(args[0]) if args else known_int(kwargs.get("axis", 0))
+                return symbol(f"program_id({axis if axis is not None else 0})")
+            if name == "nl.num_programs":
+                grid = self.ctx.grid if self.ctx else None
+                axis = known_int(args[0]) if args else known_int(kwargs.get("axes", 0))
+                if grid and axis is not None and axis < len(grid):
+                    return grid[axis]
+                return symbol(f"num_programs({axis if axis is not None else 0})")
+            return Unk()
+        if info.kind in ("loop", "query", "schedule", "debug"):
+            return Unk(deps=deps_of(args))
+        return self.device_op(name, info, node, args, kwargs)
+
+    def index_api(self, name: str, node: ast.Call, args: list[Any], kwargs: dict[str, Any]) -> Any:
+        if name == "nl.arange":
+            if len(args) >= 2:
+                lo, hi = as_lin(args[0]), as_lin(args[1])
+                extent = known_int(lin_add(hi, lo, -1)) if lo is not None and hi is not None else None
+            else:
+                extent = known_int(args[0]) if args else None
+            return self.make_grid(extent, None)
+        if name == "nl.ds":
+            start = self.scalarize(args[0] if args else kwargs.get("start"))
+            size = self.scalarize(args[1] if len(args) > 1 else kwargs.get("size"))
+            return DsV(start, size)
+        if name == "nl.par_dim":
+            return args[0] if args else Unk()
+        return Unk()
+
+    def alloc(self, name: str, node: ast.Call, args: list[Any], kwargs: dict[str, Any]) -> Any:
+        short = name.split(".", 1)[1]
+        shape_value: Any = None
+        dtype_value: Any = kwargs.get("dtype")
+        buffer_value: Any = kwargs.get("buffer")
+        init = None
+        shape_node: ast.expr | None = node.args[0] if node.args else None
+        if short in ("zeros_like", "ones_like", "empty_like", "full_like"):
+            like = args[0] if args else kwargs.get("a") or kwargs.get("x")
+            if isinstance(like, TRef):
+                lt = self.km.tensors[like.tid]
+                shape_value = region_shape(like.view) if like.view is not None else lt.shape
+                if dtype_value is None:
+                    dtype_value = Dtype(lt.dtype)
+            init = {"zeros_like": "zeros", "ones_like": "ones", "full_like": "full"}.get(short)
+            shape_node = None
+        elif short == "shared_constant":
+            t = self.new_tensor(name=None, buffer="shared_hbm", shape=None, dtype=dtype_name(dtype_value),
+                                line=node.lineno, origin="alloc", api=name)
+            if args and isinstance(args[0], Unk) and "host" in args[0].tags:
+                self.km.host_calls.append(HostCall("nl.shared_constant of a host-computed value", node.lineno, [],
+                                                   self.m.seg.text(node)))
+            return TRef(t.id)
+        elif short == "shared_identity_matrix":
+            n = args[0] if args else kwargs.get("n")
+            t = self.new_tensor(name=None, buffer="shared_hbm", shape=(n, n), dtype=dtype_name(dtype_value) or "uint8",
+                                line=node.lineno, origin="alloc", api=name)
+            return TRef(t.id)
+        else:
+            shape_value = args[0] if args else kwargs.get("shape")
+            rest = list(args[1:])
+            if short == "full":
+                if rest:
+                    rest.pop(0)
+                init = "full"
+            elif short in ("zeros", "ones"):
+                init = short
+            if rest and dtype_value is None:
+                dtype_value = rest.pop(0)
+            if rest and buffer_value is None:
+                buffer_value = rest.pop(0)
+        shape: tuple[Any, ...] | None
+        if isinstance(shape_value, (tuple, list)):
+            shape = tuple(shape_value)
+        elif shape_value is not None and not isinstance(shape_value, (ShapeV, Unk)):
+            shape = (shape_value,)
+        else:
+            shape = None
+        pdim = _par_dim_index(shape_node, self)
+        buffer = _buffer_name(buffer_value)
+        t = self.new_tensor(name=kwargs.get("name") if isinstance(kwargs.get("name"), str) else None,
+                            buffer=buffer, shape=shape, dtype=dtype_name(dtype_value), line=node.lineno,
+                            origin="alloc", api=name, init=init, pdim=pdim)
+        if init is not None and t.on_chip:
+            op = self.new_op(name, "memset", "vector" if buffer != "psum" else "vector", node)
+            op.writes.append(self.whole_access(t, t.name or ""))
+        return TRef(t.id)
+
+    def dst_and_args(self, name: str, args: list[Any], kwargs: dict[str, Any]) -> tuple[Any, list[Any], dict[str, Any]]:
+        kwargs = dict(kwargs)
+        for key in nki_api.DST_KEYWORDS:
+            if key in kwargs and isinstance(kwargs[key], TRef):
+                return kwargs.pop(key), list(args), kwargs
+        if name == "nl.store":
+            dst = args[0] if args else kwargs.pop("dst", None)
+            return dst, list(args[1:]), kwargs
+        if name == "nisa.nc_stream_shuffle" and self.namespace != "new" and len(args) >= 2:
+            return args[1], [args[0]] + list(args[2:]), kwargs
+        if (self.namespace == "new" and name.startswith("nisa.") and name not in nki_api.NEW_RETURNING
+                and args and isinstance(args[0], TRef)):
+            return args[0], list(args[1:]), kwargs
+        return None, list(args), kwargs
+
+    def device_op(self, name: str, info: nki_api.ApiInfo, node: ast.Call, args: list[Any],
+                  kwargs: dict[str, Any]) -> Any:
+        dst, rest, kw = self.dst_and_args(name, args, kwargs)
+        engine = info.engine
+        if "engine" in kw:
+            engine = _engine_name(kw.pop("engine")) or engine
+        elif name == "nisa.nc_transpose" and "engine" in kwargs:
+            engine = _engine_name(kwargs["engine"]) or engine
+        mask = kw.pop("mask", None)
+        dtype = dtype_name(kw.pop("dtype", None))
+        op = self.new_op(name, info.kind, engine, node)
+        op.mask = mask
+        op.dtype = dtype
+        op.kwargs = {kwn.arg: self.m.seg.text(kwn.value, 80) for kwn in node.keywords if kwn.arg}
+        op.fn = _activation_fn(name, rest, kw)
+        op.alu = _alu_of(name, kw)
+        skip = {"name", "engine", "buffer", "op", "op0", "op1", "reduce_op", "reduce_cmd", "axis", "keepdims",
+                "negate", "reverse0", "reverse1", "perf_mode", "dge_mode", "oob_mode", "shuffle_mask",
+                "transpose_x", "is_stationary_onezero", "is_moving_onezero", "is_transpose", "accumulate",
+                "tile_position", "tile_size", "priority", "pattern", "cmp_op", "comp_op0", "comp_op1",
+                "channel_multiplier", "num_elem_per_idx", "num_valid_indices", "mode", "dst_rmw_op"}
+        operands: list[Any] = list(rest) + [v for k, v in kw.items() if k not in skip
+                                            and k not in nki_api.EXTRA_OUTPUT_KEYWORDS]
+        for key in nki_api.EXTRA_OUTPUT_KEYWORDS:
+            extra = kw.get(key)
+            if isinstance(extra, TRef):
+                op.writes.append(self.access_of(extra))
+        for value in operands:
+            if isinstance(value, TRef):
+                self.as_tensor(value)
+                op.inputs.append(value.tid)
+                op.reads.append(self.access_of(value))
+            elif isinstance(value, (list, tuple)) and self.tensor_refs(value):
+                for ref in self.tensor_refs(value):
+                    op.inputs.append(ref.tid)
+                    op.reads.append(self.access_of(ref))
+            elif value is None or isinstance(value, (Api, Dtype, Buffer, str, bool)):
+                continue
+            else:
+                op.scalars.append(value)
+                if isinstance(value, Unk) and "host" in value.tags:
+                    self.km.host_calls.append(HostCall(f"{name} of a host-computed value", node.lineno, [],
+                                                       self.m.seg.text(node)))
+        # Activation: scale/bias given?
+        for key in ("scale", "bias"):
+            if key in kw and kw[key] is not None and not (key == "scale" and kw[key] == 1.0):
+                op.kwargs.setdefault(f"_has_{key}", "1")
+        if dst is not None and isinstance(dst, TRef):
+            self.as_tensor(dst)
+            dst_access = self.access_of(dst)
+            op.writes.append(dst_access)
+            self.after_write(op, dst_access, node, kw)
+            return None if self.namespace == "new" or name == "nl.store" else dst
+        if name == "nl.store" or info.kind in ("dma_store", "collective", "register", "rng") and dst is None:
+            return None
+        result = self.result_tensor(name, info, op, node, kw)
+        if result is not None:
+            op.result = result.id
+            self.after_write(op, self.whole_access(result, ""), node, kw)
+            return TRef(result.id)
+        return Unk()
+
+    def after_write(self, op: Op, dst: Access, node: ast.Call, kw: dict[str, Any]) -> None:
+        target = self.km.root(dst.tensor)
+        sources = [self.km.root(t) for t in op.inputs]
+        if op.kind == "matmul":
+            target.matmul = True
+            acc = kw.get("accumulate", ...)
+            if acc is True:
+                op.accumulate = True
+            elif acc is not False and self.namespace == "new" and dst.tensor is not None:
+                inner = [lid for lid in op.loops if not self.created_inside(target, lid)]
+                if any(self.km.loops[lid].sym not in dst.deps for lid in inner if lid in self.km.loops):
+                    op.accumulate = True
+            if acc is False:
+                op.kwargs["_accumulate_false"] = "1"
+        elif op.kind in ("copy", "activation", "tensor_scalar", "transpose") and any(s.matmul for s in sources):
+            target.matmul = True
+        if op.kind in ("dma", "dma_load", "dma_transpose", "dma_load_transpose") and op.reads:
+            src_access = op.reads[0]
+            src = self.km.root(src_access.tensor)
+            if src.is_hbm and target.on_chip:
+                target.origin_dims = tuple(d.deps for d in src_access.dims)
+                target.source_dtype = src.dtype
+        elif op.kind in ("copy", "activation", "tensor_scalar") and sources and target.source_dtype is None:
+            target.source_dtype = sources[0].source_dtype or sources[0].dtype
+
+    def created_inside(self, t: Tensor, loop_id: int) -> bool:
+        """True when tensor `t` was created inside loop `loop_id` (so it is fresh per iteration)."""
+        lid = t.loop
+        while lid is not None:
+            if lid == loop_id:
+                return True
+            lid = self.km.loops[lid].parent if lid in self.km.loops else None
+        return False
+
+    def result_tensor(self, name: str, info: nki_api.ApiInfo, op: Op, node: ast.Call,
+                      kw: dict[str, Any]) -> Tensor | None:
+        inputs = [self.km.tensors[t] for t in op.inputs]
+        first = op.reads[0] if op.reads else None
+        shape: tuple[Any, ...] | None = tuple(region_shape(first)) if first is not None else None
+        dtype = op.dtype or (self.km.root(inputs[0].id).dtype if inputs else None)
+        buffer = "sbuf"
+        if info.kind == "dma_load" and first is not None:
+            shape = loaded_shape(first)
+        elif info.kind == "dma_load_transpose" and first is not None:
+            shape = tuple(reversed(loaded_shape(first) or ())) or None
+        elif info.kind == "matmul":
+            buffer = "psum"
+            dtype = "float32"
+            if len(op.reads) >= 2:
+                a, b = op.reads[0], op.reads[1]
+                transpose_x = kw.get("transpose_x", False) is True or name.startswith("nisa.")
+                m = a.free if transpose_x else a.partitions
+                shape = (m, b.free)
+        elif info.kind == "transpose":
+            if op.engine == "tensor":
+                buffer = "psum"
+            if shape is not None:
+                shape = tuple(reversed(shape))
+        elif info.kind == "bn_stats" and first is not None:
+            shape = (first.partitions, 6)
+            dtype = op.dtype or "float32"
+        elif info.kind == "bn_aggr" and first is not None:
+            shape = (first.partitions, 2)
+            dtype = op.dtype or "float32"
+        elif info.kind in ("reduce", "activation_reduce", "tensor_scalar_reduce") and first is not None:
+            shape = (first.partitions, 1)
+        if "buffer" in kw:
+            buffer = _buffer_name(kw["buffer"])
+        t = self.new_tensor(name=None, buffer=buffer, shape=shape, dtype=dtype, line=node.lineno, origin="op", api=name)
+        if info.kind in ("dma_load", "dma_load_transpose"):
+            t.origin = "load"
+        return t
+
+    def tensor_operator(self, name: str, tensors: list[TRef], node: ast.AST, *, alu: str | None = None,
+                        scalars: list[Any] | None = None, kind: str = "elementwise",
+                        engine: str = "vector") -> Any:
+        op = self.new_op(name, kind, engine, node)
+        op.alu = alu
+        for ref in tensors:
+            op.inputs.append(ref.tid)
+            op.reads.append(self.access_of(ref))
+        op.scalars.extend(scalars or [])
+        if any(self.km.root(r.tid).is_hbm for r in tensors):
+            tids = [self.km.root(r.tid).id for r in tensors]
+            self.km.host_calls.append(HostCall(f"{name} on HBM tensors", getattr(node, "lineno", 0), tids,
+                                               self.m.seg.text(node)))
+        first = op.reads[0] if op.reads else None
+        shape = tuple(region_shape(first)) if first is not None else None
+        dtype = self.km.root(tensors[0].tid).dtype if tensors else None
+        t = self.new_tensor(name=None, buffer="psum" if kind == "matmul" else "sbuf", shape=shape, dtype=dtype,
+                            line=getattr(node, "lineno", 0), origin="op", api=name)
+        op.result = t.id
+        return TRef(t.id)
+
+    def finish_op(self, op: Op) -> None:
+        """Accumulation that only shows once writes are known: `nisa.tensor_tensor(dst=acc, data1=acc, ...)`."""
+        if op.accumulate or op.alu not in ("add", "subtract"):
+            return
+        write_roots = {self.km.root(a.tensor).id for a in op.writes}
+        input_roots = {self.km.root(t).id for t in op.inputs}
+        common = write_roots & input_roots
+        if common:
+            op.accumulate = True
+            op.kwargs.setdefault("_acc_target", str(next(iter(common))))
+
+
+
+def _math_call(name: str, args: list[Any]) -> Any:
+    import math
+
+    if args and all(is_number(a) for a in args):
+        fn = getattr(math, name, None)
+        if fn is not None and name in ("ceil", "floor", "sqrt", "log2", "log", "prod", "gcd", "isqrt", "exp", "pow"):
+            try:
+                return fn(*args)
+            except (ValueError, TypeError, OverflowError):
+                return Unk()
+    if name == "prod" and args and isinstance(args[0], (tuple, list)) and all(isinstance(i, int) for i in args[0]):
+        return math.prod(args[0])
+    tags = frozenset({"ceil"}) if name == "ceil" else frozenset()
+    return Unk(deps=deps_of(args), tags=tags | tags_of(args))
+
+
+def dtype_name(value: Any) -> str | None:
+    if isinstance(value, Dtype):
+        return value.name
+    if isinstance(value, str):
+        return canonical_dtype(value)
+    if isinstance(value, Api):
+        return canonical_dtype(value.name.rsplit(".", 1)[-1])
+    return None
+
+
+def _buffer_name(value: Any) -> str:
+    if value is None:
+        return "sbuf"
+    if isinstance(value, Buffer):
+        return value.name
+    text = value if isinstance(value, str) else value.name if isinstance(value, Api) else ""
+    if "psum" in text:
+        return "psum"
+    if "shared_hbm" in text:
+        return "shared_hbm"
+    if "hbm" in text:
+        return "hbm"
+    if "sbuf" in text:
+        return "sbuf"
+    return "unknown"
+
+
+def _engine_name(value: Any) -> str | None:
+    if isinstance(value, Api):
+        return nki_api.ENGINE_NAMES.get(value.name.rsplit(".", 1)[-1])
+    if isinstance(value, str):
+        return nki_api.ENGINE_NAMES.get(value)
+    return None
+
+
+def _alu_of(name: str, kw: dict[str, Any]) -> str | None:
+    if name in nki_api.ALU_OP:
+        return nki_api.ALU_OP[name]
+    for key in ("op", "op0"):
+        value = kw.get(key)
+        if isinstance(value, Api):
+            short = value.name.rsplit(".", 1)[-1]
+            mapped = nki_api.ALU_OP.get(f"nl.{short}")
+            return mapped or short
+    return None
+
+
+def _activation_fn(name: str, rest: list[Any], kw: dict[str, Any]) -> str | None:
+    info = nki_api.info(name)
+    if info is not None and info.kind == "activation_fn":
+        return name.split(".", 1)[1]
+    if name in ("nisa.activation", "nisa.activation_reduce"):
+        value = kw.get("op")
+        if value is None and rest and isinstance(rest[0], Api):
+            value = rest[0]
+        if isinstance(value, Api):
+            return value.name.rsplit(".", 1)[-1]
+    return None
+
+
+def _shape_elements(node: ast.expr | None) -> list[ast.expr] | None:
+    """Element nodes of a literal shape, including list/tuple concatenations (`[2] + [P, n]`)."""
+    if isinstance(node, (ast.Tuple, ast.List)):
+        return list(node.elts)
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
+        left, right = _shape_elements(node.left), _shape_elements(node.right)
+        if left is not None and right is not None:
+            return left + right
+    return None
+
+
+def _par_dim_index(shape_node: ast.expr | None, walker: _KernelWalker) -> int:
+    elts = _shape_elements(shape_node)
+    if elts is not None:
+        for i, elt in enumerate(elts):
+            if isinstance(elt, ast.Call):
+                callee = walker.quiet_eval(elt.func)
+                if isinstance(callee, Api) and callee.name == "nl.par_dim":
+                    return i
+    return 0
+
+
+def is_plain(v: Any) -> bool:
+    if isinstance(v, (tuple, list)):
+        return all(is_plain(i) for i in v)
+    return not isinstance(v, TRef) and not (isinstance(v, Unk) and "host" in v.tags)
+
+
+def flatten(v: Any) -> list[Any]:
+    if isinstance(v, (tuple, list)):
+        out: list[Any] = []
+        for item in v:
+            out.extend(flatten(item))
+        return out
+    return [v]
