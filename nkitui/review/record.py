@@ -72,6 +72,34 @@ class Evidence:
     excerpt: str = ""
     criterion: str | None = None
 
+    @classmethod
+    def build(cls, kind: EvidenceKind, *, file: str | None = None, line: int | None = None, end_line: int | None = None,
+              run_id: str | None = None, rule: str | None = None, metric: str | None = None, value: str | None = None,
+              unit: str = "", revision: str | None = None, excerpt: str = "", criterion: str | None = None) -> "Evidence":
+        """Evidence with its ref written in the documented form for its kind (what the UI should use)."""
+        span = ""
+        if line is not None:
+            span = f":{line}" if end_line is None or end_line == line else f":{line}-{end_line}"
+        if kind == "finding":
+            ref = f"{rule or 'finding'}@{file}{span}" if file else (rule or "finding")
+        elif kind == "source":
+            ref = f"{file}{span}"
+        elif kind == "diff":
+            ref = f"{revision}:{file}{span}" if revision else f"{file}{span}"
+        elif kind == "log":
+            lines = f"#L{line}" + (f"-{end_line}" if end_line not in (None, line) else "") if line is not None else ""
+            ref = f"{run_id or file or 'log'}{lines}"
+        elif kind == "metric":
+            body = f"{metric}={value}" + (f" {unit}" if unit else "")
+            ref = f"{run_id}:{body}" if run_id else body
+        elif kind == "run":
+            if not run_id:
+                raise ValueError("run evidence needs run_id")
+            ref = run_id
+        else:
+            raise ValueError(f"unknown evidence kind {kind!r}; use one of {', '.join(EVIDENCE_KINDS)}")
+        return cls(kind=kind, ref=ref, excerpt=excerpt, criterion=criterion)
+
 
 @dataclass
 class TaskPin:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from nkitui.review.draft import Draft
+from nkitui.review.record import EVIDENCE_KINDS, RUN_ID_RE, is_task_relative
 from nkitui.review.rubric import Rubric
 from nkitui.task.problems import Problem
 
@@ -58,6 +59,14 @@ def validate_draft(draft: Draft, rubric: Rubric, task_root: Path | None = None, 
 
     for i, c in enumerate(draft.comments):
         where = f"comments[{i}]"
+        if not is_task_relative(c.file):
+            error(f"{where}.file", f"{c.file!r} is not a path inside the task folder", 'write it relative to the task folder, e.g. "kernel_nki.py"')
+            continue
+        if not (1 <= c.start <= c.end):
+            error(f"{where}.lines", f"lines {c.start}-{c.end} are not 1 <= first <= last", "anchor the comment to lines that exist")
+            continue
+        if not c.text.strip():
+            error(f"{where}.text", "the comment is empty", "write the comment or remove it")
         if c.criterion is not None and rubric.criterion(c.criterion) is None:
             error(f"{where}.criterion", f"{c.criterion!r} is not a criterion of the rubric", f"use one of: {known}, or leave it out")
         if task_root is not None:
@@ -73,6 +82,14 @@ def validate_draft(draft: Draft, rubric: Rubric, task_root: Path | None = None, 
                 error(f"{where}.lines", f"lines {c.start}-{c.end} go past the end of {c.file} ({count} lines)",
                       "anchor the comment to lines that exist")
     for i, e in enumerate(draft.evidence):
+        if e.kind not in EVIDENCE_KINDS:
+            error(f"evidence[{i}].kind", f"unknown evidence kind {e.kind!r}", f"use one of {', '.join(EVIDENCE_KINDS)}")
+        if not e.ref.strip() or (e.kind == "run" and not RUN_ID_RE.match(e.ref)):
+            error(f"evidence[{i}].ref", f"{e.ref!r} is not a valid reference for {e.kind} evidence",
+                  "see docs/review-format.md (evidence kinds and their ref)")
         if e.criterion is not None and rubric.criterion(e.criterion) is None:
             error(f"evidence[{i}].criterion", f"{e.criterion!r} is not a criterion of the rubric", f"use one of: {known}, or leave it out")
+    for run_id in draft.runs:
+        if not RUN_ID_RE.match(run_id):
+            error("runs", f"{run_id!r} is not a run id", "cite runs by the id the executor printed")
     return problems

@@ -157,3 +157,16 @@ def test_markdown_shows_scores_comments_and_evidence(rubric):
     assert f"`{SHA}`" in md
     # without the rubric it still renders, by criterion id
     assert "| migration_fidelity | **4** |" in render_markdown(make_record(), None)
+
+
+def test_evidence_refs_follow_the_documented_forms():
+    assert Evidence.build("finding", rule="NKI-PART-001", file="k.py", line=31).ref == "NKI-PART-001@k.py:31"
+    assert Evidence.build("source", file="k.py", line=12, end_line=18).ref == "k.py:12-18"
+    assert Evidence.build("diff", file="k.py", line=3, revision="a1..b2").ref == "a1..b2:k.py:3"
+    assert Evidence.build("log", run_id="r1", line=120, end_line=140).ref == "r1#L120-140"
+    assert Evidence.build("metric", metric="tensor_util", value="0.62", run_id="r1").ref == "r1:tensor_util=0.62"
+    assert Evidence.build("metric", metric="latency", value="41.2", unit="us").ref == "latency=41.2 us"
+    run = Evidence.build("run", run_id="20261130T132500Z-3fa9c1", excerpt="3/3 pass", criterion="numerical_correctness")
+    assert (run.ref, run.excerpt, run.criterion) == ("20261130T132500Z-3fa9c1", "3/3 pass", "numerical_correctness")
+    with pytest.raises(ValueError):
+        Evidence.build("run")

@@ -9,6 +9,7 @@ import tempfile
 from pathlib import Path
 
 import tomli_w
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -70,6 +71,7 @@ def records(draw):
     )
 
 
+@pytest.mark.slow
 @settings(max_examples=60, deadline=None)
 @given(records())
 def test_valid_records_round_trip(record):
@@ -132,6 +134,7 @@ def _parse_or_report(s: str):
         return None
 
 
+@pytest.mark.slow
 @settings(max_examples=250, deadline=None)
 @given(corrupted())
 def test_corrupt_text_raises_only_record_error(s):
@@ -149,6 +152,7 @@ toml_docs = st.recursive(st.dictionaries(st.text(max_size=8), toml_scalars, max_
                          max_leaves=10)
 
 
+@pytest.mark.slow
 @settings(max_examples=60, deadline=None)
 @given(toml_docs)
 def test_arbitrary_toml_documents_raise_only_record_error(doc):
@@ -165,6 +169,7 @@ def test_arbitrary_bytes_raise_only_record_error(raw):
     _parse_or_report(raw.decode("utf-8", errors="replace"))
 
 
+@pytest.mark.slow
 @settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(good=records(), bad=st.lists(st.one_of(corrupted(), st.binary(max_size=200)), min_size=1, max_size=4))
 def test_corrupt_files_never_break_history_agreement_or_export(good, bad):

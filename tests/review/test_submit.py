@@ -229,11 +229,13 @@ def test_a_draft_missing_required_criteria_is_refused_with_each_named(task_repo,
     draft.verdict = "lgtm"
     draft.add_line_comment("add_nki.py", 500, 501, "past the end")
     draft.add_line_comment("missing.py", 1, 1, "no such file")
+    draft.add_line_comment("../outside.py", 1, 1, "escapes the task")
+    draft.runs.append("../../etc/passwd")  # a UI bug must not write outside reviews/runs/
     with pytest.raises(DraftInvalid) as info:
         submit_review(root, draft, display="draft.toml")
     fields = {p.field for p in info.value.problems}
     assert {"scores.numerical_correctness.score", "scores.task_appropriateness.score", "scores.performance_quality.score",
-            "verdict", "comments[0].lines", "comments[1].file"} <= fields
+            "verdict", "comments[0].lines", "comments[1].file", "comments[2].file", "runs"} <= fields
     assert all(p.file == "draft.toml" and p.fix for p in info.value.problems)
     assert any("1..5" in p.fix for p in info.value.problems if p.field.startswith("scores."))
     assert repo.head.commit.hexsha == head and not (root / "reviews").exists()
