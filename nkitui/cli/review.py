@@ -134,7 +134,6 @@ def _validate(args: argparse.Namespace) -> int:
 
 def _submit(args: argparse.Namespace) -> int:
     from nkitui.review import DraftInvalid, ReviewError, submit_review
-    from nkitui.review.runs import executor_store_lookup
     from nkitui.task import TaskError
 
     draft = _read_draft(args.draft)
@@ -152,7 +151,7 @@ def _submit(args: argparse.Namespace) -> int:
                 return 2
     try:
         result = submit_review(args.task_dir, draft, auditor=args.auditor, run_files=run_files,
-                               run_lookup=executor_store_lookup(args.task_dir), display=str(args.draft),
+                               display=str(args.draft),
                                initial_commit=args.initial_commit)
     except TaskError as exc:
         _print_problems(exc.problems)

@@ -7,7 +7,6 @@ their commits still merge cleanly.
 
 from __future__ import annotations
 
-import importlib
 import json
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -56,22 +55,24 @@ def read_run_file(path: Path) -> RunResult:
     return _from_data(data, str(path))
 
 
-def executor_store_lookup(task_root: Path) -> RunLookup | None:
-    """The executor's result store, when it is installed and offers `find_run_result(run_id, task_root)`."""
+def executor_store_lookup(task_id: str | None = None, root: Path | None = None) -> RunLookup | None:
+    """Look runs up in the executor's run store (nkitui.evaluate.store), this task's runs first."""
     try:
-        store = importlib.import_module("nkitui.evaluate.store")
+        from nkitui.evaluate.result import ResultVersionError
+        from nkitui.evaluate.store import RunNotFound, RunStore
     except ImportError:
         return None
-    finder = getattr(store, "find_run_result", None)
-    if not callable(finder):
-        return None
+    store = RunStore(root)
 
     def lookup(run_id: str) -> dict[str, Any] | None:
-        found = finder(run_id, task_root)
-        if found is None or isinstance(found, dict):
-            return found
-        to_dict = getattr(found, "to_dict", None)
-        return to_dict() if callable(to_dict) else None
+        for scope in ([task_id, None] if task_id else [None]):
+            try:
+                return store.load(run_id, task_id=scope).to_dict()
+            except RunNotFound:
+                continue
+            except ResultVersionError:
+                return None
+        return None
 
     return lookup
 

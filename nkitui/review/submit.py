@@ -20,7 +20,7 @@ from nkitui.review.errors import DraftInvalid, SubmitRefused
 from nkitui.review.record import ReviewRecord, TaskPin, new_record_id, utc_now
 from nkitui.review.render import render_markdown
 from nkitui.review.rubric import Rubric, rubric_for_task
-from nkitui.review.runs import RunLookup, resolve_runs, run_relpath
+from nkitui.review.runs import RunLookup, executor_store_lookup, resolve_runs, run_relpath
 from nkitui.review.validate import validate_draft
 from nkitui.task.problems import Problem
 
@@ -84,8 +84,9 @@ def submit_review(task, draft: Draft, *, auditor: str | None = None, run_files: 
     `task` is a Task or a task folder. Raises DraftInvalid (problems in the draft), SubmitRefused
     (repository state, runs, ignore rules; `.kind` says which, each problem says the way out) or
     TaskError (the task itself is broken). With `initial_commit`, a repository without commits
-    first gets one holding the task's files. With `draft_store`, the saved draft is discarded once
-    the review is committed.
+    first gets one holding the task's files. Cited runs are found in `run_files`, in reviews/runs/,
+    then through `run_lookup` (default: the executor's run store). With `draft_store`, the saved
+    draft is discarded once the review is committed.
     """
     task = _load_task(task)
     rubric = rubric_for_task(task)
@@ -105,6 +106,8 @@ def submit_review(task, draft: Draft, *, auditor: str | None = None, run_files: 
     task_root = Path(task.root).resolve()
     task_rel = task_root.relative_to(work_tree).as_posix()
     prefix = "" if task_rel == "." else task_rel + "/"
+    if run_lookup is None:
+        run_lookup = executor_store_lookup(task.id)
     runs = resolve_runs(task_root, task.id, [*draft.runs, *[e.ref for e in draft.evidence if e.kind == "run"]],
                         files=run_files, lookup=run_lookup)
 

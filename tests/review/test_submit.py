@@ -298,3 +298,18 @@ def test_identity_change_between_submissions_moves_the_folder(task_repo, rubric)
     root, repo = task_repo
     set_identity(repo, "Erin Example", "erin@example.com")
     assert submit_review(root, filled_draft(rubric)).record.auditor == "erin-example"
+
+
+def test_cited_runs_are_found_in_the_executors_run_store(task_repo, rubric):
+    from nkitui.evaluate.result import RunResult
+    from nkitui.evaluate.store import RunStore
+
+    root, repo = task_repo
+    stored = RunResult(run_id="20261130T132500Z-77aa01", task_id="add", status="passed", backend="emulator")
+    RunStore().save(stored)  # the XDG data dir of this test
+    draft = filled_draft(rubric)
+    draft.attach_evidence(Evidence.build("run", run_id=stored.run_id, excerpt="passed", criterion="numerical_correctness"))
+    result = submit_review(root, draft)
+    assert result.record.runs == [stored.run_id]
+    committed = json.loads(repo.git.show(f"HEAD:reviews/runs/{stored.run_id}.json"))
+    assert committed == stored.to_dict()
