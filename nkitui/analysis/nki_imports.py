@@ -84,6 +84,11 @@ def collect_imports(nodes: list[ast.stmt]) -> tuple[dict[str, str], list[tuple[i
                     full = f"{node.module}.{alias.name}"
                     lines.append((node.lineno, full))
                     aliases[alias.asname or alias.name] = full
+            elif isinstance(node, ast.ImportFrom) and node.level > 0:
+                # Package-relative helpers (`from ..utils.kernel_helpers import div_ceil`): keep the name so
+                # that helpers such as div_ceil are recognised, without claiming to know their module.
+                for alias in node.names:
+                    aliases[alias.asname or alias.name] = f"relative.{node.module or ''}.{alias.name}"
     return aliases, lines
 
 

@@ -102,3 +102,23 @@ def test_syntax_error_report() -> None:
         report = analyze_sources(None, p, task_root=d)
     (f,) = report.findings
     assert f.rule == "NKI-SYNTAX" and f.severity == "high" and f.line == 3 and f.file == "broken_nki.py"
+
+
+def test_softmax_reductions_and_math_are_paired() -> None:
+    ctx = AnalysisContext.from_dict({"inputs": {"x": {"shape": [300, 1000], "dtype": "float32"}},
+                                     "outputs": {"y": {"shape": [300, 1000], "dtype": "float32"}}})
+    report = analyze_sources(FIXTURES / "cuda" / "softmax.cu", FIXTURES / "nki" / "legacy_softmax_good.py",
+                             task_root=FIXTURES, context=ctx)
+    assert report.findings == []
+    by_role = {}
+    for pair in report.alignment:
+        by_role.setdefault(pair.role, []).append(pair)
+    (red,) = by_role["reduction"]
+    assert LineRange(5, 5) in red.cuda and LineRange(10, 10) in red.cuda  # shuffles in the __device__ helpers
+    assert red.nki == [LineRange(18, 18), LineRange(20, 20)]  # tensor_reduce, activation_reduce
+    (exp,) = [p for p in by_role["math"] if p.cuda_label == "exp"]
+    assert exp.match == "name" and exp.nki == [LineRange(20, 20)]
+    (guard,) = by_role["bounds-guard"]
+    assert guard.cuda == [LineRange(16, 16)] and guard.match == "role" and LineRange(17, 18) in guard.nki
+    memory = {p.cuda_label.split()[0]: p for p in by_role["global-memory"]}
+    assert memory["x"].match == "name" and memory["y"].match == "name"

@@ -259,3 +259,99 @@ def test_fixture_kernels_parse_into_models() -> None:
         assert model.syntax_error is None, path
         assert model.kernels, path
         assert all(km.ops for km in model.kernels), path
+
+
+def test_lists_of_tiles_keep_their_tiles() -> None:
+    km = kernel_model(NEW_HEADER + """
+        @nki.jit
+        def k(a_t, b):
+            out = nl.ndarray((128, 512), dtype=nl.float32, buffer=nl.shared_hbm)
+            tiles = []
+            for kk in range(4):
+                t = nl.ndarray((128, 128), dtype=nl.bfloat16, buffer=nl.sbuf)
+                nisa.dma_copy(dst=t, src=a_t[kk * 128:(kk + 1) * 128, :])
+                tiles.append(t)
+            psum = nl.ndarray((128, 512), dtype=nl.float32, buffer=nl.psum)
+            for kk in range(4):
+                bb = nl.ndarray((128, 512), dtype=nl.bfloat16, buffer=nl.sbuf)
+                nisa.dma_copy(dst=bb, src=b[kk * 128:(kk + 1) * 128, :])
+                nisa.nc_matmul(dst=psum, stationary=tiles[kk], moving=bb)
+            return out
+    """)
+    mm = next(op for op in km.ops if op.kind == "matmul")
+    assert [km.root(t).label() for t in mm.inputs] == ["t", "bb"]
+    assert not km.escaped
+
+
+def test_transposing_load_and_broadcast_views() -> None:
+    km = kernel_model(LEGACY_HEADER + """
+        @nki.jit
+        def k(q, bias):
+            out = nl.ndarray((64, 128), dtype=nl.float32, buffer=nl.shared_hbm)
+            qt = nl.load_transpose2d(q[0:128, 0:64])
+            row = nl.load(bias.reshape((1, 128)))
+            rows = row.broadcast_to((64, 128))
+            nl.store(out, value=nl.add(qt, rows))
+            return out
+    """)
+    qt = next(t for t in km.tensors.values() if t.label() == "qt")
+    assert qt.known_shape() == (64, 128)
+    bcast = next(t for t in km.tensors.values() if t.api == "view.broadcast_to")
+    assert km.root(bcast.alias_of).label() == "row" and bcast.known_shape() == (64, 128)
+
+
+def test_views_of_unknown_rank_compose() -> None:
+    km = kernel_model(LEGACY_HEADER + """
+        @nki.jit
+        def k(q):
+            b = nl.program_id(axis=0)
+            out = nl.ndarray((128, 64), dtype=nl.float32, buffer=nl.shared_hbm)
+            head = q[b, 0]
+            t = nl.load(head[0:128, :])
+            nl.store(out, value=t)
+            return out
+    """)
+    load = km.ops[0]
+    dims = load.reads[0].dims
+    assert [d.kind for d in dims] == ["int", "int", "slice", "full"]
+    assert load.reads[0].partitions == 128 and "program_id(0)" in dims[0].deps
+
+
+def test_sub_kernels_are_analysed_inside_their_callers() -> None:
+    model = build_nki_model("""
+import neuronxcc.nki as nki
+import neuronxcc.nki.language as nl
+
+@nki.jit
+def core(t, out_tile):
+    out_tile[...] = nl.exp(t)
+
+@nki.jit
+def outer(x):
+    out = nl.ndarray((128, 64), dtype=nl.float32, buffer=nl.shared_hbm)
+    t = nl.load(x)
+    o = nl.ndarray((128, 64), dtype=nl.float32, buffer=nl.sbuf)
+    core(t, o)
+    nl.store(out, value=o)
+    return out
+""", "k.py")
+    assert [k.name for k in model.kernels] == ["outer"]
+    (km,) = model.kernels
+    assert km.helpers == ["core"] and [op.api for op in km.ops] == ["nl.load", "nl.exp", "nl.store"]
+
+
+def test_relative_ceil_helper_is_recognised() -> None:
+    km = kernel_model(NEW_HEADER + """
+        from ..utils import div_ceil
+
+        @nki.jit
+        def k(x):
+            n = x.shape[0]
+            out = nl.ndarray((128, 64), dtype=nl.float32, buffer=nl.shared_hbm)
+            for i in range(div_ceil(n, 128)):
+                t = nl.ndarray((128, 64), dtype=nl.float32, buffer=nl.sbuf)
+                nisa.dma_copy(dst=t, src=x[i * 128:(i + 1) * 128, :])
+            return out
+    """)
+    (loop,) = km.loops.values()
+    assert loop.division == "ceil" and loop.div_denominator == 128

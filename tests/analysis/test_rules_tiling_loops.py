@@ -170,3 +170,24 @@ def test_outer_loop_reload_of_tiled_matmul_is_low(analyze) -> None:
     assert sorted(f.line for f in reloads) == [22, 23]
     assert {f.severity for f in reloads} == {"low"}
     assert not rule_ids(report, "high") and not rule_ids(report, "medium")
+
+
+def test_row_broadcast_per_state_is_not_a_one_partition_tile(analyze) -> None:
+    # A [1, n] row loaded per state and broadcast across the partitions (Mamba's B/C) is the idiom.
+    src = LEGACY + """
+        @nki.jit
+        def scan_like(x, b):
+            n_states, seq = b.shape
+            out = nl.ndarray((128, seq), dtype=nl.float32, buffer=nl.shared_hbm)
+            acc = nl.zeros((128, seq), dtype=nl.float32, buffer=nl.sbuf)
+            t = nl.load(x[0:128, :])
+            for s in nl.affine_range(n_states):
+                row = nl.load(b[s:s + 1, :])
+                acc[...] += nl.multiply(t, row.broadcast_to((128, seq)))
+            nl.store(out, value=acc)
+            return out
+    """
+    report = analyze(src, ctx={"inputs": {"x": {"shape": [128, 512], "dtype": "float32"},
+                                          "b": {"shape": [16, 512], "dtype": "float32"}}})
+    no_internal_errors(report)
+    assert "NKI-PART-UNDER128" not in rule_ids(report) and "NKI-TILE-TINY" not in rule_ids(report)
