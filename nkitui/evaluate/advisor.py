@@ -43,6 +43,7 @@ SUM_LIKE_OPS = ("matmul", "reduction", "attention", "scan")
 NORMALISING_OPS = ("softmax", "norm")
 FUNCTION_OPS = ("softmax", "norm", "attention", "elementwise", "other")  # use ScalarE/VectorE functions
 EXACT_OPS = ("transpose",)
+ELEMENTWISE_CHAIN_OPS = ("elementwise", "other", None)
 FUNCTION_ULPS = 4.0  # fp32 ULPs allowed per activation-function evaluation (exact bounds are unpublished)
 OPTIMISTIC = 0.25
 U32_ROUNDOFF = 2.0**-24  # sigma scale for "a correct result would certainly fail" claims
@@ -120,6 +121,7 @@ class ErrorModel:
     rel_sq: float
     rounding_rel: float
     tail: float  # z: largest of N errors in units of sigma
+    rounding_abs: float = 0.0  # bounded error independent of s (element-wise chains: ULPs of the input)
 
     def sigma(self, s: np.ndarray, level: float = 1.0) -> np.ndarray:
         return level * np.sqrt(self.floor_sq + self.rel_sq * np.square(np.asarray(s, dtype=np.float64)))
@@ -127,14 +129,16 @@ class ErrorModel:
     def envelope(self, s: np.ndarray, level: float = 1.0) -> np.ndarray:
         """The largest error expected at each element: z*sigma + rounding."""
         s = np.asarray(s, dtype=np.float64)
-        return self.tail * self.sigma(s, level) + self.rounding_rel * np.abs(s)
+        return self.tail * self.sigma(s, level) + self.rounding_rel * np.abs(s) + self.rounding_abs
 
     def to_dict(self) -> dict[str, Any]:
-        return {"floor_sq": self.floor_sq, "rel_sq": self.rel_sq, "rounding_rel": self.rounding_rel, "tail": self.tail}
+        return {"floor_sq": self.floor_sq, "rel_sq": self.rel_sq, "rounding_rel": self.rounding_rel, "tail": self.tail,
+                "rounding_abs": self.rounding_abs}
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "ErrorModel":
-        return cls(float(d["floor_sq"]), float(d["rel_sq"]), float(d["rounding_rel"]), float(d["tail"]))
+        return cls(float(d["floor_sq"]), float(d["rel_sq"]), float(d["rounding_rel"]), float(d["tail"]),
+                   float(d.get("rounding_abs", 0.0)))
 
 
 @dataclass(frozen=True)
@@ -239,6 +243,8 @@ def build_error_model(
     output_dtype: str,
     reference_dtype: str,
     reference_rounded: bool,
+    input_max_abs: float | None = None,
+    input_condition: float | None = None,
 ) -> tuple[ErrorModel, list[str]]:
     """The per-element model and one line of reasoning per term."""
     tail = min(6.0, max(3.0, math.sqrt(2.0 * math.log(2.0 * max(count, 1)))))
@@ -288,6 +294,15 @@ def build_error_model(
                     f"{label} ({_dtype_u(u)}): the {op} sums K={k} positive terms, relative error of the sum "
                     f"~ u*sqrt(K)/3 = {g(u * math.sqrt(k) / 3)}, carried into every element"
                 )
+        cond = max(1.0, float(input_condition or 1.0))
+        if op == "norm" and u_acc > 0:
+            # x - mean: the mean's error (relative to |mean|) lands on every element, in units of the
+            # std, so outputs near zero get an absolute error of u*sqrt(K)/3 * rms(x)/std(x) * R.
+            floor_sq += (u_acc * u_acc * k / 9.0) * cond * cond * R * R
+            lines.append(
+                f"the mean's error in x - mean is absolute: sigma = u_acc*sqrt(K)/3 * rms(x)/std(x) * R = "
+                f"{g(u_acc * math.sqrt(k) / 3.0 * cond * R)} (rms(x)/std(x) = {g(cond)})"
+            )
         if operand_rounding:
             rel_sq += 4.0 * u_c * u_c / 3.0
             lines.append(f"operand rounding to {compute_dtype}: relative sigma ~ 2u/sqrt(3) = {g(2 * u_c / math.sqrt(3))}")
@@ -303,6 +318,17 @@ def build_error_model(
             f"activation functions (exp, rsqrt, ...) are polynomial approximations on ScalarE: allow "
             f"{FUNCTION_ULPS:g} fp32 ULPs, relative {g(fn_rel)}"
         )
+    fn_abs = 0.0
+    if op == "norm" and fn_rel:
+        fn_abs = fn_rel * max(1.0, float(input_condition or 1.0)) * R
+    if op in ELEMENTWISE_CHAIN_OPS and k <= 1 and input_max_abs:
+        # A chain of fp32 element-wise ops (x*0.5*(1+tanh(...))) cancels where the output nears zero:
+        # its error follows the input's size, not the output's.
+        fn_abs = FUNCTION_ULPS * u_fn * input_max_abs
+        lines.append(
+            f"element-wise chains cancel near zero outputs: allow {FUNCTION_ULPS:g} fp32 ULPs of the largest input "
+            f"({g(input_max_abs)}), absolute {g(fn_abs)}"
+        )
     out_rel = 0.0
     if u_out > max(u_acc, u_fn) or reference_rounded:
         out_rel = (2.0 if reference_rounded else 1.0) * u_out
@@ -312,7 +338,8 @@ def build_error_model(
                if reference_rounded else "u*|s|")
         )
     lines.append(f"largest of N = {count} random errors: z = sqrt(2 ln 2N) = {tail:.2f} standard deviations")
-    return ErrorModel(floor_sq=floor_sq, rel_sq=rel_sq, rounding_rel=out_rel + fn_rel, tail=tail), lines
+    return ErrorModel(floor_sq=floor_sq, rel_sq=rel_sq, rounding_rel=out_rel + fn_rel, tail=tail,
+                      rounding_abs=fn_abs), lines
 
 
 def _dtype_u(u: float) -> str:
@@ -332,6 +359,8 @@ def advise_tolerance(
     compute_dtype: str | None = None,
     reference_dtype: str | None = None,
     magnitude_rms: float | None = None,
+    input_max_abs: float | None = None,
+    input_condition: float | None = None,
     safety: float = 2.0,
 ) -> ToleranceAdvice:
     """Advise atol/rtol (and the other conventions) for output `name`, showing the reasoning.
@@ -341,7 +370,9 @@ def advise_tolerance(
     `compute_dtype`: the dtype operands are rounded to before products (default: the narrowest
     input dtype, i.e. no extra rounding). `reduction_length`: K (see `infer_reduction_length`).
     `magnitude_rms`: the rms the partial sums behave like, when it is larger than the result's
-    (cancelling inputs; see `partial_sum_rms`).
+    (cancelling inputs; see `partial_sum_rms`). `input_max_abs`: the largest input magnitude, which
+    bounds the cancellation error of element-wise chains. `input_condition`: rms(x)/std(x) of the
+    main input, how much a norm's x - mean cancels.
     """
     ref = np.asarray(reference)
     out_name = format_name(output_dtype)
@@ -389,6 +420,8 @@ def advise_tolerance(
         output_dtype=out_name,
         reference_dtype=ref_arith,
         reference_rounded=reference_rounded,
+        input_max_abs=input_max_abs,
+        input_condition=input_condition,
     )
     reasoning += lines
     u_acc = unit_roundoff(acc)
@@ -403,13 +436,14 @@ def advise_tolerance(
     expected_max = float(env.max()) if env.size else 0.0
     sig = model.sigma(finite) if finite.size else np.zeros(0)
     expected_rel_l2 = (
-        float(np.sqrt(np.mean(sig**2 + (model.rounding_rel * finite) ** 2 / 3.0))) / R if R > 0 else None
+        float(np.sqrt(np.mean(sig**2 + (model.rounding_rel * np.abs(finite) + model.rounding_abs) ** 2 / 3.0))) / R
+        if R > 0 else None
     )
     a = math.sqrt(model.floor_sq)
     bcoef = math.sqrt(model.rel_sq)
     floor = unit_roundoff(out_name) * R / 16.0 if is_float_format(out_name) else 0.0
     reasoning.append(
-        f"expected largest error: z*sigma + rounding, i.e. about {g(model.tail * a)} + "
+        f"expected largest error: z*sigma + rounding, i.e. about {g(model.tail * a + model.rounding_abs)} + "
         f"{g(model.tail * bcoef + model.rounding_rel)}*|s|; at most {g(expected_max)} here"
     )
 
@@ -418,7 +452,7 @@ def advise_tolerance(
     exact_ok = expected_max == 0.0 and model.floor_sq == 0.0 and model.rel_sq == 0.0 and model.rounding_rel == 0.0
     if exact_ok:
         advised["exact"] = TolerancePolicy(kind="exact")
-    atol = nice_ceil(safety * max(model.tail * a, floor))
+    atol = nice_ceil(safety * max(model.tail * a + model.rounding_abs, floor))
     rtol = nice_ceil(safety * (model.tail * bcoef + model.rounding_rel))
     advised["allclose"] = TolerancePolicy(kind="allclose", atol=atol, rtol=rtol)
     if max_abs > 0:
@@ -641,6 +675,41 @@ def tolerance_sanity(
     return findings
 
 
+def _input_max_abs(inputs: Mapping[str, np.ndarray]) -> float:
+    best = 0.0
+    for arr in inputs.values():
+        a = np.asarray(arr)
+        if a.dtype.kind in "fV" and a.size:
+            try:
+                f = np.asarray(a, dtype=np.float64)
+            except (TypeError, ValueError):
+                continue
+            f = f[np.isfinite(f)]
+            if f.size:
+                best = max(best, float(np.abs(f).max()))
+    return best
+
+
+def _input_condition(inputs: Mapping[str, np.ndarray]) -> float:
+    """rms(x)/std(x) of the largest float input: >> 1 when its values sit on a large common offset."""
+    floats = []
+    for arr in inputs.values():
+        a = np.asarray(arr)
+        if a.dtype.kind in "fV" and a.size > 1:
+            try:
+                floats.append(np.asarray(a, dtype=np.float64))
+            except (TypeError, ValueError):
+                continue
+    if not floats:
+        return 1.0
+    x = max(floats, key=lambda f: f.size)
+    x = x[np.isfinite(x)]
+    std = float(x.std()) if x.size > 1 else 0.0
+    if std == 0.0:
+        return 1.0
+    return max(1.0, float(np.sqrt(np.mean(x**2))) / std)
+
+
 def reduction_length_for(spec: Any, inputs: Mapping[str, np.ndarray], op: str | None) -> tuple[int, str]:
     """K for an output spec (anything with .shape and optional .reduction_length): the manifest's or inferred."""
     k = getattr(spec, "reduction_length", None)
@@ -675,5 +744,7 @@ def advise_output(
         accumulation_dtype=accumulation_dtype,
         compute_dtype=compute_dtype,
         magnitude_rms=magnitude_rms,
+        input_max_abs=_input_max_abs(inputs),
+        input_condition=_input_condition(inputs),
         safety=safety,
     )
