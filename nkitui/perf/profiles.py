@@ -148,6 +148,7 @@ def parse_profile(data: Any, *, source_name: str = "<profile>", target: str | No
 
     flops = _num(summary.get("model_flops")) or _num(summary.get("hardware_flops"))
     hbm = (_num(summary.get("hbm_read_bytes")) or 0.0) + (_num(summary.get("hbm_write_bytes")) or 0.0)
+    _derive_utilisation(summary, spec, total, hbm, notes)
     roof = roofline_point(flops, hbm, total, "bfloat16", spec) if flops and hbm else None
     notes.append(f"measured by {tool}; engine times are the profiler's")
     return PerfRecord(
@@ -167,6 +168,22 @@ def parse_profile(data: Any, *, source_name: str = "<profile>", target: str | No
 
 
 # ---------------------------------------------------------------- helpers
+
+def _derive_utilisation(summary: dict, spec, total: float, hbm: float, notes: list[str]) -> None:
+    """Fill MFU / HFU / MBU the profile left out, from its own FLOP and byte counts (profiler formulas)."""
+    derived = []
+    peak = spec.tensor_peak_flops
+    for key, source in (("mfu_estimated_percent", "model_flops"), ("hfu_estimated_percent", "hardware_flops")):
+        flops = _num(summary.get(source))
+        if key not in summary and flops is not None:
+            summary[key] = 100.0 * flops / (peak * total)
+            derived.append(key)
+    if "mbu_estimated_percent" not in summary and hbm:
+        summary["mbu_estimated_percent"] = 100.0 * hbm / total / spec.hbm_stack_bytes_per_s
+        derived.append("mbu_estimated_percent")
+    if derived:
+        notes.append(f"{', '.join(derived)} computed from the profile's FLOP/byte counts and the {spec.name} peaks")
+
 
 def _split(data: Any, name: str, core: str | int | None) -> tuple[dict, list, str, dict]:
     """(summary fields, instruction rows, tool label, metadata) from any accepted layout."""

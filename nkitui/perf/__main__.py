@@ -1,0 +1,119 @@
+"""Command line of the cost model: `python -m nkitui.perf COMMAND ...`.
+
+    estimate TRACE.json [--target T] [--json]         a saved emulator trace (Trace.to_json) -> estimate
+    profile PROFILE.json|DIR [--target T] [--json]    a profiler export -> measured record
+    compare A B [--json]                              A/B of two records, traces or profiles
+    sol --kind matmul --in 8192x4096:bfloat16 --in 8192x8192:bfloat16 --out 4096x8192:bfloat16
+        [--lhs-transposed] [--causal] [--target T] [--json]    speed of light of a task's shapes
+
+Exit status: 0 success, 2 invalid input (the message names the file or argument).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from nkitui.emulator.trace import Trace
+from nkitui.perf.compare import compare
+from nkitui.perf.estimate import estimate
+from nkitui.perf.profiles import ProfileError, load_profile, parse_profile
+from nkitui.perf.report import render_comparison, render_record, render_sol
+from nkitui.perf.roofline import minimal_work, speed_of_light_for
+from nkitui.perf.summary import PerfRecord
+
+
+class UsageError(ValueError):
+    pass
+
+
+def _read_json(path: str) -> Any:
+    p = Path(path)
+    try:
+        return json.loads(p.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise UsageError(f"{p}: cannot read ({exc.strerror or exc})") from exc
+    except json.JSONDecodeError as exc:
+        raise UsageError(f"{p}:{exc.lineno}: not valid JSON ({exc.msg})") from exc
+
+
+def load_any(path: str, target: str | None = None) -> PerfRecord:
+    """A PerfRecord from a saved record, a saved trace (estimated) or a profiler export (measured)."""
+    if Path(path).is_dir():
+        return load_profile(path, target=target)
+    data = _read_json(path)
+    if isinstance(data, dict) and "source" in data and "engines" in data:
+        return PerfRecord.from_json(data)
+    if isinstance(data, dict) and "instructions" in data and "storages" in data:
+        try:
+            return estimate(Trace.from_json(data), target)
+        except (KeyError, IndexError, TypeError) as exc:
+            raise UsageError(f"{path}: not a valid emulator trace ({exc})") from exc
+    return parse_profile(data, source_name=path, target=target, kernel=Path(path).stem)
+
+
+def _tensor(spec: str, flag: str) -> tuple[tuple[int, ...], str]:
+    shape_text, _, dtype = spec.partition(":")
+    try:
+        shape = tuple(int(x) for x in shape_text.lower().split("x"))
+    except ValueError:
+        raise UsageError(f"{flag} {spec!r}: write shapes as DIMxDIM[:dtype], e.g. 4096x8192:bfloat16") from None
+    return shape, dtype or "bfloat16"
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m nkitui.perf", description="nkitui cost model and profiles")
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    p = sub.add_parser("estimate", help="estimate a saved emulator trace")
+    p.add_argument("trace")
+    p.add_argument("--target")
+    p.add_argument("--json", action="store_true")
+    p = sub.add_parser("profile", help="read a profiler export")
+    p.add_argument("profile")
+    p.add_argument("--target")
+    p.add_argument("--json", action="store_true")
+    p = sub.add_parser("compare", help="A/B of two records, traces or profiles")
+    p.add_argument("a")
+    p.add_argument("b")
+    p.add_argument("--target")
+    p.add_argument("--json", action="store_true")
+    p = sub.add_parser("sol", help="speed of light of a task's shapes")
+    p.add_argument("--kind", required=True)
+    p.add_argument("--in", dest="inputs", action="append", default=[], metavar="SHAPE:DTYPE")
+    p.add_argument("--out", dest="outputs", action="append", default=[], metavar="SHAPE:DTYPE")
+    p.add_argument("--lhs-transposed", action="store_true")
+    p.add_argument("--causal", action="store_true")
+    p.add_argument("--target", default="trn2")
+    p.add_argument("--json", action="store_true")
+    args = ap.parse_args(argv)
+    try:
+        if args.cmd == "estimate":
+            data = _read_json(args.trace)
+            try:
+                rec = estimate(Trace.from_json(data), args.target)
+            except (KeyError, IndexError, TypeError) as exc:
+                raise UsageError(f"{args.trace}: not a valid emulator trace ({exc})") from exc
+            print(json.dumps(rec.to_json()) if args.json else render_record(rec))
+        elif args.cmd == "profile":
+            rec = load_profile(args.profile, target=args.target)
+            print(json.dumps(rec.to_json()) if args.json else render_record(rec))
+        elif args.cmd == "compare":
+            c = compare(load_any(args.a, args.target), load_any(args.b, args.target))
+            print(json.dumps(c.to_json()) if args.json else render_comparison(c))
+        else:
+            ins = [_tensor(x, "--in") for x in args.inputs]
+            outs = [_tensor(x, "--out") for x in args.outputs]
+            work = minimal_work(args.kind, ins, outs, lhs_transposed=args.lhs_transposed, causal=args.causal)
+            sol = speed_of_light_for(work, args.target)
+            print(json.dumps(sol.to_json()) if args.json else render_sol(sol))
+    except (UsageError, ProfileError, ValueError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

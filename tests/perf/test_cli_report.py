@@ -1,0 +1,70 @@
+"""`python -m nkitui.perf` and the text rendering."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from nkitui.perf import estimate
+from nkitui.perf.__main__ import main
+from nkitui.perf.report import bar, fmt_bytes, fmt_time, render_record
+from tests.perf.test_estimate import matmul_trace
+
+DATA = Path(__file__).parent / "data"
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_estimate_command_on_a_saved_trace(tmp_path, capsys):
+    p = tmp_path / "trace.json"
+    p.write_text(json.dumps(matmul_trace().to_json()))
+    assert main(["estimate", str(p), "--json"]) == 0
+    rec = json.loads(capsys.readouterr().out)
+    assert rec["source"] == "estimated" and rec["target"] == "trn1"
+    assert main(["estimate", str(p), "--target", "trn2"]) == 0
+    text = capsys.readouterr().out
+    assert text.startswith("mm on trn2:") and "(estimated, nkitui cost model v1)" in text
+    assert "dma     " in text and "hot lines:" in text and "mm.py:11" in text
+
+
+def test_profile_and_compare_commands(tmp_path, capsys):
+    assert main(["profile", str(DATA / "explorer_view.json")]) == 0
+    assert "(measured, neuron-explorer json)" in capsys.readouterr().out
+    trace = tmp_path / "t.json"
+    trace.write_text(json.dumps(matmul_trace().to_json()))
+    assert main(["compare", str(DATA / "explorer_view.json"), str(trace), "--json"]) == 0
+    c = json.loads(capsys.readouterr().out)
+    assert c["a"].startswith("A explorer_view (measured") and c["b"].startswith("B mm (estimated")
+    assert c["warnings"][0].startswith("A is measured and B is estimated")
+
+
+def test_sol_command_and_bad_input(capsys):
+    assert main(["sol", "--kind", "matmul", "--in", "8192x4096:bfloat16", "--in", "8192x8192:bfloat16",
+                 "--out", "4096x8192:bfloat16", "--lhs-transposed", "--target", "trn1"]) == 0
+    assert "speed of light on trn1: 5.992 ms (compute-bound" in capsys.readouterr().out
+    assert main(["sol", "--kind", "matmul", "--in", "8192xfoo"]) == 2
+    assert "--in '8192xfoo': write shapes as DIMxDIM[:dtype]" in capsys.readouterr().err
+
+
+def test_invalid_files_exit_2_with_the_file_named(tmp_path, capsys):
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"version": 1, "instructions": [[1]], "storages": []}')
+    assert main(["estimate", str(bad)]) == 2
+    assert f"{bad}: " in capsys.readouterr().err
+    assert main(["estimate", str(tmp_path / "none.json")]) == 2
+    assert "cannot read" in capsys.readouterr().err
+
+
+def test_module_runs_as_a_child_process():
+    out = subprocess.run([sys.executable, "-m", "nkitui.perf", "profile", str(DATA / "neuron_profile_legacy.json"),
+                          "--target", "trn1"], capture_output=True, text=True, cwd=ROOT, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert "neuron_profile_legacy on trn1: 20.00 us (measured" in out.stdout
+    assert "MFU n/a" in out.stdout  # the legacy summary has no FLOP counts
+
+
+def test_formatting_helpers():
+    assert (fmt_time(2.5), fmt_time(0.0123), fmt_time(4.2e-6), fmt_time(3e-8)) == ("2.500 s", "12.300 ms", "4.20 us", "30 ns")
+    assert (fmt_bytes(512), fmt_bytes(2048), fmt_bytes(3 * 2**30)) == ("512 B", "2.0 KiB", "3.0 GiB")
+    assert bar(0.5, 10) == "#####....." and bar(2.0, 4) == "####"
+    text = render_record(estimate(matmul_trace()), hot=2)
+    assert text.count("mm.py:") == 2 and "roofline:" in text and "memory-bound" in text
