@@ -466,3 +466,31 @@ def test_get_nc_version_follows_target(target, version):
     with emulator.options(target=target):
         k()
     assert seen == [version]
+
+
+def test_nc_matmul_double_row_fp8():
+    @nki.jit
+    def k(a, b):
+        out = _out((a.shape[2], b.shape[2]))
+        nl.store(out, nisa.nc_matmul(nl.load(a), nl.load(b), perf_mode="double_row"))
+        return out
+
+    rng = np.random.default_rng(3)
+    a = rng.standard_normal((128, 2, 16)).astype(ml_dtypes.float8_e5m2)
+    b = rng.standard_normal((128, 2, 64)).astype(ml_dtypes.float8_e5m2)
+    golden = np.einsum("kli,klj->ij", a.astype(np.float64), b.astype(np.float64))
+    np.testing.assert_allclose(k(a, b), golden, rtol=1e-5, atol=1e-4)
+
+
+def test_tensor_scalar_cumulative_running_sum():
+    @nki.jit
+    def k(x):
+        out = _out(x.shape)
+        dst = nl.ndarray(x.shape, dtype=nl.float32)
+        nisa.tensor_scalar_cumulative(src=nl.load(x), dst=dst, op0=np.multiply, op1=np.add, imm0=2.0,
+                                      reduce_cmd=nisa.reduce_cmd.reset_reduce)
+        nl.store(out, dst)
+        return out
+
+    x = np.arange(24, dtype=F32).reshape(4, 6)
+    np.testing.assert_allclose(k(x), np.cumsum(2 * x, axis=1))

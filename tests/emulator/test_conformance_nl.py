@@ -397,3 +397,44 @@ def test_numpy_ufuncs_as_ops_and_on_tiles(rng):
 
     a = rng.random((8, 8)).astype(F32)
     np.testing.assert_allclose(k(a), np.exp(a) * 2 + 1, rtol=1e-6)
+
+
+def test_dynamic_offsets_from_an_index_tile(rng):
+    @nki.jit
+    def k(x, offsets):
+        out = _out((32, offsets.shape[1]))
+        data = nl.load(x)
+        offs = nl.load(offsets)
+        ip, iz = nl.mgrid[0:32, 0:1]
+        gathered = nl.ndarray((32, offsets.shape[1]), dtype=nl.float32)
+        for j in nl.affine_range(offsets.shape[1]):
+            gathered[ip, j] = nisa.tensor_copy_dynamic_src(data[ip, offs[0, j] + iz])
+        nl.store(out, gathered)
+        return out
+
+    x = rng.random((32, 100)).astype(F32)
+    offsets = np.array([[7, 3, 99, 0, 42]], dtype=np.int32)
+    np.testing.assert_array_equal(k(x, offsets), x[:, offsets[0]])
+
+
+def test_view_reinterprets_whole_tensors():
+    @nki.jit
+    def k(x):
+        out = _out((4, 8), nl.uint16)
+        nl.store(out, nl.load(x.view(nl.uint16)))
+        return out
+
+    x = np.arange(16, dtype=F32).reshape(4, 4)
+    np.testing.assert_array_equal(k(x), x.view(np.uint16))
+
+
+def test_nc_arithmetic_in_launch_grids():
+    seen = []
+
+    @nki.jit
+    def k():
+        seen.append((nl.program_id(0), nl.program_id(1)))
+
+    k[nl.nc(2) * 2, 2]()
+    k[2 * nl.nc(2), 1]()
+    assert len(seen) == 8 + 4 and seen[:3] == [(0, 0), (0, 1), (1, 0)]

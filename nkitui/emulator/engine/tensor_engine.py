@@ -39,7 +39,7 @@ def check_matmul(stationary: Tensor, moving: Tensor, *, perf_mode=None, api: str
         if t.st.memory != "sbuf":
             raise EngineMemoryError(f"{api}: operand '{r}' must be in SBUF (TensorE reads SBUF only), got "
                                     f"{t.st.memory}")
-    double = getattr(perf_mode, "value", perf_mode) == "double_row"
+    double = str(getattr(perf_mode, "value", perf_mode) or "").startswith("double_row")
     K, Km = stationary.shape[0], moving.shape[0]
     if double:
         if run.target.nc_version < 3:
@@ -102,7 +102,7 @@ def nc_matmul(dst: Tensor, stationary: Tensor, moving: Tensor, *, accumulate: bo
     if is_transpose:
         m["transpose"] = True
     if double:
-        m["perf_mode"] = "double_row"
+        m["perf_mode"] = "double_row"  # also AWS's "double_row_gen3" spelling
     if meta:
         m.update(meta)
     run.record("tensor", "nc_matmul", (stationary, moving), (dst,), partitions=K, free=N,

@@ -322,21 +322,30 @@ def program_ndim():
     return len(current().grid)
 
 
-class nc:
-    """`nl.nc(n)`: a launch-grid dimension spread over n physical NeuronCores (runs serially here)."""
-
-    def __init__(self, n: int) -> None:
-        self.grid_size = int(n)
-
-    def __repr__(self) -> str:
-        return f"nl.nc({self.grid_size})"
-
-
 class spmd_dim:
-    """`nl.spmd_dim(...)`: a launch-grid dimension built from sub-dimensions (their product)."""
+    """`nl.spmd_dim(...)`: a launch-grid dimension built from sub-dimensions (their product);
+    `nl.nc(2) * 2` is the same. Programs run serially here, whichever core they map to."""
 
     def __init__(self, *sizes) -> None:
         self.grid_size = math.prod(int(getattr(s, "grid_size", s)) for s in sizes)
+
+    def __mul__(self, other) -> "spmd_dim":
+        return spmd_dim(self, other)
+
+    __rmul__ = __mul__
+
+    def __repr__(self) -> str:
+        return f"nl.spmd_dim({self.grid_size})"
+
+
+class nc(spmd_dim):
+    """`nl.nc(n)`: a launch-grid dimension spread over n physical NeuronCores."""
+
+    def __init__(self, n: int) -> None:
+        super().__init__(n)
+
+    def __repr__(self) -> str:
+        return f"nl.nc({self.grid_size})"
 
 
 # -- data movement --------------------------------------------------------------------------------

@@ -89,22 +89,35 @@ class LegacyTensor(Tensor):
         return self
 
     # -- operators -----------------------------------------------------------------------------
+    # With an index expression, an index tile forms a dynamic index (`t[i_p, idx_tile[0, j] + i_f]`).
     def __add__(self, o):
+        if isinstance(o, IndexExpr):
+            return GridExpr(_index_values(self) + o.grid())
         return _nl.add(self, o)
 
     def __radd__(self, o):
+        if isinstance(o, IndexExpr):
+            return GridExpr(o.grid() + _index_values(self))
         return _nl.add(o, self)
 
     def __sub__(self, o):
+        if isinstance(o, IndexExpr):
+            return GridExpr(_index_values(self) - o.grid())
         return _nl.subtract(self, o)
 
     def __rsub__(self, o):
+        if isinstance(o, IndexExpr):
+            return GridExpr(o.grid() - _index_values(self))
         return _nl.subtract(o, self)
 
     def __mul__(self, o):
+        if isinstance(o, IndexExpr):
+            return GridExpr(_index_values(self) * o.grid())
         return _nl.multiply(self, o)
 
     def __rmul__(self, o):
+        if isinstance(o, IndexExpr):
+            return GridExpr(o.grid() * _index_values(self))
         return _nl.multiply(o, self)
 
     def __truediv__(self, o):
@@ -189,6 +202,25 @@ class LegacyTensor(Tensor):
         run = current()
         if st.id in run.input_ids:
             run.input_ids.add(alias.id)
+        return type(self).whole(alias)
+
+    def view(self, dtype):
+        """Reinterpret a whole tensor's bytes as another dtype (the last dim scales with the size)."""
+        from nkitui.emulator import dtypes as dt
+        from nkitui.emulator.memory import Storage
+
+        d = dt.dtype_of(dtype)
+        st = self.st
+        if not self.is_whole:
+            raise IndexingError("view(dtype) is supported on whole tensors only (not on views)")
+        old, new = st.dtype.itemsize, d.itemsize
+        last = st.shape[-1] * old
+        if last % new:
+            raise IndexingError(f"cannot view a last dimension of {st.shape[-1]} x {old} B as {d.name}")
+        shape = st.shape[:-1] + (last // new,)
+        data = None if st.data is None else st.data.view(d.np).reshape(shape)
+        alias = Storage(st.name, st.memory, shape, d, data, pax=st.pax if st.pax >= 0 else 0, kind=st.kind)
+        alias.id = st.id
         return type(self).whole(alias)
 
     def broadcast_to(self, shape):
