@@ -23,7 +23,7 @@ import math
 import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal, Mapping, Sequence
+from typing import Any, Literal, Sequence
 
 import numpy as np
 

@@ -7,7 +7,6 @@ import itertools
 import sys
 
 import numpy as np
-import pytest
 
 from nkitui import emulator
 from nkitui.evaluate import numfindings as rules
@@ -15,7 +14,6 @@ from nkitui.evaluate.advisor import advise_output
 from nkitui.evaluate.mutants import generate_mutants, run_mutants
 from nkitui.evaluate.precision import isolate_precision
 from nkitui.evaluate.runners import RunOptions
-from nkitui.evaluate.tolerance import TolerancePolicy
 
 from .helpers import BF16, out_spec
 

@@ -8,7 +8,6 @@ they run in-process here (nkitui runs task code in a limited child process).
 from __future__ import annotations
 
 import functools
-from pathlib import Path
 
 import pytest
 
