@@ -120,10 +120,9 @@ class Run:
     def allocate(self, shape, dtype, memory: str, *, name: str = "", pax: int = 0, fill: bool = True,
                  kind: str = "private", what: str = "tensor", track: bool = True) -> Storage:
         """Allocate a storage. `fill`: pre-fill with NaN / 4 sentinels (skip when fully overwritten)."""
-        if type(shape) is not tuple or not all(type(s) is int for s in shape):
-            shape = tuple(int(s) for s in shape)
+        shape = tuple(int(s) for s in shape)
         d = dtype if type(dtype) is dt.DType else dt.dtype_of(dtype)
-        if memory in ON_CHIP and (not shape or shape[pax] > 128):
+        if memory in ON_CHIP:
             check_partitions(shape, pax, what)
         if memory == "hbm" and kind == "shared":
             if self.shared_idx < len(self.shared):
@@ -133,20 +132,26 @@ class Run:
                     return st
             else:
                 self.shared_idx += 1
-        data = new_array(shape, d, self.precise, fill) if self.execute else None
-        st = Storage(name, memory, shape, d, data, pax=pax, kind=kind)
-        st.loop_depth = len(self.loops)
-        st.lossy = st.lossy and self.precise
-        if memory == "sbuf":
-            if track:
-                self.alloc.reserve_sbuf(st)
-        elif memory == "psum":
-            if track:
-                self.alloc.reserve_psum(st)
-        else:
+        st = self.new_storage(shape, d, memory, name, pax, fill, kind, track)
+        if memory == "hbm":
             self.hbm_bytes += st.nbytes_pp
             if kind == "shared" and self.shared_idx > len(self.shared):
                 self.shared.append(st)
+        return st
+
+    def new_storage(self, shape: tuple[int, ...], d: dt.DType, memory: str, name: str = "", pax: int = 0,
+                    fill: bool = False, kind: str = "", track: bool = True) -> Storage:
+        """The allocation fast path for trusted arguments (a tuple of ints, a DType, a valid shape)."""
+        data = new_array(shape, d, self.precise, fill) if self.execute else None
+        st = Storage(name, memory, shape, d, data, pax, kind)
+        st.loop_depth = len(self.loops)
+        if d is dt.tfloat32:
+            st.lossy = self.precise
+        if track:
+            if memory == "sbuf":
+                self.alloc.reserve_sbuf(st)
+            elif memory == "psum":
+                self.alloc.reserve_psum(st)
         if self.recording:
             self.trace.storages[st.id] = StorageInfo(st.id, name, memory, shape, d.name)
         return st

@@ -32,7 +32,10 @@ def fresh(run: Run, shape, dtype: dt.DType, plan: MaskPlan, memory: str = "sbuf"
           name: str = "") -> LegacyTensor:
     """A new result tile; pre-filled with sentinels only when a mask leaves parts unwritten."""
     partial = plan.box is not None or plan.where is not None or plan.skip
-    st = run.allocate(shape, dtype, memory, name=name, fill=partial, what="result tile", track=track)
+    if shape and shape[0] <= 128 and type(shape) is tuple:
+        st = run.new_storage(shape, dtype, memory, name, 0, partial, "", track)
+    else:  # the slow path reports an oversized partition dimension
+        st = run.allocate(shape, dtype, memory, name=name, fill=partial, what="result tile", track=track)
     t = LegacyTensor.whole(st)
     if partial:
         t._written = plan.for_output(t.shape)
