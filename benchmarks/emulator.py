@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import os
 import sys
 import time
 from pathlib import Path
@@ -115,6 +116,9 @@ def main() -> int:
     n = 1024 if args.quick else 2048
     rows, cols = (1024, 2048) if args.quick else (4096, 4096)
 
+    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
+    print(f"machine: {os.cpu_count()} CPUs, load average {load:.1f} (other load inflates every timing; the "
+          "ratios compare runs made under the same load)")
     print(f"{'kernel':<34} {'emu ms':>9} {'trace ms':>9} {'numpy ms':>9} {'ratio':>8} {'instrs':>8} {'us/instr':>9}")
 
     lhsT = rng.standard_normal((n, n)).astype(BF16)
