@@ -141,8 +141,10 @@ def product(values: Any) -> int | None:
 
 
 def region_shape(access: Access) -> list[Any]:
+    """Shape of the region: integer-indexed dims drop out, except the partition dim, which stays as 1."""
     shape = [d.extent for d in access.dims if d.kind != "int"]
-    if access.dims and access.dims[0].kind == "int":
+    pd = access.part_dim
+    if pd is not None and pd < len(access.dims) and access.dims[pd].kind == "int":
         shape.insert(0, 1)
     return shape
 

@@ -356,7 +356,9 @@ class CallsMixin:
             rest = list(args[1:])
             if short == "full":
                 if rest:
-                    rest.pop(0)
+                    self.scalarize(rest.pop(0))  # the fill value is a number (a parameter used so is not a tensor)
+                elif "fill_value" in kwargs:
+                    self.scalarize(kwargs["fill_value"])
                 init = "full"
             elif short in ("zeros", "ones"):
                 init = short
@@ -364,6 +366,9 @@ class CallsMixin:
                 dtype_value = rest.pop(0)
             if rest and buffer_value is None:
                 buffer_value = rest.pop(0)
+        # Parameters of unknown type passed as a shape or dtype are numbers / dtypes, not tensors.
+        shape_value = self.scalarize(shape_value)
+        dtype_value = self.scalarize(dtype_value)
         shape: tuple[Any, ...] | None
         if isinstance(shape_value, (tuple, list)):
             shape = tuple(shape_value)
@@ -405,7 +410,7 @@ class CallsMixin:
         elif name == "nisa.nc_transpose" and "engine" in kwargs:
             engine = _engine_name(kwargs["engine"]) or engine
         mask = kw.pop("mask", None)
-        dtype = dtype_name(kw.pop("dtype", None))
+        dtype = dtype_name(self.scalarize(kw.pop("dtype", None)))
         op = self.new_op(name, info.kind, engine, node)
         op.mask = mask
         op.dtype = dtype

@@ -140,6 +140,7 @@ class Loop:
     div_denominator: int | None = None
     start: Any = 0
     step: Any = 1
+    rebinds: list[str] = field(default_factory=list)  # names carried across iterations by rebinding
 
     @property
     def parallel(self) -> bool:

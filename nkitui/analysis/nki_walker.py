@@ -412,9 +412,22 @@ class _KernelWalker(ExprMixin, CallsMixin):
         else:
             for name in names_in(node.target):
                 self.frame.env[name] = Unk(deps=frozenset({loop.sym}) if loop.sym else frozenset(), text=name)
+        before = dict(self.frame.env)
         self.walk_body(node.body)
+        self.record_rebinds(loop, before)
         self.pop_loop(loop)
         self.walk_body(node.orelse)
+
+    def record_rebinds(self, loop: Loop, before: dict[str, Any]) -> None:
+        """Names rebound in the loop body whose earlier tensor the body reads: `t = op(t)` carries `t` from
+        one iteration to the next."""
+        if not self.recording:
+            return
+        read = {self.km.root(t).id for op in self.km.ops if loop.id in op.loops for t in op.inputs}
+        for name, old in before.items():
+            new = self.frame.env.get(name)
+            if isinstance(old, TRef) and new is not old and self.km.root(old.tid).id in read:
+                loop.rebinds.append(name)
 
     stmt_AsyncFor = stmt_For  # type: ignore[assignment]
 
@@ -568,6 +581,7 @@ class _KernelWalker(ExprMixin, CallsMixin):
             return [self.shape_symbol(value.tid, value.name, i) for i in range(n)]
         if isinstance(value, MGrid) and len(value.grids) == n:
             return list(value.grids)
+        value = self.scalarize(value)  # `rows, cols = dims` unpacks a tuple parameter, not a tensor
         deps = deps_of(value)
         return [Unk(deps=deps) for _ in range(n)]
 
@@ -784,9 +798,21 @@ def _kernel_functions(module: _Module, context: AnalysisContext | None) -> list[
     elif decorated:
         walker_names = _top_level(decorated, module)
     else:
-        walker_names = _top_level([name for name, fdef in module.functions.items() if _uses_nki(fdef, module)],
+        # No decorated kernel: undecorated functions that use NKI (the harness decorates them), but not
+        # tests, fixtures or functions that wrap nested kernels of their own.
+        walker_names = _top_level([name for name, fdef in module.functions.items()
+                                   if _uses_nki(fdef, module) and not fdef.decorator_list
+                                   and not name.startswith("test") and not _has_nested_kernel(fdef, probe)],
                                   module)
     return [module.functions[name] for name in walker_names]
+
+
+def _has_nested_kernel(fdef: ast.FunctionDef, probe: _KernelWalker | None) -> bool:
+    for node in ast.walk(fdef):
+        if node is not fdef and isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and probe is not None \
+                and any(_is_kernel_decorator(probe.decorator_name(d)) for d in node.decorator_list):
+            return True
+    return False
 
 
 def _top_level(names: list[str], module: _Module) -> list[str]:

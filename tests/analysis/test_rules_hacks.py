@@ -243,3 +243,18 @@ def test_precision_drops(analyze) -> None:
     bf16 = {"inputs": {"a": {"shape": [128, 128], "dtype": "bfloat16"}, "b": {"shape": [128, 512], "dtype": "bfloat16"}},
             "outputs": {"out": {"shape": [128, 512], "dtype": "bfloat16"}}}
     assert "HACK-PRECISION-DROP" not in rule_ids(analyze(src.replace("OUT_DTYPE", "nl.bfloat16"), ctx=bf16))
+
+
+def test_parameters_without_manifest_are_typed_by_use(analyze) -> None:
+    # An output passed as an argument, a tuple of sizes, a fill value and a dtype are not ignored inputs.
+    src = LEGACY + """
+        @nki.jit
+        def k(a, out, dims, fill, out_dtype):
+            rows, cols = dims
+            t = nl.load(a)
+            pad = nl.full((128, 1), fill, dtype=nl.float32, buffer=nl.sbuf)
+            nl.store(out, value=nl.add(t, pad, dtype=out_dtype))
+    """
+    report = analyze(src)
+    no_internal_errors(report)
+    assert "HACK-UNUSED-INPUT" not in rule_ids(report) and "HACK-WRITE-INPUT" not in rule_ids(report)

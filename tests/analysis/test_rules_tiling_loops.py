@@ -191,3 +191,17 @@ def test_row_broadcast_per_state_is_not_a_one_partition_tile(analyze) -> None:
                                           "b": {"shape": [16, 512], "dtype": "float32"}}})
     no_internal_errors(report)
     assert "NKI-PART-UNDER128" not in rule_ids(report) and "NKI-TILE-TINY" not in rule_ids(report)
+
+
+def test_rebinding_a_tile_is_a_carried_dependency(analyze) -> None:
+    src = LEGACY + """
+        @nki.jit
+        def chain(x, n_ops):
+            out = nl.ndarray((128, 1), dtype=nl.float32, buffer=nl.shared_hbm)
+            t = nl.load(x)
+            for _ in nl.sequential_range(n_ops):
+                t = nisa.tensor_scalar(t, nl.add, 1.0)
+            nl.store(out, value=t)
+            return out
+    """
+    assert "NKI-SEQ-NO-DEP" not in rule_ids(analyze(src))

@@ -99,7 +99,8 @@ def check_host_compute(inp: RuleInput, km: KernelModel) -> Iterator[Finding]:
         )
         return
     device = [op for op in km.ops if op.engine is not None and op.kind != "memset"]
-    if not device and not km.escaped and km.returns:
+    entry = km.decorated or bool(inp.context and inp.context.kernel == km.name)
+    if entry and not device and not km.escaped and km.returns:
         yield inp.finding(
             HOST_COMPUTE, severity="high",
             title=f"Kernel {km.name} does no NKI data movement or compute",
@@ -167,9 +168,12 @@ def check_unused_input(inp: RuleInput, km: KernelModel) -> Iterator[Finding]:
             read.add(km.root(t).id)
     for c in km.host_calls:
         read.update(c.tensor_args)
+    written = {km.root(a.tensor).id for op in km.ops for a in op.writes}
     for p in km.params:
         if p.tid is None or p.role in ("output", "kwarg") or p.name in km.scalar_params:
             continue
+        if p.role is None and p.tid in written:
+            continue  # no manifest: a parameter the kernel writes is an output passed as an argument
         t = km.tensors[p.tid]
         if t.id in read:
             continue

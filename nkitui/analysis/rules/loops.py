@@ -59,6 +59,8 @@ def _created_inside(km: KernelModel, t: Tensor, loop_id: int) -> bool:
 
 def _carried(km: KernelModel, loop: Loop) -> str | None:
     """Why iteration i+1 depends on iteration i, or None when the iterations are independent."""
+    if loop.rebinds:
+        return f"`{loop.rebinds[0]}` is rebound to a value computed from its previous iteration"
     ops = km.ops_in_loop(loop.id)
     sym = loop.sym
     accesses: dict[int, list[tuple[str, str, bool]]] = {}  # tensor -> (read|write, index text, uses loop var)

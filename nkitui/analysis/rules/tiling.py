@@ -109,6 +109,8 @@ def _broadcast_rows(km: KernelModel) -> set[int]:
         if t.origin == "view" and t.api in ("view.broadcast_to", "view.broadcast") and t.alias_of is not None:
             out.add(km.root(t.alias_of).id)
     for op in km.ops:
+        if op.kind == "broadcast":  # nl.broadcast_to(row, shape=(128, n))
+            out.update(km.root(t).id for t in op.inputs)
         parts = [(km.root(a.tensor).id, a.partitions) for a in op.reads if a.partitions is not None]
         if len(parts) >= 2:
             widest = max(p for _, p in parts)
