@@ -14,7 +14,10 @@ builds a per-element error model (docs/numerics.md derives it):
 * output rounding to the output dtype: |e| <= u_out*|s| (2*u_out when the reference is itself
   rounded to the output dtype, since the two may round to neighbours);
 * for ops with activation functions (softmax, norm, attention, elementwise), a few fp32 ULPs for
-  ScalarE's polynomial approximations.
+  ScalarE's polynomial approximations;
+* attention: P rounded to the operand dtype before P @ V (sigma = u_c/sqrt(3)*R);
+* norm: the mean's error in x - mean, absolute, scaled by rms(x)/std(x) of the input;
+* element-wise chains (K = 1): a few fp32 ULPs of the largest input, where they cancel near zero.
 
 The largest of N random errors is about z = sqrt(2 ln 2N) standard deviations. The advice
 multiplies the bound z*sigma + rounding by a safety factor and rounds up to 1, 2 or 5 x 10^k.
