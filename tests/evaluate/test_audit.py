@@ -83,3 +83,14 @@ def test_a_shape_mismatch_is_reported():
 
     audit = run_numerics_audit([out_spec("c", (8, 4))], transposed, matmul_reference(), matmul_inputs(8, 16, 4), [0])
     assert "the kernel returned shape (4, 8), the reference (8, 4)" in audit.error
+
+
+def test_report_prints_kernel_text_literally():
+    from nkitui.evaluate.mutants import MutantResult, MutationReport
+    from nkitui.evaluate.numerics_report import render_mutants, to_text
+
+    report = MutationReport((MutantResult("shift-index#1", "shift-index", "v[nl.ds(b * P, P), :] -> v[nl.ds(b * P + 1, P), :]",
+                                          "port.py", 48, "crashed", "OutOfBoundsError: index range [897, 1024]"),))
+    text = to_text(render_mutants(report), width=200)
+    assert "v[nl.ds(b * P, P), :] -> v[nl.ds(b * P + 1, P), :]" in text
+    assert "index range [897, 1024]" in text
