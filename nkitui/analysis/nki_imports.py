@@ -65,30 +65,43 @@ def module_namespace(module: str) -> str | None:
     return None
 
 
+def _import_nodes(nodes: list[ast.stmt]) -> list[ast.stmt]:
+    """Import statements among `nodes` and inside their if/try/with blocks (not inside functions)."""
+    out: list[ast.stmt] = []
+    for node in nodes:
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            out.append(node)
+        elif isinstance(node, (ast.If, ast.Try, ast.With)):
+            for block in ("body", "orelse", "finalbody"):
+                out.extend(_import_nodes(getattr(node, block, []) or []))
+            for handler in getattr(node, "handlers", []):
+                out.extend(_import_nodes(handler.body))
+    return out
+
+
 def collect_imports(nodes: list[ast.stmt]) -> tuple[dict[str, str], list[tuple[int, str]]]:
-    """Local name -> dotted path for every import among `nodes` (walked recursively)."""
+    """Local name -> dotted path for every import among `nodes` (module level, incl. if/try blocks)."""
     aliases: dict[str, str] = {}
     lines: list[tuple[int, str]] = []
-    for top in nodes:
-        for node in ast.walk(top):
-            if isinstance(node, ast.Import):
-                for alias in node.names:
-                    lines.append((node.lineno, alias.name))
-                    if alias.asname:
-                        aliases[alias.asname] = alias.name
-                    else:
-                        head = alias.name.split(".")[0]
-                        aliases[head] = head
-            elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-                for alias in node.names:
-                    full = f"{node.module}.{alias.name}"
-                    lines.append((node.lineno, full))
-                    aliases[alias.asname or alias.name] = full
-            elif isinstance(node, ast.ImportFrom) and node.level > 0:
-                # Package-relative helpers (`from ..utils.kernel_helpers import div_ceil`): keep the name so
-                # that helpers such as div_ceil are recognised, without claiming to know their module.
-                for alias in node.names:
-                    aliases[alias.asname or alias.name] = f"relative.{node.module or ''}.{alias.name}"
+    for node in _import_nodes(nodes):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                lines.append((node.lineno, alias.name))
+                if alias.asname:
+                    aliases[alias.asname] = alias.name
+                else:
+                    head = alias.name.split(".")[0]
+                    aliases[head] = head
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            for alias in node.names:
+                full = f"{node.module}.{alias.name}"
+                lines.append((node.lineno, full))
+                aliases[alias.asname or alias.name] = full
+        elif isinstance(node, ast.ImportFrom) and node.level > 0:
+            # Package-relative helpers (`from ..utils.kernel_helpers import div_ceil`): keep the name so
+            # that helpers such as div_ceil are recognised, without claiming to know their module.
+            for alias in node.names:
+                aliases[alias.asname or alias.name] = f"relative.{node.module or ''}.{alias.name}"
     return aliases, lines
 
 
