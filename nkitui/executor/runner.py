@@ -356,18 +356,23 @@ class RunHandle:
         """Yield events until the run is over. The worker's result event is held back and
         delivered last (after the finalizer completed it); when the worker died without saying
         why, the parent adds an ErrorEvent in words. `timeout` bounds each wait for the next
-        batch (queue.Empty is raised when it passes)."""
-        with self._consumer_lock:
-            while not self._finished.is_set():
+        batch (queue.Empty is raised when it passes). State (log, phases, progress) is applied
+        one batch at a time, just before the batch's events are yielded; the lock is never held
+        while the consumer runs, so an abandoned iterator cannot block a later events()/wait()."""
+        while True:
+            with self._consumer_lock:
+                if self._finished.is_set():
+                    return
                 batch = self._queue.get(timeout=timeout)
                 if batch is _FINISHED:
-                    for ev in self._finish():
-                        yield ev
-                    return
-                for ev in batch:
-                    self._apply(ev)
-                    if not isinstance(ev, ResultEvent):  # the result comes last, after finishing
-                        yield ev
+                    out = self._finish()
+                else:
+                    out = []
+                    for ev in batch:
+                        self._apply(ev)
+                        if not isinstance(ev, ResultEvent):  # the result comes last, after finishing
+                            out.append(ev)
+            yield from out
 
     def wait(self, timeout: float | None = None) -> Any:
         """Consume every event (discarding them) until the run is over; returns `result`.

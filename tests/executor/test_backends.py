@@ -159,3 +159,13 @@ def test_detection_tells_the_pypi_placeholder_from_a_real_package():
                                "note": "not installed"}
     fake = _probe(str(FAKE_SDK))
     assert fake["new"]["available"] and fake["new"]["fake"] and fake["new"]["version"] == "0.6.0+fake"
+
+
+def test_an_isolated_probe_sees_what_a_worker_sees(monkeypatch):
+    from nkitui.executor.backends.detect import probe_isolated
+
+    monkeypatch.delenv("PYTHONPATH", raising=False)
+    probe = probe_isolated(extra_env=fake_sdk_env(device="trn2"), python_path=[str(FAKE_SDK)])
+    assert probe.has_device and probe.new.fake and probe.legacy.version == "2.26.0+fake"
+    assert probe.tools["neuron-explorer"].endswith("neuron-explorer")
+    assert "nki" not in sys.modules or getattr(sys.modules["nki"], "__nkitui_fake__", False) is False

@@ -204,3 +204,11 @@ def test_events_times_out_waiting_when_asked():
         for _ in handle.events(timeout=0.3):
             pass
     handle.close()
+
+
+def test_a_consumer_may_stop_early_and_another_finish_the_stream():
+    handle = start_worker(job("hello", {"n": 3}))
+    first = handle.events()
+    next(first)  # a suspended iterator still referenced (e.g. a cancelled UI worker)
+    assert handle.wait(timeout=30)["status"] == "passed"
+    assert list(first) == []

@@ -39,6 +39,11 @@ class SdkPackage:
         return {"module": self.module, "available": self.available, "version": self.version,
                 "fake": self.fake, "note": self.note}
 
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> "SdkPackage":
+        return cls(str(d["module"]), bool(d["available"]), d.get("version"), bool(d.get("fake", False)),
+                   str(d.get("note", "")))
+
 
 @dataclass
 class Probe:
@@ -82,6 +87,12 @@ class Probe:
             "devices": list(self.devices), "device_note": self.device_note, "new": self.new.to_dict(),
             "legacy": self.legacy.to_dict(), "tools": dict(self.tools),
         }
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> "Probe":
+        return cls(devices=list(d.get("devices", [])), device_note=str(d.get("device_note", "")),
+                   new=SdkPackage.from_dict(d["new"]), legacy=SdkPackage.from_dict(d["legacy"]),
+                   tools=dict(d.get("tools", {})))
 
 
 def _is_emulator(module: Any) -> bool:
@@ -134,6 +145,30 @@ def probe_environment() -> Probe:
     legacy = probe_package("neuronxcc.nki")
     devices, note = find_devices(fake_allowed=new.fake or legacy.fake)
     return Probe(devices=devices, device_note=note, new=new, legacy=legacy, tools=find_tools())
+
+
+def probe_isolated(extra_env: dict[str, str] | None = None, python_path: list[str] | None = None,
+                   timeout: float = 60.0) -> Probe:
+    """probe_environment() run in a child process with a run's scrubbed environment: what a worker
+    will see, without importing the Neuron SDK into the calling process (the UI)."""
+    import json
+    import subprocess
+    import tempfile
+    from pathlib import Path
+
+    from nkitui.executor.env import scrubbed_env
+
+    package_parent = str(Path(__file__).resolve().parent.parent.parent.parent)
+    with tempfile.TemporaryDirectory(prefix="nkitui-probe-") as tmp:
+        scratch = Path(tmp)
+        (scratch / "home").mkdir()
+        (scratch / "tmp").mkdir()
+        env = scrubbed_env(scratch=scratch, extra=extra_env, python_path=[*(python_path or []), package_parent])
+        proc = subprocess.run([sys.executable, "-P", "-m", "nkitui.executor.backends.detect"], cwd=scratch, env=env,
+                              capture_output=True, text=True, timeout=timeout)
+    if proc.returncode != 0:
+        raise RuntimeError(f"the backend probe failed: {(proc.stderr or proc.stdout).strip()[-300:]}")
+    return Probe.from_dict(json.loads(proc.stdout))
 
 
 def main() -> int:
