@@ -301,6 +301,8 @@ class KernelModel:
             ],
             "operations": len(self.device_ops),
             "engines": engines,
+            "ops": [{"line": op.line, "api": op.api, "kind": op.kind, "engine": op.engine}
+                    for op in self.device_ops],
             "matmuls": sum(1 for op in self.ops if op.kind == "matmul"),
             "dma": sum(1 for op in self.ops if op.engine == "dma"),
         }

@@ -70,7 +70,13 @@ def test_report_round_trips_through_json() -> None:
     again = AnalysisReport.from_dict(data)
     assert again.findings == report.findings
     assert [p.to_dict() for p in again.alignment] == [p.to_dict() for p in report.alignment]
-    assert again.nki["kernels"][0]["name"] == "matmul_kernel"
+    kernel = again.nki["kernels"][0]
+    assert kernel["name"] == "matmul_kernel" and kernel["engines"] == {"dma": 3, "tensor": 1, "vector": 2}
+    assert {"line": 24, "api": "nisa.nc_matmul", "kind": "matmul", "engine": "tensor"} in kernel["ops"]
+    assert {(t["name"], t["buffer"], t["partitions"]) for t in kernel["tiles"]} >= {
+        ("res_psum", "psum", 128), ("lhsT_tile", "sbuf", 128), ("rhs_tile", "sbuf", 128)}
+    assert [(lp["var"], lp["kind"], lp["trip"]) for lp in kernel["loops"]] == [
+        ("m", "affine", 2), ("n", "affine", 2), ("k", "affine", 2)]
     assert data["cuda"]["kernels"][0]["shared"][0]["name"] == "As"
 
 
