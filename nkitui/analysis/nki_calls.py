@@ -11,7 +11,7 @@ from typing import Any
 
 from nkitui.analysis import nki_api
 from nkitui.analysis.dtypes import canonical as canonical_dtype
-from nkitui.analysis.nki_access import loaded_shape, region_shape
+from nkitui.analysis.nki_access import loaded_shape, region_shape, trip_count
 from nkitui.analysis.nki_exprs import Frame, is_number
 from nkitui.analysis.nki_imports import FILE_READERS, HOST_LIBRARIES
 from nkitui.analysis.nki_model import Access, HostCall, Op, StateUse, Tensor
@@ -303,9 +303,34 @@ class CallsMixin:
                     return grid[axis]
                 return symbol(f"num_programs({axis if axis is not None else 0})")
             return Unk()
+        if name in ("nl.fori_loop", "nl.while_loop"):
+            return self.functional_loop(name, node, args, kwargs)
         if info.kind in ("loop", "query", "schedule", "debug"):
             return Unk(deps=deps_of(args))
         return self.device_op(name, info, node, args, kwargs)
+
+    def functional_loop(self, name: str, node: ast.Call, args: list[Any], kwargs: dict[str, Any]) -> Any:
+        """`nl.fori_loop(lo, hi, body, step)` / `nl.while_loop(reg, body)`: a runtime loop around `body`."""
+        if name == "nl.fori_loop":
+            lo = args[0] if args else kwargs.get("lower", 0)
+            hi = args[1] if len(args) > 1 else kwargs.get("upper")
+            body = args[2] if len(args) > 2 else kwargs.get("body_fun")
+            step = args[3] if len(args) > 3 else kwargs.get("step", 1)
+            trip = trip_count(lo, hi, step)
+        else:
+            body = args[1] if len(args) > 1 else kwargs.get("body_fun")
+            lo, step, trip = 0, 1, None
+        loop = self.push_loop("dynamic", name, None, node, trip=trip, stop_text=self.m.seg.text(node, 60))
+        loop.start, loop.step = lo, step
+        result: Any = Unk()
+        if isinstance(body, FuncRef):
+            fdef = body.node
+            n_params = len(fdef.args.posonlyargs + fdef.args.args) if hasattr(fdef, "args") else 0
+            call_args = [symbol(loop.sym)] if name == "nl.fori_loop" and loop.sym else []
+            call_args += [Unk(deps=frozenset({loop.sym}) if loop.sym else frozenset())] * max(0, n_params - len(call_args))
+            result = self.inline(body, node, call_args[:n_params], {})
+        self.pop_loop(loop)
+        return result
 
     def index_api(self, name: str, node: ast.Call, args: list[Any], kwargs: dict[str, Any]) -> Any:
         if name == "nl.arange":

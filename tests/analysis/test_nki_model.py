@@ -355,3 +355,23 @@ def test_relative_ceil_helper_is_recognised() -> None:
     """)
     (loop,) = km.loops.values()
     assert loop.division == "ceil" and loop.div_denominator == 128
+
+
+def test_fori_loop_body_is_walked_as_a_loop() -> None:
+    km = kernel_model(NEW_HEADER + """
+        @nki.jit
+        def k(x):
+            out = nl.ndarray((512, 64), dtype=nl.float32, buffer=nl.shared_hbm)
+
+            def body(i):
+                t = nl.ndarray((128, 64), dtype=nl.float32, buffer=nl.sbuf)
+                nisa.dma_copy(dst=t, src=x[i * 128:(i + 1) * 128, :])
+                nisa.dma_copy(dst=out[i * 128:(i + 1) * 128, :], src=t)
+
+            nl.fori_loop(0, 4, body)
+            return out
+    """)
+    (loop,) = km.loops.values()
+    assert (loop.kind, loop.api, loop.trip) == ("dynamic", "nl.fori_loop", 4)
+    assert [op.loops for op in km.ops] == [(loop.id,), (loop.id,)]
+    assert loop.sym in km.ops[0].reads[0].deps
