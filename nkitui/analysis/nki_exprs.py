@@ -85,6 +85,11 @@ class ExprMixin:
         return Unk(text=name)
 
     def is_module_container(self, name: str) -> bool:
+        """A module-level dict/list/set (or a mutable default argument of the kernel): state that outlives
+        one call."""
+        if name in self.state_params and self.frames and name in self.frames[0].env \
+                and all(name not in f.env for f in self.frames[1:]):
+            return True
         if name not in self.m.containers:
             return False
         return all(name not in f.env for f in self.frames)

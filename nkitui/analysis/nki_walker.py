@@ -114,6 +114,7 @@ class _KernelWalker(ExprMixin, CallsMixin):
         self.call_stack: list[str] = []
         self.grid_counter = 0
         self.compare_text = ""
+        self.state_params: set[str] = set()  # mutable default arguments of the kernel
         self.compare_line: int | None = None
 
     # ------------------------------------------------------------------------------------------
@@ -239,6 +240,9 @@ class _KernelWalker(ExprMixin, CallsMixin):
                 role, spec = tensor_slots[index]
             elif ctx and name in by_name:
                 role, spec = by_name[name]
+            if name in defaults and isinstance(defaults[name], (ast.Dict, ast.List, ast.Set)):
+                # `def kernel(x, _cache={})`: the default object persists across calls.
+                self.state_params.add(name)
             if spec is None and name in defaults and not (ctx and tensor_slots):
                 value = self.eval(defaults[name])
                 frame.env[name] = value

@@ -258,3 +258,31 @@ def test_parameters_without_manifest_are_typed_by_use(analyze) -> None:
     report = analyze(src)
     no_internal_errors(report)
     assert "HACK-UNUSED-INPUT" not in rule_ids(report) and "HACK-WRITE-INPUT" not in rule_ids(report)
+
+
+def test_mutable_default_argument_cache(analyze) -> None:
+    src = LEGACY + """
+        @nki.jit
+        def add(a, b, _memo={}):
+            if a.shape in _memo:
+                return _memo[a.shape]
+            out = nl.ndarray((128, 512), dtype=nl.float32, buffer=nl.shared_hbm)
+            nl.store(out, value=nl.add(nl.load(a), nl.load(b)))
+            _memo[a.shape] = out
+            return out
+    """
+    (f,) = findings(analyze(src, ctx=AB), "HACK-CACHE")
+    assert f.severity == "high" and f.data["lines"] == [12]
+
+
+def test_undecorated_entry_that_only_uses_numpy(analyze) -> None:
+    src = """
+        import numpy as np
+
+
+        def kernel(a, b):
+            return np.add(a, b)
+    """
+    report = analyze(src, ctx=dict(AB, kernel="kernel"))
+    (f,) = findings(report, "HACK-HOST-COMPUTE")
+    assert f.severity == "high" and f.line == 6 and report.namespace is None
