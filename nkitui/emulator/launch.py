@@ -60,11 +60,29 @@ class RunInfo:
 
 
 class Frontend:
-    """What a front end contributes to launches: its tensor class and name."""
+    """What a front end contributes to launches: its tensor class and name.
+
+    Front ends with their own per-run state or program scheduling (the `nki` front end runs the
+    logical cores of `kernel[lnc]` concurrently) override `make_run` and `execute`.
+    """
 
     def __init__(self, name: str, tensor_cls: type[Tensor]) -> None:
         self.name = name
         self.tensor_cls = tensor_cls
+
+    def make_run(self, options, kernel_name: str, grid: tuple[int, ...], trace: Trace | None) -> Run:
+        """The Run of one launch."""
+        return Run(options, kernel_name, grid, trace)
+
+    def execute(self, run: Run, kernel: "Kernel", args, kwargs, programs):
+        """Run the kernel body for every program of the grid (serially, in order); returns the
+        result of the last program."""
+        result = None
+        for pid in programs:
+            run.program = tuple(pid)
+            run.shared_idx = 0
+            result = kernel.func(*args, **kwargs)
+        return result
 
 
 def grid_sizes(grid) -> tuple[int, ...]:
@@ -220,7 +238,7 @@ def run_kernel(kernel: Kernel, args, kwargs, *, grid: tuple[int, ...] | None = N
     opts = current_options()
     trace = active_trace()
     grid = kernel.grid if grid is None else grid
-    run = Run(opts, kernel.name, grid, trace)
+    run = kernel.frontend.make_run(opts, kernel.name, grid, trace)
     cls = kernel.frontend.tensor_cls
     writebacks: list = []
     bound = _bind(kernel, args, kwargs)
@@ -250,10 +268,7 @@ def run_kernel(kernel: Kernel, args, kwargs, *, grid: tuple[int, ...] | None = N
     gc.disable()
     try:
         with single_threaded():
-            for pid in programs:
-                run.program = tuple(pid)
-                run.shared_idx = 0
-                result = kernel.func(*targs, **tkwargs)
+            result = kernel.frontend.execute(run, kernel, targs, tkwargs, programs)
     finally:
         if gc_was_enabled:
             gc.enable()
