@@ -108,6 +108,14 @@ def _resolve(obj) -> DType:
     return d
 
 
+def register(d: DType, *aliases: str) -> None:
+    """Make a front end's extra dtype (e.g. the `nki` namespace's MX types) resolvable by its name
+    (and, when numpy knows it, by its numpy dtype)."""
+    for name in (d.name, *aliases):
+        _BY_NAME[name] = d
+    _CACHE.clear()
+
+
 def storage_dtype(d: DType, precise: bool) -> np.dtype:
     return d.np if (precise or not d.is_float) else np.dtype(np.float32)
 
