@@ -21,6 +21,7 @@ from nkitui.analysis.alignment import AlignmentPair, LineRange, align
 from nkitui.analysis.context import AnalysisContext, TensorInfo
 from nkitui.analysis.cuda import CudaModel, build_cuda_model
 from nkitui.analysis.nki_model import NkiModel
+from nkitui.analysis.nki_walker import build
 from nkitui.analysis.report import AnalysisReport, render
 from nkitui.analysis.rules import ALL_CHECKS, ALL_SPECS, SPECS_BY_ID, RuleInput, RuleSpec
 from nkitui.common.findings import Finding
@@ -63,8 +64,6 @@ def all_rule_specs() -> list[RuleSpec]:
 
 
 def build_nki_model(source: str, path: str, context: AnalysisContext | None = None) -> NkiModel:
-    from nkitui.analysis.nki_walker import build
-
     return build(source, path, context)
 
 

@@ -14,6 +14,7 @@ from typing import Any
 
 from nkitui.analysis.context import AnalysisContext
 from nkitui.analysis.nki_model import Access, DimAccess, KernelModel, Op, Tensor
+from nkitui.analysis.nki_query import dim_size, dma_sides, is_dma
 from nkitui.analysis.nki_values import Lin, Mask, as_lin, known_int, lin_add
 
 
@@ -170,8 +171,6 @@ def _span(km: KernelModel, op: Op, access: Access, dim: int, size: Any, context:
 
 def coverage(km: KernelModel, context: AnalysisContext | None) -> list[DimCoverage]:
     """Coverage of every dimension of every HBM tensor the kernel moves data to or from."""
-    from nkitui.analysis.rules.base import dim_size, dma_sides, is_dma
-
     by_key: dict[tuple[int, int], DimCoverage] = {}
     for op in km.ops:
         if not is_dma(op):

@@ -7,6 +7,7 @@ torch (host code), tensor methods (views), and helper functions of the same file
 from __future__ import annotations
 
 import ast
+import math
 from typing import Any
 
 from nkitui.analysis import nki_api
@@ -122,9 +123,6 @@ class CallsMixin:
                                  line=getattr(node, "lineno", t.line), origin="view", alias_of=ref.tid,
                                  param=root.param, api=f"view.{name}")
         view_t.matmul = root.matmul
-        view_t.pdim = 0
-        if ref.view is not None and name not in ("reshape",):
-            return TRef(view_t.id)
         return TRef(view_t.id)
 
     def api_call(self, name: str, node: ast.Call, args: list[Any], kwargs: dict[str, Any]) -> Any:
@@ -141,8 +139,6 @@ class CallsMixin:
             return self.host_call(name, node, args, kwargs)
         if head in ("nl", "nisa", "ncc", "nt", "nki", "ncoll"):
             return self.nki_call(name, node, args, kwargs)
-        if name in ("operator.add", "operator.mul", "operator.sub"):
-            return Unk()
         self.escape(args)
         self.escape(kwargs)
         return Unk(deps=deps_of(args))
@@ -224,7 +220,6 @@ class CallsMixin:
                         out *= i  # type: ignore[operator]
                     return out
             if attr == "ceil" and args and is_number(args[0]):
-                import math
                 return math.ceil(args[0])
             return Unk(deps=deps_of(args), tags=frozenset({"hostconst"}))
         tids = [self.km.root(r.tid).id for r in refs]
@@ -432,8 +427,6 @@ class CallsMixin:
         engine = info.engine
         if "engine" in kw:
             engine = _engine_name(kw.pop("engine")) or engine
-        elif name == "nisa.nc_transpose" and "engine" in kwargs:
-            engine = _engine_name(kwargs["engine"]) or engine
         mask = kw.pop("mask", None)
         dtype = dtype_name(self.scalarize(kw.pop("dtype", None)))
         op = self.new_op(name, info.kind, engine, node)
@@ -596,8 +589,6 @@ class CallsMixin:
 
 
 def _math_call(name: str, args: list[Any]) -> Any:
-    import math
-
     if args and all(is_number(a) for a in args):
         fn = getattr(math, name, None)
         if fn is not None and name in ("ceil", "floor", "sqrt", "log2", "log", "prod", "gcd", "isqrt", "exp", "pow"):

@@ -204,7 +204,7 @@ class HostCall:
 class StateUse:
     """Module-level state a kernel writes (a cache) or files it reads."""
 
-    kind: str  # "global" | "container-write" | "container-read" | "file-read" | "attribute"
+    kind: str  # "global" | "container-write" | "container-read" | "file-read" | "attribute" | "attribute-read"
     name: str
     line: int
     text: str

@@ -107,11 +107,7 @@ def check_sequential(inp: RuleInput, km: KernelModel) -> Iterator[Finding]:
     namespace = inp.nki.namespace
     for loop in km.loops.values():
         legacy = namespace != "new"
-        if loop.kind == "sequential":
-            pass
-        elif loop.kind == "range" and legacy:
-            pass
-        else:
+        if not (loop.kind == "sequential" or (loop.kind == "range" and legacy)):
             continue
         if loop.trip is not None and loop.trip <= 1:
             continue
