@@ -91,26 +91,30 @@ class WorkerContext:
         self.emit(PhaseEvent(name=name, state="end", status=status, duration_s=round(duration, 6), detail=detail))
 
     # -- paths -----------------------------------------------------------------------------------
-    def task_relative(self, path: str | os.PathLike[str] | None) -> str | None:
-        """A path inside the workspace copy, shown relative to the task (the auditor's view)."""
+    def in_workspace(self, path: str | os.PathLike[str] | None) -> str | None:
+        """The task-relative form of `path` when it lies inside the workspace copy, else None."""
         if not path:
             return None
         p = os.fspath(path)
         root = str(self.workspace)
-        real_root = os.path.realpath(root)
-        for prefix in (root, real_root):
-            if p == prefix:
-                return "."
+        for prefix in (root, os.path.realpath(root)):
             if p.startswith(prefix + os.sep):
                 return p[len(prefix) + 1:]
-        return p
+        return None
+
+    def task_relative(self, path: str | os.PathLike[str] | None) -> str | None:
+        """A path inside the workspace copy, shown relative to the task (the auditor's view);
+        other paths unchanged."""
+        if not path:
+            return None
+        return self.in_workspace(path) or os.fspath(path)
 
     def kernel_location(self, exc: BaseException) -> tuple[str | None, int | None]:
         """The innermost traceback frame inside the task's files: (task-relative file, line)."""
         file = line = None
         for frame in traceback.extract_tb(exc.__traceback__):
-            rel = self.task_relative(frame.filename)
-            if rel is not None and not os.path.isabs(rel):
+            rel = self.in_workspace(frame.filename)
+            if rel is not None:
                 file, line = rel, frame.lineno
         return file, line
 

@@ -204,3 +204,15 @@ def test_auto_explains_its_choice():
         choose_backend("simulator", _probe(), "new")
     with pytest.raises(ValueError, match="unknown backend"):
         choose_backend("gpu", _probe(), None)
+
+
+def test_kernel_location_is_the_innermost_frame_in_the_task(tmp_path):
+    from nkitui.executor.context import WorkerContext
+
+    ctx = WorkerContext(events_fd=-1, run_id="r", scratch=tmp_path, workspace=tmp_path / "work")
+    namespace: dict = {}
+    exec(compile("def f():\n    x = 1\n    import no_such_module_xyz\n", str(tmp_path / "work" / "k.py"), "exec"), namespace)
+    with pytest.raises(ImportError) as info:
+        namespace["f"]()
+    assert ctx.kernel_location(info.value) == ("k.py", 3)
+    assert ctx.scrub(f"see {tmp_path}/work/k.py:3") == "see k.py:3"
