@@ -7,7 +7,7 @@ import math
 import numpy as np
 
 from nkitui.emulator import alu
-from nkitui.emulator.engine.common import check_fits, current, no_gpsimd_psum, raw, tile, values, write
+from nkitui.emulator.engine.common import check_fits, current, raw, tile, values, write
 from nkitui.emulator.errors import EngineMemoryError, EngineOpError, OperandShapeError
 from nkitui.emulator.tensor import Tensor
 
