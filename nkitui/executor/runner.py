@@ -136,6 +136,7 @@ class RunHandle:
         self._consumer_lock = threading.Lock()
         self._exited = threading.Event()
         self._finished = threading.Event()
+        self._delivered = threading.Event()
         self._abandoned = threading.Event()
         self._cancel_requested = False
         self._timed_out = False
@@ -321,7 +322,9 @@ class RunHandle:
 
     @property
     def done(self) -> bool:
-        return self._finished.is_set()
+        """True once the consumer has received the last event (with on_event: after the callback
+        for the final ResultEvent returned)."""
+        return self._delivered.is_set()
 
     @property
     def running(self) -> bool:
@@ -360,12 +363,15 @@ class RunHandle:
         one batch at a time, just before the batch's events are yielded; the lock is never held
         while the consumer runs, so an abandoned iterator cannot block a later events()/wait()."""
         while True:
+            final = False
             with self._consumer_lock:
                 if self._finished.is_set():
+                    self._delivered.set()
                     return
                 batch = self._queue.get(timeout=timeout)
                 if batch is _FINISHED:
                     out = self._finish()
+                    final = True
                 else:
                     out = []
                     for ev in batch:
@@ -373,6 +379,9 @@ class RunHandle:
                         if not isinstance(ev, ResultEvent):  # the result comes last, after finishing
                             out.append(ev)
             yield from out
+            if final:
+                self._delivered.set()  # `done` only once the consumer has had the last event
+                return
 
     def wait(self, timeout: float | None = None) -> Any:
         """Consume every event (discarding them) until the run is over; returns `result`.

@@ -212,3 +212,12 @@ def test_a_consumer_may_stop_early_and_another_finish_the_stream():
     next(first)  # a suspended iterator still referenced (e.g. a cancelled UI worker)
     assert handle.wait(timeout=30)["status"] == "passed"
     assert list(first) == []
+
+
+def test_done_only_after_the_callback_had_the_last_event():
+    got = []
+    handle = start_worker(job("hello", {"n": 1}), on_event=lambda ev: (time.sleep(0.05), got.append(ev)))
+    deadline = time.time() + 30
+    while not handle.done and time.time() < deadline:
+        time.sleep(0.001)
+    assert handle.done and isinstance(got[-1], ResultEvent)
