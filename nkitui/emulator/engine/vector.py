@@ -448,7 +448,15 @@ def scalar_tensor_tensor(dst: Tensor, data: Tensor, op0, operand0, op1, operand1
 
 
 def tensor_scalar_reduce(dst: Tensor, data: Tensor, op0, operand0, reduce_op, reduce_res: Tensor | None,
-                         reverse0: bool = False, *, where=None, api: str = "tensor_scalar_reduce") -> None:
+                         reverse0: bool = False, *, where=None, api: str = "tensor_scalar_reduce",
+                         reduce_cmd=None, reduce_init=None) -> None:
+    """dst = data op0 operand0, and its free-axis reduction into reduce_res.
+
+    reduce_cmd (nki namespace) routes the reduction through VectorE's shared accumulator registers:
+    reset_reduce starts from the reduction's identity, reduce continues from the registers, and
+    load_reduce starts from reduce_init; reduce_res then reads the registers. None (legacy) writes
+    this instruction's reduction directly.
+    """
     run = current()
     tile(dst, api, "dst")
     tile(data, api, "data")
@@ -478,12 +486,30 @@ def tensor_scalar_reduce(dst: Tensor, data: Tensor, op0, operand0, reduce_op, re
     r = _apply_scalar_op(o0, values(data, shape), operand_values(x0, t0, len(shape)), reverse0)
     r = np.broadcast_to(r, shape)
     write(run, dst, r, where)
-    if reduce_res is not None:
+    if reduce_res is not None or reduce_cmd is not None:
         flat = r.reshape(P, -1)
         if where is not None:
             m = np.broadcast_to(where, shape).reshape(P, -1)
             flat = np.where(m, flat, np.float32(ro.identity if ro.identity is not None else 0))
-        write(run, reduce_res, np.asarray(ro.reduce(flat, (1,))).reshape(reduce_res.shape))
+        part = np.asarray(ro.reduce(flat, (1,)), dtype=_F32).reshape(P)
+        cmd = getattr(reduce_cmd, "name", reduce_cmd)
+        if cmd is not None:
+            if run.vec_acc is None:
+                run.vec_acc = np.zeros(128, dtype=_F32)
+            acc = run.vec_acc
+            if cmd == "reset_reduce":
+                acc[:P] = part
+            elif cmd == "load_reduce":
+                init = (reduce_init.read_f32().reshape(P) if isinstance(reduce_init, Tensor)
+                        else np.float32(0 if reduce_init is None else reduce_init))
+                acc[:P] = ro.fn(np.broadcast_to(np.asarray(init, dtype=_F32), (P,)), part)
+            elif cmd == "reduce":
+                acc[:P] = ro.fn(acc[:P], part)
+            else:
+                raise EngineOpError(f"{api}: reduce_cmd must be reset_reduce, reduce or load_reduce, got {cmd}")
+            part = acc[:P].copy()
+        if reduce_res is not None:
+            write(run, reduce_res, part.reshape(reduce_res.shape))
 
 
 def select(dst: Tensor, predicate: Tensor, on_true, on_false, *, where=None, api: str = "select") -> None:
