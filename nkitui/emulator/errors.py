@@ -22,6 +22,23 @@ def kernel_frame():
     return frame
 
 
+def assigned_name(frame) -> str | None:
+    """The variable a kernel source line assigns (`x = ...`), or None."""
+    import ast
+    import linecache
+
+    text = linecache.getline(frame.f_code.co_filename, frame.f_lineno).strip()
+    try:
+        node = ast.parse(text).body[0]
+    except (SyntaxError, IndexError):
+        return None
+    if isinstance(node, (ast.Assign, ast.AnnAssign)):
+        targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+        if len(targets) == 1 and isinstance(targets[0], ast.Name):
+            return targets[0].id
+    return None
+
+
 def kernel_location() -> tuple[str, int]:
     """(full path, line) of the kernel source line that called into the emulator."""
     frame = kernel_frame()

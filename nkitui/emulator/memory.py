@@ -10,14 +10,23 @@ compiler would see for tiles allocated inside loop bodies.
 
 from __future__ import annotations
 
+import gc
 import itertools
 import math
+import types
 import warnings
 
 import numpy as np
 
 from nkitui.emulator import dtypes as dt
-from nkitui.emulator.errors import CapacityError, NKIEmulatorWarning, PartitionDimError, PsumBankError
+from nkitui.emulator.errors import (
+    CapacityError,
+    NKIEmulatorWarning,
+    PartitionDimError,
+    PsumBankError,
+    assigned_name,
+    kernel_frame,
+)
 from nkitui.emulator.targets import PMAX, Target
 
 _ids = itertools.count(1)
@@ -136,7 +145,8 @@ class OnChipAllocator:
     def reserve_sbuf(self, st: Storage) -> None:
         need = st.nbytes_pp
         usable = self.target.sbuf_usable_bytes_per_partition
-        if self.sbuf_live + need > usable and self.mode != "off":
+        if self.sbuf_live + need > usable and self.mode != "off" and not (
+                reclaim_rebound("sbuf") and self.sbuf_live + need <= usable):
             msg = (f"SBUF capacity exceeded: {_label(st)} needs {need} B per partition while "
                    f"{self.sbuf_live} of {usable} usable B per partition are live on {self.target.name}")
             if self.mode == "error":
@@ -148,6 +158,14 @@ class OnChipAllocator:
 
     # PSUM -----------------------------------------------------------------------------------
     def reserve_psum(self, st: Storage) -> None:
+        try:
+            self._place_psum(st)
+        except CapacityError:
+            if not reclaim_rebound("psum"):
+                raise
+            self._place_psum(st)
+
+    def _place_psum(self, st: Storage) -> None:
         per_block = st.nbytes_pp // max(st.blocks, 1)
         if per_block > self.target.psum_tile_max_bytes:
             raise PsumBankError(
@@ -202,6 +220,27 @@ class OnChipAllocator:
         if not self._warned:
             self._warned = True
             warnings.warn(msg, NKIEmulatorWarning, stacklevel=4)
+
+
+def reclaim_rebound(memory: str) -> bool:
+    """`x = nl.ndarray(...)` in a loop allocates the new tile while `x` still holds the old one; the
+    compiler knows the old one is dead. When a memory is full, release the old tile early if the
+    assignment's variable is the only thing that still refers to it. Only runs on overflow."""
+    frame = kernel_frame()
+    name = assigned_name(frame) if frame is not None else None
+    old = frame.f_locals.get(name) if name else None
+    st = getattr(old, "st", None)
+    if not isinstance(st, Storage) or st.memory != memory or st._alloc is None:
+        return False
+    for ref in gc.get_referrers(st):
+        if ref is not old and not isinstance(ref, (dict, types.FrameType)):
+            return False  # another view or a container still uses the tile
+    for ref in gc.get_referrers(old):
+        if not isinstance(ref, (dict, types.FrameType)):
+            return False
+    st._alloc.release(st)
+    st._alloc = None
+    return True
 
 
 def _label(st: Storage) -> str:

@@ -330,3 +330,31 @@ def test_arguments_must_match_the_signature():
 def test_device_api_outside_a_kernel():
     with pytest.raises(emulator.NKIEmulatorError, match="outside of a running kernel"):
         nl.zeros((4, 4), dtype=nl.float32)
+
+
+def test_rebinding_a_loop_variable_does_not_count_the_dead_tile():
+    @nki.jit
+    def k():
+        for i in nl.affine_range(3):
+            big = nl.ndarray((128, 30000), dtype=nl.float32)  # 120 KB: two would not fit
+        keep = [nl.zeros((128, 512), dtype=nl.float32, buffer=nl.psum) for _ in range(7)]
+        for i in nl.affine_range(3):
+            acc = nl.zeros((128, 512), dtype=nl.float32, buffer=nl.psum)  # the 8th bank, reused
+        return None if (big is None or keep is None or acc is None) else None
+
+    with emulator.options(target="trn2"), emulator.trace() as tr:
+        k()
+    assert tr.meta["launches"][0]["sbuf_peak_bytes_per_partition"] == 120000
+
+
+def test_a_tile_still_referenced_elsewhere_is_not_reclaimed():
+    @nki.jit
+    def k():
+        kept = []
+        for i in nl.affine_range(2):
+            big = nl.ndarray((128, 30000), dtype=nl.float32)  # rule: sbuf-kept
+            kept.append(big)
+
+    with emulator.options(target="trn2"):
+        with expect(emulator.CapacityError, "sbuf-kept", "SBUF capacity exceeded"):
+            k()

@@ -10,9 +10,7 @@ the DMA queues, matmul and transpose on TensorE.
 
 from __future__ import annotations
 
-import ast
 import builtins
-import linecache
 import math
 import sys
 
@@ -32,6 +30,7 @@ from nkitui.emulator.errors import (
     OperandShapeError,
     PartitionDimError,
     UnsupportedError,
+    assigned_name,
     kernel_frame,
 )
 from nkitui.emulator.legacy import tile as _tile_mod
@@ -795,7 +794,7 @@ def loop_reduce(x, op, loop_indices, *, dtype=None, mask=None, **kwargs):
     frame = kernel_frame()
     acc = None
     if frame is not None:
-        name = _assigned_name(frame.f_code.co_filename, frame.f_lineno)
+        name = assigned_name(frame)
         acc = frame.f_locals.get(name) if name else None
     if isinstance(acc, Tensor) and acc.shape == x.shape and acc.st.memory != "hbm":
         prev, run.accumulating = run.accumulating, True
@@ -805,17 +804,6 @@ def loop_reduce(x, op, loop_indices, *, dtype=None, mask=None, **kwargs):
             run.accumulating = prev
         return acc
     return copy(x, dtype=dtype, mask=mask)
-
-
-def _assigned_name(path: str, line: int) -> str | None:
-    text = linecache.getline(path, line).strip()
-    try:
-        node = ast.parse(text).body[0]
-    except (SyntaxError, IndexError):
-        return None
-    if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
-        return node.targets[0].id
-    return None
 
 
 # -- matmul / transpose / composites -------------------------------------------------------------
