@@ -205,3 +205,25 @@ def test_rebinding_a_tile_is_a_carried_dependency(analyze) -> None:
             return out
     """
     assert "NKI-SEQ-NO-DEP" not in rule_ids(analyze(src))
+
+
+def test_one_row_of_a_short_axis_is_not_high(analyze) -> None:
+    src = LEGACY + """
+        @nki.jit
+        def rows(a):
+            n, d = a.shape
+            out = nl.ndarray((n, d), dtype=a.dtype, buffer=nl.shared_hbm)
+            for i in nl.affine_range(n):
+                t = nl.load(a[i:i + 1, :])
+                nl.store(out[i:i + 1, :], value=nl.exp(t))
+            return out
+    """
+    (f,) = findings(analyze(src, ctx={"inputs": {"a": {"shape": [4, 2048], "dtype": "float32"}}}),
+                    "NKI-PART-UNDER128")
+    assert f.severity == "medium" and f.data["fits"] == 4
+
+
+def test_per_element_loop_over_a_tiny_tensor_is_medium(analyze) -> None:
+    small = {"inputs": {"a": {"shape": [8, 16], "dtype": "float32"}, "b": {"shape": [8, 16], "dtype": "float32"}}}
+    (tiny,) = findings(analyze(PER_ELEMENT, ctx=small), "NKI-TILE-TINY")
+    assert tiny.severity == "medium" and tiny.data["elements"] == 1

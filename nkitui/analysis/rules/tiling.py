@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from nkitui.analysis.nki_model import Access, KernelModel, Op
+from nkitui.analysis.nki_model import Access, KernelModel, Op, Tensor
 from nkitui.analysis.nki_values import known_int
 from nkitui.analysis.rules.base import (
     RuleInput,
@@ -20,6 +20,7 @@ from nkitui.analysis.rules.base import (
 from nkitui.common.findings import Finding
 
 TINY_ELEMENTS = 64  # elements per DMA at or below which a tile is "tiny" (one warp's worth, or less)
+SMALL_TENSOR = 1024  # a tensor this small costs little even element by element
 PMAX = 128
 
 TILE_TINY = RuleSpec(
@@ -32,7 +33,8 @@ TILE_TINY = RuleSpec(
         "thread-per-element pattern transliterated. Each NKI instruction works on a whole tile (up to 128 "
         "partitions x thousands of elements); a DMA pays ~1.3 us fixed latency and wants >=2-4 KiB per "
         "partition, and Vector/Scalar instructions cost >=64 cycles however small the tile. High when one "
-        "element moves per DMA, medium for tiles of <=64 elements."
+        "element moves per DMA (medium if the whole tensor has at most 1024 elements), medium for tiles of "
+        "<=64 elements."
     ),
 )
 
@@ -44,14 +46,24 @@ PART_UNDER_128 = RuleSpec(
     summary=(
         "Tiles use fewer than 128 partitions although the axis mapped to partitions has 128 or more rows "
         "(or is walked by a loop). Vector, Scalar and GpSimd process all active partitions in parallel, so a "
-        "1-partition instruction costs the same as a 128-partition one. High for one partition per tile (the "
-        "row-by-row transliteration), medium up to 64 partitions, low above."
+        "1-partition instruction costs the same as a 128-partition one. High for one partition per tile where "
+        "64 or more fit (the row-by-row transliteration), medium when at least twice as many fit, low otherwise."
     ),
 )
 
 
 def _tiled(km: KernelModel, hbm: Access) -> list[str]:
     return tiling_symbols(km, hbm.deps)
+
+
+def _known_elements(t: Tensor) -> int | None:
+    shape = t.known_shape()
+    if not shape or any(s is None for s in shape):
+        return None
+    n = 1
+    for s in shape:
+        n *= s  # type: ignore[operator]
+    return n
 
 
 def check_tiny(inp: RuleInput, km: KernelModel) -> Iterator[Finding]:
@@ -76,9 +88,11 @@ def check_tiny(inp: RuleInput, km: KernelModel) -> Iterator[Finding]:
                    if op.engine not in (None, "dma") and op.reads and (op.reads[0].elements or 0) <= TINY_ELEMENTS
                    and op.reads[0].elements is not None]
         example = items[0][0].text
+        sizes = [_known_elements(km.tensors[hbm.tensor]) for _, _, hbm in items]
+        small_data = all(n is not None and n <= SMALL_TENSOR for n in sizes)
         if smallest == 1:
             what = "one element per DMA"
-            severity = "high"
+            severity = "medium" if small_data else "high"
             title = f"Thread-per-element loop at line {loop.line}: one element per instruction"
         else:
             what = f"only {smallest} elements per DMA"
@@ -169,7 +183,9 @@ def check_partitions(inp: RuleInput, km: KernelModel) -> Iterator[Finding]:
         best = max(i[2] for i in items)
         axis = items[0][3]
         lines = [op.line for op, *_ in items]
-        severity = "high" if p == 1 else "medium" if p <= 64 else "low"
+        # One partition where most of 128 would fit is the row-by-row transliteration; smaller gaps are
+        # throughput left on the table.
+        severity = "high" if p == 1 and best >= 64 else "medium" if best >= 2 * p else "low"
         where = f" inside {loop_phrase(km.loops[loop_id])}" if loop_id is not None else ""
         share = 100.0 * p / PMAX
         yield inp.finding(
