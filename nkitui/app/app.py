@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from textual import on, work
-from textual.app import App
+from textual.app import App, SuspendNotSupported
 from textual.binding import Binding
 from textual.content import Content
 from textual.widget import Widget
@@ -90,6 +90,7 @@ class NkituiApp(ReviewController, RunController, App[int]):
         self.review_ready = False
         self.backend_label = self.backend_choice
         self.backend_reason = ""
+        self.session_started = False  # set once the start-up workers are launched (tests wait for it)
 
     # --- themes ----------------------------------------------------------------------------------
 
@@ -135,6 +136,7 @@ class NkituiApp(ReviewController, RunController, App[int]):
         self.list_runs()
         self.probe_backend()
         ws.show_area("source")
+        self.session_started = True
 
     def update_header(self, **changes: str) -> None:
         self.header_state = self.header_state.with_(**changes)
@@ -362,8 +364,17 @@ class NkituiApp(ReviewController, RunController, App[int]):
         try:
             with os.fdopen(fd, "w", encoding="utf-8") as fh:
                 fh.write(text)
-            with self.suspend():
-                completed = subprocess.run([*command, str(path)], check=False)
+            try:
+                try:
+                    with self.suspend():
+                        completed = subprocess.run([*command, str(path)], check=False)
+                except SuspendNotSupported:
+                    # No terminal to hand over (headless, a web driver): the editor runs without one.
+                    completed = subprocess.run([*command, str(path)], check=False, stdin=subprocess.DEVNULL)
+            except OSError as exc:
+                self.notify(f"Cannot start the editor {command[0]!r}: {exc.strerror or exc}. Set `editor` in "
+                            "config.toml, or $VISUAL/$EDITOR.", title="Editor", severity="error", timeout=10)
+                return None
             if completed.returncode != 0:
                 self.notify(f"{command[0]} exited with status {completed.returncode}; comment unchanged",
                             severity="warning")

@@ -117,7 +117,7 @@ REGISTRY: tuple[KeySpec, ...] = (
     KeySpec("source.revisions", "v", "pick_revisions", "Revisions", "source",
             help="Pick the two revisions of the task's history to compare"),
     KeySpec("source.findings", "f", "toggle_findings", "Findings", "source",
-            help="Show or hide the findings list"),
+            help="Go to the findings list; from the list, hide it"),
     # Findings list.
     KeySpec("findings.open", "enter", "open_finding", "Go to line", "findings",
             help="Show the finding's line in the code view"),

@@ -15,13 +15,13 @@ DATES = ("2026-01-05T10:00:00", "2026-01-06T11:30:00")
 
 # The first revision of the port forgot the mask on the last, partial tile.
 UNMASKED = '''    n_tiles = (n_rows + P - 1) // P
-    for t in nl.affine_range(n_tiles):
+    for t in nl.sequential_range(n_tiles):
         x_tile = nl.load(x[t * P + i_p, i_f])
         y_tile = nl.multiply(x_tile, g_tile)
         nl.store(y[t * P + i_p, i_f], value=y_tile)
 '''
 MASKED = '''    n_tiles = (n_rows + P - 1) // P
-    for t in nl.affine_range(n_tiles):
+    for t in nl.sequential_range(n_tiles):
         valid = t * P + i_p < n_rows
         x_tile = nl.load(x[t * P + i_p, i_f], mask=valid)
         y_tile = nl.multiply(x_tile, g_tile, mask=valid)
@@ -71,6 +71,10 @@ async def settle(pilot, delay: float = 0.05, timeout: float = 60.0) -> None:
 
     app = pilot.app
     deadline = time.monotonic() + timeout
+    while not getattr(app, "session_started", True):  # the start-up workers are not launched yet
+        await pilot.pause(delay)
+        if time.monotonic() > deadline:
+            raise TimeoutError("the workstation never started")
     quiet = 0
     while quiet < 2:
         await pilot.pause(delay)
@@ -83,3 +87,18 @@ async def settle(pilot, delay: float = 0.05, timeout: float = 60.0) -> None:
 def screen_text(app) -> str:
     """What the terminal shows now, as plain text (one line per row)."""
     return "\n".join(strip.text for strip in app.screen._compositor.render_strips())
+
+
+def store_run(result, run_id: str, created_at: str = "2026-01-07T09:00:00+00:00", **changes):
+    """Save a copy of a real RunResult under another id in the (test's isolated) run store."""
+    import copy
+
+    from nkitui.evaluate.store import RunStore
+
+    clone = copy.deepcopy(result)
+    clone.run_id = run_id
+    clone.created_at = created_at
+    for key, value in changes.items():
+        setattr(clone, key, value)
+    RunStore().save(clone)
+    return clone

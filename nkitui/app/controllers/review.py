@@ -115,6 +115,9 @@ class ReviewController:
             self.notify(f"Already attached: {link.ref}", timeout=3)  # type: ignore[attr-defined]
             return
         self.draft.attach_evidence(link)
+        if evidence.run_id:
+            # Evidence from a run cites the run: its result is committed beside the review.
+            self.draft.cite_run(evidence.run_id)
         area.refresh_lists()
         self.draft_changed()
         target = crit.title if crit is not None else "the review"

@@ -17,8 +17,7 @@ class RevisionList(OptionList):
     BINDINGS = keymap.bindings("picker")
 
     def action_choose(self) -> None:
-        if self.highlighted is not None:
-            self.post_message(OptionList.OptionSelected(self, self.highlighted))
+        self.action_select()
 
     def action_close(self) -> None:
         self.screen.dismiss(None)

@@ -48,6 +48,7 @@ class LineView(ScrollView, can_focus=True):
         self._generation = 0
         self._content_width = 0
         self._styles: dict[tuple[str, str], Style] = {}
+        self.empty_message = ""  # shown on the first line when there are no rows
 
     def st(self, name: str = "") -> Style:
         """The named style of STYLES for the current theme."""
@@ -105,6 +106,8 @@ class LineView(ScrollView, can_focus=True):
         row = scroll_y + y
         width = self.scrollable_content_region.width
         if row >= self.row_count():
+            if row == 0 and self.empty_message:
+                return self.strip_of([(f" {self.empty_message}", self.st())], width, self.st())
             return Strip.blank(width, self.st().rich_style)
         selected = row == self.cursor and self.cursor_visible()
         key = (row, selected, width, scroll_x, self._generation)
@@ -151,11 +154,11 @@ class LineView(ScrollView, can_focus=True):
         top = self.scroll_offset.y
         row = self.cursor
         if center and not (top <= row < top + height):
-            self.scroll_to(y=max(0, row - height // 2), animate=False, immediate=True)
+            self.scroll_to(y=max(0, row - height // 2), animate=False, immediate=True, force=True)
         elif row < top:
-            self.scroll_to(y=row, animate=False, immediate=True)
+            self.scroll_to(y=row, animate=False, immediate=True, force=True)
         elif row >= top + height:
-            self.scroll_to(y=row - height + 1, animate=False, immediate=True)
+            self.scroll_to(y=row - height + 1, animate=False, immediate=True, force=True)
 
     def move_cursor(self, row: int, center: bool = False) -> None:
         count = self.row_count()

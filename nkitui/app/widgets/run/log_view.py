@@ -88,7 +88,7 @@ Only the lines on screen are drawn, so a million-line log scrolls as smoothly as
         self.run_label = run_label
         self.set_reactive(LogView.following, True)
         self.set_reactive(LogView.cursor, 0)
-        self.scroll_to(0, 0, animate=False, immediate=True)
+        self.scroll_to(0, 0, animate=False, immediate=True, force=True)
         self.data_changed(content_width=0)
         self.post_message(self.Changed())
 
@@ -106,7 +106,7 @@ Only the lines on screen are drawn, so a million-line log scrolls as smoothly as
         if self.following:
             if len(self.store):
                 self.set_reactive(LogView.cursor, len(self.store) - 1)
-            self.scroll_end(animate=False, immediate=True, x_axis=False)
+            self.scroll_end(animate=False, immediate=True, force=True, x_axis=False)
         else:
             self.new_below += shown
         self.post_message(self.Changed())
@@ -133,7 +133,7 @@ Only the lines on screen are drawn, so a million-line log scrolls as smoothly as
     def action_follow(self) -> None:
         self.following = True
         self.move_cursor(len(self.store) - 1)
-        self.scroll_end(animate=False, immediate=True, x_axis=False)
+        self.scroll_end(animate=False, immediate=True, force=True, x_axis=False)
 
     def action_cursor_top(self) -> None:
         self.following = False
@@ -152,7 +152,7 @@ Only the lines on screen are drawn, so a million-line log scrolls as smoothly as
         self.data_changed()
         if self.following or keep is None:
             self.set_reactive(LogView.cursor, max(0, len(self.store) - 1))
-            self.scroll_end(animate=False, immediate=True, x_axis=False)
+            self.scroll_end(animate=False, immediate=True, force=True, x_axis=False)
         else:
             row = self._nearest_row(keep)
             self.move_cursor(row, center=True)

@@ -91,7 +91,7 @@ class SourceArea(Vertical):
 
 **d** switches between the aligned CUDA | NKI view and the task's git diff; **s** switches the diff
 between unified and split; **v** picks the two revisions to compare; **f** shows or hides the findings
-list; **n**/**p** jump to the next/previous finding (or change). The strip under the code explains the
+list (again: hide it); **n**/**p** jump to the next/previous finding (or change). The strip under the code explains the
 finding and the alignment role at the cursor.
 """
 
@@ -161,7 +161,10 @@ finding and the alignment role at the cursor.
         self.diff_files = files
         self.diff_loaded = True
         self.diff.set_diff(files, f"{pair[0].ref}..{pair[1].ref}")
+        self.diff.empty_message = (f"No differences between {pair[0].short} and {pair[1].short} in the task folder. "
+                                   "Press v to pick other revisions.")
         self._update_bar()
+        self._update_strip()
 
     def show_line(self, path: str, line: int) -> bool:
         """Show `path:line` in the aligned view (switching to it). False when the file is not shown."""
@@ -195,12 +198,14 @@ finding and the alignment role at the cursor.
         self.post_message(self.RevisionsWanted())
 
     def action_toggle_findings(self) -> None:
+        """Focus the findings list (showing it); from the list, hide it and go back to the code."""
         findings = self.query_one(FindingsList)
-        findings.display = not findings.display
-        if findings.display:
-            findings.focus()
-        else:
+        if findings.has_focus:
+            findings.display = False
             self.focus_primary()
+        else:
+            findings.display = True
+            findings.focus()
 
     # --- status lines --------------------------------------------------------------------------
 

@@ -68,7 +68,7 @@ Added lines are marked **+** and tinted, deleted lines **-**, so the signs carry
         numbers = [n for line in self._unified for n in (line.old, line.new) if n]
         self._digits = max(3, len(str(max(numbers, default=1))))
         self.set_reactive(DiffView.cursor, 0)
-        self.scroll_to(0, 0, animate=False, immediate=True)
+        self.scroll_to(0, 0, animate=False, immediate=True, force=True)
         self.data_changed(content_width=longest + 2 * self._digits + 8)
 
     def set_split(self, split: bool) -> None:

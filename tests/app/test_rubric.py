@@ -1,0 +1,126 @@
+"""The Rubric area on the real review layer: guidance, scores, comments (typed and in $EDITOR),
+autosave, evidence, validation, submit to the task's git repository, restoring a draft."""
+
+from __future__ import annotations
+
+import stat
+import time
+
+import git
+
+from nkitui.app.screens.review import ConfirmSubmit, SubmittedScreen
+from nkitui.app.widgets.rubric.widgets import CommentEditor, CriteriaList, ScoreSelector
+from tests.app.helpers import new_app, screen_text, settle
+
+
+async def _open_rubric(pilot):
+    await settle(pilot)
+    await pilot.press("4")
+    await settle(pilot)
+
+
+async def _score(pilot, app, criterion_index: int, presses: int) -> None:
+    area = app.workstation.area("rubric")
+    area.query_one(CriteriaList).highlighted = criterion_index
+    area.query_one(ScoreSelector).focus()
+    await settle(pilot)
+    await pilot.press(*["right"] * presses)
+    await settle(pilot)
+
+
+def _draft_file(isolated_xdg):
+    drafts = list((isolated_xdg / "state").rglob("*.toml"))
+    return drafts[0] if drafts else None
+
+
+async def test_guidance_scores_and_comments_are_autosaved(task_dir, isolated_xdg):
+    app = new_app(task_dir)
+    async with app.run_test(size=(100, 36)) as pilot:
+        await _open_rubric(pilot)
+        area = app.workstation.area("rubric")
+        assert isinstance(app.focused, CriteriaList)
+        assert [c.id for c in app.rubric.criteria][:1] == ["migration_fidelity"]
+        assert "Guidance" in screen_text(app) and "Same math as the CUDA kernel" in screen_text(app)
+        await _score(pilot, app, 0, 4)  # 1 -> 4
+        assert app.draft.scores["migration_fidelity"].value == 4
+        assert "Semantics match including edge cases" in screen_text(app)  # the level's meaning
+        await pilot.press("tab")  # to the comment editor
+        assert isinstance(app.focused, CommentEditor)
+        await pilot.press(*"masks the partial tile")
+        await settle(pilot)
+        assert app.draft.scores["migration_fidelity"].comment == "masks the partial tile"
+        # the autosaver writes the draft outside the repository within a second
+        deadline = time.monotonic() + 5
+        while (path := _draft_file(isolated_xdg)) is None or "masks the partial tile" not in path.read_text():
+            assert time.monotonic() < deadline, "draft was not autosaved"
+            await pilot.pause(0.1)
+        assert not git.Repo(task_dir).is_dirty(untracked_files=True)  # nothing in the task repo
+        assert area.query_one(CriteriaList).ids[-1] == "__verdict__"
+
+
+async def test_long_comment_in_editor(task_dir, tmp_path, monkeypatch):
+    editor = tmp_path / "editor.sh"
+    editor.write_text('#!/bin/sh\nprintf "Written in my editor.\\nSecond line.\\n" > "$1"\n')
+    editor.chmod(editor.stat().st_mode | stat.S_IEXEC)
+    monkeypatch.setenv("EDITOR", str(editor))
+    app = new_app(task_dir)
+    async with app.run_test(size=(100, 36)) as pilot:
+        await _open_rubric(pilot)
+        await pilot.press("tab", "tab")  # criteria -> score -> comment
+        assert isinstance(app.focused, CommentEditor)
+        await pilot.press("ctrl+o")
+        await settle(pilot)
+        assert app.draft.scores["migration_fidelity"].comment == "Written in my editor.\nSecond line."
+        assert app.focused.text == "Written in my editor.\nSecond line."
+        await pilot.press("f7")  # the plain fallback works too (the editor rewrites the same text)
+        await settle(pilot)
+        assert app.draft.scores["migration_fidelity"].comment == "Written in my editor.\nSecond line."
+
+
+async def test_submit_is_refused_until_valid_then_commits_only_review_files(task_dir):
+    app = new_app(task_dir)
+    async with app.run_test(size=(100, 36)) as pilot:
+        await _open_rubric(pilot)
+        await pilot.press("ctrl+s")
+        await settle(pilot)
+        assert not isinstance(app.screen, ConfirmSubmit)  # refused: nothing scored
+        assert app.workstation.area("rubric").current_id == "__verdict__"
+        assert "required criterion" in screen_text(app)
+        for index in range(len(app.rubric.criteria)):
+            await _score(pilot, app, index, 4)
+        await _score(pilot, app, len(app.rubric.criteria), 1)  # verdict: the first one (accept)
+        assert app.draft.verdict == "accept"
+        assert not [p for p in app.review_problems if p.severity == "error"]
+        head_before = git.Repo(task_dir).head.commit.hexsha
+        await pilot.press("f8")  # the plain fallback of ctrl+s
+        await settle(pilot)
+        assert isinstance(app.screen, ConfirmSubmit)
+        await pilot.press("enter")
+        await settle(pilot)
+        assert isinstance(app.screen, SubmittedScreen)
+        repo = git.Repo(task_dir)
+        commit = repo.head.commit
+        assert commit.parents[0].hexsha == head_before
+        assert commit.hexsha[:12] in app.screen.commit_line
+        assert all(path.startswith("reviews/") for path in commit.stats.files)
+        assert commit.message.startswith("review(scale_rows): accept by ")
+        assert not repo.is_dirty(untracked_files=True)
+        await pilot.press("escape")
+        await settle(pilot)
+        assert app.draft.verdict is None  # the next review starts fresh
+        assert f"committed {commit.hexsha[:12]}" in screen_text(app)
+
+
+async def test_an_unsubmitted_draft_is_restored_on_open(task_dir):
+    from nkitui.review import Draft, DraftStore, rubric_for_task
+    from nkitui.task import load_task
+
+    task = load_task(task_dir)
+    draft = Draft.new(task.id, rubric_for_task(task))
+    draft.set_score("numerical_correctness", 3, "within tolerance on all seeds")
+    DraftStore().save(task.root, draft)
+    app = new_app(task_dir)
+    async with app.run_test(size=(100, 36)) as pilot:
+        await settle(pilot)
+        assert app.draft.scores["numerical_correctness"].value == 3
+        assert any("Restored your unsubmitted draft" in n.message for n in app._notifications)

@@ -1,0 +1,94 @@
+"""The Run area with real runs: the executor's child process, its live log, results, cancel,
+reopening stored runs and comparing two."""
+
+from __future__ import annotations
+
+import pytest
+from textual.widgets import DataTable
+
+from nkitui.app.screens.runs import ComparisonScreen, RunsScreen
+from nkitui.app.widgets.run.results import OutputsTable
+from tests.app.helpers import FIXTURES, make_task_repo, new_app, screen_text, settle, store_run
+
+
+@pytest.mark.slow
+async def test_a_run_streams_its_log_and_ends_with_results_and_utilisation(task_dir):
+    app = new_app(task_dir, backend="emulator")
+    async with app.run_test(size=(100, 32)) as pilot:
+        await settle(pilot)
+        await pilot.press("r")
+        await pilot.pause(0.3)
+        assert app.run_in_progress and app.header_state.run == "running"
+        await pilot.press("1")  # the UI stays live while the child works
+        await pilot.pause(0.1)
+        assert app.workstation.current_area == "source" and app.run_in_progress
+        await pilot.press("2")
+        await settle(pilot, timeout=180)
+        assert app.header_state.run == "passed", app.header_state
+        log = app.run_area.log
+        texts = [log.store.texts[i] for i in range(log.store.total)]
+        assert "── compare ──" in texts and any("backend: emulator" in t for t in texts)
+        assert app.workstation.current_area == "run"
+        await pilot.press("m")
+        await settle(pilot)
+        table = app.run_area.query_one(OutputsTable)
+        assert table.outputs == ["y"] and table.get_row_at(0)[1] == "pass"
+        assert "checks" in screen_text(app)
+        engines = app.engines_area
+        assert engines.query_one("#metrics", DataTable).row_count > 5
+        assert app.runs_known and len(app.run_summaries) == 1
+
+
+@pytest.mark.slow
+async def test_cancel_stops_the_child_and_says_so(tmp_path):
+    slow = make_task_repo(tmp_path / "scale_rows", FIXTURES / "scale_rows")
+    reference = slow / "reference.py"
+    reference.write_text(reference.read_text().replace(
+        "    return x.astype", "    import time\n\n    time.sleep(60)\n    return x.astype"))
+    app = new_app(slow, backend="emulator")
+    async with app.run_test(size=(100, 32)) as pilot:
+        await settle(pilot)
+        await pilot.press("r")
+        for _ in range(400):  # wait for the reference phase (it sleeps there)
+            await pilot.pause(0.1)
+            if "reference" in app.header_state.run_detail:
+                break
+        assert app.run_in_progress
+        await pilot.press("x")
+        await settle(pilot, timeout=60)
+        assert not app.run_in_progress
+        assert app.header_state.run == "cancelled"
+        assert app.shown_result.status == "cancelled"
+
+
+async def test_reopen_an_earlier_run_and_compare_two(task_dir, evaluated):
+    _, result = evaluated
+    a = store_run(result, "20260107T090000Z-aaaaaa")
+    worse = [dict(s.to_dict()) for s in a.seed_results]
+    for seed in worse:
+        for out in seed["outputs"]:
+            out["max_abs"] = 1.0
+    from nkitui.evaluate.result import SeedResult
+
+    store_run(result, "20260108T090000Z-bbbbbb", created_at="2026-01-08T09:00:00+00:00",
+              seed_results=[SeedResult.from_dict(s) for s in worse])
+    app = new_app(task_dir, backend="emulator")
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(pilot)
+        assert [s.run_id for s in app.run_summaries] == ["20260108T090000Z-bbbbbb", "20260107T090000Z-aaaaaa"]
+        await pilot.press("h")
+        await settle(pilot)
+        assert isinstance(app.screen, RunsScreen)
+        await pilot.press("down", "enter")  # reopen the older run
+        await settle(pilot)
+        assert app.shown_result.run_id == "20260107T090000Z-aaaaaa"
+        assert app.header_state.run_detail == "reopened aaaaaa"
+        assert app.run_area.log.store.total == len(result.log_excerpt)
+        await pilot.press("h")
+        await settle(pilot)
+        await pilot.press("down", "space", "up", "space", "c")  # A = older, B = newer
+        await settle(pilot)
+        assert isinstance(app.screen, ComparisonScreen)
+        deltas = {(m.output, m.metric): m.change for m in app.screen.comparison.metrics}
+        assert deltas[("y", "max_abs")] == "worse"
+        assert "worst metrics over seeds" in screen_text(app)
