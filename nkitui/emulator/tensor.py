@@ -47,6 +47,7 @@ def _as_int(v, what: str) -> int:
     raise IndexingError(f"{what} must be an integer, got {type(v).__name__} {v!r}")
 
 
+_FULL = slice(None)
 _WHOLE: dict[tuple[int, ...], tuple] = {}
 _WHOLE_BOUNDS: dict[tuple[int, ...], tuple] = {}
 
@@ -152,8 +153,12 @@ class Tensor:
     # -- indexing ------------------------------------------------------------------------------
     def basic_index(self, key) -> "Tensor":
         """Ints, slices, nl.ds and Ellipsis (NumPy basic indexing with NKI's on-chip rules)."""
-        if not isinstance(key, tuple):
+        if type(key) is not tuple:
             key = (key,)
+        if self.fancy is None and len(key) <= len(self.shape):
+            view = self._basic_fast(key)
+            if view is not None:
+                return view
         nd = len(self.shape)
         if any(k is Ellipsis for k in key):
             i = next(i for i, k in enumerate(key) if k is Ellipsis)
@@ -227,6 +232,65 @@ class Tensor:
             if s[0] == "r":
                 shape[s[4]] = s[3]
         return self.compose(specs, tuple(shape))
+
+    def _basic_fast(self, key):
+        """The common case of basic indexing (unit-step slices, nl.ds, non-negative ints off the
+        partition dim) straight to a new range view; None hands over to the general path."""
+        ent = self.ent
+        shape = self.shape
+        axis_dim = [-1] * len(shape)
+        for d, e in enumerate(ent):
+            if e[3] >= 0:
+                axis_dim[e[3]] = d
+        pax = self.st.pax
+        pr = ent[pax][3] if pax >= 0 else -2
+        new_ent = list(ent)
+        out_shape = []
+        dropped = False
+        nkey = len(key)
+        for r in range(len(shape)):
+            d = axis_dim[r]
+            if d < 0:
+                return None
+            k = key[r] if r < nkey else _FULL
+            tk = type(k)
+            n = shape[r]
+            if tk is slice:
+                if k.step is not None and k.step != 1:
+                    return None
+                a, b = k.start, k.stop
+                if a is None:
+                    a = 0
+                elif type(a) is not int:
+                    return None
+                elif a < 0:
+                    a += n
+                if b is None:
+                    b = n
+                elif type(b) is not int:
+                    return None
+                elif b < 0:
+                    b += n
+                length = b - a if b > a else 0
+            elif tk is DynSlice:
+                a, length = k.start, k.size
+                if type(a) is not int or type(length) is not int or k.step != 1:
+                    return None
+            elif tk is int:
+                if r == pr or k < 0:
+                    return None  # the keep-the-partition-dim rule lives in the general path
+                e = ent[d]
+                new_ent[d] = (e[0] + e[1] * k, 0, 1, -1)
+                dropped = True
+                continue
+            else:
+                return None
+            e = ent[d]
+            new_ent[d] = (e[0] + e[1] * a, e[1], length, len(out_shape))
+            out_shape.append(length)
+        if dropped and pax >= 0 and len(out_shape) < 2:
+            return None
+        return self._new(tuple(new_ent), tuple(out_shape))
 
     def compose(self, specs, shape: tuple[int, ...]) -> "Tensor":
         """Apply per-result-axis specs ("i", k) | ("r", start, step, length, new_axis)."""
@@ -327,7 +391,18 @@ class Tensor:
     def check_bounds(self, what: str = "") -> None:
         if self._inb:
             return
-        for d, ((lo, hi), n) in enumerate(zip(self.bounds(), self.st.shape)):
+        shape = self.st.shape
+        bounds = self.bounds()
+        ok = True
+        for d in range(len(shape)):
+            lo, hi = bounds[d]
+            if hi >= lo and (lo < 0 or hi >= shape[d]):
+                ok = False
+                break
+        if ok:
+            self._inb = True
+            return
+        for d, ((lo, hi), n) in enumerate(zip(bounds, shape)):
             if hi < lo:
                 continue
             if lo < 0 or hi >= n:
@@ -342,8 +417,28 @@ class Tensor:
         if a is not None:
             return a
         st = self.st
-        if st.pax == 0 and self.fancy is None and self.ent is _WHOLE.get(self.shape):
-            a = self._acc = Access(st.id, st.memory, 0, self.shape[0], 0, st.nbytes_pp)
+        if self.fancy is None:
+            if st.pax == 0 and self.ent is _WHOLE.get(self.shape):
+                a = self._acc = Access(st.id, st.memory, 0, self.shape[0], 0, st.nbytes_pp)
+                return a
+            pax = st.pax
+            pp, flat = st.strides()
+            strides = pp if pax >= 0 else flat
+            lo = hi = p0 = 0
+            p1 = 1
+            for d, (start, step, length, rax) in enumerate(self.ent):
+                if length <= 0:
+                    a = self._acc = Access(st.id, st.memory, 0, 0, 0, 0)
+                    return a
+                last = start + step * (length - 1)
+                lo_d, hi_d = (start, last) if step >= 0 else (last, start)
+                if d == pax:
+                    p0, p1 = lo_d, hi_d + 1
+                else:
+                    lo += lo_d * strides[d]
+                    hi += hi_d * strides[d]
+            isz = st.dtype.itemsize
+            a = self._acc = Access(st.id, st.memory, p0, p1, lo * isz, (hi + 1) * isz)
             return a
         b = self.bounds()
         if any(hi < lo for lo, hi in b):

@@ -80,14 +80,15 @@ def check_matmul(stationary: Tensor, moving: Tensor, *, perf_mode=None, api: str
 
 def nc_matmul(dst: Tensor, stationary: Tensor, moving: Tensor, *, accumulate: bool | None = False,
               is_transpose: bool = False, perf_mode=None, where=None, api: str = "nc_matmul",
-              meta: dict | None = None) -> None:
+              meta: dict | None = None, checked: tuple | None = None) -> None:
     """dst[M, N] (PSUM) (+)= stationary[K, M].T @ moving[K, N], accumulated in fp32.
 
     accumulate: False overwrite, True add onto dst, None = first matmul write into a zone
     overwrites and later ones accumulate (new-namespace semantics; zones end at non-matmul writes).
     """
     run = current()
-    K, M, N, double = check_matmul(stationary, moving, perf_mode=perf_mode, api=api)
+    # `checked`: the result of check_matmul for these operands, when the front end already ran it
+    K, M, N, double = checked or check_matmul(stationary, moving, perf_mode=perf_mode, api=api)
     tile(dst, api, "dst")
     if dst.st.memory != "psum":
         raise EngineMemoryError(f"{api}: the result must be written to PSUM, got a {dst.st.memory} tile")

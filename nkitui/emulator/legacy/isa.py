@@ -98,15 +98,15 @@ def nc_matmul(stationary, moving, *, is_stationary_onezero=False, is_moving_onez
     api = "nisa.nc_matmul"
     stationary = as_tile(stationary, api, "stationary")
     moving = as_tile(moving, api, "moving")
-    _, M, N, _ = check_matmul(stationary, moving, perf_mode=perf_mode, api=api)
-    shape = (M, N)
+    checked = check_matmul(stationary, moving, perf_mode=perf_mode, api=api)
+    shape = (checked[1], checked[2])
     d = stationary.st.dtype if is_transpose else _dt.float32
     plan = plan_mask(mask, shape)
     out = fresh(run, shape, d, plan, memory="psum", track=False)
     if plan.skip:
         return out
     _eng.nc_matmul(out, stationary, moving, is_transpose=bool(is_transpose), perf_mode=perf_mode,
-                   where=plan.where, api=api,
+                   where=plan.where, api=api, checked=checked,
                    meta={k: v for k, v in (("is_stationary_onezero", is_stationary_onezero),
                                            ("is_moving_onezero", is_moving_onezero),
                                            ("tile_position", tuple(tile_position) or None),

@@ -24,8 +24,7 @@ _nl = None  # the legacy language module, set when it is imported (operators dis
 _TEMP_REFS = 0  # sys.getrefcount of an unnamed temporary inside __setitem__ (calibrated below)
 
 
-def _advanced(k) -> bool:
-    return isinstance(k, (IndexExpr, Tensor))
+_ADVANCED = (IndexExpr, Tensor)
 
 
 class LegacyTensor(Tensor):
@@ -48,9 +47,12 @@ class LegacyTensor(Tensor):
 
     # -- indexing ------------------------------------------------------------------------------
     def __getitem__(self, key):
-        if not isinstance(key, tuple):
+        if type(key) is not tuple:
             key = (key,)
-        if not any(_advanced(k) for k in key):
+        for k in key:
+            if isinstance(k, _ADVANCED):
+                break
+        else:
             return self.basic_index(key)
         if any(isinstance(k, (slice, DynSlice)) or k is Ellipsis for k in key):
             raise IndexingError("err_unsupported_mixing_basic_advanced_tensor_indexing: do not mix slices with "
