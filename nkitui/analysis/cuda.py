@@ -557,9 +557,19 @@ class _KernelReader:
                     v //= 2
                     n += 1
                 trip = n
-            trip_text = f"{var or '?'} from {start_text or '?'} while {_short(_text(cond), 40)} step {_short(_text(update), 30)}"
-            if start is None and stride in ("unit", "constant") and bound_text:
-                trip_text = f"({bound_text} - {start_text or '0'}) / {step_text or '1'}"
+            trip_text = (f"{var or '?'} from {start_text or '?'} while {_short(_text(cond), 40)} "
+                         f"step {_short(_text(update), 30)}")
+            if trip is not None:
+                trip_text = str(trip)
+            elif stride in ("unit", "constant") and bound_text:
+                span = bound_text if start == 0 else f"{bound_text} - ({start_text or '0'})"
+                step_shown = step if step is not None else step_text or "1"
+                trip_text = span if step_shown == 1 else f"ceil({span} / {step_shown})" if start == 0 \
+                    else f"ceil(({span}) / {step_shown})"
+            elif stride == "grid-stride" and bound_text:
+                trip_text = f"{bound_text} / (blockDim * gridDim) per thread"
+            elif stride == "block-stride" and bound_text:
+                trip_text = f"{bound_text} / blockDim per thread"
         else:
             cond = node.child_by_field_name("condition")
             trip_text = f"while {_short(_text(cond), 60)}"

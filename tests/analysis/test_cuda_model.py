@@ -103,3 +103,10 @@ def test_eval_c_int() -> None:
     assert eval_c_int("1 << 5", env) == 32
     assert eval_c_int("blockDim.x", env) is None
     assert eval_c_int("UNKNOWN", env) is None
+
+
+def test_symbolic_trip_counts_are_spelled_out() -> None:
+    m = build_cuda_model((FIXTURES / "cuda" / "matmul_tiled.cu").read_text(), "matmul_tiled.cu")
+    assert [lp.trip_text for lp in m.kernels[0].loops] == ["ceil(K / 32)", "32"]
+    s = build_cuda_model((FIXTURES / "cuda" / "softmax.cu").read_text(), "softmax.cu")
+    assert s.kernels[0].loops[0].trip_text == "cols / blockDim per thread"
