@@ -145,10 +145,22 @@ def _import_kernel(file, name: str):
     if not callable(kernel):
         raise UsageError(f"{file}::{name} is not a function or kernel")
     if not isinstance(kernel, emulator.Kernel):
-        from nkitui.emulator.legacy.nki import jit
-
-        kernel = jit(kernel)
+        kernel = _front_end_jit(module)(kernel)
     return kernel
+
+
+def _front_end_jit(module):
+    """The `jit` of the namespace the kernel file uses: the new `nki` when the file imports it
+    (and a front end provides it), else the legacy `neuronxcc.nki`."""
+    new = sys.modules.get("nki")
+    uses_new = new is not None and getattr(new, "__nkitui_emulator__", False) and any(
+        v is new or getattr(v, "__name__", "").startswith("nki.") for v in vars(module).values()
+        if type(v).__name__ == "module")
+    if uses_new and callable(getattr(new, "jit", None)):
+        return new.jit
+    from nkitui.emulator.legacy.nki import jit
+
+    return jit
 
 
 def _bind(kernel, arrays: dict, inputs_path: str):
