@@ -1,0 +1,176 @@
+"""Logical cores: the per-core Run of an `nki` launch and the group that `kernel[2]` shares.
+
+`kernel[lnc]` runs `lnc` physical NeuronCores concurrently, like AWS's simulator: one thread per
+core, each with its own `CoreRun` (SBUF, PSUM, accumulator registers, instruction counts) made
+current in a thread-local, and one `CoreGroup` they share: shared HBM (`nl.shared_hbm` tensors are
+the same allocation on both cores: matched by name when named, else by allocation order), the
+`sendrecv` mailboxes and the `core_barrier`. Waits never hang: when a core fails, the group is
+aborted and the other core's wait raises; when a core finishes without arriving at a barrier or
+sending on a pipe its partner waits on, the partner gets an error that says so.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import deque
+
+import numpy as np
+
+from nkitui.emulator import dtypes as _dt
+from nkitui.emulator.errors import NKIEmulatorError
+from nkitui.emulator.memory import Storage
+from nkitui.emulator.newns.tensor import PlacedStorage, SpaceCell
+from nkitui.emulator.runtime import Run
+from nkitui.emulator.trace import StorageInfo
+
+_POLL_S = 0.05
+
+
+class CollectiveError(NKIEmulatorError):
+    """A sendrecv / core_barrier that cannot complete (the partner core finished or failed)."""
+
+    rule = "collective"
+
+
+class GroupAborted(NKIEmulatorError):
+    """Raised in a core whose partner core failed (the partner's error is the one reported)."""
+
+    rule = "collective"
+
+
+class CoreGroup:
+    """State shared by the cores of one launch."""
+
+    def __init__(self, n_cores: int) -> None:
+        self.n = n_cores
+        self.cond = threading.Condition()
+        self.failed: BaseException | None = None
+        self.finished: set[int] = set()
+        self.shared_named: dict[str, Storage] = {}
+        self.shared_ordered: list[Storage] = []
+        self.mail: dict[tuple, deque] = {}
+        self.barrier_count: dict[tuple, int] = {}
+        self.barrier_seen: dict[int, int] = {}
+
+    # -- shared HBM --------------------------------------------------------------------------
+    def shared_storage(self, run: "CoreRun", shape, d: _dt.DType, name: str, make) -> Storage:
+        with self.cond:
+            if name:
+                st = self.shared_named.get(name)
+                if st is None or st.shape != shape or st.dtype is not d:
+                    st = self.shared_named[name] = make()
+                return st
+            i = run.shared_seq
+            run.shared_seq += 1
+            if i < len(self.shared_ordered):
+                st = self.shared_ordered[i]
+                if st.shape == shape and st.dtype is d:
+                    return st
+                raise CollectiveError(f"the cores allocate different unnamed shared_hbm tensors ({st.shape} "
+                                      f"{st.dtype.name} on one core, {shape} {d.name} on core {run.core}); give "
+                                      "shared_hbm tensors a name= so the cores agree which tensor is which")
+            st = make()
+            self.shared_ordered.append(st)
+            return st
+
+    # -- failure / completion ----------------------------------------------------------------
+    def abort(self, exc: BaseException) -> None:
+        with self.cond:
+            if self.failed is None:
+                self.failed = exc
+            self.cond.notify_all()
+
+    def finish(self, core: int) -> None:
+        with self.cond:
+            self.finished.add(core)
+            self.cond.notify_all()
+
+    def _wait(self, ready, partner_gone, what: str) -> None:
+        """Wait (with the condition held) until ready(); raise if the group failed or the partner
+        finished without doing its part."""
+        while not ready():
+            if self.failed is not None:
+                raise GroupAborted(f"{what}: the other core failed ({type(self.failed).__name__})")
+            gone = partner_gone()
+            if gone is not None:
+                raise CollectiveError(f"{what}: core {gone} finished the kernel without its matching call")
+            self.cond.wait(_POLL_S)
+
+    # -- sendrecv ----------------------------------------------------------------------------
+    def exchange(self, core: int, send_to: int, recv_from: int, pipe, payload, what: str):
+        """Post `payload` for `send_to` and take the oldest message from `recv_from` on `pipe`."""
+        with self.cond:
+            self.mail.setdefault((pipe, core, send_to), deque()).append(payload)
+            self.cond.notify_all()
+            box = self.mail.setdefault((pipe, recv_from, core), deque())
+            self._wait(lambda: bool(box), lambda: recv_from if recv_from in self.finished else None,
+                       f"{what} (core {core} receiving from core {recv_from} on pipe {pipe})")
+            return box.popleft()
+
+    # -- core_barrier ------------------------------------------------------------------------
+    def barrier(self, core: int, cores: tuple[int, ...], what: str) -> None:
+        with self.cond:
+            gen = self.barrier_seen.get(core, 0)
+            self.barrier_seen[core] = gen + 1
+            key = (cores, gen)
+            self.barrier_count[key] = self.barrier_count.get(key, 0) + 1
+            self.cond.notify_all()
+
+            def missing():
+                for c in cores:
+                    if c != core and c in self.finished and self.barrier_seen.get(c, 0) <= gen:
+                        return c
+                return None
+
+            self._wait(lambda: self.barrier_count.get(key, 0) >= len(cores), missing,
+                       f"{what} (barrier {gen} of core {core})")
+
+
+class CoreRun(Run):
+    """The Run of one physical core of an `nki` launch."""
+
+    def __init__(self, options, kernel_name: str, grid, trace, *, core: int = 0,
+                 group: CoreGroup | None = None) -> None:
+        super().__init__(options, kernel_name, grid, trace)
+        self.core = core
+        self.group = group if group is not None else CoreGroup(grid[0] if grid else 1)
+        self.shared_seq = 0
+        self.program = (core,) if grid else ()
+        self._spaces: dict[str, tuple[np.ndarray, SpaceCell]] = {}
+
+    def allocate(self, shape, dtype, memory: str, *, name: str = "", pax: int = 0, fill: bool = True,
+                 kind: str = "private", what: str = "tensor", track: bool = True) -> Storage:
+        if memory == "hbm" and kind == "shared":
+            shape = tuple(int(s) for s in shape)
+            d = dtype if type(dtype) is _dt.DType else _dt.dtype_of(dtype)
+
+            def make():
+                st = super(CoreRun, self).allocate(shape, d, "hbm", name=name, pax=pax, fill=fill, kind="private",
+                                                   what=what, track=track)
+                st.kind = "shared"
+                return st
+
+            return self.group.shared_storage(self, shape, d, name, make)
+        return super().allocate(shape, dtype, memory, name=name, pax=pax, fill=fill, kind=kind, what=what,
+                                track=track)
+
+    def place(self, shape, d: _dt.DType, memory: str, partition: int, byte: int, name: str) -> Storage:
+        """A tensor at an explicit address in this core's SBUF or PSUM (allocations may overlap)."""
+        space = self._spaces.get(memory)
+        if space is None:
+            width = (self.target.sbuf_bytes_per_partition if memory == "sbuf"
+                     else self.target.psum_bytes_per_partition)
+            arr = np.full((128, width), 0xFF, dtype=np.uint8)  # fresh memory reads as NaN / -1
+            space = self._spaces[memory] = (arr, SpaceCell())
+        arr, cell = space
+        st = PlacedStorage(name, memory, shape, d, arr, cell, partition, byte)
+        st.loop_depth = len(self.loops)
+        if self.recording:
+            self.trace.storages[st.id] = StorageInfo(st.id, name, memory, tuple(shape), d.name)
+        return st
+
+    def record(self, engine, opcode, ins, outs, *, partitions, free, flops=0, meta=None):
+        ins_ = super().record(engine, opcode, ins, outs, partitions=partitions, free=free, flops=flops, meta=meta)
+        if ins_ is not None:
+            ins_.core = self.core
+        return ins_

@@ -1,0 +1,121 @@
+"""Data types of the `nki` namespace (also the `nki.dtype` module).
+
+Standard types are numpy dtypes (`nl.float32 == np.dtype("float32")`), so they compare equal to
+numpy types, to their names as strings (`nl.bfloat16 == "bfloat16"`) and to the `.dtype` of
+tensors, and `str()` gives the NKI name. The MX types are new here:
+
+* `float8_e4m3fn_x4`, `float8_e5m2_x4`: 32-bit elements packing four fp8 values (byte j holds
+  value j, little-endian), stored as uint32 cells;
+* `float4_e2m1fn_x4`: 16-bit elements packing four fp4 values (nibble j holds value j, low nibble
+  first), stored as uint16 cells;
+* `float8_e8m0fnu`: the MX scale type (2**(e - 127), 0xFF is NaN) and `float4_e2m1fn` (unpacked),
+  both through ml_dtypes.
+
+Packed tensors hold raw bits: DMA and same-dtype copies move them bit-exactly; only
+`nc_matmul_mx` / `quantize_mx` (engine/mx.py) decode or encode them.
+"""
+
+from __future__ import annotations
+
+import ml_dtypes
+import numpy as np
+
+from nkitui.emulator import dtypes as _dt
+
+
+class PackedDType:
+    """An MX packed dtype (`nl.float8_e4m3fn_x4`, ...): four low-precision values per element."""
+
+    __slots__ = ("name", "element", "element_bits", "container", "nki_dtype")
+
+    def __init__(self, name: str, element, element_bits: int, container) -> None:
+        self.name = name
+        self.element = np.dtype(element)  # ml_dtypes type of one packed value
+        self.element_bits = element_bits
+        self.container = np.dtype(container)  # numpy cell type holding one packed element
+        self.nki_dtype = None  # the engine DType, set below
+
+    @property
+    def itemsize(self) -> int:
+        return self.container.itemsize
+
+    def __eq__(self, other) -> bool:
+        if other is self:
+            return True
+        if isinstance(other, str):
+            return other == self.name
+        return getattr(other, "nki_dtype", None) is self.nki_dtype and self.nki_dtype is not None
+
+    def __hash__(self) -> int:
+        return hash(self.name)
+
+    def __str__(self) -> str:
+        return self.name
+
+    __repr__ = __str__
+
+
+def _packed(name: str, element, bits: int, container) -> _dt.DType:
+    public = PackedDType(name, element, bits, container)
+    d = _dt.DType(name, np.dtype(container), np.dtype(container).itemsize, "u", 0, public)
+    public.nki_dtype = d
+    _dt.register(d)
+    return d
+
+
+float8_e4m3fn_x4_dt = _packed("float8_e4m3fn_x4", ml_dtypes.float8_e4m3fn, 8, np.uint32)
+float8_e5m2_x4_dt = _packed("float8_e5m2_x4", ml_dtypes.float8_e5m2, 8, np.uint32)
+float4_e2m1fn_x4_dt = _packed("float4_e2m1fn_x4", ml_dtypes.float4_e2m1fn, 4, np.uint16)
+PACKED = (float8_e4m3fn_x4_dt, float8_e5m2_x4_dt, float4_e2m1fn_x4_dt)
+
+float8_e8m0fnu_dt = _dt.DType("float8_e8m0fnu", np.dtype(ml_dtypes.float8_e8m0fnu), 1, "f", 1,
+                              np.dtype(ml_dtypes.float8_e8m0fnu))
+float4_e2m1fn_dt = _dt.DType("float4_e2m1fn", np.dtype(ml_dtypes.float4_e2m1fn), 1, "f", 1,
+                             np.dtype(ml_dtypes.float4_e2m1fn))
+_dt.register(float8_e8m0fnu_dt)
+_dt.register(float4_e2m1fn_dt)
+
+
+def is_packed(d: _dt.DType) -> bool:
+    return d in PACKED
+
+
+# -- the public constants (nl.<name>) --------------------------------------------------------------
+float32 = np.dtype(np.float32)
+float16 = np.dtype(np.float16)
+bfloat16 = np.dtype(ml_dtypes.bfloat16)
+tfloat32 = _dt.tfloat32.public
+float8_e4m3 = np.dtype(ml_dtypes.float8_e4m3)
+float8_e4m3fn = np.dtype(ml_dtypes.float8_e4m3fn)
+float8_e5m2 = np.dtype(ml_dtypes.float8_e5m2)
+float8_e8m0fnu = float8_e8m0fnu_dt.public
+float4_e2m1fn = float4_e2m1fn_dt.public
+float8_e4m3fn_x4 = float8_e4m3fn_x4_dt.public
+float8_e5m2_x4 = float8_e5m2_x4_dt.public
+float4_e2m1fn_x4 = float4_e2m1fn_x4_dt.public
+int8 = np.dtype(np.int8)
+int16 = np.dtype(np.int16)
+int32 = np.dtype(np.int32)
+uint8 = np.dtype(np.uint8)
+uint16 = np.dtype(np.uint16)
+uint32 = np.dtype(np.uint32)
+bool_ = np.dtype(np.bool_)
+
+ALL_NAMES = ("float32", "float16", "bfloat16", "tfloat32", "float8_e4m3", "float8_e4m3fn", "float8_e5m2",
+             "float8_e8m0fnu", "float4_e2m1fn", "float8_e4m3fn_x4", "float8_e5m2_x4", "float4_e2m1fn_x4",
+             "int8", "int16", "int32", "uint8", "uint16", "uint32", "bool_")
+
+
+def resolve(dtype) -> _dt.DType:
+    """Any dtype spelling (nl constant, numpy type, name) -> the engine DType."""
+    return _dt.dtype_of(dtype)
+
+
+def public(d: _dt.DType):
+    """What `tensor.dtype` returns for a tensor of engine dtype `d` in the `nki` namespace."""
+    pub = d.public
+    if isinstance(pub, PackedDType):
+        return pub
+    if d is _dt.tfloat32:
+        return tfloat32
+    return np.dtype(pub)

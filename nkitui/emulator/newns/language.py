@@ -1,0 +1,842 @@
+"""`nki.language` (NKI 0.3 to 0.6) on the emulator.
+
+* dtypes (numpy dtypes, see newns/dtypes.py), buffers (`nl.sbuf`, `nl.psum`, `nl.hbm`,
+  `nl.private_hbm`, `nl.shared_hbm`), `nl.ndarray(shape, dtype, buffer=, name=, address=)` and the
+  creation helpers;
+* loops are plain Python: `affine_range`, `sequential_range`, `static_range` are `range`; run-time
+  loops `nl.fori_loop`, `nl.while_loop`, `nl.dynamic_range` iterate with registers;
+* `program_id` / `num_programs` / `program_ndim` describe `kernel[lnc]`;
+* `nl.tile_size` per target;
+* the 0.3+ convenience wrappers over `nki.isa` (`load`, `store`, `copy`, `matmul`, `transpose`,
+  element-wise math, reductions, `softmax`, `rms_norm`, ...) allocate their result tile and call
+  the engine; their function objects are also the operators passed as `op=` to ISA calls.
+"""
+
+from __future__ import annotations
+
+import builtins
+import contextlib
+import math
+
+import ml_dtypes
+import numpy as np
+
+from nkitui.emulator import alu, engine
+from nkitui.emulator import dtypes as _dt
+from nkitui.emulator.config import current_options
+from nkitui.emulator.engine.vector import _axes as _norm_axes
+from nkitui.emulator.engine.vector import reduced_shape as _reduced_shape
+from nkitui.emulator.errors import (
+    EngineMemoryError,
+    IndexingError,
+    KernelArgumentError,
+    OperandShapeError,
+    PartitionDimError,
+    PsumBankError,
+)
+from nkitui.emulator.newns import buffers as _buf
+from nkitui.emulator.newns import ops as _ops  # noqa: F401  (registers abs / bypass / gelu_apprx_sigmoid_dx)
+from nkitui.emulator.newns.buffers import MemoryRegion, hbm, private_hbm, psum, sbuf, shared_hbm  # noqa: F401
+from nkitui.emulator.newns.dtypes import (  # noqa: F401  (public dtype constants)
+    bfloat16,
+    bool_,
+    float4_e2m1fn,
+    float4_e2m1fn_x4,
+    float8_e4m3,
+    float8_e4m3fn,
+    float8_e4m3fn_x4,
+    float8_e5m2,
+    float8_e5m2_x4,
+    float8_e8m0fnu,
+    float16,
+    float32,
+    int8,
+    int16,
+    int32,
+    tfloat32,
+    uint8,
+    uint16,
+    uint32,
+)
+from nkitui.emulator.newns.dtypes import resolve as _resolve_dtype
+from nkitui.emulator.newns.registers import VirtualRegister, scalar_value
+from nkitui.emulator.newns.tensor import NkiTensor
+from nkitui.emulator.runtime import current
+from nkitui.emulator.targets import PMAX, resolve_target
+from nkitui.emulator.tensor import DynSlice, Tensor
+
+ndarray_type = NkiTensor
+NkiTensor = NkiTensor  # noqa: PLW0127  (the tensor class, for isinstance checks and annotations)
+
+
+class NKIObject:
+    """Base class of user classes passed to / used inside NKI kernels (plain Python here)."""
+
+
+# -- constants -------------------------------------------------------------------------------------
+class _FloatConstants:
+    """`nl.fp32.min` / `nl.bfp16.min`: the most negative finite value."""
+
+    def __init__(self, d: _dt.DType, min_value: float) -> None:
+        self.nki_dtype = d
+        self.min = min_value
+
+    def __repr__(self) -> str:
+        return f"<nl constants for {self.nki_dtype.name}>"
+
+
+fp32 = _FloatConstants(_dt.float32, float(np.finfo(np.float32).min))
+bfp16 = _FloatConstants(_dt.bfloat16, float(ml_dtypes.finfo(ml_dtypes.bfloat16).min))
+
+
+def finfo(dtype):
+    return ml_dtypes.finfo(_resolve_dtype(dtype).np)
+
+
+class _TileSize:
+    """`nl.tile_size`: hardware tile limits of the current target (NEURON_PLATFORM_TARGET_OVERRIDE).
+
+    psum_num_banks is 7 when NKI_DMA_TRANSPOSE_AS_PE_TRANSPOSE=true on trn2/trn3 (bank 7 is then
+    reserved for transposes). Undocumented values are ours: sbuf_min_align 1 B, psum_min_align
+    4 B, sbuf_fmax_bytes = the usable bytes per partition (physical minus the compiler's 16 KiB),
+    sbuf_fmax = sbuf_fmax_bytes / 4 (fp32 elements), sbuf_size_bytes = the physical bytes per
+    partition.
+    """
+
+    pmax = PMAX
+    psum_fmax = 512
+    psum_bank_fmax = 512
+    psum_bank_fmax_bytes = 2048
+    gemm_stationary_fmax = 128
+    gemm_moving_fmax = 512
+    bn_stats_fmax = 512
+    bn_stats_dim = 6
+    bn_aggr_dim = 2
+    psum_min_align = 4
+    sbuf_min_align = 1
+
+    @staticmethod
+    def _target():
+        from nkitui.emulator.runtime import current_or_none
+
+        run = current_or_none()
+        return run.target if run is not None else resolve_target(current_options().target)
+
+    @property
+    def psum_num_banks(self) -> int:
+        import os
+
+        t = self._target()
+        flag = os.environ.get("NKI_DMA_TRANSPOSE_AS_PE_TRANSPOSE", "").strip().lower() in ("1", "true", "yes")
+        return t.psum_banks - 1 if (flag and t.nc_version >= 3) else t.psum_banks
+
+    @property
+    def sbuf_size_bytes(self) -> int:
+        return self._target().sbuf_bytes_per_partition
+
+    @property
+    def sbuf_fmax_bytes(self) -> int:
+        return self._target().sbuf_usable_bytes_per_partition
+
+    @property
+    def sbuf_fmax(self) -> int:
+        return self.sbuf_fmax_bytes // 4
+
+    @property
+    def total_available_sbuf_size(self) -> int:
+        return self.sbuf_fmax_bytes
+
+    def __repr__(self) -> str:
+        return f"<nl.tile_size for {self._target().name}>"
+
+
+tile_size = _TileSize()
+
+
+# -- buffers and creation ------------------------------------------------------------------------------
+def is_hbm(x) -> bool:
+    return _region(x).memory == "hbm"
+
+
+def is_on_chip(x) -> bool:
+    return _region(x).memory != "hbm"
+
+
+def is_psum(x) -> bool:
+    return _region(x).memory == "psum"
+
+
+def is_sbuf(x) -> bool:
+    return _region(x).memory == "sbuf"
+
+
+def _region(x) -> MemoryRegion:
+    return x.buffer if isinstance(x, NkiTensor) else _buf.resolve(x)
+
+
+def ndarray(shape, dtype, buffer=None, name: str = "", address=None, **kwargs) -> NkiTensor:
+    """A new (uninitialised) tensor; fresh memory reads as NaN (floats) / 4 (integers)."""
+    run = current()
+    buf = _buf.resolve(buffer)
+    if isinstance(shape, (int, np.integer)):
+        shape = (shape,)
+    shape = tuple(int(s) for s in shape)
+    d = _resolve_dtype(dtype)
+    name = name or ""
+    if buf.memory != "hbm":
+        if len(shape) < 2:
+            raise PartitionDimError(f"an {buf.memory} tensor must have at least 2 dimensions (partition, free); "
+                                    f"got shape {shape}")
+        if address is not None:
+            return NkiTensor.whole(_placed(run, shape, d, buf.memory, address, name))
+        if buf.memory == "psum":
+            nbytes = math.prod(shape[1:]) * d.itemsize
+            if nbytes > run.target.psum_bank_bytes:  # a multi-bank PSUM tensor (indexed bank by bank)
+                if nbytes > run.target.psum_bytes_per_partition:
+                    raise PsumBankError(f"PSUM tensor {name or shape} needs {nbytes} B per partition, over the "
+                                        f"{run.target.psum_bytes_per_partition} B of PSUM")
+                st = run.allocate(shape, d, "psum", name=name, what=f"tensor '{name}'" if name else "tensor",
+                                  track=False)
+                return NkiTensor.whole(st)
+        st = run.allocate(shape, d, buf.memory, name=name, what=f"tensor '{name}'" if name else "tensor")
+        return NkiTensor.whole(st)
+    st = run.allocate(shape, d, "hbm", name=name, kind=buf.kind or "private")
+    return NkiTensor.whole(st)
+
+
+def _placed(run, shape, d: _dt.DType, memory: str, address, name: str):
+    try:
+        partition, byte = (int(a) for a in address)
+    except (TypeError, ValueError):
+        raise KernelArgumentError(f"address must be (partition_offset, free_offset_bytes), got {address!r}") from None
+    P = shape[0]
+    nbytes = math.prod(shape[1:]) * d.itemsize
+    width = run.target.sbuf_bytes_per_partition if memory == "sbuf" else run.target.psum_bytes_per_partition
+    if partition < 0 or partition + P > PMAX:
+        raise PartitionDimError(f"address partition offset {partition} with {P} partitions exceeds {PMAX} "
+                                f"partitions ('{name}')")
+    if byte < 0 or byte + nbytes > width:
+        raise PsumBankError(f"address byte offset {byte} + {nbytes} B per partition exceeds the {width} B of "
+                            f"{memory} per partition on {run.target.name} ('{name}')") if memory == "psum" else \
+            _capacity(f"address byte offset {byte} + {nbytes} B per partition exceeds the {width} B of SBUF per "
+                      f"partition on {run.target.name} ('{name}')")
+    if memory == "psum" and byte % run.target.psum_bank_bytes:
+        raise PsumBankError(f"a PSUM address must start at a bank boundary (multiple of "
+                            f"{run.target.psum_bank_bytes} B), got {byte} ('{name}')")
+    if not run.precise:  # precise=False keeps low-precision floats as fp32 cells: no byte-exact placement
+        return run.allocate(shape, d, memory, name=name, track=False)
+    return run.place(shape, d, memory, partition, byte, name)
+
+
+def _capacity(msg: str):
+    from nkitui.emulator.errors import CapacityError
+
+    return CapacityError(msg)
+
+
+def _fill(shape, value, dtype, buffer, name, api) -> NkiTensor:
+    buf = _buf.resolve(buffer)
+    if buf.memory == "hbm":
+        raise KernelArgumentError(f"{api} cannot create an HBM tensor with an initial value; use nl.ndarray and "
+                                  "write it with nisa.dma_copy")
+    t = ndarray(shape, dtype, buffer=buf, name=name)
+    engine.memset(t, value, api=api)
+    return t
+
+
+def zeros(shape, dtype, buffer=None, name: str = "", **kwargs) -> NkiTensor:
+    return _fill(shape, 0, dtype, buffer, name, "nl.zeros")
+
+
+def ones(shape, dtype, buffer=None, name: str = "", **kwargs) -> NkiTensor:
+    return _fill(shape, 1, dtype, buffer, name, "nl.ones")
+
+
+def full(shape, fill_value, dtype, buffer=None, name: str = "", **kwargs) -> NkiTensor:
+    return _fill(shape, fill_value, dtype, buffer, name, "nl.full")
+
+
+def zeros_like(a, dtype=None, buffer=None, name: str = "", **kwargs) -> NkiTensor:
+    return zeros(a.shape, dtype or a.dtype, buffer=buffer or _like(a), name=name)
+
+
+def ones_like(a, dtype=None, buffer=None, name: str = "", **kwargs) -> NkiTensor:
+    return ones(a.shape, dtype or a.dtype, buffer=buffer or _like(a), name=name)
+
+
+def full_like(a, fill_value, dtype=None, buffer=None, name: str = "", **kwargs) -> NkiTensor:
+    return full(a.shape, fill_value, dtype or a.dtype, buffer=buffer or _like(a), name=name)
+
+
+def empty_like(a, dtype=None, buffer=None, name: str = "", **kwargs) -> NkiTensor:
+    return ndarray(a.shape, dtype or a.dtype, buffer=buffer or _like(a), name=name)
+
+
+def _like(a) -> MemoryRegion:
+    b = getattr(a, "buffer", sbuf)
+    return b if isinstance(b, MemoryRegion) else sbuf
+
+
+def shared_constant(constant, dtype=None, **kwargs) -> NkiTensor:
+    """A constant tensor in shared HBM (embedded in the binary on hardware: no instruction). Takes a
+    numpy array, an `nki.tensor` trace-time tensor, or a path to a .npy file."""
+    run = current()
+    arr = np.load(constant) if isinstance(constant, str) else np.asarray(constant)
+    d = _resolve_dtype(dtype) if dtype is not None else _dt.dtype_of(arr.dtype)
+    st = run.allocate(arr.shape, d, "hbm", name="shared_constant", kind="constant", fill=False)
+    if run.execute:
+        st.data[...] = _dt.convert(arr.astype(np.float32) if d.is_float else arr, st.data.dtype, d)
+    return NkiTensor.whole(st)
+
+
+def shared_identity_matrix(n, dtype=uint8, **kwargs) -> NkiTensor:
+    return shared_constant(np.eye(int(n)), dtype=dtype)
+
+
+# -- indexing and loops ---------------------------------------------------------------------------------
+def ds(start, size) -> DynSlice:
+    """`t[nl.ds(start, size)]`: `size` elements from `start` (start may be a register)."""
+    return DynSlice(start, size)
+
+
+def _range(*args, **kwargs):
+    return builtins.range(*(scalar_value(a, "range bound") if isinstance(a, (VirtualRegister, Tensor)) else int(a)
+                   for a in args))
+
+
+def affine_range(*args, **kwargs):
+    """A deprecated alias of `range` (every loop is unrolled in NKI 0.3+)."""
+    return _range(*args)
+
+
+def sequential_range(*args, **kwargs):
+    """A deprecated alias of `range`."""
+    return _range(*args)
+
+
+def static_range(*args, **kwargs):
+    """A deprecated alias of `range`."""
+    return _range(*args)
+
+
+def dynamic_range(*args, **kwargs):
+    """A run-time loop (deprecated in 0.6): the loop variable is a register."""
+    current()
+    for i in _range(*args):
+        yield VirtualRegister(i, frozen=True)
+
+
+def fori_loop(lower, upper, body_fun, step=1) -> None:
+    """for i in range(lower, upper, step): body_fun(i), with i a register (bounds may be registers)."""
+    current()
+    step = int(step)
+    if step <= 0:
+        raise KernelArgumentError(f"nl.fori_loop: step must be a positive compile-time integer, got {step}")
+    lo = scalar_value(lower, "fori_loop lower")
+    hi = scalar_value(upper, "fori_loop upper")
+    for i in builtins.range(lo, hi, step):
+        body_fun(VirtualRegister(i, frozen=True))
+
+
+def while_loop(init, body_fun) -> None:
+    """r = init; while r != 0: r = body_fun(r) (the condition is checked before each iteration)."""
+    current()
+    r = init
+    while scalar_value(r, "while_loop condition") != 0:
+        r = body_fun(VirtualRegister(scalar_value(r, "while_loop condition"), frozen=True))
+        if r is None:
+            raise KernelArgumentError("nl.while_loop: the body must return the next condition register")
+
+
+@contextlib.contextmanager
+def no_reorder():
+    """Keep instruction order (the emulator always runs in program order)."""
+    yield
+
+
+def program_id(axis=0) -> int:
+    """The index of this logical core's physical core in `kernel[lnc]` (0 without a launch degree)."""
+    run = current()
+    if int(axis) != 0:
+        raise IndexingError(f"nl.program_id({axis}): kernel[lnc] launches have one axis (0)")
+    return getattr(run, "core", 0)
+
+
+def num_programs(axes=0) -> int:
+    run = current()
+    if axes not in (0, None, (0,), [0]):
+        raise IndexingError(f"nl.num_programs({axes}): kernel[lnc] launches have one axis (0)")
+    return run.grid[0] if run.grid else 1
+
+
+def program_ndim() -> int:
+    return len(current().grid)
+
+
+def device_print(prefix, x, **kwargs) -> None:
+    run = current()
+    value = (x.array() if run.execute else f"<{x.shape} {x.st.dtype.name}>") if isinstance(x, Tensor) else x
+    core = getattr(run, "core", 0)
+    print(f"[core {core}] {prefix}" if run.grid and run.grid[0] > 1 else prefix, value)
+
+
+# -- data movement wrappers --------------------------------------------------------------------------------
+def _new(shape, dtype, memory: str = "sbuf") -> NkiTensor:
+    run = current()
+    shape = tuple(int(s) for s in shape)
+    if len(shape) < 2:
+        shape = (shape[0] if shape else 1, 1)
+    st = run.allocate(shape, _resolve_dtype(dtype), memory, fill=False, what="result tile",
+                      track=memory != "psum")
+    return NkiTensor.whole(st)
+
+
+def _tile_of(x, api: str, role: str) -> Tensor:
+    if not isinstance(x, Tensor):
+        raise OperandShapeError(f"{api}: {role} must be a tile, got {type(x).__name__}")
+    if x.st.memory == "hbm":
+        raise EngineMemoryError(f"Expected operand '{role}' of '{api}' to be in address space 'psum|sbuf', but got a "
+                                "tensor in 'hbm' (nl.load it into SBUF first)")
+    return x
+
+
+def load(src, dtype=None, **kwargs) -> NkiTensor:
+    """HBM -> a new SBUF tile (DMA; casts through fp32 when dtype differs)."""
+    api = "nl.load"
+    if not isinstance(src, Tensor) or src.st.memory != "hbm":
+        raise EngineMemoryError(f"Expected operand 'src' of '{api}' to be in address space 'hbm'")
+    out = _new(src.shape, dtype if dtype is not None else src.dtype)
+    s = src if len(src.shape) >= 2 else src.reshape(out.shape)
+    engine.dma_copy(out, s, api=api)
+    return out
+
+
+def store(dst, value, **kwargs) -> None:
+    """A tile -> HBM (a PSUM tile is first copied to SBUF, as the compiler does)."""
+    api = "nl.store"
+    if not isinstance(dst, Tensor) or dst.st.memory != "hbm":
+        raise EngineMemoryError(f"Expected operand 'dst' of '{api}' to be in address space 'hbm'")
+    if not isinstance(value, Tensor):
+        tmp = _new(dst.shape, dst.dtype)
+        engine.memset(tmp, value, api=api)
+        value = tmp
+    if value.st.memory == "psum":
+        tmp = _new(value.shape, value.dtype)
+        engine.tensor_copy(tmp, value, api=api + " (psum->sbuf)")
+        value = tmp
+    engine.dma_copy(dst, value, api=api)
+
+
+def copy(x, dtype=None, **kwargs) -> NkiTensor:
+    """A copy of a tile in a new SBUF tile (VectorE tensor_copy; bit exact for the same dtype)."""
+    x = _tile_of(x, "nl.copy", "x")
+    out = _new(x.shape, dtype if dtype is not None else x.dtype)
+    engine.tensor_copy(out, x, api="nl.copy")
+    return out
+
+
+alu.register(copy, "copy")
+
+
+def load_transpose2d(src, dtype=None, **kwargs) -> NkiTensor:
+    api = "nl.load_transpose2d"
+    if not isinstance(src, Tensor) or src.st.memory != "hbm" or len(src.shape) != 2:
+        raise EngineMemoryError(f"{api}: src must be a 2-D HBM tensor")
+    out = _new((src.shape[1], src.shape[0]), dtype if dtype is not None else src.dtype)
+    engine.dma_transpose(out, src, (1, 0), api=api)
+    return out
+
+
+def broadcast_to(src, shape, **kwargs) -> NkiTensor:
+    api = "nl.broadcast_to"
+    src = _tile_of(src, api, "src")
+    shape = tuple(int(s) for s in shape)
+    if len(shape) != len(src.shape):
+        raise OperandShapeError(f"{api}: shape {shape} must have the rank of src {src.shape}")
+    out = _new(shape, src.dtype)
+    if src.shape[0] == 1 and shape[0] != 1:
+        engine.partition_broadcast(out, src, api=api)
+    else:
+        engine.tensor_copy(out, src, api=api)
+    return out
+
+
+def matmul(x, y, transpose_x: bool = False, **kwargs) -> NkiTensor:
+    """x @ y (or x.T @ y with transpose_x=True) into a new fp32 PSUM tile."""
+    api = "nl.matmul"
+    x, y = _tile_of(x, api, "x"), _tile_of(y, api, "y")
+    if not transpose_x:
+        if len(x.shape) != 2:
+            raise OperandShapeError(f"{api}: x must be 2-D, got {x.shape}")
+        t_ps = _new((x.shape[1], x.shape[0]), x.dtype, "psum")
+        engine.nc_transpose(t_ps, x if x.st.memory == "sbuf" else copy(x), engine="tensor", api=api + " (transpose x)")
+        xt = _new(t_ps.shape, x.dtype)
+        engine.tensor_copy(xt, t_ps, api=api + " (transpose x)")
+        x = xt
+    out = _new((x.shape[1] if len(x.shape) == 2 else math.prod(x.shape[1:]), math.prod(y.shape[1:])), float32, "psum")
+    engine.nc_matmul(out, x, y, api=api)
+    return out
+
+
+def transpose(x, dtype=None, **kwargs) -> NkiTensor:
+    """The 2-D transpose of a tile (TensorE, into a new PSUM tile)."""
+    api = "nl.transpose"
+    x = _tile_of(x, api, "x")
+    if len(x.shape) != 2:
+        raise OperandShapeError(f"{api}: input must be 2-D, got {x.shape}")
+    src = x if x.st.memory == "sbuf" else copy(x)
+    out = _new((x.shape[1], x.shape[0]), dtype if dtype is not None else x.dtype, "psum")
+    engine.nc_transpose(out, src, engine="tensor", api=api)
+    return out
+
+
+def gather_flattened(data, indices, axis=0, dtype=None, **kwargs) -> NkiTensor:
+    """Per-partition gather over the flattened free dims (GpSimd nc_n_gather)."""
+    from nkitui.emulator.engine.gather import nc_n_gather
+
+    data = _tile_of(data, "nl.gather_flattened", "data")
+    out = _new(indices.shape, data.dtype)
+    nc_n_gather(out, data, _tile_of(indices, "nl.gather_flattened", "indices"), api="nl.gather_flattened")
+    if dtype is not None and _resolve_dtype(dtype) is not out.st.dtype:
+        return copy(out, dtype=dtype)
+    return out
+
+
+# -- element-wise math -----------------------------------------------------------------------------------
+_COMPARE = ("equal", "not_equal", "less", "less_equal", "greater", "greater_equal", "logical_and", "logical_or",
+            "logical_xor")
+
+
+def _dt_of(x) -> _dt.DType:
+    return x.st.dtype if isinstance(x, Tensor) else _dt.scalar_dtype(x)
+
+
+def _binary(name: str, x, y, dtype, api: str) -> NkiTensor:
+    xt, yt = isinstance(x, Tensor), isinstance(y, Tensor)
+    op = alu.BINARY[name]
+    if not xt and not yt:
+        raise OperandShapeError(f"{api}: at least one operand must be a tile")
+    if xt:
+        _tile_of(x, api, "x")
+    if yt:
+        _tile_of(y, api, "y")
+    if dtype is not None:
+        d = _resolve_dtype(dtype)
+    elif name in _COMPARE:
+        d = _dt.bool_
+    else:
+        d = _dt.promote(_dt_of(x), _dt_of(y))
+    if xt and yt:
+        try:
+            shape = tuple(np.broadcast_shapes(x.shape, y.shape))
+        except ValueError:
+            raise OperandShapeError(f"{api}: operand shapes {x.shape} and {y.shape} do not broadcast") from None
+        out = _new(shape, d)
+        if x.shape[0] != shape[0]:
+            x = _pbroadcast(x, shape[0])
+        if y.shape[0] != shape[0]:
+            y = _pbroadcast(y, shape[0])
+        if math.prod(y.shape[1:]) == 1 and out.size != y.size:
+            engine.tensor_scalar(out, x, name, y, api=api)
+        elif math.prod(x.shape[1:]) == 1 and out.size != x.size:
+            engine.tensor_scalar(out, y, name, x, reverse0=True, api=api)
+        else:
+            engine.tensor_tensor(out, x, y, name, api=api)
+        return out
+    t, s = (x, y) if xt else (y, x)
+    out = _new(t.shape, d)
+    engine.tensor_scalar(out, t, op.name, s, reverse0=not xt, api=api)
+    return out
+
+
+def _pbroadcast(t: Tensor, P: int) -> NkiTensor:
+    tmp = _new((P,) + tuple(t.shape[1:]), t.dtype)
+    engine.partition_broadcast(tmp, t, api="partition broadcast")
+    return tmp
+
+
+def _make_binary(name: str, default_dtype=None):
+    def fn(x, y, dtype=default_dtype, **kwargs):
+        return _binary(name, x, y, dtype, f"nl.{name}")
+    fn.__name__ = fn.__qualname__ = name
+    fn.__doc__ = f"Element-wise {name} into a new SBUF tile (VectorE tensor_tensor / tensor_scalar)."
+    alu.register(fn, name)
+    return fn
+
+
+add = _make_binary("add")
+subtract = _make_binary("subtract")
+multiply = _make_binary("multiply")
+divide = _make_binary("divide")
+power = _make_binary("power")
+maximum = _make_binary("maximum")
+minimum = _make_binary("minimum")
+fmod = _make_binary("fmod")
+mod = _make_binary("mod")
+abs_max = _make_binary("abs_max")
+abs_min = _make_binary("abs_min")
+equal = _make_binary("equal")
+not_equal = _make_binary("not_equal")
+less = _make_binary("less")
+less_equal = _make_binary("less_equal")
+greater = _make_binary("greater")
+greater_equal = _make_binary("greater_equal")
+logical_and = _make_binary("logical_and")
+logical_or = _make_binary("logical_or")
+logical_xor = _make_binary("logical_xor")
+bitwise_and = _make_binary("bitwise_and")
+bitwise_or = _make_binary("bitwise_or")
+bitwise_xor = _make_binary("bitwise_xor")
+left_shift = _make_binary("left_shift")
+right_shift = _make_binary("right_shift")
+
+
+def _bypass(x, y=None, **kwargs):
+    raise OperandShapeError("nl.bypass is an operator for ISA calls (op0=/op1=), not a function to call")
+
+
+bypass = _bypass
+bypass.__name__ = "bypass"
+alu.register(bypass, "bypass")
+
+
+def _activation(name: str, x, dtype, api: str, bias=None, scale=1.0) -> NkiTensor:
+    x = _tile_of(x, api, "x")
+    out = _new(x.shape, dtype if dtype is not None else x.dtype)
+    engine.activation(out, name, x, bias=bias, scale=scale, api=api)
+    return out
+
+
+def _make_unary(name: str):
+    def fn(x, dtype=None, **kwargs):
+        return _activation(name, x, dtype, f"nl.{name}")
+    fn.__name__ = fn.__qualname__ = name
+    fn.__doc__ = f"Element-wise {name} into a new SBUF tile (ScalarE activation)."
+    alu.register(fn, name)
+    return fn
+
+
+exp = _make_unary("exp")
+log = _make_unary("log")
+tanh = _make_unary("tanh")
+sigmoid = _make_unary("sigmoid")
+relu = _make_unary("relu")
+gelu = _make_unary("gelu")
+gelu_apprx_tanh = _make_unary("gelu_apprx_tanh")
+gelu_apprx_sigmoid = _make_unary("gelu_apprx_sigmoid")
+gelu_apprx_sigmoid_dx = _make_unary("gelu_apprx_sigmoid_dx")
+gelu_dx = _make_unary("gelu_dx")
+silu = _make_unary("silu")
+silu_dx = _make_unary("silu_dx")
+softplus = _make_unary("softplus")
+mish = _make_unary("mish")
+erf = _make_unary("erf")
+erf_dx = _make_unary("erf_dx")
+square = _make_unary("square")
+sqrt = _make_unary("sqrt")
+abs = _make_unary("abs")  # noqa: A001 (the NKI name)
+sign = _make_unary("sign")
+negative = _make_unary("negative")
+cos = _make_unary("cos")
+tan = _make_unary("tan")
+arctan = _make_unary("arctan")
+ceil = _make_unary("ceil")
+floor = _make_unary("floor")
+trunc = _make_unary("trunc")
+
+
+def sin(x, dtype=None, **kwargs) -> NkiTensor:
+    """sin with range reduction to [-pi, pi] before the ScalarE activation (which has none)."""
+    api = "nl.sin"
+    x = _tile_of(x, api, "x")
+    r = _new(x.shape, float32)
+    engine.tensor_scalar(r, x, "add", float(np.pi), op1="mod", operand1=float(2 * np.pi), api=api)
+    out = _new(x.shape, dtype if dtype is not None else x.dtype)
+    engine.activation(out, "sin", r, bias=-float(np.pi), api=api)
+    return out
+
+
+alu.register(sin, "sin")
+
+
+def rsqrt(x, dtype=None, **kwargs) -> NkiTensor:
+    """1/sqrt(x) on GpSimd (tensor_scalar rsqrt; no PSUM input, NKI 0.5+)."""
+    api = "nl.rsqrt"
+    x = _tile_of(x, api, "x")
+    out = _new(x.shape, dtype if dtype is not None else x.dtype)
+    engine.tensor_scalar(out, x, "rsqrt", 0.0, engine="gpsimd", api=api)
+    return out
+
+
+alu.register(rsqrt, "rsqrt")
+
+
+def reciprocal(x, dtype=None, **kwargs) -> NkiTensor:
+    x = _tile_of(x, "nl.reciprocal", "x")
+    out = _new(x.shape, dtype if dtype is not None else x.dtype)
+    engine.reciprocal(out, x, engine="vector", api="nl.reciprocal")
+    return out
+
+
+alu.register(reciprocal, "reciprocal")
+
+
+def invert(x, dtype=None, **kwargs) -> NkiTensor:
+    """Bitwise NOT (XOR with all ones) of an integer tile."""
+    x = _tile_of(x, "nl.invert", "x")
+    out = _new(x.shape, dtype if dtype is not None else x.dtype)
+    engine.tensor_scalar(out, x, "bitwise_xor", -1 if x.st.dtype.kind == "i" else int(np.iinfo(x.st.dtype.np).max),
+                         api="nl.invert")
+    return out
+
+
+def logical_not(x, dtype=bool_, **kwargs) -> NkiTensor:
+    x = _tile_of(x, "nl.logical_not", "x")
+    out = _new(x.shape, dtype)
+    engine.tensor_scalar(out, x, "equal", 0.0, api="nl.logical_not")
+    return out
+
+
+def where(condition, x, y, dtype=None, **kwargs) -> NkiTensor:
+    """condition != 0 ? x : y (tiles or scalars)."""
+    condition = _tile_of(condition, "nl.where", "condition")
+    shape = condition.shape
+    for v in (x, y):
+        if isinstance(v, Tensor):
+            shape = tuple(np.broadcast_shapes(shape, v.shape))
+    out = _new(shape, dtype if dtype is not None else _dt.promote(_dt_of(x), _dt_of(y)))
+    engine.select(out, condition, x, y, api="nl.where")
+    return out
+
+
+def dropout(x, rate, dtype=None, **kwargs) -> NkiTensor:
+    x = _tile_of(x, "nl.dropout", "x")
+    out = _new(x.shape, dtype if dtype is not None else x.dtype)
+    engine.dropout(out, x, rate, api="nl.dropout")
+    return out
+
+
+# -- reductions ------------------------------------------------------------------------------------------
+def _reduce(opname: str, x, axis, dtype, keepdims: bool, api: str, negate: bool = False) -> NkiTensor:
+    x = _tile_of(x, api, "x")
+    axes = _norm_axes(axis, len(x.shape), api)
+    out = _new(_reduced_shape(x.shape, axes, keepdims), dtype if dtype is not None else x.dtype)
+    engine.tensor_reduce(out, opname, x, axes, negate=negate, keepdims=keepdims, api=api)
+    return out
+
+
+def sum(x, axis, dtype=None, keepdims=False, **kwargs) -> NkiTensor:  # noqa: A001
+    return _reduce("add", x, axis, dtype, keepdims, "nl.sum")
+
+
+def max(x, axis, dtype=None, keepdims=False, **kwargs) -> NkiTensor:  # noqa: A001
+    return _reduce("maximum", x, axis, dtype, keepdims, "nl.max")
+
+
+def min(x, axis, dtype=None, keepdims=False, **kwargs) -> NkiTensor:  # noqa: A001
+    return _reduce("minimum", x, axis, dtype, keepdims, "nl.min")
+
+
+def prod(x, axis, dtype=None, keepdims=False, **kwargs) -> NkiTensor:
+    return _reduce("multiply", x, axis, dtype, keepdims, "nl.prod")
+
+
+def all(x, axis, dtype=bool_, keepdims=False, **kwargs) -> NkiTensor:  # noqa: A001
+    return _reduce("logical_and", x, axis, dtype, keepdims, "nl.all")
+
+
+alu.register(sum, "add")
+alu.register(max, "maximum")
+alu.register(min, "minimum")
+alu.register(prod, "multiply")
+
+
+def mean(x, axis, dtype=None, keepdims=False, **kwargs) -> NkiTensor:
+    """Mean over free axes with fp32 intermediates."""
+    x = _tile_of(x, "nl.mean", "x")
+    total = _reduce("add", x, axis, float32, keepdims, "nl.mean")
+    axes = _norm_axes(axis, len(x.shape), "nl.mean")
+    n = math.prod(x.shape[a] for a in axes)
+    out = _new(total.shape, dtype if dtype is not None else (x.dtype if x.st.dtype.is_float else float32))
+    engine.tensor_scalar(out, total, "multiply", 1.0 / n, api="nl.mean")
+    return out
+
+
+def var(x, axis, dtype=None, **kwargs) -> NkiTensor:
+    """Population variance over free axes (keeps the reduced dims, as NKI's nl.var does)."""
+    x = _tile_of(x, "nl.var", "x")
+    m = mean(x, axis, dtype=float32, keepdims=True)
+    centered = _new(x.shape, float32)
+    if math.prod(m.shape[1:]) == 1:
+        engine.tensor_scalar(centered, x, "subtract", m, api="nl.var")
+    else:
+        engine.tensor_tensor(centered, x, m.broadcast(1, x.shape[1]) if m.shape != x.shape else m, "subtract",
+                             api="nl.var")
+    sq = _new(x.shape, float32)
+    engine.activation(sq, "square", centered, api="nl.var")
+    return mean(sq, axis, dtype=dtype if dtype is not None else x.dtype, keepdims=True)
+
+
+# -- composites ----------------------------------------------------------------------------------------
+def softmax(x, axis=-1, dtype=None, **kwargs) -> NkiTensor:
+    """exp(x - max) / sum over the free axis: reduce max (VectorE), exp with the negated max as bias
+    and the row sum in one ScalarE activation, reciprocal, scale."""
+    api = "nl.softmax"
+    x = _tile_of(x, api, "x")
+    axes = _norm_axes(axis, len(x.shape), api)
+    if axes != tuple(builtins.range(1, len(x.shape))):
+        raise OperandShapeError(f"{api}: softmax over all free axes only (got axis={axis})")
+    P = x.shape[0]
+    neg_max = _new((P, 1), float32)
+    engine.tensor_reduce(neg_max, "maximum", x, axes, negate=True, api=api)
+    e = _new(x.shape, float32)
+    total = _new((P, 1), float32)
+    engine.activation(e, "exp", x, bias=neg_max, reduce_op="add", reduce_res=total, api=api)
+    inv = _new((P, 1), float32)
+    engine.reciprocal(inv, total, api=api)
+    out = _new(x.shape, dtype if dtype is not None else x.dtype)
+    engine.tensor_scalar(out, e, "multiply", inv, api=api)
+    return out
+
+
+def rms_norm(x, w, axis, n, epsilon=1e-6, dtype=None, compute_dtype=None, **kwargs) -> NkiTensor:
+    """x / sqrt(mean(x^2) + epsilon) * w over the free axis (mean over n elements)."""
+    api = "nl.rms_norm"
+    x, w = _tile_of(x, api, "x"), _tile_of(w, api, "w")
+    _norm_axes(axis, len(x.shape), api)
+    P = x.shape[0]
+    sq = _new(x.shape, float32)
+    ss = _new((P, 1), float32)
+    engine.activation(sq, "square", x, reduce_op="add", reduce_res=ss, api=api)
+    ms = _new((P, 1), float32)
+    engine.tensor_scalar(ms, ss, "multiply", 1.0 / float(n), op1="add", operand1=float(epsilon), api=api)
+    rstd = _new((P, 1), float32)
+    engine.activation(rstd, "rsqrt", ms, api=api)
+    normed = _new(x.shape, float32)
+    engine.tensor_scalar(normed, x, "multiply", rstd, api=api)
+    out = _new(x.shape, dtype if dtype is not None else x.dtype)
+    engine.tensor_tensor(out, normed, _pbroadcast(w, P) if w.shape[0] != P else w, "multiply", api=api)
+    return out
+
+
+def cast(x, dtype, **kwargs) -> NkiTensor:
+    """A copy of x converted to dtype (VectorE, through fp32)."""
+    return copy(x, dtype=dtype)
+
+
+def static_cast(input_data, dtype):
+    """Host-side cast of a scalar or array to an NKI dtype (bf16/fp8 via ml_dtypes, RNE)."""
+    d = _resolve_dtype(dtype)
+    arr = np.asarray(input_data)
+    if d is _dt.tfloat32:
+        return _dt.round_tf32(arr.astype(np.float32))
+    out = arr.astype(d.np)
+    return out if isinstance(input_data, np.ndarray) else out[()]
+
+
+def _nl_range(*args, **kwargs):
+    """`nl.range` (seen in corpus kernels): Python's range."""
+    return _range(*args)
+
+
+range = _nl_range  # noqa: A001 (the NKI name; this module uses builtins.range internally)

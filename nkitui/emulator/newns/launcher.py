@@ -1,0 +1,187 @@
+"""Launching `nki` kernels: `@nki.jit`, `kernel[lnc]`, `nki.simulate`, `nki.cpu_simulate`.
+
+Launches go through the engine's `launch.run_kernel` (arguments, outputs, trace, RunInfo); this
+front end supplies the per-core Run (`CoreRun`) and runs the logical cores of `kernel[2]` in two
+threads. The target is, in order: `NEURON_PLATFORM_TARGET_OVERRIDE` / `NKI_NC_VERSION` as set at
+launch time, the kernel's `platform_target=`, then the emulator options (default trn2).
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+
+import numpy as np
+
+from nkitui.emulator.config import current_options, options
+from nkitui.emulator.errors import KernelArgumentError, NKIEmulatorError
+from nkitui.emulator.launch import Frontend, Kernel, run_kernel
+from nkitui.emulator.newns.cores import CoreGroup, CoreRun, GroupAborted
+from nkitui.emulator.newns.tensor import NkiTensor
+from nkitui.emulator.runtime import current_or_none, set_current
+from nkitui.emulator.targets import ALIASES
+from nkitui.emulator.trace import Trace
+
+_ENV_TARGETS = ("NEURON_PLATFORM_TARGET_OVERRIDE", "NKI_NC_VERSION")
+
+
+class NkiFrontend(Frontend):
+    def make_run(self, options, kernel_name, grid, trace):
+        return CoreRun(options, kernel_name, grid, trace, core=0)
+
+    def execute(self, run: CoreRun, kernel, args, kwargs, programs):
+        lnc = run.grid[0] if run.grid else 1
+        if lnc == 1:
+            try:
+                return kernel.func(*args, **kwargs)
+            finally:
+                run.group.finish(0)
+        return _run_cores(run, kernel, args, kwargs, lnc)
+
+
+FRONTEND = NkiFrontend("nki", NkiTensor)
+
+
+def _run_cores(run0: CoreRun, kernel, args, kwargs, lnc: int):
+    """Run the kernel body on `lnc` cores concurrently; core 0 in this thread."""
+    group = run0.group
+    runs = [run0]
+    for c in range(1, lnc):
+        tr = Trace(target=run0.trace.target) if run0.trace is not None else None
+        r = CoreRun(run0.options, run0.kernel_name, run0.grid, tr, core=c, group=group)
+        r.input_ids = run0.input_ids
+        runs.append(r)
+    results: list = [None] * lnc
+    errors: list = [None] * lnc
+
+    def body(c: int) -> None:
+        r = runs[c]
+        prev = set_current(r)
+        saved = np.seterr(all="ignore")
+        try:
+            results[c] = kernel.func(*args, **kwargs)
+        except BaseException as e:  # noqa: BLE001 (re-raised in the launching thread)
+            errors[c] = e
+            group.abort(e)
+        finally:
+            group.finish(c)
+            np.seterr(**saved)
+            set_current(prev)
+
+    threads = [threading.Thread(target=body, args=(c,), name=f"nki-core-{c}", daemon=True) for c in range(1, lnc)]
+    for t in threads:
+        t.start()
+    try:
+        results[0] = kernel.func(*args, **kwargs)
+    except BaseException as e:  # noqa: BLE001
+        errors[0] = e
+        group.abort(e)
+    finally:
+        group.finish(0)
+        for t in threads:
+            t.join()
+    real = [e for e in errors if e is not None and not isinstance(e, GroupAborted)]
+    if real or any(errors):
+        raise (real or [e for e in errors if e is not None])[0]
+    for r in runs[1:]:
+        _merge(run0, r)
+    return results[0]
+
+
+def _merge(run0: CoreRun, r: CoreRun) -> None:
+    """Fold core r's counters and trace into core 0's run (the launch's record)."""
+    run0.instructions += r.instructions
+    for k, v in r.engine_counts.items():
+        run0.engine_counts[k] = run0.engine_counts.get(k, 0) + v
+    run0.diagnostics.extend(r.diagnostics)
+    run0.written_inputs |= r.written_inputs
+    run0.hbm_bytes += r.hbm_bytes
+    run0.alloc.sbuf_peak = max(run0.alloc.sbuf_peak, r.alloc.sbuf_peak)
+    run0.alloc.psum_peak = max(run0.alloc.psum_peak, r.alloc.psum_peak)
+    if run0.trace is not None and r.trace is not None:
+        main = run0.trace
+        base = len(main.instructions)
+        for ins in r.trace.instructions:
+            ins.seq += base
+            main.instructions.append(ins)
+        main.storages.update(r.trace.storages)
+        main.meta.setdefault("files", {}).update(r.trace.meta.get("files", {}))
+
+
+def target_for(kernel) -> str:
+    """The launch target: environment override, then platform_target=, then the options."""
+    for var in _ENV_TARGETS:
+        v = os.environ.get(var, "").strip().lower()
+        if v:
+            if v not in ALIASES:
+                raise KernelArgumentError(f"{var}={v!r} is not a NeuronCore target: use trn1, trn2, trn3 (or inf2, "
+                                          "gen2, gen3, gen4)", location=("", 0))
+            return ALIASES[v]
+    pt = kernel.compiler_options.get("platform_target")
+    if pt:
+        key = str(pt).strip().lower()
+        if key not in ALIASES:
+            raise KernelArgumentError(f"platform_target={pt!r} is not a NeuronCore target: use trn1, trn2 or trn3",
+                                      location=("", 0))
+        return ALIASES[key]
+    return current_options().target
+
+
+class NkiKernel(Kernel):
+    """A kernel of the `nki` namespace (what `@nki.jit` returns)."""
+
+    def __getitem__(self, grid) -> "NkiKernel":
+        if isinstance(grid, tuple):
+            if len(grid) != 1:
+                raise KernelArgumentError(f"kernel[{', '.join(map(str, grid))}]: the nki namespace launches "
+                                          "kernel[lnc] with one logical-core degree (1 or 2); multi-dimensional SPMD "
+                                          "grids are the legacy neuronxcc.nki form", location=_where())
+            grid = grid[0]
+        if isinstance(grid, bool) or not isinstance(grid, (int, np.integer)) or int(grid) not in (1, 2):
+            raise KernelArgumentError(f"kernel[{grid!r}]: the logical NeuronCore degree must be 1 or 2",
+                                      location=_where())
+        k = type(self).__new__(type(self))
+        k.__dict__.update(self.__dict__)
+        k.grid = (int(grid),)
+        return k
+
+    def __call__(self, *args, **kwargs):
+        if current_or_none() is not None:  # a sub-kernel called from a running kernel
+            return self.func(*args, **kwargs)
+        target = target_for(self)
+        lnc = self.grid[0] if self.grid else 1
+        if lnc > 1 and target == "trn1":
+            raise KernelArgumentError(f"kernel[{lnc}]: logical NeuronCores (LNC=2) need trn2 or trn3; the target is "
+                                      "trn1", location=_where())
+        with options(target=target):
+            return run_kernel(self, args, kwargs)
+
+    def with_schedule(self, schedule) -> "NkiKernel":
+        """Instruction ordering edges (`[(consumer, producer), ...]`): the emulator runs in program
+        order, so the schedule is recorded, not needed."""
+        k = type(self).__new__(type(self))
+        k.__dict__.update(self.__dict__)
+        k.compiler_options = {**self.compiler_options, "schedule": [tuple(map(str, e)) if isinstance(e, (tuple, list))
+                                                                    else str(e) for e in schedule]}
+        return k
+
+
+def _where() -> tuple[str, int]:
+    from nkitui.emulator.errors import kernel_location
+
+    return kernel_location()
+
+
+def as_kernel(func, launcher: str, mode: str = "auto", options_: dict | None = None) -> NkiKernel:
+    if isinstance(func, NkiKernel) and not options_:
+        return func
+    if isinstance(func, Kernel) and func.frontend is not FRONTEND:
+        raise KernelArgumentError(f"{getattr(func, 'name', func)!r} is a neuronxcc.nki kernel; the nki namespace "
+                                  "runs kernels written with `import nki` (one file may not mix both)",
+                                  location=_where())
+    if not callable(func):
+        raise KernelArgumentError(f"expected a kernel function, got {type(func).__name__}", location=_where())
+    return NkiKernel(func, FRONTEND, launcher=launcher, mode=mode, options=options_)
+
+
+__all__ = ["FRONTEND", "NkiFrontend", "NkiKernel", "as_kernel", "target_for", "NKIEmulatorError"]

@@ -1,0 +1,829 @@
+"""`NkiTensor`: the `nki` namespace's tensor, a strided view of one allocation.
+
+A view is a geometry over its *root* storage (`Geo`): dtype, shape, and for every axis a byte
+stride; on-chip tensors (SBUF/PSUM) start at partition `p0` and step one partition along axis 0,
+the other axes address bytes inside each partition (`foff` + sum of index * stride); HBM tensors
+address flat bytes. Slicing, `reshape`, `permute`, `broadcast`, `view(dtype)` and `.ap()` only
+compute a new geometry (no data is copied), as in NKI.
+
+For the engine a non-trivial view is the *whole* of an `AliasStorage`: a Storage whose cells are a
+numpy view of the root's memory with the view's shape and strides, sharing the root's version
+counter (so fp32 caches stay coherent) and its PSUM accumulation zones. Trace accesses are
+computed from the geometry, so they name the root allocation and its real byte ranges.
+Indirect views (`.ap(vector_offset=...)`, `.indirect()`) are the engine's gather views.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from nkitui.emulator import dtypes as _dt
+from nkitui.emulator.errors import IndexingError, OutOfBoundsError, PartitionDimError, UnsupportedError
+from nkitui.emulator.memory import Storage
+from nkitui.emulator.newns import buffers
+from nkitui.emulator.newns import dtypes as ndt
+from nkitui.emulator.newns.registers import VirtualRegister, scalar_value
+from nkitui.emulator.tensor import DynSlice, Tensor
+from nkitui.emulator.trace import Access
+
+
+# -------------------------------------------------------------------------------------------------
+# Storages that share memory with another one
+
+
+class AliasStorage(Storage):
+    """The cells of a view of `root` (a numpy view of the root's memory). Same id as the root;
+    the version counter and PSUM zones are the root's."""
+
+    __slots__ = ("root", "geo", "_v", "_own_zone")
+
+    def __init__(self, root: Storage, geo: "Geo", data) -> None:
+        self.root = None
+        self._own_zone = None
+        Storage.__init__(self, root.name, root.memory, geo.shape, geo.dtype, data,
+                         0 if root.memory != "hbm" else -1, root.kind)
+        self.id = root.id
+        self.geo = geo
+        self.loop_depth = root.loop_depth
+        self.lossy = root.lossy if geo.dtype is root.dtype else False
+        self.root = root
+
+    @property
+    def version(self) -> int:
+        r = self.root
+        return self._v if r is None else r.version
+
+    @version.setter
+    def version(self, v: int) -> None:
+        r = self.root
+        if r is None:
+            self._v = v
+        else:
+            r.version = v
+
+    @property
+    def mm_zone(self):
+        r = self.root
+        if r is None or self.geo.dtype is not r.dtype:
+            return self._own_zone
+        z = r.mm_zone
+        return None if z is None else self.geo.zone_view(z)
+
+    @mm_zone.setter
+    def mm_zone(self, value) -> None:
+        r = self.root
+        if r is None or self.geo.dtype is not r.dtype:
+            self._own_zone = value
+        elif r.mm_zone is None and value is not None:
+            r.mm_zone = np.zeros(r.shape, dtype=bool)
+
+
+class SpaceCell:
+    """A version counter shared by every tensor placed in one address space (explicit
+    `address=` allocations may overlap, so a write to one may change another)."""
+
+    __slots__ = ("value",)
+
+    def __init__(self) -> None:
+        self.value = 0
+
+
+class PlacedStorage(Storage):
+    """A tensor allocated at an explicit address (`nl.ndarray(..., address=(p, byte))`): its cells
+    are a view of the core's SBUF or PSUM byte space, so overlapping allocations alias."""
+
+    __slots__ = ("cell", "space", "base", "pstride", "_v")
+
+    def __init__(self, name: str, memory: str, shape, dtype: _dt.DType, space: np.ndarray, cell: SpaceCell,
+                 partition: int, byte: int) -> None:
+        self.cell = None
+        P = shape[0]
+        nbytes = (math.prod(shape) // P if P else 0) * dtype.itemsize
+        rows = space[partition:partition + P, byte:byte + nbytes]
+        data = rows.view(dtype.np).reshape(shape)
+        Storage.__init__(self, name, memory, tuple(shape), dtype, data, 0, "")
+        self.space = space.reshape(-1)
+        self.pstride = space.shape[1]
+        self.base = partition * self.pstride + byte
+        self.cell = cell
+
+    @property
+    def version(self) -> int:
+        c = self.cell
+        return self._v if c is None else c.value
+
+    @version.setter
+    def version(self, v: int) -> None:
+        c = self.cell
+        if c is None:
+            self._v = v
+        else:
+            c.value = v + 1 if v <= c.value else v  # any write moves the shared counter forward
+
+
+def _physical(root: Storage):
+    """(flat uint8 buffer, byte offset of element 0, partition stride in bytes, scale) of a root;
+    scale is storage bytes per device byte (2 or 4 when precise=False keeps bf16/fp8 as fp32)."""
+    if isinstance(root, PlacedStorage):
+        return root.space, root.base, root.pstride, 1
+    data = root.data
+    scale = data.itemsize // root.dtype.itemsize if root.dtype.itemsize else 1
+    flat = data.reshape(-1).view(np.uint8)
+    return flat, 0, root.nbytes_pp * scale, scale
+
+
+# -------------------------------------------------------------------------------------------------
+# Geometry
+
+
+@dataclass(frozen=True, slots=True)
+class Geo:
+    root: Storage
+    dtype: _dt.DType
+    shape: tuple[int, ...]
+    p0: int  # on-chip: first partition
+    foff: int  # bytes: inside a partition (on-chip) / flat (HBM)
+    bstr: tuple[int, ...]  # byte stride per axis (on-chip axis 0 steps partitions: entry unused)
+
+    @property
+    def onchip(self) -> bool:
+        return self.root.memory != "hbm"
+
+    @property
+    def isz(self) -> int:
+        return self.dtype.itemsize
+
+    @staticmethod
+    def whole(st: Storage) -> "Geo":
+        shape = st.shape
+        isz = st.dtype.itemsize
+        bstr = [0] * len(shape)
+        acc = isz
+        first = 1 if st.memory != "hbm" else 0
+        for i in range(len(shape) - 1, first - 1, -1):
+            bstr[i] = acc
+            acc *= shape[i]
+        return Geo(st, st.dtype, tuple(shape), 0, 0, tuple(bstr))
+
+    def is_root_whole(self) -> bool:
+        r = self.root
+        return (self.dtype is r.dtype and self.shape == r.shape and self.p0 == 0 and self.foff == 0
+                and self.bstr == Geo.whole(r).bstr)
+
+    def extent(self) -> tuple[int, int] | None:
+        """Inclusive (lo, hi) byte range of the free axes (flat for HBM); None if empty."""
+        if any(n == 0 for n in self.shape):
+            return None
+        lo = hi = self.foff
+        for i, (n, s) in enumerate(zip(self.shape, self.bstr)):
+            if i == 0 and self.onchip:
+                continue
+            span = (n - 1) * s
+            if span < 0:
+                lo += span
+            else:
+                hi += span
+        return lo, hi + self.isz - 1
+
+    def check(self) -> None:
+        r = self.root
+        ext = self.extent()
+        if ext is None:
+            return
+        name = r.name or f"{r.memory} tensor {r.shape}"
+        if self.onchip:
+            P = r.shape[0]
+            if self.p0 < 0 or self.p0 + self.shape[0] > P:
+                raise OutOfBoundsError(f"out-of-bound access for tensor '{name}' on the partition dimension: "
+                                       f"partitions [{self.p0}, {self.p0 + self.shape[0] - 1}] exceed its {P} "
+                                       "partitions")
+            limit = r.nbytes_pp
+            where = "bytes per partition"
+        else:
+            limit = math.prod(r.shape) * r.dtype.itemsize
+            where = "bytes"
+        lo, hi = ext
+        if lo < 0 or hi >= limit:
+            isz = self.isz
+            raise OutOfBoundsError(f"out-of-bound access for tensor '{name}': elements [{lo // isz}, {hi // isz}] "
+                                   f"({self.dtype.name}) exceed its {limit // isz} elements ({limit} {where}); "
+                                   f"view shape {self.shape}")
+
+    def build(self):
+        """The view's cells: a numpy view of the root's memory (None in shape-only mode)."""
+        r = self.root
+        if r.data is None:
+            return None
+        flat, base, pstride, scale = _physical(r)
+        if self.dtype is r.dtype:
+            npdt = r.data.dtype
+        elif scale != 1:
+            raise UnsupportedError(f"reinterpreting a {r.dtype.name} tensor as {self.dtype.name} needs the "
+                                   "precise mode (NKI_PRECISE_FP=1): with precise=False low-precision floats are "
+                                   "kept as float32 cells")
+        else:
+            npdt = self.dtype.np
+        onchip = self.onchip
+        off = base + (self.p0 * pstride if onchip else 0) + self.foff * scale
+        strides = tuple(pstride if (onchip and i == 0) else b * scale for i, b in enumerate(self.bstr))
+        return np.ndarray(self.shape, dtype=npdt, buffer=flat, offset=off, strides=strides)
+
+    def zone_view(self, zone: np.ndarray) -> np.ndarray:
+        """The view's part of the root's per-element PSUM zone array."""
+        r = self.root
+        isz = self.isz
+        F = r.nbytes_pp // isz
+        flat = zone.reshape(-1)
+        off = self.p0 * F + self.foff // isz
+        strides = tuple(F if i == 0 else b // isz for i, b in enumerate(self.bstr))
+        return np.ndarray(self.shape, dtype=bool, buffer=flat.view(np.uint8), offset=off, strides=strides)
+
+    def access(self) -> Access:
+        r = self.root
+        ext = self.extent()
+        if ext is None:
+            return Access(r.id, r.memory, 0, 0, 0, 0)
+        lo, hi = ext
+        if self.onchip:
+            return Access(r.id, r.memory, self.p0, self.p0 + self.shape[0], lo, hi + 1)
+        return Access(r.id, "hbm", 0, 1, lo, hi + 1)
+
+    def free_axes(self) -> range:
+        return range(1 if self.onchip else 0, len(self.shape))
+
+    def contiguous_run(self) -> int:
+        """Elements in the innermost contiguous run (per partition on-chip)."""
+        run, expect = 1, self.isz
+        for i in reversed(self.free_axes()):
+            n, s = self.shape[i], self.bstr[i]
+            if n == 1:
+                continue
+            if s != expect:
+                break
+            run *= n
+            expect *= n
+        return run
+
+    def is_contiguous(self) -> bool:
+        expect = self.isz
+        for i in reversed(self.free_axes()):
+            n, s = self.shape[i], self.bstr[i]
+            if n == 1:
+                continue
+            if s != expect:
+                return False
+            expect *= n
+        return True
+
+
+# -------------------------------------------------------------------------------------------------
+
+
+def _int_of(v, what: str) -> int:
+    if isinstance(v, VirtualRegister):
+        return v.value
+    if isinstance(v, (int, np.integer)) and not isinstance(v, bool):
+        return int(v)
+    raise IndexingError(f"{what} must be an integer (or a register), got {type(v).__name__} {v!r}")
+
+
+def _dim(d, nd: int, what: str) -> int:
+    d = _int_of(d, what)
+    if d < 0:
+        d += nd
+    if not 0 <= d < nd:
+        raise IndexingError(f"{what} {d} is out of range for a {nd}-D tensor")
+    return d
+
+
+class NkiTensor(Tensor):
+    """A tensor of the `nki` namespace (`nl.ndarray`, kernel arguments, and their views)."""
+
+    __slots__ = ("geo",)
+
+    def __init__(self, st, ent, shape, fancy=None) -> None:
+        super().__init__(st, ent, shape, fancy)
+        self.geo = None
+
+    # -- geometry ------------------------------------------------------------------------------
+    def _g(self) -> Geo:
+        g = self.geo
+        if g is not None:
+            return g
+        if self.fancy is not None or isinstance(self.st, AliasStorage) or not self.is_whole:
+            raise IndexingError("this tensor is an indirect (gather/scatter) view: pass it to an instruction "
+                                "directly; views of views are not available for indirect accesses")
+        g = self.geo = Geo.whole(self.st)
+        return g
+
+    @classmethod
+    def of(cls, geo: Geo) -> "NkiTensor":
+        """The tensor for a geometry (checked against the root's bounds)."""
+        geo.check()
+        root = geo.root
+        if geo.is_root_whole():
+            t = cls.whole(root)
+        else:
+            t = cls.whole(AliasStorage(root, geo, geo.build()))
+        t.geo = geo
+        return t
+
+    def _with(self, shape, bstr, p0=None, foff=None, dtype=None) -> "NkiTensor":
+        g = self._g()
+        return NkiTensor.of(Geo(g.root, dtype or g.dtype, tuple(shape), g.p0 if p0 is None else p0,
+                                g.foff if foff is None else foff, tuple(bstr)))
+
+    # -- engine hooks (trace accesses and contiguity from the geometry) -------------------------
+    def access(self) -> Access:
+        a = self._acc
+        if a is None:
+            g = self.geo
+            a = self._acc = g.access() if g is not None else super().access()
+        return a
+
+    def contiguous_elems(self) -> int:
+        g = self.geo
+        return g.contiguous_run() if g is not None else super().contiguous_elems()
+
+    def inner_contiguous(self) -> bool:
+        g = self.geo
+        if g is None:
+            return super().inner_contiguous()
+        for i in reversed(g.free_axes()):
+            if g.shape[i] > 1:
+                return g.bstr[i] == g.isz
+        return True
+
+    # -- public attributes ---------------------------------------------------------------------
+    @property
+    def dtype(self):
+        return ndt.public(self.st.dtype)
+
+    @property
+    def buffer(self) -> buffers.MemoryRegion:
+        st = self.st
+        return buffers.of_storage(st.root if isinstance(st, AliasStorage) else st)
+
+    @property
+    def name(self) -> str:
+        return self.st.name
+
+    @property
+    def itemsize(self) -> int:
+        return self.st.dtype.itemsize
+
+    @property
+    def address(self):
+        root = self._g().root
+        if isinstance(root, PlacedStorage):
+            return (root.base // root.pstride, root.base % root.pstride)
+        return None
+
+    @property
+    def strides(self) -> tuple[int, ...]:
+        g = self._g()
+        F = g.root.nbytes_pp // g.isz if g.onchip else 0
+        return tuple(F if (g.onchip and i == 0) else b // g.isz for i, b in enumerate(g.bstr))
+
+    @property
+    def offset(self) -> int:
+        g = self._g()
+        if g.onchip:
+            return g.p0 * (g.root.nbytes_pp // g.isz) + g.foff // g.isz
+        return g.foff // g.isz
+
+    @property
+    def pattern(self) -> list[list[int]]:
+        return self.get_pattern()
+
+    def get_pattern(self) -> list[list[int]]:
+        """The view's access pattern as [[stride, count], ...] (elements, outermost first)."""
+        return [[s, n] for s, n in zip(self.strides, self.shape)]
+
+    def is_contiguous(self) -> bool:
+        """Free axes laid out row-major without gaps (the partition stride is ignored)."""
+        return self._g().is_contiguous()
+
+    def is_indirect(self) -> bool:
+        return self.fancy is not None
+
+    # -- indexing ------------------------------------------------------------------------------
+    def __getitem__(self, key) -> "NkiTensor":
+        g = self._g()
+        if not isinstance(key, tuple):
+            key = (key,)
+        nd = len(g.shape)
+        if any(k is Ellipsis for k in key):
+            i = next(i for i, k in enumerate(key) if k is Ellipsis)
+            key = key[:i] + (slice(None),) * (nd - (len(key) - 1)) + key[i + 1:]
+        if len(key) > nd:
+            raise IndexingError(f"too many indices ({len(key)}) for a tensor of shape {g.shape}")
+        key = key + (slice(None),) * (nd - len(key))
+        onchip = g.onchip
+        shape, bstr = [], []
+        p0, foff = g.p0, g.foff
+        dropped = []  # (position in the output, size-1 axis spec) for ints on free axes
+        for axis, (k, n, s) in enumerate(zip(key, g.shape, g.bstr)):
+            part = onchip and axis == 0
+            if isinstance(k, slice):
+                start, length, step = _slice(k, n, axis, self)
+            elif isinstance(k, DynSlice):
+                start, length, step = _int_of(k.start, "nl.ds start"), _int_of(k.size, "nl.ds size"), k.step
+                if start < 0 or start + length > n:
+                    raise OutOfBoundsError(f"out-of-bound access for tensor '{self.st.name or 'tensor'}' on "
+                                           f"dimension {axis}: nl.ds({start}, {length}) exceeds dimension size {n}")
+            else:
+                i = _int_of(k, f"index on dimension {axis}")
+                if i < 0:
+                    i += n
+                if not 0 <= i < n:
+                    raise OutOfBoundsError(f"out-of-bound access for tensor '{self.st.name or 'tensor'}' on "
+                                           f"dimension {axis}: index {i} exceeds dimension size {n}")
+                if part:  # an int on the partition dim keeps it, with size 1
+                    p0 += i
+                    shape.append(1)
+                    bstr.append(0)
+                else:
+                    foff += i * s
+                    if onchip:
+                        dropped.append(len(shape))
+                continue
+            if part:
+                if step != 1 and length > 1:
+                    raise PartitionDimError("partition-dimension access must be contiguous: a slice step "
+                                            f"{step} on the partition dimension is not supported")
+                p0 += start
+                shape.append(length)
+                bstr.append(0)
+            else:
+                foff += start * s
+                shape.append(length)
+                bstr.append(s * step)
+        if onchip and len(shape) < 2:
+            # an on-chip tensor stays at least 2-D: the last free dim indexed by an int stays as size 1
+            shape.append(1)
+            bstr.append(g.isz)
+        return self._with(shape, bstr, p0, foff)
+
+    def __setitem__(self, key, value) -> None:
+        raise IndexingError("tensor assignment (t[...] = ...) is not part of the nki namespace: write results "
+                            "with an instruction, e.g. nisa.tensor_copy(dst=t[...], src=x) or "
+                            "nisa.memset(dst=t[...], value=0)")
+
+    # -- view methods --------------------------------------------------------------------------
+    def slice(self, dim, start, end, step: int = 1) -> "NkiTensor":
+        g = self._g()
+        d = _dim(dim, len(g.shape), "slice dim")
+        key = [slice(None)] * len(g.shape)
+        key[d] = slice(_int_of(start, "slice start"), min(_int_of(end, "slice end"), g.shape[d]), step)
+        return self[tuple(key)]
+
+    def select(self, dim, index) -> "NkiTensor":
+        """Index one dimension with an int, a register or a (1, 1) tensor (its run-time value)."""
+        g = self._g()
+        d = _dim(dim, len(g.shape), "select dim")
+        key = [slice(None)] * len(g.shape)
+        key[d] = scalar_value(index, "select index")
+        return self[tuple(key)]
+
+    def reshape(self, *shape) -> "NkiTensor":
+        if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
+            shape = tuple(shape[0])
+        g = self._g()
+        shape = [int(s) for s in shape]
+        total = math.prod(g.shape)
+        if shape.count(-1) == 1:
+            known = math.prod(s for s in shape if s != -1)
+            shape[shape.index(-1)] = total // known if known else 0
+        shape = tuple(shape)
+        if math.prod(shape) != total:
+            raise IndexingError(f"cannot reshape a tensor of shape {g.shape} ({total} elements) into {shape}")
+        if not g.is_contiguous():
+            raise IndexingError(f"reshape needs a contiguous view; the view of shape {g.shape} has strides "
+                                f"{self.strides} (copy it to a new tile first)")
+        if g.onchip:
+            if shape[0] != g.shape[0]:
+                raise PartitionDimError(f"reshape must keep the partition dimension: {g.shape} -> {shape}")
+            return self._with(shape, _row_major(shape, g.isz, onchip=True))
+        return self._with(shape, _row_major(shape, g.isz, onchip=False))
+
+    def reshape_dim(self, dim, shape) -> "NkiTensor":
+        g = self._g()
+        d = _dim(dim, len(g.shape), "reshape_dim dim")
+        if g.onchip and d == 0:
+            raise PartitionDimError("reshape_dim cannot split the partition dimension")
+        shape = tuple(int(s) for s in shape)
+        if math.prod(shape) != g.shape[d]:
+            raise IndexingError(f"reshape_dim: {shape} does not hold the {g.shape[d]} elements of dimension {d}")
+        s = g.bstr[d]
+        sub = []
+        acc = s
+        for n in reversed(shape):
+            sub.append(acc)
+            acc *= n
+        sub.reverse()
+        return self._with(g.shape[:d] + shape + g.shape[d + 1:], g.bstr[:d] + tuple(sub) + g.bstr[d + 1:])
+
+    def flatten_dims(self, start, end) -> "NkiTensor":
+        g = self._g()
+        a, b = _dim(start, len(g.shape), "flatten start"), _dim(end, len(g.shape), "flatten end")
+        if a > b:
+            a, b = b, a
+        if g.onchip and a == 0 and b > 0:
+            raise PartitionDimError("flatten_dims cannot merge the partition dimension with free dimensions")
+        for i in range(a, b):
+            if g.shape[i + 1] != 1 and g.shape[i] != 1 and g.bstr[i] != g.bstr[i + 1] * g.shape[i + 1]:
+                raise IndexingError(f"flatten_dims({a}, {b}): dimensions {i} and {i + 1} are not contiguous "
+                                    f"(strides {self.strides})")
+        inner = [i for i in range(a, b + 1) if g.shape[i] != 1]
+        s = g.bstr[inner[-1]] if inner else g.isz
+        n = math.prod(g.shape[a:b + 1])
+        return self._with(g.shape[:a] + (n,) + g.shape[b + 1:], g.bstr[:a] + (s,) + g.bstr[b + 1:])
+
+    def permute(self, *dims) -> "NkiTensor":
+        if len(dims) == 1 and isinstance(dims[0], (tuple, list)):
+            dims = tuple(dims[0])
+        g = self._g()
+        dims = tuple(_dim(d, len(g.shape), "permute dim") for d in dims)
+        if sorted(dims) != list(range(len(g.shape))):
+            raise IndexingError(f"permute{dims} is not a permutation of the {len(g.shape)} dimensions")
+        if g.onchip and dims[0] != 0:
+            raise PartitionDimError(f"permute{dims} must keep the partition dimension first (dims[0] == 0)")
+        return self._with(tuple(g.shape[d] for d in dims), tuple(g.bstr[d] for d in dims))
+
+    def broadcast(self, dim, size) -> "NkiTensor":
+        g = self._g()
+        d = _dim(dim, len(g.shape), "broadcast dim")
+        if g.onchip and d == 0:
+            raise PartitionDimError("broadcast cannot broadcast the partition dimension (use nl.broadcast_to, "
+                                    "which runs on the Tensor Engine)")
+        if g.shape[d] != 1:
+            raise IndexingError(f"broadcast: dimension {d} has size {g.shape[d]}, only size-1 dimensions broadcast")
+        shape = list(g.shape)
+        bstr = list(g.bstr)
+        shape[d] = int(size)
+        bstr[d] = 0
+        return self._with(shape, bstr)
+
+    def expand_dim(self, dim) -> "NkiTensor":
+        g = self._g()
+        d = _int_of(dim, "expand_dim dim")
+        nd = len(g.shape) + 1
+        if d < 0:
+            d += nd
+        if not 0 <= d < nd or (g.onchip and d == 0):
+            raise IndexingError(f"expand_dim({dim}): position out of range"
+                                + (" (the partition dimension stays first)" if g.onchip else ""))
+        return self._with(g.shape[:d] + (1,) + g.shape[d:], g.bstr[:d] + (g.isz,) + g.bstr[d:])
+
+    def squeeze_dim(self, dim) -> "NkiTensor":
+        g = self._g()
+        d = _dim(dim, len(g.shape), "squeeze_dim dim")
+        if g.onchip and d == 0:
+            raise PartitionDimError("squeeze_dim cannot remove the partition dimension")
+        if g.shape[d] != 1:
+            raise IndexingError(f"squeeze_dim({d}): dimension has size {g.shape[d]}, not 1")
+        if g.onchip and len(g.shape) <= 2:
+            raise PartitionDimError("an on-chip tensor keeps at least 2 dimensions")
+        return self._with(g.shape[:d] + g.shape[d + 1:], g.bstr[:d] + g.bstr[d + 1:])
+
+    def view(self, dtype) -> "NkiTensor":
+        """Reinterpret the bytes as another dtype; the last dimension scales with the element size."""
+        g = self._g()
+        d = ndt.resolve(dtype)
+        if d is g.dtype:
+            return self
+        old, new = g.isz, d.itemsize
+        last = len(g.shape) - 1
+        if g.shape[last] != 1 and g.bstr[last] != old:
+            raise IndexingError(f"view({d.name}) needs a contiguous last dimension (stride 1), got strides "
+                                f"{self.strides}")
+        nbytes = g.shape[last] * old
+        if nbytes % new or g.foff % new:
+            raise IndexingError(f"cannot view a last dimension of {g.shape[last]} x {old} B at byte {g.foff} as "
+                                f"{d.name} ({new} B elements)")
+        shape = g.shape[:last] + (nbytes // new,)
+        return self._with(shape, g.bstr[:last] + (new,), dtype=d)
+
+    reinterpret_cast = view
+
+    def ap(self, pattern=None, offset=0, scalar_offset=None, vector_offset=None, indirect_dim: int = 0,
+           dtype=None) -> "NkiTensor":
+        """A hardware access pattern over the tensor's raw storage (the current view is ignored):
+        `pattern` is [[step, count], ...] in elements, outermost first; on-chip tensors start with
+        [elements per partition, partitions]."""
+        g = self._g()
+        root = g.root
+        d = ndt.resolve(dtype) if dtype is not None else g.dtype
+        isz = d.itemsize
+        if pattern is None:
+            raise IndexingError(".ap() needs pattern=[[step, count], ...]")
+        pat = [(int(_int_of(p[0], "pattern step")), int(_int_of(p[1], "pattern count"))) for p in pattern]
+        if not pat:
+            raise IndexingError(".ap() needs at least one [step, count] pair")
+        if scalar_offset is not None and vector_offset is not None:
+            raise IndexingError(".ap(): scalar_offset and vector_offset are mutually exclusive")
+        offset = _int_of(offset, "ap offset")
+        if scalar_offset is not None:
+            k = _dim(indirect_dim, len(pat), "indirect_dim")
+            offset += scalar_value(scalar_offset, "scalar_offset") * pat[k][0]
+        shape = tuple(n for _, n in pat)
+        if vector_offset is not None:
+            return _indirect_view(self, root, d, pat, offset, vector_offset, _dim(indirect_dim, len(pat), "indirect_dim"))
+        if root.memory != "hbm":
+            F = root.nbytes_pp // isz
+            step0, P = pat[0]
+            if P > 1 and step0 != F:
+                raise PartitionDimError(f".ap(): the first [step, count] pair addresses partitions and must step "
+                                        f"one partition ({F} elements of {d.name} per partition), got step {step0}; "
+                                        "partition access must be contiguous")
+            p0, f0 = divmod(offset, F) if F else (0, 0)
+            bstr = (0,) + tuple(s * isz for s, _ in pat[1:])
+            return NkiTensor.of(Geo(root, d, shape, p0, f0 * isz, bstr))
+        return NkiTensor.of(Geo(root, d, shape, 0, offset * isz, tuple(s * isz for s, _ in pat)))
+
+    def vector_select(self, index, dim: int = 0) -> "NkiTensor":
+        """Rows of dimension `dim` chosen at run time by an index tile (one index per output row):
+        a gather/scatter view for DMA (the HBM form of `.ap(vector_offset=...)`)."""
+        return _select_rows(self, index, dim, "vector_select")
+
+    def indirect(self, index, num_elem=None, dim: int = 0) -> "NkiTensor":
+        """Tensor Indirection (NeuronCore-v4): output partition p reads partition index[p] of this
+        view (the first `num_elem` free elements, default all)."""
+        from nkitui.emulator.errors import EngineOpError
+        from nkitui.emulator.runtime import current
+
+        run = current()
+        if run.target.nc_version < 4:
+            raise EngineOpError(f"tensor indirection (.indirect) needs NeuronCore-v4 (trn3); target is "
+                                f"{run.target.name}")
+        if _int_of(dim, "indirect dim") != 0:
+            raise UnsupportedError(".indirect() selects partitions (dim=0) only")
+        g = self._g()
+        if not g.onchip or not g.is_contiguous():
+            raise IndexingError(".indirect() needs an on-chip view with contiguous free dimensions")
+        idx = _index_values(index).reshape(-1)
+        F = math.prod(g.shape[1:])
+        n = F if num_elem is None else _int_of(num_elem, "num_elem")
+        if not 0 < n <= F:
+            raise IndexingError(f".indirect(num_elem={n}): the view has {F} elements per partition")
+        part = (g.p0 + idx).reshape(-1, 1)
+        flat = np.broadcast_to(g.foff // g.isz + np.arange(n, dtype=np.int64), (idx.size, n))
+        return _gather_view_onchip(g.root, np.broadcast_to(part, (idx.size, n)), flat, (idx.size, n))
+
+    def rearrange(self, pattern: str, **sizes) -> "NkiTensor":
+        """einops-style view: `"p (a b) -> p a b"`, `"p a b -> p b a"`, `"p a b -> p (a b)"`."""
+        left, _, right = pattern.partition("->")
+        lhs, rhs = _parse_axes(left), _parse_axes(right)
+        g = self._g()
+        if len(lhs) != len(g.shape):
+            raise IndexingError(f"rearrange '{pattern}': the left side names {len(lhs)} dimensions, the tensor has "
+                                f"{len(g.shape)}")
+        t = self
+        # split grouped input dims
+        names: list[str] = []
+        pos = 0
+        for grp, n in zip(lhs, g.shape):
+            if len(grp) > 1:
+                known = math.prod(sizes[a] for a in grp if a in sizes)
+                missing = [a for a in grp if a not in sizes]
+                if len(missing) > 1:
+                    raise IndexingError(f"rearrange: give the sizes of {missing[1:]} as keyword arguments")
+                dims = tuple(sizes[a] if a in sizes else n // known for a in grp)
+                t = t.reshape_dim(pos, dims)
+            names.extend(grp)
+            pos += len(grp)
+        flat_rhs = [a for grp in rhs for a in grp]
+        if sorted(flat_rhs) != sorted(names):
+            raise IndexingError(f"rearrange '{pattern}': both sides must name the same axes")
+        t = t.permute(tuple(names.index(a) for a in flat_rhs))
+        pos = 0
+        for grp in rhs:
+            if len(grp) > 1:
+                t = t.flatten_dims(pos, pos + len(grp) - 1)
+            pos += 1
+        return t
+
+    def __repr__(self) -> str:
+        return f"<NkiTensor {self.st.memory} {self.shape} {self.st.dtype.name} '{self.st.name}'>"
+
+
+def _parse_axes(side: str) -> list[tuple[str, ...]]:
+    out, group = [], None
+    for tok in side.replace("(", " ( ").replace(")", " ) ").split():
+        if tok == "(":
+            group = []
+        elif tok == ")":
+            out.append(tuple(group))
+            group = None
+        elif group is not None:
+            group.append(tok)
+        else:
+            out.append((tok,))
+    return out
+
+
+def _slice(k: slice, n: int, axis: int, t) -> tuple[int, int, int]:
+    step = 1 if k.step is None else _int_of(k.step, "slice step")
+    if step == 0:
+        raise IndexingError("slice step cannot be zero")
+    name = t.st.name or "tensor"
+    if step > 0:
+        a = 0 if k.start is None else _int_of(k.start, "slice start")
+        b = n if k.stop is None else _int_of(k.stop, "slice stop")
+        a = a + n if a < 0 else a
+        b = b + n if b < 0 else b
+        length = max(0, -(-(b - a) // step))
+        if length and (a < 0 or a + (length - 1) * step >= n):
+            raise OutOfBoundsError(f"out-of-bound access for tensor '{name}' on dimension {axis}: index range "
+                                   f"[{a}, {b - 1}] exceeds dimension size {n}")
+        return a, length, step
+    a = n - 1 if k.start is None else _int_of(k.start, "slice start")
+    a = a + n if a < 0 else a
+    if k.stop is None:
+        length = a // (-step) + 1
+    else:
+        b = _int_of(k.stop, "slice stop")
+        b = b + n if b < 0 else b
+        length = max(0, -(-(a - b) // (-step)))
+    if length and (a >= n or a + (length - 1) * step < 0):
+        raise OutOfBoundsError(f"out-of-bound access for tensor '{name}' on dimension {axis}: start {a} with "
+                               f"step {step} leaves dimension size {n}")
+    return a, length, step
+
+
+def _row_major(shape, isz: int, onchip: bool) -> tuple[int, ...]:
+    bstr = [0] * len(shape)
+    acc = isz
+    for i in range(len(shape) - 1, 0 if onchip else -1, -1):
+        bstr[i] = acc
+        acc *= shape[i]
+    return tuple(bstr)
+
+
+def _index_values(index) -> np.ndarray:
+    from nkitui.emulator.runtime import current
+
+    if isinstance(index, Tensor):
+        if not current().execute or index.st.data is None:
+            return np.zeros(index.shape, dtype=np.int64)
+        return np.asarray(index.array()).astype(np.int64)
+    return np.asarray(index, dtype=np.int64)
+
+
+def _indirect_view(t: NkiTensor, root: Storage, d: _dt.DType, pat, offset: int, vector_offset, k: int) -> NkiTensor:
+    """.ap(vector_offset=idx, indirect_dim=k): axis k of the pattern is indexed by idx[p] (one
+    index per element of axis k), the other axes follow the pattern. Elements outside the tensor
+    stay out of range, so oob_mode=skip can drop them and oob_mode=error reports them."""
+    if d is not root.dtype:
+        raise UnsupportedError(".ap(vector_offset=...) with a dtype reinterpretation is not supported")
+    idx = _index_values(vector_offset).reshape(-1)
+    shape = tuple(n for _, n in pat)
+    if idx.size < shape[k]:
+        raise IndexingError(f".ap(vector_offset=...): {idx.size} indices for an indirect dimension of {shape[k]}")
+    flat = np.full(shape, offset, dtype=np.int64)
+    for axis, (step, n) in enumerate(pat):
+        grid = idx[:n] if axis == k else np.arange(n, dtype=np.int64)
+        shp = [1] * len(shape)
+        shp[axis] = n
+        flat = flat + (grid * step).reshape(shp)
+    return _gather_view(root, flat, shape)
+
+
+def _gather_view(root: Storage, flat: np.ndarray, shape) -> NkiTensor:
+    """A gather view of `root` from flat (row-major) element indices."""
+    inner = math.prod(root.shape[1:]) if len(root.shape) > 1 else 1
+    first = np.floor_divide(flat, inner) if inner else flat
+    rest = np.mod(flat, inner) if inner else np.zeros_like(flat)
+    idx = [first]
+    if len(root.shape) > 1:
+        idx.extend(np.unravel_index(rest.reshape(-1), root.shape[1:]))
+        idx = [idx[0]] + [a.reshape(flat.shape) for a in idx[1:]]
+    return NkiTensor(root, None, tuple(shape), tuple(np.asarray(a, dtype=np.int64) for a in idx))
+
+
+def _gather_view_onchip(root: Storage, part: np.ndarray, free: np.ndarray, shape) -> NkiTensor:
+    """A gather view of an on-chip root: partition indices and flat free-element indices."""
+    idx = [np.asarray(part, dtype=np.int64)]
+    if len(root.shape) > 1:
+        idx.extend(a.reshape(free.shape) for a in np.unravel_index(np.asarray(free).reshape(-1), root.shape[1:]))
+    return NkiTensor(root, None, tuple(shape), tuple(idx))
+
+
+def _select_rows(t: NkiTensor, index, dim, api: str) -> NkiTensor:
+    g = t._g()
+    d = _dim(dim, len(g.shape), f"{api} dim")
+    if not g.is_root_whole():
+        raise IndexingError(f"{api} works on a whole tensor (take views after selecting rows)")
+    idx = _index_values(index).reshape(-1)
+    root = g.root
+    shape = g.shape[:d] + (idx.size,) + g.shape[d + 1:]
+    grids = []
+    for axis, n in enumerate(shape):
+        shp = [1] * len(shape)
+        shp[axis] = n
+        grids.append((idx if axis == d else np.arange(n, dtype=np.int64)).reshape(shp))
+    return NkiTensor(root, None, shape, tuple(np.broadcast_to(a, shape) for a in grids))
