@@ -24,6 +24,8 @@ MODULES: dict[str, str | None] = {
 }
 # top-level names whose real (AWS) packages make install() refuse unless force=True
 GUARDED = ("neuronxcc", "nki")
+# front-end packages imported by install() so that they can register their module names
+FRONTEND_PACKAGES = ("nkitui.emulator.newns",)
 
 _saved: dict[str, types.ModuleType | None] | None = None
 
@@ -76,6 +78,8 @@ def install(force: bool = False) -> None:
                 raise InstallError(f"a real Neuron package '{name}' is importable ({where}); the emulator will not "
                                    "shadow it. Use the real SDK, or call emulator.install(force=True) to use the "
                                    "emulator anyway")
+    for package in FRONTEND_PACKAGES:  # registers its names through register_modules()
+        importlib.import_module(package)
     _saved = {}
     _install_names(list(MODULES))
 
