@@ -153,10 +153,10 @@ def _front_end_jit(module):
     """The `jit` of the namespace the kernel file uses: the new `nki` when the file imports it
     (and a front end provides it), else the legacy `neuronxcc.nki`."""
     new = sys.modules.get("nki")
-    uses_new = new is not None and getattr(new, "__nkitui_emulator__", False) and any(
-        v is new or getattr(v, "__name__", "").startswith("nki.") for v in vars(module).values()
-        if type(v).__name__ == "module")
-    if uses_new and callable(getattr(new, "jit", None)):
+    new_modules = {id(m) for n, m in list(sys.modules.items())
+                   if (n == "nki" or n.startswith("nki.")) and getattr(m, "__nkitui_emulator__", False)}
+    uses_new = any(id(v) in new_modules for v in vars(module).values())
+    if new is not None and uses_new and callable(getattr(new, "jit", None)):
         return new.jit
     from nkitui.emulator.legacy.nki import jit
 
