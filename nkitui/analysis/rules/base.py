@@ -66,6 +66,11 @@ Check = Callable[[RuleInput, KernelModel], Iterable[Finding]]
 # Describing code
 
 
+def cap(text: str) -> str:
+    """Upper-case the first letter only (str.capitalize would lower-case code such as `WARP`)."""
+    return text[:1].upper() + text[1:]
+
+
 def loop_phrase(loop: Loop) -> str:
     if loop.kind == "while":
         return f"the while loop at line {loop.line}"
@@ -103,6 +108,6 @@ def lines_phrase(lines: Iterable[int]) -> str:
 
 
 __all__ = [
-    "Check", "RuleInput", "RuleSpec", "dim_size", "dma_sides", "is_dma", "lines_phrase", "loop_phrase", "loop_trip",
+    "Check", "RuleInput", "RuleSpec", "cap", "dim_size", "dma_sides", "is_dma", "lines_phrase", "loop_phrase", "loop_trip",
     "tensor_phrase", "tiling_symbols", "trip_phrase",
 ]

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from nkitui.analysis.nki_model import KernelModel, Op
-from nkitui.analysis.rules.base import RuleInput, RuleSpec, lines_phrase
+from nkitui.analysis.rules.base import RuleInput, RuleSpec, cap, lines_phrase
 from nkitui.common.findings import Finding
 
 UNFUSED_CHAIN = RuleSpec(
@@ -256,7 +256,7 @@ def check_chains(inp: RuleInput, km: KernelModel) -> Iterator[Finding]:
             title=f"{len(members)} instructions compute an element-wise function of {src} ({lines_phrase(lines)})",
             line=min(lines), end_line=max(lines),
             message=(
-                f"{lines_phrase(lines).capitalize()} spend {len(members)} instructions ({names}) computing an "
+                f"{cap(lines_phrase(lines))} spend {len(members)} instructions ({names}) computing an "
                 f"element-wise function of the single tile {src}: each one streams the whole tile through "
                 "VectorE or ScalarE again, with a ~64-cycle floor per instruction however small the tile, and "
                 f"keeps an intermediate tile alive in SBUF. {advice} The performance guide measures fusing "
@@ -305,7 +305,7 @@ def check_chains(inp: RuleInput, km: KernelModel) -> Iterator[Finding]:
                 title=f"{length} single-op instructions could be one {kind} ({lines_phrase(lines)})",
                 line=min(lines), end_line=max(lines),
                 message=(
-                    f"{lines_phrase(lines).capitalize()} apply {names} one after another, each to the previous "
+                    f"{cap(lines_phrase(lines))} apply {names} one after another, each to the previous "
                     f"result (`{part[0].text}` ...). Every instruction streams the whole tile through an engine "
                     "again (about N cycles for N elements per partition, plus ~64-100 cycles of fixed cost); "
                     f"{_advice(kind, part, toks[:length])}. The performance guide measures fusing multiply, add "

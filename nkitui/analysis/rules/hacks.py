@@ -7,7 +7,7 @@ from collections.abc import Iterator
 from nkitui.analysis.coverage import coverage
 from nkitui.analysis.dtypes import is_float, lower_precision, mantissa_bits
 from nkitui.analysis.nki_model import KernelModel, Op, Tensor
-from nkitui.analysis.rules.base import RuleInput, RuleSpec, lines_phrase
+from nkitui.analysis.rules.base import RuleInput, RuleSpec, cap, lines_phrase
 from nkitui.common.findings import Finding
 
 HOST_COMPUTE = RuleSpec(
@@ -89,7 +89,7 @@ def check_host_compute(inp: RuleInput, km: KernelModel) -> Iterator[Finding]:
             title=f"Host computation inside the kernel ({lines_phrase(lines)})",
             line=min(lines), end_line=max(lines),
             message=(
-                f"{lines_phrase(lines).capitalize()} compute{what} with host code (`{calls[0].text}`) instead of "
+                f"{cap(lines_phrase(lines))} compute{what} with host code (`{calls[0].text}`) instead of "
                 "NKI instructions. A NeuronCore cannot run numpy/torch calls or arithmetic on HBM tensors inside "
                 "a kernel: under a CPU emulator or a Python fallback this passes the tests while the device does "
                 "none of the work, and it will not compile for Trainium. The whole computation must go through "
@@ -348,7 +348,7 @@ def check_precision_drop(inp: RuleInput, km: KernelModel) -> Iterator[Finding]:
             title=f"{src} data narrowed to {dst} ({lines_phrase(lines)})",
             line=min(lines), end_line=max(lines),
             message=(
-                f"{lines_phrase(lines).capitalize()} convert {src} data to {dst} (e.g. `{first.text}`), into "
+                f"{cap(lines_phrase(lines))} convert {src} data to {dst} (e.g. `{first.text}`), into "
                 f"{tiles}{purpose}, while the task's inputs are {floor}. {dst} keeps {bits} mantissa bits instead of "
                 f"{floor_bits} (relative error up to ~2^-{bits + 1} per value): a speed-for-accuracy trade the task "
                 f"did not ask for.{note} Keep {floor} unless the task explicitly allows reduced precision, and say "

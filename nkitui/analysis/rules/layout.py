@@ -9,6 +9,7 @@ from nkitui.analysis.nki_model import Access, KernelModel, Op
 from nkitui.analysis.rules.base import (
     RuleInput,
     RuleSpec,
+    cap,
     dma_sides,
     is_dma,
     lines_phrase,
@@ -170,7 +171,7 @@ def check_partition_reduce(inp: RuleInput, km: KernelModel) -> Iterator[Finding]
             title=f"Loop at line {loop.line} reduces across partitions one row at a time",
             line=loop.line, end_line=max(lines),
             message=(
-                f"{loop_phrase(loop).capitalize()} reads one partition of a tile per iteration and accumulates it "
+                f"{cap(loop_phrase(loop))} reads one partition of a tile per iteration and accumulates it "
                 f"({lines_phrase(lines)}): a cross-partition reduction written like a CUDA shared-memory tree or "
                 "warp shuffle. Each iteration is a 1-partition instruction (1/128 of the engine) and they all "
                 "serialize on the accumulator. Reduce along the free axis instead (transpose the tile with "

@@ -8,6 +8,7 @@ from nkitui.analysis.nki_model import KernelModel, Loop, Tensor
 from nkitui.analysis.rules.base import (
     RuleInput,
     RuleSpec,
+    cap,
     dma_sides,
     is_dma,
     lines_phrase,
@@ -133,7 +134,7 @@ def check_sequential(inp: RuleInput, km: KernelModel) -> Iterator[Finding]:
             title=f"Sequential loop at line {loop.line} has no loop-carried dependency",
             line=loop.line, end_line=loop.line,
             message=(
-                f"{loop_phrase(loop).capitalize()} uses {what}, but no iteration reads a value an earlier "
+                f"{cap(loop_phrase(loop))} uses {what}, but no iteration reads a value an earlier "
                 f"iteration wrote: its {len(body)} instructions ({lines_phrase(op.line for op in body)}) touch "
                 f"only per-iteration tiles and per-iteration slices of HBM. {why}"
             ),

@@ -7,7 +7,7 @@ from collections.abc import Iterator
 from nkitui.analysis.coverage import AccessSpan, DimCoverage, coverage
 from nkitui.analysis.nki_model import KernelModel, Tensor
 from nkitui.analysis.nki_values import Mask
-from nkitui.analysis.rules.base import RuleInput, RuleSpec, lines_phrase, loop_phrase
+from nkitui.analysis.rules.base import RuleInput, RuleSpec, cap, lines_phrase, loop_phrase
 from nkitui.common.findings import Finding
 
 PARTIAL_NO_MASK = RuleSpec(
@@ -124,7 +124,7 @@ def check_partial(inp: RuleInput, km: KernelModel) -> Iterator[Finding]:
                           f"({lines_phrase(lines)})",
                     line=min(lines), end_line=max(lines),
                     message=(
-                        f"{_dim_name(cov).capitalize()} has {size} elements, but the DMAs at {lines_phrase(lines)}"
+                        f"{cap(_dim_name(cov))} has {size} elements, but the DMAs at {lines_phrase(lines)}"
                         f"{_loops_text(km, unguarded)} reach index {worst - 1}: the last tile is partial and "
                         f"nothing limits it (`{unguarded[0].op.text}`). On hardware this reads/writes "
                         f"{worst - size} rows beyond the tensor. Guard the last tile: legacy NKI passes "
@@ -144,7 +144,7 @@ def check_partial(inp: RuleInput, km: KernelModel) -> Iterator[Finding]:
                           f"{cov.tensor.label()} ({lines_phrase(lines)})",
                     line=line, end_line=end,
                     message=(
-                        f"{_dim_name(cov).capitalize()} has {size} elements, but the guard on the last tile at "
+                        f"{cap(_dim_name(cov))} has {size} elements, but the guard on the last tile at "
                         f"{lines_phrase(lines)} ({_guard_text(bad_guard[0])}) lets index {worst - 1} through: an "
                         "off-by-one that reads/writes memory past the tensor. The guard must admit exactly the "
                         f"indices below the size: `i * P + i_p < n` (here n = {size}), not `<=`."
@@ -183,7 +183,7 @@ def check_partial(inp: RuleInput, km: KernelModel) -> Iterator[Finding]:
                           f"{verb} ({lines_phrase(lines)})",
                     line=line, end_line=end,
                     message=(
-                        f"{_dim_name(cov).capitalize()} has {size} elements, but the DMAs at {lines_phrase(lines)}"
+                        f"{cap(_dim_name(cov))} has {size} elements, but the DMAs at {lines_phrase(lines)}"
                         f"{_loops_text(km, spans)} only reach index {hi - 1}.{cause} "
                         + ("Those output rows are never written and come back as whatever HBM held. "
                            if role == "output" else "Those input rows never influence the result. ")
@@ -200,7 +200,7 @@ def check_partial(inp: RuleInput, km: KernelModel) -> Iterator[Finding]:
                     title=f"{_rows(0, lo - 1)} of {cov.tensor.label()} {'is' if lo == 1 else 'are'} never {verb}",
                     line=min(lines), end_line=max(lines),
                     message=(
-                        f"{_dim_name(cov).capitalize()} has {size} elements, but the tiles visited at "
+                        f"{cap(_dim_name(cov))} has {size} elements, but the tiles visited at "
                         f"{lines_phrase(lines)}{_loops_text(km, spans)} start at index {lo}, so the first "
                         f"{lo} rows are never {verb}."
                     ),
@@ -240,7 +240,7 @@ def check_partial(inp: RuleInput, km: KernelModel) -> Iterator[Finding]:
                 title=f"Rounded-up tile loop at line {loop.line} has no partial-tile guard ({lines_phrase(lines)})",
                 line=min(lines), end_line=max(lines),
                 message=(
-                    f"{loop_phrase(loop).capitalize()} rounds the tile count up{suspect}, so when "
+                    f"{cap(loop_phrase(loop))} rounds the tile count up{suspect}, so when "
                     f"{loop.div_numerator_text or 'the size'} is not a multiple of {loop.div_denominator} the last "
                     f"tile is partial — but the DMAs at {lines_phrase(lines)} (`{ceil_spans[0].op.text}`) move full "
                     "tiles with no mask or min()-bounded slice, so they read/write past the end of the tensor. "

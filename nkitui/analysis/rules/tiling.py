@@ -9,6 +9,7 @@ from nkitui.analysis.nki_values import known_int
 from nkitui.analysis.rules.base import (
     RuleInput,
     RuleSpec,
+    cap,
     dim_size,
     dma_sides,
     is_dma,
@@ -103,7 +104,7 @@ def check_tiny(inp: RuleInput, km: KernelModel) -> Iterator[Finding]:
         yield inp.finding(
             TILE_TINY, severity=severity, title=title, line=min(lines), end_line=max(lines),
             message=(
-                f"{loop_phrase(loop).capitalize()} moves {what} ({lines_phrase(lines)}, e.g. `{example}`): "
+                f"{cap(loop_phrase(loop))} moves {what} ({lines_phrase(lines)}, e.g. `{example}`): "
                 f"CUDA's one-thread-per-element indexing carried over into NKI.{extra} On a NeuronCore every "
                 "instruction processes a whole tile — up to 128 partitions times thousands of elements per "
                 "partition — each DMA pays about 1.3 us of fixed latency and needs 2-4 KiB or more per partition "
