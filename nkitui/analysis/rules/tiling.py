@@ -99,13 +99,16 @@ def check_tiny(inp: RuleInput, km: KernelModel) -> Iterator[Finding]:
             what = f"only {smallest} elements per DMA"
             severity = "medium"
             title = f"Tiny tiles in the loop at line {loop.line}: {smallest} elements per DMA"
+        origin = ("CUDA's one-thread-per-element indexing carried over into NKI." if smallest == 1 else
+                  "CUDA's warp-sized work items carried over into NKI." if smallest <= 32 else
+                  "a tile far smaller than the engines process in one instruction.")
         extra = (f" The same loop also runs {len(compute)} compute instruction(s) on tiles that small "
                  f"({lines_phrase(op.line for op in compute)}).") if compute else ""
         yield inp.finding(
             TILE_TINY, severity=severity, title=title, line=min(lines), end_line=max(lines),
             message=(
                 f"{cap(loop_phrase(loop))} moves {what} ({lines_phrase(lines)}, e.g. `{example}`): "
-                f"CUDA's one-thread-per-element indexing carried over into NKI.{extra} On a NeuronCore every "
+                f"{origin}{extra} On a NeuronCore every "
                 "instruction processes a whole tile — up to 128 partitions times thousands of elements per "
                 "partition — each DMA pays about 1.3 us of fixed latency and needs 2-4 KiB or more per partition "
                 "to approach bandwidth, and every Vector/Scalar instruction costs at least ~64 cycles however few "
