@@ -81,7 +81,7 @@ def tensor_tensor(dst: Tensor, data1: Tensor, data2: Tensor, op, *, engine: str 
     if opr.kind == "bitvec":
         _require_int(api, opr.name, (data1, "data1"), (data2, "data2"), (dst, "dst"))
     run.record(engine, "tensor_tensor", (data1, data2), (dst,), partitions=dst.shape[0], free=_free(dst),
-               meta=_meta(api, op=opr.name))
+               meta=_meta(api, op=opr.name) if run.recording else None)
     if not run.execute:
         return write(run, dst, None, where)
     shape = dst.shape
@@ -133,9 +133,9 @@ def tensor_scalar(dst: Tensor, data: Tensor, op0, operand0, reverse0: bool = Fal
             raise EngineOpError(f"{api}: bit-vector operators run only on the vector engine")
         _require_int(api, o0.name, (data, "data"), (dst, "dst"))
     no_gpsimd_psum(api, engine, (dst, "dst"), (data, "data"), (t0, "operand0"), (t1, "operand1"))
-    ins = tuple(t for t in (data, t0, t1) if t is not None)
+    ins = (data,) if t0 is None and t1 is None else tuple(t for t in (data, t0, t1) if t is not None)
     run.record(engine, "tensor_scalar", ins, (dst,), partitions=P, free=_free(dst),
-               meta=_meta(api, op0=o0.name, op1=o1.name if o1 else None))
+               meta=_meta(api, op0=o0.name, op1=o1.name if o1 else None) if run.recording else None)
     if not run.execute:
         return write(run, dst, None, where)
     shape = dst.shape
@@ -198,7 +198,7 @@ def tensor_reduce(dst: Tensor, op, data: Tensor, axis, *, negate: bool = False, 
     if opr.kind == "bitvec":
         _require_int(api, opr.name, (data, "data"), (dst, "dst"))
     run.record(engine, "tensor_reduce", (data,), (dst,), partitions=data.shape[0], free=_free(data),
-               meta=_meta(api, op=opr.name, axes=list(axes), negate=bool(negate)))
+               meta=_meta(api, op=opr.name, axes=list(axes), negate=bool(negate)) if run.recording else None)
     if not run.execute:
         return write(run, dst, None)
     x = raw(data, data.shape) if opr.kind == "bitvec" else values(data, data.shape)
@@ -223,7 +223,7 @@ def tensor_copy(dst: Tensor, src: Tensor, *, engine: str | None = None, where=No
     check_fits(api, src, "src", dst)
     engine = _pick_engine(engine)
     no_gpsimd_psum(api, engine, (dst, "dst"), (src, "src"))
-    run.record(engine, "tensor_copy", (src,), (dst,), partitions=dst.shape[0], free=_free(dst), meta=_meta(api))
+    run.record(engine, "tensor_copy", (src,), (dst,), partitions=dst.shape[0], free=_free(dst), meta=_meta(api) if run.recording else None)
     if not run.execute:
         return write(run, dst, None, where, accumulate)
     through_f32 = engine == "scalar" and run.target.nc_version < 3
@@ -242,7 +242,8 @@ def memset(dst: Tensor, value, *, engine: str | None = None, where=None, api: st
     if isinstance(value, Tensor) or np.ndim(value) != 0:
         raise OperandShapeError(f"{api}: value must be a scalar constant, got {type(value).__name__}")
     run.record(engine, "memset", (), (dst,), partitions=dst.shape[0], free=_free(dst),
-               meta=_meta(api, value=float(value) if not isinstance(value, (int, np.integer)) else int(value)))
+               meta=_meta(api, value=int(value) if isinstance(value, (int, np.integer)) else float(value))
+               if run.recording else None)
     if not run.execute:
         return write(run, dst, None, where)
     if dst.st.dtype.is_int and isinstance(value, (int, np.integer, bool, np.bool_)):
@@ -264,7 +265,7 @@ def reciprocal(dst: Tensor, data: Tensor, *, engine: str | None = None, where=No
         raise EngineOpError(f"{api}: reciprocal runs on the vector or scalar engine")
     opcode = "reciprocal" if engine == "vector" else "activation"
     run.record(engine, opcode, (data,), (dst,), partitions=dst.shape[0], free=_free(dst),
-               meta=_meta(api, op="reciprocal"))
+               meta=_meta(api, op="reciprocal") if run.recording else None)
     if not run.execute:
         return write(run, dst, None, where)
     r = (np.float32(1.0) / values(data, dst.shape)).astype(_F32)
@@ -282,7 +283,7 @@ def bn_stats(dst: Tensor, data: Tensor, *, where=None, api: str = "bn_stats") ->
                                 "512-element chunks and aggregate them with one bn_aggr")
     if _free(dst) != 6:
         raise OperandShapeError(f"{api}: output must hold 6 elements per partition, got shape {dst.shape}")
-    run.record("vector", "bn_stats", (data,), (dst,), partitions=data.shape[0], free=F, meta=_meta(api))
+    run.record("vector", "bn_stats", (data,), (dst,), partitions=data.shape[0], free=F, meta=_meta(api) if run.recording else None)
     if not run.execute:
         return write(run, dst, None)
     x = values(data, data.shape).reshape(data.shape[0], F)
@@ -312,7 +313,7 @@ def bn_aggr(dst: Tensor, data: Tensor, *, where=None, api: str = "bn_aggr") -> N
                                 "partition is not a multiple of 3")
     if _free(dst) != 2:
         raise OperandShapeError(f"{api}: output must hold 2 elements per partition (mean, variance), got {dst.shape}")
-    run.record("vector", "bn_aggr", (data,), (dst,), partitions=data.shape[0], free=F, meta=_meta(api))
+    run.record("vector", "bn_aggr", (data,), (dst,), partitions=data.shape[0], free=F, meta=_meta(api) if run.recording else None)
     if not run.execute:
         return write(run, dst, None)
     s = values(data, data.shape).reshape(data.shape[0], F // 3, 3)
@@ -346,7 +347,7 @@ def tensor_tensor_scan(dst: Tensor, data0: Tensor, data1: Tensor, initial, op0, 
     x0, t0 = scalar_or_vector(initial, api, "initial", P, 2)
     ins = (data0, data1) + ((t0,) if t0 is not None else ())
     run.record("vector", "tensor_tensor_scan", ins, (dst,), partitions=P, free=_free(dst),
-               meta=_meta(api, op0=o0.name, op1=o1.name))
+               meta=_meta(api, op0=o0.name, op1=o1.name) if run.recording else None)
     if not run.execute:
         return write(run, dst, None, where)
     F = _free(dst)
@@ -401,7 +402,7 @@ def tensor_scalar_cumulative(dst: Tensor, src: Tensor, op0, op1, imm0, imm1=None
     x0, t0 = scalar_or_vector(imm0, api, "imm0", P, 2)
     ins = (src,) + ((t0,) if t0 is not None else ())
     run.record("vector", "tensor_scalar_cumulative", ins, (dst,), partitions=P, free=_free(dst),
-               meta=_meta(api, op0=o0.name, op1=o1.name, reduce_cmd=str(cmd)))
+               meta=_meta(api, op0=o0.name, op1=o1.name, reduce_cmd=str(cmd)) if run.recording else None)
     if not run.execute:
         return write(run, dst, None, where)
     F = _free(dst)
@@ -437,7 +438,7 @@ def scalar_tensor_tensor(dst: Tensor, data: Tensor, op0, operand0, op1, operand1
     x0, t0 = scalar_or_vector(operand0, api, "operand0", P, dst.ndim)
     ins = (data, operand1) + ((t0,) if t0 is not None else ())
     run.record("vector", "scalar_tensor_tensor", ins, (dst,), partitions=P, free=_free(dst),
-               meta=_meta(api, op0=o0.name, op1=o1.name))
+               meta=_meta(api, op0=o0.name, op1=o1.name) if run.recording else None)
     if not run.execute:
         return write(run, dst, None, where)
     shape = dst.shape
@@ -476,7 +477,7 @@ def tensor_scalar_reduce(dst: Tensor, data: Tensor, op0, operand0, reduce_op, re
         outs = (dst, reduce_res)
     ins = (data,) + ((t0,) if t0 is not None else ())
     run.record("vector", "tensor_scalar_reduce", ins, outs, partitions=P, free=_free(dst),
-               meta=_meta(api, op0=o0.name, reduce_op=ro.name))
+               meta=_meta(api, op0=o0.name, reduce_op=ro.name) if run.recording else None)
     if not run.execute:
         write(run, dst, None, where)
         if reduce_res is not None:
@@ -524,7 +525,7 @@ def select(dst: Tensor, predicate: Tensor, on_true, on_false, *, where=None, api
             tile(x, api, r)
             check_fits(api, x, r, dst)
             ins.append(x)
-    run.record("vector", "select", tuple(ins), (dst,), partitions=dst.shape[0], free=_free(dst), meta=_meta(api))
+    run.record("vector", "select", tuple(ins), (dst,), partitions=dst.shape[0], free=_free(dst), meta=_meta(api) if run.recording else None)
     if not run.execute:
         return write(run, dst, None, where)
     shape = dst.shape
@@ -543,7 +544,7 @@ def dropout(dst: Tensor, data: Tensor, prob, *, where=None, api: str = "dropout"
     P = dst.shape[0]
     x0, t0 = scalar_or_vector(prob, api, "prob", P, dst.ndim)
     ins = (data,) + ((t0,) if t0 is not None else ())
-    run.record("vector", "dropout", ins, (dst,), partitions=P, free=_free(dst), meta=_meta(api))
+    run.record("vector", "dropout", ins, (dst,), partitions=P, free=_free(dst), meta=_meta(api) if run.recording else None)
     if not run.execute:
         return write(run, dst, None, where)
     shape = dst.shape
@@ -562,7 +563,7 @@ def max8(dst: Tensor, src: Tensor, *, api: str = "max8") -> None:
         raise OperandShapeError(f"{api}: input needs 8 to 16384 elements per partition, got {F}")
     if _free(dst) != 8:
         raise OperandShapeError(f"{api}: output must hold 8 elements per partition, got {dst.shape}")
-    run.record("vector", "max8", (src,), (dst,), partitions=src.shape[0], free=F, meta=_meta(api))
+    run.record("vector", "max8", (src,), (dst,), partitions=src.shape[0], free=F, meta=_meta(api) if run.recording else None)
     if not run.execute:
         return write(run, dst, None)
     x = values(src, src.shape).reshape(src.shape[0], F)
@@ -578,7 +579,7 @@ def nc_find_index8(dst: Tensor, data: Tensor, vals: Tensor, *, api: str = "nc_fi
     if _free(vals) != 8 or _free(dst) != 8:
         raise OperandShapeError(f"{api}: vals and the output must hold exactly 8 elements per partition")
     F = _free(data)
-    run.record("vector", "nc_find_index8", (data, vals), (dst,), partitions=data.shape[0], free=F, meta=_meta(api))
+    run.record("vector", "nc_find_index8", (data, vals), (dst,), partitions=data.shape[0], free=F, meta=_meta(api) if run.recording else None)
     if not run.execute:
         return write(run, dst, None)
     x = values(data, data.shape).reshape(data.shape[0], F)
@@ -598,7 +599,7 @@ def nc_match_replace8(dst: Tensor, data: Tensor, vals: Tensor, imm, *, api: str 
         raise OperandShapeError(f"{api}: vals must hold exactly 8 elements per partition")
     F = _free(data)
     run.record("vector", "nc_match_replace8", (data, vals), (dst,), partitions=data.shape[0], free=F,
-               meta=_meta(api))
+               meta=_meta(api) if run.recording else None)
     if not run.execute:
         return write(run, dst, None)
     P = data.shape[0]
@@ -628,7 +629,7 @@ def tensor_copy_predicated(dst: Tensor, src, predicate: Tensor, reverse_pred: bo
     if predicate.st.dtype.kind not in "ub":
         raise EngineDtypeError(f"{api}: predicate must be uint8, uint16 or uint32, got {predicate.st.dtype.name}")
     run.record("vector", "tensor_copy_predicated", tuple(ins), (dst,), partitions=dst.shape[0], free=_free(dst),
-               meta=_meta(api))
+               meta=_meta(api) if run.recording else None)
     if not run.execute:
         return write(run, dst, None)
     shape = dst.shape
@@ -660,7 +661,7 @@ def range_select(dst: Tensor, on_true: Tensor, comp_op0, comp_op1, bound0: Tenso
     P = dst.shape[0]
     outs = (dst,) if reduce_res is None else (dst, tile(reduce_res, api, "reduce_res"))
     run.record("vector", "range_select", (on_true, bound0, bound1), outs, partitions=P, free=_free(dst),
-               meta=_meta(api))
+               meta=_meta(api) if run.recording else None)
     if not run.execute:
         for o in outs:
             write(run, o, None)
@@ -694,7 +695,7 @@ def select_reduce(dst: Tensor, predicate: Tensor, on_true: Tensor, on_false, *, 
         tile(on_false, api, "on_false")
         ins.append(on_false)
     outs = (dst,) if reduce_res is None else (dst, tile(reduce_res, api, "reduce_res"))
-    run.record("vector", "select_reduce", tuple(ins), outs, partitions=P, free=_free(dst), meta=_meta(api))
+    run.record("vector", "select_reduce", tuple(ins), outs, partitions=P, free=_free(dst), meta=_meta(api) if run.recording else None)
     if not run.execute:
         for o in outs:
             write(run, o, None)
@@ -720,7 +721,7 @@ def nc_stream_shuffle(dst: Tensor, src: Tensor, shuffle_mask, *, api: str = "nc_
     if len(mask) != 32:
         raise OperandShapeError(f"{api}: shuffle_mask needs 32 entries, got {len(mask)}")
     run.record("vector", "nc_stream_shuffle", (src,), (dst,), partitions=dst.shape[0], free=_free(dst),
-               meta=_meta(api))
+               meta=_meta(api) if run.recording else None)
     if not run.execute:
         return write(run, dst, None)
     P = dst.shape[0]

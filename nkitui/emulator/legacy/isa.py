@@ -185,7 +185,10 @@ def tensor_scalar(data, op0, operand0, reverse0=False, op1=None, operand1=None, 
     data = as_tile(data, api, "data")
     plan = plan_mask(mask, data)
     out = fresh(run, data.shape, dtype_or(dtype, data.st.dtype), plan)
-    if not plan.skip:
+    if plan.box is None and not plan.skip:
+        _eng.tensor_scalar(out, data, op0, operand0, reverse0, op1, operand1, reverse1,
+                           engine=_engine_name(engine), where=plan.where, api=api)
+    elif not plan.skip:
         _eng.tensor_scalar(narrow(out, plan.box), narrow(data, plan.box), op0, narrow(operand0, plan.box),
                            reverse0, op1, narrow(operand1, plan.box), reverse1, engine=_engine_name(engine),
                            where=plan.where, api=api)
