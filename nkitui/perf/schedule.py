@@ -24,7 +24,8 @@ Model (nki-spec.md §2.5, §6.4, §6.5, §7):
   throttle after idle periods are modelled as documented.
 
 Dependency lookup is indexed by storage id and drops accesses that a later write covers, so a
-trace costs O(n x live accesses per storage), not O(n^2). Instruction costs are cached by their
+trace costs O(n x live accesses per storage), not O(n^2). Reads of a storage nothing has written yet
+in HBM (kernel inputs) are not kept one by one: a later in-place write waits for all of them. Instruction costs are cached by their
 signature (engine, opcode, shapes, dtypes, memories, meta), so repeated loop bodies cost one lookup.
 """
 
@@ -113,12 +114,15 @@ S_WRITES, S_READS, S_LAST_END, S_FIRST, S_LAST, S_MEM, S_EXTENT, S_FIRST_WRITE =
 class _Core:
     """Per-physical-core scheduling state."""
 
-    __slots__ = ("pool", "dma_iv", "sync_iv", "queue_start", "psum")
+    __slots__ = ("pool", "dma_iv", "dma_late", "sync_iv", "sync_late", "queue_start", "psum")
 
     def __init__(self, psum_banks: int) -> None:
         self.pool = _Calendar()  # the 16 DMA engines
-        self.dma_iv: list[tuple[float, float]] = []
-        self.sync_iv: list[tuple[float, float]] = []
+        # busy intervals merged as they come when they come in order; the others wait in *_late
+        self.dma_iv: list[list[float]] = []
+        self.dma_late: list[list[float]] = []
+        self.sync_iv: list[list[float]] = []
+        self.sync_late: list[list[float]] = []
         self.queue_start: dict[str, float] = {}  # queue -> start of its last transfer
         self.psum = _PsumBanks(psum_banks)
 
@@ -126,23 +130,11 @@ class _Core:
 def _merge_oldest(records: list[tuple], is_write: bool) -> list[tuple]:
     """Replace the oldest half of a storage's records by one record covering all of them."""
     half = len(records) // 2
-    r = records[0]
-    p0, p1, b0, b1 = r[0], r[1], r[2], r[3]
-    t4, t5 = r[4], (r[5] if is_write else 0.0)
-    for r in records[1:half]:
-        if r[0] < p0:
-            p0 = r[0]
-        if r[1] > p1:
-            p1 = r[1]
-        if r[2] < b0:
-            b0 = r[2]
-        if r[3] > b1:
-            b1 = r[3]
-        if r[4] > t4:
-            t4 = r[4]
-        if is_write and r[5] > t5:
-            t5 = r[5]
-    merged = (p0, p1, b0, b1, t4, t5, False) if is_write else (p0, p1, b0, b1, t4)
+    cols = list(zip(*records[:half]))  # column-wise, so that min/max run in C
+    if is_write:
+        merged = (min(cols[0]), max(cols[1]), min(cols[2]), max(cols[3]), max(cols[4]), max(cols[5]), False)
+    else:
+        merged = (min(cols[0]), max(cols[1]), min(cols[2]), max(cols[3]), max(cols[4]))
     return [merged, *records[half:]]
 
 
@@ -434,6 +426,11 @@ def _simulate(trace: Trace, spec: TargetSpec) -> Schedule:
                     t = _new_psum_tile(a, cs.psum, storages, storage_info, spec)
                     if t > psum_ready:
                         psum_ready = t
+            elif not st[0] and not st[7] and st[5] == "hbm":
+                # first write to an HBM tensor that was only read so far (an input updated in place): its
+                # reads were not recorded one by one, so wait for all of them (conservative)
+                if st[2] > ready:
+                    ready = st[2]
             else:
                 ap0, ap1, ab0, ab1 = a.p0, a.p1, a.b0, a.b1
                 for w in st[0]:
@@ -457,7 +454,7 @@ def _simulate(trace: Trace, spec: TargetSpec) -> Schedule:
                 # the Sync sequencer only triggers DMAs; the compiler spreads triggers over queues,
                 # so a trigger waiting for its data does not hold back later ones (inferred)
                 t0 = ready
-                cs.sync_iv.append((t0, t0 + issue))
+                _add_sorted(cs.sync_iv, cs.sync_late, t0, t0 + issue)
             else:
                 ekey = (core, plan.issuer)
                 t0 = engine_free.get(ekey, 0.0)
@@ -483,7 +480,7 @@ def _simulate(trace: Trace, spec: TargetSpec) -> Schedule:
                 end = fill_end
             busy = end - start
             cs.queue_start[queue] = start
-            cs.dma_iv.append((start, end))
+            _add_sorted(cs.dma_iv, cs.dma_late, start, end)
             result_ready = end
         else:
             ekey = (core, eng)
@@ -548,10 +545,11 @@ def _simulate(trace: Trace, spec: TargetSpec) -> Schedule:
 
         # ---- register the accesses ----
         for a, st in zip(reads, read_st):
-            rl = st[1]
-            rl.append((a.p0, a.p1, a.b0, a.b1, end))
-            if len(rl) > _MAX_RECORDS:
-                st[1] = _merge_oldest(rl, False)
+            if st[0] or st[7] or st[5] != "hbm":  # an unwritten HBM input needs no read records
+                rl = st[1]
+                rl.append((a.p0, a.p1, a.b0, a.b1, end))
+                if len(rl) > _MAX_RECORDS:
+                    st[1] = _merge_oldest(rl, False)
             if end > st[2]:
                 st[2] = end
             st[4] = idx
@@ -600,10 +598,10 @@ def _simulate(trace: Trace, spec: TargetSpec) -> Schedule:
         intervals[_lane_name(eng, core)] = ivs
     for core, st in core_state.items():
         if st.dma_iv:
-            intervals[_lane_name("dma", core)] = _union(st.dma_iv)
+            intervals[_lane_name("dma", core)] = _union(st.dma_iv + st.dma_late) if st.dma_late else st.dma_iv
         if st.sync_iv:
             name = _lane_name("sync", core)
-            intervals[name] = _union(st.sync_iv + [tuple(x) for x in intervals.get(name, [])])
+            intervals[name] = _union(st.sync_iv + st.sync_late + intervals.get(name, []))
     sched.intervals = intervals
     sched.total_time = max(ends, default=0.0)
     sched.cores = max(1, len(core_state))
@@ -733,7 +731,22 @@ def _add_interval(lanes: dict, lane: tuple[int, str], start: float, end: float) 
         ivs.append([start, end])
 
 
-def _union(ivs: list[tuple[float, float]]) -> list[list[float]]:
+def _add_sorted(ivs: list[list[float]], late: list[list[float]], start: float, end: float) -> None:
+    """Merge [start, end] into `ivs` if it does not start before the last interval, else keep it aside."""
+    if ivs:
+        last = ivs[-1]
+        if start < last[0]:
+            late.append([start, end])
+        elif start <= last[1] + _EPS:
+            if end > last[1]:
+                last[1] = end
+        else:
+            ivs.append([start, end])
+    else:
+        ivs.append([start, end])
+
+
+def _union(ivs: list) -> list[list[float]]:
     out: list[list[float]] = []
     for s, e in sorted(ivs):
         if out and s <= out[-1][1] + _EPS:

@@ -243,3 +243,14 @@ def test_dma_pool_fills_idle_gaps_without_preempting_booked_work():
     assert cal.fill(0.5, 2.5) == (1.0, 4.5)
     assert (cal.bs, cal.be) == ([0.0], [4.5])
     assert cal.fill(10.0, 0.0) == (10.0, 10.0)
+
+
+def test_in_place_update_of_an_input_waits_for_its_earlier_reads():
+    b = TraceBuilder("trn1")
+    x = b.hbm("x", (128, 4096), "float32")  # kernel input: read first
+    t0, t1 = b.sbuf("t0", (128, 2048), "float32"), b.sbuf("t1", (128, 2048), "float32")
+    b.load(t0.all(), x.region(None, (0, 2048)))
+    b.load(t1.all(), x.region(None, (2048, 4096)))
+    b.store(x.region(None, (0, 2048)), t0.all())  # writes the input in place
+    s = sim(b)
+    assert s.start[2] >= max(s.end[0], s.end[1])  # conservatively after every earlier read of x
