@@ -185,7 +185,8 @@ def ndarray(shape, dtype, *, buffer=None, name: str = "", **kwargs):
     shape, pax = _shape_pax(shape)
     buf = _buffer(buffer)
     kind = buf.kind or ("private" if buf.memory == "hbm" else "")
-    st = run.allocate(shape, dtype, buf.memory, name=name, pax=pax, kind=kind, what=f"tensor '{name}'" if name else "tensor")
+    what = f"tensor '{name}'" if name else "tensor"
+    st = run.allocate(shape, dtype, buf.memory, name=name, pax=pax, kind=kind, what=what)
     return LegacyTensor.whole(st)
 
 
@@ -219,19 +220,19 @@ def full(shape, fill_value, dtype, *, buffer=None, name: str = "", **kwargs):
 
 
 def zeros_like(a, dtype=None, *, buffer=None, name: str = "", **kwargs):
-    return zeros(a.shape, dtype or a.dtype, buffer=buffer or _like_buffer(a), name=name)
+    return zeros(a.shape, a.dtype if dtype is None else dtype, buffer=buffer or _like_buffer(a), name=name)
 
 
 def ones_like(a, dtype=None, *, buffer=None, name: str = "", **kwargs):
-    return ones(a.shape, dtype or a.dtype, buffer=buffer or _like_buffer(a), name=name)
+    return ones(a.shape, a.dtype if dtype is None else dtype, buffer=buffer or _like_buffer(a), name=name)
 
 
 def full_like(a, fill_value, dtype=None, *, buffer=None, name: str = "", **kwargs):
-    return full(a.shape, fill_value, dtype or a.dtype, buffer=buffer or _like_buffer(a), name=name)
+    return full(a.shape, fill_value, a.dtype if dtype is None else dtype, buffer=buffer or _like_buffer(a), name=name)
 
 
 def empty_like(a, dtype=None, *, buffer=None, name: str = "", **kwargs):
-    return ndarray(a.shape, dtype or a.dtype, buffer=buffer or _like_buffer(a), name=name)
+    return ndarray(a.shape, a.dtype if dtype is None else dtype, buffer=buffer or _like_buffer(a), name=name)
 
 
 def _like_buffer(a):
@@ -783,7 +784,7 @@ def var(x, axis, *, dtype=None, mask=None, **kwargs):
         engine.tensor_tensor(centered, x, m, "subtract", api="nl.var")
     sq = fresh(run, x.shape, _dt.float32, NO_MASK)
     engine.activation(sq, "square", centered, api="nl.var")
-    return mean(sq, list(axes), dtype=dtype or x.dtype, mask=mask, keepdims=True)
+    return mean(sq, list(axes), dtype=x.dtype if dtype is None else dtype, mask=mask, keepdims=True)
 
 
 def loop_reduce(x, op, loop_indices, *, dtype=None, mask=None, **kwargs):
@@ -799,7 +800,8 @@ def loop_reduce(x, op, loop_indices, *, dtype=None, mask=None, **kwargs):
     if isinstance(acc, Tensor) and acc.shape == x.shape and acc.st.memory != "hbm":
         prev, run.accumulating = run.accumulating, True
         try:
-            _binary(alu.resolve_binary(op, "op").name, acc, x, dtype or acc.dtype, mask, "nl.loop_reduce", out=acc)
+            _binary(alu.resolve_binary(op, "op").name, acc, x, acc.dtype if dtype is None else dtype, mask,
+                    "nl.loop_reduce", out=acc)
         finally:
             run.accumulating = prev
         return acc
