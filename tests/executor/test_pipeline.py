@@ -8,7 +8,7 @@ from nkitui.evaluate.run import start_evaluation
 from nkitui.evaluate.store import RunStore
 from nkitui.task import TaskError
 
-from .conftest import HEADER, MANIFEST, git_init, quick_request, write_task
+from .conftest import HEADER, git_init, quick_request, write_task
 
 
 def run(task_dir, **overrides):
