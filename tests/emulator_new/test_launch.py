@@ -197,3 +197,21 @@ def test_errors_name_the_kernel_line():
     with pytest.raises(emulator.MatmulShapeError) as e:
         k(np.zeros(2, F32))
     assert "exceeds 512" in str(e.value) and str(e.value).endswith(f"test_launch.py:{e.value.line}")
+
+
+def test_outputs_must_be_shared_hbm(rng):
+    @nki.jit
+    def k(a):
+        out = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.hbm)
+        nisa.dma_copy(dst=out, src=a)
+        return out
+
+    with pytest.raises(emulator.KernelArgumentError, match="must be allocated with buffer=nl.shared_hbm"):
+        k(np.zeros((4, 4), F32))
+
+    @nki.jit
+    def returns_input(a):
+        return a
+
+    a = rng.random((4, 4)).astype(F32)
+    assert np.array_equal(returns_input(a), a)

@@ -33,10 +33,33 @@ class NkiFrontend(Frontend):
         lnc = run.grid[0] if run.grid else 1
         if lnc == 1:
             try:
-                return kernel.func(*args, **kwargs)
+                result = kernel.func(*args, **kwargs)
             finally:
                 run.group.finish(0)
-        return _run_cores(run, kernel, args, kwargs, lnc)
+        else:
+            result = _run_cores(run, kernel, args, kwargs, lnc)
+        _check_outputs(kernel, result)
+        return result
+
+
+def _check_outputs(kernel, value, where: str = "output") -> None:
+    """NKI 0.3+: kernel outputs must be shared HBM tensors (or the kernel's own arguments)."""
+    if isinstance(value, (tuple, list)):
+        for i, v in enumerate(value):
+            _check_outputs(kernel, v, f"{where}[{i}]")
+    elif isinstance(value, dict):
+        for k, v in value.items():
+            _check_outputs(kernel, v, f"{where}[{k!r}]")
+    elif isinstance(value, NkiTensor) and value.st.memory == "hbm":
+        st = getattr(value.st, "root", None) or value.st
+        if st.kind == "private":
+            raise KernelArgumentError(f"kernel '{kernel.name}' returns a private HBM tensor as {where}; kernel outputs "
+                                      "must be allocated with buffer=nl.shared_hbm", location=_func_location(kernel))
+
+
+def _func_location(kernel) -> tuple[str, int]:
+    code = getattr(kernel.func, "__code__", None)
+    return (code.co_filename, code.co_firstlineno) if code else ("", 0)
 
 
 FRONTEND = NkiFrontend("nki", NkiTensor)
