@@ -169,3 +169,17 @@ def test_program_ndim_and_num_programs_without_a_launch_degree():
     assert seen["plain"] == (0, 1, 0)  # no launch degree: not an SPMD launch
     k[1](np.zeros(2, F32))
     assert seen["plain"] == (1, 1, 0)
+
+
+def test_sendrecv_shapes_must_match_between_the_cores():
+    @nki.jit
+    def k(a):
+        c = nl.program_id(0)
+        n = 4 if c == 0 else 8
+        t = nl.ndarray((n, 4), dtype=a.dtype, buffer=nl.sbuf)
+        nisa.memset(dst=t, value=0.0)
+        nisa.sendrecv(src=t, dst=t, send_to_rank=1 - c, recv_from_rank=1 - c, pipe_id=0)
+        return a
+
+    with pytest.raises(emulator.OperandShapeError, match="sent a \\(8, 4\\) float32 tile on pipe 0"):
+        k[2](np.zeros((4, 4), F32))

@@ -63,9 +63,12 @@ def sendrecv(src: Tensor, dst: Tensor, send_to_rank, recv_from_rank, pipe_id, *,
     run.record("dma", "sendrecv", (src,), (dst,), partitions=src.shape[0], free=F,
                meta={"api": api, "queue": "gpsimd" if dma_engine == "gpsimd_dma" else "sync", "src": "sbuf",
                      "dst": "sbuf", "send_to": to, "recv_from": frm, "pipe": pipe})
-    payload = src.array().copy() if run.execute else None
-    got = group.exchange(run.core, to, frm, pipe, payload, api)
-    write(run, dst, got if run.execute else None)
+    payload = (src.shape, src.st.dtype.name, src.array().copy() if run.execute else None)
+    shape, dtype, data = group.exchange(run.core, to, frm, pipe, payload, api)
+    if shape != dst.shape or dtype != dst.st.dtype.name:
+        raise OperandShapeError(f"{api}: core {frm} sent a {shape} {dtype} tile on pipe {pipe}, but this core "
+                                f"receives into a {dst.shape} {dst.st.dtype.name} tile")
+    write(run, dst, data if run.execute else None)
 
 
 def core_barrier(data, cores, *, engine: str = "gpsimd", api: str = "core_barrier") -> None:

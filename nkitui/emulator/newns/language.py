@@ -294,6 +294,12 @@ def shared_identity_matrix(n, dtype=uint8, **kwargs) -> NkiTensor:
 
 
 # -- indexing and loops ---------------------------------------------------------------------------------
+def par_dim(size) -> int:
+    """Legacy partition-dimension marker; in NKI 0.3+ the partition dim is always dim 0, so this is
+    just the size (kept so that kernels still using it in a leading position run)."""
+    return int(size)
+
+
 def ds(start, size) -> DynSlice:
     """`t[nl.ds(start, size)]`: `size` elements from `start` (start may be a register)."""
     return DynSlice(start, size)
