@@ -114,7 +114,7 @@ S_WRITES, S_READS, S_LAST_END, S_FIRST, S_LAST, S_MEM, S_EXTENT, S_FIRST_WRITE =
 class _Core:
     """Per-physical-core scheduling state."""
 
-    __slots__ = ("pool", "dma_iv", "dma_late", "sync_iv", "sync_late", "queue_start", "psum")
+    __slots__ = ("pool", "dma_iv", "dma_late", "sync_iv", "sync_late", "queue_start", "psum", "free", "lanes")
 
     def __init__(self, psum_banks: int) -> None:
         self.pool = _Calendar()  # the 16 DMA engines
@@ -125,6 +125,8 @@ class _Core:
         self.sync_late: list[list[float]] = []
         self.queue_start: dict[str, float] = {}  # queue -> start of its last transfer
         self.psum = _PsumBanks(psum_banks)
+        self.free: dict[str, float] = {}  # engine -> when its in-order queue is free
+        self.lanes: dict[str, list[list[float]]] = {}  # engine -> merged busy intervals
 
 
 def _merge_oldest(records: list[tuple], is_write: bool) -> list[tuple]:
@@ -355,11 +357,9 @@ def _simulate(trace: Trace, spec: TargetSpec) -> Schedule:
     starts, ends = sched.start, sched.end
 
     storages: dict[int, list] = {}
-    engine_free: dict[tuple[int, str], float] = {}
     port_free: dict[tuple[int, str], float] = {}
     core_state: dict[int, _Core] = {}
     tensor_state: dict[int, list[float]] = {}  # core -> [last_end, warm_since]
-    lane_iv: dict[tuple[int, str], list[list[float]]] = {}  # (core, engine) -> busy intervals
     storage_info = trace.storages
     plans: dict[tuple, _Plan] = {}
     all_plans: list[_Plan] = []
@@ -456,12 +456,11 @@ def _simulate(trace: Trace, spec: TargetSpec) -> Schedule:
                 t0 = ready
                 _add_sorted(cs.sync_iv, cs.sync_late, t0, t0 + issue)
             else:
-                ekey = (core, plan.issuer)
-                t0 = engine_free.get(ekey, 0.0)
+                t0 = cs.free.get(plan.issuer, 0.0)
                 if ready > t0:
                     t0 = ready
-                engine_free[ekey] = t0 + issue
-                _add_interval(lane_iv, ekey, t0, t0 + issue)
+                cs.free[plan.issuer] = t0 + issue
+                _add_interval(cs.lanes, plan.issuer, t0, t0 + issue)
             queue = plan.queue
             release = t0 + issue + dma_latency
             qs = cs.queue_start.get(queue, 0.0)
@@ -483,8 +482,8 @@ def _simulate(trace: Trace, spec: TargetSpec) -> Schedule:
             _add_sorted(cs.dma_iv, cs.dma_late, start, end)
             result_ready = end
         else:
-            ekey = (core, eng)
-            free = engine_free.get(ekey, 0.0)
+            efree = cs.free
+            free = efree.get(eng, 0.0)
             dep = ready if ready > psum_ready else psum_ready
             busy = plan.dur
             if dep > free:
@@ -514,13 +513,13 @@ def _simulate(trace: Trace, spec: TargetSpec) -> Schedule:
             if plan.ports:
                 for port in plan.ports:
                     port_free[(core, port)] = end
-            engine_free[ekey] = end
+            efree[eng] = end
             if is_tensor and throttle:
                 tensor_state[core][0] = end
             result_ready = end + dep_latency[eng]
-            ivs = lane_iv.get(ekey)
+            ivs = cs.lanes.get(eng)
             if ivs is None:
-                lane_iv[ekey] = [[start, end]]
+                cs.lanes[eng] = [[start, end]]
             else:
                 last = ivs[-1]
                 if start <= last[1] + _EPS:
@@ -594,8 +593,9 @@ def _simulate(trace: Trace, spec: TargetSpec) -> Schedule:
     sched.throttled_time = throttled
     sched.psum_bank_stall = psum_stall
     intervals: dict[str, list[list[float]]] = {}
-    for (core, eng), ivs in lane_iv.items():
-        intervals[_lane_name(eng, core)] = ivs
+    for core, st in core_state.items():
+        for eng, ivs in st.lanes.items():
+            intervals[_lane_name(eng, core)] = ivs
     for core, st in core_state.items():
         if st.dma_iv:
             intervals[_lane_name("dma", core)] = _union(st.dma_iv + st.dma_late) if st.dma_late else st.dma_iv
@@ -720,7 +720,7 @@ def _default_queue(ins) -> str:
     return "copy"
 
 
-def _add_interval(lanes: dict, lane: tuple[int, str], start: float, end: float) -> None:
+def _add_interval(lanes: dict, lane: str, start: float, end: float) -> None:
     ivs = lanes.get(lane)
     if ivs is None:
         lanes[lane] = [[start, end]]
