@@ -46,16 +46,3 @@ def sample_task(tmp_path):
         return make_task_repo(tmp_path / name, SAMPLE_TASKS / name)
 
     return make
-
-
-@pytest.fixture(scope="session")
-def evaluated(tmp_path_factory):
-    """One real evaluation of the fixture task on the emulator, in a child process (the executor's
-    path), shared by the tests that reopen, compare or display runs: (task copy, RunResult)."""
-    from nkitui.evaluate.run import EvaluationRequest, start_evaluation
-
-    root = make_task_repo(tmp_path_factory.mktemp("evaluated") / "scale_rows", FIXTURES / "scale_rows")
-    handle = start_evaluation(EvaluationRequest(root, backend="emulator", store=False))
-    result = handle.wait(timeout=240)
-    assert result is not None and result.status == "passed", result and (result.summary_line(), result.error, result.log_excerpt[-15:])
-    return root, result

@@ -89,6 +89,14 @@ def screen_text(app) -> str:
     return "\n".join(strip.text for strip in app.screen._compositor.render_strips())
 
 
+def recorded_result():
+    """A RunResult recorded from a real emulator run of the fixture task (host timings pinned so
+    snapshots are stable): lets UI tests show, reopen and compare runs without running one."""
+    from nkitui.evaluate.result import RunResult
+
+    return RunResult.from_json((FIXTURES / "recorded_run.json").read_text())
+
+
 def store_run(result, run_id: str, created_at: str = "2026-01-07T09:00:00+00:00", **changes):
     """Save a copy of a real RunResult under another id in the (test's isolated) run store."""
     import copy

@@ -8,7 +8,7 @@ from textual.widgets import DataTable
 from nkitui.app.widgets.engines.area import HotLinesTable, MetricsTable
 from nkitui.app.widgets.engines.charts import EngineBars, TimelineStrip, bar
 from nkitui.app.widgets.source.code_view import CodePairView
-from tests.app.helpers import new_app, screen_text, settle, store_run
+from tests.app.helpers import recorded_result, new_app, screen_text, settle, store_run
 
 
 def test_bars_are_drawn_in_eighths():
@@ -26,8 +26,8 @@ async def _reopen(pilot, app) -> None:
     await settle(pilot)
 
 
-async def test_engines_show_the_runs_estimated_utilisation(task_dir, evaluated):
-    _, result = evaluated
+async def test_engines_show_the_runs_estimated_utilisation(task_dir):
+    result = recorded_result()
     store_run(result, "20260107T090000Z-aaaaaa")
     app = new_app(task_dir, backend="emulator")
     async with app.run_test(size=(100, 60)) as pilot:
@@ -47,8 +47,8 @@ async def test_engines_show_the_runs_estimated_utilisation(task_dir, evaluated):
         assert "Roofline" in text or engines.query_one("#roofline").display
 
 
-async def test_a_hot_line_jumps_to_the_source_and_a_metric_is_evidence(task_dir, evaluated):
-    _, result = evaluated
+async def test_a_hot_line_jumps_to_the_source_and_a_metric_is_evidence(task_dir):
+    result = recorded_result()
     store_run(result, "20260107T090000Z-aaaaaa")
     app = new_app(task_dir, backend="emulator")
     async with app.run_test(size=(100, 60)) as pilot:

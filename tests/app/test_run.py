@@ -8,7 +8,7 @@ from textual.widgets import DataTable
 
 from nkitui.app.screens.runs import ComparisonScreen, RunsScreen
 from nkitui.app.widgets.run.results import OutputsTable
-from tests.app.helpers import FIXTURES, make_task_repo, new_app, screen_text, settle, store_run
+from tests.app.helpers import recorded_result, FIXTURES, make_task_repo, new_app, screen_text, settle, store_run
 
 
 @pytest.mark.slow
@@ -61,8 +61,8 @@ async def test_cancel_stops_the_child_and_says_so(tmp_path):
         assert app.shown_result.status == "cancelled"
 
 
-async def test_reopen_an_earlier_run_and_compare_two(task_dir, evaluated):
-    _, result = evaluated
+async def test_reopen_an_earlier_run_and_compare_two(task_dir):
+    result = recorded_result()
     a = store_run(result, "20260107T090000Z-aaaaaa")
     worse = [dict(s.to_dict()) for s in a.seed_results]
     for seed in worse:

@@ -65,7 +65,7 @@ class HelpScreen(ModalScreen[None]):
         table.add_columns("key", "does", "id")
         for key, description, binding_id in self.keys:
             table.add_row(key, description, binding_id)
-        table.focus()
+        table.focus(scroll_visible=False)  # keep the help text, not the table, at the top
 
 
 class KeysScreen(ModalScreen[None]):

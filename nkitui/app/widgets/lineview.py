@@ -23,6 +23,13 @@ from textual.style import Style
 class LineView(ScrollView, can_focus=True):
     """Rows with a cursor. Subclasses implement `row_count` and `render_row`."""
 
+    DEFAULT_CSS = """
+    LineView {
+        scrollbar-size-vertical: 1;
+        scrollbar-size-horizontal: 0;  /* long lines scroll with ←/→; no row lost to a scrollbar */
+    }
+    """
+
     cursor: reactive[int] = reactive(0, init=False)
 
     # Named styles written with theme variables, resolved per theme and cached. Line-API widgets
@@ -194,7 +201,7 @@ class LineView(ScrollView, can_focus=True):
         self.move_cursor(self.row_count() - 1)
 
     def action_scroll_left(self) -> None:
-        self.scroll_to(x=max(0, self.scroll_offset.x - 8), animate=False)
+        self.scroll_to(x=max(0, self.scroll_offset.x - 8), animate=False, force=True)
 
     def action_scroll_right(self) -> None:
-        self.scroll_to(x=self.scroll_offset.x + 8, animate=False)
+        self.scroll_to(x=min(self.max_scroll_x, self.scroll_offset.x + 8), animate=False, force=True)

@@ -44,6 +44,7 @@ to the task's git repository; the draft is autosaved all along.
         self.problems: list = []
         self.last_commit: str = ""
         self._loading = False
+        self._page: str | None = None  # the criterion id the page shows
 
     def compose(self) -> ComposeResult:
         with Horizontal(id="rubric-main"):
@@ -53,7 +54,7 @@ to the task's git repository; the draft is autosaved all along.
                 yield ScoreSelector(id="score")
                 yield Static(id="level-text", classes="strip")
                 yield CommentEditor(id="comment")
-                yield Static("Evidence (a attaches what is under the cursor in any area)", classes="section")
+                yield Static("Evidence", classes="section", id="evidence-title")
                 yield EvidenceList(id="evidence")
                 with VerticalScroll(id="guidance-scroll"):
                     yield Static(id="guidance")
@@ -71,13 +72,13 @@ to the task's git repository; the draft is autosaved all along.
     def set_review(self, rubric: Any, draft: Any) -> None:
         self.rubric, self.draft = rubric, draft
         self.query_one(CriteriaList).show(rubric, draft)
-        self._show_page()
+        self._show_page(force=True)
 
     def set_problems(self, problems: list) -> None:
         self.problems = problems
         self._update_status()
-        if self.current_id == VERDICT_PAGE:
-            self._show_page()
+        if self.current_id == VERDICT_PAGE and self.rubric is not None:
+            self.query_one("#guidance", Static).update(Markdown(self._verdict_markdown()))
 
     def set_last_commit(self, text: str) -> None:
         self.last_commit = text
@@ -102,7 +103,7 @@ to the task's git repository; the draft is autosaved all along.
 
     def refresh_lists(self) -> None:
         if self.rubric is not None:
-            self.query_one(CriteriaList).show(self.rubric, self.draft)
+            self.query_one(CriteriaList).update_labels(self.rubric, self.draft)
             self._show_evidence()
             self._update_status()
 
@@ -112,9 +113,10 @@ to the task's git repository; the draft is autosaved all along.
     def _criterion_changed(self) -> None:
         self._show_page()
 
-    def _show_page(self) -> None:
-        if self.rubric is None:
+    def _show_page(self, force: bool = False) -> None:
+        if self.rubric is None or (not force and self.current_id == self._page):
             return
+        self._page = self.current_id
         self._loading = True
         try:
             title = self.query_one("#criterion-title", Static)
@@ -219,7 +221,7 @@ to the task's git repository; the draft is autosaved all along.
         else:
             self.draft.set_score(crit.id, event.value)
         self._update_level_text()
-        self.query_one(CriteriaList).show(self.rubric, self.draft)
+        self.query_one(CriteriaList).update_labels(self.rubric, self.draft)
         self.post_message(self.DraftEdited())
 
     @on(TextArea.Changed, "#comment")

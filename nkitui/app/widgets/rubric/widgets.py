@@ -31,25 +31,34 @@ entry holds the verdict and the summary, and lists what still blocks submitting.
         self.ids: list[str] = []
 
     def show(self, rubric: Any, draft: Any) -> None:
+        """(Re)build the list; keeps the highlighted row."""
         highlighted = self.highlighted
         self.clear_options()
-        self.ids = []
+        self.ids = [c.id for c in rubric.criteria] + [VERDICT_PAGE]
+        self.add_options(Option(label) for label in self._labels(rubric, draft))
+        self.highlighted = 0 if highlighted is None else min(highlighted, len(self.ids) - 1)
+
+    def update_labels(self, rubric: Any, draft: Any) -> None:
+        """Refresh the scores shown without rebuilding the list (no highlight events)."""
+        for index, label in enumerate(self._labels(rubric, draft)):
+            self.replace_option_prompt_at_index(index, label)
+
+    @staticmethod
+    def _labels(rubric: Any, draft: Any) -> list[Content]:
+        labels = []
         for c in rubric.criteria:
             entry = draft.scores.get(c.id)
             value = entry.value if entry is not None else None
             mark = "✔" if value is not None else "○"
             required = "*" if c.required else " "
             score = "-" if value is None else str(value)
-            self.add_option(Option(Content.assemble(
+            labels.append(Content.assemble(
                 (f"{mark} ", "$text-success" if value is not None else "$text-muted"),
                 (c.title, "bold" if value is None and c.required else ""), (required, "$text-warning"),
-                (f"  {score}", "$text-primary"))))
-            self.ids.append(c.id)
-        verdict = draft.verdict or "-"
-        self.add_option(Option(Content.assemble(("▶ ", "$text-accent"), ("Verdict & summary", "bold"),
-                                                (f"  {verdict}", "$text-primary"))))
-        self.ids.append(VERDICT_PAGE)
-        self.highlighted = 0 if highlighted is None else min(highlighted, len(self.ids) - 1)
+                (f"  {score}", "$text-primary")))
+        labels.append(Content.assemble(("▶ ", "$text-accent"), ("Verdict & summary", "bold"),
+                                       (f"  {draft.verdict or '-'}", "$text-primary")))
+        return labels
 
     @property
     def current_id(self) -> str | None:
@@ -181,6 +190,10 @@ attached with **a** wherever they are shown. **Delete** (or **d**) removes the h
                                                     (excerpt, "$text-muted"))))
         if indices:
             self.highlighted = 0
+        else:
+            self.add_option(Option(Content.styled(
+                "None yet: press a on a finding, a source or diff line, a log line or a metric.", "$text-muted"),
+                disabled=True))
 
     def action_remove_evidence(self) -> None:
         if self.highlighted is not None and 0 <= self.highlighted < len(self.indices):

@@ -1,0 +1,99 @@
+"""The real `nkitui` command in a real terminal: tmux runs it, sends keys, and capture-pane reads the
+screen back. Skipped where tmux is not installed."""
+
+from __future__ import annotations
+
+import os
+import shlex
+import shutil
+import subprocess
+import sys
+import time
+import uuid
+
+import pytest
+
+pytestmark = [pytest.mark.tmux, pytest.mark.slow]
+
+
+class Tmux:
+    """One private tmux server (its own socket), so a user's sessions are never touched."""
+
+    def __init__(self) -> None:
+        self.socket = f"nkitui-test-{uuid.uuid4().hex[:8]}"
+        self.session = "nkitui"
+
+    def run(self, *args: str, check: bool = True) -> subprocess.CompletedProcess:
+        return subprocess.run(["tmux", "-L", self.socket, *args], capture_output=True, text=True, check=check,
+                              timeout=20)
+
+    def start(self, command: str, env: dict[str, str], width: int = 120, height: int = 40) -> None:
+        exports = " ".join(f"{k}={shlex.quote(v)}" for k, v in env.items())
+        self.run("new-session", "-d", "-x", str(width), "-y", str(height), "-s", self.session,
+                 f"env {exports} {command}")
+
+    def screen(self) -> str:
+        return self.run("capture-pane", "-p", "-t", self.session).stdout
+
+    def keys(self, *keys: str) -> None:
+        self.run("send-keys", "-t", self.session, *keys)
+
+    def wait_for(self, text: str, timeout: float = 45.0) -> str:
+        deadline = time.monotonic() + timeout
+        screen = ""
+        while time.monotonic() < deadline:
+            screen = self.screen()
+            if text in screen:
+                return screen
+            time.sleep(0.2)
+        raise AssertionError(f"{text!r} never appeared; the screen shows:\n{screen}")
+
+    def wait_gone(self, text: str, timeout: float = 20.0) -> None:
+        deadline = time.monotonic() + timeout
+        while text in self.screen():
+            if time.monotonic() > deadline:
+                raise AssertionError(f"{text!r} is still on screen:\n{self.screen()}")
+            time.sleep(0.2)
+
+    def alive(self) -> bool:
+        return self.run("has-session", "-t", self.session, check=False).returncode == 0
+
+    def kill(self) -> None:
+        self.run("kill-server", check=False)
+
+
+@pytest.fixture
+def tmux():
+    if shutil.which("tmux") is None:
+        pytest.skip("tmux is not installed")
+    server = Tmux()
+    yield server
+    server.kill()
+
+
+def test_nkitui_runs_in_tmux_and_answers_keys(tmux, task_dir, isolated_xdg):
+    env = {f"XDG_{n}_HOME": str(isolated_xdg / n.lower()) for n in ("CONFIG", "STATE", "DATA", "CACHE")}
+    env["TERM"] = "xterm-256color"
+    env["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p)
+    tmux.start(f"{shlex.quote(sys.executable)} -m nkitui {shlex.quote(str(task_dir))} --backend emulator", env)
+    screen = tmux.wait_for("Aligned scale_rows.cu")
+    assert "nkitui" in screen and "target trn2" in screen and "1 Source" in screen
+    assert "def scale_rows_kernel(x, g):" in screen  # the code view is drawn side by side
+    tmux.keys("2")
+    tmux.wait_for("following")
+    tmux.keys("?")
+    tmux.wait_for("filter: a key, a word or an id")
+    tmux.keys("Escape")  # a lone Escape: the terminal decides it is not the start of a sequence
+    tmux.wait_gone("filter: a key, a word or an id")
+    tmux.keys("4")
+    screen = tmux.wait_for("Migration fidelity")
+    assert "Verdict & summary" in screen
+    tmux.keys("F1")
+    tmux.wait_for("Rubric area")
+    tmux.keys("Escape")
+    tmux.wait_gone("Rubric area")
+    tmux.keys("q")
+    deadline = time.monotonic() + 20
+    while tmux.alive() and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert not tmux.alive(), "q should quit nkitui (and end the tmux session)"
