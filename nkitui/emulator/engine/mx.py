@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import math
 
-import ml_dtypes
 import numpy as np
 
 from nkitui.emulator import dtypes as dt

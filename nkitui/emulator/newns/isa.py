@@ -30,7 +30,7 @@ from nkitui.emulator.errors import (
     UnsupportedError,
 )
 from nkitui.emulator.newns import dtypes as _ndt
-from nkitui.emulator.newns import isa_constants as constants
+from nkitui.emulator.newns import isa_constants as constants  # noqa: F401  (nisa.constants)
 from nkitui.emulator.newns.isa_constants import (  # noqa: F401  (public names)
     dge_mode,
     dma_engine,
@@ -178,9 +178,7 @@ def tensor_copy(dst, src, engine=engine.unknown, name=None, **kw):
     if eng == "scalar" and current().target.nc_version < 3:
         raise EngineOpError(f"{api}: tensor_copy is not supported on the Scalar Engine of NeuronCore-v2 (trn1); use "
                             "nisa.activation(op=nl.copy) instead")
-    if eng is None and "gpsimd" != eng and (dst.st.memory == "psum" or src.st.memory == "psum"):
-        eng = "vector"
-    _eng.tensor_copy(dst, src, engine=eng, api=api)
+    _eng.tensor_copy(dst, src, engine=eng, api=api)  # unknown engine: VectorE
     return _done(api, name)
 
 

@@ -14,9 +14,9 @@ import threading
 import numpy as np
 
 from nkitui.emulator.config import current_options, options
-from nkitui.emulator.errors import KernelArgumentError, NKIEmulatorError
+from nkitui.emulator.errors import KernelArgumentError
 from nkitui.emulator.launch import Frontend, Kernel, run_kernel
-from nkitui.emulator.newns.cores import CoreGroup, CoreRun, GroupAborted
+from nkitui.emulator.newns.cores import CoreRun, GroupAborted
 from nkitui.emulator.newns.tensor import NkiTensor
 from nkitui.emulator.runtime import current_or_none, set_current
 from nkitui.emulator.targets import ALIASES
@@ -207,4 +207,4 @@ def as_kernel(func, launcher: str, mode: str = "auto", options_: dict | None = N
     return NkiKernel(func, FRONTEND, launcher=launcher, mode=mode, options=options_)
 
 
-__all__ = ["FRONTEND", "NkiFrontend", "NkiKernel", "as_kernel", "target_for", "NKIEmulatorError"]
+__all__ = ["FRONTEND", "NkiFrontend", "NkiKernel", "as_kernel", "target_for"]
