@@ -196,7 +196,8 @@ def main(argv: list[str] | None = None) -> int:
     print(f"Speed: estimate of a {sp['instructions']}-instruction trace took {sp['estimate_s']:.3f} s of CPU "
           f"({sp['per_instruction_us']:.1f} us per instruction); median {sp['ratio']:.1f}x a plain Python loop over "
           f"the same instructions (best {sp['baseline_s']:.3f} s, measured in this run); goal < 1 s per 100k "
-          f"instructions -> {'met' if sp['estimate_s'] * 1e5 / sp['instructions'] < 1.0 else 'NOT met'} on this machine")
+          f"instructions -> {'met' if sp['estimate_s'] * 1e5 / sp['instructions'] < 1.0 else 'NOT met'} "
+          "on this machine")
     if args.json:
         Path(args.json).write_text(json.dumps({"calibration": rows, "speed": sp, "shape": args.shape}, indent=2))
     return 0 if calibrated else 1

@@ -12,10 +12,11 @@ Model (nki-spec.md §2.5, §6.4, §6.5, §7):
   Vector/Scalar/GpSimd, the foreground LoadStationary on TensorE;
 * a DMA is triggered by the sequencer `meta["queue"]` names (Sync by default), starts no earlier
   than the fixed ~1.3 µs latency after the trigger, keeps the order of its queue (one per issuer
-  for loads, one for stores, one for other copies), and needs bytes / (engines x per-engine bandwidth x efficiency) on the 16 DMA engines,
-  bounded by the per-core HBM bandwidth. The engines serve all queues round-robin: a transfer
-  fills any idle engine time from its release on (a store waiting for its data does not hold
-  back later loads, and a load can use the gaps between other transfers);
+  for loads, one for stores, one for other copies), and needs bytes / (engines x per-engine
+  bandwidth x efficiency) on the 16 DMA engines, bounded by the per-core HBM bandwidth. The
+  engines serve all queues round-robin: a transfer fills any idle engine time from its release on
+  (a store waiting for its data does not hold back later loads, and a load can use the gaps
+  between other transfers);
 * a zero-fill of a PSUM tile (legacy `nl.zeros(..., buffer=psum)` before `+=` matmuls) costs no
   engine time: the first matmul resets the accumulator (acc_flags / psum_zero [N-ISA]);
 * PSUM has 8 banks: a new PSUM tile takes the least recently used bank(s) and waits until the
@@ -24,9 +25,10 @@ Model (nki-spec.md §2.5, §6.4, §6.5, §7):
   throttle after idle periods are modelled as documented.
 
 Dependency lookup is indexed by storage id and drops accesses that a later write covers, so a
-trace costs O(n x live accesses per storage), not O(n^2). Reads of a storage nothing has written yet
-in HBM (kernel inputs) are not kept one by one: a later in-place write waits for all of them. Instruction costs are cached by their
-signature (engine, opcode, shapes, dtypes, memories, meta), so repeated loop bodies cost one lookup.
+trace costs O(n x live accesses per storage), not O(n^2). Reads of an HBM tensor nothing has written
+yet (a kernel input) are not kept one by one: a later in-place write waits for all of them.
+Instruction costs are cached by their signature (engine, opcode, shapes, dtypes, memories, meta), so
+repeated loop bodies cost one lookup.
 """
 
 from __future__ import annotations
@@ -34,9 +36,9 @@ from __future__ import annotations
 import gc
 import math
 from bisect import bisect_right
-from itertools import accumulate
 from collections import Counter
 from dataclasses import dataclass, field
+from itertools import accumulate
 
 from nkitui.emulator.trace import ENGINES, Trace
 from nkitui.perf.costs import MATMUL_OPCODES, TRANSPOSE_OPCODES, compute_cost, dma_plan, matmul_cost

@@ -63,7 +63,8 @@ def test_module_runs_as_a_child_process():
 
 
 def test_formatting_helpers():
-    assert (fmt_time(2.5), fmt_time(0.0123), fmt_time(4.2e-6), fmt_time(3e-8)) == ("2.500 s", "12.300 ms", "4.20 us", "30 ns")
+    assert (fmt_time(2.5), fmt_time(0.0123)) == ("2.500 s", "12.300 ms")
+    assert (fmt_time(4.2e-6), fmt_time(3e-8)) == ("4.20 us", "30 ns")
     assert (fmt_bytes(512), fmt_bytes(2048), fmt_bytes(3 * 2**30)) == ("512 B", "2.0 KiB", "3.0 GiB")
     assert bar(0.5, 10) == "#####....." and bar(2.0, 4) == "####"
     text = render_record(estimate(matmul_trace()), hot=2)

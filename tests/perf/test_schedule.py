@@ -254,3 +254,14 @@ def test_in_place_update_of_an_input_waits_for_its_earlier_reads():
     b.store(x.region(None, (0, 2048)), t0.all())  # writes the input in place
     s = sim(b)
     assert s.start[2] >= max(s.end[0], s.end[1])  # conservatively after every earlier read of x
+
+
+def test_hbm_bandwidth_caps_dma_when_it_is_the_lower_limit():
+    # trn2: 16 x 23 B/ns = 368 GB/s of DMA engines but 2.9 TB/s / 8 = 362.5 GB/s of HBM per core
+    b = TraceBuilder("trn2")
+    src, dst = b.hbm("src", (128, 4096), "bfloat16"), b.sbuf("dst", (128, 4096), "bfloat16")
+    b.load(dst.all(), src.all())
+    s = sim(b, TRN2)
+    nbytes = 128 * 4096 * 2
+    assert s.end[0] - s.start[0] == pytest.approx(nbytes / (2.9e12 / 8))
+    assert nbytes / (2.9e12 / 8) > nbytes / (16 * 23e9)
