@@ -335,6 +335,19 @@ def simulate(trace: Trace, spec: TargetSpec) -> Schedule:
             gc.enable()
 
 
+def _frozen(value):
+    """A hashable equivalent of meta values (lists become tuples, dicts sorted item tuples)."""
+    if isinstance(value, dict):
+        return tuple(sorted((k, _frozen(v)) for k, v in value.items()))
+    if isinstance(value, (list, tuple, set)):
+        return tuple(_frozen(v) for v in value)
+    try:
+        hash(value)
+        return value
+    except TypeError:
+        return repr(value)
+
+
 def _plan_for(ins, key: tuple, plans: dict, all_plans: list, spec: TargetSpec) -> "_Plan":
     if ins.engine not in ENGINES:
         raise ValueError(
@@ -385,8 +398,9 @@ def _simulate(trace: Trace, spec: TargetSpec) -> Schedule:
                tuple(meta.items()) if meta else ())
         try:
             plan = plans.get(key)
-        except TypeError:
-            plan = None
+        except TypeError:  # a list in meta (e.g. reduction axes): use a hashable copy of the key
+            key = key[:-1] + (_frozen(meta),)
+            plan = plans.get(key)
         if plan is None:
             plan = _plan_for(ins, key, plans, all_plans, spec)
         eng = plan.engine

@@ -265,3 +265,27 @@ def test_hbm_bandwidth_caps_dma_when_it_is_the_lower_limit():
     nbytes = 128 * 4096 * 2
     assert s.end[0] - s.start[0] == pytest.approx(nbytes / (2.9e12 / 8))
     assert nbytes / (2.9e12 / 8) > nbytes / (16 * 23e9)
+
+
+def test_instructions_with_list_valued_meta_are_costed_and_cached():
+    b = TraceBuilder("trn1")
+    x = b.sbuf("x", (128, 512), "float32")
+    for i in range(3):
+        b.compute("vector", "tensor_reduce", b.sbuf(f"r{i}", (128, 1), "float32").all(), x.all(),
+                  op="add", axes=[1])
+    s = sim(b)
+    assert s.total_time == pytest.approx(3 * 512 / VEC_CLOCK)
+    assert s.lane_count["vector"] == 3
+
+
+def test_dma_triggered_from_scalar_engine_with_hardware_dge_occupies_it():
+    b = TraceBuilder("trn2")
+    src, dst = b.hbm("src", (128, 2048), "bfloat16"), b.sbuf("dst", (128, 2048), "bfloat16")
+    x, y = b.sbuf("x", (128, 512), "float32"), b.sbuf("y", (128, 512), "float32")
+    b.load(dst.all(), src.all(), queue="scalar", dge_mode="hwdge")
+    b.compute("scalar", "activation", y.all(), x.all())  # queued behind the trigger on ScalarE
+    s = sim(b, TRN2)
+    assert s.start[0] == pytest.approx(0.6e-6 + 1.3e-6)  # issue on ScalarE, then the fixed latency
+    assert s.start[1] == pytest.approx(0.6e-6)
+    assert s.intervals["scalar"][0] == [0.0, pytest.approx(0.6e-6 + 512 / TRN2.clock_hz["scalar"])]
+    assert "sync" not in s.intervals
