@@ -472,7 +472,8 @@ class EvaluationSession:
                 return
             seed = self._compared_seeds()[0]
             report = run_mutants(mutants, source_runner(self.backend, self.task, self.ctx.workspace), self.inputs[seed],
-                                 self.references[seed], self.task.outputs, original_outputs=self.outputs[seed])
+                                 self.references[seed], self.task.outputs, original_outputs=self.outputs[seed],
+                                 advised={a.name: a.policy for a in self.advice})
             self.audit_parts["mutants"] = report
             self.numeric_findings.extend(report.findings)
             counts: dict[str, int] = {}
