@@ -140,6 +140,9 @@ class OnChipAllocator:
         self.bank_used = [0] * target.psum_banks
         self.psum_peak = 0
         self._warned = False
+        # A legacy matmul result is untracked until we know whether it fuses into `psum += ...`
+        # (no bank of its own) or stays a tile of its own (one bank). At most one is undecided.
+        self._undecided_mm: tuple[int, int] | None = None  # (storage id, peak if it is a tile)
 
     # SBUF -----------------------------------------------------------------------------------
     def reserve_sbuf(self, st: Storage) -> None:
@@ -207,6 +210,22 @@ class OnChipAllocator:
         st.banks = tuple(chosen)
         self.psum_peak = max(self.psum_peak, sum(self.bank_used))
         st._alloc = self
+
+    # Matmul results -------------------------------------------------------------------------
+    def matmul_result(self, st: Storage) -> None:
+        """A return-style matmul result: count its bank in the peak unless it is fused later."""
+        self.settle_matmul()
+        self._undecided_mm = (st.id, sum(self.bank_used) + st.nbytes_pp // max(st.blocks, 1))
+
+    def matmul_fused(self, st: Storage) -> None:
+        """`psum += result`: the matmul wrote the accumulator directly and needed no bank."""
+        if self._undecided_mm is not None and self._undecided_mm[0] == st.id:
+            self._undecided_mm = None
+
+    def settle_matmul(self) -> None:
+        if self._undecided_mm is not None:
+            self.psum_peak = max(self.psum_peak, self._undecided_mm[1])
+            self._undecided_mm = None
 
     def release(self, st: Storage) -> None:
         if st.memory == "sbuf":

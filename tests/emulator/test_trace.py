@@ -164,3 +164,28 @@ def test_matmul_instruction_meta_for_the_cost_model():
     assert mm[0].writes == mm[1].writes and mm[0].writes[0].memory == "psum"
     peak = tr.meta["launches"][0]["psum_peak_bytes_per_partition"]
     assert peak == 2048
+
+
+@nki.jit
+def _mm_returned(a_t, b):
+    out = nl.ndarray((128, 512), dtype=nl.float32, buffer=nl.shared_hbm)
+    ps = nisa.nc_matmul(nl.load(a_t), nl.load(b))  # a PSUM tile of its own
+    nl.store(out, value=nisa.tensor_copy(ps))
+    return out
+
+
+@nki.jit
+def _mm_accumulated(a_t, b):
+    out = nl.ndarray((128, 512), dtype=nl.float32, buffer=nl.shared_hbm)
+    ps = nl.zeros((128, 512), dtype=nl.float32, buffer=nl.psum)
+    ps += nisa.nc_matmul(nl.load(a_t), nl.load(b))  # fused: writes `ps`, no bank of its own
+    nl.store(out, value=nisa.tensor_copy(ps))
+    return out
+
+
+@pytest.mark.parametrize("kernel", [_mm_returned, _mm_accumulated])
+def test_psum_peak_counts_a_returned_matmul_tile_once(kernel):
+    a = np.ones((128, 128), F32)
+    b = np.ones((128, 512), F32)
+    kernel(a, b)
+    assert kernel.last_run.psum_peak_bytes == 2048  # one [128, 512] fp32 bank per partition

@@ -103,6 +103,7 @@ def nc_matmul(stationary, moving, *, is_stationary_onezero=False, is_moving_onez
     d = stationary.st.dtype if is_transpose else _dt.float32
     plan = plan_mask(mask, shape)
     out = fresh(run, shape, d, plan, memory="psum", track=False)
+    run.alloc.matmul_result(out.st)
     if plan.skip:
         return out
     _eng.nc_matmul(out, stationary, moving, is_transpose=bool(is_transpose), perf_mode=perf_mode,

@@ -827,6 +827,7 @@ def matmul(x, y, *, transpose_x=False, mask=None, **kwargs):
     shape = (M,) + (y.shape[1:] if len(y.shape) > 2 else (N,))
     plan = plan_mask(mask, shape)
     out = fresh(run, shape, _dt.float32, plan, memory="psum", track=False)
+    run.alloc.matmul_result(out.st)
     if plan.skip:
         return out
     engine.nc_matmul(out, x, y, where=plan.where, api=api)
@@ -989,6 +990,7 @@ def _inplace(target: Tensor, other, opname: str) -> None:
             and _fits_view(other.shape, target.shape)):
         # `psum += nc_matmul(...)`: the matmul accumulates into the PSUM tile (fp32)
         target.check_bounds("psum accumulation")
+        run.alloc.matmul_fused(other.st)
         ins = other._mm if run.recording else None
         if run.execute:
             vals = other.read_f32()
