@@ -29,3 +29,11 @@ def test_default_demo_dir_never_reuses_a_folder(tmp_path: Path):
     first = default_demo_dir(tmp_path)
     first.mkdir()
     assert default_demo_dir(tmp_path) == tmp_path / "nkitui-demo-2"
+
+
+def test_perf_command_passes_its_arguments_through(capsys):
+    code = main(["perf", "sol", "--kind", "matmul", "--in", "4096x8192:bfloat16", "--in", "8192x8192:bfloat16",
+                 "--out", "4096x8192:bfloat16", "--target", "trn1"])
+    assert code == 0
+    assert "compute-bound" in capsys.readouterr().out
+    assert main(["perf", "estimate", "/nonexistent.json"]) == 2

@@ -25,6 +25,13 @@ def _command_modules() -> list[str]:
     return ordered + sorted(name for name in found if name not in COMMAND_ORDER)
 
 
+def _passthrough(name: str):
+    """A command whose module defines `passthrough(argv)` parses its own arguments (e.g. `perf`)."""
+    if name.startswith("-") or name not in _command_modules():
+        return None
+    return getattr(importlib.import_module(f"{__name__}.{name}"), "passthrough", None)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="nkitui",
@@ -42,6 +49,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args_list = list(sys.argv[1:] if argv is None else argv)
+    direct = _passthrough(args_list[0]) if args_list else None
+    if direct is not None:
+        return int(direct(args_list[1:]) or 0)
     parser = build_parser()
     commands = set(parser._subparsers._group_actions[0].choices) if parser._subparsers else set()  # noqa: SLF001
     # `nkitui [TASK_DIR]` opens the workstation: route a bare path to the `open` command.
