@@ -5,12 +5,14 @@ Called from worker threads; every function takes domain objects and returns plai
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from nkitui.app.evidence import Evidence
 from nkitui.app.widgets.source.rows import RolePair
 from nkitui.common.findings import Finding
-from nkitui.task import Task
+
+if TYPE_CHECKING:
+    from nkitui.task import Task
 
 
 def analysis_view(task: Task) -> tuple[list[Finding], list[RolePair], str, Any]:

@@ -11,7 +11,7 @@ import os
 import subprocess
 import tempfile
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from textual import on, work
 from textual.app import App, SuspendNotSupported
@@ -21,29 +21,34 @@ from textual.widget import Widget
 from textual.worker import Worker, WorkerState
 
 from nkitui.app import keymap
-from nkitui.app.commands import NkituiCommands
 from nkitui.app.config import AppConfig
 from nkitui.app.controllers.review import ReviewController
 from nkitui.app.controllers.runs import RunController
 from nkitui.app.evidence import Evidence
 from nkitui.app.messages import (
-    AnalysisReady, DiffReady, RevisionsReady, SourcesReady,
+    AnalysisReady, DiffReady, RevisionsReady, ShowSource, SourcesReady,
 )
-from nkitui.app.screens.help import HelpScreen, KeysScreen, help_for
-from nkitui.app.screens.revisions import RevisionPicker
 from nkitui.app.screens.workstation import WorkstationScreen
 from nkitui.app.themes import DEFAULT_THEME, fill_nkitui_variables, load_themes
-from nkitui.app.widgets.engines.area import ShowSource
 from nkitui.app.widgets.header import AREAS, HeaderState
 from nkitui.app.widgets.source.area import SourceArea
 from nkitui.app.widgets.source.code_view import SourceFile
-from nkitui.task import Task
+
+if TYPE_CHECKING:
+    from nkitui.task import Task
+
+
+def _palette_provider():
+    """The command palette's provider, imported when the palette first opens (start-up cost)."""
+    from nkitui.app.commands import NkituiCommands
+
+    return NkituiCommands
 
 
 class NkituiApp(ReviewController, RunController, App[int]):
     TITLE = "nkitui"
     CSS_PATH = "app.tcss"
-    COMMANDS = {NkituiCommands}
+    COMMANDS = {_palette_provider}
     INHERIT_BINDINGS = False
     BINDINGS = keymap.bindings("app")
     ENABLE_COMMAND_PALETTE = True
@@ -129,13 +134,23 @@ class NkituiApp(ReviewController, RunController, App[int]):
         ws.query_one("#header").state = self.header_state
         for warning in self.audit_task.warnings:
             self.notify(str(warning), title="task.toml", severity="warning", timeout=10)
+        ws.show_area("source")
+        # The slow work starts once the first frame is on screen: its imports (numpy, git,
+        # tree-sitter) would otherwise hold the interpreter while the shell is being drawn.
+        self.call_after_refresh(self._start_session)
+
+    def _start_session(self) -> None:
+        ws = self.workstation
+        if ws is None or not ws.areas_mounted:  # the lazily mounted areas are not there yet
+            self.call_after_refresh(self._start_session)
+            return
+        ws.show_area(ws.current_area)
         self.load_sources()
         self.analyze()
         self.load_history()
         self.load_review()
         self.list_runs()
         self.probe_backend()
-        ws.show_area("source")
         self.session_started = True
 
     def update_header(self, **changes: str) -> None:
@@ -156,12 +171,20 @@ class NkituiApp(ReviewController, RunController, App[int]):
     def probe_backend(self) -> None:
         """Which backend `auto` (or the requested one) will use, and why: shown before the first run."""
         from nkitui.executor.backends.base import BackendUnavailable
-        from nkitui.executor.backends.detect import probe_environment
+        from nkitui.executor.backends.detect import probe_isolated
         from nkitui.executor.backends.select import choose_backend
 
         namespace = self.audit_task.kernel.namespace if self.audit_task.kernel else None
         try:
-            choice = choose_backend(self.backend_choice, probe_environment(), namespace)
+            # In a child process with a run's environment: what a run will see, and the Neuron SDK
+            # (if any) is never imported into the UI.
+            probe = probe_isolated()
+        except (RuntimeError, OSError, ValueError) as exc:
+            self.call_from_thread(self.notify, f"Could not tell which backend a run will use: {exc}",
+                                  title="Backend probe", severity="warning", timeout=8)
+            return
+        try:
+            choice = choose_backend(self.backend_choice, probe, namespace)
         except (BackendUnavailable, ValueError) as exc:
             self.call_from_thread(self._backend_known, self.backend_choice, str(exc), False)
             return
@@ -242,6 +265,8 @@ class NkituiApp(ReviewController, RunController, App[int]):
 
     @on(SourceArea.RevisionsWanted)
     def _pick_revisions(self) -> None:
+        from nkitui.app.screens.revisions import RevisionPicker
+
         area = self.source_area
         if not area.revisions:
             self.notify("The task has no git history to compare.", timeout=4)
@@ -323,6 +348,8 @@ class NkituiApp(ReviewController, RunController, App[int]):
     # --- help ------------------------------------------------------------------------------------
 
     def action_help(self) -> None:
+        from nkitui.app.screens.help import HelpScreen, KeysScreen, help_for
+
         if isinstance(self.screen, (HelpScreen, KeysScreen)):
             return
         focused = self.screen.focused
@@ -339,6 +366,8 @@ class NkituiApp(ReviewController, RunController, App[int]):
         self.push_screen(HelpScreen(help_for(focused), rows))
 
     def action_keys(self) -> None:
+        from nkitui.app.screens.help import KeysScreen
+
         if not isinstance(self.screen, KeysScreen):
             self.push_screen(KeysScreen(self.keymap_overrides))
 

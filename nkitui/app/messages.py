@@ -9,6 +9,15 @@ from textual.message import Message
 from nkitui.common.findings import Finding
 
 
+class ShowSource(Message):
+    """Show file:line in the Source area (from a hot line, an evidence link ...)."""
+
+    def __init__(self, file: str, line: int) -> None:
+        super().__init__()
+        self.file = file
+        self.line = line
+
+
 class SourcesReady(Message):
     def __init__(self, left: Any, right: Any) -> None:  # SourceFile | None each
         super().__init__()

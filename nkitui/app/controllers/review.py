@@ -7,14 +7,15 @@ for `@on`). Every review call goes through nkitui.review: the UI never writes re
 from __future__ import annotations
 
 import threading
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from textual import work
 
 from nkitui.app.adapters import review_evidence
 from nkitui.app.messages import ReviewReady, ReviewSubmitted
-from nkitui.app.screens.review import ConfirmSubmit, SubmittedScreen
-from nkitui.app.widgets.rubric.area import RubricArea
+
+if TYPE_CHECKING:
+    from nkitui.app.widgets.rubric.area import RubricArea
 
 
 class ReviewController:
@@ -148,6 +149,8 @@ class ReviewController:
                         timeout=8)  # type: ignore[attr-defined]
             return
 
+        from nkitui.app.screens.review import ConfirmSubmit
+
         def confirmed(ok: bool | None) -> None:
             if ok:
                 self.submitting = True
@@ -186,6 +189,7 @@ class ReviewController:
         self.post_message(ReviewSubmitted(result))
 
     def on_review_submitted(self, message: ReviewSubmitted) -> None:
+        from nkitui.app.screens.review import SubmittedScreen
         from nkitui.review import Draft, ReviewError, render_markdown
 
         self.submitting = False

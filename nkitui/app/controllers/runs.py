@@ -16,7 +16,6 @@ from textual import work
 from textual.content import Content
 
 from nkitui.app.messages import RunFinished, RunLogBatch, RunProgress, RunsListed, RunStarted
-from nkitui.app.screens.runs import ComparisonScreen, RunsScreen
 from nkitui.app.widgets.run.logstore import LEVEL_INDEX, level_index
 
 LOG_FLUSH_S = 0.05
@@ -239,6 +238,8 @@ class RunController:
             self.notify("No earlier runs of this task: press r to run it.", timeout=3)  # type: ignore[attr-defined]
             return
 
+        from nkitui.app.screens.runs import RunsScreen
+
         def chosen(choice: tuple | None) -> None:
             if choice is None:
                 return
@@ -262,6 +263,7 @@ class RunController:
 
     @work(thread=True, name="compare runs", group="runs-load", exclusive=True, exit_on_error=False)
     def compare_runs(self, run_a: str, run_b: str) -> None:
+        from nkitui.app.screens.runs import ComparisonScreen
         from nkitui.evaluate.store import RunStore, compare_runs
 
         store = RunStore()

@@ -5,15 +5,14 @@ from __future__ import annotations
 from textual import events
 from textual.app import ComposeResult
 from textual.containers import Container
+import importlib
+
 from textual.message import Message
 from textual.screen import Screen
 from textual.widget import Widget
 
-from nkitui.app.widgets.engines.area import EnginesArea
 from nkitui.app.widgets.footer import KeyFooter
 from nkitui.app.widgets.header import AREAS, AreaBar, AuditHeader
-from nkitui.app.widgets.rubric.area import RubricArea
-from nkitui.app.widgets.run.area import RunArea
 from nkitui.app.widgets.source.area import SourceArea
 
 SPLIT_MIN_WIDTH = 140
@@ -26,12 +25,35 @@ def choose_layout(preference: str, width: int, height: int) -> str:
     return "split" if width >= SPLIT_MIN_WIDTH and height >= SPLIT_MIN_HEIGHT else "tabs"
 
 
+class DeferredArea(Widget):
+    """Stands in for an area until the first frame is drawn, then imports it and takes its place."""
+
+    DEFAULT_CSS = "DeferredArea { display: none; }"
+
+    def __init__(self, name: str, module: str, class_name: str) -> None:
+        super().__init__()
+        self.area_name = name
+        self.module = module
+        self.class_name = class_name
+
+    def on_mount(self) -> None:
+        self.call_after_refresh(self._replace)
+
+    async def _replace(self) -> None:
+        parent = self.parent
+        if not isinstance(parent, Widget) or not parent.is_attached or self.app._closing:
+            return
+        area_class = getattr(importlib.import_module(self.module), self.class_name)
+        await parent.mount(area_class(id=f"area-{self.area_name}", classes="area"), after=self)
+        await self.remove()
+
+
 class WorkstationScreen(Screen):
     AUTO_FOCUS = None  # the app focuses the first area once the task is shown
 
     DEFAULT_CSS = """
     WorkstationScreen #areas { height: 1fr; }
-    WorkstationScreen.-tabs #areas > .area { height: 1fr; }
+    WorkstationScreen.-tabs #areas > .area { height: 1fr; display: none; }  /* until shown (inline) */
     WorkstationScreen.-split #areas {
         layout: grid; grid-size: 2 2; grid-columns: 3fr 2fr; grid-rows: 1fr 1fr;
     }
@@ -57,10 +79,12 @@ class WorkstationScreen(Screen):
         yield AreaBar(id="area-bar")
         with Container(id="areas"):
             # DOM order is the split layout's reading order: Source | Rubric over Run | Engines.
+            # The first frame shows the Source area; the other three mount right after it (they
+            # are hidden in the tabs layout, and styling them would delay the first frame).
             yield SourceArea(id="area-source", classes="area")
-            yield RubricArea(id="area-rubric", classes="area")
-            yield RunArea(id="area-run", classes="area")
-            yield EnginesArea(id="area-engines", classes="area")
+            yield DeferredArea("rubric", "nkitui.app.widgets.rubric.area", "RubricArea")
+            yield DeferredArea("run", "nkitui.app.widgets.run.area", "RunArea")
+            yield DeferredArea("engines", "nkitui.app.widgets.engines.area", "EnginesArea")
         yield KeyFooter()
 
     def on_mount(self) -> None:
@@ -74,11 +98,17 @@ class WorkstationScreen(Screen):
     def area(self, name: str) -> Widget:
         return self.query_one(f"#area-{name}")
 
+    @property
+    def areas_mounted(self) -> bool:
+        return len(self.query(".area")) == len(AREAS)
+
     def apply_layout(self, preference: str | None = None) -> None:
         if preference is not None:
             self.layout_preference = preference
         size = self.app.size
         name = choose_layout(self.layout_preference, size.width, size.height)
+        if name == self.layout_name and self.has_class(f"-{name}"):
+            return  # a class change restyles the whole screen: only on a real change
         self.layout_name = name
         self.set_class(name == "tabs", "-tabs")
         self.set_class(name == "split", "-split")
@@ -87,6 +117,9 @@ class WorkstationScreen(Screen):
 
     def show_area(self, name: str, focus: bool = True) -> None:
         if name not in AREAS:
+            return
+        if not self.areas_mounted:
+            self.call_after_refresh(self.show_area, name, focus)
             return
         if self.maximized is not None:
             self.minimize()
@@ -103,8 +136,8 @@ class WorkstationScreen(Screen):
     def _show_only(self, name: str) -> None:
         # Inline display rather than a CSS class: a class change would restyle every widget in the
         # areas, a display change only relayouts.
-        for area in AREAS:
-            self.area(area).display = self.layout_name == "split" or area == name
+        for area in self.query(".area"):
+            area.display = self.layout_name == "split" or area.id == f"area-{name}"
 
     def on_descendant_focus(self, event: events.DescendantFocus) -> None:
         node = event.widget

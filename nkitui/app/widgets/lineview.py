@@ -17,6 +17,7 @@ from textual.message import Message
 from textual.reactive import reactive
 from textual.scroll_view import ScrollView
 from textual.strip import Strip
+from textual.widget import Widget
 from textual.style import Style
 
 
@@ -79,14 +80,23 @@ class LineView(ScrollView, can_focus=True):
 
     # --- data changes --------------------------------------------------------------------------
 
-    def data_changed(self, content_width: int | None = None) -> None:
-        """Call after the rows change: drops drawn rows and updates the scroll extent."""
+    def data_changed(self, content_width: int | None = None, layout: bool = True) -> None:
+        """Call after the rows change: drops drawn rows and updates the scroll extent.
+
+        With layout=False the extent changes without a layout pass of the screen (scrolling and
+        drawing use it at once; the scrollbar catches up at the next layout): for views that grow
+        many times a second.
+        """
         self._generation += 1
         self._row_cache.clear()
         if content_width is not None:
             self._content_width = content_width
         count = self.row_count()
-        self.virtual_size = Size(self._content_width, count)
+        size = Size(self._content_width, count)
+        if layout:
+            self.virtual_size = size
+        else:
+            self.set_reactive(Widget.virtual_size, size)
         if count == 0:
             self.set_reactive(LineView.cursor, 0)
         elif self.cursor >= count:

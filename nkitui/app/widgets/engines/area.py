@@ -6,24 +6,15 @@ from textual import on
 from textual.app import ComposeResult
 from textual.containers import VerticalScroll
 from textual.content import Content
-from textual.message import Message
 from textual.widgets import DataTable, Static
 
 from nkitui.app import keymap
 from nkitui.app.evidence import Evidence
+from nkitui.app.messages import ShowSource
+from nkitui.app.widgets.status import StatusLine
 from nkitui.app.widgets.engines.charts import (
     LANE_TITLES, EngineBars, TimelineStrip, format_bytes, format_seconds, lanes_of,
 )
-from nkitui.app.widgets.engines.roofline import RooflinePlot
-
-
-class ShowSource(Message):
-    """Show file:line in the Source area."""
-
-    def __init__(self, file: str, line: int) -> None:
-        super().__init__()
-        self.file = file
-        self.line = line
 
 
 class MetricsTable(DataTable):
@@ -135,7 +126,7 @@ The label says which, everywhere.
         self.border_title = "3 Engines"
 
     def compose(self) -> ComposeResult:
-        yield Static(id="engines-head", classes="bar")
+        yield StatusLine(id="engines-head", classes="bar")
         yield EngineBars(id="engine-bars", classes="needs-record")
         yield Static("Timeline", classes="section needs-record")
         yield TimelineStrip(id="timeline", classes="needs-record")
@@ -143,12 +134,22 @@ The label says which, everywhere.
         yield MetricsTable(id="metrics", classes="needs-record")
         yield Static("Hot source lines", classes="section needs-record")
         yield HotLinesTable(id="hot-lines", classes="needs-record")
-        yield Static("Roofline", classes="section needs-record")
-        yield RooflinePlot(id="roofline", classes="needs-record")
+        yield Static("Roofline", classes="section needs-record", id="roofline-title")
+        # The roofline plot (plotext) is mounted with the first record: it is slow to import.
         yield Static(id="engines-notes", classes="notes needs-record")
 
     def on_mount(self) -> None:
         self.show_record(None, "")
+
+    def _roofline(self):
+        from nkitui.app.widgets.engines.roofline import RooflinePlot
+
+        found = self.query(RooflinePlot)
+        if found:
+            return found.first()
+        plot = RooflinePlot(id="roofline", classes="needs-record")
+        self.mount(plot, after=self.query_one("#roofline-title"))
+        return plot
 
     def focus_primary(self) -> None:
         table = self.query_one(MetricsTable)
@@ -160,7 +161,7 @@ The label says which, everywhere.
 
     def show_record(self, record, run_id: str, message: str = "") -> None:
         """Show a perf PerfRecord (or None, with an explanation)."""
-        head = self.query_one("#engines-head", Static)
+        head = self.query_one("#engines-head", StatusLine)
         self.query_one(EngineBars).record = record
         self.query_one(TimelineStrip).record = record
         notes = self.query_one("#engines-notes", Static)
@@ -170,7 +171,6 @@ The label says which, everywhere.
             head.update(Content.styled(message or "No performance data yet: run the task (r).", "$text-muted"))
             self.query_one(MetricsTable).set_metrics([], "", "")
             self.query_one(HotLinesTable).set_lines([], "", "")
-            self.query_one(RooflinePlot).show_point(None, "")
             notes.update("")
             return
         source = record.source
@@ -181,7 +181,7 @@ The label says which, everywhere.
         ))
         self.query_one(MetricsTable).set_metrics(metric_rows(record), source, run_id)
         self.query_one(HotLinesTable).set_lines(list(record.hotspots), source, run_id)
-        self.query_one(RooflinePlot).show_point(record.roofline, source)
+        self._roofline().show_point(record.roofline, source)
         notes.update(Content("\n").join(Content(n) for n in _notes(record)))
 
 

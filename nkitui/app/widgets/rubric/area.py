@@ -9,10 +9,10 @@ from textual.app import ComposeResult
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.content import Content
 from textual.message import Message
-from rich.markdown import Markdown
 from textual.widgets import OptionList, Static, TextArea
 
 from nkitui.app import keymap
+from nkitui.app.widgets.status import StatusLine
 from nkitui.app.widgets.rubric.widgets import (
     VERDICT_PAGE, CommentEditor, CriteriaList, EvidenceList, ScoreSelector,
 )
@@ -50,19 +50,19 @@ to the task's git repository; the draft is autosaved all along.
         with Horizontal(id="rubric-main"):
             yield CriteriaList(id="criteria")
             with Vertical(id="criterion-pane"):
-                yield Static(id="criterion-title", classes="bar")
+                yield StatusLine(id="criterion-title", classes="bar")
                 yield ScoreSelector(id="score")
-                yield Static(id="level-text", classes="strip")
+                yield StatusLine(id="level-text", classes="strip")
                 yield CommentEditor(id="comment")
                 yield Static("Evidence", classes="section", id="evidence-title")
                 yield EvidenceList(id="evidence")
                 with VerticalScroll(id="guidance-scroll"):
                     yield Static(id="guidance")
-        yield Static(id="rubric-status", classes="strip")
+        yield StatusLine(id="rubric-status", classes="strip")
 
     def on_mount(self) -> None:
-        self.query_one("#criterion-title", Static).update(Content.styled("Loading the rubric…", "$text-muted"))
-        self.query_one("#rubric-status", Static).update("")
+        self.query_one("#criterion-title", StatusLine).update(Content.styled("Loading the rubric…", "$text-muted"))
+        self.query_one("#rubric-status", StatusLine).update("")
 
     def focus_primary(self) -> None:
         self.query_one(CriteriaList).focus()
@@ -78,7 +78,7 @@ to the task's git repository; the draft is autosaved all along.
         self.problems = problems
         self._update_status()
         if self.current_id == VERDICT_PAGE and self.rubric is not None:
-            self.query_one("#guidance", Static).update(Markdown(self._verdict_markdown()))
+            self.query_one("#guidance", Static).update(self._markdown(self._verdict_markdown()))
 
     def set_last_commit(self, text: str) -> None:
         self.last_commit = text
@@ -113,13 +113,18 @@ to the task's git repository; the draft is autosaved all along.
     def _criterion_changed(self) -> None:
         self._show_page()
 
+    def _markdown(self, text: str):
+        from rich.markdown import Markdown  # markdown-it is slow to import: not at start-up
+
+        return Markdown(text)
+
     def _show_page(self, force: bool = False) -> None:
         if self.rubric is None or (not force and self.current_id == self._page):
             return
         self._page = self.current_id
         self._loading = True
         try:
-            title = self.query_one("#criterion-title", Static)
+            title = self.query_one("#criterion-title", StatusLine)
             selector = self.query_one(ScoreSelector)
             comment = self.query_one(CommentEditor)
             guidance = self.query_one("#guidance", Static)
@@ -129,7 +134,7 @@ to the task's git repository; the draft is autosaved all along.
                                               (f"{self.rubric.title} v{self.rubric.version}", "$text-muted")))
                 selector.set_values(list(self.rubric.verdicts), self.draft.verdict)
                 comment.load_text(self.draft.summary)
-                guidance.update(Markdown(self._verdict_markdown()))
+                guidance.update(self._markdown(self._verdict_markdown()))
             else:
                 entry = self.draft.scores.get(crit.id)
                 title.update(Content.assemble(
@@ -138,7 +143,7 @@ to the task's git repository; the draft is autosaved all along.
                      f"scale {crit.scale.describe()}", "$text-muted")))
                 selector.set_values(list(crit.scale.values()), entry.value if entry else None)
                 comment.load_text(entry.comment if entry else "")
-                guidance.update(Markdown(f"### Guidance\n\n{crit.guidance.strip()}\n\n{self._levels_markdown(crit)}"))
+                guidance.update(self._markdown(f"### Guidance\n\n{crit.guidance.strip()}\n\n{self._levels_markdown(crit)}"))
             self._update_level_text()
             self._show_evidence()
             self._update_status()
@@ -171,7 +176,7 @@ to the task's git repository; the draft is autosaved all along.
         return "\n".join(lines)
 
     def _update_level_text(self) -> None:
-        strip = self.query_one("#level-text", Static)
+        strip = self.query_one("#level-text", StatusLine)
         crit = self.current_criterion
         value = self.query_one(ScoreSelector).value
         if crit is None:
@@ -207,7 +212,7 @@ to the task's git repository; the draft is autosaved all along.
                   (f"{errors} to fix before submit", "$text-warning") if errors else ("ready to submit", "$text-success")]
         if self.last_commit:
             parts += [("  ·  ", "$text-muted"), (self.last_commit, "bold $text-success")]
-        self.query_one("#rubric-status", Static).update(Content.assemble(*parts))
+        self.query_one("#rubric-status", StatusLine).update(Content.assemble(*parts))
 
     # --- edits ---------------------------------------------------------------------------------
 

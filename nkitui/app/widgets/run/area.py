@@ -6,11 +6,12 @@ from textual import on
 from textual.app import ComposeResult
 from textual.containers import Vertical
 from textual.content import Content
-from textual.widgets import ContentSwitcher, Input, Static
+from textual.widgets import ContentSwitcher, Input
 
 from nkitui.app import keymap
 from nkitui.app.widgets.run.log_view import LEVEL_FILTER_NAMES, LogView
 from nkitui.app.widgets.run.results import ResultsPane
+from nkitui.app.widgets.status import StatusLine
 
 
 class LogSearch(Input):
@@ -51,12 +52,12 @@ or compare two.
         self.border_title = "2 Run"
 
     def compose(self) -> ComposeResult:
-        yield Static(id="run-status", classes="bar")
+        yield StatusLine(id="run-status", classes="bar")
         with ContentSwitcher(initial="log-pane", id="run-switcher"):
             with Vertical(id="log-pane"):
                 yield LogView(id="log")
                 yield LogSearch(placeholder="search the log (Enter: next match, Escape: close)", id="log-search")
-                yield Static(id="log-info", classes="strip")
+                yield StatusLine(id="log-info", classes="strip")
             yield ResultsPane(id="results-pane")
 
     def on_mount(self) -> None:
@@ -82,7 +83,7 @@ or compare two.
             self.log.focus()
 
     def set_status(self, content: Content | str) -> None:
-        self.query_one("#run-status", Static).update(content)
+        self.query_one("#run-status", StatusLine).update(content)
 
     def show_results(self, show: bool = True) -> None:
         self.query_one(ContentSwitcher).current = "results-pane" if show else "log-pane"
@@ -125,4 +126,4 @@ or compare two.
             parts += [("  ·  ", "$text-muted"), f"search {log.query!r}"]
         if log.new_below and not log.following:
             parts += [("  ·  ", "$text-muted"), (f"{log.new_below:,} new below", "bold $text-primary")]
-        self.query_one("#log-info", Static).update(Content.assemble(*parts))
+        self.query_one("#log-info", StatusLine).update(Content.assemble(*parts))

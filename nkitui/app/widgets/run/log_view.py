@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from typing import Iterable
 
 from rich.segment import Segment
@@ -18,6 +19,7 @@ from nkitui.app.widgets.run.logstore import LEVELS, LogStore
 LEVEL_FILTERS = (0, 1, 2, 3)  # all, info+, warning+, error
 LEVEL_FILTER_NAMES = ("all levels", "info and above", "warnings and errors", "errors only")
 REPAINT_INTERVAL = 1 / 20  # at most 20 repaints a second however fast lines arrive
+LAYOUT_INTERVAL = 0.5  # the scrollbar (a layout pass of the screen) follows at most twice a second
 _TAG = {0: "D", 1: " ", 2: "W", 3: "E"}
 
 
@@ -69,6 +71,7 @@ Only the lines on screen are drawn, so a million-line log scrolls as smoothly as
         self._filter = 0
         self._pending: list[tuple[int, str]] = []
         self._dirty = False
+        self._last_layout = 0.0
 
     def on_mount(self) -> None:
         self.set_interval(REPAINT_INTERVAL, self._flush, name="log-repaint")
@@ -102,7 +105,11 @@ Only the lines on screen are drawn, so a million-line log scrolls as smoothly as
         self._dirty = False
         pending, self._pending = self._pending, []
         shown = self.store.extend(pending)
-        self.data_changed(content_width=self.store.longest + 10)
+        now = time.monotonic()
+        layout = now - self._last_layout >= LAYOUT_INTERVAL
+        if layout:
+            self._last_layout = now
+        self.data_changed(content_width=self.store.longest + 10, layout=layout)
         if self.following:
             if len(self.store):
                 self.set_reactive(LogView.cursor, len(self.store) - 1)

@@ -7,7 +7,7 @@ from textual.app import ComposeResult
 from textual.containers import Vertical
 from textual.content import Content
 from textual.message import Message
-from textual.widgets import ContentSwitcher, OptionList, Static
+from textual.widgets import ContentSwitcher, OptionList
 from textual.widgets.option_list import Option
 
 from nkitui.app import keymap
@@ -16,6 +16,7 @@ from nkitui.app.gitview import FileDiff, Revision
 from nkitui.app.widgets.source.code_view import SEVERITY_GLYPH, CodePairView, SourceFile, finding_evidence
 from nkitui.app.widgets.source.diff_view import DiffView
 from nkitui.app.widgets.source.rows import RolePair
+from nkitui.app.widgets.status import StatusLine
 from nkitui.common.findings import Finding, sort_findings
 
 
@@ -113,11 +114,11 @@ finding and the alignment role at the cursor.
         self.findings: list[Finding] = []
 
     def compose(self) -> ComposeResult:
-        yield Static(id="source-bar", classes="bar")
+        yield StatusLine(id="source-bar", classes="bar")
         with ContentSwitcher(initial="code", id="source-switcher"):
             yield CodePairView(id="code")
             yield DiffView(id="diff")
-        yield Static(id="finding-strip", classes="strip")
+        yield StatusLine(id="finding-strip", classes="strip")
         yield FindingsList(id="findings")
 
     def on_mount(self) -> None:
@@ -226,7 +227,7 @@ finding and the alignment role at the cursor.
     def _update_bar(self) -> None:
         if not self.is_mounted:
             return
-        bar = self.query_one("#source-bar", Static)
+        bar = self.query_one("#source-bar", StatusLine)
         counts = _severity_counts(self.findings)
         if self.mode == "aligned":
             left, right = self.code.left, self.code.right
@@ -253,7 +254,7 @@ finding and the alignment role at the cursor.
     def _update_strip(self) -> None:
         if not self.is_mounted:
             return
-        strip = self.query_one("#finding-strip", Static)
+        strip = self.query_one("#finding-strip", StatusLine)
         if self.mode == "diff":
             if self.diff_loaded and not self.diff_files and self.diff_pair is not None:
                 strip.update("No differences between these revisions; press v to pick others.")
