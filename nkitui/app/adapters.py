@@ -5,6 +5,7 @@ Called from worker threads; every function takes domain objects and returns plai
 
 from __future__ import annotations
 
+import re
 from typing import TYPE_CHECKING, Any
 
 from nkitui.app.evidence import Evidence
@@ -59,3 +60,12 @@ def review_evidence(ev: Evidence, criterion: str | None):
     if len(excerpt) > 200:
         excerpt = excerpt[:199] + "…"
     return ReviewEvidence(kind=ev.kind, ref=evidence_ref(ev), excerpt=excerpt, criterion=criterion)
+
+
+_LOCATION = re.compile(r"(?:^[^@]+@)?(?:[^:]*\.\.[^:]*:)?(?P<file>[^:#@]+):(?P<line>\d+)(?:-\d+)?$")
+
+
+def parse_location(ref: str) -> tuple[str, int] | None:
+    """(file, first line) of a finding, source or diff evidence ref, or None when it names no line."""
+    m = _LOCATION.search(ref)
+    return (m.group("file"), int(m.group("line"))) if m else None

@@ -5,6 +5,7 @@
     editor = "nvim"           # long comments; default $VISUAL, then $EDITOR, then vi
     backend = "auto"          # default backend for runs: auto | emulator | simulator | neuron
     target = "trn2"           # default target when the task does not say: trn1 | trn2 | trn3
+    blind = false             # hide other auditors' reviews until you have submitted your own
 
 Command-line options win over the file. Problems name the file and the key; the app reports them and
 uses the defaults for those keys.
@@ -33,6 +34,7 @@ class AppConfig:
     editor: str | None = None
     backend: str = "auto"
     target: str | None = None
+    blind: bool = False
     problems: tuple[str, ...] = field(default=(), compare=False)
 
     def editor_command(self) -> list[str]:
@@ -57,8 +59,14 @@ def parse_config(text: str, source: str) -> AppConfig:
     values: dict[str, object] = {}
     choices = {"layout": LAYOUTS, "backend": BACKENDS, "target": TARGETS}
     for key, value in data.items():
-        if key not in ("theme", "layout", "editor", "backend", "target"):
-            problems.append(f"{source}: key {key!r}: unknown setting (known: backend, editor, layout, target, theme)")
+        if key not in ("theme", "layout", "editor", "backend", "target", "blind"):
+            problems.append(f"{source}: key {key!r}: unknown setting (known: backend, blind, editor, layout, target, theme)")
+            continue
+        if key == "blind":
+            if isinstance(value, bool):
+                values[key] = value
+            else:
+                problems.append(f"{source}: key 'blind': expected true or false")
             continue
         if not isinstance(value, str) or not value.strip():
             problems.append(f"{source}: key {key!r}: expected a non-empty string")

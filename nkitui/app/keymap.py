@@ -109,6 +109,8 @@ REGISTRY: tuple[KeySpec, ...] = (
             help="Move to the next line with a finding (or the next change in a diff)"),
     KeySpec("code.prev_finding", "p", "prev_finding", "Prev finding", "code", show=False,
             help="Move to the previous line with a finding (or the previous change in a diff)"),
+    KeySpec("code.comment", "c", "comment_line", "Comment", "code",
+            help="Write a review comment anchored to the line under the cursor (for the current criterion)"),
     # Source area.
     KeySpec("source.mode", "d", "toggle_mode", "Aligned/diff", "source",
             help="Switch between CUDA|NKI side by side and the git diff"),
@@ -153,7 +155,7 @@ REGISTRY: tuple[KeySpec, ...] = (
     KeySpec("score.clear", "backspace,delete", "score_clear", "Clear", "score", show=False,
             help="Clear the score"),
     KeySpec("evidence.remove", "delete,backspace,d", "remove_evidence", "Remove", "evidence",
-            help="Remove the highlighted evidence link"),
+            help="Remove the highlighted evidence link or line comment"),
     KeySpec("evidence.open", "enter", "open_evidence", "Show", "evidence",
             help="Show where the highlighted evidence comes from"),
     # Revision picker.

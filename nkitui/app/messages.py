@@ -18,6 +18,15 @@ class ShowSource(Message):
         self.line = line
 
 
+class CommentWanted(Message):
+    """The auditor wants to comment on `file:line` (the app asks for the text)."""
+
+    def __init__(self, file: str, line: int) -> None:
+        super().__init__()
+        self.file = file
+        self.line = line
+
+
 class SourcesReady(Message):
     def __init__(self, left: Any, right: Any) -> None:  # SourceFile | None each
         super().__init__()
@@ -101,6 +110,12 @@ class ReviewReady(Message):
         self.draft = draft
         self.restored = restored
         self.history = history or []
+
+
+class ReviewHistory(Message):
+    def __init__(self, entries: list) -> None:
+        super().__init__()
+        self.entries = entries
 
 
 class ReviewSubmitted(Message):

@@ -109,6 +109,9 @@ async def test_submit_is_refused_until_valid_then_commits_only_review_files(task
         await settle(pilot)
         assert app.draft.verdict is None  # the next review starts fresh
         assert f"committed {commit.hexsha[:12]}" in screen_text(app)
+        area = app.workstation.area("rubric")
+        assert [e.record.verdict for e in area.history] == ["accept"]  # the history shows it
+        assert "Earlier reviews of this task" in area._verdict_markdown()
 
 
 async def test_an_unsubmitted_draft_is_restored_on_open(task_dir):
@@ -124,3 +127,72 @@ async def test_an_unsubmitted_draft_is_restored_on_open(task_dir):
         await settle(pilot)
         assert app.draft.scores["numerical_correctness"].value == 3
         assert any("Restored your unsubmitted draft" in n.message for n in app._notifications)
+
+
+async def test_line_comments_and_evidence_links_lead_back_to_their_lines(task_dir):
+    from nkitui.app.screens.comment import LineCommentScreen
+    from nkitui.app.widgets.rubric.widgets import EvidenceList
+    from nkitui.app.widgets.source.code_view import CodePairView
+
+    app = new_app(task_dir)
+    async with app.run_test(size=(100, 36)) as pilot:
+        await settle(pilot)
+        code = app.source_area.code
+        code.show_line("scale_rows_nki.py", 25)
+        await settle(pilot)
+        await pilot.press("c")
+        await settle(pilot)
+        assert isinstance(app.screen, LineCommentScreen)
+        await pilot.press(*"use affine_range", "enter")
+        await settle(pilot)
+        comment = app.draft.comments[0]
+        assert (comment.file, comment.start, comment.end, comment.text, comment.criterion) == (
+            "scale_rows_nki.py", 25, 25, "use affine_range", "migration_fidelity")
+        await pilot.press("down", "a")  # the next line as evidence
+        await settle(pilot)
+        assert app.draft.evidence[0].ref == "scale_rows_nki.py:26"
+        await pilot.press("4")
+        await settle(pilot)
+        evidence = app.workstation.area("rubric").query_one(EvidenceList)
+        assert evidence.indices == [("evidence", 0), ("comment", 0)]
+        evidence.focus()
+        await settle(pilot)
+        await pilot.press("enter")  # show the evidence's line
+        await settle(pilot)
+        assert app.workstation.current_area == "source" and isinstance(app.focused, CodePairView)
+        assert app.focused.row_at_cursor().right == 26
+        await pilot.press("4")
+        await settle(pilot)
+        evidence.focus()
+        await pilot.press("down", "d")  # remove the comment
+        await settle(pilot)
+        assert app.draft.comments == [] and len(app.draft.evidence) == 1
+        assert not [p for p in app.revalidate() if "comments" in p.field]
+
+
+async def test_blind_mode_hides_others_reviews_until_you_review(task_dir, isolated_xdg):
+    from nkitui.review import Draft, rubric_for_task, submit_review
+    from nkitui.task import load_task
+
+    task = load_task(task_dir)
+    rubric = rubric_for_task(task)
+    other = Draft.new(task.id, rubric)
+    for c in rubric.criteria:
+        other.set_score(c.id, 5, "fine")
+    other.verdict = "accept"
+    submit_review(task, other, auditor="bob")
+    cfg = isolated_xdg / "config" / "nkitui"
+    cfg.mkdir(parents=True)
+    (cfg / "config.toml").write_text("blind = true\n")
+    from nkitui.app.config import load_config
+
+    app = new_app(task_dir, config=load_config())
+    async with app.run_test(size=(100, 40)) as pilot:
+        await settle(pilot)
+        area = app.workstation.area("rubric")
+        assert [e.record.auditor for e in area.history] == ["bob"] and area.history[0].hidden
+        area.show_verdict_page()
+        await pilot.press("4")
+        await settle(pilot)
+        assert "hidden until you submit your own review" in area._verdict_markdown()
+        assert "accept" not in area._verdict_markdown().split("Earlier reviews")[1].split("###")[0]

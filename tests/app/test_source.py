@@ -106,3 +106,26 @@ async def test_a_diff_line_is_evidence_with_its_revisions(task_dir):
         assert ev.kind == "diff" and ev.file == "scale_rows_nki.py"
         old, new = app.source_area.diff_pair
         assert ev.revision == f"{old.ref}..{new.ref}"
+
+
+async def test_a_discovered_task_without_cuda_shows_the_port_alone_and_cannot_run(tmp_path):
+    import shutil
+
+    from tests.app.helpers import FIXTURES, make_task_repo
+
+    source = tmp_path / "src"
+    shutil.copytree(FIXTURES / "scale_rows", source)
+    (source / "task.toml").unlink()
+    (source / "scale_rows.cu").unlink()
+    task_dir = make_task_repo(tmp_path / "bare", source)
+    app = new_app(task_dir)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await settle(pilot)
+        assert app.audit_task.discovered
+        code = app.source_area.code
+        assert code.left is None and code.right.path == "scale_rows_nki.py"
+        assert all(row.left is None for row in code.rows)
+        await pilot.press("r")
+        await settle(pilot)
+        assert not app.run_in_progress
+        assert any("cannot run" in n.message for n in app._notifications)

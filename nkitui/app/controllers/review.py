@@ -51,7 +51,30 @@ class ReviewController:
             restored = f"Restored your unsubmitted draft (autosaved {offer.saved_at:%Y-%m-%d %H:%M} UTC)."
         else:
             draft = Draft.new(task.id, rubric)
-        self.post_message(ReviewReady(rubric, draft, restored))
+        self.post_message(ReviewReady(rubric, draft, restored, self._review_history()))
+
+    def _review_history(self) -> list:
+        """Earlier reviews of the task, newest first (blind mode hides others' until you review)."""
+        from nkitui.review import ReviewError, task_history
+        from nkitui.review.gitstore import open_repo, resolve_auditor
+
+        task = self.audit_task  # type: ignore[attr-defined]
+        viewer = None
+        try:
+            viewer = resolve_auditor(open_repo(task.root)).slug
+        except ReviewError:
+            viewer = None
+        blind = bool(self.config.blind)  # type: ignore[attr-defined]
+        return list(task_history(task.root, task=task, blind=blind, viewer=viewer).entries)
+
+    @work(thread=True, name="review history", group="review-history", exclusive=True, exit_on_error=False)
+    def reload_review_history(self) -> None:
+        from nkitui.app.messages import ReviewHistory
+
+        self.post_message(ReviewHistory(self._review_history()))
+
+    def on_review_history(self, message) -> None:
+        self.rubric_area.set_history(message.entries)
 
     def on_review_ready(self, message: ReviewReady) -> None:
         from nkitui.review import Autosaver
@@ -61,6 +84,7 @@ class ReviewController:
             task = self.audit_task  # type: ignore[attr-defined]
             self.autosaver = Autosaver(self.draft_store, task.root, on_error=self._autosave_failed)
         self.review_ready = True
+        self.rubric_area.set_history(message.history)
         self.rubric_area.set_review(self.rubric, self.draft)
         self.revalidate()
         if message.restored:
@@ -123,6 +147,56 @@ class ReviewController:
         self.draft_changed()
         target = crit.title if crit is not None else "the review"
         self.notify(f"{link.kind} {link.ref}", title=f"Evidence attached to {target}", timeout=4)  # type: ignore[attr-defined]
+
+    def on_comment_wanted(self, message) -> None:
+        from nkitui.app.screens.comment import LineCommentScreen
+
+        if not self.review_ready:  # type: ignore[attr-defined]
+            self.notify("The rubric is still loading.", severity="warning", timeout=4)  # type: ignore[attr-defined]
+            return
+        crit = self.rubric_area.current_criterion
+        where = f"{message.file}:{message.line}"
+
+        def save(text: str | None) -> None:
+            if not text:
+                return
+            self.draft.add_line_comment(message.file, message.line, message.line, text,
+                                        crit.id if crit is not None else None)
+            self.rubric_area.refresh_lists()
+            self.draft_changed()
+            self.notify(f"{where}: {text}", title="Comment added to the draft", timeout=4)  # type: ignore[attr-defined]
+
+        self.push_screen(LineCommentScreen(where, crit.title if crit is not None else "the review as a whole"),
+                         save)  # type: ignore[attr-defined]
+
+    def open_evidence(self, kind: str, index: int) -> None:
+        """Show where an evidence link or a line comment points: the line, the log line or the metric."""
+        from nkitui.app.adapters import parse_location
+        from nkitui.app.messages import ShowSource
+
+        if kind == "comment":
+            c = self.draft.comments[index]
+            self.post_message(ShowSource(c.file, c.start))  # type: ignore[attr-defined]
+            return
+        e = self.draft.evidence[index]
+        if e.kind in ("finding", "source", "diff"):
+            where = parse_location(e.ref)
+            if where is None:
+                self.notify(f"{e.ref} names no line to show.", timeout=3)  # type: ignore[attr-defined]
+            else:
+                self.post_message(ShowSource(*where))  # type: ignore[attr-defined]
+        elif e.kind == "log":
+            run_id, _, span = e.ref.partition("#L")
+            shown = getattr(self, "shown_result", None)
+            self.action_show_area("run")  # type: ignore[attr-defined]
+            if shown is None or shown.run_id != run_id:
+                self.notify(f"The log line is from run {run_id}: reopen that run (h) to see it.", timeout=5)  # type: ignore[attr-defined]
+            elif span.split("-")[0].isdigit():
+                log = self.run_area.log  # type: ignore[attr-defined]
+                log.following = False
+                log.move_cursor(log.store.row_of(int(span.split("-")[0]) - 1) or 0, center=True)
+        else:
+            self.action_show_area("engines" if e.kind == "metric" else "run")  # type: ignore[attr-defined]
 
     def action_edit_in_editor(self) -> None:
         if not self.review_ready:  # type: ignore[attr-defined]
@@ -208,3 +282,4 @@ class ReviewController:
         self.rubric_area.set_review(self.rubric, self.draft)
         self.revalidate()
         self.load_history()  # type: ignore[attr-defined]
+        self.reload_review_history()

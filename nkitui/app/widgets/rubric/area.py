@@ -45,6 +45,7 @@ to the task's git repository; the draft is autosaved all along.
         self.last_commit: str = ""
         self._loading = False
         self._page: str | None = None  # the criterion id the page shows
+        self.history: list = []  # earlier reviews (nkitui.review HistoryEntry), newest first
 
     def compose(self) -> ComposeResult:
         with Horizontal(id="rubric-main"):
@@ -73,6 +74,11 @@ to the task's git repository; the draft is autosaved all along.
         self.rubric, self.draft = rubric, draft
         self.query_one(CriteriaList).show(rubric, draft)
         self._show_page(force=True)
+
+    def set_history(self, entries: list) -> None:
+        self.history = list(entries)
+        if self.current_id == VERDICT_PAGE and self.rubric is not None:
+            self.query_one("#guidance", Static).update(self._markdown(self._verdict_markdown()))
 
     def set_problems(self, problems: list) -> None:
         self.problems = problems
@@ -170,6 +176,17 @@ to the task's git repository; the draft is autosaved all along.
             lines.append(f"- ✘ **{p.field or 'draft'}**: {p.message} — {p.fix}")
         for p in warnings:
             lines.append(f"- ⚠ **{p.field or 'draft'}**: {p.message} — {p.fix}")
+        if self.history:
+            lines += ["", "### Earlier reviews of this task", ""]
+            for entry in self.history[:10]:
+                r = entry.record
+                when = r.submitted_at.strftime("%Y-%m-%d %H:%M")
+                if entry.hidden:
+                    lines.append(f"- {when} **{r.auditor}**: hidden until you submit your own review (blind mode)")
+                    continue
+                score = f", weighted {entry.weighted_score * 100:.0f}%" if entry.weighted_score is not None else ""
+                stale = (" — **outdated**: " + ", ".join(str(c) for c in entry.changes)) if entry.outdated else ""
+                lines.append(f"- {when} **{r.auditor}**: {r.verdict}{score} (`{entry.relpath}`){stale}")
         if self.rubric.verdict_guidance:
             lines += ["", "### Verdicts", ""]
             lines += [f"- **{v}**: {self.rubric.verdict_guidance.get(v, '')}" for v in self.rubric.verdicts]
@@ -190,11 +207,14 @@ to the task's git repository; the draft is autosaved all along.
             return
         cid = self.current_id
         evidence = self.draft.evidence
+        comments = self.draft.comments
         if cid == VERDICT_PAGE:
             indices = list(range(len(evidence)))
+            comment_indices = list(range(len(comments)))
         else:
             indices = [i for i, e in enumerate(evidence) if e.criterion == cid]
-        self.query_one(EvidenceList).show(evidence, indices)
+            comment_indices = [i for i, c in enumerate(comments) if c.criterion == cid]
+        self.query_one(EvidenceList).show(evidence, indices, comments, comment_indices)
 
     def _update_status(self) -> None:
         if self.rubric is None or self.draft is None:
@@ -203,15 +223,16 @@ to the task's git repository; the draft is autosaved all along.
         total = len(self.rubric.criteria)
         errors = sum(1 for p in self.problems if p.severity == "error")
         weighted = self.rubric.weighted_score(self.draft.score_values)
-        parts: list = [(f"{scored}/{total} scored", "bold"), ("  ·  ", "$text-muted"),
-                       f"verdict {self.draft.verdict or '-'}", ("  ·  ", "$text-muted"),
-                       f"{len(self.draft.evidence)} evidence"]
-        if weighted is not None:
-            parts += [("  ·  ", "$text-muted"), f"weighted {weighted * 100:.0f}%"]
-        parts += [("  ·  ", "$text-muted"),
-                  (f"{errors} to fix before submit", "$text-warning") if errors else ("ready to submit", "$text-success")]
+        sep = ("  ·  ", "$text-muted")
+        parts: list = [(f"{scored}/{total} scored", "bold"), sep, f"verdict {self.draft.verdict or '-'}"]
         if self.last_commit:
-            parts += [("  ·  ", "$text-muted"), (self.last_commit, "bold $text-success")]
+            parts += [sep, (self.last_commit, "bold $text-success")]
+        parts += [sep, (f"{errors} to fix before submit", "$text-warning") if errors
+                  else ("ready to submit", "$text-success")]
+        comments = len(self.draft.comments)
+        parts += [sep, f"{len(self.draft.evidence)} evidence, {comments} comment{'s' if comments != 1 else ''}"]
+        if weighted is not None:
+            parts += [sep, f"weighted {weighted * 100:.0f}%"]
         self.query_one("#rubric-status", StatusLine).update(Content.assemble(*parts))
 
     # --- edits ---------------------------------------------------------------------------------
@@ -261,10 +282,14 @@ to the task's git repository; the draft is autosaved all along.
 
     @on(EvidenceList.Remove)
     def _remove_evidence(self, event: EvidenceList.Remove) -> None:
-        if self.draft is None or not 0 <= event.index < len(self.draft.evidence):
+        if self.draft is None:
             return
-        removed = self.draft.evidence.pop(event.index)
+        items = self.draft.evidence if event.kind == "evidence" else self.draft.comments
+        if not 0 <= event.index < len(items):
+            return
+        removed = items.pop(event.index)
         self._show_evidence()
         self._update_status()
-        self.notify(f"Removed {removed.kind} evidence {removed.ref}", timeout=3)
+        what = f"{removed.kind} evidence {removed.ref}" if event.kind == "evidence" else f"comment on {removed.location}"
+        self.notify(f"Removed {what}", timeout=3)
         self.post_message(self.DraftEdited())

@@ -172,23 +172,31 @@ attached with **a** wherever they are shown. **Delete** (or **d**) removes the h
     BINDINGS = keymap.bindings("evidence")
 
     class Remove(Message):
-        def __init__(self, index: int) -> None:
+        """Remove draft.evidence[index] (kind "evidence") or draft.comments[index] (kind "comment")."""
+
+        def __init__(self, kind: str, index: int) -> None:
             super().__init__()
+            self.kind = kind
             self.index = index
 
     def __init__(self, *, id: str | None = None) -> None:
         super().__init__(id=id)
-        self.indices: list[int] = []  # index into draft.evidence of each row
+        self.indices: list[tuple[str, int]] = []  # ("evidence" | "comment", index in the draft) per row
 
-    def show(self, evidence: list, indices: list[int]) -> None:
+    def show(self, evidence: list, indices: list[int], comments: list | None = None,
+             comment_indices: list[int] | None = None) -> None:
         self.clear_options()
-        self.indices = indices
+        self.indices = [("evidence", i) for i in indices] + [("comment", i) for i in (comment_indices or [])]
         for i in indices:
             e = evidence[i]
             excerpt = f"  {e.excerpt}" if e.excerpt else ""
             self.add_option(Option(Content.assemble((f"{e.kind:<8}", "$text-accent"), (e.ref, "bold"),
                                                     (excerpt, "$text-muted"))))
-        if indices:
+        for i in comment_indices or []:
+            c = comments[i]
+            self.add_option(Option(Content.assemble(("comment ", "$text-secondary"), (c.location, "bold"),
+                                                    (f"  {c.text}", ""))))
+        if self.indices:
             self.highlighted = 0
         else:
             self.add_option(Option(Content.styled(
@@ -197,8 +205,8 @@ attached with **a** wherever they are shown. **Delete** (or **d**) removes the h
 
     def action_remove_evidence(self) -> None:
         if self.highlighted is not None and 0 <= self.highlighted < len(self.indices):
-            self.post_message(self.Remove(self.indices[self.highlighted]))
+            self.post_message(self.Remove(*self.indices[self.highlighted]))
 
     def action_open_evidence(self) -> None:
         if self.highlighted is not None and 0 <= self.highlighted < len(self.indices):
-            self.app.open_evidence(self.indices[self.highlighted])  # type: ignore[attr-defined]
+            self.app.open_evidence(*self.indices[self.highlighted])  # type: ignore[attr-defined]

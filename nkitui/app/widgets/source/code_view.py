@@ -203,6 +203,16 @@ source line itself.
         self.move_cursor(index, center=center)
         return True
 
+    def action_comment_line(self) -> None:
+        from nkitui.app.messages import CommentWanted
+
+        row = self.row_at_cursor()
+        if row is None:
+            return
+        side, line = (self.right, row.right) if row.right is not None else (self.left, row.left)
+        if side is not None and line is not None:
+            self.post_message(CommentWanted(side.path, line))
+
     def action_next_finding(self) -> None:
         self._jump_finding(1)
 

@@ -130,6 +130,17 @@ Added lines are marked **+** and tinted, deleted lines **-**, so the signs carry
             index += step
         self.notify("No more changes in this direction", timeout=2)
 
+    def action_comment_line(self) -> None:
+        from nkitui.app.messages import CommentWanted
+
+        line = self.line_at_cursor()
+        if line is None or line.kind not in ("add", "context", "delete"):
+            return
+        if line.kind == "delete" or line.new is None:
+            self.notify("A deleted line is not in the task any more: comment on a line that is.", timeout=4)
+            return
+        self.post_message(CommentWanted(line.path, line.new))
+
     def action_next_finding(self) -> None:
         self._jump(1)
 
