@@ -27,7 +27,6 @@ import json
 import statistics
 import sys
 import time
-import warnings
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -35,7 +34,7 @@ sys.path.insert(0, str(ROOT))
 
 from nkitui import emulator  # noqa: E402
 from nkitui.common.paths import cache_dir  # noqa: E402
-from nkitui.emulator.trace import Trace  # noqa: E402
+from nkitui.emulator.trace import TRACE_VERSION, Trace  # noqa: E402
 from nkitui.perf import estimate, minimal_work, speed_of_light_for  # noqa: E402
 
 KERNEL_FILE = ROOT / "benchmarks" / "costmodel_kernels" / "matmul_tutorial.py"
@@ -60,7 +59,7 @@ def load_kernels():
 def trace_kernel(mod, name: str, shape: tuple[int, int, int], use_cache: bool) -> tuple[Trace, float, bool]:
     """(trace, seconds spent tracing, came from the cache)."""
     m, k, n = shape
-    digest = hashlib.sha256(KERNEL_FILE.read_bytes() + repr((name, shape, 1)).encode()).hexdigest()[:16]
+    digest = hashlib.sha256(KERNEL_FILE.read_bytes() + repr((name, shape, TRACE_VERSION)).encode()).hexdigest()[:16]
     path = cache_dir() / "costmodel" / f"{name}-{m}x{k}x{n}-{digest}.json.gz"
     if use_cache and path.is_file():
         t = time.perf_counter()
@@ -70,10 +69,9 @@ def trace_kernel(mod, name: str, shape: tuple[int, int, int], use_cache: bool) -
     a = emulator.ShapeDtype((k, m), "bfloat16")
     b = emulator.ShapeDtype((k, n), "bfloat16")
     t = time.perf_counter()
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # capacity notes: the emulator keeps dead tiles counted
-        with emulator.trace(execute=False, target="trn1", capacity="warn") as tr:
-            mod.KERNELS[name](a, b)
+    # capacity="error": each variant's live tiles must fit trn1's SBUF and PSUM, as on the device
+    with emulator.trace(execute=False, target="trn1", capacity="error") as tr:
+        mod.KERNELS[name](a, b)
     took = time.perf_counter() - t
     if use_cache:
         path.parent.mkdir(parents=True, exist_ok=True)

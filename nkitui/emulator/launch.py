@@ -275,7 +275,7 @@ def run_kernel(kernel: Kernel, args, kwargs, *, grid: tuple[int, ...] | None = N
         np.seterr(**saved_err)
         set_current(prev)
     wall = time.perf_counter() - t0
-    run.alloc.settle_matmul()
+    run.alloc.close()
     out = _output(run, result)
     for original, t in writebacks:
         if t.st.id in run.written_inputs and original.flags.writeable:

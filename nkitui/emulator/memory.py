@@ -1,19 +1,24 @@
 """Storages (one allocation each) and the per-run SBUF / PSUM / HBM allocators.
 
 An on-chip storage is a 2-D memory region: `shape[pax]` partitions (<= 128), and every other
-dimension laid out row-major inside each partition. Allocation is tracked per partition: SBUF
-against the target's usable bytes per partition, PSUM as 8 banks of 2 KiB per partition with
-first-fit placement (each block of a tile sits in one bank). Storages are released when the
-kernel drops its last reference (CPython reference counting), which mirrors the live ranges the
-compiler would see for tiles allocated inside loop bodies.
+dimension laid out row-major inside each partition. SBUF is checked against the target's usable
+bytes per partition, PSUM as 8 banks of 2 KiB per partition with first-fit placement (each block
+of a tile sits in one bank).
+
+Capacity follows the compiler's liveness analysis, not Python's references: a tile is live from
+its allocation to the last instruction that touches it (`Span`, in instruction positions). A tile
+allocated in a loop body is therefore dead once its iteration's last instruction has used it,
+although the kernel's variable holds it until the next iteration rebinds the name (Python builds
+the new tile before it rebinds). The peaks and the capacity check are computed from these live
+ranges when the kernel ends (`OnChipAllocator.close`); the error names the allocation's line.
 """
 
 from __future__ import annotations
 
-import gc
+import heapq
 import itertools
 import math
-import types
+import os
 import warnings
 
 import numpy as np
@@ -24,8 +29,7 @@ from nkitui.emulator.errors import (
     NKIEmulatorWarning,
     PartitionDimError,
     PsumBankError,
-    assigned_name,
-    kernel_frame,
+    kernel_location,
 )
 from nkitui.emulator.targets import PMAX, Target
 
@@ -39,7 +43,7 @@ class Storage:
 
     __slots__ = ("id", "name", "memory", "kind", "shape", "dtype", "data", "pax", "nbytes_pp",
                  "blocks", "pp_strides", "flat_strides", "version", "_f32", "_f32v", "_misses",
-                 "_alloc", "banks", "loop_depth", "lossy", "mm_zone", "__weakref__")
+                 "_alloc", "loop_depth", "lossy", "mm_zone", "span", "__weakref__")
 
     def __init__(self, name: str, memory: str, shape: tuple[int, ...], dtype: dt.DType,
                  data: np.ndarray | None, pax: int = 0, kind: str = "") -> None:
@@ -56,12 +60,12 @@ class Storage:
         self._f32v = -1
         self._misses = 0
         self._alloc = None
-        self.banks = ()
         self.loop_depth = 0
         self.lossy = dtype is dt.tfloat32  # tf32 cells are fp32 rounded to 10 mantissa bits
         self.mm_zone = None  # PSUM: True where the last write was a matmul (accumulate=None zones)
         self.flat_strides = None  # computed on first use (trace accesses)
         self.pp_strides = None
+        self.span = None  # tracked SBUF tiles: their live range (views share their root's)
         pax = self.pax
         if pax >= 0:
             self.nbytes_pp = (math.prod(shape) // shape[pax] if shape[pax] else 0) * dtype.itemsize
@@ -128,47 +132,58 @@ def _fill(data: np.ndarray, dtype: dt.DType) -> None:
 INT_SENTINEL = 4
 
 
-class OnChipAllocator:
-    """Tracks live SBUF bytes per partition and PSUM bank occupancy for one kernel run."""
+class Span:
+    """The live range of one SBUF or PSUM tile in instruction positions: from its allocation (made
+    before instruction `start` runs) to `last`, the last instruction that touched it (-1: none)."""
 
-    def __init__(self, target: Target, capacity_mode: str, diagnostics: list) -> None:
+    __slots__ = ("start", "last", "size", "blocks", "memory", "loc", "info")
+
+    def __init__(self, start: int, st: Storage) -> None:
+        self.start = start
+        self.last = -1
+        self.size = st.nbytes_pp  # bytes per partition; 0 once discarded
+        self.blocks = max(st.blocks, 1)
+        self.memory = st.memory
+        self.loc = None  # (path, line) of the allocation (SBUF: kept only when it might overflow)
+        self.info = (st.name, st.shape, st.dtype)  # for messages
+
+    @property
+    def end(self) -> int:
+        return self.last if self.last > self.start else self.start
+
+    def label(self) -> str:
+        name, shape, dtype = self.info
+        return f"'{name}' {shape} {dtype.name}" if name else f"tile {shape} {dtype.name}"
+
+
+class OnChipAllocator:
+    """Live ranges of the SBUF and PSUM tiles of one kernel run, checked when the kernel ends.
+
+    `position()` returns the index of the next instruction (the run's instruction count)."""
+
+    def __init__(self, target: Target, capacity_mode: str, diagnostics: list, position=None) -> None:
         self.target = target
         self.mode = capacity_mode
         self.diagnostics = diagnostics
-        self.sbuf_live = 0
-        self.sbuf_peak = 0
-        self.bank_used = [0] * target.psum_banks
+        self.position = position or (lambda: 0)
+        self.sbuf_live = 0  # bytes of SBUF tiles Python still refers to (an upper bound of the live ranges)
+        self.sbuf_peak = 0  # peaks of the live ranges, set by close()
         self.psum_peak = 0
+        self.spans: list[Span] = []
         self._warned = False
-        # A legacy matmul result is untracked until we know whether it fuses into `psum += ...`
-        # (no bank of its own) or stays a tile of its own (one bank). At most one is undecided.
-        self._undecided_mm: tuple[int, int] | None = None  # (storage id, peak if it is a tile)
 
-    # SBUF -----------------------------------------------------------------------------------
+    # allocation -------------------------------------------------------------------------------
     def reserve_sbuf(self, st: Storage) -> None:
-        need = st.nbytes_pp
-        usable = self.target.sbuf_usable_bytes_per_partition
-        if self.sbuf_live + need > usable and self.mode != "off" and not (
-                reclaim_rebound("sbuf") and self.sbuf_live + need <= usable):
-            msg = (f"SBUF capacity exceeded: {_label(st)} needs {need} B per partition while "
-                   f"{self.sbuf_live} of {usable} usable B per partition are live on {self.target.name}")
-            if self.mode == "error":
-                raise CapacityError(msg + " (free tiles earlier, tile smaller, or run with capacity='warn')")
-            self._warn(msg + "; the compiler would spill to HBM")
-        self.sbuf_live += need
-        self.sbuf_peak = max(self.sbuf_peak, self.sbuf_live)
+        sp = st.span = Span(self.position(), st)
+        self.spans.append(sp)
+        self.sbuf_live += sp.size
+        if self.sbuf_live > self.target.sbuf_usable_bytes_per_partition and self.mode != "off":
+            # what Python holds bounds what is live, so only these allocations can overflow: keep
+            # their line for the message close() may raise
+            sp.loc = kernel_location()
         st._alloc = self
 
-    # PSUM -----------------------------------------------------------------------------------
     def reserve_psum(self, st: Storage) -> None:
-        try:
-            self._place_psum(st)
-        except CapacityError:
-            if not reclaim_rebound("psum"):
-                raise
-            self._place_psum(st)
-
-    def _place_psum(self, st: Storage) -> None:
         per_block = st.nbytes_pp // max(st.blocks, 1)
         if per_block > self.target.psum_tile_max_bytes:
             raise PsumBankError(
@@ -176,90 +191,132 @@ class OnChipAllocator:
                 f"{self.target.psum_tile_max_bytes} B PSUM bank ({self.target.psum_tile_max_bytes // 4} fp32 "
                 f"elements); split the free dimension into tiles of at most "
                 f"{self.target.psum_tile_max_bytes // st.dtype.itemsize} elements")
-        bank_bytes = self.target.psum_bank_bytes
-        banks_per_block = max(1, -(-per_block // bank_bytes))
-        chosen: list[tuple[int, int]] = []
-        used = list(self.bank_used)
-        for _ in range(st.blocks):
-            placed = False
-            if banks_per_block == 1:
-                for b in range(len(used)):
-                    if used[b] + per_block <= bank_bytes:
-                        used[b] += per_block
-                        chosen.append((b, per_block))
-                        placed = True
-                        break
-            else:  # a multi-bank tile (trn3) needs whole free banks in a row
-                for b in range(len(used) - banks_per_block + 1):
-                    if all(used[b + k] == 0 for k in range(banks_per_block)):
-                        for k in range(banks_per_block):
-                            used[b + k] = bank_bytes
-                            chosen.append((b + k, bank_bytes))
-                        placed = True
-                        break
-            if not placed:
-                live = sum(1 for u in self.bank_used if u)
-                msg = (f"PSUM capacity exceeded: {_label(st)} needs {st.blocks} block(s) of {per_block} B but "
-                       f"{live} of {len(used)} PSUM banks (2 KiB per partition each) are in use")
-                if self.mode == "error":
-                    raise CapacityError(msg + "; release PSUM tiles (copy results to SBUF) before allocating more")
-                if self.mode == "warn":
-                    self._warn(msg)
-                return
-        self.bank_used = used
-        st.banks = tuple(chosen)
-        self.psum_peak = max(self.psum_peak, sum(self.bank_used))
+        sp = st.span = Span(self.position(), st)
+        if self.mode != "off":
+            sp.loc = kernel_location()  # PSUM tiles are few: always keep the line
+        self.spans.append(sp)
         st._alloc = self
 
-    # Matmul results -------------------------------------------------------------------------
     def matmul_result(self, st: Storage) -> None:
-        """A return-style matmul result: count its bank in the peak unless it is fused later."""
-        self.settle_matmul()
-        self._undecided_mm = (st.id, sum(self.bank_used) + st.nbytes_pp // max(st.blocks, 1))
+        """A return-style matmul result: a PSUM tile of its own unless it is fused later."""
+        self.reserve_psum(st)
 
     def matmul_fused(self, st: Storage) -> None:
         """`psum += result`: the matmul wrote the accumulator directly and needed no bank."""
-        if self._undecided_mm is not None and self._undecided_mm[0] == st.id:
-            self._undecided_mm = None
-
-    def settle_matmul(self) -> None:
-        if self._undecided_mm is not None:
-            self.psum_peak = max(self.psum_peak, self._undecided_mm[1])
-            self._undecided_mm = None
+        if st.span is not None:
+            st.span.size = 0
 
     def release(self, st: Storage) -> None:
+        sp = st.span
         if st.memory == "sbuf":
             self.sbuf_live -= st.nbytes_pp
-        elif st.memory == "psum":
-            for bank, size in st.banks:
-                self.bank_used[bank] -= size
+        if sp is not None and sp.last < 0 and sp.start == self.position():
+            sp.size = 0  # dropped before any instruction used it: the compiler allocates nothing
 
-    def _warn(self, msg: str) -> None:
-        self.diagnostics.append({"rule": "capacity", "message": msg})
+    # the check --------------------------------------------------------------------------------
+    def close(self) -> None:
+        """The kernel has finished: the peaks of the live ranges, checked against the capacities."""
+        sbuf = [sp for sp in self.spans if sp.size and sp.memory == "sbuf"]
+        psum = [sp for sp in self.spans if sp.size and sp.memory == "psum"]
+        self.spans = []
+        if sbuf:
+            self._close_sbuf(sbuf)
+        if psum:
+            self._close_psum(psum)
+
+    def _close_sbuf(self, spans: list[Span]) -> None:
+        delta = [0] * (self.position() + 3)
+        for sp in spans:
+            delta[sp.start] += sp.size
+            delta[sp.end + 1] -= sp.size
+        usable = self.target.sbuf_usable_bytes_per_partition
+        live = peak = 0
+        over_at = -1
+        for pos, d in enumerate(delta):
+            if d:
+                live += d
+                if live > peak:
+                    peak = live
+                    if over_at < 0 and live > usable:
+                        over_at = pos
+        self.sbuf_peak = max(self.sbuf_peak, peak)
+        if over_at < 0 or self.mode == "off":
+            return
+        # the tile whose allocation first took the live ranges over the usable size
+        culprit = max((sp for sp in spans if sp.start == over_at), key=lambda sp: sp.loc is not None)
+        others = sum(sp.size for sp in spans if sp is not culprit and sp.start <= over_at <= sp.end)
+        msg = (f"SBUF capacity exceeded: {culprit.label()} needs {culprit.size} B per partition while {others} "
+               f"of {usable} usable B per partition are live on {self.target.name} (a tile is live from its "
+               "allocation to its last use)")
+        if self.mode == "error":
+            raise CapacityError(msg + " (free tiles earlier, tile smaller, or run with capacity='warn')",
+                                location=culprit.loc or ("", 0))
+        self._warn(msg + "; the compiler would spill to HBM", culprit.loc)
+
+    def _close_psum(self, spans: list[Span]) -> None:
+        """Place the tiles in the 8 banks first-fit, in allocation order, freeing each after its last use."""
+        bank_bytes = self.target.psum_bank_bytes
+        used = [0] * self.target.psum_banks
+        placed: list[tuple[int, int, list]] = []  # heap of (last use, order, [(bank, bytes), ...])
+        for order, sp in enumerate(spans):
+            while placed and placed[0][0] < sp.start:
+                for bank, size in heapq.heappop(placed)[2]:
+                    used[bank] -= size
+            per_block = sp.size // sp.blocks
+            chosen = _first_fit(used, per_block, sp.blocks, bank_bytes)
+            if chosen is None:
+                live = sum(1 for u in used if u)
+                msg = (f"PSUM capacity exceeded: {sp.label()} needs {sp.blocks} block(s) of {per_block} B but "
+                       f"{live} of {len(used)} PSUM banks (2 KiB per partition each) are in use (a tile is live "
+                       "from its allocation to its last use)")
+                if self.mode == "error":
+                    raise CapacityError(msg + "; release PSUM tiles (copy results to SBUF) before allocating more",
+                                        location=sp.loc or ("", 0))
+                if self.mode == "warn":
+                    self._warn(msg, sp.loc)
+                continue
+            for bank, size in chosen:
+                used[bank] += size
+            heapq.heappush(placed, (sp.end, order, chosen))
+            total = sum(used)
+            if total > self.psum_peak:
+                self.psum_peak = total
+
+    def _warn(self, msg: str, loc: tuple[str, int] | None = None) -> None:
+        diag = {"rule": "capacity", "message": msg}
+        if loc is not None and loc[0]:
+            diag.update(file=os.path.basename(loc[0]), line=loc[1])
+        self.diagnostics.append(diag)
         if not self._warned:
             self._warned = True
-            warnings.warn(msg, NKIEmulatorWarning, stacklevel=4)
+            if loc is not None and loc[0]:
+                warnings.warn_explicit(msg, NKIEmulatorWarning, loc[0], loc[1])
+            else:
+                warnings.warn(msg, NKIEmulatorWarning, stacklevel=4)
 
 
-def reclaim_rebound(memory: str) -> bool:
-    """`x = nl.ndarray(...)` in a loop allocates the new tile while `x` still holds the old one; the
-    compiler knows the old one is dead. When a memory is full, release the old tile early if the
-    assignment's variable is the only thing that still refers to it. Only runs on overflow."""
-    frame = kernel_frame()
-    name = assigned_name(frame) if frame is not None else None
-    old = frame.f_locals.get(name) if name else None
-    st = getattr(old, "st", None)
-    if not isinstance(st, Storage) or st.memory != memory or st._alloc is None:
-        return False
-    for ref in gc.get_referrers(st):
-        if ref is not old and not isinstance(ref, (dict, types.FrameType)):
-            return False  # another view or a container still uses the tile
-    for ref in gc.get_referrers(old):
-        if not isinstance(ref, (dict, types.FrameType)):
-            return False
-    st._alloc.release(st)
-    st._alloc = None
-    return True
+def _first_fit(used: list[int], per_block: int, blocks: int, bank_bytes: int) -> list[tuple[int, int]] | None:
+    """Banks for `blocks` blocks of `per_block` bytes: each block in the first bank with room; a
+    block over one bank (trn3) takes whole free banks in a row. None if they do not fit."""
+    used = list(used)
+    chosen: list[tuple[int, int]] = []
+    banks_per_block = max(1, -(-per_block // bank_bytes))
+    for _ in range(blocks):
+        if banks_per_block == 1:
+            b = next((b for b in range(len(used)) if used[b] + per_block <= bank_bytes), None)
+            if b is None:
+                return None
+            used[b] += per_block
+            chosen.append((b, per_block))
+        else:
+            b = next((b for b in range(len(used) - banks_per_block + 1)
+                      if all(used[b + k] == 0 for k in range(banks_per_block))), None)
+            if b is None:
+                return None
+            for k in range(banks_per_block):
+                used[b + k] = bank_bytes
+                chosen.append((b + k, bank_bytes))
+    return chosen
 
 
 def _label(st: Storage) -> str:

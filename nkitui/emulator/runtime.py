@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import threading
 import warnings
+import weakref
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -99,7 +100,7 @@ class Run:
         self.recording = trace is not None
         self._files = trace.meta.setdefault("files", {}) if trace is not None else {}
         self.diagnostics: list[dict] = []
-        self.alloc = OnChipAllocator(self.target, options.capacity, self.diagnostics)
+        self.alloc = OnChipAllocator(self.target, options.capacity, self.diagnostics, _position_of(self))
         self.hbm_bytes = 0
         self.shared: list[Storage] = []
         self.shared_idx = 0
@@ -239,7 +240,16 @@ class Run:
     def record(self, engine: str, opcode: str, ins, outs, *, partitions: int, free: int, flops: int = 0,
                meta: dict | None = None) -> Instruction | None:
         """Count the instruction and, inside emulator.trace(), append it to the trace."""
-        self.instructions += 1
+        n = self.instructions
+        for t in ins:  # extend the live ranges of the SBUF tiles it touches
+            sp = t.st.span
+            if sp is not None:
+                sp.last = n
+        for t in outs:
+            sp = t.st.span
+            if sp is not None:
+                sp.last = n
+        self.instructions = n + 1
         ec = self.engine_counts
         ec[engine] = ec.get(engine, 0) + 1
         if not self.recording:
@@ -297,12 +307,34 @@ class Run:
         instrs.append(ins_)
         return ins_
 
+    def retargeted(self, temp: Storage, dst: Storage) -> None:
+        """The last instruction's result was redirected from the fresh tile `temp` to `dst`
+        (`t[...] = expr`): `dst` is used there, and `temp` needs no memory of its own."""
+        n = self.instructions - 1
+        sp = temp.span
+        if sp is not None and sp.start == n and sp.last <= n:
+            sp.size = 0
+        sp = dst.span
+        if sp is not None and sp.last < n:
+            sp.last = n
+
     def warn_once(self, key, msg: str) -> None:
         if key in self._warned_at:
             return
         self._warned_at.add(key)
         self.diagnostics.append({"rule": "note", "message": msg})
         warnings.warn(msg, NKIEmulatorWarning, stacklevel=3)
+
+
+def _position_of(run: Run):
+    """run.instructions as a function, without a reference cycle between the run and its allocator."""
+    ref = weakref.ref(run)
+
+    def position() -> int:
+        r = ref()
+        return r.instructions if r is not None else 0
+
+    return position
 
 
 def _dma_run_bytes(ins, outs) -> int:

@@ -50,6 +50,7 @@ def _as_int(v, what: str) -> int:
 _FULL = slice(None)
 _WHOLE: dict[tuple[int, ...], tuple] = {}
 _WHOLE_BOUNDS: dict[tuple[int, ...], tuple] = {}
+_ROW_STRIDES: dict[tuple[int, ...], tuple[int, ...]] = {}  # HBM shape -> row stride of each leading dim
 
 
 class Tensor:
@@ -417,13 +418,15 @@ class Tensor:
         if a is not None:
             return a
         st = self.st
+        if st.pax < 0:
+            a = self._acc = self._hbm_access()
+            return a
         if self.fancy is None:
             if st.pax == 0 and self.ent is _WHOLE.get(self.shape):
                 a = self._acc = Access(st.id, st.memory, 0, self.shape[0], 0, st.nbytes_pp)
                 return a
             pax = st.pax
-            pp, flat = st.strides()
-            strides = pp if pax >= 0 else flat
+            strides = st.strides()[0]
             lo = hi = p0 = 0
             p1 = 1
             for d, (start, step, length, rax) in enumerate(self.ent):
@@ -443,7 +446,7 @@ class Tensor:
         b = self.bounds()
         if any(hi < lo for lo, hi in b):
             a = Access(st.id, st.memory, 0, 0, 0, 0)
-        elif st.pax >= 0:
+        else:
             pax = st.pax
             lo = hi = 0
             for d, ((l, h), s) in enumerate(zip(b, st.strides()[0])):
@@ -452,15 +455,35 @@ class Tensor:
                     hi += h * s
             isz = st.dtype.itemsize
             a = Access(st.id, st.memory, b[pax][0], b[pax][1] + 1, lo * isz, (hi + 1) * isz)
-        else:
-            lo = hi = 0
-            for (l, h), s in zip(b, st.strides()[1]):
-                lo += l * s
-                hi += h * s
-            isz = st.dtype.itemsize
-            a = Access(st.id, st.memory, 0, 1, lo * isz, (hi + 1) * isz)
         self._acc = a
         return a
+
+    def _hbm_access(self) -> Access:
+        """HBM box (trace contract): rows = the leading dimensions flattened (p0, p1), bytes inside
+        a row = the last dimension (b0, b1); a rank-1 tensor is one row."""
+        st = self.st
+        shape = st.shape
+        isz = st.dtype.itemsize
+        if not shape:
+            return Access(st.id, "hbm", 0, 1, 0, isz)
+        b = self.bounds()
+        for lo, hi in b:
+            if hi < lo:
+                return Access(st.id, "hbm", 0, 0, 0, 0)
+        rows = _ROW_STRIDES.get(shape)
+        if rows is None:
+            rs = [0] * (len(shape) - 1)
+            acc = 1
+            for d in range(len(shape) - 2, -1, -1):
+                rs[d] = acc
+                acc *= shape[d]
+            rows = _ROW_STRIDES[shape] = tuple(rs)
+        r0 = r1 = 0
+        for (lo, hi), s in zip(b, rows):
+            r0 += lo * s
+            r1 += hi * s
+        c0, c1 = b[-1]
+        return Access(st.id, "hbm", r0, r1 + 1, c0 * isz, (c1 + 1) * isz)
 
     def contiguous_elems(self) -> int:
         """Elements in the innermost contiguous run of this view (per partition on-chip)."""

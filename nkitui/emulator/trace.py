@@ -13,9 +13,15 @@ Conventions
   quantity the NKI cost formulas call N). For a matmul, `free` is the moving free size and
   `meta` carries K, M, N.
 * reads / writes: `Access` boxes used for dependency tracking (read-after-write, write-after-read,
-  write-after-write). `storage` identifies one allocation (stable within a trace); on-chip
-  accesses give a partition range and a byte range inside each partition; HBM accesses use
-  partitions (0, 1) and a flat byte range.
+  write-after-write). `storage` identifies one allocation (stable within a trace). A box bounds
+  the elements touched (strided or gathered accesses give their bounding box), so two boxes that
+  do not overlap never share an element; boxes that overlap may still be disjoint.
+  - On-chip (sbuf / psum): p0/p1 the partition range, b0/b1 the byte range inside each partition.
+  - HBM: the tensor seen as a 2-D matrix of rows = its leading dimensions flattened (row-major)
+    and columns = its last dimension; p0/p1 the row range, b0/b1 the byte range inside a row
+    (last-dim index x itemsize). A rank-1 tensor is one row (p0, p1 = 0, 1; flat bytes), so
+    disjoint column tiles of one row band of a matrix do not overlap. (Trace version 2; version-1
+    traces used (0, 1) and a flat byte range for every HBM tensor.)
 * hbm_read / hbm_write: bytes that crossed the HBM interface for this instruction (DMA only).
 * flops: model FLOPs (2*M*K*N for a matmul, 0 for a transpose) so MFU/HFU can be derived.
 """
@@ -27,6 +33,9 @@ from typing import Any, Iterator, NamedTuple
 
 ENGINES = ("tensor", "vector", "scalar", "gpsimd", "dma", "sync")
 MEMORIES = ("hbm", "sbuf", "psum", "register", "none")
+# 2: HBM accesses are row x byte boxes (see Conventions). Version-1 traces (flat HBM byte ranges)
+# still load; their boxes are consistent among themselves, only coarser.
+TRACE_VERSION = 2
 
 
 class Access(NamedTuple):
@@ -35,9 +44,9 @@ class Access(NamedTuple):
 
     storage: int  # allocation id, unique within the trace
     memory: str  # one of MEMORIES
-    p0: int  # first partition (inclusive); 0 for HBM
-    p1: int  # last partition (exclusive); 1 for HBM
-    b0: int  # first byte (inclusive) inside a partition (on-chip) or in the flat tensor (HBM)
+    p0: int  # first partition (on-chip) or row (HBM: leading dims flattened), inclusive
+    p1: int  # last partition / row, exclusive
+    b0: int  # first byte (inclusive) inside a partition (on-chip) or inside a row (HBM)
     b1: int  # last byte (exclusive)
 
     def overlaps(self, other: "Access") -> bool:
@@ -130,7 +139,7 @@ class Trace:
 
     def to_json(self) -> dict[str, Any]:
         return {
-            "version": 1,
+            "version": TRACE_VERSION,
             "target": self.target,
             "kernel": self.kernel,
             "meta": self.meta,
@@ -140,8 +149,8 @@ class Trace:
 
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> "Trace":
-        if d.get("version") != 1:
-            raise ValueError(f"unsupported trace version {d.get('version')!r} (expected 1)")
+        if d.get("version") not in (1, TRACE_VERSION):
+            raise ValueError(f"unsupported trace version {d.get('version')!r} (expected 1 or {TRACE_VERSION})")
         t = cls(target=d["target"], kernel=d.get("kernel", ""), meta=dict(d.get("meta", {})))
         for s in d.get("storages", []):
             t.storages[s[0]] = StorageInfo(s[0], s[1], s[2], tuple(s[3]), s[4])

@@ -3,8 +3,9 @@
 For tests, benchmarks and what-if experiments that need a trace without running a kernel
 (e.g. a 100k-instruction trace for the speed benchmark, or a kernel shape the emulator would take
 long to run). Accesses follow the contract of nkitui.emulator.trace: on-chip regions give a
-partition range and a byte range inside each partition; HBM regions a flat byte range, with the
-contiguous run length in `meta["contiguous_bytes"]` of DMA instructions.
+partition range and a byte range inside each partition; HBM regions a row range (leading dims
+flattened) and a byte range inside a row (the last dim), with the contiguous run length in
+`meta["contiguous_bytes"]` of DMA instructions.
 """
 
 from __future__ import annotations
@@ -71,11 +72,27 @@ class Region:
         t = self.tensor
         size = t.itemsize
         if t.memory == "hbm":
-            ncols = math.prod(t.shape[1:]) if len(t.shape) > 1 else 1
-            b0 = (self.r0 * ncols + self.c0) * size
-            b1 = ((self.r1 - 1) * ncols + self.c1) * size
-            return Access(t.storage, "hbm", 0, 1, b0, b1)
+            return self._hbm_access()
         return Access(t.storage, t.memory, self.r0, self.r1, self.c0 * size, self.c1 * size)
+
+    def _hbm_access(self) -> Access:
+        """The trace contract's HBM box: rows = leading dims flattened, bytes within the last dim."""
+        t = self.tensor
+        size = t.itemsize
+        if len(t.shape) <= 1:  # one row: a flat byte range
+            return Access(t.storage, "hbm", 0, 1, (self.r0 + self.c0) * size, (self.r1 - 1 + self.c1) * size)
+        if len(t.shape) == 2:
+            return Access(t.storage, "hbm", self.r0, self.r1, self.c0 * size, self.c1 * size)
+        # this region's columns span shape[1:]; re-express its bounding box in rows of the last dim
+        row_len = t.shape[-1]
+        ncols = math.prod(t.shape[1:])
+        first = self.r0 * ncols + self.c0
+        last = (self.r1 - 1) * ncols + self.c1 - 1
+        if self.c0 // row_len == (self.c1 - 1) // row_len:
+            c0, c1 = self.c0 % row_len, (self.c1 - 1) % row_len + 1
+        else:
+            c0, c1 = 0, row_len
+        return Access(t.storage, "hbm", first // row_len, last // row_len + 1, c0 * size, c1 * size)
 
 
 class TraceBuilder:

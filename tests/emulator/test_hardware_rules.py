@@ -111,9 +111,24 @@ def test_psum_banks_exhausted():
         tiles = []
         for i in range(9):
             tiles.append(nl.zeros((128, 512), dtype=nl.float32, buffer=nl.psum))  # rule: psum-full
+        for t in tiles:  # all nine are still needed here
+            nl.copy(t)
 
     with expect(emulator.CapacityError, "psum-full", "PSUM capacity exceeded", "8 of 8 PSUM banks"):
         k()
+
+
+def test_psum_tiles_used_one_after_another_share_the_banks():
+    @nki.jit
+    def k():
+        tiles = []
+        for i in range(12):  # each tile is dead after its copy, although the list keeps it
+            tiles.append(nl.zeros((128, 512), dtype=nl.float32, buffer=nl.psum))
+            nl.copy(tiles[-1])
+
+    with emulator.options(capacity="error"):
+        k()
+    assert k.last_run.psum_peak_bytes == 2048
 
 
 def test_sbuf_capacity_exceeded():
@@ -121,7 +136,9 @@ def test_sbuf_capacity_exceeded():
     def k():
         keep = []
         for i in range(8):
-            keep.append(nl.ndarray((128, 8192), dtype=nl.float32, buffer=nl.sbuf))  # rule: sbuf-full
+            keep.append(nl.zeros((128, 8192), dtype=nl.float32, buffer=nl.sbuf))  # rule: sbuf-full
+        for t in keep:  # all eight are still needed here: live together
+            nl.exp(t)
 
     with emulator.options(target="trn1"):
         with expect(emulator.CapacityError, "sbuf-full", "SBUF capacity exceeded", "of 180224 usable B"):
@@ -131,13 +148,16 @@ def test_sbuf_capacity_exceeded():
 def test_sbuf_overflow_can_be_downgraded_to_a_warning():
     @nki.jit
     def k():
-        keep = [nl.ndarray((128, 8192), dtype=nl.float32) for _ in range(8)]
-        return None if keep else None
+        keep = [nl.zeros((128, 8192), dtype=nl.float32) for _ in range(8)]
+        for t in keep:
+            nl.exp(t)
 
     with emulator.options(target="trn1", capacity="warn"), emulator.trace() as tr:
         with pytest.warns(emulator.NKIEmulatorWarning, match="would spill"):
             k()
-    assert tr.meta["diagnostics"][0]["rule"] == "capacity"
+    diag = tr.meta["diagnostics"][0]
+    assert diag["rule"] == "capacity" and diag["file"] == "test_hardware_rules.py"
+    assert tr.meta["launches"][0]["sbuf_peak_bytes_per_partition"] == 8 * 8192 * 4 + 8192 * 4  # + one exp result
 
 
 def test_reduction_over_partition_axis():
@@ -336,11 +356,13 @@ def test_rebinding_a_loop_variable_does_not_count_the_dead_tile():
     @nki.jit
     def k():
         for i in nl.affine_range(3):
-            big = nl.ndarray((128, 30000), dtype=nl.float32)  # 120 KB: two would not fit
+            big = nl.zeros((128, 30000), dtype=nl.float32)  # 120 KB: two would not fit
         keep = [nl.zeros((128, 512), dtype=nl.float32, buffer=nl.psum) for _ in range(7)]
         for i in nl.affine_range(3):
             acc = nl.zeros((128, 512), dtype=nl.float32, buffer=nl.psum)  # the 8th bank, reused
-        return None if (big is None or keep is None or acc is None) else None
+        for t in keep:
+            nl.copy(t, dtype=nl.bfloat16)
+        return None if (big is None or acc is None) else None
 
     with emulator.options(target="trn2"), emulator.trace() as tr:
         k()
@@ -352,8 +374,9 @@ def test_a_tile_still_referenced_elsewhere_is_not_reclaimed():
     def k():
         kept = []
         for i in nl.affine_range(2):
-            big = nl.ndarray((128, 30000), dtype=nl.float32)  # rule: sbuf-kept
+            big = nl.zeros((128, 30000), dtype=nl.float32)  # rule: sbuf-kept
             kept.append(big)
+        nl.add(kept[0], kept[1])  # both are needed here
 
     with emulator.options(target="trn2"):
         with expect(emulator.CapacityError, "sbuf-kept", "SBUF capacity exceeded"):

@@ -45,8 +45,9 @@ def test_instructions_carry_engine_shapes_dtypes_bytes_and_source_line():
     assert act.meta["op"] == "exp" and act.meta["api"] == "nl.exp"
     assert load.file == "test_trace.py" and load.line == _line(load_exp_store, "nl.load(a[128:256")
     assert store.line == _line(load_exp_store, "nl.store(out")
-    # rows 128..255 of the (256, 64) fp32 input: one flat byte range of the HBM tensor
-    assert (load.reads[0].b0, load.reads[0].b1) == (128 * 64 * 4, 256 * 64 * 4)
+    # rows 128..255 of the (256, 64) fp32 input: HBM boxes are rows x bytes within a row
+    r = load.reads[0]
+    assert (r.memory, r.p0, r.p1, r.b0, r.b1) == ("hbm", 128, 256, 0, 64 * 4)
     assert act.reads[0] == load.writes[0]  # the dependency the cost model sees
     assert [i.seq for i in tr] == [0, 1, 2]
 

@@ -289,3 +289,48 @@ def test_dma_triggered_from_scalar_engine_with_hardware_dge_occupies_it():
     assert s.start[1] == pytest.approx(0.6e-6)
     assert s.intervals["scalar"][0] == [0.0, pytest.approx(0.6e-6 + 512 / TRN2.clock_hz["scalar"])]
     assert "sync" not in s.intervals
+
+
+def _two_stores(first_cols, second_cols):
+    b = TraceBuilder("trn1")
+    out = b.hbm("out", (8, 1024), "float32")  # 8 partitions: one DMA engine each, room for both
+    s0, s1 = b.sbuf("s0", (8, 512), "float32"), b.sbuf("s1", (8, 512), "float32")
+    b.store(out.region(None, first_cols), s0.all())
+    b.store(out.region(None, second_cols), s1.all())
+    return sim(b)
+
+
+def test_stores_to_disjoint_column_tiles_of_one_row_band_are_independent():
+    s = _two_stores((0, 512), (512, 1024))
+    assert s.start[1] < s.end[0]  # side by side on the DMA engines: no write-after-write
+
+
+def test_stores_to_overlapping_column_tiles_keep_their_order():
+    s = _two_stores((0, 512), (256, 768))
+    assert s.start[1] >= s.end[0]
+
+
+def test_a_load_of_other_columns_does_not_wait_for_an_earlier_store():
+    def run(load_cols):
+        b = TraceBuilder("trn1")
+        out = b.hbm("out", (8, 1024), "float32")
+        x = b.sbuf("x", (8, 4096), "float32")
+        b.compute("scalar", "activation", x.all(), x.all())  # the stored data takes a while
+        b.store(out.region(None, (0, 512)), x.region(None, (0, 512)))
+        y = b.sbuf("y", (8, 512), "float32")
+        b.load(y.all(), out.region(None, load_cols))
+        return sim(b)
+
+    independent = run((512, 1024))
+    assert independent.start[2] < independent.start[1]
+    dependent = run((256, 768))
+    assert dependent.start[2] >= dependent.end[1]  # read-after-write on the overlapping columns
+
+
+def test_three_dimensional_hbm_regions_use_rows_of_the_last_dimension():
+    b = TraceBuilder("trn1")
+    t = b.hbm("t", (4, 8, 64), "float32")
+    a = t.region((1, 2), (2 * 64 + 16, 2 * 64 + 32)).access()  # t[1, 2, 16:32]
+    assert (a.p0, a.p1, a.b0, a.b1) == (1 * 8 + 2, 1 * 8 + 3, 16 * 4, 32 * 4)
+    whole = t.all().access()
+    assert (whole.p0, whole.p1, whole.b0, whole.b1) == (0, 32, 0, 64 * 4)

@@ -113,6 +113,7 @@ def _run_cores(run0: CoreRun, kernel, args, kwargs, lnc: int):
 
 def _merge(run0: CoreRun, r: CoreRun) -> None:
     """Fold core r's counters and trace into core 0's run (the launch's record)."""
+    r.alloc.close()
     run0.instructions += r.instructions
     for k, v in r.engine_counts.items():
         run0.engine_counts[k] = run0.engine_counts.get(k, 0) + v

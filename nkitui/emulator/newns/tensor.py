@@ -49,6 +49,7 @@ class AliasStorage(Storage):
         self.geo = geo
         self.loop_depth = root.loop_depth
         self.lossy = root.lossy if geo.dtype is root.dtype else False
+        self.span = root.span  # a view's instructions extend the root tile's live range
         self.root = root
 
     @property
@@ -249,7 +250,38 @@ class Geo:
         lo, hi = ext
         if self.onchip:
             return Access(r.id, r.memory, self.p0, self.p0 + self.shape[0], lo, hi + 1)
-        return Access(r.id, "hbm", 0, 1, lo, hi + 1)
+        return self._hbm_access(lo, hi)
+
+    def _hbm_access(self, lo: int, hi: int) -> Access:
+        """HBM box (trace contract): rows of the root (its leading dims flattened) in p0/p1, bytes
+        inside a row in b0/b1. Axes whose byte stride is a whole number of rows move between rows;
+        the others must stay inside one row, else the box covers whole rows."""
+        r = self.root
+        rb = (r.shape[-1] if r.shape else 1) * r.dtype.itemsize
+        if rb <= 0:
+            return Access(r.id, "hbm", 0, 1, lo, hi + 1)
+        row_lo, row_hi = lo // rb, hi // rb
+        if row_lo == row_hi:
+            return Access(r.id, "hbm", row_lo, row_lo + 1, lo - row_lo * rb, hi - row_lo * rb + 1)
+        row_a = row_b = self.foff // rb
+        col_a = col_b = self.foff - row_a * rb
+        for n, s in zip(self.shape, self.bstr):
+            if n <= 1:
+                continue
+            span = (n - 1) * s
+            if s % rb == 0:
+                if span < 0:
+                    row_a += span // rb
+                else:
+                    row_b += span // rb
+            elif span < 0:
+                col_a += span
+            else:
+                col_b += span
+        col_b += self.isz - 1
+        if col_a >= 0 and col_b < rb:
+            return Access(r.id, "hbm", row_a, row_b + 1, col_a, col_b + 1)
+        return Access(r.id, "hbm", row_lo, row_hi + 1, 0, rb)
 
     def free_axes(self) -> range:
         return range(1 if self.onchip else 0, len(self.shape))
