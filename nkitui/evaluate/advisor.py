@@ -40,7 +40,7 @@ from nkitui.evaluate import numfindings as rules
 from nkitui.evaluate.fpformat import format_name, is_float_format, round_to, spacing, unit_roundoff
 from nkitui.evaluate.numfindings import g, numerics_finding
 from nkitui.evaluate.numjson import jfloat, unjfloat
-from nkitui.evaluate.tolerance import TolerancePolicy, as_policy, check_policy, policy_from_dict
+from nkitui.evaluate.tolerance import PolicyOutcome, Reference, TolerancePolicy, as_policy, check_policy, policy_from_dict
 
 SUM_LIKE_OPS = ("matmul", "reduction", "attention", "scan")
 NORMALISING_OPS = ("softmax", "norm")
@@ -393,11 +393,12 @@ def advise_tolerance(
         "float32"
     )
     k = max(1, int(reduction_length or 1))
-    b = ref.astype(np.float64)
-    finite = b[np.isfinite(b)]
+    b = np.asarray(ref, dtype=np.float64)
+    finite = _finite_values(b)
+    abs_finite = np.abs(finite)
     R_ref = float(np.sqrt(np.mean(finite**2))) if finite.size else 0.0
     R = max(R_ref, float(magnitude_rms or 0.0))
-    max_abs = float(np.abs(finite).max()) if finite.size else 0.0
+    max_abs = float(abs_finite.max()) if finite.size else 0.0
     n = int(b.size)
 
     reasoning = [
@@ -435,11 +436,12 @@ def advise_tolerance(
             f"worst case (every rounding in the same direction): (K-1)*u_acc*sum|terms| ~ {g(worst)}; "
             "linear in K, a bound random data never approaches, so the advice uses the random walk"
         )
-    env = model.envelope(finite) if finite.size else np.zeros(0)
-    expected_max = float(env.max()) if env.size else 0.0
+    # The envelope grows with |s| (every term, and every rounding of it, is monotone), so its
+    # largest value is the one at the largest |s|: no need to evaluate it everywhere for that.
+    expected_max = float(model.envelope(np.array([max_abs]))[0]) if finite.size else 0.0
     sig = model.sigma(finite) if finite.size else np.zeros(0)
     expected_rel_l2 = (
-        float(np.sqrt(np.mean(sig**2 + (model.rounding_rel * np.abs(finite) + model.rounding_abs) ** 2 / 3.0))) / R
+        float(np.sqrt(np.mean(sig**2 + (model.rounding_rel * abs_finite + model.rounding_abs) ** 2 / 3.0))) / R
         if R > 0 else None
     )
     a = math.sqrt(model.floor_sq)
@@ -467,7 +469,7 @@ def advise_tolerance(
     if expected_rel_l2 is not None and expected_rel_l2 > 0:
         advised["rel_l2"] = TolerancePolicy(kind="rel_l2", tol=nice_ceil(safety * expected_rel_l2))
     if is_float_format(out_name) and finite.size:
-        ulps = float(np.max(env / spacing(finite, out_name)))
+        ulps = float(np.max(model.envelope(finite) / spacing(finite, out_name)))
         if ulps <= 256:
             advised["ulp"] = TolerancePolicy(kind="ulp", max_ulp=max(1, math.ceil(safety * ulps)))
         else:
@@ -529,9 +531,10 @@ def _describe(p: TolerancePolicy) -> str:
 # Warnings about the task's own tolerance
 
 
-def _constant_that_passes(ref: np.ndarray, policy: TolerancePolicy, dtype: str) -> float | None:
+def _constant_that_passes(prepared: Reference, policy: TolerancePolicy, dtype: str) -> float | None:
     """A constant output that passes `policy`, if one exists (exact for allclose/range_relative)."""
-    b = ref[np.isfinite(ref)]
+    ref = prepared.values
+    b = ref if prepared.all_finite else ref[prepared.finite]
     if b.size == 0:
         return None
     if policy.kind in ("allclose", "range_relative"):
@@ -550,13 +553,14 @@ def _constant_that_passes(ref: np.ndarray, policy: TolerancePolicy, dtype: str) 
         if is_float_format(dtype):
             c = float(round_to(np.array([c]), dtype)[0])
     candidate = np.full(ref.shape, c)
-    candidate[~np.isfinite(ref)] = ref[~np.isfinite(ref)]
-    return c if check_policy(candidate, ref, policy, dtype).passed else None
+    if not prepared.all_finite:
+        candidate[~prepared.finite] = ref[~prepared.finite]
+    return c if check_policy(candidate, prepared, policy, dtype).passed else None
 
 
 def tolerance_sanity(
     name: str,
-    reference: np.ndarray,
+    reference: "np.ndarray | Reference",
     policy: TolerancePolicy | Mapping[str, Any],
     dtype: str,
     inputs: Mapping[str, np.ndarray] | None = None,
@@ -571,9 +575,10 @@ def tolerance_sanity(
     """
     policy = as_policy(policy)
     out_dtype = format_name(dtype)
-    ref = np.asarray(reference).astype(np.float64)
+    prepared = reference if isinstance(reference, Reference) else Reference(np.asarray(reference))
+    ref = prepared.values
     findings: list[Finding] = []
-    finite = ref[np.isfinite(ref)]
+    finite = ref if prepared.all_finite else ref[prepared.finite]
     max_abs = float(np.abs(finite).max()) if finite.size else 0.0
     pol = policy.describe()
     hint = f" The advisor suggests {advice.policy.describe()}." if advice is not None else ""
@@ -581,8 +586,8 @@ def tolerance_sanity(
         return findings
     all_zero_ref = max_abs == 0.0
 
-    zeros = np.where(np.isfinite(ref), 0.0, ref)
-    if not all_zero_ref and check_policy(zeros, ref, policy, out_dtype).passed:
+    zeros = np.zeros(ref.shape) if prepared.all_finite else np.where(prepared.finite, 0.0, ref)
+    if not all_zero_ref and check_policy(zeros, prepared, policy, out_dtype).passed:
         findings.append(
             numerics_finding(
                 rules.ZEROS_PASS,
@@ -597,7 +602,7 @@ def tolerance_sanity(
             )
         )
     else:
-        c = _constant_that_passes(ref, policy, out_dtype)
+        c = _constant_that_passes(prepared, policy, out_dtype)
         if c is not None:
             constant_ref = bool(finite.size) and float(finite.max() - finite.min()) == 0.0
             findings.append(
@@ -619,10 +624,10 @@ def tolerance_sanity(
         a = np.asarray(arr)
         if a.size != ref.size or a.dtype.kind not in "fiub" and a.dtype.kind != "V":
             continue
-        echo = a.astype(np.float64).reshape(ref.shape)
-        if np.array_equal(echo, ref, equal_nan=True):
+        echo = np.asarray(a, dtype=np.float64).reshape(ref.shape)
+        if prepared.same_values(echo):
             continue  # the op is an identity on these inputs: nothing to learn
-        if check_policy(echo, ref, policy, out_dtype).passed:
+        if check_policy(echo, prepared, policy, out_dtype).passed:
             findings.append(
                 numerics_finding(
                     rules.ECHO_PASS,
@@ -636,14 +641,17 @@ def tolerance_sanity(
             )
 
     if is_float_format(out_dtype):
-        rounded = round_to(ref, out_dtype)
-        out_rounding = check_policy(rounded, ref, policy, out_dtype)
+        rounded = prepared.rounded(out_dtype)
+        if rounded is ref:  # the reference is already in the output dtype: it passes against itself
+            out_rounding = PolicyOutcome(passed=True, mismatches=0, total=int(ref.size))
+        else:
+            out_rounding = check_policy(rounded, prepared, policy, out_dtype)
         drift_fail = None
         if advice is not None and (advice.model.floor_sq > 0 or advice.model.rel_sq > 0):
             rng = np.random.default_rng(seed)
             noise = rng.standard_normal(ref.shape) * advice.model.sigma(np.nan_to_num(ref), OPTIMISTIC)
             drifted = round_to(ref + np.where(np.isfinite(ref), noise, 0.0), out_dtype)
-            drift = check_policy(drifted, ref, policy, out_dtype)
+            drift = check_policy(drifted, prepared, policy, out_dtype)
             if not drift.passed and (drift.mismatches > max(1, drift.total // 1000) or policy.kind == "rel_l2"):
                 drift_fail = drift
         if not out_rounding.passed or drift_fail is not None:
@@ -678,16 +686,31 @@ def tolerance_sanity(
     return findings
 
 
+def _finite_values(x: np.ndarray) -> np.ndarray:
+    """The finite values of `x`: `x` itself when all are (no copy), else a flat copy of them."""
+    finite = np.isfinite(x)
+    return x if finite.all() else x[finite]
+
+
+def _float_view(a: np.ndarray) -> np.ndarray | None:
+    """A float array holding exactly the values of `a` (float32 for bf16/fp8), or None."""
+    if a.dtype.kind == "f":
+        return a
+    try:
+        return np.asarray(a, dtype=np.float32 if a.dtype.itemsize <= 2 else np.float64)
+    except (TypeError, ValueError):
+        return None
+
+
 def _input_max_abs(inputs: Mapping[str, np.ndarray]) -> float:
     best = 0.0
     for arr in inputs.values():
         a = np.asarray(arr)
         if a.dtype.kind in "fV" and a.size:
-            try:
-                f = np.asarray(a, dtype=np.float64)
-            except (TypeError, ValueError):
+            f = _float_view(a)  # |x| and max are exact in the input's own precision
+            if f is None:
                 continue
-            f = f[np.isfinite(f)]
+            f = _finite_values(f)
             if f.size:
                 best = max(best, float(np.abs(f).max()))
     return best
@@ -695,18 +718,17 @@ def _input_max_abs(inputs: Mapping[str, np.ndarray]) -> float:
 
 def _input_condition(inputs: Mapping[str, np.ndarray]) -> float:
     """rms(x)/std(x) of the largest float input: >> 1 when its values sit on a large common offset."""
-    floats = []
-    for arr in inputs.values():
+    x = None
+    for arr in inputs.values():  # the first of the largest convertible float inputs
         a = np.asarray(arr)
-        if a.dtype.kind in "fV" and a.size > 1:
+        if a.dtype.kind in "fV" and a.size > 1 and (x is None or a.size > x.size):
             try:
-                floats.append(np.asarray(a, dtype=np.float64))
+                x = np.asarray(a, dtype=np.float64)
             except (TypeError, ValueError):
                 continue
-    if not floats:
+    if x is None:
         return 1.0
-    x = max(floats, key=lambda f: f.size)
-    x = x[np.isfinite(x)]
+    x = _finite_values(x)
     std = float(x.std()) if x.size > 1 else 0.0
     if std == 0.0:
         return 1.0

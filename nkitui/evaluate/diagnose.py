@@ -16,7 +16,7 @@ from nkitui.evaluate import numfindings as rules
 from nkitui.evaluate.advisor import ToleranceAdvice
 from nkitui.evaluate.metrics import OutputMetrics
 from nkitui.evaluate.numfindings import g, numerics_finding
-from nkitui.evaluate.tolerance import element_mismatches
+from nkitui.evaluate.tolerance import Comparison
 
 NEAR_ZERO = 0.1  # |ref| below this fraction of the output's rms counts as near zero
 NEAR_ZERO_SHARE = 0.8  # this share of the failures must be near zero
@@ -28,10 +28,12 @@ def diagnose_failures(
     reference: np.ndarray,
     advice: ToleranceAdvice | None = None,
     context: str = "",
+    comparison: Comparison | None = None,
 ) -> list[Finding]:
     """Findings that explain the mismatches of one output (none when it passes cleanly).
 
-    `context` names the run in the wording, e.g. "with seed 0".
+    `context` names the run in the wording, e.g. "with seed 0". `comparison`: the Comparison the
+    metrics were computed from, when the caller kept it (its mismatch mask is reused).
     """
     findings: list[Finding] = []
     name = metrics.name
@@ -82,11 +84,11 @@ def diagnose_failures(
             )
         )
 
-    a = np.asarray(actual).astype(np.float64)
-    b = np.asarray(reference).astype(np.float64)
     if metrics.policy.kind in ("allclose", "ulp") and metrics.ref_rms > 0:
-        bad = element_mismatches(a, b, metrics.policy, metrics.dtype)
-        finite = np.isfinite(a) & np.isfinite(b)
+        cmp = comparison if comparison is not None else Comparison(actual, reference, metrics.dtype)
+        a, b = cmp.a, cmp.b
+        bad = cmp.mismatches(metrics.policy)
+        finite = cmp.both_finite
         bad_finite = bad & finite
         n_bad = int(bad_finite.sum())
         if n_bad:

@@ -166,6 +166,37 @@ def round_to(x: np.ndarray, dtype: str | np.dtype | type) -> np.ndarray:
     return np.clip(np.rint(x), info.min, info.max)
 
 
+def stored(values: np.ndarray, dtype: str | np.dtype | type) -> np.ndarray:
+    """`values` correctly rounded to the float format `dtype`, in its storage dtype (tf32: float32)."""
+    fmt = float_format(dtype)
+    x = np.asarray(values, dtype=np.float64)
+    with np.errstate(over="ignore", invalid="ignore"):
+        if fmt.name == "float64":
+            return x
+        if fmt.name == "float32":
+            return x.astype(np.float32)
+        if fmt.name == "tfloat32":
+            return _round_tf32(x.astype(np.float32))
+        return _round_to_odd_f32(x).astype(fmt.storage)
+
+
+def _keys_of_stored(values: np.ndarray, fmt: FloatFormat) -> np.ndarray:
+    """Ordered integer keys of values already in `fmt`'s storage: the magnitude bits, negated for
+    negative values, so +0 and -0 both give 0. Same integer width as the format."""
+    values = np.ascontiguousarray(values)
+    itemsize = values.dtype.itemsize
+    signed = {1: np.int8, 2: np.int16, 4: np.int32, 8: np.int64}[itemsize]
+    bits = values.view(signed)
+    sign = bits >> (8 * itemsize - 1)  # 0 for positive values, -1 (all ones) for negative ones
+    magnitude = bits & np.iinfo(signed).max
+    if fmt.name == "tfloat32":  # the 13 low mantissa bits are not part of a tf32 value
+        magnitude >>= 13
+    # (m ^ -1) - (-1) = -m: two's-complement negation without a branch or a mask
+    np.bitwise_xor(magnitude, sign, out=magnitude)
+    np.subtract(magnitude, sign, out=magnitude)
+    return magnitude
+
+
 def ordered_keys(values: np.ndarray, dtype: str | np.dtype | type) -> np.ndarray:
     """Integers that count representable values of `dtype`: adjacent values differ by 1.
 
@@ -173,23 +204,67 @@ def ordered_keys(values: np.ndarray, dtype: str | np.dtype | type) -> np.ndarray
     `values` are rounded to `dtype` first. NaN maps to an arbitrary key; mask it yourself.
     """
     fmt = float_format(dtype)
-    return _keys_of_rounded(round_to(values, fmt.name), fmt)
+    return _keys_of_stored(stored(values, fmt.name), fmt).astype(np.int64)
 
 
-def _keys_of_rounded(rounded: np.ndarray, fmt: FloatFormat) -> np.ndarray:
-    stored = rounded.astype(fmt.storage) if fmt.name != "tfloat32" else rounded.astype(np.float32)
-    width = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}[stored.dtype.itemsize]
-    if stored.dtype.itemsize == 8:  # int64 cannot hold 2^63 as a positive mask: use the float sign
-        negative = np.signbit(stored)
-        magnitude = np.abs(stored).view(np.int64)
+@dataclass(frozen=True)
+class KeyedValues:
+    """Values rounded to a float format, as ordered keys (what ULP distances are measured on).
+
+    `stored` holds the rounded values in the format's storage dtype; `special` the rounded values
+    as float32 or float64 when some are NaN or infinite, so the non-finite rules can be applied
+    (None when every rounded value is finite).
+    """
+
+    fmt: FloatFormat
+    keys: np.ndarray
+    special: np.ndarray | None
+    stored: np.ndarray
+
+    def same_as(self, other: "KeyedValues") -> np.ndarray:
+        """Where the two rounded values are identical: same value and same sign (+0 is not -0);
+        NaN is never identical to anything (it compares unequal)."""
+        width = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}[self.stored.dtype.itemsize]
+        same = self.stored.view(width) == other.stored.view(width)
+        for side in (self.special, other.special):
+            if side is not None:
+                same &= ~np.isnan(side)
+        return same
+
+
+def keyed(values: np.ndarray, dtype: str | np.dtype | type) -> KeyedValues:
+    """`values` rounded to `dtype` and keyed, once, for several ULP distances against them."""
+    fmt = float_format(dtype)
+    s = stored(values, fmt.name)
+    with np.errstate(invalid="ignore"):  # ml_dtypes warns on NaN
+        finite = np.isfinite(s)
+        special = None
+        if not finite.all():
+            special = s if s.dtype in (np.float32, np.float64) else s.astype(np.float32)
+    return KeyedValues(fmt, _keys_of_stored(s, fmt), special, s)
+
+
+def ulp_distance_keyed(actual: KeyedValues, expected: KeyedValues) -> np.ndarray:
+    """ULP distance between two keyed arrays of the same format (see `ulp_distance`)."""
+    if actual.fmt.name != expected.fmt.name:
+        raise ValueError(f"ULP distance between {actual.fmt.name} and {expected.fmt.name} values")
+    ka, kb = actual.keys, expected.keys
+    if ka.dtype.itemsize < 8:  # narrow keys: the difference is exact in float64
+        dist = np.asarray(ka, dtype=np.float64)
+        dist = dist - kb if dist is ka else np.subtract(dist, kb, out=dist)
     else:
-        bits = np.ascontiguousarray(stored).view(width).astype(np.int64)
-        sign_bit = np.int64(1) << (8 * stored.dtype.itemsize - 1)
-        negative = (bits & sign_bit) != 0
-        magnitude = bits & (sign_bit - 1)
-    if fmt.name == "tfloat32":
-        magnitude = magnitude >> 13
-    return np.where(negative, -magnitude, magnitude)
+        dist = np.asarray((ka - kb).astype(np.float64))
+    np.abs(dist, out=dist)
+    if actual.special is None and expected.special is None:
+        return dist
+    ra = actual.special if actual.special is not None else np.zeros(ka.shape)
+    rb = expected.special if expected.special is not None else np.zeros(kb.shape)
+    nan_a, nan_b = np.isnan(ra), np.isnan(rb)
+    inf_a, inf_b = np.isinf(ra), np.isinf(rb)
+    dist = np.where(nan_a | nan_b, np.where(nan_a & nan_b, 0.0, np.inf), dist)
+    either_inf = (inf_a | inf_b) & ~(nan_a | nan_b)
+    same_inf = inf_a & inf_b & (np.sign(ra) == np.sign(rb))
+    return np.where(either_inf, np.where(same_inf, 0.0, np.inf), dist)
 
 
 def ulp_distance(actual: np.ndarray, expected: np.ndarray, dtype: str | np.dtype | type) -> np.ndarray:
@@ -202,23 +277,21 @@ def ulp_distance(actual: np.ndarray, expected: np.ndarray, dtype: str | np.dtype
     a = np.asarray(actual, dtype=np.float64)
     b = np.asarray(expected, dtype=np.float64)
     a, b = np.broadcast_arrays(a, b)
-    ra, rb = round_to(a, fmt.name), round_to(b, fmt.name)
-    dist = np.abs(_keys_of_rounded(ra, fmt) - _keys_of_rounded(rb, fmt)).astype(np.float64)
-    fa, fb = np.isfinite(ra), np.isfinite(rb)
-    if fa.all() and fb.all():
-        return dist
-    nan_a, nan_b = np.isnan(ra), np.isnan(rb)
-    inf_a, inf_b = np.isinf(ra), np.isinf(rb)
-    dist = np.where(nan_a | nan_b, np.where(nan_a & nan_b, 0.0, np.inf), dist)
-    either_inf = (inf_a | inf_b) & ~(nan_a | nan_b)
-    same_inf = inf_a & inf_b & (np.sign(ra) == np.sign(rb))
-    return np.where(either_inf, np.where(same_inf, 0.0, np.inf), dist)
+    return ulp_distance_keyed(keyed(a, fmt.name), keyed(b, fmt.name))
 
 
 def spacing(x: np.ndarray, dtype: str | np.dtype | type) -> np.ndarray:
     """Size of one ULP of `dtype` at |x| (the gap above |x| rounded to `dtype`), as float64."""
     fmt = float_format(dtype)
-    mag = np.abs(np.asarray(x, dtype=np.float64))
-    with np.errstate(divide="ignore"):
-        exponent = np.floor(np.log2(np.maximum(mag, fmt.smallest_normal)))
-    return np.maximum(2.0 ** (exponent - fmt.mantissa_bits), fmt.smallest_subnormal)
+    mag = np.maximum(np.abs(np.asarray(x, dtype=np.float64)), fmt.smallest_normal)
+    if fmt.name == "float64":  # gaps below 2^-1022 are float64 subnormals: no exponent-field shortcut
+        _, exponent = np.frexp(mag)  # mag = m * 2^exponent, m in [0.5, 1): floor(log2 mag) = exponent - 1
+        gap = np.ldexp(1.0, exponent - 1 - fmt.mantissa_bits)
+    else:
+        # 2^(floor(log2 mag) - mantissa_bits), built directly in the float64 exponent field (mag is
+        # a positive normal float64, and so is the gap for every narrower format)
+        biased = (np.ascontiguousarray(mag).view(np.int64) >> 52) - fmt.mantissa_bits
+        gap = (biased << 52).view(np.float64)
+    if not np.isfinite(mag).all():  # the gap of inf is inf, of NaN NaN
+        gap = np.where(np.isfinite(mag), gap, mag)
+    return np.maximum(gap, fmt.smallest_subnormal)

@@ -81,8 +81,8 @@ def _edges(n: int, step: int, max_cells: int) -> tuple[tuple[int, ...], int]:
     return tuple(edges), cell
 
 
-def _reduce_blocks(values: np.ndarray, row_edges: tuple[int, ...], col_edges: tuple[int, ...], op) -> np.ndarray:
-    rows = op.reduceat(values, list(row_edges[:-1]), axis=0)
+def _reduce_blocks(values: np.ndarray, row_edges: tuple[int, ...], col_edges: tuple[int, ...], op, dtype=None) -> np.ndarray:
+    rows = op.reduceat(values, list(row_edges[:-1]), axis=0, dtype=dtype)
     return op.reduceat(rows, list(col_edges[:-1]), axis=1)
 
 
@@ -101,8 +101,10 @@ def tile_heatmap(
     col_edges, cell_c = _edges(cols, tile_c, max_cells)
     if err.size == 0:
         return TileHeatmap((rows, cols), (tile_r, tile_c), (cell_r, cell_c), row_edges, col_edges, (), (), ())
-    max_abs = _reduce_blocks(np.where(np.isnan(err), np.inf, err), row_edges, col_edges, np.maximum)
-    counts = _reduce_blocks(bad.astype(np.int64), row_edges, col_edges, np.add)
+    if np.isnan(err).any():
+        err = np.where(np.isnan(err), np.inf, err)
+    max_abs = _reduce_blocks(err, row_edges, col_edges, np.maximum)
+    counts = _reduce_blocks(bad, row_edges, col_edges, np.add, dtype=np.int64)
     sizes = np.outer(np.diff(row_edges), np.diff(col_edges))
     return TileHeatmap(
         shape=(rows, cols),
@@ -185,11 +187,11 @@ def localise(mismatch: np.ndarray, tile: tuple[int, int] = DEFAULT_TILE) -> Loca
     if count == 0:
         return None
     tile_r, tile_c = max(1, int(tile[0])), max(1, int(tile[1]))
-    bad_rows = np.flatnonzero(bad.any(axis=1))
-    bad_cols = np.flatnonzero(bad.any(axis=0))
+    row_hit, col_hit = bad.any(axis=1), bad.any(axis=0)
+    bad_rows, bad_cols = np.flatnonzero(row_hit), np.flatnonzero(col_hit)
     n_rt, n_ct = math.ceil(rows / tile_r), math.ceil(cols / tile_c)
-    row_tiles = tuple(int(t) for t in np.unique(bad_rows // tile_r))
-    col_tiles = tuple(int(t) for t in np.unique(bad_cols // tile_c))
+    row_tiles = tuple(int(t) for t in np.flatnonzero(np.logical_or.reduceat(row_hit, np.arange(0, rows, tile_r))))
+    col_tiles = tuple(int(t) for t in np.flatnonzero(np.logical_or.reduceat(col_hit, np.arange(0, cols, tile_c))))
     partial_r, partial_c = rows % tile_r != 0, cols % tile_c != 0
     tiles_hit = len(row_tiles) * len(col_tiles)
     concentrated = tiles_hit < n_rt * n_ct and tiles_hit <= max(1, (n_rt * n_ct) // 4)

@@ -16,6 +16,8 @@ from nkitui.evaluate.fpformat import format_name, is_float_format, ulp_distance,
 from nkitui.evaluate.heatmap import DEFAULT_TILE, MAX_CELLS, Localisation, TileHeatmap, localise, tile_heatmap
 from nkitui.evaluate.numjson import jfloat, unjfloat
 from nkitui.evaluate.tolerance import (
+    Comparison,
+    Reference,
     TolerancePolicy,
     as_policy,
     check_policy,
@@ -275,7 +277,7 @@ def default_conventions(dtype: str) -> dict[str, TolerancePolicy]:
 def compute_metrics(
     name: str,
     actual: np.ndarray,
-    expected: np.ndarray,
+    expected: "np.ndarray | Reference",
     policy: TolerancePolicy | Mapping[str, Any],
     dtype: str | np.dtype | None = None,
     conventions: Mapping[str, TolerancePolicy] | None = None,
@@ -283,36 +285,40 @@ def compute_metrics(
     tile: tuple[int, int] = DEFAULT_TILE,
     max_cells: int = MAX_CELLS,
     all_conventions: bool = True,
+    comparison: Comparison | None = None,
 ) -> OutputMetrics:
     """All metrics of output `name`. `dtype` is the declared output dtype (default: actual's dtype).
 
     `conventions` gives the parameters of the other conventions (e.g. the advisor's advice);
     kinds it leaves out use `default_conventions`. The task's own policy always fills its kind.
     `all_conventions=False` judges the task's policy only and skips ULPs unless the policy is ulp
-    (cheaper, for extra trials).
+    (cheaper, for extra trials). `expected` may be a prepared `Reference`; `comparison`, a
+    `Comparison` of these same arrays the caller keeps (e.g. for `diagnose_failures`).
     """
     policy = as_policy(policy)
-    a_raw, b_raw = np.asarray(actual), np.asarray(expected)
-    if a_raw.shape != b_raw.shape:
-        if a_raw.size == b_raw.size:
+    a_raw = np.asarray(actual)
+    b_shape = expected.shape if isinstance(expected, Reference) else np.shape(expected)
+    if a_raw.shape != tuple(b_shape):
+        if a_raw.size == int(np.prod(b_shape)):
             hint = " (same number of elements: is the output's layout declared in the manifest?)"
         else:
             hint = ""
         raise ShapeMismatchError(
-            f"output {name!r}: the kernel returned shape {a_raw.shape}, the reference {b_raw.shape}{hint}"
+            f"output {name!r}: the kernel returned shape {a_raw.shape}, the reference {tuple(b_shape)}{hint}"
         )
     out_dtype = format_name(dtype if dtype is not None else a_raw.dtype)
-    a, b = np.asarray(a_raw, dtype=np.float64), np.asarray(b_raw, dtype=np.float64)
-    both_finite = np.isfinite(a) & np.isfinite(b)
+    cmp = comparison if comparison is not None else Comparison(a_raw, expected, out_dtype)
+    a, b = cmp.a, cmp.b
+    err = cmp.err
     with np.errstate(invalid="ignore", over="ignore", divide="ignore"):
-        err = np.where(both_finite, np.abs(a - b), 0.0)
-        rel = np.where(both_finite & (b != 0), err / np.abs(np.where(b == 0, 1.0, b)), 0.0)
-        rel = np.where(both_finite & (b == 0) & (a != 0), np.inf, rel)
+        # |a-b|/|ref|: 0/0 (a = ref = 0, or a pair that is not both finite) is 0; x/0 stays inf
+        rel = np.asarray(err / cmp.ref.abs)
+        rel[np.isnan(rel)] = 0.0
     want_ulps = all_conventions or policy.kind == "ulp"
-    ulps = ulp_distance(a, b, out_dtype) if want_ulps and is_float_format(out_dtype) and a.size else None
+    ulps = cmp.ulps if want_ulps and cmp.is_float and a.size else None
 
-    outcome = check_policy(a, b, policy, out_dtype, ulps)
-    bad = element_mismatches(a, b, policy, out_dtype, ulps)
+    outcome = cmp.outcome(policy)
+    bad = cmp.mismatches(policy)
 
     # The task's own policy first, then the advice for every kind (the task's kind included, so the
     # two sit side by side), then per-dtype defaults for kinds neither covers.
@@ -327,15 +333,20 @@ def compute_metrics(
                 chosen.append((defaults[kind], "default"))
     results = []
     for p, source in chosen:
-        o = outcome if source == "task" else check_policy(a, b, p, out_dtype, ulps)
+        o = cmp.outcome(p)
         results.append(ConventionResult(p, o.mismatches, o.total, o.passed, o.statistic, source))
 
-    nf = nonfinite_match(a, b)
-    err_for_rank = np.where(nf.decided & ~nf.matched, np.inf, err)
-    worst = _worst_elements(a, b, err_for_rank, rel, ulps, bad, worst_k)
-    finite_ref = b[np.isfinite(b)]
-    n_finite = int(both_finite.sum())
-    finite_ulps = ulps[both_finite] if ulps is not None else None
+    if cmp.all_finite:
+        err_for_rank, finite_ref, both_finite = err, b, None
+        finite_err, finite_ulps = err, ulps
+    else:
+        nf = cmp.nonfinite
+        err_for_rank = np.where(nf.decided & ~nf.matched, np.inf, err)
+        finite_ref = b[cmp.ref.finite]
+        both_finite = cmp.both_finite
+        finite_err = err[both_finite]
+        finite_ulps = ulps[both_finite] if ulps is not None else None
+    worst = _worst_elements(a, b, err_for_rank, rel, ulps, bad, worst_k, outcome.mismatches)
     return OutputMetrics(
         name=name,
         dtype=out_dtype,
@@ -346,17 +357,17 @@ def compute_metrics(
         count=int(a.size),
         max_abs=float(err.max()) if a.size else 0.0,
         max_rel=float(rel.max()) if a.size else 0.0,
-        mean_abs=float(err[both_finite].mean()) if n_finite else 0.0,
-        rel_l2=rel_l2_error(a, b),
+        mean_abs=float(finite_err.mean()) if finite_err.size else 0.0,
+        rel_l2=cmp.rel_l2,
         max_ulp=float(finite_ulps.max()) if finite_ulps is not None and finite_ulps.size else None,
         mean_ulp=float(finite_ulps.mean()) if finite_ulps is not None and finite_ulps.size else None,
-        ref_max_abs=float(np.abs(finite_ref).max()) if finite_ref.size else 0.0,
+        ref_max_abs=cmp.ref.max_abs_finite if finite_ref.size else 0.0,
         ref_rms=float(np.sqrt(np.mean(finite_ref**2))) if finite_ref.size else 0.0,
         conventions=tuple(results),
         worst=worst,
-        nonfinite=count_nonfinite(a, b),
+        nonfinite=count_nonfinite(a, b) if not cmp.all_finite else NonFiniteCounts(),
         heatmap=tile_heatmap(err_for_rank, bad, tile, max_cells),
-        localisation=localise(bad, tile),
+        localisation=localise(bad, tile) if outcome.mismatches else None,
         statistic=outcome.statistic,
     )
 
@@ -369,15 +380,25 @@ def _worst_elements(
     ulps: np.ndarray | None,
     bad: np.ndarray,
     k: int,
+    n_bad: int | None = None,
 ) -> tuple[WorstElement, ...]:
+    """The `k` worst elements: mismatches first, each group by decreasing error (the lower index
+    first among equal errors)."""
     if a.size == 0 or k <= 0:
         return ()
     flat = err.ravel()
-    # Mismatches first (by error), then the largest errors among the rest.
-    key = flat + np.where(bad.ravel(), np.inf, 0.0)
-    k = min(k, flat.size)
-    idx = np.argpartition(-np.nan_to_num(key, posinf=np.finfo(np.float64).max), k - 1)[:k]
-    order = sorted(idx, key=lambda i: (not bad.ravel()[i], -flat[i]))
+    bad_flat = bad.ravel()
+    if n_bad is None:
+        n_bad = int(np.count_nonzero(bad_flat))
+    # Errors are >= 0 (inf at non-finite mismatches), so -1 ranks an element below every other.
+    if n_bad == 0:
+        order = _largest(flat, k)
+    elif n_bad == flat.size:
+        order = _largest(flat, k)
+    else:
+        order = _largest(np.where(bad_flat, flat, -1.0), min(k, n_bad))
+        if len(order) < k:
+            order += _largest(np.where(bad_flat, -1.0, flat), k - len(order))
     out = []
     for i in order:
         nd = tuple(int(v) for v in np.unravel_index(int(i), a.shape))
@@ -389,7 +410,20 @@ def _worst_elements(
                 abs_error=float(flat[i]),
                 rel_error=float(rel.ravel()[i]),
                 ulp=float(ulps.ravel()[i]) if ulps is not None else None,
-                mismatch=bool(bad.ravel()[i]),
+                mismatch=bool(bad_flat[i]),
             )
         )
     return tuple(out)
+
+
+def _largest(values: np.ndarray, k: int) -> list[int]:
+    """Indices of the k largest values in decreasing order, the lower index first among equals.
+    k argmax passes: for the handful of worst elements this beats a partition of the whole array,
+    which degrades on the many ties (exact zeros) of a good result."""
+    work = np.array(values, dtype=np.float64, copy=True)
+    out: list[int] = []
+    for _ in range(min(k, work.size)):
+        i = int(np.argmax(work))
+        out.append(i)
+        work[i] = -np.inf
+    return out

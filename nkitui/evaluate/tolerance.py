@@ -18,11 +18,12 @@ Element-wise rules (docs/numerics.md has the same table):
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any, Mapping
 
 import numpy as np
 
-from nkitui.evaluate.fpformat import format_name, is_float_format, round_to, ulp_distance
+from nkitui.evaluate.fpformat import KeyedValues, format_name, is_float_format, keyed, round_to, ulp_distance_keyed
 from nkitui.task.model import TOLERANCE_KINDS, Tolerance
 
 TolerancePolicy = Tolerance
@@ -97,9 +98,214 @@ def nonfinite_match(a: np.ndarray, b: np.ndarray) -> NonFiniteMatch:
     return NonFiniteMatch(decided=decided, matched=matched)
 
 
+class Reference:
+    """A reference output prepared once for many comparisons (the task's policy, the advice, the
+    defaults, and the sanity checks' zeros/constant/echo candidates all compare against it).
+
+    Everything is derived lazily from the float64 values and kept: finiteness, |ref|, the largest
+    finite magnitude, the values rounded to an output dtype and their ULP keys. Treat the array as
+    read-only while the Reference is in use.
+    """
+
+    def __init__(self, values: np.ndarray) -> None:
+        raw = np.asarray(values)
+        self.values = _as_f64(raw)
+        # the format the values were given in: rounding to it changes nothing
+        self.source_format = format_name(raw.dtype) if is_float_format(raw.dtype) else None
+        self._keyed: dict[str, KeyedValues] = {}
+        self._rounded: dict[str, np.ndarray] = {}
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return self.values.shape
+
+    @cached_property
+    def finite(self) -> np.ndarray:
+        return np.isfinite(self.values)
+
+    @cached_property
+    def all_finite(self) -> bool:
+        return bool(self.finite.all())
+
+    @cached_property
+    def abs(self) -> np.ndarray:
+        return np.abs(self.values)
+
+    @cached_property
+    def max_abs_finite(self) -> float:
+        if self.all_finite:
+            return float(self.abs.max()) if self.values.size else 0.0
+        return float(np.max(self.abs[self.finite])) if self.finite.any() else 0.0
+
+    @cached_property
+    def sum_sq(self) -> float:
+        """Sum of squares of the whole array (meaningful when every value is finite)."""
+        return float(np.sum(self.values**2))
+
+    def keyed(self, dtype: str) -> KeyedValues:
+        if dtype not in self._keyed:
+            self._keyed[dtype] = keyed(self.values, dtype)
+        return self._keyed[dtype]
+
+    def rounded(self, dtype: str) -> np.ndarray:
+        """The values correctly rounded to `dtype`, as float64 (the values themselves when they are
+        already in that format)."""
+        if dtype not in self._rounded:
+            same = self.source_format is not None and format_name(dtype) == self.source_format
+            self._rounded[dtype] = self.values if same else round_to(self.values, dtype)
+        return self._rounded[dtype]
+
+    def same_values(self, other: np.ndarray) -> bool:
+        """`other` holds exactly these values (NaN where these are NaN)."""
+        x = np.asarray(other)
+        if x.shape != self.shape:
+            return False
+        equal = x == self.values
+        if self.all_finite:
+            return bool(equal.all())
+        return bool((equal | (np.isnan(x) & np.isnan(self.values))).all())
+
+
+class Comparison:
+    """One result against one reference, in float64, under any number of policies.
+
+    What the policies share (non-finite matching, |a - b|, ULP distances, the relative L2 error)
+    is computed once, on first use. `check_policy` and `element_mismatches` are one-policy
+    shortcuts over this class.
+    """
+
+    def __init__(
+        self,
+        actual: np.ndarray,
+        expected: "np.ndarray | Reference",
+        dtype: str | np.dtype | None = None,
+        ulps: np.ndarray | None = None,
+    ) -> None:
+        self.ref = expected if isinstance(expected, Reference) else Reference(expected)
+        self.a, self.b = _as_f64(actual), self.ref.values
+        if self.a.shape != self.b.shape:
+            raise ValueError(f"shape {self.a.shape} of the result differs from the reference's {self.b.shape}")
+        self.dtype = format_name(dtype if dtype is not None else np.asarray(actual).dtype)
+        self.is_float = is_float_format(self.dtype)
+        if ulps is not None:
+            self.__dict__["ulps"] = ulps
+        self._outcomes: dict[TolerancePolicy, tuple[np.ndarray, PolicyOutcome]] = {}
+
+    @cached_property
+    def all_finite(self) -> bool:
+        """Both sides finite everywhere (the common case: no masks needed)."""
+        return self.ref.all_finite and bool(np.isfinite(self.a).all())
+
+    @cached_property
+    def nonfinite(self) -> NonFiniteMatch:
+        if self.all_finite:
+            none = np.zeros(self.a.shape, dtype=bool)
+            return NonFiniteMatch(decided=none, matched=none)
+        return nonfinite_match(self.a, self.b)
+
+    @cached_property
+    def both_finite(self) -> np.ndarray:
+        return ~self.nonfinite.decided
+
+    @cached_property
+    def err(self) -> np.ndarray:
+        """|a - b| where both are finite, 0 elsewhere."""
+        with np.errstate(invalid="ignore", over="ignore"):
+            diff = np.asarray(np.subtract(self.a, self.b))
+            np.abs(diff, out=diff)
+        if not self.all_finite:
+            diff[~self.both_finite] = 0.0
+        return diff
+
+    @cached_property
+    def keyed(self) -> KeyedValues:
+        """The result rounded to the output dtype (a float format), keyed for ULP distances."""
+        return keyed(self.a, self.dtype)
+
+    @cached_property
+    def ulps(self) -> np.ndarray:
+        """ULP distances in the output dtype (a float format)."""
+        return ulp_distance_keyed(self.keyed, self.ref.keyed(self.dtype))
+
+    @cached_property
+    def rel_l2(self) -> float:
+        """||a-b||_2 / ||ref||_2 over the elements where both are finite (see `rel_l2_error`)."""
+        if self.all_finite:
+            diff = float(np.sqrt(np.sum(self.err**2)))
+            norm = float(np.sqrt(self.ref.sum_sq))
+        else:
+            finite = self.both_finite
+            diff = float(np.sqrt(np.sum((self.a[finite] - self.b[finite]) ** 2)))
+            norm = float(np.sqrt(np.sum(self.b[finite] ** 2)))
+        if norm == 0.0:
+            return 0.0 if diff == 0.0 else float("inf")
+        return diff / norm
+
+    def mismatches(self, policy: TolerancePolicy) -> np.ndarray:
+        """Boolean array: True where an element breaks `policy` (see the module docstring)."""
+        return self._judge(policy)[0]
+
+    def outcome(self, policy: TolerancePolicy) -> PolicyOutcome:
+        return self._judge(policy)[1]
+
+    def _judge(self, policy: TolerancePolicy) -> tuple[np.ndarray, PolicyOutcome]:
+        policy = as_policy(policy)
+        if policy not in self._outcomes:
+            bad = self._element_mismatches(policy)
+            self._outcomes[policy] = (bad, self._outcome(policy, bad))
+        return self._outcomes[policy]
+
+    def _element_mismatches(self, policy: TolerancePolicy) -> np.ndarray:
+        a, b = self.a, self.b
+        all_finite = self.all_finite
+        with np.errstate(invalid="ignore", over="ignore"):
+            kind = policy.kind
+            if kind == "allclose":
+                ref_abs = self.ref.abs if all_finite else np.where(self.both_finite, self.ref.abs, 0.0)
+                limit = np.asarray(np.multiply(policy.rtol, ref_abs))
+                limit += policy.atol
+                bad = self.err > limit
+            elif kind == "range_relative":
+                bad = self.err > policy.atol + policy.rtol * self.ref.max_abs_finite
+            elif kind == "rel_l2":
+                if all_finite:
+                    n, sum_sq = max(int(b.size), 1), self.ref.sum_sq
+                else:
+                    n = max(int(self.both_finite.sum()), 1)
+                    sum_sq = float(np.sum(np.where(self.both_finite, b, 0.0) ** 2))
+                bad = self.err > policy.tol * float(np.sqrt(sum_sq)) / np.sqrt(n)
+            elif kind == "ulp":
+                bad = self.ulps > policy.max_ulp if self.is_float else self.err > policy.max_ulp
+            elif kind == "exact":
+                if self.is_float:  # the rounded values differ, or differ in sign (+0 vs -0)
+                    bad = ~self.keyed.same_as(self.ref.keyed(self.dtype))
+                else:
+                    bad = a != b
+            else:
+                raise ValueError(f"unknown tolerance kind {kind!r}; use one of {', '.join(TOLERANCE_KINDS)}")
+        if all_finite:
+            return bad
+        nf = self.nonfinite
+        return np.where(nf.decided, ~nf.matched, bad)
+
+    def _outcome(self, policy: TolerancePolicy, bad: np.ndarray) -> PolicyOutcome:
+        total = int(bad.size)
+        mismatches = int(np.count_nonzero(bad))
+        if policy.kind == "rel_l2":
+            nonfinite_bad = 0 if self.all_finite else int(np.count_nonzero(self.nonfinite.decided & ~self.nonfinite.matched))
+            ratio = self.rel_l2
+            return PolicyOutcome(passed=nonfinite_bad == 0 and ratio <= policy.tol, mismatches=mismatches, total=total,
+                                 statistic=ratio, limit=policy.tol)
+        if policy.kind == "ulp" and self.is_float:
+            # ulp_distance is 0 where both are NaN, so the largest distance is the statistic as it is
+            worst = float(np.max(self.ulps)) if self.ulps.size else 0.0
+            return PolicyOutcome(mismatches == 0, mismatches, total, statistic=worst, limit=float(policy.max_ulp))
+        return PolicyOutcome(passed=mismatches == 0, mismatches=mismatches, total=total)
+
+
 def element_mismatches(
     actual: np.ndarray,
-    expected: np.ndarray,
+    expected: "np.ndarray | Reference",
     policy: TolerancePolicy,
     dtype: str | np.dtype | None = None,
     ulps: np.ndarray | None = None,
@@ -107,40 +313,9 @@ def element_mismatches(
     """Boolean array: True where an element breaks `policy` (see the module docstring).
 
     `dtype` is the output dtype (for ulp/exact); defaults to the dtype of `actual`. `ulps`: the
-    ULP distances, when the caller already has them.
+    ULP distances, when the caller already has them. `expected` may be a prepared Reference.
     """
-    a, b = _as_f64(actual), _as_f64(expected)
-    if a.shape != b.shape:
-        raise ValueError(f"shape {a.shape} of the result differs from the reference's {b.shape}")
-    nf = nonfinite_match(a, b)
-    all_finite = not nf.decided.any()
-    finite = ~nf.decided
-    out_dtype = format_name(dtype if dtype is not None else np.asarray(actual).dtype)
-    with np.errstate(invalid="ignore", over="ignore"):
-        err = np.abs(a - b) if all_finite else np.where(finite, np.abs(a - b), 0.0)
-        kind = policy.kind
-        if kind == "allclose":
-            bad = err > policy.atol + policy.rtol * np.abs(b if all_finite else np.where(finite, b, 0.0))
-        elif kind == "range_relative":
-            bad = err > policy.atol + policy.rtol * _max_abs_finite(b)
-        elif kind == "rel_l2":
-            n = max(int(finite.sum()), 1)
-            share = policy.tol * float(np.sqrt(np.sum(np.where(finite, b, 0.0) ** 2))) / np.sqrt(n)
-            bad = err > share
-        elif kind == "ulp":
-            if is_float_format(out_dtype):
-                bad = (ulps if ulps is not None else ulp_distance(a, b, out_dtype)) > policy.max_ulp
-            else:
-                bad = err > policy.max_ulp
-        elif kind == "exact":
-            if is_float_format(out_dtype):
-                ra, rb = round_to(a, out_dtype), round_to(b, out_dtype)
-                bad = (ra != rb) | (np.signbit(ra) != np.signbit(rb))
-            else:
-                bad = a != b
-        else:
-            raise ValueError(f"unknown tolerance kind {kind!r}; use one of {', '.join(TOLERANCE_KINDS)}")
-    return bad if all_finite else np.where(nf.decided, ~nf.matched, bad)
+    return Comparison(actual, expected, dtype, ulps).mismatches(policy)
 
 
 def _max_abs_finite(b: np.ndarray) -> float:
@@ -174,39 +349,17 @@ class PolicyOutcome:
 
 def check_policy(
     actual: np.ndarray,
-    expected: np.ndarray,
+    expected: "np.ndarray | Reference",
     policy: TolerancePolicy,
     dtype: str | np.dtype | None = None,
     ulps: np.ndarray | None = None,
 ) -> PolicyOutcome:
     """Does `actual` pass `policy` against `expected`? rel_l2 is judged norm-wise, the rest per element.
 
-    `ulps`: the ULP distances in the output dtype, when the caller already has them.
+    `ulps`: the ULP distances in the output dtype, when the caller already has them. `expected`
+    may be a prepared Reference (cheaper for several checks against the same reference).
     """
-    policy = as_policy(policy)
-    bad = element_mismatches(actual, expected, policy, dtype, ulps)
-    total = int(bad.size)
-    mismatches = int(bad.sum())
-    if policy.kind == "rel_l2":
-        a, b = _as_f64(actual), _as_f64(expected)
-        nf = nonfinite_match(a, b)
-        nonfinite_bad = int((nf.decided & ~nf.matched).sum())
-        ratio = rel_l2_error(a, b)
-        return PolicyOutcome(
-            passed=nonfinite_bad == 0 and ratio <= policy.tol,
-            mismatches=mismatches,
-            total=total,
-            statistic=ratio,
-            limit=policy.tol,
-        )
-    if policy.kind == "ulp":
-        out_dtype = format_name(dtype if dtype is not None else np.asarray(actual).dtype)
-        if is_float_format(out_dtype):
-            dist = ulps if ulps is not None else ulp_distance(_as_f64(actual), _as_f64(expected), out_dtype)
-            both_nan = np.isnan(_as_f64(actual)) & np.isnan(_as_f64(expected))
-            worst = float(np.max(np.where(both_nan, 0.0, dist))) if dist.size else 0.0
-            return PolicyOutcome(mismatches == 0, mismatches, total, statistic=worst, limit=float(policy.max_ulp))
-    return PolicyOutcome(passed=mismatches == 0, mismatches=mismatches, total=total)
+    return Comparison(actual, expected, dtype, ulps).outcome(as_policy(policy))
 
 
 def passes(

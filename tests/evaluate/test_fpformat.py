@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from nkitui.evaluate.fpformat import format_name, round_to, spacing, ulp_distance, unit_roundoff
+from nkitui.evaluate.fpformat import format_name, keyed, ordered_keys, round_to, spacing, ulp_distance, unit_roundoff
 
 
 @pytest.mark.parametrize(
@@ -67,3 +67,33 @@ def test_spacing_matches_numpy_for_float32_and_float16():
     assert np.array_equal(spacing(x, "float32"), np.spacing(x.astype(np.float32)).astype(np.float64))
     assert np.array_equal(spacing(x, "float16"), np.spacing(x.astype(np.float16)).astype(np.float64))
     assert spacing(np.array([0.0]), "bfloat16")[0] == 2.0**-133
+
+
+@pytest.mark.parametrize("dtype", ["bfloat16", "float8_e4m3", "float8_e4m3fn", "float8_e5m2", "float16"])
+def test_keys_and_spacing_agree_with_walking_every_representable_value(dtype):
+    # every non-negative finite value of the format, in bit order (= value order)
+    storage = np.dtype({"bfloat16": ml_dtypes.bfloat16, "float8_e4m3": ml_dtypes.float8_e4m3,
+                        "float8_e4m3fn": ml_dtypes.float8_e4m3fn, "float8_e5m2": ml_dtypes.float8_e5m2,
+                        "float16": np.float16}[dtype])
+    width = {1: np.uint8, 2: np.uint16}[storage.itemsize]
+    bits = np.arange(0, 1 << (8 * storage.itemsize - 1), dtype=np.uint64).astype(width)
+    stored = bits.view(storage)
+    with np.errstate(invalid="ignore"):  # the NaN bit patterns among them
+        values = stored[np.isfinite(stored)].astype(np.float64)
+    assert np.all(np.diff(values) > 0)
+    keys = ordered_keys(values, dtype)
+    assert np.array_equal(keys, np.arange(values.size))  # adjacent values are one key apart
+    assert np.array_equal(ordered_keys(-values, dtype), -np.arange(values.size))  # -0 and +0 share key 0
+    # the gap above each value (its ULP) is the distance to the next one
+    assert np.array_equal(spacing(values[:-1], dtype)[values[:-1] > 0], np.diff(values)[values[:-1] > 0])
+    d = ulp_distance(values[:-1], -values[1:], dtype)
+    assert np.array_equal(d, 2 * np.arange(values.size - 1) + 1)  # across zero: both sides counted
+
+
+def test_keyed_values_judge_identity_like_the_rounded_floats():
+    kinds = keyed(np.array([1.0, 0.0, -0.0, np.nan, np.inf, 1e6]), "float8_e4m3fn")
+    others = keyed(np.array([1.0, -0.0, -0.0, np.nan, np.inf, 1e6]), "float8_e4m3fn")
+    # +0 is not -0; NaN is never identical, and e4m3fn has no infinity: inf and 1e6 round to NaN
+    assert list(kinds.same_as(others)) == [True, False, True, False, False, False]
+    f32 = keyed(np.array([np.inf, -np.inf, 2.0]), "float32")
+    assert list(f32.same_as(keyed(np.array([np.inf, np.inf, 2.0]), "float32"))) == [True, False, True]

@@ -119,3 +119,21 @@ def test_metrics_round_trip_through_strict_json():
     back = OutputMetrics.from_dict(json.loads(text))
     assert back.to_dict() == m.to_dict()
     assert back.nonfinite.inf_where_finite == 1
+
+
+def test_worst_elements_list_mismatches_first_by_error_then_the_lower_index():
+    b = np.zeros(1000)
+    a = np.zeros(1000)
+    a[[10, 20, 30]] = [0.5, 0.7, 0.5]  # mismatches under atol 0.1
+    a[[40, 50]] = [0.05, 0.05]  # within tolerance, equal errors
+    m = compute_metrics("y", a, b, {"kind": "allclose", "atol": 0.1, "rtol": 0.0}, "float32", worst_k=5)
+    assert [w.index[0] for w in m.worst] == [20, 10, 30, 40, 50]
+    assert [w.mismatch for w in m.worst] == [True, True, True, False, False]
+    # an exact match: every error ties at zero, the lowest indices come first
+    exact = compute_metrics("y", b, b, {"kind": "exact"}, "float32", worst_k=3)
+    assert [w.index[0] for w in exact.worst] == [0, 1, 2]
+    # more mismatches than slots: the largest of them (NaN/Inf disagreements rank as infinite)
+    a2 = np.linspace(0.2, 0.9, 1000)
+    a2[500] = np.nan
+    many = compute_metrics("y", a2, b, {"kind": "allclose", "atol": 0.1, "rtol": 0.0}, "float32", worst_k=3)
+    assert [w.index[0] for w in many.worst] == [500, 999, 998]

@@ -2,6 +2,8 @@ import numpy as np
 import pytest
 
 from nkitui.evaluate.tolerance import (
+    Comparison,
+    Reference,
     TolerancePolicy,
     check_policy,
     element_mismatches,
@@ -74,3 +76,32 @@ def test_policy_from_dict_names_the_field_in_errors():
 def test_shape_mismatch_is_an_error():
     with pytest.raises(ValueError, match=r"shape \(2,\) of the result differs from the reference's \(3,\)"):
         element_mismatches(np.zeros(2), np.zeros(3), TolerancePolicy())
+
+
+def test_one_comparison_under_many_policies_matches_one_check_each():
+    rng = np.random.default_rng(3)
+    b = rng.normal(size=(64, 48)).astype(np.float32)
+    a = (b * (1 + rng.normal(size=b.shape) * 1e-6)).astype(np.float32)
+    a[0, :3] = [np.nan, np.inf, 0.0]
+    b[0, 2] = -0.0
+    ref = Reference(b)
+    cmp = Comparison(a, ref, "float32")
+    policies = [TolerancePolicy(kind="allclose", atol=1e-6, rtol=1e-6), TolerancePolicy(kind="range_relative", atol=0, rtol=1e-6),
+                TolerancePolicy(kind="rel_l2", tol=1e-6), TolerancePolicy(kind="ulp", max_ulp=2), TolerancePolicy(kind="exact")]
+    for p in policies:
+        assert cmp.outcome(p) == check_policy(a, b, p, "float32"), p.kind
+        assert np.array_equal(cmp.mismatches(p), element_mismatches(a, b, p, "float32")), p.kind
+        # the prepared reference serves other candidates too
+        zeros = np.zeros(b.shape)
+        assert check_policy(zeros, ref, p, "float32") == check_policy(zeros, b, p, "float32"), p.kind
+    assert cmp.rel_l2 == rel_l2_error(a, b)
+
+
+def test_a_prepared_reference_knows_its_own_format():
+    b = np.array([1.0, 2.5, -3.0], dtype=np.float32)
+    ref = Reference(b)
+    assert ref.rounded("float32") is ref.values  # already float32: rounding changes nothing
+    assert list(ref.rounded("float8_e5m2")) == [1.0, 2.5, -3.0]
+    assert Reference(np.array([1 + 2**-20])).rounded("float32")[0] == 1 + 2**-20
+    assert ref.same_values(np.array([1.0, 2.5, -3.0])) and not ref.same_values(np.array([1.0, 2.5, 3.0]))
+    assert Reference(np.array([np.nan, 1.0])).same_values(np.array([np.nan, 1.0]))
