@@ -21,11 +21,13 @@ import numpy as np
 from nkitui.common.findings import Finding, sort_findings
 from nkitui.evaluate.advisor import ToleranceAdvice, advise_output, partial_sum_rms, reduction_length_for, tolerance_sanity
 from nkitui.evaluate.diagnose import diagnose_failures
+from nkitui.evaluate.fpformat import format_name
 from nkitui.evaluate.goldens import GoldenReport, Goldens, compare_goldens
 from nkitui.evaluate.metrics import OutputMetrics, ShapeMismatchError, compute_metrics
 from nkitui.evaluate.mutants import MutationReport, generate_mutants, run_mutants
 from nkitui.evaluate.precision import PrecisionReport, isolate_precision
 from nkitui.evaluate.runners import InputMaker, KernelRunner, ReferenceFn, RunOptions, SourceRunner, describe_exception
+from nkitui.evaluate.tolerance import Comparison, Reference
 from nkitui.evaluate.trials import LINEAR_OPS, TrialsReport, run_trials
 
 Progress = Callable[[str], None]
@@ -123,12 +125,43 @@ def check_outputs(
         got = np.asarray(actual[spec.name])
         adv = advise_output(spec, ref, inputs, op, accumulation_dtype=accumulation_dtype,
                             magnitude_rms=(magnitudes or {}).get(spec.name))
-        m = compute_metrics(spec.name, got, ref, spec.tolerance, spec.dtype, conventions=adv.advised)
+        m, cmp = _metrics_of(spec, got, ref, adv.advised)
         metrics.append(m)
         advice.append(adv)
-        findings += tolerance_sanity(spec.name, ref, spec.tolerance, spec.dtype, inputs, adv)
-        findings += diagnose_failures(m, got, ref, adv, context)
+        findings += tolerance_sanity(spec.name, cmp.ref, spec.tolerance, spec.dtype, inputs, adv)
+        findings += diagnose_failures(m, got, ref, adv, context, comparison=cmp)
     return metrics, advice, findings
+
+
+def compare_seed(
+    outputs: Sequence[Any],
+    actual: Mapping[str, np.ndarray],
+    reference_outputs: Mapping[str, np.ndarray],
+    advice: Sequence[ToleranceAdvice],
+    context: str = "",
+) -> tuple[list[OutputMetrics], list[Finding]]:
+    """Metrics of a further seed under the advice made on the first, and the diagnosis of failures.
+
+    Raises ShapeMismatchError when an output's shape differs from the reference's.
+    """
+    by_name = {a.name: a for a in advice}
+    metrics, findings = [], []
+    for spec in outputs:
+        adv = by_name.get(spec.name)
+        got, ref = np.asarray(actual[spec.name]), np.asarray(reference_outputs[spec.name])
+        m, cmp = _metrics_of(spec, got, ref, adv.advised if adv else None)
+        metrics.append(m)
+        if not m.passed:
+            findings += diagnose_failures(m, got, ref, adv, context, comparison=cmp)
+    return metrics, findings
+
+
+def _metrics_of(spec: Any, got: np.ndarray, ref: np.ndarray, advised: Mapping[str, Any] | None) -> tuple[OutputMetrics, Comparison]:
+    """compute_metrics on one prepared Comparison, kept for the sanity checks and the diagnosis."""
+    if got.shape != ref.shape:  # compute_metrics words the error
+        compute_metrics(spec.name, got, ref, spec.tolerance, spec.dtype)
+    cmp = Comparison(got, Reference(ref), format_name(spec.dtype))
+    return compute_metrics(spec.name, got, cmp.ref, spec.tolerance, spec.dtype, conventions=advised, comparison=cmp), cmp
 
 
 def run_numerics_audit(
@@ -177,7 +210,7 @@ def run_numerics_audit(
     if trials:
         say(f"trials: {len(seeds)} seed(s)" + (" and adversarial inputs" if adversarial else ""))
         trials_report = run_trials(runner, reference, make_inputs, seeds, outputs, op, adversarial=adversarial,
-                                   accumulation_dtype=accumulation_dtype, precomputed={first: (inputs, got, ref)})
+                                   accumulation_dtype=accumulation_dtype, precomputed={first: (inputs, got, ref, metrics)})
         findings += trials_report.findings
     if precision:
         say("precision isolation: fp32 and precise runs")

@@ -83,6 +83,7 @@ class EvaluationSession:
         self.outputs: dict[int, dict[str, np.ndarray]] = {}  # natural layout
         self.kernel_outputs: dict[int, dict[str, np.ndarray]] = {}  # kernel layout
         self.references: dict[int, dict[str, np.ndarray]] = {}
+        self.seed_metrics: dict[int, list[Any]] = {}  # OutputMetrics per output, per compared seed
         self.seed_results: dict[int, SeedResult] = {}
         self.trace: Any = None
         self.first_metrics: list[Any] = []  # OutputMetrics of the first compared seed
@@ -353,6 +354,7 @@ class EvaluationSession:
                     continue
                 if not self.first_metrics:
                     self.first_metrics, self.advice = metrics, advice
+                self.seed_metrics[seed] = metrics
                 self.numeric_findings.extend(findings)
                 sr.outputs = [m.to_dict() for m in metrics]
                 sr.passed = all(m.passed for m in metrics)
@@ -373,18 +375,9 @@ class EvaluationSession:
             ph.detail = ", ".join(f"{c.id}: {'pass' if c.passed else 'FAIL'}" for c in self.checks if c.id.startswith("output:"))
 
     def _seed_metrics(self, seed: int, inputs: Any, actual: Any, expected: Any) -> tuple[list[Any], list[Any], list[Finding]]:
-        from nkitui.evaluate.diagnose import diagnose_failures
-        from nkitui.evaluate.metrics import compute_metrics
+        from nkitui.evaluate.numerics import compare_seed
 
-        advice_by_name = {a.name: a for a in self.advice}
-        metrics, findings = [], []
-        for spec in self.task.outputs:
-            adv = advice_by_name.get(spec.name)
-            got, ref = np.asarray(actual[spec.name]), np.asarray(expected[spec.name])
-            m = compute_metrics(spec.name, got, ref, spec.tolerance, spec.dtype, conventions=adv.advised if adv else None)
-            metrics.append(m)
-            if not m.passed:
-                findings += diagnose_failures(m, got, ref, adv, context=f"with seed {seed}")
+        metrics, findings = compare_seed(self.task.outputs, actual, expected, self.advice, context=f"with seed {seed}")
         return metrics, self.advice, findings
 
     def _compared_seeds(self) -> list[int]:
@@ -397,7 +390,8 @@ class EvaluationSession:
 
         with self.phase("trials") as ph:
             seeds = self._compared_seeds()
-            done = {s: (self.inputs[s], self.outputs[s], self.references[s]) for s in seeds}
+            # the seeds' runs and comparisons are already made: trials add only the adversarial runs
+            done = {s: (self.inputs[s], self.outputs[s], self.references[s], self.seed_metrics.get(s)) for s in seeds}
             report = run_trials(kernel_runner(self.backend, self.task), self.reference, lambda s: make_inputs(self.task, s),
                                 seeds, self.task.outputs, self.task.op, adversarial=True, precise=self.result.precise,
                                 precomputed=done)

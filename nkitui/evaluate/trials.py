@@ -172,13 +172,14 @@ def run_trials(
     adversarial: bool = True,
     precise: bool = True,
     accumulation_dtype: str = "float32",
-    precomputed: Mapping[int, tuple[dict[str, np.ndarray], Mapping[str, np.ndarray], Mapping[str, np.ndarray]]]
-    | None = None,
+    precomputed: Mapping[int, tuple[Any, ...]] | None = None,
 ) -> TrialsReport:
     """Run the port on every seed, then on the adversarial cases for `op` (built from the first seed).
 
     `outputs`: the task's output specs (name, shape, dtype, tolerance, reduction_length).
-    `precomputed`: {seed: (inputs, port outputs, reference outputs)} for runs already made.
+    `precomputed`: {seed: (inputs, port outputs, reference outputs[, metrics])} for runs already
+    made (and compared: a list of OutputMetrics, one per output in order), so they are neither run
+    nor compared again.
     """
     trials: list[TrialResult] = []
     seed_rms: dict[str, float] = {}
@@ -190,13 +191,17 @@ def run_trials(
         if first_inputs is None:
             first_inputs = inputs
         try:
-            if done is not None:
-                got = _as_outputs(done[1], outputs, "the port")
-                ref = _as_outputs(done[2], outputs, "the reference")
+            known = _known_metrics(done, outputs)
+            if known is not None:
+                metrics = known
             else:
-                got, ref = _run_pair(runner, reference, inputs, outputs, RunOptions(precise=precise, label=label))
-            metrics = [compute_metrics(o.name, got[o.name], ref[o.name], o.tolerance, o.dtype, all_conventions=i == 0)
-                       for o in outputs]
+                if done is not None:
+                    got = _as_outputs(done[1], outputs, "the port")
+                    ref = _as_outputs(done[2], outputs, "the reference")
+                else:
+                    got, ref = _run_pair(runner, reference, inputs, outputs, RunOptions(precise=precise, label=label))
+                metrics = [compute_metrics(o.name, got[o.name], ref[o.name], o.tolerance, o.dtype, all_conventions=i == 0)
+                           for o in outputs]
         except ShapeMismatchError as exc:
             trials.append(TrialResult(label, "seed", seed, "random inputs", "error", error=str(exc)))
             continue
@@ -219,6 +224,16 @@ def run_trials(
         )
     report = TrialsReport(tuple(trials))
     return TrialsReport(report.trials, tuple(trial_findings(report)))
+
+
+def _known_metrics(done: tuple[Any, ...] | None, outputs: Sequence[Any]) -> list[OutputMetrics] | None:
+    """The metrics a precomputed run already carries, when they cover every output in order."""
+    if done is None or len(done) < 4 or done[3] is None:
+        return None
+    metrics = list(done[3])
+    if [m.name for m in metrics] != [o.name for o in outputs]:
+        return None
+    return metrics
 
 
 def _adversarial_trials(runner, reference, base_inputs, seed, outputs, op, precise, acc_dtype, seed_rms):

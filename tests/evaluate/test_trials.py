@@ -121,3 +121,29 @@ def test_adversarial_cases_per_op(op, expected):
     tiny = next(c for c in cases if c.name == "tiny")
     x = tiny.inputs["x"].astype(np.float64)
     assert ((x != 0) & (np.abs(x) < np.finfo(np.float32).smallest_normal)).any()
+
+
+def test_precomputed_seeds_are_neither_run_nor_compared_again():
+    calls = []
+
+    def counting_runner(inputs, options):
+        calls.append(options.label)
+        return stable_softmax(inputs, options)
+
+    first = softmax_inputs(0)
+    got, ref = stable_softmax(first, None), softmax_reference(first)
+    from nkitui.evaluate.metrics import compute_metrics
+
+    known = [compute_metrics("y", got["y"], ref["y"], SOFTMAX_OUT[0].tolerance, "float32")]
+    report = run_trials(counting_runner, softmax_reference, softmax_inputs, [0, 1], SOFTMAX_OUT, "softmax",
+                        precomputed={0: (first, got, ref, known)})
+    # seed 0 was given: only seed 1 and the adversarial cases ran
+    assert calls == ["seed 1", "adversarial: large", "adversarial: tiny", "adversarial: equal", "adversarial: mask"]
+    assert report.seeds[0].metrics[0] is known[0]
+    plain = run_trials(stable_softmax, softmax_reference, softmax_inputs, [0, 1], SOFTMAX_OUT, "softmax")
+    assert _status(report) == _status(plain)
+    # without metrics, a precomputed run is compared here but still not run
+    calls.clear()
+    run_trials(counting_runner, softmax_reference, softmax_inputs, [0], SOFTMAX_OUT, "softmax", adversarial=False,
+               precomputed={0: (first, got, ref)})
+    assert calls == []

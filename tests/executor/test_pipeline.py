@@ -133,3 +133,19 @@ def test_every_optional_phase_on_a_real_kernel(tmp_path):
     assert audit.mutants is not None
     assert result.advice and result.advice[0]["name"] == "out"
     assert {c.id for c in result.checks} >= {"kernel-runs", "output:out", "trials", "precision", "sandbox"}
+
+
+def test_trials_do_not_run_the_seeds_again(tmp_path):
+    # the kernel prints once per launch: the seeds run once (run phase), the trials add only the
+    # adversarial launches
+    task = write_task(tmp_path / "t", prelude="print('launch', flush=True)")
+    handle = start_evaluation(quick_request(task, trials=True, seeds=2))
+    launches = sum(1 for e in handle.events() if getattr(e, "stream", None) == "stdout" and e.text == "launch")
+    result = handle.result
+    assert result.status == "passed", result.error
+    trials = result.numerics_audit().trials
+    assert [t.name for t in trials.seeds] == ["seed 0", "seed 1"] and trials.adversarial
+    assert launches == len(result.seeds) + len(trials.adversarial)
+    # the seed trials carry the compare phase's own metrics (advice conventions included)
+    first = trials.seeds[0].metrics[0]
+    assert first.to_dict() == result.numerics_audit().outputs[0].to_dict()
