@@ -162,6 +162,15 @@ class NkituiApp(ReviewController, RunController, App[int]):
     # --- central worker error handling -----------------------------------------------------------
 
     def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
+        if event.state not in (WorkerState.ERROR, WorkerState.CANCELLED):
+            return
+        if event.worker.group == "run" and self.run_in_progress:
+            # the run worker died on our side: the UI must not wait for a run that will never end
+            self.run_in_progress = False
+            self.run_handle = None
+            self.update_header(run="error", run_detail="")
+        if event.worker.group == "review-submit":
+            self.submitting = False
         if event.state == WorkerState.ERROR:
             error = event.worker.error
             self.notify(f"{type(error).__name__}: {error}", title=f"{event.worker.name} failed",

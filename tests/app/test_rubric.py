@@ -196,3 +196,14 @@ async def test_blind_mode_hides_others_reviews_until_you_review(task_dir, isolat
         await settle(pilot)
         assert "hidden until you submit your own review" in area._verdict_markdown()
         assert "accept" not in area._verdict_markdown().split("Earlier reviews")[1].split("###")[0]
+
+
+async def test_the_last_edit_is_on_disk_when_the_app_quits(task_dir, isolated_xdg):
+    app = new_app(task_dir)
+    async with app.run_test(size=(100, 36)) as pilot:
+        await _open_rubric(pilot)
+        await _score(pilot, app, 1, 3)
+        await pilot.press("q")  # quit at once, before the autosave's quiet period ends
+        await pilot.pause()
+    text = _draft_file(isolated_xdg).read_text()
+    assert "[scores.performance_quality]" in text and "score = 3" in text

@@ -92,3 +92,21 @@ async def test_reopen_an_earlier_run_and_compare_two(task_dir):
         deltas = {(m.output, m.metric): m.change for m in app.screen.comparison.metrics}
         assert deltas[("y", "max_abs")] == "worse"
         assert "worst metrics over seeds" in screen_text(app)
+
+
+async def test_a_run_that_cannot_start_is_reported_and_the_app_goes_on(task_dir):
+    app = new_app(task_dir, backend="emulator")
+
+    def broken_request():
+        raise OSError("no space left on device")
+
+    app.evaluation_request = broken_request
+    async with app.run_test(size=(100, 32)) as pilot:
+        await settle(pilot)
+        await pilot.press("r")
+        await settle(pilot)
+        assert not app.run_in_progress and app.header_state.run == "error"
+        assert any("no space left on device" in n.message for n in app._notifications)
+        await pilot.press("1")  # still answering keys
+        await settle(pilot)
+        assert app.workstation.current_area == "source"

@@ -257,9 +257,6 @@ class ReviewController:
         except ReviewError as exc:
             self.post_message(ReviewSubmitted(exc))
             return
-        except BaseException:
-            self.submitting = False
-            raise
         self.post_message(ReviewSubmitted(result))
 
     def on_review_submitted(self, message: ReviewSubmitted) -> None:
