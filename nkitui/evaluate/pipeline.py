@@ -19,6 +19,12 @@ the reason):
 
 The run result goes out as the last event; the worker's exit code is the CONTRACT's (0 passed,
 1 a check failed, 2 invalid).
+
+Imports: this module is the worker's entry point, so what it imports at the top is paid before the
+first phase event. Only the result and event types are; numpy, the task model, the backends and
+each phase's machinery (analysis, numerics, perf) are imported inside the phase that needs them,
+after its start event, so the UI sees the run begin at once and each phase's time includes its
+imports.
 """
 
 from __future__ import annotations
@@ -27,17 +33,16 @@ import sys
 import time
 from contextlib import contextmanager
 from datetime import datetime, timezone
-from typing import Any, Iterator
+from typing import TYPE_CHECKING, Any, Iterator
 
-import numpy as np
-
-from nkitui.common.findings import Finding
-from nkitui.evaluate.calls import ReferenceOutputError, kernel_args, kernel_runner, load_reference, natural_outputs, source_runner
-from nkitui.evaluate.inputs import make_inputs
 from nkitui.evaluate.result import Check, RunResult, SeedResult
-from nkitui.executor.backends import BackendUnavailable, KernelLoadError, OutputError, choose_backend, make_backend
 from nkitui.executor.context import PhaseFailed, WorkerContext
 from nkitui.executor.events import ErrorEvent
+
+if TYPE_CHECKING:
+    import numpy as np
+
+    from nkitui.common.findings import Finding
 
 DEFAULT_OPTIONS: dict[str, Any] = {
     "backend": "auto", "target": None, "seeds": None, "precise": True, "static": True, "trials": True,
@@ -146,6 +151,8 @@ class EvaluationSession:
         r.findings = [f.to_dict() for f in self.findings]
 
     def _versions(self) -> dict[str, Any]:
+        import numpy as np
+
         from nkitui import __version__
 
         versions: dict[str, Any] = {"nkitui": __version__, "python": sys.version.split()[0], "numpy": np.__version__}
@@ -163,6 +170,7 @@ class EvaluationSession:
     def kernel_error(self, exc: BaseException, what: str) -> ErrorEvent:
         """An exception raised by task code, as an error event with the task's file and line."""
         from nkitui.emulator.errors import NKIEmulatorError
+        from nkitui.executor.backends import KernelLoadError, OutputError
 
         tb = self.ctx.format_traceback(exc)
         if isinstance(exc, NKIEmulatorError):
@@ -186,9 +194,9 @@ class EvaluationSession:
 
     # -- phases ----------------------------------------------------------------------------------
     def _load(self) -> None:
-        from nkitui.task import TaskError, load_task
-
         with self.phase("load") as ph:
+            from nkitui.task import TaskError, load_task
+
             try:
                 task = load_task(self.ctx.workspace)
             except TaskError as exc:
@@ -234,10 +242,12 @@ class EvaluationSession:
             ph.detail = f"{len(found)} finding(s)"
 
     def _compile(self) -> None:
-        from nkitui.executor.backends.detect import probe_environment
-        from nkitui.executor.sandbox import current_guard
-
         with self.phase("compile") as ph:
+            from nkitui.evaluate.calls import load_reference
+            from nkitui.executor.backends import BackendUnavailable, choose_backend, make_backend
+            from nkitui.executor.backends.detect import probe_environment
+            from nkitui.executor.sandbox import current_guard
+
             probe = probe_environment()
             namespace = self.task.kernel.namespace
             try:
@@ -273,6 +283,9 @@ class EvaluationSession:
     def _run(self) -> None:
         task = self.task
         with self.phase("run") as ph:
+            from nkitui.evaluate.calls import kernel_args, natural_outputs
+            from nkitui.evaluate.inputs import make_inputs
+
             errors: list[str] = []
             for i, seed in enumerate(self.seeds):
                 inputs = make_inputs(task, seed)
@@ -314,6 +327,8 @@ class EvaluationSession:
 
     def _reference(self) -> None:
         with self.phase("reference") as ph:
+            from nkitui.evaluate.calls import ReferenceOutputError
+
             for seed in self.seeds:
                 if seed not in self.outputs:
                     continue
@@ -327,11 +342,11 @@ class EvaluationSession:
             ph.detail = f"{len(self.references)} seed(s)"
 
     def _compare(self) -> None:
-        from nkitui.evaluate.metrics import ShapeMismatchError
-        from nkitui.evaluate.numerics import check_outputs, partial_sum_magnitudes
-
         task = self.task
         with self.phase("compare") as ph:
+            from nkitui.evaluate.metrics import ShapeMismatchError
+            from nkitui.evaluate.numerics import check_outputs, partial_sum_magnitudes
+
             per_output: dict[str, list[str]] = {o.name: [] for o in task.outputs}
             for seed in self.seeds:
                 if seed not in self.references:
@@ -386,9 +401,11 @@ class EvaluationSession:
     def _trials(self) -> None:
         if not self.options.get("trials") or not self._compared_seeds():
             return
-        from nkitui.evaluate.trials import run_trials
-
         with self.phase("trials") as ph:
+            from nkitui.evaluate.calls import kernel_runner
+            from nkitui.evaluate.inputs import make_inputs
+            from nkitui.evaluate.trials import run_trials
+
             seeds = self._compared_seeds()
             # the seeds' runs and comparisons are already made: trials add only the adversarial runs
             done = {s: (self.inputs[s], self.outputs[s], self.references[s], self.seed_metrics.get(s)) for s in seeds}
@@ -407,9 +424,10 @@ class EvaluationSession:
     def _precision(self) -> None:
         if not self.options.get("precision") or not self._compared_seeds():
             return
-        from nkitui.evaluate.precision import isolate_precision
-
         with self.phase("precision") as ph:
+            from nkitui.evaluate.calls import kernel_runner
+            from nkitui.evaluate.precision import isolate_precision
+
             if not self.backend.supports_precise_switch:
                 ph.skip(f"the {self.backend.name} backend cannot keep every float in fp32")
                 return
@@ -428,9 +446,10 @@ class EvaluationSession:
     def _goldens(self) -> None:
         if not self.options.get("goldens") or self.task.goldens is None or not self._compared_seeds():
             return
-        from nkitui.evaluate.goldens import GoldenFormatError, compare_goldens, golden_error_finding, load_goldens
-
         with self.phase("goldens") as ph:
+            from nkitui.evaluate.calls import kernel_runner
+            from nkitui.evaluate.goldens import GoldenFormatError, compare_goldens, golden_error_finding, load_goldens
+
             rel = self.task.rel(self.task.goldens)
             try:
                 goldens = load_goldens(self.task.goldens, self.task.inputs, self.task.outputs)
@@ -452,9 +471,10 @@ class EvaluationSession:
     def _mutants(self) -> None:
         if not self.options.get("mutants") or not self._compared_seeds():
             return
-        from nkitui.evaluate.mutants import MutationReport, generate_mutants, run_mutants
-
         with self.phase("mutants") as ph:
+            from nkitui.evaluate.calls import source_runner
+            from nkitui.evaluate.mutants import MutationReport, generate_mutants, run_mutants
+
             entry = self.task.kernel
             source = entry.path.read_text(encoding="utf-8")
             try:
@@ -494,6 +514,8 @@ class EvaluationSession:
 
     def _profile(self) -> None:
         with self.phase("profile") as ph:
+            from nkitui.evaluate.calls import kernel_args
+
             if not self._compared_seeds():
                 ph.skip("no seed produced outputs that matched the reference's shapes")
                 return
@@ -524,6 +546,8 @@ class EvaluationSession:
 
 def _recheck(task: Any, got: dict[str, np.ndarray], expected: dict[str, np.ndarray]) -> str | None:
     """None when a timed launch's outputs equal the verified first launch bit for bit."""
+    import numpy as np
+
     for spec in task.outputs:
         a, b = np.asarray(got.get(spec.name)), np.asarray(expected[spec.name])
         if a.shape != b.shape:
@@ -561,6 +585,8 @@ _VIOLATION_TEXT = {
 
 
 def _violation_finding(v: dict[str, Any]) -> Finding:
+    from nkitui.common.findings import Finding
+
     title, text = _VIOLATION_TEXT.get(v["action"], ("Sandbox violation", "{detail}: {target}"))
     return Finding(rule=f"EXEC-SANDBOX-{v['action'].upper()}", severity="high", title=title,
                    message=text.format(**v), category="integrity", source="executor", data=dict(v))
