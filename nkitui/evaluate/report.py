@@ -202,6 +202,78 @@ def render_result(r: RunResult, *, numerics: bool = True, log_lines: int = 15) -
     return Group(*(p for p in parts if p is not None))
 
 
+# -- A/B comparison -------------------------------------------------------------------------------
+
+CHANGE_STYLE = {"better": "green", "worse": "bold red", "same": "dim", "n/a": "dim"}
+
+
+def _run_line(label: str, r: RunResult | None, run_id: str) -> Text:
+    if r is None:
+        return Text(f"{label}  {run_id}")
+    return Text.assemble((f"{label}  ", "bold"), f"{r.run_id}  ", (r.status, STATUS_STYLE.get(r.status, "bold yellow")),
+                         f"  {r.backend or 'no backend'}/{r.target}  {r.created_at}"
+                         + (f"  commit {r.task_commit[:12]}" if r.task_commit else ""))
+
+
+def render_comparison(cmp: Any, a: RunResult | None = None, b: RunResult | None = None) -> RenderableType:
+    """A/B comparison of two runs (nkitui.evaluate.store.RunComparison: b against a)."""
+    parts: list[RenderableType] = [Text("A/B comparison (B against A)", style="bold"), _run_line("A", a, cmp.a),
+                                   _run_line("B", b, cmp.b)]
+    same = ("same task" if cmp.same_task else "different tasks") + (", same commit" if cmp.same_commit else "")
+    parts.append(Text(f"   {same}", style="dim"))
+    for note in cmp.notes:
+        parts.append(Text(f"   note: {note}", style="yellow"))
+
+    checks = Table(title="checks", title_justify="left", show_edge=False, pad_edge=False)
+    for col in ("check", "A", "B", ""):
+        checks.add_column(col)
+    for c in cmp.checks:
+        changed = c["a"] != c["b"]
+        checks.add_row(c["id"], _mark(c["a"]), _mark(c["b"]), Text("changed", style="bold yellow") if changed else "")
+    if not cmp.checks:
+        checks.add_row("no checks in either run", "", "", "")
+    parts.append(checks)
+
+    if cmp.metrics:
+        metrics = Table(title="worst metric over seeds", title_justify="left", show_edge=False, pad_edge=False)
+        for col in ("output", "metric", "A", "B", "change"):
+            metrics.add_column(col, justify="right" if col in ("A", "B") else "left")
+        for m in cmp.metrics:
+            metrics.add_row(m.output, m.metric, _num(m.a), _num(m.b), Text(m.change, style=CHANGE_STYLE.get(m.change, "")))
+        parts.append(metrics)
+
+    t = cmp.timing or {}
+    line = Text("timing  ", style="bold")
+    if isinstance(t.get("a_us"), (int, float)) and isinstance(t.get("b_us"), (int, float)):
+        line.append(f"A {t['a_us']:.2f} µs ({t.get('a_kind', '?')}) → B {t['b_us']:.2f} µs ({t.get('b_kind', '?')})")
+        if isinstance(t.get("speedup"), (int, float)):
+            line.append(f", speed-up {t['speedup']:.3g}x")
+    line.append(f"  — {t.get('verdict', 'no timing to compare')}")
+    parts.append(line)
+
+    if cmp.utilisation:
+        util = Table(title="engine utilisation (active time %)", title_justify="left", show_edge=False, pad_edge=False)
+        for col in ("engine", "A", "B", "B - A"):
+            util.add_column(col, justify="left" if col == "engine" else "right")
+        for u in cmp.utilisation:
+            delta = u["b"] - u["a"] if isinstance(u["a"], (int, float)) and isinstance(u["b"], (int, float)) else None
+            util.add_row(u["lane"], _num(u["a"], ".1f"), _num(u["b"], ".1f"), _num(delta, "+.1f"))
+        parts.append(util)
+
+    perf = cmp.performance or {}
+    if perf:
+        parts.append(Text.assemble(("cost model / profile  ", "bold"), str(perf.get("headline", ""))))
+        for w in perf.get("warnings") or []:
+            parts.append(Text(f"   note: {w}", style="yellow"))
+    return Group(*parts)
+
+
+def comparison_text(cmp: Any, a: RunResult | None = None, b: RunResult | None = None, width: int = 100) -> str:
+    buf = io.StringIO()
+    Console(file=buf, width=width, color_system=None, force_terminal=False, highlight=False).print(render_comparison(cmp, a, b))
+    return buf.getvalue()
+
+
 def result_text(r: RunResult, width: int = 100, **kwargs: Any) -> str:
     buf = io.StringIO()
     Console(file=buf, width=width, color_system=None, force_terminal=False, highlight=False).print(render_result(r, **kwargs))

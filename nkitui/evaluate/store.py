@@ -24,7 +24,11 @@ _SAFE = re.compile(r"[^A-Za-z0-9_.-]+")
 
 
 class RunNotFound(LookupError):
-    pass
+    """No stored run has the id (or the short id is ambiguous). `suggestions`: close matches."""
+
+    def __init__(self, message: str, suggestions: list[str] | None = None) -> None:
+        super().__init__(message)
+        self.suggestions = list(suggestions or [])
 
 
 def _safe_name(text: str) -> str:
@@ -70,19 +74,52 @@ class RunStore:
         return path
 
     def _find(self, run_id: str, task_id: str | None) -> Path:
-        if task_id is not None:
-            path = self.path_for(task_id, run_id)
-            if path.is_file():
-                return path
+        folder = _safe_name(task_id) if task_id is not None else "*"
+        name = _safe_name(run_id)
+        matches = sorted(self.root.glob(f"{folder}/{name}.json"))
+        if not matches and "-" not in run_id:  # a short id (the random suffix)
+            matches = sorted(self.root.glob(f"{folder}/*-{name}.json"))
+        if len(matches) == 1:
+            return matches[0]
+        if len(matches) > 1:
+            ids = [p.stem for p in matches]
+            raise RunNotFound(f"run id {run_id!r} is ambiguous: it matches {', '.join(ids[:5])}; give the full id", ids)
+        where = f" for task {task_id!r}" if task_id else ""
+        close = self.suggest(run_id, task_id)
+        if close:
+            hint = f"; close matches: {', '.join(close)}"
+        elif self.ids(task_id):
+            hint = "; `nkitui runs list TASK_DIR` lists the stored runs"
         else:
-            matches = sorted(self.root.glob(f"*/{_safe_name(run_id)}.json"))
-            if not matches and "-" not in run_id:  # a short id (the random suffix)
-                matches = sorted(self.root.glob(f"*/*-{_safe_name(run_id)}.json"))
-            if len(matches) == 1:
-                return matches[0]
-            if len(matches) > 1:
-                raise RunNotFound(f"run id {run_id!r} is ambiguous: {', '.join(p.stem for p in matches[:5])}")
-        raise RunNotFound(f"no run {run_id!r}{f' for task {task_id!r}' if task_id else ''} in {self.root}")
+            hint = f"; no run{where} is stored yet (`nkitui check` stores one)"
+        raise RunNotFound(f"no run {run_id!r}{where} in {self.root}{hint}", close)
+
+    def ids(self, task_id: str | None = None) -> list[str]:
+        """Every stored run id (of one task, or of all), newest first (ids sort by time)."""
+        folder = _safe_name(task_id) if task_id is not None else "*"
+        if not self.root.is_dir():
+            return []
+        return sorted({p.stem for p in self.root.glob(f"{folder}/*.json")}, reverse=True)
+
+    def suggest(self, run_id: str, task_id: str | None = None, n: int = 5) -> list[str]:
+        """Stored run ids close to `run_id`: those it is part of (a prefix of the time stamp, part of
+        the short id), then similar spellings. Looks in the task's runs first, then in all."""
+        import difflib
+
+        text = run_id.strip()
+        for scope in ([task_id, None] if task_id is not None else [None]):
+            ids = self.ids(scope)
+            if not ids or not text:
+                continue
+            found = [i for i in ids if text in i]
+            shorts = {i.rsplit("-", 1)[-1]: i for i in ids}
+            for close in difflib.get_close_matches(text, [*ids, *shorts], n=n, cutoff=0.6):
+                full = shorts.get(close, close)
+                if full not in found:
+                    found.append(full)
+            if found:
+                return found[:n]
+        return []
 
     def load(self, run_id: str, task_id: str | None = None) -> RunResult:
         """A stored run by id (full or the short suffix). RunNotFound or ResultVersionError."""
