@@ -89,7 +89,7 @@ def _check(args: argparse.Namespace) -> int:
             print(json.dumps({"status": "invalid", "exit_code": outcome.exit_code, "problems": outcome.problems}, indent=2))
         else:
             for problem in outcome.problems:
-                sys.stderr.write(f"error: {problem}\n")
+                sys.stderr.write(f"{problem}\n")
         return outcome.exit_code
     if args.json:
         print(outcome.result.to_json())
@@ -101,5 +101,5 @@ def _check(args: argparse.Namespace) -> int:
         Console(highlight=False).print(render_result(outcome.result))
         if outcome.exit_code == EXIT_INVALID:
             for problem in outcome.problems:
-                sys.stderr.write(f"error: {problem}\n")
+                sys.stderr.write(f"{problem}\n")
     return outcome.exit_code

@@ -4,7 +4,8 @@ waiting for the end and turning the result into the CONTRACT's exit code.
     outcome = run_check(EvaluationRequest(Path("rmsnorm")), on_event=print)
     outcome.exit_code     # 0 all checks pass, 1 a check failed, 2 task or command invalid
     outcome.result        # RunResult (None when the task could not even be loaded)
-    outcome.problems      # what is invalid and where, when exit_code == 2 before any run
+    outcome.problems      # what is invalid and where (compiler style: "file:line [field]: error: ..."),
+                          # when exit_code == 2
 """
 
 from __future__ import annotations
@@ -53,5 +54,5 @@ def run_check(request: EvaluationRequest, on_event: Callable[[Event], None] | No
     if result.status == "invalid" and result.error:
         e = result.error
         where = f"{e['file']}:{e['line']}: " if e.get("file") and e.get("line") else (f"{e['file']}: " if e.get("file") else "")
-        problems.append(f"{where}{e.get('message', '')}")
+        problems.append(f"{where}error: {e.get('message', '')}")
     return CheckOutcome(result.exit_code, result, problems)

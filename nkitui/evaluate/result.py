@@ -12,6 +12,7 @@ timeout, cancelled, crashed, memory-limit, cpu-limit, killed, internal-error.
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -21,6 +22,26 @@ SCHEMA_NAME = "nkitui.run-result"
 FINISHED_STATUSES = ("passed", "failed", "invalid")
 UNFINISHED_STATUSES = ("timeout", "cancelled", "crashed", "memory-limit", "cpu-limit", "killed", "internal-error")
 STATUSES = FINISHED_STATUSES + UNFINISHED_STATUSES
+
+
+def strict_json(value: Any) -> Any:
+    """`value` with every non-finite float replaced by "nan"/"inf"/"-inf" and numpy scalars and
+    arrays turned into Python numbers and lists, so json.dumps(allow_nan=False) accepts it."""
+    if isinstance(value, dict):
+        return {k if isinstance(k, str) else str(k): strict_json(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [strict_json(v) for v in value]
+    if isinstance(value, float):  # numpy float64 included (a float subclass)
+        if math.isnan(value):
+            return "nan"
+        if math.isinf(value):
+            return "inf" if value > 0 else "-inf"
+        return float(value)
+    if isinstance(value, (str, bool, int)) or value is None:
+        return value
+    if hasattr(value, "tolist"):  # numpy scalars and arrays, without importing numpy here
+        return strict_json(value.tolist())
+    return value
 
 
 class ResultVersionError(ValueError):
@@ -169,7 +190,9 @@ class RunResult:
 
     # -- JSON ------------------------------------------------------------------------------------
     def to_dict(self) -> dict[str, Any]:
-        d = asdict(self)
+        """Strict-JSON-ready: NaN and infinities anywhere (timing, utilisation, ...) become the
+        strings "nan", "inf", "-inf", as in the numerics results."""
+        d = strict_json(asdict(self))
         return {"schema": SCHEMA_NAME, "schema_version": SCHEMA_VERSION, **d}
 
     def to_json(self, indent: int | None = 2) -> str:

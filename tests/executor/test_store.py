@@ -113,3 +113,21 @@ def test_utilisation_of_two_measured_runs_is_compared_with_the_cost_model_tools(
     assert cmp.performance["speedup"] == pytest.approx(231.0 / 182.4)
     tensor = next(u for u in cmp.utilisation if u["lane"] == "tensor")
     assert tensor["a"] == pytest.approx(21.0) and tensor["b"] == pytest.approx(24.6)
+
+
+def test_non_finite_numbers_anywhere_are_written_as_strict_json():
+    import numpy as np
+
+    r = make_result(utilisation={"engines": {"tensor": {"active_time_percent": np.float32(12.5)}}, "count": np.int64(3)})
+    r.timing = {"kind": "estimated", "median_us": float("nan"), "spread": [float("inf"), -np.inf]}
+    text = r.to_json()
+
+    def refuse(name):
+        raise AssertionError(f"non-standard JSON constant {name}")
+
+    d = json.loads(text, parse_constant=refuse)
+    assert d["timing"]["median_us"] == "nan" and d["timing"]["spread"] == ["inf", "-inf"]
+    assert d["utilisation"] == {"engines": {"tensor": {"active_time_percent": 12.5}}, "count": 3}
+    again = RunResult.from_json(text)
+    assert again.timing["median_us"] == "nan"
+    assert again.summary_line().endswith("2/2 checks")  # a non-number median is not shown as a time

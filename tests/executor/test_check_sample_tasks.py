@@ -1,0 +1,90 @@
+"""`nkitui check` on the bundled sample tasks: the CONTRACT's exit codes (0 every check passes, 1 a
+check failed, 2 the task or the command is invalid) and strict JSON, with real workers."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+
+from nkitui.cli import main
+from nkitui.common.resources import bundled_dir
+from nkitui.evaluate import numfindings as rules
+from nkitui.evaluate.check import run_check
+from nkitui.evaluate.result import RunResult
+from nkitui.evaluate.run import EvaluationRequest
+
+SAMPLES = bundled_dir("sample_tasks")
+TASKS = sorted(p.name for p in SAMPLES.iterdir() if (p / "task.toml").is_file())
+GOOD = [t for t in TASKS if not t.startswith("flawed_")]
+# flawed ports whose flaw a check catches (the other two are flagged by findings: the loose
+# tolerance by NUM-ZEROS-PASS, the transliteration by static analysis)
+FAILING = {"flawed_partial_tile": {"output:y", "trials", "precision"}, "flawed_bf16_accum": {"trials", "precision"}}
+QUICK = ["--quiet", "--no-static", "--no-trials", "--no-precision", "--no-store", "--seeds", "1"]
+
+
+def _strict_json(text: str):
+    def refuse(name):
+        raise AssertionError(f"non-standard JSON constant {name}")
+
+    return json.loads(text, parse_constant=refuse)
+
+
+@pytest.mark.slow
+def test_every_sample_task_exits_with_the_contracts_code():
+    def check(name: str):
+        # every check that decides the exit code runs (trials, precision); one seed keeps it short
+        return name, run_check(EvaluationRequest(SAMPLES / name, seeds=1, static=False, store=False))
+
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        outcomes = dict(pool.map(check, TASKS))
+    codes = {name: o.exit_code for name, o in outcomes.items()}
+    expected = {name: 1 if name in FAILING else 0 for name in TASKS}
+    assert codes == expected, {n: [c.id for c in o.result.failed_checks()] for n, o in outcomes.items() if o.result}
+    for name, failing in FAILING.items():
+        assert {c.id for c in outcomes[name].result.failed_checks()} == failing
+    for name in GOOD:
+        assert outcomes[name].result.status == "passed" and not outcomes[name].result.failed_checks()
+
+
+def test_the_loose_tolerance_task_passes_but_reports_that_zeros_would_pass(capsys):
+    code = main(["check", str(SAMPLES / "flawed_loose_tolerance"), "--json", *QUICK])
+    result = RunResult.from_dict(_strict_json(capsys.readouterr().out))
+    assert code == 0 and result.status == "passed"
+    zeros = [f for f in result.findings if f["rule"] == rules.ZEROS_PASS]
+    assert len(zeros) == 1 and "`probs`" in zeros[0]["message"] and "atol = 0.01" in zeros[0]["message"]
+
+
+def test_a_port_writing_nan_fails_with_strict_json(capsys):
+    code = main(["check", str(SAMPLES / "flawed_partial_tile"), "--json", *QUICK])
+    data = _strict_json(capsys.readouterr().out)
+    assert code == 1 and data["status"] == "failed"
+    out = data["seed_results"][0]["outputs"][0]
+    assert out["nonfinite"]["nan_where_finite"] > 0
+    assert "inf" in {v for row in out["heatmap"]["max_abs"] for v in row}  # NaN tiles rank as infinite errors
+    assert {f["rule"] for f in data["findings"]} >= {rules.NONFINITE, rules.TILE_LOCALISED}
+
+
+@pytest.mark.parametrize("edit, where", [
+    (lambda t: t.replace('dtype = "float32"\ntolerance', 'dtype = "float33"\ntolerance'), "outputs[0].dtype"),
+    (lambda t: t.replace('op = "softmax"', 'op = "softmax'), "task.toml:"),
+    (lambda t: t.replace("shape = [300, 512]", "shape = [300, -512]", 1), "inputs[0].shape"),
+])
+def test_a_broken_manifest_exits_2_naming_the_file_and_the_field(tmp_path, capsys, edit, where):
+    task = tmp_path / "broken"
+    shutil.copytree(SAMPLES / "flawed_partial_tile", task)
+    manifest = task / "task.toml"
+    text = manifest.read_text()
+    broken = edit(text)
+    assert broken != text
+    manifest.write_text(broken)
+
+    assert main(["check", str(task), "--quiet"]) == 2
+    err = capsys.readouterr().err
+    assert "task.toml" in err and where in err and "error:" in err and "fix:" in err
+    assert main(["check", str(task), "--json"]) == 2
+    data = _strict_json(capsys.readouterr().out)
+    assert data["status"] == "invalid" and data["exit_code"] == 2
+    assert any("task.toml" in p and where in p for p in data["problems"])
