@@ -10,8 +10,10 @@ ratios travel):
              them; baseline: json.loads of the same lines in one process, no pipes or threads
              (ratio = ingest rate / parse rate, the share of pure parsing speed the executor keeps)
   start-up   spawn -> first event of a worker (the hello written before any import), and
-             spawn -> first phase of an evaluation (worker, job file, limits and the pipeline's
-             imports: numpy, the task model); baseline: spawning `python -c pass` to exit
+             spawn -> first phase of an evaluation (worker, job file, limits, sandbox guard and
+             the pipeline module, which imports only the event and result types: numpy, the task
+             model and each phase's machinery come in inside their phases); baseline: spawning
+             `python -c pass` to exit
 """
 
 from __future__ import annotations
