@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from itertools import starmap
+from operator import sub
+
 from nkitui.emulator.trace import Trace
 from nkitui.perf.hardware import TargetSpec, get_target
 from nkitui.perf.hotspots import hot_lines
@@ -35,7 +38,7 @@ def record_from_schedule(trace: Trace, sched: Schedule, *, work: Work | None = N
     engines: dict[str, EngineStats] = {}
     for lane in LANES:
         # lane intervals are sorted and disjoint already
-        per_core = [sum(e - s_ for s_, e in ivs) for name, ivs in sched.intervals.items()
+        per_core = [-sum(starmap(sub, ivs)) for name, ivs in sched.intervals.items()
                     if name.split("@", 1)[0] == lane]
         active = sum(per_core) / cores
         if lane == "sync":  # DMA triggers on Sync are its instructions

@@ -108,7 +108,8 @@ class Schedule:
 
 
 # A storage's dependency record is a plain list (creating one per fresh tile must be cheap):
-# [write records, read records, last end, first index, last index, memory, byte extent, first was a write]
+# [write records, read records, last end, first index, last index, memory, byte extent, first was a write];
+# an empty record list is () rather than a list of its own (fewer objects to build and free)
 # write record: (p0, p1, b0, b1, result ready, end, written by a matmul); read record: (p0, p1, b0, b1, end)
 S_WRITES, S_READS, S_LAST_END, S_FIRST, S_LAST, S_MEM, S_EXTENT, S_FIRST_WRITE = range(8)
 
@@ -372,6 +373,7 @@ def _simulate(trace: Trace, spec: TargetSpec) -> Schedule:
     starts, ends = sched.start, sched.end
 
     storages: dict[int, list] = {}
+    hbm_ids: list[int] = []  # HBM storages, in order of first access
     port_free: dict[tuple[int, str], float] = {}
     core_state: dict[int, _Core] = {}
     tensor_state: dict[int, list[float]] = {}  # core -> [last_end, warm_since]
@@ -416,39 +418,47 @@ def _simulate(trace: Trace, spec: TargetSpec) -> Schedule:
         writes = ins.writes
 
         # ---- dependency-ready time (and the storage records, reused when registering) ----
+        # Access boxes are unpacked once (much cheaper than their named fields) and kept for later.
         ready = 0.0
         psum_ready = 0.0
         read_st = []
         for a in reads:
-            st = storages.get(a.storage)
+            sid, mem, ap0, ap1, ab0, ab1 = a
+            st = storages.get(sid)
             if st is None:
-                st = storages[a.storage] = [[], [], 0.0, idx, idx, a.memory, 0, False]
+                st = storages[sid] = [(), (), 0.0, idx, idx, mem, 0, False]
+                if mem == "hbm":
+                    hbm_ids.append(sid)
             else:
                 wl = st[0]
                 if wl:
-                    ap0, ap1, ab0, ab1 = a.p0, a.p1, a.b0, a.b1
                     for w in wl:
                         if ap0 < w[1] and w[0] < ap1 and ab0 < w[3] and w[2] < ab1:
                             t = w[5] if (is_tensor and w[6]) else w[4]
                             if t > ready:
                                 ready = t
-            read_st.append(st)
+            read_st.append((st, ap0, ap1, ab0, ab1))
         write_st = []
+        fresh = None  # first accesses of storages written here: their records are made when registering
         for a in writes:
-            st = storages.get(a.storage)
+            sid, mem, ap0, ap1, ab0, ab1 = a
+            st = storages.get(sid)
             if st is None:
-                st = storages[a.storage] = [[], [], 0.0, idx, idx, a.memory, 0, True]
-                if a.memory == "psum":
+                if fresh is None:
+                    fresh = [a]
+                else:
+                    fresh.append(a)
+                if mem == "psum":
                     t = _new_psum_tile(a, cs.psum, storages, storage_info, spec)
                     if t > psum_ready:
                         psum_ready = t
+                continue
             elif not st[0] and not st[7] and st[5] == "hbm":
                 # first write to an HBM tensor that was only read so far (an input updated in place): its
                 # reads were not recorded one by one, so wait for all of them (conservative)
                 if st[2] > ready:
                     ready = st[2]
             else:
-                ap0, ap1, ab0, ab1 = a.p0, a.p1, a.b0, a.b1
                 for w in st[0]:
                     if ap0 < w[1] and w[0] < ap1 and ab0 < w[3] and w[2] < ab1 and w[5] > ready:
                         if not (is_tensor and w[6]):  # accumulation into PSUM keeps the order by itself
@@ -456,7 +466,7 @@ def _simulate(trace: Trace, spec: TargetSpec) -> Schedule:
                 for r in st[1]:
                     if ap0 < r[1] and r[0] < ap1 and ab0 < r[3] and r[2] < ab1 and r[4] > ready:
                         ready = r[4]
-            write_st.append(st)
+            write_st.append((st, ap0, ap1, ab0, ab1))
 
         # ---- timing ----
         if kind == KIND_FOLDED:
@@ -470,7 +480,19 @@ def _simulate(trace: Trace, spec: TargetSpec) -> Schedule:
                 # the Sync sequencer only triggers DMAs; the compiler spreads triggers over queues,
                 # so a trigger waiting for its data does not hold back later ones (inferred)
                 t0 = ready
-                _add_sorted(cs.sync_iv, cs.sync_late, t0, t0 + issue)
+                t1 = t0 + issue
+                ivs = cs.sync_iv  # _add_sorted, inlined (two calls per DMA otherwise)
+                if not ivs:
+                    ivs.append([t0, t1])
+                else:
+                    last = ivs[-1]
+                    if t0 < last[0]:
+                        cs.sync_late.append([t0, t1])
+                    elif t0 <= last[1] + _EPS:
+                        if t1 > last[1]:
+                            last[1] = t1
+                    else:
+                        ivs.append([t0, t1])
             else:
                 t0 = cs.free.get(plan.issuer, 0.0)
                 if ready > t0:
@@ -495,7 +517,18 @@ def _simulate(trace: Trace, spec: TargetSpec) -> Schedule:
                 end = fill_end
             busy = end - start
             cs.queue_start[queue] = start
-            _add_sorted(cs.dma_iv, cs.dma_late, start, end)
+            ivs = cs.dma_iv
+            if not ivs:
+                ivs.append([start, end])
+            else:
+                last = ivs[-1]
+                if start < last[0]:
+                    cs.dma_late.append([start, end])
+                elif start <= last[1] + _EPS:
+                    if end > last[1]:
+                        last[1] = end
+                else:
+                    ivs.append([start, end])
             result_ready = end
         else:
             efree = cs.free
@@ -559,46 +592,62 @@ def _simulate(trace: Trace, spec: TargetSpec) -> Schedule:
                 row[1] += 1
 
         # ---- register the accesses ----
-        for a, st in zip(reads, read_st):
+        for st, ap0, ap1, ab0, ab1 in read_st:
             if st[0] or st[7] or st[5] != "hbm":  # an unwritten HBM input needs no read records
                 rl = st[1]
-                rl.append((a.p0, a.p1, a.b0, a.b1, end))
-                if len(rl) > _MAX_RECORDS:
-                    st[1] = _merge_oldest(rl, False)
-            if end > st[2]:
-                st[2] = end
-            st[4] = idx
-            if a.b1 > st[6]:
-                st[6] = a.b1
-        by_matmul = plan.matmul
-        for a, st in zip(writes, write_st):
-            ap0, ap1, ab0, ab1 = a.p0, a.p1, a.b0, a.b1
-            wl = st[0]
-            if wl:
-                if len(wl) == 1:
-                    w = wl[0]
-                    if ap0 <= w[0] and w[1] <= ap1 and ab0 <= w[2] and w[3] <= ab1:
-                        wl.clear()
+                if rl:
+                    rl.append((ap0, ap1, ab0, ab1, end))
+                    if len(rl) > _MAX_RECORDS:
+                        st[1] = _merge_oldest(rl, False)
                 else:
-                    st[0] = wl = [w for w in wl
-                                  if not (ap0 <= w[0] and w[1] <= ap1 and ab0 <= w[2] and w[3] <= ab1)]
-            rl = st[1]
-            if rl:
-                if len(rl) == 1:
-                    r = rl[0]
-                    if ap0 <= r[0] and r[1] <= ap1 and ab0 <= r[2] and r[3] <= ab1:
-                        rl.clear()
-                else:
-                    st[1] = [r for r in rl
-                             if not (ap0 <= r[0] and r[1] <= ap1 and ab0 <= r[2] and r[3] <= ab1)]
-            wl.append((ap0, ap1, ab0, ab1, result_ready, end, by_matmul))
-            if len(wl) > _MAX_RECORDS:
-                st[0] = _merge_oldest(wl, True)
+                    st[1] = [(ap0, ap1, ab0, ab1, end)]
             if end > st[2]:
                 st[2] = end
             st[4] = idx
             if ab1 > st[6]:
                 st[6] = ab1
+        by_matmul = plan.matmul
+        for st, ap0, ap1, ab0, ab1 in write_st:
+            # drop the records this write covers; empty record lists are () (no list per storage)
+            wl = st[0]
+            if wl:
+                if len(wl) == 1:
+                    w = wl[0]
+                    if ap0 <= w[0] and w[1] <= ap1 and ab0 <= w[2] and w[3] <= ab1:
+                        wl = None
+                else:
+                    wl = [w for w in wl if not (ap0 <= w[0] and w[1] <= ap1 and ab0 <= w[2] and w[3] <= ab1)]
+            rl = st[1]
+            if rl:
+                if len(rl) == 1:
+                    r = rl[0]
+                    if ap0 <= r[0] and r[1] <= ap1 and ab0 <= r[2] and r[3] <= ab1:
+                        st[1] = ()
+                else:
+                    st[1] = [r for r in rl
+                             if not (ap0 <= r[0] and r[1] <= ap1 and ab0 <= r[2] and r[3] <= ab1)]
+            if wl:
+                wl.append((ap0, ap1, ab0, ab1, result_ready, end, by_matmul))
+                st[0] = _merge_oldest(wl, True) if len(wl) > _MAX_RECORDS else wl
+            else:
+                st[0] = [(ap0, ap1, ab0, ab1, result_ready, end, by_matmul)]
+            if end > st[2]:
+                st[2] = end
+            st[4] = idx
+            if ab1 > st[6]:
+                st[6] = ab1
+        if fresh is not None:
+            for sid, mem, ap0, ap1, ab0, ab1 in fresh:
+                if sid in storages:  # written twice by this instruction
+                    st = storages[sid]
+                    st[0].append((ap0, ap1, ab0, ab1, result_ready, end, by_matmul))
+                    if ab1 > st[6]:
+                        st[6] = ab1
+                    continue
+                storages[sid] = [[(ap0, ap1, ab0, ab1, result_ready, end, by_matmul)], (), end, idx, idx, mem, ab1,
+                                 True]
+                if mem == "hbm":
+                    hbm_ids.append(sid)
 
     # ---- totals from the plans' per-line rows ----
     rows: dict[tuple, list] = dict(other_lines)
@@ -622,7 +671,7 @@ def _simulate(trace: Trace, spec: TargetSpec) -> Schedule:
     sched.total_time = max(ends, default=0.0)
     sched.cores = max(1, len(core_state))
     sched.sbuf_peak_bytes = _sbuf_pressure(instrs, storages, storage_info, spec, notes)
-    sched.input_bytes = _input_bytes(storages, storage_info)
+    sched.input_bytes = _input_bytes(hbm_ids, storages, storage_info)
     if sched.undocumented_opcodes:
         listed = ", ".join(sorted(sched.undocumented_opcodes))
         notes.append(f"no published cost formula for {listed}: used the VectorE rule "
@@ -701,10 +750,10 @@ def _new_psum_tile(a, banks: "_PsumBanks", storages: dict, storage_info: dict, s
     return banks.acquire(a.storage, need, storages)
 
 
-def _input_bytes(storages: dict[int, list], storage_info: dict) -> int:
+def _input_bytes(hbm_ids: list[int], storages: dict[int, list], storage_info: dict) -> int:
     total = 0
-    for sid, st in storages.items():
-        if st[S_MEM] != "hbm" or st[S_FIRST_WRITE]:
+    for sid in hbm_ids:
+        if storages[sid][S_FIRST_WRITE]:
             continue
         info = storage_info.get(sid)
         if info is None or not info.shape:
@@ -764,12 +813,18 @@ def _add_sorted(ivs: list[list[float]], late: list[list[float]], start: float, e
 
 def _union(ivs: list) -> list[list[float]]:
     out: list[list[float]] = []
-    for s, e in sorted(ivs):
-        if out and s <= out[-1][1] + _EPS:
-            if e > out[-1][1]:
-                out[-1][1] = e
+    if not ivs:
+        return out
+    ivs = sorted(ivs)
+    cur_s, cur_e = ivs[0]
+    for s, e in ivs:
+        if s <= cur_e + _EPS:
+            if e > cur_e:
+                cur_e = e
         else:
-            out.append([s, e])
+            out.append([cur_s, cur_e])
+            cur_s, cur_e = s, e
+    out.append([cur_s, cur_e])
     return out
 
 
@@ -779,13 +834,23 @@ def _sbuf_pressure(instrs, storages: dict[int, list], storage_info: dict, spec: 
     n = len(instrs)
     delta = [0] * (n + 2)
     any_sbuf = False
+    tile_bytes: dict[tuple, int] = {}  # (shape, dtype) -> bytes per partition
+    info_of = storage_info.get
     for sid, st in storages.items():
-        if st[S_MEM] != "sbuf":
+        if st[5] != "sbuf":  # S_MEM
             continue
         any_sbuf = True
-        size = max(st[S_EXTENT], _tile_bytes(storage_info.get(sid)))
-        delta[st[S_FIRST]] += size
-        delta[st[S_LAST] + 1] -= size
+        size = st[6]  # S_EXTENT
+        info = info_of(sid)
+        if info is not None:
+            key = (info.shape, info.dtype)
+            tb = tile_bytes.get(key)
+            if tb is None:
+                tb = tile_bytes[key] = _tile_bytes(info)
+            if tb > size:
+                size = tb
+        delta[st[3]] += size  # S_FIRST
+        delta[st[4] + 1] -= size  # S_LAST
     if not any_sbuf:
         return 0
     live = list(accumulate(delta))
