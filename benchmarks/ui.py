@@ -11,9 +11,12 @@ ratios travel). The baseline is a minimal Textual app: one Static that changes o
   keystroke     key press -> the next frame, median over presses: the code view's cursor (j),
                 switching areas (2, 1) and the log's cursor; baseline: the minimal app's key.
   ingestion     log lines fed to the Run area's live log at --rate lines/s (batches every 50 ms, as
-                the run worker sends them) for --seconds: lines shown per second, and keystroke
-                latency in the code view while the log ingests, as a ratio to idle.
-                Goals: >= 100k lines/s shown, no input lag (latency ratio close to 1).
+                the run worker sends them) for --seconds: whether the view keeps up (feed time /
+                time until the last line is on screen, 1.0 = keeps up), and keystroke latency in the
+                code view while the log ingests, as a ratio to idle.
+                Goals: keeps up at 100k lines/s, no input lag (latency ratio close to 1).
+  ready         (information) process start -> task loaded, code highlighted, analysis, history
+                and draft shown: the workstation fully usable, against the minimal app's first frame.
 """
 
 from __future__ import annotations
@@ -61,12 +64,12 @@ def minimal_app():
 
 
 def nkitui_app(task_dir: Path):
-    """The app as `nkitui TASK_DIR` builds it (nkitui.app.run_app without running it)."""
+    """The app as `nkitui TASK_DIR` builds it (nkitui.app.run_app without running it): the task
+    folder is loaded after the first frame."""
     from nkitui.app.app import NkituiApp
     from nkitui.app.config import load_config
-    from nkitui.task import load_task
 
-    return NkituiApp(load_task(task_dir), backend="emulator", config=load_config())
+    return NkituiApp(task_dir, backend="emulator", config=load_config())
 
 
 class FrameClock:
@@ -94,29 +97,34 @@ def child_first_frame(kind: str, task_dir: str, started: float) -> None:
     clock = FrameClock()
     app = minimal_app() if kind == "minimal" else nkitui_app(Path(task_dir))
 
-    async def stop_after_first_frame(pilot) -> None:  # noqa: ANN001
+    ready: list[float] = []
+
+    async def stop_after_first_frame_then_ready(pilot) -> None:  # noqa: ANN001
         while not clock.frames:
             await asyncio.sleep(0.001)
-        # Leave once start-up is over (not measured), so no mount is cut short by the exit.
-        while not getattr(pilot.app, "session_started", True):
-            await asyncio.sleep(0.01)
+        await wait_ready(pilot)
+        ready.append(time.perf_counter())
         pilot.app.exit()
 
-    app.run(headless=True, size=(120, 40), auto_pilot=stop_after_first_frame)
-    print(json.dumps({"first_frame_s": clock.frames[0] - started if clock.frames else None}))
+    app.run(headless=True, size=(120, 40), auto_pilot=stop_after_first_frame_then_ready)
+    print(json.dumps({"first_frame_s": clock.frames[0] - started if clock.frames else None,
+                      "ready_s": ready[0] - started if ready else None}))
 
 
-def first_frame(kind: str, task_dir: Path, repeats: int, env: dict[str, str]) -> float:
+def first_frame(kind: str, task_dir: Path, repeats: int, env: dict[str, str]) -> tuple[float, float]:
+    """Median (first frame, ready) seconds over fresh processes."""
     times: list[float] = []
+    readies: list[float] = []
     for _ in range(repeats):
         started = time.perf_counter()
         out = subprocess.run(
             [sys.executable, __file__, "--child", kind, "--task", str(task_dir), "--started", repr(started)],
             capture_output=True, text=True, env=env, timeout=120, check=True,
         ).stdout
-        value = json.loads(out.strip().splitlines()[-1])["first_frame_s"]
-        times.append(float(value))
-    return statistics.median(times)
+        values = json.loads(out.strip().splitlines()[-1])
+        times.append(float(values["first_frame_s"]))
+        readies.append(float(values["ready_s"]))
+    return statistics.median(times), statistics.median(readies)
 
 
 # -- keystroke latency ------------------------------------------------------------------------------
@@ -204,7 +212,9 @@ async def ingestion(task_dir: Path, rate: int, seconds: float, keys: int, clock:
         result = {
             "lines": log.store.total,
             "fed_s": fed_until - started,
-            "lines_per_s": log.store.total / (shown_at - started),
+            "lines_per_s": log.store.total / (fed_until - started),
+            # 1.0 when the last line is on screen the moment the last batch arrives (keeps up)
+            "keeps_up": (fed_until - started) / (shown_at - started),
             "idle_key_s": statistics.median(idle),
             "busy_key_s": statistics.median(busy) if busy else float("nan"),
             "presses_during_ingestion": len(busy),
@@ -240,8 +250,8 @@ def main(argv: list[str] | None = None) -> int:
             os.environ[f"XDG_{name}_HOME"] = str(base / name.lower())
         task_dir = make_task_repo(base / "scale_rows", FIXTURE)
 
-        minimal_start = first_frame("minimal", task_dir, args.repeats, env)
-        nkitui_start = first_frame("nkitui", task_dir, args.repeats, env)
+        minimal_start, _ = first_frame("minimal", task_dir, args.repeats, env)
+        nkitui_start, nkitui_ready = first_frame("nkitui", task_dir, args.repeats, env)
 
         clock = FrameClock()
         keys = ["j"] * args.keys
@@ -255,12 +265,14 @@ def main(argv: list[str] | None = None) -> int:
     rows = [
         ("first frame", f"{nkitui_start * 1e3:.0f} ms", f"{minimal_start * 1e3:.0f} ms", nkitui_start / minimal_start,
          "<= 1.5"),
+        ("ready (task, code, analysis)", f"{nkitui_ready * 1e3:.0f} ms", f"{minimal_start * 1e3:.0f} ms",
+         nkitui_ready / minimal_start, "(information)"),
         ("keystroke: code cursor (j)", f"{statistics.median(code_keys) * 1e3:.1f} ms", f"{base_key * 1e3:.1f} ms",
          statistics.median(code_keys) / base_key, ""),
         ("keystroke: switch area (2/1)", f"{statistics.median(area_keys) * 1e3:.1f} ms", f"{base_key * 1e3:.1f} ms",
          statistics.median(area_keys) / base_key, ""),
-        ("log ingestion", f"{ingest['lines_per_s']:,.0f} lines/s", f"{args.rate:,} lines/s fed",
-         ingest["lines_per_s"] / args.rate, ">= 1.0"),
+        ("log ingestion (keeps up)", f"{ingest['lines_per_s']:,.0f} lines/s", f"{args.rate:,} lines/s fed",
+         ingest["keeps_up"], "~1.0"),
         ("keystroke while ingesting", f"{ingest['busy_key_s'] * 1e3:.1f} ms",
          f"{ingest['idle_key_s'] * 1e3:.1f} ms idle", ingest["busy_key_s"] / ingest["idle_key_s"], "close to 1"),
     ]

@@ -15,21 +15,23 @@ __all__ = ["run_app"]
 def run_app(task_dir: Path, *, backend: str = "auto", target: str | None = None, theme: str | None = None) -> int:
     """Open the workstation on the task in `task_dir`. Returns the process exit code.
 
-    An invalid task is reported (every problem, with file, field and fix) and returns 2 without
-    starting the UI.
+    The first frame comes before the task is loaded (loading imports numpy). A task that cannot be
+    loaded is shown with every problem (file, field, fix); quitting then returns 2, as a missing
+    folder does at once.
     """
-    from nkitui.task import TaskError, load_task
-
-    try:
-        task = load_task(task_dir)
-    except TaskError as exc:
-        print(exc, file=sys.stderr)
+    task_dir = Path(task_dir).expanduser()
+    if not task_dir.exists():
+        print(f"{task_dir}: no such file or folder; give the path of a task folder or its task.toml", file=sys.stderr)
         return 2
     from nkitui.app.app import NkituiApp
     from nkitui.app.config import load_config
 
     config = load_config()
-    app = NkituiApp(task, backend=None if backend == "auto" else backend, target=target, theme=theme,
+    app = NkituiApp(task_dir, backend=None if backend == "auto" else backend, target=target, theme=theme,
                     config=config)
     result = app.run()
+    if app.task_problems:
+        for problem in app.task_problems:
+            print(problem, file=sys.stderr)
+        return 2
     return int(result or 0)

@@ -6,6 +6,7 @@ Called from worker threads; every function takes domain objects and returns plai
 from __future__ import annotations
 
 import re
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from nkitui.app.evidence import Evidence
@@ -69,3 +70,26 @@ def parse_location(ref: str) -> tuple[str, int] | None:
     """(file, first line) of a finding, source or diff evidence ref, or None when it names no line."""
     m = _LOCATION.search(ref)
     return (m.group("file"), int(m.group("line"))) if m else None
+
+
+def task_preview(path: Path) -> dict[str, str]:
+    """id, title and target to show in the header before the task is loaded (and validated).
+
+    Read straight from task.toml without validation: the loaded Task replaces it moments later.
+    """
+    import tomllib
+
+    manifest = path if path.is_file() else path / "task.toml"
+    folder = manifest.parent
+    data: dict[str, Any] = {}
+    try:
+        data = tomllib.loads(manifest.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError):
+        data = {}
+
+    def text(key: str, default: str) -> str:
+        value = data.get(key)
+        return value if isinstance(value, str) and value.strip() else default
+
+    return {"id": text("id", folder.resolve().name), "title": text("title", "loading…"),
+            "target": text("target", "trn2")}

@@ -21,20 +21,20 @@ from textual.widget import Widget
 from textual.worker import Worker, WorkerState
 
 from nkitui.app import keymap
+from nkitui.app.adapters import task_preview
 from nkitui.app.config import AppConfig
 from nkitui.app.controllers.review import ReviewController
 from nkitui.app.controllers.runs import RunController
 from nkitui.app.evidence import Evidence
 from nkitui.app.messages import (
-    AnalysisReady, DiffReady, RevisionsReady, ShowSource, SourcesReady,
+    AnalysisReady, DiffReady, RevisionsReady, RevisionsWanted, ShowSource, SourcesReady,
 )
 from nkitui.app.screens.workstation import WorkstationScreen
 from nkitui.app.themes import DEFAULT_THEME, fill_nkitui_variables, load_themes
 from nkitui.app.widgets.header import AREAS, HeaderState
-from nkitui.app.widgets.source.area import SourceArea
-from nkitui.app.widgets.source.code_view import SourceFile
 
 if TYPE_CHECKING:
+    from nkitui.app.widgets.source.area import SourceArea
     from nkitui.task import Task
 
 
@@ -55,7 +55,7 @@ class NkituiApp(ReviewController, RunController, App[int]):
 
     def __init__(
         self,
-        task: Task,
+        task: Task | Path,
         *,
         backend: str | None = None,
         target: str | None = None,
@@ -65,10 +65,14 @@ class NkituiApp(ReviewController, RunController, App[int]):
         user_themes: Path | None = None,
     ) -> None:
         super().__init__()
-        self.audit_task = task
+        # A task folder is loaded after the first frame (loading imports numpy); a Task is used as is.
+        self.audit_task: Task | None = None if isinstance(task, Path) else task
+        self.task_dir = task if isinstance(task, Path) else task.root  # a folder, or its task.toml
+        preview = task_preview(self.task_dir) if self.audit_task is None else None
         self.config = config or AppConfig()
         self.backend_choice = backend or self.config.backend or "auto"
-        self.target = target or self.config.target or task.target
+        self.target_override = target or self.config.target
+        self.target = self.target_override or (self.audit_task.target if self.audit_task else preview["target"])
         self.startup_problems: list[str] = list(self.config.problems)
         # Themes: bundled + user, registered before the first frame.
         loaded = load_themes(user=user_themes)
@@ -87,9 +91,12 @@ class NkituiApp(ReviewController, RunController, App[int]):
         self.keymap_overrides, problems = keymap.load_user_keymap(keymap_path)
         self.startup_problems += problems
         self.set_keymap(self.keymap_overrides)
+        shown = self.audit_task or None
         self.header_state = HeaderState(
-            task=task.id, title=task.title, target=self.target, backend=self.backend_choice,
+            task=shown.id if shown else preview["id"], title=shown.title if shown else preview["title"],
+            target=self.target, backend=self.backend_choice,
         )
+        self.task_problems: list = []  # why the task folder could not be loaded (exit code 2)
         self.run_in_progress = False
         self.runs_known = False
         self.review_ready = False
@@ -132,8 +139,6 @@ class NkituiApp(ReviewController, RunController, App[int]):
         ws = self.workstation
         assert ws is not None
         ws.query_one("#header").state = self.header_state
-        for warning in self.audit_task.warnings:
-            self.notify(str(warning), title="task.toml", severity="warning", timeout=10)
         ws.show_area("source")
         # The slow work starts once the first frame is on screen: its imports (numpy, git,
         # tree-sitter) would otherwise hold the interpreter while the shell is being drawn.
@@ -144,7 +149,14 @@ class NkituiApp(ReviewController, RunController, App[int]):
         if ws is None or not ws.areas_mounted:  # the lazily mounted areas are not there yet
             self.call_after_refresh(self._start_session)
             return
+        if self.audit_task is None:
+            self.load_task_worker()
+            return
+        for warning in self.audit_task.warnings:
+            self.notify(str(warning), title="task.toml", severity="warning", timeout=10)
         ws.show_area(ws.current_area)
+        for placeholder in ws.query("#areas-loading"):
+            placeholder.remove()
         self.load_sources()
         self.analyze()
         self.load_history()
@@ -152,6 +164,31 @@ class NkituiApp(ReviewController, RunController, App[int]):
         self.list_runs()
         self.probe_backend()
         self.session_started = True
+
+    @work(thread=True, name="load task", group="task", exclusive=True, exit_on_error=False)
+    def load_task_worker(self) -> None:
+        from nkitui.task import TaskError, load_task
+
+        try:
+            task = load_task(self.task_dir)
+        except TaskError as exc:
+            self.call_from_thread(self._task_failed, list(exc.problems) + list(exc.warnings))
+            return
+        self.call_from_thread(self._task_loaded, task)
+
+    def _task_loaded(self, task: Task) -> None:
+        self.audit_task = task
+        self.target = self.target_override or task.target
+        self.update_header(task=task.id, title=task.title, target=self.target)
+        self._start_session()
+
+    def _task_failed(self, problems: list) -> None:
+        from nkitui.app.screens.problems import TaskProblemsScreen
+
+        self.task_problems = problems
+        self.session_started = True  # nothing more will start
+        self.update_header(run="error", run_detail="task cannot be opened")
+        self.push_screen(TaskProblemsScreen(str(self.task_dir), problems))
 
     def update_header(self, **changes: str) -> None:
         self.header_state = self.header_state.with_(**changes)
@@ -214,6 +251,7 @@ class NkituiApp(ReviewController, RunController, App[int]):
 
     @work(thread=True, name="highlight sources", group="sources", exclusive=True, exit_on_error=False)
     def load_sources(self) -> None:
+        from nkitui.app.widgets.source.code_view import SourceFile
         from nkitui.app.widgets.source.highlight import highlight_lines, language_for
 
         def read(path: Path | None) -> SourceFile | None:
@@ -272,7 +310,7 @@ class NkituiApp(ReviewController, RunController, App[int]):
     def _diff_ready(self, message: DiffReady) -> None:
         self.source_area.set_diff(message.pair, message.files)
 
-    @on(SourceArea.RevisionsWanted)
+    @on(RevisionsWanted)
     def _pick_revisions(self) -> None:
         from nkitui.app.screens.revisions import RevisionPicker
 

@@ -25,7 +25,7 @@ def palette_commands(app: "NkituiApp") -> list[PaletteCommand]:
     add = lambda title, help, fn: c.append(PaletteCommand(title, help, fn))  # noqa: E731
     ws = app.workstation
     running = app.run_in_progress
-    if not running and app.audit_task.runnable:
+    if not running and app.audit_task is not None and app.audit_task.runnable:
         add("Run: start", f"Run the task on {app.backend_label}", app.action_start_run)
     if running:
         add("Run: cancel", "Cancel the run in progress", app.action_cancel_run)

@@ -27,6 +27,10 @@ class CommentWanted(Message):
         self.line = line
 
 
+class RevisionsWanted(Message):
+    """The auditor asked to pick the revisions the diff compares (the app owns the picker screen)."""
+
+
 class SourcesReady(Message):
     def __init__(self, left: Any, right: Any) -> None:  # SourceFile | None each
         super().__init__()

@@ -181,3 +181,40 @@ async def test_search_box_is_a_text_input_so_area_keys_type_letters(task_dir):
         await pilot.press("1", "q")
         await settle(pilot)
         assert app.focused.value == "1q" and app.workstation.current_area == "run" and app.is_running
+
+
+async def test_a_task_folder_loads_after_the_first_frame(task_dir):
+    from nkitui.app.app import NkituiApp
+
+    app = NkituiApp(task_dir)  # a folder, as `nkitui TASK_DIR` passes it
+    assert app.audit_task is None and app.header_state.task == "scale_rows"  # from task.toml, unvalidated
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(pilot)
+        assert app.audit_task is not None and app.audit_task.id == "scale_rows"
+        assert app.header_state.title.startswith("Scale each row")
+        assert app.source_area.code.right.path == "scale_rows_nki.py"
+
+
+async def test_a_broken_task_lists_every_problem_and_quits_with_status_2(tmp_path):
+    from nkitui.app.app import NkituiApp
+    from nkitui.app.screens.problems import TaskProblemsScreen
+
+    folder = tmp_path / "broken"
+    folder.mkdir()
+    (folder / "task.toml").write_text('schema = 1\ntitle = "no id"\n[sources]\nnki = "missing.py"\n')
+    app = NkituiApp(folder)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await settle(pilot)
+        assert isinstance(app.screen, TaskProblemsScreen)
+        text = screen_text(app)
+        assert "Task problems" in text and "required field is missing" in text
+        assert len(app.task_problems) >= 2 and all("task.toml" in str(p) for p in app.task_problems)
+        await pilot.press("q")
+    assert app.task_problems  # run_app turns these into exit status 2
+
+
+def test_open_a_missing_folder_exits_2_without_a_ui(tmp_path, capsys):
+    from nkitui.cli import main
+
+    assert main([str(tmp_path / "nowhere")]) == 2
+    assert "no such file or folder" in capsys.readouterr().err

@@ -47,6 +47,9 @@ class RunController:
 
     def action_start_run(self) -> None:
         task = self.audit_task  # type: ignore[attr-defined]
+        if task is None:
+            self.notify("The task is still loading.", timeout=3)  # type: ignore[attr-defined]
+            return
         if self.run_in_progress:  # type: ignore[attr-defined]
             self.notify("A run is already in progress (x cancels it).", timeout=3)  # type: ignore[attr-defined]
             return

@@ -13,7 +13,7 @@ from textual.widget import Widget
 
 from nkitui.app.widgets.footer import KeyFooter
 from nkitui.app.widgets.header import AREAS, AreaBar, AuditHeader
-from nkitui.app.widgets.source.area import SourceArea
+from nkitui.app.widgets.status import StatusLine
 
 SPLIT_MIN_WIDTH = 140
 SPLIT_MIN_HEIGHT = 40
@@ -79,9 +79,10 @@ class WorkstationScreen(Screen):
         yield AreaBar(id="area-bar")
         with Container(id="areas"):
             # DOM order is the split layout's reading order: Source | Rubric over Run | Engines.
-            # The first frame shows the Source area; the other three mount right after it (they
-            # are hidden in the tabs layout, and styling them would delay the first frame).
-            yield SourceArea(id="area-source", classes="area")
+            # The first frame shows the header at once; the areas are imported and mounted right
+            # after it (building and styling them would delay the first frame).
+            yield StatusLine("Opening the task…", id="areas-loading", classes="strip")
+            yield DeferredArea("source", "nkitui.app.widgets.source.area", "SourceArea")
             yield DeferredArea("rubric", "nkitui.app.widgets.rubric.area", "RubricArea")
             yield DeferredArea("run", "nkitui.app.widgets.run.area", "RunArea")
             yield DeferredArea("engines", "nkitui.app.widgets.engines.area", "EnginesArea")

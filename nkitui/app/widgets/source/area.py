@@ -13,6 +13,7 @@ from textual.widgets.option_list import Option
 from nkitui.app import keymap
 from nkitui.app.evidence import Evidence
 from nkitui.app.gitview import FileDiff, Revision
+from nkitui.app.messages import RevisionsWanted
 from nkitui.app.widgets.source.code_view import SEVERITY_GLYPH, CodePairView, SourceFile, finding_evidence
 from nkitui.app.widgets.source.diff_view import DiffView
 from nkitui.app.widgets.source.rows import RolePair
@@ -97,9 +98,6 @@ finding and the alignment role at the cursor.
 """
 
     BINDINGS = keymap.bindings("source")
-
-    class RevisionsWanted(Message):
-        """The auditor asked to pick revisions (the app owns the picker screen)."""
 
     def __init__(self, *, id: str | None = None, classes: str | None = None) -> None:
         super().__init__(id=id, classes=classes)
@@ -196,7 +194,7 @@ finding and the alignment role at the cursor.
         self._update_bar()
 
     def action_pick_revisions(self) -> None:
-        self.post_message(self.RevisionsWanted())
+        self.post_message(RevisionsWanted())
 
     def action_toggle_findings(self) -> None:
         """Focus the findings list (showing it); from the list, hide it and go back to the code."""
