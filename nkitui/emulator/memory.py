@@ -6,7 +6,7 @@ bytes per partition, PSUM as 8 banks of 2 KiB per partition with first-fit place
 of a tile sits in one bank).
 
 Capacity follows the compiler's liveness analysis, not Python's references: a tile is live from
-its allocation to the last instruction that touches it (`Span`, in instruction positions). A tile
+its allocation to the last instruction that touches it (in instruction positions). A tile
 allocated in a loop body is therefore dead once its iteration's last instruction has used it,
 although the kernel's variable holds it until the next iteration rebinds the name (Python builds
 the new tile before it rebinds). The peaks and the capacity check are computed from these live
@@ -67,7 +67,10 @@ class Storage:
         self.pp_strides = None
         self.span = None  # tracked SBUF tiles: their live range (views share their root's)
         pax = self.pax
-        if pax >= 0:
+        if pax == 0 and len(shape) == 2:  # the common tile
+            self.nbytes_pp = shape[1] * dtype.itemsize if shape[0] else 0
+            self.blocks = 1
+        elif pax >= 0:
             self.nbytes_pp = (math.prod(shape) // shape[pax] if shape[pax] else 0) * dtype.itemsize
             self.blocks = math.prod(shape[:pax]) if pax > 0 else 1
         else:
@@ -132,28 +135,21 @@ def _fill(data: np.ndarray, dtype: dt.DType) -> None:
 INT_SENTINEL = 4
 
 
-class Span:
-    """The live range of one SBUF or PSUM tile in instruction positions: from its allocation (made
-    before instruction `start` runs) to `last`, the last instruction that touched it (-1: none)."""
+# A tile's live range (the compiler's view) is a plain list, cheap to build per result tile:
+# [start, last, bytes per partition, blocks, memory, (path, line) | None, name, shape, dtype].
+# start: instruction position before which it was allocated; last: the last instruction that
+# touched it (-1: none); bytes: 0 once discarded; (path, line): its allocation (SBUF: kept only
+# when it might overflow).
+SP_START, SP_LAST, SP_SIZE, SP_BLOCKS, SP_MEMORY, SP_LOC, SP_NAME, SP_SHAPE, SP_DTYPE = range(9)
 
-    __slots__ = ("start", "last", "size", "blocks", "memory", "loc", "info")
 
-    def __init__(self, start: int, st: Storage) -> None:
-        self.start = start
-        self.last = -1
-        self.size = st.nbytes_pp  # bytes per partition; 0 once discarded
-        self.blocks = max(st.blocks, 1)
-        self.memory = st.memory
-        self.loc = None  # (path, line) of the allocation (SBUF: kept only when it might overflow)
-        self.info = (st.name, st.shape, st.dtype)  # for messages
+def _span_end(sp: list) -> int:
+    return sp[SP_LAST] if sp[SP_LAST] > sp[SP_START] else sp[SP_START]
 
-    @property
-    def end(self) -> int:
-        return self.last if self.last > self.start else self.start
 
-    def label(self) -> str:
-        name, shape, dtype = self.info
-        return f"'{name}' {shape} {dtype.name}" if name else f"tile {shape} {dtype.name}"
+def _span_label(sp: list) -> str:
+    name, shape, dtype = sp[SP_NAME], sp[SP_SHAPE], sp[SP_DTYPE]
+    return f"'{name}' {shape} {dtype.name}" if name else f"tile {shape} {dtype.name}"
 
 
 class OnChipAllocator:
@@ -167,23 +163,26 @@ class OnChipAllocator:
         self.diagnostics = diagnostics
         self.position = position or (lambda: 0)
         self.sbuf_live = 0  # bytes of SBUF tiles Python still refers to (an upper bound of the live ranges)
+        self.psum_live_blocks = 0  # blocks of PSUM tiles Python still refers to (likewise)
         self.sbuf_peak = 0  # peaks of the live ranges, set by close()
         self.psum_peak = 0
-        self.spans: list[Span] = []
+        self.spans: list[list] = []
         self._warned = False
 
     # allocation -------------------------------------------------------------------------------
-    def reserve_sbuf(self, st: Storage) -> None:
-        sp = st.span = Span(self.position(), st)
+    def reserve_sbuf(self, st: Storage, position: int) -> None:
+        """Track SBUF tile `st`, allocated before instruction `position`."""
+        size = st.nbytes_pp
+        sp = st.span = [position, -1, size, 1, "sbuf", None, st.name, st.shape, st.dtype]
         self.spans.append(sp)
-        self.sbuf_live += sp.size
+        self.sbuf_live += size
         if self.sbuf_live > self.target.sbuf_usable_bytes_per_partition and self.mode != "off":
             # what Python holds bounds what is live, so only these allocations can overflow: keep
             # their line for the message close() may raise
-            sp.loc = kernel_location()
+            sp[SP_LOC] = kernel_location()
         st._alloc = self
 
-    def reserve_psum(self, st: Storage) -> None:
+    def reserve_psum(self, st: Storage, position: int) -> None:
         per_block = st.nbytes_pp // max(st.blocks, 1)
         if per_block > self.target.psum_tile_max_bytes:
             raise PsumBankError(
@@ -191,44 +190,51 @@ class OnChipAllocator:
                 f"{self.target.psum_tile_max_bytes} B PSUM bank ({self.target.psum_tile_max_bytes // 4} fp32 "
                 f"elements); split the free dimension into tiles of at most "
                 f"{self.target.psum_tile_max_bytes // st.dtype.itemsize} elements")
-        sp = st.span = Span(self.position(), st)
-        if self.mode != "off":
-            sp.loc = kernel_location()  # PSUM tiles are few: always keep the line
+        blocks = max(st.blocks, 1)
+        sp = st.span = [position, -1, st.nbytes_pp, blocks, "psum", None, st.name, st.shape, st.dtype]
         self.spans.append(sp)
+        self.psum_live_blocks += blocks
+        # a block fails to fit only when every bank holds a live block (or, for a multi-bank block, no
+        # run of free banks is left); Python holds every live block, so keep the line only then
+        if self.mode != "off" and (self.psum_live_blocks > self.target.psum_banks
+                                   or per_block > self.target.psum_bank_bytes):
+            sp[SP_LOC] = kernel_location()
         st._alloc = self
 
     def matmul_result(self, st: Storage) -> None:
         """A return-style matmul result: a PSUM tile of its own unless it is fused later."""
-        self.reserve_psum(st)
+        self.reserve_psum(st, self.position())
 
     def matmul_fused(self, st: Storage) -> None:
         """`psum += result`: the matmul wrote the accumulator directly and needed no bank."""
         if st.span is not None:
-            st.span.size = 0
+            st.span[SP_SIZE] = 0
 
     def release(self, st: Storage) -> None:
         sp = st.span
         if st.memory == "sbuf":
             self.sbuf_live -= st.nbytes_pp
-        if sp is not None and sp.last < 0 and sp.start == self.position():
-            sp.size = 0  # dropped before any instruction used it: the compiler allocates nothing
+        elif sp is not None:
+            self.psum_live_blocks -= sp[SP_BLOCKS]
+        if sp is not None and sp[SP_LAST] < 0 and sp[SP_START] == self.position():
+            sp[SP_SIZE] = 0  # dropped before any instruction used it: the compiler allocates nothing
 
     # the check --------------------------------------------------------------------------------
     def close(self) -> None:
         """The kernel has finished: the peaks of the live ranges, checked against the capacities."""
-        sbuf = [sp for sp in self.spans if sp.size and sp.memory == "sbuf"]
-        psum = [sp for sp in self.spans if sp.size and sp.memory == "psum"]
+        sbuf = [sp for sp in self.spans if sp[SP_SIZE] and sp[SP_MEMORY] == "sbuf"]
+        psum = [sp for sp in self.spans if sp[SP_SIZE] and sp[SP_MEMORY] == "psum"]
         self.spans = []
         if sbuf:
             self._close_sbuf(sbuf)
         if psum:
             self._close_psum(psum)
 
-    def _close_sbuf(self, spans: list[Span]) -> None:
+    def _close_sbuf(self, spans: list[list]) -> None:
         delta = [0] * (self.position() + 3)
         for sp in spans:
-            delta[sp.start] += sp.size
-            delta[sp.end + 1] -= sp.size
+            delta[sp[SP_START]] += sp[SP_SIZE]
+            delta[_span_end(sp) + 1] -= sp[SP_SIZE]
         usable = self.target.sbuf_usable_bytes_per_partition
         live = peak = 0
         over_at = -1
@@ -243,41 +249,43 @@ class OnChipAllocator:
         if over_at < 0 or self.mode == "off":
             return
         # the tile whose allocation first took the live ranges over the usable size
-        culprit = max((sp for sp in spans if sp.start == over_at), key=lambda sp: sp.loc is not None)
-        others = sum(sp.size for sp in spans if sp is not culprit and sp.start <= over_at <= sp.end)
-        msg = (f"SBUF capacity exceeded: {culprit.label()} needs {culprit.size} B per partition while {others} "
-               f"of {usable} usable B per partition are live on {self.target.name} (a tile is live from its "
-               "allocation to its last use)")
+        culprit = max((sp for sp in spans if sp[SP_START] == over_at), key=lambda sp: sp[SP_LOC] is not None)
+        others = sum(sp[SP_SIZE] for sp in spans
+                     if sp is not culprit and sp[SP_START] <= over_at <= _span_end(sp))
+        msg = (f"SBUF capacity exceeded: {_span_label(culprit)} needs {culprit[SP_SIZE]} B per partition while "
+               f"{others} of {usable} usable B per partition are live on {self.target.name} (a tile is live from "
+               "its allocation to its last use)")
         if self.mode == "error":
             raise CapacityError(msg + " (free tiles earlier, tile smaller, or run with capacity='warn')",
-                                location=culprit.loc or ("", 0))
-        self._warn(msg + "; the compiler would spill to HBM", culprit.loc)
+                                location=culprit[SP_LOC] or ("", 0))
+        self._warn(msg + "; the compiler would spill to HBM", culprit[SP_LOC])
 
-    def _close_psum(self, spans: list[Span]) -> None:
+    def _close_psum(self, spans: list[list]) -> None:
         """Place the tiles in the 8 banks first-fit, in allocation order, freeing each after its last use."""
         bank_bytes = self.target.psum_bank_bytes
         used = [0] * self.target.psum_banks
         placed: list[tuple[int, int, list]] = []  # heap of (last use, order, [(bank, bytes), ...])
         for order, sp in enumerate(spans):
-            while placed and placed[0][0] < sp.start:
+            while placed and placed[0][0] < sp[SP_START]:
                 for bank, size in heapq.heappop(placed)[2]:
                     used[bank] -= size
-            per_block = sp.size // sp.blocks
-            chosen = _first_fit(used, per_block, sp.blocks, bank_bytes)
+            blocks = sp[SP_BLOCKS]
+            per_block = sp[SP_SIZE] // blocks
+            chosen = _first_fit(used, per_block, blocks, bank_bytes)
             if chosen is None:
                 live = sum(1 for u in used if u)
-                msg = (f"PSUM capacity exceeded: {sp.label()} needs {sp.blocks} block(s) of {per_block} B but "
+                msg = (f"PSUM capacity exceeded: {_span_label(sp)} needs {blocks} block(s) of {per_block} B but "
                        f"{live} of {len(used)} PSUM banks (2 KiB per partition each) are in use (a tile is live "
                        "from its allocation to its last use)")
                 if self.mode == "error":
                     raise CapacityError(msg + "; release PSUM tiles (copy results to SBUF) before allocating more",
-                                        location=sp.loc or ("", 0))
+                                        location=sp[SP_LOC] or ("", 0))
                 if self.mode == "warn":
-                    self._warn(msg, sp.loc)
+                    self._warn(msg, sp[SP_LOC])
                 continue
             for bank, size in chosen:
                 used[bank] += size
-            heapq.heappush(placed, (sp.end, order, chosen))
+            heapq.heappush(placed, (_span_end(sp), order, chosen))
             total = sum(used)
             if total > self.psum_peak:
                 self.psum_peak = total

@@ -17,7 +17,16 @@ import numpy as np
 from nkitui.emulator import dtypes as dt
 from nkitui.emulator.config import Options
 from nkitui.emulator.errors import NKIEmulatorError, NKIEmulatorWarning, kernel_frame
-from nkitui.emulator.memory import ON_CHIP, OnChipAllocator, Storage, check_partitions, new_array
+from nkitui.emulator.memory import (
+    ON_CHIP,
+    SP_LAST,
+    SP_SIZE,
+    SP_START,
+    OnChipAllocator,
+    Storage,
+    check_partitions,
+    new_array,
+)
 from nkitui.emulator.targets import Target, resolve_target
 from nkitui.emulator.tensor import Tensor
 from nkitui.emulator.trace import Instruction, StorageInfo, Trace
@@ -96,6 +105,7 @@ class Run:
         self.kernel_name = kernel_name
         self.grid = grid
         self.program: tuple[int, ...] = tuple(0 for _ in grid)
+        self.core = 0  # physical core (LNC) index of this run's instructions
         self.trace = trace
         self.recording = trace is not None
         self._files = trace.meta.setdefault("files", {}) if trace is not None else {}
@@ -150,9 +160,9 @@ class Run:
             st.lossy = self.precise
         if track:
             if memory == "sbuf":
-                self.alloc.reserve_sbuf(st)
+                self.alloc.reserve_sbuf(st, self.instructions)
             elif memory == "psum":
-                self.alloc.reserve_psum(st)
+                self.alloc.reserve_psum(st, self.instructions)
         if self.recording:
             self.trace.storages[st.id] = StorageInfo(st.id, name, memory, shape, d.name)
         return st
@@ -241,17 +251,19 @@ class Run:
                meta: dict | None = None) -> Instruction | None:
         """Count the instruction and, inside emulator.trace(), append it to the trace."""
         n = self.instructions
-        for t in ins:  # extend the live ranges of the SBUF tiles it touches
+        for t in ins:  # extend the live ranges of the on-chip tiles it touches (memory.SP_LAST)
             sp = t.st.span
             if sp is not None:
-                sp.last = n
+                sp[1] = n
         for t in outs:
             sp = t.st.span
             if sp is not None:
-                sp.last = n
+                sp[1] = n
         self.instructions = n + 1
-        ec = self.engine_counts
-        ec[engine] = ec.get(engine, 0) + 1
+        try:
+            self.engine_counts[engine] += 1
+        except KeyError:
+            self.engine_counts[engine] = 1
         if not self.recording:
             return None
         frame = kernel_frame()
@@ -303,7 +315,7 @@ class Run:
         instrs = self.trace.instructions
         ins_ = Instruction(len(instrs), engine, opcode, partitions, free, tuple(in_dtypes), out_dtype,
                            tuple(in_mems), out_mem, br, bw, hr, hw, flops, tuple(reads), tuple(writes), base, line,
-                           0, self.program, meta)
+                           self.core, self.program, meta)
         instrs.append(ins_)
         return ins_
 
@@ -312,11 +324,11 @@ class Run:
         (`t[...] = expr`): `dst` is used there, and `temp` needs no memory of its own."""
         n = self.instructions - 1
         sp = temp.span
-        if sp is not None and sp.start == n and sp.last <= n:
-            sp.size = 0
+        if sp is not None and sp[SP_START] == n and sp[SP_LAST] <= n:
+            sp[SP_SIZE] = 0
         sp = dst.span
-        if sp is not None and sp.last < n:
-            sp.last = n
+        if sp is not None and sp[SP_LAST] < n:
+            sp[SP_LAST] = n
 
     def warn_once(self, key, msg: str) -> None:
         if key in self._warned_at:

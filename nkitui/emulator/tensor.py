@@ -50,6 +50,7 @@ def _as_int(v, what: str) -> int:
 _FULL = slice(None)
 _WHOLE: dict[tuple[int, ...], tuple] = {}
 _WHOLE_BOUNDS: dict[tuple[int, ...], tuple] = {}
+_new_tuple = tuple.__new__
 _ROW_STRIDES: dict[tuple[int, ...], tuple[int, ...]] = {}  # HBM shape -> row stride of each leading dim
 
 
@@ -423,7 +424,8 @@ class Tensor:
             return a
         if self.fancy is None:
             if st.pax == 0 and self.ent is _WHOLE.get(self.shape):
-                a = self._acc = Access(st.id, st.memory, 0, self.shape[0], 0, st.nbytes_pp)
+                # tuple.__new__ skips the NamedTuple's Python-level __new__ (3x faster; one per fresh tile)
+                a = self._acc = _new_tuple(Access, (st.id, st.memory, 0, self.shape[0], 0, st.nbytes_pp))
                 return a
             pax = st.pax
             strides = st.strides()[0]

@@ -62,9 +62,10 @@ def tensor_tensor(dst: Tensor, data1: Tensor, data2: Tensor, op, *, engine: str 
     tile(dst, api, "dst")
     tile(data1, api, "data1")
     tile(data2, api, "data2")
-    same_partitions(api, (dst, "dst"), (data1, "data1"), (data2, "data2"))
-    check_fits(api, data1, "data1", dst)
-    check_fits(api, data2, "data2", dst)
+    if data1.shape != dst.shape or data2.shape != dst.shape:  # the common case needs no checks
+        same_partitions(api, (dst, "dst"), (data1, "data1"), (data2, "data2"))
+        check_fits(api, data1, "data1", dst)
+        check_fits(api, data2, "data2", dst)
     opr = alu.resolve_binary(op)
     int_args = data1.st.dtype.is_int and data2.st.dtype.is_int
     if opr.name == "power":
@@ -77,7 +78,8 @@ def tensor_tensor(dst: Tensor, data1: Tensor, data2: Tensor, op, *, engine: str 
     engine = _pick_engine(engine)
     if engine != "gpsimd":
         not_both_psum(api, data1, "data1", data2, "data2")
-    no_gpsimd_psum(api, engine, (dst, "dst"), (data1, "data1"), (data2, "data2"))
+    if engine == "gpsimd":  # the check builds its arguments: only when it can fail
+        no_gpsimd_psum(api, engine, (dst, "dst"), (data1, "data1"), (data2, "data2"))
     if opr.kind == "bitvec":
         _require_int(api, opr.name, (data1, "data1"), (data2, "data2"), (dst, "dst"))
     run.record(engine, "tensor_tensor", (data1, data2), (dst,), partitions=dst.shape[0], free=_free(dst),
@@ -108,12 +110,16 @@ def tensor_scalar(dst: Tensor, data: Tensor, op0, operand0, reverse0: bool = Fal
     run = current()
     tile(dst, api, "dst")
     tile(data, api, "data")
-    same_partitions(api, (dst, "dst"), (data, "data"))
-    check_fits(api, data, "data", dst)
+    if data.shape != dst.shape:  # the common case needs neither check
+        same_partitions(api, (dst, "dst"), (data, "data"))
+        check_fits(api, data, "data", dst)
     o0 = alu.resolve_binary(op0, "op0")
     o1 = alu.resolve_binary(op1, "op1") if op1 is not None else None
     P = data.shape[0]
-    x0, t0 = scalar_or_vector(operand0, api, "operand0", P, dst.ndim)
+    if type(operand0) is float:  # the common immediate
+        x0, t0 = operand0, None
+    else:
+        x0, t0 = scalar_or_vector(operand0, api, "operand0", P, dst.ndim)
     x1, t1 = (scalar_or_vector(operand1, api, "operand1", P, dst.ndim) if o1 is not None else (None, None))
     bitvec = o0.kind == "bitvec"
     if o1 is not None and (o1.kind == "bitvec") != bitvec:
@@ -132,7 +138,8 @@ def tensor_scalar(dst: Tensor, data: Tensor, op0, operand0, reverse0: bool = Fal
         if engine != "vector":
             raise EngineOpError(f"{api}: bit-vector operators run only on the vector engine")
         _require_int(api, o0.name, (data, "data"), (dst, "dst"))
-    no_gpsimd_psum(api, engine, (dst, "dst"), (data, "data"), (t0, "operand0"), (t1, "operand1"))
+    if engine == "gpsimd":
+        no_gpsimd_psum(api, engine, (dst, "dst"), (data, "data"), (t0, "operand0"), (t1, "operand1"))
     ins = (data,) if t0 is None and t1 is None else tuple(t for t in (data, t0, t1) if t is not None)
     run.record(engine, "tensor_scalar", ins, (dst,), partitions=P, free=_free(dst),
                meta=_meta(api, op0=o0.name, op1=o1.name if o1 else None) if run.recording else None)
@@ -219,10 +226,12 @@ def tensor_copy(dst: Tensor, src: Tensor, *, engine: str | None = None, where=No
     run = current()
     tile(dst, api, "dst")
     tile(src, api, "src")
-    same_partitions(api, (dst, "dst"), (src, "src"))
-    check_fits(api, src, "src", dst)
+    if src.shape != dst.shape:
+        same_partitions(api, (dst, "dst"), (src, "src"))
+        check_fits(api, src, "src", dst)
     engine = _pick_engine(engine)
-    no_gpsimd_psum(api, engine, (dst, "dst"), (src, "src"))
+    if engine == "gpsimd":
+        no_gpsimd_psum(api, engine, (dst, "dst"), (src, "src"))
     run.record(engine, "tensor_copy", (src,), (dst,), partitions=dst.shape[0], free=_free(dst), meta=_meta(api) if run.recording else None)
     if not run.execute:
         return write(run, dst, None, where, accumulate)
@@ -238,7 +247,8 @@ def memset(dst: Tensor, value, *, engine: str | None = None, where=None, api: st
     run = current()
     tile(dst, api, "dst")
     engine = _pick_engine(engine)
-    no_gpsimd_psum(api, engine, (dst, "dst"))
+    if engine == "gpsimd":
+        no_gpsimd_psum(api, engine, (dst, "dst"))
     if isinstance(value, Tensor) or np.ndim(value) != 0:
         raise OperandShapeError(f"{api}: value must be a scalar constant, got {type(value).__name__}")
     run.record(engine, "memset", (), (dst,), partitions=dst.shape[0], free=_free(dst),

@@ -34,7 +34,7 @@ class LegacyTensor(Tensor):
     __slots__ = ("_mm", "_gaxes", "_written")
 
     def __init__(self, st, ent, shape, fancy=None) -> None:
-        super().__init__(st, ent, shape, fancy)
+        Tensor.__init__(self, st, ent, shape, fancy)
         self._mm = None
         self._gaxes = None
         self._written = None

@@ -169,8 +169,3 @@ class CoreRun(Run):
             self.trace.storages[st.id] = StorageInfo(st.id, name, memory, tuple(shape), d.name)
         return st
 
-    def record(self, engine, opcode, ins, outs, *, partitions, free, flops=0, meta=None):
-        ins_ = super().record(engine, opcode, ins, outs, partitions=partitions, free=free, flops=flops, meta=meta)
-        if ins_ is not None:
-            ins_.core = self.core
-        return ins_

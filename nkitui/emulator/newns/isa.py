@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from nkitui.emulator import alu
 from nkitui.emulator import engine as _eng
 from nkitui.emulator.engine import collectives as _coll
 from nkitui.emulator.engine import dma_compute as _dmac
@@ -307,7 +308,6 @@ def activation(dst, op, data, bias=None, scale=1.0, reduce_op=None, reduce_res=N
     _extra(api, dst, kw)
     _check_bias(api, bias)
     if reduce_op is not None and current().target.nc_version < 3:
-        from nkitui.emulator import alu
 
         if alu.resolve_binary(reduce_op, "reduce_op").name != "add":
             raise EngineOpError(f"{api}: reduce_op must be nl.add on NeuronCore-v2")
@@ -367,8 +367,6 @@ def tensor_scalar(dst, data, op0, operand0, reverse0=False, op1=None, operand1=N
     api = "nisa.tensor_scalar"
     dst = _tensor(dst, api, "dst")
     _extra(api, dst, kw)
-    from nkitui.emulator import alu
-
     bitvec = alu.resolve_binary(op0, "op0").kind == "bitvec"
     o0 = operand0 if bitvec else _operand(operand0, api, "operand0")
     o1 = operand1 if (bitvec or op1 is None) else _operand(operand1, api, "operand1")
