@@ -91,7 +91,7 @@ async def test_reopen_an_earlier_run_and_compare_two(task_dir):
         assert isinstance(app.screen, ComparisonScreen)
         deltas = {(m.output, m.metric): m.change for m in app.screen.comparison.metrics}
         assert deltas[("y", "max_abs")] == "worse"
-        assert "worst metrics over seeds" in screen_text(app)
+        assert "worst metric over seeds" in screen_text(app)
 
 
 async def test_a_run_that_cannot_start_is_reported_and_the_app_goes_on(task_dir):

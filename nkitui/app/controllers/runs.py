@@ -271,8 +271,8 @@ class RunController:
 
         store = RunStore()
         task_id = self.audit_task.id  # type: ignore[attr-defined]
-        comparison = compare_runs(store.load(run_a, task_id), store.load(run_b, task_id))
-        self.call_from_thread(self.push_screen, ComparisonScreen(comparison))  # type: ignore[attr-defined]
+        a, b = store.load(run_a, task_id), store.load(run_b, task_id)
+        self.call_from_thread(self.push_screen, ComparisonScreen(compare_runs(a, b), a, b))  # type: ignore[attr-defined]
 
 
 def result_summary(result: Any, reopened: bool = False) -> Content:

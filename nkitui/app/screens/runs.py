@@ -4,8 +4,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from rich.console import Group
-from rich.table import Table
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
@@ -14,6 +12,12 @@ from textual.screen import ModalScreen
 from textual.widgets import DataTable, Static
 
 from nkitui.app import keymap
+
+
+def render_comparison(comparison: Any, a: Any, b: Any):
+    from nkitui.evaluate.report import render_comparison as render  # the evaluation's own A/B view
+
+    return render(comparison, a, b)
 
 
 class RunsTable(DataTable):
@@ -102,55 +106,6 @@ class RunsScreen(ModalScreen[tuple | None]):
         self.dismiss(("compare", self.marked[0], self.marked[1]))
 
 
-def _fmt(value: Any) -> str:
-    if value is None:
-        return "-"
-    if isinstance(value, bool):
-        return "pass" if value else "fail"
-    if isinstance(value, float):
-        return f"{value:.3g}"
-    return str(value)
-
-
-def comparison_renderable(cmp: Any) -> Group:
-    """A/B comparison (nkitui.evaluate.store.RunComparison) as tables."""
-    parts: list = [Text.assemble(("A ", "bold"), cmp.a, "  ", ("B ", "bold"), cmp.b)]
-    for note in cmp.notes:
-        parts.append(Text(f"⚠ {note}", style="yellow"))
-    if not cmp.same_commit:
-        parts.append(Text("The two runs are of different task commits (or one has none).", style="dim"))
-    timing = cmp.timing or {}
-    line = f"timing: {timing.get('verdict', '-')}"
-    if isinstance(timing.get("speedup"), (int, float)):
-        line += f" (B is {timing['speedup']:.2f}x A: {timing.get('a_us', 0):.2f} → {timing.get('b_us', 0):.2f} µs)"
-    parts.append(Text(line, style="bold"))
-    checks = Table(title="checks", title_justify="left", show_edge=False)
-    for col in ("check", "A", "B"):
-        checks.add_column(col)
-    for c in cmp.checks:
-        changed = c["a"] != c["b"]
-        checks.add_row(c["id"], _fmt(c["a"]), Text(_fmt(c["b"]), style="bold yellow" if changed else ""))
-    parts.append(checks)
-    metrics = Table(title="worst metrics over seeds", title_justify="left", show_edge=False)
-    for col in ("output", "metric", "A", "B", "change"):
-        metrics.add_column(col)
-    for m in cmp.metrics:
-        style = {"better": "green", "worse": "red"}.get(m.change, "")
-        metrics.add_row(m.output, m.metric, _fmt(m.a), _fmt(m.b), Text(m.change, style=style))
-    parts.append(metrics)
-    if cmp.utilisation:
-        util = Table(title="engine active time (% of total)", title_justify="left", show_edge=False)
-        for col in ("engine", "A", "B"):
-            util.add_column(col)
-        for u in cmp.utilisation:
-            util.add_row(u["lane"], _fmt(u["a"]), _fmt(u["b"]))
-        parts.append(util)
-    perf = cmp.performance or {}
-    for warning in perf.get("warnings", []) if isinstance(perf, dict) else []:
-        parts.append(Text(f"⚠ {warning}", style="yellow"))
-    return Group(*parts)
-
-
 class ComparisonScreen(ModalScreen[None]):
     BINDINGS = [Binding("escape,q", "dismiss", "Close", id="compare.close")]
 
@@ -164,14 +119,17 @@ class ComparisonScreen(ModalScreen[None]):
     ComparisonScreen .hint { color: $text-muted; height: 1; }
     """
 
-    def __init__(self, comparison: Any) -> None:
+    def __init__(self, comparison: Any, a: Any = None, b: Any = None) -> None:
+        """`comparison` is nkitui.evaluate.store.RunComparison; a and b the two RunResults."""
         super().__init__()
         self.comparison = comparison
+        self.a = a
+        self.b = b
 
     def compose(self) -> ComposeResult:
         with Vertical():
             with VerticalScroll():
-                yield Static(comparison_renderable(self.comparison), id="comparison")
+                yield Static(render_comparison(self.comparison, self.a, self.b), id="comparison")
             yield Static("Escape closes", classes="hint")
 
     def on_mount(self) -> None:
