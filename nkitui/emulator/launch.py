@@ -324,6 +324,10 @@ def set_latency_estimator(fn: Callable[[Trace], float | None] | None) -> None:
 
 
 def latency_estimator() -> Callable[[Trace], float | None] | None:
+    """The registered estimator, else the one `NKITUI_LATENCY_ESTIMATOR` names, else None.
+
+    The variable names a module (`nkitui.perf`: its `estimate_latency`) or `package.module:function`;
+    it is imported by name when a benchmark first asks, so the emulator never imports the cost model."""
     if _estimator is not None:
         return _estimator
     spec = os.environ.get("NKITUI_LATENCY_ESTIMATOR", "").strip()
@@ -331,7 +335,13 @@ def latency_estimator() -> Callable[[Trace], float | None] | None:
         return None
     mod, _, attr = spec.partition(":")
     try:
-        return getattr(importlib.import_module(mod), attr or "estimate_latency")
+        fn = getattr(importlib.import_module(mod), attr or "estimate_latency")
     except (ImportError, AttributeError) as e:
         raise NKIEmulatorError(f"NKITUI_LATENCY_ESTIMATOR={spec!r} cannot be loaded ({e}); expected "
+                               "'package.module' (with an estimate_latency function) or "
                                "'package.module:function'", location=("", 0)) from None
+    if not callable(fn):
+        raise NKIEmulatorError(f"NKITUI_LATENCY_ESTIMATOR={spec!r} names {type(fn).__name__} "
+                               f"{attr or 'estimate_latency'!r}, not a function taking a trace",
+                               location=("", 0))
+    return fn

@@ -110,6 +110,42 @@ def test_benchmark_reports_labelled_latency():
     assert (bench.benchmark_result.warmup, bench.benchmark_result.iters) == (5, 10)
 
 
+def fixed_latency(trace):
+    """A latency estimator named through NKITUI_LATENCY_ESTIMATOR in the tests below."""
+    return 7e-6 * len(trace)
+
+
+def test_benchmark_uses_the_estimator_named_in_the_environment(monkeypatch):
+    monkeypatch.setenv("NKITUI_LATENCY_ESTIMATOR", f"{__name__}:fixed_latency")
+    bench = nki.benchmark(add_body)
+    bench(A, B)
+    assert bench.benchmark_result.source == "cost-model estimate"
+    assert bench.benchmark_result.nc_latency.get_latency_percentile(50) == pytest.approx(7.0 * 4)
+
+
+def test_a_registered_estimator_takes_precedence_over_the_environment(monkeypatch):
+    monkeypatch.setenv("NKITUI_LATENCY_ESTIMATOR", f"{__name__}:fixed_latency")
+    emulator.set_latency_estimator(lambda trace: 1e-6)
+    try:
+        bench = nki.benchmark(add_body)
+        bench(A, B)
+    finally:
+        emulator.set_latency_estimator(None)
+    assert bench.benchmark_result.nc_latency.get_latency_percentile(50) == pytest.approx(1.0)
+
+
+@pytest.mark.parametrize("spec, fragment", [
+    ("no_such_module_for_nkitui", "cannot be loaded"),
+    (f"{__name__}:no_such_function", "cannot be loaded"),
+    ("nkitui.emulator:__name__", "not a function"),
+])
+def test_an_unusable_estimator_in_the_environment_is_a_clear_error(monkeypatch, spec, fragment):
+    monkeypatch.setenv("NKITUI_LATENCY_ESTIMATOR", spec)
+    with pytest.raises(emulator.NKIEmulatorError, match="NKITUI_LATENCY_ESTIMATOR") as info:
+        nki.benchmark(add_body)(A, B)
+    assert fragment in str(info.value)
+
+
 def test_benchmark_uses_registered_cost_model():
     seen = []
 
