@@ -72,3 +72,19 @@ async def test_a_hot_line_jumps_to_the_source_and_a_metric_is_evidence(task_dir)
         assert isinstance(app.focused, CodePairView)
         assert app.focused.row_at_cursor().right == first.line
         assert isinstance(hot, DataTable)
+
+
+async def test_a_measured_profile_without_a_timeline_says_so(task_dir):
+    result = recorded_result()
+    profile = dict(result.utilisation)
+    profile.update(source="measured", timeline={}, tool="neuron-explorer summary-json")
+    store_run(result, "20260107T090000Z-cccccc", utilisation=profile)
+    app = new_app(task_dir, backend="emulator")
+    async with app.run_test(size=(100, 60)) as pilot:
+        await _reopen(pilot, app)
+        text = screen_text(app)
+        assert "MEASURED" in text and "neuron-explorer summary-json" in text
+        assert "has no per-engine timeline" in text
+        labels = [app.engines_area.query_one(MetricsTable).get_row_at(i)[0]
+                  for i in range(app.engines_area.query_one(MetricsTable).row_count)]
+        assert "latency (measured)" in labels

@@ -68,15 +68,17 @@ class TimelineStrip(Widget):
     record = reactive(None, layout=True)
 
     def get_content_height(self, container, viewport, width: int) -> int:
-        return len(lanes_of(self.record)) + 1 if self.record is not None else 1
+        return len(lanes_of(self.record)) + 1 if self.record is not None and self.record.timeline else 1
 
     def render(self) -> Content:
         record = self.record
         if record is None:
             return Content.styled("No timeline yet.", "$text-muted")
+        if not record.timeline:
+            return Content.styled(f"This {record.source} record has no per-engine timeline.", "$text-muted")
         lanes = lanes_of(record)
         bins = max(4, self.size.width - _LABEL)
-        busy = record.utilisation_bins(bins, tuple(lanes)) if record.timeline else {}
+        busy = record.utilisation_bins(bins, tuple(lanes))
         lines: list[Content] = []
         for lane in lanes:
             cells = "".join(_LEVELS[min(8, round(f * 8))] for f in busy.get(lane, [0.0] * bins))
