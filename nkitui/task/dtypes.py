@@ -1,54 +1,66 @@
-"""Element types a task may declare for its inputs and outputs, mapped to numpy dtypes."""
+"""Element types a task may declare for its inputs and outputs, mapped to numpy dtypes.
+
+Validating a manifest needs only the names; numpy and ml_dtypes are imported the first time a real
+dtype is asked for, so loading a task (every command does) stays cheap.
+"""
 
 from __future__ import annotations
 
-import ml_dtypes
-import numpy as np
+from functools import cache
+from typing import TYPE_CHECKING
 
-# Name in a manifest -> numpy dtype. ml_dtypes provides the bf16/fp8 types with round-to-nearest-even
-# casts. tfloat32 has no storage type of its own (it lives in 4 bytes), so tasks declare float32.
-_DTYPES: dict[str, np.dtype] = {
-    "float32": np.dtype(np.float32),
-    "float16": np.dtype(np.float16),
-    "bfloat16": np.dtype(ml_dtypes.bfloat16),
-    "float8_e4m3": np.dtype(ml_dtypes.float8_e4m3),
-    "float8_e4m3fn": np.dtype(ml_dtypes.float8_e4m3fn),
-    "float8_e5m2": np.dtype(ml_dtypes.float8_e5m2),
-    "int8": np.dtype(np.int8),
-    "int16": np.dtype(np.int16),
-    "int32": np.dtype(np.int32),
-    "uint8": np.dtype(np.uint8),
-    "uint16": np.dtype(np.uint16),
-    "uint32": np.dtype(np.uint32),
-    "bool": np.dtype(np.bool_),
-}
+if TYPE_CHECKING:
+    import numpy as np
+
+# Manifest names, in the order docs list them. tfloat32 has no storage type of its own (it lives in
+# 4 bytes), so tasks declare float32.
+DTYPE_NAMES: tuple[str, ...] = (
+    "float32", "float16", "bfloat16", "float8_e4m3", "float8_e4m3fn", "float8_e5m2",
+    "int8", "int16", "int32", "uint8", "uint16", "uint32", "bool",
+)
+_FLOAT_NAMES = frozenset({"float32", "float16", "bfloat16", "float8_e4m3", "float8_e4m3fn", "float8_e5m2"})
 
 ALIASES = {"fp32": "float32", "fp16": "float16", "bf16": "bfloat16", "half": "float16", "float": "float32"}
 
-DTYPE_NAMES = tuple(_DTYPES)
+
+@cache
+def _dtypes() -> dict[str, "np.dtype"]:
+    # ml_dtypes provides the bf16/fp8 types with round-to-nearest-even casts.
+    import ml_dtypes
+    import numpy as np
+
+    table = {
+        "float32": np.float32, "float16": np.float16, "bfloat16": ml_dtypes.bfloat16,
+        "float8_e4m3": ml_dtypes.float8_e4m3, "float8_e4m3fn": ml_dtypes.float8_e4m3fn,
+        "float8_e5m2": ml_dtypes.float8_e5m2, "int8": np.int8, "int16": np.int16, "int32": np.int32,
+        "uint8": np.uint8, "uint16": np.uint16, "uint32": np.uint32, "bool": np.bool_,
+    }
+    return {name: np.dtype(table[name]) for name in DTYPE_NAMES}
 
 
 def canonical_dtype_name(name: str) -> str | None:
     """The manifest name for `name` (accepting common aliases), or None if unknown."""
     name = ALIASES.get(name, name)
-    return name if name in _DTYPES else None
+    return name if name in DTYPE_NAMES else None
 
 
-def numpy_dtype(name: str) -> np.dtype:
+def numpy_dtype(name: str) -> "np.dtype":
     canonical = canonical_dtype_name(name)
     if canonical is None:
         raise KeyError(name)
-    return _DTYPES[canonical]
+    return _dtypes()[canonical]
 
 
-def dtype_name(dtype: np.dtype | type) -> str:
+def dtype_name(dtype) -> str:
     """The manifest name of a numpy dtype (inverse of numpy_dtype)."""
+    import numpy as np
+
     dt = np.dtype(dtype)
-    for name, candidate in _DTYPES.items():
+    for name, candidate in _dtypes().items():
         if candidate == dt:
             return name
     return dt.name
 
 
 def is_float(name: str) -> bool:
-    return canonical_dtype_name(name) in {"float32", "float16", "bfloat16", "float8_e4m3", "float8_e4m3fn", "float8_e5m2"}
+    return canonical_dtype_name(name) in _FLOAT_NAMES
