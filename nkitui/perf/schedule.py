@@ -40,6 +40,8 @@ from collections import Counter
 from dataclasses import dataclass, field
 from itertools import accumulate
 
+import numpy as np
+
 from nkitui.emulator.trace import ENGINES, Trace
 from nkitui.perf.costs import MATMUL_OPCODES, TRANSPOSE_OPCODES, compute_cost, dma_plan, matmul_cost
 from nkitui.perf.hardware import TargetSpec, itemsize
@@ -117,15 +119,16 @@ S_WRITES, S_READS, S_LAST_END, S_FIRST, S_LAST, S_MEM, S_EXTENT, S_FIRST_WRITE =
 class _Core:
     """Per-physical-core scheduling state."""
 
-    __slots__ = ("pool", "dma_iv", "dma_late", "sync_iv", "sync_late", "queue_start", "psum", "free", "lanes")
+    __slots__ = ("pool", "dma_iv", "dma_late", "sync_s", "sync_e", "queue_start", "psum", "free", "lanes")
 
     def __init__(self, psum_banks: int) -> None:
         self.pool = _Calendar()  # the 16 DMA engines
         # busy intervals merged as they come when they come in order; the others wait in *_late
         self.dma_iv: list[list[float]] = []
         self.dma_late: list[list[float]] = []
-        self.sync_iv: list[list[float]] = []
-        self.sync_late: list[list[float]] = []
+        # DMA triggers on the Sync engine, in program order (mostly out of time order): starts, ends
+        self.sync_s: list[float] = []
+        self.sync_e: list[float] = []
         self.queue_start: dict[str, float] = {}  # queue -> start of its last transfer
         self.psum = _PsumBanks(psum_banks)
         self.free: dict[str, float] = {}  # engine -> when its in-order queue is free
@@ -374,6 +377,7 @@ def _simulate(trace: Trace, spec: TargetSpec) -> Schedule:
 
     storages: dict[int, list] = {}
     hbm_ids: list[int] = []  # HBM storages, in order of first access
+    sbuf_ids: list[int] = []  # SBUF storages, likewise
     port_free: dict[tuple[int, str], float] = {}
     core_state: dict[int, _Core] = {}
     tensor_state: dict[int, list[float]] = {}  # core -> [last_end, warm_since]
@@ -429,6 +433,8 @@ def _simulate(trace: Trace, spec: TargetSpec) -> Schedule:
                 st = storages[sid] = [(), (), 0.0, idx, idx, mem, 0, False]
                 if mem == "hbm":
                     hbm_ids.append(sid)
+                elif mem == "sbuf":
+                    sbuf_ids.append(sid)
             else:
                 wl = st[0]
                 if wl:
@@ -481,18 +487,8 @@ def _simulate(trace: Trace, spec: TargetSpec) -> Schedule:
                 # so a trigger waiting for its data does not hold back later ones (inferred)
                 t0 = ready
                 t1 = t0 + issue
-                ivs = cs.sync_iv  # _add_sorted, inlined (two calls per DMA otherwise)
-                if not ivs:
-                    ivs.append([t0, t1])
-                else:
-                    last = ivs[-1]
-                    if t0 < last[0]:
-                        cs.sync_late.append([t0, t1])
-                    elif t0 <= last[1] + _EPS:
-                        if t1 > last[1]:
-                            last[1] = t1
-                    else:
-                        ivs.append([t0, t1])
+                cs.sync_s.append(t0)
+                cs.sync_e.append(t1)
             else:
                 t0 = cs.free.get(plan.issuer, 0.0)
                 if ready > t0:
@@ -646,7 +642,9 @@ def _simulate(trace: Trace, spec: TargetSpec) -> Schedule:
                     continue
                 storages[sid] = [[(ap0, ap1, ab0, ab1, result_ready, end, by_matmul)], (), end, idx, idx, mem, ab1,
                                  True]
-                if mem == "hbm":
+                if mem == "sbuf":
+                    sbuf_ids.append(sid)
+                elif mem == "hbm":
                     hbm_ids.append(sid)
 
     # ---- totals from the plans' per-line rows ----
@@ -664,13 +662,13 @@ def _simulate(trace: Trace, spec: TargetSpec) -> Schedule:
     for core, st in core_state.items():
         if st.dma_iv:
             intervals[_lane_name("dma", core)] = _union(st.dma_iv + st.dma_late) if st.dma_late else st.dma_iv
-        if st.sync_iv:
+        if st.sync_s:
             name = _lane_name("sync", core)
-            intervals[name] = _union(st.sync_iv + st.sync_late + intervals.get(name, []))
+            intervals[name] = _union_flat(st.sync_s, st.sync_e, intervals.get(name, []))
     sched.intervals = intervals
     sched.total_time = max(ends, default=0.0)
     sched.cores = max(1, len(core_state))
-    sched.sbuf_peak_bytes = _sbuf_pressure(instrs, storages, storage_info, spec, notes)
+    sched.sbuf_peak_bytes = _sbuf_pressure(instrs, sbuf_ids, storages, storage_info, spec, notes)
     sched.input_bytes = _input_bytes(hbm_ids, storages, storage_info)
     if sched.undocumented_opcodes:
         listed = ", ".join(sorted(sched.undocumented_opcodes))
@@ -796,21 +794,6 @@ def _add_interval(lanes: dict, lane: str, start: float, end: float) -> None:
         ivs.append([start, end])
 
 
-def _add_sorted(ivs: list[list[float]], late: list[list[float]], start: float, end: float) -> None:
-    """Merge [start, end] into `ivs` if it does not start before the last interval, else keep it aside."""
-    if ivs:
-        last = ivs[-1]
-        if start < last[0]:
-            late.append([start, end])
-        elif start <= last[1] + _EPS:
-            if end > last[1]:
-                last[1] = end
-        else:
-            ivs.append([start, end])
-    else:
-        ivs.append([start, end])
-
-
 def _union(ivs: list) -> list[list[float]]:
     out: list[list[float]] = []
     if not ivs:
@@ -828,25 +811,38 @@ def _union(ivs: list) -> list[list[float]]:
     return out
 
 
-def _sbuf_pressure(instrs, storages: dict[int, list], storage_info: dict, spec: TargetSpec,
+def _union_flat(starts: list[float], ends: list[float], more: list[list[float]]) -> list[list[float]]:
+    """Union of the intervals [starts[i], ends[i]] and `more`, merged as `_union` does (numpy: the
+    Sync lane holds one trigger per DMA, far from time order)."""
+    s = np.array(starts + [iv[0] for iv in more], dtype=np.float64)
+    e = np.array(ends + [iv[1] for iv in more], dtype=np.float64)
+    order = np.argsort(s, kind="stable")
+    s, e = s[order], np.maximum.accumulate(e[order])
+    breaks = np.flatnonzero(s[1:] > e[:-1] + _EPS) + 1  # first interval of each merged run
+    first = np.concatenate(([0], breaks))
+    last = np.concatenate((breaks - 1, [len(s) - 1]))
+    return np.stack((s[first], e[last]), axis=1).tolist()
+
+
+def _sbuf_pressure(instrs, sbuf_ids: list[int], storages: dict[int, list], storage_info: dict, spec: TargetSpec,
                    notes: list[str]) -> int:
     """Peak live SBUF bytes per partition; warns when above the usable size (the compiler would spill)."""
     n = len(instrs)
     delta = [0] * (n + 2)
-    any_sbuf = False
-    tile_bytes: dict[tuple, int] = {}  # (shape, dtype) -> bytes per partition
+    any_sbuf = bool(sbuf_ids)
+    by_dtype: dict[str, dict[tuple, int]] = {}  # dtype -> shape -> bytes per partition
     info_of = storage_info.get
-    for sid, st in storages.items():
-        if st[5] != "sbuf":  # S_MEM
-            continue
-        any_sbuf = True
+    for sid in sbuf_ids:
+        st = storages[sid]
         size = st[6]  # S_EXTENT
         info = info_of(sid)
         if info is not None:
-            key = (info.shape, info.dtype)
-            tb = tile_bytes.get(key)
+            sizes = by_dtype.get(info.dtype)
+            if sizes is None:
+                sizes = by_dtype[info.dtype] = {}
+            tb = sizes.get(info.shape)
             if tb is None:
-                tb = tile_bytes[key] = _tile_bytes(info)
+                tb = sizes[info.shape] = _tile_bytes(info)
             if tb > size:
                 size = tb
         delta[st[3]] += size  # S_FIRST
