@@ -9,7 +9,7 @@ from nkitui.emulator.trace import Trace
 from nkitui.perf.hardware import TargetSpec, get_target
 from nkitui.perf.hotspots import hot_lines
 from nkitui.perf.roofline import Work, roofline_point, speed_of_light_for
-from nkitui.perf.schedule import Schedule, simulate
+from nkitui.perf.schedule import Schedule, gc_paused, simulate
 from nkitui.perf.summary import LANES, SUMMARY_ENGINES, EngineStats, PerfRecord, coarsen, union_length_sorted
 
 MODEL_NAME = "nkitui cost model"
@@ -25,8 +25,11 @@ def estimate(trace: Trace, target: str | TargetSpec | None = None, *, work: Work
     achieved percentage of it. The result is labelled `source="estimated"`.
     """
     spec = get_target(target if target is not None else (trace.target or "trn2"))
-    sched = simulate(trace, spec)
-    return record_from_schedule(trace, sched, work=work, hotspots=hotspots)
+    with gc_paused():  # the record is built from the schedule's many temporaries too
+        sched = simulate(trace, spec)
+        record = record_from_schedule(trace, sched, work=work, hotspots=hotspots)
+        del sched  # freed while the collector is still paused
+    return record
 
 
 def record_from_schedule(trace: Trace, sched: Schedule, *, work: Work | None = None,
