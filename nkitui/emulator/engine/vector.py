@@ -7,7 +7,6 @@ import math
 import numpy as np
 
 from nkitui.emulator import alu
-from nkitui.emulator import dtypes as dt
 from nkitui.emulator.engine.common import (
     check_fits,
     current,
