@@ -122,6 +122,7 @@ def test_the_environment_is_scrubbed(tmp_path):
     assert env["HOME"] == str(tmp_path / "home") and env["TMPDIR"] == str(tmp_path / "tmp")
     assert env["PYTHONPATH"] == "/nkitui:/extra"
     assert env["OMP_NUM_THREADS"] == "1"
+    assert env["NKITUI_LATENCY_ESTIMATOR"] == "nkitui.perf"  # nki.benchmark reports cost-model estimates
 
 
 @pytest.mark.parametrize("rc, flags, kind, words", [
