@@ -72,6 +72,26 @@ def parse_location(ref: str) -> tuple[str, int] | None:
     return (m.group("file"), int(m.group("line"))) if m else None
 
 
+def task_speed_of_light(task: Task, target: str) -> tuple[Any, str]:
+    """The task's speed of light on `target` before any run, from its op, shapes and dtypes.
+
+    Returns (perf SpeedOfLight, "") or (None, why there is none, saying how to get one).
+    """
+    if not task.op:
+        return None, ("task.toml declares no `op`, so there is no speed of light before a run "
+                      "(set op = \"matmul\", \"elementwise\", ... to get one)")
+    from nkitui.executor.backends.costmodel import task_work
+    from nkitui.perf.roofline import speed_of_light_for
+
+    work = task_work(task)
+    if work is None:
+        return None, f"no speed-of-light formula fits op {task.op!r} with this task's inputs and outputs"
+    try:
+        return speed_of_light_for(work, target), ""
+    except ValueError as exc:
+        return None, f"no speed of light: {exc}"
+
+
 def task_preview(path: Path) -> dict[str, str]:
     """id, title and target to show in the header before the task is loaded (and validated).
 

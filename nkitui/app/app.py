@@ -26,8 +26,9 @@ from nkitui.app.config import AppConfig
 from nkitui.app.controllers.review import ReviewController
 from nkitui.app.controllers.runs import RunController
 from nkitui.app.evidence import Evidence
+from nkitui.app.imports import WORKER_IMPORTS
 from nkitui.app.messages import (
-    AnalysisReady, DiffReady, RevisionsReady, RevisionsWanted, ShowSource, SourcesReady,
+    AnalysisReady, DiffReady, RevisionsReady, RevisionsWanted, ShowSource, SourcesReady, SpeedOfLightReady,
 )
 from nkitui.app.screens.workstation import WorkstationScreen
 from nkitui.app.themes import DEFAULT_THEME, fill_nkitui_variables, load_themes
@@ -159,6 +160,7 @@ class NkituiApp(ReviewController, RunController, App[int]):
             placeholder.remove()
         self.load_sources()
         self.analyze()
+        self.estimate_speed_of_light()
         self.load_history()
         self.load_review()
         self.list_runs()
@@ -167,8 +169,8 @@ class NkituiApp(ReviewController, RunController, App[int]):
 
     @work(thread=True, name="load task", group="task", exclusive=True, exit_on_error=False)
     def load_task_worker(self) -> None:
-        from nkitui.task import TaskError, load_task
-
+        with WORKER_IMPORTS:
+            from nkitui.task import TaskError, load_task
         try:
             task = load_task(self.task_dir)
         except TaskError as exc:
@@ -216,9 +218,10 @@ class NkituiApp(ReviewController, RunController, App[int]):
     @work(thread=True, name="backend probe", group="probe", exclusive=True, exit_on_error=False)
     def probe_backend(self) -> None:
         """Which backend `auto` (or the requested one) will use, and why: shown before the first run."""
-        from nkitui.executor.backends.base import BackendUnavailable
-        from nkitui.executor.backends.detect import probe_isolated
-        from nkitui.executor.backends.select import choose_backend
+        with WORKER_IMPORTS:
+            from nkitui.executor.backends.base import BackendUnavailable
+            from nkitui.executor.backends.detect import probe_isolated
+            from nkitui.executor.backends.select import choose_backend
 
         namespace = self.audit_task.kernel.namespace if self.audit_task.kernel else None
         try:
@@ -251,8 +254,9 @@ class NkituiApp(ReviewController, RunController, App[int]):
 
     @work(thread=True, name="highlight sources", group="sources", exclusive=True, exit_on_error=False)
     def load_sources(self) -> None:
-        from nkitui.app.widgets.source.code_view import SourceFile
-        from nkitui.app.widgets.source.highlight import highlight_lines, language_for
+        with WORKER_IMPORTS:
+            from nkitui.app.widgets.source.code_view import SourceFile
+            from nkitui.app.widgets.source.highlight import highlight_lines, language_for
 
         def read(path: Path | None) -> SourceFile | None:
             if path is None or not path.is_file():
@@ -271,6 +275,8 @@ class NkituiApp(ReviewController, RunController, App[int]):
     def analyze(self) -> None:
         from nkitui.app.adapters import analysis_view
 
+        with WORKER_IMPORTS:
+            import nkitui.analysis  # noqa: F401  (analysis_view imports it)
         self.post_message(AnalysisReady(*analysis_view(self.audit_task)))
 
     @on(AnalysisReady)
@@ -282,9 +288,25 @@ class NkituiApp(ReviewController, RunController, App[int]):
     def all_findings(self) -> list:
         return list(getattr(self, "analysis_findings", [])) + list(getattr(self, "run_findings", []))
 
+    @work(thread=True, name="speed of light", group="sol", exclusive=True, exit_on_error=False)
+    def estimate_speed_of_light(self) -> None:
+        """The task's speed of light on the target, for the Engines area before any run (the cost
+        model's imports take a moment, so not on the UI thread)."""
+        from nkitui.app.adapters import task_speed_of_light
+
+        with WORKER_IMPORTS:
+            import nkitui.executor.backends.costmodel  # noqa: F401  (task_speed_of_light imports them)
+            import nkitui.perf.roofline  # noqa: F401
+        self.post_message(SpeedOfLightReady(*task_speed_of_light(self.audit_task, self.target)))
+
+    @on(SpeedOfLightReady)
+    def _speed_of_light_ready(self, message: SpeedOfLightReady) -> None:
+        self.area("engines").set_speed_of_light(message.sol, message.reason)
+
     @work(thread=True, name="git history", group="history", exclusive=True, exit_on_error=False)
     def load_history(self) -> None:
-        from nkitui.app.gitview import GitViewError, default_revisions, diff_revisions, list_revisions
+        with WORKER_IMPORTS:
+            from nkitui.app.gitview import GitViewError, default_revisions, diff_revisions, list_revisions
 
         try:
             revisions = list_revisions(self.audit_task.root)
@@ -298,8 +320,8 @@ class NkituiApp(ReviewController, RunController, App[int]):
 
     @work(thread=True, name="git diff", group="diff", exclusive=True, exit_on_error=False)
     def load_diff(self, pair: tuple) -> None:
-        from nkitui.app.gitview import diff_revisions
-
+        with WORKER_IMPORTS:
+            from nkitui.app.gitview import diff_revisions
         self.post_message(DiffReady(pair, diff_revisions(self.audit_task.root, pair[0].sha, pair[1].sha)))
 
     @on(RevisionsReady)

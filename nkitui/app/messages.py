@@ -47,6 +47,15 @@ class AnalysisReady(Message):
         self.report = report
 
 
+class SpeedOfLightReady(Message):
+    """The task's speed of light on the target, known before any run (None, with the reason, when not)."""
+
+    def __init__(self, sol: Any, reason: str = "") -> None:  # perf SpeedOfLight | None
+        super().__init__()
+        self.sol = sol
+        self.reason = reason
+
+
 class RevisionsReady(Message):
     def __init__(self, revisions: list, pair: tuple | None, error: str = "") -> None:
         super().__init__()

@@ -6,7 +6,7 @@ from __future__ import annotations
 from textual.widgets import DataTable
 
 from nkitui.app.widgets.engines.area import HotLinesTable, MetricsTable
-from nkitui.app.widgets.engines.charts import EngineBars, TimelineStrip, bar
+from nkitui.app.widgets.engines.charts import EngineBars, TimelineStrip, bar, format_bytes, format_seconds
 from nkitui.app.widgets.source.code_view import CodePairView
 from tests.app.helpers import recorded_result, new_app, screen_text, settle, store_run
 
@@ -88,3 +88,77 @@ async def test_a_measured_profile_without_a_timeline_says_so(task_dir):
         labels = [app.engines_area.query_one(MetricsTable).get_row_at(i)[0]
                   for i in range(app.engines_area.query_one(MetricsTable).row_count)]
         assert "latency (measured)" in labels
+
+
+async def test_before_any_run_the_engines_show_the_tasks_speed_of_light_as_a_bound(task_dir):
+    from nkitui.executor.backends.costmodel import task_work
+    from nkitui.perf.roofline import speed_of_light_for
+    from nkitui.task import load_task
+
+    expected = speed_of_light_for(task_work(load_task(task_dir)), "trn2")
+    app = new_app(task_dir, backend="emulator")
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(pilot)
+        await pilot.press("3")
+        await settle(pilot)
+        engines = app.engines_area
+        assert engines.record is None and engines.bound is not None
+        text = screen_text(app)
+        assert "SPEED OF LIGHT" in text and "memory-bound" in text and "lower bound" in text
+        assert "ESTIMATED" not in text and "MEASURED" not in text  # a bound, not a measurement
+        metrics = engines.query_one(MetricsTable)
+        rows = {key: value for key, _, value in metrics.metrics}
+        assert rows["speed_of_light_s"] == format_seconds(expected.bound_s) == rows["speed_of_light_memory_s"]
+        assert rows["speed_of_light_compute_s"].startswith("0")  # elementwise: no TensorE work
+        assert rows["work_hbm_bytes"] == format_bytes(expected.work.hbm_bytes)
+        assert metrics.source == "lower bound" and not metrics.run_id
+        assert engines.query_one(EngineBars).display is False  # no utilisation is made up
+        # the bound is evidence like any metric, labelled as a bound
+        assert app.focused is metrics
+        ev = app.focused_evidence()
+        assert ev.metric == "speed_of_light_s" and "(lower bound)" in ev.label and ev.run_id is None
+
+
+async def test_a_matmul_task_names_the_bound_that_binds_and_its_flops(sample_task):
+    app = new_app(sample_task("matmul_bf16"), backend="emulator")
+    async with app.run_test(size=(100, 40)) as pilot:
+        await settle(pilot)
+        sol = app.engines_area.bound
+        rows = {key: value for key, _, value in app.engines_area.query_one(MetricsTable).metrics}
+        assert sol.work.flops > 0 and rows["work_flops"].endswith("FLOP") and rows["work_flops"] != "0 FLOP"
+        assert rows["speed_of_light_compute_s"] == format_seconds(sol.compute_s)
+        head = str(app.engines_area.query_one("#engines-head").content)
+        assert f"{sol.bound}-bound" in head and format_seconds(sol.bound_s) in head
+
+
+async def test_a_task_without_op_says_why_there_is_no_speed_of_light(tmp_path):
+    from tests.app.helpers import FIXTURES, make_task_repo
+
+    task = make_task_repo(tmp_path / "no_op", FIXTURES / "scale_rows")
+    manifest = task / "task.toml"
+    manifest.write_text(manifest.read_text().replace('op = "elementwise"\n', ""))
+    app = new_app(task, backend="emulator")
+    async with app.run_test(size=(120, 30)) as pilot:
+        await settle(pilot)
+        await pilot.press("3")
+        await settle(pilot)
+        assert app.engines_area.bound is None
+        text = screen_text(app)
+        assert "No performance data yet" in text and "declares no `op`" in text
+
+
+async def test_after_a_run_the_speed_of_light_gives_the_achieved_percent(task_dir):
+    result = recorded_result()
+    without = dict(result.utilisation)
+    without.pop("speed_of_light")  # a profile that carries no bound: the task's own is used
+    store_run(result, "20260107T090000Z-dddddd", utilisation=without)
+    app = new_app(task_dir, backend="emulator")
+    async with app.run_test(size=(100, 60)) as pilot:
+        await _reopen(pilot, app)
+        engines = app.engines_area
+        record = engines.record
+        assert record is not None and record.speed_of_light is None
+        rows = {key: value for key, _, value in engines.query_one(MetricsTable).metrics}
+        achieved = 100 * engines.bound.bound_s / record.total_time
+        assert rows["speed_of_light_percent"] == f"{achieved:.1f}%"
+        assert "SPEED OF LIGHT" not in screen_text(app) and "ESTIMATED" in screen_text(app)

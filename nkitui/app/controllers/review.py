@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 from textual import work
 
 from nkitui.app.adapters import review_evidence
+from nkitui.app.imports import WORKER_IMPORTS
 from nkitui.app.messages import ReviewReady, ReviewSubmitted
 
 if TYPE_CHECKING:
@@ -34,7 +35,8 @@ class ReviewController:
 
     @work(thread=True, name="load review", group="review", exclusive=True, exit_on_error=False)
     def load_review(self) -> None:
-        from nkitui.review import Draft, DraftStore, RecordError, offer_restore, rubric_for_task
+        with WORKER_IMPORTS:
+            from nkitui.review import Draft, DraftStore, RecordError, offer_restore, rubric_for_task
 
         task = self.audit_task  # type: ignore[attr-defined]
         rubric = rubric_for_task(task)
@@ -55,8 +57,9 @@ class ReviewController:
 
     def _review_history(self) -> list:
         """Earlier reviews of the task, newest first (blind mode hides others' until you review)."""
-        from nkitui.review import ReviewError, task_history
-        from nkitui.review.gitstore import open_repo, resolve_auditor
+        with WORKER_IMPORTS:
+            from nkitui.review import ReviewError, task_history
+            from nkitui.review.gitstore import open_repo, resolve_auditor
 
         task = self.audit_task  # type: ignore[attr-defined]
         viewer = None
@@ -248,7 +251,8 @@ class ReviewController:
 
     @work(thread=True, name="submit review", group="review-submit", exclusive=True, exit_on_error=False)
     def submit_review_worker(self) -> None:
-        from nkitui.review import ReviewError, submit_review
+        with WORKER_IMPORTS:
+            from nkitui.review import ReviewError, submit_review
 
         if self.autosaver is not None:
             self.autosaver.flush()

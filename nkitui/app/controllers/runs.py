@@ -15,6 +15,7 @@ from typing import Any
 from textual import work
 from textual.content import Content
 
+from nkitui.app.imports import WORKER_IMPORTS
 from nkitui.app.messages import RunFinished, RunLogBatch, RunProgress, RunsListed, RunStarted
 from nkitui.app.widgets.run.logstore import LEVEL_INDEX, level_index
 
@@ -83,9 +84,10 @@ class RunController:
 
     @work(thread=True, name="run", group="run", exit_on_error=False)
     def run_evaluation(self) -> None:
-        from nkitui.evaluate.result import RunResult
-        from nkitui.evaluate.run import start_evaluation
-        from nkitui.executor.events import ErrorEvent, LogEvent, PhaseEvent, ProgressEvent, ResultEvent
+        with WORKER_IMPORTS:
+            from nkitui.evaluate.result import RunResult
+            from nkitui.evaluate.run import start_evaluation
+            from nkitui.executor.events import ErrorEvent, LogEvent, PhaseEvent, ProgressEvent, ResultEvent
 
         events: queue.Queue = queue.Queue()
         try:
@@ -228,8 +230,8 @@ class RunController:
 
     @work(thread=True, name="list runs", group="runs", exclusive=True, exit_on_error=False)
     def list_runs(self) -> None:
-        from nkitui.evaluate.store import RunStore
-
+        with WORKER_IMPORTS:
+            from nkitui.evaluate.store import RunStore
         self.post_message(RunsListed(RunStore().list(self.audit_task.id)))  # type: ignore[attr-defined]
 
     def on_runs_listed(self, message: RunsListed) -> None:
@@ -255,8 +257,8 @@ class RunController:
 
     @work(thread=True, name="reopen run", group="runs-load", exclusive=True, exit_on_error=False)
     def reopen_run(self, run_id: str) -> None:
-        from nkitui.evaluate.store import RunStore
-
+        with WORKER_IMPORTS:
+            from nkitui.evaluate.store import RunStore
         result = RunStore().load(run_id, self.audit_task.id)  # type: ignore[attr-defined]
         self.call_from_thread(self._reopened, result)  # type: ignore[attr-defined]
 
@@ -266,8 +268,9 @@ class RunController:
 
     @work(thread=True, name="compare runs", group="runs-load", exclusive=True, exit_on_error=False)
     def compare_runs(self, run_a: str, run_b: str) -> None:
-        from nkitui.app.screens.runs import ComparisonScreen
-        from nkitui.evaluate.store import RunStore, compare_runs
+        with WORKER_IMPORTS:
+            from nkitui.app.screens.runs import ComparisonScreen
+            from nkitui.evaluate.store import RunStore, compare_runs
 
         store = RunStore()
         task_id = self.audit_task.id  # type: ignore[attr-defined]

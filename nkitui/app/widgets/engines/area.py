@@ -13,8 +13,10 @@ from nkitui.app.evidence import Evidence
 from nkitui.app.messages import ShowSource
 from nkitui.app.widgets.status import StatusLine
 from nkitui.app.widgets.engines.charts import (
-    LANE_TITLES, EngineBars, TimelineStrip, format_bytes, format_seconds, lanes_of,
+    LANE_TITLES, EngineBars, TimelineStrip, format_bytes, format_seconds, format_si, lanes_of,
 )
+
+BOUND_SOURCE = "lower bound"  # how speed-of-light rows are labelled before a run (never "measured")
 
 
 class MetricsTable(DataTable):
@@ -26,7 +28,9 @@ class MetricsTable(DataTable):
 Latency and utilisation of the last (or reopened) run. Every number is labelled **estimated** (nkitui's
 cost model on the emulator's instruction trace) or **measured** (the Neuron profiler's summary). MFU and
 HFU are model and hardware FLOP utilisation, MBU memory-bandwidth utilisation; speed of light is the
-fastest any kernel could run this task on the target. **a** attaches the highlighted metric as evidence.
+fastest any kernel could run this task on the target. Before a run the table holds the speed of light
+alone, labelled **lower bound**: computed from the task's op, shapes and dtypes, not measured.
+**a** attaches the highlighted metric as evidence.
 """
 
     def __init__(self, *, id: str | None = None, classes: str | None = None) -> None:
@@ -40,7 +44,8 @@ fastest any kernel could run this task on the target. **a** attaches the highlig
 
     def set_metrics(self, metrics: list[tuple[str, str, str]], source: str, run_id: str) -> None:
         self.metrics, self.source, self.run_id = metrics, source, run_id
-        self.clear()
+        self.clear(columns=True)  # columns fit the new rows, not the widest value ever shown
+        self.add_columns("metric", "value")
         for key, label, value in metrics:
             self.add_row(label, value, key=key)
 
@@ -124,19 +129,26 @@ The label says which, everywhere.
     def __init__(self, *, id: str | None = None, classes: str | None = None) -> None:
         super().__init__(id=id, classes=classes)
         self.border_title = "3 Engines"
+        self.bound = None  # the task's speed of light before any run (perf SpeedOfLight), once known
+        self.bound_reason = ""  # why there is none
+        self.record = None
+        self._run_id = ""
+        self._message = ""
 
     def compose(self) -> ComposeResult:
         yield StatusLine(id="engines-head", classes="bar")
+        yield StatusLine(id="sol-note", classes="strip needs-bound")
+        yield Static("Speed of light from the task's shapes", classes="section needs-bound", id="sol-title")
         yield EngineBars(id="engine-bars", classes="needs-record")
         yield Static("Timeline", classes="section needs-record")
         yield TimelineStrip(id="timeline", classes="needs-record")
         yield Static("Metrics", classes="section needs-record")
-        yield MetricsTable(id="metrics", classes="needs-record")
+        yield MetricsTable(id="metrics", classes="needs-record needs-bound")
         yield Static("Hot source lines", classes="section needs-record")
         yield HotLinesTable(id="hot-lines", classes="needs-record")
         yield Static("Roofline", classes="section needs-record", id="roofline-title")
         # The roofline plot (plotext) is mounted with the first record: it is slow to import.
-        yield Static(id="engines-notes", classes="notes needs-record")
+        yield Static(id="engines-notes", classes="notes needs-record needs-bound")
 
     def on_mount(self) -> None:
         self.show_record(None, "")
@@ -159,37 +171,105 @@ The label says which, everywhere.
             self.focus(scroll_visible=False)
         self.call_after_refresh(self.scroll_home, animate=False)
 
+    def set_speed_of_light(self, sol, reason: str = "") -> None:
+        """The task's speed of light (perf SpeedOfLight) known before any run, or None and why not."""
+        self.bound, self.bound_reason = sol, reason
+        self.show_record(self.record, self._run_id, self._message)
+
     def show_record(self, record, run_id: str, message: str = "") -> None:
-        """Show a perf PerfRecord (or None, with an explanation)."""
+        """Show a perf PerfRecord (or None, with an explanation and the speed of light if known)."""
+        self.record, self._run_id, self._message = record, run_id, message
         head = self.query_one("#engines-head", StatusLine)
         self.query_one(EngineBars).record = record
         self.query_one(TimelineStrip).record = record
         notes = self.query_one("#engines-notes", Static)
+        bound_only = record is None and self.bound is not None
         for widget in self.query(".needs-record"):
             widget.display = record is not None
+        for widget in self.query(".needs-bound"):
+            widget.display = bound_only or (record is not None and widget.has_class("needs-record"))
         if record is None:
-            head.update(Content.styled(message or "No performance data yet: run the task (r).", "$text-muted"))
-            self.query_one(MetricsTable).set_metrics([], "", "")
             self.query_one(HotLinesTable).set_lines([], "", "")
-            notes.update("")
+            if self.bound is None:
+                head.update(Content.styled(message or "No performance data yet: run the task (r).", "$text-muted"))
+                self.query_one(MetricsTable).set_metrics([], "", "")
+                notes.display = bool(self.bound_reason)
+                notes.update(f"No speed of light before a run: {self.bound_reason}." if self.bound_reason else "")
+                return
+            sol = self.bound
+            head.update(*(_bound_head(sol) if not message else (Content.styled(message, "$text-muted"),)))
+            self.query_one("#sol-note", StatusLine).update(
+                Content.styled("A lower bound from the task's shapes, not a measurement: no kernel runs faster. "
+                               "r runs the task to see how close the port comes.", "$text-muted"),
+                Content.styled("A lower bound from the shapes, not a measurement; r runs the task.", "$text-muted"),
+                Content.styled("Lower bound, not measured; r runs the task.", "$text-muted"),
+            )
+            self.query_one(MetricsTable).set_metrics(bound_rows(sol), BOUND_SOURCE, "")
+            notes.update(Content("\n").join(Content(n) for n in _bound_notes(sol)))
             return
         source = record.source
-        head.update(Content.assemble(
-            (source.upper(), "bold reverse $text-warning" if source == "estimated" else "bold reverse $text-success"),
-            " ", (record.tool or "", "$text-muted"), "  ", (record.target, "bold"),
-            "  latency ", (format_seconds(record.total_time), "bold"),
-        ))
-        self.query_one(MetricsTable).set_metrics(metric_rows(record), source, run_id)
+        label = (source.upper(), "bold reverse $text-warning" if source == "estimated" else "bold reverse $text-success")
+        latency = format_seconds(record.total_time)
+        head.update(
+            Content.assemble(label, " ", (record.tool or "", "$text-muted"), "  ", (record.target, "bold"),
+                             "  latency ", (latency, "bold")),
+            Content.assemble(label, "  ", (record.target, "bold"), "  latency ", (latency, "bold")),
+        )
+        sol = record.speed_of_light
+        if sol is None and self.bound is not None and self.bound.target == record.target and record.total_time:
+            # the record carries no bound (a profile without the task's work): compare with the task's own
+            sol = self.bound.against(record.total_time)
+        self.query_one(MetricsTable).set_metrics(metric_rows(record, sol), source, run_id)
         self.query_one(HotLinesTable).set_lines(list(record.hotspots), source, run_id)
         self._roofline().show_point(record.roofline, source)
-        notes.update(Content("\n").join(Content(n) for n in _notes(record)))
+        notes.update(Content("\n").join(Content(n) for n in _notes(record, sol)))
+
+
+def _bound_head(sol) -> tuple[Content, ...]:
+    """The head line before a run: the bound, what binds it, and that it is a bound (longest first)."""
+    label = ("SPEED OF LIGHT", "bold reverse $text-accent")
+    time = (f"≥ {format_seconds(sol.bound_s)}", "bold")
+    return (
+        Content.assemble(label, "  ", (sol.target, "bold"), "  ", time, f"  {sol.bound}-bound",
+                         ("  ·  lower bound, not a measurement", "$text-muted")),
+        Content.assemble(label, "  ", (sol.target, "bold"), "  ", time, f"  {sol.bound}-bound",
+                         ("  ·  lower bound", "$text-muted")),
+        Content.assemble(label, "  ", (sol.target, "bold"), "  ", time, f"  {sol.bound}-bound"),
+    )
+
+
+def bound_rows(sol) -> list[tuple[str, str, str]]:
+    """Metric rows of a speed of light on its own (before a run): the bounds and the work behind them."""
+    work = sol.work
+    rows = [
+        ("speed_of_light_s", f"speed of light ({sol.bound}-bound)", format_seconds(sol.bound_s)),
+        ("speed_of_light_memory_s", "bandwidth bound (HBM bytes)", format_seconds(sol.memory_s)),
+        ("speed_of_light_compute_s", "compute bound (TensorE FLOPs)",
+         format_seconds(sol.compute_s) if work.flops else "0 (no TensorE work)"),
+    ]
+    if work.vector_ops:
+        rows.append(("speed_of_light_vector_s", "vector bound (element ops)", format_seconds(sol.vector_s)))
+    rows += [
+        ("work_flops", "work: TensorE FLOPs", format_si(work.flops, "FLOP")),
+        ("work_hbm_bytes", "work: HBM bytes (minimal)", format_bytes(work.hbm_bytes)),
+    ]
+    if work.vector_ops:
+        rows.append(("work_vector_ops", "work: element operations", format_si(work.vector_ops, "ops")))
+    rows.append(("work_dtype", "matmul dtype" if work.flops else "dtype", work.dtype))
+    return rows
+
+
+def _bound_notes(sol) -> list[str]:
+    notes = [f"work: {sol.work.description}"] if sol.work.description else []
+    return notes + [f"speed of light: {a}" for a in sol.assumptions]
 
 
 def _pct(value) -> str:
     return "-" if value is None else f"{float(value):.1f}%"
 
 
-def metric_rows(record) -> list[tuple[str, str, str]]:
+def metric_rows(record, sol=None) -> list[tuple[str, str, str]]:
+    """The metrics of a run's record; `sol` is its speed of light (by default the record's own)."""
     s = record.summary
     rows = [
         ("total_time", f"latency ({record.source})", format_seconds(record.total_time)),
@@ -197,7 +277,7 @@ def metric_rows(record) -> list[tuple[str, str, str]]:
         ("hfu_estimated_percent", "HFU", _pct(s.get("hfu_estimated_percent"))),
         ("mbu_estimated_percent", "MBU", _pct(s.get("mbu_estimated_percent"))),
     ]
-    sol = record.speed_of_light
+    sol = sol if sol is not None else record.speed_of_light
     if sol is not None:
         rows.append(("speed_of_light_s", f"speed of light ({sol.bound}-bound)", format_seconds(sol.bound_s)))
         if sol.achieved_percent is not None:
@@ -215,8 +295,9 @@ def metric_rows(record) -> list[tuple[str, str, str]]:
     return rows
 
 
-def _notes(record) -> list[str]:
+def _notes(record, sol=None) -> list[str]:
     notes = list(record.notes)
-    if record.speed_of_light is not None:
-        notes += [f"speed of light: {a}" for a in record.speed_of_light.assumptions]
+    sol = sol if sol is not None else record.speed_of_light
+    if sol is not None:
+        notes += [f"speed of light: {a}" for a in sol.assumptions]
     return notes

@@ -102,6 +102,16 @@ def format_seconds(seconds: float | None) -> str:
     return f"{seconds * 1e9:.3g} ns"
 
 
+def format_si(n: float | None, unit: str) -> str:
+    """A count with an SI prefix: 537M FLOP, 76.8k ops, 0 FLOP."""
+    if n is None:
+        return "-"
+    for factor, prefix in ((1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k")):
+        if abs(n) >= factor:
+            return f"{n / factor:.3g}{prefix} {unit}"
+    return f"{n:.0f} {unit}"
+
+
 def format_bytes(n: float | None) -> str:
     if n is None:
         return "-"
