@@ -29,7 +29,11 @@ class Evidence:
 
     @property
     def location(self) -> str:
-        if self.file and self.line:
-            end = f"-{self.end_line}" if self.end_line and self.end_line != self.line else ""
-            return f"{self.file}:{self.line}{end}"
-        return self.file or ""
+        return span_location(self.file or "", self.line, self.end_line) if self.file else ""
+
+
+def span_location(file: str, start: int | None, end: int | None = None) -> str:
+    """file:12, file:12-18 (a range), or the file alone: the review's ref format for lines."""
+    if not start:
+        return file
+    return f"{file}:{start}-{end}" if end and end != start else f"{file}:{start}"

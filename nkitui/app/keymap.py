@@ -110,7 +110,13 @@ REGISTRY: tuple[KeySpec, ...] = (
     KeySpec("code.prev_finding", "p", "prev_finding", "Prev finding", "code", show=False,
             help="Move to the previous line with a finding (or the previous change in a diff)"),
     KeySpec("code.comment", "c", "comment_line", "Comment", "code",
-            help="Write a review comment anchored to the line under the cursor (for the current criterion)"),
+            help="Write a review comment anchored to the line under the cursor, or to the selected lines "
+                 "(for the current criterion)"),
+    KeySpec("code.select", "V", "toggle_selection", "Select", "code",
+            help="Start selecting lines at the cursor (moving extends the selection; c comments it, a attaches "
+                 "it as evidence); V again ends it"),
+    KeySpec("code.cancel_selection", "escape", "cancel_selection", "Unselect", "code",
+            help="Drop the selected lines (only while selecting)"),
     # Source area.
     KeySpec("source.mode", "d", "toggle_mode", "Aligned/diff", "source",
             help="Switch between CUDA|NKI side by side and the git diff"),
@@ -271,6 +277,12 @@ def display_keys(keys: str) -> str:
 
 def effective_keys(spec: KeySpec, overrides: dict[str, str] | None = None) -> str:
     return (overrides or {}).get(spec.id, spec.keys)
+
+
+def key_label(binding_id: str, overrides: dict[str, str] | None = None) -> str:
+    """The first key of a binding as the footer shows it ("V", "esc"), after the user's overrides:
+    for hints in status lines, which must name the key the auditor actually has."""
+    return format_key(effective_keys(BY_ID[binding_id], overrides).split(",")[0].strip())
 
 
 def keymap_markdown() -> str:

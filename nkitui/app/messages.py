@@ -19,12 +19,22 @@ class ShowSource(Message):
 
 
 class CommentWanted(Message):
-    """The auditor wants to comment on `file:line` (the app asks for the text)."""
+    """The auditor wants to comment on lines `line`..`end` of `file` (the app asks for the text).
 
-    def __init__(self, file: str, line: int) -> None:
+    `view` is the code or diff view the lines were selected in: its selection ends once the comment
+    is saved.
+    """
+
+    def __init__(self, file: str, line: int, end: int | None = None, view: Any = None) -> None:
         super().__init__()
         self.file = file
         self.line = line
+        self.end = end if end is not None else line
+        self.view = view
+
+    @property
+    def location(self) -> str:
+        return f"{self.file}:{self.line}" if self.end == self.line else f"{self.file}:{self.line}-{self.end}"
 
 
 class RevisionsWanted(Message):

@@ -45,6 +45,7 @@ NKITUI_VARIABLES: dict[str, str] = {
     "nk-align": "primary-muted",
     "nk-cursor": "boost",
     "nk-match": "warning-muted",
+    "nk-selection": "secondary-muted",  # lines selected for a range comment
     "nk-gutter": "foreground-muted",
     "nk-engine-tensor": "primary",
     "nk-engine-vector": "success",

@@ -13,6 +13,13 @@ from tests.app.helpers import recorded_result, FIXTURES, make_task_repo, new_app
 
 @pytest.mark.slow
 async def test_a_run_streams_its_log_and_ends_with_results_and_utilisation(task_dir):
+    # The emulator runs this task in well under a second: the reference's first call waits 1.5 s so
+    # the run is surely still going while the test presses keys.
+    reference = task_dir / "reference.py"
+    reference.write_text(reference.read_text().replace(
+        "    return x.astype",
+        "    import time\n\n    if not _WAITED:\n        _WAITED.append(1)\n        time.sleep(1.5)\n    return x.astype",
+    ) + "\n_WAITED: list = []\n")
     app = new_app(task_dir, backend="emulator")
     async with app.run_test(size=(100, 32)) as pilot:
         await settle(pilot)
@@ -21,7 +28,8 @@ async def test_a_run_streams_its_log_and_ends_with_results_and_utilisation(task_
         assert app.run_in_progress and app.header_state.run == "running"
         await pilot.press("1")  # the UI stays live while the child works
         await pilot.pause(0.1)
-        assert app.workstation.current_area == "source" and app.run_in_progress
+        assert app.workstation.current_area == "source" and app.run_in_progress, (
+            app.header_state, [(n.title, n.message) for n in app._notifications])
         await pilot.press("2")
         await settle(pilot, timeout=180)
         assert app.header_state.run == "passed", app.header_state

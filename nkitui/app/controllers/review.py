@@ -158,13 +158,15 @@ class ReviewController:
             self.notify("The rubric is still loading.", severity="warning", timeout=4)  # type: ignore[attr-defined]
             return
         crit = self.rubric_area.current_criterion
-        where = f"{message.file}:{message.line}"
+        where = message.location
 
         def save(text: str | None) -> None:
             if not text:
-                return
-            self.draft.add_line_comment(message.file, message.line, message.line, text,
+                return  # a cancelled comment keeps the selection, to try again
+            self.draft.add_line_comment(message.file, message.line, message.end, text,
                                         crit.id if crit is not None else None)
+            if message.view is not None:
+                message.view.clear_selection()
             self.rubric_area.refresh_lists()
             self.draft_changed()
             self.notify(f"{where}: {text}", title="Comment added to the draft", timeout=4)  # type: ignore[attr-defined]

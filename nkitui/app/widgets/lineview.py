@@ -2,7 +2,8 @@
 
 Only the rows on screen are drawn, so a view over a million rows costs what a view over fifty does.
 Subclasses say how many rows there are and draw one row; this class owns the cursor, scrolling,
-keyboard navigation and a cache of drawn rows that is dropped when the data or the theme changes.
+keyboard navigation, a selection of rows (anchor to cursor) and a cache of drawn rows that is dropped
+when the data or the theme changes.
 """
 
 from __future__ import annotations
@@ -50,6 +51,17 @@ class LineView(ScrollView, can_focus=True):
         def control(self) -> "LineView":
             return self.view
 
+    class SelectionChanged(Message):
+        """A selection of rows started or ended (moving the cursor while selecting posts CursorMoved)."""
+
+        def __init__(self, view: "LineView") -> None:
+            super().__init__()
+            self.view = view
+
+        @property
+        def control(self) -> "LineView":
+            return self.view
+
     def __init__(self, *, name: str | None = None, id: str | None = None, classes: str | None = None) -> None:
         super().__init__(name=name, id=id, classes=classes)
         self._row_cache: LRUCache[tuple, Strip] = LRUCache(1024)
@@ -57,6 +69,13 @@ class LineView(ScrollView, can_focus=True):
         self._content_width = 0
         self._styles: dict[tuple[str, str], Style] = {}
         self.empty_message = ""  # shown on the first line when there are no rows
+        self.selection_anchor: int | None = None  # the row a selection started on; it ends at the cursor
+
+    def notify_style_update(self) -> None:
+        super().notify_style_update()
+        self._styles.clear()  # a reloaded theme may change colours under the same name
+        self._generation += 1
+        self._row_cache.clear()
 
     def st(self, name: str = "") -> Style:
         """The named style of STYLES for the current theme."""
@@ -103,11 +122,6 @@ class LineView(ScrollView, can_focus=True):
             self.set_reactive(LineView.cursor, count - 1)
         self.refresh()
 
-    def notify_style_update(self) -> None:
-        super().notify_style_update()
-        self._generation += 1
-        self._row_cache.clear()
-
     def on_focus(self) -> None:
         self._generation += 1
         self.refresh()
@@ -127,7 +141,7 @@ class LineView(ScrollView, can_focus=True):
                 return self.strip_of([(f" {self.empty_message}", self.st())], width, self.st())
             return Strip.blank(width, self.st().rich_style)
         selected = row == self.cursor and self.cursor_visible()
-        key = (row, selected, width, scroll_x, self._generation)
+        key = (row, selected, self.in_selection(row), width, scroll_x, self._generation)
         strip = self._row_cache.get(key)
         if strip is None:
             strip = self.draw_row(row, width, scroll_x, selected)
@@ -156,8 +170,11 @@ class LineView(ScrollView, can_focus=True):
     # --- cursor and navigation -----------------------------------------------------------------
 
     def watch_cursor(self, old: int, new: int) -> None:
-        self.refresh_row(old)
-        self.refresh_row(new)
+        if self.selection_anchor is not None:
+            self.refresh()  # the selection grew or shrank: every row between may change
+        else:
+            self.refresh_row(old)
+            self.refresh_row(new)
         self.scroll_cursor_visible()
         self.post_message(self.CursorMoved(self, new))
 
@@ -215,3 +232,46 @@ class LineView(ScrollView, can_focus=True):
 
     def action_scroll_right(self) -> None:
         self.scroll_to(x=min(self.max_scroll_x, self.scroll_offset.x + 8), animate=False, force=True)
+
+    # --- selection -----------------------------------------------------------------------------
+
+    def selection(self) -> tuple[int, int] | None:
+        """The selected rows (first, last), inclusive, or None when nothing is selected."""
+        if self.selection_anchor is None:
+            return None
+        return min(self.selection_anchor, self.cursor), max(self.selection_anchor, self.cursor)
+
+    def in_selection(self, row: int) -> bool:
+        span = self.selection()
+        return span is not None and span[0] <= row <= span[1]
+
+    def start_selection(self) -> None:
+        if self.row_count() == 0:
+            return
+        self.selection_anchor = self.cursor
+        self._selection_changed()
+
+    def clear_selection(self) -> None:
+        if self.selection_anchor is not None:
+            self.selection_anchor = None
+            self._selection_changed()
+
+    def _selection_changed(self) -> None:
+        self.refresh()
+        self.refresh_bindings()  # the Escape binding exists only while selecting
+        self.post_message(self.SelectionChanged(self))
+
+    def action_toggle_selection(self) -> None:
+        if self.selection_anchor is None:
+            self.start_selection()
+        else:
+            self.clear_selection()
+
+    def action_cancel_selection(self) -> None:
+        self.clear_selection()
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if action == "cancel_selection":
+            # Without a selection Escape is not ours: it goes on to the screen (and is not in the footer).
+            return self.selection_anchor is not None
+        return True

@@ -11,7 +11,7 @@ from textual.widgets import ContentSwitcher, OptionList
 from textual.widgets.option_list import Option
 
 from nkitui.app import keymap
-from nkitui.app.evidence import Evidence
+from nkitui.app.evidence import Evidence, span_location
 from nkitui.app.gitview import FileDiff, Revision
 from nkitui.app.messages import RevisionsWanted
 from nkitui.app.widgets.source.code_view import SEVERITY_GLYPH, CodePairView, SourceFile, finding_evidence
@@ -95,6 +95,10 @@ class SourceArea(Vertical):
 between unified and split; **v** picks the two revisions to compare; **f** shows or hides the findings
 list (again: hide it); **n**/**p** jump to the next/previous finding (or change). The strip under the code explains the
 finding and the alignment role at the cursor.
+
+**c** comments on the line under the cursor. For a range, **V** starts a selection, moving extends it,
+**c** comments on the selected lines (**a** attaches them as evidence) and **Escape** drops it; the
+strip says what is selected.
 """
 
     BINDINGS = keymap.bindings("source")
@@ -210,6 +214,8 @@ finding and the alignment role at the cursor.
 
     @on(CodePairView.CursorMoved)
     @on(DiffView.CursorMoved)
+    @on(CodePairView.SelectionChanged)
+    @on(DiffView.SelectionChanged)
     def _cursor_moved(self) -> None:
         self._update_strip()
 
@@ -253,6 +259,10 @@ finding and the alignment role at the cursor.
         if not self.is_mounted:
             return
         strip = self.query_one("#finding-strip", StatusLine)
+        view = self.diff if self.mode == "diff" else self.code
+        if view.selection_anchor is not None:
+            strip.update(*_selection_strip(view))
+            return
         if self.mode == "diff":
             if self.diff_loaded and not self.diff_files and self.diff_pair is not None:
                 strip.update("No differences between these revisions; press v to pick others.")
@@ -283,6 +293,34 @@ finding and the alignment role at the cursor.
         if isinstance(focused, FindingsList):
             return focused.evidence_at_cursor()
         return (self.diff if self.mode == "diff" else self.code).evidence_at_cursor()
+
+
+def _selection_strip(view: CodePairView | DiffView) -> tuple[Content, ...]:
+    """What the strip says while lines are selected (longest first, the line picks what fits)."""
+    mark = ("┃ ", "bold $text-secondary")
+    if isinstance(view, DiffView):
+        span = view.selected_span()
+        if isinstance(span, str):
+            return (Content.assemble(mark, (span, "$text-warning")),)
+        path, start, end = span  # type: ignore[misc]
+    else:
+        chosen = view.selected_lines()
+        if chosen is None:
+            return (Content.assemble(mark, "No lines selected"),)
+        path, start, end = chosen[0].path, chosen[1], chosen[2]
+    count = end - start + 1
+    where = (span_location(path, start, end), "bold")
+    lines = f" ({count} line{'s' if count != 1 else ''})"
+    overrides = getattr(view.app, "keymap_overrides", None)
+    comment, attach, select, cancel = (keymap.key_label(i, overrides) for i in
+                                       ("code.comment", "app.attach", "code.select", "code.cancel_selection"))
+    return (
+        Content.assemble(mark, "Selected ", where, lines, (f"  ·  {comment} comments  ·  {attach} attaches  ·  "
+                                                           f"{select} or {cancel} ends", "$text-muted")),
+        Content.assemble(mark, "Selected ", where, lines, (f"  ·  {comment} comment  ·  {cancel} ends", "$text-muted")),
+        Content.assemble(mark, where, lines, (f" {comment} comment", "$text-muted")),
+        Content.assemble(mark, where),
+    )
 
 
 def _severity_counts(findings: list[Finding]) -> Content:

@@ -9,7 +9,7 @@ from textual.content import Content
 from textual.strip import Strip
 
 from nkitui.app import keymap
-from nkitui.app.evidence import Evidence
+from nkitui.app.evidence import Evidence, span_location
 from nkitui.app.widgets.lineview import LineView
 from nkitui.app.widgets.source.rows import PairRow, RolePair, align_rows, pairs_at, row_index, single_rows
 from nkitui.common.findings import SEVERITY_ORDER, Finding
@@ -65,7 +65,12 @@ both sides and the strip below names the role. Gutter marks show findings: ● h
 · info.
 
 The line under the cursor is what **a** attaches as evidence: its finding if it has one, otherwise the
-source line itself.
+source line itself. **c** writes a review comment on that line.
+
+**V** starts a selection of lines at the cursor, on the side the cursor's line is on (NKI when the row
+has an NKI line, else CUDA); moving the cursor extends it, and the selected lines are tinted and marked
+┃. **c** then comments the whole range, **a** attaches it as evidence; **V** again or **Escape** drops
+the selection.
 """
 
     BINDINGS = keymap.bindings("code")
@@ -75,6 +80,8 @@ source line itself.
         "gutter": "$nk-gutter",
         "cursor": "$foreground on $nk-cursor",
         "pair": "$foreground on $nk-align",
+        "selection": "$foreground on $nk-selection",
+        "selection-mark": "bold $text-secondary",
         "role": "bold $text-primary on $surface",
         "separator": "$nk-gutter on $surface",
         "sev-high": "bold $nk-sev-high",
@@ -98,6 +105,7 @@ source line itself.
         self.findings: list[Finding] = []
         self.left_marks = Marks()
         self.right_marks = Marks()
+        self.selection_side = "nki"  # which file a selection of rows covers: "nki" or "cuda"
 
     # --- data ----------------------------------------------------------------------------------
 
@@ -116,6 +124,7 @@ source line itself.
         self.data_changed()
 
     def _layout_rows(self) -> None:
+        self.clear_selection()  # the rows it covered are laid out anew
         current = self.rows[self.cursor] if self.rows and self.cursor < len(self.rows) else None
         if self.right is None:
             self.rows, self.anchors = [], []
@@ -176,7 +185,33 @@ source line itself.
         super().watch_cursor(old, new)
         self._update_focus_pair()
 
+    # --- selection of lines --------------------------------------------------------------------
+
+    def start_selection(self) -> None:
+        row = self.row_at_cursor()
+        if row is None:
+            return
+        self.selection_side = "nki" if row.right is not None else "cuda"
+        super().start_selection()
+
+    def selected_lines(self) -> tuple[SourceFile, int, int] | None:
+        """(file, first line, last line) of the selection, on the side it started on."""
+        span = self.selection()
+        source = self.right if self.selection_side == "nki" else self.left
+        if span is None or source is None:
+            return None
+        attr = "right" if self.selection_side == "nki" else "left"
+        lines = [n for r in self.rows[span[0]:span[1] + 1] if (n := getattr(r, attr)) is not None]
+        return (source, min(lines), max(lines)) if lines else None
+
     def evidence_at_cursor(self) -> Evidence | None:
+        chosen = self.selected_lines()
+        if chosen is not None:
+            source, start, end = chosen
+            text = source.lines[start - 1].plain.strip() if start - 1 < len(source.lines) else ""
+            count = end - start + 1
+            return Evidence("source", f"{span_location(source.path, start, end)} ({count} line{'s' if count > 1 else ''})"
+                            f" {text[:50]}", file=source.path, line=start, end_line=end)
         findings = self.findings_at_cursor()
         if findings:
             return finding_evidence(findings[0])
@@ -206,6 +241,11 @@ source line itself.
     def action_comment_line(self) -> None:
         from nkitui.app.messages import CommentWanted
 
+        chosen = self.selected_lines()
+        if chosen is not None:
+            source, start, end = chosen
+            self.post_message(CommentWanted(source.path, start, end, view=self))
+            return
         row = self.row_at_cursor()
         if row is None:
             return
@@ -241,28 +281,33 @@ source line itself.
         cursor = self.st("cursor")
         tint = self.st("pair")
         pair = self.pairs[self.focus_pair] if self.focus_pair is not None else None
+        chosen = self.selection_side if self.in_selection(row_index) else None
 
         def background(side: str, line: int | None):
             if selected:
                 return cursor
+            if side == chosen and line is not None:
+                return self.st("selection")
             if pair is not None and line is not None and pair.covers(side, line):
                 return tint
             return base
 
         if self.left is None:
-            return self._side(self.right, row.right, self.right_marks, width, scroll_x, background("nki", row.right))
+            return self._side(self.right, row.right, self.right_marks, width, scroll_x, background("nki", row.right),
+                              chosen == "nki")
         left_width = (width - 1) // 2
         right_width = width - 1 - left_width
-        left = self._side(self.left, row.left, self.left_marks, left_width, scroll_x, background("cuda", row.left))
+        left = self._side(self.left, row.left, self.left_marks, left_width, scroll_x, background("cuda", row.left),
+                          chosen == "cuda")
         right = self._side(self.right, row.right, self.right_marks, right_width, scroll_x,
-                           background("nki", row.right))
+                           background("nki", row.right), chosen == "nki")
         glyph = "⇄" if row.anchor else "│"
         separator = self.strip_of([(glyph, self.st("role" if row.anchor else "separator"))],
                                   1, base)
         return Strip.join([left, separator, right])
 
     def _side(self, source: SourceFile | None, line: int | None, marks: Marks, width: int, scroll_x: int,
-              background) -> Strip:
+              background, in_selection: bool = False) -> Strip:
         if source is None or width <= 0:
             return Strip.blank(max(0, width), background.rich_style)
         digits = len(str(max(1, len(source.lines))))
@@ -280,8 +325,10 @@ source line itself.
         code = source.lines[line - 1] if line - 1 < len(source.lines) else Content("")
         code_width = max(0, width - digits - 2)
         visible = code[scroll_x: scroll_x + code_width] if scroll_x < len(code.plain) else Content("")
+        # Selected lines are marked ┃ as well as tinted: the tint alone is lost in some themes and terminals.
+        edge = ("┃", self.st("selection-mark") + _bg(background)) if in_selection else (" ", gutter_style)
         return self.strip_of(
-            [(str(line).rjust(digits), gutter_style), (glyph, mark_style), (" ", gutter_style), (visible, background)],
+            [(str(line).rjust(digits), gutter_style), (glyph, mark_style), edge, (visible, background)],
             width, background,
         )
 
