@@ -5,7 +5,8 @@ from __future__ import annotations
 import numpy as np
 
 from nkitui.emulator import dtypes as dt
-from nkitui.emulator.errors import EngineMemoryError, OperandShapeError
+from nkitui.emulator.errors import OperandShapeError
+from nkitui.emulator.frontend_common import hbm_operand_error
 from nkitui.emulator.legacy.indexing import MaskPlan, narrow, plan_mask
 from nkitui.emulator.legacy.tile import LegacyTensor
 from nkitui.emulator.runtime import Run, current
@@ -19,8 +20,7 @@ def as_tile(x, api: str, role: str) -> Tensor:
     if not isinstance(x, Tensor):
         raise OperandShapeError(f"operand '{role}' of {api} must be a tile, got {type(x).__name__} {x!r}")
     if x.st.memory == "hbm":
-        raise EngineMemoryError(f"Expected operand '{role}' of '{api}' to be in address space 'psum|sbuf', but "
-                                "got a tensor in 'hbm' (nl.load it into SBUF first)")
+        raise hbm_operand_error(api, role)
     return x
 
 

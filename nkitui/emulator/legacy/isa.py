@@ -13,28 +13,22 @@ from nkitui.emulator.engine.tensor_engine import check_matmul
 from nkitui.emulator import dtypes as _dt
 from nkitui.emulator.engine.vector import _axes as _norm_axes, reduced_shape as _reduced_shape
 from nkitui.emulator.errors import OperandShapeError
+from nkitui.emulator.frontend_common import (  # noqa: F401  (public names, shared with nki.isa)
+    engine,
+    gpsimd_engine,
+    nc_version,
+    scalar_engine,
+    sync_engine,
+    tensor_engine,
+    unknown_engine,
+    vector_engine,
+)
+from nkitui.emulator.frontend_common import engine_name as _engine_name
 from nkitui.emulator.legacy._support import as_tile, dtype_or, fresh, mark
 from nkitui.emulator.legacy.indexing import NO_MASK, IndexExpr, Predicate, _on_axes, narrow, plan_mask
 from nkitui.emulator.runtime import current
 
-
-class engine(enum.IntEnum):
-    unknown = 0
-    tensor = 1
-    scalar = 2
-    gpsimd = 3
-    dma = 4
-    vector = 5
-    sync = 6
-
-
-unknown_engine = engine.unknown
-tensor_engine = engine.tensor
-scalar_engine = engine.scalar
-gpsimd_engine = engine.gpsimd
 dma_engine = engine.dma
-vector_engine = engine.vector
-sync_engine = engine.sync
 
 
 class reduce_cmd(enum.Enum):
@@ -57,12 +51,6 @@ class dge_mode(enum.Enum):
     none = 3
 
 
-class nc_version(enum.IntEnum):
-    gen2 = 2
-    gen3 = 3
-    gen4 = 4
-
-
 class matmul_perf_mode(enum.Enum):
     none = "none"
     double_row = "double_row"
@@ -74,21 +62,6 @@ constants = types.SimpleNamespace(engine=engine, reduce_cmd=reduce_cmd, oob_mode
 
 def get_nc_version():
     return nc_version(current().target.nc_version)
-
-
-_ENGINE_NAMES = {0: None, 1: "tensor", 2: "scalar", 3: "gpsimd", 4: "dma", 5: "vector", 6: "sync"}
-
-
-def _engine_name(e) -> str | None:
-    """nisa engine constant (enum, int or name) -> engine name; None lets the emulator choose."""
-    if e is None:
-        return None
-    if isinstance(e, str):
-        return None if e in ("unknown", "") else e
-    try:
-        return _ENGINE_NAMES.get(int(e))
-    except (ValueError, TypeError):
-        return None
 
 
 # -- TensorE --------------------------------------------------------------------------------------

@@ -14,15 +14,17 @@ import builtins
 import math
 import sys
 
-import ml_dtypes
 import numpy as np
 
 from nkitui.emulator import alu, engine
 from nkitui.emulator import dtypes as _dt
+from nkitui.emulator import frontend_common as _common
+from nkitui.emulator import lowering as _lowering
 from nkitui.emulator.config import current_options
 from nkitui.emulator.engine.common import write as _write
 from nkitui.emulator.engine.tensor_engine import check_matmul
 from nkitui.emulator.engine.vector import reduced_shape as _reduced_shape, _axes as _norm_axes
+from nkitui.emulator.frontend_common import bfp16, finfo, fp32, static_cast  # noqa: F401  (nl names)
 from nkitui.emulator.errors import (
     EngineMemoryError,
     IndexingError,
@@ -56,35 +58,6 @@ uint8 = _dt.uint8.public
 uint16 = _dt.uint16.public
 uint32 = _dt.uint32.public
 bool_ = _dt.bool_.public
-
-
-class _FloatConstants:
-    """`nl.fp32.min` / `nl.bfp16.min`: the most negative finite value (also usable as a dtype)."""
-
-    def __init__(self, d: _dt.DType, min_value: float) -> None:
-        self.nki_dtype = d
-        self.min = min_value
-
-    def __repr__(self) -> str:
-        return f"<nl constants for {self.nki_dtype.name}>"
-
-
-fp32 = _FloatConstants(_dt.float32, float(np.finfo(np.float32).min))
-bfp16 = _FloatConstants(_dt.bfloat16, float(ml_dtypes.finfo(ml_dtypes.bfloat16).min))
-
-
-def finfo(dtype):
-    return ml_dtypes.finfo(_dt.dtype_of(dtype).np)
-
-
-def static_cast(input_data, dtype):
-    """Host-side cast of a scalar or array to an NKI dtype (bf16/fp8 via ml_dtypes, RNE)."""
-    d = _dt.dtype_of(dtype)
-    arr = np.asarray(input_data)
-    if d is _dt.tfloat32:
-        return _dt.round_tf32(arr.astype(np.float32))
-    out = arr.astype(d.np)
-    return out if isinstance(input_data, np.ndarray) else out[()]
 
 
 # -- buffers --------------------------------------------------------------------------------------
@@ -153,21 +126,10 @@ def _shape_pax(shape) -> tuple[tuple[int, ...], int]:
     return tuple(int(s) for s in shape), pax
 
 
-class _TileSize:
+class _TileSize(_common.TileSizeLimits):
     """`nl.tile_size`: hardware tile limits (the usable SBUF size depends on the target)."""
 
-    pmax = PMAX
-    psum_fmax = 512
-    psum_bank_fmax = 512
-    gemm_stationary_fmax = 128
-    gemm_moving_fmax = 512
-    bn_stats_fmax = 512
-    bn_stats_dim = 6
-    bn_aggr_dim = 2
     psum_num_banks = 8
-    psum_bank_fmax_bytes = 2048
-    psum_min_align = 4  # bytes (not documented; fp32 element alignment assumed)
-    sbuf_min_align = 1  # bytes (not documented)
 
     @property
     def total_available_sbuf_size(self) -> int:
@@ -505,14 +467,6 @@ def device_print(prefix, x, *, mask=None, **kwargs):
 
 
 # -- element-wise math ----------------------------------------------------------------------------
-_COMPARE = ("equal", "not_equal", "less", "less_equal", "greater", "greater_equal",
-            "logical_and", "logical_or", "logical_xor")
-
-
-def _scalar_dt(x) -> _dt.DType:
-    return x.st.dtype if isinstance(x, Tensor) else _dt.scalar_dtype(x)
-
-
 def _binary(name: str, x, y, dtype, mask, api: str, out: Tensor | None = None, operator: bool = False):
     run = current()
     xt, yt = isinstance(x, Tensor), isinstance(y, Tensor)
@@ -523,12 +477,7 @@ def _binary(name: str, x, y, dtype, mask, api: str, out: Tensor | None = None, o
         as_tile(x, api, "x")
     if yt:
         as_tile(y, api, "y")
-    if dtype is not None:
-        d = _dt.dtype_of(dtype)
-    elif name in _COMPARE:
-        d = _dt.bool_
-    else:
-        d = _dt.promote(_scalar_dt(x), _scalar_dt(y))
+    d = _common.binary_result_dtype(name, x, y, dtype)
     if xt and yt:
         try:
             shape = tuple(np.broadcast_shapes(x.shape, y.shape))
@@ -551,7 +500,9 @@ def _binary(name: str, x, y, dtype, mask, api: str, out: Tensor | None = None, o
             if operator:
                 raise OperandShapeError(f"{api}: partition-dimension broadcast ({x.shape} with {y.shape}) is not "
                                         f"supported by operator overloads; call nl.{name}(...) instead")
-            xs, ys = _partition_broadcast(run, xs, o.shape[0]), _partition_broadcast(run, ys, o.shape[0])
+            new = _new_tile(run)
+            xs = _lowering.partition_broadcast(xs, o.shape[0], new)
+            ys = _lowering.partition_broadcast(ys, o.shape[0], new)
         if xs.shape == ys.shape:
             engine.tensor_tensor(o, xs, ys, name, where=plan.where, api=api)
         elif math.prod(ys.shape[1:]) == 1 and o.size != ys.size:
@@ -567,12 +518,9 @@ def _binary(name: str, x, y, dtype, mask, api: str, out: Tensor | None = None, o
     return mark(run, out, ref)
 
 
-def _partition_broadcast(run, t: Tensor, P: int) -> Tensor:
-    if t.shape[0] == P:
-        return t
-    tmp = fresh(run, (P,) + t.shape[1:], t.st.dtype, NO_MASK)
-    engine.partition_broadcast(tmp, t, api="partition broadcast")
-    return tmp
+def _new_tile(run):
+    """The allocator the shared lowerings use: a fresh unmasked SBUF result tile."""
+    return lambda shape, dtype: fresh(run, shape, dtype, NO_MASK)
 
 
 def _make_binary(name: str):
@@ -584,29 +532,7 @@ def _make_binary(name: str):
     return fn
 
 
-add = _make_binary("add")
-subtract = _make_binary("subtract")
-multiply = _make_binary("multiply")
-divide = _make_binary("divide")
-power = _make_binary("power")
-maximum = _make_binary("maximum")
-minimum = _make_binary("minimum")
-fmod = _make_binary("fmod")
-mod = _make_binary("mod")
-equal = _make_binary("equal")
-not_equal = _make_binary("not_equal")
-less = _make_binary("less")
-less_equal = _make_binary("less_equal")
-greater = _make_binary("greater")
-greater_equal = _make_binary("greater_equal")
-logical_and = _make_binary("logical_and")
-logical_or = _make_binary("logical_or")
-logical_xor = _make_binary("logical_xor")
-bitwise_and = _make_binary("bitwise_and")
-bitwise_or = _make_binary("bitwise_or")
-bitwise_xor = _make_binary("bitwise_xor")
-left_shift = _make_binary("left_shift")
-right_shift = _make_binary("right_shift")
+_common.define_ops(globals(), _common.BINARY_OPS, _make_binary)  # nl.add, nl.subtract, ...
 
 
 def _unary_activation(name: str):
@@ -626,34 +552,8 @@ def _unary_activation(name: str):
     return fn
 
 
-exp = _unary_activation("exp")
-log = _unary_activation("log")
-tanh = _unary_activation("tanh")
-sigmoid = _unary_activation("sigmoid")
-relu = _unary_activation("relu")
-gelu = _unary_activation("gelu")
-gelu_apprx_tanh = _unary_activation("gelu_apprx_tanh")
-gelu_apprx_sigmoid = _unary_activation("gelu_apprx_sigmoid")
-gelu_dx = _unary_activation("gelu_dx")
-silu = _unary_activation("silu")
-silu_dx = _unary_activation("silu_dx")
-softplus = _unary_activation("softplus")
-mish = _unary_activation("mish")
-erf = _unary_activation("erf")
-erf_dx = _unary_activation("erf_dx")
-square = _unary_activation("square")
-sqrt = _unary_activation("sqrt")
-rsqrt = _unary_activation("rsqrt")
-sin = _unary_activation("sin")
-cos = _unary_activation("cos")
-tan = _unary_activation("tan")
-arctan = _unary_activation("arctan")
-sign = _unary_activation("sign")
-abs = _unary_activation("abs")
-ceil = _unary_activation("ceil")
-floor = _unary_activation("floor")
-trunc = _unary_activation("trunc")
-identity = _unary_activation("identity")
+# nl.exp, ...; legacy also lowers rsqrt and sin to one activation and has nl.identity
+_common.define_ops(globals(), _common.ACTIVATION_OPS + ("rsqrt", "sin", "identity"), _unary_activation)
 
 
 def negative(x, *, dtype=None, mask=None, **kwargs):
@@ -693,7 +593,7 @@ def where(condition, x, y, *, dtype=None, mask=None, **kwargs):
     for v in (x, y):
         if isinstance(v, Tensor):
             shape = tuple(np.broadcast_shapes(shape, v.shape))
-    d = dtype_or(dtype, _dt.promote(_scalar_dt(x), _scalar_dt(y)))
+    d = dtype_or(dtype, _dt.promote(_common.operand_dtype(x), _common.operand_dtype(y)))
     plan = plan_mask(mask, shape)
     out = fresh(run, shape, d, plan)
     if not plan.skip:
@@ -875,17 +775,7 @@ def softmax(x, axis, *, dtype=None, compute_dtype=None, mask=None, **kwargs):
     axes = _norm_axes(axis, len(x.shape), api)
     if axes != tuple(range(1, len(x.shape))):
         raise UnsupportedError(f"{api}: the emulator supports softmax over all free axes only (got axis={axis})")
-    P = x.shape[0]
-    neg_max = fresh(run, (P, 1), _dt.float32, NO_MASK)
-    engine.tensor_reduce(neg_max, "maximum", x, axes, negate=True, api=api)
-    e = fresh(run, x.shape, _dt.float32, NO_MASK)
-    total = fresh(run, (P, 1), _dt.float32, NO_MASK)
-    engine.activation(e, "exp", x, bias=neg_max, reduce_op="add", reduce_res=total, api=api)
-    inv = fresh(run, (P, 1), _dt.float32, NO_MASK)
-    engine.reciprocal(inv, total, api=api)
-    out = fresh(run, x.shape, dtype_or(dtype, x.st.dtype), NO_MASK)
-    engine.tensor_scalar(out, e, "multiply", inv, api=api)
-    return mark(run, out)
+    return mark(run, _lowering.softmax(x, axes, dtype_or(dtype, x.st.dtype), _new_tile(run), api))
 
 
 def rms_norm(x, w, axis, n, epsilon=1e-6, *, dtype=None, compute_dtype=None, mask=None, **kwargs):
@@ -893,22 +783,8 @@ def rms_norm(x, w, axis, n, epsilon=1e-6, *, dtype=None, compute_dtype=None, mas
     api = "nl.rms_norm"
     x = as_tile(x, api, "x")
     w = as_tile(w, api, "w")
-    P = x.shape[0]
-    axes = _norm_axes(axis, len(x.shape), api)
-    sq = fresh(run, x.shape, _dt.float32, NO_MASK)
-    ss = fresh(run, (P, 1), _dt.float32, NO_MASK)
-    engine.activation(sq, "square", x, reduce_op="add", reduce_res=ss, api=api)
-    ms = fresh(run, (P, 1), _dt.float32, NO_MASK)
-    engine.tensor_scalar(ms, ss, "multiply", 1.0 / float(n), op1="add", operand1=float(epsilon), api=api)
-    rstd = fresh(run, (P, 1), _dt.float32, NO_MASK)
-    engine.activation(rstd, "rsqrt", ms, api=api)
-    normed = fresh(run, x.shape, _dt.float32, NO_MASK)
-    engine.tensor_scalar(normed, x, "multiply", rstd, api=api)
-    out = fresh(run, x.shape, dtype_or(dtype, x.st.dtype), NO_MASK)
-    wb = _partition_broadcast(run, w, P) if w.shape[0] != P else w
-    engine.tensor_tensor(out, normed, wb, "multiply", api=api)
-    del axes
-    return mark(run, out)
+    _norm_axes(axis, len(x.shape), api)
+    return mark(run, _lowering.rms_norm(x, w, n, epsilon, dtype_or(dtype, x.st.dtype), _new_tile(run), api))
 
 
 def all_reduce(x, op, program_axes, *, dtype=None, mask=None, parallel_reduce=True, asynchronous=False, **kwargs):

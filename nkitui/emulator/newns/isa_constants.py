@@ -4,17 +4,18 @@ from __future__ import annotations
 
 import enum
 
-
-class engine(enum.IntEnum):
-    """Neuron Device engines."""
-
-    unknown = 0
-    tensor = 1
-    scalar = 2
-    gpsimd = 3
-    dma = 4
-    vector = 5
-    sync = 6
+# the engine and NeuronCore-version enums are the legacy namespace's too
+from nkitui.emulator.frontend_common import (  # noqa: F401  (public names)
+    engine,
+    engine_name,
+    gpsimd_engine,
+    nc_version,
+    scalar_engine,
+    sync_engine,
+    tensor_engine,
+    unknown_engine,
+    vector_engine,
+)
 
 
 class reduce_cmd(enum.IntEnum):
@@ -51,14 +52,6 @@ class matmul_perf_mode(enum.Enum):
     double_row_gen3 = "double_row_gen3"
 
 
-class nc_version(enum.IntEnum):
-    """NeuronCore version: gen2 (trn1/inf2), gen3 (trn2), gen4 (trn3)."""
-
-    gen2 = 2
-    gen3 = 3
-    gen4 = 4
-
-
 class dma_engine(enum.IntEnum):
     """DMA transfer engine of `sendrecv`."""
 
@@ -66,29 +59,4 @@ class dma_engine(enum.IntEnum):
     gpsimd_dma = 1
 
 
-tensor_engine = engine.tensor
-vector_engine = engine.vector
-scalar_engine = engine.scalar
-gpsimd_engine = engine.gpsimd
-unknown_engine = engine.unknown
 dma_engine_ = engine.dma
-sync_engine = engine.sync
-
-_ENGINE_NAMES = {engine.unknown: None, engine.tensor: "tensor", engine.scalar: "scalar", engine.gpsimd: "gpsimd",
-                 engine.dma: "dma", engine.vector: "vector", engine.sync: "sync"}
-
-
-def engine_name(e) -> str | None:
-    """An engine constant (this module's, the legacy one, or a name) -> engine name; None = let the
-    emulator choose (engine.unknown)."""
-    if e is None:
-        return None
-    if isinstance(e, str):
-        return None if e in ("", "unknown") else e
-    name = getattr(e, "name", None)
-    if isinstance(name, str):
-        return None if name == "unknown" else name
-    try:
-        return _ENGINE_NAMES.get(engine(int(e)))
-    except (ValueError, TypeError):
-        return None

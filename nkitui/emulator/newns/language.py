@@ -18,14 +18,16 @@ import builtins
 import contextlib
 import math
 
-import ml_dtypes
 import numpy as np
 
 from nkitui.emulator import alu, engine
 from nkitui.emulator import dtypes as _dt
+from nkitui.emulator import frontend_common as _common
+from nkitui.emulator import lowering as _lowering
 from nkitui.emulator.config import current_options
 from nkitui.emulator.engine.vector import _axes as _norm_axes
 from nkitui.emulator.engine.vector import reduced_shape as _reduced_shape
+from nkitui.emulator.frontend_common import bfp16, finfo, fp32, static_cast  # noqa: F401  (nl names)
 from nkitui.emulator.errors import (
     EngineMemoryError,
     IndexingError,
@@ -74,26 +76,7 @@ class NKIObject:
 
 
 # -- constants -------------------------------------------------------------------------------------
-class _FloatConstants:
-    """`nl.fp32.min` / `nl.bfp16.min`: the most negative finite value."""
-
-    def __init__(self, d: _dt.DType, min_value: float) -> None:
-        self.nki_dtype = d
-        self.min = min_value
-
-    def __repr__(self) -> str:
-        return f"<nl constants for {self.nki_dtype.name}>"
-
-
-fp32 = _FloatConstants(_dt.float32, float(np.finfo(np.float32).min))
-bfp16 = _FloatConstants(_dt.bfloat16, float(ml_dtypes.finfo(ml_dtypes.bfloat16).min))
-
-
-def finfo(dtype):
-    return ml_dtypes.finfo(_resolve_dtype(dtype).np)
-
-
-class _TileSize:
+class _TileSize(_common.TileSizeLimits):
     """`nl.tile_size`: hardware tile limits of the current target (NEURON_PLATFORM_TARGET_OVERRIDE).
 
     psum_num_banks is 7 when NKI_DMA_TRANSPOSE_AS_PE_TRANSPOSE=true on trn2/trn3 (bank 7 is then
@@ -102,18 +85,6 @@ class _TileSize:
     sbuf_fmax = sbuf_fmax_bytes / 4 (fp32 elements), sbuf_size_bytes = the physical bytes per
     partition.
     """
-
-    pmax = PMAX
-    psum_fmax = 512
-    psum_bank_fmax = 512
-    psum_bank_fmax_bytes = 2048
-    gemm_stationary_fmax = 128
-    gemm_moving_fmax = 512
-    bn_stats_fmax = 512
-    bn_stats_dim = 6
-    bn_aggr_dim = 2
-    psum_min_align = 4
-    sbuf_min_align = 1
 
     @staticmethod
     def _target():
@@ -397,12 +368,15 @@ def _new(shape, dtype, memory: str = "sbuf") -> NkiTensor:
     return NkiTensor.whole(st)
 
 
+def _dtype_or(dtype, like: Tensor) -> _dt.DType:
+    return _resolve_dtype(dtype) if dtype is not None else like.st.dtype
+
+
 def _tile_of(x, api: str, role: str) -> Tensor:
     if not isinstance(x, Tensor):
         raise OperandShapeError(f"{api}: {role} must be a tile, got {type(x).__name__}")
     if x.st.memory == "hbm":
-        raise EngineMemoryError(f"Expected operand '{role}' of '{api}' to be in address space 'psum|sbuf', but got a "
-                                "tensor in 'hbm' (nl.load it into SBUF first)")
+        raise _common.hbm_operand_error(api, role)
     return x
 
 
@@ -509,14 +483,6 @@ def gather_flattened(data, indices, axis=0, dtype=None, **kwargs) -> NkiTensor:
 
 
 # -- element-wise math -----------------------------------------------------------------------------------
-_COMPARE = ("equal", "not_equal", "less", "less_equal", "greater", "greater_equal", "logical_and", "logical_or",
-            "logical_xor")
-
-
-def _dt_of(x) -> _dt.DType:
-    return x.st.dtype if isinstance(x, Tensor) else _dt.scalar_dtype(x)
-
-
 def _binary(name: str, x, y, dtype, api: str) -> NkiTensor:
     xt, yt = isinstance(x, Tensor), isinstance(y, Tensor)
     op = alu.BINARY[name]
@@ -526,22 +492,15 @@ def _binary(name: str, x, y, dtype, api: str) -> NkiTensor:
         _tile_of(x, api, "x")
     if yt:
         _tile_of(y, api, "y")
-    if dtype is not None:
-        d = _resolve_dtype(dtype)
-    elif name in _COMPARE:
-        d = _dt.bool_
-    else:
-        d = _dt.promote(_dt_of(x), _dt_of(y))
+    d = _common.binary_result_dtype(name, x, y, dtype)
     if xt and yt:
         try:
             shape = tuple(np.broadcast_shapes(x.shape, y.shape))
         except ValueError:
             raise OperandShapeError(f"{api}: operand shapes {x.shape} and {y.shape} do not broadcast") from None
         out = _new(shape, d)
-        if x.shape[0] != shape[0]:
-            x = _pbroadcast(x, shape[0])
-        if y.shape[0] != shape[0]:
-            y = _pbroadcast(y, shape[0])
+        x = _lowering.partition_broadcast(x, shape[0], _new)
+        y = _lowering.partition_broadcast(y, shape[0], _new)
         if math.prod(y.shape[1:]) == 1 and out.size != y.size:
             engine.tensor_scalar(out, x, name, y, api=api)
         elif math.prod(x.shape[1:]) == 1 and out.size != x.size:
@@ -555,12 +514,6 @@ def _binary(name: str, x, y, dtype, api: str) -> NkiTensor:
     return out
 
 
-def _pbroadcast(t: Tensor, P: int) -> NkiTensor:
-    tmp = _new((P,) + tuple(t.shape[1:]), t.dtype)
-    engine.partition_broadcast(tmp, t, api="partition broadcast")
-    return tmp
-
-
 def _make_binary(name: str, default_dtype=None):
     def fn(x, y, dtype=default_dtype, **kwargs):
         return _binary(name, x, y, dtype, f"nl.{name}")
@@ -570,31 +523,8 @@ def _make_binary(name: str, default_dtype=None):
     return fn
 
 
-add = _make_binary("add")
-subtract = _make_binary("subtract")
-multiply = _make_binary("multiply")
-divide = _make_binary("divide")
-power = _make_binary("power")
-maximum = _make_binary("maximum")
-minimum = _make_binary("minimum")
-fmod = _make_binary("fmod")
-mod = _make_binary("mod")
-abs_max = _make_binary("abs_max")
-abs_min = _make_binary("abs_min")
-equal = _make_binary("equal")
-not_equal = _make_binary("not_equal")
-less = _make_binary("less")
-less_equal = _make_binary("less_equal")
-greater = _make_binary("greater")
-greater_equal = _make_binary("greater_equal")
-logical_and = _make_binary("logical_and")
-logical_or = _make_binary("logical_or")
-logical_xor = _make_binary("logical_xor")
-bitwise_and = _make_binary("bitwise_and")
-bitwise_or = _make_binary("bitwise_or")
-bitwise_xor = _make_binary("bitwise_xor")
-left_shift = _make_binary("left_shift")
-right_shift = _make_binary("right_shift")
+# nl.add, nl.subtract, ...; the nki namespace adds abs_max and abs_min
+_common.define_ops(globals(), _common.BINARY_OPS + ("abs_max", "abs_min"), _make_binary)
 
 
 def _bypass(x, y=None, **kwargs):
@@ -622,33 +552,8 @@ def _make_unary(name: str):
     return fn
 
 
-exp = _make_unary("exp")
-log = _make_unary("log")
-tanh = _make_unary("tanh")
-sigmoid = _make_unary("sigmoid")
-relu = _make_unary("relu")
-gelu = _make_unary("gelu")
-gelu_apprx_tanh = _make_unary("gelu_apprx_tanh")
-gelu_apprx_sigmoid = _make_unary("gelu_apprx_sigmoid")
-gelu_apprx_sigmoid_dx = _make_unary("gelu_apprx_sigmoid_dx")
-gelu_dx = _make_unary("gelu_dx")
-silu = _make_unary("silu")
-silu_dx = _make_unary("silu_dx")
-softplus = _make_unary("softplus")
-mish = _make_unary("mish")
-erf = _make_unary("erf")
-erf_dx = _make_unary("erf_dx")
-square = _make_unary("square")
-sqrt = _make_unary("sqrt")
-abs = _make_unary("abs")  # noqa: A001 (the NKI name)
-sign = _make_unary("sign")
-negative = _make_unary("negative")
-cos = _make_unary("cos")
-tan = _make_unary("tan")
-arctan = _make_unary("arctan")
-ceil = _make_unary("ceil")
-floor = _make_unary("floor")
-trunc = _make_unary("trunc")
+# nl.exp, ...; the nki namespace also lowers gelu_apprx_sigmoid_dx and negative to one activation
+_common.define_ops(globals(), _common.ACTIVATION_OPS + ("gelu_apprx_sigmoid_dx", "negative"), _make_unary)
 
 
 def sin(x, dtype=None, **kwargs) -> NkiTensor:
@@ -710,7 +615,7 @@ def where(condition, x, y, dtype=None, **kwargs) -> NkiTensor:
     for v in (x, y):
         if isinstance(v, Tensor):
             shape = tuple(np.broadcast_shapes(shape, v.shape))
-    out = _new(shape, dtype if dtype is not None else _dt.promote(_dt_of(x), _dt_of(y)))
+    out = _new(shape, dtype if dtype is not None else _dt.promote(_common.operand_dtype(x), _common.operand_dtype(y)))
     engine.select(out, condition, x, y, api="nl.where")
     return out
 
@@ -792,17 +697,7 @@ def softmax(x, axis=-1, dtype=None, **kwargs) -> NkiTensor:
     axes = _norm_axes(axis, len(x.shape), api)
     if axes != tuple(builtins.range(1, len(x.shape))):
         raise OperandShapeError(f"{api}: softmax over all free axes only (got axis={axis})")
-    P = x.shape[0]
-    neg_max = _new((P, 1), float32)
-    engine.tensor_reduce(neg_max, "maximum", x, axes, negate=True, api=api)
-    e = _new(x.shape, float32)
-    total = _new((P, 1), float32)
-    engine.activation(e, "exp", x, bias=neg_max, reduce_op="add", reduce_res=total, api=api)
-    inv = _new((P, 1), float32)
-    engine.reciprocal(inv, total, api=api)
-    out = _new(x.shape, dtype if dtype is not None else x.dtype)
-    engine.tensor_scalar(out, e, "multiply", inv, api=api)
-    return out
+    return _lowering.softmax(x, axes, _dtype_or(dtype, x), _new, api)
 
 
 def rms_norm(x, w, axis, n, epsilon=1e-6, dtype=None, compute_dtype=None, **kwargs) -> NkiTensor:
@@ -810,34 +705,12 @@ def rms_norm(x, w, axis, n, epsilon=1e-6, dtype=None, compute_dtype=None, **kwar
     api = "nl.rms_norm"
     x, w = _tile_of(x, api, "x"), _tile_of(w, api, "w")
     _norm_axes(axis, len(x.shape), api)
-    P = x.shape[0]
-    sq = _new(x.shape, float32)
-    ss = _new((P, 1), float32)
-    engine.activation(sq, "square", x, reduce_op="add", reduce_res=ss, api=api)
-    ms = _new((P, 1), float32)
-    engine.tensor_scalar(ms, ss, "multiply", 1.0 / float(n), op1="add", operand1=float(epsilon), api=api)
-    rstd = _new((P, 1), float32)
-    engine.activation(rstd, "rsqrt", ms, api=api)
-    normed = _new(x.shape, float32)
-    engine.tensor_scalar(normed, x, "multiply", rstd, api=api)
-    out = _new(x.shape, dtype if dtype is not None else x.dtype)
-    engine.tensor_tensor(out, normed, _pbroadcast(w, P) if w.shape[0] != P else w, "multiply", api=api)
-    return out
+    return _lowering.rms_norm(x, w, n, epsilon, _dtype_or(dtype, x), _new, api)
 
 
 def cast(x, dtype, **kwargs) -> NkiTensor:
     """A copy of x converted to dtype (VectorE, through fp32)."""
     return copy(x, dtype=dtype)
-
-
-def static_cast(input_data, dtype):
-    """Host-side cast of a scalar or array to an NKI dtype (bf16/fp8 via ml_dtypes, RNE)."""
-    d = _resolve_dtype(dtype)
-    arr = np.asarray(input_data)
-    if d is _dt.tfloat32:
-        return _dt.round_tf32(arr.astype(np.float32))
-    out = arr.astype(d.np)
-    return out if isinstance(input_data, np.ndarray) else out[()]
 
 
 def _nl_range(*args, **kwargs):
