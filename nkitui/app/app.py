@@ -31,7 +31,7 @@ from nkitui.app.messages import (
     AnalysisReady, DiffReady, RevisionsReady, RevisionsWanted, ShowSource, SourcesReady, SpeedOfLightReady,
 )
 from nkitui.app.screens.workstation import WorkstationScreen
-from nkitui.app.themes import DEFAULT_THEME, fill_nkitui_variables, load_themes
+from nkitui.app.themes import DEFAULT_THEME, fill_nkitui_variables, load_themes, problem_notice, user_themes_dir
 from nkitui.app.widgets.header import AREAS, HeaderState
 
 if TYPE_CHECKING:
@@ -75,13 +75,14 @@ class NkituiApp(ReviewController, RunController, App[int]):
         self.target_override = target or self.config.target
         self.target = self.target_override or (self.audit_task.target if self.audit_task else preview["target"])
         self.startup_problems: list[str] = list(self.config.problems)
-        # Themes: bundled + user, registered before the first frame.
-        loaded = load_themes(user=user_themes)
-        self.startup_problems += loaded.problems
+        # Themes: bundled + user, registered before the first frame (and read again by reload_themes).
+        self.user_themes_dir = user_themes or user_themes_dir()
         self.theme_names: list[str] = []
-        for t in loaded.themes.values():
-            self.register_theme(t)
-            self.theme_names.append(t.name)
+        self.theme_origins: dict[str, Path] = {}
+        self._theme_problems: dict[Path, tuple[str, ...]] = {}  # reported already: not again on every t
+        loaded = load_themes(user=self.user_themes_dir)
+        self.startup_problems += [problem_notice(path, lines) for path, lines in loaded.file_problems.items()]
+        self._register_themes(loaded)
         wanted = theme or self.config.theme or DEFAULT_THEME
         if wanted not in self.theme_names:
             self.startup_problems.append(
@@ -110,14 +111,77 @@ class NkituiApp(ReviewController, RunController, App[int]):
     def get_css_variables(self) -> dict[str, str]:
         return fill_nkitui_variables(super().get_css_variables())
 
+    def _register_themes(self, loaded) -> None:
+        """Register what `loaded` (a themes.ThemeLoad) holds; drop user themes whose file is gone.
+
+        A theme whose file is now broken keeps its last good colours (the auditor may be editing it);
+        a theme whose file was removed goes.
+        """
+        broken = set(loaded.file_problems)
+        names = list(loaded.themes)
+        for index, name in enumerate(self.theme_names):
+            if name in loaded.themes:
+                continue
+            if self.theme_origins.get(name) in broken:
+                names.insert(min(index, len(names)), name)  # keep the last good version, in its place
+            else:
+                self.unregister_theme(name)
+        for theme in loaded.themes.values():
+            self.register_theme(theme)
+        self.theme_origins = {n: p for n, p in self.theme_origins.items() if n in names} | loaded.origins
+        self.theme_names = names
+        self._theme_problems = {path: tuple(lines) for path, lines in loaded.file_problems.items()}
+
+    def reload_themes(self, *, report_all: bool = False) -> None:
+        """Read the bundled and user theme files again (`t` does this before switching, so a theme
+        saved while nkitui runs joins the cycle). A broken file is reported, naming the file and the
+        field, once per version of its problems (every time with report_all), never fatally."""
+        before = dict(self._theme_problems)
+        current = self.available_themes.get(self.theme)
+        loaded = load_themes(user=self.user_themes_dir)
+        self._register_themes(loaded)
+        for path, lines in loaded.file_problems.items():
+            if report_all or before.get(path) != tuple(lines):
+                self.notify(problem_notice(path, lines), title="Theme file problem", severity="error", timeout=15)
+        if self.theme not in self.theme_names:
+            gone = self.theme
+            self.theme = DEFAULT_THEME
+            self.notify(f"Theme {gone!r} is no longer in the theme folder; using {DEFAULT_THEME!r}.",
+                        severity="warning", timeout=6)
+        elif self.available_themes.get(self.theme) != current:
+            # Same name, new colours (its file was edited): apply them now, also to the rows the
+            # line views have drawn and cached.
+            self._invalidate_css()
+            self.call_next(self.refresh_css, animate=False)
+            self.call_next(self._restyle_line_views)
+        if report_all:
+            users = sum(1 for p in self.theme_origins.values() if p.parent == self.user_themes_dir)
+            broken = len(loaded.file_problems)
+            self.notify(f"{len(self.theme_names)} themes, {users} from {self.user_themes_dir}"
+                        + (f"; {broken} file{'s' if broken != 1 else ''} with problems" if broken else ""),
+                        title="Themes reloaded", timeout=4)
+
+    def _restyle_line_views(self) -> None:
+        from nkitui.app.widgets.lineview import LineView
+
+        for screen in self.screen_stack:
+            for view in screen.query(LineView):
+                view.restyle()
+
     def set_theme(self, name: str) -> None:
         self.theme = name
-        self.notify(f"Theme: {name}", timeout=2)
+        origin = self.theme_origins.get(name)
+        where = f" ({origin})" if origin is not None and origin.parent == self.user_themes_dir else ""
+        self.notify(f"Theme: {name}{where}", timeout=2)
 
     def action_next_theme(self) -> None:
+        self.reload_themes()
         names = self.theme_names
         index = names.index(self.theme) if self.theme in names else -1
         self.set_theme(names[(index + 1) % len(names)])
+
+    def action_reload_themes(self) -> None:
+        self.reload_themes(report_all=True)
 
     # --- screens and start-up --------------------------------------------------------------------
 

@@ -61,6 +61,7 @@ def palette_commands(app: "NkituiApp") -> list[PaletteCommand]:
     for name in app.theme_names:
         if name != app.theme:
             add(f"Theme: {name}", f"Switch to the {name} theme", partial(app.set_theme, name))
+    add("Reload themes", f"Read the theme files again (yours: {app.user_themes_dir})", app.action_reload_themes)
     add("Help for the focused area", "F1", app.action_help)
     add("Keys", "Every key, filterable (?)", app.action_keys)
     add("Quit", "Leave nkitui (the draft is autosaved)", app.action_quit)

@@ -86,7 +86,9 @@ REGISTRY: tuple[KeySpec, ...] = (
             help="Switch between tabs and the wide split layout"),
     KeySpec("app.zoom", "z", "app.zoom", "Zoom", "app", show=False,
             help="Maximise the focused area, or restore the layout"),
-    KeySpec("app.theme", "t", "app.next_theme", "Theme", "app", show=False, help="Switch to the next theme"),
+    KeySpec("app.theme", "t", "app.next_theme", "Theme", "app", show=False,
+            help="Read the theme files again (a broken one is reported, naming the file and field) and switch "
+                 "to the next theme"),
     KeySpec("app.run", "r,f5", "app.start_run", "Run", "app", help="Start a run of the task on the chosen backend"),
     KeySpec("app.cancel", "x,f6", "app.cancel_run", "Cancel run", "app", show=False,
             help="Cancel the run in progress"),

@@ -63,8 +63,9 @@ NKITUI_VARIABLES: dict[str, str] = {
 @dataclass
 class ThemeLoad:
     themes: dict[str, Theme] = field(default_factory=dict)  # in menu order
-    problems: list[str] = field(default_factory=list)
-    origins: dict[str, Path] = field(default_factory=dict)
+    problems: list[str] = field(default_factory=list)  # every problem, each naming its file and field
+    origins: dict[str, Path] = field(default_factory=dict)  # theme name -> the file it came from
+    file_problems: dict[Path, list[str]] = field(default_factory=dict)  # the same problems, by file
 
 
 def _check_color(value: object, where: str) -> str | None:
@@ -129,12 +130,21 @@ def _load_dir(folder: Path, into: ThemeLoad) -> None:
         return
     for path in sorted(folder.glob("*.toml")):
         try:
-            theme = parse_theme(path.read_text(encoding="utf-8"), str(path))
-        except (ValueError, OSError) as exc:
-            into.problems.extend(str(exc).splitlines())
-            continue
-        into.themes[theme.name] = theme
-        into.origins[theme.name] = path
+            text = path.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            why = exc.strerror if isinstance(exc, OSError) else f"not UTF-8 text: {exc.reason} at byte {exc.start}"
+            lines = [f"{path}: cannot be read ({why}); save it as UTF-8 text or remove it"]
+        else:
+            try:
+                theme = parse_theme(text, str(path))
+            except ValueError as exc:
+                lines = str(exc).splitlines()
+            else:
+                into.themes[theme.name] = theme
+                into.origins[theme.name] = path
+                continue
+        into.problems.extend(lines)
+        into.file_problems[path] = lines
 
 
 def load_themes(bundled: Path | None = None, user: Path | None = None) -> ThemeLoad:
@@ -146,6 +156,13 @@ def load_themes(bundled: Path | None = None, user: Path | None = None) -> ThemeL
     result.themes = ordered
     _load_dir(user or user_themes_dir(), result)
     return result
+
+
+def problem_notice(path: Path, lines: list[str]) -> str:
+    """One notification's text for a theme file that did not load: the file, then each field's problem."""
+    prefix = f"{path}: "
+    items = "\n".join(f"• {line.removeprefix(prefix)}" for line in lines)
+    return f"{path}\n{items}\nThe theme is not loaded; fix the file, then press t or run Reload themes."
 
 
 def fill_nkitui_variables(variables: dict[str, str]) -> dict[str, str]:

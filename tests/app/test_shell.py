@@ -147,12 +147,15 @@ async def test_bad_settings_and_an_unknown_theme_are_reported_not_fatal(task_dir
     cfg = isolated_xdg / "config" / "nkitui"
     cfg.mkdir(parents=True)
     (cfg / "config.toml").write_text('theme = "solarised"\nlayout = "huge"\n')
+    (cfg / "themes").mkdir()
+    (cfg / "themes" / "broken.toml").write_text('name = "broken"\nprimary = "#12345"\n')
     app = new_app(task_dir, config=__import__("nkitui.app.config", fromlist=["load_config"]).load_config())
     async with app.run_test(size=(80, 24)) as pilot:
         await settle(pilot)
         messages = "\n".join(n.message for n in app._notifications)
         assert "theme 'solarised' not found" in messages
         assert f"{cfg / 'config.toml'}: key 'layout': 'huge'" in messages
+        assert f"{cfg / 'themes' / 'broken.toml'}\n• field 'primary': '#12345' is not a colour" in messages
         assert app.theme == "dark"
 
 
@@ -218,3 +221,70 @@ def test_open_a_missing_folder_exits_2_without_a_ui(tmp_path, capsys):
 
     assert main([str(tmp_path / "nowhere")]) == 2
     assert "no such file or folder" in capsys.readouterr().err
+
+
+async def test_t_reads_the_theme_folder_again_and_reports_a_broken_file_once(task_dir, isolated_xdg):
+    themes = isolated_xdg / "config" / "nkitui" / "themes"
+    themes.mkdir(parents=True)
+    app = new_app(task_dir)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(pilot)
+        assert app.theme_names == ["dark", "light", "high-contrast"]
+        # saved while nkitui runs: t picks it up
+        (themes / "ocean.toml").write_text('name = "ocean"\nprimary = "#0077be"\nbackground = "#001a33"\n')
+        await pilot.press("t")
+        await settle(pilot)
+        assert app.theme_names[-1] == "ocean" and app.theme == "light"
+        bad = themes / "bad.toml"
+        bad.write_text('name = "bad"\nprimary = "blu"\n[variables]\nnk-sev-high = 7\n')
+        await pilot.press("t")
+        await settle(pilot)
+        assert app.is_running and app.theme == "high-contrast" and "bad" not in app.theme_names
+        problems = [n for n in app._notifications if n.title == "Theme file problem"]
+        assert len(problems) == 1
+        assert str(bad) in problems[0].message
+        assert "field 'primary': 'blu' is not a colour" in problems[0].message
+        assert "field 'variables.nk-sev-high'" in problems[0].message
+        await pilot.press("t")  # the same problem is not reported on every key press
+        await settle(pilot)
+        assert app.theme == "ocean"
+        assert len([n for n in app._notifications if n.title == "Theme file problem"]) == 1
+        # the palette command reports everything again
+        from nkitui.app.commands import palette_commands
+
+        reload = next(c for c in palette_commands(app) if c.title == "Reload themes")
+        reload.run()
+        await settle(pilot)
+        assert len([n for n in app._notifications if n.title == "Theme file problem"]) == 2
+        assert any(n.title == "Themes reloaded" and "1 file with problems" in n.message for n in app._notifications)
+        bad.write_bytes(b'name = "bad"\nprimary = "\xff"\n')  # not even text: still a clear problem
+        await pilot.press("t")
+        await settle(pilot)
+        latest = [n for n in app._notifications if n.title == "Theme file problem"][-1]
+        assert str(bad) in latest.message and "not UTF-8" in latest.message and app.is_running
+
+
+async def test_editing_the_current_user_theme_applies_breaking_keeps_removing_falls_back(task_dir, isolated_xdg):
+    themes = isolated_xdg / "config" / "nkitui" / "themes"
+    themes.mkdir(parents=True)
+    dusk = themes / "dusk.toml"
+    dusk.write_text('name = "dusk"\nprimary = "#268bd2"\nbackground = "#002b36"\n')
+    app = new_app(task_dir, theme="dusk")
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(pilot)
+        assert app.theme == "dusk" and app.theme_variables["background"].upper() == "#002B36"
+        dusk.write_text('name = "dusk"\nprimary = "#268bd2"\nbackground = "#101010"\n')
+        app.action_reload_themes()
+        await settle(pilot)
+        assert app.theme == "dusk" and app.theme_variables["background"].upper() == "#101010"
+        dusk.write_text('name = "dusk"\nprimary = "#268bd2"\nbackground = 5\n')  # broken mid-edit
+        app.action_reload_themes()
+        await settle(pilot)
+        assert app.theme == "dusk" and "dusk" in app.theme_names  # the last good colours stay
+        assert app.theme_variables["background"].upper() == "#101010"
+        assert any(str(dusk) in n.message and "field 'background'" in n.message for n in app._notifications)
+        dusk.unlink()
+        await pilot.press("t")
+        await settle(pilot)
+        assert "dusk" not in app.theme_names and app.theme in app.theme_names
+        assert any("'dusk' is no longer in the theme folder" in n.message for n in app._notifications)

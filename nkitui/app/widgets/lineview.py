@@ -73,9 +73,14 @@ class LineView(ScrollView, can_focus=True):
 
     def notify_style_update(self) -> None:
         super().notify_style_update()
-        self._styles.clear()  # a reloaded theme may change colours under the same name
+        self.restyle()
+
+    def restyle(self) -> None:
+        """Forget resolved styles and drawn rows: a reloaded theme may change colours under the same name."""
+        self._styles.clear()
         self._generation += 1
         self._row_cache.clear()
+        self.refresh()
 
     def st(self, name: str = "") -> Style:
         """The named style of STYLES for the current theme."""
