@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from nkitui.evaluate.run import EvaluationRequest
+from tests.helpers.add_task import add_manifest, write_files
 
 FAKES = Path(__file__).resolve().parent.parent / "fakes"
 FAKE_SDK = FAKES / "sdk"
@@ -39,51 +40,19 @@ def add_kernel(a, b{extra_params}):
 
 REFERENCE = "def add(a, b, **kwargs):\n    return a + b\n"
 
-MANIFEST = """\
-id = "{task_id}"
-title = "vector add"
-target = "trn2"
-op = "elementwise"
-
-[sources]
-nki = "add_nki.py"
-reference = "reference.py::add"
-
-[kernel]
-entry = "add_nki.py::add_kernel"
-{kernel_extra}
-
-[[inputs]]
-name = "a"
-shape = [128, 64]
-dtype = "float32"
-
-[[inputs]]
-name = "b"
-shape = [128, 64]
-dtype = "float32"
-
-[[outputs]]
-name = "out"
-shape = [128, 64]
-dtype = "float32"
-tolerance = {{ kind = "allclose", atol = 1e-6, rtol = 1e-6 }}
-
-[evaluation]
-seeds = [0, 1]
-"""
+def add_task_manifest(task_id: str = "add", kernel_extra: str = "") -> str:
+    """task.toml of the add task as these tests run it: no CUDA source, tolerance 1e-6, two seeds."""
+    return add_manifest(task_id=task_id, header='op = "elementwise"', cuda=False, kernel_extra=kernel_extra,
+                        tolerance="1e-6", tail="[evaluation]\nseeds = [0, 1]")
 
 
 def write_task(root: Path, *, prelude: str = "", kernel: str | None = None, reference: str = REFERENCE,
                kernel_extra: str = "", task_id: str = "add", extra_params: str = "", manifest: str | None = None) -> Path:
     """A task folder with the legacy NKI add kernel; `prelude` (Python lines) runs first in its body."""
-    root.mkdir(parents=True, exist_ok=True)
     body = textwrap.indent(textwrap.dedent(prelude).strip("\n"), "    ") if prelude.strip() else "    pass"
     source = kernel if kernel is not None else ADD_KERNEL.format(prelude=body, extra_params=extra_params)
-    (root / "add_nki.py").write_text(source)
-    (root / "reference.py").write_text(reference)
-    (root / "task.toml").write_text(manifest if manifest is not None else MANIFEST.format(task_id=task_id, kernel_extra=kernel_extra))
-    return root
+    return write_files(root, {"add_nki.py": source, "reference.py": reference,
+                              "task.toml": manifest if manifest is not None else add_task_manifest(task_id, kernel_extra)})
 
 
 def git_init(root: Path) -> str:

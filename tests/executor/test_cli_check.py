@@ -10,7 +10,7 @@ from nkitui.cli import main
 from nkitui.evaluate.result import RunResult
 from nkitui.evaluate.store import RunStore
 
-from .conftest import MANIFEST, write_task
+from .conftest import add_task_manifest, write_task
 
 FAST = ["--no-static", "--no-trials", "--no-precision", "--quiet", "--memory-mb", "2048"]
 
@@ -41,7 +41,7 @@ def test_a_missing_folder_exits_2_naming_it(tmp_path, capsys):
 
 
 def test_an_invalid_manifest_exits_2_naming_file_and_field(tmp_path, capsys):
-    manifest = MANIFEST.format(task_id="add", kernel_extra="").replace('dtype = "float32"', 'dtype = "float33"', 1)
+    manifest = add_task_manifest().replace('dtype = "float32"', 'dtype = "float33"', 1)
     task = write_task(tmp_path / "badtoml", manifest=manifest)
     code = main(["check", str(task), "--json", "--quiet"])
     out = json.loads(capsys.readouterr().out)

@@ -9,7 +9,7 @@ import time
 from nkitui.evaluate.run import start_evaluation
 from nkitui.executor.events import ErrorEvent, LogEvent, PhaseEvent, ResultEvent
 
-from .conftest import MANIFEST, quick_request, write_task
+from .conftest import add_task_manifest, quick_request, write_task
 
 
 def run(task_dir, **overrides):
@@ -56,7 +56,7 @@ def test_a_kernel_that_raises_is_a_failed_check_with_file_and_line(tmp_path):
 
 
 def test_an_emulator_rule_violation_names_the_rule_and_the_kernel_line(tmp_path):
-    manifest = MANIFEST.format(task_id="add", kernel_extra="").replace("[128, 64]", "[256, 64]")
+    manifest = add_task_manifest().replace("[128, 64]", "[256, 64]")
     task = write_task(tmp_path / "partition", manifest=manifest)
     handle, events, result = run(task)
     err = next(e for e in events if isinstance(e, ErrorEvent))

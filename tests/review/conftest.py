@@ -4,68 +4,20 @@ user's git config and XDG state."""
 from __future__ import annotations
 
 import json
-import textwrap
 from pathlib import Path
 
 import git
 import pytest
 
-KERNEL = textwrap.dedent(
-    """\
-    import neuronxcc.nki as nki
-    import neuronxcc.nki.language as nl
+from tests.helpers.add_task import ADD_KERNEL, ADD_REFERENCE, add_manifest, write_files
 
-
-    @nki.jit
-    def add_kernel(a, b):
-        out = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.shared_hbm)
-        nl.store(out, nl.add(nl.load(a), nl.load(b)))
-        return out
-    """
-)
-REFERENCE = "def add(a, b):\n    return a + b\n"
 CUDA = "__global__ void add(const float* a, const float* b, float* c, int n) {\n  int i = blockIdx.x * blockDim.x + threadIdx.x;\n  if (i < n) c[i] = a[i] + b[i];\n}\n"
-MANIFEST = textwrap.dedent(
-    """\
-    id = "add"
-    title = "vector add"
-    target = "trn2"
-    {rubric_line}
-
-    [sources]
-    nki = "add_nki.py"
-    cuda = "add.cu"
-    reference = "reference.py::add"
-
-    [kernel]
-    entry = "add_nki.py::add_kernel"
-
-    [[inputs]]
-    name = "a"
-    shape = [128, 64]
-    dtype = "float32"
-
-    [[inputs]]
-    name = "b"
-    shape = [128, 64]
-    dtype = "float32"
-
-    [[outputs]]
-    name = "out"
-    shape = [128, 64]
-    dtype = "float32"
-    tolerance = {{ kind = "allclose", atol = 1e-5, rtol = 1e-5 }}
-    """
-)
 
 
 def write_task(root: Path, rubric: str | None = None) -> Path:
-    root.mkdir(parents=True, exist_ok=True)
-    (root / "add_nki.py").write_text(KERNEL)
-    (root / "reference.py").write_text(REFERENCE)
-    (root / "add.cu").write_text(CUDA)
-    (root / "task.toml").write_text(MANIFEST.format(rubric_line=f'rubric = "{rubric}"' if rubric else ""))
-    return root
+    manifest = add_manifest(header=f'rubric = "{rubric}"' if rubric else "")
+    return write_files(root, {"add_nki.py": ADD_KERNEL, "reference.py": ADD_REFERENCE, "add.cu": CUDA,
+                              "task.toml": manifest})
 
 
 def init_repo(root: Path, name: str = "Alice Auditor", email: str = "alice@example.com", commit: bool = True) -> git.Repo:
