@@ -43,6 +43,47 @@ def tile(t, api: str, role: str) -> Tensor:
     return t
 
 
+def elementwise_operands(api: str, dst: Tensor, src: Tensor, role: str) -> None:
+    """Validate an instruction reading `src` element by element into `dst`: both on-chip tiles with
+    the same partitions, `src` the output's shape (or broadcastable to it)."""
+    tile(dst, api, "dst")
+    tile(src, api, role)
+    same_partitions(api, (dst, "dst"), (src, role))
+    check_fits(api, src, role, dst)
+
+
+def reduce_outputs(api: str, dst: Tensor, reduce_res: Tensor | None, partitions: int) -> tuple:
+    """The instruction's outputs: `dst`, and `reduce_res` (checked to be a (P, 1) tile) when given."""
+    if reduce_res is None:
+        return (dst,)
+    tile(reduce_res, api, "reduce_res")
+    if reduce_res.shape[0] != partitions or reduce_res.size != partitions:
+        raise OperandShapeError(f"{api}: reduce_res must have shape ({partitions}, 1), got {reduce_res.shape}")
+    return (dst, reduce_res)
+
+
+def accumulators(run: Run, engine: str) -> np.ndarray:
+    """The engine's 128 per-partition accumulator registers, zero until first used: ScalarE's
+    (`activation` reductions, `activate2`) or VectorE's (shared by its accumulating instructions)."""
+    if engine == "scalar":
+        if run.act_acc is None:
+            run.act_acc = np.zeros(PMAX, dtype=np.float32)
+        return run.act_acc
+    if run.vec_acc is None:
+        run.vec_acc = np.zeros(PMAX, dtype=np.float32)
+    return run.vec_acc
+
+
+def row_reduction(op, y: np.ndarray, partitions: int, where=None) -> np.ndarray:
+    """`op`'s reduction of each partition's row of `y` (fp32, shape (P,)); elements outside the
+    boolean mask `where` count as the operator's identity."""
+    flat = y.reshape(partitions, -1)
+    if where is not None:
+        m = np.broadcast_to(where, y.shape).reshape(partitions, -1)
+        flat = np.where(m, flat, np.float32(op.identity if op.identity is not None else 0))
+    return np.asarray(op.reduce(flat, (1,)), dtype=np.float32).reshape(partitions)
+
+
 def hbm_or_sbuf(t, api: str, role: str, allow_psum: bool = False) -> Tensor:
     if not isinstance(t, Tensor):
         raise OperandShapeError(f"operand '{role}' of {api} must be a tensor, got {type(t).__name__}")
@@ -72,8 +113,7 @@ def fits(src_shape: tuple[int, ...], dst_shape: tuple[int, ...]) -> bool:
     """Equal shapes, NumPy-broadcastable to dst, or same partitions and elements per partition."""
     if src_shape == dst_shape:
         return True
-    if len(src_shape) <= len(dst_shape) and all(
-            s == d or s == 1 for s, d in zip(src_shape[::-1], dst_shape[::-1])):
+    if _bcast(src_shape, dst_shape):
         return True
     return src_shape[:1] == dst_shape[:1] and math.prod(src_shape[1:]) == math.prod(dst_shape[1:])
 
@@ -87,16 +127,15 @@ def check_fits(api: str, t: Tensor, role: str, dst: Tensor) -> None:
 def values(t: Tensor, shape: tuple[int, ...]) -> np.ndarray:
     """fp32 values of `t` laid out for an instruction writing `shape`."""
     a = t.read_f32()
-    if a.shape == shape or (a.ndim <= len(shape) and all(
-            s == d or s == 1 for s, d in zip(a.shape[::-1], shape[::-1]))):
+    if a.shape == shape or _bcast(a.shape, shape):
         return a
     return a.reshape(shape)
 
 
 def raw(t: Tensor, shape: tuple[int, ...]) -> np.ndarray:
+    """The stored values of `t` (no conversion) laid out for an instruction writing `shape`."""
     a = t.array()
-    if a.shape == shape or (a.ndim <= len(shape) and all(
-            s == d or s == 1 for s, d in zip(a.shape[::-1], shape[::-1]))):
+    if a.shape == shape or _bcast(a.shape, shape):
         return a
     return a.reshape(shape)
 
@@ -147,6 +186,7 @@ def write(run: Run, dst: Tensor, result: np.ndarray, where=None, accumulate: boo
 
 
 def _bcast(a, b) -> bool:
+    """NumPy broadcasting of shape `a` to shape `b`."""
     return len(a) <= len(b) and all(s == d or s == 1 for s, d in zip(a[::-1], b[::-1]))
 
 

@@ -28,7 +28,8 @@ def _fits(src_shape, dst_shape) -> bool:
     return math.prod(src_shape) == math.prod(dst_shape)
 
 
-def _in_bounds_mask(t: Tensor) -> np.ndarray:
+def in_bounds_mask(t: Tensor) -> np.ndarray:
+    """Which elements of an indirect view index inside its storage (out-of-bounds gather indices)."""
     m = np.ones(t.shape, dtype=bool)
     for a, n in zip(t.index_arrays(), t.st.shape):
         a = np.broadcast_to(a, t.shape)
@@ -68,8 +69,8 @@ def dma_copy(dst: Tensor, src: Tensor, *, where=None, dst_rmw_op=None, oob_mode=
         return write(run, dst, None, where, rmw is not None)
     mask = where
     if skip_oob:
-        ok_dst = _in_bounds_mask(dst) if (dst.fancy is not None) else None
-        ok_src = _in_bounds_mask(src) if (src.fancy is not None) else None
+        ok_dst = in_bounds_mask(dst) if (dst.fancy is not None) else None
+        ok_src = in_bounds_mask(src) if (src.fancy is not None) else None
         if ok_src is not None:
             src_vals = _gather_clipped(src)
             ok = ok_src.reshape(dst.shape) if ok_src.size == dst.size else np.broadcast_to(ok_src, dst.shape)

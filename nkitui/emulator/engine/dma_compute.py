@@ -11,7 +11,7 @@ import numpy as np
 
 from nkitui.emulator import alu
 from nkitui.emulator.engine.common import current, hbm_or_sbuf, values, write
-from nkitui.emulator.engine.dma import _side
+from nkitui.emulator.engine.dma import _side, in_bounds_mask
 from nkitui.emulator.errors import EngineOpError, OperandShapeError, OutOfBoundsError
 from nkitui.emulator.tensor import Tensor
 
@@ -49,7 +49,7 @@ def dma_compute(dst: Tensor, srcs, reduce_op="add", scales=None, *, oob_mode=Non
     parts = []
     for s in srcs:
         if s.fancy is not None and skip:
-            ok = _in_bounds(s)
+            ok = in_bounds_mask(s)
             mask = ok if mask is None else mask & ok.reshape(mask.shape)
             parts.append(_clipped_values(s).reshape(dst.shape))
         else:
@@ -59,19 +59,11 @@ def dma_compute(dst: Tensor, srcs, reduce_op="add", scales=None, *, oob_mode=Non
         total = total + p
     target = dst
     if dst.fancy is not None and skip:
-        ok = _in_bounds(dst).reshape(dst.shape)
+        ok = in_bounds_mask(dst).reshape(dst.shape)
         mask = ok if mask is None else (mask.reshape(dst.shape) & ok)
         idx = tuple(np.clip(np.broadcast_to(a, dst.shape), 0, n - 1) for a, n in zip(dst.index_arrays(), dst.st.shape))
         target = type(dst)(dst.st, None, dst.shape, idx)
     write(run, target, total.astype(np.float32), None if mask is None else mask.reshape(dst.shape), True)
-
-
-def _in_bounds(t: Tensor) -> np.ndarray:
-    m = np.ones(t.shape, dtype=bool)
-    for a, n in zip(t.index_arrays(), t.st.shape):
-        a = np.broadcast_to(a, t.shape)
-        m &= (a >= 0) & (a < n)
-    return m
 
 
 def _clipped_values(t: Tensor) -> np.ndarray:

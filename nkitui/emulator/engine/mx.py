@@ -30,6 +30,7 @@ import numpy as np
 
 from nkitui.emulator import dtypes as dt
 from nkitui.emulator.engine.common import current, tile, write
+from nkitui.emulator.engine.tensor_engine import write_matmul_result
 from nkitui.emulator.errors import EngineDtypeError, EngineMemoryError, EngineOpError, MatmulShapeError, OperandShapeError
 from nkitui.emulator.newns import dtypes as ndt
 from nkitui.emulator.tensor import Tensor
@@ -145,20 +146,7 @@ def nc_matmul_mx(dst: Tensor, stationary: Tensor, moving: Tensor, stationary_sca
                                                                       "stationary_scale")[:, :, None]
     v = unpack(moving.array().reshape(K, N), pm) * _scale_factors(moving_scale, K, N, api, "moving_scale")[:, :, None]
     res = np.matmul(s.transpose(1, 0, 2).reshape(M, 4 * K), v.transpose(0, 2, 1).reshape(4 * K, N)).astype(_F32)
-    res = res.reshape(dst.shape)
-    if accumulate is None:
-        st = dst.st
-        if st.mm_zone is None:
-            st.mm_zone = np.zeros(st.shape, dtype=bool)
-        inzone = np.broadcast_to(dst._apply(st.mm_zone), dst.shape)
-        write(run, dst, np.where(inzone, dst.read_f32() + res, res).astype(_F32), None, True)
-        dst.set_zone(True)
-        return
-    if accumulate:
-        res = dst.read_f32() + res
-    write(run, dst, res, None, bool(accumulate))
-    if dst.st.mm_zone is not None:
-        dst.set_zone(True)
+    write_matmul_result(run, dst, res.reshape(dst.shape), accumulate)
 
 
 def quantize_mx(dst: Tensor, src: Tensor, dst_scale: Tensor, *, api: str = "quantize_mx") -> None:

@@ -81,10 +81,14 @@ def set_rng_seed(src_seeds: Tensor, *, api: str = "set_rng_seed") -> None:
         run.rng = np.random.default_rng(_seed_from(src_seeds))
 
 
-def rand_set_state(src_seeds: Tensor, *, engine: str | None = None, api: str = "rand_set_state") -> None:
-    run = current()
+def _require_v3(run, api: str) -> None:
     if run.target.nc_version < 3:
         raise EngineOpError(f"{api} needs NeuronCore-v3 or newer; the target is {run.target.name}")
+
+
+def rand_set_state(src_seeds: Tensor, *, engine: str | None = None, api: str = "rand_set_state") -> None:
+    run = current()
+    _require_v3(run, api)
     tile(src_seeds, api, "src_seeds")
     if src_seeds.st.memory != "sbuf" or src_seeds.st.dtype.name != "uint32":
         raise EngineDtypeError(f"{api}: src_seeds must be a uint32 SBUF tile, got {src_seeds.st.dtype.name} in "
@@ -97,8 +101,7 @@ def rand_set_state(src_seeds: Tensor, *, engine: str | None = None, api: str = "
 
 def rand_get_state(dst: Tensor, *, engine: str | None = None, api: str = "rand_get_state") -> None:
     run = current()
-    if run.target.nc_version < 3:
-        raise EngineOpError(f"{api} needs NeuronCore-v3 or newer; the target is {run.target.name}")
+    _require_v3(run, api)
     tile(dst, api, "dst")
     if dst.st.dtype.name != "uint32":
         raise EngineDtypeError(f"{api}: dst must be uint32, got {dst.st.dtype.name}")

@@ -7,8 +7,17 @@ import math
 import numpy as np
 
 from nkitui.emulator import alu
-from nkitui.emulator.engine.common import check_fits, current, same_partitions, tile, values, write
-from nkitui.emulator.errors import ActivationOperandError, EngineOpError, OperandShapeError
+from nkitui.emulator.engine.common import (
+    accumulators,
+    current,
+    elementwise_operands,
+    reduce_outputs,
+    row_reduction,
+    tile,
+    values,
+    write,
+)
+from nkitui.emulator.errors import ActivationOperandError, EngineOpError
 from nkitui.emulator.tensor import Tensor
 
 _F32 = np.float32
@@ -45,10 +54,7 @@ def _vector_operand(x, api: str, role: str, P: int, allowed: tuple[str, ...]):
 def activation(dst: Tensor, op, data: Tensor, *, bias=None, scale=1.0, reduce_op=None,
                reduce_res: Tensor | None = None, reduce_cmd=None, where=None, api: str = "activation") -> None:
     run = current()
-    tile(dst, api, "dst")
-    tile(data, api, "data")
-    same_partitions(api, (dst, "dst"), (data, "data"))
-    check_fits(api, data, "data", dst)
+    elementwise_operands(api, dst, data, "data")
     act = alu.resolve_activation(op)
     P = data.shape[0]
     t_scale = _vector_operand(scale, api, "scale", P, ("float32",))
@@ -70,12 +76,7 @@ def activation(dst: Tensor, op, data: Tensor, *, bias=None, scale=1.0, reduce_op
         if run.target.nc_version < 3 and ro.name != "add":
             raise EngineOpError(f"{api}: the activation reduction supports only add on NeuronCore-v2 "
                                 f"({run.target.name}), got {ro.name}")
-    outs = (dst,)
-    if reduce_res is not None:
-        tile(reduce_res, api, "reduce_res")
-        if reduce_res.shape[0] != P or reduce_res.size != P:
-            raise OperandShapeError(f"{api}: reduce_res must have shape ({P}, 1), got {reduce_res.shape}")
-        outs = (dst, reduce_res)
+    outs = reduce_outputs(api, dst, reduce_res, P)
     ins = tuple(t for t in (data, t_scale, t_bias) if t is not None)
     meta = {"api": api, "op": act.name}
     if t_bias is not None or bias is not None:
@@ -108,17 +109,11 @@ def activation(dst: Tensor, op, data: Tensor, *, bias=None, scale=1.0, reduce_op
     write(run, dst, y, where)
     if cmd == "idle":
         return
-    if run.act_acc is None:
-        run.act_acc = np.zeros(128, dtype=_F32)
-    acc = run.act_acc
+    acc = accumulators(run, "scalar")
     if cmd == "reset":
         acc[:P] = ro.identity if ro.identity is not None else 0
     else:
-        flat = y.reshape(P, -1)
-        if where is not None:
-            m = np.broadcast_to(where, shape).reshape(P, -1)
-            flat = np.where(m, flat, np.float32(ro.identity if ro.identity is not None else 0))
-        part = np.asarray(ro.reduce(flat, (1,)), dtype=_F32).reshape(P)
+        part = row_reduction(ro, y, P, where)
         if cmd == "reset_reduce":
             acc[:P] = part
         else:  # reduce / load_reduce keep accumulating into the registers

@@ -113,7 +113,12 @@ def nc_matmul(dst: Tensor, stationary: Tensor, moving: Tensor, *, accumulate: bo
     s = values(stationary, stationary.shape).reshape(K, M)
     mv = values(moving, moving.shape).reshape(K, N)
     res = np.matmul(s.T, mv)  # fp32 products accumulated in fp32
-    res = res.reshape(dst.shape)
+    write_matmul_result(run, dst, res.reshape(dst.shape), accumulate, where)
+
+
+def write_matmul_result(run, dst: Tensor, res: np.ndarray, accumulate: bool | None, where=None) -> None:
+    """Write a TensorE result into PSUM: overwrite (False), add onto dst (True), or, for None, add
+    where dst is inside an accumulation zone that an earlier matmul opened and overwrite elsewhere."""
     if accumulate is None:
         st = dst.st
         if st.mm_zone is None:

@@ -14,17 +14,17 @@ import numpy as np
 
 from nkitui.emulator import alu
 from nkitui.emulator.engine.common import (
-    check_fits,
+    accumulators,
     current,
+    elementwise_operands,
     operand_values,
-    same_partitions,
+    reduce_outputs,
     scalar_or_vector,
-    tile,
     values,
     write,
 )
 from nkitui.emulator.engine.scalar import reduce_cmd_name
-from nkitui.emulator.errors import EngineOpError, OperandShapeError
+from nkitui.emulator.errors import EngineOpError
 from nkitui.emulator.tensor import Tensor
 
 _F32 = np.float32
@@ -71,10 +71,7 @@ def activate2(dst: Tensor, op, data: Tensor, imm0, imm1, op0, op1, *, relu_param
     """dst = op((data op0 imm0) op1 imm1) on ScalarE, with an optional accumulated reduction."""
     run = current()
     _v4(run, api)
-    tile(dst, api, "dst")
-    tile(data, api, "data")
-    same_partitions(api, (dst, "dst"), (data, "data"))
-    check_fits(api, data, "data", dst)
+    elementwise_operands(api, dst, data, "data")
     act = alu.resolve_activation(op)
     names = []
     for o, r in ((op0, "op0"), (op1, "op1")):
@@ -93,12 +90,7 @@ def activate2(dst: Tensor, op, data: Tensor, imm0, imm1, op0, op1, *, relu_param
     ro = {"max": "maximum", "min": "minimum", "amax": "maximum", "amin": "minimum"}.get(ro, ro)
     if ro not in _IDENTITY:
         raise EngineOpError(f"{api}: reduce_op must be add, maximum, minimum, abs_max or abs_min, got {ro}")
-    outs = (dst,)
-    if reduce_res is not None:
-        tile(reduce_res, api, "reduce_res")
-        if reduce_res.shape[0] != P or reduce_res.size != P:
-            raise OperandShapeError(f"{api}: reduce_res must have shape ({P}, 1), got {reduce_res.shape}")
-        outs = (dst, reduce_res)
+    outs = reduce_outputs(api, dst, reduce_res, P)
     ins = tuple(t for t in (data, t0, t1) if t is not None)
     meta = {"api": api, "op": act.name, "op0": names[0], "op1": names[1]}
     if cmd != "idle":
@@ -122,11 +114,10 @@ def activate2(dst: Tensor, op, data: Tensor, imm0, imm1, op0, op1, *, relu_param
         y = act.fn(np.asarray(x, dtype=_F32))
     y = np.broadcast_to(y, shape)
     write(run, dst, y)
-    if run.act_acc is None:
-        run.act_acc = np.zeros(128, dtype=_F32)
-    _accumulate(run.act_acc, P, cmd, ro, _reduce(ro, y.reshape(P, -1).astype(_F32)), 0.0)
+    acc = accumulators(run, "scalar")
+    _accumulate(acc, P, cmd, ro, _reduce(ro, y.reshape(P, -1).astype(_F32)), 0.0)
     if reduce_res is not None:
-        write(run, reduce_res, run.act_acc[:P].reshape(reduce_res.shape).copy())
+        write(run, reduce_res, acc[:P].reshape(reduce_res.shape).copy())
 
 
 def exponential(dst: Tensor, src: Tensor, max_value=0.0, *, reduce_res: Tensor | None = None, reduce_cmd=None,
@@ -134,19 +125,11 @@ def exponential(dst: Tensor, src: Tensor, max_value=0.0, *, reduce_res: Tensor |
     """dst = exp(src - max_value) on VectorE, with a running sum in the shared VectorE accumulators."""
     run = current()
     _v4(run, api)
-    tile(dst, api, "dst")
-    tile(src, api, "src")
-    same_partitions(api, (dst, "dst"), (src, "src"))
-    check_fits(api, src, "src", dst)
+    elementwise_operands(api, dst, src, "src")
     P = src.shape[0]
     xm, tm = scalar_or_vector(max_value, api, "max_value", P, dst.ndim)
     cmd = reduce_cmd_name(reduce_cmd) or "idle"
-    outs = (dst,)
-    if reduce_res is not None:
-        tile(reduce_res, api, "reduce_res")
-        if reduce_res.shape[0] != P or reduce_res.size != P:
-            raise OperandShapeError(f"{api}: reduce_res must have shape ({P}, 1), got {reduce_res.shape}")
-        outs = (dst, reduce_res)
+    outs = reduce_outputs(api, dst, reduce_res, P)
     ins = (src,) + ((tm,) if tm is not None else ())
     meta = {"api": api, "op": "exp"}
     if cmd != "idle":
@@ -159,9 +142,8 @@ def exponential(dst: Tensor, src: Tensor, max_value=0.0, *, reduce_res: Tensor |
     shape = dst.shape
     y = np.exp(values(src, shape) - operand_values(xm, tm, len(shape))).astype(_F32)
     write(run, dst, y)
-    if run.vec_acc is None:
-        run.vec_acc = np.zeros(128, dtype=_F32)
+    acc = accumulators(run, "vector")
     init = float(reduce_init) if not isinstance(reduce_init, Tensor) else reduce_init.read_f32().reshape(P)
-    _accumulate(run.vec_acc, P, cmd, "add", y.reshape(P, -1).sum(axis=1, dtype=_F32), init)
+    _accumulate(acc, P, cmd, "add", y.reshape(P, -1).sum(axis=1, dtype=_F32), init)
     if reduce_res is not None:
-        write(run, reduce_res, run.vec_acc[:P].reshape(reduce_res.shape).copy())
+        write(run, reduce_res, acc[:P].reshape(reduce_res.shape).copy())

@@ -8,12 +8,16 @@ import numpy as np
 
 from nkitui.emulator import alu
 from nkitui.emulator.engine.common import (
+    accumulators,
     check_fits,
     current,
+    elementwise_operands,
     no_gpsimd_psum,
     not_both_psum,
     operand_values,
     raw,
+    reduce_outputs,
+    row_reduction,
     same_partitions,
     scalar_or_vector,
     tile,
@@ -265,10 +269,7 @@ def memset(dst: Tensor, value, *, engine: str | None = None, where=None, api: st
 def reciprocal(dst: Tensor, data: Tensor, *, engine: str | None = None, where=None,
                api: str = "reciprocal") -> None:
     run = current()
-    tile(dst, api, "dst")
-    tile(data, api, "data")
-    same_partitions(api, (dst, "dst"), (data, "data"))
-    check_fits(api, data, "data", dst)
+    elementwise_operands(api, dst, data, "data")
     engine = _pick_engine(engine)
     if engine == "gpsimd":
         raise EngineOpError(f"{api}: reciprocal runs on the vector or scalar engine")
@@ -279,6 +280,14 @@ def reciprocal(dst: Tensor, data: Tensor, *, engine: str | None = None, where=No
         return write(run, dst, None, where)
     r = (np.float32(1.0) / values(data, dst.shape)).astype(_F32)
     write(run, dst, r, where)
+
+
+def _partitions_in(where, data: Tensor, dst: Tensor):
+    """The output mask of a per-partition result: the partitions where the input mask selects anything."""
+    if where is None:
+        return None
+    rows = np.any(np.broadcast_to(where, data.shape).reshape(data.shape[0], -1), axis=1)
+    return np.broadcast_to(rows.reshape((-1,) + (1,) * (dst.ndim - 1)), dst.shape)
 
 
 def bn_stats(dst: Tensor, data: Tensor, *, where=None, api: str = "bn_stats") -> None:
@@ -304,11 +313,7 @@ def bn_stats(dst: Tensor, data: Tensor, *, where=None, api: str = "bn_stats") ->
             mean = part.mean(axis=1, dtype=_F32)
             out[:, 3 * k + 1] = mean
             out[:, 3 * k + 2] = np.square(part - mean[:, None]).sum(axis=1, dtype=_F32)
-    out_where = None
-    if where is not None:
-        out_where = np.any(np.broadcast_to(where, data.shape).reshape(data.shape[0], -1), axis=1)
-        out_where = np.broadcast_to(out_where.reshape((-1,) + (1,) * (dst.ndim - 1)), dst.shape)
-    write(run, dst, out.reshape(dst.shape), out_where)
+    write(run, dst, out.reshape(dst.shape), _partitions_in(where, data, dst))
 
 
 def bn_aggr(dst: Tensor, data: Tensor, *, where=None, api: str = "bn_aggr") -> None:
@@ -334,11 +339,7 @@ def bn_aggr(dst: Tensor, data: Tensor, *, where=None, api: str = "bn_aggr") -> N
         dev = np.where(cnt > 0, m2 + w * np.square(mean - mu[:, None]), 0).sum(axis=1, dtype=_F32)
         var = dev / n
     out = np.stack([mu, var], axis=1).astype(_F32)
-    out_where = None
-    if where is not None:
-        out_where = np.any(np.broadcast_to(where, data.shape).reshape(data.shape[0], -1), axis=1)
-        out_where = np.broadcast_to(out_where.reshape((-1,) + (1,) * (dst.ndim - 1)), dst.shape)
-    write(run, dst, out.reshape(dst.shape), out_where)
+    write(run, dst, out.reshape(dst.shape), _partitions_in(where, data, dst))
 
 
 def tensor_tensor_scan(dst: Tensor, data0: Tensor, data1: Tensor, initial, op0, op1, reverse0: bool = False,
@@ -396,10 +397,7 @@ def tensor_scalar_cumulative(dst: Tensor, src: Tensor, op0, op1, imm0, imm1=None
     `imm1` (or op1's identity), reduce / load_reduce continue from the previous instruction's state.
     """
     run = current()
-    tile(dst, api, "dst")
-    tile(src, api, "src")
-    same_partitions(api, (dst, "dst"), (src, "src"))
-    check_fits(api, src, "src", dst)
+    elementwise_operands(api, dst, src, "src")
     o0 = alu.resolve_binary(op0, "op0")
     o1 = alu.resolve_binary(op1, "op1")
     if o1.name not in ("add", "subtract", "multiply", "maximum", "minimum"):
@@ -417,17 +415,16 @@ def tensor_scalar_cumulative(dst: Tensor, src: Tensor, op0, op1, imm0, imm1=None
     F = _free(dst)
     x = values(src, dst.shape).reshape(P, F)
     x = o0.fn(x, operand_values(x0, t0, 2)).reshape(P, F)
-    if run.vec_acc is None:
-        run.vec_acc = np.zeros(128, dtype=_F32)
+    acc = accumulators(run, "vector")
     if cmd in ("reset", "reset_reduce", "idle"):
         start = np.float32(imm1) if imm1 is not None else np.float32(o1.identity if o1.identity is not None else 0)
-        run.vec_acc[:P] = start
-    reg = run.vec_acc[:P].copy()
+        acc[:P] = start
+    reg = acc[:P].copy()
     out = np.empty((P, F), dtype=_F32)
     for i in range(F):
         reg = o1.fn(x[:, i], reg)
         out[:, i] = reg
-    run.vec_acc[:P] = reg
+    acc[:P] = reg
     write(run, dst, out.reshape(dst.shape), where)
 
 
@@ -468,22 +465,14 @@ def tensor_scalar_reduce(dst: Tensor, data: Tensor, op0, operand0, reduce_op, re
     this instruction's reduction directly.
     """
     run = current()
-    tile(dst, api, "dst")
-    tile(data, api, "data")
-    same_partitions(api, (dst, "dst"), (data, "data"))
-    check_fits(api, data, "data", dst)
+    elementwise_operands(api, dst, data, "data")
     o0 = alu.resolve_binary(op0, "op0")
     ro = alu.resolve_binary(reduce_op, "reduce_op")
     if ro.reduce is None or ro.kind == "bitvec" or o0.kind == "bitvec":
         raise EngineOpError(f"{api}: op0 must be arithmetic and reduce_op one of add, subtract, multiply, max, min")
     P = dst.shape[0]
     x0, t0 = scalar_or_vector(operand0, api, "operand0", P, dst.ndim)
-    outs = (dst,)
-    if reduce_res is not None:
-        tile(reduce_res, api, "reduce_res")
-        if reduce_res.shape[0] != P or reduce_res.size != P:
-            raise OperandShapeError(f"{api}: reduce_res must have shape ({P}, 1), got {reduce_res.shape}")
-        outs = (dst, reduce_res)
+    outs = reduce_outputs(api, dst, reduce_res, P)
     ins = (data,) + ((t0,) if t0 is not None else ())
     run.record("vector", "tensor_scalar_reduce", ins, outs, partitions=P, free=_free(dst),
                meta=_meta(api, op0=o0.name, reduce_op=ro.name) if run.recording else None)
@@ -497,16 +486,10 @@ def tensor_scalar_reduce(dst: Tensor, data: Tensor, op0, operand0, reduce_op, re
     r = np.broadcast_to(r, shape)
     write(run, dst, r, where)
     if reduce_res is not None or reduce_cmd is not None:
-        flat = r.reshape(P, -1)
-        if where is not None:
-            m = np.broadcast_to(where, shape).reshape(P, -1)
-            flat = np.where(m, flat, np.float32(ro.identity if ro.identity is not None else 0))
-        part = np.asarray(ro.reduce(flat, (1,)), dtype=_F32).reshape(P)
+        part = row_reduction(ro, r, P, where)
         cmd = getattr(reduce_cmd, "name", reduce_cmd)
         if cmd is not None:
-            if run.vec_acc is None:
-                run.vec_acc = np.zeros(128, dtype=_F32)
-            acc = run.vec_acc
+            acc = accumulators(run, "vector")
             if cmd == "reset_reduce":
                 acc[:P] = part
             elif cmd == "load_reduce":
@@ -546,10 +529,7 @@ def select(dst: Tensor, predicate: Tensor, on_true, on_false, *, where=None, api
 
 def dropout(dst: Tensor, data: Tensor, prob, *, where=None, api: str = "dropout") -> None:
     run = current()
-    tile(dst, api, "dst")
-    tile(data, api, "data")
-    same_partitions(api, (dst, "dst"), (data, "data"))
-    check_fits(api, data, "data", dst)
+    elementwise_operands(api, dst, data, "data")
     P = dst.shape[0]
     x0, t0 = scalar_or_vector(prob, api, "prob", P, dst.ndim)
     ins = (data,) + ((t0,) if t0 is not None else ())
