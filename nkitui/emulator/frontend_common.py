@@ -15,7 +15,7 @@ import ml_dtypes
 import numpy as np
 
 from nkitui.emulator import dtypes as _dt
-from nkitui.emulator.errors import EngineMemoryError
+from nkitui.emulator.errors import EngineMemoryError, OperandShapeError
 from nkitui.emulator.targets import PMAX
 from nkitui.emulator.tensor import Tensor
 
@@ -106,6 +106,17 @@ def binary_result_dtype(name: str, x, y, dtype) -> _dt.DType:
     if name in COMPARE_OPS:
         return _dt.bool_
     return _dt.promote(operand_dtype(x), operand_dtype(y))
+
+
+def binary_result_shape(api: str, x, y) -> tuple[int, ...]:
+    """The shape of an element-wise binary op with at least one tile operand: the NumPy broadcast of
+    two tiles' shapes, or the one tile's shape."""
+    if isinstance(x, Tensor) and isinstance(y, Tensor):
+        try:
+            return tuple(np.broadcast_shapes(x.shape, y.shape))
+        except ValueError:
+            raise OperandShapeError(f"{api}: operand shapes {x.shape} and {y.shape} do not broadcast") from None
+    return (x if isinstance(x, Tensor) else y).shape
 
 
 # -- nisa enums ------------------------------------------------------------------------------------

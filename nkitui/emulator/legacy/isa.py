@@ -106,8 +106,16 @@ def nc_transpose(data, *, mask=None, dtype=None, engine=0, **kwargs):
 # -- ScalarE --------------------------------------------------------------------------------------
 def activation(op, data, *, bias=None, scale=1.0, reduce_op=None, reduce_res=None, reduce_cmd=None, mask=None,
                dtype=None, **kwargs):
+    return _activation("nisa.activation", op, data, bias, scale, reduce_op, reduce_res, reduce_cmd, mask, dtype)
+
+
+def activation_reduce(op, data, *, reduce_op, reduce_res, bias=None, scale=1.0, mask=None, dtype=None, **kwargs):
+    return _activation("nisa.activation_reduce", op, data, bias, scale, reduce_op, reduce_res, "reset_reduce", mask,
+                       dtype)
+
+
+def _activation(api: str, op, data, bias, scale, reduce_op, reduce_res, reduce_cmd, mask, dtype):
     run = current()
-    api = "nisa.activation"
     data = as_tile(data, api, "data")
     plan = plan_mask(mask, data)
     out = fresh(run, data.shape, dtype_or(dtype, data.st.dtype), plan)
@@ -116,20 +124,6 @@ def activation(op, data, *, bias=None, scale=1.0, reduce_op=None, reduce_res=Non
     _eng.activation(narrow(out, plan.box), op, narrow(data, plan.box), bias=narrow(bias, plan.box),
                     scale=narrow(scale, plan.box), reduce_op=reduce_op, reduce_res=narrow(reduce_res, plan.box),
                     reduce_cmd=reduce_cmd, where=plan.where, api=api)
-    return mark(run, out, data)
-
-
-def activation_reduce(op, data, *, reduce_op, reduce_res, bias=None, scale=1.0, mask=None, dtype=None, **kwargs):
-    run = current()
-    api = "nisa.activation_reduce"
-    data = as_tile(data, api, "data")
-    plan = plan_mask(mask, data)
-    out = fresh(run, data.shape, dtype_or(dtype, data.st.dtype), plan)
-    if plan.skip:
-        return out
-    _eng.activation(narrow(out, plan.box), op, narrow(data, plan.box), bias=narrow(bias, plan.box),
-                    scale=narrow(scale, plan.box), reduce_op=reduce_op, reduce_res=narrow(reduce_res, plan.box),
-                    reduce_cmd="reset_reduce", where=plan.where, api=api)
     return mark(run, out, data)
 
 
@@ -361,26 +355,22 @@ def memset(shape, value, dtype, *, mask=None, engine=0, **kwargs):
 
 
 def bn_stats(data, *, mask=None, dtype=None, **kwargs):
-    run = current()
-    api = "nisa.bn_stats"
-    data = as_tile(data, api, "data")
-    plan = plan_mask(mask, data)
-    out = fresh(run, (data.shape[0], 6), dtype_or(dtype, data.st.dtype), plan)
-    if not plan.skip:
-        o = out if plan.box is None else out.narrow((plan.box[0], (0, 6)))
-        _eng.bn_stats(o, narrow(data, plan.box), where=plan.where, api=api)
-    return mark(run, out)
+    return _per_partition_stats(_eng.bn_stats, 6, "nisa.bn_stats", data, mask, dtype)
 
 
 def bn_aggr(data, *, mask=None, dtype=None, **kwargs):
+    return _per_partition_stats(_eng.bn_aggr, 2, "nisa.bn_aggr", data, mask, dtype)
+
+
+def _per_partition_stats(instruction, width: int, api: str, data, mask, dtype):
+    """bn_stats / bn_aggr: `width` statistics per partition of the (masked) data."""
     run = current()
-    api = "nisa.bn_aggr"
     data = as_tile(data, api, "data")
     plan = plan_mask(mask, data)
-    out = fresh(run, (data.shape[0], 2), dtype_or(dtype, data.st.dtype), plan)
+    out = fresh(run, (data.shape[0], width), dtype_or(dtype, data.st.dtype), plan)
     if not plan.skip:
-        o = out if plan.box is None else out.narrow((plan.box[0], (0, 2)))
-        _eng.bn_aggr(o, narrow(data, plan.box), where=plan.where, api=api)
+        o = out if plan.box is None else out.narrow((plan.box[0], (0, width)))
+        instruction(o, narrow(data, plan.box), where=plan.where, api=api)
     return mark(run, out)
 
 

@@ -478,13 +478,7 @@ def _binary(name: str, x, y, dtype, mask, api: str, out: Tensor | None = None, o
     if yt:
         as_tile(y, api, "y")
     d = _common.binary_result_dtype(name, x, y, dtype)
-    if xt and yt:
-        try:
-            shape = tuple(np.broadcast_shapes(x.shape, y.shape))
-        except ValueError:
-            raise OperandShapeError(f"{api}: operand shapes {x.shape} and {y.shape} do not broadcast") from None
-    else:
-        shape = (x if xt else y).shape
+    shape = _common.binary_result_shape(api, x, y)
     if out is None:
         ref = x if (xt and x.shape == shape) else (y if (yt and y.shape == shape) else shape)
         plan = plan_mask(mask, ref)

@@ -76,34 +76,31 @@ def _copy(dst, src, api: str, kind: str) -> None:
     engine.dma_copy(dst, src, api=api, meta={"collective": kind})
 
 
-def all_reduce(srcs, dsts, replica_group, op, priority=None, name=None) -> None:
-    api = "ncoll.all_reduce"
+def _one_rank_copies(kind: str, srcs, dsts, replica_group, reduce_op=...) -> None:
+    """A collective over a group of one rank: each source arrives in its destination unchanged
+    (`reduce_op`, when given, is still checked to be an operator the collective supports)."""
+    api = f"ncoll.{kind}"
     _group_of(replica_group, api)
-    if alu.resolve_binary(op, "op").name not in ("add", "minimum", "maximum"):
+    if reduce_op is not ... and alu.resolve_binary(reduce_op, "op").name not in ("add", "minimum", "maximum"):
         raise OperandShapeError(f"{api}: op must be nl.add, nl.minimum or nl.maximum")
     for s, d in _pairs(srcs, dsts, api):
-        _copy(d, s, api, "all_reduce")
+        _copy(d, s, api, kind)
+
+
+def all_reduce(srcs, dsts, replica_group, op, priority=None, name=None) -> None:
+    _one_rank_copies("all_reduce", srcs, dsts, replica_group, op)
 
 
 def all_gather(srcs, dsts, replica_group, collective_dim: int = 0, priority=None, name=None) -> None:
-    api = "ncoll.all_gather"
-    _group_of(replica_group, api)
-    for s, d in _pairs(srcs, dsts, api):
-        _copy(d, s, api, "all_gather")
+    _one_rank_copies("all_gather", srcs, dsts, replica_group)
 
 
 def reduce_scatter(srcs, dsts, replica_group, collective_dim: int = 0, op=None, priority=None, name=None) -> None:
-    api = "ncoll.reduce_scatter"
-    _group_of(replica_group, api)
-    for s, d in _pairs(srcs, dsts, api):
-        _copy(d, s, api, "reduce_scatter")
+    _one_rank_copies("reduce_scatter", srcs, dsts, replica_group)
 
 
 def all_to_all(srcs, dsts, replica_group, collective_dim: int = 0, priority=None, name=None) -> None:
-    api = "ncoll.all_to_all"
-    _group_of(replica_group, api)
-    for s, d in _pairs(srcs, dsts, api):
-        _copy(d, s, api, "all_to_all")
+    _one_rank_copies("all_to_all", srcs, dsts, replica_group)
 
 
 def all_to_all_v(srcs, dsts, replica_group, metadata_tensor, recv_counts_known: bool = False,

@@ -104,6 +104,13 @@ def _extra(api: str, dst, kw: dict) -> None:
         raise TypeError(f"{api}() got an unexpected keyword argument '{unknown[0]}'")
 
 
+def _dst(dst, api: str, kw: dict) -> Tensor:
+    """The destination of a destination-first call, after the checks of the removed keywords."""
+    dst = _tensor(dst, api, "dst")
+    _extra(api, dst, kw)
+    return dst
+
+
 # -- data movement --------------------------------------------------------------------------------
 def dma_copy(dst, src, priority=None, oob_mode=oob_mode.error, dge_mode=dge_mode.unknown, engine=engine.unknown,
              name=None, dst_rmw_op=None, **kw):
@@ -185,8 +192,7 @@ def tensor_copy(dst, src, engine=engine.unknown, name=None, **kw):
 
 def memset(dst, value, engine=engine.unknown, name=None, **kw):
     api = "nisa.memset"
-    dst = _tensor(dst, api, "dst")
-    _extra(api, dst, kw)
+    dst = _dst(dst, api, kw)
     d = dst.st.dtype
     if _ndt.is_packed(d):
         if value != 0:
@@ -204,8 +210,7 @@ def memset(dst, value, engine=engine.unknown, name=None, **kw):
 
 def tensor_copy_predicated(dst, src, predicate, reverse_pred=False, name=None, **kw):
     api = "nisa.tensor_copy_predicated"
-    dst = _tensor(dst, api, "dst")
-    _extra(api, dst, kw)
+    dst = _dst(dst, api, kw)
     if isinstance(src, Tensor) and src.st.dtype is not dst.st.dtype:
         raise EngineDtypeError(f"{api}: src ({src.st.dtype.name}) and dst ({dst.st.dtype.name}) must share a dtype")
     _eng.tensor_copy_predicated(dst, src, _tensor(predicate, api, "predicate"), bool(reverse_pred), api=api)
@@ -262,8 +267,7 @@ def nc_matmul(dst, stationary, moving, is_stationary_onezero=False, is_moving_on
 def nc_matmul_mx(dst, stationary, moving, stationary_scale, moving_scale, tile_position=None, tile_size=None,
                  accumulate=None, name=None, **kw):
     api = "nisa.nc_matmul_mx"
-    dst = _tensor(dst, api, "dst")
-    _extra(api, dst, kw)
+    dst = _dst(dst, api, kw)
     run = current()
     meta = {}
     if tile_position or tile_size:
@@ -334,8 +338,7 @@ def activation_reduce(dst, op, data, reduce_op, reduce_res, bias=None, scale=1.0
 def activate2(dst, op, data, imm0, imm1, op0, op1, relu_param=0.0, reverse0=False, reverse1=False, reduce_op=None,
               reduce_res=None, reduce_cmd=reduce_cmd.idle, name=None, **kw):
     api = "nisa.activate2"
-    dst = _tensor(dst, api, "dst")
-    _extra(api, dst, kw)
+    dst = _dst(dst, api, kw)
     _trn3.activate2(dst, op, _tensor(data, api, "data"), imm0, imm1, op0, op1, relu_param=relu_param,
                     reverse0=reverse0, reverse1=reverse1, reduce_op=reduce_op, reduce_res=reduce_res,
                     reduce_cmd=reduce_cmd, api=api)
@@ -345,8 +348,7 @@ def activate2(dst, op, data, imm0, imm1, op0, op1, relu_param=0.0, reverse0=Fals
 # -- VectorE / GpSimd -----------------------------------------------------------------------------
 def tensor_tensor(dst, data1, data2, op, engine=engine.unknown, name=None, **kw):
     api = "nisa.tensor_tensor"
-    dst = _tensor(dst, api, "dst")
-    _extra(api, dst, kw)
+    dst = _dst(dst, api, kw)
     data1, data2 = _tensor(data1, api, "data1"), _tensor(data2, api, "data2")
     if data1.shape[0] != data2.shape[0] or data1.size != data2.size:
         raise OperandShapeError(f"{api}: data1 {data1.shape} and data2 {data2.shape} must have the same number of "
@@ -365,8 +367,7 @@ def _operand(x, api: str, role: str):
 def tensor_scalar(dst, data, op0, operand0, reverse0=False, op1=None, operand1=None, reverse1=False,
                   engine=engine.unknown, name=None, **kw):
     api = "nisa.tensor_scalar"
-    dst = _tensor(dst, api, "dst")
-    _extra(api, dst, kw)
+    dst = _dst(dst, api, kw)
     bitvec = alu.resolve_binary(op0, "op0").kind == "bitvec"
     o0 = operand0 if bitvec else _operand(operand0, api, "operand0")
     o1 = operand1 if (bitvec or op1 is None) else _operand(operand1, api, "operand1")
@@ -377,8 +378,7 @@ def tensor_scalar(dst, data, op0, operand0, reverse0=False, op1=None, operand1=N
 
 def scalar_tensor_tensor(dst, data, op0, operand0, op1, operand1, reverse0=False, reverse1=False, name=None, **kw):
     api = "nisa.scalar_tensor_tensor"
-    dst = _tensor(dst, api, "dst")
-    _extra(api, dst, kw)
+    dst = _dst(dst, api, kw)
     _eng.scalar_tensor_tensor(dst, _tensor(data, api, "data"), op0, operand0, op1, _tensor(operand1, api, "operand1"),
                               bool(reverse0), bool(reverse1), api=api)
     return _done(api, name)
@@ -387,8 +387,7 @@ def scalar_tensor_tensor(dst, data, op0, operand0, op1, operand1, reverse0=False
 def tensor_scalar_reduce(dst, data, op0, operand0, reduce_op, reduce_res, reverse0=False,
                          reduce_cmd=reduce_cmd.reset_reduce, reduce_init=None, name=None, **kw):
     api = "nisa.tensor_scalar_reduce"
-    dst = _tensor(dst, api, "dst")
-    _extra(api, dst, kw)
+    dst = _dst(dst, api, kw)
     _eng.tensor_scalar_reduce(dst, _tensor(data, api, "data"), op0, _operand(operand0, api, "operand0"), reduce_op,
                               reduce_res, bool(reverse0), reduce_cmd=reduce_cmd, reduce_init=reduce_init, api=api)
     return _done(api, name)
@@ -396,16 +395,14 @@ def tensor_scalar_reduce(dst, data, op0, operand0, reduce_op, reduce_res, revers
 
 def tensor_scalar_cumulative(dst, src, op0, op1, imm0, imm1=None, reduce_cmd=reduce_cmd.reset_reduce, name=None, **kw):
     api = "nisa.tensor_scalar_cumulative"
-    dst = _tensor(dst, api, "dst")
-    _extra(api, dst, kw)
+    dst = _dst(dst, api, kw)
     _eng.tensor_scalar_cumulative(dst, _tensor(src, api, "src"), op0, op1, imm0, imm1, reduce_cmd, api=api)
     return _done(api, name)
 
 
 def tensor_reduce(dst, op, data, axis, negate=False, keepdims=False, name=None, **kw):
     api = "nisa.tensor_reduce"
-    dst = _tensor(dst, api, "dst")
-    _extra(api, dst, kw)
+    dst = _dst(dst, api, kw)
     _eng.tensor_reduce(dst, op, _tensor(data, api, "data"), axis, negate=bool(negate), keepdims=bool(keepdims),
                        api=api)
     return _done(api, name)
@@ -413,16 +410,14 @@ def tensor_reduce(dst, op, data, axis, negate=False, keepdims=False, name=None, 
 
 def tensor_partition_reduce(dst, op, data, name=None, **kw):
     api = "nisa.tensor_partition_reduce"
-    dst = _tensor(dst, api, "dst")
-    _extra(api, dst, kw)
+    dst = _dst(dst, api, kw)
     _eng.tensor_partition_reduce(dst, op, _tensor(data, api, "data"), api=api)
     return _done(api, name)
 
 
 def tensor_tensor_scan(dst, data0, data1, initial, op0, op1, reverse0=False, reverse1=False, name=None, **kw):
     api = "nisa.tensor_tensor_scan"
-    dst = _tensor(dst, api, "dst")
-    _extra(api, dst, kw)
+    dst = _dst(dst, api, kw)
     _eng.tensor_tensor_scan(dst, _tensor(data0, api, "data0"), _tensor(data1, api, "data1"), initial, op0, op1,
                             bool(reverse0), bool(reverse1), api=api)
     return _done(api, name)
@@ -430,8 +425,7 @@ def tensor_tensor_scan(dst, data0, data1, initial, op0, op1, reverse0=False, rev
 
 def reciprocal(dst, data, name=None, **kw):
     api = "nisa.reciprocal"
-    dst = _tensor(dst, api, "dst")
-    _extra(api, dst, kw)
+    dst = _dst(dst, api, kw)
     _eng.reciprocal(dst, _tensor(data, api, "data"), engine="vector", api=api)
     return _done(api, name)
 
@@ -439,8 +433,7 @@ def reciprocal(dst, data, name=None, **kw):
 def exponential(dst, src, max_value=0.0, reduce_res=None, reduce_cmd=reduce_cmd.idle, reduce_init=0.0, name=None,
                 **kw):
     api = "nisa.exponential"
-    dst = _tensor(dst, api, "dst")
-    _extra(api, dst, kw)
+    dst = _dst(dst, api, kw)
     _trn3.exponential(dst, _tensor(src, api, "src"), max_value, reduce_res=reduce_res, reduce_cmd=reduce_cmd,
                       reduce_init=reduce_init, api=api)
     return _done(api, name)
@@ -448,8 +441,7 @@ def exponential(dst, src, max_value=0.0, reduce_res=None, reduce_cmd=reduce_cmd.
 
 def iota(dst, pattern, offset=0, channel_multiplier=0, name=None, **kw):
     api = "nisa.iota"
-    dst = _tensor(dst, api, "dst")
-    _extra(api, dst, kw)
+    dst = _dst(dst, api, kw)
     _eng.iota(dst, _pattern(pattern), int(offset), int(channel_multiplier), api=api)
     return _done(api, name)
 
@@ -461,8 +453,7 @@ def _pattern(pattern):
 def affine_select(dst, pattern, channel_multiplier, on_true_tile, on_false_value, cmp_op=None, offset=0, name=None,
                   **kw):
     api = "nisa.affine_select"
-    dst = _tensor(dst, api, "dst")
-    _extra(api, dst, kw)
+    dst = _dst(dst, api, kw)
     _eng.affine_select(dst, _tensor(on_true_tile, api, "on_true_tile"), on_false_value, pattern=_pattern(pattern),
                        channel_multiplier=int(channel_multiplier), offset=int(offset),
                        cmp_op="equal" if cmp_op is None else cmp_op, api=api)
@@ -475,8 +466,7 @@ _FP32_MIN = float(np.finfo(np.float32).min)
 def range_select(dst, on_true_tile, comp_op0, comp_op1, bound0, bound1, reduce_cmd=reduce_cmd.reset_reduce,
                  reduce_res=None, reduce_op=None, range_start=0, on_false_value=_FP32_MIN, name=None, **kw):
     api = "nisa.range_select"
-    dst = _tensor(dst, api, "dst")
-    _extra(api, dst, kw)
+    dst = _dst(dst, api, kw)
     _eng.range_select(dst, _tensor(on_true_tile, api, "on_true_tile"), comp_op0, comp_op1, bound0, bound1,
                       reduce_res=reduce_res, reduce_op="maximum" if reduce_op is None else reduce_op,
                       range_start=float(range_start), on_false_value=float(on_false_value), api=api)
@@ -486,8 +476,7 @@ def range_select(dst, on_true_tile, comp_op0, comp_op1, bound0, bound1, reduce_c
 def select_reduce(dst, predicate, on_true, on_false, reduce_res=None, reduce_cmd=reduce_cmd.idle, reduce_op=None,
                   reverse_pred=False, name=None, **kw):
     api = "nisa.select_reduce"
-    dst = _tensor(dst, api, "dst")
-    _extra(api, dst, kw)
+    dst = _dst(dst, api, kw)
     _eng.select_reduce(dst, _tensor(predicate, api, "predicate"), _tensor(on_true, api, "on_true"), on_false,
                        reduce_res=reduce_res, reduce_op="maximum" if reduce_op is None else reduce_op,
                        reverse_pred=bool(reverse_pred), api=api)
@@ -496,24 +485,21 @@ def select_reduce(dst, predicate, on_true, on_false, reduce_res=None, reduce_cmd
 
 def bn_stats(dst, data, name=None, **kw):
     api = "nisa.bn_stats"
-    dst = _tensor(dst, api, "dst")
-    _extra(api, dst, kw)
+    dst = _dst(dst, api, kw)
     _eng.bn_stats(dst, _tensor(data, api, "data"), api=api)
     return _done(api, name)
 
 
 def bn_aggr(dst, data, name=None, **kw):
     api = "nisa.bn_aggr"
-    dst = _tensor(dst, api, "dst")
-    _extra(api, dst, kw)
+    dst = _dst(dst, api, kw)
     _eng.bn_aggr(dst, _tensor(data, api, "data"), api=api)
     return _done(api, name)
 
 
 def dropout(dst, data, prob, name=None, **kw):
     api = "nisa.dropout"
-    dst = _tensor(dst, api, "dst")
-    _extra(api, dst, kw)
+    dst = _dst(dst, api, kw)
     data = _tensor(data, api, "data")
     if dst.st.dtype is not data.st.dtype:
         raise EngineDtypeError(f"{api}: dst ({dst.st.dtype.name}) must have the dtype of data ({data.st.dtype.name})")
@@ -523,16 +509,14 @@ def dropout(dst, data, prob, name=None, **kw):
 
 def max8(dst, src, name=None, **kw):
     api = "nisa.max8"
-    dst = _tensor(dst, api, "dst")
-    _extra(api, dst, kw)
+    dst = _dst(dst, api, kw)
     _eng.max8(dst, _tensor(src, api, "src"), api=api)
     return _done(api, name)
 
 
 def nc_find_index8(dst, data, vals, name=None, **kw):
     api = "nisa.nc_find_index8"
-    dst = _tensor(dst, api, "dst")
-    _extra(api, dst, kw)
+    dst = _dst(dst, api, kw)
     if dst.st.dtype.name not in ("uint16", "uint32"):
         raise EngineDtypeError(f"{api}: dst must be uint16 or uint32, got {dst.st.dtype.name}")
     _eng.nc_find_index8(dst, _tensor(data, api, "data"), _tensor(vals, api, "vals"), api=api)
@@ -541,8 +525,7 @@ def nc_find_index8(dst, data, vals, name=None, **kw):
 
 def nc_match_replace8(dst, data, vals, imm, dst_idx=None, name=None, **kw):
     api = "nisa.nc_match_replace8"
-    dst = _tensor(dst, api, "dst")
-    _extra(api, dst, kw)
+    dst = _dst(dst, api, kw)
     data, vals = _tensor(data, api, "data"), _tensor(vals, api, "vals")
     if dst_idx is not None:
         _eng.nc_find_index8(_tensor(dst_idx, api, "dst_idx"), data, vals, api=api)
@@ -562,32 +545,28 @@ def nc_stream_shuffle(dst, src, shuffle_mask, name=None, **kw):
 
 def nc_n_gather(dst, data, indices, name=None, **kw):
     api = "nisa.nc_n_gather"
-    dst = _tensor(dst, api, "dst")
-    _extra(api, dst, kw)
+    dst = _dst(dst, api, kw)
     _gather.nc_n_gather(dst, _tensor(data, api, "data"), _tensor(indices, api, "indices"), api=api)
     return _done(api, name)
 
 
 def nonzero_with_count(dst, src, index_offset=0, padding_val=-1, name=None, **kw):
     api = "nisa.nonzero_with_count"
-    dst = _tensor(dst, api, "dst")
-    _extra(api, dst, kw)
+    dst = _dst(dst, api, kw)
     _gather.nonzero_with_count(dst, _tensor(src, api, "src"), int(index_offset), int(padding_val), api=api)
     return _done(api, name)
 
 
 def rng(dst, engine=engine.unknown, name=None, **kw):
     api = "nisa.rng"
-    dst = _tensor(dst, api, "dst")
-    _extra(api, dst, kw)
+    dst = _dst(dst, api, kw)
     _prng.rng(dst, engine=engine_name(engine), api=api)
     return _done(api, name)
 
 
 def rand2(dst, min, max, name=None, **kw):  # noqa: A002 (documented parameter names)
     api = "nisa.rand2"
-    dst = _tensor(dst, api, "dst")
-    _extra(api, dst, kw)
+    dst = _dst(dst, api, kw)
     _prng.rand2(dst, min, max, api=api)
     return _done(api, name)
 
@@ -608,8 +587,7 @@ def rand_set_state(src_seeds, engine=engine.unknown, name=None, **kw):
 
 def rand_get_state(dst, engine=engine.unknown, name=None, **kw):
     api = "nisa.rand_get_state"
-    dst = _tensor(dst, api, "dst")
-    _extra(api, dst, kw)
+    dst = _dst(dst, api, kw)
     _prng.rand_get_state(dst, engine=engine_name(engine), api=api)
     return _done(api, name)
 

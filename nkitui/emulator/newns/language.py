@@ -493,12 +493,9 @@ def _binary(name: str, x, y, dtype, api: str) -> NkiTensor:
     if yt:
         _tile_of(y, api, "y")
     d = _common.binary_result_dtype(name, x, y, dtype)
+    shape = _common.binary_result_shape(api, x, y)
+    out = _new(shape, d)
     if xt and yt:
-        try:
-            shape = tuple(np.broadcast_shapes(x.shape, y.shape))
-        except ValueError:
-            raise OperandShapeError(f"{api}: operand shapes {x.shape} and {y.shape} do not broadcast") from None
-        out = _new(shape, d)
         x = _lowering.partition_broadcast(x, shape[0], _new)
         y = _lowering.partition_broadcast(y, shape[0], _new)
         if math.prod(y.shape[1:]) == 1 and out.size != y.size:
@@ -509,7 +506,6 @@ def _binary(name: str, x, y, dtype, api: str) -> NkiTensor:
             engine.tensor_tensor(out, x, y, name, api=api)
         return out
     t, s = (x, y) if xt else (y, x)
-    out = _new(t.shape, d)
     engine.tensor_scalar(out, t, op.name, s, reverse0=not xt, api=api)
     return out
 
