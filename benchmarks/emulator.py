@@ -31,25 +31,9 @@ import neuronxcc.nki.language as nl  # noqa: E402
 import nki as nki_new  # noqa: E402  (the new `nki` namespace front end)
 import nki.isa as nisa_new  # noqa: E402
 import nki.language as nl_new  # noqa: E402
+from tests.emulator.tutorial_kernels import matmul_tiled  # noqa: E402  (AWS matmul tutorial shape)
 
 BF16 = ml_dtypes.bfloat16
-
-
-@nki.jit
-def matmul_tiled(lhsT, rhs):
-    """AWS matmul tutorial shape: M tile 128, N tile 512, K tile 128, PSUM accumulation."""
-    K, M = lhsT.shape
-    _, N = rhs.shape
-    result = nl.ndarray((M, N), dtype=lhsT.dtype, buffer=nl.shared_hbm)
-    for m in nl.affine_range(M // 128):
-        for n in nl.affine_range(N // 512):
-            acc = nl.zeros((128, 512), nl.float32, buffer=nl.psum)
-            for k in nl.affine_range(K // 128):
-                a = nl.load(lhsT[k * 128:(k + 1) * 128, m * 128:(m + 1) * 128])
-                b = nl.load(rhs[k * 128:(k + 1) * 128, n * 512:(n + 1) * 512])
-                acc += nisa.nc_matmul(a, b)
-            nl.store(result[m * 128:(m + 1) * 128, n * 512:(n + 1) * 512], value=nl.copy(acc, dtype=result.dtype))
-    return result
 
 
 @nki.jit

@@ -11,6 +11,7 @@ import neuronxcc.nki.isa as nisa
 import neuronxcc.nki.language as nl
 from nkitui import emulator
 from nkitui.emulator import Trace
+from tests.emulator.tutorial_kernels import matmul_tiled as tiled_matmul
 
 F32 = np.float32
 
@@ -71,22 +72,6 @@ def test_no_trace_is_recorded_outside_the_context():
     load_exp_store(np.ones((256, 64), F32))
     assert load_exp_store.last_run.instructions == 3
     assert load_exp_store.last_run.trace is None
-
-
-@nki.jit
-def tiled_matmul(lhsT, rhs):
-    K, M = lhsT.shape
-    _, N = rhs.shape
-    result = nl.ndarray((M, N), dtype=lhsT.dtype, buffer=nl.shared_hbm)
-    for m in nl.affine_range(M // 128):
-        for n in nl.affine_range(N // 512):
-            acc = nl.zeros((128, 512), nl.float32, buffer=nl.psum)
-            for k in nl.affine_range(K // 128):
-                a = nl.load(lhsT[k * 128:(k + 1) * 128, m * 128:(m + 1) * 128])
-                b = nl.load(rhs[k * 128:(k + 1) * 128, n * 512:(n + 1) * 512])
-                acc += nisa.nc_matmul(a, b)
-            nl.store(result[m * 128:(m + 1) * 128, n * 512:(n + 1) * 512], value=nl.copy(acc, dtype=result.dtype))
-    return result
 
 
 def test_shape_only_mode_matches_executed_trace_without_data():

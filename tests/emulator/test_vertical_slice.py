@@ -6,6 +6,7 @@ import ml_dtypes
 import numpy as np
 
 from nkitui import emulator
+from tests.emulator.tutorial_kernels import matmul_tiled
 
 
 def test_tensor_add_kernel_matches_numpy(nki, nl, rng):
@@ -20,26 +21,11 @@ def test_tensor_add_kernel_matches_numpy(nki, nl, rng):
     np.testing.assert_array_equal(add(a, b), a + b)
 
 
-def test_tiled_bf16_matmul_accumulates_in_psum(nki, nl, nisa, rng):
-    @nki.jit
-    def matmul(lhsT, rhs):
-        K, M = lhsT.shape
-        _, N = rhs.shape
-        result = nl.ndarray((M, N), dtype=lhsT.dtype, buffer=nl.shared_hbm)
-        for m in nl.affine_range(M // 128):
-            for n in nl.affine_range(N // 512):
-                acc = nl.zeros((128, 512), nl.float32, buffer=nl.psum)
-                for k in nl.affine_range(K // 128):
-                    a = nl.load(lhsT[k * 128:(k + 1) * 128, m * 128:(m + 1) * 128])
-                    b = nl.load(rhs[k * 128:(k + 1) * 128, n * 512:(n + 1) * 512])
-                    acc += nisa.nc_matmul(a, b)
-                nl.store(result[m * 128:(m + 1) * 128, n * 512:(n + 1) * 512], value=nl.copy(acc, dtype=result.dtype))
-        return result
-
+def test_tiled_bf16_matmul_accumulates_in_psum(rng):
     a = rng.random((256, 256)).astype(ml_dtypes.bfloat16)
     b = rng.random((256, 1024)).astype(ml_dtypes.bfloat16)
     with emulator.trace() as tr:
-        out = matmul(a, b)
+        out = matmul_tiled(a, b)
     ref = a.astype(np.float32).T @ b.astype(np.float32)
     assert out.dtype == ml_dtypes.bfloat16
     np.testing.assert_allclose(out.astype(np.float64), ref, rtol=1e-2, atol=1e-4)

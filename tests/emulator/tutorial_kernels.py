@@ -1,7 +1,8 @@
 """Kernels written in the style of AWS's legacy (neuronxcc.nki) tutorials and samples.
 
 Our own implementations from the tutorial descriptions in nki-spec.md, used to check that such
-kernels run unchanged on the emulator. Each comes with a numpy golden in test_tutorial_kernels.py.
+kernels run unchanged on the emulator. Each comes with a numpy golden in test_tutorial_kernels.py
+(matmul_tiled: in test_vertical_slice.py).
 """
 
 from __future__ import annotations
@@ -145,6 +146,24 @@ def softmax_rows(x):
         denom = nl.sum(e, axis=[1], keepdims=True, mask=ok)
         nl.store(out[t * PMAX + i_p, i_f], value=e * nl.reciprocal(denom, mask=ok), mask=ok)
     return out
+
+
+# -- the matmul tutorial's first kernel: M tile 128, N tile 512, K tile 128, PSUM accumulation ---------
+@nki.jit
+def matmul_tiled(lhsT, rhs):
+    """lhsT.T @ rhs, both operand tiles loaded inside the K loop (also timed by benchmarks/emulator.py)."""
+    K, M = lhsT.shape
+    _, N = rhs.shape
+    result = nl.ndarray((M, N), dtype=lhsT.dtype, buffer=nl.shared_hbm)
+    for m in nl.affine_range(M // 128):
+        for n in nl.affine_range(N // 512):
+            acc = nl.zeros((128, 512), nl.float32, buffer=nl.psum)
+            for k in nl.affine_range(K // 128):
+                a = nl.load(lhsT[k * 128:(k + 1) * 128, m * 128:(m + 1) * 128])
+                b = nl.load(rhs[k * 128:(k + 1) * 128, n * 512:(n + 1) * 512])
+                acc += nisa.nc_matmul(a, b)
+            nl.store(result[m * 128:(m + 1) * 128, n * 512:(n + 1) * 512], value=nl.copy(acc, dtype=result.dtype))
+    return result
 
 
 # -- tiled matmul with blocking, sequential K blocks and SBUF accumulation ----------------------------

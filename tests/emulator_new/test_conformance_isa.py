@@ -11,24 +11,9 @@ import nki
 import nki.isa as nisa
 import nki.language as nl
 from nki.isa.constants import oob_mode
+from tests.emulator_new.tile_io import load as _load, store as _store
 
 F32 = np.float32
-
-
-def _load(src, dtype=None):
-    t = nl.ndarray(src.shape, dtype=dtype or src.dtype, buffer=nl.sbuf)
-    nisa.dma_copy(dst=t, src=src)
-    return t
-
-
-def _store(t, dtype=None):
-    out = nl.ndarray(t.shape, dtype=dtype or t.dtype, buffer=nl.shared_hbm)
-    if t.buffer == nl.psum:
-        sb = nl.ndarray(t.shape, dtype=t.dtype, buffer=nl.sbuf)
-        nisa.tensor_copy(dst=sb, src=t)
-        t = sb
-    nisa.dma_copy(dst=out, src=t)
-    return out
 
 
 # -- data movement -------------------------------------------------------------------------------------

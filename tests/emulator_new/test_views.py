@@ -11,20 +11,9 @@ import nki
 import nki.isa as nisa
 import nki.language as nl
 from nkitui.emulator import OutOfBoundsError, PartitionDimError, PsumBankError
+from tests.emulator_new.tile_io import load as _load, store as _store
 
 F32 = np.float32
-
-
-def _load(src):
-    t = nl.ndarray(src.shape, dtype=src.dtype, buffer=nl.sbuf)
-    nisa.dma_copy(dst=t, src=src)
-    return t
-
-
-def _store(t):
-    out = nl.ndarray(t.shape, dtype=t.dtype, buffer=nl.shared_hbm)
-    nisa.dma_copy(dst=out, src=t)
-    return out
 
 
 def test_indexing_rules_partition_kept_free_dropped_hbm_numpy():
