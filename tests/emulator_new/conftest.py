@@ -10,17 +10,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from nkitui import emulator
+from tests.helpers.emulator_session import install_for_session
 
-_WAS_INSTALLED = emulator.installed()
-emulator.install()
-
-
-@pytest.fixture(scope="session", autouse=True)
-def _installed():
-    yield
-    if not _WAS_INSTALLED:
-        emulator.uninstall()
+_installed = install_for_session()
 
 
 @pytest.fixture
