@@ -68,18 +68,11 @@ def load_goldens(path: str | Path, input_specs: Sequence[Any], output_specs: Seq
     inputs: dict[str, np.ndarray] = {}
     outputs: dict[str, np.ndarray] = {}
     for spec in input_specs:
-        key = f"in.{spec.name}"
-        if key not in arrays:
-            problems.append(f"{p}: array {key!r} missing; record the exact input `{spec.name}` the CUDA kernel ran on")
+        arr = _declared_array(p, arrays, "in", spec, f"record the exact input `{spec.name}` the CUDA kernel ran on",
+                              problems)
+        if arr is None:
             continue
-        name = format_name(spec.dtype)
-        arr = _restore_void(arrays[key], name)
-        if tuple(arr.shape) != tuple(spec.shape):
-            problems.append(f"{p}: {key} has shape {list(arr.shape)}, the task declares {list(spec.shape)}")
-            continue
-        if arr.dtype.type is np.void:
-            problems.append(f"{p}: {key} has raw dtype {arr.dtype}; save it as float32 or as {spec.dtype}")
-            continue
+        key, name = f"in.{spec.name}", format_name(spec.dtype)
         cast = _cast(arr, name)
         if is_float_format(name) and not np.array_equal(
             cast.astype(np.float64), arr.astype(np.float64), equal_nan=True
@@ -90,21 +83,29 @@ def load_goldens(path: str | Path, input_specs: Sequence[Any], output_specs: Seq
             continue
         inputs[spec.name] = cast
     for spec in output_specs:
-        key = f"out.{spec.name}"
-        if key not in arrays:
-            problems.append(f"{p}: array {key!r} missing; record output `{spec.name}` of the CUDA kernel")
-            continue
-        arr = _restore_void(arrays[key], format_name(spec.dtype))
-        if tuple(arr.shape) != tuple(spec.shape):
-            problems.append(f"{p}: {key} has shape {list(arr.shape)}, the task declares {list(spec.shape)}")
-            continue
-        if arr.dtype.type is np.void:
-            problems.append(f"{p}: {key} has raw dtype {arr.dtype}; save it as float32 or as {spec.dtype}")
-            continue
-        outputs[spec.name] = arr
+        arr = _declared_array(p, arrays, "out", spec, f"record output `{spec.name}` of the CUDA kernel", problems)
+        if arr is not None:
+            outputs[spec.name] = arr
     if problems:
         raise GoldenFormatError("; ".join(problems))
     return Goldens(str(p), inputs, outputs)
+
+
+def _declared_array(p: Path, arrays: dict, side: str, spec, missing_hint: str, problems: list) -> np.ndarray | None:
+    """The array `<side>.<name>` with the shape `spec` declares (raw void bytes restored to its dtype),
+    or None after appending the problem to `problems`."""
+    key = f"{side}.{spec.name}"
+    if key not in arrays:
+        problems.append(f"{p}: array {key!r} missing; {missing_hint}")
+        return None
+    arr = _restore_void(arrays[key], format_name(spec.dtype))
+    if tuple(arr.shape) != tuple(spec.shape):
+        problems.append(f"{p}: {key} has shape {list(arr.shape)}, the task declares {list(spec.shape)}")
+        return None
+    if arr.dtype.type is np.void:
+        problems.append(f"{p}: {key} has raw dtype {arr.dtype}; save it as float32 or as {spec.dtype}")
+        return None
+    return arr
 
 
 def _restore_void(arr: np.ndarray, dtype_name: str) -> np.ndarray:

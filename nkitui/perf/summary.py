@@ -174,18 +174,8 @@ def coarsen(intervals: list[list[float]], min_gap: float) -> list[list[float]]:
 
 
 def union_length(intervals: list[list[float]]) -> float:
-    total = 0.0
-    cur_s = cur_e = None
-    for s, e in sorted(intervals):
-        if cur_e is None or s > cur_e:
-            if cur_e is not None:
-                total += cur_e - cur_s
-            cur_s, cur_e = s, e
-        elif e > cur_e:
-            cur_e = e
-    if cur_e is not None:
-        total += cur_e - cur_s
-    return total
+    """Length of the union of intervals in any order."""
+    return union_length_sorted([intervals])
 
 
 def union_length_sorted(lanes: list[list[list[float]]]) -> float:
