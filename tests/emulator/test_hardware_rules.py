@@ -69,31 +69,19 @@ def test_load_of_more_than_128_partitions():
         k(np.zeros((256, 4), F32))
 
 
-def test_matmul_stationary_free_size_over_128():
-    @nki.jit
-    def k(a, b):
-        nisa.nc_matmul(nl.load(a), nl.load(b))  # rule: mm-stationary
-
-    with expect(emulator.MatmulShapeError, "mm-stationary", "stationary free size 256 exceeds 128"):
-        k(np.zeros((128, 256), F32), np.zeros((128, 64), F32))
+@nki.jit
+def _matmul(a, b):
+    nisa.nc_matmul(nl.load(a), nl.load(b))  # rule: mm-shapes
 
 
-def test_matmul_moving_free_size_over_512():
-    @nki.jit
-    def k(a, b):
-        nisa.nc_matmul(nl.load(a), nl.load(b))  # rule: mm-moving
-
-    with expect(emulator.MatmulShapeError, "mm-moving", "moving free size 1024 exceeds 512"):
-        k(np.zeros((128, 128), F32), np.zeros((128, 1024), F32))
-
-
-def test_matmul_contraction_sizes_must_match():
-    @nki.jit
-    def k(a, b):
-        nisa.nc_matmul(nl.load(a), nl.load(b))  # rule: mm-k
-
-    with expect(emulator.MatmulShapeError, "mm-k", "contraction (partition) sizes differ"):
-        k(np.zeros((128, 64), F32), np.zeros((64, 64), F32))
+@pytest.mark.parametrize("stationary, moving, message", [
+    ((128, 256), (128, 64), "stationary free size 256 exceeds 128"),
+    ((128, 128), (128, 1024), "moving free size 1024 exceeds 512"),
+    ((128, 64), (64, 64), "contraction (partition) sizes differ"),
+], ids=["stationary-free-over-128", "moving-free-over-512", "contraction-mismatch"])
+def test_matmul_operand_shapes(stationary, moving, message):
+    with expect(emulator.MatmulShapeError, "mm-shapes", message):
+        _matmul(np.zeros(stationary, F32), np.zeros(moving, F32))
 
 
 def test_psum_tile_over_one_bank():
