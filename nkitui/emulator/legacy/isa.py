@@ -13,16 +13,9 @@ from nkitui.emulator.engine.tensor_engine import check_matmul
 from nkitui.emulator import dtypes as _dt
 from nkitui.emulator.engine.vector import _axes as _norm_axes, reduced_shape as _reduced_shape
 from nkitui.emulator.errors import OperandShapeError
-from nkitui.emulator.frontend_common import (  # noqa: F401  (public names, shared with nki.isa)
-    engine,
-    gpsimd_engine,
-    nc_version,
-    scalar_engine,
-    sync_engine,
-    tensor_engine,
-    unknown_engine,
-    vector_engine,
-)
+from nkitui.emulator.frontend_common import engine, nc_version  # noqa: F401  (public names, shared with nki.isa)
+from nkitui.emulator.frontend_common import (  # noqa: F401
+    gpsimd_engine, scalar_engine, sync_engine, tensor_engine, unknown_engine, vector_engine)
 from nkitui.emulator.frontend_common import engine_name as _engine_name
 from nkitui.emulator.legacy._support import as_tile, dtype_or, fresh, mark
 from nkitui.emulator.legacy.indexing import NO_MASK, IndexExpr, Predicate, _on_axes, narrow, plan_mask

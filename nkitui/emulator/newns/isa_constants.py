@@ -5,17 +5,9 @@ from __future__ import annotations
 import enum
 
 # the engine and NeuronCore-version enums are the legacy namespace's too
-from nkitui.emulator.frontend_common import (  # noqa: F401  (public names)
-    engine,
-    engine_name,
-    gpsimd_engine,
-    nc_version,
-    scalar_engine,
-    sync_engine,
-    tensor_engine,
-    unknown_engine,
-    vector_engine,
-)
+from nkitui.emulator.frontend_common import engine, engine_name, nc_version  # noqa: F401  (public names)
+from nkitui.emulator.frontend_common import (  # noqa: F401
+    gpsimd_engine, scalar_engine, sync_engine, tensor_engine, unknown_engine, vector_engine)
 
 
 class reduce_cmd(enum.IntEnum):
