@@ -63,12 +63,17 @@ class FieldReader:
             return None
 
     # -- typed getters ---------------------------------------------------------------------------
+    def _lookup(self, table: dict, key: str, field: str, required: bool, example: str) -> Any:
+        """table[key], or _MISSING (reported when the field is required)."""
+        value = table.get(key, _MISSING)
+        if value is _MISSING and required:
+            self.error(field, "required field is missing", f"add {key} = {example}")
+        return value
+
     def str_(self, table: dict, key: str, field: str, *, required: bool = False, example: str = '"..."',
              allow_empty: bool = False) -> str | None:
-        value = table.get(key, _MISSING)
+        value = self._lookup(table, key, field, required, example)
         if value is _MISSING:
-            if required:
-                self.error(field, "required field is missing", f"add {key} = {example}")
             return None
         if not isinstance(value, str) or (not allow_empty and not value.strip()):
             self._type_error(field, "a non-empty string" if not allow_empty else "a string", value, f"{key} = {example}")
@@ -77,10 +82,8 @@ class FieldReader:
 
     def int_(self, table: dict, key: str, field: str, *, required: bool = False, minimum: int | None = None,
              example: str = "1") -> int | None:
-        value = table.get(key, _MISSING)
+        value = self._lookup(table, key, field, required, example)
         if value is _MISSING:
-            if required:
-                self.error(field, "required field is missing", f"add {key} = {example}")
             return None
         if isinstance(value, bool) or not isinstance(value, int):
             self._type_error(field, "an integer", value, f"{key} = {example}")
@@ -92,10 +95,8 @@ class FieldReader:
 
     def number(self, table: dict, key: str, field: str, *, required: bool = False, minimum: float | None = None,
                example: str = "1.0") -> float | None:
-        value = table.get(key, _MISSING)
+        value = self._lookup(table, key, field, required, example)
         if value is _MISSING:
-            if required:
-                self.error(field, "required field is missing", f"add {key} = {example}")
             return None
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             self._type_error(field, "a number", value, f"{key} = {example}")
