@@ -148,8 +148,7 @@ class nc_version(enum.IntEnum):
     gen4 = 4
 
 
-_ENGINE_NAMES = {engine.unknown: None, engine.tensor: "tensor", engine.scalar: "scalar", engine.gpsimd: "gpsimd",
-                 engine.dma: "dma", engine.vector: "vector", engine.sync: "sync"}
+_ENGINE_NAMES = {int(e): (None if e is engine.unknown else e.name) for e in engine}
 
 
 def engine_name(e) -> str | None:
@@ -157,12 +156,14 @@ def engine_name(e) -> str | None:
     None = let the emulator choose (engine.unknown)."""
     if e is None:
         return None
+    if type(e) is int:  # the legacy default `engine=0`: on the path of every legacy ISA call
+        return _ENGINE_NAMES.get(e)
     if isinstance(e, str):
         return None if e in ("", "unknown") else e
     name = getattr(e, "name", None)
     if isinstance(name, str):
         return None if name == "unknown" else name
     try:
-        return _ENGINE_NAMES.get(engine(int(e)))
+        return _ENGINE_NAMES.get(int(e))
     except (ValueError, TypeError):
         return None
