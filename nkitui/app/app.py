@@ -39,6 +39,20 @@ if TYPE_CHECKING:
     from nkitui.task import Task
 
 
+_BACKEND_PROBES: list = []  # the one probe of this process (see backend_probe)
+
+
+def backend_probe():
+    """What a run's environment offers (executor.backends.detect.Probe), probed in a child process
+    once per process: it cannot change while nkitui runs, and the child takes a few tenths of a
+    second (on every start of the app in the tests). A failed probe is not kept."""
+    if not _BACKEND_PROBES:
+        with WORKER_IMPORTS:
+            from nkitui.executor.backends.detect import probe_isolated
+        _BACKEND_PROBES.append(probe_isolated())
+    return _BACKEND_PROBES[0]
+
+
 def _palette_provider():
     """The command palette's provider, imported when the palette first opens (start-up cost)."""
     from nkitui.app.commands import NkituiCommands
@@ -284,14 +298,13 @@ class NkituiApp(ReviewController, RunController, App[int]):
         """Which backend `auto` (or the requested one) will use, and why: shown before the first run."""
         with WORKER_IMPORTS:
             from nkitui.executor.backends.base import BackendUnavailable
-            from nkitui.executor.backends.detect import probe_isolated
             from nkitui.executor.backends.select import choose_backend
 
         namespace = self.audit_task.kernel.namespace if self.audit_task.kernel else None
         try:
             # In a child process with a run's environment: what a run will see, and the Neuron SDK
             # (if any) is never imported into the UI.
-            probe = probe_isolated()
+            probe = backend_probe()
         except (RuntimeError, OSError, ValueError) as exc:
             self.call_from_thread(self.notify, f"Could not tell which backend a run will use: {exc}",
                                   title="Backend probe", severity="warning", timeout=8)
@@ -309,8 +322,9 @@ class NkituiApp(ReviewController, RunController, App[int]):
         self.backend_reason = reason
         if not self.run_in_progress and getattr(self, "shown_result", None) is None:
             self.update_header(backend=label if ok else f"{name} unavailable")
-            self.run_area.set_status(Content.assemble(
-                ("No run yet: press r to run the task", "$text-muted"), (f"  ·  {reason}", "$text-muted")))
+            self.run_area.set_status(
+                Content.assemble(("No run yet: press r to run the task", "$text-muted"), (f"  ·  {reason}", "$text-muted")),
+                Content.styled("No run yet: press r to run the task", "$text-muted"))
         if not ok:
             self.notify(reason, title=f"Backend {name} unavailable", severity="error", timeout=15)
 

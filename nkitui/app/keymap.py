@@ -107,7 +107,7 @@ REGISTRY: tuple[KeySpec, ...] = (
     KeySpec("code.bottom", "end,G", "cursor_bottom", "Bottom", "code", show=False, help="Last line"),
     KeySpec("code.left", "left", "scroll_left", "Left", "code", show=False, help="Scroll left"),
     KeySpec("code.right", "right", "scroll_right", "Right", "code", show=False, help="Scroll right"),
-    KeySpec("code.next_finding", "n", "next_finding", "Next finding", "code",
+    KeySpec("code.next_finding", "n", "next_finding", "Next", "code",
             help="Move to the next line with a finding (or the next change in a diff)"),
     KeySpec("code.prev_finding", "p", "prev_finding", "Prev finding", "code", show=False,
             help="Move to the previous line with a finding (or the previous change in a diff)"),

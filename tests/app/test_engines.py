@@ -119,18 +119,6 @@ async def test_before_any_run_the_engines_show_the_tasks_speed_of_light_as_a_bou
         assert ev.metric == "speed_of_light_s" and "(lower bound)" in ev.label and ev.run_id is None
 
 
-async def test_a_matmul_task_names_the_bound_that_binds_and_its_flops(sample_task):
-    app = new_app(sample_task("matmul_bf16"), backend="emulator")
-    async with app.run_test(size=(100, 40)) as pilot:
-        await settle(pilot)
-        sol = app.engines_area.bound
-        rows = {key: value for key, _, value in app.engines_area.query_one(MetricsTable).metrics}
-        assert sol.work.flops > 0 and rows["work_flops"].endswith("FLOP") and rows["work_flops"] != "0 FLOP"
-        assert rows["speed_of_light_compute_s"] == format_seconds(sol.compute_s)
-        head = str(app.engines_area.query_one("#engines-head").content)
-        assert f"{sol.bound}-bound" in head and format_seconds(sol.bound_s) in head
-
-
 async def test_a_task_without_op_says_why_there_is_no_speed_of_light(tmp_path):
     from tests.app.helpers import FIXTURES, make_task_repo
 

@@ -39,6 +39,22 @@ def test_source_aligned_80x24(snap_compare, task_dir):
     assert snap_compare(_app(task_dir), terminal_size=SMALL, run_before=_steps())
 
 
+def test_source_range_selection_80x24(snap_compare, task_dir):
+    # V on NKI line 13, extended over four lines: tinted and marked on the NKI side, the strip says what
+    async def run_before(pilot) -> None:
+        await settle(pilot)
+        pilot.app.source_area.code.show_line("scale_rows_nki.py", 13, center=False)
+        await pilot.press("V", "j", "j", "j")
+        await settle(pilot)
+
+    assert snap_compare(_app(task_dir), terminal_size=SMALL, run_before=run_before)
+
+
+def test_engines_before_a_run_80x24(snap_compare, task_dir):
+    # the task's speed of light, labelled a lower bound, before any run
+    assert snap_compare(_app(task_dir), terminal_size=SMALL, run_before=_steps("3"))
+
+
 def test_source_diff_split_80x24(snap_compare, task_dir):
     assert snap_compare(_app(task_dir), terminal_size=SMALL, run_before=_steps("d", "s", "n"))
 

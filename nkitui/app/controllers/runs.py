@@ -153,8 +153,10 @@ class RunController:
         self.run_id = message.run_id
         self.run_area.log.run_label = message.run_id
         self.update_header(run="running", run_detail="")  # type: ignore[attr-defined]
-        self.run_area.set_status(Content.assemble(("◐ run ", "bold $text-primary"), message.run_id,
-                                                  (f"  ·  {message.backend} / {message.target}", "$text-muted")))
+        self.run_area.set_status(
+            Content.assemble(("◐ run ", "bold $text-primary"), message.run_id,
+                             (f"  ·  {message.backend} / {message.target}", "$text-muted")),
+            Content.assemble(("◐ run ", "bold $text-primary"), short_run_id(message.run_id)))
 
     def on_run_log_batch(self, message: RunLogBatch) -> None:
         if message.run_id == self.run_id:
@@ -167,13 +169,18 @@ class RunController:
         if message.total:
             detail += f" {message.done}/{message.total}"
         self.update_header(run="running", run_detail=detail.strip())  # type: ignore[attr-defined]
-        parts: list = [("◐ run ", "bold $text-primary"), message.run_id, "  ·  ", (message.phase or "", "bold")]
+        head: list = [("◐ run ", "bold $text-primary"), message.run_id, "  ·  ", (message.phase or "", "bold")]
+        short: list = [("◐ ", "bold $text-primary"), short_run_id(message.run_id), " ", (message.phase or "", "bold")]
+        progress: list = []
         if message.total:
             width = 20
             filled = round(width * message.done / message.total)
-            parts += ["  ", ("▰" * filled + "▱" * (width - filled), "$text-primary"),
-                      f" {message.done}/{message.total} {message.label}"]
-        self.run_area.set_status(Content.assemble(*parts))
+            progress = ["  ", ("▰" * filled + "▱" * (width - filled), "$text-primary"),
+                        f" {message.done}/{message.total}"]
+        label = [f" {message.label}"] if message.total and message.label else []
+        # At 80 columns the progress bar matters more than the full run id.
+        self.run_area.set_status(Content.assemble(*head, *progress, *label), Content.assemble(*short, *progress, *label),
+                                 Content.assemble(*short, *progress))
 
     def on_run_finished(self, message: RunFinished) -> None:
         self.run_in_progress = False
@@ -199,7 +206,7 @@ class RunController:
         self.update_header(run=state, run_detail=("reopened " if reopened else "") + result.short_id,
                            backend=f"{result.backend or self.backend_choice}"  # type: ignore[attr-defined]
                            + (" (auto)" if result.backend_requested == "auto" else ""))
-        self.run_area.set_status(result_summary(result, reopened))
+        self.run_area.set_status(*result_summary(result, reopened))
         if reopened:
             log = self.run_area.log
             log.clear(result.run_id)
@@ -223,7 +230,7 @@ class RunController:
         self.engines_area.show_record(record, result.run_id, message)
         if not reopened:
             verdict = "passed" if result.passed else result.status
-            self.notify(result.summary_line(), title=f"Run {verdict}",
+            self.notify(run_notice(result), title=f"Run {short_run_id(result.run_id)} {verdict}",
                         severity="information" if result.passed else "warning", timeout=6)  # type: ignore[attr-defined]
 
     # --- history -------------------------------------------------------------------------------
@@ -278,7 +285,23 @@ class RunController:
         self.call_from_thread(self.push_screen, ComparisonScreen(compare_runs(a, b), a, b))  # type: ignore[attr-defined]
 
 
-def result_summary(result: Any, reopened: bool = False) -> Content:
+def short_run_id(run_id: str) -> str:
+    """The run id's random tail (20260107T090000Z-a1b2c3 -> a1b2c3), as the header shows it."""
+    return run_id.rsplit("-", 1)[-1] if "-" in run_id else run_id
+
+
+def run_notice(result: Any) -> str:
+    """The notification when a run ends: short, so at 80x24 the toast covers two rows, not five."""
+    passed = sum(1 for c in result.checks if c.passed)
+    total = sum(1 for c in result.checks if c.passed is not None)
+    timing = result.timing or {}
+    time_part = (f" · {timing.get('kind', '')} {timing['median_us']:.3g} µs"
+                 if isinstance(timing.get("median_us"), (int, float)) else "")
+    return f"{passed}/{total} checks{time_part}"
+
+
+def result_summary(result: Any, reopened: bool = False) -> tuple[Content, ...]:
+    """The Run area's status after a run: the full line, then a shorter one for narrow terminals."""
     glyph, style = {"passed": ("✔", "bold $text-success"), "failed": ("✘", "bold $text-error")}.get(
         result.status, ("■", "bold $text-warning"))
     passed = sum(1 for c in result.checks if c.passed)
@@ -287,7 +310,8 @@ def result_summary(result: Any, reopened: bool = False) -> Content:
     timing = result.timing or {}
     if isinstance(timing.get("median_us"), (int, float)):
         parts += ["  ·  ", (f"{timing.get('kind', '')} {timing['median_us']:.2f} µs", "bold")]
-    parts += [("  ·  ", "$text-muted"), (f"{'reopened ' if reopened else ''}run {result.run_id}", "$text-muted")]
-    if result.error:
-        parts += [("  ·  ", "$text-muted"), (str(result.error.get("message", ""))[:120], "$text-error")]
-    return Content.assemble(*parts)
+    error = [("  ·  ", "$text-muted"), (str(result.error.get("message", ""))[:120], "$text-error")] if result.error else []
+    reopened_text = "reopened " if reopened else ""
+    full = parts + [("  ·  ", "$text-muted"), (f"{reopened_text}run {result.run_id}", "$text-muted")] + error
+    short = parts + [("  ·  ", "$text-muted"), (f"{reopened_text}{short_run_id(result.run_id)}", "$text-muted")] + error
+    return Content.assemble(*full), Content.assemble(*short)

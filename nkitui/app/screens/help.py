@@ -43,7 +43,7 @@ class HelpScreen(ModalScreen[None]):
     }
     HelpScreen #help-text { height: auto; }
     HelpScreen #help-keys { height: auto; max-height: 50%; }
-    HelpScreen .hint { color: $text-muted; height: 1; }
+    HelpScreen .hint { color: $text-muted; height: auto; }
     """
 
     def __init__(self, markdown: str, keys: list[tuple[str, str, str]]) -> None:
@@ -61,11 +61,26 @@ class HelpScreen(ModalScreen[None]):
 
     def on_mount(self) -> None:
         self.query_one(Vertical).border_title = "Help"
+        self._fill()
+        self.query_one(DataTable).focus(scroll_visible=False)  # keep the help text, not the table, at the top
+
+    def on_resize(self) -> None:
+        self._fill()
+
+    def _fill(self) -> None:
+        """Key, what it does, id; on a narrow terminal the id goes (? lists ids) and "does" wraps."""
         table = self.query_one(DataTable)
-        table.add_columns("key", "does", "id")
-        for key, description, binding_id in self.keys:
-            table.add_row(key, description, binding_id)
-        table.focus(scroll_visible=False)  # keep the help text, not the table, at the top
+        table.clear(columns=True)
+        if self.size.width >= KeysScreen.NARROW:
+            table.add_columns("key", "does", "id")
+            for key, description, binding_id in self.keys:
+                table.add_row(key, description, binding_id)
+            return
+        box = min(self.size.width * 90 // 100, 100)
+        table.add_column("key", width=14)
+        table.add_column("does", width=max(20, box - 14 - 4 - 8))  # cell padding, border, padding, scrollbar
+        for key, description, _ in self.keys:
+            table.add_row(key, description, height=None)
 
 
 class KeysScreen(ModalScreen[None]):
@@ -80,26 +95,47 @@ class KeysScreen(ModalScreen[None]):
         border: round $primary; background: $surface; padding: 0 1;
     }
     KeysScreen DataTable { height: 1fr; }
-    KeysScreen .hint { color: $text-muted; height: 1; }
+    KeysScreen .hint { color: $text-muted; height: auto; }
     """
 
     def __init__(self, overrides: dict[str, str]) -> None:
         super().__init__()
         self.overrides = overrides
+        self._narrow = False
 
     def compose(self) -> ComposeResult:
         with Vertical():
             yield Input(placeholder="filter: a key, a word or an id", id="keys-filter")
             yield DataTable(id="keys-table", cursor_type="row", zebra_stripes=True)
-            yield Static("Escape closes · rebind in <XDG config>/nkitui/keymap.toml (see docs/keymap.md)",
+            yield Static("Escape closes · rebind by id in <XDG config>/nkitui/keymap.toml (docs/keymap.md)",
                          classes="hint")
+
+    # Below this width the "where" column goes (the id names the scope: code.comment, log.search) and
+    # "does" wraps inside its column instead of running off the screen.
+    NARROW = 110
 
     def on_mount(self) -> None:
         self.query_one(Vertical).border_title = "Keys"
-        table = self.query_one(DataTable)
-        table.add_columns("where", "keys", "does", "id")
+        self._columns()
         self._fill("")
         self.query_one(Input).focus()
+
+    def on_resize(self) -> None:
+        self._columns()  # the column widths follow the terminal's
+        self._fill(self.query_one(Input).value)
+
+    def _columns(self) -> None:
+        table = self.query_one(DataTable)
+        table.clear(columns=True)
+        self._narrow = self.size.width < self.NARROW
+        if not self._narrow:
+            table.add_columns("where", "keys", "does", "id")
+            return
+        # keys 14, id 22, cell padding 2 each, the box's border, padding and scrollbar ~8
+        box = min(self.size.width * 95 // 100, 120)
+        table.add_column("keys", width=14)
+        table.add_column("does", width=max(20, box - 14 - 22 - 6 - 8))
+        table.add_column("id", width=22)
 
     def rows(self, text: str) -> list[tuple[str, str, str, str]]:
         needle = text.strip().lower()
@@ -115,7 +151,10 @@ class KeysScreen(ModalScreen[None]):
         table = self.query_one(DataTable)
         table.clear()
         for row in self.rows(text):
-            table.add_row(*row)
+            if self._narrow:
+                table.add_row(row[1], row[2], row[3], height=None)  # "does" wraps: the row grows
+            else:
+                table.add_row(*row)
 
     @on(Input.Changed, "#keys-filter")
     def _filter(self, event: Input.Changed) -> None:

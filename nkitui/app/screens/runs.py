@@ -46,7 +46,7 @@ class RunsScreen(ModalScreen[tuple | None]):
         border: round $primary; background: $surface; padding: 0 1;
     }
     RunsScreen DataTable { height: 1fr; }
-    RunsScreen .hint { color: $text-muted; height: 1; }
+    RunsScreen .hint { color: $text-muted; height: auto; }
     """
 
     def __init__(self, summaries: list[Any]) -> None:
@@ -63,7 +63,8 @@ class RunsScreen(ModalScreen[tuple | None]):
     def on_mount(self) -> None:
         self.query_one(Vertical).border_title = "Runs of this task (newest first)"
         table = self.query_one(RunsTable)
-        table.add_columns("", "run", "when", "status", "backend", "checks", "time", "commit")
+        # What tells runs apart comes first: at 80 columns the long run id is the part that scrolls off.
+        table.add_columns("", "when", "status", "checks", "time", "backend", "commit", "run")
         for s in self.summaries:
             table.add_row(*self._row(s), key=s.run_id)
         table.focus()
@@ -73,8 +74,8 @@ class RunsScreen(ModalScreen[tuple | None]):
         time = f"{s.median_us:.2f} µs {s.timing_kind or ''}".strip() if s.median_us is not None else "-"
         when = (s.created_at or "").replace("T", " ")[:19]
         status = Text(s.status, style={"passed": "green", "failed": "red"}.get(s.status, "yellow"))
-        return (mark, s.run_id, when, status, f"{s.backend or '-'}/{s.target}", f"{s.checks_passed}/{s.checks_total}",
-                time, (s.task_commit or "")[:8])
+        return (mark, when, status, f"{s.checks_passed}/{s.checks_total}", time, f"{s.backend or '-'}/{s.target}",
+                (s.task_commit or "")[:8], s.run_id)
 
     def _current(self) -> Any:
         table = self.query_one(RunsTable)
@@ -116,7 +117,7 @@ class ComparisonScreen(ModalScreen[None]):
         border: round $primary; background: $surface; padding: 0 1;
     }
     ComparisonScreen VerticalScroll { height: 1fr; }
-    ComparisonScreen .hint { color: $text-muted; height: 1; }
+    ComparisonScreen .hint { color: $text-muted; height: auto; }
     """
 
     def __init__(self, comparison: Any, a: Any = None, b: Any = None) -> None:

@@ -1,11 +1,19 @@
 """A one-line key footer drawn as text (Textual's Footer rebuilds a widget per key on every focus
-change, which made moving between areas slow)."""
+change, which made moving between areas slow).
+
+When the keys do not all fit (80 columns), whole entries are left out, never cut mid-word: first
+"? Keys" and "^p Commands" (the area bar and F1 name them too), then the entries, in order, that no
+longer fit; "f1 Help" always stays, as help lists every key that works where the auditor is.
+"""
 
 from __future__ import annotations
 
 from textual.content import Content
 from textual.screen import Screen
 from textual.widget import Widget
+
+PINNED = "app.help"
+DROPPED_FIRST = ("app.palette", "app.keys")
 
 
 class KeyFooter(Widget):
@@ -28,8 +36,9 @@ class KeyFooter(Widget):
     def _bindings_changed(self, screen: Screen) -> None:
         self.refresh()
 
-    def render(self) -> Content:
-        parts: list[tuple[str, str]] = []
+    def entries(self) -> list[tuple[str, Content]]:
+        """(binding id, " key description ") for each binding shown, in the screen's order."""
+        entries: list[tuple[str, Content]] = []
         seen: set[str] = set()
         for active in self.screen.active_bindings.values():
             binding = active.binding
@@ -40,6 +49,32 @@ class KeyFooter(Widget):
                 continue  # several keys for one binding: the footer shows the first
             seen.add(ident)
             style = "" if active.enabled else " 50%"
-            parts.append((f" {self.app.get_key_display(binding)} ", f"bold $footer-key-foreground{style}"))
-            parts.append((f"{binding.description} ", f"$footer-description-foreground{style}"))
-        return Content.assemble(*parts)
+            entries.append((ident, Content.assemble(
+                (f" {self.app.get_key_display(binding)} ", f"bold $footer-key-foreground{style}"),
+                (f"{binding.description} ", f"$footer-description-foreground{style}"))))
+        return entries
+
+    def render(self) -> Content:
+        entries = self.entries()
+        width = self.size.width
+
+        def total(items: list[tuple[str, Content]]) -> int:
+            return sum(e.cell_length for _, e in items)
+
+        for ident in DROPPED_FIRST:
+            if total(entries) <= width:
+                break
+            entries = [item for item in entries if item[0] != ident]
+        if total(entries) > width:
+            pinned = [item for item in entries if item[0] == PINNED]
+            room = width - total(pinned)
+            shown: list[tuple[str, Content]] = []
+            for item in entries:
+                if item[0] == PINNED:
+                    continue
+                if item[1].cell_length > room:
+                    continue  # a shorter entry further on may still fit
+                shown.append(item)
+                room -= item[1].cell_length
+            entries = shown + pinned
+        return Content("").join(e for _, e in entries)

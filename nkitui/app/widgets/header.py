@@ -46,21 +46,38 @@ class AuditHeader(Widget):
 
     state: reactive[HeaderState] = reactive(HeaderState, layout=False)
 
-    def render(self) -> Content:
+    def right_variants(self) -> list[Content]:
+        """The target / backend / run part, longest first: labels go before values do."""
         s = self.state
         sep = (" │ ", "$text-muted")
         backend = s.backend or "backend ?"
+        glyph = _RUN_GLYPH.get(s.run, "○")
+        style = _RUN_STYLE.get(s.run, "")
         run = s.run + (f" {s.run_detail}" if s.run_detail else "")
-        right = Content.assemble(
-            sep, ("target ", "$text-muted"), (s.target or "?", "bold $text-primary"), sep,
-            ("backend ", "$text-muted"), (backend, "bold $text-primary"), sep,
-            (f"{_RUN_GLYPH.get(s.run, '○')} {run} ", _RUN_STYLE.get(s.run, "")),
-        )
-        left = Content.assemble(
-            (" nkitui", "bold $text-accent"), sep, (s.task or "no task", "bold"),
-            (f" {s.title}" if s.title else "", "$text-muted"),
-        )
-        room = max(0, self.size.width - right.cell_length)
+        # "reopened 1a2b3c" -> "1a2b3c"; a phase and its progress stay whole
+        short_detail = s.run_detail.removeprefix("reopened ")
+        short_run = s.run + (f" {short_detail}" if short_detail else "")
+        target = (s.target or "?", "bold $text-primary")
+        value = (backend, "bold $text-primary")
+        return [
+            Content.assemble(sep, ("target ", "$text-muted"), target, sep, ("backend ", "$text-muted"), value, sep,
+                             (f"{glyph} {run} ", style)),
+            Content.assemble(sep, target, sep, value, sep, (f"{glyph} {run} ", style)),
+            Content.assemble(sep, target, sep, value, sep, (f"{glyph} {short_run} ", style)),
+            Content.assemble(sep, target, sep, (backend.removesuffix(" (auto)"), "bold $text-primary"), sep,
+                             (f"{glyph} {s.run} ", style)),
+        ]
+
+    def render(self) -> Content:
+        s = self.state
+        sep = (" │ ", "$text-muted")
+        name = Content.assemble((" nkitui", "bold $text-accent"), sep, (s.task or "no task", "bold"))
+        left = Content.assemble(name, (f" {s.title}" if s.title else "", "$text-muted"))
+        width = self.size.width
+        # The task id is the one thing never cut: the right part shortens until the id fits whole.
+        variants = self.right_variants()
+        right = next((r for r in variants if name.cell_length + r.cell_length <= width), variants[-1])
+        room = max(0, width - right.cell_length)
         if left.cell_length > room:
             left = left.truncate(room, ellipsis=True)
         return Content.assemble(left.pad_right(room - left.cell_length), right)

@@ -143,10 +143,14 @@ to the task's git repository; the draft is autosaved all along.
                 guidance.update(self._markdown(self._verdict_markdown()))
             else:
                 entry = self.draft.scores.get(crit.id)
-                title.update(Content.assemble(
-                    (crit.title, "bold"),
-                    (f"  weight {crit.weight:g} · {'required' if crit.required else 'optional'} · "
-                     f"scale {crit.scale.describe()}", "$text-muted")))
+                need = "required" if crit.required else "optional"
+                title.update(
+                    Content.assemble((crit.title, "bold"), (f"  weight {crit.weight:g} · {need} · "
+                                                            f"scale {crit.scale.describe()}", "$text-muted")),
+                    Content.assemble((crit.title, "bold"), (f"  weight {crit.weight:g} · {need}", "$text-muted")),
+                    Content.assemble((crit.title, "bold"), (f"  {need}", "$text-muted")),
+                    Content.styled(crit.title, "bold"),
+                )
                 selector.set_values(list(crit.scale.values()), entry.value if entry else None)
                 comment.load_text(entry.comment if entry else "")
                 guidance.update(self._markdown(f"### Guidance\n\n{crit.guidance.strip()}\n\n{self._levels_markdown(crit)}"))

@@ -29,35 +29,53 @@ entry holds the verdict and the summary, and lists what still blocks submitting.
     def __init__(self, *, id: str | None = None) -> None:
         super().__init__(id=id)
         self.ids: list[str] = []
+        self._shown: tuple[Any, Any] | None = None  # (rubric, draft), to fit the labels again on resize
+
+    def on_resize(self) -> None:
+        if self._shown is not None:
+            self.update_labels(*self._shown)
 
     def show(self, rubric: Any, draft: Any) -> None:
         """(Re)build the list; keeps the highlighted row."""
+        self._shown = (rubric, draft)
         highlighted = self.highlighted
         self.clear_options()
         self.ids = [c.id for c in rubric.criteria] + [VERDICT_PAGE]
-        self.add_options(Option(label) for label in self._labels(rubric, draft))
+        self.add_options(Option(label) for label in self._labels(rubric, draft, self._label_width()))
         self.highlighted = 0 if highlighted is None else min(highlighted, len(self.ids) - 1)
 
     def update_labels(self, rubric: Any, draft: Any) -> None:
         """Refresh the scores shown without rebuilding the list (no highlight events)."""
-        for index, label in enumerate(self._labels(rubric, draft)):
+        self._shown = (rubric, draft)
+        for index, label in enumerate(self._labels(rubric, draft, self._label_width())):
             self.replace_option_prompt_at_index(index, label)
 
+    def _label_width(self) -> int:
+        """Cells a label may take (the list is a fixed-width column; before layout, its CSS width)."""
+        width = self.scrollable_content_region.width
+        return width if width > 8 else 25  # before layout: 28 columns less the border and padding
+
     @staticmethod
-    def _labels(rubric: Any, draft: Any) -> list[Content]:
+    def _labels(rubric: Any, draft: Any, width: int = 26) -> list[Content]:
+        """One line per criterion: mark, title, required star, score. A long title is cut (with …),
+        never the score: the score is what the list is for."""
+
+        def line(mark: tuple[str, str], title: tuple[str, str], star: str, score: str) -> Content:
+            tail = Content.assemble((star, "$text-warning"), (f"  {score}", "$text-primary"))
+            head = Content.assemble(mark, title)
+            room = max(4, width - tail.cell_length)
+            if head.cell_length > room:
+                head = head.truncate(room, ellipsis=True)
+            return Content.assemble(head, tail)
+
         labels = []
         for c in rubric.criteria:
             entry = draft.scores.get(c.id)
             value = entry.value if entry is not None else None
-            mark = "✔" if value is not None else "○"
-            required = "*" if c.required else " "
-            score = "-" if value is None else str(value)
-            labels.append(Content.assemble(
-                (f"{mark} ", "$text-success" if value is not None else "$text-muted"),
-                (c.title, "bold" if value is None and c.required else ""), (required, "$text-warning"),
-                (f"  {score}", "$text-primary")))
-        labels.append(Content.assemble(("▶ ", "$text-accent"), ("Verdict & summary", "bold"),
-                                       (f"  {draft.verdict or '-'}", "$text-primary")))
+            mark = ("✔ " if value is not None else "○ ", "$text-success" if value is not None else "$text-muted")
+            title = (c.title, "bold" if value is None and c.required else "")
+            labels.append(line(mark, title, "*" if c.required else " ", "-" if value is None else str(value)))
+        labels.append(line(("▶ ", "$text-accent"), ("Verdict & summary", "bold"), "", draft.verdict or "-"))
         return labels
 
     @property
@@ -200,7 +218,7 @@ attached with **a** wherever they are shown. **Delete** (or **d**) removes the h
             self.highlighted = 0
         else:
             self.add_option(Option(Content.styled(
-                "None yet: press a on a finding, a source or diff line, a log line or a metric.", "$text-muted"),
+                "None yet: press a on a finding, line or metric.", "$text-muted"),
                 disabled=True))
 
     def action_remove_evidence(self) -> None:

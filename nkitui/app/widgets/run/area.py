@@ -82,8 +82,9 @@ or compare two.
         else:
             self.log.focus()
 
-    def set_status(self, content: Content | str) -> None:
-        self.query_one("#run-status", StatusLine).update(content)
+    def set_status(self, content: Content | str, *shorter: Content | str) -> None:
+        """The status line; `shorter` variants are shown when the full one does not fit."""
+        self.query_one("#run-status", StatusLine).update(content, *shorter)
 
     def show_results(self, show: bool = True) -> None:
         self.query_one(ContentSwitcher).current = "results-pane" if show else "log-pane"

@@ -233,14 +233,23 @@ strip says what is selected.
             return
         bar = self.query_one("#source-bar", StatusLine)
         counts = _severity_counts(self.findings)
+        short_counts = _severity_counts(self.findings, short=True)
+        dot = ("  ·  ", "$text-muted")
         if self.mode == "aligned":
             left, right = self.code.left, self.code.right
             files = f"{left.path} ⇄ {right.path}" if left and right else (right.path if right else "no NKI source")
             anchors = len(self.code.anchors)
             align = (f"{len(self.pairs)} role pairs, {anchors} lines aligned" if self.pairs and left
                      else self.analysis_state)
-            bar.update(Content.assemble(("Aligned ", "bold"), files, ("  ·  ", "$text-muted"), align,
-                                        ("  ·  ", "$text-muted"), counts))
+            pairs = f"{len(self.pairs)} pairs" if self.pairs and left else ""
+            # Longest first; the finding counts are the last thing to go.
+            bar.update(
+                Content.assemble(("Aligned ", "bold"), files, dot, align, dot, counts),
+                Content.assemble(("Aligned ", "bold"), files, *((dot, pairs) if pairs else ()), dot, counts),
+                Content.assemble(("Aligned ", "bold"), files, dot, short_counts),
+                Content.assemble(files, (" · ", "$text-muted"), short_counts),
+                Content.assemble(("Aligned ", "bold"), short_counts),
+            )
         else:
             if self.diff_pair is None:
                 what = "no history (not a git repository?)" if not self.revisions else "pick revisions with v"
@@ -252,8 +261,9 @@ strip says what is selected.
             deleted = sum(f.deleted for f in self.diff_files)
             summary = (f"{len(self.diff_files)} file{'s' if len(self.diff_files) != 1 else ''} +{added} -{deleted}"
                        if self.diff_loaded else "loading")
-            bar.update(Content.assemble(("Diff ", "bold"), f"{old.short} → {new.short}", ("  ·  ", "$text-muted"),
-                                        layout, ("  ·  ", "$text-muted"), summary))
+            revisions = f"{old.short} → {new.short}"
+            bar.update(Content.assemble(("Diff ", "bold"), revisions, dot, layout, dot, summary),
+                       Content.assemble(("Diff ", "bold"), revisions, (" · ", "$text-muted"), summary))
 
     def _update_strip(self) -> None:
         if not self.is_mounted:
@@ -323,7 +333,8 @@ def _selection_strip(view: CodePairView | DiffView) -> tuple[Content, ...]:
     )
 
 
-def _severity_counts(findings: list[Finding]) -> Content:
+def _severity_counts(findings: list[Finding], short: bool = False) -> Content:
+    """●2 high ◆1 medium (short: ●2 ◆1; the glyphs differ, so the words can go)."""
     if not findings:
         return Content("no findings")
     parts: list[tuple[str, str] | str] = []
@@ -332,5 +343,6 @@ def _severity_counts(findings: list[Finding]) -> Content:
         if n:
             if parts:
                 parts.append(" ")
-            parts.append((f"{SEVERITY_GLYPH[severity]}{n} {severity}", f"$nk-sev-{severity}"))
+            label = f"{SEVERITY_GLYPH[severity]}{n}" + ("" if short else f" {severity}")
+            parts.append((label, f"$nk-sev-{severity}"))
     return Content.assemble(*parts)
