@@ -4,7 +4,6 @@ the range, a attaches it, Escape drops it; in the aligned code view and in the d
 from __future__ import annotations
 
 from nkitui.app.screens.comment import LineCommentScreen
-from nkitui.app.widgets.source.code_view import CodePairView
 from nkitui.app.widgets.source.diff_view import DiffView
 from tests.app.helpers import new_app, screen_text, settle
 
