@@ -460,6 +460,13 @@ class NkituiApp(ReviewController, RunController, App[int]):
         ws.apply_layout("split" if ws.layout_name == "tabs" else "tabs")
         ws.show_area(ws.current_area)
 
+    @property
+    def escape_to_minimize(self) -> bool:
+        # In a zoomed area, Escape first drops a selection of lines; the next one restores the layout.
+        if getattr(self.focused, "selection_anchor", None) is not None:
+            return False
+        return super().escape_to_minimize
+
     def action_zoom(self) -> None:
         ws = self.workstation
         if ws is None or self.screen is not ws:

@@ -76,6 +76,16 @@ async def test_a_range_of_nki_lines_is_selected_highlighted_and_commented(task_d
         await settle(pilot)
         source, start, end = code.selected_lines()
         assert source.path == "scale_rows.cu" and start <= end
+        # zoomed in, Escape drops the selection first, then restores the layout
+        await pilot.press("z")
+        await settle(pilot)
+        assert app.workstation.maximized is not None and code.selection() is not None
+        await pilot.press("escape")
+        await settle(pilot)
+        assert code.selection() is None and app.workstation.maximized is not None
+        await pilot.press("escape")
+        await settle(pilot)
+        assert app.workstation.maximized is None
 
 
 async def test_a_range_in_the_diff_comments_on_the_new_revisions_lines(task_dir):
