@@ -387,7 +387,31 @@ class EvaluationSession:
                     not fails and compared > 0,
                     "; ".join(fails[:3]) if fails else f"{compared}/{len(self.seeds)} seeds within tolerance",
                 ))
+            self._tolerance_checks(compared)
             ph.detail = ", ".join(f"{c.id}: {'pass' if c.passed else 'FAIL'}" for c in self.checks if c.id.startswith("output:"))
+
+    def _tolerance_checks(self, compared: int) -> None:
+        """One check per output that its tolerance can fail a wrong kernel and pass a right one.
+
+        A task whose test passes all zeros, or fails the correctly rounded reference, is a broken task
+        even when its kernel is right; the auditor's exit code should say so.
+        """
+        from nkitui.evaluate import numfindings as rules
+
+        if compared == 0:
+            return
+        broken = (rules.ZEROS_PASS, rules.ECHO_PASS, rules.TOL_TIGHT)
+        weak: dict[str, list[str]] = {}
+        for f in self.numeric_findings:
+            name = f.data.get("output")
+            if f.rule in broken and f.severity == "high" and name and f.title not in weak.get(name, []):
+                weak.setdefault(name, []).append(f.title)
+        for spec in self.task.outputs:
+            why = weak.get(spec.name, [])
+            self.checks.append(Check(
+                f"tolerance:{spec.name}", f"the tolerance for `{spec.name}` tells a wrong output from a right one",
+                not why, "; ".join(why) if why else "no trivial output passes it and the correctly rounded reference does",
+            ))
 
     def _seed_metrics(self, seed: int, inputs: Any, actual: Any, expected: Any) -> tuple[list[Any], list[Any], list[Finding]]:
         from nkitui.evaluate.numerics import compare_seed

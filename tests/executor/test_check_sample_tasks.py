@@ -19,9 +19,10 @@ from nkitui.evaluate.run import EvaluationRequest
 SAMPLES = bundled_dir("sample_tasks")
 TASKS = sorted(p.name for p in SAMPLES.iterdir() if (p / "task.toml").is_file())
 GOOD = [t for t in TASKS if not t.startswith("flawed_")]
-# flawed ports whose flaw a check catches (the other two are flagged by findings: the loose
-# tolerance by NUM-ZEROS-PASS, the transliteration by static analysis)
-FAILING = {"flawed_partial_tile": {"output:y", "trials", "precision"}, "flawed_bf16_accum": {"trials", "precision"}}
+# flawed tasks whose flaw a check catches (the transliteration computes the right values; static
+# analysis flags it); the loose tolerance fails the tolerance check through NUM-ZEROS-PASS
+FAILING = {"flawed_partial_tile": {"output:y", "trials", "precision"}, "flawed_bf16_accum": {"trials", "precision"},
+           "flawed_loose_tolerance": {"tolerance:probs"}}
 QUICK = ["--quiet", "--no-static", "--no-trials", "--no-precision", "--no-store", "--seeds", "1"]
 
 
@@ -49,10 +50,14 @@ def test_every_sample_task_exits_with_the_contracts_code():
         assert outcomes[name].result.status == "passed" and not outcomes[name].result.failed_checks()
 
 
-def test_the_loose_tolerance_task_passes_but_reports_that_zeros_would_pass(capsys):
+def test_the_loose_tolerance_task_fails_its_tolerance_check_because_zeros_would_pass(capsys):
     code = main(["check", str(SAMPLES / "flawed_loose_tolerance"), "--json", *QUICK])
     result = RunResult.from_dict(_strict_json(capsys.readouterr().out))
-    assert code == 0 and result.status == "passed"
+    assert code == 1 and result.status == "failed"
+    by_id = {c.id: c for c in result.checks}
+    assert by_id["output:probs"].passed is True  # the kernel itself is right ...
+    assert by_id["tolerance:probs"].passed is False  # ... the task's test is what is broken
+    assert "all-zeros" in by_id["tolerance:probs"].detail
     zeros = [f for f in result.findings if f["rule"] == rules.ZEROS_PASS]
     assert len(zeros) == 1 and "`probs`" in zeros[0]["message"] and "atol = 0.01" in zeros[0]["message"]
 
