@@ -30,7 +30,7 @@ def _export(args: argparse.Namespace) -> int:
     buffer = io.StringIO()
     result = export(args.dir, buffer, args.format)
     for p in result.problems:
-        print(f"{p.severity}: {p}", file=sys.stderr)
+        print(p, file=sys.stderr)
     if args.out is None:
         sys.stdout.write(buffer.getvalue())
     else:

@@ -58,12 +58,12 @@ def _history(args: argparse.Namespace) -> int:
             viewer = _viewer(args.task_dir, args.auditor)
         except ReviewError as exc:
             for p in exc.problems:
-                _err(f"error: {p}")
+                _err(str(p))
             return 2
     rubrics = RubricCache()
     history = task_history(args.task_dir, blind=args.blind, viewer=viewer, rubrics=rubrics)
     for p in history.problems:
-        _err(f"{p.severity}: {p}")
+        _err(str(p))
 
     if args.diff:
         try:
@@ -138,7 +138,7 @@ def _agreement(args: argparse.Namespace) -> int:
 
     report = agreement_under(args.task_dir)
     for p in report.problems:
-        _err(f"{p.severity}: {p}")
+        _err(str(p))
     if args.json:
         print(json.dumps(report.to_dict(), indent=2))
         return 0

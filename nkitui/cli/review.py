@@ -54,7 +54,7 @@ def _print_problems(problems, as_json: bool = False) -> None:
                           "problems": [p.to_dict() for p in problems]}, indent=2))
         return
     for p in problems:
-        _err(f"{p.severity}: {p}")
+        _err(str(p))  # "file [field]: severity: message — fix: ..."
 
 
 def _load(task_dir: Path):
@@ -106,7 +106,11 @@ def _template(args: argparse.Namespace) -> int:
         if args.out.exists():
             _err(f"error: {args.out} already exists — fix: choose another file name or delete it first")
             return 2
-        args.out.write_text(text, encoding="utf-8")
+        try:
+            args.out.write_text(text, encoding="utf-8")
+        except OSError as exc:
+            _err(f"error: cannot write {args.out}: {exc.strerror or exc} — fix: choose a file in an existing, writable folder")
+            return 2
         _err(f"wrote {args.out}; fill it in, then: nkitui review submit {args.task_dir} --from {args.out}")
     else:
         sys.stdout.write(text)
