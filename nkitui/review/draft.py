@@ -38,6 +38,7 @@ from nkitui.review.record import (
     read_scores,
 )
 from nkitui.review.rubric import Rubric, ScoreValue
+from nkitui.task.problems import Problem
 
 DRAFT_KIND = "nkitui-review-draft"
 DRAFT_SCHEMA = 1
@@ -59,6 +60,9 @@ class Draft:
     runs: list[str] = field(default_factory=list)
     auditor: str | None = None  # submit as this auditor (else git config / OS user)
     saved_at: dt.datetime | None = None  # set by DraftStore.save
+    # Warnings from reading the file (unknown keys such as a misspelt `scroe`): validate_draft repeats
+    # them, so a typo that silently drops a value is shown next to the error it causes.
+    parse_warnings: list[Problem] = field(default_factory=list, repr=False, compare=False)
 
     @classmethod
     def new(cls, task_id: str, rubric: Rubric) -> "Draft":
@@ -152,7 +156,8 @@ def _read_draft(doc: dict, r: FieldReader) -> Draft:
         raise RecordError(r.problems)
     return Draft(task_id=task_id, rubric_id=rubric_id, rubric_version=rubric_version,
                  verdict=(verdict or "").strip() or None, summary=summary, scores=scores, comments=comments,
-                 evidence=evidence, runs=runs, auditor=auditor, saved_at=saved_at)
+                 evidence=evidence, runs=runs, auditor=auditor, saved_at=saved_at,
+                 parse_warnings=[p for p in r.problems if p.severity == "warning"])
 
 
 # -- where drafts are kept -------------------------------------------------------------------------

@@ -56,6 +56,18 @@ def open_repo(task_root: Path) -> git.Repo:
     return repo
 
 
+def refuse_bare(path: Path) -> None:
+    """Refuse a folder that is (inside) a bare repository before anything tries to read a task there:
+    a bare repository has no working tree, so "no task.toml here" would hide the real problem."""
+    try:
+        repo = git.Repo(Path(path).resolve(), search_parent_directories=True)
+    except (git.InvalidGitRepositoryError, git.NoSuchPathError):
+        return
+    if repo.bare or repo.working_tree_dir is None:
+        raise _refuse("bare_repo", str(Path(path)), "the task is in a bare repository (no working tree to write reviews into)",
+                      f"clone it and review in the clone: git clone {repo.git_dir} <folder>")
+
+
 def operation_in_progress(repo: git.Repo) -> tuple[str, str] | None:
     """(what, how to finish it) when a merge, rebase, cherry-pick or revert is under way."""
     gd = Path(repo.git_dir)

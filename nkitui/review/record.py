@@ -11,6 +11,7 @@ from __future__ import annotations
 import datetime as dt
 import re
 import secrets
+import unicodedata
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -195,7 +196,8 @@ def new_record_id(when: dt.datetime) -> str:
 
 def auditor_slug(name: str) -> str:
     """A path-safe auditor name: lower case, letters/digits/'.'/'_'/'-', at most 64 characters."""
-    text = name.strip().lower()
+    # Accented letters keep their base letter (Zoë -> zoe) instead of splitting the name.
+    text = unicodedata.normalize("NFKD", name.strip()).encode("ascii", "ignore").decode("ascii").lower()
     if "@" in text and " " not in text:  # an e-mail address: keep the local part
         text = text.split("@", 1)[0]
     text = re.sub(r"[^a-z0-9._-]+", "-", text)

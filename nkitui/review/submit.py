@@ -45,6 +45,7 @@ def _load_task(task):
     if isinstance(task, (str, Path)):
         from nkitui.task import load_task
 
+        gitstore.refuse_bare(Path(task))
         return load_task(task)
     return task
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 from nkitui.review.draft import Draft
@@ -10,13 +11,43 @@ from nkitui.review.rubric import Rubric
 from nkitui.task.problems import Problem
 
 
+# `file:12` or `file:12-18`, after `RULE@` for findings; a diff across revisions (`a..b:file:..`) is not
+# checked against the working tree.
+_LOCATED_REF = re.compile(r"^(?:[^@\s]+@)?(?P<file>[^:@\s]+):(?P<start>\d+)(?:-(?P<end>\d+))?$")
+
+
+def _line_count(path: Path) -> int | None:
+    try:
+        return len(path.read_bytes().splitlines())
+    except OSError:
+        return None
+
+
+def _located_ref_problem(ref: str, task_root: Path) -> tuple[str, str] | None:
+    """(message, fix) when a source/finding/diff ref names a task file that is missing or lines past its end."""
+    m = _LOCATED_REF.match(ref.strip())
+    if m is None or ".." in ref.split(":", 1)[0] or not is_task_relative(m["file"]):
+        return None
+    target = Path(task_root) / m["file"]
+    if not target.is_file():
+        return f"{m['file']!r} is not a file of the task", "point the evidence at a file inside the task folder"
+    start, end = int(m["start"]), int(m["end"] or m["start"])
+    count = _line_count(target)
+    if count is not None and (start < 1 or end < start or end > max(count, 1)):
+        span = f"line {start}" if start == end else f"lines {start}-{end}"
+        return (f"{span} is not in {m['file']} ({count} lines)" if start == end else
+                f"{span} are not lines of {m['file']} ({count} lines)",
+                "point the evidence at lines that exist (file:first-last)")
+    return None
+
+
 def validate_draft(draft: Draft, rubric: Rubric, task_root: Path | None = None, task_id: str | None = None,
                    display: str = "draft") -> list[Problem]:
     """Every problem that blocks submission (errors) or deserves a look (warnings). Empty = ready.
 
     The UI calls this live to mark unfinished criteria; `review submit` refuses on any error.
     """
-    problems: list[Problem] = []
+    problems: list[Problem] = list(draft.parse_warnings)
 
     def error(fld: str, message: str, fix: str) -> None:
         problems.append(Problem(display, fld, message, fix))
@@ -87,6 +118,11 @@ def validate_draft(draft: Draft, rubric: Rubric, task_root: Path | None = None, 
         if not e.ref.strip() or (e.kind == "run" and not RUN_ID_RE.match(e.ref)):
             error(f"evidence[{i}].ref", f"{e.ref!r} is not a valid reference for {e.kind} evidence",
                   "see docs/review-format.md (evidence kinds and their ref)")
+        if task_root is not None and e.kind in ("source", "finding", "diff"):
+            # A warning, not an error: the link is still readable through its excerpt.
+            bad_ref = _located_ref_problem(e.ref, task_root)
+            if bad_ref is not None:
+                warn(f"evidence[{i}].ref", f"{e.kind} evidence {e.ref!r}: {bad_ref[0]}", bad_ref[1])
         if e.criterion is not None and rubric.criterion(e.criterion) is None:
             error(f"evidence[{i}].criterion", f"{e.criterion!r} is not a criterion of the rubric", f"use one of: {known}, or leave it out")
     for run_id in draft.runs:

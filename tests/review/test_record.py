@@ -114,7 +114,9 @@ def test_ids_and_slugs():
     assert auditor_slug("Alice Smith") == "alice-smith"
     assert auditor_slug("bob@example.com") == "bob"
     assert auditor_slug("  ../../etc  ") == "etc"
-    assert auditor_slug("Ünïcode Näme") == "n-code-n-me"
+    assert auditor_slug("Ünïcode Näme") == "unicode-name"
+    assert auditor_slug("Zoë Q") == "zoe-q"
+    assert auditor_slug("张伟") == ""  # nothing usable: submit asks for --auditor
     assert auditor_slug("!!!") == ""
 
 
