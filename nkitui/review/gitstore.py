@@ -162,6 +162,11 @@ def resolve_auditor(repo: git.Repo | None, auditor: str | None = None) -> Audito
         author = Identity(auditor.strip(), email if (same_person and email) else f"{slug}@{_INVALID_EMAIL_DOMAIN}")
     elif name or email:
         slug = config_slug
+        if not slug:  # e.g. a name and e-mail in a script without Latin letters: no folder name to make
+            raise _refuse("bad_auditor", "git config",
+                          f"git's identity ({name or ''} <{email or ''}>) has no letters or digits (a-z, 0-9) to make "
+                          "the reviews/<auditor> folder name from",
+                          "pass --auditor NAME with a Latin-letter name (e.g. --auditor zhang-wei)")
         author = Identity(name or slug, email or f"{slug}@{_INVALID_EMAIL_DOMAIN}")
     else:
         try:

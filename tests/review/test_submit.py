@@ -89,6 +89,17 @@ def test_author_from_git_config_or_auditor_flag(task_repo, rubric):
     assert submit_review(root, draft, auditor="dave").record.auditor == "dave"
 
 
+def test_a_git_identity_without_latin_letters_is_refused_not_written_to_reviews_root(task_repo, rubric):
+    root, repo = task_repo
+    set_identity(repo, "张伟", "张@例子.中国")
+    head = repo.head.commit.hexsha
+    with pytest.raises(SubmitRefused) as info:
+        submit_review(root, filled_draft(rubric))
+    assert info.value.kind == "bad_auditor" and "--auditor" in info.value.problems[0].fix
+    assert repo.head.commit.hexsha == head and not (root / "reviews").exists()
+    assert submit_review(root, filled_draft(rubric), auditor="zhang-wei").record_path.parent.name == "zhang-wei"
+
+
 def test_without_git_identity_the_os_user_is_the_auditor(tmp_path, rubric, monkeypatch):
     root = write_task(tmp_path / "add")
     repo = git.Repo.init(root, initial_branch="main")
