@@ -438,3 +438,26 @@ def test_nc_arithmetic_in_launch_grids():
     k[nl.nc(2) * 2, 2]()
     k[2 * nl.nc(2), 1]()
     assert len(seen) == 8 + 4 and seen[:3] == [(0, 0), (0, 1), (1, 0)]
+
+
+@nki.jit
+def _assign_masked(a, flag):
+    out = _out(a.shape)
+    t = nl.load(a)
+    t[...] = nl.add(t, 1.0, mask=flag)          # self-assignment of a masked-off instruction
+    r = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.sbuf)
+    r[...] = nl.copy(t)
+    r[:, 0:2] = nl.multiply(t[:, 0:2], 5.0, mask=flag)  # into a view of another tile
+    nl.store(out, value=r)
+    return out
+
+
+@pytest.mark.parametrize("flag", [True, False])
+def test_assigning_a_python_bool_masked_instruction(flag):
+    """`t[...] = op(..., mask=<python bool>)` (flash attention's per-tile masks): False writes nothing."""
+    a = np.arange(8, dtype=F32).reshape(2, 4)
+    out = _assign_masked(a, flag)
+    golden = a + 1 if flag else a.copy()
+    if flag:
+        golden[:, 0:2] *= 5
+    np.testing.assert_array_equal(out, golden)

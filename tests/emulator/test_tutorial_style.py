@@ -14,6 +14,7 @@ Each is compared as its authors compare it (exact where they use `==`, else thei
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import ml_dtypes
 import numpy as np
@@ -335,3 +336,194 @@ def test_sd_attention_causal(rng):
     # their error is one bf16 rounding (~2e-3 relative), not the averaged-out 1e-5.
     np.testing.assert_allclose(out, golden, atol=1e-2, rtol=1e-2)
     assert np.abs(out - golden)[seqlen // 2:].max() < 1e-3
+
+
+# -- rotary embedding: HBM views by int index, a jit sub-kernel writing a caller's SBUF tile ---------
+@nki.jit
+def _rotate_into(q_tile, k_tile, cos_tile, sin_tile, output_tile):
+    half = q_tile.shape[-1] // 2
+    for slot, x in ((0, q_tile), (1, k_tile)):
+        output_tile[slot, :, :] = x * cos_tile
+        output_tile[slot, :, :half] = output_tile[slot, :, :half] + (-1 * x[:, half:] * sin_tile[:, :half])
+        output_tile[slot, :, half:] = output_tile[slot, :, half:] + (x[:, :half] * sin_tile[:, half:])
+
+
+@nki.jit
+def rotary(q, k, cos, sin):
+    b, h = nl.program_id(axis=0), nl.program_id(axis=1)
+    seq_len = q.shape[2]
+    output = nl.ndarray([2] + list(q.shape), dtype=q.dtype, buffer=nl.shared_hbm)
+    i_p = nl.arange(128)[:, None]
+    i_f = nl.arange(q.shape[-1])[None, :]
+    for s in nl.affine_range(0, (seq_len + 127) // 128):
+        rows = s * nl.tile_size.pmax + i_p
+        q_view, k_view, cos_view, sin_view = q[b, h], k[b, h], cos[b], sin[b]
+        q_tile = nl.load(q_view[rows, i_f], mask=(rows < seq_len))
+        k_tile = nl.load(k_view[rows, i_f], mask=(rows < seq_len))
+        out_tile = nl.ndarray([2] + [nl.par_dim(k_tile.shape[0]), k_tile.shape[1]], dtype=k_tile.dtype,
+                              buffer=nl.sbuf)
+        cos_tile = nl.load(cos_view[rows, i_f], mask=(rows < seq_len))
+        sin_tile = nl.load(sin_view[rows, i_f], mask=(rows < seq_len))
+        _rotate_into(q_tile, k_tile, cos_tile, sin_tile, out_tile)
+        out_q, out_k = output[0, b, h], output[1, b, h]
+        nl.store(out_q[rows, i_f], out_tile[0, :, :], mask=(rows < seq_len))
+        nl.store(out_k[rows, i_f], out_tile[1, :, :], mask=(rows < seq_len))
+    return output
+
+
+def test_rotary_grid_over_batch_and_heads(rng):
+    bs, nh, sl, hd = 2, 3, 200, 64
+    q = rng.standard_normal((bs, nh, sl, hd)).astype(np.float32)
+    k = rng.standard_normal((bs, nh, sl, hd)).astype(np.float32)
+    inv_freq = 1.0 / (10000 ** (np.arange(0, hd, 2) / hd))
+    freqs = np.arange(sl)[:, None] * inv_freq[None, :]
+    emb = np.concatenate([freqs, freqs], axis=-1)
+    cos = np.broadcast_to(np.cos(emb), (bs, sl, hd)).astype(np.float32)
+    sin = np.broadcast_to(np.sin(emb), (bs, sl, hd)).astype(np.float32)
+    out = rotary[bs, nh](q, k, cos, sin)
+
+    def rotate_half(x):
+        return np.concatenate([-x[..., hd // 2:], x[..., :hd // 2]], axis=-1)
+
+    c, s = cos[:, None], sin[:, None]
+    np.testing.assert_allclose(out[0], q * c + rotate_half(q) * s, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(out[1], k * c + rotate_half(k) * s, rtol=1e-5, atol=1e-5)
+
+
+# -- flash attention forward (nki-samples reference style): trace-mode helpers, online softmax ------
+@dataclass(frozen=True)
+class FlashCfg:
+    seq_tile_size: int = 512
+    training: bool = True
+
+
+@nki.jit(mode="trace")
+def _transpose_probs(p_t, p, large):
+    for i in nl.affine_range(large // 512):
+        staged = nl.ndarray((par_dim(128), 512), buffer=nl.psum, dtype=np.float32)
+        for j in nl.affine_range(4):
+            staged[:, nl.ds(j * 128, 128)] = nisa.nc_transpose(p[:, nl.ds(i * 512 + j * 128, 128)])
+        p_t[:, nl.ds(i * 512, 512)] = nl.copy(staged, dtype=p_t.dtype)
+
+
+@nki.jit(mode="trace")
+def _flash_core(q_tile, k, v, o_buf, l_buf, m_buf, q_idx, k_large_idx, kernel_dtype, acc_type,
+                cfg: FlashCfg, use_causal_mask, sliding_window=-1):
+    large = cfg.seq_tile_size
+    scores = nl.ndarray((par_dim(128), large), buffer=nl.sbuf, dtype=acc_type)
+    tile_max = nl.ndarray((par_dim(128), large // 512), dtype=acc_type)
+    for k_i in nl.affine_range(large // 512):
+        cols = nl.ds(k_i * 512, 512)
+        qk = nl.ndarray((par_dim(128), 512), dtype=np.float32, buffer=nl.psum)
+        needed = (not use_causal_mask) or q_idx * 128 + 127 >= k_large_idx * large + k_i * 512
+        if needed:
+            qk[:, :] = nl.matmul(q_tile, k[:, cols], transpose_x=True)
+        else:
+            qk[:, :] = 0
+        if use_causal_mask:
+            i_q, i_k = nl.mgrid[0:128, 0:512]
+            scores[:, cols] = nisa.affine_select(pred=(q_idx * 128 + i_q >= k_large_idx * large + k_i * 512 + i_k),
+                                                 on_true_tile=qk, on_false_value=nl.fp32.min, dtype=acc_type)
+            if sliding_window > 0:  # per-tile Python-bool mask: tiles right of the diagonal are left alone
+                diagonal_and_left = (q_idx + 1) * 128 > k_large_idx * large + k_i * 512
+                scores[:, cols] = nisa.affine_select(
+                    pred=(k_large_idx * large + k_i * 512 + i_k > q_idx * 128 + i_q - sliding_window),
+                    on_true_tile=scores[:, cols], on_false_value=nl.fp32.min, dtype=acc_type,
+                    mask=diagonal_and_left)
+        else:
+            scores[:, cols] = nl.copy(qk, dtype=acc_type)
+        tile_max[:, k_i] = nisa.tensor_reduce(np.max, scores[:, cols], axis=(1,), dtype=acc_type, negate=False)
+    new_max = nisa.tensor_reduce(np.max, tile_max[:, :], axis=(1,), dtype=acc_type, negate=False)
+
+    m_prev = nl.copy(m_buf[:, 0])
+    m_buf[:, 0] = nl.maximum(m_prev, new_max)
+    m_cur = m_buf[:, 0]
+    alpha = nisa.activation(np.exp, m_cur, bias=m_prev, scale=-1.0)
+    o_scaled = nl.ndarray((par_dim(128), o_buf.shape[-1]), dtype=o_buf.dtype)
+    o_scaled[...] = nl.multiply(o_buf[:, :], alpha)
+
+    red = large // 2
+    p = nl.ndarray((par_dim(128), large), dtype=kernel_dtype)
+    partial = nl.ndarray((par_dim(128), large // red), dtype=acc_type)
+    for r in nl.affine_range(large // red):
+        sl = nl.ds(r * red, red)
+        p[:, sl] = nisa.activation_reduce(np.exp, scores[:, sl], bias=-1 * m_cur, scale=1.0, reduce_op=nl.add,
+                                          reduce_res=partial[:, r], dtype=kernel_dtype)
+    row_sum = nl.sum(partial, axis=1, dtype=acc_type)
+    p_t = nl.ndarray((par_dim(128), large), dtype=kernel_dtype)
+    _transpose_probs(p_t=p_t, p=p, large=large)
+    pv = nl.zeros((par_dim(128), o_buf.shape[-1]), dtype=np.float32, buffer=nl.psum, lazy_initialization=True)
+    for k_i in nl.affine_range(large // 128):
+        pv[:, :] += nl.matmul(p_t[:, nl.ds(k_i * 128, 128)], v[k_i, :, :], transpose_x=True)
+    o_buf[:, :] = nl.add(o_scaled, pv)
+    e = nisa.activation(nl.exp, m_cur, bias=l_buf[:, 0], scale=-1.0)
+    l_buf[:, 0] = nl.add(m_cur, nisa.activation(nl.log, e, bias=row_sum))
+
+
+@nki_from_package.jit
+def flash_fwd(q, k, v, softmax_scale=None, use_causal_mask=True, sliding_window=-1, mixed_precision=True,
+              config=None):
+    config = config or FlashCfg()
+    use_causal_mask = True if sliding_window > 0 else use_causal_mask
+    b, h, d, seqlen_q = q.shape
+    seqlen_k = k.shape[-1]
+    kernel_dtype = nl.bfloat16 if mixed_precision else q.dtype
+    acc_type = np.dtype(np.float32) if mixed_precision else kernel_dtype
+    o = nl.ndarray((b, h, seqlen_q, d), dtype=q.dtype, buffer=nl.shared_hbm)
+    lse = nl.ndarray((b, h, nl.tile_size.pmax, seqlen_q // nl.tile_size.pmax), dtype=acc_type, buffer=nl.shared_hbm)
+    assert nl.program_ndim() == 2
+    batch_id, head_id = nl.program_id(axis=0), nl.program_id(axis=1)
+    softmax_scale = softmax_scale or (1.0 / (d ** 0.5))
+    n_tile_q = seqlen_q // 128
+    large = config.seq_tile_size
+    assert nisa.get_nc_version() >= nisa.nc_version.gen2
+
+    l_buf = nl.full((par_dim(128), n_tile_q), fill_value=nl.fp32.min, dtype=acc_type, buffer=nl.sbuf,
+                    lazy_initialization=False)
+    o_buf = nl.zeros((n_tile_q, par_dim(128), d), dtype=acc_type, buffer=nl.sbuf, lazy_initialization=False)
+    m_buf = nl.full((n_tile_q, par_dim(128), 1), fill_value=nl.fp32.min, dtype=acc_type, buffer=nl.sbuf,
+                    lazy_initialization=False)
+    for j in nl.sequential_range(0, seqlen_k // large):
+        k_tile = nl.ndarray((par_dim(d), large), dtype=kernel_dtype)
+        v_tile = nl.ndarray((large // 128, par_dim(128), d), dtype=kernel_dtype)
+        k_tile[:, :] = nl.load(k[batch_id, head_id, :, nl.ds(j * large, large)])
+        v_hbm = v[batch_id, head_id]
+        for v_i in nl.affine_range(large // 128):
+            v_tile[v_i, :, :] = nl.load(v_hbm[nl.ds(j * large + 128 * v_i, 128), :], dtype=v_tile.dtype)
+        for i in nl.affine_range(n_tile_q):
+            if (not use_causal_mask) or i * 128 + 127 >= j * large:
+                q_tile = nl.ndarray((d, 128), dtype=kernel_dtype)
+                q_sb = nl.load(q[batch_id, head_id][:, nl.ds(i * 128, 128)], dtype=kernel_dtype)
+                q_tile[:, :] = q_sb * softmax_scale
+                _flash_core(q_tile=q_tile, k=k_tile, v=v_tile, o_buf=o_buf[i], l_buf=l_buf[:, i], m_buf=m_buf[i],
+                            q_idx=i, k_large_idx=j, kernel_dtype=kernel_dtype, acc_type=acc_type, cfg=config,
+                            use_causal_mask=use_causal_mask, sliding_window=sliding_window)
+    for i in nl.affine_range(n_tile_q):
+        scale = nisa.activation(np.exp, l_buf[:, i], bias=m_buf[i, :, :], scale=-1.0)
+        nl.store(o[batch_id, head_id, nl.ds(i * 128, 128), :], nl.multiply(o_buf[i, :, :], scale, dtype=kernel_dtype))
+    nl.store(lse[batch_id, head_id, :, :], l_buf[:, :])
+    return o, lse
+
+
+@pytest.mark.parametrize(("causal", "window", "tile"), [(False, -1, 512), (True, -1, 512), (True, 100, 1024)],
+                         ids=["full", "causal", "sliding_window"])
+def test_flash_attention_forward(causal, window, tile, rng):
+    b, h, d, sq, sk = 1, 2, 64, 256, 1024
+    q = rng.standard_normal((b, h, d, sq)).astype(np.float32)
+    k = rng.standard_normal((b, h, d, sk)).astype(np.float32)
+    v = rng.standard_normal((b, h, sk, d)).astype(np.float32)
+    o, lse = flash_fwd[b, h](q, k, v, use_causal_mask=causal, sliding_window=window,
+                             config=FlashCfg(seq_tile_size=tile))
+    s = np.einsum("bhdq,bhdk->bhqk", q.astype(np.float64), k) / np.sqrt(d)
+    q_pos, k_pos = np.arange(sq)[:, None], np.arange(sk)[None, :]
+    if causal:
+        s = np.where(k_pos <= q_pos, s, -np.inf)
+    if window > 0:
+        s = np.where(k_pos > q_pos - window, s, -np.inf)
+    m = s.max(-1, keepdims=True)
+    p = np.exp(s - m)
+    golden = (p / p.sum(-1, keepdims=True)) @ v
+    golden_lse = (m + np.log(p.sum(-1, keepdims=True)))[..., 0]
+    np.testing.assert_allclose(o, golden, atol=1e-2, rtol=1e-2)  # bf16 TensorE, fp32 softmax
+    # lse is stored as [b, h, 128 partitions, seq tiles]: row i*128 + p at [p, i]
+    np.testing.assert_allclose(lse, golden_lse.reshape(b, h, sq // 128, 128).transpose(0, 1, 3, 2), atol=1e-2)

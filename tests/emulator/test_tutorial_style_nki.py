@@ -498,3 +498,32 @@ def test_rmsnorm_lnc2(launch, rng):
         out = nki.cpu_simulate(rmsnorm_sharded)[2](x=x, g=g)
     golden = x / np.sqrt(np.mean(x.astype(np.float64) ** 2, axis=1, keepdims=True) + 1e-6) * g
     np.testing.assert_allclose(out, golden, rtol=1e-5, atol=1e-5)
+
+
+# -- average pooling tutorial (nki): a 5-D .ap() view of the SBUF image, nl.sum over the window ------
+@nki.jit
+def avgpool_ap(in_tensor, pool_size):
+    chans, rows, cols = in_tensor.shape
+    out_tensor = nl.ndarray((chans, rows // pool_size, cols // pool_size), dtype=in_tensor.dtype,
+                            buffer=nl.shared_hbm)
+    image = nl.ndarray(in_tensor.shape, dtype=in_tensor.dtype, buffer=nl.sbuf)
+    nisa.dma_copy(dst=image, src=in_tensor)
+    windows = image.ap([
+        [rows * cols, chans],
+        [pool_size * cols, rows // pool_size],
+        [pool_size, cols // pool_size],
+        [cols, pool_size],
+        [1, pool_size],
+    ])
+    sums = nl.sum(windows, axis=[3, 4])
+    pooled = nl.ndarray(sums.shape, dtype=sums.dtype, buffer=nl.sbuf)
+    nisa.tensor_scalar(dst=pooled, data=sums, op0=nl.multiply, operand0=1.0 / (pool_size * pool_size))
+    nisa.dma_copy(dst=out_tensor, src=pooled)
+    return out_tensor
+
+
+def test_avgpool_access_pattern_fp16_exact():
+    image = np.arange(4 * 6 * 10, dtype=np.float16).reshape(4, 6, 10)
+    out = avgpool_ap(image, 2)
+    golden = np.nanmean(image.reshape(4, 3, 2, 5, 2), axis=(2, 4))
+    assert (out == golden).all()

@@ -792,6 +792,10 @@ def _assign(dst: Tensor, value: Tensor, temp: bool) -> None:
     if dst.st.memory == "hbm":
         store(dst, value)
         return
+    if temp and isinstance(value, LegacyTensor) and value._written is not None and value._written.skip:
+        # `t[...] = op(..., mask=False)`: the compiler aims the masked-off instruction at `t`, so
+        # nothing is written (flash attention relies on this to leave other tiles' results alone)
+        return
     value, dst = align(value, dst)
     ins = run.trace.instructions[-1] if run.recording else None
     if (temp and value._producer == run.instructions and value.st.memory != "hbm"
