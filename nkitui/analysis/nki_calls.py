@@ -39,6 +39,8 @@ CONTAINER_WRITE_METHODS = {"append", "update", "setdefault", "add", "extend", "i
                            "appendleft", "put"}
 _HOST_TENSOR_METHODS = {"numpy", "cpu", "tolist", "item", "detach", "astype", "copy", "sum", "mean", "max", "min",
                         "dot", "matmul", "cumsum", "clone", "to", "float", "half", "double", "exp", "softmax"}
+# Methods no NKI tile has, whatever buffer it is in: they hand the data to host Python.
+_HOST_ONLY_METHODS = {"numpy", "tolist", "item", "cpu", "detach"}
 _VIEW_METHODS = {"reshape", "view", "ap", "broadcast", "broadcast_to", "permute", "select", "vector_select",
                  "flatten_dims", "reshape_dim", "expand_dim", "squeeze_dim", "rearrange", "indirect", "T"}
 _MAX_INLINE_DEPTH = 8
@@ -72,7 +74,7 @@ class CallsMixin:
             t = self.km.root(m.obj.tid)
             if m.name in _VIEW_METHODS:
                 return self.view_method(m.obj, m.name, args, kwargs, node)
-            if m.name in _HOST_TENSOR_METHODS and (t.is_hbm or t.origin == "param"):
+            if m.name in _HOST_ONLY_METHODS or (m.name in _HOST_TENSOR_METHODS and (t.is_hbm or t.origin == "param")):
                 self.km.host_calls.append(HostCall(f"tensor.{m.name}", node.lineno, [t.id], self.m.seg.text(node)))
                 return Unk(tags=frozenset({"host"}), deps=deps_of(args))
             if m.name == "depends_on":
@@ -193,6 +195,11 @@ class CallsMixin:
         if name in ("setattr",) and args and isinstance(args[0], FuncRef):
             self.km.state.append(StateUse("attribute", args[0].name, node.lineno, self.m.seg.text(node)))
             return None
+        if name in ("setattr", "delattr", "globals", "vars"):
+            # A kernel has no use for these: they keep values on modules or objects that outlive the call.
+            self.km.state.append(StateUse("module-state", name, node.lineno, self.m.seg.text(node)))
+            self.escape(args)
+            return Unk(tags=frozenset({"cached"}))
         if name in ("getattr", "hasattr") and args and isinstance(args[0], FuncRef):
             self.km.state.append(StateUse("attribute-read", args[0].name, node.lineno, self.m.seg.text(node)))
             return Unk()

@@ -205,6 +205,7 @@ class StateUse:
     """Module-level state a kernel writes (a cache) or files it reads."""
 
     kind: str  # "global" | "container-write" | "container-read" | "file-read" | "attribute" | "attribute-read"
+    # | "module-state" (attributes set on module-level objects, setattr/globals()/vars())
     name: str
     line: int
     text: str

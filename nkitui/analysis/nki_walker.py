@@ -89,9 +89,17 @@ class _Module:
         self.functions: dict[str, ast.FunctionDef] = {}
         self.containers: dict[str, int] = {}
         self.constants: dict[str, Any] = {}
+        self.globals: set[str] = set()  # every name bound at module level (classes, imports, assignments)
         for node in tree.body:
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
                 self.functions[node.name] = node  # type: ignore[assignment]
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                self.globals.add(node.name)
+            elif isinstance(node, (ast.Import, ast.ImportFrom)):
+                self.globals.update((a.asname or a.name).split(".")[0] for a in node.names)
+            elif isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
+                targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+                self.globals.update(n.id for t in targets for n in ast.walk(t) if isinstance(n, ast.Name))
 
 
 class _KernelWalker(ExprMixin, CallsMixin):
@@ -575,8 +583,20 @@ class _KernelWalker(ExprMixin, CallsMixin):
             if isinstance(base, FuncRef) or (isinstance(target.value, ast.Name) and target.value.id in self.m.functions):
                 self.km.state.append(StateUse("attribute", self.m.seg.text(target), stmt.lineno,  # type: ignore[attr-defined]
                                               self.m.seg.text(stmt)))
+            elif self.is_module_object(target.value):
+                # `_Memo.last = out`, `sys.modules[__name__].x = out`: state on a module-level object.
+                self.km.state.append(StateUse("module-state", self.m.seg.text(target), stmt.lineno,  # type: ignore[attr-defined]
+                                              self.m.seg.text(stmt)))
         elif isinstance(target, ast.Starred):
             self.assign(target.value, Unk(), stmt)
+
+    def is_module_object(self, node: ast.expr) -> bool:
+        """`node` (a name, or attributes/subscripts of one) is bound at module level, not in the kernel."""
+        while isinstance(node, (ast.Attribute, ast.Subscript)):
+            node = node.value
+        if not isinstance(node, ast.Name):
+            return False
+        return node.id in self.m.globals and all(node.id not in f.env and node.id not in f.aliases for f in self.frames)
 
     def unpack(self, value: Any, n: int) -> list[Any]:
         if isinstance(value, (tuple, list)) and len(value) == n:

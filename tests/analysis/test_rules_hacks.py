@@ -286,3 +286,96 @@ def test_undecorated_entry_that_only_uses_numpy(analyze) -> None:
     report = analyze(src, ctx=dict(AB, kernel="kernel"))
     (f,) = findings(report, "HACK-HOST-COMPUTE")
     assert f.severity == "high" and f.line == 6 and report.namespace is None
+
+
+def test_cache_on_a_class_attribute_or_through_setattr_and_globals(analyze) -> None:
+    body = """
+            out = nl.ndarray((128, 512), dtype=nl.float32, buffer=nl.shared_hbm)
+            nl.store(out, value=nl.add(nl.load(a), nl.load(b)))
+"""
+    class_attr = LEGACY + """
+        class _Memo:
+            last = None
+
+        @nki.jit
+        def add(a, b):
+            if _Memo.last is not None:
+                return _Memo.last""" + body + """
+            _Memo.last = out
+            return out
+    """
+    (f,) = findings(analyze(class_attr, ctx=AB), "HACK-CACHE")
+    assert f.severity == "high" and f.data["lines"] == [16] and "`_Memo.last = out`" in f.message
+
+    through_setattr = LEGACY + """
+        import sys
+
+        @nki.jit
+        def add(a, b):
+            mod = sys.modules[__name__]
+            if getattr(mod, "_prev", None) is not None:
+                return mod._prev""" + body + """
+            setattr(mod, "_prev", out)
+            return out
+    """
+    (f,) = findings(analyze(through_setattr, ctx=AB), "HACK-CACHE")
+    assert f.data["lines"] == [16] and "setattr" in f.message
+
+    through_globals = LEGACY + """
+        @nki.jit
+        def add(a, b):
+            g = globals()
+            if "_r" in g:
+                return g["_r"]""" + body + """
+            g["_r"] = out
+            return out
+    """
+    (f,) = findings(analyze(through_globals, ctx=AB), "HACK-CACHE")
+    assert f.data["lines"] == [8] and "globals()" in f.message
+
+
+def test_tile_data_handed_to_host_python(analyze) -> None:
+    src = LEGACY + """
+        import math
+
+        @nki.jit
+        def add(a, b):
+            out = nl.ndarray((128, 512), dtype=nl.float32, buffer=nl.shared_hbm)
+            x = nl.load(a)
+            y = nl.load(b)
+            rows = [[math.exp(v) for v in r] for r in x.tolist()]
+            nl.store(out, value=y.numpy() + rows[0][0])
+            return out
+    """
+    (f,) = findings(analyze(src, ctx=AB), "HACK-HOST-COMPUTE")
+    assert f.severity == "high" and f.data["lines"] == [13, 14]
+    assert f.data["calls"][:2] == ["tensor.tolist", "tensor.numpy"] and "of a host-computed value" in f.data["calls"][-1]
+
+
+def test_module_objects_read_and_local_objects_written_are_not_state(analyze) -> None:
+    src = NEW + """
+        import math
+        from types import SimpleNamespace
+
+        import numpy as np
+
+        class Cfg:
+            P = 128
+
+        @nki.jit
+        def add(a, b):
+            cfg = SimpleNamespace()
+            cfg.scale = np.float32(1.0 / math.sqrt(512))
+            out = nl.ndarray((128, 512), dtype=nl.float32, buffer=nl.shared_hbm)
+            x = nl.ndarray((Cfg.P, 512), dtype=nl.float32, buffer=nl.sbuf)
+            y = nl.ndarray((Cfg.P, 512), dtype=nl.float32, buffer=nl.sbuf)
+            nisa.dma_copy(dst=x, src=a)
+            nisa.dma_copy(dst=y, src=b)
+            nisa.tensor_tensor(dst=x, data1=x, data2=y, op=nl.add)
+            nisa.tensor_scalar(dst=x, data=x, op0=nl.multiply, operand0=cfg.scale)
+            nisa.dma_copy(dst=out, src=x)
+            return out
+    """
+    report = analyze(src, ctx=AB)
+    no_internal_errors(report)
+    assert rule_ids(report) & {"HACK-CACHE", "HACK-HOST-COMPUTE", "HACK-UNUSED-INPUT", "HACK-WRITE-INPUT"} == set()

@@ -123,6 +123,8 @@ def check_cache(inp: RuleInput, km: KernelModel) -> Iterator[Finding]:
             evidence.append((use.line, f"writes the module-level container `{use.name}` (`{use.text}`)"))
         elif use.kind == "attribute":
             evidence.append((use.line, f"stores state on a function object (`{use.text}`)"))
+        elif use.kind == "module-state":
+            evidence.append((use.line, f"keeps state on a module-level object (`{use.text}`)"))
         elif use.kind == "file-read":
             evidence.append((use.line, f"reads a file (`{use.text}`)"))
     read_containers = {u.name for u in km.state if u.kind == "container-read"}
