@@ -527,3 +527,29 @@ def test_flash_attention_forward(causal, window, tile, rng):
     np.testing.assert_allclose(o, golden, atol=1e-2, rtol=1e-2)  # bf16 TensorE, fp32 softmax
     # lse is stored as [b, h, 128 partitions, seq tiles]: row i*128 + p at [p, i]
     np.testing.assert_allclose(lse, golden_lse.reshape(b, h, sq // 128, 128).transpose(0, 1, 3, 2), atol=1e-2)
+
+
+# -- max pooling (indexing guide): 3-D arange load into a list-shaped tile, 5-D window view ----------
+@nki_from_package.jit
+def maxpool(image, size):
+    chans, rows, cols = image.shape
+    pooled = nl.ndarray((chans, rows // size, cols // size), dtype=image.dtype, buffer=nl.shared_hbm)
+    i_c = nl.arange(chans)[:, None, None]
+    i_r, i_w = nl.arange(rows)[None, :, None], nl.arange(cols)[None, None, :]
+    i_ro, i_wo = nl.arange(rows // size)[None, :, None], nl.arange(cols // size)[None, None, :]
+    w0 = nl.arange(chans)[:, None, None, None, None]
+    w1 = nl.arange(rows // size)[None, :, None, None, None]
+    w2 = nl.arange(size)[None, None, :, None, None]
+    w3 = nl.arange(cols // size)[None, None, None, :, None]
+    w4 = nl.arange(size)[None, None, None, None, :]
+    staged = nl.ndarray([chans, rows, cols], dtype=image.dtype)
+    staged[:, :, :] = nl.load(image[i_c, i_r, i_w])
+    peak = nl.max(staged[w0, size * w1 + w2, size * w3 + w4], axis=[2, 4])
+    nl.store(pooled[i_c, i_ro, i_wo], value=peak)
+    return pooled
+
+
+def test_maxpool_bf16_exact(rng):
+    image = rng.standard_normal((5, 6, 9)).astype(BF16)
+    out = maxpool(image, 3)
+    np.testing.assert_array_equal(out, image.reshape(5, 2, 3, 3, 3).max(axis=(2, 4)))
