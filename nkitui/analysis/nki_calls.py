@@ -39,6 +39,9 @@ CONTAINER_WRITE_METHODS = {"append", "update", "setdefault", "add", "extend", "i
                            "appendleft", "put"}
 _HOST_TENSOR_METHODS = {"numpy", "cpu", "tolist", "item", "detach", "astype", "copy", "sum", "mean", "max", "min",
                         "dot", "matmul", "cumsum", "clone", "to", "float", "half", "double", "exp", "softmax"}
+# Standard-library modules that never compute on array data; passing a tile to them is not host compute.
+_PURE_PYTHON_MODULES = frozenset({"builtins", "math", "functools", "itertools", "typing", "operator", "dataclasses",
+                                  "enum", "types", "collections", "contextlib", "warnings", "logging"})
 # Methods no NKI tile has, whatever buffer it is in: they hand the data to host Python.
 _HOST_ONLY_METHODS = {"numpy", "tolist", "item", "cpu", "detach"}
 _VIEW_METHODS = {"reshape", "view", "ap", "broadcast", "broadcast_to", "permute", "select", "vector_select",
@@ -141,6 +144,11 @@ class CallsMixin:
             return self.host_call(name, node, args, kwargs)
         if head in ("nl", "nisa", "ncc", "nt", "nki", "ncoll"):
             return self.nki_call(name, node, args, kwargs)
+        if head not in _PURE_PYTHON_MODULES and not head.startswith(("neuronxcc", "torch_neuronx")) \
+                and (self.tensor_refs(args) or self.tensor_refs(kwargs)):
+            # Kernel data passed to some other imported module (the task's own reference.py, a helper
+            # library): whatever that does, it runs on the host, not on the NeuronCore.
+            return self.host_call(name, node, args, kwargs)
         self.escape(args)
         self.escape(kwargs)
         return Unk(deps=deps_of(args))
@@ -195,6 +203,10 @@ class CallsMixin:
         if name in ("setattr",) and args and isinstance(args[0], FuncRef):
             self.km.state.append(StateUse("attribute", args[0].name, node.lineno, self.m.seg.text(node)))
             return None
+        if name in ("eval", "exec", "compile", "__import__"):
+            # Code built at run time runs on the host; nothing about it can be checked statically.
+            self.km.host_calls.append(HostCall(f"builtins.{name}", node.lineno, [], self.m.seg.text(node)))
+            return Unk(tags=frozenset({"host"}), deps=deps_of(args))
         if name in ("setattr", "delattr", "globals", "vars"):
             # A kernel has no use for these: they keep values on modules or objects that outlive the call.
             self.km.state.append(StateUse("module-state", name, node.lineno, self.m.seg.text(node)))

@@ -43,7 +43,7 @@ from nkitui.analysis.nki_values import (
 BUILTINS = {"range", "min", "max", "len", "int", "float", "abs", "tuple", "list", "zip", "enumerate", "print",
             "isinstance", "open", "sum", "round", "divmod", "reversed", "sorted", "map", "bool", "str",
             "setattr", "getattr", "hasattr", "delattr", "globals", "vars", "dict", "set", "type", "id", "hash", "any",
-            "all", "iter", "next"}
+            "all", "iter", "next", "eval", "exec", "compile", "__import__"}
 _OPERATOR_NAMES = {ast.Add: "add", ast.Sub: "sub", ast.Mult: "mul", ast.Div: "truediv", ast.FloorDiv: "floordiv",
                    ast.Mod: "mod", ast.Pow: "pow", ast.MatMult: "matmul", ast.BitAnd: "and_", ast.BitOr: "or_",
                    ast.BitXor: "xor", ast.LShift: "lshift", ast.RShift: "rshift"}

@@ -379,3 +379,63 @@ def test_module_objects_read_and_local_objects_written_are_not_state(analyze) ->
     report = analyze(src, ctx=AB)
     no_internal_errors(report)
     assert rule_ids(report) & {"HACK-CACHE", "HACK-HOST-COMPUTE", "HACK-UNUSED-INPUT", "HACK-WRITE-INPUT"} == set()
+
+
+def test_calling_the_tasks_reference_or_eval_inside_the_kernel(analyze) -> None:
+    whole = LEGACY + """
+        from reference import add as _ref
+
+        @nki.jit
+        def add(a, b):
+            out = nl.ndarray((128, 512), dtype=nl.float32, buffer=nl.shared_hbm)
+            nl.store(out, value=_ref(a, b))
+            return out
+    """
+    (f,) = findings(analyze(whole, ctx=AB), "HACK-HOST-COMPUTE")
+    assert f.severity == "high" and f.line == 11 and "reference.add" in f.data["calls"] and "a, b" in f.message
+
+    per_tile = LEGACY + """
+        import reference
+
+        @nki.jit
+        def add(a, b):
+            out = nl.ndarray((128, 512), dtype=nl.float32, buffer=nl.shared_hbm)
+            x = nl.load(a)
+            y = nl.load(b)
+            nl.store(out, value=reference.add(x, y))
+            return out
+    """
+    (f,) = findings(analyze(per_tile, ctx=AB), "HACK-HOST-COMPUTE")
+    assert f.line == 13 and "reference.add" in f.data["calls"]
+
+    evaluated = LEGACY + """
+        @nki.jit
+        def add(a, b):
+            out = nl.ndarray((128, 512), dtype=nl.float32, buffer=nl.shared_hbm)
+            x = nl.load(a)
+            y = nl.load(b)
+            eval("print(1)")
+            nl.store(out, value=nl.add(x, y))
+            return out
+    """
+    (f,) = findings(analyze(evaluated, ctx=AB), "HACK-HOST-COMPUTE")
+    assert f.line == 11 and f.data["calls"] == ["builtins.eval"]
+
+
+def test_standard_library_helpers_on_tiles_are_not_host_compute(analyze) -> None:
+    src = LEGACY + """
+        import functools
+        import operator
+
+        @nki.jit
+        def add(a, b):
+            out = nl.ndarray((128, 512), dtype=nl.float32, buffer=nl.shared_hbm)
+            tiles = [nl.load(a), nl.load(b)]
+            total = functools.reduce(nl.add, tiles)
+            first = operator.getitem(tiles, 0)
+            nl.store(out, value=nl.add(total, first))
+            return out
+    """
+    report = analyze(src, ctx=AB)
+    no_internal_errors(report)
+    assert "HACK-HOST-COMPUTE" not in rule_ids(report)
