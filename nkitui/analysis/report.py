@@ -145,7 +145,8 @@ def render(report: AnalysisReport) -> Any:
         table.add_column("NKI")
         for pair in report.alignment:
             style = "dim" if pair.match == "unmatched" else ""
-            table.add_row(pair.title, _ranges_text(pair.cuda), pair.cuda_label, _ranges_text(pair.nki),
-                          pair.nki_label, style=style)
+            # Text, not str: labels quote source code (`acc[i]`, `x[rows, :]`) that Rich would read as markup.
+            table.add_row(*(Text(cell) for cell in (pair.title, _ranges_text(pair.cuda), pair.cuda_label,
+                                                    _ranges_text(pair.nki), pair.nki_label)), style=style)
         parts.append(table)
     return Group(*parts)

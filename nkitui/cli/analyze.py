@@ -48,9 +48,9 @@ def _run(args: argparse.Namespace) -> int:
     try:
         task = load_task(args.task_dir)
     except TaskError as exc:
-        err = Console(stderr=True, highlight=False)
+        # Plain text: "file [field]: error: ..." (through Rich, a field such as [kernel.entry] reads as markup)
         for problem in exc.problems:
-            err.print(f"[red]error[/] {problem}", soft_wrap=True)
+            print(problem, file=sys.stderr)
         return 2
     try:
         report = analyze_task(task)

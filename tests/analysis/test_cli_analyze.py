@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import json
 import subprocess
 import sys
@@ -56,3 +57,33 @@ def test_rules_listing_matches_docs() -> None:
     ids = [line.split()[0] for line in proc.stdout.splitlines() if line.strip()]
     docs = (REPO / "docs" / "analysis-rules.md").read_text()
     assert ids and all(f"`{rule}`" in docs for rule in ids), [r for r in ids if f"`{r}`" not in docs]
+
+
+def test_task_problems_keep_their_bracketed_field_and_one_severity(tmp_path: Path) -> None:
+    task = tmp_path / "task"
+    task.mkdir()
+    (task / "task.toml").write_text('schema = 1\nid = "x"\ntitle = "t"\n[sources]\nnki = "k_nki.py"\n'
+                                    '[kernel]\nentry = "k_nki.py::k"\n')
+    (task / "k_nki.py").write_text("def k(:\n")
+    proc = _run(str(task))
+    assert proc.returncode == 2
+    lines = proc.stderr.strip().splitlines()
+    assert any("task.toml [sources.reference]: error: required field is missing" in line for line in lines), lines
+    assert all(line.count("error: ") == 1 for line in lines), lines
+
+
+def test_alignment_labels_quoting_source_are_printed_verbatim() -> None:
+    from rich.console import Console
+
+    from nkitui.analysis import render
+    from nkitui.analysis.alignment import AlignmentPair, LineRange
+    from nkitui.analysis.report import AnalysisReport
+
+    report = AnalysisReport(nki_file="k_nki.py", cuda_file="k.cu", namespace="legacy")
+    report.alignment.append(AlignmentPair(role="shared-memory", cuda=[LineRange(3, 4)], nki=[LineRange(9, 9)],
+                                          cuda_label="__shared__ float sdata[blockSize]", nki_label="x[rows, :]",
+                                          note=""))
+    console = Console(width=200, record=True, file=io.StringIO())
+    console.print(render(report))
+    text = console.export_text()
+    assert "sdata[blockSize]" in text and "x[rows, :]" in text
