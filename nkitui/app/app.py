@@ -322,9 +322,10 @@ class NkituiApp(ReviewController, RunController, App[int]):
         self.backend_reason = reason
         if not self.run_in_progress and getattr(self, "shown_result", None) is None:
             self.update_header(backend=label if ok else f"{name} unavailable")
+            hint = f"No run yet: press {keymap.app_key(self, 'app.run')} to run the task"
             self.run_area.set_status(
-                Content.assemble(("No run yet: press r to run the task", "$text-muted"), (f"  ·  {reason}", "$text-muted")),
-                Content.styled("No run yet: press r to run the task", "$text-muted"))
+                Content.assemble((hint, "$text-muted"), (f"  ·  {reason}", "$text-muted")),
+                Content.styled(hint, "$text-muted"))
         if not ok:
             self.notify(reason, title=f"Backend {name} unavailable", severity="error", timeout=15)
 

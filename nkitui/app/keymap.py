@@ -60,8 +60,10 @@ SCOPES: dict[str, str] = {
     "engines": "Engines area",
     "rubric": "Rubric area",
     "score": "Rubric: score selector",
+    "comment": "Rubric: comment editor",
     "evidence": "Rubric: evidence list",
     "picker": "Revision picker",
+    "finding": "Finding in full",
 }
 
 REGISTRY: tuple[KeySpec, ...] = (
@@ -128,6 +130,8 @@ REGISTRY: tuple[KeySpec, ...] = (
             help="Pick the two revisions of the task's history to compare"),
     KeySpec("source.findings", "f", "toggle_findings", "Findings", "source",
             help="Go to the findings list; from the list, hide it"),
+    KeySpec("source.explain", "e", "explain_finding", "Explain", "source",
+            help="Read the finding on the cursor's line (or the one highlighted in the list) in full"),
     # Findings list.
     KeySpec("findings.open", "enter", "open_finding", "Go to line", "findings",
             help="Show the finding's line in the code view"),
@@ -158,10 +162,12 @@ REGISTRY: tuple[KeySpec, ...] = (
     # Rubric.
     KeySpec("rubric.editor", "ctrl+o,f7", "external_editor", "$EDITOR", "rubric", priority=True,
             help="Edit the comment in your $VISUAL/$EDITOR"),
-    KeySpec("score.up", "right,plus", "score_up", "Score +", "score", show=False, help="Raise the score"),
-    KeySpec("score.down", "left,minus", "score_down", "Score -", "score", show=False, help="Lower the score"),
+    KeySpec("score.up", "right,plus", "score_up", "Score +", "score", help="Raise the score"),
+    KeySpec("score.down", "left,minus", "score_down", "Score -", "score", help="Lower the score"),
     KeySpec("score.clear", "backspace,delete", "score_clear", "Clear", "score", show=False,
             help="Clear the score"),
+    KeySpec("comment.done", "escape", "done", "Done", "comment",
+            help="Leave the comment (it is already saved) and go back to the criteria list"),
     KeySpec("evidence.remove", "delete,backspace,d", "remove_evidence", "Remove", "evidence",
             help="Remove the highlighted evidence link or line comment"),
     KeySpec("evidence.open", "enter", "open_evidence", "Show", "evidence",
@@ -169,6 +175,8 @@ REGISTRY: tuple[KeySpec, ...] = (
     # Revision picker.
     KeySpec("picker.choose", "enter", "choose", "Choose", "picker", help="Choose the highlighted revision"),
     KeySpec("picker.close", "escape", "close", "Cancel", "picker", help="Close without changing"),
+    # Finding in full.
+    KeySpec("finding.close", "escape,e", "close", "Close", "finding", help="Close the finding"),
 )
 
 BY_ID: dict[str, KeySpec] = {spec.id: spec for spec in REGISTRY}
@@ -285,6 +293,12 @@ def key_label(binding_id: str, overrides: dict[str, str] | None = None) -> str:
     """The first key of a binding as the footer shows it ("V", "esc"), after the user's overrides:
     for hints in status lines, which must name the key the auditor actually has."""
     return format_key(effective_keys(BY_ID[binding_id], overrides).split(",")[0].strip())
+
+
+def app_key(node: Any, binding_id: str) -> str:
+    """key_label with the running app's user overrides (`node` is any widget or the app): hints such
+    as "press r to run" must name the key the user rebound it to."""
+    return key_label(binding_id, getattr(node.app, "keymap_overrides", None))
 
 
 def keymap_markdown() -> str:

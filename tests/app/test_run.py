@@ -36,6 +36,10 @@ async def test_a_run_streams_its_log_and_ends_with_results_and_utilisation(task_
         log = app.run_area.log
         texts = [log.store.texts[i] for i in range(log.store.total)]
         assert "── compare ──" in texts and any("backend: emulator" in t for t in texts)
+        log.set_level_filter(1)  # info and above still tells how each phase ended
+        shown = [log.store.line(row)[2] for row in range(len(log.store))]
+        assert any(t.startswith("── compile ok") for t in shown) and any(t.startswith("── compare ok") for t in shown)
+        log.set_level_filter(0)
         assert app.workstation.current_area == "run"
         await pilot.press("m")
         await settle(pilot)

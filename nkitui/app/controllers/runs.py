@@ -15,6 +15,7 @@ from typing import Any
 from textual import work
 from textual.content import Content
 
+from nkitui.app import keymap
 from nkitui.app.imports import WORKER_IMPORTS
 from nkitui.app.messages import RunFinished, RunLogBatch, RunProgress, RunsListed, RunStarted
 from nkitui.app.widgets.run.logstore import LEVEL_INDEX, level_index
@@ -130,7 +131,8 @@ class RunController:
                     batch.append((LEVEL_INDEX["info"], f"── {ev.name} ──"))
                 else:
                     detail = f": {ev.detail}" if ev.detail else ""
-                    level = error_level if ev.status == "failed" else LEVEL_INDEX["debug"]
+                    # A phase's outcome is what the info filter is for: never hide it as debug.
+                    level = error_level if ev.status == "failed" else LEVEL_INDEX["info"]
                     took = f" in {ev.duration_s:.2f} s" if isinstance(ev.duration_s, (int, float)) else ""
                     batch.append((level, f"── {ev.name} {ev.status}{took}{detail}"))
                 self.post_message(RunProgress(run_id, phase, 0, 0))  # type: ignore[attr-defined]
@@ -203,9 +205,12 @@ class RunController:
 
         self.shown_result = result
         state = _STATUS_STATE.get(result.status, "error")
-        self.update_header(run=state, run_detail=("reopened " if reopened else "") + result.short_id,
-                           backend=f"{result.backend or self.backend_choice}"  # type: ignore[attr-defined]
-                           + (" (auto)" if result.backend_requested == "auto" else ""))
+        changes = {"run": state, "run_detail": ("reopened " if reopened else "") + result.short_id}
+        if result.backend and result.backend != "auto":
+            # A run cancelled before its compile phase never resolved `auto`: the header keeps the
+            # backend the probe found rather than claiming "auto (auto)".
+            changes["backend"] = result.backend + (" (auto)" if result.backend_requested == "auto" else "")
+        self.update_header(**changes)  # type: ignore[attr-defined]
         self.run_area.set_status(*result_summary(result, reopened))
         if reopened:
             log = self.run_area.log
@@ -247,7 +252,7 @@ class RunController:
 
     def action_run_history(self) -> None:
         if not self.run_summaries:
-            self.notify("No earlier runs of this task: press r to run it.", timeout=3)  # type: ignore[attr-defined]
+            self.notify(f"No earlier runs of this task: press {keymap.app_key(self, 'app.run')} to run it.", timeout=3)  # type: ignore[attr-defined]
             return
 
         from nkitui.app.screens.runs import RunsScreen

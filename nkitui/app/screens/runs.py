@@ -64,7 +64,9 @@ class RunsScreen(ModalScreen[tuple | None]):
         self.query_one(Vertical).border_title = "Runs of this task (newest first)"
         table = self.query_one(RunsTable)
         # What tells runs apart comes first: at 80 columns the long run id is the part that scrolls off.
-        table.add_columns("", "when", "status", "checks", "time", "backend", "commit", "run")
+        # The mark column is empty until Space marks a run: an auto width would stay 0 and hide A/B.
+        table.add_column("", width=1, key="mark")
+        table.add_columns("when", "status", "checks", "time", "backend", "commit", "run")
         for s in self.summaries:
             table.add_row(*self._row(s), key=s.run_id)
         table.focus()
@@ -98,7 +100,7 @@ class RunsScreen(ModalScreen[tuple | None]):
             self.marked = [*self.marked, s.run_id][-2:]
         table = self.query_one(RunsTable)
         for summary in self.summaries:
-            table.update_cell(summary.run_id, table.ordered_columns[0].key, self._row(summary)[0])
+            table.update_cell(summary.run_id, "mark", self._row(summary)[0])
 
     def action_compare_runs(self) -> None:
         if len(self.marked) != 2:

@@ -207,9 +207,13 @@ class LineView(ScrollView, can_focus=True):
         if row == self.cursor:
             self.scroll_cursor_visible(center)
             return
+        # Decide before the cursor moves: its watcher scrolls the row just into view at an edge, after
+        # which a jump (next finding, search match) would no longer look off screen and never centre.
+        top, height = self.scroll_offset.y, max(1, self.scrollable_content_region.height)
+        off_screen = not (top <= row < top + height)
         self.cursor = row
-        if center:
-            self.scroll_cursor_visible(center=True)
+        if center and off_screen:
+            self.scroll_to(y=max(0, row - height // 2), animate=False, immediate=True, force=True)
 
     def _page(self) -> int:
         return max(1, self.scrollable_content_region.height - 1)

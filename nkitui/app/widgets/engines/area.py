@@ -198,11 +198,12 @@ The label says which, everywhere.
                 return
             sol = self.bound
             head.update(*(_bound_head(sol) if not message else (Content.styled(message, "$text-muted"),)))
+            run = keymap.app_key(self, "app.run")
             self.query_one("#sol-note", StatusLine).update(
                 Content.styled("A lower bound from the task's shapes, not a measurement: no kernel runs faster. "
-                               "r runs the task to see how close the port comes.", "$text-muted"),
-                Content.styled("A lower bound from the shapes, not a measurement; r runs the task.", "$text-muted"),
-                Content.styled("Lower bound, not measured; r runs the task.", "$text-muted"),
+                               f"{run} runs the task to see how close the port comes.", "$text-muted"),
+                Content.styled(f"A lower bound from the shapes, not a measurement; {run} runs the task.", "$text-muted"),
+                Content.styled(f"Lower bound, not measured; {run} runs the task.", "$text-muted"),
             )
             self.query_one(MetricsTable).set_metrics(bound_rows(sol), BOUND_SOURCE, "")
             notes.update(Content("\n").join(Content(n) for n in _bound_notes(sol)))

@@ -165,13 +165,17 @@ class CommentEditor(TextArea):
 
 Why this score, in words another auditor can check. Every keystroke is autosaved (outside the task
 repository) so a dropped SSH session loses nothing. **ctrl+o** or **F7** opens the text in your
-$VISUAL/$EDITOR for long comments.
+$VISUAL/$EDITOR for long comments. **Escape** (or Tab) leaves the editor for the criteria list.
 """
 
-    BINDINGS = keymap.bindings("rubric")
+    BINDINGS = keymap.bindings("rubric") + keymap.bindings("comment")
 
     def __init__(self, *, id: str | None = None) -> None:
         super().__init__(id=id, soft_wrap=True, show_line_numbers=False, tab_behavior="focus")
+
+    def action_done(self) -> None:
+        # Typing keys go into the text, so Escape is the way out to the area's other keys.
+        self.screen.query_one(CriteriaList).focus()
 
     def action_external_editor(self) -> None:
         self.app.action_edit_in_editor()  # type: ignore[attr-defined]
@@ -218,7 +222,8 @@ attached with **a** wherever they are shown. **Delete** (or **d**) removes the h
             self.highlighted = 0
         else:
             self.add_option(Option(Content.styled(
-                "None yet: press a on a finding, line or metric.", "$text-muted"),
+                f"None yet: press {keymap.app_key(self, 'app.attach')} on a finding, line or metric.",
+                "$text-muted"),
                 disabled=True))
 
     def action_remove_evidence(self) -> None:

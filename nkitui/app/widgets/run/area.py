@@ -62,9 +62,10 @@ or compare two.
 
     def on_mount(self) -> None:
         self.query_one(LogSearch).display = False
-        self.set_status(Content.styled("No run yet: press r to run the task.", "$text-muted"))
+        run, runs = keymap.app_key(self, "app.run"), keymap.app_key(self, "app.runs")
+        self.set_status(Content.styled(f"No run yet: press {run} to run the task.", "$text-muted"))
         self.results.show_message(Content.styled(
-            "No results yet: run the task (r), or reopen an earlier run (h).", "$text-muted"))
+            f"No results yet: run the task ({run}), or reopen an earlier run ({runs}).", "$text-muted"))
         self._update_info()
 
     @property

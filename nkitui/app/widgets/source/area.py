@@ -94,7 +94,7 @@ class SourceArea(Vertical):
 **d** switches between the aligned CUDA | NKI view and the task's git diff; **s** switches the diff
 between unified and split; **v** picks the two revisions to compare; **f** shows or hides the findings
 list (again: hide it); **n**/**p** jump to the next/previous finding (or change). The strip under the code explains the
-finding and the alignment role at the cursor.
+finding and the alignment role at the cursor; **e** shows the finding's whole explanation.
 
 **c** comments on the line under the cursor. For a range, **V** starts a selection, moving extends it,
 **c** comments on the selected lines (**a** attaches them as evidence) and **Escape** drops it; the
@@ -165,7 +165,7 @@ strip says what is selected.
         self.diff_loaded = True
         self.diff.set_diff(files, f"{pair[0].ref}..{pair[1].ref}")
         self.diff.empty_message = (f"No differences between {pair[0].short} and {pair[1].short} in the task folder. "
-                                   "Press v to pick other revisions.")
+                                   f"Press {keymap.app_key(self, 'source.revisions')} to pick other revisions.")
         self._update_bar()
         self._update_strip()
 
@@ -199,6 +199,23 @@ strip says what is selected.
 
     def action_pick_revisions(self) -> None:
         self.post_message(RevisionsWanted())
+
+    def action_explain_finding(self) -> None:
+        """The strip and the list cut a finding's explanation to one row: show it whole."""
+        from nkitui.app.screens.finding import FindingScreen
+
+        focused = self.screen.focused
+        if isinstance(focused, FindingsList):
+            found = [f] if (f := focused.current()) else []
+        elif self.mode == "aligned":
+            found = self.code.findings_at_cursor()
+        else:
+            found = []
+        if not found:
+            jump, listing = keymap.app_key(self, "code.next_finding"), keymap.app_key(self, "source.findings")
+            self.notify(f"No finding on this line: {jump} jumps to the next one, {listing} lists them all.", timeout=3)
+            return
+        self.app.push_screen(FindingScreen(found))
 
     def action_toggle_findings(self) -> None:
         """Focus the findings list (showing it); from the list, hide it and go back to the code."""
@@ -275,7 +292,8 @@ strip says what is selected.
             return
         if self.mode == "diff":
             if self.diff_loaded and not self.diff_files and self.diff_pair is not None:
-                strip.update("No differences between these revisions; press v to pick others.")
+                strip.update(f"No differences between these revisions; press "
+                             f"{keymap.app_key(self, 'source.revisions')} to pick others.")
             else:
                 ev = self.diff.evidence_at_cursor()
                 strip.update(ev.label if ev else "")

@@ -1,0 +1,125 @@
+"""Rough edges found by walking a whole audit by keys in tmux (80x24 and 160x48): each test pins one."""
+
+from __future__ import annotations
+
+import re
+
+from nkitui.app.screens.runs import RunsScreen
+from nkitui.app.widgets.rubric.widgets import CommentEditor, CriteriaList
+from tests.app.helpers import new_app, recorded_result, screen_text, settle, store_run
+
+
+async def test_marked_runs_show_a_and_b_in_the_runs_list(task_dir):
+    result = recorded_result()
+    store_run(result, "20260107T090000Z-aaaaaa")
+    store_run(result, "20260108T090000Z-bbbbbb", created_at="2026-01-08T09:00:00+00:00")
+    app = new_app(task_dir, backend="emulator")
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(pilot)
+        await pilot.press("h")
+        await settle(pilot)
+        assert isinstance(app.screen, RunsScreen)
+        await pilot.press("down", "space", "up", "space")  # A = the older run, B = the newer
+        await settle(pilot)
+        text = screen_text(app)
+        assert re.search(r"A\s+2026-01-07 09:00", text), text
+        assert re.search(r"B\s+2026-01-08 09:00", text), text
+
+
+async def test_escape_leaves_the_comment_editor_for_the_criteria_list(task_dir):
+    app = new_app(task_dir)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(pilot)
+        await pilot.press("4")
+        await settle(pilot)
+        await pilot.press("tab", "tab")  # criteria -> score -> comment
+        assert isinstance(app.focused, CommentEditor)
+        await pilot.press(*"ok", "escape")
+        await settle(pilot)
+        assert isinstance(app.focused, CriteriaList)
+        assert app.draft.scores["migration_fidelity"].comment == "ok"  # nothing typed is lost
+        await pilot.press("down")  # the area's keys work again: the next criterion
+        await settle(pilot)
+        assert app.workstation.area("rubric").current_id == "performance_quality"
+
+
+async def test_hints_name_the_key_the_user_rebound(task_dir, isolated_xdg):
+    cfg = isolated_xdg / "config" / "nkitui"
+    cfg.mkdir(parents=True)
+    (cfg / "keymap.toml").write_text('"app.run" = "f9"\n"app.attach" = "A"\n')
+    app = new_app(task_dir)
+    async with app.run_test(size=(160, 48)) as pilot:
+        await settle(pilot)
+        text = screen_text(app)
+        assert "press f9 to run the task" in text, text
+        assert "f9 runs the task" in text  # the speed-of-light note in Engines
+        assert "press A on a finding" in text  # the empty evidence list in Rubric
+        assert "press r" not in text and "r runs" not in text
+
+
+async def test_a_run_cancelled_before_auto_resolved_keeps_the_probed_backend(task_dir):
+    app = new_app(task_dir)  # backend auto: the probe resolves it to the emulator here
+    async with app.run_test(size=(120, 30)) as pilot:
+        await settle(pilot)
+        probed = app.header_state.backend
+        assert probed == "emulator (auto)"
+        cancelled = store_run(recorded_result(), "20260109T090000Z-cccccc", status="cancelled", backend="auto",
+                              backend_requested="auto", utilisation=None)
+        app.show_result(cancelled, reopened=True)
+        await settle(pilot)
+        assert app.header_state.run == "cancelled"
+        assert app.header_state.backend == probed
+        assert "auto (auto)" not in screen_text(app)
+
+
+async def test_a_search_match_below_the_screen_is_centred_not_left_at_the_edge():
+    from tests.app.test_log import LogApp, lines
+
+    app = LogApp()
+    async with app.run_test(size=(80, 21)) as pilot:
+        log = app.query_one("#log")
+        log.append_lines(lines(2000))
+        log.flush_now()
+        await pilot.pause()
+        await pilot.press("g")  # to the top: the match is far below the screen
+        await pilot.pause()
+        assert log.search("line 1500 ")
+        await pilot.pause()
+        height = log.scrollable_content_region.height
+        assert log.cursor == 1500
+        assert abs((log.cursor - log.scroll_offset.y) - height // 2) <= 1, (log.scroll_offset.y, height)
+        assert "line 1490 " in screen_text(app) and "line 1510 " in screen_text(app)  # context on both sides
+
+
+async def test_e_shows_a_finding_in_full(task_dir):
+    from nkitui.app.screens.finding import FindingScreen
+    from nkitui.app.widgets.source.area import FindingsList
+
+    app = new_app(task_dir)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(pilot)
+        await pilot.press("1", "f")  # the findings list
+        await settle(pilot)
+        findings = app.source_area.query_one(FindingsList)
+        assert app.focused is findings and findings.findings
+        finding = findings.current()
+        assert len(finding.message) > 150  # more than the one-row strip can show at 80 columns
+        await pilot.press("e")
+        await settle(pilot)
+        assert isinstance(app.screen, FindingScreen)
+        shown = _squash(screen_text(app))
+        assert finding.rule in shown and _squash(finding.message)[-80:] in shown  # the end, not cut off
+        await pilot.press("escape")
+        await settle(pilot)
+        assert app.focused is findings
+        await pilot.press("enter")  # to the finding's line in the code view; e works there too
+        await settle(pilot)
+        assert finding.line is not None
+        await pilot.press("e")
+        await settle(pilot)
+        assert isinstance(app.screen, FindingScreen) and app.screen.findings[0].rule == finding.rule
+
+
+def _squash(text: str) -> str:
+    """Screen text without borders and whitespace: wrapped text compares with the original."""
+    return re.sub(r"[\s│╭╮╰╯─▊▎▔▁]", "", text)
