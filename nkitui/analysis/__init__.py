@@ -12,6 +12,7 @@ Rules are documented in docs/analysis-rules.md.
 
 from __future__ import annotations
 
+import re
 import time
 import traceback
 from pathlib import Path
@@ -63,8 +64,30 @@ def all_rule_specs() -> list[RuleSpec]:
     return list(ALL_SPECS) + MODULE_SPECS
 
 
-def build_nki_model(source: str, path: str, context: AnalysisContext | None = None) -> NkiModel:
-    return build(source, path, context)
+def build_nki_model(source: str, path: str, context: AnalysisContext | None = None,
+                    local_nki_modules: frozenset[str] = frozenset()) -> NkiModel:
+    return build(source, path, context, local_nki_modules)
+
+
+_NKI_IMPORT = re.compile(r"^\s*(?:import|from)\s+(?:neuronxcc\.nki|nki)\b", re.M)
+
+
+def local_nki_modules(port: Path) -> frozenset[str]:
+    """Modules beside the port (`helpers.py`, `helpers/__init__.py`) that import NKI: the port's own helpers."""
+    names: set[str] = set()
+    folder = port.parent
+    try:
+        candidates = [(p.stem, p) for p in folder.glob("*.py") if p.resolve() != port.resolve()]
+        candidates += [(d.name, d / "__init__.py") for d in folder.iterdir() if (d / "__init__.py").is_file()]
+    except OSError:
+        return frozenset()
+    for name, path in candidates:
+        try:
+            if _NKI_IMPORT.search(path.read_text(encoding="utf-8", errors="replace")):
+                names.add(name)
+        except OSError:
+            continue
+    return frozenset(names)
 
 
 def _rel(path: Path, root: Path | None) -> str:
@@ -92,7 +115,7 @@ def analyze_sources(cuda_path: str | Path | None, nki_path: str | Path, *, task_
     root = Path(task_root) if task_root is not None else Path(nki_path).parent
     nki_p = Path(nki_path)
     nki_rel = _rel(nki_p, root)
-    nki = build_nki_model(_read(nki_p, "nki"), nki_rel, context)
+    nki = build_nki_model(_read(nki_p, "nki"), nki_rel, context, local_nki_modules(nki_p))
     cuda: CudaModel | None = None
     if cuda_path is not None:
         cuda_p = Path(cuda_path)

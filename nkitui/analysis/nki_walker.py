@@ -89,6 +89,7 @@ class _Module:
         self.functions: dict[str, ast.FunctionDef] = {}
         self.containers: dict[str, int] = {}
         self.constants: dict[str, Any] = {}
+        self.local_nki_modules: frozenset[str] = frozenset()  # sibling files that are NKI helpers
         self.globals: set[str] = set()  # every name bound at module level (classes, imports, assignments)
         for node in tree.body:
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
@@ -879,8 +880,12 @@ def _container_writes(module: _Module) -> list[tuple[str, str, int]]:
     return out
 
 
-def build(source: str, path: str, context: AnalysisContext | None = None) -> NkiModel:
-    """Parse `source` (the NKI port at task-relative `path`) into an NkiModel."""
+def build(source: str, path: str, context: AnalysisContext | None = None,
+          local_nki_modules: frozenset[str] = frozenset()) -> NkiModel:
+    """Parse `source` (the NKI port at task-relative `path`) into an NkiModel.
+
+    `local_nki_modules`: names of modules beside the port that are NKI code themselves (helpers split
+    into their own file); passing tiles to them is not host computation."""
     model = NkiModel(path=path, namespace=None, line_count=source.count("\n") + 1)
     try:
         tree = ast.parse(source, filename=path)
@@ -888,6 +893,7 @@ def build(source: str, path: str, context: AnalysisContext | None = None) -> Nki
         model.syntax_error = (exc.msg or "invalid syntax", exc.lineno)
         return model
     module = _Module(tree, source)
+    module.local_nki_modules = frozenset(local_nki_modules)
     model.imports = dict(module.aliases)
     model.import_lines = list(module.import_lines)
     model.namespace = module.namespace

@@ -439,3 +439,44 @@ def test_standard_library_helpers_on_tiles_are_not_host_compute(analyze) -> None
     report = analyze(src, ctx=AB)
     no_internal_errors(report)
     assert "HACK-HOST-COMPUTE" not in rule_ids(report)
+
+
+def test_input_loaded_only_to_be_multiplied_by_zero(analyze) -> None:
+    src = LEGACY + """
+        @nki.jit
+        def add(a, b):
+            out = nl.ndarray((128, 512), dtype=nl.float32, buffer=nl.shared_hbm)
+            x = nl.load(a)
+            y = nl.load(b)
+            nl.store(out, value=nl.add(x, nl.multiply(y, 0.0)))
+            return out
+    """
+    (f,) = findings(analyze(src, ctx=AB), "HACK-UNUSED-INPUT")
+    assert f.severity == "high" and f.line == 11 and f.data["param"] == "b" and "multiplies it by 0" in f.message
+    scaled = src.replace("nl.multiply(y, 0.0)", "nl.multiply(y, 0.5)")
+    assert "HACK-UNUSED-INPUT" not in rule_ids(analyze(scaled, ctx=AB))
+    also_used = src.replace("nl.add(x, nl.multiply(y, 0.0))", "nl.add(nl.add(x, y), nl.multiply(y, 0))")
+    assert "HACK-UNUSED-INPUT" not in rule_ids(analyze(also_used, ctx=AB))
+
+
+def test_the_ports_own_nki_helper_module_is_not_host_code(analyze, tmp_path) -> None:
+    (tmp_path / "tile_ops.py").write_text("import neuronxcc.nki.language as nl\n\n"
+                                          "def add_tiles(x, y):\n    return nl.add(x, y)\n")
+    (tmp_path / "reference.py").write_text("import numpy as np\n\ndef add(a, b):\n    return np.add(a, b)\n")
+    src = LEGACY + """
+        import reference
+        import tile_ops
+
+        @nki.jit
+        def add(a, b):
+            out = nl.ndarray((128, 512), dtype=nl.float32, buffer=nl.shared_hbm)
+            x = nl.load(a)
+            y = nl.load(b)
+            nl.store(out, value=tile_ops.add_tiles(x, y))
+            return out
+    """
+    report = analyze(src, ctx=AB)
+    assert "HACK-HOST-COMPUTE" not in rule_ids(report)
+    (f,) = findings(analyze(src.replace("tile_ops.add_tiles(x, y)", "reference.add(x, y)"), ctx=AB),
+                    "HACK-HOST-COMPUTE")
+    assert f.data["calls"][0] == "reference.add"

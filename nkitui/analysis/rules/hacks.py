@@ -200,6 +200,7 @@ def check_unused_input(inp: RuleInput, km: KernelModel) -> Iterator[Finding]:
             ),
             data={"param": p.name},
         )
+    yield from _erased_inputs(inp, km)
     covs = inp.cache.setdefault(f"coverage:{km.name}", coverage(km, inp.context))
     for cov in covs:
         if _role(km, cov.tensor.id) != "input":
@@ -223,6 +224,42 @@ def check_unused_input(inp: RuleInput, km: KernelModel) -> Iterator[Finding]:
                 "the first tile passes tests whose other tiles happen to match."
             ),
             data={"tensor": cov.tensor.label(), "dim": cov.dim, "size": size, "read": [lo, hi]},
+        )
+
+
+def _times_zero(op: Op) -> bool:
+    return op.alu == "multiply" and any(isinstance(v, (int, float)) and not isinstance(v, bool) and v == 0
+                                        for v in op.scalars)
+
+
+def _erased_inputs(inp: RuleInput, km: KernelModel) -> Iterator[Finding]:
+    """Inputs that are loaded, but whose every use multiplies the data by zero: read for show, then dropped."""
+    for p in km.params:
+        if p.tid is None or p.role in ("output", "kwarg") or p.name in km.scalar_params:
+            continue
+        root = km.root(p.tid).id
+        tiles: set[int] = set()
+        for op in km.ops:
+            if op.kind.startswith("dma") and any(km.root(a.tensor).id == root for a in op.reads):
+                tiles.update(km.root(t).id for t in op.all_writes() if km.root(t).id != root)
+        if not tiles:
+            continue
+        uses = [op for op in km.ops if tiles & {km.root(t).id for t in op.inputs}
+                and not (op.kind.startswith("dma") and any(km.root(a.tensor).id == root for a in op.reads))]
+        if not uses or not all(_times_zero(op) for op in uses):
+            continue
+        lines = sorted({op.line for op in uses})
+        yield inp.finding(
+            UNUSED_INPUT, severity="high",
+            title=f"Input `{p.name}` is loaded but only ever multiplied by zero",
+            line=lines[0], end_line=lines[-1] if len(lines) > 1 else None,
+            message=(
+                f"The kernel loads `{p.name}` (parameter at line {p.line}), but every instruction that uses the "
+                f"loaded data multiplies it by 0 ({lines_phrase(lines)}, e.g. `{uses[0].text}`), so the result "
+                "cannot depend on that input. This looks like an input read for show: check what the CUDA kernel "
+                "does with it."
+            ),
+            data={"param": p.name, "lines": lines},
         )
 
 
