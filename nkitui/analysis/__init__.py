@@ -12,6 +12,7 @@ Rules are documented in docs/analysis-rules.md.
 
 from __future__ import annotations
 
+import ast
 import re
 import time
 import traceback
@@ -72,21 +73,41 @@ def build_nki_model(source: str, path: str, context: AnalysisContext | None = No
 _NKI_IMPORT = re.compile(r"^\s*(?:import|from)\s+(?:neuronxcc\.nki|nki)\b", re.M)
 
 
-def local_nki_modules(port: Path) -> frozenset[str]:
-    """Modules beside the port (`helpers.py`, `helpers/__init__.py`) that import NKI: the port's own helpers."""
-    names: set[str] = set()
-    folder = port.parent
+def _imported_modules(source: str) -> set[str]:
+    """Dotted names the port imports (`a.b` of `import a.b` / `from a.b import c`, and `a.b.c` too)."""
     try:
-        candidates = [(p.stem, p) for p in folder.glob("*.py") if p.resolve() != port.resolve()]
-        candidates += [(d.name, d / "__init__.py") for d in folder.iterdir() if (d / "__init__.py").is_file()]
-    except OSError:
-        return frozenset()
-    for name, path in candidates:
-        try:
-            if _NKI_IMPORT.search(path.read_text(encoding="utf-8", errors="replace")):
-                names.add(name)
-        except OSError:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return set()
+    out: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            out.update(a.name for a in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            out.add(node.module)
+            out.update(f"{node.module}.{a.name}" for a in node.names)
+        elif isinstance(node, ast.ImportFrom):  # `from . import helpers`
+            out.update(a.name for a in node.names)
+    return out
+
+
+def local_nki_modules(port: Path, source: str, levels: int = 4) -> frozenset[str]:
+    """Modules the port imports that are files of its own project importing NKI (helpers split into another
+    file, found beside the port or under one of its parent folders): passing tiles to them is not host code."""
+    names: set[str] = set()
+    folders = [port.parent, *list(port.parent.parents)[:levels]]
+    for dotted in _imported_modules(source):
+        if dotted.split(".")[0] in ("nki", "neuronxcc", "numpy", "torch", "jax", "scipy"):
             continue
+        rel = Path(*dotted.split("."))
+        for folder in folders:
+            for path in (folder / rel.with_suffix(".py"), folder / rel / "__init__.py"):
+                try:
+                    if path.is_file() and path.resolve() != port.resolve() \
+                            and _NKI_IMPORT.search(path.read_text(encoding="utf-8", errors="replace")):
+                        names.add(dotted)
+                except OSError:
+                    continue
     return frozenset(names)
 
 
@@ -115,7 +136,8 @@ def analyze_sources(cuda_path: str | Path | None, nki_path: str | Path, *, task_
     root = Path(task_root) if task_root is not None else Path(nki_path).parent
     nki_p = Path(nki_path)
     nki_rel = _rel(nki_p, root)
-    nki = build_nki_model(_read(nki_p, "nki"), nki_rel, context, local_nki_modules(nki_p))
+    source = _read(nki_p, "nki")
+    nki = build_nki_model(source, nki_rel, context, local_nki_modules(nki_p, source))
     cuda: CudaModel | None = None
     if cuda_path is not None:
         cuda_p = Path(cuda_path)

@@ -144,7 +144,7 @@ class CallsMixin:
             return self.host_call(name, node, args, kwargs)
         if head in ("nl", "nisa", "ncc", "nt", "nki", "ncoll"):
             return self.nki_call(name, node, args, kwargs)
-        if head not in _PURE_PYTHON_MODULES and head not in self.m.local_nki_modules \
+        if head not in _PURE_PYTHON_MODULES and not any(name.startswith(m + ".") for m in self.m.local_nki_modules) \
                 and not head.startswith(("neuronxcc", "torch_neuronx")) \
                 and (self.tensor_refs(args) or self.tensor_refs(kwargs)):
             # Kernel data passed to some other imported module (the task's own reference.py, a helper

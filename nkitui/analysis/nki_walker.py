@@ -89,7 +89,7 @@ class _Module:
         self.functions: dict[str, ast.FunctionDef] = {}
         self.containers: dict[str, int] = {}
         self.constants: dict[str, Any] = {}
-        self.local_nki_modules: frozenset[str] = frozenset()  # sibling files that are NKI helpers
+        self.local_nki_modules: frozenset[str] = frozenset()  # the project's own NKI helper modules
         self.globals: set[str] = set()  # every name bound at module level (classes, imports, assignments)
         for node in tree.body:
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
@@ -884,8 +884,8 @@ def build(source: str, path: str, context: AnalysisContext | None = None,
           local_nki_modules: frozenset[str] = frozenset()) -> NkiModel:
     """Parse `source` (the NKI port at task-relative `path`) into an NkiModel.
 
-    `local_nki_modules`: names of modules beside the port that are NKI code themselves (helpers split
-    into their own file); passing tiles to them is not host computation."""
+    `local_nki_modules`: dotted names of the project's own modules that are NKI code themselves (helpers
+    split into their own file); passing tiles to them is not host computation."""
     model = NkiModel(path=path, namespace=None, line_count=source.count("\n") + 1)
     try:
         tree = ast.parse(source, filename=path)

@@ -480,3 +480,23 @@ def test_the_ports_own_nki_helper_module_is_not_host_code(analyze, tmp_path) -> 
     (f,) = findings(analyze(src.replace("tile_ops.add_tiles(x, y)", "reference.add(x, y)"), ctx=AB),
                     "HACK-HOST-COMPUTE")
     assert f.data["calls"][0] == "reference.add"
+
+
+def test_an_nki_helper_package_imported_by_dotted_name_is_not_host_code(analyze, tmp_path) -> None:
+    pkg = tmp_path / "kernels" / "common"
+    pkg.mkdir(parents=True)
+    (tmp_path / "kernels" / "__init__.py").write_text("")
+    (pkg / "__init__.py").write_text("")
+    (pkg / "tile_io.py").write_text("import nki.language as nl\n\ndef load(t):\n    return nl.load(t)\n")
+    src = LEGACY + """
+        from kernels.common.tile_io import load as _load
+
+        @nki.jit
+        def add(a, b):
+            out = nl.ndarray((128, 512), dtype=nl.float32, buffer=nl.shared_hbm)
+            nl.store(out, value=nl.add(_load(a), _load(b)))
+            return out
+    """
+    assert "HACK-HOST-COMPUTE" not in rule_ids(analyze(src, ctx=AB))
+    (pkg / "tile_io.py").write_text("import numpy as np\n\ndef load(t):\n    return np.asarray(t)\n")
+    assert "HACK-HOST-COMPUTE" in rule_ids(analyze(src, ctx=AB), "high")
