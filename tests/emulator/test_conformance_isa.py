@@ -196,6 +196,19 @@ def test_iota_affine_expression():
     np.testing.assert_array_equal(k(), p * 64 + 2 * f + 5)
 
 
+def test_iota_of_mgrid_components_is_dense():
+    """nl.mgrid components are dense grids (numpy.mgrid): an iota over two of four axes still
+    fills the whole (p, x, y, z) tile, as the vision samples' select-and-scatter expects."""
+    @nki.jit
+    def k():
+        out = _out((4, 2, 3, 3), nl.uint32)
+        w = nl.mgrid[0:4, 0:2, 0:3, 0:3]
+        nl.store(out, nisa.iota(3 * w.y + w.z, dtype=nl.uint32))
+        return out
+
+    np.testing.assert_array_equal(k(), np.broadcast_to(np.arange(9).reshape(1, 1, 3, 3), (4, 2, 3, 3)))
+
+
 def test_memset_and_engine_choice():
     @nki.jit
     def k():

@@ -461,3 +461,41 @@ def test_assigning_a_python_bool_masked_instruction(flag):
     if flag:
         golden[:, 0:2] *= 5
     np.testing.assert_array_equal(out, golden)
+
+
+def test_grid_index_dims_follow_the_grid_like_numpy():
+    """`t[w.p, 2 * i + w.y, 2 * w.x + w.z]` over an mgrid (p, x, y, z) is a (p, x, y, z) tile (NumPy
+    advanced indexing orders the result by the broadcast grid), so axis=[2, 3] reduces the window."""
+    @nki.jit
+    def k(a):
+        out = _out((4, 2, 1, 1))
+        t = nl.load(a)
+        w = nl.mgrid[0:4, 0:2, 0:3, 0:3]
+        windows = nl.copy(t[w.p, 1 + w.y, 2 * w.x + w.z])
+        assert windows.shape == (4, 2, 3, 3)
+        nl.store(out, nl.max(windows, axis=[2, 3], keepdims=True))
+        return out
+
+    a = np.random.default_rng(3).standard_normal((4, 5, 6)).astype(F32)
+    golden = np.stack([a[:, 1:4, 2 * x:2 * x + 3].max(axis=(1, 2)) for x in range(2)], axis=1)
+    np.testing.assert_array_equal(k(a)[:, :, 0, 0], golden)
+
+
+def test_reshape_with_shape_keyword_and_where_shape_error():
+    @nki.jit
+    def k(a):
+        flat = a.reshape(shape=(a.shape[0], a.shape[1] * a.shape[2]))
+        out = _out(flat.shape)
+        nl.store(out, nl.load(flat))
+        return out
+
+    a = np.arange(24, dtype=F32).reshape(2, 3, 4)
+    np.testing.assert_array_equal(k(a), a.reshape(2, 12))
+
+    @nki.jit
+    def bad(a):
+        t = nl.load(a)
+        return nl.where(t > 0, t[:, 0:3], 0.0)
+
+    with pytest.raises(emulator.OperandShapeError, match=r"nl.where: .*do not broadcast.*test_conformance_nl.py:\d+"):
+        bad(np.ones((4, 4), F32))

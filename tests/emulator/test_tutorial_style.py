@@ -25,6 +25,7 @@ import neuronxcc.nki.isa as nisa
 import neuronxcc.nki.language as nl
 from neuronxcc import nki as nki_from_package
 from neuronxcc.nki.language import par_dim
+import neuronxcc.nki.typing as nt
 from neuronxcc.nki.typing import tensor
 
 BF16 = ml_dtypes.bfloat16
@@ -553,3 +554,93 @@ def test_maxpool_bf16_exact(rng):
     image = rng.standard_normal((5, 6, 9)).astype(BF16)
     out = maxpool(image, 3)
     np.testing.assert_array_equal(out, image.reshape(5, 2, 3, 3, 3).max(axis=(2, 4)))
+
+
+# -- vision kernels (nki-samples reference style) -----------------------------------------------------
+@nki_from_package.jit
+def select_and_scatter(operand, source):
+    """3x3 windows, stride 2, padding 1: scatter-add each source value to its window's first max."""
+    n, c, hh, ww = operand.shape
+    _, _, sh, sw = source.shape
+    dtype = operand.dtype
+    out = nl.ndarray((n, c, hh, ww), dtype=dtype, buffer=nl.shared_hbm)
+    p = 128
+    for ib in nl.affine_range(n // 2):
+        chosen = nl.ndarray((par_dim(p), sh, sw, 3, 3), dtype=nl.uint8, buffer=nl.sbuf)
+        padded = nl.full((par_dim(p), hh + 2, ww + 2), dtype=dtype, buffer=nl.sbuf, fill_value=nl.finfo(dtype).min)
+        for half in nl.affine_range(2):  # two images side by side on partitions 0-63 and 64-127
+            padded[half * 64:(half + 1) * 64, 1:hh + 1, 1:ww + 1] = nl.load(operand[2 * ib + half, 0:64, 0:hh, 0:ww],
+                                                                          dtype=dtype)
+        for ik in nl.affine_range(sh):
+            win = nl.mgrid[0:p, 0:sw, 0:3, 0:3]
+            windows: nt.tensor[p, sw, 3, 3] = nl.copy(padded[win.p, 2 * ik + win.y, 2 * win.x + win.z])
+            peak: nt.tensor[p, sw, 1, 1] = nl.max(windows, axis=[2, 3], dtype=dtype, keepdims=True)
+            is_peak: nt.tensor[p, sw, 3, 3] = nl.equal(peak, windows, dtype=nl.int8)
+            order: nt.tensor[p, sw, 3, 3] = nisa.iota(3 * win.y + win.z, dtype=nl.uint32)
+            ranked = nl.where(is_peak, order, 9, dtype=nl.uint32)
+            first: nt.tensor[p, sw, 1, 1] = nl.min(ranked, axis=[2, 3], dtype=nl.uint32, keepdims=True)
+            chosen[0:p, ik, 0:sw, 0:3, 0:3] = nl.equal(first, order, dtype=nl.uint8)
+        src = nl.ndarray((par_dim(p), sh, sw), dtype=dtype, buffer=nl.sbuf)
+        for half in nl.affine_range(2):
+            src[half * 64:(half + 1) * 64, 0:sh, 0:sw] = nl.load(source[2 * ib + half, 0:64, 0:sh, 0:sw], dtype=dtype)
+        spill = nl.ndarray((3, 3, par_dim(p), hh, ww), dtype=dtype, buffer=nl.private_hbm)
+        for iq in nl.affine_range(3):
+            for ih in nl.affine_range(3):
+                g = nl.mgrid[0:p, 0:sh, 0:sw]
+                scattered = nl.zeros((par_dim(p), hh + 2, ww + 2), dtype=dtype, buffer=nl.sbuf)
+                scattered[g.p, 2 * g.x + iq, 2 * g.y + ih] = nl.multiply(src, chosen[g.p, g.x, g.y, iq, ih], dtype=dtype)
+                nl.store(spill[iq, ih, 0:p, 0:hh, 0:ww], value=scattered[0:p, 1:hh + 1, 1:ww + 1])
+        total = nl.zeros((par_dim(p), hh, ww), dtype=dtype, buffer=nl.sbuf, name="total")
+        for iq in nl.affine_range(3):
+            for ih in nl.affine_range(3):
+                part: nt.tensor[p, hh, ww] = nl.load(spill[iq, ih, 0:p, 0:hh, 0:ww])
+                total += part
+        for half in nl.affine_range(2):
+            nl.store(out[2 * ib + half, 0:64, 0:hh, 0:ww], value=total[half * 64:(half + 1) * 64, 0:hh, 0:ww])
+    return out
+
+
+def _select_and_scatter_ref(operand, source):
+    n, c, hh, ww = operand.shape
+    padded = np.full((n, c, hh + 2, ww + 2), -np.inf)
+    padded[:, :, 1:-1, 1:-1] = operand
+    out = np.zeros_like(padded)
+    for i in range(source.shape[2]):
+        for j in range(source.shape[3]):
+            win = padded[:, :, 2 * i:2 * i + 3, 2 * j:2 * j + 3].reshape(n, c, 9)
+            k = win.argmax(axis=-1)  # first max in row-major window order
+            np.add.at(out, (np.arange(n)[:, None], np.arange(c)[None, :], 2 * i + k // 3, 2 * j + k % 3),
+                      source[:, :, i, j])
+    return out[:, :, 1:-1, 1:-1]
+
+
+def test_select_and_scatter(rng):
+    operand = rng.standard_normal((2, 64, 8, 8)).astype(np.float32)
+    source = rng.standard_normal((2, 64, 4, 4)).astype(np.float32)
+    out = select_and_scatter(operand, source)
+    np.testing.assert_allclose(out, _select_and_scatter_ref(operand, source), rtol=1e-6, atol=1e-6)
+
+
+@nki_from_package.jit
+def resize_nearest(data, out_shape):
+    in_b, in_h, in_w, in_c = data.shape
+    out_b, out_h, out_w, out_c = out_shape
+    out = nl.ndarray(out_shape, dtype=data.dtype, buffer=nl.shared_hbm)
+    rows = np.floor(np.fromfunction(lambda i, _: i * (in_h / out_h), (out_h, out_w), dtype=np.float32))
+    cols = np.floor(np.fromfunction(lambda _, j: j * (in_w / out_w), (out_h, out_w), dtype=np.float32))
+    src_of = (rows * in_w + cols).astype(np.int32).flatten()
+    flat_in = data.reshape(shape=(in_b, in_h * in_w, in_c))
+    flat_out = out.reshape(shape=(out_b, out_h * out_w, out_c))
+    b_idx, c_idx = nl.mgrid[0:in_b, 0:out_c]
+    for i in nl.static_range(len(src_of)):
+        pixel = nl.load(flat_in[b_idx, src_of[i], c_idx])
+        nl.store(flat_out[b_idx, i, c_idx], value=pixel)
+    return out
+
+
+def test_resize_nearest_non_integer_scale(rng):
+    data = rng.standard_normal((2, 5, 4, 3)).astype(np.float32)
+    out = resize_nearest(data, (2, 9, 7, 3))
+    rows = np.floor(np.arange(9) * np.float32(5 / 9)).astype(int)
+    cols = np.floor(np.arange(7) * np.float32(4 / 7)).astype(int)
+    np.testing.assert_array_equal(out, data[:, rows][:, :, cols])

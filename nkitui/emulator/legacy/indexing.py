@@ -87,13 +87,17 @@ def _value(o):
 class AffineExpr(IndexExpr):
     """offset + sum(coeff * arange(size)) with each term on one grid axis (pfe: position from the end)."""
 
-    __slots__ = ("offset", "terms", "nd", "_grid")
+    __slots__ = ("offset", "terms", "nd", "_grid", "dense")
 
-    def __init__(self, offset: int, terms: tuple, nd: int) -> None:
+    def __init__(self, offset: int, terms: tuple, nd: int, dense: tuple[int, ...] | None = None) -> None:
         self.offset = int(offset)
         self.terms = terms  # tuple of (pos_from_end, size, coeff)
         self.nd = nd
         self._grid = None
+        # the full grid of the nl.mgrid this expression comes from: mgrid components are dense
+        # (every one has the whole grid's shape, as numpy.mgrid's), which is the shape nisa.iota
+        # gives its tile; indexing broadcasts, so there the open grid is enough
+        self.dense = dense
 
     def grid(self) -> np.ndarray:
         g = self._grid
@@ -127,7 +131,7 @@ class AffineExpr(IndexExpr):
 
     def _combine(self, other, sign: int):
         if isinstance(other, (int, np.integer)) and not isinstance(other, bool):
-            return AffineExpr(self.offset + sign * int(other), self.terms, self.nd)
+            return AffineExpr(self.offset + sign * int(other), self.terms, self.nd, self.dense)
         if isinstance(other, AffineExpr):
             nd = max(self.nd, other.nd)
             acc: dict[int, list] = {}
@@ -141,7 +145,8 @@ class AffineExpr(IndexExpr):
                 else:
                     acc[pfe] = [size, sign * coeff]
             terms = tuple(sorted((p, s, c) for p, (s, c) in acc.items() if c != 0 or s > 1))
-            return AffineExpr(self.offset + sign * other.offset, terms, nd)
+            dense = self.dense if other.dense in (None, self.dense) else (other.dense if self.dense is None else None)
+            return AffineExpr(self.offset + sign * other.offset, terms, nd, dense)
         if isinstance(other, (IndexExpr, float, np.floating)):
             return GridExpr(self.grid() + sign * _value(other))
         return NotImplemented
@@ -159,12 +164,12 @@ class AffineExpr(IndexExpr):
         return neg._combine(o, 1)
 
     def __neg__(self):
-        return AffineExpr(-self.offset, tuple((p, s, -c) for p, s, c in self.terms), self.nd)
+        return AffineExpr(-self.offset, tuple((p, s, -c) for p, s, c in self.terms), self.nd, self.dense)
 
     def __mul__(self, o):
         if isinstance(o, (int, np.integer)) and not isinstance(o, bool):
             k = int(o)
-            return AffineExpr(self.offset * k, tuple((p, s, c * k) for p, s, c in self.terms), self.nd)
+            return AffineExpr(self.offset * k, tuple((p, s, c * k) for p, s, c in self.terms), self.nd, self.dense)
         if isinstance(o, (IndexExpr, float, np.floating)):
             return GridExpr(self.grid() * _value(o))
         return NotImplemented
@@ -307,15 +312,16 @@ class _MGridFactory:
         if not isinstance(key, tuple):
             key = (key,)
         nd = len(key)
-        exprs = []
-        for i, k in enumerate(key):
+        axes = []
+        for k in key:
             if not isinstance(k, slice) or k.stop is None:
                 raise IndexingError(f"nl.mgrid takes slices with explicit bounds, got {k!r}")
             start = 0 if k.start is None else int(k.start)
             step = 1 if k.step is None else int(k.step)
-            size = len(range(start, int(k.stop), step))
-            exprs.append(AffineExpr(start, ((nd - 1 - i, size, step),), nd))
-        return MGrid(exprs)
+            axes.append((start, step, len(range(start, int(k.stop), step))))
+        dense = tuple(size for _, _, size in axes)
+        return MGrid(AffineExpr(start, ((nd - 1 - i, size, step),), nd, dense)
+                     for i, (start, step, size) in enumerate(axes))
 
 
 mgrid = _MGridFactory()

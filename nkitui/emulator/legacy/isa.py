@@ -288,6 +288,9 @@ def iota(expr, dtype, *, mask=None, **kwargs):
         grid = np.asarray(expr).reshape(1, 1)
     elif isinstance(expr, IndexExpr):
         grid = expr.grid()
+        dense = getattr(expr, "dense", None)
+        if dense is not None and len(dense) == grid.ndim:
+            grid = np.broadcast_to(grid, dense)  # nl.mgrid components are dense grids
     else:
         raise OperandShapeError(f"{api}: expr must be an affine expression of nl.arange indices, got "
                                 f"{type(expr).__name__}")

@@ -586,7 +586,11 @@ def where(condition, x, y, *, dtype=None, mask=None, **kwargs):
     shape = condition.shape
     for v in (x, y):
         if isinstance(v, Tensor):
-            shape = tuple(np.broadcast_shapes(shape, v.shape))
+            try:
+                shape = tuple(np.broadcast_shapes(shape, v.shape))
+            except ValueError:
+                raise OperandShapeError(f"nl.where: operand shapes {condition.shape}, "
+                                        f"{tuple(v.shape)} do not broadcast together") from None
     d = dtype_or(dtype, _dt.promote(_common.operand_dtype(x), _common.operand_dtype(y)))
     plan = plan_mask(mask, shape)
     out = fresh(run, shape, d, plan)

@@ -181,8 +181,15 @@ class LegacyTensor(Tensor):
         return fn(*inputs, **{k: v for k, v in kwargs.items() if k in ("dtype",)})
 
     # -- reshaping -----------------------------------------------------------------------------
-    def reshape(self, *shape):
-        """A reshaped view of a whole tensor (same storage, row-major order)."""
+    def reshape(self, *shape, **kwargs):
+        """A reshaped view of a whole tensor (same storage, row-major order); `t.reshape((a, b))`,
+        `t.reshape(a, b)` or `t.reshape(shape=(a, b))`."""
+        if "shape" in kwargs:
+            if shape:
+                raise TypeError("reshape() got the shape both positionally and as shape=")
+            shape = (kwargs.pop("shape"),)
+        if kwargs:
+            raise TypeError(f"reshape() got unexpected keyword arguments {sorted(kwargs)}")
         if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
             shape = tuple(shape[0])
         shape = tuple(int(s) for s in shape)
@@ -246,10 +253,11 @@ def _index_axes(k, nd: int) -> list[int]:
 def _advanced_index(base: LegacyTensor, key) -> LegacyTensor:
     """Index with nl.arange / nl.mgrid grids (and ints, and index tiles for indirect access).
 
-    The tile's dimensions follow the subscript: the first index's grid axes give the partition
-    dimension, the next index's axes the following dimensions (so `t[i_p, i_f1 * F2 + i_f2]` is a
-    3-D tile over the (p, f1, f2) grid). Grids broadcast like NumPy (right-aligned); each dimension
-    remembers its grid axis so that masks built from the same grids line up with it.
+    The first indexed subscript's grid axes give the partition dimension; the other grid axes
+    follow in grid order, as in NumPy's advanced indexing (so `t[i_p, i_f1 * F2 + i_f2]` is a 3-D
+    tile over the (p, f1, f2) grid, and so is `t[i_p, i_f2, i_f1]`). Grids broadcast like NumPy
+    (right-aligned); each dimension remembers its grid axis so that masks built from the same
+    grids line up with it.
     """
     shapes = []
     for k in key:
@@ -267,11 +275,15 @@ def _advanced_index(base: LegacyTensor, key) -> LegacyTensor:
     except ValueError:
         raise IndexingError(f"index grids of shapes {shapes} do not broadcast together") from None
     G = len(gshape)
-    dims: list[int] = []
+    lead: list[int] = []  # the partition dimension: the first indexed subscript's grid axes
     for k in key:
-        for pfe in _index_axes(k, G):
-            if pfe not in dims:
-                dims.append(pfe)
+        lead = _index_axes(k, G)
+        if lead:
+            break
+    # the other dimensions follow the grid, as NumPy advanced indexing orders a broadcast result
+    # (`t[w.p, 2 * i + w.y, 2 * w.x + w.z]` over an mgrid (p, x, y, z) is a (p, x, y, z) tile)
+    rest = sorted({pfe for k in key for pfe in _index_axes(k, G)} - set(lead), reverse=True)
+    dims: list[int] = lead + rest
     if len(dims) < 2:  # a tile keeps two dimensions: add unit grid axes in grid order
         spare = [p for p in range(G - 1, -1, -1) if p not in dims]
         while len(dims) < 2 and spare:
