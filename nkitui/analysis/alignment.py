@@ -200,30 +200,65 @@ def _pair_shared(ck: CudaKernel, km: KernelModel, mapping: dict[str, Tensor]) ->
         if op.result is not None and op.result in km.tensors:
             loaded_from.setdefault(op.result, set()).update(s.id for s in src)
     used: set[int] = set()
+    staging: list[Any] = []  # buffers that hold data from global memory, matched or not
+    unmatched: list[Any] = []
     for buf in ck.shared:
+        dims = "x".join(str(d) if d is not None else "?" for d in buf.dims)
+        label = f"__shared__ {buf.type} {buf.name}[{dims}]"
+        same_name = [t for t in tiles if t.name == buf.name]
+        if not buf.filled_from and same_name:  # e.g. a scan's carry, kept in an SBUF tile of the same name
+            used.update(t.id for t in same_name)
+            pairs.append(AlignmentPair(
+                role="shared-memory", cuda=ranges([buf.line] + buf.lines),
+                nki=ranges(n for t in same_name for n in _tensor_lines(km, t)), cuda_label=label,
+                nki_label=", ".join(f"{t.label()} {list(t.known_shape() or [])}" for t in same_name),
+                note=ROLES["shared-memory"][1], match="name",
+            ))
+            continue
+        if not buf.filled_from:
+            # Filled from registers (warp partials of a block reduction, flags): a workspace, not staged
+            # input data, so no SBUF tile of the port stands for it.
+            pairs.append(AlignmentPair(
+                role="shared-memory", cuda=ranges([buf.line] + buf.lines), nki=[], cuda_label=label,
+                nki_label="none needed (scratch space, not data from global memory)",
+                note=("A workspace filled from registers, e.g. warp partial results of a block reduction. NKI "
+                      "engines reduce a whole free axis in one instruction, so the port needs no counterpart."),
+                match="unmatched",
+            ))
+            continue
+        staging.append(buf)
         sources = {mapping[p].id for p in buf.filled_from if p in mapping}
         matched = [t for t in tiles if loaded_from.get(t.id, set()) & sources]
         used.update(t.id for t in matched)
+        if not matched:
+            unmatched.append(buf)
+            continue
         nki_lines = [n for t in matched for n in _tensor_lines(km, t)]
-        dims = "x".join(str(d) if d is not None else "?" for d in buf.dims)
         pairs.append(AlignmentPair(
-            role="shared-memory", cuda=ranges([buf.line] + buf.lines), nki=ranges(nki_lines),
-            cuda_label=f"__shared__ {buf.type} {buf.name}[{dims}]",
-            nki_label=", ".join(f"{t.label()} {list(t.known_shape() or [])}" for t in matched) or "no SBUF tile matched",
-            note=ROLES["shared-memory"][1], match="name" if matched else "unmatched",
+            role="shared-memory", cuda=ranges([buf.line] + buf.lines), nki=ranges(nki_lines), cuda_label=label,
+            nki_label=", ".join(f"{t.label()} {list(t.known_shape() or [])}" for t in matched),
+            note=ROLES["shared-memory"][1], match="name",
         ))
     rest = [t for t in tiles if t.id not in used and loaded_from.get(t.id)]
-    if rest and ck.shared:
+    if rest and unmatched:
         pairs.append(AlignmentPair(
-            role="shared-memory", cuda=ranges(b.line for b in ck.shared),
+            role="shared-memory", cuda=ranges(line for b in unmatched for line in [b.line] + b.lines),
             nki=ranges(n for t in rest for n in _tensor_lines(km, t)),
-            cuda_label=", ".join(b.name for b in ck.shared),
+            cuda_label=", ".join(b.name for b in unmatched),
             nki_label=", ".join(t.label() for t in rest), note=ROLES["shared-memory"][1], match="role",
         ))
-    elif rest:
+    elif unmatched:
+        for buf in unmatched:
+            dims = "x".join(str(d) if d is not None else "?" for d in buf.dims)
+            pairs.append(AlignmentPair(
+                role="shared-memory", cuda=ranges([buf.line] + buf.lines), nki=[],
+                cuda_label=f"__shared__ {buf.type} {buf.name}[{dims}]", nki_label="no SBUF tile matched",
+                note=ROLES["shared-memory"][1], match="unmatched",
+            ))
+    elif rest and not staging:
         pairs.append(AlignmentPair(
             role="shared-memory", cuda=[], nki=ranges(n for t in rest for n in _tensor_lines(km, t)),
-            cuda_label="registers (no __shared__ buffer)", nki_label=", ".join(t.label() for t in rest),
+            cuda_label="registers (no __shared__ staging)", nki_label=", ".join(t.label() for t in rest),
             note="The CUDA kernel stages data in registers; the port stages it in SBUF tiles.", match="unmatched",
         ))
     return pairs

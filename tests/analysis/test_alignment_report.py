@@ -128,3 +128,31 @@ def test_softmax_reductions_and_math_are_paired() -> None:
     assert guard.cuda == [LineRange(16, 16)] and guard.match == "role" and LineRange(17, 18) in guard.nki
     memory = {p.cuda_label.split()[0]: p for p in by_role["global-memory"]}
     assert memory["x"].match == "name" and memory["y"].match == "name"
+
+
+def test_a_reduction_scratch_buffer_is_not_paired_with_staged_data() -> None:
+    from nkitui.analysis import analyze_task
+    from nkitui.task import load_task
+
+    from tests.analysis.conftest import SAMPLE_TASKS
+
+    report = analyze_task(load_task(SAMPLE_TASKS / "flawed_partial_tile"))
+    shared = [p for p in report.alignment if p.role == "shared-memory"]
+    scratch = [p for p in shared if "scratch" in p.cuda_label]
+    assert len(scratch) == 1, [(p.cuda_label, p.nki_label) for p in shared]
+    assert scratch[0].nki == [] and scratch[0].nki_label.startswith("none needed") and scratch[0].match == "unmatched"
+    staged = [p for p in shared if p is not scratch[0]]
+    assert [(p.cuda_label, p.nki_label) for p in staged] == [("registers (no __shared__ staging)", "x_tile")]
+
+
+def test_a_register_filled_buffer_pairs_with_a_tile_of_its_name() -> None:
+    from nkitui.analysis import analyze_task
+    from nkitui.task import load_task
+
+    from tests.analysis.conftest import SAMPLE_TASKS
+
+    report = analyze_task(load_task(SAMPLE_TASKS / "linear_scan"))
+    shared = {p.cuda_label: p for p in report.alignment if p.role == "shared-memory"}
+    carry = shared["__shared__ float carry[]"]
+    assert carry.match == "name" and carry.nki_label.startswith("carry") and carry.nki
+    assert shared["__shared__ float warp_a[8]"].nki_label.startswith("none needed")
