@@ -43,7 +43,7 @@ class Storage:
 
     __slots__ = ("id", "name", "memory", "kind", "shape", "dtype", "data", "pax", "nbytes_pp",
                  "blocks", "pp_strides", "flat_strides", "version", "_f32", "_f32v", "_misses",
-                 "_alloc", "loop_depth", "lossy", "mm_zone", "span", "__weakref__")
+                 "_alloc", "loop_depth", "lossy", "mm_zone", "init", "span", "__weakref__")
 
     def __init__(self, name: str, memory: str, shape: tuple[int, ...], dtype: dt.DType,
                  data: np.ndarray | None, pax: int = 0, kind: str = "") -> None:
@@ -63,6 +63,7 @@ class Storage:
         self.loop_depth = 0
         self.lossy = dtype is dt.tfloat32  # tf32 cells are fp32 rounded to 10 mantissa bits
         self.mm_zone = None  # PSUM: True where the last write was a matmul (accumulate=None zones)
+        self.init = None  # PSUM: cells written so far (None: none, True: all, else a bool array)
         self.flat_strides = None  # computed on first use (trace accesses)
         self.pp_strides = None
         self.span = None  # tracked SBUF tiles: their live range (views share their root's)

@@ -583,8 +583,38 @@ class Tensor:
             np.copyto(self.array(), values, casting="unsafe", where=where)
         st.version += 1
         st._misses = 0
+        if st.init is not True and st.memory == "psum":
+            self._mark_init(where)
         if st.mm_zone is not None:  # a non-matmul write ends a PSUM accumulation zone
             self.set_zone(False)
+
+    def _mark_init(self, where) -> None:
+        """Remember which PSUM cells have been written (see `unwritten`)."""
+        st = self.st
+        if st.init is None:
+            if where is None and self.is_whole:
+                st.init = True
+                return
+            st.init = np.zeros(st.shape, dtype=bool)
+        if self.fancy is not None:
+            idx = self.fancy if where is None else tuple(
+                np.broadcast_to(a, self.shape)[np.broadcast_to(where, self.shape)] for a in self.fancy)
+            st.init[idx] = True
+        else:
+            cells = self._apply(st.init)
+            if where is None:
+                cells[...] = True
+            else:
+                cells[np.broadcast_to(where, cells.shape)] = True
+
+    def unwritten(self) -> np.ndarray | None:
+        """For a PSUM view: True where no instruction has written the cell yet (None: all written)."""
+        init = self.st.init
+        if init is True:
+            return None
+        if init is None:
+            return np.ones(self.shape, dtype=bool)
+        return ~np.broadcast_to(self._apply(init), self.shape)
 
     def set_zone(self, value: bool) -> None:
         z = self.st.mm_zone

@@ -507,3 +507,54 @@ def test_tensor_scalar_cumulative_running_sum():
 
     x = np.arange(24, dtype=F32).reshape(4, 6)
     np.testing.assert_allclose(k(x), np.cumsum(2 * x, axis=1))
+
+
+def test_psum_accumulation_opens_on_unwritten_cells():
+    """`psum += nc_matmul(...)` onto an nl.ndarray PSUM tile that nothing wrote yet starts the
+    accumulation group (AWS's allocated kernels rely on it), block by block; cells a non-matmul
+    instruction wrote are accumulated onto."""
+    @nki.jit
+    def k(a, b):
+        out = _out((2, 8, 16))
+        acc = nl.ndarray((2, nl.par_dim(8), 16), dtype=nl.float32, buffer=nl.psum)
+        at, bt = nl.load(a), nl.load(b)
+        acc[0] += nisa.nc_matmul(at, bt)
+        acc[0] += nisa.nc_matmul(at, bt)     # second matmul of block 0's group accumulates
+        acc[1, :, 0:8] = nl.full((8, 8), 1.0, dtype=nl.float32)  # half of block 1 set by a memset
+        acc[1] += nisa.nc_matmul(at, bt)     # block 1: onto 1.0 where set, from zero elsewhere
+        for blk in nl.affine_range(2):
+            nl.store(out[blk], nl.copy(acc[blk]))
+        return out
+
+    rng = np.random.default_rng(5)
+    a, b = rng.random((4, 8)).astype(F32), rng.random((4, 16)).astype(F32)
+    out = k(a, b)
+    prod = a.T.astype(np.float64) @ b
+    np.testing.assert_allclose(out[0], 2 * prod, rtol=1e-6)
+    np.testing.assert_allclose(out[1][:, :8], 1 + prod[:, :8], rtol=1e-6)
+    np.testing.assert_allclose(out[1][:, 8:], prod[:, 8:], rtol=1e-6)
+
+
+@pytest.mark.parametrize("target", ["trn1", "trn2"])
+def test_transpose_mode_matmul_keeps_nan_in_place_from_trn2(target):
+    """nc_matmul(is_transpose=True) moves data like nc_transpose: on trn1 (a real matmul with the
+    identity) a NaN spreads along its output row, from trn2 it stays in its own element."""
+    @nki.jit
+    def k(a):
+        out = _out((4, 4))
+        i_p, i_f = nl.mgrid[0:4, 0:4]
+        ident = nl.ndarray((4, 4), dtype=nl.float32, buffer=nl.sbuf)
+        ident[...] = nisa.iota(i_p - i_f, dtype=nl.float32)
+        eye = nisa.tensor_scalar(ident, np.equal, 0.0, dtype=nl.float32)
+        nl.store(out, nl.copy(nisa.nc_matmul(nl.load(a), eye, is_transpose=True)))
+        return out
+
+    a = np.arange(16, dtype=F32).reshape(4, 4)
+    a[1, 2] = np.nan
+    with emulator.options(target=target):
+        out = k(a)
+    if target == "trn1":
+        assert np.isnan(out[2]).all() and not np.isnan(np.delete(out, 2, axis=0)).any()
+    else:
+        expected = a.T.copy()
+        np.testing.assert_array_equal(out, expected)  # NaN only at [2, 1]

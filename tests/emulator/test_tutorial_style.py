@@ -21,6 +21,7 @@ import numpy as np
 import pytest
 
 import neuronxcc.nki as nki
+import neuronxcc.nki.compiler as ncc
 import neuronxcc.nki.isa as nisa
 import neuronxcc.nki.language as nl
 from neuronxcc import nki as nki_from_package
@@ -644,3 +645,71 @@ def test_resize_nearest_non_integer_scale(rng):
     rows = np.floor(np.arange(9) * np.float32(5 / 9)).astype(int)
     cols = np.floor(np.arange(7) * np.float32(4 / 7)).astype(int)
     np.testing.assert_array_equal(out, data[:, rows][:, :, cols])
+
+
+# -- allocated fused RMSNorm + QKV projection (nki-samples reference style: mod_alloc buffers,
+#    identity-matmul transposes into a multi-tile PSUM buffer, masked weight loads) -----------------
+@nki_from_package.jit
+def allocated_rmsnorm_qkv(hidden, weights, norm_dtype=nl.float32, eps=1e-6):
+    batch, seqlen, dim = hidden.shape
+    _, head_dim = weights.shape
+    out = nl.ndarray((batch, seqlen, head_dim), dtype=hidden.dtype, buffer=nl.shared_hbm)
+    pmax, fmax = nl.tile_size.pmax, nl.tile_size.psum_fmax
+    ix, iy = nl.mgrid[0:pmax, 0:dim]
+    sq, wide = nl.mgrid[0:pmax, 0:pmax], nl.mgrid[0:pmax, 0:fmax]
+    n_k, n_t, n_pairs = math.ceil(dim / pmax), math.ceil(dim / fmax), math.ceil(math.ceil(seqlen / pmax) / 2)
+    ident_hbm = nl.shared_constant(np.identity(n=128, dtype=np.int8), dtype=hidden.dtype)
+    ident = nl.ndarray((par_dim(pmax), 128), dtype=weights.dtype, buffer=ncc.sbuf.mod_alloc(base_addr=0))
+    ident[sq.p, sq.x] = nl.load(ident_hbm, dtype=weights.dtype)
+    zero_bias = nl.ndarray((par_dim(pmax), 1), dtype=np.float32, buffer=ncc.sbuf.mod_alloc(base_addr=256))
+    zero_bias[...] = 0
+    for b in nl.affine_range(batch):
+        w_sb = nl.ndarray((n_k, par_dim(pmax), fmax), dtype=weights.dtype,
+                          buffer=ncc.sbuf.mod_alloc(base_addr=4096, num_free_tiles=(n_k,)))
+        for m in nl.affine_range(n_k):
+            w_sb[m, wide.p, wide.x] = nl.load(weights[m * pmax + wide.p, wide.x],
+                                              mask=(m * pmax + wide.p < dim) & (wide.x < head_dim))
+        for i in nl.affine_range(n_pairs):
+            x_bufs = nl.ndarray((2, par_dim(pmax), dim), dtype=hidden.dtype,
+                                buffer=ncc.sbuf.mod_alloc(base_addr=16384, num_free_tiles=(2,)))
+            for g in nl.affine_range(2):
+                rows = (2 * i + g) * pmax
+                x_bufs[g] = nl.load(hidden[b, rows + ix, iy], mask=rows + ix < seqlen)
+                act = nl.ndarray((par_dim(pmax), dim), dtype=norm_dtype, buffer=ncc.sbuf.mod_alloc(base_addr=32768))
+                ssum = nl.ndarray((par_dim(pmax), 1), dtype=norm_dtype, buffer=ncc.sbuf.mod_alloc(base_addr=40960))
+                normed = nl.ndarray((par_dim(pmax), dim), dtype=weights.dtype,
+                                    buffer=ncc.sbuf.mod_alloc(base_addr=41984))
+                res_sb = nl.ndarray((par_dim(pmax), fmax), dtype=weights.dtype,
+                                    buffer=ncc.sbuf.mod_alloc(base_addr=49152))
+                act[...] = nisa.activation_reduce(op=nl.square, data=x_bufs[g], reduce_op=np.add,
+                                                  reduce_res=ssum[...], bias=zero_bias[...])
+                ssum[...] = nisa.tensor_scalar(ssum[...], np.multiply, 1 / dim, op1=np.add, operand1=eps)
+                ssum[...] = nisa.activation(op=nl.rsqrt, data=ssum[...], bias=zero_bias[...])
+                pe_dtype = weights.dtype if nisa.get_nc_version() >= nisa.nc_version.gen3 else np.float32
+                t_psum = nl.ndarray((n_t, par_dim(pmax), 4 * pmax), dtype=pe_dtype,
+                                    buffer=ncc.psum.mod_alloc(base_bank=0, num_bank_tiles=(1,)))
+                for m in nl.affine_range(n_t):
+                    normed[wide.p, m * fmax + wide.x] = nl.multiply(x_bufs[g, wide.p, m * fmax + wide.x], ssum[...],
+                                                                  dtype=weights.dtype)
+                    for j in nl.affine_range(4):
+                        t_psum[m, sq.p, j * pmax + sq.x] = nisa.nc_matmul(normed[sq.p, (m * 4 + j) * pmax + sq.x],
+                                                                          ident[...], is_transpose=True)
+                    normed[wide.p, m * 4 * pmax + wide.x] = nl.copy(t_psum[m], dtype=hidden.dtype)
+                acc = nl.ndarray((1, par_dim(pmax), fmax), dtype=nl.float32,
+                                 buffer=ncc.psum.mod_alloc(base_bank=7, num_bank_tiles=(1,)))
+                for m in nl.affine_range(n_k):
+                    acc[0] += nisa.nc_matmul(normed[sq.p, m * pmax + sq.x], w_sb[m, wide.p, wide.x])
+                res_sb[...] = nl.copy(acc[0], dtype=out.dtype)
+                nl.store(out[b, rows + wide.p, wide.x], value=res_sb,
+                         mask=(rows + wide.p < seqlen) & (wide.x < head_dim))
+    return out
+
+
+def test_allocated_fused_rmsnorm_qkv_bf16(rng):
+    hidden = rng.standard_normal((1, 200, 512)).astype(BF16)
+    weights = (rng.standard_normal((512, 384)) / 16).astype(BF16)
+    out = allocated_rmsnorm_qkv(hidden, weights)
+    h = hidden.astype(np.float64)
+    golden = (h / np.sqrt((h ** 2).mean(-1, keepdims=True) + 1e-6)) @ weights.astype(np.float64)
+    assert out.dtype == BF16
+    np.testing.assert_allclose(out.astype(np.float64), golden, atol=5e-2, rtol=2e-2)

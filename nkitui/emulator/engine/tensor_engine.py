@@ -112,7 +112,13 @@ def nc_matmul(dst: Tensor, stationary: Tensor, moving: Tensor, *, accumulate: bo
         return write(run, dst, None, where, accumulate is not False)
     s = values(stationary, stationary.shape).reshape(K, M)
     mv = values(moving, moving.shape).reshape(K, N)
-    res = np.matmul(s.T, mv)  # fp32 products accumulated in fp32
+    if is_transpose and run.target.nc_version >= 3 and not np.isfinite(s).all():
+        # from NC-v3 the transpose mode moves data through the PE array (as nc_transpose does):
+        # a NaN/Inf reaches only the outputs its nonzero moving weights select, not the whole row
+        with np.errstate(invalid="ignore", over="ignore"):
+            res = np.where(mv[None] != 0, s.T[:, :, None] * mv[None], _F32(0)).sum(axis=1, dtype=_F32)
+    else:
+        res = np.matmul(s.T, mv)  # fp32 products accumulated in fp32
     write_matmul_result(run, dst, res.reshape(dst.shape), accumulate, where)
 
 

@@ -875,7 +875,11 @@ def _inplace(target: Tensor, other, opname: str) -> None:
             vals = other.read_f32()
             if vals.shape != target.shape:
                 vals = vals.reshape(target.shape) if vals.size == target.size else np.broadcast_to(vals, target.shape)
-            _write(run, target, target.read_f32() + vals, accumulate=True)
+            base = target.read_f32()
+            fresh = target.unwritten()
+            if fresh is not None:  # the compiler opens the accumulation group with this matmul
+                base = np.where(fresh, np.float32(0), base)
+            _write(run, target, base + vals, accumulate=True)
         else:
             _write(run, target, None, accumulate=True)
         if ins is not None and ins is not True:
