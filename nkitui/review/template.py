@@ -6,6 +6,7 @@ import textwrap
 
 from nkitui.review import tomlout
 from nkitui.review.draft import DRAFT_KIND, DRAFT_SCHEMA, Draft
+from nkitui.review.record import EVIDENCE_KINDS
 from nkitui.review.rubric import Rubric
 
 
@@ -85,9 +86,11 @@ def render_template(rubric: Rubric, task_id: str, draft: Draft | None = None) ->
     out += ["", "# Line-anchored comments: one [[comments]] table each.",
             "#   [[comments]]", '#   file = "kernel_nki.py"', "#   lines = [12, 18]",
             '#   criterion = "numerical_correctness"   # optional', '#   text = "why these lines matter"']
-    out += ["#", "# Evidence links: kind = finding | log | diff | metric | run, ref = what it points at, a short excerpt.",
-            "#   [[evidence]]", '#   kind = "finding"', '#   ref = "NKI-PART-001@kernel_nki.py:31"',
-            '#   criterion = "migration_fidelity"', '#   excerpt = "partition dimension 256 exceeds 128"']
+    out += ["#", f"# Evidence links: kind = {' | '.join(EVIDENCE_KINDS)}, ref = what it points at, a short excerpt.",
+            "#   ref forms: finding RULE-ID@file:line, source file:12-18, diff file:12-18, log <run id>#L120-140,",
+            "#   metric name=value [unit], run <run id> (see `nkitui analyze --rules` for rule ids)",
+            "#   [[evidence]]", '#   kind = "finding"', '#   ref = "NKI-PARTIAL-DROPPED@kernel_nki.py:31"',
+            '#   criterion = "migration_fidelity"', '#   excerpt = "rows 256..299 are never processed"']
     rest = {k: v for k, v in draft.to_dict().items() if k in ("comments", "evidence")}
     if rest:
         out += ["", tomlout.dumps(rest).rstrip("\n")]

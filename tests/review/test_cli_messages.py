@@ -107,3 +107,15 @@ def test_evidence_pointing_at_missing_files_or_lines_is_flagged(task_repo, tmp_p
     assert set(flagged) == {"evidence[0].ref", "evidence[1].ref"}
     assert f"line {lines + 40} is not in add_nki.py ({lines} lines)" in flagged["evidence[0].ref"]
     assert "'gone.py' is not a file of the task" in flagged["evidence[1].ref"]
+
+
+def test_template_lists_every_evidence_kind_with_a_real_rule_id(rubric):
+    from nkitui.analysis import all_rule_specs
+    from nkitui.review import render_template
+    from nkitui.review.record import EVIDENCE_KINDS
+
+    text = render_template(rubric, "add")
+    kinds_line = next(line for line in text.splitlines() if line.startswith("# Evidence links: kind = "))
+    assert all(kind in kinds_line for kind in EVIDENCE_KINDS)
+    example = re.search(r'#   ref = "([A-Z0-9-]+)@', text)
+    assert example and example.group(1) in {spec.id for spec in all_rule_specs()}
