@@ -42,6 +42,9 @@ def palette_commands(app: "NkituiApp") -> list[PaletteCommand]:
             add("Source: show CUDA beside NKI", "Aligned side-by-side view", source.action_toggle_mode)
             layout = "unified" if source.diff.split else "split"
             add(f"Source: {layout} diff", f"Show the diff {layout}", source.action_toggle_diff_layout)
+        if source.mode == "aligned" and source.code.findings_at_cursor():
+            add("Source: explain the finding here", "The whole explanation of the finding on the cursor's line",
+                source.action_explain_finding)
         if source.revisions:
             add("Source: pick revisions", "Choose the two revisions to compare", source.action_pick_revisions)
         other = "split" if ws.layout_name == "tabs" else "tabs"

@@ -123,3 +123,39 @@ async def test_e_shows_a_finding_in_full(task_dir):
 def _squash(text: str) -> str:
     """Screen text without borders and whitespace: wrapped text compares with the original."""
     return re.sub(r"[\s│╭╮╰╯─▊▎▔▁]", "", text)
+
+
+async def test_the_verdict_page_asks_for_a_verdict_and_the_status_keeps_the_blockers_at_80_columns(task_dir):
+    app = new_app(task_dir)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(pilot)
+        await pilot.press("4")
+        await settle(pilot)
+        await pilot.press("tab", "right")  # score the first criterion: the status line grows
+        await settle(pilot)
+        status = [line for line in screen_text(app).splitlines() if "scored" in line and "·" in line][-1]
+        assert "to fix before submit" in status and "…" not in status, status
+        area = app.workstation.area("rubric")
+        area.show_verdict_page()
+        await settle(pilot)
+        text = screen_text(app)
+        assert "verdict  accept" in text and "(not chosen)" in text, text
+        assert "score  accept" not in text and "(not scored)" not in text
+
+
+async def test_the_palette_offers_to_explain_a_finding_only_on_a_line_with_one(task_dir):
+    from nkitui.app.commands import palette_commands
+    from nkitui.app.screens.finding import FindingScreen
+
+    app = new_app(task_dir)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(pilot)
+        title = "Source: explain the finding here"
+        assert app.source_area.code.findings_at_cursor() == []  # line 1 has none
+        assert title not in [c.title for c in palette_commands(app)]
+        await pilot.press("n")  # to the first line with a finding
+        await settle(pilot)
+        command = {c.title: c for c in palette_commands(app)}[title]
+        command.run()
+        await settle(pilot)
+        assert isinstance(app.screen, FindingScreen)

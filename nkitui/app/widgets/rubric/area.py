@@ -138,7 +138,7 @@ to the task's git repository; the draft is autosaved all along.
             if crit is None:  # the verdict page
                 title.update(Content.assemble(("Verdict & summary ", "bold"),
                                               (f"{self.rubric.title} v{self.rubric.version}", "$text-muted")))
-                selector.set_values(list(self.rubric.verdicts), self.draft.verdict)
+                selector.set_values(list(self.rubric.verdicts), self.draft.verdict, noun="verdict")
                 comment.load_text(self.draft.summary)
                 guidance.update(self._markdown(self._verdict_markdown()))
             else:
@@ -234,10 +234,11 @@ to the task's git repository; the draft is autosaved all along.
         parts += [sep, (f"{errors} to fix before submit", "$text-warning") if errors
                   else ("ready to submit", "$text-success")]
         comments = len(self.draft.comments)
+        essential = list(parts)  # at 80 columns the counts below give way before the blockers do
         parts += [sep, f"{len(self.draft.evidence)} evidence, {comments} comment{'s' if comments != 1 else ''}"]
         if weighted is not None:
             parts += [sep, f"weighted {weighted * 100:.0f}%"]
-        self.query_one("#rubric-status", StatusLine).update(Content.assemble(*parts))
+        self.query_one("#rubric-status", StatusLine).update(Content.assemble(*parts), Content.assemble(*essential))
 
     # --- edits ---------------------------------------------------------------------------------
 

@@ -104,6 +104,7 @@ The values this criterion's scale allows, worst first. **←**/**→** (or **-**
 
     values: reactive[tuple] = reactive(tuple, layout=False)
     selected: reactive[int | None] = reactive(None)
+    noun = "score"  # what is chosen: "verdict" on the verdict page
 
     class Changed(Message):
         def __init__(self, selector: "ScoreSelector", value: Any) -> None:
@@ -115,7 +116,9 @@ The values this criterion's scale allows, worst first. **←**/**→** (or **-**
         def control(self) -> "ScoreSelector":
             return self.selector
 
-    def set_values(self, values: list, current: Any) -> None:
+    def set_values(self, values: list, current: Any, noun: str = "score") -> None:
+        """`noun` names what is chosen: "score" for a criterion, "verdict" on the verdict page."""
+        self.noun = noun
         self.set_reactive(ScoreSelector.values, tuple(values))
         index = None
         for i, v in enumerate(values):
@@ -129,14 +132,15 @@ The values this criterion's scale allows, worst first. **←**/**→** (or **-**
         return None if self.selected is None else self.values[self.selected]
 
     def render(self) -> Content:
-        parts: list = [("score ", "$text-muted")]
+        noun = self.noun
+        parts: list = [(f"{noun} ", "$text-muted")]
         for i, v in enumerate(self.values):
             label = f" {v} "
             parts.append((f"[{v}]" if i == self.selected else label,
                           "bold reverse $text-primary" if i == self.selected else ""))
             parts.append(" ")
         if self.selected is None:
-            parts.append(("(not scored)", "$text-warning"))
+            parts.append(("(not scored)" if noun == "score" else "(not chosen)", "$text-warning"))
         return Content.assemble(*parts)
 
     def _choose(self, index: int | None) -> None:
