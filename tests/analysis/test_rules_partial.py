@@ -114,3 +114,28 @@ def test_divisibility_assert_silences_the_symbolic_warning(analyze) -> None:
     src = _legacy("(n + 127) // 128", "None").replace(
         "n, d = x.shape", "n, d = x.shape\n            assert n % 128 == 0")
     assert "NKI-PARTIAL-NO-MASK" not in rule_ids(analyze(src))
+
+
+def test_output_written_only_at_fixed_indices(analyze) -> None:
+    ctx = {"inputs": {"a": {"shape": [256, 512], "dtype": "float32"}},
+           "outputs": {"out": {"shape": [256, 512], "dtype": "float32"}}}
+    src = """
+        import neuronxcc.nki as nki
+        import neuronxcc.nki.language as nl
+
+        @nki.jit
+        def k(a):
+            out = nl.ndarray((256, 512), dtype=nl.float32, buffer=nl.shared_hbm)
+            for t in nl.affine_range(2):
+                x = nl.load(a[t * 128:(t + 1) * 128, :])
+                nl.store(out[0:128, :], value=nl.exp(x))
+            return out
+    """
+    (f,) = findings(analyze(src, ctx=ctx), "NKI-PARTIAL-DROPPED")
+    assert f.severity == "high" and f.line == 10 and f.data["written"] == [0, 128] and f.data["dim"] == 0
+    every_tile = src.replace("out[0:128, :]", "out[t * 128:(t + 1) * 128, :]")
+    assert findings(analyze(every_tile, ctx=ctx), "NKI-PARTIAL-DROPPED") == []
+    half_cols = every_tile.replace("out[t * 128:(t + 1) * 128, :], value=nl.exp(x)",
+                                   "out[t * 128:(t + 1) * 128, 0:256], value=nl.exp(x[:, 0:256])")
+    (f,) = findings(analyze(half_cols, ctx=ctx), "NKI-PARTIAL-DROPPED")
+    assert f.data["dim"] == 1 and f.data["written"] == [0, 256]

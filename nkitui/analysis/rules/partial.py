@@ -207,6 +207,25 @@ def check_partial(inp: RuleInput, km: KernelModel) -> Iterator[Finding]:
                     data={"tensor": cov.tensor.label(), "dim": cov.dim, "size": size, "start": lo},
                 )
                 reported = True
+            if not reported and role == "output" and lo is not None and hi is not None and (lo > 0 or hi < size) \
+                    and not any(s.tiling_loops for s in spans) and not any(s.gappy for s in cov.spans):
+                # Fixed indices only (no loop moves the store): part of the output is never written at all.
+                lines = [s.op.line for s in spans]
+                yield inp.finding(
+                    PARTIAL_DROPPED, severity="high",
+                    title=f"Only indices {lo}..{hi - 1} of {cov.tensor.label()} (dimension {cov.dim}, size {size}) "
+                          f"are written ({lines_phrase(lines)})",
+                    line=min(lines), end_line=max(lines),
+                    message=(
+                        f"{cap(_dim_name(cov))} has {size} elements, but the DMAs at {lines_phrase(lines)} write it "
+                        f"only at the fixed indices {lo}..{hi - 1} (`{spans[0].op.text}`), and no loop moves them "
+                        "over the rest. The other elements of the output are never written and come back as "
+                        "whatever HBM held; a test passes only if it happens to check the written part. Write "
+                        "every tile of the output (index the store with the tile loop's variable)."
+                    ),
+                    data={"tensor": cov.tensor.label(), "dim": cov.dim, "size": size, "written": [lo, hi],
+                          "lines": sorted(set(lines))},
+                )
             continue
         # Sizes unknown: symbolic off-by-one, and ceil-division loops without guards.
         off = [s for s in spans if s.guarded and s.rel_end not in (None, 0)]
