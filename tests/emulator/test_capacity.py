@@ -96,3 +96,29 @@ def test_fully_blocked_matmul_runs_at_the_published_shape(tutorial):
     with emulator.options(target="trn1", capacity="error", execute=False):
         tutorial.matmul_block_all(*_shapes(4096, 8192, 8192))
     assert tutorial.matmul_block_all.last_run.sbuf_peak_bytes == (64 + 16 + 32) * 1024
+
+
+def _ten_psum_banks_live(buffer_of):
+    @nki.jit
+    def k(x):
+        out = nl.ndarray((128, 512), dtype=nl.float32, buffer=nl.shared_hbm)
+        t = nl.load(x)
+        banks = [nl.ndarray((128, 512), dtype=nl.float32, buffer=buffer_of(i)) for i in range(10)]
+        for bank in banks:
+            bank[...] = nl.copy(t)
+        acc = nl.copy(banks[0])
+        for bank in banks[1:]:
+            acc = nl.add(acc, bank)
+        nl.store(out, value=acc)
+        return out
+    return k
+
+
+def test_direct_allocations_are_the_kernels_placement_not_counted():
+    import neuronxcc.nki.compiler as ncc
+
+    x = np.ones((128, 512), F32)
+    placed = _ten_psum_banks_live(lambda i: ncc.psum.mod_alloc(base_bank=i % 8, num_bank_tiles=(1,)))
+    np.testing.assert_array_equal(placed(x), np.full((128, 512), 10, F32))
+    with pytest.raises(emulator.CapacityError, match="PSUM"):
+        _ten_psum_banks_live(lambda i: nl.psum)(x)

@@ -13,6 +13,7 @@ Each is compared as its authors compare it (exact where they use `==`, else thei
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 
@@ -713,3 +714,121 @@ def test_allocated_fused_rmsnorm_qkv_bf16(rng):
     golden = (h / np.sqrt((h ** 2).mean(-1, keepdims=True) + 1e-6)) @ weights.astype(np.float64)
     assert out.dtype == BF16
     np.testing.assert_allclose(out.astype(np.float64), golden, atol=5e-2, rtol=2e-2)
+
+
+# -- allocated SD attention (nki-samples reference style): hand-placed SBUF/PSUM buffers, two
+#    interleaved q tiles, PSUM `+=` into an nl.ndarray, tensor_scalar_reduce into a 3-D view --------
+def _bank(bank_map, idx, pdim_size, fdim_size):
+    return (bank_map[idx], 0, 0)
+
+
+@nki_from_package.jit
+def allocated_sd_attention(q_ref, k_ref, v_ref):
+    """(softmax(q^T k) v)^T per batch; q, k: [bs, d, seq]; v: [bs, seq, d]; out: [bs, d, seq]."""
+    acc_dt, pe_dt = np.float32, nl.bfloat16
+    bs, d, seqlen = q_ref.shape
+    out_ref = nl.ndarray((bs, d, seqlen), dtype=q_ref.dtype, buffer=nl.shared_hbm)
+    addr = 0
+    i0, i1 = nl.mgrid[0:128, 0:128]
+    ident_hbm = nl.shared_constant(np.identity(128, dtype=np.int8), dtype=nl.bfloat16)
+    ident = nl.ndarray((par_dim(128), 128), dtype=pe_dt, buffer=ncc.sbuf.mod_alloc(base_addr=addr))
+    addr += 128 * 2
+    ident[i0, i1] = nl.load(ident_hbm)
+    ident32 = nl.ndarray((par_dim(128), 128), dtype=np.float32, buffer=ncc.sbuf.mod_alloc(base_addr=addr))
+    addr += 128 * 4
+    ident32[i0, i1] = nl.load(ident_hbm)
+    b = nl.program_id(axis=0)
+    n_q, n_k, n_v, red = seqlen // 128, seqlen // 512, seqlen // 128, 1024
+
+    v_sb = nl.ndarray((n_v, par_dim(128), d), dtype=pe_dt, buffer=ncc.sbuf.mod_alloc(base_addr=addr, num_free_tiles=(n_v,)))
+    addr += n_v * d * 2
+    for t in nl.affine_range(n_v):
+        ip, jf = nl.mgrid[0:128, 0:d]
+        v_sb[t, ip, jf] = nl.load(v_ref[b, t * 128 + ip, jf], dtype=pe_dt)
+    q_sb = nl.ndarray((n_q, par_dim(d), 128), dtype=pe_dt, buffer=ncc.sbuf.mod_alloc(base_addr=addr, num_free_tiles=(n_q,)))
+    addr += n_q * 128 * 2
+    ip_q, if_q = nl.mgrid[0:d, 0:128]
+    for t in nl.affine_range(n_q):
+        q_sb[t, ip_q, if_q] = nl.load(q_ref[b, ip_q, t * 128 + if_q], dtype=pe_dt)
+        q_sb[t, ip_q, if_q] = nl.multiply(q_sb[t, ip_q, if_q], 0.125)
+    k_sb = nl.ndarray((n_k, par_dim(d), 512), dtype=pe_dt, buffer=ncc.sbuf.mod_alloc(base_addr=addr, num_free_tiles=(n_k,)))
+    addr += n_k * 512 * 2
+    ip_k, if_k = nl.mgrid[0:d, 0:512]
+    for t in nl.affine_range(n_k):
+        k_sb[t, ip_k, if_k] = nl.load(k_ref[b, ip_k, t * 512 + if_k], dtype=pe_dt)
+
+    for qt in nl.affine_range(n_q // 2):
+        scores = nl.ndarray((2, par_dim(128), seqlen), dtype=acc_dt, buffer=ncc.sbuf.mod_alloc(base_addr=addr, num_free_tiles=(1,)))
+        exps = nl.ndarray((2, par_dim(128), seqlen), dtype=pe_dt,
+                          buffer=ncc.sbuf.mod_alloc(base_addr=addr + seqlen * 4, num_free_tiles=(2,)))
+        probs_t = nl.ndarray((2, par_dim(128), seqlen), dtype=pe_dt, name="probs_t",
+                             buffer=ncc.sbuf.mod_alloc(base_addr=addr + seqlen * 8, num_free_tiles=(2,)))
+        small = addr + seqlen * 12
+        divisor = nl.ndarray((2, par_dim(128), d), dtype=acc_dt, buffer=ncc.sbuf.mod_alloc(base_addr=small, num_free_tiles=(2,)))
+        recip_b = nl.ndarray((2, par_dim(128), d), dtype=acc_dt, buffer=ncc.sbuf.mod_alloc(base_addr=small + 1024, num_free_tiles=(2,)))
+        o_sb = nl.ndarray((2, par_dim(d), 128), dtype=acc_dt, buffer=ncc.sbuf.mod_alloc(base_addr=small + 2048, num_free_tiles=(2,)))
+        o_div = nl.ndarray((2, par_dim(128), d), dtype=acc_dt, buffer=ncc.sbuf.mod_alloc(base_addr=small + 3072, num_free_tiles=(2,)))
+        part_max = nl.ndarray((2, par_dim(128), n_k), dtype=acc_dt, buffer=ncc.sbuf.mod_alloc(base_addr=small + 4096, num_free_tiles=(2,)))
+        part_sum = nl.ndarray((2, par_dim(128), seqlen // red), dtype=acc_dt, buffer=ncc.sbuf.mod_alloc(base_addr=small + 4160, num_free_tiles=(2,)))
+        neg_max = nl.ndarray((2, par_dim(128), 1), dtype=acc_dt, buffer=ncc.sbuf.mod_alloc(base_addr=small + 4224, num_free_tiles=(2,)))
+        total = nl.ndarray((2, par_dim(128), 1), dtype=acc_dt, buffer=ncc.sbuf.mod_alloc(base_addr=small + 4240, num_free_tiles=(2,)))
+        recip = nl.ndarray((2, par_dim(128), 1), dtype=acc_dt, buffer=ncc.sbuf.mod_alloc(base_addr=small + 4256, num_free_tiles=(2,)))
+
+        qk_psum = nl.ndarray((2, n_k, par_dim(128), 512), dtype=np.float32,
+                             buffer=ncc.psum.mod_alloc(base_bank=0, num_bank_tiles=(2, 2)))
+        tp_psum = nl.ndarray((2, n_k, par_dim(128), 512), dtype=np.float32,
+                             buffer=ncc.psum.mod_alloc(base_bank=4, num_bank_tiles=(2, 2)))
+        o_psum = nl.ndarray((2, par_dim(d), 128), dtype=np.float32,
+                            buffer=ncc.psum.alloc(functools.partial(_bank, bank_map={(0,): 0, (1,): 1})))
+        div_psum = nl.ndarray((2, par_dim(128), d), dtype=np.float32,
+                              buffer=ncc.psum.alloc(functools.partial(_bank, bank_map={(0,): 2, (1,): 3})))
+        for g in nl.affine_range(2):
+            ip_m, if_m = nl.mgrid[0:128, 0:n_k]
+            for kt in nl.affine_range(n_k):
+                ip_s, if_s = nl.mgrid[0:128, 0:512]
+                qk_psum[g, kt, ip_s, if_s] = nisa.nc_matmul(moving=k_sb[kt, ip_k, if_k], stationary=q_sb[qt * 2 + g, ip_q, if_q])
+                scores[g, ip_s, kt * 512 + if_s] = nisa.tensor_scalar_reduce(
+                    data=qk_psum[g, kt, ip_s, if_s], op0=np.multiply, operand0=1.0, reduce_op=np.max,
+                    reduce_res=part_max[g, ip_m, kt], dtype=acc_dt)
+            neg_max[g, ip_m, 0] = nisa.tensor_reduce(np.max, data=part_max[g, ip_m, if_m], axis=(1,), dtype=acc_dt,
+                                                     negate=True)
+            ip_a, if_a = nl.mgrid[0:128, 0:seqlen]
+            ip_d, if_d = nl.mgrid[0:128, 0:d]
+            _, if_r = nl.mgrid[0:1, 0:red]
+            for r in nl.affine_range(seqlen // red):
+                exps[g, ip_a, r * red + if_r] = nisa.activation_reduce(
+                    np.exp, data=scores[g, ip_a, r * red + if_r], reduce_op=np.sum, reduce_res=part_sum[g, ip_a, r],
+                    bias=neg_max[g, ip_m, 0], scale=1.0)
+            total[g, ip_a, 0] = nisa.tensor_reduce(np.add, data=part_sum[g, :, :], axis=(1,), dtype=acc_dt)
+            recip[g, ip_a, 0] = nl.divide(1.0, total[g, ip_a, 0])
+            recip_b[g, ip_a, if_d] = recip[g, ip_a, 0].broadcast_to((128, d))
+            divisor[g, ip_d, if_d] = nl.copy(recip_b[g, ip_a, if_d], dtype=acc_dt)
+            ip_t, if_t = nl.mgrid[0:128, 0:128]
+            for vt in nl.affine_range(n_v // 4):
+                for off in nl.affine_range(4):
+                    tp_psum[g, vt, ip_t, off * 128 + if_t] = nisa.nc_matmul(
+                        exps[g, ip_t, (vt * 4 + off) * 128 + if_t], ident)
+                _, if_b = nl.mgrid[0:1, 0:512]
+                probs_t[g, ip_t, vt * 512 + if_b] = nl.copy(tp_psum[g, vt, ip_t, if_b])
+            ip_o, if_o = nl.mgrid[0:d, 0:128]
+            for vt in nl.affine_range(n_v):
+                ip_v, if_v = nl.mgrid[0:128, 0:d]
+                o_psum[g, ip_o, if_o] += nisa.nc_matmul(moving=probs_t[g, ip_t, vt * 128 + if_t],
+                                                        stationary=v_sb[vt, ip_v, if_v])
+            o_sb[g, ip_o, if_o] = nisa.tensor_copy(o_psum[g, ip_o, if_o], dtype=acc_dt, engine=nisa.vector_engine)
+            div_psum[g, ip_d, if_d] = nisa.nc_matmul(divisor[g, ip_d, if_d], ident32)
+            o_div[g, ip_d, if_d] = o_sb[g, :, :] * div_psum[g, ip_d, if_d]
+            nl.store(out_ref[b, ip_o, (qt * 2 + g) * 128 + if_o], value=o_div[g, :, :])
+    return out_ref
+
+
+def test_allocated_sd_attention(rng):
+    bs, d, seqlen = 1, 128, 1024
+    q = rng.random((bs, d, seqlen)).astype(np.float32)
+    k = rng.random((bs, d, seqlen)).astype(np.float32)
+    v = rng.random((bs, seqlen, d)).astype(np.float32)
+    out = allocated_sd_attention[bs](q, k, v)
+    s = (q[0].T.astype(np.float64) * 0.125) @ k[0]
+    p = np.exp(s - s.max(1, keepdims=True))
+    golden = ((p / p.sum(1, keepdims=True)) @ v[0]).T
+    np.testing.assert_allclose(out[0], golden, atol=1e-5, rtol=1e-3)  # the SD attention authors' check

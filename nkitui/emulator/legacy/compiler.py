@@ -33,7 +33,9 @@ force_auto_alloc = _option_decorator("force_auto_alloc")
 
 
 class _Allocator:
-    """`ncc.sbuf` / `ncc.psum`: direct-allocation helpers that all behave as automatic allocation."""
+    """`ncc.sbuf` / `ncc.psum`: direct-allocation helpers. The emulator gives every tensor its own
+    storage; `alloc` / `mod_alloc` buffers are the kernel's own placement and are not counted against
+    SBUF/PSUM capacity (`auto_alloc` is automatic allocation)."""
 
     def __init__(self, memory: str) -> None:
         self.memory = memory

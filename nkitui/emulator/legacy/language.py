@@ -148,7 +148,10 @@ def ndarray(shape, dtype, *, buffer=None, name: str = "", **kwargs):
     buf = _buffer(buffer)
     kind = buf.kind or ("private" if buf.memory == "hbm" else "")
     what = f"tensor '{name}'" if name else "tensor"
-    st = run.allocate(shape, dtype, buf.memory, name=name, pax=pax, kind=kind, what=what)
+    # ncc.sbuf/psum.alloc / mod_alloc buffers are placed by the kernel (which may alias them on
+    # purpose): like nki `address=` tensors they are not counted against SBUF/PSUM capacity
+    placed = buf.options.get("allocator") in ("alloc", "mod_alloc")
+    st = run.allocate(shape, dtype, buf.memory, name=name, pax=pax, kind=kind, what=what, track=not placed)
     return LegacyTensor.whole(st)
 
 
