@@ -165,3 +165,26 @@ def test_fixture_new_namespace_matmul_is_clean(analyze) -> None:
                           "outputs": {"out": {"shape": [256, 1024], "dtype": "bfloat16"}}})
     no_internal_errors(report)
     assert not rule_ids(report, "high") and not rule_ids(report, "medium")
+
+
+def test_nl_matmul_without_transpose_x(analyze) -> None:
+    src = """
+        import neuronxcc.nki as nki
+        import neuronxcc.nki.language as nl
+
+        @nki.jit
+        def mm(a, b):
+            out = nl.ndarray((128, 512), dtype=nl.float32, buffer=nl.shared_hbm)
+            for k in nl.affine_range(4):
+                x = nl.load(a[:, k * 128:(k + 1) * 128])
+                y = nl.load(b[k * 128:(k + 1) * 128, :])
+                nl.store(out, value=nl.matmul(x, y))
+            return out
+    """
+    (f,) = findings(analyze(src), "NKI-MATMUL-TRANSPOSE")
+    assert f.severity == "medium" and f.line == 11 and "transpose_x=True" in f.message and "line 8" in f.message
+    assert findings(analyze(src.replace("nl.matmul(x, y)", "nl.matmul(x, y, transpose_x=True)")),
+                    "NKI-MATMUL-TRANSPOSE") == []
+    single = src.replace("for k in nl.affine_range(4):", "if True:").replace("k * 128:(k + 1) * 128", "0:128")
+    (f,) = findings(analyze(single), "NKI-MATMUL-TRANSPOSE")
+    assert f.severity == "low"

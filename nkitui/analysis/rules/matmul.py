@@ -37,6 +37,43 @@ FP32_MATMUL = RuleSpec(
 )
 
 
+MATMUL_TRANSPOSE = RuleSpec(
+    id="NKI-MATMUL-TRANSPOSE",
+    title="nl.matmul without transpose_x=True (a TensorE transpose on every call)",
+    category="performance",
+    severity="medium",
+    summary=(
+        "`nl.matmul(x, y)` computes x @ y by lowering to `nc_matmul(transpose(x), y)`: with the default "
+        "`transpose_x=False` an extra TensorE transpose of x is inserted on every call. The idiom keeps x in "
+        "the contraction-on-partitions layout (x is [K, M]) and passes `transpose_x=True`, or calls "
+        "`nisa.nc_matmul(lhsT, rhs)` directly (nki-spec §3, §10). Medium inside a loop, low for a single call."
+    ),
+)
+
+
+def check_matmul_transpose(inp: RuleInput, km: KernelModel) -> Iterator[Finding]:
+    hits = [op for op in km.ops if op.api == "nl.matmul"
+            and op.kwargs.get("transpose_x", "False").strip() in ("False", "0")]
+    if not hits:
+        return
+    lines = sorted({op.line for op in hits})
+    looped = [op for op in hits if op.loops]
+    yield inp.finding(
+        MATMUL_TRANSPOSE, severity="medium" if looped else "low",
+        title=f"nl.matmul transposes its first operand on every call ({lines_phrase(lines)})",
+        line=lines[0], end_line=lines[-1] if len(lines) > 1 else None,
+        message=(
+            f"{'These calls' if len(hits) > 1 else 'This call'} (`{hits[0].text}`) "
+            f"use{'' if len(hits) > 1 else 's'} `nl.matmul` with "
+            "`transpose_x=False` (the default), so NKI inserts a TensorE transpose of the first operand before "
+            "each matmul" + (f", here inside {loop_phrase(km.loops[looped[0].loops[-1]])}" if looped else "")
+            + ". Load the first operand already transposed (contraction dimension K on the partitions, [K, M]) "
+            "and pass `transpose_x=True`, or call `nisa.nc_matmul(lhsT, rhs)`; the transpose then costs nothing."
+        ),
+        data={"lines": lines},
+    )
+
+
 def _accumulator_of(km: KernelModel, op: Op) -> Tensor | None:
     target = op.kwargs.get("_acc_target")
     if target is not None and int(target) in km.tensors:
@@ -231,5 +268,5 @@ def check_fp32(inp: RuleInput, km: KernelModel) -> Iterator[Finding]:
     )
 
 
-SPECS = [ACC_NOT_PSUM, FP32_MATMUL]
-CHECKS = [check_accumulation, check_fp32]
+SPECS = [ACC_NOT_PSUM, FP32_MATMUL, MATMUL_TRANSPOSE]
+CHECKS = [check_accumulation, check_fp32, check_matmul_transpose]
