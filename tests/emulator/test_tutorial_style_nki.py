@@ -527,3 +527,135 @@ def test_avgpool_access_pattern_fp16_exact():
     out = avgpool_ap(image, 2)
     golden = np.nanmean(image.reshape(4, 3, 2, 5, 2), axis=(2, 4))
     assert (out == golden).all()
+
+
+# -- nki-library RoPE: 4-D SBUF tiles (d_head on partitions), strided-view relayout by DMA or by a
+#    permutation matmul, cos/sin broadcast over heads through a zero-stride access pattern ----------
+class StridedView(nl.NKIObject):
+    """A library-style view (shape, element strides, offset) turned into `.ap()` on demand."""
+
+    def __init__(self, base, shape=None, strides=None, offset=0):
+        self.base = base
+        self.shape = tuple(base.shape) if shape is None else tuple(shape)
+        if strides is None:
+            acc, rev = 1, []
+            for n in reversed(self.shape):
+                rev.append(acc)
+                acc *= n
+            strides = tuple(reversed(rev))
+        self.strides, self.offset = tuple(strides), offset
+
+    def slice(self, dim, start, end, step=1):
+        shape, strides = list(self.shape), list(self.strides)
+        shape[dim] = (min(end, self.shape[dim]) - start + step - 1) // step
+        strides[dim] *= step
+        return StridedView(self.base, shape, strides, self.offset + self.strides[dim] * start)
+
+    def expand_dim(self, dim):
+        return StridedView(self.base, self.shape[:dim] + (1,) + self.shape[dim:],
+                           self.strides[:dim] + (0,) + self.strides[dim:], self.offset)
+
+    def broadcast(self, dim, size):
+        shape, strides = list(self.shape), list(self.strides)
+        shape[dim], strides[dim] = size, 0
+        return StridedView(self.base, shape, strides, self.offset)
+
+    def get_view(self):
+        return self.base.ap(pattern=[(s, n) for s, n in zip(self.strides, self.shape)], offset=self.offset)
+
+
+def _rope_sbuf(x_sb, cos_sb, sin_sb, out_sb):
+    d_head, B, H, S = out_sb.shape
+    half = d_head // 2
+    odd = nl.ndarray((half, B, H, S), dtype=x_sb.dtype, buffer=nl.sbuf)
+    nisa.tensor_copy(dst=odd, src=x_sb[half:, :, :, :])  # to partition 0 for the tensor_tensor below
+    prods = [nl.ndarray((half, B, H, S), dtype=x_sb.dtype, buffer=nl.sbuf) for _ in range(4)]
+    cos_b = StridedView(cos_sb).expand_dim(2).broadcast(dim=2, size=H).get_view()
+    sin_b = StridedView(sin_sb).expand_dim(2).broadcast(dim=2, size=H).get_view()
+    nisa.tensor_tensor(prods[0], x_sb[:half, :, :, :], cos_b, nl.multiply)
+    nisa.tensor_tensor(prods[1], odd[:half, :, :, :], cos_b, nl.multiply)
+    nisa.tensor_tensor(prods[2], x_sb[:half, :, :, :], sin_b, nl.multiply)
+    nisa.tensor_tensor(prods[3], odd[:half, :, :, :], sin_b, nl.multiply)
+    nisa.tensor_tensor(out_sb[:half, :, :, :], prods[0], prods[3], nl.subtract)
+    nisa.tensor_tensor(out_sb[half:, :, :, :], prods[1], prods[2], nl.add)
+
+
+def _interleave_matrix(d_head, dtype):
+    """P with P @ [e0, e1, ..., o0, o1, ...] = [e0, o0, e1, o1, ...], read out of an identity."""
+    ident_hbm = nl.shared_constant(nki.tensor.identity(d_head, nl.float32))
+    ident = nl.ndarray((d_head, d_head), dtype=dtype, buffer=nl.sbuf)
+    nisa.dma_copy(dst=ident, src=ident_hbm)
+    perm = nl.ndarray((d_head, d_head), dtype=dtype, buffer=nl.sbuf)
+    nisa.tensor_copy(dst=perm.reshape((d_head, 2, d_head // 2)),
+                     src=ident.ap(pattern=[[d_head, d_head], [1, 2], [2, d_head // 2]]), engine=nisa.scalar_engine)
+    return perm
+
+
+@nki.jit
+def rope(x_in, cos, sin, interleaved=False, relayout_in_sbuf=False):
+    d_head, B, H, S = x_in.shape
+    half = d_head // 2
+    x_sb = nl.ndarray((d_head, B, H, S), dtype=x_in.dtype, buffer=nl.sbuf)
+    by_dma = interleaved and not relayout_in_sbuf
+    if by_dma:
+        for part, start in ((slice(0, half), 0), (slice(half, d_head), 1)):
+            nisa.dma_copy(dst=x_sb[part, :, :, :],
+                          src=StridedView(x_in).slice(dim=0, start=start, end=d_head, step=2).get_view())
+    else:
+        nisa.dma_copy(dst=x_sb, src=x_in[:, :, :, 0:S])
+    perm = None
+    if interleaved and relayout_in_sbuf:  # P^T @ x: interleaved -> contiguous
+        perm = _interleave_matrix(d_head, x_in.dtype)
+        x_psum = nl.ndarray((d_head, B * H * S), dtype=nl.float32, buffer=nl.psum)
+        nisa.nc_matmul(dst=x_psum, stationary=perm, moving=x_sb.reshape((d_head, B * H * S)))
+        x_sb = nl.ndarray(x_sb.shape, dtype=x_in.dtype, buffer=nl.sbuf)
+        nisa.activation(dst=x_sb, op=nl.copy, data=x_psum.reshape((d_head, B, H, S)))
+    cos_sb = nl.ndarray((half, B, S), dtype=cos.dtype, buffer=nl.sbuf)
+    sin_sb = nl.ndarray((half, B, S), dtype=sin.dtype, buffer=nl.sbuf)
+    nisa.dma_copy(dst=cos_sb, src=cos[:, :, 0:S])
+    nisa.dma_copy(dst=sin_sb, src=sin[:, :, 0:S])
+    out_sb = nl.ndarray(x_sb.shape, dtype=x_in.dtype, buffer=nl.sbuf)
+    _rope_sbuf(x_sb, cos_sb, sin_sb, out_sb)
+    if perm is not None:  # P @ out: contiguous -> interleaved (stationary is P^T)
+        perm_t_psum = nl.ndarray((d_head, d_head), dtype=perm.dtype, buffer=nl.psum)
+        nisa.nc_transpose(dst=perm_t_psum, data=perm)
+        perm_t = nl.ndarray((d_head, d_head), dtype=perm.dtype, buffer=nl.sbuf)
+        nisa.tensor_copy(dst=perm_t, src=perm_t_psum, engine=nisa.scalar_engine)
+        o_psum = nl.ndarray((d_head, B * H * S), dtype=nl.float32, buffer=nl.psum)
+        nisa.nc_matmul(dst=o_psum, stationary=perm_t, moving=out_sb.reshape((d_head, B * H * S)))
+        nisa.activation(dst=out_sb, op=nl.copy, data=o_psum.reshape((d_head, B, H, S)))
+    x_out = nl.ndarray(x_in.shape, dtype=x_in.dtype, buffer=nl.shared_hbm)
+    if by_dma:
+        for part, start in ((slice(0, half), 0), (slice(half, d_head), 1)):
+            nisa.dma_copy(dst=StridedView(x_out).slice(dim=0, start=start, end=d_head, step=2).get_view(),
+                          src=out_sb[part, :, :, :])
+    else:
+        nisa.dma_copy(dst=x_out[:, :, :, 0:S], src=out_sb)
+    return x_out
+
+
+def _rope_ref(x, cos, sin, interleaved):
+    half = x.shape[0] // 2
+    if interleaved:
+        even, odd = x[0::2], x[1::2]
+    else:
+        even, odd = x[:half], x[half:]
+    c, s = cos[:, :, None, :], sin[:, :, None, :]
+    out_even, out_odd = even * c - odd * s, odd * c + even * s
+    out = np.empty_like(x)
+    if interleaved:
+        out[0::2], out[1::2] = out_even, out_odd
+    else:
+        out[:half], out[half:] = out_even, out_odd
+    return out
+
+
+@pytest.mark.parametrize(("interleaved", "in_sbuf"), [(False, False), (True, False), (True, True)],
+                         ids=["contiguous", "interleaved_dma", "interleaved_matmul"])
+def test_library_rope_layouts(interleaved, in_sbuf, rng):
+    d_head, B, H, S = 64, 2, 3, 40
+    x = rng.standard_normal((d_head, B, H, S)).astype(np.float32)
+    ang = rng.random((d_head // 2, B, S)).astype(np.float32) * 3
+    cos, sin = np.cos(ang), np.sin(ang)
+    out = rope(x, cos, sin, interleaved=interleaved, relayout_in_sbuf=in_sbuf)
+    np.testing.assert_allclose(out, _rope_ref(x.astype(np.float64), cos, sin, interleaved), rtol=1e-5, atol=1e-5)
