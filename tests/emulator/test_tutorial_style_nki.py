@@ -659,3 +659,29 @@ def test_library_rope_layouts(interleaved, in_sbuf, rng):
     cos, sin = np.cos(ang), np.sin(ang)
     out = rope(x, cos, sin, interleaved=interleaved, relayout_in_sbuf=in_sbuf)
     np.testing.assert_allclose(out, _rope_ref(x.astype(np.float64), cos, sin, interleaved), rtol=1e-5, atol=1e-5)
+
+
+# -- stride-1 max pooling (nki-samples, NKI 0.6 style): an overlapping HBM .ap() read (neighbouring
+#    partitions share rows) and an overlapping 4-D SBUF window view reduced by nl.max ---------------
+@nki.jit
+def maxpool_stride1(in_tensor, k):
+    h_in, w_in = in_tensor.shape
+    h_out, w_out = h_in - (k - 1), w_in - (k - 1)
+    out = nl.ndarray((h_out, w_out), dtype=in_tensor.dtype, buffer=nl.shared_hbm)
+    for t in range((h_out + 127) // 128):
+        row0 = t * 128
+        rows = min(128, h_out - row0)
+        tile = nl.ndarray((rows, k, w_in), dtype=in_tensor.dtype, buffer=nl.sbuf)
+        nisa.dma_copy(dst=tile, src=in_tensor.ap(pattern=[[w_in, rows], [w_in, k], [1, w_in]], offset=row0 * w_in))
+        windows = tile.ap(pattern=[[k * w_in, rows], [1, w_out], [w_in, k], [1, k]], offset=0)
+        nisa.dma_copy(dst=out[row0:row0 + rows, 0:w_out], src=nl.max(windows, axis=[2, 3]))
+    return out
+
+
+@pytest.mark.parametrize(("h", "w", "k", "dtype"), [(131, 37, 3, np.float32), (7, 8, 3, np.float16),
+                                                    (40, 33, 1, BF16)])
+def test_maxpool_stride1_exact(h, w, k, dtype, rng):
+    x = rng.standard_normal((h, w)).astype(np.float32).astype(dtype)
+    out = nki.simulate(maxpool_stride1)(x, k)
+    windows = np.lib.stride_tricks.sliding_window_view(x.astype(np.float32), (k, k))
+    assert np.array_equal(out.astype(np.float32), windows.max(axis=(2, 3)))  # the authors' exact check
