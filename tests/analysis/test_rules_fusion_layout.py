@@ -186,3 +186,53 @@ def test_gpsimd_partition_reduce_is_low(analyze) -> None:
 """), ctx=SHAPES)
     (f,) = findings(report, "NKI-PART-REDUCE")
     assert f.severity == "low"
+
+
+def test_intermediate_round_trip_through_hbm(analyze) -> None:
+    src = """
+        import neuronxcc.nki as nki
+        import neuronxcc.nki.language as nl
+
+        @nki.jit
+        def k(a):
+            out = nl.ndarray((256, 512), dtype=nl.float32, buffer=nl.shared_hbm)
+            tmp = nl.ndarray((256, 512), dtype=nl.float32, buffer=nl.shared_hbm)
+            for t in nl.affine_range(2):
+                x = nl.load(a[t * 128:(t + 1) * 128, :])
+                nl.store(tmp[t * 128:(t + 1) * 128, :], value=nl.exp(x))
+            for t in nl.affine_range(2):
+                e = nl.load(tmp[t * 128:(t + 1) * 128, :])
+                nl.store(out[t * 128:(t + 1) * 128, :], value=nl.multiply(e, 2.0))
+            return out
+    """
+    (f,) = findings(analyze(src), "NKI-HBM-SPILL")
+    assert f.severity == "medium" and (f.line, f.end_line) == (11, 13) and f.data["tensor"] == "tmp"
+    fused = src.replace("nl.store(tmp[t * 128:(t + 1) * 128, :], value=nl.exp(x))",
+                        "nl.store(out[t * 128:(t + 1) * 128, :], value=nl.multiply(nl.exp(x), 2.0))")
+    fused = fused.replace("e = nl.load(tmp[t * 128:(t + 1) * 128, :])", "e = nl.load(a[t * 128:(t + 1) * 128, :])")
+    assert findings(analyze(fused), "NKI-HBM-SPILL") == []
+
+
+def test_a_cross_core_exchange_through_shared_hbm_is_not_a_spill(analyze) -> None:
+    src = """
+        import nki
+        import nki.language as nl
+        import nki.isa as nisa
+
+        @nki.jit
+        def allreduce(a):
+            c = nl.program_id(0)
+            partial = nl.ndarray((2, 128, 512), dtype=nl.float32, buffer=nl.shared_hbm)
+            out = nl.ndarray((128, 512), dtype=nl.float32, buffer=nl.shared_hbm)
+            mine = nl.ndarray((128, 512), dtype=nl.float32, buffer=nl.sbuf)
+            nisa.dma_copy(dst=mine, src=a[c * 128:(c + 1) * 128, :])
+            nisa.dma_copy(dst=partial[c], src=mine)
+            nisa.core_barrier(partial, (0, 1))
+            other = nl.ndarray((128, 512), dtype=nl.float32, buffer=nl.sbuf)
+            nisa.dma_copy(dst=other, src=partial[1 - c])
+            total = nl.ndarray((128, 512), dtype=nl.float32, buffer=nl.sbuf)
+            nisa.tensor_tensor(dst=total, data1=mine, data2=other, op=nl.add)
+            nisa.dma_copy(dst=out, src=total)
+            return out
+    """
+    assert findings(analyze(src), "NKI-HBM-SPILL") == []

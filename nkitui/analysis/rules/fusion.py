@@ -316,5 +316,50 @@ def check_chains(inp: RuleInput, km: KernelModel) -> Iterator[Finding]:
             start += length
 
 
-SPECS = [UNFUSED_CHAIN]
-CHECKS = [check_chains]
+HBM_SPILL = RuleSpec(
+    id="NKI-HBM-SPILL",
+    title="Intermediate results round-trip through HBM",
+    category="performance",
+    severity="medium",
+    summary=(
+        "The kernel stores an intermediate into an HBM tensor it allocated itself (not an output) and loads it "
+        "back: op-by-op structure carried over from separate CUDA kernels. HBM has ~20x less bandwidth than "
+        "SBUF; fusing the operators with tiled loops keeps intermediates on chip (flash-attention style, "
+        "nki-spec §9, §10 \"fuse across operators\")."
+    ),
+)
+
+
+def check_hbm_spill(inp: RuleInput, km: KernelModel) -> Iterator[Finding]:
+    returned = {km.root(tid).id for _, tids in km.returns for tid in tids}
+    params = {km.root(p.tid).id for p in km.params if p.tid is not None}
+    for t in km.tensors.values():
+        if km.root(t.id).id != t.id or not t.is_hbm or t.origin != "alloc" or t.id in returned \
+                or t.id in params or t.id in km.escaped:
+            continue
+        if any(op.kind == "collective" and any(km.root(a.tensor).id == t.id for a in op.reads + op.writes)
+               for op in km.ops):
+            continue  # an exchange between cores (core_barrier on it): shared HBM is the only way
+        stores = [op for op in km.ops if any(km.root(a.tensor).id == t.id for a in op.writes)
+                  and op.kind != "collective"]
+        loads = [op for op in km.ops if any(km.root(a.tensor).id == t.id for a in op.reads)]
+        if not stores or not loads:
+            continue
+        lines = sorted({op.line for op in stores + loads})
+        yield inp.finding(
+            HBM_SPILL, severity="medium",
+            title=f"{t.label()} is an HBM scratch tensor: stored at {lines_phrase(op.line for op in stores)}, "
+                  f"loaded back at {lines_phrase(op.line for op in loads)}",
+            line=lines[0], end_line=lines[-1],
+            message=(
+                f"{t.label()} (allocated in HBM at line {t.line}, not an output) is written by "
+                f"`{stores[0].text}` and read back by `{loads[0].text}`. Each round trip costs two DMAs at HBM "
+                "bandwidth (~20x below SBUF) and serialises the two phases. Fuse them: compute the second step on "
+                "the tile while it is still in SBUF, inside the same tile loop."
+            ),
+            data={"tensor": t.label(), "lines": lines},
+        )
+
+
+SPECS = [UNFUSED_CHAIN, HBM_SPILL]
+CHECKS = [check_chains, check_hbm_spill]
