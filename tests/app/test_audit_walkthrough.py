@@ -159,3 +159,48 @@ async def test_the_palette_offers_to_explain_a_finding_only_on_a_line_with_one(t
         command.run()
         await settle(pilot)
         assert isinstance(app.screen, FindingScreen)
+
+
+async def test_enter_on_a_run_finding_without_a_line_opens_it_in_full(task_dir):
+    from nkitui.app.screens.finding import FindingScreen
+    from nkitui.app.widgets.source.area import FindingsList
+    from nkitui.common.findings import Finding
+
+    message = "The error of `y` is far above what its dtypes explain. " * 8  # longer than any toast
+    app = new_app(task_dir)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(pilot)
+        app.run_findings = [Finding("NUM-DTYPE-ERROR-DOMINATES", "high", "Low-precision error dominates", message,
+                                    "correctness", "numerics")]
+        app.source_area.set_findings(app.all_findings())
+        await pilot.press("1", "f")
+        await settle(pilot)
+        findings = app.source_area.query_one(FindingsList)
+        findings.highlighted = [f.rule for f in findings.findings].index("NUM-DTYPE-ERROR-DOMINATES")
+        await pilot.press("enter")
+        await settle(pilot)
+        assert isinstance(app.screen, FindingScreen)
+        assert _squash(message)[-80:] in _squash(screen_text(app))
+
+
+async def test_f7_opens_the_editor_from_the_criteria_list_and_the_score_too(task_dir, tmp_path, monkeypatch):
+    import stat
+
+    editor = tmp_path / "editor.sh"
+    editor.write_text('#!/bin/sh\nprintf "From the list.\\n" > "$1"\n')
+    editor.chmod(editor.stat().st_mode | stat.S_IEXEC)
+    monkeypatch.setenv("EDITOR", str(editor))
+    app = new_app(task_dir)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(pilot)
+        await pilot.press("4")
+        await settle(pilot)
+        assert isinstance(app.focused, CriteriaList)
+        await pilot.press("f7")
+        await settle(pilot)
+        assert app.draft.scores["migration_fidelity"].comment == "From the list."
+        await pilot.press("down", "tab")  # the next criterion's score selector
+        await settle(pilot)
+        await pilot.press("ctrl+o")
+        await settle(pilot)
+        assert app.draft.scores["performance_quality"].comment == "From the list."

@@ -68,6 +68,10 @@ to the task's git repository; the draft is autosaved all along.
     def focus_primary(self) -> None:
         self.query_one(CriteriaList).focus()
 
+    def action_external_editor(self) -> None:
+        # ctrl+o/F7 from the criteria list or the score, not only from inside the comment editor.
+        self.app.action_edit_in_editor()  # type: ignore[attr-defined]
+
     # --- data ----------------------------------------------------------------------------------
 
     def set_review(self, rubric: Any, draft: Any) -> None:

@@ -240,7 +240,11 @@ strip says what is selected.
     def _open_finding(self, event: FindingsList.Open) -> None:
         f = event.finding
         if f.file is None or f.line is None:
-            self.notify(f"{f.rule}: {f.message}", title=f.title, timeout=8)
+            # A run's finding (numerics, performance) has no line to show: its text is what there is to
+            # read, too long for a toast that vanishes after a few seconds.
+            from nkitui.app.screens.finding import FindingScreen
+
+            self.app.push_screen(FindingScreen([f]))
             return
         if not self.show_line(f.file, f.line):
             self.notify(f"{f.location} is not one of the files shown side by side", title=f.rule, timeout=5)
