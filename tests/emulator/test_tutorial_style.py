@@ -832,3 +832,63 @@ def test_allocated_sd_attention(rng):
     p = np.exp(s - s.max(1, keepdims=True))
     golden = ((p / p.sum(1, keepdims=True)) @ v[0]).T
     np.testing.assert_allclose(out[0], golden, atol=1e-5, rtol=1e-3)  # the SD attention authors' check
+
+
+# -- bilinear 2x upsampling (nki-samples contributed style): 5-D arange index grids combining
+#    several axes per subscript, masks over a partial partition tile, reshaped HBM in and out ------
+@nki_from_package.jit
+def upsample_bilinear_2x(src):
+    n, c, hs, ws = src.shape
+    hd, wd = 2 * hs, 2 * ws
+    flat = src.reshape((n * c, hs, ws))
+    dst = nl.ndarray([n * c, hd, wd], dtype=src.dtype, buffer=nl.shared_hbm)
+    q, e = 0.25, 0.75
+    for p in nl.affine_range(math.ceil(n * c / 128)):
+        rows = p * 128 + nl.arange(128)[:, None, None]
+        x = nl.load(flat[rows, nl.arange(0, hs)[None, :, None], nl.arange(ws)[None, None, :]], mask=(rows < n * c))
+        out = nl.ndarray([128, hd, wd], dtype=src.dtype, buffer=nl.sbuf)
+        # interior: output (2i+1+a, 2j+1+b) mixes source rows i, i+1 and columns j, j+1
+        ip = nl.arange(128)[:, None, None, None, None]
+        a = nl.arange(2)[None, :, None, None, None]
+        b = nl.arange(2)[None, None, :, None, None]
+        i = nl.arange(hs - 1)[None, None, None, :, None]
+        j = nl.arange(ws - 1)[None, None, None, None, :]
+        near_h, far_h = i + a, i + (-1 * a + 1)
+        near_w, far_w = j + b, j + (-1 * b + 1)
+        out[ip, 2 * i + 1 + a, 2 * j + 1 + b] = (
+            e * e * x[ip, near_h, near_w] + e * q * x[ip, near_h, far_w]
+            + q * e * x[ip, far_h, near_w] + q * q * x[ip, far_h, far_w])
+        # top/bottom rows (corners excluded) and left/right columns
+        ip4 = nl.arange(128)[:, None, None, None]
+        b4, a4 = nl.arange(2)[None, :, None, None], nl.arange(2)[None, None, :, None]
+        j4, i4 = nl.arange(ws - 1)[None, None, None, :], nl.arange(hs - 1)[None, None, None, :]
+        edge_r = (hs - 1) * a4
+        out[ip4, (hd - 1) * a4, 2 * j4 + 1 + b4] = e * x[ip4, edge_r, j4 + b4] + q * x[ip4, edge_r, j4 + (-1 * b4 + 1)]
+        edge_c = (ws - 1) * a4
+        out[ip4, 2 * i4 + 1 + b4, (wd - 1) * a4] = e * x[ip4, i4 + b4, edge_c] + q * x[ip4, i4 + (-1 * b4 + 1), edge_c]
+        ip3 = nl.arange(128)[:, None, None]
+        cr, cc = nl.arange(2)[None, None, :], nl.arange(2)[None, :, None]
+        out[ip3, (hd - 1) * cr, (wd - 1) * cc] = x[ip3, (hs - 1) * cr, (ws - 1) * cc]
+        nl.store(dst[rows, nl.arange(hd)[None, :, None], nl.arange(wd)[None, None, :]], value=out,
+                 mask=(rows < n * c))
+    return dst.reshape((n, c, hd, wd))
+
+
+def _upsample_ref(x):
+    def axis(v, ax):
+        v = np.moveaxis(v, ax, -1)
+        prev = np.concatenate([v[..., :1], v[..., :-1]], axis=-1)
+        nxt = np.concatenate([v[..., 1:], v[..., -1:]], axis=-1)
+        out = np.empty(v.shape[:-1] + (2 * v.shape[-1],))
+        out[..., 0::2] = 0.25 * prev + 0.75 * v
+        out[..., 1::2] = 0.75 * v + 0.25 * nxt
+        return np.moveaxis(out, -1, ax)
+    return axis(axis(x.astype(np.float64), 2), 3)
+
+
+def test_bilinear_upsample_baremetal(nki, rng):
+    src = rng.random((2, 50, 6, 9)).astype(np.float32)
+    out = nki.baremetal()(upsample_bilinear_2x)(src)
+    assert out.shape == (2, 50, 12, 18)
+    np.testing.assert_allclose(out, _upsample_ref(src), atol=1e-4, rtol=1e-2)
+    np.testing.assert_allclose(out, _upsample_ref(src), atol=1e-6)
