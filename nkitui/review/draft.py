@@ -203,7 +203,14 @@ class DraftStore:
 
             raise RecordError([Problem(str(path), "", f"cannot read the saved draft: {exc}",
                                        f"delete {path} to start a fresh draft")]) from None
-        return Draft.from_toml(text, str(path))
+        try:
+            return Draft.from_toml(text, str(path))
+        except RecordError as exc:
+            # The file is nkitui's own autosave: besides repairing it by hand, deleting it is a way out.
+            from nkitui.task.problems import Problem
+
+            raise RecordError([*exc.problems, Problem(str(path), "", "the autosaved draft above cannot be used",
+                                                      f"repair it, or delete {path} to start a fresh draft")]) from None
 
     def discard(self, task_root: Path, task_id: str) -> bool:
         path = self.path_for(task_root, task_id)

@@ -43,6 +43,8 @@ def test_corrupt_saved_draft_is_reported_not_swallowed(tmp_path, rubric):
     with pytest.raises(RecordError) as info:
         offer_restore(store, task, "add")
     assert str(store.path_for(task, "add")) == info.value.problems[0].file
+    assert "TOML syntax error" in info.value.problems[0].message
+    assert f"delete {store.path_for(task, 'add')} to start a fresh draft" in info.value.problems[-1].fix
     assert store.path_for(task, "add").exists()  # nothing thrown away
 
 
