@@ -226,6 +226,7 @@ class KernelModel:
     host_calls: list[HostCall] = field(default_factory=list)
     state: list[StateUse] = field(default_factory=list)
     asserts: list[tuple[int, str, frozenset[str]]] = field(default_factory=list)
+    data_branches: list[tuple[int, str]] = field(default_factory=list)  # (line, test) of if/while on tile data
     escaped: set[int] = field(default_factory=set)  # tensors handed to calls the analysis cannot follow
     helpers: list[str] = field(default_factory=list)
     spmd_lines: list[int] = field(default_factory=list)

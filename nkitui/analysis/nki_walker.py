@@ -329,8 +329,30 @@ class _KernelWalker(ExprMixin, CallsMixin):
         value = self.eval(node.test)
         self.km.asserts.append((node.lineno, self.m.seg.text(node.test), deps_of(value) | names_in(node.test)))
 
+    def note_data_branch(self, test: Any, node: ast.If | ast.While) -> None:
+        """`if tile[...] > 0:` / `while s > 1:` on tile values: NKI traces Python control flow once, on
+        no data, so a branch on tensor values cannot work."""
+        if isinstance(test, TRef) or self._tensor_operands(node.test):
+            self.km.data_branches.append((node.lineno, self.m.seg.text(node.test)))
+
+    def _tensor_operands(self, test: ast.expr) -> bool:
+        if isinstance(test, ast.BoolOp):
+            return any(self._tensor_operands(v) for v in test.values)
+        if isinstance(test, ast.UnaryOp):
+            return self._tensor_operands(test.operand)
+        if isinstance(test, ast.Compare):
+            if all(isinstance(op, (ast.Is, ast.IsNot, ast.In, ast.NotIn)) for op in test.ops):
+                return False  # `x is None`, `key in cache`: about the object, not its data
+            operands = [test.left, *test.comparators]
+        else:
+            operands = [test]
+        # Only names and subscripts: re-evaluating a call here could repeat its side effects.
+        return any(isinstance(n, (ast.Name, ast.Subscript)) and isinstance(self.quiet_eval(n), TRef)
+                   for n in operands)
+
     def stmt_If(self, node: ast.If) -> None:
         test = self.eval(node.test)
+        self.note_data_branch(test, node)
         if isinstance(test, bool):
             self.walk_body(node.body if test else node.orelse)
             return
@@ -338,7 +360,7 @@ class _KernelWalker(ExprMixin, CallsMixin):
         self.walk_body(node.orelse)
 
     def stmt_While(self, node: ast.While) -> None:
-        self.eval(node.test)
+        self.note_data_branch(self.eval(node.test), node)
         loop = self.push_loop("while", "while", None, node, trip=None, stop_text=self.m.seg.text(node.test))
         self.walk_body(node.body)
         self.pop_loop(loop)

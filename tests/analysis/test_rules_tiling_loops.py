@@ -227,3 +227,27 @@ def test_per_element_loop_over_a_tiny_tensor_is_medium(analyze) -> None:
     small = {"inputs": {"a": {"shape": [8, 16], "dtype": "float32"}, "b": {"shape": [8, 16], "dtype": "float32"}}}
     (tiny,) = findings(analyze(PER_ELEMENT, ctx=small), "NKI-TILE-TINY")
     assert tiny.severity == "medium" and tiny.data["elements"] == 1
+
+
+def test_python_branches_on_tile_values(analyze) -> None:
+    src = """
+        import neuronxcc.nki as nki
+        import neuronxcc.nki.language as nl
+
+        @nki.jit
+        def k(a):
+            out = nl.ndarray((128, 512), dtype=nl.float32, buffer=nl.shared_hbm)
+            x = nl.load(a)
+            if a.shape[0] > 64 and x is not None:
+                nl.store(out, value=x)
+            if x[0, 0] > 0:
+                nl.store(out, value=nl.exp(x))
+            s = nl.sum(x, axis=1)
+            while s > 1:
+                s = nl.multiply(s, 0.5)
+            return out
+    """
+    (f,) = findings(analyze(src), "NKI-DATA-BRANCH")
+    assert f.severity == "high" and f.category == "fidelity"
+    assert f.data["lines"] == [11, 14] and f.data["tests"] == ["x[0, 0] > 0", "s > 1"]
+    assert "nl.where" in f.message

@@ -194,5 +194,38 @@ def check_reload(inp: RuleInput, km: KernelModel) -> Iterator[Finding]:
         )
 
 
-SPECS = [SEQ_NO_DEP, HBM_RELOAD]
-CHECKS = [check_sequential, check_reload]
+DATA_BRANCH = RuleSpec(
+    id="NKI-DATA-BRANCH",
+    title="Python if/while on tensor values",
+    category="fidelity",
+    severity="high",
+    summary=(
+        "An `if` or `while` tests the values of a tile (`if x[0, 0] > 0:`, `while s > 1:`). NKI traces the "
+        "kernel's Python control flow once, at compile time, without data, so a branch on tensor values is "
+        "not supported: per-element conditions are written with masks and selects (`nl.where`, "
+        "`affine_select`, `range_select`, `select_reduce`) computed on the engines (nki-spec §10)."
+    ),
+)
+
+
+def check_data_branch(inp: RuleInput, km: KernelModel) -> Iterator[Finding]:
+    if not km.data_branches:
+        return
+    lines = [line for line, _ in km.data_branches]
+    yield inp.finding(
+        DATA_BRANCH, severity="high",
+        title=f"Control flow on tensor values ({lines_phrase(lines)})",
+        line=min(lines), end_line=max(lines),
+        message=(
+            f"{cap(lines_phrase(lines))} branch{'es' if len(lines) == 1 else ''} on the values of a tile "
+            f"(`{km.data_branches[0][1]}`). A CUDA thread can branch on its own data; an NKI kernel cannot: its "
+            "Python control flow is traced once at compile time with no data, so the condition has no value "
+            "there. Compute the condition as a mask on the engines and select with it (`nl.where`, "
+            "`nisa.affine_select`, `range_select`), applying both sides to the whole tile."
+        ),
+        data={"lines": sorted(set(lines)), "tests": [text for _, text in km.data_branches]},
+    )
+
+
+SPECS = [SEQ_NO_DEP, HBM_RELOAD, DATA_BRANCH]
+CHECKS = [check_sequential, check_reload, check_data_branch]
