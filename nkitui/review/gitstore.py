@@ -237,7 +237,8 @@ def make_initial_commit(task_root: Path, auditor: str | None = None) -> str:
     rel = Path(task_root).resolve().relative_to(work).as_posix() or "."
     repo.git.add("--", rel)
     ident = {**who.author.env("AUTHOR"), **who.committer.env("COMMITTER")}
-    repo.git.commit("-m", "Add the task (first commit, made by nkitui before the first review)", env=ident)
+    # `-- rel`: only the task folder; anything else already staged elsewhere stays staged, uncommitted.
+    repo.git.commit("-m", "Add the task (first commit, made by nkitui before the first review)", "--", rel, env=ident)
     return repo.head.commit.hexsha
 
 

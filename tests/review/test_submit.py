@@ -162,6 +162,18 @@ def test_no_commits_yet_refuses_then_offers_the_first_commit(tmp_path, rubric):
     assert info.value.kind == "has_commits"
 
 
+def test_the_first_commit_holds_only_the_task_folder(tmp_path, rubric):
+    repo_root = tmp_path / "repo"
+    root = write_task(repo_root / "tasks" / "add")
+    repo = init_repo(repo_root, commit=False)
+    (repo_root / "notes.txt").write_text("someone else's staged work\n")
+    repo.git.add("notes.txt")
+    submit_review(root, filled_draft(rubric), initial_commit=True)
+    first = repo.head.commit.parents[0]
+    assert all(path.startswith("tasks/add/") for path in first.stats.files), list(first.stats.files)
+    assert repo.git.status("--porcelain", "--", "notes.txt") == "A  notes.txt"  # still staged, not committed
+
+
 def test_refuses_a_detached_head(task_repo, rubric):
     root, repo = task_repo
     repo.git.checkout("--detach")
