@@ -558,3 +558,28 @@ def test_transpose_mode_matmul_keeps_nan_in_place_from_trn2(target):
     else:
         expected = a.T.copy()
         np.testing.assert_array_equal(out, expected)  # NaN only at [2, 1]
+
+
+def test_tensor_tensor_broadcasts_a_per_partition_operand_along_the_free_dims():
+    """Legacy nisa.tensor_tensor reads a (P, 1) operand through a zero-stride free access pattern
+    (AWS's double-row matmul sample dequantizes (P, F) tiles by (P, 1) scales this way)."""
+    @nki.jit
+    def k(a, s):
+        out1, out2 = _out(a.shape), _out(a.shape)
+        at, st = nl.load(a), nl.load(s)
+        nl.store(out1, nisa.tensor_tensor(at, st, nl.multiply))
+        nl.store(out2, nisa.tensor_tensor(st, at, nl.subtract))
+        return out1, out2
+
+    a = np.arange(24, dtype=F32).reshape(4, 6)
+    s = np.array([[1.0], [2.0], [3.0], [4.0]], dtype=F32)
+    out1, out2 = k(a, s)
+    np.testing.assert_array_equal(out1, a * s)
+    np.testing.assert_array_equal(out2, s - a)
+
+    @nki.jit
+    def bad(a, b):
+        return nisa.tensor_tensor(nl.load(a), nl.load(b), nl.add)
+
+    with pytest.raises(emulator.OperandShapeError, match=r"elements per partition.*test_conformance_isa.py:\d+"):
+        bad(a, np.ones((4, 3), F32))

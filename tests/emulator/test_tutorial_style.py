@@ -892,3 +892,71 @@ def test_bilinear_upsample_baremetal(nki, rng):
     assert out.shape == (2, 50, 12, 18)
     np.testing.assert_allclose(out, _upsample_ref(src), atol=1e-4, rtol=1e-2)
     np.testing.assert_allclose(out, _upsample_ref(src), atol=1e-6)
+
+
+# -- fp8 double-row matmul (nki-samples reference style): per-row fp8_e4m3 quantization, in-place
+#    nc_transpose of fp8 tiles, (K, 2, M) x (K, 2, N) double-row matmuls, SBUF dequantization -------
+@nki_from_package.jit
+def double_row_matmul(lhs, rhs_q, rhs_scale, TILES_K=2):
+    M, K = lhs.shape
+    N = rhs_q.shape[1] // 2
+    TM, TK, TN = 128, 128, 512
+    BLOCK_K = TK * TILES_K
+    result = nl.ndarray((M, N), dtype=lhs.dtype, buffer=nl.shared_hbm)
+    for m in nl.affine_range(M // TM):
+        acc = nl.zeros((TM, N), dtype=lhs.dtype, buffer=nl.sbuf)
+        for k in nl.sequential_range(K // BLOCK_K):
+            g = nl.mgrid[0:TM, 0:BLOCK_K]
+            block = nl.load(lhs[m * TM + g.p, k * BLOCK_K + g.x])
+            scale = nl.ndarray((nl.par_dim(TM), 1), dtype=lhs.dtype, buffer=nl.sbuf)
+            scale[...] = nisa.tensor_reduce(nl.max, nl.abs(block), axis=[1])
+            scale[...] = nl.divide(scale, 240)
+            q = nl.ndarray((nl.par_dim(TM), BLOCK_K), dtype=nl.float8_e4m3, buffer=nl.sbuf)
+            q[...] = nl.divide(block, scale)
+            for kt in nl.affine_range(TILES_K):  # K onto partitions, tile by tile, in place
+                q[:, kt * TM:(kt + 1) * TM] = nisa.nc_transpose(q[:, kt * TM:(kt + 1) * TM])
+            part = nl.zeros((TM, N), dtype=lhs.dtype, buffer=nl.sbuf)
+            r = nl.mgrid[0:TK, 0:2 * N]
+            rhs_tiles = nl.ndarray((TILES_K // 2, nl.par_dim(TK), 2 * N), dtype=rhs_q.dtype)
+            for kr in nl.affine_range(TILES_K // 2):
+                rhs_tiles[kr] = nl.load(rhs_q[(k * TILES_K // 2 + kr) * TK + r.p, r.x])
+            for bn in nl.affine_range(N // TN):
+                res = nl.zeros((TM, TN), dtype=nl.float32, buffer=nl.psum)
+                for kk in nl.affine_range(TILES_K // 2):
+                    i_k, i_t, i_m = nl.mgrid[0:TK, 0:2, 0:TM]
+                    stat = q[i_k, kk * 2 * TM + i_t * TM + i_m]
+                    assert stat.shape == (TK, 2, TM)
+                    i_k, i_t, i_n = nl.mgrid[0:TK, 0:2, 0:TN]
+                    mov = rhs_tiles[kk, i_k, 2 * bn * TN + i_t * TN + i_n]
+                    assert mov.shape == (TK, 2, TN)
+                    res[...] += nisa.nc_matmul(stat, mov, perf_mode="double_row_gen3")
+                o = nl.mgrid[0:TM, 0:TN]
+                part[o.p, bn * TN + o.x] += res[...]
+            acc[...] += nisa.tensor_tensor(part, scale, nl.multiply)
+        rs = nl.load(rhs_scale)
+        out = nl.mgrid[0:TM, 0:N]
+        nl.store(result[m * TM + out.p, out.x], value=nisa.tensor_tensor(acc, rs, nl.multiply))
+    return result
+
+
+def test_fp8_double_row_matmul(rng):
+    M, K, N = 128, 512, 512
+    lhs = rng.standard_normal((M, K)).astype(np.float32)
+    rhs = rng.standard_normal((K, N)).astype(np.float32)
+    col_scale = np.abs(rhs).max(axis=0, keepdims=True) / 240
+    rhs_q = (rhs / col_scale).astype(ml_dtypes.float8_e4m3)
+    # two K tiles side by side per row: row kr*128 + i holds rhs rows (2kr)*128 + i and (2kr+1)*128 + i
+    rhs_pairs = rhs_q.reshape(K // 256, 2, 128, N).transpose(0, 2, 1, 3).reshape(K // 2, 2 * N)
+    out = double_row_matmul(lhs, rhs_pairs, np.broadcast_to(col_scale, (128, N)).astype(np.float32).copy())
+    # the same quantization in numpy: per row and 256-wide K block, scale max|x| / 240, x / scale
+    # rounded to fp8_e4m3; each block's product is dequantized by its own scale
+    quantized = np.zeros((M, N))
+    for k0 in range(0, K, 256):
+        blk = lhs[:, k0:k0 + 256]
+        row_scale = (np.abs(blk).max(axis=1, keepdims=True) / np.float32(240)).astype(np.float32)
+        blk_q = (blk / row_scale).astype(ml_dtypes.float8_e4m3).astype(np.float64)
+        quantized += (blk_q @ rhs_q[k0:k0 + 256].astype(np.float64)) * row_scale
+    quantized *= col_scale
+    np.testing.assert_allclose(out, quantized, rtol=1e-4, atol=1e-3 * np.abs(quantized).max())
+    exact = lhs.astype(np.float64) @ rhs  # and fp8 on both sides stays within a few % of the exact product
+    assert np.abs(out - exact).max() < 0.1 * np.abs(exact).max()
