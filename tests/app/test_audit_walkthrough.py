@@ -204,3 +204,33 @@ async def test_f7_opens_the_editor_from_the_criteria_list_and_the_score_too(task
         await pilot.press("ctrl+o")
         await settle(pilot)
         assert app.draft.scores["performance_quality"].comment == "From the list."
+
+
+async def test_the_run_report_keeps_whole_numbers_at_80_columns_and_scrolls_sideways(task_dir):
+    from nkitui.app.widgets.run.results import ResultsPane
+
+    store_run(recorded_result(), "20260107T090000Z-aaaaaa")
+    app = new_app(task_dir, backend="emulator")
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(pilot)
+        await pilot.press("h")
+        await settle(pilot)
+        await pilot.press("enter", "2", "m")  # reopen the run, show its results
+        await settle(pilot)
+        pane = app.run_area.query_one(ResultsPane)
+        pane.focus()
+        seen = []
+        for _ in range(30):  # page down to the per-seed metrics table
+            await pilot.press("pagedown")
+            await pilot.pause()
+            seen = screen_text(app).splitlines()
+            if any("outputs per seed" in line for line in seen):
+                break
+        rows = [line for line in seen if re.match(r"\s*y\s+│\s+\d\s+│", line)]
+        assert rows, "\n".join(seen)
+        # the columns that fit show whole values; the rest is a right-arrow away, not cut to "…"
+        assert not any("…" in line for line in rows), "\n".join(rows)
+        assert pane.max_scroll_x > 0
+        await pilot.press("right", "right", "right")
+        await pilot.pause()
+        assert pane.scroll_offset.x > 0
