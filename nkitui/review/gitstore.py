@@ -235,10 +235,25 @@ def make_initial_commit(task_root: Path, auditor: str | None = None) -> str:
     who = resolve_auditor(repo, auditor)
     work = Path(repo.working_tree_dir or ".").resolve()
     rel = Path(task_root).resolve().relative_to(work).as_posix() or "."
-    repo.git.add("--", rel)
     ident = {**who.author.env("AUTHOR"), **who.committer.env("COMMITTER")}
-    # `-- rel`: only the task folder; anything else already staged elsewhere stays staged, uncommitted.
-    repo.git.commit("-m", "Add the task (first commit, made by nkitui before the first review)", "--", rel, env=ident)
+
+    def staged() -> set[str]:
+        return set(repo.git.diff("--cached", "--name-only", "-z", "--", rel).split("\0")) - {""}
+
+    before = staged()
+    try:
+        repo.git.add("--", rel)
+        # `-- rel`: only the task folder; anything staged elsewhere stays staged, uncommitted. No hooks run,
+        # as for the review commit itself (a failing lint hook must not block the audit).
+        repo.git.commit("--no-verify", "-m", "Add the task (first commit, made by nkitui before the first review)",
+                        "--", rel, env=ident)
+    except git.GitCommandError as exc:
+        added = staged() - before
+        if added and not repo.head.is_valid():
+            repo.git.rm("--cached", "-q", "--", *sorted(added))  # leave the index as it was
+        detail = (exc.stderr or str(exc)).strip().replace("stderr: ", "")
+        raise _refuse("git_failed", str(work), f"git could not make the first commit: {detail}",
+                      f"commit the task yourself (git -C {work} add {rel} && git commit), then submit again") from None
     return repo.head.commit.hexsha
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 import tomllib
 
 import git
@@ -172,6 +173,25 @@ def test_the_first_commit_holds_only_the_task_folder(tmp_path, rubric):
     first = repo.head.commit.parents[0]
     assert all(path.startswith("tasks/add/") for path in first.stats.files), list(first.stats.files)
     assert repo.git.status("--porcelain", "--", "notes.txt") == "A  notes.txt"  # still staged, not committed
+
+
+def test_the_first_commit_runs_no_hooks_and_a_git_failure_is_a_refusal(tmp_path, rubric):
+    root = write_task(tmp_path / "add")
+    repo = init_repo(root, commit=False)
+    hook = Path(repo.git_dir) / "hooks" / "pre-commit"
+    hook.parent.mkdir(exist_ok=True)
+    hook.write_text("#!/bin/sh\necho 'lint failed' >&2\nexit 1\n")
+    hook.chmod(0o755)
+    lock = Path(repo.git_dir) / "index.lock"
+    lock.write_text("")
+    with pytest.raises(SubmitRefused) as info:
+        submit_review(root, filled_draft(rubric), initial_commit=True)
+    assert info.value.kind == "git_failed" and "index.lock" in info.value.problems[0].message
+    assert "git commit" in info.value.problems[0].fix and not repo.head.is_valid()
+    lock.unlink()
+    assert repo.git.diff("--cached", "--name-only") == ""  # nothing left staged by the failed attempt
+    result = submit_review(root, filled_draft(rubric), initial_commit=True)  # the failing hook does not run
+    assert result.commit == repo.head.commit.hexsha and len(list(repo.iter_commits())) == 2
 
 
 def test_refuses_a_detached_head(task_repo, rubric):
