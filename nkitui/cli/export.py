@@ -25,7 +25,8 @@ def _export(args: argparse.Namespace) -> int:
     from nkitui.review import export
 
     if not args.dir.is_dir():
-        print(f"error: {args.dir}: no such folder — fix: give a folder holding tasks with reviews/", file=sys.stderr)
+        what = "is a file, not a folder" if args.dir.is_file() else "no such folder"
+        print(f"error: {args.dir}: {what} — fix: give a folder holding tasks with reviews/", file=sys.stderr)
         return 2
     buffer = io.StringIO()
     result = export(args.dir, buffer, args.format)

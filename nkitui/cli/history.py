@@ -45,7 +45,9 @@ def _fmt_score(value) -> str:
 
 def _history(args: argparse.Namespace) -> int:
     if not args.task_dir.is_dir():
-        _err(f"error: {args.task_dir}: no such folder — fix: give the path of a task folder")
+        what = "is a file, not a folder" if args.task_dir.is_file() else "no such folder"
+        _err(f"error: {args.task_dir}: {what} — fix: give the path of a task folder"
+             + (f" (here: {args.task_dir.parent})" if args.task_dir.is_file() else ""))
         return 2
     if args.agreement:
         return _agreement(args)

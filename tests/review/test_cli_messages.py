@@ -119,3 +119,13 @@ def test_template_lists_every_evidence_kind_with_a_real_rule_id(rubric):
     assert all(kind in kinds_line for kind in EVIDENCE_KINDS)
     example = re.search(r'#   ref = "([A-Z0-9-]+)@', text)
     assert example and example.group(1) in {spec.id for spec in all_rule_specs()}
+
+
+def test_a_file_given_for_a_folder_is_named_as_a_file(task_repo, capsys):
+    root, _ = task_repo
+    manifest = root / "task.toml"
+    assert main(["history", str(manifest)]) == 2
+    err = capsys.readouterr().err
+    assert "is a file, not a folder" in err and f"(here: {root})" in err
+    assert main(["export", str(manifest)]) == 2
+    assert "is a file, not a folder" in capsys.readouterr().err
