@@ -685,3 +685,79 @@ def test_maxpool_stride1_exact(h, w, k, dtype, rng):
     out = nki.simulate(maxpool_stride1)(x, k)
     windows = np.lib.stride_tricks.sliding_window_view(x.astype(np.float32), (k, k))
     assert np.array_equal(out.astype(np.float32), windows.max(axis=(2, 3)))  # the authors' exact check
+
+
+# -- nki-library cross entropy: online log-sum-exp over vocabulary chunks, positions sharded over the
+#    LNC cores, 1-D HBM tensors, the target logit gathered with .ap(scalar_offset=<SBUF element>) ------
+def _sharding():
+    ndim = nl.program_ndim()
+    return (nl.num_programs(axes=0), nl.program_id(axis=0)) if ndim != 0 else (1, 0)
+
+
+@nki.jit(platform_target="trn2")
+def cross_entropy(logits, targets, per_batch: int = 16, chunk: int = 256, dtype: nki.dtype = nl.bfloat16):
+    n_pos, vocab = logits.shape
+    n_cores, core = _sharding()
+    loss = nl.ndarray((n_pos,), dtype=dtype, buffer=nl.shared_hbm)
+    lse = nl.ndarray((n_pos,), dtype=dtype, buffer=nl.shared_hbm)
+    nominal = n_pos // n_cores
+    first = core * nominal
+    mine = n_pos - first if core == n_cores - 1 else nominal
+    tgt_mine, loss_mine, lse_mine = (t[nl.ds(first, mine)] for t in (targets, loss, lse))
+    tgt = nl.ndarray((per_batch, 1), dtype=nl.int32, buffer=nl.sbuf)
+    m, d = (nl.ndarray((per_batch, 1), dtype=dtype, buffer=nl.sbuf) for _ in range(2))
+    m_new = nl.ndarray((per_batch, 1), dtype=nl.float32, buffer=nl.sbuf)
+    part = nl.ndarray((per_batch, chunk), dtype=dtype, buffer=nl.sbuf)
+    e = nl.ndarray((per_batch, chunk), dtype=dtype, buffer=nl.sbuf)
+    tmp = [nl.ndarray((per_batch, 1), dtype=dtype, buffer=nl.sbuf) for _ in range(6)]
+    cmax, diff, corr, dcorr, esum, picked = tmp
+    for b in range((mine + per_batch - 1) // per_batch):
+        b0 = b * per_batch
+        rows = min(per_batch, mine - b0)
+        nisa.memset(dst=m, value=-float("inf"), name=f"init_m_{b}")
+        nisa.memset(dst=d, value=0.0, name=f"init_d_{b}")
+        nisa.dma_copy(dst=tgt[0:rows], src=tgt_mine[b0:b0 + rows], name=f"targets_{b}")
+        for c in range((vocab + chunk - 1) // chunk):
+            c0, c1 = c * chunk, min((c + 1) * chunk, vocab)
+            if c1 - c0 < chunk:
+                nisa.memset(dst=part, value=-float("inf"))
+            nisa.dma_copy(dst=part[0:rows, 0:c1 - c0], src=logits[first + b0:first + b0 + rows, c0:c1])
+            nisa.tensor_reduce(op=nl.maximum, data=part, dst=cmax, axis=1)
+            nisa.tensor_tensor(dst=m_new, data1=m, data2=cmax, op=nl.maximum)
+            nisa.tensor_tensor(dst=diff, data1=m, data2=m_new, op=nl.subtract)
+            nisa.activation(op=nl.exp, data=diff, dst=corr)
+            nisa.tensor_tensor(dst=dcorr, data1=d, data2=corr, op=nl.multiply)
+            nisa.tensor_scalar(dst=e, data=part, op0=nl.subtract, operand0=m_new)
+            nisa.activation(op=nl.exp, data=e, dst=e)
+            nisa.tensor_reduce(op=nl.add, data=e, dst=esum, axis=1)
+            nisa.tensor_tensor(dst=d, data1=dcorr, data2=esum, op=nl.add)
+            nisa.tensor_copy(src=m_new, dst=m)
+        logd = nl.ndarray((per_batch, 1), dtype=dtype, buffer=nl.sbuf)
+        nisa.activation(op=nl.log, data=d, dst=logd)
+        out_lse = nl.ndarray((per_batch, 1), dtype=dtype, buffer=nl.sbuf)
+        nisa.tensor_tensor(dst=out_lse, data1=m, data2=logd, op=nl.add)
+        for i in range(rows):
+            pos = first + b0 + i
+            nisa.dma_copy(dst=picked[i:i + 1, :],
+                          src=logits.ap(pattern=[[vocab, 1], [1, 1]], offset=pos * vocab,
+                                        scalar_offset=tgt.ap(pattern=[[1, 1], [1, 1]], offset=i), indirect_dim=1))
+        out_loss = nl.ndarray((per_batch, 1), dtype=dtype, buffer=nl.sbuf)
+        nisa.tensor_tensor(dst=out_loss, data1=out_lse, data2=picked, op=nl.subtract)
+        nisa.dma_copy(dst=lse_mine[b0:b0 + rows], src=out_lse[0:rows, 0])
+        nisa.dma_copy(dst=loss_mine[b0:b0 + rows], src=out_loss[0:rows, 0])
+    return loss, lse
+
+
+@pytest.mark.parametrize(("lnc", "dtype", "tol"), [(1, nl.float32, 1e-5), (2, nl.float32, 1e-5),
+                                                   (2, nl.bfloat16, 2e-2)])
+def test_library_cross_entropy(lnc, dtype, tol, rng):
+    n_pos, vocab = 37, 700
+    logits = (rng.standard_normal((n_pos, vocab)) * 3).astype(np.float32)
+    targets = rng.integers(0, vocab, n_pos).astype(np.int32)
+    kernel = cross_entropy[lnc] if lnc > 1 else cross_entropy
+    loss, lse = kernel(logits, targets, dtype=dtype)
+    x = logits.astype(np.float64)
+    golden_lse = x.max(1) + np.log(np.exp(x - x.max(1, keepdims=True)).sum(1))
+    golden_loss = golden_lse - x[np.arange(n_pos), targets]
+    np.testing.assert_allclose(lse.astype(np.float64), golden_lse, rtol=tol, atol=tol)
+    np.testing.assert_allclose(loss.astype(np.float64), golden_loss, rtol=tol, atol=tol * 10)
