@@ -142,6 +142,9 @@ class CallsMixin:
             return Unk(tags=frozenset({"host", "cached"}))
         if head in HOST_LIBRARIES:
             return self.host_call(name, node, args, kwargs)
+        if head == "importlib":  # a module fetched at run time: whatever it computes runs on the host
+            self.km.host_calls.append(HostCall(name, node.lineno, [], self.m.seg.text(node)))
+            return Unk(tags=frozenset({"host"}), deps=deps_of(args))
         if head in ("nl", "nisa", "ncc", "nt", "nki", "ncoll"):
             return self.nki_call(name, node, args, kwargs)
         if head not in _PURE_PYTHON_MODULES and not any(name.startswith(m + ".") for m in self.m.local_nki_modules) \

@@ -421,6 +421,21 @@ def test_calling_the_tasks_reference_or_eval_inside_the_kernel(analyze) -> None:
     (f,) = findings(analyze(evaluated, ctx=AB), "HACK-HOST-COMPUTE")
     assert f.line == 11 and f.data["calls"] == ["builtins.eval"]
 
+    imported_late = LEGACY + """
+        import importlib
+
+        @nki.jit
+        def add(a, b):
+            out = nl.ndarray((128, 512), dtype=nl.float32, buffer=nl.shared_hbm)
+            x = nl.load(a)
+            y = nl.load(b)
+            np_ = importlib.import_module("numpy")
+            nl.store(out, value=np_.add(x, y))
+            return out
+    """
+    (f,) = findings(analyze(imported_late, ctx=AB), "HACK-HOST-COMPUTE")
+    assert f.line == 13 and f.data["calls"][0] == "importlib.import_module"
+
 
 def test_standard_library_helpers_on_tiles_are_not_host_compute(analyze) -> None:
     src = LEGACY + """

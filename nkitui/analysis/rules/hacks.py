@@ -80,7 +80,7 @@ def _kernel_params(km: KernelModel) -> dict[int, str]:
 
 def check_host_compute(inp: RuleInput, km: KernelModel) -> Iterator[Finding]:
     calls = [c for c in km.host_calls
-             if c.tensor_args or "host-computed" in c.api or "on HBM" in c.api or c.api.startswith("builtins.")]
+             if c.tensor_args or "host-computed" in c.api or "on HBM" in c.api or c.api.startswith(("builtins.", "importlib."))]
     if calls:
         lines = [c.line for c in calls]
         names = sorted({km.tensors[t].label() for c in calls for t in c.tensor_args if t in km.tensors})
