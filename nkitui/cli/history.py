@@ -43,6 +43,15 @@ def _fmt_score(value) -> str:
     return "-" if value is None else str(value)
 
 
+def _from_here(problem, task_dir: Path):
+    """A problem whose file is task-relative (reviews/...), as a path that works from the current folder."""
+    import dataclasses
+
+    if Path(problem.file).is_absolute() or not (task_dir / problem.file).exists():
+        return problem
+    return dataclasses.replace(problem, file=(task_dir / problem.file).as_posix())
+
+
 def _history(args: argparse.Namespace) -> int:
     if not args.task_dir.is_dir():
         what = "is a file, not a folder" if args.task_dir.is_file() else "no such folder"
@@ -65,7 +74,7 @@ def _history(args: argparse.Namespace) -> int:
     rubrics = RubricCache()
     history = task_history(args.task_dir, blind=args.blind, viewer=viewer, rubrics=rubrics)
     for p in history.problems:
-        _err(str(p))
+        _err(str(_from_here(p, args.task_dir)))
 
     if args.diff:
         try:
