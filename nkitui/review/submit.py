@@ -132,9 +132,9 @@ def submit_review(task, draft: Draft, *, auditor: str | None = None, run_files: 
     created: list[Path] = []
     run_paths: list[Path] = []
     try:
-        atomic_write_text(record_path, record.to_toml())
+        _write_shared(record_path, record.to_toml())
         created.append(record_path)
-        atomic_write_text(md_path, render_markdown(record, rubric))
+        _write_shared(md_path, render_markdown(record, rubric))
         created.append(md_path)
         for run, rel in zip(runs, run_rels):
             path = task_root / rel
@@ -143,7 +143,7 @@ def submit_review(task, draft: Draft, *, auditor: str | None = None, run_files: 
                 continue
             if not path.exists():
                 created.append(path)
-            atomic_write_text(path, run.canonical_text())
+            _write_shared(path, run.canonical_text())
         outcome = gitstore.commit_only(repo, [prefix + p for p in (record_rel, md_rel, *run_rels)],
                                    commit_message(record), who.author, who.committer)
     except git.GitCommandError as exc:
@@ -161,6 +161,12 @@ def submit_review(task, draft: Draft, *, auditor: str | None = None, run_files: 
         draft_store.discard(task_root, task.id)
     return SubmitResult(record=record, commit=outcome.sha, record_path=record_path, markdown_path=md_path,
                         run_paths=tuple(run_paths), warnings=tuple(warnings))
+
+
+def _write_shared(path: Path, text: str) -> None:
+    """Atomic write, then the mode git gives a checked-out file (the temporary file is created 0600)."""
+    atomic_write_text(path, text)
+    path.chmod(0o644)
 
 
 def _remove(paths: list[Path]) -> None:

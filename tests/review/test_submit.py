@@ -194,6 +194,14 @@ def test_the_first_commit_runs_no_hooks_and_a_git_failure_is_a_refusal(tmp_path,
     assert result.commit == repo.head.commit.hexsha and len(list(repo.iter_commits())) == 2
 
 
+def test_review_files_are_readable_by_others_like_checked_out_files(task_repo, rubric, tmp_path):
+    root, _ = task_repo
+    result = submit_review(root, filled_draft(rubric), run_files=[write_run(tmp_path / "r.json", "20261130T132500Z-3fa9c1")])
+    assert result.run_paths
+    for path in (result.record_path, result.markdown_path, *result.run_paths):
+        assert path.stat().st_mode & 0o777 == 0o644, path
+
+
 def test_refuses_a_detached_head(task_repo, rubric):
     root, repo = task_repo
     repo.git.checkout("--detach")
