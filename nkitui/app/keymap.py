@@ -189,6 +189,12 @@ def bindings(scope: str) -> list[Binding]:
     return [spec.binding() for spec in REGISTRY if spec.scope == scope]
 
 
+def help_bindings() -> list[Binding]:
+    """F1 and ? for a modal screen: the app's own bindings do not reach into modals. Same ids, so a
+    user's rebinding of app.help / app.keys applies there too."""
+    return [BY_ID["app.help"].binding(), BY_ID["app.keys"].binding()]
+
+
 # --- user overrides ---------------------------------------------------------------------------------
 
 _NAMED_KEYS: frozenset[str] = frozenset(

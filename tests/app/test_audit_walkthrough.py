@@ -234,3 +234,34 @@ async def test_the_run_report_keeps_whole_numbers_at_80_columns_and_scrolls_side
         await pilot.press("right", "right", "right")
         await pilot.pause()
         assert pane.scroll_offset.x > 0
+
+
+async def test_f1_and_question_mark_work_inside_the_modal_lists(task_dir):
+    from nkitui.app.screens.finding import FindingScreen
+    from nkitui.app.screens.help import HelpScreen, KeysScreen
+    from nkitui.app.screens.revisions import RevisionPicker
+
+    store_run(recorded_result(), "20260107T090000Z-aaaaaa")
+    app = new_app(task_dir, backend="emulator")
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(pilot)
+        for opener, screen_type, words in (("h", RunsScreen, "Earlier runs"), ("v", RevisionPicker, "Compare revisions"),
+                                           ("e", FindingScreen, "unabridged")):
+            if opener == "e":
+                await pilot.press("1", "f")  # the findings list: e opens the highlighted one
+                await settle(pilot)
+            await pilot.press(opener)
+            await settle(pilot)
+            assert isinstance(app.screen, screen_type)
+            await pilot.press("f1")
+            await settle(pilot)
+            assert isinstance(app.screen, HelpScreen), (opener, app.screen)
+            assert words in " ".join(screen_text(app).split())
+            await pilot.press("escape")
+            await settle(pilot)
+            assert isinstance(app.screen, screen_type)
+            await pilot.press("question_mark")
+            await settle(pilot)
+            assert isinstance(app.screen, KeysScreen)
+            await pilot.press("escape", "escape")
+            await settle(pilot)

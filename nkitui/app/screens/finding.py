@@ -28,7 +28,15 @@ def finding_text(f: Finding) -> Content:
 class FindingScreen(ModalScreen[None]):
     """Every finding on the cursor's line (or the highlighted one in the list), unabridged."""
 
-    BINDINGS = keymap.bindings("finding")
+    HELP = """\
+## Finding
+
+A finding of the analysis, the numerics checks or the cost model, unabridged: severity, rule, where,
+what and why, and what to do about it. Arrows scroll; **Escape** (or **e**) closes. Back in the
+Source area, **a** attaches the finding as evidence.
+"""
+
+    BINDINGS = [*keymap.bindings("finding"), *keymap.help_bindings()]
 
     DEFAULT_CSS = """
     FindingScreen { align: center middle; }

@@ -14,6 +14,14 @@ from nkitui.app.gitview import Revision
 
 
 class RevisionList(OptionList):
+    HELP = """\
+## Compare revisions
+
+The task's commits, newest first, twice: pick the old revision on the left (**Enter**), then the new
+one on the right (**Enter**); the Source area shows the diff between them. Tab moves between the
+lists; **Escape** closes without changing.
+"""
+
     BINDINGS = keymap.bindings("picker")
 
     def action_choose(self) -> None:
@@ -25,6 +33,8 @@ class RevisionList(OptionList):
 
 class RevisionPicker(ModalScreen[tuple[Revision, Revision] | None]):
     """Two lists: the old revision (left) and the new one (right). Enter on each, or Tab between them."""
+
+    BINDINGS = keymap.help_bindings()
 
     DEFAULT_CSS = """
     RevisionPicker { align: center middle; }

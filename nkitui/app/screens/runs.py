@@ -21,6 +21,15 @@ def render_comparison(comparison: Any, a: Any, b: Any):
 
 
 class RunsTable(DataTable):
+    HELP = """\
+## Earlier runs
+
+Every stored run of this task, newest first: when, verdict, checks passed, time (estimated or
+measured), backend and target, the task commit it ran on. **Enter** reopens the highlighted run in the
+Run and Engines areas. **Space** marks a run (the first marked is A, the second B; Space again unmarks)
+and **c** compares B against A: checks, worst metrics, timing and engine use side by side.
+"""
+
     BINDINGS = keymap.bindings("runs")
 
     def action_open_run(self) -> None:
@@ -38,6 +47,8 @@ class RunsTable(DataTable):
 
 class RunsScreen(ModalScreen[tuple | None]):
     """Dismisses with ("open", run_id), ("compare", run_a, run_b) or None."""
+
+    BINDINGS = keymap.help_bindings()
 
     DEFAULT_CSS = """
     RunsScreen { align: center middle; }
@@ -110,7 +121,15 @@ class RunsScreen(ModalScreen[tuple | None]):
 
 
 class ComparisonScreen(ModalScreen[None]):
-    BINDINGS = [Binding("escape,q", "dismiss", "Close", id="compare.close")]
+    HELP = """\
+## Compare runs
+
+Run B against run A: whether both ran the same task commit, each check's verdict, the worst value of
+each error metric with the change, timing with the speed-up, and the engines' active time. Arrows
+and Page keys scroll; **Escape** closes.
+"""
+
+    BINDINGS = [Binding("escape,q", "dismiss", "Close", id="compare.close"), *keymap.help_bindings()]
 
     DEFAULT_CSS = """
     ComparisonScreen { align: center middle; }
