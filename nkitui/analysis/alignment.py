@@ -119,6 +119,14 @@ def _same_name(a: str, b: str) -> bool:
     return any(na in group and nb in group for group in _SYNONYMS)
 
 
+def _names_match(cuda_name: str, tile_name: str | None) -> bool:
+    """`s` and `s_psum` / `psum_s`, `acc` and `acc`: the port kept the CUDA variable's name."""
+    if not tile_name:
+        return False
+    a, b = cuda_name.lower(), tile_name.lower()
+    return a == b or b.startswith(a + "_") or b.endswith("_" + a)
+
+
 def _tensor_lines(km: KernelModel, t: Tensor) -> list[int]:
     lines = [t.line]
     for op in km.ops:
@@ -304,16 +312,24 @@ def align_kernel(ck: CudaKernel, km: KernelModel) -> list[AlignmentPair]:
 
     matmuls = [op for op in km.ops if op.kind == "matmul" and "is_transpose" not in op.kwargs]
     psum = [t for t in km.tensors.values() if t.buffer == "psum" and t.origin == "alloc"]
+    # PSUM tiles a matmul returns (`s_psum = nisa.nc_matmul(...)`) hold a product too.
+    psum += [km.tensors[op.result] for op in matmuls if op.result in km.tensors
+             and km.tensors[op.result].buffer == "psum" and km.tensors[op.result] not in psum]
     dot_lines = {c.line for c in ck.matmuls}
-    for acc in ck.accumulators:
-        is_dot = bool(set(acc.updates) & dot_lines)
-        if is_dot:
-            nki_lines = [n for t in psum for n in _tensor_lines(km, t)] + [op.line for op in matmuls]
-            label = ", ".join(t.label() for t in psum) or "matmul results"
-            pairs.append(AlignmentPair(role="accumulator", cuda=ranges([acc.line] + acc.updates),
-                                       nki=ranges(nki_lines), cuda_label=f"{acc.type} {acc.name}",
-                                       nki_label=f"PSUM {label}", note=ROLES["accumulator"][1],
-                                       match="role" if nki_lines else "unmatched"))
+    dot_accs = [acc for acc in ck.accumulators if set(acc.updates) & dot_lines]
+    by_name = {acc.name: [t for t in psum if _names_match(acc.name, t.name)] for acc in dot_accs}
+    claimed = {t.id for ts in by_name.values() for t in ts}
+    for acc in dot_accs:
+        tiles = by_name[acc.name] or [t for t in psum if t.id not in claimed]
+        writers = [op.line for op in matmuls if op.result in {t.id for t in tiles}
+                   or {km.root(a.tensor).id for a in op.writes} & {t.id for t in tiles}]
+        nki_lines = [n for t in tiles for n in _tensor_lines(km, t)] + (writers if tiles else
+                                                                        [op.line for op in matmuls])
+        label = ", ".join(t.label() for t in tiles) or "matmul results"
+        pairs.append(AlignmentPair(role="accumulator", cuda=ranges([acc.line] + acc.updates),
+                                   nki=ranges(nki_lines), cuda_label=f"{acc.type} {acc.name}",
+                                   nki_label=f"PSUM {label}", note=ROLES["accumulator"][1],
+                                   match="name" if by_name[acc.name] else "role" if nki_lines else "unmatched"))
     reductions = _reduction_ops(km)
     cuda_red_lines = [s.line for s in ck.shuffles] + [
         n for acc in ck.accumulators if not set(acc.updates) & dot_lines for n in [acc.line] + acc.updates] + [

@@ -156,3 +156,17 @@ def test_a_register_filled_buffer_pairs_with_a_tile_of_its_name() -> None:
     carry = shared["__shared__ float carry[]"]
     assert carry.match == "name" and carry.nki_label.startswith("carry") and carry.nki
     assert shared["__shared__ float warp_a[8]"].nki_label.startswith("none needed")
+
+
+def test_each_dot_accumulator_pairs_with_its_own_psum_tile() -> None:
+    from nkitui.analysis import analyze_task
+    from nkitui.task import load_task
+
+    from tests.analysis.conftest import SAMPLE_TASKS
+
+    report = analyze_task(load_task(SAMPLE_TASKS / "attention_fwd"))
+    accs = {p.cuda_label: p for p in report.alignment if p.role == "accumulator"}
+    assert accs["float s"].nki_label == "PSUM s_psum" and accs["float s"].match == "name"
+    assert accs["float acc"].nki_label == "PSUM pv_psum" and accs["float acc"].match == "role"
+    qk_line = accs["float s"].nki[0].start  # the QK^T matmul belongs to s, not to the P.V accumulator
+    assert all(not (r.start <= qk_line <= r.end) for r in accs["float acc"].nki)
