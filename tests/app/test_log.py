@@ -139,3 +139,24 @@ async def test_log_line_under_the_cursor_is_evidence():
         ev = log.evidence_at_cursor()
         assert ev.kind == "log" and ev.line == 9 and ev.run_id == "20260101T000000Z-abc123"
         assert ev.value == "line 8 ok"
+
+
+async def test_n_says_when_the_search_wraps_around_the_end():
+    app = LogApp()
+    async with app.run_test(size=(80, 20)) as pilot:
+        log = app.query_one(LogView)
+        log.append_lines(lines(300))
+        log.flush_now()
+        await pilot.pause()
+        assert log.search("mismatch") is False  # no error line in 300: nothing found, nothing moved
+        assert log.search("line 5 ok")  # the first search from the end wraps quietly: that is where it starts
+        assert not [n for n in app._notifications if "wrapped" in n.message]
+        await pilot.press("n")  # the only match: n comes back to it, across the end
+        await pilot.pause()
+        assert log.cursor == 5
+        assert [n.message for n in app._notifications if "wrapped" in n.message] == ["Search wrapped to the top"]
+        log.search("line 2", from_row=0)  # line 2, then 20..29, 200..299
+        await pilot.press("N")
+        await pilot.pause()
+        assert log.cursor == 299
+        assert "Search wrapped to the bottom" in [n.message for n in app._notifications]

@@ -187,14 +187,17 @@ Only the lines on screen are drawn, so a million-line log scrolls as smoothly as
         self._row_cache.clear()
         self.refresh()
 
-    def search(self, query: str, step: int = 1, from_row: int | None = None) -> bool:
-        """Move to the next match of `query`; False (and a notice) when there is none."""
+    def search(self, query: str, step: int = 1, from_row: int | None = None, say_wrap: bool = False) -> bool:
+        """Move to the next match of `query`; False (and a notice) when there is none. With `say_wrap`
+        (n/N), a match found past the end, back at the other end, is announced as less and vim do."""
         self.query = query
         start = self.cursor if from_row is None else from_row
         row = self.store.find(query, start, step)
         if row is None:
             self.notify(f"No line matches {query!r}" if query else "Nothing to search for", timeout=3)
             return False
+        if say_wrap and (row <= start if step > 0 else row >= start):
+            self.notify(f"Search wrapped to the {'top' if step > 0 else 'bottom'}", timeout=2)
         self.following = False
         self.move_cursor(row, center=True)
         self.post_message(self.Changed())
@@ -202,13 +205,13 @@ Only the lines on screen are drawn, so a million-line log scrolls as smoothly as
 
     def action_next_match(self) -> None:
         if self.query:
-            self.search(self.query, 1)
+            self.search(self.query, 1, say_wrap=True)
         else:
             self.action_search()
 
     def action_prev_match(self) -> None:
         if self.query:
-            self.search(self.query, -1)
+            self.search(self.query, -1, say_wrap=True)
         else:
             self.action_search()
 
