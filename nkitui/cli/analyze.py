@@ -51,6 +51,9 @@ def _run(args: argparse.Namespace) -> int:
         # Plain text: "file [field]: error: ..." (through Rich, a field such as [kernel.entry] reads as markup)
         for problem in exc.problems:
             print(problem, file=sys.stderr)
+        if args.json:  # scripts reading stdout get the problems too, not an empty document
+            sys.stdout.write(json.dumps({"version": 1, "ok": False,
+                                         "problems": [p.to_dict() for p in exc.problems]}, indent=2) + "\n")
         return 2
     try:
         report = analyze_task(task)

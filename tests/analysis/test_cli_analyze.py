@@ -70,6 +70,11 @@ def test_task_problems_keep_their_bracketed_field_and_one_severity(tmp_path: Pat
     lines = proc.stderr.strip().splitlines()
     assert any("task.toml [sources.reference]: error: required field is missing" in line for line in lines), lines
     assert all(line.count("error: ") == 1 for line in lines), lines
+    as_json = _run(str(task), "--json")
+    assert as_json.returncode == 2
+    data = json.loads(as_json.stdout)
+    assert data["ok"] is False and {"file", "field", "message", "fix"} <= set(data["problems"][0])
+    assert "sources.reference" in {p["field"] for p in data["problems"]}
 
 
 def test_alignment_labels_quoting_source_are_printed_verbatim() -> None:
