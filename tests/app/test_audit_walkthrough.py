@@ -265,3 +265,20 @@ async def test_f1_and_question_mark_work_inside_the_modal_lists(task_dir):
             assert isinstance(app.screen, KeysScreen)
             await pilot.press("escape", "escape")
             await settle(pilot)
+
+
+async def test_the_diff_strip_says_how_to_reach_the_changes_on_a_header_row(task_dir):
+    from nkitui.app.widgets.source.diff_view import DiffView
+
+    app = new_app(task_dir)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(pilot)
+        await pilot.press("1", "d")
+        await settle(pilot)
+        diff = app.source_area.query_one(DiffView)
+        assert diff.evidence_at_cursor() is None  # the cursor starts on the file header
+        assert "n/p jump between changes" in screen_text(app)
+        await pilot.press("n")
+        await settle(pilot)
+        assert diff.evidence_at_cursor() is not None
+        assert "jump between changes" not in screen_text(app)

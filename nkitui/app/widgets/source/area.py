@@ -300,7 +300,14 @@ strip says what is selected.
                              f"{keymap.app_key(self, 'source.revisions')} to pick others.")
             else:
                 ev = self.diff.evidence_at_cursor()
-                strip.update(ev.label if ev else "")
+                if ev:
+                    strip.update(ev.label)
+                else:  # a file or hunk header: say how to get to the changes rather than nothing
+                    nxt, prv, comment, attach = (keymap.app_key(self, i) for i in (
+                        "code.next_finding", "code.prev_finding", "code.comment", "app.attach"))
+                    strip.update(Content.styled(f"{nxt}/{prv} jump between changes; on a line, {comment} comments "
+                                                f"and {attach} attaches it as evidence.", "$text-muted"),
+                                 Content.styled(f"{nxt}/{prv} jump between changes.", "$text-muted"))
             return
         findings = self.code.findings_at_cursor()
         pairs = self.code.pairs_at_cursor()
