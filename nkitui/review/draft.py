@@ -188,7 +188,7 @@ class DraftStore:
         """Write the draft atomically; sets draft.saved_at."""
         draft.saved_at = now or dt.datetime.now(dt.timezone.utc)
         path = self.path_for(task_root, draft.task_id)
-        atomic_write_text(path, draft.to_toml())
+        atomic_write_text(path, draft.to_toml(), mode=0o600)  # unsubmitted words stay private to the auditor
         return path
 
     def load(self, task_root: Path, task_id: str) -> Draft | None:

@@ -164,9 +164,8 @@ def submit_review(task, draft: Draft, *, auditor: str | None = None, run_files: 
 
 
 def _write_shared(path: Path, text: str) -> None:
-    """Atomic write, then the mode git gives a checked-out file (the temporary file is created 0600)."""
-    atomic_write_text(path, text)
-    path.chmod(0o644)
+    """Atomic write with the mode git gives a checked-out file, whatever the umask."""
+    atomic_write_text(path, text, mode=0o644)
 
 
 def _remove(paths: list[Path]) -> None:

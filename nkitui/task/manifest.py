@@ -231,7 +231,11 @@ class _ManifestReader:
             return None
         info = inspect_source(path)
         if info.syntax_error:
-            self.error(field, f"{rel} does not parse: {info.syntax_error}", f"fix the syntax error in {rel}", info.syntax_error_line)
+            # the line is in the source file, so the problem names that file (beside the manifest), not task.toml
+            source = str(Path(self.display).parent / rel) if Path(self.display).parent != Path(".") else rel
+            self.problems.append(Problem(source, field, f"does not parse: {info.syntax_error}",
+                                         f"fix the syntax error in {rel} (named by {self.display} [{field}])",
+                                         "error", info.syntax_error_line))
             return None
         if name not in info.functions:
             have = ", ".join(sorted(info.functions)) or "none"

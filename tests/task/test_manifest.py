@@ -114,3 +114,17 @@ def test_signature_mismatch_is_a_warning(tmp_path: Path):
     # [[inputs]] after [[outputs]] is still valid TOML: arrays of tables may interleave
     task = load_task(write_task(tmp_path / "t", manifest))
     assert any("positional parameter" in w.message for w in task.warnings)
+
+
+def test_a_syntax_error_in_the_kernel_names_the_kernel_file_and_its_line(tmp_path: Path):
+    root = write_task(tmp_path / "t")
+    kernel = root / "add_nki.py"
+    lines = kernel.read_text().splitlines()
+    lines.insert(2, "def broken(:")
+    kernel.write_text("\n".join(lines) + "\n")
+    with pytest.raises(TaskError) as info:
+        load_task(root)
+    [problem] = [p for p in info.value.problems if "does not parse" in p.message]
+    assert problem.file.endswith("add_nki.py") and problem.line == 3 and problem.field == "kernel.entry"
+    assert f"add_nki.py:3 [kernel.entry]: error: does not parse" in str(problem)
+    assert "task.toml" in problem.fix
