@@ -99,7 +99,10 @@ def render_seed_metrics(r: RunResult) -> RenderableType | None:
         return None
     t = Table(title="outputs per seed (float64 comparison)", title_justify="left", show_edge=False, pad_edge=False)
     for col in ("output", "seed", "", "max abs", "max rel", "max ULP", "rel L2", "mismatches", "NaN/Inf"):
-        t.add_column(col, justify="right" if col not in ("output", "") else "left")
+        if col in ("max abs", "max rel", "rel L2", "NaN/Inf"):  # a cut number (3.47e-…) is worse than a wrapped count
+            t.add_column(col, justify="right", no_wrap=True, min_width=len(col) if col == "NaN/Inf" else 8)
+        else:
+            t.add_column(col, justify="right" if col not in ("output", "") else "left", overflow="fold")
     for s in r.seed_results:
         if s.error and not s.outputs:
             t.add_row("-", str(s.seed), _mark(False), Text(s.error.get("message", "")[:80], style="red"), "", "", "", "", "")

@@ -62,3 +62,19 @@ def test_bad_options_exit_2(tmp_path, args, capsys):
     with pytest.raises(SystemExit) as info:
         main(["check", str(tmp_path), *args])
     assert info.value.code == 2
+
+
+def test_per_seed_metrics_are_never_cut_at_80_columns(tmp_path, capsys):
+    from rich.console import Console
+
+    from nkitui.evaluate.report import render_seed_metrics
+
+    task = write_task(tmp_path / "bad", reference="def add(a, b, **kw):\n    return a * b + 1e-3\n")
+    main(["check", str(task), "--json", "--no-store", "--seeds", "1", *FAST])
+    result = RunResult.from_json(capsys.readouterr().out)
+    console = Console(width=80, record=True, color_system=None)
+    console.print(render_seed_metrics(result))
+    text = console.export_text()
+    metrics = result.seed_results[0].outputs[0]
+    assert "…" not in text
+    assert f"{metrics['max_abs']:.3g}" in text or f"{metrics['max_abs']:.2e}" in text
