@@ -282,3 +282,22 @@ async def test_the_diff_strip_says_how_to_reach_the_changes_on_a_header_row(task
         await settle(pilot)
         assert diff.evidence_at_cursor() is not None
         assert "jump between changes" not in screen_text(app)
+
+
+async def test_the_strip_under_the_code_names_the_key_for_a_finding_too_long_for_it(task_dir):
+    app = new_app(task_dir)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(pilot)
+        await pilot.press("n")  # to the first line with a finding
+        await settle(pilot)
+        finding = app.source_area.code.findings_at_cursor()[0]
+        strip = [line for line in screen_text(app).splitlines() if finding.rule in line and "in full" in line]
+        assert strip, screen_text(app)
+        assert "(e: in full)" in strip[0]  # the key first: the title may be cut at 80 columns, the key is not
+        assert finding.title[:40] in strip[0]
+        assert finding.message[:30] not in strip[0]  # no explanation cut mid-sentence
+    async with new_app(task_dir).run_test(size=(200, 40)) as pilot:  # wide: title and hint both fit
+        await settle(pilot)
+        await pilot.press("n")
+        await settle(pilot)
+        assert f"{finding.title}  ·  e shows it in full" in screen_text(pilot.app)

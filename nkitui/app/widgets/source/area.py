@@ -315,9 +315,15 @@ strip says what is selected.
         if findings:
             f = findings[0]
             more = f" (+{len(findings) - 1} more)" if len(findings) > 1 else ""
-            parts += [(f"{SEVERITY_GLYPH.get(f.severity, '•')} {f.rule} ", f"bold $nk-sev-{f.severity}"),
-                      f"{f.title}{more}: ", (f.message, "$text-muted")]
-        elif pairs:
+            head = (f"{SEVERITY_GLYPH.get(f.severity, '•')} {f.rule} ", f"bold $nk-sev-{f.severity}")
+            # An explanation cut mid-sentence helps nobody: when it does not fit, the strip shows the
+            # title and names the key that shows it whole.
+            key = keymap.app_key(self, "source.explain")
+            strip.update(Content.assemble(head, f"{f.title}{more}: ", (f.message, "$text-muted")),
+                         Content.assemble(head, f"{f.title}{more}", (f"  ·  {key} shows it in full", "$text-muted")),
+                         Content.assemble(head, (f"({key}: in full) ", "$text-muted"), f"{f.title}{more}"))
+            return
+        if pairs:
             p = self.pairs[pairs[0]]
             others = f" (+{len(pairs) - 1} more roles)" if len(pairs) > 1 else ""
             cuda = p.cuda_label or "—"
