@@ -192,7 +192,9 @@ def build_result(outcome: WorkerOutcome, task: Task, request: EvaluationRequest)
     elif exit_kind not in ("ok", "failed", "invalid"):
         result.notes.append(f"after sending its result the worker {outcome.exit.message}")
     result.limits = outcome.limits.to_dict()
-    result.log_excerpt = [f"[{e.stream}] {e.text}" for e in outcome.log.entries()[-LOG_EXCERPT_LINES:]]
+    # "[stream] text", or "[stream:level] text" for levels other than info, so a reopened log filters alike
+    result.log_excerpt = [f"[{e.stream}{'' if e.level == 'info' else ':' + e.level}] {e.text}"
+                          for e in outcome.log.entries()[-LOG_EXCERPT_LINES:]]
     if outcome.startup_s is not None:
         result.versions.setdefault("worker_startup_s", round(outcome.startup_s, 4))
     return result, extra

@@ -122,3 +122,13 @@ async def test_a_run_that_cannot_start_is_reported_and_the_app_goes_on(task_dir)
         await pilot.press("1")  # still answering keys
         await settle(pilot)
         assert app.workstation.current_area == "source"
+
+
+def test_a_stored_log_line_is_reopened_at_its_own_level():
+    from nkitui.app.controllers.runs import _excerpt_line
+    from nkitui.app.widgets.run.logstore import LEVEL_INDEX
+
+    assert _excerpt_line("[worker:warning] seed 0: y FAILS") == (LEVEL_INDEX["warning"], "[worker] seed 0: y FAILS")
+    assert _excerpt_line("[kernel:error] Traceback") == (LEVEL_INDEX["error"], "[kernel] Traceback")
+    assert _excerpt_line("[worker] seed 0: y passes") == (LEVEL_INDEX["info"], "[worker] seed 0: y passes")
+    assert _excerpt_line("no tag at all") == (LEVEL_INDEX["info"], "no tag at all")

@@ -78,3 +78,12 @@ def test_per_seed_metrics_are_never_cut_at_80_columns(tmp_path, capsys):
     metrics = result.seed_results[0].outputs[0]
     assert "…" not in text
     assert f"{metrics['max_abs']:.3g}" in text or f"{metrics['max_abs']:.2e}" in text
+
+
+def test_a_failing_seed_is_logged_as_a_warning_and_the_stored_log_keeps_its_level(tmp_path, capsys):
+    task = write_task(tmp_path / "bad", reference="def add(a, b, **kw):\n    return a * b\n")
+    main(["check", str(task), "--json", "--no-store", "--seeds", "1", *FAST])
+    result = RunResult.from_json(capsys.readouterr().out)
+    failing = [line for line in result.log_excerpt if "FAILS" in line]
+    assert failing and all(line.startswith("[worker:warning] seed 0: ") for line in failing)
+    assert any(line.startswith("[worker] ") for line in result.log_excerpt)  # info lines keep the short tag

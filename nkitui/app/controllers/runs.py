@@ -9,6 +9,7 @@ LOG_FLUSH_S) and posts typed messages; the log view repaints at most 20 times a 
 from __future__ import annotations
 
 import queue
+import re
 import time
 from typing import Any
 
@@ -215,7 +216,7 @@ class RunController:
         if reopened:
             log = self.run_area.log
             log.clear(result.run_id)
-            log.append_lines((LEVEL_INDEX["info"], line) for line in result.log_excerpt)
+            log.append_lines(_excerpt_line(line) for line in result.log_excerpt)
             log.flush_now()
         self.run_area.results.show_result(result, render_result(result))
         self.run_findings = [Finding.from_dict(f) for f in result.findings if f.get("source") != "analysis"]
@@ -320,3 +321,14 @@ def result_summary(result: Any, reopened: bool = False) -> tuple[Content, ...]:
     full = parts + [("  ·  ", "$text-muted"), (f"{reopened_text}run {result.run_id}", "$text-muted")] + error
     short = parts + [("  ·  ", "$text-muted"), (f"{reopened_text}{short_run_id(result.run_id)}", "$text-muted")] + error
     return Content.assemble(*full), Content.assemble(*short)
+
+
+_EXCERPT_TAG = re.compile(r"^\[(?P<stream>[\w.-]+)(?::(?P<level>\w+))?\] ")
+
+
+def _excerpt_line(line: str) -> tuple[int, str]:
+    """A stored log line, "[stream] text" or "[stream:level] text", as (level, text shown)."""
+    m = _EXCERPT_TAG.match(line)
+    if m is None or m.group("level") is None:
+        return LEVEL_INDEX["info"], line
+    return level_index(m.group("level")), f"[{m.group('stream')}] {line[m.end():]}"
