@@ -228,7 +228,7 @@ def render_comparison(cmp: Any, a: RunResult | None = None, b: RunResult | None 
         parts.append(Text(f"   note: {note}", style="yellow"))
 
     checks = Table(title="checks", title_justify="left", show_edge=False, pad_edge=False)
-    for col in ("check", "A", "B", ""):
+    for col in ("check", "A", "B", "A→B"):
         checks.add_column(col)
     for c in cmp.checks:
         changed = c["a"] != c["b"]

@@ -235,7 +235,7 @@ def compare_runs(a: RunResult, b: RunResult) -> RunComparison:
     if not cmp.same_task:
         cmp.notes.append(f"different tasks: {a.task_id} vs {b.task_id}")
     if a.backend != b.backend or a.target != b.target:
-        cmp.notes.append(f"different setups: {a.backend}/{a.target} vs {b.backend}/{b.target}")
+        cmp.notes.append(f"different setups: {a.backend or 'no backend'}/{a.target} vs {b.backend or 'no backend'}/{b.target}")
     if a.seeds != b.seeds:
         cmp.notes.append(f"different seeds: {a.seeds} vs {b.seeds}")
     checks_a = {c.id: c.passed for c in a.checks}

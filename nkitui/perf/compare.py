@@ -67,6 +67,8 @@ class Comparison:
     def headline(self) -> str:
         if self.speedup is None:
             return f"{self.b_label} vs {self.a_label}: no comparable total time"
+        if abs(self.speedup - 1.0) < 0.005:  # "1.00x faster" reads as a change
+            return f"{self.b_label} and {self.a_label} take the same time"
         verb = "faster" if self.speedup >= 1 else "slower"
         factor = self.speedup if self.speedup >= 1 else 1 / self.speedup
         return f"{self.b_label} is {factor:.2f}x {verb} than {self.a_label}"

@@ -25,6 +25,12 @@ def test_ab_compare_of_two_estimates():
     assert c.to_json()["metrics"][0]["key"] == "total_time"
 
 
+def test_two_equal_runs_take_the_same_time_rather_than_1_00x_faster():
+    a = estimate(matmul_trace(), "trn2")
+    headline = compare(a, a).headline()
+    assert "take the same time" in headline and "faster" not in headline and "slower" not in headline
+
+
 def test_compare_estimate_with_measurement_warns_and_diffs_lines():
     measured = load_profile(DATA / "explorer_view.json")
     est = estimate(matmul_trace(), "trn1")
