@@ -30,7 +30,7 @@ def render_markdown(record: ReviewRecord, rubric: Rubric | None = None) -> str:
         rubric = None
     when = record.submitted_at.strftime("%Y-%m-%d %H:%M:%S UTC")
     out = [f"# Review of `{record.task.id}` — {record.verdict}", ""]
-    out += ["| | |", "|---|---|",
+    out += ["| Field | Value |", "|---|---|",
             f"| Auditor | {_cell(record.auditor)} |",
             f"| Submitted | {when} |",
             f"| Rubric | {_cell(record.rubric_id)} v{_cell(record.rubric_version)} |"]

@@ -150,6 +150,7 @@ def test_draft_from_toml_reports_a_submitted_record(rubric):
 def test_markdown_shows_scores_comments_and_evidence(rubric):
     md = render_markdown(make_record(), rubric)
     assert md.startswith("# Review of `add` — revise")
+    assert "| Field | Value |\n|---|---|\n| Auditor | alice |" in md  # a header row a Markdown viewer shows
     assert "| Migration fidelity | **4** | 1..5 | 0.3 |" in md
     assert "### Performance quality — 2" in md and "tiles of 64 partitions" in md
     assert "- `add_nki.py:12-18`: uses 64 partitions" in md
