@@ -160,3 +160,19 @@ async def test_n_says_when_the_search_wraps_around_the_end():
         await pilot.pause()
         assert log.cursor == 299
         assert "Search wrapped to the bottom" in [n.message for n in app._notifications]
+
+
+def test_match_rows_grow_with_the_log_and_follow_the_filter():
+    from nkitui.app.widgets.run.logstore import LogStore
+
+    store = LogStore()
+    store.extend(list(lines(2000)))
+    assert list(store.match_rows("mismatch")) == [999, 1999]
+    store.extend(list(lines(1000, start=2000)))  # only the new rows are scanned
+    assert list(store.match_rows("mismatch")) == [999, 1999, 2999]
+    assert store.match_position("mismatch", 1999) == (2, 3) and store.match_position("mismatch", 5) == (None, 3)
+    store.set_min_level(ERR)  # view rows of the filtered log
+    assert list(store.match_rows("mismatch")) == [0, 1, 2]
+    assert len(store.match_rows("MISMATCH")) == 0  # smartcase, as find
+    store.clear()
+    assert len(store.match_rows("mismatch")) == 0

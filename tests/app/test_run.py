@@ -132,3 +132,25 @@ def test_a_stored_log_line_is_reopened_at_its_own_level():
     assert _excerpt_line("[kernel:error] Traceback") == (LEVEL_INDEX["error"], "[kernel] Traceback")
     assert _excerpt_line("[worker] seed 0: y passes") == (LEVEL_INDEX["info"], "[worker] seed 0: y passes")
     assert _excerpt_line("no tag at all") == (LEVEL_INDEX["info"], "no tag at all")
+
+
+async def test_log_search_says_which_match_the_cursor_is_on(task_dir):
+    store_run(recorded_result(), "20260107T090000Z-aaaaaa")
+    app = new_app(task_dir, backend="emulator")
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(pilot)
+        await pilot.press("h")
+        await settle(pilot)
+        await pilot.press("enter")  # reopen the run: its six log lines, two of them "passes"
+        await settle(pilot)
+        log = app.run_area.log
+        log.focus()
+        await pilot.press("slash", *"passes", "enter")
+        await settle(pilot)
+        assert "search 'passes': match 1 of 2" in screen_text(app)
+        await pilot.press("n")
+        await settle(pilot)
+        assert "search 'passes': match 2 of 2" in screen_text(app)
+        await pilot.press("up", "up")
+        await settle(pilot)
+        assert "search 'passes': 2 matches" in screen_text(app)  # the cursor left the matches

@@ -125,7 +125,10 @@ or compare two.
             parts += [("  ·  ", "$text-muted"), (LEVEL_FILTER_NAMES[log.level_filter], "$text-accent"),
                       f" ({shown:,} shown)"]
         if log.query:
-            parts += [("  ·  ", "$text-muted"), f"search {log.query!r}"]
+            number, count = log.store.match_position(log.query, log.cursor)
+            where = (f"match {number:,} of {count:,}" if number is not None else
+                     f"{count:,} match{'es' if count != 1 else ''}" if count else "no match")
+            parts += [("  ·  ", "$text-muted"), f"search {log.query!r}: {where}"]
         if log.new_below and not log.following:
             parts += [("  ·  ", "$text-muted"), (f"{log.new_below:,} new below", "bold $text-primary")]
         self.query_one("#log-info", StatusLine).update(Content.assemble(*parts))

@@ -130,6 +130,8 @@ Only the lines on screen are drawn, so a million-line log scrolls as smoothly as
             self.following = True
         elif not at_end and self.following:
             self.following = False
+        if self.query:  # the status line says which match the cursor is on
+            self.post_message(self.Changed())
 
     def watch_following(self, following: bool) -> None:
         if following:

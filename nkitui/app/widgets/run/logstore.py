@@ -30,10 +30,13 @@ class LogStore:
         self.min_level = 0
         self._view: array | None = None  # indices of lines passing the filter; None = every line
         self.longest = 0
+        # view rows matching a query, scanned incrementally: (query, min_level, rows scanned, rows)
+        self._matches: tuple[str, int, int, array] | None = None
 
     # --- writing -------------------------------------------------------------------------------
 
     def clear(self) -> None:
+        self._matches = None
         self.texts = []
         self.levels = bytearray()
         self._view = None if self.min_level == 0 else array("I")
@@ -97,6 +100,35 @@ class LogStore:
         return sum(1 for level in self.levels if level >= minimum)
 
     # --- search --------------------------------------------------------------------------------
+
+    def match_rows(self, query: str) -> array:
+        """The view rows containing `query` (same case rule as find), in order.
+
+        Kept between calls and extended over the rows added since, so a live log with an open
+        search costs only its new lines."""
+        cached = self._matches
+        n = len(self)
+        if cached is None or cached[0] != query or cached[1] != self.min_level or cached[2] > n:
+            cached = (query, self.min_level, 0, array("I"))
+        _, level, scanned, rows = cached
+        if scanned < n and query:
+            fold = query == query.lower()
+            needle = query.lower() if fold else query
+            texts, index = self.texts, self.index
+            if fold:
+                rows.extend(r for r in range(scanned, n) if needle in texts[index(r)].lower())
+            else:
+                rows.extend(r for r in range(scanned, n) if needle in texts[index(r)])
+        self._matches = (query, level, n, rows)
+        return rows
+
+    def match_position(self, query: str, row: int) -> tuple[int | None, int]:
+        """(1-based number of the match on `row`, or None when `row` holds none; how many matches)."""
+        from bisect import bisect_left
+
+        rows = self.match_rows(query)
+        k = bisect_left(rows, row)
+        return (k + 1 if k < len(rows) and rows[k] == row else None), len(rows)
 
     def find(self, query: str, start_row: int, step: int = 1) -> int | None:
         """Next view row after `start_row` (before, when step is -1) containing `query`, wrapping around.
