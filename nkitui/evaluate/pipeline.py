@@ -167,8 +167,9 @@ class EvaluationSession:
         return versions
 
     # -- errors ----------------------------------------------------------------------------------
-    def kernel_error(self, exc: BaseException, what: str) -> ErrorEvent:
-        """An exception raised by task code, as an error event with the task's file and line."""
+    def kernel_error(self, exc: BaseException, what: str, kind: str = "kernel-error") -> ErrorEvent:
+        """An exception raised by task code, as an error event with the task's file and line
+        (`kind` for an ordinary exception: the reference's own failures are `reference-error`)."""
         from nkitui.emulator.errors import NKIEmulatorError
         from nkitui.executor.backends import KernelLoadError, OutputError
 
@@ -185,7 +186,7 @@ class EvaluationSession:
             return ErrorEvent(kind="memory-limit", message=f"{what}: ran out of memory (limit {mb} MB of address space)" if mb else f"{what}: ran out of memory",
                               traceback=tb)
         file, line = self.ctx.kernel_location(exc)
-        kind = {OutputError: "output-error", KernelLoadError: "load-error", PermissionError: "sandbox"}.get(type(exc), "kernel-error")
+        kind = {OutputError: "output-error", KernelLoadError: "load-error", PermissionError: "sandbox"}.get(type(exc), kind)
         text = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
         message = f"{what}: {type(exc).__name__}" + (f": {text}" if text else "")
         if file:
@@ -277,7 +278,8 @@ class EvaluationSession:
             try:
                 self.reference = load_reference(self.task)
             except Exception as exc:  # noqa: BLE001
-                raise Stop("invalid", self.kernel_error(exc, f"importing the reference {self.task.sources.reference.spec} failed")) from None
+                raise Stop("invalid", self.kernel_error(exc, f"importing the reference {self.task.sources.reference.spec} failed",
+                                                       kind="reference-error")) from None
             ph.detail = f"{choice.name}: {self.backend.kernel_label}"
 
     def _run(self) -> None:
@@ -338,7 +340,8 @@ class EvaluationSession:
                     raise Stop("invalid", ErrorEvent(kind="reference-error", message=str(exc),
                                                      file=self.task.rel(self.task.sources.reference.path))) from None
                 except Exception as exc:  # noqa: BLE001
-                    raise Stop("invalid", self.kernel_error(exc, f"the reference failed on seed {seed}")) from None
+                    raise Stop("invalid", self.kernel_error(exc, f"the reference failed on seed {seed}",
+                                                           kind="reference-error")) from None
             ph.detail = f"{len(self.references)} seed(s)"
 
     def _compare(self) -> None:

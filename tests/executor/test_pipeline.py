@@ -85,6 +85,14 @@ def test_a_reference_that_raises_points_at_its_line(tmp_path):
     assert result.status == "invalid"
     assert (result.error["file"], result.error["line"]) == ("reference.py", 3)
     assert "NameError" in result.error["message"]
+    assert result.error["kind"] == "reference-error"  # the reference's fault, not the kernel's
+
+
+def test_a_reference_that_fails_to_import_is_a_reference_error(tmp_path):
+    task = write_task(tmp_path / "t", reference="import numpy as np\nraise RuntimeError('no data file')\n\n\ndef add(a, b):\n    return a + b\n")
+    result = run(task)
+    assert result.status == "invalid" and result.error["kind"] == "reference-error"
+    assert (result.error["file"], result.error["line"]) == ("reference.py", 2)
 
 
 def test_a_kernel_returning_the_wrong_shape_fails_its_output_check(tmp_path):
