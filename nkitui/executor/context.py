@@ -18,6 +18,12 @@ from typing import Any, Iterator
 from nkitui.executor.events import ErrorEvent, Event, LogEvent, PhaseEvent, ProgressEvent, ResultEvent, encode
 
 
+class WorkerCancelled(BaseException):
+    """SIGTERM arrived: the run was cancelled or timed out (a BaseException, so `except Exception`
+    in a kernel cannot swallow it). Defined here, not in the worker module: that one runs as
+    __main__, and a phase must recognise the class to say in words why it stopped."""
+
+
 class PhaseFailed(Exception):
     """Raised by code inside `ctx.phase(...)` to end the phase as failed with a message (the error
     event has already been emitted, or is carried here)."""
@@ -80,7 +86,12 @@ class WorkerContext:
             yield handle
         except BaseException as exc:
             duration = time.perf_counter() - start
-            detail = handle.detail or (exc.error.message if isinstance(exc, PhaseFailed) else f"{type(exc).__name__}: {exc}")
+            if isinstance(exc, WorkerCancelled):
+                detail = "stopped before it finished: the worker received SIGTERM (the run was cancelled or timed out)"
+            elif isinstance(exc, MemoryError):
+                detail = handle.detail or "ran out of memory"
+            else:
+                detail = handle.detail or (exc.error.message if isinstance(exc, PhaseFailed) else f"{type(exc).__name__}: {exc}")
             self._end(name, "failed", duration, detail)
             raise
         duration = time.perf_counter() - start

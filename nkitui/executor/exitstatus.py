@@ -58,7 +58,7 @@ def describe_exit(
     if timed_out:
         return ExitReport("timeout", f"timed out after {limits.timeout_s:g} s (the wall-clock limit) and was stopped", returncode)
     if cancelled:
-        return ExitReport("cancelled", f"cancelled{after}", returncode)
+        return ExitReport("cancelled", f"was cancelled{after}", returncode)
     if returncode is None:
         return ExitReport("killed", "the worker's exit status is unknown", None)
     if returncode == EXIT_OK:
@@ -68,7 +68,7 @@ def describe_exit(
     if returncode == EXIT_INVALID:
         return ExitReport("invalid", "the task or the run request is invalid", returncode)
     if returncode == EXIT_CANCELLED:
-        return ExitReport("cancelled", f"stopped by SIGTERM{after}", returncode)
+        return ExitReport("cancelled", f"was stopped by SIGTERM from outside nkitui{after}", returncode)
     if returncode == EXIT_INTERNAL:
         return ExitReport("internal", "nkitui's worker hit an internal error (see the log)", returncode)
     if returncode > 0:

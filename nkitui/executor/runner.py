@@ -440,7 +440,8 @@ class RunHandle:
         self.ended_at = time.time()
         crash = self._crash_location()
         final: list[Event] = []
-        already = {e.kind for e in self.errors}
+        # the worker's own "cancelled" only knows that SIGTERM came; the parent knows why (a cancel, the timeout)
+        already = {e.kind for e in self.errors if e.kind != "cancelled"}
         abnormal = report.kind not in ("ok", "failed", "invalid")
         if self._start_error is not None:
             final.append(self._start_error)

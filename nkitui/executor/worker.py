@@ -24,11 +24,9 @@ import sys
 EXIT_FAILED, EXIT_INVALID, EXIT_CANCELLED, EXIT_INTERNAL = 1, 2, 3, 4
 
 
-class WorkerCancelled(BaseException):
-    """SIGTERM arrived: the run was cancelled or timed out."""
-
-
 def _on_sigterm(signum, frame):  # noqa: ANN001
+    from nkitui.executor.context import WorkerCancelled  # imported before the handler is installed
+
     raise WorkerCancelled()
 
 
@@ -83,7 +81,7 @@ def main(argv: list[str]) -> int:
 
     from pathlib import Path
 
-    from nkitui.executor.context import WorkerContext
+    from nkitui.executor.context import WorkerCancelled, WorkerContext
     from nkitui.executor.limits import Limits, apply_limits
 
     limits = Limits.from_dict(job.get("limits", {}))
@@ -111,7 +109,7 @@ def main(argv: list[str]) -> int:
         code = int(entry(job.get("payload", {}), ctx) or 0)
     except WorkerCancelled:
         code = EXIT_CANCELLED
-        _safe_emit(ctx, ErrorEvent(kind="cancelled", message="the run was stopped (SIGTERM) before it finished"))
+        _safe_emit(ctx, ErrorEvent(kind="cancelled", message="the worker received SIGTERM and stopped before it finished"))
     except MemoryError:
         code = EXIT_FAILED
         mb = limits.memory_mb

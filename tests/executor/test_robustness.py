@@ -84,6 +84,10 @@ def test_an_infinite_loop_hits_the_timeout(tmp_path):
     assert result.status == "timeout"
     assert "timed out after 4 s" in result.error["message"]
     assert [p["name"] for p in result.phases][:2] == ["load", "compile"]
+    # the interrupted phase says in words why it stopped (not the worker's internal exception name)
+    run_phase = next(p for p in result.phases if p["name"] == "run")
+    assert run_phase["status"] == "failed" and "SIGTERM" in run_phase["detail"]
+    assert "WorkerCancelled" not in run_phase["detail"]
 
 
 def test_a_memory_bomb_hits_the_memory_limit(tmp_path):
@@ -184,4 +188,5 @@ def test_cancel_mid_run(tmp_path):
     result = handle.result
     assert result.status == "cancelled"
     assert result.error["kind"] == "cancelled"
+    assert result.error["message"].startswith("the run was cancelled after ")  # the parent's words: it knows why
     assert isinstance(events[-1], ResultEvent)
