@@ -144,8 +144,8 @@ class EvaluationSession:
         if guard is not None:
             r.checks.append(Check("sandbox", "the kernel stayed inside its sandbox (no writes outside its scratch folder, no processes, no credential lookups)",
                                   not violations, _describe_violations(violations)))
-            for v in violations:
-                self.findings.append(_violation_finding(v))
+            for v, times in _distinct_violations(violations):
+                self.findings.append(_violation_finding(v, times))
             if violations and r.status == "passed":
                 r.status = "failed"
         r.findings = [f.to_dict() for f in self.findings]
@@ -596,7 +596,20 @@ def _error_dict(err: ErrorEvent) -> dict[str, Any]:
 def _describe_violations(violations: list[dict[str, Any]]) -> str:
     if not violations:
         return "no refused writes, no processes, no credential lookups"
-    return "; ".join(f"{v['action']}: {v['target']}" for v in violations[:5])
+    parts = []
+    for v, times in _distinct_violations(violations)[:5]:
+        where = f" at {v['file']}:{v['line']}" if v.get("file") else ""
+        parts.append(f"{v['action']}: {v['target'] or v['detail']}{where}" + (f" ({times} times)" if times > 1 else ""))
+    return "; ".join(parts)
+
+
+def _distinct_violations(violations: list[dict[str, Any]]) -> list[tuple[dict[str, Any], int]]:
+    """Each distinct violation once, with how often it happened (every seed repeats the same one)."""
+    counts: dict[tuple, list] = {}
+    for v in violations:
+        key = (v["action"], v["target"], v.get("detail"), v.get("file"), v.get("line"))
+        counts.setdefault(key, [v, 0])[1] += 1
+    return [(v, n) for v, n in counts.values()]
 
 
 _VIOLATION_TEXT = {
@@ -604,7 +617,7 @@ _VIOLATION_TEXT = {
               "The kernel (or code it called) tried to modify `{target}` ({detail}). nkitui refused it: kernels run on a "
               "copy of the task and may only write in their scratch folder. A port has no reason to touch files."),
     "process": ("Kernel tried to start a process",
-                "The kernel tried to start a process ({detail}: `{target}`). nkitui refused it on this backend. "
+                "The kernel tried to start a process ({what}). nkitui refused it on this backend. "
                 "A port has no reason to run programs."),
     "credential": ("Kernel looked up a credential variable",
                    "The kernel looked up the environment variable `{target}`. nkitui removes credentials from the "
@@ -612,10 +625,15 @@ _VIOLATION_TEXT = {
 }
 
 
-def _violation_finding(v: dict[str, Any]) -> Finding:
+def _violation_finding(v: dict[str, Any], times: int = 1) -> Finding:
     from nkitui.common.findings import Finding
 
     title, text = _VIOLATION_TEXT.get(v["action"], ("Sandbox violation", "{detail}: {target}"))
-    return Finding(rule=f"EXEC-SANDBOX-{v['action'].upper()}", severity="high", title=title,
-                   message=text.format(**v), category="integrity", source="executor", data=dict(v))
+    what = f"{v['detail']}: `{v['target']}`" if v["target"] else v["detail"]  # os.fork() has no command
+    message = text.format(**v, what=what)
+    if times > 1:
+        message += f" It happened {times} times (once per seed or call)."
+    return Finding(rule=f"EXEC-SANDBOX-{v['action'].upper()}", severity="high", title=title, message=message,
+                   category="integrity", source="executor", file=v.get("file"), line=v.get("line"),
+                   data=dict(v, times=times))
 

@@ -42,9 +42,11 @@ class Violation:
     action: str  # "write" | "process" | "credential"
     target: str  # path, command or variable name
     detail: str = ""
+    file: str | None = None  # the innermost line of the task's own code on the stack, task-relative
+    line: int | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        return {"action": self.action, "target": self.target, "detail": self.detail}
+        return {"action": self.action, "target": self.target, "detail": self.detail, "file": self.file, "line": self.line}
 
 
 @dataclass
@@ -64,6 +66,8 @@ class Guard:
 
     def record(self, v: Violation) -> None:
         if len(self.violations) < self.max_recorded:
+            if v.file is None:
+                v.file, v.line = _task_location(self.task_root)
             self.violations.append(v)
 
     def is_writable(self, path: Any) -> bool:
@@ -102,7 +106,7 @@ class Guard:
                     self.refuse_write(event, args[i])
             return
         if event in _PROCESS_EVENTS and not self.allow_processes:
-            target = " ".join(map(str, args[:2]))[:200]
+            target = " ".join(str(a) for a in args[:2] if a not in (None, "", (), []))[:200]
             self.record(Violation("process", target, event))
             raise PermissionError(
                 f"nkitui sandbox: {event} refused: kernels may not start processes on this backend"
@@ -143,6 +147,21 @@ def _called_from_task(root: str, depth: int = 12) -> bool:
             return True
         frame = frame.f_back
     return False
+
+
+def _task_location(root: str) -> tuple[str | None, int | None]:
+    """(task-relative file, line) of the innermost frame of the task's own code on the stack."""
+    if not root:
+        return None, None
+    prefixes = (root + os.sep, os.path.realpath(root) + os.sep)
+    frame = sys._getframe(1)
+    while frame is not None:
+        name = frame.f_code.co_filename
+        for prefix in prefixes:
+            if name.startswith(prefix):
+                return name[len(prefix):], frame.f_lineno
+        frame = frame.f_back
+    return None, None
 
 
 def _watch_environ(guard: Guard) -> None:

@@ -157,6 +157,22 @@ def test_a_kernel_may_not_start_processes_on_the_emulator(tmp_path):
     assert result.sandbox["violations"][0]["action"] == "process"
 
 
+def test_a_forking_kernel_is_reported_once_at_its_line(tmp_path):
+    task = write_task(tmp_path / "fork", prelude="if os.fork() == 0:\n    os._exit(0)")
+    handle, events, result = run(task)
+    line = (task / "add_nki.py").read_text().splitlines().index("    if os.fork() == 0:") + 1
+    assert result.status == "failed"
+    violation = result.sandbox["violations"][0]
+    assert (violation["action"], violation["file"], violation["line"]) == ("process", "add_nki.py", line)
+    findings = [f for f in result.findings if f["rule"] == "EXEC-SANDBOX-PROCESS"]
+    assert len(findings) == 1, "every seed repeats the same attempt: one finding, with the count"
+    assert (findings[0]["file"], findings[0]["line"]) == ("add_nki.py", line)
+    assert "(os.fork)" in findings[0]["message"] and "``" not in findings[0]["message"]
+    assert "2 times" in findings[0]["message"]
+    check = next(c for c in result.checks if c.id == "sandbox")
+    assert check.detail == f"process: os.fork at add_nki.py:{line} (2 times)"
+
+
 def test_two_runs_at_once(tmp_path):
     good = write_task(tmp_path / "good", task_id="good")
     bad = write_task(tmp_path / "bad", task_id="bad", reference="def add(a, b, **kw):\n    return a - b\n")
