@@ -44,6 +44,10 @@ if TYPE_CHECKING:
 
     from nkitui.common.findings import Finding
 
+# The worker's log line naming the chosen backend; the parent reads it back when the worker dies
+# before its result (nkitui.evaluate.run.build_result), so such a run still says what ran it.
+BACKEND_LINE = "backend: {name} — {reason}"
+
 DEFAULT_OPTIONS: dict[str, Any] = {
     "backend": "auto", "target": None, "seeds": None, "precise": True, "static": True, "trials": True,
     "precision": True, "goldens": True, "mutants": False, "max_mutants_per_operator": 2, "timing": None,
@@ -256,7 +260,7 @@ class EvaluationSession:
             except (BackendUnavailable, ValueError) as exc:
                 raise Stop("invalid", ErrorEvent(kind="backend-unavailable", message=str(exc))) from None
             self.result.backend, self.result.backend_reason = choice.name, choice.reason
-            self.ctx.log(f"backend: {choice.name} — {choice.reason}")
+            self.ctx.log(BACKEND_LINE.format(name=choice.name, reason=choice.reason))
             timing = None
             if self.options.get("timing"):
                 from nkitui.executor.timing import TimingPolicy

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from nkitui.evaluate.pipeline import BACKEND_LINE
 from nkitui.evaluate.result import ResultVersionError, RunResult
 from nkitui.executor.events import ErrorEvent, Event, ResultEvent
 from nkitui.executor.job import WorkerJob
@@ -156,6 +157,26 @@ def start_evaluation(
     return start_worker(job, finalizer=finalize, on_event=on_event)
 
 
+def _backend_from_log(outcome: WorkerOutcome) -> tuple[str, str]:
+    """The backend the worker announced before it died (pipeline.BACKEND_LINE), or ("", "")."""
+    prefix, _, sep_reason = BACKEND_LINE.partition("{name}")
+    sep = sep_reason.partition("{reason}")[0]
+    for entry in outcome.log.entries():
+        if entry.stream == "worker" and entry.text.startswith(prefix) and sep in entry.text:
+            name, _, reason = entry.text[len(prefix):].partition(sep)
+            return name, reason
+    return "", ""
+
+
+def _requested_seeds(request: EvaluationRequest, task: Task) -> list[int]:
+    """The seeds the worker was asked to run, resolved as the pipeline's load phase does."""
+    if request.seeds is None:
+        return list(task.seeds)
+    if isinstance(request.seeds, int):
+        return list(range(request.seeds))
+    return [int(s) for s in request.seeds]
+
+
 def build_result(outcome: WorkerOutcome, task: Task, request: EvaluationRequest) -> tuple[RunResult, list[Event]]:
     """The final RunResult from the worker's result (or from what the parent saw when there is none)."""
     extra: list[Event] = []
@@ -183,6 +204,8 @@ def build_result(outcome: WorkerOutcome, task: Task, request: EvaluationRequest)
         )
         result.phases = [{"name": p.name, "status": p.status, "duration_s": p.duration_s, "detail": p.detail}
                          for p in outcome.phases]
+        result.backend, result.backend_reason = _backend_from_log(outcome)
+        result.seeds = _requested_seeds(request, task)
         result.notes.append(f"the worker {outcome.exit.message}; this result was built by the parent from the events it received")
         from datetime import datetime, timezone
 

@@ -74,6 +74,9 @@ def test_a_kernel_that_aborts_the_interpreter(tmp_path):
     assert result.error["file"] == "add_nki.py" and result.error["line"] == kernel_line(task, "os.abort()")
     assert any(isinstance(e, LogEvent) and e.stream == "stderr" and "Fatal Python error" in e.text for e in events)
     assert "built by the parent" in " ".join(result.notes)
+    # the parent's result still says what ran: the backend the worker chose before it died, and the seeds
+    assert result.backend == "emulator" and "emulator" in result.backend_reason
+    assert result.seeds == [0, 1]
 
 
 def test_an_infinite_loop_hits_the_timeout(tmp_path):
