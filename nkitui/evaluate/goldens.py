@@ -52,23 +52,39 @@ class Goldens:
     outputs: dict[str, np.ndarray]
 
 
-def load_goldens(path: str | Path, input_specs: Sequence[Any], output_specs: Sequence[Any]) -> Goldens:
+def load_goldens(path: str | Path, input_specs: Sequence[Any], output_specs: Sequence[Any], *,
+                 shown_as: str | None = None) -> Goldens:
     """Read `in.<name>` / `out.<name>` arrays, checked against the task's tensors and cast to their dtypes.
 
     Raises GoldenFormatError for a missing array, a wrong shape, or input values that are not
-    representable in the declared dtype (the goldens were recorded from other inputs).
+    representable in the declared dtype (the goldens were recorded from other inputs). Messages
+    name the file as `shown_as` (e.g. its task-relative path; the worker reads a scratch copy).
     """
     p = Path(path)
+    shown = shown_as or str(p)
+    try:
+        with open(p, "rb") as fh:
+            magic = fh.read(4)
+    except OSError as exc:
+        raise GoldenFormatError(f"{shown}: cannot read the goldens file ({exc.strerror or exc})") from exc
+    if magic not in (b"PK\x03\x04", b"PK\x05\x06"):  # numpy would try it as a pickle and say so
+        raise GoldenFormatError(f"{shown}: not a numpy .npz archive (not a zip file); "
+                                "save the recorded arrays with numpy.savez(path, **{'in.x': ..., 'out.y': ...})")
     try:
         with np.load(p, allow_pickle=False) as data:
             arrays = {k: np.asarray(data[k]) for k in data.files}
-    except (OSError, ValueError, zipfile.BadZipFile) as exc:
-        raise GoldenFormatError(f"{p}: cannot read the goldens file ({exc}); it must be a numpy .npz archive") from exc
+    except ValueError as exc:
+        if "allow_pickle" in str(exc):
+            raise GoldenFormatError(f"{shown}: holds object (pickled) arrays, which nkitui does not load; "
+                                    "save plain numeric arrays") from exc
+        raise GoldenFormatError(f"{shown}: cannot read the goldens file ({exc}); it must be a numpy .npz archive") from exc
+    except (OSError, zipfile.BadZipFile, EOFError) as exc:
+        raise GoldenFormatError(f"{shown}: cannot read the goldens file ({exc}); it must be a numpy .npz archive") from exc
     problems = []
     inputs: dict[str, np.ndarray] = {}
     outputs: dict[str, np.ndarray] = {}
     for spec in input_specs:
-        arr = _declared_array(p, arrays, "in", spec, f"record the exact input `{spec.name}` the CUDA kernel ran on",
+        arr = _declared_array(shown, arrays, "in", spec, f"record the exact input `{spec.name}` the CUDA kernel ran on",
                               problems)
         if arr is None:
             continue
@@ -78,12 +94,12 @@ def load_goldens(path: str | Path, input_specs: Sequence[Any], output_specs: Seq
             cast.astype(np.float64), arr.astype(np.float64), equal_nan=True
         ):
             problems.append(
-                f"{p}: {key} holds values that are not {name} values; store the inputs exactly as the kernel saw them"
+                f"{shown}: {key} holds values that are not {name} values; store the inputs exactly as the kernel saw them"
             )
             continue
         inputs[spec.name] = cast
     for spec in output_specs:
-        arr = _declared_array(p, arrays, "out", spec, f"record output `{spec.name}` of the CUDA kernel", problems)
+        arr = _declared_array(shown, arrays, "out", spec, f"record output `{spec.name}` of the CUDA kernel", problems)
         if arr is not None:
             outputs[spec.name] = arr
     if problems:
@@ -91,7 +107,7 @@ def load_goldens(path: str | Path, input_specs: Sequence[Any], output_specs: Seq
     return Goldens(str(p), inputs, outputs)
 
 
-def _declared_array(p: Path, arrays: dict, side: str, spec, missing_hint: str, problems: list) -> np.ndarray | None:
+def _declared_array(p: str, arrays: dict, side: str, spec, missing_hint: str, problems: list) -> np.ndarray | None:
     """The array `<side>.<name>` with the shape `spec` declares (raw void bytes restored to its dtype),
     or None after appending the problem to `problems`."""
     key = f"{side}.{spec.name}"

@@ -484,7 +484,7 @@ class EvaluationSession:
 
             rel = self.task.rel(self.task.goldens)
             try:
-                goldens = load_goldens(self.task.goldens, self.task.inputs, self.task.outputs)
+                goldens = load_goldens(self.task.goldens, self.task.inputs, self.task.outputs, shown_as=rel)
             except GoldenFormatError as exc:
                 self.numeric_findings.append(golden_error_finding(str(exc), rel))
                 ph.detail = f"unusable goldens: {exc}"

@@ -107,5 +107,20 @@ def test_goldens_that_do_not_match_the_task_are_refused_with_every_problem(tmp_p
     assert "array 'out.c' missing" in text and str(path) in text
     bad = tmp_path / "not.npz"
     bad.write_text("hello")
-    with pytest.raises(GoldenFormatError, match="cannot read the goldens file"):
+    with pytest.raises(GoldenFormatError, match="not a numpy .npz archive") as err:
         load_goldens(bad, specs, OUT)
+    assert "pickle" not in str(err.value)  # numpy's own message talks of pickled data for any non-zip file
+
+
+def test_unreadable_goldens_are_named_as_the_caller_shows_them(tmp_path):
+    specs = [TensorSpec("a", (M, K), "bfloat16"), TensorSpec("b", (K, N), "float32")]
+    corrupt = tmp_path / "scratch" / "goldens.npz"
+    corrupt.parent.mkdir()
+    corrupt.write_bytes(b"PK\x03\x04" + b"garbage" * 10)
+    with pytest.raises(GoldenFormatError) as err:
+        load_goldens(corrupt, specs, OUT, shown_as="goldens.npz")
+    assert str(err.value).startswith("goldens.npz: cannot read the goldens file") and str(tmp_path) not in str(err.value)
+    objects = tmp_path / "objects.npz"
+    np.savez(objects, **{"in.a": np.array([object()], dtype=object)})
+    with pytest.raises(GoldenFormatError, match="holds object \\(pickled\\) arrays"):
+        load_goldens(objects, specs, OUT)

@@ -157,3 +157,17 @@ def test_trials_do_not_run_the_seeds_again(tmp_path):
     # the seed trials carry the compare phase's own metrics (advice conventions included)
     first = trials.seeds[0].metrics[0]
     assert first.to_dict() == result.numerics_audit().outputs[0].to_dict()
+
+
+def test_a_corrupt_goldens_file_is_named_as_the_task_names_it(tmp_path):
+    from .conftest import add_task_manifest
+
+    manifest = add_task_manifest().replace("[evaluation]", '[evaluation]\ngoldens = "goldens.npz"')
+    task = write_task(tmp_path / "g", manifest=manifest)
+    (task / "goldens.npz").write_bytes(b"PK\x03\x04" + b"garbage" * 10)
+    result = run(task, goldens=True)
+    finding = next(f for f in result.findings if f["rule"] == "NUM-GOLDEN-INVALID")
+    assert "goldens.npz: cannot read the goldens file" in finding["message"]
+    assert "nkitui-run-" not in finding["message"]  # not the scratch copy, deleted after the run
+    phase = next(p for p in result.phases if p["name"] == "goldens")
+    assert phase["detail"].startswith("unusable goldens: goldens.npz: ")
