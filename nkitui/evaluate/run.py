@@ -177,6 +177,19 @@ def _requested_seeds(request: EvaluationRequest, task: Task) -> list[int]:
     return [int(s) for s in request.seeds]
 
 
+def _silent_exit_error(outcome: WorkerOutcome) -> ErrorEvent:
+    """In words: the worker exited with a normal status but without its result or an error event."""
+    message = f"the worker exited with status {outcome.exit.returncode} before sending its result"
+    stderr = [e.text.strip() for e in outcome.log.entries() if e.stream == "stderr" and e.text.strip()]
+    if stderr:
+        message += f"; the last line it wrote on stderr: {stderr[-1].rstrip('.')}"
+    memory_mb = outcome.limits.memory_mb
+    if memory_mb and any("memory" in line.lower() or "alloc" in line.lower() for line in stderr[-5:]):
+        message += (f". The memory limit ({memory_mb} MB of address space) is likely too low for the libraries the "
+                    "worker loads; raise it (--memory-mb)")
+    return ErrorEvent(kind="crash", message=message)
+
+
 def build_result(outcome: WorkerOutcome, task: Task, request: EvaluationRequest) -> tuple[RunResult, list[Event]]:
     """The final RunResult from the worker's result (or from what the parent saw when there is none)."""
     extra: list[Event] = []
@@ -191,6 +204,10 @@ def build_result(outcome: WorkerOutcome, task: Task, request: EvaluationRequest)
         status = _STATUS_FOR_EXIT.get(exit_kind, "internal-error")
         errors = outcome.errors
         chosen = next((e for e in reversed(errors) if e.kind == exit_kind), errors[-1] if errors else None)
+        if exit_kind in ("ok", "failed", "invalid") and chosen is None:
+            # the pipeline always sends a result before a normal exit: something else ended the process
+            # (a native library calling exit(), e.g. OpenBLAS failing to allocate under the memory limit)
+            status, chosen = "crashed", _silent_exit_error(outcome)
         if chosen is None:
             chosen = ErrorEvent(kind=exit_kind, message=f"the worker ended without a result: {outcome.exit.message}")
         error = chosen.to_dict()

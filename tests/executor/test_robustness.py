@@ -79,6 +79,19 @@ def test_a_kernel_that_aborts_the_interpreter(tmp_path):
     assert result.seeds == [0, 1]
 
 
+def test_a_kernel_that_exits_quietly_is_a_crash_told_with_its_last_words(tmp_path):
+    # like OpenBLAS calling exit(1) when it cannot allocate under a low --memory-mb
+    task = write_task(tmp_path / "exit", prelude='sys.stderr.write("libfoo: memory allocation failed, giving up.\\n")\n'
+                                                 "sys.stderr.flush()\nos._exit(1)")
+    handle, events, result = run(task)
+    assert result.status == "crashed" and result.exit_code == 1
+    assert result.error["kind"] == "crash"
+    message = result.error["message"]
+    assert message.startswith("the worker exited with status 1 before sending its result")
+    assert "libfoo: memory allocation failed, giving up. The memory limit (2048 MB" in message
+    assert "a check failed" not in message  # exit status 1 is not the pipeline's 'a check failed' here
+
+
 def test_an_infinite_loop_hits_the_timeout(tmp_path):
     task = write_task(tmp_path / "loop", prelude="while True:\n    pass")
     start = time.perf_counter()
