@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import hashlib
 from pathlib import Path
-from typing import Any, Mapping
+from typing import TYPE_CHECKING, Any, Mapping
 
 import numpy as np
 
@@ -17,6 +17,9 @@ from nkitui.evaluate.inputs import from_kernel_layout, to_kernel_layout
 from nkitui.evaluate.runners import KernelRunner, ReferenceFn, RunOptions, SourceRunner
 from nkitui.executor.backends.base import Backend, KernelLoadError, get_function, launch_target, load_module
 from nkitui.task.model import Task
+
+if TYPE_CHECKING:
+    from nkitui.common.findings import Finding
 
 MUTANT_DIR = ".nkitui-mutants"
 
@@ -33,6 +36,31 @@ def kernel_args(task: Task, inputs: Mapping[str, np.ndarray]) -> list[np.ndarray
 
 def natural_outputs(task: Task, outputs: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
     return {spec.name: from_kernel_layout(spec, np.asarray(outputs[spec.name])) for spec in task.outputs}
+
+
+def output_dtype_findings(task: Task, outputs: Mapping[str, np.ndarray]) -> list[Finding]:
+    """A finding per output the kernel returned in another dtype than the manifest declares: the
+    values are compared as returned, so a result rounded to a narrower dtype can still pass a loose
+    tolerance while the caller gets the wrong type."""
+    from nkitui.evaluate import numfindings as rules
+    from nkitui.task.dtypes import numpy_dtype
+
+    findings = []
+    nki_file = task.rel(task.kernel.path) if task.kernel is not None else None
+    for spec in task.outputs:
+        got, declared = np.asarray(outputs[spec.name]).dtype, numpy_dtype(spec.dtype)
+        if got == declared:
+            continue
+        message = (f"The kernel returned output `{spec.name}` as {got.name}; the manifest declares {spec.dtype}. "
+                   f"nkitui compares the values as returned, so the tolerance judged {got.name} values, and a "
+                   f"caller expecting {spec.dtype} gets another dtype. Allocate the output with dtype "
+                   f"{spec.dtype} (e.g. nl.ndarray(shape, dtype=nl.{spec.dtype}, buffer=nl.shared_hbm)), or "
+                   "correct the manifest if the port is right.")
+        findings.append(rules.numerics_finding(
+            rules.OUTPUT_DTYPE, "high" if got.itemsize < declared.itemsize else "medium",
+            f"`{spec.name}` is returned as {got.name}, declared {spec.dtype}", message,
+            data={"output": spec.name, "returned": got.name, "declared": spec.dtype}, file=nki_file))
+    return findings
 
 
 def kernel_runner(backend: Backend, task: Task) -> KernelRunner:

@@ -26,11 +26,12 @@ ADVERSARIAL_FAILED = "NUM-ADVERSARIAL-FAILED"  # an adversarial input breaks the
 MUTANT_SURVIVED = "NUM-MUTANT-SURVIVED"  # a deliberately broken port still passes the tolerance
 GOLDEN_DIVERGES = "NUM-GOLDEN-DIVERGES"  # port, reference and recorded GPU output disagree
 GOLDEN_INVALID = "NUM-GOLDEN-INVALID"  # the goldens file does not match the task
+OUTPUT_DTYPE = "NUM-OUTPUT-DTYPE"  # the kernel returned an output in another dtype than the manifest's
 
 ALL_RULES = (
     ZEROS_PASS, ECHO_PASS, CONST_PASS, TOL_TIGHT, NEARZERO_DRIFT, TILE_LOCALISED, NONFINITE,
     DTYPE_ERROR_DOMINATES, ALGO_ERROR, TRIAL_FAILED, ADVERSARIAL_FAILED, MUTANT_SURVIVED,
-    GOLDEN_DIVERGES, GOLDEN_INVALID,
+    GOLDEN_DIVERGES, GOLDEN_INVALID, OUTPUT_DTYPE,
 )
 
 

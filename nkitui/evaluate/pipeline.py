@@ -289,7 +289,7 @@ class EvaluationSession:
     def _run(self) -> None:
         task = self.task
         with self.phase("run") as ph:
-            from nkitui.evaluate.calls import kernel_args, natural_outputs
+            from nkitui.evaluate.calls import kernel_args, natural_outputs, output_dtype_findings
             from nkitui.evaluate.inputs import make_inputs
 
             errors: list[str] = []
@@ -316,6 +316,10 @@ class EvaluationSession:
                         self.trace = run.trace
                     self.kernel_outputs[seed] = run.outputs
                     self.outputs[seed] = outputs
+                    if len(self.outputs) == 1:  # the first seed that ran: is each output of its declared dtype?
+                        for finding in output_dtype_findings(task, outputs):
+                            self.numeric_findings.append(finding)
+                            self.ctx.log(finding.message, level="warning")
                     self.seed_results[seed] = SeedResult(seed, None, kernel_s=round(run.elapsed_s, 6))
                     self.ctx.log(f"seed {seed}: kernel ran in {run.elapsed_s * 1e3:.1f} ms")
                 self.ctx.progress(i + 1, len(self.seeds), f"seed {seed}")

@@ -171,3 +171,20 @@ def test_a_corrupt_goldens_file_is_named_as_the_task_names_it(tmp_path):
     assert "nkitui-run-" not in finding["message"]  # not the scratch copy, deleted after the run
     phase = next(p for p in result.phases if p["name"] == "goldens")
     assert phase["detail"].startswith("unusable goldens: goldens.npz: ")
+
+
+def test_a_kernel_returning_another_dtype_than_declared_is_named(tmp_path):
+    kernel = HEADER + """
+
+@nki.jit
+def add_kernel(a, b):
+    out = nl.ndarray(a.shape, dtype=nl.bfloat16, buffer=nl.shared_hbm)
+    nl.store(out, nl.add(nl.load(a), nl.load(b)))
+    return out
+"""
+    narrow = run(write_task(tmp_path / "bf16", kernel=kernel))
+    finding = next(f for f in narrow.findings if f["rule"] == "NUM-OUTPUT-DTYPE")
+    assert finding["severity"] == "high" and finding["file"] == "add_nki.py"
+    assert finding["message"].startswith("The kernel returned output `out` as bfloat16; the manifest declares float32.")
+    right = run(write_task(tmp_path / "ok"))
+    assert right.status == "passed" and not [f for f in right.findings if f["rule"] == "NUM-OUTPUT-DTYPE"]
