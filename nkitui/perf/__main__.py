@@ -13,11 +13,12 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from pathlib import Path
 from typing import Any
 
-from nkitui.emulator.trace import Trace
+from nkitui.emulator.trace import TRACE_VERSION, Instruction, Trace
 from nkitui.perf.compare import compare
 from nkitui.perf.estimate import estimate
 from nkitui.perf.profiles import ProfileError, load_profile, parse_profile
@@ -30,6 +31,9 @@ class UsageError(ValueError):
     pass
 
 
+_ROW_FIELDS = len(Instruction(0, "", "", 0, 0, (), "", (), "").to_row())
+
+
 def _read_json(path: str) -> Any:
     p = Path(path)
     try:
@@ -40,6 +44,33 @@ def _read_json(path: str) -> Any:
         raise UsageError(f"{p}:{exc.lineno}: not valid JSON ({exc.msg})") from exc
 
 
+_RECORD_HINT = "save one with Trace.to_json() (e.g. json.dump(trace.to_json(), f))"
+
+
+def trace_from_json(data: Any, path: str) -> Trace:
+    """A Trace from decoded JSON; UsageError naming the file and the field when it is not one."""
+    if not isinstance(data, dict) or "instructions" not in data:
+        kind = "a JSON " + type(data).__name__ if not isinstance(data, dict) else "an object without 'instructions'"
+        raise UsageError(f"{path}: not an emulator trace ({kind}); {_RECORD_HINT}; "
+                         "for a profiler export use `perf profile`")
+    version = data.get("version")
+    if version not in (1, TRACE_VERSION):
+        raise UsageError(f"{path}: field 'version' is {version!r}, this nkitui reads trace versions 1 and "
+                         f"{TRACE_VERSION}; record the trace again with this nkitui")
+    rows = data["instructions"]
+    if not isinstance(rows, list):
+        raise UsageError(f"{path}: field 'instructions' is a JSON {type(rows).__name__}, expected a list of rows")
+    for i, row in enumerate(rows):
+        if not isinstance(row, list) or len(row) != _ROW_FIELDS:
+            got = f"{len(row)} fields" if isinstance(row, list) else f"a JSON {type(row).__name__}"
+            raise UsageError(f"{path}: instructions[{i}] has {got}, expected a row of {_ROW_FIELDS} "
+                             f"(Instruction.to_row); {_RECORD_HINT}")
+    try:
+        return Trace.from_json(data)
+    except (KeyError, IndexError, TypeError, ValueError) as exc:
+        raise UsageError(f"{path}: not a valid emulator trace ({type(exc).__name__}: {exc}); {_RECORD_HINT}") from exc
+
+
 def load_any(path: str, target: str | None = None) -> PerfRecord:
     """A PerfRecord from a saved record, a saved trace (estimated) or a profiler export (measured)."""
     if Path(path).is_dir():
@@ -48,10 +79,7 @@ def load_any(path: str, target: str | None = None) -> PerfRecord:
     if isinstance(data, dict) and "source" in data and "engines" in data:
         return PerfRecord.from_json(data)
     if isinstance(data, dict) and "instructions" in data and "storages" in data:
-        try:
-            return estimate(Trace.from_json(data), target)
-        except (KeyError, IndexError, TypeError) as exc:
-            raise UsageError(f"{path}: not a valid emulator trace ({exc})") from exc
+        return estimate(trace_from_json(data, path), target)
     return parse_profile(data, source_name=path, target=target, kernel=Path(path).stem)
 
 
@@ -91,11 +119,7 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     try:
         if args.cmd == "estimate":
-            data = _read_json(args.trace)
-            try:
-                rec = estimate(Trace.from_json(data), args.target)
-            except (KeyError, IndexError, TypeError) as exc:
-                raise UsageError(f"{args.trace}: not a valid emulator trace ({exc})") from exc
+            rec = estimate(trace_from_json(_read_json(args.trace), args.trace), args.target)
             print(json.dumps(rec.to_json()) if args.json else render_record(rec))
         elif args.cmd == "profile":
             rec = load_profile(args.profile, target=args.target)
@@ -112,6 +136,11 @@ def main(argv: list[str] | None = None) -> int:
     except (UsageError, ProfileError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    except BrokenPipeError:
+        # the reader went away (`... | head`): not an error of ours; keep Python's exit-time flush of
+        # stdout from failing again on the closed pipe
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 1
     return 0
 
 

@@ -68,6 +68,9 @@ def _find_profile_file(d: Path) -> Path:
 def parse_profile(data: Any, *, source_name: str = "<profile>", target: str | None = None, kernel: str = "",
                   core: str | int | None = None) -> PerfRecord:
     """Turn decoded profiler JSON into a measured PerfRecord (see the module docstring)."""
+    if isinstance(data, dict) and "storages" in data and isinstance(data.get("instructions"), list):
+        raise ProfileError(f"{source_name}: an nkitui emulator trace, not a profiler export; estimate it with "
+                           "`nkitui perf estimate`")
     summary, instructions, tool, metadata = _split(data, source_name, core)
     notes: list[str] = []
     summary = _normalise_percent(summary, source_name, notes)
@@ -110,7 +113,8 @@ def parse_profile(data: Any, *, source_name: str = "<profile>", target: str | No
     total = _num(summary.get("total_time"))
     if total is None:
         if t0 is None:
-            raise ProfileError(f"{source_name}: no total_time in the summary and no timed instructions")
+            raise ProfileError(f"{source_name}: no total_time in the summary and no timed instructions; export "
+                               "the profile with `neuron-explorer view --output-format summary-json` or `json`")
         total = t_end - t0
         notes.append("total_time taken from the span of the instruction trace (the summary had none)")
     if total <= 0:

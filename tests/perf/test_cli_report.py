@@ -69,3 +69,50 @@ def test_formatting_helpers():
     assert bar(0.5, 10) == "#####....." and bar(2.0, 4) == "####"
     text = render_record(estimate(matmul_trace()), hot=2)
     assert text.count("mm.py:") == 2 and "roofline:" in text and "memory-bound" in text
+
+
+def _saved_trace(tmp_path, **changes) -> Path:
+    data = matmul_trace().to_json()
+    data.update(changes)
+    p = tmp_path / "trace.json"
+    p.write_text(json.dumps(data))
+    return p
+
+
+def test_a_trace_of_another_version_names_the_file_and_the_field(tmp_path, capsys):
+    p = _saved_trace(tmp_path, version=9)
+    for argv in (["estimate", str(p)], ["compare", str(p), str(p)]):
+        assert main(argv) == 2
+        err = capsys.readouterr().err
+        assert f"{p}: field 'version' is 9" in err and "record the trace again" in err
+
+
+def test_a_file_that_is_no_trace_says_what_to_do(tmp_path, capsys):
+    p = tmp_path / "summary.json"
+    p.write_text('{"summary": {"foo": 1}}')
+    assert main(["estimate", str(p)]) == 2
+    err = capsys.readouterr().err
+    assert f"{p}: not an emulator trace (an object without 'instructions')" in err and "perf profile" in err
+    short = _saved_trace(tmp_path, instructions=[[0, "dma"]])
+    assert main(["estimate", str(short)]) == 2
+    assert f"{short}: instructions[0] has 2 fields, expected a row of 21" in capsys.readouterr().err
+
+
+def test_a_trace_given_as_a_profile_points_to_estimate(tmp_path, capsys):
+    p = _saved_trace(tmp_path)
+    assert main(["profile", str(p)]) == 2
+    assert f"{p}: an nkitui emulator trace, not a profiler export; estimate it" in capsys.readouterr().err
+    unknown = tmp_path / "unknown.json"
+    unknown.write_text('{"summary": {"foo": 1}}')
+    assert main(["profile", str(unknown)]) == 2
+    assert "--output-format summary-json" in capsys.readouterr().err
+
+
+def test_a_reader_that_closes_the_pipe_gets_no_traceback(tmp_path):
+    p = _saved_trace(tmp_path)
+    proc = subprocess.Popen([sys.executable, "-m", "nkitui.perf", "estimate", str(p), "--json"], cwd=ROOT,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    proc.stdout.close()  # as `| head -c0` would: every write to stdout fails
+    err = proc.stderr.read().decode()
+    assert proc.wait(timeout=60) == 1
+    assert "Traceback" not in err and "BrokenPipe" not in err, err
