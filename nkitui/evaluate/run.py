@@ -232,6 +232,11 @@ def build_result(outcome: WorkerOutcome, task: Task, request: EvaluationRequest)
     elif exit_kind not in ("ok", "failed", "invalid"):
         result.notes.append(f"after sending its result the worker {outcome.exit.message}")
     result.limits = outcome.limits.to_dict()
+    # the log excerpt holds only the last lines: say in the result itself when output was cut
+    for entry in outcome.log.entries():
+        if entry.stream == "executor" and entry.text.startswith("[nkitui] … ") and entry.text.endswith(" elided …"):
+            result.notes.append(f"the log is cut: {entry.text.removeprefix('[nkitui] … ').removesuffix(' …')} "
+                                "(the first lines and the last 200 of that stream are kept)")
     # "[stream] text", or "[stream:level] text" for levels other than info, so a reopened log filters alike
     result.log_excerpt = [f"[{e.stream}{'' if e.level == 'info' else ':' + e.level}] {e.text}"
                           for e in outcome.log.entries()[-LOG_EXCERPT_LINES:]]

@@ -142,7 +142,8 @@ class StreamLimiter:
         elided_bytes = max(0, self._after_bytes - sum(len(t) + 1 for t in tail_raw))
         marker = LogEvent(
             stream="executor", level="warning",
-            text=f"[nkitui] … {elided_lines:,} lines ({human_bytes(elided_bytes)}) of {self.stream} elided …",
+            text=f"[nkitui] … {elided_lines:,} line{'' if elided_lines == 1 else 's'} ({human_bytes(elided_bytes)}) "
+                 f"of {self.stream} elided …",
         )
         self.shown_lines += len(tail)
         return [marker] + [LogEvent(stream=self.stream, text=_decode(t)) for t in tail]

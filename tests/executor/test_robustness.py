@@ -123,6 +123,9 @@ def test_fifty_megabytes_of_kernel_output(tmp_path):
     assert stdout[-1].text == "done printing"
     assert any("elided" in e.text for e in events if isinstance(e, LogEvent) and e.stream == "executor")
     assert len(result.log_excerpt) <= 80
+    # the stored result says the log was cut, though its excerpt (the last lines) no longer shows the marker
+    cut = [n for n in result.notes if n.startswith("the log is cut: ")]
+    assert len(cut) == 1 and "lines (" in cut[0] and "of stdout elided" in cut[0]
 
 
 def test_a_kernel_cannot_write_into_the_task_repository(tmp_path):

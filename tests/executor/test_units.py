@@ -76,6 +76,8 @@ def test_a_huge_line_without_newline_is_wrapped_and_bounded():
     kept = [e for e in events if e.stream == "stderr"]
     assert all(len(e.text) <= 100 for e in kept)
     assert len(kept) <= 10 + lim.tail_lines
+    marker = next(e.text for e in events if e.stream == "executor" and e.text.endswith("elided …"))
+    assert " 1 line (" in marker  # not "1 lines"
 
 
 @settings(max_examples=60, deadline=None)
