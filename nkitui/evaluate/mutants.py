@@ -640,9 +640,16 @@ def _run_one(m, run_source, inputs, reference_outputs, outputs, original, advise
         both = np.isfinite(a64) & np.isfinite(b64)
         if both.any():
             max_abs = max(max_abs, float(np.abs(a64[both] - b64[both]).max()))
+        # NaN/Inf where the other side differs (e.g. a tile never written keeps the emulator's NaN):
+        # the error there is infinite, as in the metrics, not left out of max_abs
+        same_nonfinite = (np.isnan(a64) & np.isnan(b64)) | (np.isinf(a64) & (a64 == b64))
+        nonfinite_bad = int(np.count_nonzero(~both & ~same_nonfinite))
+        if nonfinite_bad:
+            max_abs = float("inf")
         rel = max(rel, rel_l2_error(a64, b64))
         if not outcome.passed:
-            failing.append(f"`{spec.name}` fails ({outcome.mismatches} of {outcome.total} elements)")
+            extra = f", {nonfinite_bad} of them NaN/Inf against the reference" if nonfinite_bad else ""
+            failing.append(f"`{spec.name}` fails ({outcome.mismatches} of {outcome.total} elements{extra})")
     if failing:
         return MutantResult(**base, status="caught", detail="; ".join(failing), max_abs=max_abs, rel_l2=rel)
     if original is not None and all(

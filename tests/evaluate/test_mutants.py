@@ -117,6 +117,10 @@ def test_a_tight_tolerance_catches_every_effective_mutant():
     assert "crashed" in statuses.values()  # an index shifted past the end of the input
     assert report.findings == ()
     assert report.score == 1.0
+    # the dropped row tile is never written (NaN on the emulator): its error is infinite, not left out
+    dropped = next(r for r in report.results if r.id == "drop-last-tile#1")
+    assert dropped.line == 11 and dropped.max_abs == float("inf")
+    assert "16384 of them NaN/Inf against the reference" in dropped.detail
 
 
 def test_a_loose_tolerance_lets_the_bf16_accumulator_survive():
