@@ -80,6 +80,19 @@ def render_sol(sol: SpeedOfLight) -> str:
     return text
 
 
+def fmt_metric(key: str, value: float) -> str:
+    """A summary value in the unit its key names (seconds, bytes, percent, counts)."""
+    if key == "total_time" or key.endswith("_time"):
+        return fmt_time(value)
+    if key.endswith("_bytes"):
+        return fmt_bytes(value)
+    if key.endswith("_percent"):
+        return f"{value:.1f}%"
+    if key.endswith("_count") or key.endswith("_cycles") or float(value).is_integer():
+        return f"{value:,.0f}"
+    return f"{value:.4g}"
+
+
 def render_comparison(c: Comparison) -> str:
     lines = [c.headline()]
     for m in c.metrics:
@@ -87,7 +100,8 @@ def render_comparison(c: Comparison) -> str:
             continue
         pct = f"{m.percent_change:+.1f}%" if m.percent_change is not None else "   n/a"
         mark = {"b": "better", "a": "worse", "same": "same"}.get(m.better or "", "")
-        lines.append(f"  {m.key:36s} {m.a:>14.6g} -> {m.b:<14.6g} {pct:>8s} {mark}")
+        a, b = fmt_metric(m.key, m.a), fmt_metric(m.key, m.b)
+        lines.append(f"  {m.key:36s} {a:>14s} -> {b:<14s} {pct:>8s} {mark}")
     if c.lines:
         lines.append("  source lines with the largest change in engine time:")
         for d in c.lines[:5]:

@@ -116,3 +116,14 @@ def test_a_reader_that_closes_the_pipe_gets_no_traceback(tmp_path):
     err = proc.stderr.read().decode()
     assert proc.wait(timeout=60) == 1
     assert "Traceback" not in err and "BrokenPipe" not in err, err
+
+
+def test_compare_text_shows_each_metric_in_its_unit(tmp_path, capsys):
+    p = _saved_trace(tmp_path)
+    assert main(["compare", str(p), str(p)]) == 0
+    rows = {line.split()[0]: line for line in capsys.readouterr().out.splitlines()[1:] if line.startswith("  ")}
+    rec = estimate(matmul_trace())
+    assert f"{fmt_time(rec.total_time)} -> {fmt_time(rec.total_time)}" in rows["total_time"]
+    assert "e-0" not in rows["total_time"]  # not raw seconds
+    assert " KiB -> " in rows["hbm_read_bytes"] or " MiB -> " in rows["hbm_read_bytes"]
+    assert "% -> " in rows["hfu_estimated_percent"]
