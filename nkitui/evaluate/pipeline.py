@@ -62,9 +62,10 @@ def utc_now() -> str:
 class Stop(PhaseFailed):
     """End the evaluation early with a status and the error that explains it."""
 
-    def __init__(self, status: str, error: ErrorEvent):
+    def __init__(self, status: str, error: ErrorEvent, *, reported: bool = False):
         super().__init__(error)
         self.status = status
+        self.reported = reported  # the error event went out already (e.g. a seed's failure): not sent twice
 
 
 def run_job(payload: dict[str, Any], ctx: WorkerContext) -> int:
@@ -116,7 +117,8 @@ class EvaluationSession:
         except Stop as stop:
             self.result.status = stop.status
             self.result.error = _error_dict(stop.error)
-            self.ctx.error(stop.error)
+            if not stop.reported:
+                self.ctx.error(stop.error)
             for name, _ in steps:
                 if name not in self._done_phases and name in ("load", "compile", "run", "reference", "compare", "profile"):
                     with self.phase(name) as ph:
@@ -333,7 +335,7 @@ class EvaluationSession:
                 status = "memory-limit" if kind == "memory-limit" else "failed"
                 raise Stop(status, ErrorEvent(kind=kind, message=errors[0] if errors else "the kernel produced no outputs",
                                               file=(first or {}).get("file"), line=(first or {}).get("line"),
-                                              traceback=(first or {}).get("traceback", "")))
+                                              traceback=(first or {}).get("traceback", "")), reported=bool(errors))
 
     def _reference(self) -> None:
         with self.phase("reference") as ph:

@@ -53,6 +53,9 @@ def test_a_kernel_that_raises_is_a_failed_check_with_file_and_line(tmp_path):
     assert next(c for c in result.checks if c.id == "kernel-runs").passed is False
     skipped = {p["name"]: p["status"] for p in result.phases}
     assert skipped["compare"] == "skipped" and skipped["profile"] == "skipped"
+    # one error event per seed, not the first seed's a second time when the run stops
+    errors = [e.message for e in events if isinstance(e, ErrorEvent)]
+    assert len(errors) == len(set(errors)) == 2, errors
 
 
 def test_an_emulator_rule_violation_names_the_rule_and_the_kernel_line(tmp_path):
