@@ -189,8 +189,11 @@ class EvaluationSession:
                               line=exc.lineno, traceback=tb)
         if isinstance(exc, MemoryError):
             mb = self.ctx.limits.get("memory_mb")
-            return ErrorEvent(kind="memory-limit", message=f"{what}: ran out of memory (limit {mb} MB of address space)" if mb else f"{what}: ran out of memory",
-                              traceback=tb)
+            file, line = self.ctx.kernel_location(exc)
+            message = f"{what}: ran out of memory (limit {mb} MB of address space)" if mb else f"{what}: ran out of memory"
+            if file:
+                message += f" at {file}:{line}"
+            return ErrorEvent(kind="memory-limit", message=message, file=file, line=line, traceback=tb)
         file, line = self.ctx.kernel_location(exc)
         kind = {OutputError: "output-error", KernelLoadError: "load-error", PermissionError: "sandbox"}.get(type(exc), kind)
         text = str(exc).strip().splitlines()[0] if str(exc).strip() else ""

@@ -115,6 +115,9 @@ def test_a_memory_bomb_hits_the_memory_limit(tmp_path):
     assert result.status == "memory-limit"
     assert "1024 MB" in result.error["message"]
     assert result.error["kind"] == "memory-limit"
+    line = kernel_line(task, "keep.append")
+    assert (result.error["file"], result.error["line"]) == ("add_nki.py", line)
+    assert result.error["message"].endswith(f"at add_nki.py:{line}")
 
 
 def test_fifty_megabytes_of_kernel_output(tmp_path):
