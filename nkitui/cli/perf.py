@@ -16,4 +16,4 @@ def register(sub: argparse._SubParsersAction) -> None:
 def passthrough(argv: list[str]) -> int:
     from nkitui.perf.__main__ import main
 
-    return int(main(argv) or 0)
+    return int(main(argv, prog="nkitui perf") or 0)

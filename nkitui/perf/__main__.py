@@ -21,6 +21,7 @@ from typing import Any
 from nkitui.emulator.trace import TRACE_VERSION, Instruction, Trace
 from nkitui.perf.compare import compare
 from nkitui.perf.estimate import estimate
+from nkitui.perf.hardware import itemsize
 from nkitui.perf.profiles import ProfileError, load_profile, parse_profile
 from nkitui.perf.report import render_comparison, render_record, render_sol
 from nkitui.perf.roofline import minimal_work, speed_of_light_for
@@ -89,11 +90,16 @@ def _tensor(spec: str, flag: str) -> tuple[tuple[int, ...], str]:
         shape = tuple(int(x) for x in shape_text.lower().split("x"))
     except ValueError:
         raise UsageError(f"{flag} {spec!r}: write shapes as DIMxDIM[:dtype], e.g. 4096x8192:bfloat16") from None
-    return shape, dtype or "bfloat16"
+    dtype = dtype or "bfloat16"
+    try:
+        itemsize(dtype)
+    except ValueError as exc:
+        raise UsageError(f"{flag} {spec!r}: {exc}") from None
+    return shape, dtype
 
 
-def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m nkitui.perf", description="nkitui cost model and profiles")
+def main(argv: list[str] | None = None, prog: str = "python -m nkitui.perf") -> int:
+    ap = argparse.ArgumentParser(prog=prog, description="nkitui cost model and profiles")
     sub = ap.add_subparsers(dest="cmd", required=True)
     p = sub.add_parser("estimate", help="estimate a saved emulator trace")
     p.add_argument("trace")

@@ -127,3 +127,15 @@ def test_compare_text_shows_each_metric_in_its_unit(tmp_path, capsys):
     assert "e-0" not in rows["total_time"]  # not raw seconds
     assert " KiB -> " in rows["hbm_read_bytes"] or " MiB -> " in rows["hbm_read_bytes"]
     assert "% -> " in rows["hfu_estimated_percent"]
+
+
+def test_sol_names_the_flag_of_an_unknown_dtype(capsys):
+    assert main(["sol", "--kind", "matmul", "--in", "8x8:float99", "--in", "8x8"]) == 2
+    assert "--in '8x8:float99': unknown dtype 'float99'" in capsys.readouterr().err
+
+
+def test_nkitui_perf_usage_names_the_nkitui_command():
+    out = subprocess.run([sys.executable, "-m", "nkitui", "perf", "estimate"], capture_output=True, text=True,
+                         cwd=ROOT, timeout=60)
+    assert out.returncode == 2
+    assert "usage: nkitui perf estimate" in out.stderr and "Traceback" not in out.stderr
