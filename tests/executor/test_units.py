@@ -94,7 +94,8 @@ def test_limiter_shows_every_line_or_a_head_and_the_true_tail(lines, chunk, head
         assert shown[:head] == lines[:head]
         assert shown[head:] == lines[-min(tail, len(lines) - head):]
         marker = [e.text for e in events if e.stream == "executor" and "elided …" in e.text][0]
-        assert f"{len(lines) - head - len(shown[head:]):,} lines" in marker
+        elided = len(lines) - head - len(shown[head:])
+        assert f" {elided:,} {'line' if elided == 1 else 'lines'} (" in marker
 
 
 def test_bounded_log_drops_the_middle():
