@@ -78,7 +78,11 @@ def load_any(path: str, target: str | None = None) -> PerfRecord:
         return load_profile(path, target=target)
     data = _read_json(path)
     if isinstance(data, dict) and "source" in data and "engines" in data:
-        return PerfRecord.from_json(data)
+        try:
+            return PerfRecord.from_json(data)
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:
+            raise UsageError(f"{path}: not a valid saved record ({exc}); save it again with this nkitui "
+                             "(`nkitui perf estimate ... --json` or PerfRecord.to_json())") from exc
     if isinstance(data, dict) and "instructions" in data and "storages" in data:
         return estimate(trace_from_json(data, path), target)
     return parse_profile(data, source_name=path, target=target, kernel=Path(path).stem)

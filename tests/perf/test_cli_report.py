@@ -139,3 +139,16 @@ def test_nkitui_perf_usage_names_the_nkitui_command():
                          cwd=ROOT, timeout=60)
     assert out.returncode == 2
     assert "usage: nkitui perf estimate" in out.stderr and "Traceback" not in out.stderr
+
+
+def test_a_saved_record_of_another_version_is_named_in_compare(tmp_path, capsys):
+    data = estimate(matmul_trace()).to_json()
+    good = tmp_path / "a.json"
+    good.write_text(json.dumps(data))
+    data["version"] = 7
+    newer = tmp_path / "b.json"
+    newer.write_text(json.dumps(data))
+    assert main(["compare", str(good), str(newer)]) == 2
+    err = capsys.readouterr().err
+    assert f"{newer}: not a valid saved record (unsupported PerfRecord version 7" in err and "save it again" in err
+    assert main(["compare", str(good), str(good)]) == 0
