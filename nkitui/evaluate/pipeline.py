@@ -44,6 +44,11 @@ if TYPE_CHECKING:
 
     from nkitui.common.findings import Finding
 
+# What task code may raise that is its own failure, not nkitui's: a kernel or reference calling
+# sys.exit() or raising KeyboardInterrupt must not read as an internal error (WorkerCancelled, the
+# SIGTERM of a cancel or timeout, is not among them).
+TASK_ERRORS = (Exception, SystemExit, KeyboardInterrupt)
+
 # The worker's log line naming the chosen backend; the parent reads it back when the worker dies
 # before its result (nkitui.evaluate.run.build_result), so such a run still says what ran it.
 BACKEND_LINE = "backend: {name} — {reason}"
@@ -184,6 +189,11 @@ class EvaluationSession:
             rel = self.ctx.task_relative(getattr(exc, "path", "")) or getattr(exc, "file", None)
             return ErrorEvent(kind="emulator-error", message=f"{what}: {exc} (rule: {getattr(exc, 'rule', 'emulator')})",
                               file=rel or None, line=getattr(exc, "line", None) or None, traceback=tb)
+        if isinstance(exc, SystemExit):
+            file, line = self.ctx.kernel_location(exc)
+            message = f"{what}: task code called sys.exit({exc.code!r}); it must return its outputs, not end the process"
+            return ErrorEvent(kind=kind, message=message + (f" (at {file}:{line})" if file else ""), file=file, line=line,
+                              traceback=tb)
         if isinstance(exc, SyntaxError):
             return ErrorEvent(kind="syntax-error", message=f"{what}: {exc.msg}", file=self.ctx.task_relative(exc.filename),
                               line=exc.lineno, traceback=tb)
@@ -281,12 +291,12 @@ class EvaluationSession:
                 self.backend.prepare()
             except BackendUnavailable as exc:
                 raise Stop("invalid", ErrorEvent(kind="backend-unavailable", message=str(exc))) from None
-            except Exception as exc:  # noqa: BLE001 - the kernel module's own error, reported in words
+            except TASK_ERRORS as exc:  # noqa: BLE001 - the kernel module's own error, reported in words
                 self.checks.append(Check("kernel-runs", "the kernel imports and runs on every seed", False, str(exc)))
                 raise Stop("failed", self.kernel_error(exc, f"importing {self.backend.kernel_label} failed")) from None
             try:
                 self.reference = load_reference(self.task)
-            except Exception as exc:  # noqa: BLE001
+            except TASK_ERRORS as exc:  # noqa: BLE001
                 raise Stop("invalid", self.kernel_error(exc, f"importing the reference {self.task.sources.reference.spec} failed",
                                                        kind="reference-error")) from None
             ph.detail = f"{choice.name}: {self.backend.kernel_label}"
@@ -311,7 +321,7 @@ class EvaluationSession:
                     self.seed_results[seed] = SeedResult(seed, False, error=_error_dict(err))
                     errors.append(err.message)
                     break  # the address space is exhausted; later seeds would fail the same way
-                except Exception as exc:  # noqa: BLE001 - the kernel's failure is a result, not a crash
+                except TASK_ERRORS as exc:  # noqa: BLE001 - the kernel's failure is a result, not a crash
                     err = self.kernel_error(exc, f"the kernel failed on seed {seed}")
                     self.ctx.error(err)
                     self.seed_results[seed] = SeedResult(seed, False, error=_error_dict(err))
@@ -352,7 +362,7 @@ class EvaluationSession:
                 except ReferenceOutputError as exc:
                     raise Stop("invalid", ErrorEvent(kind="reference-error", message=str(exc),
                                                      file=self.task.rel(self.task.sources.reference.path))) from None
-                except Exception as exc:  # noqa: BLE001
+                except TASK_ERRORS as exc:  # noqa: BLE001
                     raise Stop("invalid", self.kernel_error(exc, f"the reference failed on seed {seed}",
                                                            kind="reference-error")) from None
             ph.detail = f"{len(self.references)} seed(s)"

@@ -58,6 +58,17 @@ def test_a_kernel_that_raises_is_a_failed_check_with_file_and_line(tmp_path):
     assert len(errors) == len(set(errors)) == 2, errors
 
 
+def test_a_kernel_calling_sys_exit_is_its_own_failure_not_an_internal_error(tmp_path):
+    task = write_task(tmp_path / "exits", prelude="sys.exit(0)")
+    handle, events, result = run(task)
+    assert result.status == "failed" and result.error["kind"] == "kernel-error"
+    assert (result.error["file"], result.error["line"]) == ("add_nki.py", kernel_line(task, "sys.exit(0)"))
+    assert "task code called sys.exit(0); it must return its outputs" in result.error["message"]
+    interrupted = run(write_task(tmp_path / "interrupts", prelude="raise KeyboardInterrupt"))[2]
+    assert interrupted.status == "failed" and interrupted.error["kind"] == "kernel-error"
+    assert "KeyboardInterrupt" in interrupted.error["message"]
+
+
 def test_an_emulator_rule_violation_names_the_rule_and_the_kernel_line(tmp_path):
     manifest = add_task_manifest().replace("[128, 64]", "[256, 64]")
     task = write_task(tmp_path / "partition", manifest=manifest)
