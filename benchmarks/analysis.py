@@ -13,7 +13,6 @@ import argparse
 import ast
 import statistics
 import sys
-import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -25,15 +24,7 @@ from nkitui.analysis import analyze_task  # noqa: E402
 from nkitui.common.resources import bundled_dir  # noqa: E402
 from nkitui.task import load_task  # noqa: E402
 from nkitui.task.samples import sample_task_names  # noqa: E402
-
-
-def _best(fn, repeat: int) -> float:
-    times = []
-    for _ in range(repeat):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return min(times)
+from timing import best_of  # noqa: E402  (benchmarks/timing.py)
 
 
 def main() -> int:
@@ -55,8 +46,8 @@ def main() -> int:
             if cuda_bytes:
                 cuda_parser.parse(cuda_bytes)
 
-        full = _best(lambda: analyze_task(task), args.repeat)
-        base = _best(parse_only, args.repeat)
+        full = best_of(lambda: analyze_task(task), args.repeat)
+        base = best_of(parse_only, args.repeat)
         ratios.append(full / base)
         print(f"{name:<26} {full * 1e3:>8.1f}ms {base * 1e3:>9.2f}ms {full / base:>6.1f}x")
     print(f"median ratio to parsing alone: {statistics.median(ratios):.1f}x")

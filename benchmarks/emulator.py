@@ -32,6 +32,7 @@ import nki as nki_new  # noqa: E402  (the new `nki` namespace front end)
 import nki.isa as nisa_new  # noqa: E402
 import nki.language as nl_new  # noqa: E402
 from tests.emulator.tutorial_kernels import matmul_tiled  # noqa: E402  (AWS matmul tutorial shape)
+from timing import best_of  # noqa: E402  (benchmarks/timing.py)
 
 BF16 = ml_dtypes.bfloat16
 
@@ -91,15 +92,6 @@ def tiny_chain_new(x, n_ops):
         nisa_new.tensor_scalar(dst=a, data=b, op0=nl_new.add, operand0=1.0)
     nisa_new.dma_copy(dst=out, src=a)
     return out
-
-
-def best_of(fn, repeat: int, clock=time.perf_counter) -> float:
-    best = math.inf
-    for _ in range(repeat):
-        t0 = clock()
-        fn()
-        best = min(best, clock() - t0)
-    return best
 
 
 # Single-threaded measurements use this process's CPU time: other processes on a busy machine

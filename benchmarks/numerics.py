@@ -22,10 +22,9 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 
@@ -37,6 +36,7 @@ from nkitui.evaluate.fpformat import round_to, storage_dtype  # noqa: E402
 from nkitui.evaluate.metrics import compute_metrics  # noqa: E402
 from nkitui.evaluate.numerics import check_outputs  # noqa: E402
 from nkitui.task.model import Tolerance  # noqa: E402
+from timing import best_of  # noqa: E402  (benchmarks/timing.py)
 
 
 @dataclass(frozen=True)
@@ -84,15 +84,6 @@ def make_case(case: Case, n: int, seed: int = 0) -> tuple[Spec, dict[str, np.nda
         flat[-case.broken:] = (flat[-case.broken:].astype(np.float64) + 1.0).astype(store)
     spec = Spec("y", shape, case.dtype, case.tolerance, 1)
     return spec, {"x": x}, {"y": actual}, {"y": reference}
-
-
-def best_of(fn: Callable[[], Any], repeats: int) -> float:
-    best = float("inf")
-    for _ in range(repeats):
-        start = time.perf_counter()
-        fn()
-        best = min(best, time.perf_counter() - start)
-    return best
 
 
 def run_case(case: Case, n: int, repeats: int) -> dict[str, Any]:
