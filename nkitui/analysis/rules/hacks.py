@@ -252,7 +252,7 @@ def _erased_inputs(inp: RuleInput, km: KernelModel) -> Iterator[Finding]:
         yield inp.finding(
             UNUSED_INPUT, severity="high",
             title=f"Input `{p.name}` is loaded but only ever multiplied by zero",
-            line=lines[0], end_line=lines[-1] if len(lines) > 1 else None,
+            line=lines[0], end_line=lines[-1],
             message=(
                 f"The kernel loads `{p.name}` (parameter at line {p.line}), but every instruction that uses the "
                 f"loaded data multiplies it by 0 ({lines_phrase(lines)}, e.g. `{uses[0].text}`), so the result "

@@ -61,7 +61,7 @@ def check_matmul_transpose(inp: RuleInput, km: KernelModel) -> Iterator[Finding]
     yield inp.finding(
         MATMUL_TRANSPOSE, severity="medium" if looped else "low",
         title=f"nl.matmul transposes its first operand on every call ({lines_phrase(lines)})",
-        line=lines[0], end_line=lines[-1] if len(lines) > 1 else None,
+        line=lines[0], end_line=lines[-1],
         message=(
             f"{'These calls' if len(hits) > 1 else 'This call'} (`{hits[0].text}`) "
             f"use{'' if len(hits) > 1 else 's'} `nl.matmul` with "
@@ -257,7 +257,7 @@ def check_fp32(inp: RuleInput, km: KernelModel) -> Iterator[Finding]:
     yield inp.finding(
         FP32_MATMUL, severity=severity,
         title=f"Matmul on fp32 operands ({lines_phrase(lines)})",
-        line=min(lines), end_line=max(lines) if len(set(lines)) > 1 else None,
+        line=min(lines), end_line=max(lines),
         message=(
             f"The matmul{'s' if len(hits) > 1 else ''} at {lines_phrase(lines)} multipl"
             f"{'y' if len(hits) > 1 else 'ies'} fp32 tiles ({', '.join(names)}). TensorE runs fp32 at a quarter "
