@@ -14,7 +14,7 @@ from textual.style import Style
 from nkitui.app import keymap
 from nkitui.app.evidence import Evidence
 from nkitui.app.widgets.lineview import LineView
-from nkitui.app.widgets.run.logstore import LEVELS, LogStore
+from nkitui.app.widgets.run.logstore import LEVELS, LogStore, smartcase
 
 LEVEL_FILTERS = (0, 1, 2, 3)  # all, info+, warning+, error
 LEVEL_FILTER_NAMES = ("all levels", "info and above", "warnings and errors", "errors only")
@@ -259,9 +259,8 @@ Only the lines on screen are drawn, so a million-line log scrolls as smoothly as
 
 
 def _highlight_matches(text: str, query: str, style: Style, match: Style) -> list[Segment]:
-    fold = query == query.lower()
+    needle, fold = smartcase(query)
     haystack = text.lower() if fold else text
-    needle = query.lower() if fold else query
     segments: list[Segment] = []
     pos = 0
     match_style = (style + Style(background=match.background)).rich_style

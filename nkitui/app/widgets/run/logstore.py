@@ -16,6 +16,12 @@ _ALIASES = {"warn": "warning", "err": "error", "critical": "error", "fatal": "er
             "stderr": "warning", "stdout": "info"}
 
 
+def smartcase(query: str) -> tuple[str, bool]:
+    """(needle, fold): case-insensitive unless the query has a capital letter (less and vim's smartcase)."""
+    fold = query == query.lower()
+    return (query.lower() if fold else query), fold
+
+
 def level_index(level: str | None) -> int:
     if level is None:
         return LEVEL_INDEX["info"]
@@ -112,8 +118,7 @@ class LogStore:
             cached = (query, self.min_level, 0, array("I"))
         _, level, scanned, rows = cached
         if scanned < n and query:
-            fold = query == query.lower()
-            needle = query.lower() if fold else query
+            needle, fold = smartcase(query)
             texts, index = self.texts, self.index
             if fold:
                 rows.extend(r for r in range(scanned, n) if needle in texts[index(r)].lower())
@@ -138,12 +143,12 @@ class LogStore:
         n = len(self)
         if not query or n == 0:
             return None
-        fold = query == query.lower()
-        needle = query.lower() if fold else query
-        texts = self.texts
-        for k in range(1, n + 1):
-            row = (start_row + step * k) % n
-            text = texts[self.index(row)]
-            if needle in (text.lower() if fold else text):
-                return row
-        return None
+        rows = self.match_rows(query)
+        if not rows:
+            return None
+        from bisect import bisect_left, bisect_right
+
+        start = start_row % n
+        if step > 0:
+            return rows[bisect_right(rows, start) % len(rows)]
+        return rows[bisect_left(rows, start) - 1]  # index -1 wraps to the last match
