@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import shutil
+import stat
 from pathlib import Path
 
 import git
@@ -52,6 +53,14 @@ def make_task_repo(dest: Path, source: Path = FIXTURES / "scale_rows") -> Path:
     else:
         _commit(repo, f"Import task {dest.name}", DATES[0])
     return dest
+
+
+def use_editor_that_writes(tmp_path: Path, monkeypatch, text: str) -> None:
+    """$EDITOR becomes a script that replaces the edited file with `text` (a printf format)."""
+    editor = tmp_path / "editor.sh"
+    editor.write_text(f'#!/bin/sh\nprintf "{text}" > "$1"\n')
+    editor.chmod(editor.stat().st_mode | stat.S_IEXEC)
+    monkeypatch.setenv("EDITOR", str(editor))
 
 
 def new_app(task_path: Path, **kwargs):

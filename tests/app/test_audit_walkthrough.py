@@ -6,7 +6,7 @@ import re
 
 from nkitui.app.screens.runs import RunsScreen
 from nkitui.app.widgets.rubric.widgets import CommentEditor, CriteriaList
-from tests.app.helpers import new_app, recorded_result, screen_text, settle, store_run
+from tests.app.helpers import new_app, recorded_result, screen_text, settle, store_run, use_editor_that_writes
 
 
 async def test_marked_runs_show_a_and_b_in_the_runs_list(task_dir):
@@ -184,12 +184,7 @@ async def test_enter_on_a_run_finding_without_a_line_opens_it_in_full(task_dir):
 
 
 async def test_f7_opens_the_editor_from_the_criteria_list_and_the_score_too(task_dir, tmp_path, monkeypatch):
-    import stat
-
-    editor = tmp_path / "editor.sh"
-    editor.write_text('#!/bin/sh\nprintf "From the list.\\n" > "$1"\n')
-    editor.chmod(editor.stat().st_mode | stat.S_IEXEC)
-    monkeypatch.setenv("EDITOR", str(editor))
+    use_editor_that_writes(tmp_path, monkeypatch, "From the list.\\n")
     app = new_app(task_dir)
     async with app.run_test(size=(80, 24)) as pilot:
         await settle(pilot)

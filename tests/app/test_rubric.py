@@ -3,14 +3,13 @@ autosave, evidence, validation, submit to the task's git repository, restoring a
 
 from __future__ import annotations
 
-import stat
 import time
 
 import git
 
 from nkitui.app.screens.review import ConfirmSubmit, SubmittedScreen
 from nkitui.app.widgets.rubric.widgets import CommentEditor, CriteriaList, ScoreSelector
-from tests.app.helpers import new_app, screen_text, settle
+from tests.app.helpers import new_app, screen_text, settle, use_editor_that_writes
 
 
 async def _open_rubric(pilot):
@@ -59,10 +58,7 @@ async def test_guidance_scores_and_comments_are_autosaved(task_dir, isolated_xdg
 
 
 async def test_long_comment_in_editor(task_dir, tmp_path, monkeypatch):
-    editor = tmp_path / "editor.sh"
-    editor.write_text('#!/bin/sh\nprintf "Written in my editor.\\nSecond line.\\n" > "$1"\n')
-    editor.chmod(editor.stat().st_mode | stat.S_IEXEC)
-    monkeypatch.setenv("EDITOR", str(editor))
+    use_editor_that_writes(tmp_path, monkeypatch, "Written in my editor.\\nSecond line.\\n")
     app = new_app(task_dir)
     async with app.run_test(size=(100, 36)) as pilot:
         await _open_rubric(pilot)
