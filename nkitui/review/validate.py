@@ -16,14 +16,17 @@ from nkitui.task.problems import Problem
 _LOCATED_REF = re.compile(r"^(?:[^@\s]+@)?(?P<file>[^:@\s]+):(?P<start>\d+)(?:-(?P<end>\d+))?$")
 
 
-def _line_count(path: Path) -> int | None:
-    try:
-        return len(path.read_bytes().splitlines())
-    except OSError:
-        return None
+def _line_count(path: Path, line_counts: dict[Path, int | None]) -> int | None:
+    """Lines of `path` (None when unreadable), read once per validation through `line_counts`."""
+    if path not in line_counts:
+        try:
+            line_counts[path] = len(path.read_bytes().splitlines())
+        except OSError:
+            line_counts[path] = None
+    return line_counts[path]
 
 
-def _located_ref_problem(ref: str, task_root: Path) -> tuple[str, str] | None:
+def _located_ref_problem(ref: str, task_root: Path, line_counts: dict[Path, int | None]) -> tuple[str, str] | None:
     """(message, fix) when a source/finding/diff ref names a task file that is missing or lines past its end."""
     m = _LOCATED_REF.match(ref.strip())
     if m is None or ".." in ref.split(":", 1)[0] or not is_task_relative(m["file"]):
@@ -32,7 +35,7 @@ def _located_ref_problem(ref: str, task_root: Path) -> tuple[str, str] | None:
     if not target.is_file():
         return f"{m['file']!r} is not a file of the task", "point the evidence at a file inside the task folder"
     start, end = int(m["start"]), int(m["end"] or m["start"])
-    count = _line_count(target)
+    count = _line_count(target, line_counts)
     if count is not None and (start < 1 or end < start or end > max(count, 1)):
         span = f"line {start}" if start == end else f"lines {start}-{end}"
         return (f"{span} is not in {m['file']} ({count} lines)" if start == end else
@@ -88,6 +91,7 @@ def validate_draft(draft: Draft, rubric: Rubric, task_root: Path | None = None, 
     elif draft.verdict not in rubric.verdicts:
         error("verdict", f"unknown verdict {draft.verdict!r}", f"use one of: {', '.join(rubric.verdicts)}")
 
+    line_counts: dict[Path, int | None] = {}
     for i, c in enumerate(draft.comments):
         where = f"comments[{i}]"
         if not is_task_relative(c.file):
@@ -105,9 +109,8 @@ def validate_draft(draft: Draft, rubric: Rubric, task_root: Path | None = None, 
             if not target.is_file():
                 error(f"{where}.file", f"{c.file!r} is not a file of the task", "anchor the comment to a file inside the task folder")
                 continue
-            try:
-                count = len(target.read_bytes().splitlines())
-            except OSError:
+            count = _line_count(target, line_counts)
+            if count is None:
                 continue
             if c.end > max(count, 1):
                 error(f"{where}.lines", f"lines {c.start}-{c.end} go past the end of {c.file} ({count} lines)",
@@ -120,7 +123,7 @@ def validate_draft(draft: Draft, rubric: Rubric, task_root: Path | None = None, 
                   "see docs/review-format.md (evidence kinds and their ref)")
         if task_root is not None and e.kind in ("source", "finding", "diff"):
             # A warning, not an error: the link is still readable through its excerpt.
-            bad_ref = _located_ref_problem(e.ref, task_root)
+            bad_ref = _located_ref_problem(e.ref, task_root, line_counts)
             if bad_ref is not None:
                 warn(f"evidence[{i}].ref", f"{e.kind} evidence {e.ref!r}: {bad_ref[0]}", bad_ref[1])
         if e.criterion is not None and rubric.criterion(e.criterion) is None:
