@@ -62,7 +62,6 @@ class ReviewController:
             from nkitui.review.gitstore import open_repo, resolve_auditor
 
         task = self.audit_task  # type: ignore[attr-defined]
-        viewer = None
         try:
             viewer = resolve_auditor(open_repo(task.root)).slug
         except ReviewError:
@@ -78,6 +77,12 @@ class ReviewController:
 
     def on_review_history(self, message) -> None:
         self.rubric_area.set_history(message.entries)
+
+    def _rubric_loaded(self) -> bool:
+        """True once the rubric and draft are loaded; otherwise says so and returns False."""
+        if not self.review_ready:  # type: ignore[attr-defined]
+            self.notify("The rubric is still loading.", severity="warning", timeout=4)  # type: ignore[attr-defined]
+        return self.review_ready  # type: ignore[attr-defined]
 
     def on_review_ready(self, message: ReviewReady) -> None:
         from nkitui.review import Autosaver
@@ -133,8 +138,7 @@ class ReviewController:
             self.notify("Nothing to attach here: focus a finding, a source or diff line, a log line or a metric.",
                         timeout=4)  # type: ignore[attr-defined]
             return
-        if not self.review_ready:  # type: ignore[attr-defined]
-            self.notify("The rubric is still loading.", severity="warning", timeout=4)  # type: ignore[attr-defined]
+        if not self._rubric_loaded():
             return
         area = self.rubric_area
         crit = area.current_criterion
@@ -154,8 +158,7 @@ class ReviewController:
     def on_comment_wanted(self, message) -> None:
         from nkitui.app.screens.comment import LineCommentScreen
 
-        if not self.review_ready:  # type: ignore[attr-defined]
-            self.notify("The rubric is still loading.", severity="warning", timeout=4)  # type: ignore[attr-defined]
+        if not self._rubric_loaded():
             return
         crit = self.rubric_area.current_criterion
         where = message.location
@@ -204,8 +207,7 @@ class ReviewController:
             self.action_show_area("engines" if e.kind == "metric" else "run")  # type: ignore[attr-defined]
 
     def action_edit_in_editor(self) -> None:
-        if not self.review_ready:  # type: ignore[attr-defined]
-            self.notify("The rubric is still loading.", severity="warning", timeout=4)  # type: ignore[attr-defined]
+        if not self._rubric_loaded():
             return
         area = self.rubric_area
         new = self.edit_text_externally(area.current_comment())  # type: ignore[attr-defined]
