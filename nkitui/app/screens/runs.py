@@ -141,7 +141,7 @@ and Page keys scroll; **Escape** closes.
     ComparisonScreen .hint { color: $text-muted; height: auto; }
     """
 
-    def __init__(self, comparison: Any, a: Any = None, b: Any = None) -> None:
+    def __init__(self, comparison: Any, a: Any, b: Any) -> None:
         """`comparison` is nkitui.evaluate.store.RunComparison; a and b the two RunResults."""
         super().__init__()
         self.comparison = comparison
