@@ -60,6 +60,15 @@ DEFAULT_OPTIONS: dict[str, Any] = {
 NEURON_COMPILE_CACHE = "/var/tmp/neuron-compile-cache"
 
 
+def resolve_seeds(requested: int | list[int] | None, task_seeds: Any) -> list[int]:
+    """The seeds a run uses: the task's own (None), the first N (an int), or those listed."""
+    if requested is None:
+        return list(task_seeds)
+    if isinstance(requested, int):
+        return list(range(requested))
+    return [int(s) for s in requested]
+
+
 def utc_now() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="seconds")
 
@@ -231,13 +240,7 @@ class EvaluationSession:
                     kind="task-invalid",
                     message=f"the task cannot run: it declares no {', '.join(missing)} (run `nkitui task init` to draft a task.toml)",
                     file="task.toml"))
-            seeds = self.options.get("seeds")
-            if seeds is None:
-                self.seeds = list(task.seeds)
-            elif isinstance(seeds, int):
-                self.seeds = list(range(seeds))
-            else:
-                self.seeds = [int(s) for s in seeds]
+            self.seeds = resolve_seeds(self.options.get("seeds"), task.seeds)
             if not self.seeds:
                 raise Stop("invalid", ErrorEvent(kind="request-invalid", message="no seeds to run (give --seeds N with N >= 1)"))
             r.seeds = list(self.seeds)

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from nkitui.evaluate.pipeline import BACKEND_LINE
+from nkitui.evaluate.pipeline import BACKEND_LINE, resolve_seeds
 from nkitui.evaluate.result import ResultVersionError, RunResult
 from nkitui.executor.events import ErrorEvent, Event, ResultEvent
 from nkitui.executor.job import WorkerJob
@@ -168,15 +168,6 @@ def _backend_from_log(outcome: WorkerOutcome) -> tuple[str, str]:
     return "", ""
 
 
-def _requested_seeds(request: EvaluationRequest, task: Task) -> list[int]:
-    """The seeds the worker was asked to run, resolved as the pipeline's load phase does."""
-    if request.seeds is None:
-        return list(task.seeds)
-    if isinstance(request.seeds, int):
-        return list(range(request.seeds))
-    return [int(s) for s in request.seeds]
-
-
 def _silent_exit_error(outcome: WorkerOutcome) -> ErrorEvent:
     """In words: the worker exited with a normal status but without its result or an error event."""
     message = f"the worker exited with status {outcome.exit.returncode} before sending its result"
@@ -222,7 +213,7 @@ def build_result(outcome: WorkerOutcome, task: Task, request: EvaluationRequest)
         result.phases = [{"name": p.name, "status": p.status, "duration_s": p.duration_s, "detail": p.detail}
                          for p in outcome.phases]
         result.backend, result.backend_reason = _backend_from_log(outcome)
-        result.seeds = _requested_seeds(request, task)
+        result.seeds = resolve_seeds(request.seeds, task.seeds)  # as the worker's load phase does
         result.notes.append(f"the worker {outcome.exit.message}; this result was built by the parent from the events it received")
         from datetime import datetime, timezone
 
