@@ -175,11 +175,5 @@ class BoundedLog:
         marker = LogEvent(stream="executor", level="warning", text=f"[nkitui] … {self.dropped:,} log lines dropped …")
         return self.head + [marker] + list(self.tail)
 
-    def text(self, last: int | None = None) -> str:
-        entries = self.entries()
-        if last is not None:
-            entries = entries[-last:]
-        return "\n".join(f"[{e.stream}] {e.text}" for e in entries)
-
     def __len__(self) -> int:
         return len(self.head) + len(self.tail)
