@@ -374,7 +374,7 @@ class EvaluationSession:
         task = self.task
         with self.phase("compare") as ph:
             from nkitui.evaluate.metrics import ShapeMismatchError
-            from nkitui.evaluate.numerics import check_outputs, partial_sum_magnitudes
+            from nkitui.evaluate.numerics import check_outputs, compare_seed, partial_sum_magnitudes
 
             per_output: dict[str, list[str]] = {o.name: [] for o in task.outputs}
             for seed in self.seeds:
@@ -388,7 +388,8 @@ class EvaluationSession:
                         metrics, advice, findings = check_outputs(task.outputs, inputs, actual, expected, task.op,
                                                                   magnitudes=magnitudes, context=f"with seed {seed}")
                     else:  # later seeds: metrics under the same advice, diagnosis of failures
-                        metrics, advice, findings = self._seed_metrics(seed, inputs, actual, expected)
+                        advice = self.advice
+                        metrics, findings = compare_seed(task.outputs, actual, expected, advice, context=f"with seed {seed}")
                 except ShapeMismatchError as exc:
                     sr.passed = False
                     sr.error = {"kind": "shape-mismatch", "message": str(exc), "file": None, "line": None, "traceback": ""}
@@ -442,12 +443,6 @@ class EvaluationSession:
                 f"tolerance:{spec.name}", f"the tolerance for `{spec.name}` tells a wrong output from a right one",
                 not why, "; ".join(why) if why else "no trivial output passes it and the correctly rounded reference does",
             ))
-
-    def _seed_metrics(self, seed: int, inputs: Any, actual: Any, expected: Any) -> tuple[list[Any], list[Any], list[Finding]]:
-        from nkitui.evaluate.numerics import compare_seed
-
-        metrics, findings = compare_seed(self.task.outputs, actual, expected, self.advice, context=f"with seed {seed}")
-        return metrics, self.advice, findings
 
     def _compared_seeds(self) -> list[int]:
         return [s for s in self.seeds if s in self.references and self.seed_results[s].error is None]
