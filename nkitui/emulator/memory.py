@@ -256,10 +256,15 @@ class OnChipAllocator:
         msg = (f"SBUF capacity exceeded: {_span_label(culprit)} needs {culprit[SP_SIZE]} B per partition while "
                f"{others} of {usable} usable B per partition are live on {self.target.name} (a tile is live from "
                "its allocation to its last use)")
+        self._over_capacity(msg, " (free tiles earlier, tile smaller, or run with capacity='warn')",
+                            "; the compiler would spill to HBM", culprit[SP_LOC])
+
+    def _over_capacity(self, msg: str, fix: str, warning_note: str, location) -> None:
+        """An overflow under the capacity mode: an error carrying the fix, a warning, or nothing ('off')."""
         if self.mode == "error":
-            raise CapacityError(msg + " (free tiles earlier, tile smaller, or run with capacity='warn')",
-                                location=culprit[SP_LOC] or ("", 0))
-        self._warn(msg + "; the compiler would spill to HBM", culprit[SP_LOC])
+            raise CapacityError(msg + fix, location=location or ("", 0))
+        if self.mode == "warn":
+            self._warn(msg + warning_note, location)
 
     def _close_psum(self, spans: list[list]) -> None:
         """Place the tiles in the 8 banks first-fit, in allocation order, freeing each after its last use."""
@@ -278,11 +283,8 @@ class OnChipAllocator:
                 msg = (f"PSUM capacity exceeded: {_span_label(sp)} needs {blocks} block(s) of {per_block} B but "
                        f"{live} of {len(used)} PSUM banks (2 KiB per partition each) are in use (a tile is live "
                        "from its allocation to its last use)")
-                if self.mode == "error":
-                    raise CapacityError(msg + "; release PSUM tiles (copy results to SBUF) before allocating more",
-                                        location=sp[SP_LOC] or ("", 0))
-                if self.mode == "warn":
-                    self._warn(msg, sp[SP_LOC])
+                self._over_capacity(msg, "; release PSUM tiles (copy results to SBUF) before allocating more", "",
+                                    sp[SP_LOC])
                 continue
             for bank, size in chosen:
                 used[bank] += size
