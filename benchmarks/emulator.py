@@ -168,11 +168,11 @@ def main() -> int:
         # emulator and numpy alternate, so both see the same load; best of `repeat` each
         emu_s = np_s = math.inf
         for _ in range(repeat):
-            emu_s = min(emu_s, best_of(lambda: kern(small, n_ops), 1, cpu))
+            emu_s = min(emu_s, best_of(lambda kern=kern: kern(small, n_ops), 1, cpu))
             np_s = min(np_s, best_of(np_chain, 1, cpu))
         instrs = kern.last_run.instructions
         with emulator.trace():
-            traced = best_of(lambda: kern(small, n_ops), 1, cpu)
+            traced = best_of(lambda kern=kern: kern(small, n_ops), 1, cpu)
         row(f"{n_ops} tiny (128x1) {label} instrs (cpu)", emu_s, np_s, instrs, traced)
         overheads.append((label, (emu_s - np_s) / instrs * 1e6, (traced - np_s) / instrs * 1e6))
     print()

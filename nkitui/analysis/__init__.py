@@ -124,7 +124,7 @@ def _read(path: Path, what: str) -> str:
     try:
         return path.read_text(encoding="utf-8", errors="replace")
     except FileNotFoundError:
-        raise FileNotFoundError(f"{what} {path} does not exist; check the path (or sources.{what} in task.toml)")
+        raise FileNotFoundError(f"{what} {path} does not exist; check the path (or sources.{what} in task.toml)") from None
     except OSError as exc:
         raise OSError(f"cannot read {what} {path}: {exc}") from exc
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import ast
 import math
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from nkitui.analysis import nki_api
 from nkitui.analysis.dtypes import canonical as canonical_dtype
@@ -16,6 +16,9 @@ from nkitui.analysis.nki_access import loaded_shape, region_shape, trip_count
 from nkitui.analysis.nki_exprs import Frame, is_number
 from nkitui.analysis.nki_imports import FILE_READERS, HOST_LIBRARIES
 from nkitui.analysis.nki_model import Access, HostCall, Op, StateUse, Tensor
+if TYPE_CHECKING:
+    from nkitui.analysis.nki_walker import _KernelWalker
+
 from nkitui.analysis.nki_values import (
     Api,
     Buffer,

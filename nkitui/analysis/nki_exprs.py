@@ -9,13 +9,16 @@ from __future__ import annotations
 
 import ast
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from nkitui.analysis import nki_api
 from nkitui.analysis.dtypes import canonical as canonical_dtype
 from nkitui.analysis.nki_access import compose, dim_access, finish_access, region_shape, slice_extent
 from nkitui.analysis.nki_imports import canonical
 from nkitui.analysis.nki_model import DimAccess, StateUse
+if TYPE_CHECKING:
+    from nkitui.analysis.nki_walker import _KernelWalker
+
 from nkitui.analysis.nki_values import (
     Api,
     Buffer,

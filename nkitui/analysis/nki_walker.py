@@ -221,7 +221,7 @@ class _KernelWalker(ExprMixin, CallsMixin):
     # ------------------------------------------------------------------------------------------
     # Parameters
 
-    def bind_kernel_params(self, fdef: ast.FunctionDef, frame: _Frame) -> None:
+    def bind_kernel_params(self, fdef: ast.FunctionDef, frame: Frame) -> None:
         ctx = self.ctx
         args = fdef.args
         positional = args.posonlyargs + args.args

@@ -510,7 +510,7 @@ class NkituiApp(ReviewController, RunController, App[int]):
         focused = self.screen.focused
         keys: dict[str, list[str]] = {}
         descriptions: dict[str, str] = {}
-        for key, active in self.screen.active_bindings.items():
+        for active in self.screen.active_bindings.values():
             binding: Binding = active.binding
             if not binding.description or binding.system:
                 continue

@@ -229,9 +229,9 @@ def split_rows(files: list[FileDiff]) -> list[SplitRow]:
         dels: list[DiffLine] = []
         adds: list[DiffLine] = []
 
-        def flush() -> None:
+        def flush(dels: list[DiffLine] = dels, adds: list[DiffLine] = adds, path: str = f.path) -> None:
             for left, right in pair_changes(dels, adds):
-                rows.append(SplitRow("change", left, right, f.path))
+                rows.append(SplitRow("change", left, right, path))
             dels.clear()
             adds.clear()
 

@@ -360,7 +360,7 @@ class Tensor:
             shape = tuple(hi - lo for lo, hi in box)
             return self._new(None, shape, fancy)
         ent = list(self.ent)
-        for d, (start, step, length, rax) in enumerate(ent):
+        for d, (start, step, _length, rax) in enumerate(ent):
             if rax >= 0:
                 lo, hi = box[rax]
                 ent[d] = (start + step * lo, step, hi - lo, rax)
@@ -380,7 +380,7 @@ class Tensor:
                 b = tuple((int(a.min()), int(a.max())) for a in self.fancy)
         else:
             out = []
-            for start, step, length, rax in self.ent:
+            for start, step, length, _rax in self.ent:
                 if length <= 0:
                     out.append((0, -1))
                 else:
@@ -431,7 +431,7 @@ class Tensor:
             strides = st.strides()[0]
             lo = hi = p0 = 0
             p1 = 1
-            for d, (start, step, length, rax) in enumerate(self.ent):
+            for d, (start, step, length, _rax) in enumerate(self.ent):
                 if length <= 0:
                     a = self._acc = Access(st.id, st.memory, 0, 0, 0, 0)
                     return a
@@ -508,7 +508,7 @@ class Tensor:
         """Is the innermost free dimension read with stride 1 (VectorE performance modes)?"""
         if self.fancy is not None:
             return False
-        for start, step, length, rax in reversed(self.ent):
+        for _start, step, length, _rax in reversed(self.ent):
             if length > 1:
                 return step == 1
         return True

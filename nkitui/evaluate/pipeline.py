@@ -125,7 +125,7 @@ class EvaluationSession:
             ("profile", self._profile),
         ]
         try:
-            for name, step in steps:
+            for _name, step in steps:
                 step()
             self.result.status = "passed" if all(c.passed is not False for c in self.checks) else "failed"
         except Stop as stop:

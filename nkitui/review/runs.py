@@ -104,7 +104,7 @@ def resolve_runs(task_root: Path, task_id: str, cited: Iterable[str], files: Ite
             result = _from_data(data, f"run store ({run_id})") if data is not None else None
         if result is None:
             problems.append(Problem("runs", "runs", f"run {run_id!r} was not found",
-                                    f"pass its result file with --run FILE.json, or run the task again and cite the new run id"))
+                                    "pass its result file with --run FILE.json, or run the task again and cite the new run id"))
             continue
         if result.run_id != run_id:
             problems.append(Problem(result.source, "run_id", f"expected run {run_id!r}, found {result.run_id!r}",

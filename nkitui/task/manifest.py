@@ -413,7 +413,7 @@ class _ManifestReader:
             self.error(f"{field}.dist", f"unknown distribution {dist!r}", f"use one of {', '.join(INIT_DISTRIBUTIONS)}")
             return None
         params: dict[str, float] = {}
-        for key, value in raw.items():
+        for key in raw:
             if key == "dist":
                 continue
             if key not in _INIT_PARAMS[dist]:

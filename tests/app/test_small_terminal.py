@@ -42,7 +42,7 @@ async def test_each_area_at_80x24_keeps_what_matters_whole(sample_task):
         metrics = {key: value for key, _, value in app.engines_area.query_one(MetricsTable).metrics}
         assert sol.work.flops > 0 and metrics["work_flops"].endswith("FLOP") and metrics["work_flops"] != "0 FLOP"
         assert metrics["speed_of_light_compute_s"] == format_seconds(sol.compute_s)
-        assert any(f"work: TensorE FLOPs  " in r and metrics["work_flops"] in r for r in rows)
+        assert any("work: TensorE FLOPs  " in r and metrics["work_flops"] in r for r in rows)
         rows = await _goto(pilot, "4")
         criteria = [r[:27] for r in rows[2:7]]
         assert all(r.rstrip().endswith("-") for r in criteria), criteria  # every score is shown

@@ -126,5 +126,5 @@ def test_a_syntax_error_in_the_kernel_names_the_kernel_file_and_its_line(tmp_pat
         load_task(root)
     [problem] = [p for p in info.value.problems if "does not parse" in p.message]
     assert problem.file.endswith("add_nki.py") and problem.line == 3 and problem.field == "kernel.entry"
-    assert f"add_nki.py:3 [kernel.entry]: error: does not parse" in str(problem)
+    assert "add_nki.py:3 [kernel.entry]: error: does not parse" in str(problem)
     assert "task.toml" in problem.fix

@@ -363,7 +363,7 @@ def store(dst, value, *, mask=None, **kwargs):
         engine.tensor_copy(tmp, value, api=api + " (psum->sbuf)")
         value = tmp
     if value.st.memory == "hbm":
-        raise EngineMemoryError(f"Expected operand 'value' of 'store' to be in address space 'sbuf', got 'hbm'")
+        raise EngineMemoryError("Expected operand 'value' of 'store' to be in address space 'sbuf', got 'hbm'")
     value, dst = align(value, dst)
     d = dst if dst.shape == value.shape or len(dst.shape) >= 2 else _reshape_view(dst, value.shape)
     if len(value.shape) > len(d.shape) and value.size == d.size:
@@ -376,7 +376,7 @@ def load_transpose2d(src, *, mask=None, dtype=None, **kwargs):
     run = current()
     api = "nl.load_transpose2d"
     if not isinstance(src, Tensor) or src.st.memory != "hbm":
-        raise EngineMemoryError(f"Expected operand 'src' of 'load_transpose2d' to be in address space 'hbm'")
+        raise EngineMemoryError("Expected operand 'src' of 'load_transpose2d' to be in address space 'hbm'")
     if src.fancy is not None:
         raise IndexingError("err_indirect_indices_are_not_supported_with_nki_api: load_transpose2d does not take "
                             "indirect indices")

@@ -1,0 +1,39 @@
+"""The architecture checks run as part of the suite, so the README's test command (and CI) keeps them green.
+
+Each check is the project's own tool run as a child process on the checkout; its output is the failure message.
+"""
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+BIN = Path(sys.executable).parent
+
+
+def _tool(name: str) -> str:
+    path = BIN / name
+    found = str(path) if path.exists() else shutil.which(name)
+    if found is None:
+        pytest.fail(f"{name} is not installed; it comes with the test extra: pip install -e '.[test]'")
+    return found
+
+
+def _run(argv: list[str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, timeout=300)
+
+
+def test_ruff_finds_nothing() -> None:
+    done = _run([_tool("ruff"), "check", "--no-cache", "nkitui", "tests", "benchmarks"])
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_import_contracts_are_kept() -> None:
+    # lint-imports reads [tool.importlinter] from pyproject.toml: layers point down, only nkitui.app imports Textual
+    done = _run([_tool("lint-imports"), "--no-cache"])
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "0 broken" in done.stdout, done.stdout
