@@ -1,0 +1,61 @@
+"""The git state of a task folder, read with the git command line.
+
+Task repositories are untrusted input: their own configuration could name programs for git to run
+(core.fsmonitor, hooks). Every command here switches those off and reads only; nothing is written.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+
+# Read-only git with nothing from the repository's config that runs a program.
+SAFE_GIT = ["git", "-c", "core.fsmonitor=false", "-c", f"core.hooksPath={os.devnull}", "-c", "core.untrackedCache=false",
+            "-c", "safe.directory=*"]
+_GIT_ENV_DROP = ("GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE", "GIT_OBJECT_DIRECTORY", "GIT_CONFIG", "GIT_CONFIG_PARAMETERS")
+
+
+def git_env() -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k not in _GIT_ENV_DROP}
+    env.update(GIT_TERMINAL_PROMPT="0", GIT_OPTIONAL_LOCKS="0", LC_ALL="C")
+    return env
+
+
+def git(args: list[str], cwd: Path, *, timeout: float = 60.0, binary: bool = False) -> subprocess.CompletedProcess:
+    return subprocess.run([*SAFE_GIT, *args], cwd=cwd, env=git_env(), capture_output=True, timeout=timeout,
+                          text=not binary, stdin=subprocess.DEVNULL)
+
+
+@dataclass(frozen=True)
+class GitState:
+    commit: str | None = None  # HEAD of the repository holding the task
+    dirty: bool | None = None  # uncommitted (or untracked) changes inside the task folder
+    repo_root: Path | None = None
+    rel_path: str = "."  # the task folder inside the repository
+    note: str = ""  # why the commit is unknown, in words
+
+    @property
+    def known(self) -> bool:
+        return self.commit is not None
+
+
+def read_git_state(task_root: Path) -> GitState:
+    root = Path(task_root).resolve()
+    try:
+        top = git(["rev-parse", "--show-toplevel"], root, timeout=20)
+    except FileNotFoundError:
+        return GitState(note="git is not installed: the commit is unknown")
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return GitState(note=f"git could not be run ({exc}): the commit is unknown")
+    if top.returncode != 0:
+        return GitState(note="not in a git repository: the commit is unknown")
+    repo_root = Path(top.stdout.strip()).resolve()
+    rel = os.path.relpath(root, repo_root)
+    head = git(["rev-parse", "--verify", "-q", "HEAD^{commit}"], root, timeout=20)
+    if head.returncode != 0:
+        return GitState(repo_root=repo_root, rel_path=rel, note="the git repository has no commit yet: the commit is unknown")
+    status = git(["status", "--porcelain", "--untracked-files=normal", "--", "."], root, timeout=60)
+    dirty = bool(status.stdout.strip()) if status.returncode == 0 else None
+    return GitState(commit=head.stdout.strip(), dirty=dirty, repo_root=repo_root, rel_path=rel)
