@@ -27,6 +27,7 @@ class LocalExecutor:
         self.size = size or pool_size(workers)
         self._lock = threading.Lock()
         self._handles: set = set()
+        self.running_pids: dict[str, int] = {}  # task key -> pid of its evaluation worker
         self._cancelled = threading.Event()
         self._node = this_node()
 
@@ -83,6 +84,8 @@ class LocalExecutor:
                               error={"kind": "invalid-task", "message": str(exc.problems[0]) if exc.problems else "invalid"})
         with self._lock:
             self._handles.add(handle)
+            if handle.pid is not None:
+                self.running_pids[job.key] = handle.pid
         if self._cancelled.is_set():
             handle.cancel()
         try:
@@ -95,4 +98,5 @@ class LocalExecutor:
         finally:
             with self._lock:
                 self._handles.discard(handle)
+                self.running_pids.pop(job.key, None)
         return JobOutcome(result=handle.result, node=self._node)

@@ -176,10 +176,9 @@ def _batch(args: argparse.Namespace) -> int:
 def _consume(handle, view) -> None:  # noqa: ANN001
     """Feed every event to the view; the first Ctrl-C cancels the batch and waits for its end."""
     interrupted = False
-    events = handle.events()
     while True:
         try:
-            for event in events:
+            for event in handle.events():  # a fresh iterator after an interrupt: the queue keeps its place
                 view.show(event)
             return
         except KeyboardInterrupt:
