@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
-from nkitui.batch.gitstate import read_git_state
+from nkitui.batch.gitstate import GitState, read_git_state, same_task_content
 from nkitui.batch.record import finding_counts
 from nkitui.batch.tasks import BatchTask, find_tasks
 
@@ -40,9 +40,10 @@ class AggregateTable:
     problems: list[str] = field(default_factory=list)  # corrupt review files, unreadable runs (skipped)
 
 
-def latest_run_for(task: BatchTask, commit: str | None, store_root: Path | None = None) -> Any:
-    """The newest stored RunResult of this task for `commit` (for a task outside git: for its
-    current judged files), or None."""
+def latest_run_for(task: BatchTask, state: GitState, store_root: Path | None = None) -> Any:
+    """The newest stored RunResult of this task for its current commit (or a commit whose task
+    folder is the same but for reviews/; for a task outside git: for its current judged files),
+    or None. What the queue's "last run verdict for the task's current commit" shows."""
     from nkitui.evaluate.store import RunStore, load_result
 
     store = RunStore(store_root)
@@ -59,9 +60,9 @@ def latest_run_for(task: BatchTask, commit: str | None, store_root: Path | None 
         same_task = result.task_path == root or (hashes and result.file_hashes == hashes)
         if not same_task:
             continue
-        if commit is not None and result.task_commit == commit:
+        if state.commit is not None and result.task_commit is not None and same_task_content(state, result.task_commit):
             return result
-        if commit is None and result.task_commit is None and hashes and result.file_hashes == hashes:
+        if state.commit is None and result.task_commit is None and hashes and result.file_hashes == hashes:
             return result
     return None
 
@@ -102,7 +103,7 @@ def task_row(task: BatchTask, store_root: Path | None = None) -> tuple[dict[str,
     row: dict[str, Any] = {"key": task.key, **task.describe(), "path": str(task.root), "commit": state.commit,
                            "dirty": state.dirty}
     notes = [] if state.known else [state.note]
-    result = latest_run_for(task, state.commit, store_root) if task.task is not None else None
+    result = latest_run_for(task, state, store_root) if task.task is not None else None
     if task.problems:
         row.update(status="invalid", note="; ".join([task.problems[0], *notes]))
     if result is None:

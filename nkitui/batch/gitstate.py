@@ -59,3 +59,23 @@ def read_git_state(task_root: Path) -> GitState:
     status = git(["status", "--porcelain", "--untracked-files=normal", "--", "."], root, timeout=60)
     dirty = bool(status.stdout.strip()) if status.returncode == 0 else None
     return GitState(commit=head.stdout.strip(), dirty=dirty, repo_root=repo_root, rel_path=rel)
+
+
+def same_task_content(state: GitState, other_commit: str | None) -> bool:
+    """True when the task folder is the same at `other_commit` as at the current commit, apart from
+    its reviews/ (submitting a review commits into the task repository: that must not make every
+    earlier verdict stale). Also true for the same commit."""
+    if state.commit is None or other_commit is None:
+        return False
+    if other_commit == state.commit:
+        return True
+    if state.repo_root is None:
+        return False
+    rel = "." if state.rel_path in ("", ".") else state.rel_path
+    reviews = "reviews" if rel == "." else f"{rel}/reviews"
+    try:
+        done = git(["diff", "--quiet", "--no-ext-diff", "--no-textconv", other_commit, state.commit, "--", rel,
+                    f":(exclude){reviews}"], state.repo_root, timeout=60)
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return done.returncode == 0

@@ -12,6 +12,7 @@ import hashlib
 import json
 import sqlite3
 import threading
+from collections.abc import Callable
 from pathlib import Path
 
 from nkitui.batch.record import TaskRecord
@@ -69,11 +70,12 @@ class Ledger:
             )
 
     def find(self, path: str, options_key: str, version: str, commit: str | None, dirty: bool | None,
-             file_hashes: dict[str, str]) -> TaskRecord | None:
+             file_hashes: dict[str, str], same_commit: Callable[[str], bool] | None = None) -> TaskRecord | None:
         """The remembered record when it still stands for the task as it is now, else None.
 
-        A task with a known commit matches on the commit (and clean working trees, then and now)
-        and its judged files; a task outside git matches on its judged files alone."""
+        A task with a known commit matches on the commit (or one whose task folder is the same,
+        `same_commit`: commits that only added reviews), clean working trees then and now, and
+        its judged files; a task outside git matches on its judged files alone."""
         with self._lock:
             row = self._db.execute(
                 "SELECT nkitui_version, commit_id, dirty, hashes, status, record FROM results WHERE path=? AND options_key=?",
@@ -83,7 +85,9 @@ class Ledger:
         r_version, r_commit, r_dirty, r_hashes, r_status, r_record = row
         if r_version != version or r_status not in RESUMABLE or r_hashes != hashes_digest(file_hashes):
             return None
-        if commit is not None and (r_commit != commit or dirty or r_dirty):
+        if commit is not None and (r_commit is None or dirty or r_dirty):
+            return None
+        if commit is not None and r_commit != commit and not (same_commit is not None and same_commit(r_commit)):
             return None
         if commit is None and r_commit is not None:
             return None

@@ -34,7 +34,7 @@ from nkitui.batch.events import (
     TaskStarted,
 )
 from nkitui.batch.executor import Executor, JobOutcome
-from nkitui.batch.gitstate import read_git_state
+from nkitui.batch.gitstate import read_git_state, same_task_content
 from nkitui.batch.ledger import Ledger, default_ledger_path
 from nkitui.batch.options import BatchOptions
 from nkitui.batch.record import TaskRecord, record_from_result
@@ -212,10 +212,13 @@ class BatchHandle:
             except OSError:
                 return None
             state = read_git_state(task.root)
-            found = self._ledger.find(str(task.root), self.options_key, __version__, state.commit, state.dirty, hashes)
+            found = self._ledger.find(str(task.root), self.options_key, __version__, state.commit, state.dirty, hashes,
+                                      same_commit=lambda other: same_task_content(state, other))
             if found is None or (found.run_path and not Path(found.run_path).is_file()):
                 return None
-            found.resumed = True
+            # the record as this batch names the task (another batch may have had another root)
+            found.key, found.path, found.resumed = task.key, str(task.root), True
+            found.options_key = self.options_key
             return found
 
         with ThreadPoolExecutor(max_workers=8, thread_name_prefix="nkitui-batch-resume") as pool:

@@ -88,3 +88,41 @@ def mixed_tasks(tmp_path: Path) -> Path:
     hidden = add_task(root / ".hidden" / "skipped")
     assert hidden.is_dir()
     return root
+
+
+@pytest.fixture(scope="session")
+def ray_runtime():
+    """One real local Ray runtime for the whole test session (Ray is in the `test` extra); the
+    executors find it running and leave it so."""
+    import ray
+
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, object_store_memory=256 << 20,
+             logging_level="error")
+    yield ray
+    ray.shutdown()
+
+
+def children(pid: int) -> list[int]:
+    """Direct children of `pid` (from /proc; empty when it is gone)."""
+    out: list[int] = []
+    for task in Path(f"/proc/{pid}/task").glob("*"):
+        try:
+            out += [int(p) for p in (task / "children").read_text().split()]
+        except OSError:
+            continue
+    return out
+
+
+def alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
+
+
+def cmdline(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+    except OSError:
+        return ""
