@@ -21,6 +21,7 @@ progress board, no CPU) carries "started" and "phase" notes from the tasks to th
 from __future__ import annotations
 
 import os
+import sys
 import threading
 import time
 from dataclasses import dataclass, field
@@ -52,6 +53,18 @@ def _import_ray() -> Any:
     except ImportError:
         raise RayUnavailable("Ray is not installed", "pip install 'nkitui[ray]' (on every node of the cluster)") from None
     return ray
+
+
+def _use_token_auth_if_available() -> None:
+    """Joining a cluster by address: Ray looks for its authentication token only when RAY_AUTH_MODE says
+    so. With a token at hand (RAY_AUTH_TOKEN, or ~/.ray/auth_token as `ray start --head` writes it),
+    ask for token mode; an explicit RAY_AUTH_MODE is left as the user set it. Never turns auth off."""
+    if "RAY_AUTH_MODE" in os.environ:
+        return
+    from pathlib import Path
+
+    if os.environ.get("RAY_AUTH_TOKEN") or os.environ.get("RAY_AUTH_TOKEN_PATH") or (Path.home() / ".ray" / "auth_token").is_file():
+        os.environ["RAY_AUTH_MODE"] = "token"
 
 
 # -- what runs on the nodes ----------------------------------------------------------------------
@@ -124,6 +137,8 @@ class RayExecutor:
 
     def __init__(self, address: str | None = None, *, workers: int | None = None, num_cpus: float = 1.0,
                  local_cpus: int | None = None) -> None:
+        if address is not None and "ray" not in sys.modules:
+            _use_token_auth_if_available()  # Ray reads its auth mode when it is imported
         self.ray = _import_ray()
         self.address = address
         self.num_cpus = num_cpus
@@ -151,16 +166,18 @@ class RayExecutor:
             if address is None:
                 from nkitui.batch.sizing import usable_cpus
 
-                ray.init(num_cpus=cpus or usable_cpus(), object_store_memory=LOCAL_OBJECT_STORE_MB << 20,
-                         **common)
+                # a runtime for this batch alone (never an existing `ray start` cluster: that is --ray auto), listening on the loopback interface, not the network
+                ray.init(address="local", num_cpus=cpus or usable_cpus(), object_store_memory=LOCAL_OBJECT_STORE_MB << 20,
+                         _node_ip_address="127.0.0.1", **common)
                 self._owns_runtime = True
             else:
                 ray.init(address=address, **common)
         except Exception as exc:  # noqa: BLE001 - Ray raises many kinds; all mean "no cluster here"
             where = "a local Ray runtime could not start" if address is None else f"could not join the Ray cluster at {address}"
             fix = ("check `ray status` and free memory in /dev/shm" if address is None else
-                   "start it with `ray start --head` on the head node, check the address and that this machine "
-                   "runs the same Ray and Python versions")
+                   "start it with `ray start --head` on the head node, check the address, that this machine runs the "
+                   "same Ray and Python versions, and for a cluster with token authentication (Ray's default) that "
+                   "RAY_AUTH_TOKEN or ~/.ray/auth_token holds the head's token")
             raise RayUnavailable(f"{where}: {type(exc).__name__}: {exc}", fix) from None
 
     @property

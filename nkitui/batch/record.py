@@ -23,7 +23,7 @@ EXIT_PASSED, EXIT_FAILED, EXIT_INVALID, EXIT_INTERRUPTED = 0, 1, 2, 130
 
 @dataclass
 class TaskRecord:
-    key: str  # task folder relative to the batch folder
+    key: str  # task folder relative to the batch folder (its name when the batch folder is the task)
     path: str  # absolute task folder on the machine that drove the batch
     task_id: str
     status: str  # passed | failed | invalid | timeout | cancelled | crashed | memory-limit | cpu-limit | killed | internal-error

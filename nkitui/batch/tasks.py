@@ -24,7 +24,7 @@ MAX_DEPTH = 12
 
 @dataclass
 class BatchTask:
-    key: str  # the task folder relative to the batch folder ("." when the folder is itself the task)
+    key: str  # the task folder relative to the batch folder (its own name when the batch folder is the task)
     root: Path  # absolute
     task: Task | None = None
     problems: list[str] = field(default_factory=list)  # why it cannot be loaded or run (then invalid)
@@ -81,7 +81,7 @@ def load_batch_task(root: Path, base: Path) -> BatchTask:
     from nkitui.evaluate.run import check_runnable
 
     root = Path(root).resolve()
-    key = root.relative_to(base).as_posix() if root != base else "."
+    key = root.relative_to(base).as_posix() if root != base else root.name  # DIR itself: its own name
     try:
         task = load_task(root)
     except TaskError as exc:

@@ -96,8 +96,8 @@ def ray_runtime():
     executors find it running and leave it so."""
     import ray
 
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, object_store_memory=256 << 20,
-             logging_level="error")
+    ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False, object_store_memory=256 << 20,
+             logging_level="error", _node_ip_address="127.0.0.1")
     yield ray
     ray.shutdown()
 

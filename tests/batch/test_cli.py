@@ -45,7 +45,7 @@ def test_a_mixed_folder_exits_2_with_a_line_per_task_and_a_summary_that_fits_80_
     assert main(["batch", str(mixed_tasks / "group"), *QUICK, "--resume", "--quiet"]) == 1
     assert main(["batch", str(mixed_tasks / "good"), *QUICK, "--resume", "--quiet"]) == 0
     out = capsys.readouterr().out
-    assert "1 task(s): 1 passed (1 resumed)" in out
+    assert "1 task(s): 1 passed (1 resumed)" in out and "good " in out  # the folder's own name, not "."
 
 
 def test_json_lines_on_standard_output_keep_the_summary_off_it(tmp_path: Path, capsys):

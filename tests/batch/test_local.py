@@ -57,11 +57,15 @@ def test_a_mixed_folder_gives_one_record_per_task_and_exit_2(mixed_tasks: Path, 
 
 
 def test_timeouts_and_crashes_are_reported_and_never_stop_the_batch(tmp_path: Path):
+    from tests.helpers.add_task import add_manifest
+
     root = tmp_path / "q"
-    add_task(root / "a_sleeps", prelude="time.sleep(30)")
+    # the sleeper's own limit (its task.toml), so that a loaded machine cannot time out the others
+    add_task(root / "a_sleeps", prelude="time.sleep(60)",
+             manifest=add_manifest(task_id="a_sleeps", cuda=False, tail="[evaluation]\ntimeout_s = 3"))
     add_task(root / "b_exits", prelude="os._exit(7)")
     add_task(root / "c_good")
-    handle, summary = _run(root, quick_options(timeout_s=3.0))
+    handle, summary = _run(root, quick_options(timeout_s=None))
     status = {k: r.status for k, r in handle.records.items()}
     assert status == {"a_sleeps": "timeout", "b_exits": "crashed", "c_good": "passed"}
     assert summary.exit_code == 1

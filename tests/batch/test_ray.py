@@ -122,3 +122,52 @@ def test_cancel_on_ray_stops_the_evaluation_workers_on_the_nodes(tmp_path: Path,
     while time.monotonic() < gone_by and any(alive(pid) for pid in evaluation):
         time.sleep(0.2)
     assert not [pid for pid in evaluation if alive(pid)], "an evaluation worker outlived the cancel"
+
+
+def test_ray_address_joins_an_existing_cluster_started_with_ray_start(tmp_path: Path):
+    """`ray start --head` as a lab runs it (token authentication on, Ray's default), then
+    `nkitui batch DIR --ray ADDRESS` from another process joins it."""
+    import socket
+    import subprocess
+    import sys
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    ray_cli = Path(sys.executable).with_name("ray")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("RAY_")}
+    head = subprocess.Popen([str(ray_cli), "start", "--head", "--block", f"--port={port}", "--num-cpus=1",
+                             "--node-ip-address=127.0.0.1", "--include-dashboard=false", "--disable-usage-stats"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:  # the head's GCS accepts connections
+            with socket.socket() as probe:
+                if probe.connect_ex(("127.0.0.1", port)) == 0:
+                    break
+            assert head.poll() is None, "ray start --head exited"
+            time.sleep(0.5)
+        add_task(tmp_path / "q" / "one")
+        git_commit_all(tmp_path / "q" / "one")
+        done = subprocess.run(
+            [sys.executable, "-m", "nkitui", "batch", str(tmp_path / "q"), "--ray", f"127.0.0.1:{port}",
+             "--seeds", "1", "--no-static", "--no-trials", "--no-precision", "--jsonl", "-"],
+            capture_output=True, text=True, timeout=240, env=env)
+        assert done.returncode == 0, done.stderr[-3000:]
+        record = json_line(done.stdout)
+        assert (record["key"], record["status"], record["executor"]) == ("one", "passed", "ray")
+        assert "Ray cluster 127.0.0.1" in done.stderr
+    finally:
+        os.killpg(head.pid, signal.SIGTERM)  # `ray start --block` stops what it started
+        try:
+            head.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            os.killpg(head.pid, signal.SIGKILL)
+
+
+def json_line(text: str) -> dict:
+    import json
+
+    lines = [line for line in text.splitlines() if line.startswith("{")]
+    assert len(lines) == 1, text
+    return json.loads(lines[0])

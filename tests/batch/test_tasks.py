@@ -37,7 +37,7 @@ def test_a_task_folder_is_not_searched_for_more_tasks(tmp_path: Path):
 def test_the_folder_itself_can_be_the_only_task(tmp_path: Path):
     task = add_task(tmp_path / "solo")
     found = find_tasks(task)
-    assert [(t.key, t.task_id) for t in found] == [(".", "solo")]
+    assert [(t.key, t.task_id) for t in found] == [("solo", "solo")]
 
 
 def test_the_bundled_samples_are_twelve_tasks_described_for_the_queue():
