@@ -4,9 +4,9 @@
     RayExecutor("auto")               join the cluster this machine belongs to (`ray start` ran here)
     RayExecutor("10.0.0.5:6379")      join a cluster by its head's address (or "ray://head:10001")
 
-Each Ray task asks for `num_cpus` (1) and, where the cluster has NeuronCores and the backend can
-use them (neuron, or auto), one `neuron_cores` per kernel (the kernel's logical-core count when it
-declares one), so a Trn host never runs more kernels at once than it has cores; Ray sets
+Each Ray task asks for `num_cpus` (1; more for neuronx-cc's compile on hardware) and, where the
+cluster has NeuronCores and the backend can use them (neuron, or auto), `neuron_cores` (1 per
+kernel), so a Trn host never runs more kernels at once than it has cores; Ray sets
 NEURON_RT_VISIBLE_CORES for the task, which the evaluation worker inherits. On the node the task
 unpacks its shipment (nkitui.batch.ship: a git bundle, or a snapshot for a task outside git or
 with uncommitted changes) and runs `start_evaluation` exactly as the local pool does; the
@@ -136,12 +136,13 @@ class RayExecutor:
     name = "ray"
 
     def __init__(self, address: str | None = None, *, workers: int | None = None, num_cpus: float = 1.0,
-                 local_cpus: int | None = None) -> None:
+                 neuron_cores: int = 1, local_cpus: int | None = None) -> None:
         if address is not None and "ray" not in sys.modules:
             _use_token_auth_if_available()  # Ray reads its auth mode when it is imported
         self.ray = _import_ray()
         self.address = address
         self.num_cpus = num_cpus
+        self.neuron_cores_per_task = max(1, int(neuron_cores))
         self._owns_runtime = False
         self._cancelled = threading.Event()
         self._lock = threading.Lock()
@@ -207,8 +208,9 @@ class RayExecutor:
     def _resources(self, task: BatchTask, options: BatchOptions) -> dict[str, Any]:
         opts: dict[str, Any] = {"num_cpus": self.num_cpus, "max_retries": TASK_MAX_RETRIES, "retry_exceptions": False}
         if self.neuron_cores and options.backend in ("neuron", "auto"):
-            lnc = task.task.kernel.lnc if task.task is not None and task.task.kernel is not None else None
-            opts["resources"] = {"neuron_cores": int(lnc or 1)}
+            # NeuronCores as the Neuron runtime counts them (logical cores: at trn2's default LNC=2 one
+            # logical core is the two physical cores an lnc=2 kernel spans), so one per kernel
+            opts["resources"] = {"neuron_cores": self.neuron_cores_per_task}
         return opts
 
     def run(self, jobs: list[BatchTask], options: BatchOptions, reporter: Reporter) -> None:

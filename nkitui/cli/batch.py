@@ -51,6 +51,10 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--ray", nargs="?", const="local", metavar="ADDRESS",
                      help="run on Ray: alone, start a local Ray runtime; with ADDRESS (host:port, ray://host:10001 "
                           "or auto) join an existing cluster (needs the `ray` extra)")
+    run.add_argument("--cpus-per-task", type=_positive_float, default=1.0, metavar="N",
+                     help="with --ray: CPUs each task reserves (default 1; e.g. 4 on Trn hosts, where neuronx-cc compiles)")
+    run.add_argument("--neuron-cores-per-task", type=_positive_int, default=1, metavar="N",
+                     help="with --ray on a cluster with NeuronCores: cores each kernel reserves (default 1)")
     check = p.add_argument_group("evaluation (as `nkitui check`)")
     check.add_argument("--backend", choices=("auto", "emulator", "simulator", "neuron"), default="auto",
                        help="where each kernel runs (default auto)")
@@ -126,7 +130,8 @@ def _executor(args: argparse.Namespace):  # noqa: ANN202
         return LocalExecutor(args.workers)
     from nkitui.batch.ray_executor import RayExecutor
 
-    return RayExecutor(None if args.ray == "local" else args.ray, workers=args.workers)
+    return RayExecutor(None if args.ray == "local" else args.ray, workers=args.workers, num_cpus=args.cpus_per_task,
+                       neuron_cores=args.neuron_cores_per_task)
 
 
 def _batch(args: argparse.Namespace) -> int:
@@ -140,6 +145,8 @@ def _batch(args: argparse.Namespace) -> int:
         return _error(f"{root}: {what}", "give the folder that holds the tasks (each with a task.toml)")
     if args.resume and args.no_store:
         return _error("--resume needs the run store", "drop --no-store")
+    if args.ray is None and (args.cpus_per_task != 1.0 or args.neuron_cores_per_task != 1):
+        return _error("--cpus-per-task and --neuron-cores-per-task are Ray resources", "add --ray (or drop them)")
     if args.table is not None and args.table.suffix not in (".csv", ".jsonl"):
         return _error(f"--table {args.table}: unknown format", "name the file .csv or .jsonl")
     jsonl_to_stdout = args.jsonl == "-"
