@@ -103,17 +103,19 @@ def evaluate_shipped(shipment: Any, payload: Any, options: BatchOptions, key: st
     except ShipError as exc:
         return {"node": node, "version": __version__, "status": "internal-error",
                 "error": {"kind": "ship-failed", "message": str(exc)}}
+    handle = None
     try:
-        handle = start_evaluation(options.request(task_dir))
-    except TaskError as exc:
-        return {"node": node, "version": __version__, "status": "invalid", "problems": [str(p) for p in exc.problems],
-                "error": {"kind": "invalid-task", "message": str(exc.problems[0]) if exc.problems else "invalid"}}
-    try:
+        try:
+            handle = start_evaluation(options.request(task_dir))
+        except TaskError as exc:
+            return {"node": node, "version": __version__, "status": "invalid", "problems": [str(p) for p in exc.problems],
+                    "error": {"kind": "invalid-task", "message": str(exc.problems[0]) if exc.problems else "invalid"}}
         for event in handle.events():
             if isinstance(event, PhaseEvent) and event.state == "start":
                 board.phase.remote(key, event.name)
     except BaseException:  # a cancel (KeyboardInterrupt from ray.cancel) or a failure: the worker goes too
-        handle.close()
+        if handle is not None:
+            handle.close()
         raise
     return {"node": node, "version": __version__, "task_dir": str(task_dir), "result": handle.result.to_dict()}
 
@@ -240,12 +242,11 @@ class RayExecutor:
                     by_key[job.key] = flight
                 if self._cancelled.is_set() and not self._pending:
                     break
-                ready, _ = ray.wait(list(self._pending), num_returns=1, timeout=POLL_S) if self._pending else ([], [])
-                self._drain(board, by_key, reporter)
+                ready = self._ready(POLL_S)
+                self._drain(board, by_key, reporter)  # "started" notes before the results they precede
                 for ref in ready:
                     with self._lock:
                         flight = self._pending.pop(ref)
-                    self._drain(board, by_key, reporter)
                     reporter.finished(flight.task.key, self._outcome(ref, flight))
                 if self._cancelled.is_set() and self._pending:
                     self._wait_cancelled(board, by_key, reporter)
@@ -255,13 +256,23 @@ class RayExecutor:
             except Exception:  # noqa: BLE001
                 pass
 
+    def _ready(self, timeout: float) -> list[Any]:
+        """Every result that is ready now, waiting up to `timeout` for the first one."""
+        refs = list(self._pending)
+        if not refs:
+            return []
+        first, _ = self.ray.wait(refs, num_returns=1, timeout=timeout)
+        if not first:
+            return []
+        ready, _ = self.ray.wait(refs, num_returns=len(refs), timeout=0)
+        return ready or first
+
     def _wait_cancelled(self, board: Any, by_key: dict[str, _Flight], reporter: Reporter) -> None:
         """After a cancel: collect what the cancelled tasks return; force the stragglers after a grace."""
         deadline = time.monotonic() + CANCEL_GRACE_S
         forced = False
         while self._pending:
-            ready, _ = self.ray.wait(list(self._pending), num_returns=len(self._pending), timeout=POLL_S)
-            for ref in ready:
+            for ref in self._ready(POLL_S):
                 with self._lock:
                     flight = self._pending.pop(ref)
                 reporter.finished(flight.task.key, self._outcome(ref, flight))

@@ -18,7 +18,6 @@ import queue
 import statistics
 import threading
 import time
-from collections import Counter
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import IO, Any
@@ -314,6 +313,3 @@ def start_batch(root: Path, *, options: BatchOptions | None = None, executor: Ex
                          jsonl=jsonl, ledger_path=ledger_path, on_event=on_event)
     return handle.start()
 
-
-def count_statuses(records: list[TaskRecord]) -> Counter:
-    return Counter(r.status for r in records)
