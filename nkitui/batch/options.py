@@ -44,8 +44,10 @@ class BatchOptions:
     def request(self, task_dir: Path) -> EvaluationRequest:
         """The same request `nkitui check` builds from its options (results are stored by the batch
         itself, in the process that drives it, so `store` is off here)."""
-        return EvaluationRequest(
-            task_dir=task_dir, backend=self.backend, target=self.target, seeds=self.seeds, timeout_s=self.timeout_s,
+        # flat keywords: EvaluationRequest.of (the frozen options record) where it exists, else the constructor
+        build = getattr(EvaluationRequest, "of", EvaluationRequest)
+        return build(
+            task_dir, backend=self.backend, target=self.target, seeds=self.seeds, timeout_s=self.timeout_s,
             memory_mb=self.memory_mb, static=self.static, trials=self.trials, precision=self.precision,
             mutants=self.mutants, store=False, extra_env=dict(self.extra_env), python_path=list(self.python_path),
         )
