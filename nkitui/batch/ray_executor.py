@@ -245,9 +245,7 @@ class RayExecutor:
                 ready = self._ready(POLL_S)
                 self._drain(board, by_key, reporter)  # "started" notes before the results they precede
                 for ref in ready:
-                    with self._lock:
-                        flight = self._pending.pop(ref)
-                    reporter.finished(flight.task.key, self._outcome(ref, flight))
+                    self._finish(ref, reporter)
                 if self._cancelled.is_set() and self._pending:
                     self._wait_cancelled(board, by_key, reporter)
         finally:
@@ -255,6 +253,14 @@ class RayExecutor:
                 ray.kill(board)
             except Exception:  # noqa: BLE001
                 pass
+
+    def _finish(self, ref: Any, reporter: Reporter) -> None:
+        with self._lock:
+            flight = self._pending.pop(ref)
+        outcome = self._outcome(ref, flight)
+        if outcome.status == "cancelled" and flight.starts == 0:
+            return  # still queued in Ray when cancelled: it never started, so it is "not run" (resume runs it)
+        reporter.finished(flight.task.key, outcome)
 
     def _ready(self, timeout: float) -> list[Any]:
         """Every result that is ready now, waiting up to `timeout` for the first one."""
@@ -272,10 +278,10 @@ class RayExecutor:
         deadline = time.monotonic() + CANCEL_GRACE_S
         forced = False
         while self._pending:
-            for ref in self._ready(POLL_S):
-                with self._lock:
-                    flight = self._pending.pop(ref)
-                reporter.finished(flight.task.key, self._outcome(ref, flight))
+            ready = self._ready(POLL_S)
+            self._drain(board, by_key, reporter)
+            for ref in ready:
+                self._finish(ref, reporter)
             if self._pending and not forced and time.monotonic() > deadline:
                 forced = True
                 for ref in list(self._pending):

@@ -98,7 +98,7 @@ def test_a_task_whose_ray_worker_dies_is_retried_once_then_reported(tmp_path: Pa
 
 def test_cancel_on_ray_stops_the_evaluation_workers_on_the_nodes(tmp_path: Path, ray_runtime):
     root = tmp_path / "q"
-    for name in ("slow_a", "slow_b"):
+    for name in ("slow_a", "slow_b", "slow_c"):  # two CPUs: the third waits in Ray's queue
         add_task(root / name, prelude="time.sleep(120)")
     executor = RayExecutor()
     handle = start_batch(root, options=quick_options(timeout_s=300.0), executor=executor)
@@ -118,7 +118,8 @@ def test_cancel_on_ray_stops_the_evaluation_workers_on_the_nodes(tmp_path: Path,
     handle.cancel()
     summary = handle.wait(timeout=60)
     assert summary.cancelled and summary.exit_code == 130
-    assert {r.status for r in handle.records.values()} == {"cancelled"}
+    assert {k: r.status for k, r in handle.records.items()} == dict.fromkeys(workers, "cancelled")
+    assert summary.not_run == 1  # the queued one never started: no record, `--resume` runs it
     gone_by = time.monotonic() + 10
     while time.monotonic() < gone_by and any(alive(pid) for pid in evaluation):
         time.sleep(0.2)
