@@ -155,9 +155,10 @@ class BatchHandle:
             self._record(record)
         if to_run and not self._cancel.is_set():
             self.executor.run(to_run, self.options, _Reporter(self))
-        self.summary.not_run = sum(1 for t in self.tasks if t.key not in self.records)
 
     def _finish(self) -> None:
+        with self._lock:
+            self.summary.not_run = sum(1 for t in self.tasks if t.key not in self.records)
         self.summary.cancelled = self._cancel.is_set()
         self.summary.wall_s = time.perf_counter() - self._started_at
         if self._jsonl is not None and self._owns_jsonl:
@@ -167,8 +168,8 @@ class BatchHandle:
                 pass
         if self._ledger is not None:
             self._ledger.close()
-        self._done.set()
         self._emit(BatchFinished(self.summary))
+        self._done.set()  # after the last event: whoever sees `done` has had every event
         if self._on_event is None:
             self._queue.put(_END)
 

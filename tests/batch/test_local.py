@@ -151,3 +151,31 @@ def test_the_pool_is_sized_from_cpus_and_free_memory():
     assert tight.workers == 1 and "GiB free" in tight.reason
     assert pool_size(5).workers == 5 and "--workers" in pool_size(5).reason
     assert os.cpu_count() >= usable_cpus()
+
+
+class _ExplodingExecutor:
+    """An executor with a bug: the batch must still end, with BatchFinished and exit 1."""
+
+    name, workers, workers_reason = "exploding", 1, "test"
+
+    def run(self, jobs, options, reporter) -> None:  # noqa: ANN001
+        raise RuntimeError("boom")
+
+    def cancel(self) -> None:
+        pass
+
+
+def test_a_failing_executor_or_consumer_never_leaves_the_batch_without_its_end(mixed_tasks: Path):
+    from nkitui.batch import BatchFinished
+
+    seen: list = []
+
+    def consumer(event) -> None:  # noqa: ANN001
+        seen.append(event)
+        raise ValueError("a consumer's bug")
+
+    handle = start_batch(mixed_tasks, options=quick_options(), executor=_ExplodingExecutor(), on_event=consumer)
+    summary = handle.wait(timeout=60)
+    assert handle.done and isinstance(seen[-1], BatchFinished)
+    assert "boom" in summary.error and summary.exit_code == 2  # the invalid tasks were still reported
+    assert summary.not_run == 3 and len(handle.records) == 2
