@@ -119,7 +119,7 @@ def task_row(task: BatchTask, store_root: Path | None = None) -> tuple[dict[str,
                    checks_passed=sum(1 for c in result.checks if c.passed),
                    checks_total=sum(1 for c in result.checks if c.passed is not None),
                    failed_checks=[c.id for c in result.failed_checks()], findings=finding_counts(result.findings),
-                   latency_us=float(median) if isinstance(median, (int, float)) else None,
+                   latency_us=round(float(median), 3) if isinstance(median, (int, float)) else None,
                    latency_kind=timing.get("kind") if isinstance(median, (int, float)) else None)
         if result.task_dirty:
             notes.append("the run saw uncommitted changes")

@@ -104,7 +104,7 @@ def record_from_result(result: RunResult, base: dict[str, Any]) -> TaskRecord:
         checks_passed=sum(1 for c in result.checks if c.passed),
         checks_total=sum(1 for c in result.checks if c.passed is not None),
         failed_checks=[c.id for c in result.failed_checks()], findings=finding_counts(result.findings),
-        latency_us=float(median) if isinstance(median, (int, float)) else None,
+        latency_us=round(float(median), 3) if isinstance(median, (int, float)) else None,
         latency_kind=timing.get("kind") if isinstance(median, (int, float)) else None,
         error=error, problems=problems, nkitui_version=str(result.versions.get("nkitui") or __version__),
         file_hashes=dict(result.file_hashes), finished_at=result.finished_at,
