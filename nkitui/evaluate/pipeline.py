@@ -161,6 +161,8 @@ class EvaluationSession:
         guard = current_guard()
         violations = [v.to_dict() for v in guard.violations] if guard else []
         r.sandbox = {"violations": violations}
+        if self.ctx.confinement is not None:  # what the worker says it entered; the parent adds what it observed
+            r.sandbox["confinement"] = self.ctx.confinement.to_dict()
         if guard is not None:
             r.checks.append(Check("sandbox", "the kernel stayed inside its sandbox (no writes outside its scratch folder, no processes, no credential lookups)",
                                   not violations, _describe_violations(violations)))

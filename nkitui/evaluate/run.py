@@ -23,6 +23,7 @@ from typing import Any
 
 from nkitui.evaluate.pipeline import BACKEND_LINE, resolve_seeds
 from nkitui.evaluate.result import ResultVersionError, RunResult
+from nkitui.executor import confine
 from nkitui.executor.events import ErrorEvent, Event, ResultEvent
 from nkitui.executor.job import WorkerJob
 from nkitui.executor.limits import DEFAULT_MEMORY_MB, DEFAULT_TIMEOUT_S, Limits
@@ -125,7 +126,7 @@ def start_evaluation(
     limits = Limits(timeout_s=float(timeout), memory_mb=request.memory_mb, cpu_s=request.cpu_s)
     job = WorkerJob(entry=ENTRY, payload=request.payload(), limits=limits, workspace=root,
                     extra_env=dict(request.extra_env), python_path=list(request.python_path),
-                    allow_subprocess=request.backend != "emulator")
+                    allow_subprocess=confine.sdk_backend_possible(request.backend, request.python_path, request.extra_env))
     git_state: dict[str, _GitState] = {}
     git_thread = threading.Thread(target=lambda: git_state.setdefault("s", read_git_state(root)),
                                   name=f"nkitui-git-{job.run_id}", daemon=True)
@@ -223,6 +224,7 @@ def build_result(outcome: WorkerOutcome, task: Task, request: EvaluationRequest)
     elif exit_kind not in ("ok", "failed", "invalid"):
         result.notes.append(f"after sending its result the worker {outcome.exit.message}")
     result.limits = outcome.limits.to_dict()
+    result.sandbox = confine.record(result.sandbox, outcome.confinement, outcome.log.entries())
     # the log excerpt holds only the last lines: say in the result itself when output was cut
     for entry in outcome.log.entries():
         if entry.stream == "executor" and entry.text.startswith("[nkitui] … ") and entry.text.endswith(" elided …"):

@@ -8,7 +8,8 @@ Order of work (nothing from the task is imported before step 6):
  3. apply the resource limits (memory, CPU time, file size, no core files);
  4. SIGTERM -> WorkerCancelled (a BaseException, so `except Exception` in a kernel cannot swallow
     it); faulthandler prints a Python traceback on SIGSEGV/SIGABRT to stderr (the log);
- 5. import the job's entry point (numpy and friends come in here), then install the sandbox guard;
+ 5. import the job's entry point (numpy and friends come in here), then install the sandbox guard
+    and enter the OS confinement (nkitui.executor.confine: Landlock, seccomp, ...);
  6. chdir into the workspace copy, append it to sys.path (last, so a task's numpy.py cannot
     shadow numpy) and call entry(payload, ctx);
  7. report anything that escaped as an error event and leave with os._exit (threads a kernel left
@@ -104,6 +105,11 @@ def main(argv: list[str]) -> int:
 
         install_guard([str(ctx.scratch)], allow_processes=bool(job.get("allow_subprocess", False)),
                       task_root=str(ctx.workspace))
+        from nkitui.executor import confine  # the OS layers, before any task code; irreversible
+
+        ctx.confinement = confine.enter(confine.ConfinementPolicy(
+            scratch=ctx.scratch, processes=bool(job.get("allow_subprocess", False))))
+        ctx.log(ctx.confinement.summary())
         os.chdir(ctx.workspace)
         sys.path.append(str(ctx.workspace))
         code = int(entry(job.get("payload", {}), ctx) or 0)
