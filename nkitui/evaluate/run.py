@@ -225,6 +225,14 @@ def build_result(outcome: WorkerOutcome, task: Task, request: EvaluationRequest)
         result.notes.append(f"after sending its result the worker {outcome.exit.message}")
     result.limits = outcome.limits.to_dict()
     result.sandbox = confine.record(result.sandbox, outcome.confinement, outcome.log.entries())
+    refused = [e for e in outcome.errors if e.kind == "sandbox"]  # sent as they happened: the child cannot take them back
+    if refused:
+        result.sandbox["refusals_received"] = [{"message": e.message, "file": e.file, "line": e.line} for e in refused[:50]]
+        check = next((c for c in result.checks if c.id == "sandbox"), None)
+        if check is not None and check.passed:
+            check.passed, check.detail = False, f"{len(refused)} refusal(s) reported during the run: {refused[0].message}"
+        if result.status == "passed":
+            result.status = "failed"
     # the log excerpt holds only the last lines: say in the result itself when output was cut
     for entry in outcome.log.entries():
         if entry.stream == "executor" and entry.text.startswith("[nkitui] … ") and entry.text.endswith(" elided …"):

@@ -103,8 +103,9 @@ def main(argv: list[str]) -> int:
         entry = _import_entry(str(job["entry"]))
         from nkitui.executor.sandbox import install_guard
 
-        install_guard([str(ctx.scratch)], allow_processes=bool(job.get("allow_subprocess", False)),
-                      task_root=str(ctx.workspace))
+        guard = install_guard([str(ctx.scratch)], allow_processes=bool(job.get("allow_subprocess", False)),
+                              task_root=str(ctx.workspace))
+        guard.on_violation = _violation_reporter(ctx)  # at once: clearing the guard's list later hides nothing
         from nkitui.executor import confine  # the OS layers, before any task code; irreversible
 
         ctx.confinement = confine.enter(confine.ConfinementPolicy(
@@ -131,6 +132,24 @@ def main(argv: list[str]) -> int:
             except (OSError, ValueError):
                 pass
     return code
+
+
+def _violation_reporter(ctx):  # noqa: ANN001, ANN202
+    """Each distinct refusal of the sandbox guard, sent to the parent as a `sandbox` error event."""
+    from nkitui.executor.events import ErrorEvent
+
+    seen: set[tuple] = set()
+
+    def report(v) -> None:  # noqa: ANN001
+        key = (v.action, v.target, v.file, v.line)
+        if key in seen or len(seen) >= 50:
+            return
+        seen.add(key)
+        where = f" at {v.file}:{v.line}" if v.file else ""
+        _safe_emit(ctx, ErrorEvent(kind="sandbox", message=f"refused {v.action}: {v.target} ({v.detail}){where}",
+                                   file=v.file, line=v.line))
+
+    return report
 
 
 def _safe_emit(ctx, event) -> None:  # noqa: ANN001

@@ -117,6 +117,15 @@ def drop_capabilities() -> bool:
     return True
 
 
+def _tell_guard(roots: list[str]) -> None:
+    """The in-process guard (if installed) refuses the same reads, with the task's file:line."""
+    from nkitui.executor.sandbox import current_guard
+
+    guard = current_guard()
+    if guard is not None:
+        guard.restrict_reads(roots)
+
+
 def enter_now(policy: ConfinementPolicy) -> ConfinementReport:
     t0 = time.perf_counter()
     sys.dont_write_bytecode = True  # __pycache__ writes would be refused; do not even try
@@ -162,13 +171,16 @@ def enter_now(policy: ConfinementPolicy) -> ConfinementReport:
         tool_log = os.environ.get(FAKE_TOOL_LOG)
         if tool_log:
             writable.append(os.path.dirname(os.path.abspath(tool_log)))
+    readable = read_roots(policy)
     try:
-        applied = landlock.apply(readable=read_roots(policy), writable=writable, read_files=list(SYSTEM_READ_FILES),
+        applied = landlock.apply(readable=readable, writable=writable, read_files=list(SYSTEM_READ_FILES),
                                  rw_files=rw_files, executable=policy.processes,
                                  restrict_network=not policy.network)
         active.append("landlock")
         details.append(f"landlock ABI {applied.abi}" + ("" if applied.scoped else " (signals not scoped: ABI < 6)"))
         landlock_net = applied.network
+        if not policy.processes:
+            _tell_guard(readable + list(SYSTEM_READ_FILES))
         if policy.processes:
             degraded.append("reads not restricted: the backend runs the Neuron SDK's own tools")
         if threads > 1:
