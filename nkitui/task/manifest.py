@@ -7,6 +7,7 @@ field and a fix, and a TaskError carrying all of them is raised at the end.
 from __future__ import annotations
 
 import math
+import os
 import re
 import tomllib
 from pathlib import Path
@@ -192,6 +193,7 @@ class _ManifestReader:
         if kernel is not None and inputs is not None:
             self.check_kernel_signature(kernel, inputs, outputs or [])
 
+        self.check_contents()
         if sources is None or inputs is None or outputs is None or kernel is None:
             return None
         return Task(
@@ -200,6 +202,12 @@ class _ManifestReader:
             seeds=tuple(seeds), goldens=goldens, rubric=rubric, prompt=prompt, op=op, timeout_s=timeout,
             manifest=self.path, warnings=tuple(p for p in self.problems if p.severity == "warning"),
         )
+
+    def check_contents(self) -> None:
+        """Links out of the task, to folders or to devices, and non-regular files (task/contents.py)."""
+        from nkitui.task.contents import scan
+
+        self.problems.extend(scan(self.root, display=os.path.dirname(self.display) or ".")[1])
 
     def read_sources(self, doc: dict) -> Sources | None:
         table = self.get_table(doc, "sources", "sources", required=True)
