@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from nkitui.common import gitsafe
 from nkitui.evaluate.pipeline import BACKEND_LINE, resolve_seeds
 from nkitui.evaluate.result import ResultVersionError, RunResult
 from nkitui.executor import confine
@@ -94,7 +95,7 @@ def read_git_state(root: Path) -> _GitState:
     except ImportError:
         return _GitState(note="GitPython is not installed")
     try:
-        repo = git.Repo(root, search_parent_directories=True)
+        repo = gitsafe.open_repo(root, search_parent_directories=True)  # no hooks, no fsmonitor
     except (git.InvalidGitRepositoryError, git.NoSuchPathError):
         return _GitState(note="the task folder is not in a git repository")
     try:

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import git
 
+from nkitui.common import gitsafe
 from nkitui.review.errors import SubmitRefused
 from nkitui.review.record import auditor_slug
 from nkitui.task.problems import Problem
@@ -46,7 +47,7 @@ def open_repo(task_root: Path) -> git.Repo:
     """The repository holding the task; refuses a folder outside git and a bare repository."""
     root = Path(task_root).resolve()
     try:
-        repo = git.Repo(root, search_parent_directories=True)
+        repo = gitsafe.open_repo(root, search_parent_directories=True)
     except (git.InvalidGitRepositoryError, git.NoSuchPathError):
         raise _refuse("not_a_repo", str(root), "the task folder is not inside a git repository",
                       f"make it one: git -C {root} init (then commit the task files), or open a clone of the task repository") from None
@@ -60,7 +61,7 @@ def refuse_bare(path: Path) -> None:
     """Refuse a folder that is (inside) a bare repository before anything tries to read a task there:
     a bare repository has no working tree, so "no task.toml here" would hide the real problem."""
     try:
-        repo = git.Repo(Path(path).resolve(), search_parent_directories=True)
+        repo = gitsafe.open_repo(Path(path).resolve(), search_parent_directories=True)
     except (git.InvalidGitRepositoryError, git.NoSuchPathError):
         return
     if repo.bare or repo.working_tree_dir is None:
@@ -121,6 +122,32 @@ def ignored_paths(repo: git.Repo, rel_paths: list[str]) -> dict[str, str]:
         source, _, path = line.partition("\t")
         rules[path] = source  # "<file>:<line>:<pattern>"
     return {p: rules.get(p, "an ignore rule") for p in ignored}
+
+
+def refuse_links(task_root: Path, rel_paths: list[str]) -> None:
+    """Refuse review paths that go through a link: `reviews` (or reviews/<auditor>, reviews/runs, a
+    file) linked elsewhere would make nkitui write outside the repository, or commit a link."""
+    root = Path(task_root)
+    problems: list[Problem] = []
+    seen: set[Path] = set()
+    for rel in rel_paths:
+        parts = Path(rel).parts
+        for i in range(1, len(parts) + 1):
+            path = root.joinpath(*parts[:i])
+            if path in seen:
+                continue
+            seen.add(path)
+            if path.is_symlink():
+                shown = Path(*parts[:i]).as_posix()
+                problems.append(Problem(str(path), "", f"{shown} is a link (to {os.readlink(path)}); reviews are written "
+                                        "only into real folders of the task repository",
+                                        f"replace the link with a real folder: rm {path} && mkdir {path} (move any "
+                                        "reviews from the link's target into it first)"))
+            elif i < len(parts) and path.exists() and not path.is_dir():
+                problems.append(Problem(str(path), "", f"{Path(*parts[:i]).as_posix()} is a file, not a folder",
+                                        f"move it away: mv {path} {path}.bak"))
+    if problems:
+        raise SubmitRefused("reviews_link", problems)
 
 
 def refuse_ignored(repo: git.Repo, rel_paths: list[str]) -> None:

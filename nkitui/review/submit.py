@@ -123,6 +123,7 @@ def submit_review(task, draft: Draft, *, auditor: str | None = None, run_files: 
     record_rel = record.relpath
     md_rel = record_rel[: -len(".toml")] + ".md"
     run_rels = [run_relpath(r.run_id) for r in runs]
+    gitstore.refuse_links(task_root, [record_rel, md_rel, *run_rels])
     gitstore.refuse_ignored(repo, [prefix + p for p in (record_rel, md_rel, *run_rels)])
 
     record_path, md_path = task_root / record_rel, task_root / md_rel
