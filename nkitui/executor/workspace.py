@@ -84,12 +84,12 @@ def _copy_file(src: Path, dst: Path, mode: int, budget: int) -> int:
         os.close(fd)
 
 
-def copy_task(source: Path, dest: Path, *, max_bytes: int) -> int:
+def copy_task(source: Path, dest: Path, *, max_bytes: int, max_files: int | None = None) -> int:
     """Copy the task folder's regular files into `dest` (which must not exist); returns the bytes
     copied. WorkspaceError lists every refused entry, or says the cap was reached."""
     from nkitui.task.contents import scan
 
-    files, problems = scan(source)
+    files, problems = scan(source) if max_files is None else scan(source, max_files=max_files)
     errors = [p for p in problems if p.severity == "error"]
     if errors:
         listed = "; ".join(f"{p.file} {p.message} (fix: {p.fix})" for p in errors[:10])
@@ -114,7 +114,8 @@ def copy_task(source: Path, dest: Path, *, max_bytes: int) -> int:
     return total
 
 
-def make_scratch(source: Path | None, *, max_copy_mb: int = DEFAULT_MAX_COPY_MB, prefix: str = "nkitui-run-") -> Scratch:
+def make_scratch(source: Path | None, *, max_copy_mb: int = DEFAULT_MAX_COPY_MB, max_files: int | None = None,
+                 prefix: str = "nkitui-run-") -> Scratch:
     """Create a scratch folder and copy `source` (a task folder) into its work/ subfolder."""
     root = Path(tempfile.mkdtemp(prefix=prefix))
     scratch = Scratch(root)
@@ -127,7 +128,7 @@ def make_scratch(source: Path | None, *, max_copy_mb: int = DEFAULT_MAX_COPY_MB,
         source = source.resolve()
         if not source.is_dir():
             raise WorkspaceError(f"{source} is not a folder")
-        copy_task(source, scratch.work, max_bytes=max_copy_mb * 1024 * 1024)
+        copy_task(source, scratch.work, max_bytes=max_copy_mb * 1024 * 1024, max_files=max_files)
         return scratch
     except BaseException:
         scratch.remove()

@@ -50,7 +50,7 @@ def _under(path: str, root: str) -> bool:
     return path == root or path.startswith(root.rstrip(os.sep) + os.sep)
 
 
-def scan(root: Path, *, display: str | None = None) -> tuple[list[TaskFile], list[Problem]]:
+def scan(root: Path, *, display: str | None = None, max_files: int = MAX_FILES) -> tuple[list[TaskFile], list[Problem]]:
     """Every regular file of the task folder `root` that a run would copy, and a Problem for every
     entry that is refused (errors) or skipped (warnings). Never follows a link to a folder, never
     opens a file."""
@@ -110,8 +110,8 @@ def scan(root: Path, *, display: str | None = None) -> tuple[list[TaskFile], lis
             else:
                 problems.append(Problem(where(rel), "", f"is {_kind(st.st_mode)}; runs copy only regular files",
                                         f"remove it from the task folder (rm {rel})"))
-            if len(files) > MAX_FILES:
-                problems.append(Problem(shown, "", f"the task folder holds more than {MAX_FILES:,} files",
+            if len(files) > max_files:
+                problems.append(Problem(shown, "", f"the task folder holds more than {max_files:,} files",
                                         "keep only the task's sources, manifest and data in its folder"))
                 return files, problems
     return files, problems
