@@ -176,11 +176,37 @@ def git_identity(repo: git.Repo) -> tuple[str | None, str | None]:
     return name or None, email or None
 
 
+RESERVED_AUDITORS = {"runs": "the run results that reviews cite"}
+
+
+def check_auditor_name(auditor: str) -> None:
+    """Refuse an auditor name that is empty, names a reserved folder, or looks like a path (it
+    becomes the folder reviews/<auditor>/: `../x` or `a/b` must not quietly become `x` or `a-b`)."""
+    text = auditor.strip()
+    if not text:
+        raise _refuse("bad_auditor", "--auditor", "the auditor name is empty",
+                      "pass a name such as --auditor alice, or leave --auditor out to use git config user.name")
+    if any(ord(ch) < 32 or ord(ch) == 127 for ch in text):
+        raise _refuse("bad_auditor", "--auditor", f"{auditor!r} holds control characters",
+                      "pass a plain name such as --auditor alice")
+    if "/" in text or "\\" in text or text.startswith((".", "~")):
+        raise _refuse("bad_auditor", "--auditor", f"{text!r} looks like a path; the name becomes the folder "
+                      "reviews/<auditor>/ and may not lead elsewhere", "pass a plain name such as --auditor alice")
+    slug = auditor_slug(text)
+    if not slug:
+        raise _refuse("bad_auditor", "--auditor", f"{auditor!r} has no letters or digits to make a folder name from",
+                      "pass a name such as --auditor alice")
+    if slug in RESERVED_AUDITORS:
+        raise _refuse("bad_auditor", "--auditor", f"{text!r} is reserved: reviews/{slug}/ holds "
+                      f"{RESERVED_AUDITORS[slug]}", f"pass another name, e.g. --auditor {slug}-auditor")
+
+
 def resolve_auditor(repo: git.Repo | None, auditor: str | None = None) -> Auditor:
     """The auditor's folder name and commit identities: --auditor, else git config, else the OS user."""
     name, email = git_identity(repo) if repo is not None else (None, None)
     config_slug = auditor_slug(name or "") or auditor_slug(email or "")
-    if auditor is not None and auditor.strip():
+    if auditor is not None:
+        check_auditor_name(auditor)
         slug = auditor_slug(auditor)
         if not slug:
             raise _refuse("bad_auditor", "--auditor", f"{auditor!r} has no letters or digits to make a folder name from",
@@ -189,6 +215,10 @@ def resolve_auditor(repo: git.Repo | None, auditor: str | None = None) -> Audito
         author = Identity(auditor.strip(), email if (same_person and email) else f"{slug}@{_INVALID_EMAIL_DOMAIN}")
     elif name or email:
         slug = config_slug
+        if slug in RESERVED_AUDITORS:
+            raise _refuse("bad_auditor", "git config", f"git's identity ({name or email}) makes the folder name "
+                          f"{slug!r}, which is reserved: reviews/{slug}/ holds {RESERVED_AUDITORS[slug]}",
+                          "pass --auditor NAME with another name")
         if not slug:  # e.g. a name and e-mail in a script without Latin letters: no folder name to make
             raise _refuse("bad_auditor", "git config",
                           f"git's identity ({name or ''} <{email or ''}>) has no letters or digits (a-z, 0-9) to make "

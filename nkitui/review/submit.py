@@ -89,6 +89,8 @@ def submit_review(task, draft: Draft, *, auditor: str | None = None, run_files: 
     then through `run_lookup` (default: the executor's run store). With `draft_store`, the saved
     draft is discarded once the review is committed.
     """
+    if auditor is not None:
+        gitstore.check_auditor_name(auditor)  # an explicit empty or path-like name is refused, not replaced
     task = _load_task(task)
     rubric = rubric_for_task(task)
     problems = validate_draft(draft, rubric, task_root=task.root, task_id=task.id, display=display)
