@@ -106,9 +106,7 @@ def drop_capabilities() -> bool:
         libc.prctl(libc.PR_CAP_AMBIENT, libc.PR_CAP_AMBIENT_CLEAR_ALL)
     except OSError:
         pass
-    import platform
-
-    number = _CAPSET.get(platform.machine().lower())
+    number = _CAPSET.get(os.uname().machine.lower())
     if number is None:
         raise OSError("capset: unknown architecture")
     header = _CapHeader(0x20080522, 0)  # _LINUX_CAPABILITY_VERSION_3

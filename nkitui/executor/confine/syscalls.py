@@ -7,7 +7,7 @@ tables against the kernel headers when the machine has them (linux-libc-dev).
 
 from __future__ import annotations
 
-import platform
+import os
 
 AUDIT_ARCH_X86_64 = 0xC000003E
 AUDIT_ARCH_AARCH64 = 0xC00000B7
@@ -54,7 +54,7 @@ class UnsupportedArchitecture(Exception):
 
 def native() -> tuple[int, dict[str, int]]:
     """(AUDIT_ARCH_* value, syscall table) of this machine; UnsupportedArchitecture elsewhere."""
-    machine = platform.machine().lower()
+    machine = os.uname().machine.lower()  # not platform.machine(): importing platform costs ~20 ms
     if machine in ("x86_64", "amd64"):
         return AUDIT_ARCH_X86_64, X86_64
     if machine in ("aarch64", "arm64"):
