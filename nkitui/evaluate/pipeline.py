@@ -292,6 +292,11 @@ class EvaluationSession:
                 guard.allow_processes = self.backend.allows_subprocess
                 if self.backend.allows_subprocess:
                     guard.allow_writes_under(NEURON_COMPILE_CACHE)
+            if not self.backend.allows_subprocess and "processes" in " ".join(getattr(self.ctx.confinement, "details", ())):
+                from nkitui.executor import confine  # started for an SDK backend, chose the emulator: confine fully
+
+                self.ctx.confinement = confine.tighten(confine.ConfinementPolicy(scratch=self.ctx.scratch))
+                self.ctx.log(self.ctx.confinement.summary())
             try:
                 self.backend.prepare()
             except BackendUnavailable as exc:

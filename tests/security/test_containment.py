@@ -321,3 +321,29 @@ def confine_summary(result) -> str:
 
 if sys.platform != "linux":  # pragma: no cover
     pytestmark = pytest.mark.skip(reason="the confinement is Linux-only")
+
+
+def test_a_placeholder_sdk_does_not_loosen_the_confinement(tmp_path, isolated, host, record_property):
+    """A findable `nki` (here the PyPI placeholder, which raises ImportError) makes the worker start
+    with processes allowed; once it picks the emulator it confines itself fully."""
+    protection(record_property, "placeholder-sdk")
+    require(host, "landlock")
+    task = wrong_task(tmp_path / "ph", prelude=f"""
+        print("CWD", os.getcwd())
+        try:
+            print("READ", open({str(isolated / '.aws' / 'credentials')!r}).read())
+        except OSError as exc:
+            print("REFUSED", type(exc).__name__)
+    """)
+    handle = start_evaluation(EvaluationRequest(task, static=False, trials=False, precision=False, goldens=False,
+                                                timeout_s=120, memory_mb=2048, store=True,
+                                                python_path=[str(REPO / "tests" / "fakes" / "placeholder")]))
+    events = list(handle.events())
+    stdout = [e.text for e in events if isinstance(e, LogEvent) and e.stream == "stdout"]
+    cwd = next((line.removeprefix("CWD ") for line in stdout if line.startswith("CWD ")), None)
+    result = handle.result
+    assert result.backend == "emulator"
+    assert any("tightened" in d for d in result.sandbox["confinement"]["details"])
+    assert "reads not restricted" not in result.sandbox["summary"]
+    assert not any(line.startswith("READ") for line in stdout)
+    assert_contained(result, stdout, Path(cwd).parent if cwd else None)

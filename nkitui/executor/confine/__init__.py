@@ -305,7 +305,18 @@ def enter(policy: ConfinementPolicy) -> ConfinementReport:
     return enter_now(policy)
 
 
+def tighten(policy: ConfinementPolicy) -> ConfinementReport:
+    """Stack a stricter confinement on a child that entered a looser one: seccomp filters and
+    Landlock rulesets only ever add restrictions. Used when a worker started with processes allowed
+    (an SDK package was findable) and then chose the emulator after all (e.g. the PyPI placeholder
+    `nki` is installed): from here on it is confined as fully as any emulator worker."""
+    report = enter(policy)
+    return ConfinementReport(report.active, report.degraded,
+                             (*report.details, "tightened once the backend was chosen (no SDK tools needed)"),
+                             report.enter_ms)
+
+
 __all__ = [
     "ConfinementPolicy", "ConfinementReport", "child_env", "enter", "harden_parent", "is_report_line", "observe",
-    "popen_options", "record", "release", "sdk_backend_possible", "spawn",
+    "popen_options", "record", "release", "sdk_backend_possible", "spawn", "tighten",
 ]
