@@ -11,9 +11,10 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-# Read-only git with nothing from the repository's config that runs a program.
-SAFE_GIT = ["git", "-c", "core.fsmonitor=false", "-c", f"core.hooksPath={os.devnull}", "-c", "core.untrackedCache=false",
-            "-c", "safe.directory=*"]
+from nkitui.common.gitsafe import command_args
+
+# No hooks and no fsmonitor (nkitui.common.gitsafe: the settings every git command of nkitui runs with).
+SAFE_GIT = ["git", *command_args(), "-c", "core.untrackedCache=false"]
 _GIT_ENV_DROP = ("GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE", "GIT_OBJECT_DIRECTORY", "GIT_CONFIG", "GIT_CONFIG_PARAMETERS")
 
 
