@@ -69,11 +69,14 @@ def test_a_fifo_in_the_task_is_refused_without_blocking(tmp_path):
 def test_a_check_of_such_a_task_is_invalid_and_leaves_nothing(tmp_path):
     task = wrong_task(tmp_path / "t")
     (task / "data.bin").symlink_to("/dev/zero")
-    before = set(Path(os.environ.get("TMPDIR", "/tmp")).glob("nkitui-run-*"))
+    # a private TMPDIR: other runs on the machine (xdist workers, other users) make scratch folders in /tmp too
+    scratch_root = tmp_path / "tmp"
+    scratch_root.mkdir()
     proc = subprocess.run([sys.executable, "-m", "nkitui", "check", str(task), "--no-store"], capture_output=True,
-                          text=True, timeout=120, env={**os.environ, "PYTHONPATH": str(REPO)})
+                          text=True, timeout=120,
+                          env={**os.environ, "PYTHONPATH": str(REPO), "TMPDIR": str(scratch_root)})
     assert proc.returncode == 2 and "data.bin" in proc.stderr + proc.stdout
-    assert set(Path(os.environ.get("TMPDIR", "/tmp")).glob("nkitui-run-*")) <= before
+    assert list(scratch_root.iterdir()) == []
 
 
 def test_links_inside_the_task_to_its_own_files_are_copied_as_files(tmp_path):
