@@ -17,6 +17,7 @@ from rich.console import Console, Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
+from nkitui.common import units
 from nkitui.evaluate.result import RunResult
 
 STATUS_STYLE = {"passed": "bold green", "failed": "bold red", "invalid": "bold magenta"}
@@ -25,11 +26,12 @@ SEVERITY_STYLE = {"high": "bold red", "medium": "yellow", "low": "cyan", "info":
 BAR_WIDTH = 30
 
 
-def _num(x: Any, fmt: str = ".3g") -> str:
+def _num(x: Any, fmt: str = "") -> str:
+    """A number through the one formatter (nkitui.common.units); `fmt` only for fixed decimals."""
     if isinstance(x, bool) or x is None:
         return "-"
     if isinstance(x, (int, float)):
-        return format(x, fmt)
+        return format(x, fmt) if fmt else units.error(x)
     return str(x)
 
 
@@ -113,7 +115,7 @@ def render_seed_metrics(r: RunResult) -> RenderableType | None:
             nf = o.get("nonfinite") or {}
             nonfinite = nf.get("actual_nan", 0) + nf.get("actual_posinf", 0) + nf.get("actual_neginf", 0)
             t.add_row(o["name"], str(s.seed), _mark(o.get("passed")), _num(o.get("max_abs")), _num(o.get("max_rel")),
-                      _num(o.get("max_ulp"), "g"), _num(o.get("rel_l2")), f"{o.get('mismatches', 0)}/{o.get('count', 0)}",
+                      units.ulp(o.get("max_ulp"), note=False), _num(o.get("rel_l2")), f"{o.get('mismatches', 0)}/{o.get('count', 0)}",
                       str(nonfinite))
     return t
 
@@ -140,20 +142,20 @@ def render_timing(r: RunResult) -> RenderableType | None:
     lines = [Text("timing", style="bold")]
     kind = t.get("kind", "?")
     if kind == "estimated":
-        lines.append(Text(f"  estimated {_num(t.get('median_us'), '.2f')} µs ({t.get('source', 'cost model')}; {t.get('note', '')})"))
+        lines.append(Text(f"  estimated {units.time_us(t.get('median_us'))} ({t.get('source', 'cost model')}; {t.get('note', '')})"))
     else:
         ci = t.get("ci95_us") or [None, None]
         lines.append(Text(
-            f"  measured median {_num(t.get('median_us'), '.2f')} µs, IQR {_num(t.get('iqr_us'), '.2f')} µs, "
-            f"min {_num(t.get('min_us'), '.2f')} µs, 95% CI of the median [{_num(ci[0], '.2f')}, {_num(ci[1], '.2f')}] µs"))
+            f"  measured median {units.time_us(t.get('median_us'))}, IQR {units.time_us(t.get('iqr_us'))}, "
+            f"min {units.time_us(t.get('min_us'))}, 95% CI of the median [{units.time_us(ci[0])}, {units.time_us(ci[1])}]"))
         lines.append(Text(f"  {t.get('samples', 0)} timed launches after {t.get('warmup', 0)} warm-up; {t.get('stopped', '')}"))
         lines.append(Text(f"  method: {t.get('method', '')}; {t.get('rechecked', 0)} launches re-checked, "
                           f"{t.get('recheck_failure_count', 0)} differed"))
         device = t.get("device")
         if isinstance(device, dict):
-            lines.append(Text(f"  device (nki.benchmark) p50 {_num(device.get('median_us'), '.2f')} µs"))
+            lines.append(Text(f"  device (nki.benchmark) p50 {units.time_us(device.get('median_us'))}"))
         if isinstance(t.get("profile_total_time_us"), (int, float)):
-            lines.append(Text(f"  profiler total_time {t['profile_total_time_us']:.2f} µs"))
+            lines.append(Text(f"  profiler total_time {units.time_us(t['profile_total_time_us'])}"))
     return Group(*lines)
 
 
@@ -169,10 +171,10 @@ def render_utilisation(r: RunResult) -> RenderableType | None:
         parts.append(Text(f"  {lane:<7} {bar(float(pct))} {float(pct):5.1f}%"))
     summary = u.get("summary") or {}
     extra = [(k, summary.get(k)) for k in ("mfu_estimated_percent", "mbu_estimated_percent", "hfu_estimated_percent")]
-    shown = ", ".join(f"{k.split('_')[0].upper()} {v:.1f}%" for k, v in extra if isinstance(v, (int, float)))
+    shown = ", ".join(f"{k.split('_')[0].upper()} {units.percent(v)}" for k, v in extra if isinstance(v, (int, float)))
     total = u.get("total_time")
     if isinstance(total, (int, float)):
-        shown = f"total {total * 1e6:.2f} µs" + (f", {shown}" if shown else "")
+        shown = f"total {units.time_s(total)}" + (f", {shown}" if shown else "")
     if shown:
         parts.append(Text(f"  {shown}"))
     return Group(*parts)
@@ -248,9 +250,10 @@ def render_comparison(cmp: Any, a: RunResult | None = None, b: RunResult | None 
     t = cmp.timing or {}
     line = Text("timing  ", style="bold")
     if isinstance(t.get("a_us"), (int, float)) and isinstance(t.get("b_us"), (int, float)):
-        line.append(f"A {t['a_us']:.2f} µs ({t.get('a_kind', '?')}) → B {t['b_us']:.2f} µs ({t.get('b_kind', '?')})")
+        line.append(f"A {units.time_us(t['a_us'])} ({t.get('a_kind', '?')}) → B {units.time_us(t['b_us'])} "
+                    f"({t.get('b_kind', '?')})")
         if isinstance(t.get("speedup"), (int, float)):
-            line.append(f", speed-up {t['speedup']:.3g}x")
+            line.append(f", speed-up {units.ratio(t['speedup'])}")
     line.append(f"  — {t.get('verdict', 'no timing to compare')}")
     parts.append(line)
 
