@@ -122,8 +122,14 @@ REGISTRY: tuple[KeySpec, ...] = (
     KeySpec("code.cancel_selection", "escape", "cancel_selection", "Unselect", "code",
             help="Drop the selected lines (only while selecting)"),
     # Source area.
-    KeySpec("source.mode", "d", "toggle_mode", "Aligned/diff", "source",
-            help="Switch between CUDA|NKI side by side and the git diff"),
+    KeySpec("source.pane", "o", "cycle_pane", "Panes", "source",
+            help="Show the NKI port alone, the CUDA source alone, or both side by side aligned by role (at "
+                 "first: both where each side gets 48 columns of code, else the NKI port alone)"),
+    KeySpec("source.wrap", "W", "toggle_wrap", "Wrap", "source", show=False,
+            help="Soft-wrap long lines (the default), or cut them at the edge (marked ›) and scroll sideways "
+                 "with ← →"),
+    KeySpec("source.mode", "d", "toggle_mode", "Code/diff", "source",
+            help="Switch between the code (NKI, CUDA or both side by side) and the git diff"),
     KeySpec("source.diff_layout", "s", "toggle_diff_layout", "Unified/split", "source",
             help="Show the diff unified or split"),
     KeySpec("source.revisions", "v", "pick_revisions", "Revisions", "source",
