@@ -29,8 +29,10 @@ class Tmux:
 
     def start(self, command: str, env: dict[str, str], width: int = 120, height: int = 40) -> None:
         exports = " ".join(f"{k}={shlex.quote(v)}" for k, v in env.items())
+        # COLUMNS/LINES inherited from the test process would override the terminal's size (Textual
+        # reads them first): the app must see the size tmux gives it.
         self.run("new-session", "-d", "-x", str(width), "-y", str(height), "-s", self.session,
-                 f"env {exports} {command}")
+                 f"env -u COLUMNS -u LINES {exports} {command}")
 
     def screen(self) -> str:
         return self.run("capture-pane", "-p", "-t", self.session).stdout
