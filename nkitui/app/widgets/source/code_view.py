@@ -123,6 +123,7 @@ the selection.
         self._laid_out_for: tuple = ()  # (pane, wrap, width) the rows were built for
         self._pane_origin: tuple[PairRow | None, int] | None = None  # (row before a pane switch, cursor after)
         self._segments: dict[tuple[str, int, int], list[Content]] = {}
+        self._columns: dict[tuple[str, int], tuple[int, str]] = {}  # (side, line) -> (1-based column, severity)
         self.focus_pair: int | None = None
         self.findings: list[Finding] = []
         self.left_marks = Marks()
@@ -144,6 +145,15 @@ the selection.
         self.findings = list(findings)
         self.left_marks = Marks.of(self.findings, self.left.path if self.left else None)
         self.right_marks = Marks.of(self.findings, self.right.path if self.right else None)
+        # A finding at a column (a syntax error) marks that character too.
+        self._columns = {}
+        for f in self.findings:
+            column = f.data.get("column") if isinstance(f.data, dict) else None
+            side = "nki" if self.right and f.file == self.right.path else (
+                "cuda" if self.left and f.file == self.left.path else None)
+            if side and f.line and isinstance(column, int) and column > 0:
+                self._columns[(side, f.line)] = (column, f.severity)
+        self._segments.clear()
         self.data_changed()
 
     def _layout_rows(self) -> None:
@@ -316,13 +326,26 @@ the selection.
         found = self._segments.get(key)
         if found is not None:
             return found
-        code = source.lines[line - 1] if 0 < line <= len(source.lines) else Content("")
+        code = self._line(source, side, line)
         text = code.plain
         indent = min(len(text) - len(text.lstrip(" ")) + 4, code_width // 2)
         spans = wrap_spans(text, code_width, indent) if code_width > 0 else [(0, len(text))]
         parts = [code[a:b] if k == 0 else Content(" " * indent) + code[a:b] for k, (a, b) in enumerate(spans)]
         self._segments[key] = parts
         return parts
+
+    def _line(self, source: SourceFile, side: str, line: int) -> Content:
+        """Line `line` of `source`, with the character a finding points at (a syntax error's column)
+        shown reversed."""
+        code = source.lines[line - 1] if 0 < line <= len(source.lines) else Content("")
+        marked = self._columns.get((side, line))
+        if marked is not None:
+            column, severity = marked
+            start = min(column, max(1, len(code.plain))) - 1
+            if len(code.plain) == 0:
+                code = Content(" ")
+            code = code.stylize(f"reverse $nk-sev-{severity}", start, start + 1)
+        return code
 
     def cut_lines(self) -> bool:
         """True when lines go on past the right edge (no soft wrap): ← → scroll sideways."""
@@ -558,7 +581,7 @@ the selection.
         if self.wrap:
             parts.append((self.segments(source, side, line, code_width)[0], background))
         else:
-            code = source.lines[line - 1] if line - 1 < len(source.lines) else Content("")
+            code = self._line(source, side, line)
             length = len(code.plain)
             if scroll_x + code_width < length and code_width > 1:
                 # the line goes on to the right: say so in its last column (→ scrolls)
