@@ -14,7 +14,7 @@ from textual.widgets import OptionList, Static, TextArea
 from nkitui.app import keymap
 from nkitui.app.widgets.status import StatusLine
 from nkitui.app.widgets.rubric.widgets import (
-    VERDICT_PAGE, CommentEditor, CriteriaList, EvidenceList, ScoreSelector,
+    VERDICT_PAGE, CommentEditor, CriteriaList, EvidenceList, LevelNote, ScoreSelector,
 )
 
 
@@ -53,7 +53,7 @@ to the task's git repository; the draft is autosaved all along.
             with Vertical(id="criterion-pane"):
                 yield StatusLine(id="criterion-title", classes="bar")
                 yield ScoreSelector(id="score")
-                yield StatusLine(id="level-text", classes="strip")
+                yield LevelNote(id="level-text")
                 yield CommentEditor(id="comment")
                 yield Static("Evidence", classes="section", id="evidence-title")
                 yield EvidenceList(id="evidence")
@@ -201,14 +201,28 @@ to the task's git repository; the draft is autosaved all along.
         return "\n".join(lines)
 
     def _update_level_text(self) -> None:
-        strip = self.query_one("#level-text", StatusLine)
         crit = self.current_criterion
         value = self.query_one(ScoreSelector).value
         if crit is None:
             text = self.rubric.verdict_guidance.get(value, "") if value else "Choose a verdict."
         else:
             text = crit.level_text(value) if value is not None else "Not scored yet."
-        strip.update(Content.styled(text or "", "$text-muted"))
+        self.query_one(LevelNote).text = text or ""
+
+    def action_show_levels(self) -> None:
+        """Every value's meaning in full (the note under the score keeps to two rows)."""
+        from nkitui.app.screens.levels import LevelsScreen
+
+        if self.rubric is None:
+            return
+        crit = self.current_criterion
+        current = self.query_one(ScoreSelector).value
+        if crit is None:
+            meanings = [(v, self.rubric.verdict_guidance.get(v, "")) for v in self.rubric.verdicts]
+            self.app.push_screen(LevelsScreen(f"{self.rubric.title}: verdicts", meanings, current, "verdict"))
+            return
+        meanings = [(v, crit.level_text(v)) for v in crit.scale.values()]
+        self.app.push_screen(LevelsScreen(f"{crit.title} ({crit.scale.describe()})", meanings, current))
 
     def _show_evidence(self) -> None:
         if self.draft is None:
