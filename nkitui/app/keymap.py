@@ -169,6 +169,9 @@ REGISTRY: tuple[KeySpec, ...] = (
     # Rubric.
     KeySpec("rubric.editor", "ctrl+o,f7", "external_editor", "$EDITOR", "rubric", priority=True,
             help="Edit the comment in your $VISUAL/$EDITOR"),
+    KeySpec("rubric.override", "O", "override_rule", "Override", "rubric", show=False,
+            help="On the verdict page: override the verdict rule the verdict breaks, with a reason (it goes "
+                 "into the review record); an empty reason withdraws the override"),
     KeySpec("rubric.levels", "e", "show_levels", "Levels", "rubric",
             help="Read what every score of the criterion means (every verdict's guidance on the verdict "
                  "page) in full"),

@@ -32,6 +32,30 @@ def _verdict_lines(rubric: Rubric) -> list[str]:
     return lines
 
 
+def _rule_lines(rubric: Rubric) -> list[str]:
+    """The verdict rules as comments, and how to override one."""
+    if not rubric.verdict_rules:
+        return []
+    lines = ["# Verdict rules (docs/review-format.md#verdict-rules): a blocker stops submitting unless",
+             "# overridden below with a reason; a warning does not block."]
+    for rule in rubric.verdict_rules:
+        kind = "warning" if rule.severity == "warning" else ("blocker" if rule.overridable else "blocker, no override")
+        needs = " and ".join(r.text for r in rule.requires)
+        lines.append(f"#   {rule.id} ({kind}): {' | '.join(rule.verdicts)} needs {needs}")
+        lines += [f"#     {w}" for w in textwrap.wrap(rule.message, 90)]
+    return lines
+
+
+def _override_lines(draft: Draft) -> list[str]:
+    lines = ["", "# To give a verdict a rule forbids, say why (it goes into the record):",
+             "#   [[overrides]]", '#   rule = "accept-needs-sound-numerics"',
+             '#   reason = "the 1e-3 error is the CUDA golden\'s own bf16 rounding; see the comment on line 40"']
+    if draft.overrides:
+        lines += ["", tomlout.dumps({"overrides": [{"rule": o.rule, "reason": o.reason}
+                                                    for o in draft.overrides]}).rstrip("\n")]
+    return lines
+
+
 def render_template(rubric: Rubric, task_id: str, draft: Draft | None = None) -> str:
     """A fillable draft for `task_id`. With `draft`, its values are filled in (e.g. a saved draft)."""
     draft = draft or Draft.new(task_id, rubric)
@@ -51,6 +75,7 @@ def render_template(rubric: Rubric, task_id: str, draft: Draft | None = None) ->
         "",
         "# Verdict: " + " | ".join(rubric.verdicts),
         *_verdict_lines(rubric),
+        *_rule_lines(rubric),
         f"verdict = {toml_value(draft.verdict or '')}",
         f"summary = {toml_value(draft.summary)}",
         "",
@@ -94,4 +119,6 @@ def render_template(rubric: Rubric, task_id: str, draft: Draft | None = None) ->
     rest = {k: v for k, v in draft.to_dict().items() if k in ("comments", "evidence")}
     if rest:
         out += ["", tomlout.dumps(rest).rstrip("\n")]
+    if rubric.verdict_rules:
+        out += _override_lines(draft)
     return "\n".join(out) + "\n"

@@ -180,8 +180,9 @@ line below says what the chosen value means in this rubric; **e** shows every le
         """What the row says about its keys, longest first: how to get here, or how to score here."""
         if self.has_focus:
             digits = self.digits_hint()
-            return (f"← → or {digits} to {self.noun}", f"← → {digits}", "")
-        return (f"Tab here to {self.noun}", "Tab", "")
+            verb = "score" if self.noun == "score" else "choose"
+            return (f"← → or {digits} to {verb}", f"← → {digits}", "")
+        return (f"Tab here to {'score' if self.noun == 'score' else 'choose'}", "Tab", "")
 
     def render(self) -> Content:
         noun = self.noun
