@@ -12,7 +12,6 @@ run; low-precision outputs are saved as float32 and their dtype is shown in the 
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 
@@ -22,7 +21,7 @@ def register(subparsers) -> None:
                                    description="Run NKI kernels on nkitui's numpy emulator of a NeuronCore.")
     sub = parser.add_subparsers(dest="emu_command", metavar="ACTION")
     run = sub.add_parser("run", help="run FILE.py::KERNEL on arrays from an .npz file",
-                         description=__doc__.split("\n\n")[1], formatter_class=argparse.RawDescriptionHelpFormatter)
+                         description=__doc__.split("\n\n")[1])  # reflowed to the terminal's width
     run.add_argument("spec", metavar="FILE.py::KERNEL", help="kernel file and the kernel function's name")
     run.add_argument("--inputs", required=True, metavar="IN.npz", help="input arrays (positional order or by name)")
     run.add_argument("--out", required=True, metavar="OUT.npz", help="where to write the output arrays")

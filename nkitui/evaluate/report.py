@@ -18,6 +18,7 @@ from rich.table import Table
 from rich.text import Text
 
 from nkitui.common import units
+from nkitui.common.textfit import FitText
 from nkitui.evaluate.result import RunResult
 
 STATUS_STYLE = {"passed": "bold green", "failed": "bold red", "invalid": "bold magenta"}
@@ -67,7 +68,7 @@ def render_error(r: RunResult) -> RenderableType | None:
         return None
     e = r.error
     where = f" at {e['file']}:{e['line']}" if e.get("file") and e.get("line") else (f" in {e['file']}" if e.get("file") else "")
-    return Text.assemble(("error ", "bold red"), (f"({e.get('kind', 'error')})", "red"), f"{where}: {e.get('message', '')}")
+    return FitText(f"error ({e.get('kind', 'error')}){where}: {e.get('message', '')}", style="red", subsequent="  ")
 
 
 def render_phases(r: RunResult) -> RenderableType:
@@ -75,11 +76,12 @@ def render_phases(r: RunResult) -> RenderableType:
     t.add_column("phase")
     t.add_column("status")
     t.add_column("time", justify="right")
-    t.add_column("detail", overflow="fold")
+    t.add_column("detail")
     for p in r.phases:
         dur = p.get("duration_s")
+        # FitText: a path (file.py::kernel) breaks after / or ::, never mid-word
         t.add_row(p["name"], Text(p.get("status", ""), style=PHASE_STYLE.get(p.get("status", ""), "")),
-                  f"{dur:.3f} s" if isinstance(dur, (int, float)) else "-", p.get("detail", ""))
+                  f"{dur:.3f} s" if isinstance(dur, (int, float)) else "-", FitText(p.get("detail", "")))
     return t
 
 
@@ -87,9 +89,9 @@ def render_checks(r: RunResult) -> RenderableType:
     t = Table(title="checks", title_justify="left", show_edge=False, pad_edge=False)
     t.add_column("")
     t.add_column("check")
-    t.add_column("detail", overflow="fold")
+    t.add_column("detail")
     for c in r.checks:
-        t.add_row(_mark(c.passed), c.title, c.detail)
+        t.add_row(_mark(c.passed), c.title, FitText(c.detail))
     if not r.checks:
         t.add_row(_mark(None), "no checks ran", "")
     return t
@@ -99,24 +101,34 @@ def render_seed_metrics(r: RunResult) -> RenderableType | None:
     rows = [(s, o) for s in r.seed_results for o in s.outputs]
     if not rows and not any(s.error for s in r.seed_results):
         return None
-    t = Table(title="outputs per seed (float64 comparison)", title_justify="left", show_edge=False, pad_edge=False)
-    for col in ("output", "seed", "", "max abs", "max rel", "max ULP", "rel L2", "mismatches", "NaN/Inf"):
-        if col in ("max abs", "max rel", "rel L2", "NaN/Inf"):  # a cut number (3.47e-…) is worse than a wrapped count
-            t.add_column(col, justify="right", no_wrap=True, min_width=len(col) if col == "NaN/Inf" else 8)
+    def nonfinite_of(o: dict) -> int:
+        nf = o.get("nonfinite") or {}
+        return nf.get("actual_nan", 0) + nf.get("actual_posinf", 0) + nf.get("actual_neginf", 0)
+
+    # A number is never broken across lines (2.1004 / 7e+09): the numeric columns do not wrap, and the
+    # NaN/Inf column is there only when a result has one (the title says so otherwise), so the table
+    # fits 80 columns.
+    with_nonfinite = any(nonfinite_of(o) for s in r.seed_results for o in s.outputs)
+    title = "outputs per seed (float64 comparison)" + ("" if with_nonfinite else "; no NaN/Inf in any result")
+    t = Table(title=title, title_justify="left", show_edge=False, pad_edge=False)
+    columns = ("output", "seed", "", "max abs", "max rel", "max ULP", "rel L2", "mismatches",
+               *(("NaN/Inf",) if with_nonfinite else ()))
+    for col in columns:
+        if col in ("output", ""):
+            t.add_column(col, overflow="fold")
         else:
-            t.add_column(col, justify="right" if col not in ("output", "") else "left", overflow="fold")
+            t.add_column(col, justify="right", no_wrap=True)
+    blanks = [""] * (len(columns) - 4)
     for s in r.seed_results:
         if s.error and not s.outputs:
-            t.add_row("-", str(s.seed), _mark(False), Text(s.error.get("message", "")[:80], style="red"), "", "", "", "", "")
+            t.add_row("-", str(s.seed), _mark(False), Text(s.error.get("message", "")[:80], style="red"), *blanks)
         for o in s.outputs:
             if "error" in o and "max_abs" not in o:
-                t.add_row(o.get("name", "?"), str(s.seed), _mark(False), Text(o["error"][:80], style="red"), "", "", "", "", "")
+                t.add_row(o.get("name", "?"), str(s.seed), _mark(False), Text(o["error"][:80], style="red"), *blanks)
                 continue
-            nf = o.get("nonfinite") or {}
-            nonfinite = nf.get("actual_nan", 0) + nf.get("actual_posinf", 0) + nf.get("actual_neginf", 0)
             t.add_row(o["name"], str(s.seed), _mark(o.get("passed")), _num(o.get("max_abs")), _num(o.get("max_rel")),
                       units.ulp(o.get("max_ulp"), note=False), _num(o.get("rel_l2")), f"{o.get('mismatches', 0)}/{o.get('count', 0)}",
-                      str(nonfinite))
+                      *((str(nonfinite_of(o)),) if with_nonfinite else ()))
     return t
 
 
@@ -139,18 +151,21 @@ def render_timing(r: RunResult) -> RenderableType | None:
     t = r.timing
     if not t:
         return None
-    lines = [Text("timing", style="bold")]
+    lines: list[RenderableType] = [Text("timing", style="bold")]
     kind = t.get("kind", "?")
     if kind == "estimated":
-        lines.append(Text(f"  estimated {units.time_us(t.get('median_us'))} ({t.get('source', 'cost model')}; {t.get('note', '')})"))
+        lines.append(FitText(f"estimated {units.time_us(t.get('median_us'))} ({t.get('source', 'cost model')}; "
+                             f"{t.get('note', '')})", indent="  ", subsequent="    "))
     else:
         ci = t.get("ci95_us") or [None, None]
-        lines.append(Text(
-            f"  measured median {units.time_us(t.get('median_us'))}, IQR {units.time_us(t.get('iqr_us'))}, "
-            f"min {units.time_us(t.get('min_us'))}, 95% CI of the median [{units.time_us(ci[0])}, {units.time_us(ci[1])}]"))
-        lines.append(Text(f"  {t.get('samples', 0)} timed launches after {t.get('warmup', 0)} warm-up; {t.get('stopped', '')}"))
-        lines.append(Text(f"  method: {t.get('method', '')}; {t.get('rechecked', 0)} launches re-checked, "
-                          f"{t.get('recheck_failure_count', 0)} differed"))
+        lines.append(FitText(
+            f"measured median {units.time_us(t.get('median_us'))}, IQR {units.time_us(t.get('iqr_us'))}, "
+            f"min {units.time_us(t.get('min_us'))}, 95% CI of the median [{units.time_us(ci[0])}, {units.time_us(ci[1])}]",
+            indent="  ", subsequent="    "))
+        lines.append(FitText(f"{t.get('samples', 0)} timed launches after {t.get('warmup', 0)} warm-up; "
+                             f"{t.get('stopped', '')}", indent="  ", subsequent="    "))
+        lines.append(FitText(f"method: {t.get('method', '')}; {t.get('rechecked', 0)} launches re-checked, "
+                             f"{t.get('recheck_failure_count', 0)} differed", indent="  ", subsequent="    "))
         device = t.get("device")
         if isinstance(device, dict):
             lines.append(Text(f"  device (nki.benchmark) p50 {units.time_us(device.get('median_us'))}"))
@@ -189,7 +204,7 @@ def render_findings(r: RunResult) -> RenderableType | None:
         where = f" {f['file']}:{f['line']}" if f.get("file") and f.get("line") else ""
         parts.append(Text.assemble((f"[{f.get('severity', '?')}] ", SEVERITY_STYLE.get(f.get("severity", ""), "")),
                                    (f.get("rule", ""), "bold"), where, f"  {f.get('title', '')}"))
-        parts.append(Text(f"    {f.get('message', '')}"))
+        parts.append(FitText(f.get("message", ""), indent="    "))
     return Group(*parts)
 
 
@@ -199,11 +214,12 @@ def render_result(r: RunResult, *, numerics: bool = True, log_lines: int = 15) -
         render_numerics(r) if numerics else None, render_timing(r), render_utilisation(r), render_findings(r),
     ]
     if r.notes:
-        parts.append(Group(Text("notes", style="bold"), *[Text(f"  {n}") for n in r.notes]))
+        parts.append(Group(Text("notes", style="bold"), *[FitText(n, indent="  ", subsequent="    ") for n in r.notes]))
     if not r.finished or r.status == "failed" and r.error:
         tail = r.log_excerpt[-log_lines:]
         if tail:
-            parts.append(Group(Text("log (last lines)", style="bold"), *[Text(f"  {line}", style="dim") for line in tail]))
+            parts.append(Group(Text("log (last lines)", style="bold"),
+                               *[FitText(line, style="dim", indent="  ", subsequent="    ") for line in tail]))
     return Group(*(p for p in parts if p is not None))
 
 

@@ -119,7 +119,7 @@ def test_validate_and_submit_refuse_a_broken_rule_and_record_an_override(task_re
     root, repo = task_repo
     assert main(["review", "template", str(root)]) == 0
     template = capsys.readouterr().out
-    assert "accept-needs-sound-numerics (blocker): accept needs numerical_correctness >= 4" in template
+    assert "accept-needs-sound-numerics (blocker): accept needs numerical_correctness>=4" in template
     scores = {"migration_fidelity": 4, "performance_quality": 4, "numerical_correctness": 1, "task_appropriateness": 4}
     draft = tmp_path / "draft.toml"
     draft.write_text(_fill(template, scores, "accept"))
