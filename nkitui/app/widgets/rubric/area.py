@@ -232,9 +232,11 @@ why; the override and its reason go into the review record.
             lines.append("Nothing blocks submitting. **ctrl+s** or **F8** commits the review.")
         override_key = keymap.app_key(self, "rubric.override")
         for p in errors:
-            lines.append(f"- ✘ **{p.field or 'draft'}**: {p.message} — {p.fix}")
-            if "[rule " in p.message and "override the rule" in p.fix:
-                lines.append(f"  (**{override_key}** overrides it here, with a reason)")
+            if "[rule " in p.message and "override the rule" in p.fix:  # in the app: the key, not the TOML
+                lines.append(f"- ✘ **{p.field}**: {p.message} — change the scores or the verdict, or press "
+                             f"**{override_key}** to override the rule with a reason")
+            else:
+                lines.append(f"- ✘ **{p.field or 'draft'}**: {p.message} — {p.fix}")
         for p in warnings:
             lines.append(f"- ⚠ **{p.field or 'draft'}**: {p.message} — {p.fix}")
         if self.rubric.verdict_rules:
@@ -270,12 +272,14 @@ why; the override and its reason go into the review record.
                         and self.draft.override_for(v.rule.id) is None]
             if blockers:
                 first = blockers[0]
-                how = (f"; {keymap.app_key(self, 'rubric.override')} overrides it with a reason"
-                       if first.rule.overridable else "")
-                text = f"✘ {first.describe()}{how}"
+                how = (f" — {keymap.app_key(self, 'rubric.override')} overrides it with a reason"
+                       if first.rule.overridable else " — change the scores or the verdict")
+                text = f"✘ {'; '.join(first.failures)} [{first.rule.id}]{how}"
         else:
             text = crit.level_text(value) if value is not None else "Not scored yet."
-        self.query_one(LevelNote).text = text or ""
+        note = self.query_one(LevelNote)
+        note.max_lines = 3 if text and text.startswith("✘") else LevelNote.MAX_LINES  # a broken rule whole
+        note.text = text or ""
 
     def action_show_levels(self) -> None:
         """Every value's meaning in full (the note under the score keeps to two rows)."""

@@ -258,6 +258,7 @@ class LevelNote(Widget):
 
     MAX_LINES = 2
     text: reactive[str] = reactive("", layout=True)
+    max_lines: reactive[int] = reactive(MAX_LINES, layout=True)
 
     def get_content_height(self, container, viewport, width: int) -> int:
         return len(self.lines(width))
@@ -266,13 +267,13 @@ class LevelNote(Widget):
         import textwrap
 
         width = max(10, width)
-        lines = textwrap.wrap(self.text, width) or [""]
-        if len(lines) <= self.MAX_LINES:
+        lines = textwrap.wrap(self.text, width, break_on_hyphens=False) or [""]
+        if len(lines) <= self.max_lines:
             return lines
         key = keymap.app_key(self, "rubric.levels")
         more = f" … {key}: in full"
-        kept = lines[: self.MAX_LINES]
-        last = " ".join(" ".join(lines[self.MAX_LINES - 1:]).split())
+        kept = lines[: self.max_lines]
+        last = " ".join(" ".join(lines[self.max_lines - 1:]).split())
         room = width - len(more)
         cut = last[:room]
         if " " in cut and len(last) > room:
@@ -284,7 +285,7 @@ class LevelNote(Widget):
     def cut(self) -> bool:
         import textwrap
 
-        return len(textwrap.wrap(self.text, max(10, self.content_region.width or 10))) > self.MAX_LINES
+        return len(textwrap.wrap(self.text, max(10, self.content_region.width or 10), break_on_hyphens=False)) > self.max_lines
 
     def render(self) -> Content:
         return Content("\n".join(self.lines(self.content_region.width or self.size.width)))
