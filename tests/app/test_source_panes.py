@@ -154,3 +154,20 @@ async def test_side_by_side_where_it_fits_200x50(sample_task):
         assert _bar(app).startswith("Aligned matmul_bf16_f32out.cu ⇄ matmul_bf16_f32out_nki.py")
         text = screen_text(app)
         assert "__global__ void matmul_bf16_f32out_kernel" in text and "def matmul_bf16_f32out_kernel" in text
+
+
+async def test_the_bar_names_the_pane_shown_after_the_area_was_hidden(task_dir):
+    # findings that arrive while another area is shown (a run ending) must not flip the bar to
+    # "Aligned" while the NKI port alone is drawn
+    app = new_app(task_dir)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(pilot)
+        area = app.source_area
+        assert area.code.pane == "nki" and _bar(app).startswith("NKI ")
+        await pilot.press("2")
+        await settle(pilot)
+        area.set_findings(list(area.findings))
+        await pilot.press("1")
+        await settle(pilot)
+        assert area.code.pane == "nki" and _bar(app).startswith("NKI ")
+        assert "│" not in screen_text(app).splitlines()[4]  # drawn alone, no CUDA column

@@ -121,6 +121,7 @@ the selection.
         self.pane_choice = "auto"  # "auto" or one of PANES (the auditor's choice, kept on resize)
         self.wrap = True  # soft wrap long lines (else ← → scroll sideways)
         self._laid_out_for: tuple = ()  # (pane, wrap, width) the rows were built for
+        self._last_width = 0  # the view's width when last shown
         self._pane_origin: tuple[PairRow | None, int] | None = None  # (row before a pane switch, cursor after)
         self._segments: dict[tuple[str, int, int], list[Content]] = {}
         self._columns: dict[tuple[str, int], tuple[int, str]] = {}  # (side, line) -> (1-based column, severity)
@@ -189,7 +190,12 @@ the selection.
         return self._code_width(self.left, (width - 1) // 2) >= SIDE_BY_SIDE_MIN
 
     def _view_width(self) -> int:
-        return self.scrollable_content_region.width if self.is_mounted else 0
+        """The width the code is drawn at: while the area is hidden (another tab) its last width, so
+        what fits does not flip while nobody looks."""
+        width = self.scrollable_content_region.width if self.is_mounted else 0
+        if width > 0:
+            self._last_width = width
+        return self._last_width
 
     @staticmethod
     def _digits(source: SourceFile | None) -> int:
