@@ -171,3 +171,12 @@ async def test_the_bar_names_the_pane_shown_after_the_area_was_hidden(task_dir):
         await settle(pilot)
         assert area.code.pane == "nki" and _bar(app).startswith("NKI ")
         assert "│" not in screen_text(app).splitlines()[4]  # drawn alone, no CUDA column
+
+
+async def test_the_diff_says_when_lines_go_on_past_the_edge(task_dir):
+    app = new_app(task_dir)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(pilot)
+        await pilot.press("d", "s")  # the split diff at 80 columns: each side far narrower than its lines
+        await settle(pilot)
+        assert app.source_area.diff.split and "← → scroll sideways" in _bar(app)

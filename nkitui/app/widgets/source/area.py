@@ -215,6 +215,7 @@ strip says what is selected.
         switcher.current = "diff" if self.mode == "diff" else "code"
         self.focus_primary()
         self._update_bar()
+        self.call_after_refresh(self._update_bar)  # once laid out: what fits (pane, sideways hint)
         self._update_strip()
 
     def action_toggle_diff_layout(self) -> None:
@@ -222,6 +223,7 @@ strip says what is selected.
             self.action_toggle_mode()
         self.diff.set_split(not self.diff.split)
         self._update_bar()
+        self.call_after_refresh(self._update_bar)  # the sideways hint needs the diff's new width
 
     def action_pick_revisions(self) -> None:
         self.post_message(RevisionsWanted())
@@ -301,7 +303,11 @@ strip says what is selected.
             summary = (f"{len(self.diff_files)} file{'s' if len(self.diff_files) != 1 else ''} +{added} -{deleted}"
                        if self.diff_loaded else "loading")
             revisions = f"{old.short} → {new.short}"
-            bar.update(Content.assemble(("Diff ", "bold"), revisions, dot, layout, dot, summary),
+            view_width = self.diff.scrollable_content_region.width
+            wide = view_width > 0 and self.diff.virtual_size.width > view_width  # lines go on past the edge
+            sideways = [(" · ", "$text-muted"), ("← → scroll sideways", "$text-warning")] if wide else []
+            bar.update(Content.assemble(("Diff ", "bold"), revisions, dot, layout, dot, summary, *sideways),
+                       Content.assemble(("Diff ", "bold"), revisions, (" · ", "$text-muted"), summary, *sideways),
                        Content.assemble(("Diff ", "bold"), revisions, (" · ", "$text-muted"), summary))
 
     def _code_bar(self, counts: Content, short_counts: Content) -> tuple[Content, ...]:
