@@ -7,6 +7,7 @@ pipe or a file), plain text wrapped with hanging indents, and a Rich console of 
 
 from __future__ import annotations
 
+import argparse
 import os
 import shutil
 import sys
@@ -60,3 +61,13 @@ def print_styled(text: str, style: str = "", *, indent: str = "", subsequent: st
     width = given_width(stream)
     out = Console(file=stream, width=width or 1_000_000, highlight=False)
     out.print(FitText(text, style=style, indent=indent, subsequent=subsequent))
+
+
+class ParagraphHelpFormatter(argparse.HelpFormatter):
+    """argparse's help, with a description or epilog of several paragraphs kept as paragraphs, each
+    reflowed to the terminal's width (RawDescriptionHelpFormatter keeps the source's line breaks, which
+    run past 80 columns)."""
+
+    def _fill_text(self, text: str, width: int, indent: str) -> str:
+        return "\n\n".join(super(ParagraphHelpFormatter, self)._fill_text(para, width, indent)
+                           for para in text.split("\n\n"))
