@@ -77,8 +77,14 @@ out on the same row, marked ⇄ between the sides; the lines of the pair under t
 both sides and the strip below names the role. Gutter marks show findings: ● high, ◆ medium, ▲ low,
 · info.
 
+**o** shows the NKI port alone, the CUDA source alone, or both side by side; where the area is too
+narrow for both (80 columns), the NKI port is shown alone and the bar says so. Long lines are
+soft-wrapped, their continuations marked ↪; **W** turns wrapping off: a line that goes on past the
+edge then ends in ›, **←**/**→** scroll sideways and the view follows the cursor.
+
 The line under the cursor is what **a** attaches as evidence: its finding if it has one, otherwise the
-source line itself. **c** writes a review comment on that line.
+source line itself. **c** writes a review comment on that line. A syntax error's column is marked in
+its line.
 
 **V** starts a selection of lines at the cursor, on the side the cursor's line is on (NKI when the row
 has an NKI line, else CUDA); moving the cursor extends it, and the selected lines are tinted and marked
