@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from rich.text import Text
@@ -12,6 +13,24 @@ from textual.screen import ModalScreen
 from textual.widgets import DataTable, Static
 
 from nkitui.app import keymap
+
+
+@dataclass(frozen=True)
+class OpenRun:
+    """The auditor chose a run to reopen."""
+
+    run_id: str
+
+
+@dataclass(frozen=True)
+class CompareRuns:
+    """The auditor chose two runs to compare: B against A."""
+
+    run_a: str
+    run_b: str
+
+
+RunChoice = OpenRun | CompareRuns
 
 
 def render_comparison(comparison: Any, a: Any, b: Any):
@@ -45,8 +64,8 @@ and **c** compares B against A: checks, worst metrics, timing and engine use sid
         self.screen.dismiss(None)
 
 
-class RunsScreen(ModalScreen[tuple | None]):
-    """Dismisses with ("open", run_id), ("compare", run_a, run_b) or None."""
+class RunsScreen(ModalScreen[RunChoice | None]):
+    """Dismisses with OpenRun, CompareRuns or None."""
 
     BINDINGS = keymap.help_bindings()
 
@@ -99,7 +118,7 @@ class RunsScreen(ModalScreen[tuple | None]):
     def action_open_run(self) -> None:
         s = self._current()
         if s is not None:
-            self.dismiss(("open", s.run_id))
+            self.dismiss(OpenRun(s.run_id))
 
     def action_mark_run(self) -> None:
         s = self._current()
@@ -117,7 +136,7 @@ class RunsScreen(ModalScreen[tuple | None]):
         if len(self.marked) != 2:
             self.notify("Mark two runs with Space first (A then B).", timeout=3)
             return
-        self.dismiss(("compare", self.marked[0], self.marked[1]))
+        self.dismiss(CompareRuns(self.marked[0], self.marked[1]))
 
 
 class ComparisonScreen(ModalScreen[None]):
