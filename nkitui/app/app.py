@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+from collections import deque
 import tempfile
 from collections.abc import Callable
 from dataclasses import replace
@@ -101,6 +102,8 @@ class NkituiApp(App[int]):
         self._held_keys: list[events.Key] | None = []  # keys pressed while the task opens; None once replayed
         self._asked_auditor = False
         self._offered_repository: set[Path] = set()
+        self._questions: deque[Callable[[Callable[[], None]], None]] = deque()  # asked one after another
+        self._asking = False
         self.startup_problems: list[str] = list(self.config.problems)
         self._preview = self._header_preview(task, backend or self.config.backend or "auto")
         # Themes: bundled + user, registered before the first frame (and read again by reload_themes).
@@ -568,21 +571,37 @@ class NkituiApp(App[int]):
 
     # --- the auditor and the repository ---------------------------------------------------------------
 
+    def ask(self, show: Callable[[Callable[[], None]], None]) -> None:
+        """Ask a question when the one before it is answered: `show(done)` pushes its screen and calls
+        `done` once answered (the auditor first, then the repository: its first commit needs the name)."""
+        self._questions.append(show)
+        if not self._asking:
+            self._next_question()
+
+    def _next_question(self) -> None:
+        self._asking = bool(self._questions)
+        if self._questions:
+            self._questions.popleft()(self._next_question)
+
     def ask_auditor(self, why: str, then: Callable[[], None] | None = None) -> None:
         """Ask who the auditor is; remember the answer in the config file and use it in every session."""
         from nkitui.app.screens.prompts import AuditorScreen
 
-        path = self.config.path
-        session = self.session
-        current = session.identity.display if session is not None and not session.identity.needs_asking else ""
+        def show(done: Callable[[], None]) -> None:
+            path = self.config.path
+            session = self.session
+            current = session.identity.display if session is not None and not session.identity.needs_asking else ""
 
-        def answered(text: str | None) -> None:
-            if text:
-                self.set_auditor(text)
-            if then is not None:
-                then()
+            def answered(text: str | None) -> None:
+                if text:
+                    self.set_auditor(text)
+                if then is not None:
+                    then()
+                done()
 
-        self.push_screen(AuditorScreen(why, current, str(path) if path else ""), answered)
+            self.push_screen(AuditorScreen(why, current, str(path) if path else ""), answered)
+
+        self.ask(show)
 
     def set_auditor(self, text: str) -> None:
         """Use `text` ("Name <e-mail>") as the auditor from now on, and remember it in the config."""
@@ -608,20 +627,23 @@ class NkituiApp(App[int]):
         """Say that reviews cannot be committed from the task folder yet, and offer to make it ready."""
         from nkitui.app.screens.prompts import ConfirmScreen
 
-        session = self.session
-        if session is None or state.root in self._offered_repository:
+        if self.session is None or state.root in self._offered_repository:
             return
         self._offered_repository.add(state.root)
 
-        def answered(yes: bool | None) -> None:
-            if yes:
-                self.prepare_repository()
-            else:
-                self.notify(f"{state.message}. The palette (:) can still make it one.", severity="warning",
-                            title="Not a repository", timeout=8)
+        def show(done: Callable[[], None]) -> None:
+            def answered(yes: bool | None) -> None:
+                if yes:
+                    self.prepare_repository()
+                else:
+                    self.notify(f"{state.message}. The palette (:) can still make it one.", severity="warning",
+                                title="Not a repository", timeout=8)
+                done()
 
-        self.push_screen(ConfirmScreen("Reviews need a git repository", f"{state.message}.\n\nnkitui can "
-                                       f"{state.offer}.", yes="do it now", no="not now"), answered)
+            self.push_screen(ConfirmScreen("Reviews need a git repository", f"{state.message}.\n\nnkitui can "
+                                           f"{state.offer}.", yes="do it now", no="not now"), answered)
+
+        self.ask(show)
 
     def prepare_repository(self) -> None:
         session, view = self.session, self.view

@@ -241,8 +241,8 @@ class Runs:
         self.last_ended = ended
         self._session.emit(ended)
         if kept is not None:
-            self._session.emit(RunShown(kept, "kept", self.shown_log,
-                                        f"run {result.short_id if result else live.run_id} was cancelled"))
+            cancelled = result.short_id if result is not None else live.run_id
+            self._session.emit(RunShown(kept, "kept", self.shown_log, f"{cancelled} cancelled"))
         elif result is not None:
             self._session.emit(RunShown(result, "finished", None))
         if result is not None and kept is None:

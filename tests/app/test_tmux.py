@@ -97,3 +97,29 @@ def test_nkitui_runs_in_tmux_and_answers_keys(tmux, task_dir, isolated_xdg):
     while tmux.alive() and time.monotonic() < deadline:
         time.sleep(0.2)
     assert not tmux.alive(), "q should quit nkitui (and end the tmux session)"
+
+
+def test_keys_typed_before_nkitui_is_up_are_kept_and_zoom_keeps_header_and_footer_at_80x24(tmux, task_dir,
+                                                                                           isolated_xdg):
+    env = {f"XDG_{n}_HOME": str(isolated_xdg / n.lower()) for n in ("CONFIG", "STATE", "DATA", "CACHE")}
+    env["TERM"] = "xterm-256color"
+    env["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p)
+    tmux.start(f"{shlex.quote(sys.executable)} -m nkitui {shlex.quote(str(task_dir))} --backend emulator", env,
+               width=80, height=24)
+    tmux.keys("2", "m")  # typed while Python is still starting: they wait in the terminal, then in nkitui
+    screen = tmux.wait_for("No results yet: run the task")
+    rows = screen.splitlines()
+    assert rows[0].startswith(" nkitui │ scale_rows") and "Ada" in rows[0]
+    tmux.keys("z")
+    screen = tmux.wait_for("Run zoomed")
+    rows = screen.splitlines()
+    assert rows[0].startswith(" nkitui │ scale_rows") and "idle" in rows[0]  # the header stays
+    assert "z or Escape: back to the tabs layout" in rows[1]
+    assert "f1 Help" in rows[-1] or "f1 Help" in rows[-2]  # and the footer
+    tmux.keys("Escape")
+    tmux.wait_for("1 Source")
+    tmux.keys("q")
+    deadline = time.monotonic() + 20
+    while tmux.alive() and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert not tmux.alive(), "q without a run quits at once"

@@ -102,7 +102,7 @@ def test_cancelling_keeps_the_last_completed_run_shown(task_dir):
     assert shown.how == "kept" and shown.result.run_id == earlier.run_id
     assert list(shown.log) == stored_lines(earlier.log_excerpt)  # its own log comes back too
     assert session.runs.shown.run_id == earlier.run_id
-    assert "was cancelled" in shown.note
+    assert shown.note == f"{ended.result.short_id} cancelled"
 
 
 @pytest.mark.slow

@@ -20,7 +20,7 @@ def submit_summary(session: AuditSession) -> str:
     d, r = review.draft, review.rubric
     assert d is not None and r is not None
     source = {"config": "nkitui's config", "git": "git config", "system": "the OS account"}[who.source]
-    lines = [f"Submitting as **{who.display}** (from {source}) into `reviews/{who.slug}/`", ""]
+    lines = [f"Submitting as `{who.display}` (from {source}) into `reviews/{who.slug}/`", ""]
     if who.warning:
         lines += [f"⚠ {who.warning[0].upper()}{who.warning[1:]}.", ""]
     lines += [f"**{r.title} v{r.version}** on task **{d.task_id}**, verdict **{d.verdict}**", ""]

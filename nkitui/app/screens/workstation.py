@@ -138,6 +138,12 @@ class WorkstationScreen(Screen):
         self._mark_active(name)
         if focus:
             area = self.area(name)
+            # Focus moves at once to the area's first focusable widget: a key typed right after the
+            # digit ("2" then "m") must reach the area, and Widget.focus() only queues the change.
+            # The area's own choice (focus_primary) follows after the next refresh.
+            chain = [w for w in self.focus_chain if area in w.ancestors_with_self]
+            if chain and self.focused not in chain:
+                self.set_focus(chain[0], scroll_visible=False)
             self.call_after_refresh(area.focus_primary)
 
     def _mark_active(self, name: str) -> None:
