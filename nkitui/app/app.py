@@ -352,7 +352,7 @@ class NkituiApp(App[int]):
         if start:
             view.open(session)
         else:
-            view.repaint(session)
+            view.switch_to(session)
         self.session_started = True
         self._release_keys()
 

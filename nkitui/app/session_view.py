@@ -36,10 +36,10 @@ SHOWN_DETAIL = {"finished": "", "reopened": "reopened ", "latest": "reopened ", 
 
 
 def header_for(session: AuditSession, backend_label: str) -> HeaderState:
-    """The header's state for a session before any run is shown."""
-    identity = session.identity
+    """The header's state for a session before any run is shown (the auditor once it is known)."""
+    identity = session.identity_known
     return HeaderState(task=session.task.id, title=session.task.title, target=session.target, backend=backend_label,
-                       auditor=identity.name, auditor_warning=identity.needs_asking)
+                       auditor=identity.name if identity else "", auditor_warning=bool(identity and identity.needs_asking))
 
 
 class SessionView:
@@ -100,8 +100,14 @@ class SessionView:
         self.session.identify()
         self.session.check_repository()
 
+    def switch_to(self, session: AuditSession) -> None:
+        """Show a session opened before, as it was left: its state, and its files read again."""
+        self.repaint(session)
+        self.load_sources(session)
+        self.load_history(session)
+
     def repaint(self, session: AuditSession) -> None:
-        """Draw the session's whole state: what it knows now (a switch back shows it as it was left)."""
+        """Draw the session's whole state: what it knows now."""
         self.session = session
         runs = session.runs
         label = runs.backend.label if runs.backend is not None else session.options.backend

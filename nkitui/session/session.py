@@ -140,6 +140,11 @@ class AuditSession:
     # --- the auditor and the repository -----------------------------------------------------------
 
     @property
+    def identity_known(self) -> AuditorIdentity | None:
+        """The auditor if already resolved (never asks git: safe on the UI thread)."""
+        return self._identity
+
+    @property
     def identity(self) -> AuditorIdentity:
         """Who submits from this session (resolved on first use; identify() resolves it again)."""
         if self._identity is None:
