@@ -8,7 +8,7 @@ from textual.widgets import DataTable
 
 from nkitui.app.screens.runs import ComparisonScreen, RunsScreen
 from nkitui.app.widgets.run.results import OutputsTable
-from tests.app.helpers import recorded_result, FIXTURES, make_task_repo, new_app, screen_text, settle, store_run
+from tests.app.helpers import recorded_result, new_app, screen_text, settle, store_run
 
 
 @pytest.mark.slow
@@ -49,28 +49,6 @@ async def test_a_run_streams_its_log_and_ends_with_results_and_utilisation(task_
         engines = app.engines_area
         assert engines.query_one("#metrics", DataTable).row_count > 5
         assert len(app.session.runs.summaries) == 1
-
-
-@pytest.mark.slow
-async def test_cancel_stops_the_child_and_says_so(tmp_path):
-    slow = make_task_repo(tmp_path / "scale_rows", FIXTURES / "scale_rows")
-    reference = slow / "reference.py"
-    reference.write_text(reference.read_text().replace(
-        "    return x.astype", "    import time\n\n    time.sleep(60)\n    return x.astype"))
-    app = new_app(slow, backend="emulator")
-    async with app.run_test(size=(100, 32)) as pilot:
-        await settle(pilot)
-        await pilot.press("r")
-        for _ in range(400):  # wait for the reference phase (it sleeps there)
-            await pilot.pause(0.1)
-            if "reference" in app.header_state.run_detail:
-                break
-        assert app.session.runs.running
-        await pilot.press("x")
-        await settle(pilot, timeout=60)
-        assert not app.session.runs.running
-        assert app.header_state.run == "cancelled"
-        assert app.session.runs.shown.status == "cancelled"
 
 
 async def test_reopen_an_earlier_run_and_compare_two(task_dir):

@@ -63,7 +63,7 @@ class AuditHeader(Widget):
         short_run = s.run + (f" {short_detail}" if short_detail else "")
         target = (s.target or "?", "bold $text-primary")
         value = (backend, "bold $text-primary")
-        who = s.auditor or "?"
+        who = s.auditor or "…"
         who_style = "bold $text-warning" if s.auditor_warning else ""
         auditor = (f"⚠ {who}" if s.auditor_warning else who, who_style)
         short_who = who.split()[0] if who.split() else who
