@@ -389,25 +389,28 @@ class NkituiApp(App[int]):
     # --- the areas -------------------------------------------------------------------------------
 
     def area(self, name: str) -> Widget:
+        return self._ws().area(name)
+
+    def _ws(self) -> WorkstationScreen:
         ws = self.workstation
         assert ws is not None, "the workstation is not on screen"
-        return ws.area(name)
+        return ws
 
     @property
     def source_area(self) -> SourceArea:
-        return self.area("source")  # type: ignore[return-value]  # the Source area is a SourceArea
+        return self._ws().source_area
 
     @property
     def run_area(self) -> RunArea:
-        return self.area("run")  # type: ignore[return-value]  # the Run area is a RunArea
+        return self._ws().run_area
 
     @property
     def engines_area(self) -> EnginesArea:
-        return self.area("engines")  # type: ignore[return-value]  # the Engines area is an EnginesArea
+        return self._ws().engines_area
 
     @property
     def rubric_area(self) -> RubricArea:
-        return self.area("rubric")  # type: ignore[return-value]  # the Rubric area is a RubricArea
+        return self._ws().rubric_area
 
     def action_show_area(self, name: str) -> None:
         ws = self.workstation

@@ -86,7 +86,7 @@ def parse_config(text: str, source: str) -> AppConfig:
                 problems.append(f"{source}: key 'auditor': {exc}")
                 continue
         values[key] = value.strip()
-    return AppConfig(problems=tuple(problems), **values)  # type: ignore[arg-type]
+    return AppConfig(problems=tuple(problems), **values)  # type: ignore[arg-type]  # each value was checked against its key above
 
 
 def load_config(path: Path | None = None) -> AppConfig:

@@ -51,19 +51,19 @@ class SessionView:
 
     @property
     def source(self) -> SourceArea:
-        return self.ws.area("source")  # type: ignore[return-value]  # WorkstationScreen.area mounts a SourceArea there
+        return self.ws.source_area
 
     @property
     def run(self) -> RunArea:
-        return self.ws.area("run")  # type: ignore[return-value]  # a RunArea is mounted there
+        return self.ws.run_area
 
     @property
     def engines(self) -> EnginesArea:
-        return self.ws.area("engines")  # type: ignore[return-value]  # an EnginesArea is mounted there
+        return self.ws.engines_area
 
     @property
     def rubric(self) -> RubricArea:
-        return self.ws.area("rubric")  # type: ignore[return-value]  # a RubricArea is mounted there
+        return self.ws.rubric_area
 
     @property
     def header(self) -> AuditHeader:
@@ -268,8 +268,8 @@ class SessionView:
                 self.rubric.set_review(session.review.rubric, draft)
                 self.load_history(session)
             case ev.ReviewRefused(error=error):
-                lines = "\n".join(f"• {p.message} — {p.fix}" for p in error.problems[:4])
-                self.ws.notify(lines or str(error), title="The review was not committed", severity="error",
+                why = "\n".join(f"• {p.message} — {p.fix}" for p in error.problems[:4])
+                self.ws.notify(why or str(error), title="The review was not committed", severity="error",
                                timeout=15)
             case ev.AuditorResolved(identity=identity):
                 self.update_header(auditor=identity.name, auditor_warning=identity.needs_asking)

@@ -4,7 +4,7 @@
     result = runs.run()              # blocking (a worker thread): start the evaluation, stream its log, end
     runs.cancel()                    # any thread
     runs.restore()                   # on opening: the newest stored run of the task's current files
-    runs.reopen(run_id)              # show an earlier run
+    runs.reopen(run_id)              # show an earlier run (runs.list_stored(): the stored ones)
     comparison = runs.compare(a, b)
 
 One run shown at a time: its results, utilisation, findings and log. A run that completes replaces
@@ -180,7 +180,7 @@ class Runs:
         finally:
             if self.live is live:  # something above raised: no observer may wait for this run
                 self._end(live, None, "the run stopped on nkitui's side")
-        self.list()
+        self.list_stored()
         return result
 
     def _follow(self, live: LiveRun, handle: RunHandle, events: queue.Queue[Any]) -> dict[str, Any] | None:
@@ -291,7 +291,7 @@ class Runs:
         a, b = self.load(run_a), self.load(run_b)
         return compare_runs(a, b), a, b
 
-    def list(self) -> tuple[RunSummary, ...]:
+    def list_stored(self) -> tuple[RunSummary, ...]:
         """The task's stored runs, newest first (blocking: reads the run store)."""
         summaries = tuple(s for s in self.store().list(self._session.task.id) if not s.error)
         self.summaries = summaries
@@ -301,7 +301,7 @@ class Runs:
     def restore(self) -> RunResult | None:
         """On opening: list the stored runs and show the newest completed run of the task's current files
         (the same file hashes; a run that recorded none: the same commit). Blocking."""
-        summaries = self.list()
+        summaries = self.list_stored()
         current = self._session.current_version()
         store = self.store()
         from nkitui.evaluate.result import ResultVersionError

@@ -52,13 +52,16 @@ and **c** compares B against A: checks, worst metrics, timing and engine use sid
     BINDINGS = keymap.bindings("runs")
 
     def action_open_run(self) -> None:
-        self.screen.action_open_run()  # type: ignore[attr-defined]
+        if isinstance(self.screen, RunsScreen):
+            self.screen.action_open_run()
 
     def action_mark_run(self) -> None:
-        self.screen.action_mark_run()  # type: ignore[attr-defined]
+        if isinstance(self.screen, RunsScreen):
+            self.screen.action_mark_run()
 
     def action_compare_runs(self) -> None:
-        self.screen.action_compare_runs()  # type: ignore[attr-defined]
+        if isinstance(self.screen, RunsScreen):
+            self.screen.action_compare_runs()
 
     def action_close(self) -> None:
         self.screen.dismiss(None)

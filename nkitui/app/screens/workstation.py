@@ -7,6 +7,7 @@ stay, and the area bar says how to get back.
 from __future__ import annotations
 
 import importlib
+from typing import TYPE_CHECKING
 
 from textual import events
 from textual.app import ComposeResult
@@ -20,6 +21,12 @@ from nkitui.app import keymap
 from nkitui.app.widgets.footer import KeyFooter
 from nkitui.app.widgets.header import AREAS, AreaBar, AuditHeader
 from nkitui.app.widgets.status import StatusLine
+
+if TYPE_CHECKING:
+    from nkitui.app.widgets.engines.area import EnginesArea
+    from nkitui.app.widgets.rubric.area import RubricArea
+    from nkitui.app.widgets.run.area import RunArea
+    from nkitui.app.widgets.source.area import SourceArea
 
 SPLIT_MIN_WIDTH = 140
 SPLIT_MIN_HEIGHT = 40
@@ -109,6 +116,32 @@ class WorkstationScreen(Screen):
 
     def area(self, name: str) -> Widget:
         return self.query_one(f"#area-{name}")
+
+    # Typed areas (imported when asked for: the areas are imported after the first frame, and are by then).
+
+    @property
+    def source_area(self) -> SourceArea:
+        from nkitui.app.widgets.source.area import SourceArea
+
+        return self.query_one("#area-source", SourceArea)
+
+    @property
+    def run_area(self) -> RunArea:
+        from nkitui.app.widgets.run.area import RunArea
+
+        return self.query_one("#area-run", RunArea)
+
+    @property
+    def engines_area(self) -> EnginesArea:
+        from nkitui.app.widgets.engines.area import EnginesArea
+
+        return self.query_one("#area-engines", EnginesArea)
+
+    @property
+    def rubric_area(self) -> RubricArea:
+        from nkitui.app.widgets.rubric.area import RubricArea
+
+        return self.query_one("#area-rubric", RubricArea)
 
     @property
     def areas_mounted(self) -> bool:
