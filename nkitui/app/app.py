@@ -534,7 +534,7 @@ class NkituiApp(App[int]):
             if quit_now:
                 self._close_and_exit()
 
-        self.push_screen(ConfirmScreen("Quit during a run?", f"{what.capitalize()}{where} is still going. Quitting "
+        self.push_screen(ConfirmScreen("Quit during a run?", f"{what[0].upper()}{what[1:]}{where} is still going. Quitting "
                                        "cancels it (its partial result is kept in the run store). Your draft is "
                                        "saved either way.", yes="cancel the run and quit", no="keep working"),
                          answered)

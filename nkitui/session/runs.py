@@ -316,8 +316,13 @@ class Runs:
                 continue
             if current.matches(result):
                 with self._lock:
-                    if self.live is not None or (self.shown is not None and self.shown_how != "cited"):
-                        return None  # a run started (or was reopened) meanwhile: it wins
+                    if self.shown is not None and self.shown_how != "cited":
+                        return None  # a run finished (or was reopened) meanwhile: it wins
+                    if self.live is not None:
+                        # A run started before this was read: it is the last completed run, shown
+                        # should that run be cancelled, but it must not replace the live log now.
+                        self._set_shown(result, "latest", tuple(stored_lines(result.log_excerpt)))
+                        return result
                 note = f"the newest run of the task's current files ({current.describe()})"
                 self.show(result, "latest", note)
                 return result

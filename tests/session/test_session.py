@@ -226,3 +226,24 @@ def test_two_tasks_have_two_sessions_that_keep_their_own_state(sample_task):
     assert second.review.draft.scores["migration_fidelity"].value is None
     registry.close_all()
     assert len(registry) == 0
+
+
+@pytest.mark.slow
+def test_a_run_started_before_the_stored_runs_are_read_still_falls_back_to_the_latest_on_cancel(task_dir):
+    slow_reference(task_dir, 60)
+    from nkitui.task import load_task
+
+    latest = store_run(recorded_result(), "20260107T090000Z-aaaaaa", file_hashes=load_task(task_dir).file_hashes())
+    session, seen = open_session(task_dir, backend="emulator")
+    worker = threading.Thread(target=session.runs.run)
+    worker.start()  # r pressed at once, before the stored runs were read
+    deadline = time.monotonic() + 60
+    while not seen.of(ev.RunStarted):
+        assert time.monotonic() < deadline
+        time.sleep(0.02)
+    assert session.runs.restore().run_id == latest.run_id
+    assert not seen.of(ev.RunShown)  # the live log stays on screen
+    session.runs.cancel()
+    worker.join(60)
+    shown = seen.of(ev.RunShown)[-1]
+    assert shown.how == "kept" and shown.result.run_id == latest.run_id
