@@ -67,7 +67,7 @@ class AuditorScreen(ModalScreen[str | None]):
     def compose(self) -> ComposeResult:
         with Vertical():
             yield Static(self.why, classes="question")
-            yield Input(value=self.current, placeholder="Ada Lovelace <ada@example.com>", id="auditor-name")
+            yield Input(value=self.current, placeholder="Your Name <you@example.com>  (the e-mail is optional)", id="auditor-name")
             yield Static("", classes="problem", id="auditor-problem")
             where = f" in {self.remember_in}" if self.remember_in else ""
             yield Static(f"Enter: use it and remember it{where} · Escape: ask me later (before submitting)",
