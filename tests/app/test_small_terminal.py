@@ -4,8 +4,6 @@ shorter label fits, and a notification does not cover the engine bars."""
 
 from __future__ import annotations
 
-from textual.widgets._toast import Toast
-
 from nkitui.app.widgets.engines.area import MetricsTable
 from nkitui.app.widgets.engines.charts import EngineBars, format_seconds
 from nkitui.app.widgets.footer import KeyFooter
@@ -67,7 +65,7 @@ async def test_after_a_run_at_80x24_the_state_is_whole_and_a_notice_covers_nothi
         app.notify(run_notice(app.session.runs.shown), title="Run a1b2c3 passed")
         await pilot.pause(0.3)
         await settle(pilot)
-        assert not list(app.screen.query(Toast))  # no toast over the bars, the log or the findings
+        assert not list(app.screen.query("Toast"))  # no toast over the bars, the log or the findings
         after = screen_text(app).splitlines()
         assert after[:-1] == before[:-1]  # every row but the footer is as it was
         assert after[-1].startswith(" Run a1b2c3 passed: 5/5 checks")  # the footer is the message line
@@ -75,7 +73,7 @@ async def test_after_a_run_at_80x24_the_state_is_whole_and_a_notice_covers_nothi
         assert bars.height >= 5
         app.notify("the disk is full", title="Draft", severity="error")  # an error is a toast too
         await pilot.pause(0.3)
-        assert len(app.screen.query(Toast)) == 1
+        assert len(app.screen.query("Toast")) == 1
         assert [n.title for n in app.notices][-2:] == ["Run a1b2c3 passed", "Draft"]
 
 

@@ -210,7 +210,7 @@ async def test_cancelling_keeps_the_last_completed_run_shown(task_dir):
         assert app.header_state.run == "passed" and app.header_state.run_detail.endswith("a1b2c3")
         assert "✔ passed" in rows[2] and "a1b2c3" in rows[2] and "cancelled" in rows[2], rows[2]
         assert app.run_area.log.store.total == len(earlier.log_excerpt)  # its log is back too
-        assert app.engines_area.record is not None and app.engines_area._run_id == earlier.run_id
+        assert app.engines_area.record is not None and app.engines_area.query_one("#metrics").run_id == earlier.run_id
         assert any(n.title == "Run cancelled" and "still showing run a1b2c3" in n.message for n in app.notices)
         rows = await _press(pilot, "m")
         assert any("Checks: all 5 pass" in r for r in rows)
