@@ -436,11 +436,12 @@ class NkituiApp(App[int]):
         if ws is not None and self.screen is ws:
             ws.toggle_zoom()
 
-    def run_area_log_action(self, action: str) -> None:
+    def with_run_log(self, act: Callable[[LogView], None]) -> None:
+        """Show the Run area's log, focus it and act on it (the palette's log commands)."""
         self.action_show_area("run")
         log = self.run_area.log
         log.focus()
-        getattr(log, f"action_{action}")()
+        act(log)
 
     # --- Source: revisions and lines ------------------------------------------------------------------
 
@@ -861,8 +862,9 @@ class NkituiApp(App[int]):
             other = "split" if ws.layout_name == "tabs" else "tabs"
             add(f"Layout: {other}", f"Switch to the {other} layout", self.action_toggle_layout)
             run_area = self.run_area
-            add("Log: search", "Search the run log", partial(self.run_area_log_action, "search"))
-            add("Log: cycle level filter", "All, info+, warnings+, errors", partial(self.run_area_log_action, "cycle_level"))
+            add("Log: search", "Search the run log", partial(self.with_run_log, LogView.action_search))
+            add("Log: cycle level filter", "All, info+, warnings+, errors",
+                partial(self.with_run_log, LogView.action_cycle_level))
             add("Run: show log" if run_area.showing_results else "Run: show results",
                 "Switch the Run area between log and results", run_area.action_toggle_view)
         if session is not None and session.review.ready:

@@ -107,6 +107,9 @@ async def test_palette_offers_only_commands_that_fit_the_state(task_dir):
         await pilot.press("enter")
         await settle(pilot)
         assert app.workstation.current_area == "rubric"
+        {c.title: c for c in app.palette_commands()}["Log: search"].run()  # a typed call, no action name
+        await settle(pilot)
+        assert app.workstation.current_area == "run" and isinstance(app.focused, Input)
 
 
 async def test_themes_switch_live_and_user_themes_join_them(task_dir, isolated_xdg):
