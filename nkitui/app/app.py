@@ -87,6 +87,9 @@ class NkituiApp(App[int]):
         user_themes: Path | None = None,
     ) -> None:
         super().__init__()
+        from nkitui.executor.confine import harden_parent
+
+        harden_parent()  # not dumpable (also when the app is started without the command line)
         self.config = config or AppConfig()
         self.sessions = SessionRegistry(SessionOptions(
             backend=backend or self.config.backend or "auto", target=target or self.config.target,

@@ -76,19 +76,29 @@ def parse_auditor(text: str, source: IdentitySource = "config") -> AuditorIdenti
     from nkitui.review.gitstore import split_auditor
     from nkitui.review.record import auditor_slug
 
+    from nkitui.review.errors import ReviewError
+    from nkitui.review.gitstore import check_auditor_name
+
     name, email = split_auditor(text)
     if not name.strip():
         raise IdentityError("give a name (and, if you like, an e-mail: Ada Lovelace <ada@example.com>)")
     if not auditor_slug(name):
         raise IdentityError(f"{name!r} has no letters or digits (a-z, 0-9) to name the reviews folder after; "
                             "write it with Latin letters (e.g. Zhang Wei)")
+    try:
+        check_auditor_name(text)  # the rules a submission applies: no path, no control character, not "runs"
+        check_auditor_name(name)
+    except ReviewError as exc:
+        raise IdentityError(exc.problems[0].message if exc.problems else str(exc)) from None
     return AuditorIdentity(name.strip(), email, source)
 
 
 def _git_config(key: str, cwd: Path) -> str | None:
     """`git config --get KEY` as git would answer in `cwd` (repository, global and system files)."""
+    from nkitui.common import gitsafe
+
     try:
-        out = subprocess.run(["git", "config", "--get", key], cwd=cwd if cwd.is_dir() else None,
+        out = subprocess.run(["git", *gitsafe.command_args(), "config", "--get", key], cwd=cwd if cwd.is_dir() else None,
                              capture_output=True, text=True, timeout=10, check=False)
     except (OSError, subprocess.TimeoutExpired):
         return None

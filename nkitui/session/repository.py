@@ -42,9 +42,11 @@ class RepositoryState:
 def repository_state(task_root: Path) -> RepositoryState:
     import git
 
+    from nkitui.common import gitsafe
+
     root = Path(task_root).resolve()
     try:
-        repo = git.Repo(root, search_parent_directories=True)
+        repo = gitsafe.open_repo(root, search_parent_directories=True)  # no hooks, no fsmonitor
     except (git.InvalidGitRepositoryError, git.NoSuchPathError):
         return RepositoryState("not_a_repo", root, f"{root} is not in a git repository: reviews are committed to "
                                                    "the task's repository, so none can be submitted from here")
@@ -62,13 +64,12 @@ def repository_state(task_root: Path) -> RepositoryState:
 def prepare_repository(task_root: Path, auditor: str | None = None) -> RepositoryState:
     """`git init` the task folder when it is in no repository, then commit the task's files as the first
     commit (only the task folder; ignore rules apply). Raises nkitui.review.ReviewError with the way out."""
-    import git
-
+    from nkitui.common import gitsafe
     from nkitui.review.gitstore import make_initial_commit
 
     state = repository_state(task_root)
     if state.kind == "not_a_repo":
-        git.Repo.init(state.root).close()
+        gitsafe.init_repo(state.root).close()
     if state.kind in ("not_a_repo", "no_commits"):
         make_initial_commit(state.root, auditor)
     return repository_state(task_root)

@@ -187,14 +187,18 @@ class Runs:
         """Read the run's events until its result: log lines in batches, progress as it comes."""
         with WORKER_IMPORTS:
             from nkitui.executor.events import ErrorEvent, LogEvent, PhaseEvent, ProgressEvent, ResultEvent
+        from nkitui.common.redact import LineRedactor
+
         emit = self._session.emit
         run_id = handle.run_id
         batch: list[LogLine] = []
         last_flush = time.monotonic()
+        redactor = LineRedactor()  # the stored log is redacted; the live one reads the same
 
         def flush() -> None:
             nonlocal batch, last_flush
             if batch:
+                batch = [LogLine(line.level, redactor.line(line.text)) for line in batch]
                 live.lines.extend(batch)
                 emit(RunLogged(run_id, tuple(batch)))
                 batch = []

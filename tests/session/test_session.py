@@ -247,3 +247,17 @@ def test_a_run_started_before_the_stored_runs_are_read_still_falls_back_to_the_l
     worker.join(60)
     shown = seen.of(ev.RunShown)[-1]
     assert shown.how == "kept" and shown.result.run_id == latest.run_id
+
+
+@pytest.mark.slow
+def test_a_secret_in_a_kernel_error_is_redacted_in_the_live_log_as_in_the_stored_one(task_dir):
+    kernel = task_dir / "scale_rows_nki.py"
+    kernel.write_text(kernel.read_text().replace(
+        "def scale_rows_kernel(x, g):", "def scale_rows_kernel(x, g):\n    raise ValueError('key AKIAIOSFODNN7EXAMPLE')",
+        1))
+    session, seen = open_session(task_dir, backend="emulator")
+    result = session.runs.run()
+    live = [line.text for batch in seen.of(ev.RunLogged) for line in batch.lines]
+    assert any("[REDACTED:aws-access-key-id]" in t for t in live), live
+    assert not any("AKIAIOSFODNN7EXAMPLE" in t for t in live)
+    assert not any("AKIAIOSFODNN7EXAMPLE" in line for line in result.to_dict()["log_excerpt"])
