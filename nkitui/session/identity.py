@@ -14,6 +14,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
+from nkitui.session.imports import WORKER_IMPORTS
+
 IdentitySource = Literal["config", "git", "system"]
 
 # Accounts that cloud images and containers share between people.
@@ -34,7 +36,8 @@ class AuditorIdentity:
     @property
     def slug(self) -> str:
         """The folder under reviews/ the reviews go to."""
-        from nkitui.review.record import auditor_slug
+        with WORKER_IMPORTS:
+            from nkitui.review.record import auditor_slug
 
         return auditor_slug(self.name) or auditor_slug(self.email or "")
 
@@ -73,11 +76,10 @@ class AuditorIdentity:
 
 def parse_auditor(text: str, source: IdentitySource = "config") -> AuditorIdentity:
     """"Ada Lovelace <ada@example.com>" or "Ada Lovelace" as an identity; IdentityError when unusable."""
-    from nkitui.review.gitstore import split_auditor
-    from nkitui.review.record import auditor_slug
-
-    from nkitui.review.errors import ReviewError
-    from nkitui.review.gitstore import check_auditor_name
+    with WORKER_IMPORTS:
+        from nkitui.review.errors import ReviewError
+        from nkitui.review.gitstore import check_auditor_name, split_auditor
+        from nkitui.review.record import auditor_slug
 
     name, email = split_auditor(text)
     if not name.strip():
@@ -95,7 +97,8 @@ def parse_auditor(text: str, source: IdentitySource = "config") -> AuditorIdenti
 
 def _git_config(key: str, cwd: Path) -> str | None:
     """`git config --get KEY` as git would answer in `cwd` (repository, global and system files)."""
-    from nkitui.common import gitsafe
+    with WORKER_IMPORTS:
+        from nkitui.common import gitsafe
 
     try:
         out = subprocess.run(["git", *gitsafe.command_args(), "config", "--get", key], cwd=cwd if cwd.is_dir() else None,
@@ -117,8 +120,8 @@ def resolve_identity(task_root: Path, configured: str | None = None) -> AuditorI
     name = os.environ.get("GIT_AUTHOR_NAME") or _git_config("user.name", root)
     email = os.environ.get("GIT_AUTHOR_EMAIL") or _git_config("user.email", root)
     if name or email:
-        from nkitui.review.record import auditor_slug
-
+        with WORKER_IMPORTS:
+            from nkitui.review.record import auditor_slug
         if auditor_slug(name or "") or auditor_slug(email or ""):
             return AuditorIdentity((name or email or "").strip(), email, "git")
     try:

@@ -10,6 +10,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
+from nkitui.session.imports import WORKER_IMPORTS
+
 RepositoryKind = Literal["ready", "not_a_repo", "no_commits", "bare"]
 
 
@@ -40,10 +42,10 @@ class RepositoryState:
 
 
 def repository_state(task_root: Path) -> RepositoryState:
-    import git
+    with WORKER_IMPORTS:
+        import git
 
-    from nkitui.common import gitsafe
-
+        from nkitui.common import gitsafe
     root = Path(task_root).resolve()
     try:
         repo = gitsafe.open_repo(root, search_parent_directories=True)  # no hooks, no fsmonitor
@@ -64,9 +66,9 @@ def repository_state(task_root: Path) -> RepositoryState:
 def prepare_repository(task_root: Path, auditor: str | None = None) -> RepositoryState:
     """`git init` the task folder when it is in no repository, then commit the task's files as the first
     commit (only the task folder; ignore rules apply). Raises nkitui.review.ReviewError with the way out."""
-    from nkitui.common import gitsafe
-    from nkitui.review.gitstore import make_initial_commit
-
+    with WORKER_IMPORTS:
+        from nkitui.common import gitsafe
+        from nkitui.review.gitstore import make_initial_commit
     state = repository_state(task_root)
     if state.kind == "not_a_repo":
         gitsafe.init_repo(state.root).close()

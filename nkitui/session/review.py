@@ -104,8 +104,8 @@ class Review:
 
     def check(self) -> tuple[Problem, ...]:
         """Validate the draft against the rubric (what blocks submitting, what deserves a look)."""
-        from nkitui.review import validate_draft
-
+        with WORKER_IMPORTS:
+            from nkitui.review import validate_draft
         if self.rubric is None or self.draft is None:
             return ()
         task = self._session.task

@@ -71,7 +71,8 @@ class LiveRun:
 def run_findings(result: RunResult) -> tuple[Finding, ...]:
     """The findings a run adds to the analysis's: its own (numerics, performance), and its error when
     the error names a line of the task (so the Source area marks it in the gutter)."""
-    from nkitui.common.findings import Finding
+    with WORKER_IMPORTS:
+        from nkitui.common.findings import Finding
 
     found = [Finding.from_dict(f) for f in result.findings if f.get("source") != "analysis"]
     error = result.error or {}
@@ -308,8 +309,9 @@ class Runs:
         summaries = self.list_stored()
         current = self._session.current_version()
         store = self.store()
-        from nkitui.evaluate.result import ResultVersionError
-        from nkitui.evaluate.store import RunNotFound
+        with WORKER_IMPORTS:
+            from nkitui.evaluate.result import ResultVersionError
+            from nkitui.evaluate.store import RunNotFound
 
         for summary in summaries[:RESTORE_SCAN]:
             if summary.status == "cancelled":
@@ -327,7 +329,8 @@ class Runs:
                         # should that run be cancelled, but it must not replace the live log now.
                         self._set_shown(result, "latest", tuple(stored_lines(result.log_excerpt)))
                         return result
-                note = f"the newest run of the task's current files ({current.describe()})"
+                commit = f", commit {result.task_commit[:12]}" if result.task_commit else ""
+                note = f"the newest run of the task's current files{commit}"
                 self.show(result, "latest", note)
                 return result
         return None
@@ -335,9 +338,9 @@ class Runs:
     def show_cited(self, run_ids: list[str]) -> RunResult | None:
         """When no run of the current files is shown: the newest run the draft cites, so a reopened
         review shows the evidence it relies on."""
-        from nkitui.evaluate.result import ResultVersionError
-        from nkitui.evaluate.store import RunNotFound
-
+        with WORKER_IMPORTS:
+            from nkitui.evaluate.result import ResultVersionError
+            from nkitui.evaluate.store import RunNotFound
         store = self.store()
         for run_id in sorted(run_ids, reverse=True):  # run ids sort by time
             with self._lock:

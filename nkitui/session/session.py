@@ -49,13 +49,22 @@ class SessionOptions:
     draft_store: Path | None = None  # None: the XDG state folder
 
 
-@dataclass(frozen=True)
 class TaskVersion:
-    """The task's files as they are now: the runs of exactly these files are "current"."""
+    """The task's files as they are now: the runs of exactly these files are "current". The commit is
+    read only when a run recorded no file hashes (reading it imports the evaluation's start-up code)."""
 
-    commit: str | None
-    hashes: dict[str, str]
-    dirty: bool | None = None
+    def __init__(self, root: Path, hashes: dict[str, str]) -> None:
+        self.root = root
+        self.hashes = hashes
+        self._commit: tuple[str | None] | None = None
+
+    @property
+    def commit(self) -> str | None:
+        if self._commit is None:
+            with WORKER_IMPORTS:
+                from nkitui.evaluate.run import read_git_state
+            self._commit = (read_git_state(self.root).commit,)
+        return self._commit[0]
 
     def matches(self, result: RunResult) -> bool:
         """A run of these files: the same sha256 of every judged file (the same commit when the run
@@ -63,11 +72,6 @@ class TaskVersion:
         if result.file_hashes:
             return dict(result.file_hashes) == self.hashes
         return self.commit is not None and result.task_commit == self.commit
-
-    def describe(self) -> str:
-        if self.commit is None:
-            return "no git commit"
-        return f"commit {self.commit[:12]}" + (" with uncommitted changes" if self.dirty else "")
 
 
 class AuditSession:
@@ -121,16 +125,12 @@ class AuditSession:
         self.emit(FindingsChanged(self.findings))
 
     def current_version(self) -> TaskVersion:
-        """The task's commit and the sha256 of its judged files now (blocking: reads git and the files)."""
-        with WORKER_IMPORTS:
-            from nkitui.evaluate.run import read_git_state
-
-        state = read_git_state(self.task.root)
+        """The sha256 of the task's judged files now (blocking: reads the files)."""
         try:
             hashes = self.task.file_hashes()
         except OSError:
             hashes = {}
-        return TaskVersion(state.commit, hashes, state.dirty)
+        return TaskVersion(self.task.root, hashes)
 
     def task_files(self) -> list[str]:
         """The task's files, relative to its root (for following a log line to its source)."""
