@@ -261,3 +261,15 @@ def test_a_secret_in_a_kernel_error_is_redacted_in_the_live_log_as_in_the_stored
     assert any("[REDACTED:aws-access-key-id]" in t for t in live), live
     assert not any("AKIAIOSFODNN7EXAMPLE" in t for t in live)
     assert not any("AKIAIOSFODNN7EXAMPLE" in line for line in result.to_dict()["log_excerpt"])
+
+
+def test_a_stored_run_without_file_hashes_is_current_when_it_ran_on_the_current_commit(task_dir):
+    import git
+
+    head = git.Repo(task_dir).head.commit.hexsha
+    store_run(recorded_result(), "20260108T090000Z-oldcmt", file_hashes={}, task_commit="0" * 40)
+    store_run(recorded_result(), "20260107T090000Z-headcm", file_hashes={}, task_commit=head,
+              created_at="2026-01-07T09:00:00+00:00")
+    session, seen = open_session(task_dir, backend="emulator")
+    session.open()
+    assert [(s.result.run_id, s.how) for s in seen.of(ev.RunShown)] == [("20260107T090000Z-headcm", "latest")]
