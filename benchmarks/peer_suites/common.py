@@ -54,6 +54,7 @@ import fnmatch
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -353,7 +354,10 @@ def run(suite: PeerSuite, checkout: Path, *, python: str | None = None, workers:
         tail.append(line)
         del tail[:-200]
     proc.wait()
-    results = fold_records(read_records(results_base))
+    try:
+        results = fold_records(read_records(results_base))
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
     for r in results:
         if r.outcome in ("failed", "error"):
             r.cause, r.detail = classify(r, suite.known, suite.wrong_numbers)
