@@ -331,7 +331,20 @@ def _dim(d, nd: int, what: str) -> int:
     return d
 
 
-class NkiTensor(Tensor):
+class NKIObject:
+    """`nl.NKIObject`: the base class of kernel configuration objects and dataclasses. As in the
+    SDK's stub (`NKIObject.__init__(self, **kwargs)`), building one with keywords sets each as an
+    attribute (nki-library writes `SectionParams(section_idx=...)` on plain subclasses); a
+    `@dataclass` subclass has its own `__init__`."""
+
+    __slots__ = ()
+
+    def __init__(self, **kwargs) -> None:
+        for key, value in kwargs.items():
+            setattr(self, key, value)
+
+
+class NkiTensor(Tensor, NKIObject):
     """A tensor of the `nki` namespace (`nl.ndarray`, kernel arguments, and their views)."""
 
     __slots__ = ("geo",)
@@ -441,6 +454,12 @@ class NkiTensor(Tensor):
 
     def is_indirect(self) -> bool:
         return self.fancy is not None
+
+    def __bool__(self) -> bool:
+        """NKI 0.3+ runs the kernel's Python as written: a tensor is an object, so `if t:` holds
+        (library code writes `if params.expert_index:` for "the optional tensor was given"). A
+        value-dependent branch needs a run-time construct (nl.while_loop, registers)."""
+        return True
 
     # -- indexing ------------------------------------------------------------------------------
     def __getitem__(self, key) -> "NkiTensor":
