@@ -36,7 +36,7 @@ def host_cast(array, dtype):
     source = packed_of(arr)
     if source is not None:
         if target is source:
-            return arr.copy()
+            return arr.copy().view(source.host)
         values = _mx.unpack(arr.view(source.np), source.public)  # [..., F, 4] fp32
         arr = values.reshape(values.shape[:-2] + (values.shape[-2] * 4,))
     if _nd.is_packed(target):
@@ -44,7 +44,7 @@ def host_cast(array, dtype):
             raise ValueError(f"static_cast to {target.name}: the last dimension ({arr.shape[-1]}) must be a "
                              "multiple of 4 (four values per packed element)")
         values = arr.astype(np.float32).reshape(arr.shape[:-1] + (arr.shape[-1] // 4, 4))
-        return _mx.pack(values, target.public).view(target.np)
+        return _mx.pack(values, target.public).view(target.host)
     if target is _dt.tfloat32:
         return _dt.round_tf32(arr.astype(np.float32))
     return arr.astype(target.np)
