@@ -38,7 +38,7 @@ phase to `$NKITUI_PEER_RESULTS.<worker>`:
      "chain": [{"type": "module.Qualname", "mro": [names...], "message", "frames": [[file, line, func]...]}]}
 
 `chain` is the exception and its causes/contexts, outermost first (suites wrap emulator errors in
-their own exceptions). The parent folds the phases into one `TestResult` per test and classifies
+their own exceptions). The parent folds the phases into one `PeerResult` per test and classifies
 each failure with `classify()` into one of CAUSES (below), `KnownCause` overrides first.
 
     run(suite, checkout, python=..., workers=0|N, timeout_s=..., memory_mb=..., extra_args=[...])
@@ -99,7 +99,7 @@ class KnownCause:
     nodeid: str | None = None
     message: str | None = None
 
-    def matches(self, result: TestResult) -> bool:
+    def matches(self, result: PeerResult) -> bool:
         if self.nodeid is not None and not fnmatch.fnmatchcase(result.nodeid, self.nodeid):
             return False
         if self.message is not None and not re.search(self.message, result.failure_text()):
@@ -128,7 +128,7 @@ class PeerSuite:
 
 
 @dataclasses.dataclass
-class TestResult:
+class PeerResult:
     nodeid: str
     outcome: str = "passed"  # passed | failed | error | skipped | xfailed | xpassed
     duration: float = 0.0
@@ -159,7 +159,7 @@ def _names_emulator_module(message: str) -> bool:
                           r"""nkitui\.emulator|nki_cpu_simulator|neuron_dtypes)\b""", message))
 
 
-def classify(result: TestResult, known: Sequence[KnownCause] = (),
+def classify(result: PeerResult, known: Sequence[KnownCause] = (),
              wrong_numbers: Sequence[str] = ()) -> tuple[str, str]:
     """(cause, one-line detail) of a failed test. The rules, first match wins:
 
@@ -212,12 +212,12 @@ def _first_line(text: str, limit: int = 200) -> str:
 
 
 # --- folding the plugin's records ----------------------------------------------------------------
-def fold_records(records: Iterable[dict]) -> list[TestResult]:
-    """One TestResult per node id from the per-phase records (collection errors included)."""
-    by_id: dict[str, TestResult] = {}
+def fold_records(records: Iterable[dict]) -> list[PeerResult]:
+    """One PeerResult per node id from the per-phase records (collection errors included)."""
+    by_id: dict[str, PeerResult] = {}
     for rec in records:
         nodeid = rec["nodeid"]
-        r = by_id.setdefault(nodeid, TestResult(nodeid))
+        r = by_id.setdefault(nodeid, PeerResult(nodeid))
         r.duration += float(rec.get("duration") or 0.0)
         when, outcome = rec.get("when"), rec.get("outcome")
         if outcome == "skipped":
@@ -247,7 +247,7 @@ def read_records(results_base: Path) -> list[dict]:
 @dataclasses.dataclass
 class Report:
     suite: str
-    results: list[TestResult]
+    results: list[PeerResult]
     wall_s: float = 0.0
     returncode: int = 0
     command: list[str] = dataclasses.field(default_factory=list)
@@ -259,11 +259,11 @@ class Report:
         return {"passed": c["passed"] + c["xpassed"], "failed": c["failed"], "errors": c["error"],
                 "skipped": c["skipped"] + c["xfailed"]}
 
-    def failures(self) -> list[TestResult]:
+    def failures(self) -> list[PeerResult]:
         return [r for r in self.results if r.outcome in ("failed", "error")]
 
-    def by_cause(self) -> dict[str, list[TestResult]]:
-        groups: dict[str, list[TestResult]] = defaultdict(list)
+    def by_cause(self) -> dict[str, list[PeerResult]]:
+        groups: dict[str, list[PeerResult]] = defaultdict(list)
         for r in self.failures():
             groups[r.cause].append(r)
         return {c: groups[c] for c in CAUSES if groups.get(c)}
