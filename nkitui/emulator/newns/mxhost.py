@@ -30,13 +30,17 @@ def packed_of(array) -> _dt.DType | None:
     return r if _nd.is_packed(r) else None
 
 
+def _host(d: _dt.DType) -> np.dtype:
+    return getattr(d, "host", None) or d.np
+
+
 def host_cast(array, dtype):
     target = _nd.resolve(dtype)
     arr = np.asarray(array)
     source = packed_of(arr)
     if source is not None:
         if target is source:
-            return arr.copy().view(source.host)
+            return arr.copy().view(_host(source))
         values = _mx.unpack(arr.view(source.np), source.public)  # [..., F, 4] fp32
         arr = values.reshape(values.shape[:-2] + (values.shape[-2] * 4,))
     if _nd.is_packed(target):
@@ -44,7 +48,7 @@ def host_cast(array, dtype):
             raise ValueError(f"static_cast to {target.name}: the last dimension ({arr.shape[-1]}) must be a "
                              "multiple of 4 (four values per packed element)")
         values = arr.astype(np.float32).reshape(arr.shape[:-1] + (arr.shape[-1] // 4, 4))
-        return _mx.pack(values, target.public).view(target.host)
+        return _mx.pack(values, target.public).view(_host(target))
     if target is _dt.tfloat32:
         return _dt.round_tf32(arr.astype(np.float32))
     return arr.astype(target.np)
