@@ -20,6 +20,9 @@ An adapter is a module `benchmarks.peer_suites.<name>` that defines
         python_path=("src",),                    # checkout-relative dirs put on PYTHONPATH
         shim="benchmarks.peer_suites.nki_library:install_shims",   # called in the peer's pytest
                                                  # process before its conftests load
+        harness_fix="benchmarks.peer_suites.nki_library:fix_harness",  # optional: called once the
+                                                 # conftests are loaded (pytest_sessionstart), for
+                                                 # upstream harness bugs; each one documented
         known=(KnownCause(NEEDS_HARDWARE, "reads the device's product name", message=r"/sys/"),),
         wrong_numbers=(r"Validation failed",),   # extra regexes meaning "the numbers differ"
         env={"NKI_...": "..."},                  # extra environment for the child
@@ -29,7 +32,8 @@ and may define `main()` (the default is `common.main(SUITE)`). The shim function
 arguments; it must call `nkitui.emulator.install()` and register the suite's module aliases and
 stand-ins in `sys.modules` (stand-ins written by us from the documented behaviour, never copied).
 
-The child pytest loads `benchmarks.peer_suites.plugin` (`-p`), which calls the shim, enforces the
+The child pytest loads `benchmarks.peer_suites.plugin` (`-p`), which calls the shim (and later the
+harness fix), enforces the
 per-test timeout (SIGALRM) and the address-space limit (RLIMIT_AS), and writes one JSON line per test
 phase to `$NKITUI_PEER_RESULTS.<worker>`:
 
@@ -114,6 +118,7 @@ class PeerSuite:
     marker: str
     pytest_args: tuple[str, ...]
     shim: str
+    harness_fix: str = ""
     python_path: tuple[str, ...] = ()
     known: tuple[KnownCause, ...] = ()
     wrong_numbers: tuple[str, ...] = ()
@@ -336,6 +341,7 @@ def run(suite: PeerSuite, checkout: Path, *, python: str | None = None, workers:
     env.update({
         "PYTHONPATH": os.pathsep.join(path),
         "NKITUI_PEER_SHIM": suite.shim,
+        "NKITUI_PEER_HARNESS_FIX": suite.harness_fix,
         "NKITUI_PEER_RESULTS": str(results_base),
         "NKITUI_PEER_TIMEOUT": str(timeout_s),
         "NKITUI_PEER_MEMORY_MB": str(memory_mb),

@@ -75,6 +75,20 @@ _ABSENT_HARNESS_MODULES = {
 }
 
 
+def fix_harness() -> None:
+    """Upstream harness bugs of nki-library at 2026-04-13 (d2ad3a5), fixed from outside:
+
+    * `Orchestrator.execute` calls `_rename_neff_outputs_to_python_names` after every run, which
+      reads `self._compiled_kernel`; only the compile path sets it, so every simulation that ran
+      fails with AttributeError. The method's own first line treats a missing compiled kernel as
+      "nothing to rename": a class default of None gives it that.
+    """
+    orchestrator = sys.modules.get("test.utils.test_orchestrator")
+    cls = getattr(orchestrator, "Orchestrator", None)
+    if cls is not None and not hasattr(cls, "_compiled_kernel"):
+        cls._compiled_kernel = None
+
+
 def _checkout_has(relative: str) -> bool:
     import os
 
@@ -89,6 +103,7 @@ SUITE = PeerSuite(
                  "--output-directory", "{tmp}/out", "--force-local-cleanup"),
     python_path=("src",),
     shim="benchmarks.peer_suites.nki_library:install_shims",
+    harness_fix="benchmarks.peer_suites.nki_library:fix_harness",
     wrong_numbers=(r"Validation failed for", r"ValidationException"),
     known=(
         KnownCause(NEEDS_HARDWARE, "reads the Neuron device's product name from /sys", message=r"/sys/"),

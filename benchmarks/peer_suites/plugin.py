@@ -2,7 +2,8 @@
 
 It runs in the peer's process, before the peer's conftests load:
 * calls the adapter's shim (`$NKITUI_PEER_SHIM`, "module:function"): emulator.install() and the
-  suite's module aliases / stand-ins;
+  suite's module aliases / stand-ins; and at session start its harness fix
+  (`$NKITUI_PEER_HARNESS_FIX`), for upstream harness bugs;
 * limits the address space (`$NKITUI_PEER_MEMORY_MB`, 0 = none) and each test's run time
   (`$NKITUI_PEER_TIMEOUT` seconds; the test then fails with PeerTestTimeout);
 * writes one JSON line per test phase to `$NKITUI_PEER_RESULTS.<worker>` (format: common.py).
@@ -26,12 +27,16 @@ class PeerTestTimeout(Exception):
     """The test ran longer than the runner's per-test limit."""
 
 
-def _install_shim() -> None:
-    spec = os.environ.get("NKITUI_PEER_SHIM", "")
+def _call(variable: str, default: str) -> None:
+    spec = os.environ.get(variable, "")
     if not spec:
         return
     module, _, func = spec.partition(":")
-    getattr(importlib.import_module(module), func or "install_shims")()
+    getattr(importlib.import_module(module), func or default)()
+
+
+def _install_shim() -> None:
+    _call("NKITUI_PEER_SHIM", "install_shims")
 
 
 def _limit_memory() -> None:
@@ -75,6 +80,11 @@ def _skip_reason(report) -> str:
     if isinstance(longrepr, tuple) and len(longrepr) == 3:
         return str(longrepr[2]).removeprefix("Skipped: ")
     return str(longrepr or "")[:300]
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_sessionstart(session):
+    _call("NKITUI_PEER_HARNESS_FIX", "fix_harness")  # the suite's conftests are loaded now
 
 
 @pytest.hookimpl(hookwrapper=True)

@@ -30,9 +30,23 @@ from benchmarks.peer_suites.common import (
 REPO = Path(__file__).resolve().parents[2]
 
 SHIM = '''
+import os
+
+
 def install():
     from nkitui import emulator
     emulator.install()
+
+
+def fix():  # runs after the suite's conftest (which sets FAKE_CONFTEST)
+    if os.environ.get("FAKE_CONFTEST") == "1":
+        os.environ["FAKE_HARNESS_FIXED"] = "1"
+'''
+
+CONFTEST = '''
+import os
+
+os.environ["FAKE_CONFTEST"] = "1"
 '''
 
 TESTS = '''
@@ -60,6 +74,8 @@ class InferenceException(Exception):  # the way suites wrap the simulator's erro
 
 
 def test_passes():
+    import os
+    assert os.environ.get("FAKE_HARNESS_FIXED") == "1"
     x = np.arange(8, dtype=np.float32).reshape(2, 4)
     np.testing.assert_allclose(copy(x), x)
 
@@ -126,11 +142,12 @@ def fake_suite(tmp_path_factory) -> tuple[PeerSuite, Path]:
     (root / "fake_shim.py").write_text(SHIM)
     tests = root / "tests"
     tests.mkdir()
+    (tests / "conftest.py").write_text(CONFTEST)
     (tests / "test_kernels.py").write_text(textwrap.dedent(TESTS))
     (tests / "test_broken_import.py").write_text(textwrap.dedent(BROKEN_MODULE))
     suite = PeerSuite(
         name="fake", repo="example/fake-peer", marker="fake_peer_marker", pytest_args=("tests",),
-        shim="fake_shim:install", python_path=(".",),
+        shim="fake_shim:install", harness_fix="fake_shim:fix", python_path=(".",),
         known=(KnownCause(NEEDS_HARDWARE, "reads the device's product name", message=r"/sys/.*product_name"),),
     )
     return suite, root
