@@ -18,7 +18,7 @@ import importlib
 import sys
 import types
 
-from benchmarks.peer_suites.common import NEEDS_HARDWARE, KnownCause, PeerSuite, main
+from benchmarks.peer_suites.common import NEEDS_HARDWARE, OTHER, KnownCause, PeerSuite, main
 
 # simulator module name -> the emulator-served module (None: an empty module; see below)
 _SIMULATOR_ALIASES = {
@@ -106,6 +106,17 @@ SUITE = PeerSuite(
     harness_fix="benchmarks.peer_suites.nki_library:fix_harness",
     wrong_numbers=(r"Validation failed for", r"ValidationException"),
     known=(
+        # upstream bugs of the public repository at 2026-04-13 (d2ad3a5): they fail on any backend
+        KnownCause(OTHER, "upstream bug: src/.../core/mlp/mlp.py has a duplicated docstring block (IndentationError)",
+                   message=r"IndentationError"),
+        KnownCause(OTHER, "upstream bug: test_qkv_tkg.py uses Platforms without importing it",
+                   message=r"name 'Platforms' is not defined"),
+        KnownCause(OTHER, "upstream bug: nkilib.experimental.subkernels is not in the public repository",
+                   message=r"No module named 'nkilib_src\.nkilib\.experimental\.subkernels'"),
+        KnownCause(OTHER, "upstream bug: test_gen_mask_tkg's output descriptor reads 'mask_out_hbm', its inputs "
+                   "name it 'mask_out_hbm.must_alias_input'", message=r"KeyError: 'mask_out_hbm'"),
+        KnownCause(OTHER, "upstream bug: mlp_tkg_constants builds MLPTKGConstantsDimensionSizes without its "
+                   "required field remainderIFused", message=r"required positional argument: 'remainderIFused'"),
         KnownCause(NEEDS_HARDWARE, "reads the Neuron device's product name from /sys", message=r"/sys/"),
         KnownCause(NEEDS_HARDWARE, "runs the Neuron compiler (neuronx-cc)",
                    message=r"No module named 'neuronxcc\.driver|CompilationException"),
