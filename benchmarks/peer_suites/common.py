@@ -38,7 +38,7 @@ per-test timeout (SIGALRM) and the address-space limit (RLIMIT_AS), and writes o
 phase to `$NKITUI_PEER_RESULTS.<worker>`:
 
     {"nodeid", "when": "collect|setup|call|teardown", "outcome": "passed|failed|skipped",
-     "duration", "skip_reason", "xfail": bool,
+     "duration", "skip_reason", "xfail": bool, "markers": [names of the test's pytest marks],
      "chain": [{"type": "module.Qualname", "mro": [names...], "message", "frames": [[file, line, func]...]}]}
 
 `chain` is the exception and its causes/contexts, outermost first (suites wrap emulator errors in
@@ -95,20 +95,24 @@ _ACCEPTED_PATTERNS = (r"expected to fail, but it hasn't", r"DID NOT RAISE")
 
 @dataclasses.dataclass(frozen=True)
 class KnownCause:
-    """An override: tests whose node id matches `nodeid` (fnmatch glob) and/or whose failure text
-    matches `message` (regex, searched in every exception of the chain) fail for `cause`."""
+    """An override: tests whose node id matches `nodeid` (fnmatch glob), that carry the pytest mark
+    `marker`, and/or whose failure text matches `message` (regex, searched in every exception of the
+    chain) fail for `cause`. At least one criterion; all given ones must hold."""
 
     cause: str
     reason: str
     nodeid: str | None = None
     message: str | None = None
+    marker: str | None = None
 
     def matches(self, result: PeerResult) -> bool:
         if self.nodeid is not None and not fnmatch.fnmatchcase(result.nodeid, self.nodeid):
             return False
+        if self.marker is not None and self.marker not in result.markers:
+            return False
         if self.message is not None and not re.search(self.message, result.failure_text()):
             return False
-        return self.nodeid is not None or self.message is not None
+        return self.nodeid is not None or self.message is not None or self.marker is not None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -139,6 +143,7 @@ class PeerResult:
     duration: float = 0.0
     skip_reason: str = ""
     chain: list[dict] = dataclasses.field(default_factory=list)
+    markers: list[str] = dataclasses.field(default_factory=list)
     cause: str = ""
     detail: str = ""
 
@@ -224,6 +229,8 @@ def fold_records(records: Iterable[dict]) -> list[PeerResult]:
         nodeid = rec["nodeid"]
         r = by_id.setdefault(nodeid, PeerResult(nodeid))
         r.duration += float(rec.get("duration") or 0.0)
+        if rec.get("markers"):
+            r.markers = list(rec["markers"])
         when, outcome = rec.get("when"), rec.get("outcome")
         if outcome == "skipped":
             if rec.get("xfail"):

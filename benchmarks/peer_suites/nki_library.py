@@ -117,6 +117,13 @@ SUITE = PeerSuite(
                    "name it 'mask_out_hbm.must_alias_input'", message=r"KeyError: 'mask_out_hbm'"),
         KnownCause(OTHER, "upstream bug: mlp_tkg_constants builds MLPTKGConstantsDimensionSizes without its "
                    "required field remainderIFused", message=r"required positional argument: 'remainderIFused'"),
+        KnownCause(NEEDS_HARDWARE, "marked trace_only: the harness traces the kernel to MLIR with the Neuron "
+                   "compiler's frontend (nki.compiler.frontend.ParserFrontend), whatever --test-mode says",
+                   marker="trace_only"),
+        KnownCause(NEEDS_HARDWARE, "marked compile_only: runs the Neuron compiler", marker="compile_only"),
+        KnownCause(NEEDS_HARDWARE, "multi-rank collective test: the suite's simulation path runs one process and "
+                   "cannot give each rank its inputs or collect each rank's outputs",
+                   message=r"PerRankLazyInputGenerator|No output files found for rank"),
         KnownCause(NEEDS_HARDWARE, "reads the Neuron device's product name from /sys", message=r"/sys/"),
         KnownCause(NEEDS_HARDWARE, "runs the Neuron compiler (neuronx-cc)",
                    message=r"No module named 'neuronxcc\.driver|CompilationException"),

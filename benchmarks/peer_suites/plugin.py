@@ -92,7 +92,8 @@ def pytest_runtest_makereport(item, call):
     outcome = yield
     report = outcome.get_result()
     record = {"nodeid": report.nodeid, "when": report.when, "outcome": report.outcome,
-              "duration": report.duration, "xfail": hasattr(report, "wasxfail")}
+              "duration": report.duration, "xfail": hasattr(report, "wasxfail"),
+              "markers": sorted({m.name for m in item.iter_markers()})}
     if report.skipped:
         record["skip_reason"] = _skip_reason(report)
     if report.failed and call.excinfo is not None:

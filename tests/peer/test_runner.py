@@ -85,6 +85,11 @@ def test_wrong_numbers():
     np.testing.assert_allclose(copy(x), x + 1, rtol=1e-3)
 
 
+@pytest.mark.needs_compiler_here
+def test_marked_for_the_compiler():
+    raise RuntimeError("the compiler is not here")
+
+
 def test_rejected_and_wrapped():
     try:
         copy(np.zeros((256, 4), np.float32))  # 256 partitions
@@ -148,7 +153,8 @@ def fake_suite(tmp_path_factory) -> tuple[PeerSuite, Path]:
     suite = PeerSuite(
         name="fake", repo="example/fake-peer", marker="fake_peer_marker", pytest_args=("tests",),
         shim="fake_shim:install", harness_fix="fake_shim:fix", python_path=(".",),
-        known=(KnownCause(NEEDS_HARDWARE, "reads the device's product name", message=r"/sys/.*product_name"),),
+        known=(KnownCause(NEEDS_HARDWARE, "reads the device's product name", message=r"/sys/.*product_name"),
+               KnownCause(NEEDS_HARDWARE, "marked for the compiler", marker="needs_compiler_here")),
     )
     return suite, root
 
@@ -169,18 +175,19 @@ def test_counts_and_causes_of_a_fake_peer_suite(report):
         "test_host_memory": HOST_LIMITS,
         "test_too_slow": HOST_LIMITS,
         "test_needs_hardware": NEEDS_HARDWARE,
+        "test_marked_for_the_compiler": NEEDS_HARDWARE,
         "test_invalid_code_accepted": ACCEPTED,
         "test_suite_bug": OTHER,
         "tests/test_broken_import.py": MISSING_API,  # a collection error
     }
-    assert report.counts == {"passed": 1, "failed": 9, "errors": 1, "skipped": 1}
+    assert report.counts == {"passed": 1, "failed": 10, "errors": 1, "skipped": 1}
     rejected = next(r for r in report.failures() if r.cause == REJECTED)
     assert "PartitionDimError" in rejected.detail and "256" in rejected.detail
 
 
 def test_report_table_and_json(report, tmp_path):
     text = report.format()
-    assert text.splitlines()[0].startswith("fake: 1 passed, 10 failed (1 of them errors), 1 skipped")
+    assert text.splitlines()[0].startswith("fake: 1 passed, 11 failed (1 of them errors), 1 skipped")
     for cause in (WRONG_NUMBERS, REJECTED, MISSING_API, HOST_LIMITS, NEEDS_HARDWARE, ACCEPTED, OTHER):
         assert cause in text
     assert "too large for simulation" in text
@@ -197,6 +204,17 @@ def test_the_checkout_must_be_the_suite_and_outside_the_repository(fake_suite, t
     with pytest.raises(SystemExit, match="inside this repository"):
         PeerSuite(name="x", repo="x/x", marker="pyproject.toml", pytest_args=(), shim="").check_checkout(REPO)
     assert not inside.exists()
+
+
+def test_known_causes_match_marks():
+    r = PeerResult("t::a", "failed", markers=["fast", "trace_only"], chain=[
+        {"type": "builtins.ModuleNotFoundError", "mro": ["ModuleNotFoundError", "ImportError"],
+         "message": "No module named 'nki.compiler.frontend'", "frames": []}])
+    assert classify(r)[0] == MISSING_API
+    known = (KnownCause(NEEDS_HARDWARE, "traces with the compiler", marker="trace_only"),)
+    assert classify(r, known) == (NEEDS_HARDWARE, "traces with the compiler")
+    r.markers = ["fast"]
+    assert classify(r, known)[0] == MISSING_API
 
 
 def test_known_causes_override_and_match_node_ids():
