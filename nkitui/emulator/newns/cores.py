@@ -186,6 +186,8 @@ class CoreRun(Run):
         self.shared_seq = 0
         self.program = (core,) if grid else ()
         self._spaces: dict[str, tuple[np.ndarray, SpaceCell]] = {}
+        if self.group.n > 1:  # single-core launches keep the plain (hot) record
+            self.record = self._lockstep_record
 
     def allocate(self, shape, dtype, memory: str, *, name: str = "", pax: int = 0, fill: bool = True,
                  kind: str = "private", what: str = "tensor", track: bool = True) -> Storage:
@@ -203,9 +205,9 @@ class CoreRun(Run):
         return super().allocate(shape, dtype, memory, name=name, pax=pax, fill=fill, kind=kind, what=what,
                                 track=track)
 
-    def record(self, *args, **kwargs):
+    def _lockstep_record(self, *args, **kwargs):
         self.group.step(self.core)  # lockstep with the other cores of the launch (CoreGroup.step)
-        return super().record(*args, **kwargs)
+        return Run.record(self, *args, **kwargs)
 
     def place(self, shape, d: _dt.DType, memory: str, partition: int, byte: int, name: str) -> Storage:
         """A tensor at an explicit address in this core's SBUF or PSUM (allocations may overlap)."""
