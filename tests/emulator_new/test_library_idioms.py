@@ -93,3 +93,27 @@ def test_shared_identity_matrix_into_a_given_tile_checks_its_shape():
     assert np.array_equal(k(np.zeros(1, F32), 8).astype(F32), np.eye(8))
     with pytest.raises(OperandShapeError, match=r"dst has shape \(8, 8\)"):
         k(np.zeros(1, F32), 4)
+
+
+def test_nc_transpose_keeps_the_dtype_and_the_error_cites_the_rule(rng):
+    # nki.isa.nc_transpose: "The output dst tile must have the same data type as that of data";
+    # a widening transpose is a matmul against an identity (fp32 PSUM result, exact for bf16)
+    @nki.jit
+    def k(x, widen_with_transpose):
+        t = _load(x)  # bf16 (32, 16)
+        ps = nl.ndarray((16, 32), dtype=nl.float32, buffer=nl.psum)
+        if widen_with_transpose:
+            nisa.nc_transpose(dst=ps, data=t)
+        else:
+            eye = nl.shared_identity_matrix(32, dtype=nl.bfloat16)
+            nisa.nc_matmul(dst=ps, stationary=t, moving=eye)
+        return _store(ps)
+
+    import ml_dtypes
+
+    from nkitui.emulator import EngineDtypeError
+
+    x = rng.random((32, 16)).astype(ml_dtypes.bfloat16)
+    assert np.array_equal(k(x, False), x.astype(F32).T)
+    with pytest.raises(EngineDtypeError, match="must have the same data type as that of data"):
+        k(x, True)
