@@ -22,8 +22,8 @@ from typing import Any
 from nkitui.analysis.alignment import AlignmentPair, LineRange, align
 from nkitui.analysis.context import AnalysisContext, TensorInfo
 from nkitui.analysis.cuda import CudaModel, build_cuda_model
-from nkitui.analysis.nki_model import NkiModel
-from nkitui.analysis.nki_walker import build
+from nkitui.analysis.nki import NkiModel
+from nkitui.analysis.nki.walker import build
 from nkitui.analysis.report import AnalysisReport, render
 from nkitui.analysis.rules import ALL_CHECKS, ALL_SPECS, SPECS_BY_ID, RuleInput, RuleSpec
 from nkitui.common.findings import Finding

@@ -13,9 +13,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from nkitui.analysis.context import AnalysisContext
-from nkitui.analysis.nki_model import Access, DimAccess, KernelModel, Op, Tensor
-from nkitui.analysis.nki_query import dim_size, dma_sides, is_dma
-from nkitui.analysis.nki_values import Lin, Mask, as_lin, known_int, lin_add
+from nkitui.analysis.nki.model import Access, DimAccess, KernelModel, Op, Tensor
+from nkitui.analysis.nki.queries import dim_size, dma_sides, is_dma
+from nkitui.analysis.nki.values import Lin, Mask, as_lin, known_int, lin_add
 
 
 @dataclass

@@ -11,8 +11,8 @@ from typing import Any
 
 from nkitui.analysis.context import AnalysisContext
 from nkitui.analysis.cuda import CudaModel
-from nkitui.analysis.nki_model import KernelModel, Loop, NkiModel, Tensor
-from nkitui.analysis.nki_query import dim_size, dma_sides, is_dma, loop_trip, tiling_symbols
+from nkitui.analysis.nki.model import KernelModel, Loop, NkiModel, Tensor
+from nkitui.analysis.nki.queries import dim_size, dma_sides, is_dma, loop_trip, tiling_symbols
 from nkitui.common.findings import Category, Finding, Severity
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from nkitui.analysis.nki_model import KernelModel, Op
+from nkitui.analysis.nki.model import KernelModel, Op
 from nkitui.analysis.rules.base import RuleInput, RuleSpec, cap, lines_phrase
 from nkitui.common.findings import Finding
 

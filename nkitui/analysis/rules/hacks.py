@@ -6,7 +6,7 @@ from collections.abc import Iterator
 
 from nkitui.analysis.coverage import coverage
 from nkitui.analysis.dtypes import is_float, lower_precision, mantissa_bits
-from nkitui.analysis.nki_model import KernelModel, Op, Tensor
+from nkitui.analysis.nki.model import KernelModel, Op, Tensor
 from nkitui.analysis.rules.base import RuleInput, RuleSpec, cap, lines_phrase
 from nkitui.common.findings import Finding
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 
-from nkitui.analysis.nki_model import Access, KernelModel, Op
+from nkitui.analysis.nki.model import Access, KernelModel, Op
 from nkitui.analysis.rules.base import (
     RuleInput,
     RuleSpec,

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from nkitui.analysis.dtypes import is_fp32, is_low_precision
-from nkitui.analysis.nki_model import KernelModel, Op, Tensor
+from nkitui.analysis.nki.model import KernelModel, Op, Tensor
 from nkitui.analysis.rules.base import RuleInput, RuleSpec, lines_phrase, loop_phrase
 from nkitui.common.findings import Finding
 

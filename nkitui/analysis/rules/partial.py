@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from nkitui.analysis.coverage import AccessSpan, DimCoverage, coverage
-from nkitui.analysis.nki_model import KernelModel, Tensor
-from nkitui.analysis.nki_values import Mask
+from nkitui.analysis.nki.model import KernelModel, Tensor
+from nkitui.analysis.nki.values import Mask
 from nkitui.analysis.rules.base import RuleInput, RuleSpec, cap, lines_phrase, loop_phrase
 from nkitui.common.findings import Finding
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from nkitui.analysis.nki_model import Access, KernelModel, Op, Tensor
-from nkitui.analysis.nki_values import known_int
+from nkitui.analysis.nki.model import Access, KernelModel, Op, Tensor
+from nkitui.analysis.nki.values import known_int
 from nkitui.analysis.rules.base import (
     RuleInput,
     RuleSpec,

@@ -10,8 +10,8 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
-from nkitui.analysis.nki_model import Access, DimAccess, Tensor
-from nkitui.analysis.nki_values import DsV, Grid, Lin, SliceV, TRef, Unk, as_lin, deps_of, known_int, lin_add, tags_of
+from nkitui.analysis.nki.model import Access, DimAccess, Tensor
+from nkitui.analysis.nki.values import DsV, Grid, Lin, SliceV, TRef, Unk, as_lin, deps_of, known_int, lin_add, tags_of
 
 def slice_extent(s: SliceV, size: Any = None) -> int | None:
     lower = 0 if s.lower is None else s.lower

@@ -1,25 +1,25 @@
 """Calls inside a kernel: NKI APIs (allocation, indexing, SPMD, device instructions), builtins, numpy /
-torch (host code), tensor methods (views), and helper functions of the same file (inlined).
-
-`CallsMixin` is one part of the kernel walker (`nki_walker._KernelWalker`).
+torch (host code), tensor methods (views), and helper functions of the same file, which are inlined (their
+body is walked with the arguments bound, so their operations count for the kernel that calls them).
 """
 
 from __future__ import annotations
 
 import ast
 import math
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-from nkitui.analysis import nki_api
+from nkitui.analysis.context import AnalysisContext
 from nkitui.analysis.dtypes import canonical as canonical_dtype
-from nkitui.analysis.nki_access import loaded_shape, region_shape, trip_count
-from nkitui.analysis.nki_exprs import Frame, is_number
-from nkitui.analysis.nki_imports import FILE_READERS, HOST_LIBRARIES
-from nkitui.analysis.nki_model import Access, HostCall, Op, StateUse, Tensor
-if TYPE_CHECKING:
-    from nkitui.analysis.nki_walker import _KernelWalker
-
-from nkitui.analysis.nki_values import (
+from nkitui.analysis.nki import api as nki_api
+from nkitui.analysis.nki.access import loaded_shape, region_shape, trip_count
+from nkitui.analysis.nki.expressions import ExpressionEvaluator
+from nkitui.analysis.nki.imports import FILE_READERS, HOST_LIBRARIES
+from nkitui.analysis.nki.model import Access, HostCall, Op, StateUse, Tensor
+from nkitui.analysis.nki.module import CONTAINER_WRITE_METHODS, ModuleFacts
+from nkitui.analysis.nki.recorder import KernelRecorder, tensor_refs
+from nkitui.analysis.nki.scope import Frame, Scope
+from nkitui.analysis.nki.values import (
     Api,
     Buffer,
     DsV,
@@ -30,16 +30,19 @@ from nkitui.analysis.nki_values import (
     ShapeV,
     TRef,
     Unk,
+    Value,
     as_lin,
     deps_of,
+    is_number,
     known_int,
     lin_add,
     symbol,
     tags_of,
 )
 
-CONTAINER_WRITE_METHODS = {"append", "update", "setdefault", "add", "extend", "insert", "__setitem__",
-                           "appendleft", "put"}
+if TYPE_CHECKING:
+    from nkitui.analysis.nki.statements import StatementWalker
+
 _HOST_TENSOR_METHODS = {"numpy", "cpu", "tolist", "item", "detach", "astype", "copy", "sum", "mean", "max", "min",
                         "dot", "matmul", "cumsum", "clone", "to", "float", "half", "double", "exp", "softmax"}
 # Standard-library modules that never compute on array data; passing a tile to them is not host compute.
@@ -49,48 +52,68 @@ _PURE_PYTHON_MODULES = frozenset({"builtins", "math", "functools", "itertools", 
 _HOST_ONLY_METHODS = {"numpy", "tolist", "item", "cpu", "detach"}
 _VIEW_METHODS = {"reshape", "view", "ap", "broadcast", "broadcast_to", "permute", "select", "vector_select",
                  "flatten_dims", "reshape_dim", "expand_dim", "squeeze_dim", "rearrange", "indirect", "T"}
+# Keyword arguments of device instructions that configure the instruction rather than carry data.
+_CONFIG_KEYWORDS = frozenset({
+    "name", "engine", "buffer", "op", "op0", "op1", "reduce_op", "reduce_cmd", "axis", "keepdims",
+    "negate", "reverse0", "reverse1", "perf_mode", "dge_mode", "oob_mode", "shuffle_mask",
+    "transpose_x", "is_stationary_onezero", "is_moving_onezero", "is_transpose", "accumulate",
+    "tile_position", "tile_size", "priority", "pattern", "cmp_op", "comp_op0", "comp_op1",
+    "channel_multiplier", "num_elem_per_idx", "num_valid_indices", "mode", "dst_rmw_op",
+})
 _MAX_INLINE_DEPTH = 8
 
 
-class CallsMixin:
-    """Evaluation of calls (mixed into the kernel walker)."""
+class CallEvaluator:
+    """Evaluates calls of one kernel walk: records the operations they issue and gives their values."""
 
-    def ev_Call(self, node: ast.Call) -> Any:
-        callee = self.eval(node.func)
-        args = [self.eval(a) for a in node.args]
-        kwargs: dict[str, Any] = {}
+    statements: StatementWalker  # set by the walk (inlining a helper walks its statements)
+
+    def __init__(self, module: ModuleFacts, context: AnalysisContext | None, scope: Scope,
+                 recorder: KernelRecorder, exprs: ExpressionEvaluator):
+        self.module = module
+        self.source = module.source
+        self.context = context
+        self.scope = scope
+        self.recorder = recorder
+        self.km = recorder.km
+        self.exprs = exprs
+
+    def call(self, node: ast.Call) -> Value:
+        callee = self.exprs.eval(node.func)
+        args = [self.exprs.eval(a) for a in node.args]
+        kwargs: dict[str, Value] = {}
         for kw in node.keywords:
-            value = self.eval(kw.value)
+            value = self.exprs.eval(kw.value)
             if kw.arg is not None:
                 kwargs[kw.arg] = value
             else:
-                self.escape(value)
+                self.recorder.escape(value)
         if isinstance(callee, Api):
             return self.api_call(callee.name, node, args, kwargs)
         if isinstance(callee, FuncRef):
             return self.inline(callee, node, args, kwargs)
         if isinstance(callee, Method):
             return self.method_call(callee, node, args, kwargs)
-        self.escape(args)
-        self.escape(kwargs)
+        self.recorder.escape(args)
+        self.recorder.escape(kwargs)
         return Unk(deps=deps_of(callee) | deps_of(args) | deps_of(list(kwargs.values())))
 
-    def method_call(self, m: Method, node: ast.Call, args: list[Any], kwargs: dict[str, Any]) -> Any:
+    def method_call(self, m: Method, node: ast.Call, args: list[Value], kwargs: dict[str, Value]) -> Value:
         if isinstance(m.obj, TRef):
             t = self.km.root(m.obj.tid)
             if m.name in _VIEW_METHODS:
                 return self.view_method(m.obj, m.name, args, kwargs, node)
             if m.name in _HOST_ONLY_METHODS or (m.name in _HOST_TENSOR_METHODS and (t.is_hbm or t.origin == "param")):
-                self.km.host_calls.append(HostCall(f"tensor.{m.name}", node.lineno, [t.id], self.m.seg.text(node)))
+                self.km.host_calls.append(HostCall(f"tensor.{m.name}", node.lineno, [t.id], self.source.text(node)))
                 return Unk(tags=frozenset({"host"}), deps=deps_of(args))
             if m.name == "depends_on":
                 return m.obj
-            self.escape([m.obj])
+            self.recorder.escape([m.obj])
             return Unk()
         func = node.func
-        if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and self.is_module_container(func.value.id):
+        if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and self.scope.is_module_container(func.value.id):
             kind = "container-write" if m.name in CONTAINER_WRITE_METHODS else "container-read"
-            self.km.state.append(StateUse(kind, func.value.id, node.lineno, self.m.seg.text(node)))
+            self.km.state.append(StateUse(kind, func.value.id, node.lineno, self.source.text(node)))
             return Unk(tags=frozenset({"cached"}))
         if isinstance(m.obj, list) and m.name in ("append", "extend", "insert"):
             # Lists of tiles (`tiles.append(t)` ... `tiles[k]`): keep the items so that indexing finds them.
@@ -103,14 +126,14 @@ class CallsMixin:
             return None
         if isinstance(m.obj, (list, tuple)) and m.name == "index":
             return Unk()
-        self.escape(args)
-        self.escape(kwargs)
+        self.recorder.escape(args)
+        self.recorder.escape(kwargs)
         return Unk(deps=deps_of(args))
 
-    def view_method(self, ref: TRef, name: str, args: list[Any], kwargs: dict[str, Any], node: ast.AST) -> Any:
+    def view_method(self, ref: TRef, name: str, args: list[Value], kwargs: dict[str, Value], node: ast.AST) -> Value:
         t = self.km.tensors[ref.tid]
         root = self.km.root(ref.tid)
-        shape: tuple[Any, ...] | None = None
+        shape: tuple[Value, ...] | None = None
         dtype = t.dtype
         if name in ("reshape", "broadcast_to", "broadcast"):
             raw = args[0] if len(args) == 1 else tuple(args) if args else kwargs.get("shape")
@@ -127,42 +150,42 @@ class CallsMixin:
             order = args[0] if isinstance(args[0], (tuple, list)) else args
             if all(isinstance(o, int) for o in order) and len(order) == len(t.shape):
                 shape = tuple(t.shape[o] for o in order)
-        view_t = self.new_tensor(name=t.name, buffer=root.buffer, shape=shape, dtype=dtype,
+        view_t = self.recorder.new_tensor(name=t.name, buffer=root.buffer, shape=shape, dtype=dtype,
                                  line=getattr(node, "lineno", t.line), origin="view", alias_of=ref.tid,
                                  param=root.param, api=f"view.{name}")
         view_t.matmul = root.matmul
         return TRef(view_t.id)
 
-    def api_call(self, name: str, node: ast.Call, args: list[Any], kwargs: dict[str, Any]) -> Any:
+    def api_call(self, name: str, node: ast.Call, args: list[Value], kwargs: dict[str, Value]) -> Value:
         if name.startswith("builtins."):
             return self.builtin_call(name[9:], node, args, kwargs)
         if name.startswith("math."):
             return _math_call(name[5:], args)
         head = name.split(".")[0]
         if name in FILE_READERS:
-            self.km.state.append(StateUse("file-read", name, node.lineno, self.m.seg.text(node)))
-            self.km.host_calls.append(HostCall(name, node.lineno, [], self.m.seg.text(node)))
+            self.km.state.append(StateUse("file-read", name, node.lineno, self.source.text(node)))
+            self.km.host_calls.append(HostCall(name, node.lineno, [], self.source.text(node)))
             return Unk(tags=frozenset({"host", "cached"}))
         if head in HOST_LIBRARIES:
             return self.host_call(name, node, args, kwargs)
         if head == "importlib":  # a module fetched at run time: whatever it computes runs on the host
-            self.km.host_calls.append(HostCall(name, node.lineno, [], self.m.seg.text(node)))
+            self.km.host_calls.append(HostCall(name, node.lineno, [], self.source.text(node)))
             return Unk(tags=frozenset({"host"}), deps=deps_of(args))
         if head in ("nl", "nisa", "ncc", "nt", "nki", "ncoll"):
             return self.nki_call(name, node, args, kwargs)
-        if head not in _PURE_PYTHON_MODULES and not any(name.startswith(m + ".") for m in self.m.local_nki_modules) \
+        if head not in _PURE_PYTHON_MODULES and not any(name.startswith(m + ".") for m in self.module.local_nki_modules) \
                 and not head.startswith(("neuronxcc", "torch_neuronx")) \
-                and (self.tensor_refs(args) or self.tensor_refs(kwargs)):
+                and (tensor_refs(args) or tensor_refs(kwargs)):
             # Kernel data passed to some other imported module (the task's own reference.py, a helper
             # library): whatever that does, it runs on the host, not on the NeuronCore.
             return self.host_call(name, node, args, kwargs)
-        self.escape(args)
-        self.escape(kwargs)
+        self.recorder.escape(args)
+        self.recorder.escape(kwargs)
         return Unk(deps=deps_of(args))
 
-    def builtin_call(self, name: str, node: ast.Call, args: list[Any], kwargs: dict[str, Any]) -> Any:
+    def builtin_call(self, name: str, node: ast.Call, args: list[Value], kwargs: dict[str, Value]) -> Value:
         if name in ("min", "max", "int", "float", "round", "abs", "divmod", "range"):
-            args = [self.scalarize(a) for a in args]
+            args = [self.recorder.scalarize(a) for a in args]
         ints = [known_int(a) for a in args]
         if name in ("min", "max"):
             values = list(args[0]) if len(args) == 1 and isinstance(args[0], (tuple, list)) else args
@@ -205,29 +228,29 @@ class CallsMixin:
         if name == "isinstance":
             return Unk()
         if name == "open":
-            self.km.state.append(StateUse("file-read", "open", node.lineno, self.m.seg.text(node)))
+            self.km.state.append(StateUse("file-read", "open", node.lineno, self.source.text(node)))
             return Unk(tags=frozenset({"host", "cached"}))
         if name in ("setattr",) and args and isinstance(args[0], FuncRef):
-            self.km.state.append(StateUse("attribute", args[0].name, node.lineno, self.m.seg.text(node)))
+            self.km.state.append(StateUse("attribute", args[0].name, node.lineno, self.source.text(node)))
             return None
         if name in ("eval", "exec", "compile", "__import__"):
             # Code built at run time runs on the host; nothing about it can be checked statically.
-            self.km.host_calls.append(HostCall(f"builtins.{name}", node.lineno, [], self.m.seg.text(node)))
+            self.km.host_calls.append(HostCall(f"builtins.{name}", node.lineno, [], self.source.text(node)))
             return Unk(tags=frozenset({"host"}), deps=deps_of(args))
         if name in ("setattr", "delattr", "globals", "vars"):
             # A kernel has no use for these: they keep values on modules or objects that outlive the call.
-            self.km.state.append(StateUse("module-state", name, node.lineno, self.m.seg.text(node)))
-            self.escape(args)
+            self.km.state.append(StateUse("module-state", name, node.lineno, self.source.text(node)))
+            self.recorder.escape(args)
             return Unk(tags=frozenset({"cached"}))
         if name in ("getattr", "hasattr") and args and isinstance(args[0], FuncRef):
-            self.km.state.append(StateUse("attribute-read", args[0].name, node.lineno, self.m.seg.text(node)))
+            self.km.state.append(StateUse("attribute-read", args[0].name, node.lineno, self.source.text(node)))
             return Unk()
         if name in ("zip", "enumerate", "reversed", "sorted", "map", "iter"):
             return Unk(deps=deps_of(args))
-        self.escape(args)
+        self.recorder.escape(args)
         return Unk(deps=deps_of(args))
 
-    def host_call(self, name: str, node: ast.Call, args: list[Any], kwargs: dict[str, Any]) -> Any:
+    def host_call(self, name: str, node: ast.Call, args: list[Value], kwargs: dict[str, Value]) -> Value:
         attr = name.rsplit(".", 1)[-1]
         if attr in nki_api.DTYPE_ATTRS:
             if args and is_number(args[0]):
@@ -235,7 +258,7 @@ class CallsMixin:
             return Dtype(canonical_dtype(attr) or attr)
         if name in ("np.dtype", "torch.dtype") and args and isinstance(args[0], (str, Dtype)):
             return Dtype(canonical_dtype(args[0] if isinstance(args[0], str) else args[0].name))
-        refs = self.tensor_refs(args) + self.tensor_refs(list(kwargs.values()))
+        refs = tensor_refs(args) + tensor_refs(list(kwargs.values()))
         if not refs and all(is_plain(a) for a in list(args) + list(kwargs.values())):
             # numpy arithmetic on shapes and constants (np.prod(x.shape), np.ceil(n / 128)) is fine.
             if attr in ("prod", "product") and args and isinstance(args[0], (tuple, list)):
@@ -249,15 +272,15 @@ class CallsMixin:
                 return math.ceil(args[0])
             return Unk(deps=deps_of(args), tags=frozenset({"hostconst"}))
         tids = [self.km.root(r.tid).id for r in refs]
-        self.km.host_calls.append(HostCall(name, node.lineno, tids, self.m.seg.text(node)))
+        self.km.host_calls.append(HostCall(name, node.lineno, tids, self.source.text(node)))
         return Unk(deps=deps_of(args), tags=frozenset({"host"}))
 
-    def inline(self, fref: FuncRef, node: ast.Call, args: list[Any], kwargs: dict[str, Any]) -> Any:
+    def inline(self, fref: FuncRef, node: ast.Call, args: list[Value], kwargs: dict[str, Value]) -> Value:
         fdef = fref.node
-        if not isinstance(fdef, (ast.FunctionDef, ast.AsyncFunctionDef)) or fref.name in self.call_stack \
-                or len(self.call_stack) > _MAX_INLINE_DEPTH:
-            self.escape(args)
-            self.escape(kwargs)
+        if not isinstance(fdef, (ast.FunctionDef, ast.AsyncFunctionDef)) or fref.name in self.scope.call_stack \
+                or len(self.scope.call_stack) > _MAX_INLINE_DEPTH:
+            self.recorder.escape(args)
+            self.recorder.escape(kwargs)
             return Unk(deps=deps_of(args))
         frame = Frame(func=fref.name)
         params = fdef.args.posonlyargs + fdef.args.args
@@ -271,42 +294,42 @@ class CallsMixin:
             elif a.arg in kwargs:
                 frame.env[a.arg] = kwargs[a.arg]
             elif a.arg in defaults:
-                frame.env[a.arg] = self.eval(defaults[a.arg])
+                frame.env[a.arg] = self.exprs.eval(defaults[a.arg])
             else:
                 frame.env[a.arg] = Unk(text=a.arg)
         for a in fdef.args.kwonlyargs:
             if a.arg in kwargs:
                 frame.env[a.arg] = kwargs[a.arg]
             elif a.arg in defaults:
-                frame.env[a.arg] = self.eval(defaults[a.arg])
+                frame.env[a.arg] = self.exprs.eval(defaults[a.arg])
         if fdef.args.vararg is not None:
             frame.env[fdef.args.vararg.arg] = tuple(args[len(params):])
         if fdef.args.kwarg is not None:
             frame.env[fdef.args.kwarg.arg] = {k: v for k, v in kwargs.items() if k not in {a.arg for a in params}}
         if fref.name not in self.km.helpers:
             self.km.helpers.append(fref.name)
-        self.frames.append(frame)
-        self.call_stack.append(fref.name)
+        self.scope.frames.append(frame)
+        self.scope.call_stack.append(fref.name)
         try:
-            self.walk_body(fdef.body)
+            self.statements.walk_body(fdef.body)
         finally:
-            self.call_stack.pop()
-            self.frames.pop()
+            self.scope.call_stack.pop()
+            self.scope.frames.pop()
         values = [v for v in frame.returns if v is not None]
         if not values:
             return None
         for v in reversed(values):
-            if self.tensor_refs(v):
+            if tensor_refs(v):
                 return v
         return values[-1]
 
-    def nki_call(self, name: str, node: ast.Call, args: list[Any], kwargs: dict[str, Any]) -> Any:
+    def nki_call(self, name: str, node: ast.Call, args: list[Value], kwargs: dict[str, Value]) -> Value:
         info = nki_api.info(name)
         if info is None:
             if name.startswith(("nl.", "nisa.")):
                 self.km.notes.append(f"line {node.lineno}: {name} is not an NKI API the analysis knows")
-            self.escape(args)
-            self.escape(kwargs)
+            self.recorder.escape(args)
+            self.recorder.escape(kwargs)
             return Unk(deps=deps_of(args))
         if info.kind == "alloc":
             return self.alloc(name, node, args, kwargs)
@@ -318,7 +341,7 @@ class CallsMixin:
                 axis = known_int(args[0]) if args else known_int(kwargs.get("axis", 0))
                 return symbol(f"program_id({axis if axis is not None else 0})")
             if name == "nl.num_programs":
-                grid = self.ctx.grid if self.ctx else None
+                grid = self.context.grid if self.context else None
                 axis = known_int(args[0]) if args else known_int(kwargs.get("axes", 0))
                 if grid and axis is not None and axis < len(grid):
                     return grid[axis]
@@ -330,7 +353,7 @@ class CallsMixin:
             return Unk(deps=deps_of(args))
         return self.device_op(name, info, node, args, kwargs)
 
-    def functional_loop(self, name: str, node: ast.Call, args: list[Any], kwargs: dict[str, Any]) -> Any:
+    def functional_loop(self, name: str, node: ast.Call, args: list[Value], kwargs: dict[str, Value]) -> Value:
         """`nl.fori_loop(lo, hi, body, step)` / `nl.while_loop(reg, body)`: a runtime loop around `body`."""
         if name == "nl.fori_loop":
             lo = args[0] if args else kwargs.get("lower", 0)
@@ -341,39 +364,39 @@ class CallsMixin:
         else:
             body = args[1] if len(args) > 1 else kwargs.get("body_fun")
             lo, step, trip = 0, 1, None
-        loop = self.push_loop("dynamic", name, None, node, trip=trip, stop_text=self.m.seg.text(node, 60))
+        loop = self.recorder.push_loop("dynamic", name, None, node, trip=trip, stop_text=self.source.text(node, 60))
         loop.start, loop.step = lo, step
-        result: Any = Unk()
+        result: Value = Unk()
         if isinstance(body, FuncRef):
             fdef = body.node
             n_params = len(fdef.args.posonlyargs + fdef.args.args) if hasattr(fdef, "args") else 0
-            call_args = [symbol(loop.sym)] if name == "nl.fori_loop" and loop.sym else []
+            call_args: list[Value] = [symbol(loop.sym)] if name == "nl.fori_loop" and loop.sym else []
             call_args += [Unk(deps=frozenset({loop.sym}) if loop.sym else frozenset())] * max(0, n_params - len(call_args))
             result = self.inline(body, node, call_args[:n_params], {})
-        self.pop_loop(loop)
+        self.recorder.pop_loop()
         return result
 
-    def index_api(self, name: str, node: ast.Call, args: list[Any], kwargs: dict[str, Any]) -> Any:
+    def index_api(self, name: str, node: ast.Call, args: list[Value], kwargs: dict[str, Value]) -> Value:
         if name == "nl.arange":
             if len(args) >= 2:
                 lo, hi = as_lin(args[0]), as_lin(args[1])
                 extent = known_int(lin_add(hi, lo, -1)) if lo is not None and hi is not None else None
             else:
                 extent = known_int(args[0]) if args else None
-            return self.make_grid(extent, None)
+            return self.recorder.make_grid(extent, None)
         if name == "nl.ds":
-            start = self.scalarize(args[0] if args else kwargs.get("start"))
-            size = self.scalarize(args[1] if len(args) > 1 else kwargs.get("size"))
+            start = self.recorder.scalarize(args[0] if args else kwargs.get("start"))
+            size = self.recorder.scalarize(args[1] if len(args) > 1 else kwargs.get("size"))
             return DsV(start, size)
         if name == "nl.par_dim":
             return args[0] if args else Unk()
         return Unk()
 
-    def alloc(self, name: str, node: ast.Call, args: list[Any], kwargs: dict[str, Any]) -> Any:
+    def alloc(self, name: str, node: ast.Call, args: list[Value], kwargs: dict[str, Value]) -> Value:
         short = name.split(".", 1)[1]
-        shape_value: Any = None
-        dtype_value: Any = kwargs.get("dtype")
-        buffer_value: Any = kwargs.get("buffer")
+        shape_value: Value = None
+        dtype_value: Value = kwargs.get("dtype")
+        buffer_value: Value = kwargs.get("buffer")
         init = None
         shape_node: ast.expr | None = node.args[0] if node.args else None
         if short in ("zeros_like", "ones_like", "empty_like", "full_like"):
@@ -386,15 +409,15 @@ class CallsMixin:
             init = {"zeros_like": "zeros", "ones_like": "ones", "full_like": "full"}.get(short)
             shape_node = None
         elif short == "shared_constant":
-            t = self.new_tensor(name=None, buffer="shared_hbm", shape=None, dtype=dtype_name(dtype_value),
+            t = self.recorder.new_tensor(name=None, buffer="shared_hbm", shape=None, dtype=dtype_name(dtype_value),
                                 line=node.lineno, origin="alloc", api=name)
             if args and isinstance(args[0], Unk) and "host" in args[0].tags:
                 self.km.host_calls.append(HostCall("nl.shared_constant of a host-computed value", node.lineno, [],
-                                                   self.m.seg.text(node)))
+                                                   self.source.text(node)))
             return TRef(t.id)
         elif short == "shared_identity_matrix":
             n = args[0] if args else kwargs.get("n")
-            t = self.new_tensor(name=None, buffer="shared_hbm", shape=(n, n), dtype=dtype_name(dtype_value) or "uint8",
+            t = self.recorder.new_tensor(name=None, buffer="shared_hbm", shape=(n, n), dtype=dtype_name(dtype_value) or "uint8",
                                 line=node.lineno, origin="alloc", api=name)
             return TRef(t.id)
         else:
@@ -402,9 +425,9 @@ class CallsMixin:
             rest = list(args[1:])
             if short == "full":
                 if rest:
-                    self.scalarize(rest.pop(0))  # the fill value is a number (a parameter used so is not a tensor)
+                    self.recorder.scalarize(rest.pop(0))  # the fill value is a number (a parameter used so is not a tensor)
                 elif "fill_value" in kwargs:
-                    self.scalarize(kwargs["fill_value"])
+                    self.recorder.scalarize(kwargs["fill_value"])
                 init = "full"
             elif short in ("zeros", "ones"):
                 init = short
@@ -413,26 +436,26 @@ class CallsMixin:
             if rest and buffer_value is None:
                 buffer_value = rest.pop(0)
         # Parameters of unknown type passed as a shape or dtype are numbers / dtypes, not tensors.
-        shape_value = self.scalarize(shape_value)
-        dtype_value = self.scalarize(dtype_value)
-        shape: tuple[Any, ...] | None
+        shape_value = self.recorder.scalarize(shape_value)
+        dtype_value = self.recorder.scalarize(dtype_value)
+        shape: tuple[Value, ...] | None
         if isinstance(shape_value, (tuple, list)):
             shape = tuple(shape_value)
         elif shape_value is not None and not isinstance(shape_value, (ShapeV, Unk)):
             shape = (shape_value,)
         else:
             shape = None
-        pdim = _par_dim_index(shape_node, self)
+        pdim = _par_dim_index(shape_node, self.exprs)
         buffer = _buffer_name(buffer_value)
-        t = self.new_tensor(name=kwargs.get("name") if isinstance(kwargs.get("name"), str) else None,
+        t = self.recorder.new_tensor(name=kwargs.get("name") if isinstance(kwargs.get("name"), str) else None,
                             buffer=buffer, shape=shape, dtype=dtype_name(dtype_value), line=node.lineno,
                             origin="alloc", api=name, init=init, pdim=pdim)
         if init is not None and t.on_chip:
-            op = self.new_op(name, "memset", "vector" if buffer != "psum" else "vector", node)
-            op.writes.append(self.whole_access(t, t.name or ""))
+            op = self.recorder.new_op(name, "memset", "vector" if buffer != "psum" else "vector", node)
+            op.writes.append(self.recorder.whole_access(t, t.name or ""))
         return TRef(t.id)
 
-    def dst_and_args(self, name: str, args: list[Any], kwargs: dict[str, Any]) -> tuple[Any, list[Any], dict[str, Any]]:
+    def dst_and_args(self, name: str, args: list[Value], kwargs: dict[str, Value]) -> tuple[Value, list[Value], dict[str, Value]]:
         kwargs = dict(kwargs)
         for key in nki_api.DST_KEYWORDS:
             if key in kwargs and isinstance(kwargs[key], TRef):
@@ -440,74 +463,69 @@ class CallsMixin:
         if name == "nl.store":
             dst = args[0] if args else kwargs.pop("dst", None)
             return dst, list(args[1:]), kwargs
-        if name == "nisa.nc_stream_shuffle" and self.namespace != "new" and len(args) >= 2:
+        if name == "nisa.nc_stream_shuffle" and self.module.namespace != "new" and len(args) >= 2:
             return args[1], [args[0]] + list(args[2:]), kwargs
-        if (self.namespace == "new" and name.startswith("nisa.") and name not in nki_api.NEW_RETURNING
+        if (self.module.namespace == "new" and name.startswith("nisa.") and name not in nki_api.NEW_RETURNING
                 and args and isinstance(args[0], TRef)):
             return args[0], list(args[1:]), kwargs
         return None, list(args), kwargs
 
-    def device_op(self, name: str, info: nki_api.ApiInfo, node: ast.Call, args: list[Any],
-                  kwargs: dict[str, Any]) -> Any:
+    def device_op(self, name: str, info: nki_api.ApiInfo, node: ast.Call, args: list[Value],
+                  kwargs: dict[str, Value]) -> Value:
         dst, rest, kw = self.dst_and_args(name, args, kwargs)
         engine = info.engine
         if "engine" in kw:
             engine = _engine_name(kw.pop("engine")) or engine
         mask = kw.pop("mask", None)
-        dtype = dtype_name(self.scalarize(kw.pop("dtype", None)))
-        op = self.new_op(name, info.kind, engine, node)
+        dtype = dtype_name(self.recorder.scalarize(kw.pop("dtype", None)))
+        op = self.recorder.new_op(name, info.kind, engine, node)
         op.mask = mask
         op.dtype = dtype
-        op.kwargs = {kwn.arg: self.m.seg.text(kwn.value, 80) for kwn in node.keywords if kwn.arg}
+        op.kwargs = {kwn.arg: self.source.text(kwn.value, 80) for kwn in node.keywords if kwn.arg}
         op.fn = _activation_fn(name, rest, kw)
         op.alu = _alu_of(name, kw)
-        skip = {"name", "engine", "buffer", "op", "op0", "op1", "reduce_op", "reduce_cmd", "axis", "keepdims",
-                "negate", "reverse0", "reverse1", "perf_mode", "dge_mode", "oob_mode", "shuffle_mask",
-                "transpose_x", "is_stationary_onezero", "is_moving_onezero", "is_transpose", "accumulate",
-                "tile_position", "tile_size", "priority", "pattern", "cmp_op", "comp_op0", "comp_op1",
-                "channel_multiplier", "num_elem_per_idx", "num_valid_indices", "mode", "dst_rmw_op"}
-        operands: list[Any] = list(rest) + [v for k, v in kw.items() if k not in skip
+        operands: list[Value] = list(rest) + [v for k, v in kw.items() if k not in _CONFIG_KEYWORDS
                                             and k not in nki_api.EXTRA_OUTPUT_KEYWORDS]
         for key in nki_api.EXTRA_OUTPUT_KEYWORDS:
             extra = kw.get(key)
             if isinstance(extra, TRef):
-                op.writes.append(self.access_of(extra))
+                op.writes.append(self.recorder.access_of(extra))
         for value in operands:
             if isinstance(value, TRef):
-                self.as_tensor(value)
+                self.recorder.as_tensor(value)
                 op.inputs.append(value.tid)
-                op.reads.append(self.access_of(value))
-            elif isinstance(value, (list, tuple)) and self.tensor_refs(value):
-                for ref in self.tensor_refs(value):
+                op.reads.append(self.recorder.access_of(value))
+            elif isinstance(value, (list, tuple)) and tensor_refs(value):
+                for ref in tensor_refs(value):
                     op.inputs.append(ref.tid)
-                    op.reads.append(self.access_of(ref))
+                    op.reads.append(self.recorder.access_of(ref))
             elif value is None or isinstance(value, (Api, Dtype, Buffer, str, bool)):
                 continue
             else:
                 op.scalars.append(value)
                 if isinstance(value, Unk) and "host" in value.tags:
                     self.km.host_calls.append(HostCall(f"{name} of a host-computed value", node.lineno, [],
-                                                       self.m.seg.text(node)))
+                                                       self.source.text(node)))
         # Activation: scale/bias given?
         for key in ("scale", "bias"):
             if key in kw and kw[key] is not None and not (key == "scale" and kw[key] == 1.0):
                 op.kwargs.setdefault(f"_has_{key}", "1")
         if dst is not None and isinstance(dst, TRef):
-            self.as_tensor(dst)
-            dst_access = self.access_of(dst)
+            self.recorder.as_tensor(dst)
+            dst_access = self.recorder.access_of(dst)
             op.writes.append(dst_access)
             self.after_write(op, dst_access, node, kw)
-            return None if self.namespace == "new" or name == "nl.store" else dst
+            return None if self.module.namespace == "new" or name == "nl.store" else dst
         if name == "nl.store" or info.kind in ("dma_store", "collective", "register", "rng") and dst is None:
             return None
         result = self.result_tensor(name, info, op, node, kw)
         if result is not None:
             op.result = result.id
-            self.after_write(op, self.whole_access(result, ""), node, kw)
+            self.after_write(op, self.recorder.whole_access(result, ""), node, kw)
             return TRef(result.id)
         return Unk()
 
-    def after_write(self, op: Op, dst: Access, node: ast.Call, kw: dict[str, Any]) -> None:
+    def after_write(self, op: Op, dst: Access, node: ast.Call, kw: dict[str, Value]) -> None:
         target = self.km.root(dst.tensor)
         sources = [self.km.root(t) for t in op.inputs]
         if op.kind == "matmul":
@@ -515,8 +533,8 @@ class CallsMixin:
             acc = kw.get("accumulate", ...)
             if acc is True:
                 op.accumulate = True
-            elif acc is not False and self.namespace == "new" and dst.tensor is not None:
-                inner = [lid for lid in op.loops if not self.created_inside(target, lid)]
+            elif acc is not False and self.module.namespace == "new" and dst.tensor is not None:
+                inner = [lid for lid in op.loops if not self.recorder.created_inside(target, lid)]
                 if any(self.km.loops[lid].sym not in dst.deps for lid in inner if lid in self.km.loops):
                     op.accumulate = True
             if acc is False:
@@ -542,10 +560,10 @@ class CallsMixin:
         return False
 
     def result_tensor(self, name: str, info: nki_api.ApiInfo, op: Op, node: ast.Call,
-                      kw: dict[str, Any]) -> Tensor | None:
+                      kw: dict[str, Value]) -> Tensor | None:
         inputs = [self.km.tensors[t] for t in op.inputs]
         first = op.reads[0] if op.reads else None
-        shape: tuple[Any, ...] | None = tuple(region_shape(first)) if first is not None else None
+        shape: tuple[Value, ...] | None = tuple(region_shape(first)) if first is not None else None
         dtype = op.dtype or (self.km.root(inputs[0].id).dtype if inputs else None)
         buffer = "sbuf"
         if info.kind == "dma_load" and first is not None:
@@ -575,28 +593,28 @@ class CallsMixin:
             shape = (first.partitions, 1)
         if "buffer" in kw:
             buffer = _buffer_name(kw["buffer"])
-        t = self.new_tensor(name=None, buffer=buffer, shape=shape, dtype=dtype, line=node.lineno, origin="op", api=name)
+        t = self.recorder.new_tensor(name=None, buffer=buffer, shape=shape, dtype=dtype, line=node.lineno, origin="op", api=name)
         if info.kind in ("dma_load", "dma_load_transpose"):
             t.origin = "load"
         return t
 
     def tensor_operator(self, name: str, tensors: list[TRef], node: ast.AST, *, alu: str | None = None,
-                        scalars: list[Any] | None = None, kind: str = "elementwise",
-                        engine: str = "vector") -> Any:
-        op = self.new_op(name, kind, engine, node)
+                        scalars: list[Value] | None = None, kind: str = "elementwise",
+                        engine: str = "vector") -> Value:
+        op = self.recorder.new_op(name, kind, engine, node)
         op.alu = alu
         for ref in tensors:
             op.inputs.append(ref.tid)
-            op.reads.append(self.access_of(ref))
+            op.reads.append(self.recorder.access_of(ref))
         op.scalars.extend(scalars or [])
         if any(self.km.root(r.tid).is_hbm for r in tensors):
             tids = [self.km.root(r.tid).id for r in tensors]
             self.km.host_calls.append(HostCall(f"{name} on HBM tensors", getattr(node, "lineno", 0), tids,
-                                               self.m.seg.text(node)))
+                                               self.source.text(node)))
         first = op.reads[0] if op.reads else None
         shape = tuple(region_shape(first)) if first is not None else None
         dtype = self.km.root(tensors[0].tid).dtype if tensors else None
-        t = self.new_tensor(name=None, buffer="psum" if kind == "matmul" else "sbuf", shape=shape, dtype=dtype,
+        t = self.recorder.new_tensor(name=None, buffer="psum" if kind == "matmul" else "sbuf", shape=shape, dtype=dtype,
                             line=getattr(node, "lineno", 0), origin="op", api=name)
         op.result = t.id
         return TRef(t.id)
@@ -614,7 +632,7 @@ class CallsMixin:
 
 
 
-def _math_call(name: str, args: list[Any]) -> Any:
+def _math_call(name: str, args: list[Value]) -> Value:
     if args and all(is_number(a) for a in args):
         fn = getattr(math, name, None)
         if fn is not None and name in ("ceil", "floor", "sqrt", "log2", "log", "prod", "gcd", "isqrt", "exp", "pow"):
@@ -628,7 +646,7 @@ def _math_call(name: str, args: list[Any]) -> Any:
     return Unk(deps=deps_of(args), tags=tags | tags_of(args))
 
 
-def dtype_name(value: Any) -> str | None:
+def dtype_name(value: Value) -> str | None:
     if isinstance(value, Dtype):
         return value.name
     if isinstance(value, str):
@@ -638,7 +656,7 @@ def dtype_name(value: Any) -> str | None:
     return None
 
 
-def _buffer_name(value: Any) -> str:
+def _buffer_name(value: Value) -> str:
     if value is None:
         return "sbuf"
     if isinstance(value, Buffer):
@@ -655,7 +673,7 @@ def _buffer_name(value: Any) -> str:
     return "unknown"
 
 
-def _engine_name(value: Any) -> str | None:
+def _engine_name(value: Value) -> str | None:
     if isinstance(value, Api):
         return nki_api.ENGINE_NAMES.get(value.name.rsplit(".", 1)[-1])
     if isinstance(value, str):
@@ -663,7 +681,7 @@ def _engine_name(value: Any) -> str | None:
     return None
 
 
-def _alu_of(name: str, kw: dict[str, Any]) -> str | None:
+def _alu_of(name: str, kw: dict[str, Value]) -> str | None:
     if name in nki_api.ALU_OP:
         return nki_api.ALU_OP[name]
     for key in ("op", "op0"):
@@ -675,7 +693,7 @@ def _alu_of(name: str, kw: dict[str, Any]) -> str | None:
     return None
 
 
-def _activation_fn(name: str, rest: list[Any], kw: dict[str, Any]) -> str | None:
+def _activation_fn(name: str, rest: list[Value], kw: dict[str, Value]) -> str | None:
     info = nki_api.info(name)
     if info is not None and info.kind == "activation_fn":
         return name.split(".", 1)[1]
@@ -699,27 +717,18 @@ def _shape_elements(node: ast.expr | None) -> list[ast.expr] | None:
     return None
 
 
-def _par_dim_index(shape_node: ast.expr | None, walker: _KernelWalker) -> int:
+def _par_dim_index(shape_node: ast.expr | None, exprs: ExpressionEvaluator) -> int:
     elts = _shape_elements(shape_node)
     if elts is not None:
         for i, elt in enumerate(elts):
             if isinstance(elt, ast.Call):
-                callee = walker.quiet_eval(elt.func)
+                callee = exprs.quiet_eval(elt.func)
                 if isinstance(callee, Api) and callee.name == "nl.par_dim":
                     return i
     return 0
 
 
-def is_plain(v: Any) -> bool:
+def is_plain(v: Value) -> bool:
     if isinstance(v, (tuple, list)):
         return all(is_plain(i) for i in v)
     return not isinstance(v, TRef) and not (isinstance(v, Unk) and "host" in v.tags)
-
-
-def flatten(v: Any) -> list[Any]:
-    if isinstance(v, (tuple, list)):
-        out: list[Any] = []
-        for item in v:
-            out.extend(flatten(item))
-        return out
-    return [v]
