@@ -25,7 +25,7 @@ from nkitui.analysis.cuda import CudaModel, build_cuda_model
 from nkitui.analysis.nki import NkiModel
 from nkitui.analysis.nki.walker import build
 from nkitui.analysis.report import AnalysisReport, render
-from nkitui.analysis.rules import ALL_CHECKS, ALL_SPECS, SPECS_BY_ID, RuleInput, RuleSpec
+from nkitui.analysis.rules import ALL_RULES, ALL_SPECS, SPECS_BY_ID, KernelView, RuleSpec, make_finding
 from nkitui.common.findings import Finding
 
 __all__ = [
@@ -149,33 +149,21 @@ def analyze_sources(cuda_path: str | Path | None, nki_path: str | Path, *, task_
 
 def analyze_models(nki: NkiModel, cuda: CudaModel | None, context: AnalysisContext | None = None) -> AnalysisReport:
     """Run every rule on already-built models and align them."""
-    inp = RuleInput(nki=nki, cuda=cuda, context=context)
     findings: list[Finding] = []
     if nki.syntax_error is not None:
         msg, line = nki.syntax_error
-        findings.append(inp.finding(
-            NKI_SYNTAX, severity="high", title=f"Syntax error: {msg}", line=line,
+        findings.append(make_finding(
+            NKI_SYNTAX, file=nki.path, severity="high", title=f"Syntax error: {msg}", line=line,
             message=(f"{nki.path} does not parse as Python ({msg} at line {line}). NKI kernels are traced from "
                      "their Python source, so this port cannot compile or run; fix the syntax first."),
         ))
     else:
-        findings.extend(_module_findings(inp))
+        findings.extend(_module_findings(nki, context))
         for km in nki.kernels:
-            for check in ALL_CHECKS:
-                try:
-                    findings.extend(check(inp, km))
-                except Exception as exc:  # one broken rule must not hide the others' findings
-                    where = traceback.extract_tb(exc.__traceback__)[-1]
-                    findings.append(inp.finding(
-                        ANALYSIS_ERROR, severity="info", title=f"{check.__name__} failed on {km.name}",
-                        line=km.line,
-                        message=(f"The check {check.__name__} raised {type(exc).__name__}: {exc} "
-                                 f"({Path(where.filename).name}:{where.lineno}) while reading kernel {km.name}. "
-                                 "Its findings are missing from this report."),
-                    ))
+            findings.extend(_kernel_findings(KernelView(km, nki, cuda, context)))
     if cuda is not None and cuda.error_lines:
         lines = cuda.error_lines
-        findings.append(inp.finding(
+        findings.append(make_finding(
             CUDA_PARSE, severity="info", title=f"{len(lines)} CUDA line(s) could not be parsed", line=lines[0],
             file=cuda.path,
             message=(f"tree-sitter-cuda could not parse {cuda.path} at line(s) {', '.join(map(str, lines[:8]))}"
@@ -191,14 +179,31 @@ def analyze_models(nki: NkiModel, cuda: CudaModel | None, context: AnalysisConte
     return report.sorted()
 
 
-def _module_findings(inp: RuleInput) -> list[Finding]:
-    nki = inp.nki
+def _kernel_findings(view: KernelView) -> list[Finding]:
+    """Every rule on one kernel; a rule that raises becomes an ANALYSIS-ERROR finding, the others still run."""
+    km = view.kernel
+    findings: list[Finding] = []
+    for rule in ALL_RULES:
+        try:
+            findings.extend(rule.run(view))
+        except Exception as exc:  # one broken rule must not hide the others' findings
+            where = traceback.extract_tb(exc.__traceback__)[-1]
+            findings.append(view.finding(
+                ANALYSIS_ERROR, severity="info", title=f"{rule.name} failed on {km.name}", line=km.line,
+                message=(f"The check {rule.name} ({rule.spec.id}) raised {type(exc).__name__}: {exc} "
+                         f"({Path(where.filename).name}:{where.lineno}) while reading kernel {km.name}. "
+                         "Its findings are missing from this report."),
+            ))
+    return findings
+
+
+def _module_findings(nki: NkiModel, context: AnalysisContext | None) -> list[Finding]:
     out: list[Finding] = []
     if nki.namespace == "mixed":
         legacy = [line for line, m in nki.import_lines if m.startswith("neuronxcc.nki")]
         new = [line for line, m in nki.import_lines if m == "nki" or m.startswith("nki.")]
-        out.append(inp.finding(
-            NKI_MIXED, severity="high", title="Imports both neuronxcc.nki and nki",
+        out.append(make_finding(
+            NKI_MIXED, file=nki.path, severity="high", title="Imports both neuronxcc.nki and nki",
             line=min(legacy + new), end_line=max(legacy + new),
             message=(f"{nki.path} imports the legacy `neuronxcc.nki` (line {', '.join(map(str, legacy))}) and the "
                      f"standalone `nki` (line {', '.join(map(str, new))}). A file may not mix the two namespaces: "
@@ -207,9 +212,9 @@ def _module_findings(inp: RuleInput) -> list[Finding]:
                      "namespace."),
         ))
     if not nki.kernels:
-        wanted = inp.context.kernel if inp.context else None
-        out.append(inp.finding(
-            NKI_NO_KERNEL, severity="medium",
+        wanted = context.kernel if context else None
+        out.append(make_finding(
+            NKI_NO_KERNEL, file=nki.path, severity="medium",
             title=f"Kernel {wanted} not found" if wanted else "No NKI kernel found", line=None,
             message=(f"{nki.path} has no function named {wanted}" if wanted else
                      f"{nki.path} has no @nki.jit-style kernel and no function using nki.language / nki.isa")

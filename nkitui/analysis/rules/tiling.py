@@ -6,18 +6,10 @@ from collections.abc import Iterator
 
 from nkitui.analysis.nki.model import Access, KernelModel, Op, Tensor
 from nkitui.analysis.nki.values import known_int
-from nkitui.analysis.rules.base import (
-    RuleInput,
-    RuleSpec,
-    cap,
-    dim_size,
-    dma_sides,
-    is_dma,
-    lines_phrase,
-    loop_phrase,
-    loop_trip,
-    tiling_symbols,
-)
+from nkitui.analysis.nki.queries import dim_size, dma_sides, is_dma, loop_trip, tiling_symbols
+from nkitui.analysis.rules.phrases import cap, lines_phrase, loop_phrase
+from nkitui.analysis.rules.registry import RuleSpec, rule
+from nkitui.analysis.rules.view import KernelView
 from nkitui.common.findings import Finding
 
 TINY_ELEMENTS = 64  # elements per DMA at or below which a tile is "tiny" (one warp's worth, or less)
@@ -67,7 +59,9 @@ def _known_elements(t: Tensor) -> int | None:
     return n
 
 
-def check_tiny(inp: RuleInput, km: KernelModel) -> Iterator[Finding]:
+@rule(TILE_TINY)
+def thread_per_element_tiles(view: KernelView) -> Iterator[Finding]:
+    km = view.kernel
     groups: dict[int, list[tuple[Op, int, Access]]] = {}
     for op in km.ops:
         if not op.loops or not is_dma(op):
@@ -75,7 +69,7 @@ def check_tiny(inp: RuleInput, km: KernelModel) -> Iterator[Finding]:
         hbm, chip, _ = dma_sides(km, op)
         if hbm is None or not _tiled(km, hbm):
             continue
-        if all(loop_trip(km, s, inp.context) == 1 for s in _tiled(km, hbm)):
+        if all(loop_trip(km, s, view.context) == 1 for s in _tiled(km, hbm)):
             continue
         elements = chip.elements if chip is not None and chip.elements is not None else hbm.elements
         if elements is None or elements > TINY_ELEMENTS:
@@ -104,7 +98,7 @@ def check_tiny(inp: RuleInput, km: KernelModel) -> Iterator[Finding]:
                   "a tile far smaller than the engines process in one instruction.")
         extra = (f" The same loop also runs {len(compute)} compute instruction(s) on tiles that small "
                  f"({lines_phrase(op.line for op in compute)}).") if compute else ""
-        yield inp.finding(
+        yield view.finding(
             TILE_TINY, severity=severity, title=title, line=min(lines), end_line=max(lines),
             message=(
                 f"{cap(loop_phrase(loop))} moves {what} ({lines_phrase(lines)}, e.g. `{example}`): "
@@ -136,7 +130,9 @@ def _broadcast_rows(km: KernelModel) -> set[int]:
     return out
 
 
-def check_partitions(inp: RuleInput, km: KernelModel) -> Iterator[Finding]:
+@rule(PART_UNDER_128)
+def partitions_under_128(view: KernelView) -> Iterator[Finding]:
+    km = view.kernel
     groups: dict[int | None, list[tuple[Op, int, int, str]]] = {}
     rows = _broadcast_rows(km)
     for op in km.ops:
@@ -167,7 +163,7 @@ def check_partitions(inp: RuleInput, km: KernelModel) -> Iterator[Finding]:
             best = min(size, PMAX)
             axis = f"{size} rows along that axis"
         elif syms:
-            trips = [loop_trip(km, s, inp.context) for s in syms]
+            trips = [loop_trip(km, s, view.context) for s in syms]
             if all(t is not None for t in trips):
                 total = p
                 for t in trips:
@@ -192,7 +188,7 @@ def check_partitions(inp: RuleInput, km: KernelModel) -> Iterator[Finding]:
         severity = "high" if p == 1 and best >= 64 else "medium" if best >= 2 * p else "low"
         where = f" inside {loop_phrase(km.loops[loop_id])}" if loop_id is not None else ""
         share = 100.0 * p / PMAX
-        yield inp.finding(
+        yield view.finding(
             PART_UNDER_128, severity=severity,
             title=f"Tiles use {p} partition{'s' if p != 1 else ''} where {best} fit ({lines_phrase(lines)})",
             line=min(lines), end_line=max(lines),
@@ -209,5 +205,3 @@ def check_partitions(inp: RuleInput, km: KernelModel) -> Iterator[Finding]:
         )
 
 
-SPECS = [TILE_TINY, PART_UNDER_128]
-CHECKS = [check_tiny, check_partitions]
