@@ -190,8 +190,9 @@ class CallEvaluator:
         if name in ("min", "max"):
             values = list(args[0]) if len(args) == 1 and isinstance(args[0], (tuple, list)) else args
             known = [known_int(v) if not isinstance(v, float) else v for v in values]
-            if values and all(k is not None for k in known):
-                return min(known) if name == "min" else max(known)  # type: ignore[type-var]
+            present = [k for k in known if k is not None]
+            if values and len(present) == len(known):
+                return min(present) if name == "min" else max(present)
             deps: frozenset[str] = frozenset()
             for v in values:
                 deps |= deps_of(v)
@@ -219,8 +220,8 @@ class CallEvaluator:
             return Unk()
         if name == "sum" and args and isinstance(args[0], (tuple, list)) and all(isinstance(i, int) for i in args[0]):
             return sum(args[0])
-        if name == "divmod" and len(ints) == 2 and None not in ints and ints[1]:
-            return divmod(ints[0], ints[1])  # type: ignore[operator]
+        if name == "divmod" and len(ints) == 2 and ints[0] is not None and ints[1]:
+            return divmod(ints[0], ints[1])
         if name == "print":
             return None
         if name == "range":
@@ -262,11 +263,12 @@ class CallEvaluator:
         if not refs and all(is_plain(a) for a in list(args) + list(kwargs.values())):
             # numpy arithmetic on shapes and constants (np.prod(x.shape), np.ceil(n / 128)) is fine.
             if attr in ("prod", "product") and args and isinstance(args[0], (tuple, list)):
-                ints = [known_int(v) for v in args[0]]
-                if all(i is not None for i in ints):
+                factors = [known_int(v) for v in args[0]]
+                present = [i for i in factors if i is not None]
+                if len(present) == len(factors):
                     out = 1
-                    for i in ints:
-                        out *= i  # type: ignore[operator]
+                    for i in present:
+                        out *= i
                     return out
             if attr == "ceil" and args and is_number(args[0]):
                 return math.ceil(args[0])

@@ -44,6 +44,7 @@ from nkitui.analysis.nki.values import (
     lin_add,
     lin_floordiv,
     lin_scale,
+    require_lin,
     tags_of,
 )
 
@@ -74,14 +75,6 @@ _PY_OPS: dict[type[ast.operator], Callable[[Any, Any], Any]] = {
     ast.LShift: lambda a, b: a << b if 0 <= b < 64 else _overflow(),
     ast.RShift: lambda a, b: a >> b,
 }
-
-
-def _lin(v: Value) -> Lin:
-    """A candidate of a min(...) as a `Lin` (min keeps only candidates that are ints or `Lin`)."""
-    lin = as_lin(v)
-    if lin is None:
-        raise TypeError(f"not an affine value: {v!r}")
-    return lin
 
 
 def names_in(node: ast.AST) -> frozenset[str]:
@@ -352,7 +345,7 @@ class ExpressionEvaluator:
             unk, other_lin = (left, b) if isinstance(left, Unk) and left.parts else (right, a)
             assert other_lin is not None  # the condition above checked it
             sign = -1 if op is ast.Sub else 1
-            parts = tuple(lin_add(_lin(p), other_lin, sign) for p in unk.parts)
+            parts = tuple(lin_add(require_lin(p), other_lin, sign) for p in unk.parts)
             return Unk(deps=unk.deps | deps_of(other_lin), tags=unk.tags, parts=parts, line=unk.line)
         if a is not None and b is not None:
             if op is ast.Add:

@@ -10,7 +10,10 @@ as `Lin` so that slice extents such as `(i+1)*128 - i*128` come out as 128. Anyt
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, TypeAlias
+from typing import TYPE_CHECKING, Any, TypeAlias
+
+if TYPE_CHECKING:
+    from nkitui.analysis.nki.model import Access
 
 # An abstract value: a Python constant (int, float, str, bool, None, a dtype string), a tuple/list/dict of
 # values, or one of the records below. Kept as Any on purpose: the walker reads values by isinstance, and a
@@ -121,7 +124,7 @@ class TRef:
     """A tensor (by id in the kernel model), optionally a view of part of it."""
 
     tid: int
-    view: Any = None  # an nki.model.Access
+    view: Access | None = None  # the region indexed, or None for the whole tensor
 
 
 @dataclass(frozen=True)
@@ -150,6 +153,14 @@ def as_lin(v: Any) -> Lin | None:
     if isinstance(v, Lin):
         return v
     return None
+
+
+def require_lin(v: Value) -> Lin:
+    """`v` as a `Lin`, for values known to be affine (the candidates a min(...) keeps are ints or `Lin`)."""
+    lin = as_lin(v)
+    if lin is None:
+        raise TypeError(f"not an affine value: {v!r}")
+    return lin
 
 
 def simplify(v: Lin) -> int | Lin:

@@ -8,7 +8,7 @@ from nkitui.analysis.nki.model import KernelModel, Op
 from nkitui.analysis.rules.phrases import cap, lines_phrase
 from nkitui.analysis.rules.registry import RuleSpec, rule
 from nkitui.analysis.rules.view import KernelView
-from nkitui.common.findings import Finding
+from nkitui.common.findings import Finding, Severity
 
 UNFUSED_CHAIN = RuleSpec(
     id="NKI-UNFUSED-CHAIN",
@@ -143,10 +143,10 @@ def _islands(km: KernelModel) -> list[tuple[list[Op], int]]:
             readers.setdefault(tid, []).append(op)
     downstream: dict[int, list[int]] = {}
     for op in cands:
-        tid = produced[op.id]
-        if tid is None:
+        result = produced[op.id]
+        if result is None:
             continue
-        downstream[op.id] = [r.id for r in readers.get(tid, []) if r.id in by_id and r.loops == op.loops]
+        downstream[op.id] = [r.id for r in readers.get(result, []) if r.id in by_id and r.loops == op.loops]
 
     def closure(root_id: int) -> list[int]:
         seen: list[int] = []
@@ -254,7 +254,7 @@ def unfused_instruction_chains(view: KernelView) -> Iterator[Finding]:
             advice = ("Look for a ScalarE activation function that matches (gelu, silu, sigmoid, softplus, ...), "
                       "and otherwise fold scalar steps into `activation(scale=, bias=)`, two-op `tensor_scalar` "
                       "and `scalar_tensor_tensor` to cut the instruction count.")
-        severity = "medium" if known or len(members) >= 5 else "low"
+        severity: Severity = "medium" if known or len(members) >= 5 else "low"
         yield view.finding(
             UNFUSED_CHAIN, severity=severity,
             title=f"{len(members)} instructions compute an element-wise function of {src} ({lines_phrase(lines)})",

@@ -9,7 +9,7 @@ from nkitui.analysis.nki.model import HostCall, KernelModel, Op, Tensor
 from nkitui.analysis.rules.phrases import cap, lines_phrase
 from nkitui.analysis.rules.registry import RuleSpec, rule
 from nkitui.analysis.rules.view import KernelView
-from nkitui.common.findings import Finding
+from nkitui.common.findings import Finding, Severity
 
 HOST_COMPUTE = RuleSpec(
     id="HACK-HOST-COMPUTE",
@@ -187,8 +187,8 @@ def inputs_never_read(view: KernelView) -> Iterator[Finding]:
     for op in km.ops:
         for a in op.reads:
             read.add(km.root(a.tensor).id)
-        for t in op.inputs:
-            read.add(km.root(t).id)
+        for tid in op.inputs:
+            read.add(km.root(tid).id)
     for c in km.host_calls:
         read.update(c.tensor_args)
     written = {km.root(a.tensor).id for op in km.ops for a in op.writes}
@@ -203,7 +203,7 @@ def inputs_never_read(view: KernelView) -> Iterator[Finding]:
         if p.role is None and p.has_default:
             continue
         if p.role is None and not _referenced(km, t):
-            severity = "medium"
+            severity: Severity = "medium"
             how = "is never referenced in the kernel"
         else:
             severity = "high"
@@ -310,7 +310,7 @@ def writes_into_inputs(view: KernelView) -> Iterator[Finding]:
             if role == "output":
                 continue
             if role == "input" or (role is None and returns_tensors):
-                severity = "high"
+                severity: Severity = "high"
             elif role is None and t.id in reads:
                 severity = "medium"
             else:
@@ -384,7 +384,7 @@ def data_narrowed_below_task_dtypes(view: KernelView) -> Iterator[Finding]:
         if op.result is not None:
             targets.append(km.tensors[op.result])
         sources = [km.root(i) for i in op.inputs]
-        src_dtypes = [s.dtype for s in sources if is_float(s.dtype)]
+        src_dtypes = [s.dtype for s in sources if s.dtype is not None and is_float(s.dtype)]
         if not src_dtypes:
             continue
         best_src = max(src_dtypes, key=lambda d: mantissa_bits(d) or 0)
@@ -401,7 +401,7 @@ def data_narrowed_below_task_dtypes(view: KernelView) -> Iterator[Finding]:
         fp8 = bits <= 3
         into_matmul = [op for op, _, mm in hits if mm]
         tolerated = bool(view.context and view.context.tolerates(2.0 ** -(bits + 1)))
-        severity = "high" if fp8 or (into_matmul and not cuda_low and not tolerated) else "medium"
+        severity: Severity = "high" if fp8 or (into_matmul and not cuda_low and not tolerated) else "medium"
         lines = [op.line for op, _, _ in hits]
         tiles = ", ".join(sorted({t.label() for _, t, _ in hits}))
         purpose = (f"; the narrowed data feeds matmuls (via {lines_phrase(op.line for op in into_matmul)})"

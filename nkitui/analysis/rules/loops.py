@@ -9,7 +9,7 @@ from nkitui.analysis.nki.queries import dma_sides, is_dma
 from nkitui.analysis.rules.phrases import cap, lines_phrase, loop_phrase, trip_phrase
 from nkitui.analysis.rules.registry import RuleSpec, rule
 from nkitui.analysis.rules.view import KernelView
-from nkitui.common.findings import Finding
+from nkitui.common.findings import Finding, Severity
 
 SEQ_NO_DEP = RuleSpec(
     id="NKI-SEQ-NO-DEP",
@@ -113,7 +113,7 @@ def sequential_without_carried_dependency(view: KernelView) -> Iterator[Finding]
             continue
         if _carried(km, loop) is not None:
             continue
-        severity = "medium" if legacy else "low"
+        severity: Severity = "medium" if legacy else "low"
         what = "`nl.sequential_range`" if loop.kind == "sequential" else \
             "a Python `range` (which the legacy compiler turns into `sequential_range`)"
         if legacy:
@@ -164,10 +164,10 @@ def hbm_reloads_in_loops(view: KernelView) -> Iterator[Finding]:
             continue
         innermost = km.loops[op.loops[-1]]
         in_innermost = innermost in invariant
-        factor = 1
+        factor: int | None = 1
         for lp in invariant:
-            factor = factor * lp.trip if lp.trip is not None and factor is not None else None  # type: ignore[operator]
-        severity = "medium" if in_innermost or (factor is not None and factor >= RELOAD_MEDIUM) else "low"
+            factor = factor * lp.trip if lp.trip is not None and factor is not None else None
+        severity: Severity = "medium" if in_innermost or (factor is not None and factor >= RELOAD_MEDIUM) else "low"
         worst = invariant[-1]
         reloads = " x ".join(trip_phrase(lp) for lp in invariant)
         if in_innermost:

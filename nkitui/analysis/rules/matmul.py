@@ -9,7 +9,7 @@ from nkitui.analysis.nki.model import KernelModel, Op, Tensor
 from nkitui.analysis.rules.phrases import lines_phrase, loop_phrase
 from nkitui.analysis.rules.registry import RuleSpec, rule
 from nkitui.analysis.rules.view import KernelView
-from nkitui.common.findings import Finding
+from nkitui.common.findings import Finding, Severity
 
 ACC_NOT_PSUM = RuleSpec(
     id="NKI-ACC-NOT-PSUM",
@@ -233,7 +233,7 @@ def fp32_matmul_operands(view: KernelView) -> Iterator[Finding]:
     widened = [t for _, ts in hits for t in ts if t.source_dtype and is_low_precision(t.source_dtype)]
     floor = view.task_float_floor()
     task_low = floor is not None and is_low_precision(floor)
-    severity = "medium" if widened or task_low else "low"
+    severity: Severity = "medium" if widened or task_low else "low"
     lines = [op.line for op, _ in hits]
     names = sorted({t.label() for _, ts in hits for t in ts})
     if widened:

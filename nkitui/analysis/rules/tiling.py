@@ -10,7 +10,7 @@ from nkitui.analysis.nki.queries import dim_size, dma_sides, is_dma, loop_trip, 
 from nkitui.analysis.rules.phrases import cap, lines_phrase, loop_phrase
 from nkitui.analysis.rules.registry import RuleSpec, rule
 from nkitui.analysis.rules.view import KernelView
-from nkitui.common.findings import Finding
+from nkitui.common.findings import Finding, Severity
 
 TINY_ELEMENTS = 64  # elements per DMA at or below which a tile is "tiny" (one warp's worth, or less)
 SMALL_TENSOR = 1024  # a tensor this small costs little even element by element
@@ -51,11 +51,12 @@ def _tiled(km: KernelModel, hbm: Access) -> list[str]:
 
 def _known_elements(t: Tensor) -> int | None:
     shape = t.known_shape()
-    if not shape or any(s is None for s in shape):
+    sizes = [s for s in shape or () if s is not None]
+    if not shape or len(sizes) < len(shape):
         return None
     n = 1
-    for s in shape:
-        n *= s  # type: ignore[operator]
+    for s in sizes:
+        n *= s
     return n
 
 
@@ -87,7 +88,7 @@ def thread_per_element_tiles(view: KernelView) -> Iterator[Finding]:
         small_data = all(n is not None and n <= SMALL_TENSOR for n in sizes)
         if smallest == 1:
             what = "one element per DMA"
-            severity = "medium" if small_data else "high"
+            severity: Severity = "medium" if small_data else "high"
             title = f"Thread-per-element loop at line {loop.line}: one element per instruction"
         else:
             what = f"only {smallest} elements per DMA"
@@ -164,10 +165,11 @@ def partitions_under_128(view: KernelView) -> Iterator[Finding]:
             axis = f"{size} rows along that axis"
         elif syms:
             trips = [loop_trip(km, s, view.context) for s in syms]
-            if all(t is not None for t in trips):
+            known = [t for t in trips if t is not None]
+            if len(known) == len(trips):
                 total = p
-                for t in trips:
-                    total *= t  # type: ignore[operator]
+                for t in known:
+                    total *= t
                 best = min(total, PMAX)
                 axis = f"{total} rows walked by the loop"
             else:
@@ -185,7 +187,7 @@ def partitions_under_128(view: KernelView) -> Iterator[Finding]:
         lines = [op.line for op, *_ in items]
         # One partition where most of 128 would fit is the row-by-row transliteration; smaller gaps are
         # throughput left on the table.
-        severity = "high" if p == 1 and best >= 64 else "medium" if best >= 2 * p else "low"
+        severity: Severity = "high" if p == 1 and best >= 64 else "medium" if best >= 2 * p else "low"
         where = f" inside {loop_phrase(km.loops[loop_id])}" if loop_id is not None else ""
         share = 100.0 * p / PMAX
         yield view.finding(
