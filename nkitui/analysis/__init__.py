@@ -25,44 +25,51 @@ from nkitui.analysis.cuda import CudaModel, build_cuda_model
 from nkitui.analysis.nki import NkiModel
 from nkitui.analysis.nki.walker import build
 from nkitui.analysis.report import AnalysisReport, render
-from nkitui.analysis.rules import ALL_RULES, ALL_SPECS, SPECS_BY_ID, KernelView, RuleSpec, make_finding
+from nkitui.analysis.rules import (
+    ALL_RULES,
+    ALL_SPECS,
+    FILE_RULES,
+    KernelView,
+    RuleSpec,
+    file_rule,
+    make_finding,
+)
 from nkitui.common.findings import Finding
 
 __all__ = [
-    "AlignmentPair", "AnalysisContext", "AnalysisReport", "LineRange", "MODULE_SPECS", "RuleSpec", "TensorInfo",
+    "AlignmentPair", "AnalysisContext", "AnalysisReport", "LineRange", "RuleSpec", "TensorInfo",
     "all_rule_specs", "analyze_models", "analyze_sources", "analyze_task", "build_cuda_model", "build_nki_model",
     "render",
 ]
 
-NKI_SYNTAX = RuleSpec(
+NKI_SYNTAX = file_rule(RuleSpec(
     id="NKI-SYNTAX", title="The NKI port does not parse", category="fidelity", severity="high",
     summary="The port is not valid Python, so it cannot be traced or compiled; nothing else can be checked.",
-)
-NKI_MIXED = RuleSpec(
+))
+NKI_MIXED = file_rule(RuleSpec(
     id="NKI-MIXED-NAMESPACE", title="Mixes the legacy and new NKI namespaces", category="fidelity",
     severity="high",
     summary=("The file imports both `neuronxcc.nki` and the standalone `nki`. One file may not mix them (SDK "
              "2.27+), and since NKI 0.4.0 using neuronxcc.nki inside a kernel is a compile error."),
-)
-NKI_NO_KERNEL = RuleSpec(
+))
+NKI_NO_KERNEL = file_rule(RuleSpec(
     id="NKI-NO-KERNEL", title="No NKI kernel found", category="task", severity="medium",
     summary=("No function in the port is decorated with @nki.jit (or similar), the manifest names none, and no "
              "function uses nki.language / nki.isa, so there is nothing to analyse."),
-)
-CUDA_PARSE = RuleSpec(
+))
+CUDA_PARSE = file_rule(RuleSpec(
     id="CUDA-PARSE", title="Parts of the CUDA source could not be parsed", category="task", severity="info",
     summary=("tree-sitter-cuda could not read some lines (macros, unusual templates); constructs there are missing "
              "from the alignment."),
-)
-ANALYSIS_ERROR = RuleSpec(
+))
+ANALYSIS_ERROR = file_rule(RuleSpec(
     id="ANALYSIS-ERROR", title="An analysis rule failed on this source", category="task", severity="info",
     summary="A rule raised an error on unusual code; its findings are missing. Please report it with the source.",
-)
-MODULE_SPECS = [NKI_SYNTAX, NKI_MIXED, NKI_NO_KERNEL, CUDA_PARSE, ANALYSIS_ERROR]
+))
 
 
 def all_rule_specs() -> list[RuleSpec]:
-    return list(ALL_SPECS) + MODULE_SPECS
+    return list(ALL_SPECS) + FILE_RULES
 
 
 def build_nki_model(source: str, path: str, context: AnalysisContext | None = None,
@@ -244,7 +251,3 @@ def analyze_task(task: Any) -> AnalysisReport:
     if nki_path is None:
         raise ValueError(f"task {task.id} has no NKI source (sources.nki in {task.root / 'task.toml'})")
     return analyze_sources(sources.cuda, nki_path, task_root=task.root, context=context)
-
-
-def spec(rule_id: str) -> RuleSpec | None:
-    return SPECS_BY_ID.get(rule_id) or next((s for s in MODULE_SPECS if s.id == rule_id), None)

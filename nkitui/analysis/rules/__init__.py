@@ -8,7 +8,7 @@ write one.
 from __future__ import annotations
 
 from nkitui.analysis.rules import fusion, hacks, layout, loops, matmul, partial, tiling
-from nkitui.analysis.rules.registry import RULES, Rule, RuleSpec, rule
+from nkitui.analysis.rules.registry import FILE_RULES, RULES, Rule, RuleSpec, file_rule, rule
 from nkitui.analysis.rules.view import KernelView, make_finding
 
 FAMILIES = (tiling, loops, matmul, fusion, layout, partial, hacks)
@@ -19,5 +19,5 @@ ALL_RULES: list[Rule] = sorted(RULES, key=lambda r: _FAMILY_ORDER.get(r.check.__
 ALL_SPECS: list[RuleSpec] = list({r.spec.id: r.spec for r in ALL_RULES}.values())
 SPECS_BY_ID: dict[str, RuleSpec] = {spec.id: spec for spec in ALL_SPECS}
 
-__all__ = ["ALL_RULES", "ALL_SPECS", "FAMILIES", "SPECS_BY_ID", "KernelView", "Rule", "RuleSpec", "make_finding",
-           "rule"]
+__all__ = ["ALL_RULES", "ALL_SPECS", "FAMILIES", "FILE_RULES", "SPECS_BY_ID", "KernelView", "Rule", "RuleSpec",
+           "file_rule", "make_finding", "rule"]

@@ -63,6 +63,7 @@ class Rule:
 
 
 RULES: list[Rule] = []
+FILE_RULES: list[RuleSpec] = []  # rules checked on a whole file rather than one kernel
 
 
 def rule(spec: RuleSpec) -> Callable[[Check], Check]:
@@ -73,3 +74,10 @@ def rule(spec: RuleSpec) -> Callable[[Check], Check]:
         return check
 
     return register
+
+
+def file_rule(spec: RuleSpec) -> RuleSpec:
+    """Declare a rule checked on a whole file rather than one kernel (NKI-SYNTAX, CUDA-PARSE ...): it is listed
+    by `nkitui analyze --rules` and documented like the others; the code that checks it calls make_finding."""
+    FILE_RULES.append(spec)
+    return spec
