@@ -7,7 +7,6 @@ from collections.abc import Iterable
 from nkitui.analysis.nki.model import Loop, Tensor
 
 
-
 def cap(text: str) -> str:
     """Upper-case the first letter only (str.capitalize would lower-case code such as `WARP`)."""
     return text[:1].upper() + text[1:]
