@@ -12,8 +12,8 @@ Modules, each with one job:
 * `imports`     — import aliases to canonical names (`nl.*`, `nisa.*`, `np.*` ...) and the namespace;
 * `api`         — what each NKI API is (kind, engine);
 * `module`      — module-level facts and which functions are the kernels;
-* `scope`, `recorder`, `expressions`, `calls`, `assignments`, `divisions`, `statements` — the parts of
-  one kernel walk, wired by `walker.KernelWalk`;
+* `scope`, `recorder`, `expressions`, `calls`, `instructions`, `assignments`, `divisions`, `statements` —
+  the parts of one kernel walk, wired by `walker.KernelWalk`;
 * `queries`     — questions rules ask of a built model (which side of a DMA is HBM, trip counts ...).
 """
 

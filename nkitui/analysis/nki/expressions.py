@@ -50,6 +50,7 @@ from nkitui.analysis.nki.values import (
 
 if TYPE_CHECKING:
     from nkitui.analysis.nki.calls import CallEvaluator
+    from nkitui.analysis.nki.instructions import NkiCalls
 
 _OPERATOR_NAMES = {ast.Add: "add", ast.Sub: "sub", ast.Mult: "mul", ast.Div: "truediv", ast.FloorDiv: "floordiv",
                    ast.Mod: "mod", ast.Pow: "pow", ast.MatMult: "matmul", ast.BitAnd: "and_", ast.BitOr: "or_",
@@ -84,7 +85,8 @@ def names_in(node: ast.AST) -> frozenset[str]:
 class ExpressionEvaluator:
     """Evaluates expressions of one kernel walk to abstract values."""
 
-    calls: CallEvaluator  # set by the walk once the call evaluator exists (they call each other)
+    calls: CallEvaluator  # set by the walk once the call evaluators exist (they call each other)
+    nki_calls: NkiCalls
 
     def __init__(self, module: ModuleFacts, scope: Scope, recorder: KernelRecorder):
         self.module = module
@@ -241,7 +243,7 @@ class ExpressionEvaluator:
             if lin is not None:
                 return lin_scale(lin, -1)
             if isinstance(v, TRef):
-                return self.calls.tensor_operator("operator.neg", [v], node, alu="multiply", scalars=[-1])
+                return self.nki_calls.tensor_operator("operator.neg", [v], node, alu="multiply", scalars=[-1])
             if isinstance(v, Grid):
                 return replace(v, shifted=True)
         if isinstance(node.op, ast.Not):
@@ -308,8 +310,8 @@ class ExpressionEvaluator:
             scalars = [v for v in (left, right) if not isinstance(v, TRef)]
             alu = nki_api.ALU_OP.get(name)
             if op is ast.MatMult:
-                return self.calls.tensor_operator(name, tensors, node, kind="matmul", engine="tensor")
-            return self.calls.tensor_operator(name, tensors, node, alu=alu, scalars=scalars)
+                return self.nki_calls.tensor_operator(name, tensors, node, kind="matmul", engine="tensor")
+            return self.nki_calls.tensor_operator(name, tensors, node, alu=alu, scalars=scalars)
         if isinstance(left, Mask) or isinstance(right, Mask):
             return combine_masks([left, right])
         if isinstance(left, Grid) or isinstance(right, Grid):

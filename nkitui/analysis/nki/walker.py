@@ -7,7 +7,8 @@ functions defined in the same file are followed into (inlined) so their operatio
 kernel that calls them. Nothing is executed.
 
 One `KernelWalk` wires the parts of a walk, each with one job: the `Scope` (names), the `KernelRecorder`
-(the model under construction), the `ExpressionEvaluator`, the `CallEvaluator` and the `StatementWalker`.
+(the model under construction), the `ExpressionEvaluator`, the `CallEvaluator` (Python-level calls and
+inlining), `NkiCalls` (NKI APIs: allocations and instructions) and the `StatementWalker`.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import ast
 from nkitui.analysis.context import AnalysisContext, TensorInfo
 from nkitui.analysis.nki.calls import CallEvaluator
 from nkitui.analysis.nki.expressions import ExpressionEvaluator
+from nkitui.analysis.nki.instructions import NkiCalls
 from nkitui.analysis.nki.model import KernelModel, NkiModel, Param
 from nkitui.analysis.nki.module import FunctionNode, ModuleFacts, is_kernel_decorator
 from nkitui.analysis.nki.recorder import KernelRecorder
@@ -41,9 +43,12 @@ class KernelWalk:
         self.scope = Scope(module)
         self.recorder = KernelRecorder(self.km, self.scope, module.source, recording=recording)
         self.exprs = ExpressionEvaluator(module, self.scope, self.recorder)
-        self.calls = CallEvaluator(module, context, self.scope, self.recorder, self.exprs)
+        self.nki_calls = NkiCalls(module, context, self.scope, self.recorder, self.exprs)
+        self.calls = CallEvaluator(module, context, self.scope, self.recorder, self.exprs, self.nki_calls)
         self.statements = StatementWalker(module, self.scope, self.recorder, self.exprs)
         self.exprs.calls = self.calls
+        self.exprs.nki_calls = self.nki_calls
+        self.nki_calls.calls = self.calls
         self.calls.statements = self.statements
 
     def walk_kernel(self) -> KernelModel:
@@ -55,7 +60,7 @@ class KernelWalk:
         self.scope.call_stack.pop()
         self.scope.frames.pop()
         for op in self.km.ops:
-            self.calls.finish_op(op)
+            self.nki_calls.finish_op(op)
         return self.km
 
     def bind_parameters(self, frame: Frame) -> None:
