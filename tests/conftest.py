@@ -3,9 +3,14 @@
 Tests of tests/security record `record_property("protection", NAME)`; at the end of the session the
 count of verified (passed) and unverified (skipped, with the reason) protections is printed, also
 under pytest-xdist (the reports travel to the controller with their properties).
+
+Every test also starts without the COLUMNS/LINES that pytest-xdist workers inherit (see
+`no_inherited_terminal_width`).
 """
 
 from __future__ import annotations
+
+import pytest
 
 _protections: dict[str, str] = {}
 
@@ -30,3 +35,11 @@ def pytest_terminal_summary(terminalreporter) -> None:  # noqa: ANN001
     if failed:
         line += f"; FAILED: {', '.join(failed)}"
     terminalreporter.write_sep("-", line, yellow=bool(skipped), red=bool(failed), green=not (skipped or failed))
+
+
+@pytest.fixture(autouse=True)
+def no_inherited_terminal_width(monkeypatch: pytest.MonkeyPatch) -> None:
+    """pytest-xdist workers inherit COLUMNS=80/LINES=24; commands fit their output to COLUMNS, so a test
+    sees the width it sets itself (a test of 80-column output sets COLUMNS=80), never an accident."""
+    monkeypatch.delenv("COLUMNS", raising=False)
+    monkeypatch.delenv("LINES", raising=False)

@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from nkitui import __version__
 
 # Order in `nkitui --help`; modules not listed here come after, alphabetically.
-COMMAND_ORDER = ["open", "demo", "check", "runs", "emu", "analyze", "review", "history", "export", "task", "perf"]
+COMMAND_ORDER = ["open", "demo", "check", "batch", "runs", "emu", "analyze", "review", "history", "export", "task", "perf"]
 
 
 def _command_modules() -> list[str]:

@@ -64,18 +64,22 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def _progress_printer(stream):  # noqa: ANN001, ANN202
+    from nkitui.cli.textout import print_wrapped
     from nkitui.executor.events import ErrorEvent, LogEvent, PhaseEvent, ProgressEvent
+
+    detail_column = " " * 33  # a wrapped detail stays under the details, not under the phase names
 
     def show(event) -> None:  # noqa: ANN001
         if isinstance(event, PhaseEvent) and event.state == "end":
             dur = f"{event.duration_s:.2f} s" if event.duration_s is not None else ""
-            stream.write(f"  {event.name:<10} {event.status:<8} {dur:>9}  {event.detail}\n")
+            print_wrapped(f"  {event.name:<10} {event.status:<8} {dur:>9}  {event.detail}", subsequent=detail_column,
+                          file=stream)
         elif isinstance(event, ProgressEvent):
             pass
         elif isinstance(event, ErrorEvent):
-            stream.write(f"  error ({event.kind}): {event.message}\n")
+            print_wrapped(f"  error ({event.kind}): {event.message}", subsequent="    ", file=stream)
         elif isinstance(event, LogEvent) and event.stream == "worker" and event.text.startswith("backend:"):
-            stream.write(f"  {event.text}\n")
+            print_wrapped(f"  {event.text}", subsequent="    ", file=stream)
         stream.flush()
 
     return show
@@ -100,8 +104,10 @@ def _check(args: argparse.Namespace) -> int:
         if args.json:
             print(json.dumps({"status": "invalid", "exit_code": outcome.exit_code, "problems": outcome.problems}, indent=2))
         else:
+            from nkitui.cli.textout import print_wrapped
+
             for problem in outcome.problems:
-                sys.stderr.write(f"{problem}\n")
+                print_wrapped(str(problem), subsequent="    ", file=sys.stderr)
         return outcome.exit_code
     if args.json:
         print(outcome.result.to_json())

@@ -17,9 +17,10 @@ arrays, and writes OUT.npz from the plain .npy arrays the child leaves. Its prin
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
+
+from nkitui.cli.textout import ParagraphHelpFormatter
 
 MAX_KERNEL_FOLDER_MB = 256
 MAX_KERNEL_FOLDER_FILES = 2000
@@ -32,7 +33,7 @@ def register(subparsers) -> None:
     sub = parser.add_subparsers(dest="emu_command", metavar="ACTION")
     run = sub.add_parser("run", help="run FILE.py::KERNEL on arrays from an .npz file",
                          description="\n\n".join(__doc__.split("\n\n")[1:4]),
-                         formatter_class=argparse.RawDescriptionHelpFormatter)
+                         formatter_class=ParagraphHelpFormatter)  # paragraphs reflowed to the terminal
     run.add_argument("spec", metavar="FILE.py::KERNEL", help="kernel file and the kernel function's name")
     run.add_argument("--inputs", required=True, metavar="IN.npz", help="input arrays (positional order or by name)")
     run.add_argument("--out", required=True, metavar="OUT.npz", help="where to write the output arrays")

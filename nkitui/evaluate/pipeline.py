@@ -35,6 +35,7 @@ from contextlib import contextmanager
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any, Iterator
 
+from nkitui.common import units
 from nkitui.evaluate.result import Check, RunResult, SeedResult
 from nkitui.executor.context import PhaseFailed, WorkerContext
 from nkitui.executor.events import ErrorEvent
@@ -413,9 +414,9 @@ class EvaluationSession:
                 for m in metrics:
                     if not m.passed:
                         per_output[m.name].append(f"seed {seed}: {m.mismatches}/{m.count} elements outside {m.policy.describe()}")
-                    ulp = f"{m.max_ulp:g}" if m.max_ulp is not None else "-"
                     self.ctx.log(f"seed {seed}: {m.name} {'passes' if m.passed else 'FAILS'} "
-                                 f"(max abs {m.max_abs:.3g}, max ULP {ulp}, {m.mismatches} mismatches)",
+                                 f"(max abs {units.error(m.max_abs)}, max ULP {units.ulp(m.max_ulp, m.dtype)}, "
+                                 f"{units.count(m.mismatches)} mismatches)",
                                  level="info" if m.passed else "warning")  # a level filter finds the failures
             compared = sum(1 for s in self.seeds if s in self.references)
             for spec in task.outputs:
@@ -597,7 +598,7 @@ class EvaluationSession:
                                          + (f": {timing['recheck_failures'][0]}" if failures else "")))
             if not outcome.skipped:
                 med = timing.get("median_us")
-                ph.detail = f"{timing.get('kind', '')} {med:.2f} µs" if isinstance(med, (int, float)) else "no timing"
+                ph.detail = f"{timing.get('kind', '')} {units.time_us(med)}" if isinstance(med, (int, float)) else "no timing"
 
 
 def _recheck(task: Any, got: dict[str, np.ndarray], expected: dict[str, np.ndarray]) -> str | None:

@@ -16,6 +16,7 @@ import math
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from nkitui.common import units
 from nkitui.common.redact import redact_obj
 
 SCHEMA_VERSION = 1
@@ -187,7 +188,7 @@ class RunResult:
         total = sum(1 for c in self.checks if c.passed is not None)
         time_part = ""
         if self.timing and isinstance(self.timing.get("median_us"), (int, float)):
-            time_part = f", {self.timing['kind']} {self.timing['median_us']:.1f} µs"
+            time_part = f", {self.timing['kind']} {units.time_us(self.timing['median_us'])}"
         return f"run {self.run_id} ({backend}): {self.status}, {passed}/{total} checks{time_part}"
 
     # -- JSON ------------------------------------------------------------------------------------

@@ -15,6 +15,7 @@ from __future__ import annotations
 from collections import deque
 from dataclasses import dataclass, field
 
+from nkitui.common import units
 from nkitui.common.redact import LineRedactor
 from nkitui.executor.events import LogEvent
 
@@ -25,10 +26,7 @@ MAX_LINE = 4096
 
 
 def human_bytes(n: int) -> str:
-    for unit, size in (("GB", 1 << 30), ("MB", 1 << 20), ("KB", 1 << 10)):
-        if n >= size:
-            return f"{n / size:.1f} {unit}"
-    return f"{n} B"
+    return units.bytes_(n)  # the one formatter of quantities
 
 
 def _decode(raw: bytes) -> str:

@@ -29,10 +29,12 @@ from nkitui.review.record import (
     RUN_ID_RE,
     Evidence,
     LineComment,
+    RuleOverride,
     Score,
     body_tables,
     read_comments,
     read_evidence,
+    read_overrides,
     read_rubric_ref,
     read_runs,
     read_scores,
@@ -58,6 +60,7 @@ class Draft:
     comments: list[LineComment] = field(default_factory=list)
     evidence: list[Evidence] = field(default_factory=list)
     runs: list[str] = field(default_factory=list)
+    overrides: list[RuleOverride] = field(default_factory=list)  # verdict rules overridden, with reasons
     auditor: str | None = None  # submit as this auditor (else git config / OS user)
     saved_at: dt.datetime | None = None  # set by DraftStore.save
     # Warnings from reading the file (unknown keys such as a misspelt `scroe`): validate_draft repeats
@@ -92,6 +95,15 @@ class Draft:
         if evidence.kind == "run" and evidence.ref not in self.runs:
             self.runs.append(evidence.ref)
 
+    def set_override(self, rule: str, reason: str) -> None:
+        """Override verdict rule `rule` with `reason`; an empty reason withdraws the override."""
+        self.overrides = [o for o in self.overrides if o.rule != rule]
+        if reason.strip():
+            self.overrides.append(RuleOverride(rule=rule, reason=reason.strip()))
+
+    def override_for(self, rule: str) -> RuleOverride | None:
+        return next((o for o in self.overrides if o.rule == rule), None)
+
     def cite_run(self, run_id: str) -> None:
         if not RUN_ID_RE.match(run_id):
             raise ValueError(f"{run_id!r} is not a run id")
@@ -116,7 +128,7 @@ class Draft:
         doc["summary"] = self.summary
         doc["runs"] = list(self.runs)
         doc["rubric"] = {"id": self.rubric_id, "version": self.rubric_version}
-        doc.update(body_tables(self.scores, self.comments, self.evidence))
+        doc.update(body_tables(self.scores, self.comments, self.evidence, self.overrides))
         return doc
 
     def to_toml(self) -> str:
@@ -134,7 +146,7 @@ class Draft:
 
 def _read_draft(doc: dict, r: FieldReader) -> Draft:
     r.unknown_keys(doc, {"schema", "kind", "task_id", "auditor", "saved_at", "verdict", "summary", "runs", "rubric",
-                         "scores", "comments", "evidence"}, "")
+                         "scores", "comments", "evidence", "overrides"}, "")
     schema = r.int_(doc, "schema", "schema", minimum=1)
     if schema is not None and schema > DRAFT_SCHEMA:
         r.error("schema", f"draft schema {schema} is newer than this nkitui understands ({DRAFT_SCHEMA})", "upgrade nkitui")
@@ -152,11 +164,12 @@ def _read_draft(doc: dict, r: FieldReader) -> Draft:
     scores = read_scores(doc, r, allow_empty_string=True)
     comments = read_comments(doc, r)
     evidence = read_evidence(doc, r)
+    overrides = read_overrides(doc, r)
     if r.errors or task_id is None or rubric_id is None or rubric_version is None:
         raise RecordError(r.problems)
     return Draft(task_id=task_id, rubric_id=rubric_id, rubric_version=rubric_version,
                  verdict=(verdict or "").strip() or None, summary=summary, scores=scores, comments=comments,
-                 evidence=evidence, runs=runs, auditor=auditor, saved_at=saved_at,
+                 evidence=evidence, runs=runs, overrides=overrides, auditor=auditor, saved_at=saved_at,
                  parse_warnings=[p for p in r.problems if p.severity == "warning"])
 
 

@@ -66,7 +66,8 @@ def build_record(task, draft: Draft, rubric: Rubric, *, auditor: str, commit: st
         id=new_record_id(now), auditor=auditor, submitted_at=now, tool_version=TOOL_VERSION,
         task=TaskPin(id=task.id, commit=commit, path=task_path, files=task.file_hashes(), dirty=dirty),
         rubric_id=rubric.id, rubric_version=rubric.version, verdict=draft.verdict or "", summary=draft.summary,
-        scores=scores, comments=list(draft.comments), evidence=list(draft.evidence), runs=list(dict.fromkeys(cited)))
+        scores=scores, comments=list(draft.comments), evidence=list(draft.evidence), runs=list(dict.fromkeys(cited)),
+        overrides=[o for o in draft.overrides if rubric.rule(o.rule) is not None])
 
 
 def commit_message(record: ReviewRecord) -> str:

@@ -247,7 +247,9 @@ class _ManifestReader:
             return None
         return Sources(nki=nki, cuda=cuda, reference=reference, baseline=baseline)
 
-    def resolve_function(self, spec: str, field: str) -> FunctionRef | None:
+    def resolve_function(self, spec: str, field: str, *, port: bool = False) -> FunctionRef | None:
+        """The function `spec` names. With `port` (the NKI kernel), a file that does not parse is
+        accepted: the port is what gets reviewed; its syntax error is a finding and a failed run."""
         if "::" not in spec:
             self.error(field, f"{spec!r} does not name a function", 'write "file.py::function_name"')
             return None
@@ -259,6 +261,8 @@ class _ManifestReader:
         if path is None:
             return None
         info = inspect_source(path)
+        if info.syntax_error and port and info.syntax_error_line is not None:
+            return FunctionRef(path=path, name=name)
         if info.syntax_error:
             # the line is in the source file, so the problem names that file (beside the manifest), not task.toml
             source = str(Path(self.display).parent / rel) if Path(self.display).parent != Path(".") else rel
@@ -278,10 +282,18 @@ class _ManifestReader:
             return None
         self.unknown_keys(table, {"entry", "namespace", "grid", "lnc", "outputs", "kwargs"}, "kernel.")
         entry = self.get_str(table, "entry", "kernel.entry", required=True, example='"kernel_nki.py::my_kernel"')
-        ref = self.resolve_function(entry, "kernel.entry") if entry else None
+        ref = self.resolve_function(entry, "kernel.entry", port=True) if entry else None
         if ref is None:
             return None
         info = inspect_source(ref.path)
+        syntax_error = None
+        if info.syntax_error:
+            syntax_error = (info.syntax_error, info.syntax_error_line, info.syntax_error_column)
+            where = f"line {info.syntax_error_line}" + (f", column {info.syntax_error_column}"
+                                                         if info.syntax_error_column else "")
+            self.warn("kernel.entry", f"{ref.path.name} does not parse: {info.syntax_error} ({where}); the port "
+                      "can be read and reviewed, but every run of it fails",
+                      f"fix the syntax error at {ref.path.name}:{info.syntax_error_line}")
         detected = info.namespace
         declared = self.get_str(table, "namespace", "kernel.namespace", example='"legacy"')
         if declared is not None and declared not in ("legacy", "new"):
@@ -328,10 +340,11 @@ class _ManifestReader:
             self.error("kernel.outputs", f"unknown outputs mode {outputs_mode!r}", 'use "return" (the kernel returns its outputs) or "arguments" (outputs are passed in after the inputs)')
             outputs_mode = "return"
         kwargs = self.get_table(table, "kwargs", "kernel.kwargs") or {}
-        if ref.name not in info.kernels:
+        if ref.name not in info.kernels and syntax_error is None:
             self.warn("kernel.entry", f"{ref.name} in {ref.path.name} has no @nki.jit-style decorator", "decorate the kernel with @nki.jit")
         return KernelEntry(path=ref.path, name=ref.name, namespace=namespace, grid=grid, lnc=lnc,
-                           outputs_mode=outputs_mode, kwargs=dict(kwargs))  # type: ignore[arg-type]
+                           outputs_mode=outputs_mode, kwargs=dict(kwargs),  # type: ignore[arg-type]  # checked above
+                           syntax_error=syntax_error)
 
     def read_tensors(self, doc: dict, key: str, *, is_output: bool) -> list[TensorSpec] | None:
         if key not in doc:

@@ -160,6 +160,7 @@ def build(source: str, path: str, context: AnalysisContext | None = None,
         tree = ast.parse(source, filename=path)
     except SyntaxError as exc:
         model.syntax_error = (exc.msg or "invalid syntax", exc.lineno)
+        model.syntax_error_column = exc.offset
         return model
     module = ModuleFacts(tree, source, frozenset(local_nki_modules))
     model.imports = dict(module.aliases)
