@@ -219,36 +219,31 @@ def tile_defect(km: KernelModel, cov: DimCoverage) -> TileDefect | None:
     return None
 
 
-def _defects(view: KernelView, kinds: set[DefectKind]) -> Iterator[TileDefect]:
-    for cov in view.coverage:
-        defect = tile_defect(view.kernel, cov)
-        if defect is not None and defect.kind in kinds:
-            yield defect
-
-
 # -- the rules -----------------------------------------------------------------------------------------
 
 @rule(PARTIAL_NO_MASK)
 def unguarded_partial_tiles(view: KernelView) -> Iterator[Finding]:
     """The last tile runs past the end, and nothing limits it."""
-    for d in _defects(view, {"overrun", "rounded-unguarded"}):
-        yield _overrun(view, d) if d.kind == "overrun" else _rounded_up(view, d)
+    yield from _report(view, {"overrun", "rounded-unguarded"})
 
 
 @rule(PARTIAL_DROPPED)
 def dropped_rows(view: KernelView) -> Iterator[Finding]:
     """Rows of a dimension no tile ever reaches."""
-    for d in _defects(view, {"remainder-dropped", "late-start", "fixed-output"}):
-        yield _short_finding(view, d) if d.kind == "remainder-dropped" else \
-            _late_start_finding(view, d) if d.kind == "late-start" else _fixed_output_finding(view, d)
+    yield from _report(view, {"remainder-dropped", "late-start", "fixed-output"})
 
 
 @rule(PARTIAL_MASK)
 def off_by_one_guards(view: KernelView) -> Iterator[Finding]:
     """The guard of the last tile admits too much or too little."""
-    for d in _defects(view, {"guard-overrun", "guard-short", "guard-off"}):
-        yield _guard_overrun_finding(view, d) if d.kind == "guard-overrun" else \
-            _short_finding(view, d) if d.kind == "guard-short" else _guard_off_finding(view, d)
+    yield from _report(view, {"guard-overrun", "guard-short", "guard-off"})
+
+
+def _report(view: KernelView, kinds: set[DefectKind]) -> Iterator[Finding]:
+    for cov in view.coverage:
+        defect = tile_defect(view.kernel, cov)
+        if defect is not None and defect.kind in kinds:
+            yield _WORDING[defect.kind](view, defect)
 
 
 # -- what each finding says ------------------------------------------------------------------------------
@@ -422,3 +417,16 @@ def _rounded_up(view: KernelView, d: TileDefect) -> Finding:
         ),
         data={"tensor": cov.tensor.label(), "dim": cov.dim, "loop_line": loop.line},
     )
+
+
+# How each defect is worded (the rule id follows from the kind: see the three rules above).
+_WORDING: dict[DefectKind, Callable[[KernelView, TileDefect], Finding]] = {
+    "overrun": _overrun,
+    "rounded-unguarded": _rounded_up,
+    "remainder-dropped": _short_finding,
+    "late-start": _late_start_finding,
+    "fixed-output": _fixed_output_finding,
+    "guard-overrun": _guard_overrun_finding,
+    "guard-short": _short_finding,
+    "guard-off": _guard_off_finding,
+}
