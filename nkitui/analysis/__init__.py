@@ -23,6 +23,7 @@ from nkitui.analysis.alignment import AlignmentPair, LineRange, align
 from nkitui.analysis.context import AnalysisContext, TensorInfo
 from nkitui.analysis.cuda import CudaModel, build_cuda_model
 from nkitui.analysis.nki import NkiModel
+from nkitui.analysis.nki.module import parse_module
 from nkitui.analysis.nki.walker import build
 from nkitui.analysis.report import AnalysisReport, render
 from nkitui.analysis.rules import (
@@ -83,7 +84,7 @@ _NKI_IMPORT = re.compile(r"^\s*(?:import|from)\s+(?:neuronxcc\.nki|nki)\b", re.M
 def _imported_modules(source: str) -> set[str]:
     """Dotted names the port imports (`a.b` of `import a.b` / `from a.b import c`, and `a.b.c` too)."""
     try:
-        tree = ast.parse(source)
+        tree = parse_module(source)
     except SyntaxError:
         return set()
     out: set[str] = set()

@@ -9,6 +9,7 @@ facts the reward-hacking rules read (functools caches, writes into module-level 
 from __future__ import annotations
 
 import ast
+from functools import lru_cache
 
 from nkitui.analysis.context import AnalysisContext
 from nkitui.analysis.nki.imports import canonical, collect_imports, namespace_of
@@ -28,6 +29,13 @@ _CONTAINER_CALLS = frozenset({"dict", "list", "set", "collections.OrderedDict", 
 # Methods that write into a container (`_cache.update(...)`): a module-level one so written is state.
 CONTAINER_WRITE_METHODS = frozenset({"append", "update", "setdefault", "add", "extend", "insert", "__setitem__",
                                      "appendleft", "put"})
+
+
+@lru_cache(maxsize=8)
+def parse_module(source: str) -> ast.Module:
+    """`ast.parse(source)`, kept for the few sources read last: the analysis reads a port's imports and then
+    walks it, and parsing is a good part of the cost. The trees are only read, never changed."""
+    return ast.parse(source)
 
 
 class ModuleFacts:

@@ -20,7 +20,7 @@ from nkitui.analysis.nki.calls import CallEvaluator
 from nkitui.analysis.nki.expressions import ExpressionEvaluator
 from nkitui.analysis.nki.instructions import NkiCalls
 from nkitui.analysis.nki.model import KernelModel, NkiModel, Param
-from nkitui.analysis.nki.module import FunctionNode, ModuleFacts, is_kernel_decorator
+from nkitui.analysis.nki.module import FunctionNode, ModuleFacts, is_kernel_decorator, parse_module
 from nkitui.analysis.nki.recorder import KernelRecorder
 from nkitui.analysis.nki.scope import Frame, Scope
 from nkitui.analysis.nki.statements import StatementWalker
@@ -157,7 +157,7 @@ def build(source: str, path: str, context: AnalysisContext | None = None,
     split into their own file); passing tiles to them is not host computation."""
     model = NkiModel(path=path, namespace=None, line_count=source.count("\n") + 1)
     try:
-        tree = ast.parse(source, filename=path)
+        tree = parse_module(source)
     except SyntaxError as exc:
         model.syntax_error = (exc.msg or "invalid syntax", exc.lineno)
         model.syntax_error_column = exc.offset
