@@ -30,6 +30,8 @@ def register(subparsers) -> None:
     run.add_argument("--target", choices=("trn1", "trn2", "trn3"), help="NeuronCore generation (default: "
                      "$NEURON_PLATFORM_TARGET_OVERRIDE, else trn2)")
     run.add_argument("--json", action="store_true", help="print the summary as JSON")
+    run.add_argument("--trace", metavar="OUT.json", help="also save the run's instruction trace (for `nkitui perf "
+                     "estimate OUT.json`; gzip-compressed when OUT ends in .gz)")
     run.set_defaults(func=_run)
     parser.set_defaults(func=lambda args: _usage(parser))
 
@@ -247,6 +249,8 @@ def _run_checked(args) -> int:
         np.savez(args.out, **saved)
     except OSError as e:
         raise UsageError(f"cannot write {args.out}: {e}") from None
+    if getattr(args, "trace", None):
+        _save_trace(tr, args.trace)
     engines: dict[str, int] = {}
     for ins in tr:
         engines[ins.engine] = engines.get(ins.engine, 0) + 1
@@ -254,6 +258,7 @@ def _run_checked(args) -> int:
         "kernel": name, "file": str(file), "target": tr.target, "grid": list(grid),
         "instructions": len(tr), "engines": engines, "wall_s": round(wall, 6),
         "outputs": described, "out": args.out, "diagnostics": tr.meta.get("diagnostics", []),
+        "trace": getattr(args, "trace", None),
     }
     if args.json:
         print(json.dumps(summary))
@@ -267,7 +272,25 @@ def _run_checked(args) -> int:
         for diag in summary["diagnostics"]:
             print(f"  warning: {diag['message']}")
         print(f"outputs written to {args.out}")
+        if summary["trace"]:
+            print(f"trace written to {summary['trace']} (estimate it with: nkitui perf estimate {summary['trace']})")
     return 0
+
+
+def _save_trace(tr, path: str) -> None:
+    """Write the instruction trace as JSON (Trace.to_json), gzip-compressed for a .gz name."""
+    import gzip
+
+    data = json.dumps(tr.to_json())
+    try:
+        if path.endswith(".gz"):
+            with gzip.open(path, "wt", encoding="utf-8") as fh:
+                fh.write(data)
+        else:
+            with open(path, "w", encoding="utf-8") as fh:
+                fh.write(data)
+    except OSError as e:
+        raise UsageError(f"cannot write the trace to {path}: {e.strerror or e}") from None
 
 
 def _fail(args, message: str, kind: str, rule: str) -> int:

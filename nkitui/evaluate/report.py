@@ -141,6 +141,11 @@ def render_timing(r: RunResult) -> RenderableType | None:
     kind = t.get("kind", "?")
     if kind == "estimated":
         lines.append(Text(f"  estimated {_num(t.get('median_us'), '.2f')} µs ({t.get('source', 'cost model')}; {t.get('note', '')})"))
+        from nkitui.perf.uncertainty import describe_record  # the band the perf record carries
+
+        band = describe_record(r.utilisation)
+        if band:
+            lines.append(Text(f"  {band}"))
     else:
         ci = t.get("ci95_us") or [None, None]
         lines.append(Text(
