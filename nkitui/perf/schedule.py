@@ -40,7 +40,6 @@ from heapq import heappop, heappush
 from collections import Counter
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from itertools import accumulate
 
 import numpy as np
 
@@ -361,9 +360,16 @@ def _sbuf_lifetimes(instrs, storage_info: dict) -> tuple[dict[int, list[int]], d
                         if a[3] > rows[sid]:
                             rows[sid] = a[3]
     sizes = {}
+    tile_bytes: dict[tuple, int] = {}  # (shape, dtype) -> bytes per partition, computed once per kind of tile
     for sid, ext in extent.items():
-        tb = _tile_bytes(storage_info.get(sid))
-        size = max(ext, tb)
+        info = storage_info.get(sid)
+        tb = 0
+        if info is not None:
+            k = (info.shape, info.dtype)
+            tb = tile_bytes.get(k)
+            if tb is None:
+                tb = tile_bytes[k] = _tile_bytes(info)
+        size = ext if ext > tb else tb
         # A tile of <= 32 partitions may start at partition 0, 32, 64 or 96, one of <= 64 at 0 or 64 [ARCH2,
         # L-ALLOC]: four (two) such tiles share one byte range, so each holds a quarter (half) of it.
         r = rows[sid]
@@ -688,7 +694,6 @@ def _simulate_ordered(trace: Trace, instrs: list, spec: TargetSpec, lifetimes: t
 
     storages: dict[int, list] = {}
     hbm_ids: list[int] = []  # HBM storages, in order of first access
-    sbuf_ids: list[int] = []  # SBUF storages, likewise
     port_free: dict[tuple[int, str], float] = {}
     core_state: dict[int, _Core] = {}
     tensor_state: dict[int, list[float]] = {}  # core -> [last_end, warm_since]
@@ -751,8 +756,6 @@ def _simulate_ordered(trace: Trace, instrs: list, spec: TargetSpec, lifetimes: t
                 st = storages[sid] = [(), (), 0.0, idx, idx, mem, 0, False]
                 if mem == "hbm":
                     hbm_ids.append(sid)
-                elif mem == "sbuf":
-                    sbuf_ids.append(sid)
             else:
                 wl = st[0]
                 if wl:
@@ -1021,9 +1024,7 @@ def _simulate_ordered(trace: Trace, instrs: list, spec: TargetSpec, lifetimes: t
                     continue
                 storages[sid] = [[(ap0, ap1, ab0, ab1, result_ready, end, by_matmul)], (), end, idx, idx, mem, ab1,
                                  True]
-                if mem == "sbuf":
-                    sbuf_ids.append(sid)
-                elif mem == "hbm":
+                if mem == "hbm":
                     hbm_ids.append(sid)
 
     # ---- totals from the plans' per-line rows ----
@@ -1053,7 +1054,7 @@ def _simulate_ordered(trace: Trace, instrs: list, spec: TargetSpec, lifetimes: t
     sched.sbuf_peak_bytes = max((st.sbuf.peak for st in core_state.values() if st.sbuf is not None), default=0)
     sched.total_time = max(ends, default=0.0)
     sched.cores = max(1, len(core_state))
-    sched.sbuf_demand_bytes = _sbuf_pressure(instrs, sbuf_ids, storages, storage_info, spec, notes)
+    sched.sbuf_demand_bytes = _sbuf_demand(instrs, sbuf_uses, sbuf_sizes, sbuf_rows, spec, notes)
     sched.input_bytes = _input_bytes(hbm_ids, storages, storage_info)
     if sched.undocumented_opcodes:
         listed = ", ".join(sorted(sched.undocumented_opcodes))
@@ -1211,35 +1212,26 @@ def _union_flat(starts: list[float], ends: list[float], more: list[list[float]])
     return np.stack((s[first], e[last]), axis=1).tolist()
 
 
-def _sbuf_pressure(instrs, sbuf_ids: list[int], storages: dict[int, list], storage_info: dict, spec: TargetSpec,
-                   notes: list[str]) -> int:
-    """Peak live SBUF bytes per partition; warns when above the usable size (the compiler would spill)."""
-    n = len(instrs)
-    delta = [0] * (n + 2)
-    any_sbuf = bool(sbuf_ids)
-    by_dtype: dict[str, dict[tuple, int]] = {}  # dtype -> shape -> bytes per partition
-    info_of = storage_info.get
-    for sid in sbuf_ids:
-        st = storages[sid]
-        size = st[6]  # S_EXTENT
-        info = info_of(sid)
-        if info is not None:
-            sizes = by_dtype.get(info.dtype)
-            if sizes is None:
-                sizes = by_dtype[info.dtype] = {}
-            tb = sizes.get(info.shape)
-            if tb is None:
-                tb = sizes[info.shape] = _tile_bytes(info)
-            if tb > size:
-                size = tb
-        delta[st[3]] += size  # S_FIRST
-        delta[st[4] + 1] -= size  # S_LAST
-    if not any_sbuf:
+def _sbuf_demand(instrs, uses: dict[int, list[int]], sizes: dict[int, int], rows: dict[int, int], spec: TargetSpec,
+                 notes: list[str]) -> int:
+    """Peak live SBUF bytes per partition in program order (each tile from its first to its last access, the
+    emulator's capacity rule, before any allocation decision); a note when it is above the usable size."""
+    if not uses:
         return 0
-    live = list(accumulate(delta))
-    peak = max(live)
+    n = len(instrs)
+    first = np.fromiter((u[0] for u in uses.values()), dtype=np.int64, count=len(uses))
+    last = np.fromiter((u[-1] + 1 for u in uses.values()), dtype=np.int64, count=len(uses))
+    # the full byte range a tile spans (the allocator's size shares a range among small-partition tiles)
+    size = np.fromiter((sizes[sid] * (4 if rows[sid] <= 32 else 2 if rows[sid] <= 64 else 1) for sid in uses),
+                       dtype=np.int64, count=len(uses))
+    delta = np.zeros(n + 2, dtype=np.int64)
+    np.add.at(delta, first, size)
+    np.add.at(delta, last, -size)
+    live = np.cumsum(delta[:n + 1])
+    at = int(live.argmax())
+    peak = int(live[at])
     if peak > spec.sbuf_usable_bytes_per_partition:
-        where = instrs[min(live.index(peak), n - 1)].location
+        where = instrs[min(at, n - 1)].location
         notes.append(
             f"live SBUF data peaks at {peak / 1024:.1f} KiB per partition near {where}, above the "
             f"{spec.sbuf_usable_bytes_per_partition / 1024:.1f} KiB usable on {spec.name}: the compiler "

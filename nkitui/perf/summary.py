@@ -107,10 +107,11 @@ class PerfRecord:
         return st.active_time_percent if st else 0.0
 
     def utilisation_bins(self, bins: int = 60, lanes: tuple[str, ...] | None = None) -> dict[str, list[float]]:
-        """Busy fraction (0-1) of each lane in `bins` equal slices of total_time, for a strip chart."""
+        """Busy fraction (0-1) of each lane in `bins` equal slices of the core time (the timeline's span; the
+        total time when the record does not separate a launch overhead), for a strip chart."""
         if bins <= 0:
             raise ValueError("bins must be positive")
-        total = self.total_time
+        total = self.core_time if self.core_time else self.total_time
         out: dict[str, list[float]] = {}
         for lane in lanes or tuple(self.timeline):
             acc = [0.0] * bins
