@@ -81,9 +81,9 @@ class DmaCurve:
 
 # Per-target DMA efficiency curves (see DmaCurve; the fits are in docs/costmodel.md "DMA").
 # trn1: the three DMA-bound kernels of the matmul tutorial move 256 B and 1 KiB descriptors at 0.40 of
-# peak [L-MM]; mamba_v1 at 4096 channels moves 2 KiB descriptors at 0.50 [MAMBA]; the saturation at 4 KiB
+# peak [L-MM]; mamba_v1 at 4096 channels moves 2 KiB descriptors at 0.45 [MAMBA]; the saturation at 4 KiB
 # and above [DMABW] is taken as is (no trn1 kernel in the suite is bound by large descriptors).
-TRN1_DMA = DmaCurve(((256.0, 0.40), (1024.0, 0.40), (2048.0, 0.50), (4096.0, 1.0)),
+TRN1_DMA = DmaCurve(((256.0, 0.40), (1024.0, 0.40), (2048.0, 0.45), (4096.0, 1.0)),
                     fitted="256 B-1 KiB: matmul tutorial; 2 KiB: mamba_v1 (4096 channels)")
 # trn2: the walkthrough's DMA-bound fp32 kernels keep TensorE 87-99.9% busy [KOPT]: 512 B and 2 KiB
 # descriptors run at 0.90 of the 23 B/ns tables; saturation at 4 KiB [DMABW].

@@ -259,14 +259,14 @@ class _SbufAllocator:
     __slots__ = ("cap", "live", "held", "heap", "spilled", "peak", "uses", "sizes", "rows", "dirty", "idx",
                  "evict_after", "writer_dirty")
 
-    def __init__(self, cap: int, uses: dict[int, list[int]], sizes: dict[int, int], rows: dict[int, int]) -> None:
+    def __init__(self, cap: int, uses: "_Uses", sizes: dict[int, int], rows: dict[int, int]) -> None:
         self.cap = cap
         self.live = 0  # bytes per partition held now
         self.held: dict[int, int] = {}  # sid -> size, allocated and still to be used
         self.heap: list[tuple[float, int]] = []  # (time it frees, size) of tiles past their last use
         self.spilled: dict[int, float] = {}  # sid -> when its save to HBM completes
         self.peak = 0
-        self.uses = uses  # sid -> indices of the instructions that access it, in order
+        self.uses = uses  # the instructions that access each tile, in order
         self.sizes = sizes  # sid -> bytes per partition
         self.rows = rows  # sid -> partitions it spans (what a spill moves is size x rows)
         self.dirty: set[int] = set()  # tiles written by an engine (not plain copies of HBM data)
@@ -314,15 +314,11 @@ class _SbufAllocator:
     def _ahead(self, sid: int, busy: set[int]) -> list[tuple[int, int]]:
         """Held tiles needed later than `sid` (next use, id), the furthest first."""
         uses, idx = self.uses, self.idx
-        mine = uses.get(sid, ())
-        k = bisect_right(mine, idx)
-        own_next = mine[k] if k < len(mine) else idx
+        own_next = uses.next_after(sid, idx)
         ahead = []
         for v in self.held:
             if v not in busy:
-                u = uses[v]
-                k = bisect_right(u, idx)
-                nxt = u[k] if k < len(u) else idx
+                nxt = uses.next_after(v, idx)
                 if nxt > own_next:
                     ahead.append((nxt, v))
         ahead.sort(reverse=True)
@@ -334,35 +330,52 @@ class _SbufAllocator:
             heappush(self.heap, (end, size))
 
 
-def _sbuf_lifetimes(instrs, storage_info: dict) -> tuple[dict[int, list[int]], dict[int, int], dict[int, list[int]],
-                                                       dict[int, int]]:
+class _Uses:
+    """The instructions that access each SBUF storage, in order, kept as one sorted array and looked up
+    only when the allocator must choose what to evict (Belady's rule asks for the next use)."""
+
+    __slots__ = ("idx", "span")
+
+    def __init__(self, idx: np.ndarray, span: dict[int, tuple[int, int]]) -> None:
+        self.idx = idx  # access indices, grouped by storage, ascending within a storage
+        self.span = span  # sid -> (start, end) slice of idx
+
+    def next_after(self, sid: int, i: int) -> int:
+        """First access of `sid` after instruction i (i itself when there is none)."""
+        lo, hi = self.span[sid]
+        k = lo + int(np.searchsorted(self.idx[lo:hi], i, side="right"))
+        return int(self.idx[k]) if k < hi else i
+
+    def first_last(self):
+        for sid, (lo, hi) in self.span.items():
+            yield sid, int(self.idx[lo]), int(self.idx[hi - 1])
+
+    def __bool__(self) -> bool:
+        return bool(self.span)
+
+
+def _sbuf_lifetimes(instrs, storage_info: dict) -> tuple[_Uses, dict[int, int], dict[int, list[int]], dict[int, int]]:
     """For every SBUF storage: the instructions that access it, its bytes per partition, the storages whose
-    last access each instruction is, and the partitions it spans (one pass; the allocator needs them before
-    the schedule)."""
-    uses: dict[int, list[int]] = {}
-    extent: dict[int, int] = {}
-    rows: dict[int, int] = {}
-    for idx, ins in enumerate(instrs):
-        for acc in (ins.reads, ins.writes):
-            for a in acc:
-                if a[1] == "sbuf":
-                    sid = a[0]
-                    u = uses.get(sid)
-                    if u is None:
-                        uses[sid] = [idx]
-                        extent[sid] = a[5]
-                        rows[sid] = a[3]
-                    else:
-                        if u[-1] != idx:
-                            u.append(idx)
-                        if a[5] > extent[sid]:
-                            extent[sid] = a[5]
-                        if a[3] > rows[sid]:
-                            rows[sid] = a[3]
-    sizes = {}
+    last access each instruction is, and the partitions it spans (one pass, in numpy once the accesses are
+    listed; the allocator needs them before the schedule)."""
+    acc = [(a[0], i, a[3], a[5]) for i, ins in enumerate(instrs) for a in (*ins.reads, *ins.writes) if a[1] == "sbuf"]
+    if not acc:
+        return _Uses(np.zeros(0, dtype=np.int64), {}), {}, {}, {}
+    arr = np.array(acc, dtype=np.int64)
+    arr = arr[np.lexsort((arr[:, 1], arr[:, 0]))]
+    sid = arr[:, 0]
+    starts = np.flatnonzero(np.r_[True, sid[1:] != sid[:-1]])
+    stops = np.r_[starts[1:], len(sid)]
+    extent = np.maximum.reduceat(arr[:, 3], starts)
+    rows_arr = np.maximum.reduceat(arr[:, 2], starts)
+    ids = sid[starts].tolist()
+    lasts = arr[stops - 1, 1].tolist()
+    uses = _Uses(arr[:, 1].copy(), dict(zip(ids, zip(starts.tolist(), stops.tolist()))))
+    rows = dict(zip(ids, rows_arr.tolist()))
+    sizes: dict[int, int] = {}
     tile_bytes: dict[tuple, int] = {}  # (shape, dtype) -> bytes per partition, computed once per kind of tile
-    for sid, ext in extent.items():
-        info = storage_info.get(sid)
+    for s_id, ext, r in zip(ids, extent.tolist(), rows_arr.tolist()):
+        info = storage_info.get(s_id)
         tb = 0
         if info is not None:
             k = (info.shape, info.dtype)
@@ -372,66 +385,11 @@ def _sbuf_lifetimes(instrs, storage_info: dict) -> tuple[dict[int, list[int]], d
         size = ext if ext > tb else tb
         # A tile of <= 32 partitions may start at partition 0, 32, 64 or 96, one of <= 64 at 0 or 64 [ARCH2,
         # L-ALLOC]: four (two) such tiles share one byte range, so each holds a quarter (half) of it.
-        r = rows[sid]
-        sizes[sid] = -(-size // 4) if r <= 32 else (-(-size // 2) if r <= 64 else size)
+        sizes[s_id] = -(-size // 4) if r <= 32 else (-(-size // 2) if r <= 64 else size)
     release_at: dict[int, list[int]] = {}
-    for sid, u in uses.items():
-        release_at.setdefault(u[-1], []).append(sid)
+    for s_id, last in zip(ids, lasts):
+        release_at.setdefault(last, []).append(s_id)
     return uses, sizes, release_at, rows
-
-
-def _sink_loads(instrs, uses: dict[int, list[int]], sizes: dict[int, int], cap: int) -> list[int] | None:
-    """Program order with loads moved next to their first user where SBUF cannot hold them earlier.
-
-    The compiler schedules statically: where the tiles of the program order would overflow SBUF between a
-    load and the load's first user, it issues the load just before that user instead of spilling
-    something needed sooner (Belady's rule applied to prefetching). A load qualifies when it copies a
-    kernel input (an HBM tensor nothing writes) into a fresh tile. Returns the new order (trace indices),
-    or None when nothing moves."""
-    n = len(instrs)
-    if not uses or n < 3:
-        return None
-    delta = np.zeros(n + 1, dtype=np.int64)
-    for sid, u in uses.items():
-        delta[u[0]] += sizes[sid]
-        delta[u[-1] + 1] -= sizes[sid]
-    live = np.cumsum(delta[:n])
-    if live.max() <= cap:
-        return None
-    written_hbm = {a[0] for ins in instrs for a in ins.writes if a[1] == "hbm"}
-    # sparse table for the range maximum of `live`
-    table = [live]
-    span = 1
-    while 2 * span <= n:
-        prev = table[-1]
-        table.append(np.maximum(prev[:-span], prev[span:]))
-        span *= 2
-
-    def range_max(lo: int, hi: int) -> int:  # max of live[lo:hi], hi > lo
-        k = (hi - lo).bit_length() - 1
-        t = table[k]
-        return int(max(t[lo], t[hi - (1 << k)]))
-
-    key = list(range(n))
-    moved = False
-    keyf: list[float] = [float(i) for i in key]
-    for sid, u in uses.items():
-        if len(u) < 2:
-            continue
-        first, user = u[0], u[1]
-        if user - first < 2:
-            continue
-        ins = instrs[first]
-        if ins.engine != "dma" or not any(a[0] == sid for a in ins.writes):
-            continue
-        if not ins.reads or any(a[1] != "hbm" or a[0] in written_hbm for a in ins.reads):
-            continue
-        if range_max(first, user) > cap:
-            keyf[first] = user - 0.5 + first / (2.0 * n)  # before the user, in their original order
-            moved = True
-    if not moved:
-        return None
-    return sorted(key, key=keyf.__getitem__)
 
 
 def _spill_transfer(cs: "_Core", spec: TargetSpec, release: float, per_partition: int,
@@ -667,21 +625,7 @@ def _plan_for(ins, key: tuple, plans: dict, all_plans: list, spec: TargetSpec) -
 
 def _simulate(trace: Trace, spec: TargetSpec) -> Schedule:
     instrs = trace.instructions
-    storage_info = trace.storages
-    sbuf_uses, sbuf_sizes, release_at, sbuf_rows = _sbuf_lifetimes(instrs, storage_info)
-    order = None  # _sink_loads(instrs, sbuf_uses, sbuf_sizes, spec.sbuf_usable_bytes_per_partition)
-    if order is None:
-        return _simulate_ordered(trace, instrs, spec, (sbuf_uses, sbuf_sizes, release_at, sbuf_rows))
-    moved = [instrs[i] for i in order]
-    sched = _simulate_ordered(trace, moved, spec, _sbuf_lifetimes(moved, storage_info))
-    start, end = [0.0] * len(instrs), [0.0] * len(instrs)
-    for k, i in enumerate(order):
-        start[i] = sched.start[k]
-        end[i] = sched.end[k]
-    sched.start, sched.end = start, end
-    sched.notes.append("loads whose tiles SBUF could not hold until their first use were issued just before it "
-                       "(as the compiler schedules them)")
-    return sched
+    return _simulate_ordered(trace, instrs, spec, _sbuf_lifetimes(instrs, trace.storages))
 
 
 def _simulate_ordered(trace: Trace, instrs: list, spec: TargetSpec, lifetimes: tuple) -> Schedule:
@@ -1212,18 +1156,19 @@ def _union_flat(starts: list[float], ends: list[float], more: list[list[float]])
     return np.stack((s[first], e[last]), axis=1).tolist()
 
 
-def _sbuf_demand(instrs, uses: dict[int, list[int]], sizes: dict[int, int], rows: dict[int, int], spec: TargetSpec,
+def _sbuf_demand(instrs, uses: "_Uses", sizes: dict[int, int], rows: dict[int, int], spec: TargetSpec,
                  notes: list[str]) -> int:
     """Peak live SBUF bytes per partition in program order (each tile from its first to its last access, the
     emulator's capacity rule, before any allocation decision); a note when it is above the usable size."""
     if not uses:
         return 0
     n = len(instrs)
-    first = np.fromiter((u[0] for u in uses.values()), dtype=np.int64, count=len(uses))
-    last = np.fromiter((u[-1] + 1 for u in uses.values()), dtype=np.int64, count=len(uses))
+    spans = list(uses.first_last())
+    first = np.fromiter((f for _, f, _ in spans), dtype=np.int64, count=len(spans))
+    last = np.fromiter((la + 1 for _, _, la in spans), dtype=np.int64, count=len(spans))
     # the full byte range a tile spans (the allocator's size shares a range among small-partition tiles)
-    size = np.fromiter((sizes[sid] * (4 if rows[sid] <= 32 else 2 if rows[sid] <= 64 else 1) for sid in uses),
-                       dtype=np.int64, count=len(uses))
+    size = np.fromiter((sizes[sid] * (4 if rows[sid] <= 32 else 2 if rows[sid] <= 64 else 1) for sid, _, _ in spans),
+                       dtype=np.int64, count=len(spans))
     delta = np.zeros(n + 2, dtype=np.int64)
     np.add.at(delta, first, size)
     np.add.at(delta, last, -size)
