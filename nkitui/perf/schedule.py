@@ -358,7 +358,8 @@ def _sbuf_lifetimes(instrs, storage_info: dict) -> tuple[_Uses, dict[int, int], 
     """For every SBUF storage: the instructions that access it, its bytes per partition, the storages whose
     last access each instruction is, and the partitions it spans (one pass, in numpy once the accesses are
     listed; the allocator needs them before the schedule)."""
-    acc = [(a[0], i, a[3], a[5]) for i, ins in enumerate(instrs) for a in (*ins.reads, *ins.writes) if a[1] == "sbuf"]
+    acc = [(a[0], i, a[3], a[5]) for i, ins in enumerate(instrs) for a in ins.reads if a[1] == "sbuf"]
+    acc += [(a[0], i, a[3], a[5]) for i, ins in enumerate(instrs) for a in ins.writes if a[1] == "sbuf"]
     if not acc:
         return _Uses(np.zeros(0, dtype=np.int64), {}), {}, {}, {}
     arr = np.array(acc, dtype=np.int64)
@@ -762,11 +763,25 @@ def _simulate_ordered(trace: Trace, instrs: list, spec: TargetSpec, lifetimes: t
                             sbuf_ready = t
             if fresh is not None:
                 for a in fresh:
-                    if a[1] == "sbuf" and a[0] in sbuf_sizes and a[0] not in alloc.held:
-                        busy_ids = busy_ids or {x[0] for x in (*reads, *writes)}
-                        t = _make_room(alloc, cs, spec, a[0], ready, busy_ids, storages, dma_totals)
-                        if t > sbuf_ready:
-                            sbuf_ready = t
+                    if a[1] != "sbuf":
+                        continue
+                    sid = a[0]
+                    size = sbuf_sizes.get(sid)
+                    if size is None or sid in alloc.held:
+                        continue
+                    heap = alloc.heap
+                    while heap and heap[0][0] <= ready:  # tiles past their last use by now
+                        alloc.live -= heappop(heap)[1]
+                    if alloc.live + size <= sbuf_cap:  # the common case: there is room
+                        alloc.live += size
+                        alloc.held[sid] = size
+                        if alloc.live > alloc.peak:
+                            alloc.peak = alloc.live
+                        continue
+                    busy_ids = busy_ids or {x[0] for x in (*reads, *writes)}
+                    t = _make_room(alloc, cs, spec, sid, ready, busy_ids, storages, dma_totals)
+                    if t > sbuf_ready:
+                        sbuf_ready = t
             if sbuf_ready > ready and sbuf_ready > psum_ready:
                 sbuf_stall += sbuf_ready - (ready if ready > psum_ready else psum_ready)
                 psum_ready_before = psum_ready
@@ -892,8 +907,11 @@ def _simulate_ordered(trace: Trace, instrs: list, spec: TargetSpec, lifetimes: t
         ends[idx] = end
         freed = release_at.get(idx)
         if freed is not None:
+            held = alloc.held
             for sid in freed:
-                alloc.release(sid, end)
+                size = held.pop(sid, None)
+                if size is not None:
+                    heappush(alloc.heap, (end, size))
         if alloc.evict_after:
             _evict_written(alloc, cs, spec, end, dma_totals)
         if ins.line == plan.line and ins.file == plan.file:
