@@ -17,13 +17,24 @@ import argparse
 import ast
 import json
 import os
-import subprocess
 import sys
-import tempfile
 from pathlib import Path
 
 TARGETS = ("trn1", "trn2", "trn3")
 TRACE_TIMEOUT_S = 600
+
+
+def _sol_kinds() -> dict[str, str]:
+    """The operations `sol` knows, with what each needs (shown by --help and in errors)."""
+    from nkitui.perf.roofline import VECTOR_PASSES
+
+    return {
+        "matmul": "--in A[M,K] --in B[K,N] (--lhs-transposed: A given as [K,M])",
+        "batched_matmul": "--in A[...,M,K] --in B[...,K,N]",
+        "attention": "--in Q[...,S,D] --in K[...,Sk,D] --in V[...,Sk,Dv] (--causal halves the score work)",
+        **{kind: "any inputs and outputs (vector passes per element)" for kind in VECTOR_PASSES},
+        "copy": "bytes only", "transpose": "bytes only",
+    }
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -39,8 +50,8 @@ def register(sub: argparse._SubParsersAction) -> None:
         "estimate", help="estimate a kernel (FILE.py::KERNEL, traced shape-only) or a saved emulator trace",
         description="Estimate how a kernel runs on a NeuronCore with nkitui's cost model. Give a saved trace "
                     "(`nkitui emu run ... --trace OUT.json`), or FILE.py::KERNEL with --shapes and --dtypes: the "
-                    "kernel is then traced shape-only (no data, no numerics) in a child process and estimated "
-                    "in one step. Every estimate carries the calibrated uncertainty band.",
+                    "kernel is then traced shape-only (no data, no numerics) in the confined child `nkitui emu "
+                    "run` uses and estimated in one step. Every estimate carries the calibrated uncertainty band.",
         epilog="example: nkitui perf estimate matmul.py::matmul_kernel --shapes 8192x4096,8192x8192 "
                "--dtypes bf16 --target trn2")
     p.add_argument("source", metavar="TRACE.json|FILE.py::KERNEL",
@@ -80,10 +91,19 @@ def register(sub: argparse._SubParsersAction) -> None:
     _json(p)
     p.set_defaults(func=_compare)
 
+    from nkitui.task.dtypes import DTYPE_NAMES
+
+    kinds = _sol_kinds()
+    grouped: dict[str, list[str]] = {}
+    for kind, takes in kinds.items():
+        grouped.setdefault(takes, []).append(kind)
+    listing = "; ".join(f"{', '.join(names)}: {takes}" for takes, names in grouped.items())
     p = cmds.add_parser("sol", help="speed of light of a task's shapes (a lower bound, not a measurement)",
-                        description="The fastest any kernel could compute the given work on a target.")
-    p.add_argument("--kind", required=True,
-                   help="the work: matmul, attention, elementwise, reduction, softmax, transpose, layernorm, rmsnorm")
+                        description="The least time any kernel can take for an operation's shapes and dtypes on a "
+                                    "target: the larger of the TensorE, vector and HBM bounds.",
+                        epilog=f"kinds: {listing}. Dtypes: {', '.join(DTYPE_NAMES)}, or bf16, fp16, fp32.")
+    p.add_argument("--kind", required=True, choices=tuple(kinds), metavar="KIND",
+                   help=f"the operation: {', '.join(kinds)} (what each takes: see below)")
     p.add_argument("--in", dest="inputs", action="append", default=[], metavar="SHAPE[:DTYPE]",
                    help="an input, e.g. 8192x4096:bf16 (repeatable, in order)")
     p.add_argument("--out", dest="outputs", action="append", default=[], metavar="SHAPE[:DTYPE]",
@@ -180,8 +200,9 @@ def _kernel_args(args) -> tuple[list[dict], dict]:
 
 
 def trace_kernel(args):
-    """Trace FILE.py::KERNEL shape-only in a child process; the Trace, or an exit status after printing why not."""
-    from nkitui.emulator.trace import Trace
+    """Trace FILE.py::KERNEL shape-only in the confined child of `nkitui emu run`; the Trace, or an exit status
+    after printing why not."""
+    from nkitui.cli.emu import KernelFailed, UsageError, trace_shape_only
     from nkitui.perf.loading import PerfInputError
 
     path, sep, name = args.source.rpartition("::")
@@ -202,33 +223,16 @@ def trace_kernel(args):
             raise PerfInputError(f"--grid {args.grid!r}: expected positive integers such as 2 or 4,2") from None
         if not grid or min(grid) < 1:
             raise PerfInputError(f"--grid {args.grid!r}: grid sizes must be positive integers")
+    if not (0 < args.timeout <= 86400):
+        raise PerfInputError(f"--timeout {args.timeout:g}: give a number of seconds between 1 and 86400")
     specs, kwargs = _kernel_args(args)
-    with tempfile.TemporaryDirectory(prefix="nkitui-perf-") as tmp:
-        out = Path(tmp) / "trace.json"
-        request = {"file": str(file.resolve()), "kernel": name, "args": specs, "kwargs": kwargs, "grid": grid,
-                   "target": args.target or "trn2", "out": str(out), "cpu_s": int(args.timeout) + 5}
-        req = Path(tmp) / "request.json"
-        req.write_text(json.dumps(request), encoding="utf-8")
-        try:
-            done = subprocess.run([sys.executable, "-m", "nkitui.cli._perf_trace", str(req)], capture_output=True,
-                                  text=True, timeout=args.timeout, cwd=tmp)
-        except subprocess.TimeoutExpired:
-            print(f"nkitui perf estimate: {args.source} did not finish tracing within {args.timeout:g} s "
-                  "(raise --timeout for very large shapes)", file=sys.stderr)
-            return 1
-        if done.returncode != 0 or not out.is_file():
-            message = ""
-            for line in reversed(done.stdout.splitlines()):
-                try:
-                    message = json.loads(line).get("error", "")
-                    break
-                except (ValueError, AttributeError):
-                    continue
-            if not message:
-                message = (done.stderr.strip().splitlines() or [f"exit status {done.returncode}"])[-1]
-            print(f"nkitui perf estimate: tracing {args.source} failed: {message}", file=sys.stderr)
-            return 1
-        return Trace.from_json(json.loads(out.read_text(encoding="utf-8")))
+    try:
+        return trace_shape_only(file, name, grid, args.target or "trn2", specs, kwargs, timeout_s=args.timeout)
+    except UsageError as e:
+        raise PerfInputError(str(e)) from None
+    except KernelFailed as e:
+        print(f"nkitui perf estimate: tracing {args.source} failed: {e}", file=sys.stderr)
+        return 1
 
 
 def _profile(args) -> int:
@@ -257,13 +261,20 @@ def _compare(args) -> int:
 
 def _sol(args) -> int:
     def body(args) -> int:
-        from nkitui.perf.loading import tensor_spec
+        from nkitui.perf.loading import PerfInputError, tensor_spec
         from nkitui.perf.report import render_sol
         from nkitui.perf.roofline import minimal_work, speed_of_light_for
 
         ins = [tensor_spec(x, "--in") for x in args.inputs]
         outs = [tensor_spec(x, "--out") for x in args.outputs]
-        work = minimal_work(args.kind, ins, outs, lhs_transposed=args.lhs_transposed, causal=args.causal)
+        try:
+            work = minimal_work(args.kind, ins, outs, lhs_transposed=args.lhs_transposed, causal=args.causal)
+        except ValueError as exc:  # the cost model's complaint about the kind's inputs, in the command's words
+            import re
+
+            text = re.sub(r"^minimal_work(\([^)]*\))?:\s*", "", str(exc))
+            raise PerfInputError(f"--kind {args.kind}: {text} (it takes "
+                                 f"{_sol_kinds().get(args.kind, 'inputs and outputs')})") from None
         sol = speed_of_light_for(work, args.target)
         print(json.dumps(sol.to_json()) if args.json else render_sol(sol))
         return 0

@@ -35,6 +35,7 @@ from contextlib import contextmanager
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any, Iterator
 
+from nkitui.common import units
 from nkitui.evaluate.result import Check, RunResult, SeedResult
 from nkitui.executor.context import PhaseFailed, WorkerContext
 from nkitui.executor.events import ErrorEvent
@@ -161,6 +162,8 @@ class EvaluationSession:
         guard = current_guard()
         violations = [v.to_dict() for v in guard.violations] if guard else []
         r.sandbox = {"violations": violations}
+        if self.ctx.confinement is not None:  # what the worker says it entered; the parent adds what it observed
+            r.sandbox["confinement"] = self.ctx.confinement.to_dict()
         if guard is not None:
             r.checks.append(Check("sandbox", "the kernel stayed inside its sandbox (no writes outside its scratch folder, no processes, no credential lookups)",
                                   not violations, _describe_violations(violations)))
@@ -290,6 +293,11 @@ class EvaluationSession:
                 guard.allow_processes = self.backend.allows_subprocess
                 if self.backend.allows_subprocess:
                     guard.allow_writes_under(NEURON_COMPILE_CACHE)
+            if not self.backend.allows_subprocess and "processes" in " ".join(getattr(self.ctx.confinement, "details", ())):
+                from nkitui.executor import confine  # started for an SDK backend, chose the emulator: confine fully
+
+                self.ctx.confinement = confine.tighten(confine.ConfinementPolicy(scratch=self.ctx.scratch))
+                self.ctx.log(self.ctx.confinement.summary())
             try:
                 self.backend.prepare()
             except BackendUnavailable as exc:
@@ -406,9 +414,9 @@ class EvaluationSession:
                 for m in metrics:
                     if not m.passed:
                         per_output[m.name].append(f"seed {seed}: {m.mismatches}/{m.count} elements outside {m.policy.describe()}")
-                    ulp = f"{m.max_ulp:g}" if m.max_ulp is not None else "-"
                     self.ctx.log(f"seed {seed}: {m.name} {'passes' if m.passed else 'FAILS'} "
-                                 f"(max abs {m.max_abs:.3g}, max ULP {ulp}, {m.mismatches} mismatches)",
+                                 f"(max abs {units.error(m.max_abs)}, max ULP {units.ulp(m.max_ulp, m.dtype)}, "
+                                 f"{units.count(m.mismatches)} mismatches)",
                                  level="info" if m.passed else "warning")  # a level filter finds the failures
             compared = sum(1 for s in self.seeds if s in self.references)
             for spec in task.outputs:
@@ -590,7 +598,7 @@ class EvaluationSession:
                                          + (f": {timing['recheck_failures'][0]}" if failures else "")))
             if not outcome.skipped:
                 med = timing.get("median_us")
-                ph.detail = f"{timing.get('kind', '')} {med:.2f} µs" if isinstance(med, (int, float)) else "no timing"
+                ph.detail = f"{timing.get('kind', '')} {units.time_us(med)}" if isinstance(med, (int, float)) else "no timing"
 
 
 def _recheck(task: Any, got: dict[str, np.ndarray], expected: dict[str, np.ndarray]) -> str | None:

@@ -17,6 +17,8 @@ from rich.console import Console, Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
+from nkitui.common import units
+from nkitui.common.textfit import FitText
 from nkitui.evaluate.result import RunResult
 
 STATUS_STYLE = {"passed": "bold green", "failed": "bold red", "invalid": "bold magenta"}
@@ -25,11 +27,12 @@ SEVERITY_STYLE = {"high": "bold red", "medium": "yellow", "low": "cyan", "info":
 BAR_WIDTH = 30
 
 
-def _num(x: Any, fmt: str = ".3g") -> str:
+def _num(x: Any, fmt: str = "") -> str:
+    """A number through the one formatter (nkitui.common.units); `fmt` only for fixed decimals."""
     if isinstance(x, bool) or x is None:
         return "-"
     if isinstance(x, (int, float)):
-        return format(x, fmt)
+        return format(x, fmt) if fmt else units.error(x)
     return str(x)
 
 
@@ -51,6 +54,9 @@ def render_header(r: RunResult) -> RenderableType:
         dirty = " (uncommitted changes)" if r.task_dirty else ""
         t.add_row("commit", f"{r.task_commit[:12]}{dirty}")
     t.add_row("seeds", ", ".join(map(str, r.seeds)) or "-")
+    if isinstance(r.sandbox, dict) and r.sandbox.get("summary"):  # nkitui.executor.confine.record
+        summary = str(r.sandbox["summary"])
+        t.add_row("isolation", Text(summary, style="yellow" if "degraded" in summary or "not reported" in summary else ""))
     versions = ", ".join(f"{k} {v}" for k, v in r.versions.items() if isinstance(v, str))
     if versions:
         t.add_row("versions", versions)
@@ -65,7 +71,7 @@ def render_error(r: RunResult) -> RenderableType | None:
         return None
     e = r.error
     where = f" at {e['file']}:{e['line']}" if e.get("file") and e.get("line") else (f" in {e['file']}" if e.get("file") else "")
-    return Text.assemble(("error ", "bold red"), (f"({e.get('kind', 'error')})", "red"), f"{where}: {e.get('message', '')}")
+    return FitText(f"error ({e.get('kind', 'error')}){where}: {e.get('message', '')}", style="red", subsequent="  ")
 
 
 def render_phases(r: RunResult) -> RenderableType:
@@ -73,11 +79,12 @@ def render_phases(r: RunResult) -> RenderableType:
     t.add_column("phase")
     t.add_column("status")
     t.add_column("time", justify="right")
-    t.add_column("detail", overflow="fold")
+    t.add_column("detail")
     for p in r.phases:
         dur = p.get("duration_s")
+        # FitText: a path (file.py::kernel) breaks after / or ::, never mid-word
         t.add_row(p["name"], Text(p.get("status", ""), style=PHASE_STYLE.get(p.get("status", ""), "")),
-                  f"{dur:.3f} s" if isinstance(dur, (int, float)) else "-", p.get("detail", ""))
+                  f"{dur:.3f} s" if isinstance(dur, (int, float)) else "-", FitText(p.get("detail", "")))
     return t
 
 
@@ -85,9 +92,9 @@ def render_checks(r: RunResult) -> RenderableType:
     t = Table(title="checks", title_justify="left", show_edge=False, pad_edge=False)
     t.add_column("")
     t.add_column("check")
-    t.add_column("detail", overflow="fold")
+    t.add_column("detail")
     for c in r.checks:
-        t.add_row(_mark(c.passed), c.title, c.detail)
+        t.add_row(_mark(c.passed), c.title, FitText(c.detail))
     if not r.checks:
         t.add_row(_mark(None), "no checks ran", "")
     return t
@@ -97,24 +104,34 @@ def render_seed_metrics(r: RunResult) -> RenderableType | None:
     rows = [(s, o) for s in r.seed_results for o in s.outputs]
     if not rows and not any(s.error for s in r.seed_results):
         return None
-    t = Table(title="outputs per seed (float64 comparison)", title_justify="left", show_edge=False, pad_edge=False)
-    for col in ("output", "seed", "", "max abs", "max rel", "max ULP", "rel L2", "mismatches", "NaN/Inf"):
-        if col in ("max abs", "max rel", "rel L2", "NaN/Inf"):  # a cut number (3.47e-…) is worse than a wrapped count
-            t.add_column(col, justify="right", no_wrap=True, min_width=len(col) if col == "NaN/Inf" else 8)
+    def nonfinite_of(o: dict) -> int:
+        nf = o.get("nonfinite") or {}
+        return nf.get("actual_nan", 0) + nf.get("actual_posinf", 0) + nf.get("actual_neginf", 0)
+
+    # A number is never broken across lines (2.1004 / 7e+09): the numeric columns do not wrap, and the
+    # NaN/Inf column is there only when a result has one (the title says so otherwise), so the table
+    # fits 80 columns.
+    with_nonfinite = any(nonfinite_of(o) for s in r.seed_results for o in s.outputs)
+    title = "outputs per seed (float64 comparison)" + ("" if with_nonfinite else "; no NaN/Inf in any result")
+    t = Table(title=title, title_justify="left", show_edge=False, pad_edge=False)
+    columns = ("output", "seed", "", "max abs", "max rel", "max ULP", "rel L2", "mismatches",
+               *(("NaN/Inf",) if with_nonfinite else ()))
+    for col in columns:
+        if col in ("output", ""):
+            t.add_column(col, overflow="fold")
         else:
-            t.add_column(col, justify="right" if col not in ("output", "") else "left", overflow="fold")
+            t.add_column(col, justify="right", no_wrap=True)
+    blanks = [""] * (len(columns) - 4)
     for s in r.seed_results:
         if s.error and not s.outputs:
-            t.add_row("-", str(s.seed), _mark(False), Text(s.error.get("message", "")[:80], style="red"), "", "", "", "", "")
+            t.add_row("-", str(s.seed), _mark(False), Text(s.error.get("message", "")[:80], style="red"), *blanks)
         for o in s.outputs:
             if "error" in o and "max_abs" not in o:
-                t.add_row(o.get("name", "?"), str(s.seed), _mark(False), Text(o["error"][:80], style="red"), "", "", "", "", "")
+                t.add_row(o.get("name", "?"), str(s.seed), _mark(False), Text(o["error"][:80], style="red"), *blanks)
                 continue
-            nf = o.get("nonfinite") or {}
-            nonfinite = nf.get("actual_nan", 0) + nf.get("actual_posinf", 0) + nf.get("actual_neginf", 0)
             t.add_row(o["name"], str(s.seed), _mark(o.get("passed")), _num(o.get("max_abs")), _num(o.get("max_rel")),
-                      _num(o.get("max_ulp"), "g"), _num(o.get("rel_l2")), f"{o.get('mismatches', 0)}/{o.get('count', 0)}",
-                      str(nonfinite))
+                      units.ulp(o.get("max_ulp"), note=False), _num(o.get("rel_l2")), f"{o.get('mismatches', 0)}/{o.get('count', 0)}",
+                      *((str(nonfinite_of(o)),) if with_nonfinite else ()))
     return t
 
 
@@ -137,28 +154,31 @@ def render_timing(r: RunResult) -> RenderableType | None:
     t = r.timing
     if not t:
         return None
-    lines = [Text("timing", style="bold")]
+    lines: list[RenderableType] = [Text("timing", style="bold")]
     kind = t.get("kind", "?")
     if kind == "estimated":
-        lines.append(Text(f"  estimated {_num(t.get('median_us'), '.2f')} µs ({t.get('source', 'cost model')}; {t.get('note', '')})"))
+        lines.append(FitText(f"estimated {units.time_us(t.get('median_us'))} ({t.get('source', 'cost model')}; "
+                             f"{t.get('note', '')})", indent="  ", subsequent="    "))
         from nkitui.perf.uncertainty import describe_record  # the band the perf record carries
 
-        band = describe_record(r.utilisation)
+        band = describe_record(r.utilisation, units.time_s)
         if band:
-            lines.append(Text(f"  {band}"))
+            lines.append(FitText(band, indent="  ", subsequent="    "))
     else:
         ci = t.get("ci95_us") or [None, None]
-        lines.append(Text(
-            f"  measured median {_num(t.get('median_us'), '.2f')} µs, IQR {_num(t.get('iqr_us'), '.2f')} µs, "
-            f"min {_num(t.get('min_us'), '.2f')} µs, 95% CI of the median [{_num(ci[0], '.2f')}, {_num(ci[1], '.2f')}] µs"))
-        lines.append(Text(f"  {t.get('samples', 0)} timed launches after {t.get('warmup', 0)} warm-up; {t.get('stopped', '')}"))
-        lines.append(Text(f"  method: {t.get('method', '')}; {t.get('rechecked', 0)} launches re-checked, "
-                          f"{t.get('recheck_failure_count', 0)} differed"))
+        lines.append(FitText(
+            f"measured median {units.time_us(t.get('median_us'))}, IQR {units.time_us(t.get('iqr_us'))}, "
+            f"min {units.time_us(t.get('min_us'))}, 95% CI of the median [{units.time_us(ci[0])}, {units.time_us(ci[1])}]",
+            indent="  ", subsequent="    "))
+        lines.append(FitText(f"{t.get('samples', 0)} timed launches after {t.get('warmup', 0)} warm-up; "
+                             f"{t.get('stopped', '')}", indent="  ", subsequent="    "))
+        lines.append(FitText(f"method: {t.get('method', '')}; {t.get('rechecked', 0)} launches re-checked, "
+                             f"{t.get('recheck_failure_count', 0)} differed", indent="  ", subsequent="    "))
         device = t.get("device")
         if isinstance(device, dict):
-            lines.append(Text(f"  device (nki.benchmark) p50 {_num(device.get('median_us'), '.2f')} µs"))
+            lines.append(Text(f"  device (nki.benchmark) p50 {units.time_us(device.get('median_us'))}"))
         if isinstance(t.get("profile_total_time_us"), (int, float)):
-            lines.append(Text(f"  profiler total_time {t['profile_total_time_us']:.2f} µs"))
+            lines.append(Text(f"  profiler total_time {units.time_us(t['profile_total_time_us'])}"))
     return Group(*lines)
 
 
@@ -174,10 +194,10 @@ def render_utilisation(r: RunResult) -> RenderableType | None:
         parts.append(Text(f"  {lane:<7} {bar(float(pct))} {float(pct):5.1f}%"))
     summary = u.get("summary") or {}
     extra = [(k, summary.get(k)) for k in ("mfu_estimated_percent", "mbu_estimated_percent", "hfu_estimated_percent")]
-    shown = ", ".join(f"{k.split('_')[0].upper()} {v:.1f}%" for k, v in extra if isinstance(v, (int, float)))
+    shown = ", ".join(f"{k.split('_')[0].upper()} {units.percent(v)}" for k, v in extra if isinstance(v, (int, float)))
     total = u.get("total_time")
     if isinstance(total, (int, float)):
-        shown = f"total {total * 1e6:.2f} µs" + (f", {shown}" if shown else "")
+        shown = f"total {units.time_s(total)}" + (f", {shown}" if shown else "")
     if shown:
         parts.append(Text(f"  {shown}"))
     return Group(*parts)
@@ -192,7 +212,7 @@ def render_findings(r: RunResult) -> RenderableType | None:
         where = f" {f['file']}:{f['line']}" if f.get("file") and f.get("line") else ""
         parts.append(Text.assemble((f"[{f.get('severity', '?')}] ", SEVERITY_STYLE.get(f.get("severity", ""), "")),
                                    (f.get("rule", ""), "bold"), where, f"  {f.get('title', '')}"))
-        parts.append(Text(f"    {f.get('message', '')}"))
+        parts.append(FitText(f.get("message", ""), indent="    "))
     return Group(*parts)
 
 
@@ -202,11 +222,12 @@ def render_result(r: RunResult, *, numerics: bool = True, log_lines: int = 15) -
         render_numerics(r) if numerics else None, render_timing(r), render_utilisation(r), render_findings(r),
     ]
     if r.notes:
-        parts.append(Group(Text("notes", style="bold"), *[Text(f"  {n}") for n in r.notes]))
+        parts.append(Group(Text("notes", style="bold"), *[FitText(n, indent="  ", subsequent="    ") for n in r.notes]))
     if not r.finished or r.status == "failed" and r.error:
         tail = r.log_excerpt[-log_lines:]
         if tail:
-            parts.append(Group(Text("log (last lines)", style="bold"), *[Text(f"  {line}", style="dim") for line in tail]))
+            parts.append(Group(Text("log (last lines)", style="bold"),
+                               *[FitText(line, style="dim", indent="  ", subsequent="    ") for line in tail]))
     return Group(*(p for p in parts if p is not None))
 
 
@@ -253,9 +274,10 @@ def render_comparison(cmp: Any, a: RunResult | None = None, b: RunResult | None 
     t = cmp.timing or {}
     line = Text("timing  ", style="bold")
     if isinstance(t.get("a_us"), (int, float)) and isinstance(t.get("b_us"), (int, float)):
-        line.append(f"A {t['a_us']:.2f} µs ({t.get('a_kind', '?')}) → B {t['b_us']:.2f} µs ({t.get('b_kind', '?')})")
+        line.append(f"A {units.time_us(t['a_us'])} ({t.get('a_kind', '?')}) → B {units.time_us(t['b_us'])} "
+                    f"({t.get('b_kind', '?')})")
         if isinstance(t.get("speedup"), (int, float)):
-            line.append(f", speed-up {t['speedup']:.3g}x")
+            line.append(f", speed-up {units.ratio(t['speedup'])}")
     line.append(f"  — {t.get('verdict', 'no timing to compare')}")
     parts.append(line)
 

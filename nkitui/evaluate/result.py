@@ -16,6 +16,9 @@ import math
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from nkitui.common import units
+from nkitui.common.redact import redact_obj
+
 SCHEMA_VERSION = 1
 SCHEMA_NAME = "nkitui.run-result"
 
@@ -185,14 +188,14 @@ class RunResult:
         total = sum(1 for c in self.checks if c.passed is not None)
         time_part = ""
         if self.timing and isinstance(self.timing.get("median_us"), (int, float)):
-            time_part = f", {self.timing['kind']} {self.timing['median_us']:.1f} µs"
+            time_part = f", {self.timing['kind']} {units.time_us(self.timing['median_us'])}"
         return f"run {self.run_id} ({backend}): {self.status}, {passed}/{total} checks{time_part}"
 
     # -- JSON ------------------------------------------------------------------------------------
     def to_dict(self) -> dict[str, Any]:
         """Strict-JSON-ready: NaN and infinities anywhere (timing, utilisation, ...) become the
         strings "nan", "inf", "-inf", as in the numerics results."""
-        d = strict_json(asdict(self))
+        d = redact_obj(strict_json(asdict(self)))  # no credential shape is ever stored or committed
         return {"schema": SCHEMA_NAME, "schema_version": SCHEMA_VERSION, **d}
 
     def to_json(self, indent: int | None = 2) -> str:

@@ -16,6 +16,7 @@ from nkitui.perf.estimate import estimate
 from nkitui.perf.hardware import itemsize
 from nkitui.perf.profiles import load_profile, parse_profile
 from nkitui.perf.summary import PerfRecord
+from nkitui.task.dtypes import DTYPE_NAMES, canonical_dtype_name
 
 
 class PerfInputError(ValueError):
@@ -25,23 +26,13 @@ class PerfInputError(ValueError):
 _ROW_FIELDS = len(Instruction(0, "", "", 0, 0, (), "", (), "").to_row())
 _RECORD_HINT = "save one with `nkitui emu run ... --trace OUT.json` or Trace.to_json()"
 
-# dtype spellings the app and the command line use -> numpy-style names
-DTYPE_ALIASES = {
-    "bf16": "bfloat16", "bfloat16": "bfloat16", "fp16": "float16", "f16": "float16", "half": "float16",
-    "float16": "float16", "fp32": "float32", "f32": "float32", "float": "float32", "float32": "float32",
-    "tf32": "tfloat32", "tfloat32": "tfloat32", "fp8": "float8_e4m3", "fp8_e4m3": "float8_e4m3",
-    "float8_e4m3": "float8_e4m3", "fp8_e5m2": "float8_e5m2", "float8_e5m2": "float8_e5m2",
-    "float8_e4m3fn": "float8_e4m3fn", "int8": "int8", "uint8": "uint8", "int16": "int16", "uint16": "uint16",
-    "int32": "int32", "uint32": "uint32", "bool": "bool_",
-}
-
-
 def dtype_name(text: str, where: str) -> str:
-    """A numpy-style dtype name from `bf16`, `fp32`, `bfloat16`, ...; PerfInputError naming `where`."""
-    name = DTYPE_ALIASES.get(text.strip().lower())
+    """The manifest dtype name for `bf16`, `fp32`, `bfloat16`, ... (the one vocabulary, nkitui.task.dtypes);
+    PerfInputError naming `where`."""
+    name = canonical_dtype_name(text.strip().lower())
     if name is None:
-        known = ", ".join(sorted(k for k in DTYPE_ALIASES if "_" not in k))
-        raise PerfInputError(f"{where}: unknown dtype {text!r}; use one of {known} (or a numpy name such as bfloat16)")
+        raise PerfInputError(f"{where}: unknown dtype {text!r}; use one of {', '.join(DTYPE_NAMES)} "
+                             "(or bf16, fp16, fp32)")
     return name
 
 
@@ -133,7 +124,10 @@ def load_any(path: str, target: str | None = None) -> PerfRecord:
 def tensor_spec(spec: str, flag: str) -> tuple[tuple[int, ...], str]:
     """`4096x8192:bf16` -> ((4096, 8192), "bfloat16") (dtype defaults to bfloat16)."""
     shape_text, _, dtype = spec.partition(":")
-    shape = parse_shape(shape_text, f"{flag} {spec!r}")
+    try:
+        shape = tuple(int(x) for x in shape_text.strip().lower().split("x"))
+    except ValueError:
+        raise PerfInputError(f"{flag} {spec!r}: write shapes as DIMxDIM[:dtype], e.g. 4096x8192:bfloat16") from None
     name = dtype_name(dtype, f"{flag} {spec!r}") if dtype else "bfloat16"
     try:
         itemsize(name)

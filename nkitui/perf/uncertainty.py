@@ -72,10 +72,6 @@ def describe_record(record_json: dict[str, Any] | None, fmt=None) -> str | None:
 
 
 def _fmt(seconds: float) -> str:
-    if seconds >= 1.0:
-        return f"{seconds:.3g} s"
-    if seconds >= 1e-3:
-        return f"{seconds * 1e3:.3g} ms"
-    if seconds >= 1e-6:
-        return f"{seconds * 1e6:.3g} us"
-    return f"{seconds * 1e9:.3g} ns"
+    from nkitui.common import units
+
+    return units.time_s(seconds)

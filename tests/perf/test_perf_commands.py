@@ -25,28 +25,37 @@ def perf(*argv: str) -> int:
     return nkitui_main(["perf", *argv])
 
 
-def test_estimate_traces_a_kernel_file_shape_only_and_estimates_in_one_step(capsys):
+def nkitui(*argv: str, cwd=ROOT) -> subprocess.CompletedProcess:
+    """A real `nkitui` process: kernels run in the confined child, which needs real file descriptors."""
+    return subprocess.run([sys.executable, "-m", "nkitui", *argv], capture_output=True, text=True, cwd=cwd,
+                          timeout=300)
+
+
+def test_estimate_traces_a_kernel_file_shape_only_and_estimates_in_one_step():
     spec = f"{KERNELS / 'matmul_tutorial.py'}::matmul_tiled"
-    assert perf("estimate", spec, "--shapes", "512x256,512x1024", "--dtypes", "bf16", "--target", "trn1",
-                "--json") == 0
-    rec = json.loads(capsys.readouterr().out)
+    out = nkitui("perf", "estimate", spec, "--shapes", "512x256,512x1024", "--dtypes", "bf16", "--target", "trn1",
+                 "--json")
+    assert out.returncode == 0, out.stderr
+    rec = json.loads(out.stdout)
     assert rec["source"] == "estimated" and rec["target"] == "trn1" and rec["kernel"] == "matmul_tiled"
     assert rec["summary"]["matmul_instruction_count"] == 2 * 2 * 4  # M/128 x N/512 x K/128
     assert rec["summary"]["model_flops"] == 2 * 256 * 512 * 1024
     assert rec["uncertainty"]["low"] < 0 < rec["uncertainty"]["high"]
     # per-shape dtypes and the text rendering with the band
-    assert perf("estimate", spec, "--shapes", "512x256,512x1024", "--dtypes", "bfloat16,bf16") == 0
-    text = capsys.readouterr().out
+    out = nkitui("perf", "estimate", spec, "--shapes", "512x256,512x1024", "--dtypes", "bfloat16,bf16")
+    assert out.returncode == 0, out.stderr
+    text = out.stdout
     assert text.startswith("matmul_tiled on trn2:")
     assert "on calibrated kernel families; outside them the error is unknown" in text
 
 
-def test_estimate_of_a_kernel_saves_the_record_for_compare(tmp_path, capsys):
+def test_estimate_of_a_kernel_saves_the_record_for_compare(tmp_path):
     spec = f"{KERNELS / 'mamba.py'}::mamba_v2"
     out = tmp_path / "v2.json"
     shapes = "1x128x512,1x128x512,128x4,1x4x512,1x4x512"
-    assert perf("estimate", spec, "--shapes", shapes, "--dtypes", "fp32", "--target", "trn1", "--save", str(out)) == 0
-    capsys.readouterr()
+    done = nkitui("perf", "estimate", spec, "--shapes", shapes, "--dtypes", "fp32", "--target", "trn1", "--save",
+                  str(out))
+    assert done.returncode == 0, done.stderr
     saved = json.loads(out.read_text())
     assert saved["kernel"] == "mamba_v2" and saved["summary"]["vector_engine_instruction_count"] > 0
 
@@ -67,14 +76,15 @@ def test_bad_estimate_arguments_exit_2_naming_the_argument(args, message, capsys
 def test_bad_kernel_specs_and_failing_kernels(tmp_path, capsys):
     assert perf("estimate", str(tmp_path / "none.py") + "::k", "--shapes", "8x8") == 2
     assert "does not exist" in capsys.readouterr().err
-    assert perf("estimate", f"{KERNELS / 'matmul_tutorial.py'}::nope", "--shapes", "8x8") == 1
-    assert "no kernel named 'nope'" in capsys.readouterr().err
-    bad = tmp_path / "bad.py"
+    done = nkitui("perf", "estimate", f"{KERNELS / 'matmul_tutorial.py'}::nope", "--shapes", "8x8")
+    assert done.returncode == 2 and "no kernel named 'nope'" in done.stderr
+    bad = tmp_path / "k" / "bad.py"
+    bad.parent.mkdir()
     bad.write_text("import neuronxcc.nki as nki\nimport neuronxcc.nki.language as nl\n\n\n@nki.jit\n"
                    "def k(a):\n    raise RuntimeError('boom')\n")
-    assert perf("estimate", f"{bad}::k", "--shapes", "128x64", "--dtypes", "fp32") == 1
-    err = capsys.readouterr().err
-    assert "tracing" in err and "RuntimeError: boom at bad.py:7" in err
+    done = nkitui("perf", "estimate", f"{bad}::k", "--shapes", "128x64", "--dtypes", "fp32")
+    assert done.returncode == 1, done.stderr
+    assert "tracing" in done.stderr and "RuntimeError: boom at bad.py:7" in done.stderr
     # a trace given task arguments is a usage error
     trace = tmp_path / "t.json"
     trace.write_text(json.dumps(matmul_trace().to_json()))
@@ -126,16 +136,20 @@ def test_every_perf_argument_has_help_text():
 
 
 def test_emu_run_saves_a_trace_that_perf_estimate_reads(tmp_path, capsys):
+    kdir = tmp_path / "kernel"
+    kdir.mkdir()
+    (kdir / "mm.py").write_text((KERNELS / "matmul_tutorial.py").read_text())
     rng = np.random.default_rng(0)
     inputs = tmp_path / "in.npz"
     np.savez(inputs, lhsT=rng.standard_normal((256, 128)).astype(np.float32),
              rhs=rng.standard_normal((256, 512)).astype(np.float32))
-    spec = f"{KERNELS / 'matmul_tutorial.py'}::matmul_tiled"
+    spec = f"{kdir / 'mm.py'}::matmul_tiled"
     for name in ("trace.json", "trace.json.gz"):
         trace = tmp_path / name
-        assert nkitui_main(["emu", "run", spec, "--inputs", str(inputs), "--out", str(tmp_path / "out.npz"),
-                            "--target", "trn1", "--trace", str(trace)]) == 0
-        assert f"trace written to {trace}" in capsys.readouterr().out
+        done = nkitui("emu", "run", spec, "--inputs", str(inputs), "--out", str(tmp_path / "out.npz"), "--target",
+                      "trn1", "--trace", str(trace))
+        assert done.returncode == 0, done.stderr
+        assert f"trace written to {trace}" in done.stdout
         raw = gzip.open(trace, "rt").read() if name.endswith(".gz") else trace.read_text()
         assert json.loads(raw)["target"] == "trn1"
         assert perf("estimate", str(trace), "--json") == 0
