@@ -176,3 +176,20 @@ async def test_an_estimate_shows_its_uncertainty_band_and_its_launch_overhead(ta
         assert rows["launch overhead"] == format_seconds(record.launch_overhead)
         assert rows["kernel core time"] == format_seconds(record.core_time)
         assert "outside them the error is unknown" in text
+
+
+async def test_the_timeline_axis_ends_at_the_core_time_not_the_launch(task_dir):
+    from nkitui.common import units
+    from nkitui.perf import estimate
+    from tests.perf.test_estimate import matmul_trace
+
+    record = estimate(matmul_trace("trn2"))
+    assert record.launch_overhead > 0
+    result = recorded_result()
+    result.utilisation = record.to_json()
+    store_run(result, "20260107T090000Z-cccccc")
+    app = new_app(task_dir, backend="emulator")
+    async with app.run_test(size=(110, 70)) as pilot:
+        await _reopen(pilot, app)
+        text = screen_text(app)
+        assert f"{units.time_s(record.core_time)} core" in text
