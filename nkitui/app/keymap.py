@@ -101,6 +101,8 @@ REGISTRY: tuple[KeySpec, ...] = (
             help="Attach the focused finding, log line, diff line or metric as evidence to the rubric criterion"),
     KeySpec("app.submit", "ctrl+s,f8", "app.submit_review", "Submit", "app", priority=True, show=False,
             help="Validate the review and commit it to the task repository"),
+    KeySpec("app.notices", "exclamation_mark", "app.notices", "Notices", "app", show=False,
+            help="Every notice of this session in full (the footer shows each one for a few seconds)"),
     # Code views (aligned source and diff).
     KeySpec("code.down", "down,j", "cursor_down", "Down", "code", show=False, help="Next line"),
     KeySpec("code.up", "up,k", "cursor_up", "Up", "code", show=False, help="Previous line"),
@@ -155,6 +157,8 @@ REGISTRY: tuple[KeySpec, ...] = (
     KeySpec("log.prev_match", "N", "prev_match", "Prev match", "log", show=False, help="Previous search match"),
     KeySpec("log.level", "l", "cycle_level", "Level", "log",
             help="Cycle the level filter: all, info and above, warnings and errors, errors"),
+    KeySpec("log.open", "enter", "open_location", "Go to source", "log", show=False,
+            help="Open the Source area at the file:line the line names (an error, a traceback frame, a finding)"),
     # Run area.
     KeySpec("run.view", "m", "toggle_view", "Log/results", "run",
             help="Switch between the live log and the run's results (metrics, heat map, advice)"),

@@ -35,7 +35,9 @@ from pathlib import Path
 from typing import Any
 
 from nkitui.executor import confine
-from nkitui.executor.events import ErrorEvent, Event, LogEvent, PhaseEvent, ProgressEvent, ResultEvent, parse_line
+from nkitui.executor.events import (
+    ErrorEvent, Event, LogEvent, PhaseEvent, ProgressEvent, ResultEvent, log_lines_of, parse_line,
+)
 from nkitui.executor.exitstatus import ExitReport, describe_exit
 from nkitui.executor.job import WorkerJob
 from nkitui.executor.limits import Limits
@@ -408,6 +410,8 @@ class RunHandle:
         if isinstance(ev, LogEvent):
             self.log.append(ev)
         elif isinstance(ev, PhaseEvent):
+            for line in log_lines_of(ev):  # the stored log reads as the live one (app-core)
+                self.log.append(line)
             if ev.state == "start":
                 self.current_phase = ev.name
             else:
@@ -418,7 +422,8 @@ class RunHandle:
             self.progress = (ev.done, ev.total)
         elif isinstance(ev, ErrorEvent):
             self.errors.append(ev)
-            self.log.append(LogEvent("executor", f"error ({ev.kind}): {ev.message}", "error"))
+            for line in log_lines_of(ev):
+                self.log.append(line)
         elif isinstance(ev, ResultEvent):
             self.result_dict = ev.result
 

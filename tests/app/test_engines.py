@@ -92,11 +92,10 @@ async def test_a_measured_profile_without_a_timeline_says_so(task_dir):
 
 
 async def test_before_any_run_the_engines_show_the_tasks_speed_of_light_as_a_bound(task_dir):
-    from nkitui.executor.backends.costmodel import task_work
-    from nkitui.perf.roofline import speed_of_light_for
+    from nkitui.perf.taskwork import task_speed_of_light
     from nkitui.task import load_task
 
-    expected = speed_of_light_for(task_work(load_task(task_dir)), "trn2")
+    expected, _ = task_speed_of_light(load_task(task_dir), "trn2")
     app = new_app(task_dir, backend="emulator")
     async with app.run_test(size=(80, 24)) as pilot:
         await settle(pilot)

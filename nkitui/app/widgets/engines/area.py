@@ -44,7 +44,10 @@ alone, labelled **lower bound**: computed from the task's op, shapes and dtypes,
     def set_metrics(self, metrics: list[tuple[str, str, str]], source: str, run_id: str) -> None:
         self.metrics, self.source, self.run_id = metrics, source, run_id
         self.clear(columns=True)  # columns fit the new rows, not the widest value ever shown
-        self.add_columns("metric", "value")
+        # explicit widths: DataTable measures auto columns lazily, so a table filled before its first
+        # layout could keep header-wide columns and cut every label ("latenc")
+        self.add_column("metric", width=max([len("metric"), *(len(label) for _, label, _ in metrics)]))
+        self.add_column("value", width=max([len("value"), *(len(value) for _, _, value in metrics)]))
         for key, label, value in metrics:
             self.add_row(label, value, key=key)
 
