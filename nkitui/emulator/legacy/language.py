@@ -10,6 +10,7 @@ the DMA queues, matmul and transpose on TensorE.
 
 from __future__ import annotations
 
+import ast
 import builtins
 import math
 import sys
@@ -32,11 +33,12 @@ from nkitui.emulator.errors import (
     OperandShapeError,
     PartitionDimError,
     UnsupportedError,
-    assigned_name,
+    assigned_target,
+    evaluate_target,
     kernel_frame,
 )
 from nkitui.emulator.legacy import tile as _tile_mod
-from nkitui.emulator.legacy._support import align, as_tile, dtype_or, fresh, mark
+from nkitui.emulator.legacy._support import align, as_tile, dtype_or, fresh, mark, sbuf_operand
 from nkitui.emulator.legacy.indexing import NO_MASK, arange, mgrid, narrow, plan_mask  # noqa: F401
 from nkitui.emulator.legacy.tile import LegacyTensor
 from nkitui.emulator.runtime import current, current_or_none
@@ -696,8 +698,14 @@ def loop_reduce(x, op, loop_indices, *, dtype=None, mask=None, **kwargs):
     frame = kernel_frame()
     acc = None
     if frame is not None:
-        name = assigned_name(frame)
-        acc = frame.f_locals.get(name) if name else None
+        target = assigned_target(frame)
+        if isinstance(target, ast.Name):
+            acc = frame.f_locals.get(target.id)
+        elif isinstance(target, ast.Subscript):
+            # `acc[i, :] = nl.loop_reduce(x, ...)`: the destination view is the accumulator (the
+            # docs: "the destination tile is also the rhs input to op"); nki-samples' flash
+            # attention backward reduces dq over K tiles this way
+            acc = evaluate_target(frame, target)
     if isinstance(acc, Tensor) and acc.shape == x.shape and acc.st.memory != "hbm":
         prev, run.accumulating = run.accumulating, True
         try:
@@ -713,8 +721,9 @@ def loop_reduce(x, op, loop_indices, *, dtype=None, mask=None, **kwargs):
 def matmul(x, y, *, transpose_x=False, mask=None, **kwargs):
     run = current()
     api = "nl.matmul"
-    x = as_tile(x, api, "x")
-    y = as_tile(y, api, "y")
+    # the high-level API places its operands: PSUM inputs (e.g. nl.transpose results) are copied to SBUF
+    x = sbuf_operand(run, as_tile(x, api, "x"), api, "x")
+    y = sbuf_operand(run, as_tile(y, api, "y"), api, "y")
     if not transpose_x:
         # lowered to nc_matmul(transpose(x), y): a TensorE transpose (to PSUM) and a copy back to SBUF
         if len(x.shape) != 2:
@@ -867,6 +876,11 @@ def _assign_scalar(dst: Tensor, value) -> None:
 
 def _inplace(target: Tensor, other, opname: str) -> None:
     run = current()
+    if (opname == "add" and target.st.memory == "psum" and isinstance(other, LegacyTensor)
+            and other.st.memory == "psum" and other._written is not None and other._written.skip):
+        # `psum += nc_matmul(..., mask=False)`: the masked-off matmul is not issued, so nothing
+        # accumulates (AWS's allocated RMSNorm-QKV masks whole tiles past the sequence end this way)
+        return
     if (opname == "add" and isinstance(other, LegacyTensor) and other._mm is not None
             and other._producer == run.instructions and target.st.memory == "psum"
             and _fits_view(other.shape, target.shape)):
