@@ -254,11 +254,17 @@ class Run:
         for t in ins:  # extend the live ranges of the on-chip tiles it touches (memory.SP_LAST)
             sp = t.st.span
             if sp is not None:
-                sp[1] = n
+                if sp.__class__ is list:
+                    sp[1] = n
+                else:  # memory.BlockSpans: the blocks this view touches
+                    sp.touch(t, n)
         for t in outs:
             sp = t.st.span
             if sp is not None:
-                sp[1] = n
+                if sp.__class__ is list:
+                    sp[1] = n
+                else:
+                    sp.touch(t, n)
         self.instructions = n + 1
         try:
             self.engine_counts[engine] += 1
@@ -319,15 +325,20 @@ class Run:
         instrs.append(ins_)
         return ins_
 
-    def retargeted(self, temp: Storage, dst: Storage) -> None:
+    def retargeted(self, temp: Storage, dst: Storage, view=None) -> None:
         """The last instruction's result was redirected from the fresh tile `temp` to `dst`
-        (`t[...] = expr`): `dst` is used there, and `temp` needs no memory of its own."""
+        (`t[...] = expr`, `view` the part of `dst` written): `dst` is used there, and `temp` needs
+        no memory of its own."""
         n = self.instructions - 1
         sp = temp.span
-        if sp is not None and sp[SP_START] == n and sp[SP_LAST] <= n:
+        if sp.__class__ is list and sp[SP_START] == n and sp[SP_LAST] <= n:
             sp[SP_SIZE] = 0
         sp = dst.span
-        if sp is not None and sp[SP_LAST] < n:
+        if sp is None:
+            return
+        if sp.__class__ is not list:  # memory.BlockSpans
+            sp.touch(view if view is not None else Tensor.whole(dst), n)
+        elif sp[SP_LAST] < n:
             sp[SP_LAST] = n
 
     def warn_once(self, key, msg: str) -> None:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import ml_dtypes
 import numpy as np
+import pytest
 
 import neuronxcc.nki as nki
 import neuronxcc.nki.isa as nisa
@@ -191,3 +192,47 @@ def store_scalars(x):
 def test_store_into_a_single_hbm_element():
     x = np.arange(8, dtype=F32).reshape(4, 2)
     np.testing.assert_array_equal(store_scalars(x), [[0, 2, 4, 6]])
+
+
+# -- SBUF capacity of block-dimension tensors: per block, as the compiler allocates ----------------
+@nki.jit
+def blocks_one_after_another(x):
+    """A (32, 7, par_dim(128), 1024) fp32 buffer is 896 KiB per partition in all, but each block is
+    loaded, used and stored before the next: the compiler needs one block's 4 KiB at a time."""
+    out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
+    buf = nl.ndarray((32, 7, nl.par_dim(128), 1024), dtype=nl.float32, buffer=nl.sbuf)
+    for i in nl.affine_range(32):
+        for j in nl.affine_range(7):
+            buf[i, j, :, :] = nl.load(x[i, j])
+            nl.store(out[i, j], value=nl.exp(buf[i, j, :, :]))
+    return out
+
+
+@nki.jit
+def blocks_all_live(x):
+    """The same buffer filled completely before any block is read: every block is live at once."""
+    out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
+    buf = nl.ndarray((32, 7, nl.par_dim(128), 1024), dtype=nl.float32, buffer=nl.sbuf, name="buf")
+    for i in nl.affine_range(32):
+        for j in nl.affine_range(7):
+            buf[i, j, :, :] = nl.load(x[i, j])
+    for i in nl.affine_range(32):
+        for j in nl.affine_range(7):
+            nl.store(out[i, j], value=buf[i, j, :, :])
+    return out
+
+
+def test_block_dimension_tensor_counts_its_live_blocks_only():
+    x = emulator.ShapeDtype((32, 7, 128, 1024), "float32")
+    with emulator.options(target="trn2", capacity="error", execute=False):
+        blocks_one_after_another(x)
+    # one 4 KiB block and the exp result tile beside it
+    assert blocks_one_after_another.last_run.sbuf_peak_bytes == 2 * 4096
+
+
+def test_block_dimension_tensor_whose_blocks_are_all_live_still_overflows():
+    x = emulator.ShapeDtype((32, 7, 128, 1024), "float32")
+    with emulator.options(target="trn2", capacity="error", execute=False):
+        with pytest.raises(emulator.CapacityError, match=r"SBUF capacity exceeded: 'buf\[") as info:
+            blocks_all_live(x)
+    assert "4096 B per partition" in str(info.value)

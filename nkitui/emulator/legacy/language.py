@@ -832,7 +832,7 @@ def _assign(dst: Tensor, value: Tensor, temp: bool) -> None:
             _write(run, dst, np.broadcast_to(vals, dst.shape), where)
         else:
             _write(run, dst, None)
-        run.retargeted(value.st, dst.st)
+        run.retargeted(value.st, dst.st, dst)
         if ins is not None:
             ins.writes = (dst.access(),)
             ins.out_mem = dst.st.memory
