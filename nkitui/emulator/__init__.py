@@ -20,6 +20,7 @@ from nkitui.emulator.errors import (
     EngineDtypeError,
     EngineMemoryError,
     EngineOpError,
+    HostMemoryError,
     IndexingError,
     InstallError,
     KernelArgumentError,
@@ -43,7 +44,7 @@ __all__ = [
     "Access", "ActivationOperandError", "CapacityError", "EngineDtypeError", "EngineMemoryError", "EngineOpError",
     "IndexingError", "InstallError", "Instruction", "Kernel", "KernelArgumentError", "MaskError",
     "MatmulShapeError", "NKIEmulatorError", "NKIEmulatorWarning", "OperandShapeError", "Options",
-    "OutOfBoundsError", "PartitionDimError", "PsumBankError", "ReductionAxisError", "RunInfo", "ShapeDtype",
+    "HostMemoryError", "OutOfBoundsError", "PartitionDimError", "PsumBankError", "ReductionAxisError", "RunInfo", "ShapeDtype",
     "Trace", "UnsupportedError", "configure", "current_options", "install", "installed", "options",
     "register_modules", "set_latency_estimator", "trace", "uninstall",
 ]

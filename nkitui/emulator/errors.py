@@ -199,6 +199,12 @@ class KernelArgumentError(NKIEmulatorError):
     rule = "kernel-argument"
 
 
+class HostMemoryError(NKIEmulatorError, MemoryError):
+    """Emulating the kernel needs more host memory than is available (says how much, and for what)."""
+
+    rule = "host-memory"
+
+
 class UnsupportedError(NKIEmulatorError):
     """A documented NKI feature that the emulator does not model (message says what to use)."""
 

@@ -26,6 +26,7 @@ import numpy as np
 from nkitui.emulator import dtypes as dt
 from nkitui.emulator.errors import (
     CapacityError,
+    HostMemoryError,
     NKIEmulatorWarning,
     PartitionDimError,
     PsumBankError,
@@ -383,8 +384,61 @@ def check_partitions(shape: tuple[int, ...], pax: int, what: str) -> None:
         raise PartitionDimError(f"partition dimension {p} exceeds {PMAX} in {what} of shape {tuple(shape)}")
 
 
-def new_array(shape, dtype: dt.DType, precise: bool, fill: bool) -> np.ndarray:
-    data = np.empty(shape, dtype=dt.storage_dtype(dtype, precise))
+# Allocations this large (or larger) are checked against the host's available memory first, so a
+# kernel that needs more than the host has fails with a message instead of swapping the machine or
+# meeting the OOM killer. Smaller ones (every tile) skip the check: it reads /proc/meminfo.
+HOST_CHECK_BYTES = 256 << 20
+
+
+def host_available_bytes() -> int | None:
+    """Memory the host can still give this process (MemAvailable, or free pages), None if unknown."""
+    try:
+        with open("/proc/meminfo", encoding="ascii") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    try:
+        return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (ValueError, OSError, AttributeError):
+        return None
+
+
+def _gib(n: int) -> str:
+    if n >= 2**30:
+        return f"{n / 2**30:.2f} GiB"
+    return f"{n / 2**20:.0f} MiB" if n >= 2**20 else f"{n / 2**10:.0f} KiB"
+
+
+def check_host_memory(nbytes: int, what: str, emulated: int = 0) -> None:
+    """Raise HostMemoryError when `nbytes` more of host memory are not available."""
+    avail = host_available_bytes()
+    if avail is not None and nbytes > avail:
+        raise HostMemoryError(
+            f"emulating {what} needs {_gib(nbytes)} of host memory (the emulator keeps every device tensor in a "
+            f"host array of the same size{f'; {_gib(emulated)} of device tensors are already held' if emulated else ''}"
+            f"), but only {_gib(avail)} is available; use smaller shapes, or trace shape-only "
+            "(emulator.trace(execute=False)), which allocates no data", location=kernel_location())
+
+
+def new_array(shape, dtype: dt.DType, precise: bool, fill: bool, memory: str = "", name: str = "",
+              emulated: int = 0) -> np.ndarray:
+    sd = dt.storage_dtype(dtype, precise)
+    try:
+        data = np.empty(shape, dtype=sd)  # virtual memory until touched
+    except MemoryError:
+        data = None
+    if data is None or data.nbytes >= HOST_CHECK_BYTES:
+        what = f"{memory.upper() or 'a'} tensor {repr(name) + ' ' if name else ''}{tuple(shape)} {dtype.name}"
+        nbytes = math.prod(shape) * sd.itemsize
+        del data
+        check_host_memory(nbytes, what, emulated)
+        try:
+            data = np.empty(shape, dtype=sd)
+        except MemoryError:
+            raise HostMemoryError(f"emulating {what} needs {_gib(nbytes)} of host memory, which the host refused "
+                                  "to allocate", location=kernel_location()) from None
     if fill:
         _fill(data, dtype)
     return data

@@ -153,7 +153,7 @@ class Run:
     def new_storage(self, shape: tuple[int, ...], d: dt.DType, memory: str, name: str = "", pax: int = 0,
                     fill: bool = False, kind: str = "", track: bool = True) -> Storage:
         """The allocation fast path for trusted arguments (a tuple of ints, a DType, a valid shape)."""
-        data = new_array(shape, d, self.precise, fill) if self.execute else None
+        data = new_array(shape, d, self.precise, fill, memory, name, self.hbm_bytes) if self.execute else None
         st = Storage(name, memory, shape, d, data, pax, kind)
         st.loop_depth = len(self.loops)
         if d is dt.tfloat32:

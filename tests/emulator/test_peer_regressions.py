@@ -236,3 +236,34 @@ def test_block_dimension_tensor_whose_blocks_are_all_live_still_overflows():
         with pytest.raises(emulator.CapacityError, match=r"SBUF capacity exceeded: 'buf\[") as info:
             blocks_all_live(x)
     assert "4096 B per partition" in str(info.value)
+
+
+# -- host memory: a kernel the host cannot hold fails with what it needs ---------------------------
+def test_a_tensor_larger_than_the_host_fails_with_the_bytes_it_needs():
+    @nki.jit
+    def huge(x):
+        scratch = nl.ndarray((1 << 20, 1 << 20), dtype=nl.float32, buffer=nl.shared_hbm, name="scratch")  # 4 TiB
+        nl.store(scratch[0:128, 0:4], value=nl.load(x))
+        return scratch
+
+    with pytest.raises(emulator.HostMemoryError, match=r"SHARED_HBM|HBM tensor 'scratch' .* needs 4096.00 GiB") as info:
+        huge(np.ones((128, 4), F32))
+    assert isinstance(info.value, MemoryError) and "shape-only" in str(info.value)
+
+
+def test_host_memory_check_uses_what_the_host_has(monkeypatch):
+    from nkitui.emulator import memory
+
+    monkeypatch.setattr(memory, "HOST_CHECK_BYTES", 1 << 16)
+    monkeypatch.setattr(memory, "host_available_bytes", lambda: 1 << 17)  # 128 KiB "available"
+
+    @nki.jit
+    def k(x):
+        out = nl.ndarray((512, 512), dtype=nl.float32, buffer=nl.shared_hbm, name="out")  # 1 MiB
+        nl.store(out[0:128, :], value=nl.load(x))
+        return out
+
+    with pytest.raises(emulator.HostMemoryError, match=r"'out' \(512, 512\) float32 needs 1 MiB .* only 128 KiB"):
+        k(np.ones((128, 512), F32))
+    monkeypatch.setattr(memory, "host_available_bytes", lambda: 1 << 30)
+    assert k(np.ones((128, 512), F32)).shape == (512, 512)
