@@ -37,6 +37,7 @@ from nkitui.emulator.errors import (
     evaluate_target,
     kernel_frame,
 )
+from nkitui.emulator.legacy import spmd as _spmd
 from nkitui.emulator.legacy import tile as _tile_mod
 from nkitui.emulator.legacy._support import align, as_tile, dtype_or, fresh, mark, sbuf_operand
 from nkitui.emulator.legacy.indexing import NO_MASK, arange, mgrid, narrow, plan_mask  # noqa: F401
@@ -798,8 +799,27 @@ def rms_norm(x, w, axis, n, epsilon=1e-6, *, dtype=None, compute_dtype=None, mas
 
 
 def all_reduce(x, op, program_axes, *, dtype=None, mask=None, parallel_reduce=True, asynchronous=False, **kwargs):
-    raise UnsupportedError("nl.all_reduce across SPMD programs is not emulated (programs run one after "
-                           "another); reduce through a shared_hbm tensor in a second kernel instead")
+    """Reduce `x` over the SPMD programs along `program_axes`; every program gets the result. The
+    programs of such a launch take turns (legacy/spmd.py); the reduction runs in fp32 in program
+    order and is rounded once to `dtype` (default: x's)."""
+    run = current()
+    api = "nl.all_reduce"
+    x = as_tile(x, api, "x")
+    axes = (program_axes,) if isinstance(program_axes, (int, np.integer)) else tuple(program_axes)
+    axes = tuple(int(a) for a in axes)
+    if not axes or any(not 0 <= a < len(run.grid) for a in axes) or len(set(axes)) != len(axes):
+        raise IndexingError(f"{api}: program_axes {program_axes!r} must name distinct axes of the launch grid "
+                            f"{run.grid or '()'} (a kernel launched without a grid has none)")
+    o = alu.resolve_binary(op, "op")
+    n = math.prod(run.grid[a] for a in axes)
+    out = fresh(run, x.shape, dtype_or(dtype, x.st.dtype), NO_MASK)
+    run.record("dma", "all_reduce", (x,), (out,), partitions=x.shape[0], free=math.prod(x.shape[1:]),
+               meta={"api": api, "collective": "all_reduce", "op": o.name, "program_axes": list(axes), "programs": n})
+    values = np.array(x.read_f32(), dtype=np.float32, copy=True) if run.execute else None
+    if n > 1:
+        values = _spmd.require_scheduler(api, n).all_reduce(values, o, axes, x.shape, api)
+    _write(run, out, values.reshape(out.shape) if values is not None else None)
+    return mark(run, out, x)
 
 
 # -- assignment / in-place support used by LegacyTensor ----------------------------------------------
