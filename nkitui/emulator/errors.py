@@ -199,6 +199,13 @@ class KernelArgumentError(NKIEmulatorError):
     rule = "kernel-argument"
 
 
+class CollectiveError(NKIEmulatorError):
+    """A cross-core or cross-rank operation that cannot complete: a partner finished without its
+    matching call, or the participants wait on operations that do not match."""
+
+    rule = "collective"
+
+
 class HostMemoryError(NKIEmulatorError, MemoryError):
     """Emulating the kernel needs more host memory than is available (says how much, and for what)."""
 

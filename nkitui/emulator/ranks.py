@@ -25,18 +25,13 @@ import threading
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from nkitui.emulator.errors import NKIEmulatorError
+from nkitui.emulator.errors import CollectiveError, NKIEmulatorError
+
+__all__ = ["CollectiveError", "RankAborted", "RankContext", "World", "current_context", "run_ranks"]
 
 _POLL_S = 0.05
 MAX_CORES = 2  # physical cores of a logical NeuronCore (kernel[2])
 _local = threading.local()
-
-
-class CollectiveError(NKIEmulatorError):
-    """A collective that cannot complete: a peer finished without it, or the ranks wait on
-    collectives that do not match."""
-
-    rule = "collective"
 
 
 class RankAborted(NKIEmulatorError):

@@ -21,15 +21,11 @@ import types
 
 import numpy as np
 
-from nkitui.emulator.errors import NKIEmulatorError, UnsupportedError
+from nkitui.emulator.errors import CollectiveError, UnsupportedError
 from nkitui.emulator.runtime import set_current
 
 _POLL_S = 0.05
 _STATE = ("program", "shared_idx", "loops", "affine_depth", "accumulating")
-
-
-class ProgramDeadlock(NKIEmulatorError):
-    rule = "collective"
 
 
 def mentions(func, name: str = "all_reduce", limit: int = 200) -> bool:
@@ -102,7 +98,7 @@ class TurnTaking:
         self.cond.notify_all()
         if len(self.done) < n and self.failed is None:
             stuck = sorted(self.waiting)
-            self.failed = ProgramDeadlock(
+            self.failed = CollectiveError(
                 "nl.all_reduce: programs " + ", ".join(str(self.programs[i]) for i in stuck) + " wait on an "
                 "all-reduce that the other programs of their group never reach (every program along "
                 "program_axes must call nl.all_reduce the same number of times)", location=("", 0))

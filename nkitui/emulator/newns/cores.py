@@ -18,19 +18,13 @@ import numpy as np
 
 from nkitui.emulator import dtypes as _dt
 from nkitui.emulator import ranks
-from nkitui.emulator.errors import NKIEmulatorError
+from nkitui.emulator.errors import CollectiveError, NKIEmulatorError  # noqa: F401  (CollectiveError: re-exported)
 from nkitui.emulator.memory import Storage
 from nkitui.emulator.newns.tensor import PlacedStorage, SpaceCell
 from nkitui.emulator.runtime import Run
 from nkitui.emulator.trace import StorageInfo
 
 _POLL_S = 0.05
-
-
-class CollectiveError(NKIEmulatorError):
-    """A sendrecv / core_barrier that cannot complete (the partner core finished or failed)."""
-
-    rule = "collective"
 
 
 class GroupAborted(NKIEmulatorError):
