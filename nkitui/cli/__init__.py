@@ -48,6 +48,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    from nkitui.executor.confine import harden_parent
+
+    harden_parent()  # not dumpable: no same-user process reads /proc/<nkitui>/environ, cwd or mem
     args_list = list(sys.argv[1:] if argv is None else argv)
     direct = _passthrough(args_list[0]) if args_list else None
     if direct is not None:

@@ -20,6 +20,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def _validate(args: argparse.Namespace) -> int:
     from rich.console import Console
+    from rich.markup import escape
 
     from nkitui.task import TaskError, load_task
 
@@ -29,10 +30,10 @@ def _validate(args: argparse.Namespace) -> int:
     except TaskError as exc:
         for p in exc.problems + exc.warnings:
             style = "red" if p.severity == "error" else "yellow"
-            console.print(f"[{style}]{p.severity}[/] {p}", soft_wrap=True)
+            console.print(f"[{style}]{p.severity}[/] {escape(str(p))}", soft_wrap=True)  # "[[inputs]]" is text
         return 2
     for w in task.warnings:
-        console.print(f"[yellow]warning[/] {w}", soft_wrap=True)
+        console.print(f"[yellow]warning[/] {escape(str(w))}", soft_wrap=True)
     if task.discovered:
         console.print(f"[yellow]no task.toml[/] in {task.root}: discovered")
         for g in task.guesses:

@@ -161,6 +161,8 @@ class EvaluationSession:
         guard = current_guard()
         violations = [v.to_dict() for v in guard.violations] if guard else []
         r.sandbox = {"violations": violations}
+        if self.ctx.confinement is not None:  # what the worker says it entered; the parent adds what it observed
+            r.sandbox["confinement"] = self.ctx.confinement.to_dict()
         if guard is not None:
             r.checks.append(Check("sandbox", "the kernel stayed inside its sandbox (no writes outside its scratch folder, no processes, no credential lookups)",
                                   not violations, _describe_violations(violations)))
@@ -290,6 +292,11 @@ class EvaluationSession:
                 guard.allow_processes = self.backend.allows_subprocess
                 if self.backend.allows_subprocess:
                     guard.allow_writes_under(NEURON_COMPILE_CACHE)
+            if not self.backend.allows_subprocess and "processes" in " ".join(getattr(self.ctx.confinement, "details", ())):
+                from nkitui.executor import confine  # started for an SDK backend, chose the emulator: confine fully
+
+                self.ctx.confinement = confine.tighten(confine.ConfinementPolicy(scratch=self.ctx.scratch))
+                self.ctx.log(self.ctx.confinement.summary())
             try:
                 self.backend.prepare()
             except BackendUnavailable as exc:

@@ -51,6 +51,9 @@ def render_header(r: RunResult) -> RenderableType:
         dirty = " (uncommitted changes)" if r.task_dirty else ""
         t.add_row("commit", f"{r.task_commit[:12]}{dirty}")
     t.add_row("seeds", ", ".join(map(str, r.seeds)) or "-")
+    if isinstance(r.sandbox, dict) and r.sandbox.get("summary"):  # nkitui.executor.confine.record
+        summary = str(r.sandbox["summary"])
+        t.add_row("isolation", Text(summary, style="yellow" if "degraded" in summary or "not reported" in summary else ""))
     versions = ", ".join(f"{k} {v}" for k, v in r.versions.items() if isinstance(v, str))
     if versions:
         t.add_row("versions", versions)

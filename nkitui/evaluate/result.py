@@ -16,6 +16,8 @@ import math
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from nkitui.common.redact import redact_obj
+
 SCHEMA_VERSION = 1
 SCHEMA_NAME = "nkitui.run-result"
 
@@ -192,7 +194,7 @@ class RunResult:
     def to_dict(self) -> dict[str, Any]:
         """Strict-JSON-ready: NaN and infinities anywhere (timing, utilisation, ...) become the
         strings "nan", "inf", "-inf", as in the numerics results."""
-        d = strict_json(asdict(self))
+        d = redact_obj(strict_json(asdict(self)))  # no credential shape is ever stored or committed
         return {"schema": SCHEMA_NAME, "schema_version": SCHEMA_VERSION, **d}
 
     def to_json(self, indent: int | None = 2) -> str:

@@ -21,8 +21,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from nkitui.common import gitsafe
 from nkitui.evaluate.pipeline import BACKEND_LINE, resolve_seeds
 from nkitui.evaluate.result import ResultVersionError, RunResult
+from nkitui.executor import confine
 from nkitui.executor.events import ErrorEvent, Event, ResultEvent
 from nkitui.executor.job import WorkerJob
 from nkitui.executor.limits import DEFAULT_MEMORY_MB, DEFAULT_TIMEOUT_S, Limits
@@ -93,7 +95,7 @@ def read_git_state(root: Path) -> _GitState:
     except ImportError:
         return _GitState(note="GitPython is not installed")
     try:
-        repo = git.Repo(root, search_parent_directories=True)
+        repo = gitsafe.open_repo(root, search_parent_directories=True)  # no hooks, no fsmonitor
     except (git.InvalidGitRepositoryError, git.NoSuchPathError):
         return _GitState(note="the task folder is not in a git repository")
     try:
@@ -125,7 +127,7 @@ def start_evaluation(
     limits = Limits(timeout_s=float(timeout), memory_mb=request.memory_mb, cpu_s=request.cpu_s)
     job = WorkerJob(entry=ENTRY, payload=request.payload(), limits=limits, workspace=root,
                     extra_env=dict(request.extra_env), python_path=list(request.python_path),
-                    allow_subprocess=request.backend != "emulator")
+                    allow_subprocess=confine.sdk_backend_possible(request.backend, request.python_path, request.extra_env))
     git_state: dict[str, _GitState] = {}
     git_thread = threading.Thread(target=lambda: git_state.setdefault("s", read_git_state(root)),
                                   name=f"nkitui-git-{job.run_id}", daemon=True)
@@ -223,6 +225,15 @@ def build_result(outcome: WorkerOutcome, task: Task, request: EvaluationRequest)
     elif exit_kind not in ("ok", "failed", "invalid"):
         result.notes.append(f"after sending its result the worker {outcome.exit.message}")
     result.limits = outcome.limits.to_dict()
+    result.sandbox = confine.record(result.sandbox, outcome.confinement, outcome.log.entries())
+    refused = [e for e in outcome.errors if e.kind == "sandbox"]  # sent as they happened: the child cannot take them back
+    if refused:
+        result.sandbox["refusals_received"] = [{"message": e.message, "file": e.file, "line": e.line} for e in refused[:50]]
+        check = next((c for c in result.checks if c.id == "sandbox"), None)
+        if check is not None and check.passed:
+            check.passed, check.detail = False, f"{len(refused)} refusal(s) reported during the run: {refused[0].message}"
+        if result.status == "passed":
+            result.status = "failed"
     # the log excerpt holds only the last lines: say in the result itself when output was cut
     for entry in outcome.log.entries():
         if entry.stream == "executor" and entry.text.startswith("[nkitui] … ") and entry.text.endswith(" elided …"):

@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from nkitui.executor.env import scrubbed_env
+from nkitui.executor import confine
 from nkitui.executor.events import ErrorEvent, Event, LogEvent, PhaseEvent, ProgressEvent, ResultEvent, parse_line
 from nkitui.executor.exitstatus import ExitReport, describe_exit
 from nkitui.executor.job import WorkerJob
@@ -75,6 +75,7 @@ class WorkerOutcome:
     startup_s: float | None  # spawn -> first event
     stream_bytes: dict[str, int] = field(default_factory=dict)
     crash_location: tuple[str, int] | None = None  # from a faulthandler traceback on stderr
+    confinement: dict[str, Any] | None = None  # confine.observe() of the worker once it said it was confined
 
 
 class _EventStreamParser:
@@ -149,6 +150,7 @@ class RunHandle:
         self._stderr_tail: deque[str] = deque(maxlen=200)
         self._start_error: ErrorEvent | None = None
         self._stream_bytes: dict[str, int] = {}
+        self._observed: dict[str, Any] | None = None
         # state applied by the consumer
         self.started_at = time.time()
         self.ended_at: float | None = None
@@ -184,13 +186,15 @@ class RunHandle:
         try:
             job_dict = self.job.to_file_dict(self._scratch.root, self._scratch.work)
             self._scratch.job_path.write_text(json.dumps(job_dict), encoding="utf-8")
-            env = scrubbed_env(scratch=self._scratch.root, extra=self.job.extra_env,
-                               python_path=[*self.job.python_path, _PACKAGE_PARENT])
             command = self._command or worker_command(self._scratch.job_path, kernel_w)
             self._spawned_at = time.perf_counter()
-            self._proc = subprocess.Popen(
-                command, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                pass_fds=(kernel_w,), cwd=self._scratch.work, env=env, start_new_session=True, bufsize=0,
+            # confine.spawn: own session, parent-death SIGKILL, scrubbed env (HOME/TMPDIR in the
+            # scratch folder), forked on the spawner thread and watched by the reaper
+            self._proc = confine.spawn(
+                command, confine.ConfinementPolicy(scratch=self._scratch.root, processes=self.job.allow_subprocess),
+                extra_env=self.job.extra_env, python_path=[*self.job.python_path, _PACKAGE_PARENT],
+                stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                pass_fds=(kernel_w,), cwd=self._scratch.work, bufsize=0,
             )
         except BaseException:
             os.close(kernel_r)
@@ -250,6 +254,9 @@ class RunHandle:
                         batch = parser.feed(data)
                     if name == "events" and batch and self._first_event_at is None:
                         self._first_event_at = time.perf_counter()
+                    if name == "events" and self._observed is None and any(
+                            isinstance(ev, LogEvent) and confine.is_report_line(ev) for ev in batch):
+                        self._observed = confine.observe(self._proc.pid)  # /proc, not the child's word
                     if name == "stderr":
                         for ev in batch:
                             if ev.stream == "stderr":
@@ -267,6 +274,8 @@ class RunHandle:
             self._exited.wait()
             if self._scratch is not None:
                 self._scratch.remove()  # the worker and its process group are gone
+            if self._proc is not None:
+                confine.release(self._proc.pid)  # the reaper has nothing left to clean for this run
             self._put(_FINISHED)
 
     # -- the waiter thread -----------------------------------------------------------------------
@@ -457,6 +466,7 @@ class RunHandle:
             run_id=self.run_id, exit=report, limits=self.limits, result=self.result_dict, errors=list(self.errors),
             phases=list(self.phases), log=self.log, started_at=self.started_at, ended_at=self.ended_at,
             elapsed_s=elapsed, startup_s=self.startup_s, stream_bytes=dict(self._stream_bytes), crash_location=crash,
+            confinement=self._observed,
         )
         if self._finalizer is not None:
             try:

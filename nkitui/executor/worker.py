@@ -8,7 +8,8 @@ Order of work (nothing from the task is imported before step 6):
  3. apply the resource limits (memory, CPU time, file size, no core files);
  4. SIGTERM -> WorkerCancelled (a BaseException, so `except Exception` in a kernel cannot swallow
     it); faulthandler prints a Python traceback on SIGSEGV/SIGABRT to stderr (the log);
- 5. import the job's entry point (numpy and friends come in here), then install the sandbox guard;
+ 5. import the job's entry point (numpy and friends come in here), then install the sandbox guard
+    and enter the OS confinement (nkitui.executor.confine: Landlock, seccomp, ...);
  6. chdir into the workspace copy, append it to sys.path (last, so a task's numpy.py cannot
     shadow numpy) and call entry(payload, ctx);
  7. report anything that escaped as an error event and leave with os._exit (threads a kernel left
@@ -102,8 +103,14 @@ def main(argv: list[str]) -> int:
         entry = _import_entry(str(job["entry"]))
         from nkitui.executor.sandbox import install_guard
 
-        install_guard([str(ctx.scratch)], allow_processes=bool(job.get("allow_subprocess", False)),
-                      task_root=str(ctx.workspace))
+        guard = install_guard([str(ctx.scratch)], allow_processes=bool(job.get("allow_subprocess", False)),
+                              task_root=str(ctx.workspace))
+        guard.on_violation = _violation_reporter(ctx)  # at once: clearing the guard's list later hides nothing
+        from nkitui.executor import confine  # the OS layers, before any task code; irreversible
+
+        ctx.confinement = confine.enter(confine.ConfinementPolicy(
+            scratch=ctx.scratch, processes=bool(job.get("allow_subprocess", False))))
+        ctx.log(ctx.confinement.summary())
         os.chdir(ctx.workspace)
         sys.path.append(str(ctx.workspace))
         code = int(entry(job.get("payload", {}), ctx) or 0)
@@ -125,6 +132,24 @@ def main(argv: list[str]) -> int:
             except (OSError, ValueError):
                 pass
     return code
+
+
+def _violation_reporter(ctx):  # noqa: ANN001, ANN202
+    """Each distinct refusal of the sandbox guard, sent to the parent as a `sandbox` error event."""
+    from nkitui.executor.events import ErrorEvent
+
+    seen: set[tuple] = set()
+
+    def report(v) -> None:  # noqa: ANN001
+        key = (v.action, v.target, v.file, v.line)
+        if key in seen or len(seen) >= 50:
+            return
+        seen.add(key)
+        where = f" at {v.file}:{v.line}" if v.file else ""
+        _safe_emit(ctx, ErrorEvent(kind="sandbox", message=f"refused {v.action}: {v.target} ({v.detail}){where}",
+                                   file=v.file, line=v.line))
+
+    return report
 
 
 def _safe_emit(ctx, event) -> None:  # noqa: ANN001

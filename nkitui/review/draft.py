@@ -171,29 +171,78 @@ def repository_root(path: Path) -> Path:
     return start
 
 
+STALE_TEMP_S = 3600.0  # an atomic write's temporary file older than this was left by a crash
+
+
 class DraftStore:
-    """Drafts in the XDG state directory, keyed by task repository and task id."""
+    """Drafts in the XDG state directory, keyed by task repository, the task's folder within it and
+    its id: two tasks with one id in one repository never share a draft."""
 
     def __init__(self, root: Path | None = None):
         self.root = Path(root) if root is not None else state_dir() / "drafts"
 
-    def path_for(self, task_root: Path, task_id: str) -> Path:
+    def _folder(self, task_root: Path) -> Path:
         repo = repository_root(task_root)
         digest = hashlib.sha256(str(repo).encode("utf-8")).hexdigest()[:16]
         name = re.sub(r"[^A-Za-z0-9_.-]+", "-", repo.name)[:40] or "repo"
+        return self.root / f"{name}-{digest}"
+
+    def path_for(self, task_root: Path, task_id: str) -> Path:
+        repo = repository_root(task_root)
+        try:
+            rel = Path(task_root).resolve().relative_to(repo).as_posix()
+        except ValueError:
+            rel = str(Path(task_root).resolve())
         safe_id = re.sub(r"[^A-Za-z0-9_.-]+", "-", task_id)[:100] or "task"
-        return self.root / f"{name}-{digest}" / f"{safe_id}.toml"
+        where = hashlib.sha256(rel.encode("utf-8")).hexdigest()[:12]
+        return self._folder(task_root) / f"{safe_id}--{where}.toml"
+
+    def legacy_path_for(self, task_root: Path, task_id: str) -> Path:
+        """Where nkitui kept the draft before drafts were keyed by the task's folder too."""
+        safe_id = re.sub(r"[^A-Za-z0-9_.-]+", "-", task_id)[:100] or "task"
+        return self._folder(task_root) / f"{safe_id}.toml"
+
+    def clean_stale(self, folder: Path, now: float | None = None) -> list[Path]:
+        """Remove temporary files of atomic writes that a crash left behind (older than an hour, so
+        a write in progress in another nkitui is never touched)."""
+        import time
+
+        cutoff = (time.time() if now is None else now) - STALE_TEMP_S
+        removed = []
+        try:
+            entries = list(folder.iterdir())
+        except OSError:
+            return removed
+        for p in entries:
+            if p.name.startswith(".") and p.name.endswith(".tmp"):
+                try:
+                    if p.lstat().st_mtime < cutoff:
+                        p.unlink()
+                        removed.append(p)
+                except OSError:
+                    continue
+        return removed
 
     def save(self, task_root: Path, draft: Draft, now: dt.datetime | None = None) -> Path:
         """Write the draft atomically; sets draft.saved_at."""
         draft.saved_at = now or dt.datetime.now(dt.timezone.utc)
         path = self.path_for(task_root, draft.task_id)
         atomic_write_text(path, draft.to_toml(), mode=0o600)  # unsubmitted words stay private to the auditor
+        legacy = self.legacy_path_for(task_root, draft.task_id)
+        if legacy.exists():  # migrated: the draft now lives under its task's own key
+            try:
+                legacy.unlink()
+            except OSError:
+                pass
+        self.clean_stale(path.parent)
         return path
 
     def load(self, task_root: Path, task_id: str) -> Draft | None:
         """The saved draft, or None when there is none; RecordError when the file is corrupt."""
         path = self.path_for(task_root, task_id)
+        self.clean_stale(path.parent)
+        if not path.exists() and self.legacy_path_for(task_root, task_id).exists():
+            path = self.legacy_path_for(task_root, task_id)  # saved by an older nkitui: nothing is lost
         try:
             text = path.read_bytes().decode("utf-8")
         except FileNotFoundError:
@@ -213,12 +262,14 @@ class DraftStore:
                                                       f"repair it, or delete {path} to start a fresh draft")]) from None
 
     def discard(self, task_root: Path, task_id: str) -> bool:
-        path = self.path_for(task_root, task_id)
-        try:
-            path.unlink()
-            return True
-        except FileNotFoundError:
-            return False
+        found = False
+        for path in (self.path_for(task_root, task_id), self.legacy_path_for(task_root, task_id)):
+            try:
+                path.unlink()
+                found = True
+            except FileNotFoundError:
+                pass
+        return found
 
 
 # -- restoring -------------------------------------------------------------------------------------
