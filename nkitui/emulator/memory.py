@@ -159,7 +159,9 @@ class BlockSpans:
     `nl.par_dim`): the compiler allocates each block as a tile of its own, live from the first to
     the last instruction that touches it, so a (32, 7, par_dim(128), 1024) tensor whose blocks are
     used one after another needs one block's bytes, not 224 blocks' (issue #19). A block's span is
-    created when an instruction first touches it (`touch`, called by Run.record)."""
+    created when an instruction first touches it (`touch`, called by Run.record). It has no item
+    assignment on purpose: Run.record's `span[1] = n` raises TypeError for it and calls `touch`
+    instead, so ordinary tiles pay nothing for block tracking."""
 
     __slots__ = ("alloc", "st", "blocks", "loc")
 
@@ -422,23 +424,14 @@ def check_host_memory(nbytes: int, what: str, emulated: int = 0) -> None:
             "(emulator.trace(execute=False)), which allocates no data", location=kernel_location())
 
 
-def new_array(shape, dtype: dt.DType, precise: bool, fill: bool, memory: str = "", name: str = "",
-              emulated: int = 0) -> np.ndarray:
+def new_array(shape, dtype: dt.DType, precise: bool, fill: bool) -> np.ndarray:
     sd = dt.storage_dtype(dtype, precise)
     try:
-        data = np.empty(shape, dtype=sd)  # virtual memory until touched
-    except MemoryError:
-        data = None
-    if data is None or data.nbytes >= HOST_CHECK_BYTES:
-        what = f"{memory.upper() or 'a'} tensor {repr(name) + ' ' if name else ''}{tuple(shape)} {dtype.name}"
+        data = np.empty(shape, dtype=sd)
+    except MemoryError:  # Run.allocate checked the big ones first; this is what numpy itself refuses
         nbytes = math.prod(shape) * sd.itemsize
-        del data
-        check_host_memory(nbytes, what, emulated)
-        try:
-            data = np.empty(shape, dtype=sd)
-        except MemoryError:
-            raise HostMemoryError(f"emulating {what} needs {_gib(nbytes)} of host memory, which the host refused "
-                                  "to allocate", location=kernel_location()) from None
+        raise HostMemoryError(f"emulating a tensor {tuple(shape)} {dtype.name} needs {_gib(nbytes)} of host memory, "
+                              "which the host refused to allocate", location=kernel_location()) from None
     if fill:
         _fill(data, dtype)
     return data

@@ -6,6 +6,7 @@ a `Run`, makes it current for the duration of the kernel body and drops it after
 
 from __future__ import annotations
 
+import math
 import os
 import threading
 import warnings
@@ -17,6 +18,7 @@ import numpy as np
 from nkitui.emulator import dtypes as dt
 from nkitui.emulator.config import Options
 from nkitui.emulator.errors import NKIEmulatorError, NKIEmulatorWarning, kernel_frame
+from nkitui.emulator import memory as _memory
 from nkitui.emulator.memory import (
     ON_CHIP,
     SP_LAST,
@@ -25,6 +27,7 @@ from nkitui.emulator.memory import (
     OnChipAllocator,
     Storage,
     check_partitions,
+    check_host_memory,
     new_array,
 )
 from nkitui.emulator.targets import Target, resolve_target
@@ -143,6 +146,11 @@ class Run:
                     return st
             else:
                 self.shared_idx += 1
+        if self.execute:  # the host holds every device tensor: big ones are checked against it first
+            nbytes = math.prod(shape) * dt.storage_dtype(d, self.precise).itemsize
+            if nbytes >= _memory.HOST_CHECK_BYTES:
+                check_host_memory(nbytes, f"{memory.upper()} tensor {repr(name) + ' ' if name else ''}{shape} {d.name}",
+                                  self.hbm_bytes)
         st = self.new_storage(shape, d, memory, name, pax, fill, kind, track)
         if memory == "hbm":
             self.hbm_bytes += st.nbytes_pp
@@ -153,7 +161,7 @@ class Run:
     def new_storage(self, shape: tuple[int, ...], d: dt.DType, memory: str, name: str = "", pax: int = 0,
                     fill: bool = False, kind: str = "", track: bool = True) -> Storage:
         """The allocation fast path for trusted arguments (a tuple of ints, a DType, a valid shape)."""
-        data = new_array(shape, d, self.precise, fill, memory, name, self.hbm_bytes) if self.execute else None
+        data = new_array(shape, d, self.precise, fill) if self.execute else None
         st = Storage(name, memory, shape, d, data, pax, kind)
         st.loop_depth = len(self.loops)
         if d is dt.tfloat32:
@@ -254,16 +262,16 @@ class Run:
         for t in ins:  # extend the live ranges of the on-chip tiles it touches (memory.SP_LAST)
             sp = t.st.span
             if sp is not None:
-                if sp.__class__ is list:
+                try:
                     sp[1] = n
-                else:  # memory.BlockSpans: the blocks this view touches
+                except TypeError:  # memory.BlockSpans (no item assignment): the blocks this view touches
                     sp.touch(t, n)
         for t in outs:
             sp = t.st.span
             if sp is not None:
-                if sp.__class__ is list:
+                try:
                     sp[1] = n
-                else:
+                except TypeError:
                     sp.touch(t, n)
         self.instructions = n + 1
         try:
