@@ -418,7 +418,8 @@ class NkituiApp(App[int]):
         self._queue_screen = None
         self._first_task = self.task_dir
         self._held_keys = []
-        self.switch_screen(self._new_workstation())
+        # On top of the (empty) queue screen: the base screen of the stack cannot be switched away.
+        self.push_screen(self._new_workstation())
 
     @on(QueueScreen.TaskWanted)
     def _task_wanted(self, message: QueueScreen.TaskWanted) -> None:

@@ -67,6 +67,7 @@ SCOPES: dict[str, str] = {
     "levels": "What each score means",
     "queue": "Queue of tasks",
     "queue_list": "Queue: the list of tasks",
+    "queue_filter": "Queue: the text filter",
     "choice": "Queue: filter and sort menus",
 }
 
@@ -233,6 +234,8 @@ REGISTRY: tuple[KeySpec, ...] = (
             help="Export the lab's table (verdicts, findings, latency, review scores) to a CSV or JSONL file"),
     KeySpec("queue.reload", "R", "reload", "Reload", "queue", show=False,
             help="Look for tasks again and read every row again (tasks added, runs made elsewhere)"),
+    KeySpec("queue.filter_drop", "escape", "drop", "Drop the filter", "queue_filter", show=False,
+            help="Empty the text filter and go back to the list (Enter keeps the filter)"),
     # Menus of the queue.
     KeySpec("choice.pick", "enter", "pick", "Choose", "choice", help="Choose the highlighted entry"),
     KeySpec("choice.close", "escape", "close", "Cancel", "choice", help="Close without changing"),

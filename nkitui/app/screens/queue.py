@@ -22,7 +22,6 @@ from typing import TYPE_CHECKING
 
 from textual import on
 from textual.app import ComposeResult
-from textual.binding import Binding
 from textual.content import Content
 from textual.message import Message
 from textual.screen import Screen
@@ -46,7 +45,7 @@ REFRESH_S = 0.25  # rows that changed are re-sorted and re-filtered at most this
 
 
 class FilterInput(Input):
-    BINDINGS = [Binding("escape", "drop", "Drop the filter", show=False, id="queue.filter_drop")]
+    BINDINGS = keymap.bindings("queue_filter")
 
     class Dropped(Message):
         """Escape in the filter: the text filter goes."""
@@ -155,13 +154,17 @@ class QueueScreen(Screen):
     def _discover(self, reread: bool) -> None:
         with WORKER_IMPORTS:
             from nkitui.session.identity import resolve_identity
-        identity = resolve_identity(self.queue.root, self.options.auditor)
-        self.queue.set_me(identity.slug)
         try:
             rows = self.queue.discover()
         except OSError as exc:
+            identity = resolve_identity(self.queue.root, self.options.auditor)
             self.post_message(self.Discovered(identity, f"{self.queue.root}: {exc.strerror or exc}"))
             return
+        # "Me" as the tasks' sessions will see it: git's identity as a task repository answers it
+        # (its own user.name wins over the global one), unless nkitui's config names the auditor.
+        where = next((r.root for r in rows if r.loadable), self.queue.root)
+        identity = resolve_identity(where, self.options.auditor)
+        self.queue.set_me(identity.slug)
         first, self._first_discovery = self._first_discovery, False
         if self.auto and first and (
                 not rows or (len(rows) == 1 and rows[0].root == self.queue.root)):
