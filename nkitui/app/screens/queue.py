@@ -17,6 +17,7 @@ session per task, so coming back and opening it again shows it as it was left.
 from __future__ import annotations
 
 import datetime as dt
+import os
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -338,9 +339,10 @@ class QueueScreen(Screen):
         if v is None:
             parts.append("reading…")
         elif v.status in ("not run", "invalid"):
-            parts.append(v.note or v.status)
+            # a problem names its file from the task's folder: the row already says which task
+            parts.append((v.note or v.status).replace(f"{row.root}{os.sep}", ""))
         else:
-            when = f" {row.age()} ago" if v.at is not None else ""
+            when = f" {row.age(self.list.now)} ago" if v.at is not None else ""
             checks = f", {v.checks_passed}/{v.checks_total} checks" if v.checks_total else ""
             failed = f" (failed: {', '.join(v.failed_checks[:3])})" if v.failed_checks else ""
             parts.append(f"{v.status}{when}{checks}{failed}")
@@ -455,7 +457,7 @@ class QueueScreen(Screen):
         if action == "clear_filters":
             return self.state_filter != "all" or bool(self.text_filter)  # else Escape is not ours
         if action == "cancel_batch":
-            return self.queue.batch_running or None
+            return self.queue.batch_running
         return True
 
     def action_open_task(self) -> None:
