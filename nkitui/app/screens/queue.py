@@ -395,7 +395,7 @@ class QueueScreen(Screen):
                  ("■", counts.get("cancelled", 0), "$text-muted")]
         tally: list[tuple[str, str] | str] = []
         for glyph, n, style in marks:
-            if n or glyph in ("▶", "✓", "✗"):
+            if n or glyph in ("✓", "✗") or (glyph == "▶" and not progress.done):
                 tally += [(f"{glyph}{n}", style), " "]
         done = len(progress.finished)
         total = progress.total or "?"
@@ -404,7 +404,7 @@ class QueueScreen(Screen):
         if progress.done:
             summary = progress.summary
             verb = "cancelled" if progress.cancelling or (summary is not None and summary.cancelled) else "done"
-            head = (f" batch {verb} in {elapsed}: ", "bold")
+            head = (f"batch {verb} in {elapsed}: ", "bold")
             rest = f"· {done} of {total}{resumed}"
             if verb == "cancelled" and progress.total > done:
                 rest += f" · {keymap.app_key(self, 'queue.batch')} runs the rest"
@@ -414,7 +414,7 @@ class QueueScreen(Screen):
             return
         eta = progress.eta_s()
         state = "cancelling…" if progress.cancelling else f"ETA {clock(eta)}" if eta is not None else "ETA …"
-        head = (f" batch {done}/{total} ", "bold $text-primary")
+        head = (f"batch {done}/{total} ", "bold $text-primary")
         cancel = f" · {keymap.app_key(self, 'queue.cancel_batch')} cancels" if not progress.cancelling else ""
         full = Content.assemble(head, *tally, f"· {elapsed} · {state}{resumed}", ("" if not cancel else cancel, "$text-muted"))
         short = Content.assemble(head, *tally, f"· {elapsed} · {state}")
@@ -562,9 +562,9 @@ class QueueScreen(Screen):
         target = f", target {self.options.target}" if self.options.target else ""
         skip = ("tasks with a finished result for their current commit (same nkitui and options) are skipped, "
                 "as `nkitui batch --resume` does" if resume else "every task is evaluated again")
-        return (f"Evaluate {n} task{'s' if n != 1 else ''} under {self.queue.root.name} in the background: "
-                f"{size.workers} at a time ({size.reason}), backend {backend}{target}; {skip}. Results go to the "
-                "run store, as the command line's do. You can open and review tasks meanwhile.")
+        return (f"Evaluate {n} task{'s' if n != 1 else ''} under {self.queue.root.name} in the background, "
+                f"{size.workers} at a time (this machine: {size.reason}), backend {backend}{target}; {skip}. "
+                "Results go to the run store, as the command line's do. You can open and review tasks meanwhile.")
 
     def action_start_batch(self, resume: bool = True, only_shown: bool = False) -> None:
         from nkitui.app.screens.prompts import ConfirmScreen
