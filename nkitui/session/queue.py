@@ -343,9 +343,10 @@ class TaskQueue:
         return replace(row, verdict=verdict, review=review, findings=counts)
 
     def read_all(self, keys: Iterable[str] | None = None, *, workers: int = 4) -> Iterator[QueueRow]:
-        """Read the rows (all, or `keys`) on a few threads, yielding each as it is ready, first the
-        verdicts and reviews of every row, then the findings that were not cached (the analysis is
-        the slow part). The caller stores them with update()."""
+        """Read the rows (all, or `keys`) on a few threads, yielding each as it is ready: first the
+        verdict and review of every row (with its findings when they are cached), in the order they
+        come, then the findings that were not cached, in queue order (the analysis is the slow
+        part). A row may so come twice. The caller stores them with update()."""
         from concurrent.futures import ThreadPoolExecutor, as_completed
 
         keys = list(self.tasks) if keys is None else [k for k in keys if k in self.tasks]
@@ -363,12 +364,13 @@ class TaskQueue:
                     row = replace(row, findings=known)
             return row
 
+        by_key: dict[str, QueueRow] = {}
         with ThreadPoolExecutor(max_workers=max(1, workers), thread_name_prefix="nkitui-queue") as pool:
-            rows = [f.result() for f in as_completed([pool.submit(facts, k) for k in keys])]
-        by_key = {r.key: r for r in rows}
-        for key in keys:  # in queue order
-            yield by_key[key]
-        for key in keys:  # then the analysis of what was not cached, one task at a time
+            for future in as_completed([pool.submit(facts, k) for k in keys]):  # each as soon as it is read
+                row = future.result()
+                by_key[row.key] = row
+                yield row
+        for key in keys:  # then the analysis of what was not cached, one task at a time, in queue order
             row = by_key[key]
             if row.findings is None and row.loadable:
                 yield replace(row, findings=read_findings(self.tasks[key], cache))

@@ -260,3 +260,23 @@ async def test_a_background_batch_fills_the_rows_in_while_a_task_is_reviewed(tmp
         # as the command line's: each result in the run store
         store = RunStore()
         assert store.ids("vector_add") and store.ids("transpose2d")
+
+        # a run of an open task goes on after Escape; its row says so, then shows the new verdict
+        qs.list.move_to("transpose2d")
+        await pilot.press("enter")
+        await settle(pilot)
+        await pilot.press("r")
+        while not app.session.runs.running:
+            await pilot.pause(0.05)
+        await pilot.press("escape")
+        await pilot.pause(0.3)
+        assert isinstance(app.screen, QueueScreen)
+        assert "◐ running" in row_line(app, "transpose2d") and "1 running" in screen_text(app)
+        session = app.sessions.get(root / "transpose2d")
+        while session.runs.running:
+            await pilot.pause(0.2)
+            assert time.monotonic() < deadline + 400, "the run never ended"
+        await settle(pilot)
+        await pilot.pause(0.3)
+        assert "✔ passed" in row_line(app, "transpose2d")
+        assert qs.queue.row("transpose2d").verdict.run_id == session.runs.shown.run_id  # the newest run

@@ -153,6 +153,18 @@ def test_a_background_batch_fills_the_rows_in_and_lands_in_the_run_store(tmp_pat
     # the results are in the run store, as the command line's are: read from disk, the rows agree
     assert queue.read("good").verdict.run_id == good.verdict.run_id
     assert queue.read("wrong").verdict.status == "failed"
+    # a newer run that was cancelled judged nothing: the row still shows the last verdict
+    from nkitui.batch.aggregate import latest_run_for
+    from nkitui.batch.gitstate import read_git_state
+    from nkitui.evaluate.store import RunStore
+
+    store = RunStore()
+    passed = store.load(good.verdict.run_id, "good")
+    passed.run_id, passed.status = "29990101T000000Z-cancel", "cancelled"
+    store.save(passed)
+    task = queue.tasks["good"]
+    assert latest_run_for(task, read_git_state(task.root)).status == "cancelled"
+    assert queue.read("good").verdict.run_id == good.verdict.run_id
     # resume: nothing is evaluated again, the rows keep their verdicts
     queue.start_batch(quick_options(), executor=LocalExecutor(2)).wait(timeout=60)
     assert queue.progress.resumed == 2 and queue.progress.evaluated == 0

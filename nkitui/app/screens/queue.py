@@ -140,7 +140,9 @@ class QueueScreen(Screen):
         self.query_one("#queue-detail", StatusLine).update(f"Looking for tasks under {self.queue.root}…")
         self.set_interval(REFRESH_S, self._refresh_if_dirty, name="queue-refresh")
         self.set_interval(1.0, self.draw_batch, name="queue-batch-clock")
-        self.discover()
+        # The tasks are looked for once the first frame is on screen: the imports of that work (git,
+        # the task loader, numpy) would otherwise hold the interpreter while the screen is drawn.
+        self.call_after_refresh(self.discover)
 
     def on_resize(self) -> None:
         self.draw_columns()
