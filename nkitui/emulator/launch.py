@@ -149,6 +149,8 @@ def _to_tensor(run: Run, value, name: str, cls, writebacks: list):
             raise KernelArgumentError(f"argument '{name}': {e}") from None
         if arr.ndim == 0:
             return arr.item()
+        if d.host is not None and arr.dtype == d.host:  # e.g. MX x4 host arrays: the engine keeps raw cells
+            arr = value = arr.view(d.np)
         need_copy = not arr.flags.c_contiguous or not arr.flags.writeable or (
             run.execute and arr.dtype != dt.storage_dtype(d, run.precise))
         if need_copy and run.execute:
@@ -156,7 +158,7 @@ def _to_tensor(run: Run, value, name: str, cls, writebacks: list):
             t = run.wrap_array(stored, name, cls, d)
             writebacks.append((value, t))
             return t
-        t = run.wrap_array(arr, name, cls)
+        t = run.wrap_array(arr, name, cls, d)
         return t
     if hasattr(value, "shape") and hasattr(value, "dtype") and not isinstance(value, (int, float, complex)):
         if run.execute:
@@ -224,6 +226,8 @@ def _output(run: Run, value, name: str = "output"):
         out = value.array()
         if not isinstance(out, np.ndarray) or out.base is not None or out is st.data:
             out = np.array(out, copy=True)
+        if st.dtype.host is not None:
+            out = out.view(st.dtype.host)
         return out
     if isinstance(value, tuple):
         return tuple(_output(run, v, f"{name}[{i}]") for i, v in enumerate(value))

@@ -299,7 +299,9 @@ def nc_transpose(dst, data, engine=engine.unknown, name=None, **kw):
     if eng not in ("tensor", "vector"):
         raise EngineOpError(f"{api}: transposes run on the tensor or vector engine, not {eng}")
     if dst.st.dtype is not data.st.dtype:
-        raise EngineDtypeError(f"{api}: dst ({dst.st.dtype.name}) must have the dtype of data ({data.st.dtype.name})")
+        raise EngineDtypeError(f"{api}: dst ({dst.st.dtype.name}) must have the dtype of data ({data.st.dtype.name}) "
+                               "(nki.isa.nc_transpose docs: 'The output dst tile must have the same data type as "
+                               "that of data'; for a widening transpose use nc_matmul against an identity)")
     _eng.nc_transpose(dst, data, engine=eng, api=api)
     return _done(api, name)
 
@@ -502,7 +504,9 @@ def dropout(dst, data, prob, name=None, **kw):
     dst = _dst(dst, api, kw)
     data = _tensor(data, api, "data")
     if dst.st.dtype is not data.st.dtype:
-        raise EngineDtypeError(f"{api}: dst ({dst.st.dtype.name}) must have the dtype of data ({data.st.dtype.name})")
+        raise EngineDtypeError(f"{api}: dst ({dst.st.dtype.name}) must have the dtype of data ({data.st.dtype.name}) "
+                               "(nki.isa.nc_transpose docs: 'The output dst tile must have the same data type as "
+                               "that of data'; for a widening transpose use nc_matmul against an identity)")
     _eng.dropout(dst, data, prob, api=api)
     return _done(api, name)
 

@@ -10,7 +10,15 @@ as `Lin` so that slice extents such as `(i+1)*128 - i*128` come out as 128. Anyt
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeAlias
+
+if TYPE_CHECKING:
+    from nkitui.analysis.nki.model import Access
+
+# An abstract value: a Python constant (int, float, str, bool, None, a dtype string), a tuple/list/dict of
+# values, or one of the records below. Kept as Any on purpose: the walker reads values by isinstance, and a
+# closed union would only move those checks around.
+Value: TypeAlias = Any
 
 
 @dataclass(frozen=True)
@@ -116,7 +124,7 @@ class TRef:
     """A tensor (by id in the kernel model), optionally a view of part of it."""
 
     tid: int
-    view: Any = None  # an nki_model.Access
+    view: Access | None = None  # the region indexed, or None for the whole tensor
 
 
 @dataclass(frozen=True)
@@ -145,6 +153,14 @@ def as_lin(v: Any) -> Lin | None:
     if isinstance(v, Lin):
         return v
     return None
+
+
+def require_lin(v: Value) -> Lin:
+    """`v` as a `Lin`, for values known to be affine (the candidates a min(...) keeps are ints or `Lin`)."""
+    lin = as_lin(v)
+    if lin is None:
+        raise TypeError(f"not an affine value: {v!r}")
+    return lin
 
 
 def simplify(v: Lin) -> int | Lin:
@@ -222,6 +238,38 @@ def known_int(v: Any) -> int | None:
     return None
 
 
-def is_scalar_value(v: Any) -> bool:
-    """True for Python numbers and symbolic scalars (not tensors, grids or masks)."""
-    return isinstance(v, (int, float, Lin)) or (isinstance(v, Unk) and "tensor" not in v.tags)
+def is_number(v: Value) -> bool:
+    """A Python int or float (not a bool)."""
+    return isinstance(v, (int, float)) and not isinstance(v, bool)
+
+
+def combine_masks(values: list[Value]) -> Mask:
+    """`m1 & m2` (or `m & cond`): one mask with every comparison and bound of its parts."""
+    deps: frozenset[str] = frozenset()
+    cmps: tuple[str, ...] = ()
+    grids: frozenset[str] = frozenset()
+    bounds: tuple[tuple[frozenset[str], str, Any], ...] = ()
+    texts: list[str] = []
+    line: int | None = None
+    for v in values:
+        if isinstance(v, Mask):
+            line = line or v.line
+            deps |= v.deps
+            cmps += v.cmps
+            grids |= v.grids
+            bounds += v.bounds
+            if v.text:
+                texts.append(v.text)
+        else:
+            deps |= deps_of(v)
+    return Mask(deps=deps, cmps=cmps, grids=grids, bounds=bounds, text=" & ".join(texts), line=line)
+
+
+def flatten(v: Value) -> list[Value]:
+    """The leaves of nested tuples and lists."""
+    if isinstance(v, (tuple, list)):
+        out: list[Value] = []
+        for item in v:
+            out.extend(flatten(item))
+        return out
+    return [v]

@@ -9,6 +9,7 @@ path it stands for and maps dotted paths to canonical prefixes by longest match.
 from __future__ import annotations
 
 import ast
+from functools import lru_cache
 
 # Longest prefixes first.
 _PREFIXES: tuple[tuple[str, str], ...] = (
@@ -47,6 +48,7 @@ FILE_READERS = frozenset({"np.load", "np.loadtxt", "np.fromfile", "np.genfromtxt
                           "pathlib.Path.read_text"})
 
 
+@lru_cache(maxsize=4096)  # the same few names are looked up thousands of times per kernel
 def canonical(dotted: str) -> str:
     """Canonical name for a dotted path, e.g. "neuronxcc.nki.language.load" -> "nl.load"."""
     for prefix, short in _PREFIXES:

@@ -10,8 +10,21 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
-from nkitui.analysis.nki_model import Access, DimAccess, Tensor
-from nkitui.analysis.nki_values import DsV, Grid, Lin, SliceV, TRef, Unk, as_lin, deps_of, known_int, lin_add, tags_of
+from nkitui.analysis.nki.model import Access, DimAccess, Tensor
+from nkitui.analysis.nki.values import (
+    DsV,
+    Grid,
+    Lin,
+    SliceV,
+    TRef,
+    Unk,
+    as_lin,
+    deps_of,
+    known_int,
+    lin_add,
+    require_lin,
+    tags_of,
+)
 
 def slice_extent(s: SliceV, size: Any = None) -> int | None:
     lower = 0 if s.lower is None else s.lower
@@ -36,9 +49,10 @@ def dim_access(item: Any, size: Any, partitions_of: Callable[[int], int | None] 
         full = item.lower is None and item.upper is None and item.step is None
         bounded = "min" in (tags_of(upper) | tags_of(lower))
         parts: tuple[Any, ...] = ()
-        if isinstance(upper, Unk) and upper.parts and as_lin(lower) is not None:
+        lower_lin = as_lin(lower)
+        if isinstance(upper, Unk) and upper.parts and lower_lin is not None:
             # upper = min(a, b, ...): extent = min(a - lower, b - lower, ...)
-            parts = tuple(lin_add(as_lin(p), as_lin(lower), -1) for p in upper.parts)  # type: ignore[arg-type]
+            parts = tuple(lin_add(require_lin(p), lower_lin, -1) for p in upper.parts)
         guard = upper.line if isinstance(upper, Unk) else lower.line if isinstance(lower, Unk) else None
         return DimAccess(kind="full" if full else "slice", extent=extent,
                          deps=deps_of(lower) | (deps_of(upper) if item.upper is not None else frozenset()),

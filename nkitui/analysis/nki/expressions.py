@@ -1,25 +1,27 @@
-"""Expressions of a kernel body evaluated to abstract values (see nki_values): names, arithmetic,
+"""Expressions of a kernel body evaluated to abstract values (see `values`): names, arithmetic,
 comparisons and masks, attributes, subscripts of tensors, lists and shapes.
 
-`ExprMixin` is one part of the kernel walker (`nki_walker._KernelWalker`); it relies on the walker's
-frames, kernel model and call handling (`ev_Call` lives in nki_calls.CallsMixin).
+Dispatch is a table from AST node type to a `visit_<Node>` method, built once per evaluator; node types
+without a method evaluate their children (for the symbols they depend on) and give `Unk`. Calls are
+delegated to the `CallEvaluator`, which may walk helper bodies and so create operations.
 """
 
 from __future__ import annotations
 
 import ast
-from dataclasses import dataclass, field, replace
+from collections.abc import Callable
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
-from nkitui.analysis import nki_api
 from nkitui.analysis.dtypes import canonical as canonical_dtype
-from nkitui.analysis.nki_access import compose, dim_access, finish_access, region_shape, slice_extent
-from nkitui.analysis.nki_imports import canonical
-from nkitui.analysis.nki_model import DimAccess, StateUse
-if TYPE_CHECKING:
-    from nkitui.analysis.nki_walker import _KernelWalker
-
-from nkitui.analysis.nki_values import (
+from nkitui.analysis.nki import api as nki_api
+from nkitui.analysis.nki.access import compose, dim_access, finish_access, region_shape, slice_extent
+from nkitui.analysis.nki.imports import canonical
+from nkitui.analysis.nki.model import DimAccess, StateUse
+from nkitui.analysis.nki.module import ModuleFacts
+from nkitui.analysis.nki.recorder import KernelRecorder, tensor_refs
+from nkitui.analysis.nki.scope import Frame, Scope
+from nkitui.analysis.nki.values import (
     Api,
     Buffer,
     Dtype,
@@ -33,103 +35,111 @@ from nkitui.analysis.nki_values import (
     SliceV,
     TRef,
     Unk,
+    Value,
     as_lin,
+    combine_masks,
     deps_of,
+    is_number,
     known_int,
     lin_add,
     lin_floordiv,
     lin_scale,
-    symbol,
+    require_lin,
     tags_of,
 )
 
-BUILTINS = {"range", "min", "max", "len", "int", "float", "abs", "tuple", "list", "zip", "enumerate", "print",
-            "isinstance", "open", "sum", "round", "divmod", "reversed", "sorted", "map", "bool", "str",
-            "setattr", "getattr", "hasattr", "delattr", "globals", "vars", "dict", "set", "type", "id", "hash", "any",
-            "all", "iter", "next", "eval", "exec", "compile", "__import__"}
+if TYPE_CHECKING:
+    from nkitui.analysis.nki.calls import CallEvaluator
+    from nkitui.analysis.nki.instructions import NkiCalls
+
 _OPERATOR_NAMES = {ast.Add: "add", ast.Sub: "sub", ast.Mult: "mul", ast.Div: "truediv", ast.FloorDiv: "floordiv",
                    ast.Mod: "mod", ast.Pow: "pow", ast.MatMult: "matmul", ast.BitAnd: "and_", ast.BitOr: "or_",
                    ast.BitXor: "xor", ast.LShift: "lshift", ast.RShift: "rshift"}
+_COMPARISONS = {ast.Lt: "<", ast.LtE: "<=", ast.Gt: ">", ast.GtE: ">=", ast.Eq: "==", ast.NotEq: "!=",
+                ast.Is: "is", ast.IsNot: "is not", ast.In: "in", ast.NotIn: "not in"}
+_PLAIN_COMPARE: dict[str, Callable[[Any, Any], Any]] = {
+    "<": lambda a, b: a < b, "<=": lambda a, b: a <= b, ">": lambda a, b: a > b, ">=": lambda a, b: a >= b,
+    "==": lambda a, b: a == b, "!=": lambda a, b: a != b, "is": lambda a, b: a is b,
+    "is not": lambda a, b: a is not b,
+}
 
 
-@dataclass
-class Frame:
-    """One function activation during the walk: its bindings, local imports and return values."""
+def _overflow() -> Any:
+    raise OverflowError()
 
-    func: str
-    env: dict[str, Any] = field(default_factory=dict)
-    aliases: dict[str, str] = field(default_factory=dict)
-    returns: list[Any] = field(default_factory=list)
-    divisions: dict[str, tuple[str, Any, str, int | None]] = field(default_factory=dict)
+
+_PY_OPS: dict[type[ast.operator], Callable[[Any, Any], Any]] = {
+    ast.Add: lambda a, b: a + b, ast.Sub: lambda a, b: a - b, ast.Mult: lambda a, b: a * b,
+    ast.Div: lambda a, b: a / b, ast.FloorDiv: lambda a, b: a // b, ast.Mod: lambda a, b: a % b,
+    ast.Pow: lambda a, b: a ** b if abs(b) < 64 else _overflow(),
+    ast.BitAnd: lambda a, b: a & b, ast.BitOr: lambda a, b: a | b, ast.BitXor: lambda a, b: a ^ b,
+    ast.LShift: lambda a, b: a << b if 0 <= b < 64 else _overflow(),
+    ast.RShift: lambda a, b: a >> b,
+}
 
 
 def names_in(node: ast.AST) -> frozenset[str]:
     return frozenset(n.id for n in ast.walk(node) if isinstance(n, ast.Name))
 
 
-class ExprMixin:
-    """Evaluation of expressions (mixed into the kernel walker)."""
+class ExpressionEvaluator:
+    """Evaluates expressions of one kernel walk to abstract values."""
 
-    def lookup(self, name: str, default: Any = ...) -> Any:
-        for frame in reversed(self.frames):
-            if name in frame.env:
-                return frame.env[name]
-            if name in frame.aliases:
-                return Api(canonical(frame.aliases[name]))
-        if name in self.m.constants:
-            return self.m.constants[name]
-        if name in self.m.functions:
-            return FuncRef(name, self.m.functions[name])
-        if name in self.m.aliases:
-            return Api(canonical(self.m.aliases[name]))
-        if name in BUILTINS:
-            return Api(f"builtins.{name}")
-        if default is not ...:
-            return default
-        return Unk(text=name)
+    calls: CallEvaluator  # set by the walk once the call evaluators exist (they call each other)
+    nki_calls: NkiCalls
 
-    def is_module_container(self, name: str) -> bool:
-        """A module-level dict/list/set (or a mutable default argument of the kernel): state that outlives
-        one call."""
-        if name in self.state_params and self.frames and name in self.frames[0].env \
-                and all(name not in f.env for f in self.frames[1:]):
-            return True
-        if name not in self.m.containers:
-            return False
-        return all(name not in f.env for f in self.frames)
+    def __init__(self, module: ModuleFacts, scope: Scope, recorder: KernelRecorder):
+        self.module = module
+        self.source = module.source
+        self.scope = scope
+        self.recorder = recorder
+        self.km = recorder.km
+        self.compare_text = ""  # the comparison being evaluated, quoted by the masks it makes
+        self.compare_line: int | None = None
 
-    def eval(self, node: ast.expr | None) -> Any:
+    def eval(self, node: ast.expr | None) -> Value:
         if node is None:
             return None
-        method = getattr(self, f"ev_{type(node).__name__}", None)
-        if method is None:
+        visitor = _VISITORS.get(type(node))
+        if visitor is None:
             deps: frozenset[str] = frozenset()
             for child in ast.iter_child_nodes(node):
                 if isinstance(child, ast.expr):
                     deps |= deps_of(self.eval(child))
-            return Unk(deps=deps, text=self.m.seg.text(node, 60))
-        return method(node)
+            return Unk(deps=deps, text=self.source.text(node, 60))
+        return visitor(self, node)
 
-    def ev_Constant(self, node: ast.Constant) -> Any:
+    def quiet_eval(self, node: ast.expr) -> Value:
+        """Evaluate without recording operations (for re-reading sub-expressions)."""
+        saved = self.recorder.recording
+        self.recorder.recording = False
+        try:
+            return self.eval(node)
+        finally:
+            self.recorder.recording = saved
+
+    # -- literals, names, containers -------------------------------------------------------------------
+
+    def visit_Constant(self, node: ast.Constant) -> Value:
         return node.value
 
-    def ev_Name(self, node: ast.Name) -> Any:
-        if self.is_module_container(node.id) and len(self.frames) > 0:
-            self.km.state.append(StateUse("container-read", node.id, node.lineno, self.m.seg.text(node)))
-        return self.lookup(node.id)
+    def visit_Name(self, node: ast.Name) -> Value:
+        if self.scope.is_module_container(node.id) and len(self.scope.frames) > 0:
+            self.km.state.append(StateUse("container-read", node.id, node.lineno, self.source.text(node)))
+        return self.scope.lookup(node.id)
 
-    def ev_Tuple(self, node: ast.Tuple) -> Any:
+    def visit_Tuple(self, node: ast.Tuple) -> Value:
         return tuple(self.eval(e) for e in node.elts)
 
-    def ev_List(self, node: ast.List) -> Any:
+    def visit_List(self, node: ast.List) -> Value:
         return [self.eval(e) for e in node.elts]
 
-    def ev_Set(self, node: ast.Set) -> Any:
+    def visit_Set(self, node: ast.Set) -> Value:
         for e in node.elts:
             self.eval(e)
         return Unk()
 
-    def ev_Dict(self, node: ast.Dict) -> Any:
+    def visit_Dict(self, node: ast.Dict) -> Value:
         out: dict[Any, Any] = {}
         for k, v in zip(node.keys, node.values):
             key = self.eval(k) if k is not None else None
@@ -138,31 +148,31 @@ class ExprMixin:
                 out[key] = val
         return out
 
-    def ev_Slice(self, node: ast.Slice) -> Any:
+    def visit_Slice(self, node: ast.Slice) -> Value:
         return SliceV(self.eval(node.lower), self.eval(node.upper), self.eval(node.step))
 
-    def ev_Starred(self, node: ast.Starred) -> Any:
+    def visit_Starred(self, node: ast.Starred) -> Value:
         value = self.eval(node.value)
         return Unk(deps=deps_of(value))
 
-    def ev_JoinedStr(self, node: ast.JoinedStr) -> Any:
+    def visit_JoinedStr(self, node: ast.JoinedStr) -> Value:
         for v in node.values:
             self.eval(v)
         return Unk(text="str")
 
-    def ev_FormattedValue(self, node: ast.FormattedValue) -> Any:
+    def visit_FormattedValue(self, node: ast.FormattedValue) -> Value:
         self.eval(node.value)
         return Unk()
 
-    def ev_Lambda(self, node: ast.Lambda) -> Any:
+    def visit_Lambda(self, node: ast.Lambda) -> Value:
         return Unk(text="lambda")
 
-    def ev_NamedExpr(self, node: ast.NamedExpr) -> Any:
+    def visit_NamedExpr(self, node: ast.NamedExpr) -> Value:
         value = self.eval(node.value)
-        self.frame.env[node.target.id] = value
+        self.scope.frame.env[node.target.id] = value
         return value
 
-    def ev_IfExp(self, node: ast.IfExp) -> Any:
+    def visit_IfExp(self, node: ast.IfExp) -> Value:
         test = self.eval(node.test)
         if isinstance(test, bool):
             return self.eval(node.body if test else node.orelse)
@@ -175,12 +185,11 @@ class ExprMixin:
             return b
         return Unk(deps=deps_of(test) | deps_of(a) | deps_of(b), tags=tags_of(a) | tags_of(b))
 
-    def ev_comprehension(self, node: ast.expr, elts: list[ast.expr]) -> Any:
-        frame = Frame(func=self.frame.func)
-        frame.env = {}
-        self.frames.append(frame)
+    def _comprehension(self, generators: list[ast.comprehension], elts: list[ast.expr]) -> Value:
+        frame = Frame(func=self.scope.frame.func)
+        self.scope.frames.append(frame)
         deps: frozenset[str] = frozenset()
-        for gen in node.generators:  # type: ignore[attr-defined]
+        for gen in generators:
             it = self.eval(gen.iter)
             deps |= deps_of(it)
             for name in names_in(gen.target):
@@ -188,26 +197,33 @@ class ExprMixin:
         refs = []
         for e in elts:
             value = self.eval(e)
-            refs.extend(self.tensor_refs(value))
-        self.frames.pop()
+            refs.extend(tensor_refs(value))
+        self.scope.frames.pop()
         if refs:
             return [refs[0]]
         return Unk(deps=deps)
 
-    def ev_ListComp(self, node: ast.ListComp) -> Any:
-        return self.ev_comprehension(node, [node.elt])
+    def visit_ListComp(self, node: ast.ListComp) -> Value:
+        return self._comprehension(node.generators, [node.elt])
 
-    ev_SetComp = ev_ListComp  # type: ignore[assignment]
+    def visit_SetComp(self, node: ast.SetComp) -> Value:
+        return self._comprehension(node.generators, [node.elt])
 
-    ev_GeneratorExp = ev_ListComp  # type: ignore[assignment]
+    def visit_GeneratorExp(self, node: ast.GeneratorExp) -> Value:
+        return self._comprehension(node.generators, [node.elt])
 
-    def ev_DictComp(self, node: ast.DictComp) -> Any:
-        return self.ev_comprehension(node, [node.key, node.value])
+    def visit_DictComp(self, node: ast.DictComp) -> Value:
+        return self._comprehension(node.generators, [node.key, node.value])
 
-    def ev_Await(self, node: ast.Await) -> Any:
+    def visit_Await(self, node: ast.Await) -> Value:
         return self.eval(node.value)
 
-    def ev_BoolOp(self, node: ast.BoolOp) -> Any:
+    def visit_Call(self, node: ast.Call) -> Value:
+        return self.calls.call(node)
+
+    # -- operators ---------------------------------------------------------------------------------------
+
+    def visit_BoolOp(self, node: ast.BoolOp) -> Value:
         values = [self.eval(v) for v in node.values]
         if all(isinstance(v, bool) for v in values):
             return all(values) if isinstance(node.op, ast.And) else any(values)
@@ -218,7 +234,7 @@ class ExprMixin:
             deps |= deps_of(v)
         return Unk(deps=deps)
 
-    def ev_UnaryOp(self, node: ast.UnaryOp) -> Any:
+    def visit_UnaryOp(self, node: ast.UnaryOp) -> Value:
         v = self.eval(node.operand)
         if isinstance(node.op, ast.USub):
             if isinstance(v, (int, float)) and not isinstance(v, bool):
@@ -227,7 +243,7 @@ class ExprMixin:
             if lin is not None:
                 return lin_scale(lin, -1)
             if isinstance(v, TRef):
-                return self.tensor_operator("operator.neg", [v], node, alu="multiply", scalars=[-1])
+                return self.nki_calls.tensor_operator("operator.neg", [v], node, alu="multiply", scalars=[-1])
             if isinstance(v, Grid):
                 return replace(v, shifted=True)
         if isinstance(node.op, ast.Not):
@@ -241,13 +257,13 @@ class ExprMixin:
             return v
         return Unk(deps=deps_of(v), tags=tags_of(v))
 
-    def ev_Compare(self, node: ast.Compare) -> Any:
-        self.compare_text = self.m.seg.text(node, 100)
+    def visit_Compare(self, node: ast.Compare) -> Value:
+        self.compare_text = self.source.text(node, 100)
         self.compare_line = node.lineno
-        left = self.scalarize(self.eval(node.left))
-        results: list[Any] = []
+        left = self.recorder.scalarize(self.eval(node.left))
+        results: list[Value] = []
         for op, comp in zip(node.ops, node.comparators):
-            right = self.scalarize(self.eval(comp))
+            right = self.recorder.scalarize(self.eval(comp))
             results.append(self.compare(op, left, right))
             left = right
         if len(results) == 1:
@@ -256,15 +272,12 @@ class ExprMixin:
             return all(results)
         return combine_masks(results)
 
-    def compare(self, op: ast.cmpop, left: Any, right: Any) -> Any:
-        sym = {ast.Lt: "<", ast.LtE: "<=", ast.Gt: ">", ast.GtE: ">=", ast.Eq: "==", ast.NotEq: "!=",
-               ast.Is: "is", ast.IsNot: "is not", ast.In: "in", ast.NotIn: "not in"}[type(op)]
+    def compare(self, op: ast.cmpop, left: Value, right: Value) -> Value:
+        sym = _COMPARISONS[type(op)]
         plain = (int, float, str, bool, type(None))
         if isinstance(left, plain) and isinstance(right, plain) and sym not in ("in", "not in"):
             try:
-                return {"<": lambda a, b: a < b, "<=": lambda a, b: a <= b, ">": lambda a, b: a > b,
-                        ">=": lambda a, b: a >= b, "==": lambda a, b: a == b, "!=": lambda a, b: a != b,
-                        "is": lambda a, b: a is b, "is not": lambda a, b: a is not b}[sym](left, right)
+                return _PLAIN_COMPARE[sym](left, right)
             except TypeError:
                 return Unk()
         if isinstance(left, Dtype) and isinstance(right, Dtype) and left.name and right.name and sym in ("==", "!="):
@@ -285,26 +298,20 @@ class ExprMixin:
             return Unk()
         return Unk(deps=deps)
 
-    def ev_BinOp(self, node: ast.BinOp) -> Any:
-        left = self.scalarize(self.eval(node.left))
-        right = self.scalarize(self.eval(node.right))
+    def visit_BinOp(self, node: ast.BinOp) -> Value:
+        left = self.recorder.scalarize(self.eval(node.left))
+        right = self.recorder.scalarize(self.eval(node.right))
         return self.binop(type(node.op), left, right, node)
 
-    def as_tensor(self, ref: TRef) -> None:
-        """Evidence that a parameter of unknown type is a tensor (indexed, loaded, .shape read)."""
-        t = self.km.tensors[ref.tid]
-        if t.origin == "param" and t.param is not None:
-            self.km.tensor_params.add(t.param)
-
-    def binop(self, op: type, left: Any, right: Any, node: ast.AST) -> Any:
+    def binop(self, op: type[ast.operator], left: Value, right: Value, node: ast.AST) -> Value:
         if isinstance(left, TRef) or isinstance(right, TRef):
             name = f"operator.{_OPERATOR_NAMES.get(op, 'op')}"
             tensors = [v for v in (left, right) if isinstance(v, TRef)]
             scalars = [v for v in (left, right) if not isinstance(v, TRef)]
             alu = nki_api.ALU_OP.get(name)
             if op is ast.MatMult:
-                return self.tensor_operator(name, tensors, node, kind="matmul", engine="tensor")
-            return self.tensor_operator(name, tensors, node, alu=alu, scalars=scalars)
+                return self.nki_calls.tensor_operator(name, tensors, node, kind="matmul", engine="tensor")
+            return self.nki_calls.tensor_operator(name, tensors, node, alu=alu, scalars=scalars)
         if isinstance(left, Mask) or isinstance(right, Mask):
             return combine_masks([left, right])
         if isinstance(left, Grid) or isinstance(right, Grid):
@@ -337,10 +344,11 @@ class ExprMixin:
                                          or isinstance(right, Unk) and right.parts and a is not None
                                          and op is ast.Add):
             # Shift the candidates of a min(...): i*128 + min(128, n - i*128).
-            unk, other = (left, b) if isinstance(left, Unk) and left.parts else (right, a)
+            unk, other_lin = (left, b) if isinstance(left, Unk) and left.parts else (right, a)
+            assert other_lin is not None  # the condition above checked it
             sign = -1 if op is ast.Sub else 1
-            parts = tuple(lin_add(as_lin(p), other, sign) for p in unk.parts)  # type: ignore[arg-type]
-            return Unk(deps=unk.deps | deps_of(other), tags=unk.tags, parts=parts, line=unk.line)
+            parts = tuple(lin_add(require_lin(p), other_lin, sign) for p in unk.parts)
+            return Unk(deps=unk.deps | deps_of(other_lin), tags=unk.tags, parts=parts, line=unk.line)
         if a is not None and b is not None:
             if op is ast.Add:
                 return lin_add(a, b)
@@ -357,14 +365,16 @@ class ExprMixin:
                     return exact
         return Unk(deps=deps_of(left) | deps_of(right), tags=tags_of(left) | tags_of(right))
 
-    def ev_Attribute(self, node: ast.Attribute) -> Any:
+    # -- attributes and subscripts ---------------------------------------------------------------------
+
+    def visit_Attribute(self, node: ast.Attribute) -> Value:
         base = self.eval(node.value)
         attr = node.attr
         if isinstance(base, Api):
             return self.api_attribute(base, attr)
         if isinstance(base, TRef):
             t = self.km.tensors[base.tid]
-            self.as_tensor(base)
+            self.recorder.as_tensor(base)
             if attr == "shape":
                 if base.view is not None:
                     return tuple(region_shape(base.view))
@@ -378,7 +388,7 @@ class ExprMixin:
             if attr == "buffer":
                 return Buffer(t.buffer)
             if attr == "T":
-                return self.view_method(base, "T", [], {}, node)
+                return self.calls.view_method(base, "T", [], {}, node)
             return Method(base, attr)
         if isinstance(base, MGrid):
             index = {"p": 0, "x": 1, "y": 2, "z": 3}.get(attr)
@@ -388,7 +398,7 @@ class ExprMixin:
             return Unk(text=f"{base.name}.{attr}")
         if isinstance(base, Dtype):
             return Unk()
-        if isinstance(node.value, ast.Name) and self.is_module_container(node.value.id):
+        if isinstance(node.value, ast.Name) and self.scope.is_module_container(node.value.id):
             return Method(base, attr)
         if isinstance(base, Unk):
             return Unk(deps=base.deps, tags=base.tags - {"min", "max"}, text=f"{base.text}.{attr}")
@@ -396,7 +406,7 @@ class ExprMixin:
             return Unk(deps=base.deps)
         return Method(base, attr)
 
-    def api_attribute(self, base: Api, attr: str) -> Any:
+    def api_attribute(self, base: Api, attr: str) -> Value:
         name = canonical(f"{base.name}.{attr}")
         if base.name in ("nl", "np", "torch", "jnp", "ml_dtypes", "nki.language") and attr in nki_api.DTYPE_ATTRS:
             return Dtype(canonical_dtype(attr) or attr)
@@ -406,7 +416,7 @@ class ExprMixin:
             return Buffer(nki_api.BUFFER_ATTRS[attr])
         return Api(name)
 
-    def ev_Subscript(self, node: ast.Subscript) -> Any:
+    def visit_Subscript(self, node: ast.Subscript) -> Value:
         base = self.eval(node.value)
         if isinstance(base, TRef):
             return self.subscript_tensor(base, node)
@@ -414,9 +424,9 @@ class ExprMixin:
         if isinstance(base, Api) and base.name == "nl.mgrid":
             items = index if isinstance(index, tuple) else (index,)
             grids = []
-            for i, item in enumerate(items):
+            for position, item in enumerate(items):
                 extent = slice_extent(item) if isinstance(item, SliceV) else known_int(item)
-                grids.append(self.make_grid(extent, "p" if i == 0 else "f"))
+                grids.append(self.recorder.make_grid(extent, "p" if position == 0 else "f"))
             return MGrid(tuple(grids))
         if isinstance(base, Grid):
             items = index if isinstance(index, tuple) else (index,)
@@ -440,41 +450,31 @@ class ExprMixin:
         if isinstance(base, ShapeV):
             i = known_int(index)
             if i is not None:
-                return self.shape_symbol(base.tid, base.name, i)
+                return self.recorder.shape_symbol(base.tid, base.name, i)
             return Unk()
         if isinstance(base, dict):
             if isinstance(index, (str, int)) and index in base:
                 return base[index]
             return Unk()
-        if isinstance(node.value, ast.Name) and self.is_module_container(node.value.id):
+        if isinstance(node.value, ast.Name) and self.scope.is_module_container(node.value.id):
             return Unk(tags=frozenset({"cached"}))
         return Unk(deps=deps_of(base) | deps_of(index), tags=tags_of(base))
 
-    def shape_symbol(self, tid: int, name: str, dim: int) -> Any:
-        t = self.km.tensors.get(tid)
-        if t is not None and t.shape is not None and dim < len(t.shape):
-            return t.shape[dim]
-        sym = f"{name}.shape[{dim}]"
-        self.km.shape_symbols[sym] = (tid, dim)
-        return symbol(sym)
-
-    def make_grid(self, extent: int | None, axis: str | None) -> Grid:
-        self.grid_counter += 1
-        return Grid(gid=f"g{self.grid_counter}", extent=extent, axis=axis)
-
     def subscript_tensor(self, base: TRef, node: ast.Subscript) -> TRef:
-        self.as_tensor(base)
+        """`t[...]`: a view of part of a tensor, with how each dimension is indexed."""
+        self.recorder.as_tensor(base)
         index = self.eval(node.slice)
         items = list(index) if isinstance(index, tuple) else [index]
-        items = [self.scalarize(i) if isinstance(i, TRef) else scalarize_slice(self, i) for i in items]
+        items = [self.recorder.scalarize(i) if isinstance(i, TRef) else self.recorder.scalarize_slice(i)
+                 for i in items]
         t = self.km.tensors[base.tid]
-        text = self.m.seg.text(node)
+        text = self.source.text(node)
         if base.view is not None and not base.view.whole:
-            dims = compose(base.view.dims, items)
-            if dims is None:
+            composed = compose(base.view.dims, items)
+            if composed is None:
                 return TRef(base.tid, finish_access(t, (DimAccess(kind="unknown", extent=None,
                                                                    deps=deps_of(index)),), text, whole=False))
-            return TRef(base.tid, finish_access(t, tuple(dims), text, whole=False))
+            return TRef(base.tid, finish_access(t, tuple(composed), text, whole=False))
         rank = len(t.shape) if t.shape is not None else None
         if any(item is Ellipsis for item in items):
             pos = next(i for i, item in enumerate(items) if item is Ellipsis)
@@ -485,56 +485,21 @@ class ExprMixin:
             else:
                 items = items[:pos] + items[pos + 1:]
             if not explicit and (rank is not None or not items):
-                return TRef(base.tid, self.whole_access(t, text))
+                return TRef(base.tid, self.recorder.whole_access(t, text))
         dims: list[DimAccess] = []
         items = [item for item in items if item is not None]
         for d, item in enumerate(items):
             size = t.shape[d] if t.shape is not None and d < len(t.shape) else None
             dims.append(dim_access(item, size, lambda tid: self.km.tensors[tid].partitions))
-        if rank is not None:
-            for d in range(len(items), rank):
-                size = t.shape[d]  # type: ignore[index]
+        if t.shape is not None:
+            for d in range(len(items), len(t.shape)):
+                size = t.shape[d]
                 dims.append(DimAccess(kind="full", extent=known_int(size), deps=deps_of(size), text=":", start=0))
         return TRef(base.tid, finish_access(t, tuple(dims), text, whole=False))
 
 
-
-_PY_OPS = {
-    ast.Add: lambda a, b: a + b, ast.Sub: lambda a, b: a - b, ast.Mult: lambda a, b: a * b,
-    ast.Div: lambda a, b: a / b, ast.FloorDiv: lambda a, b: a // b, ast.Mod: lambda a, b: a % b,
-    ast.Pow: lambda a, b: a ** b if abs(b) < 64 else (_ for _ in ()).throw(OverflowError()),
-    ast.BitAnd: lambda a, b: a & b, ast.BitOr: lambda a, b: a | b, ast.BitXor: lambda a, b: a ^ b,
-    ast.LShift: lambda a, b: a << b if 0 <= b < 64 else (_ for _ in ()).throw(OverflowError()),
-    ast.RShift: lambda a, b: a >> b,
+# The dispatch table: AST node type -> the `visit_<Node>` method that evaluates it.
+_VISITORS: dict[type[ast.AST], Callable[[ExpressionEvaluator, Any], Value]] = {
+    getattr(ast, name[len("visit_"):]): getattr(ExpressionEvaluator, name)
+    for name in dir(ExpressionEvaluator) if name.startswith("visit_")
 }
-
-
-def combine_masks(values: list[Any]) -> Mask:
-    deps: frozenset[str] = frozenset()
-    cmps: tuple[str, ...] = ()
-    grids: frozenset[str] = frozenset()
-    bounds: tuple[tuple[frozenset[str], str, Any], ...] = ()
-    texts: list[str] = []
-    line: int | None = None
-    for v in values:
-        if isinstance(v, Mask):
-            line = line or v.line
-            deps |= v.deps
-            cmps += v.cmps
-            grids |= v.grids
-            bounds += v.bounds
-            if v.text:
-                texts.append(v.text)
-        else:
-            deps |= deps_of(v)
-    return Mask(deps=deps, cmps=cmps, grids=grids, bounds=bounds, text=" & ".join(texts), line=line)
-
-
-def scalarize_slice(walker: _KernelWalker, item: Any) -> Any:
-    if isinstance(item, SliceV):
-        return SliceV(walker.scalarize(item.lower), walker.scalarize(item.upper), walker.scalarize(item.step))
-    return item
-
-
-def is_number(v: Any) -> bool:
-    return isinstance(v, (int, float)) and not isinstance(v, bool)

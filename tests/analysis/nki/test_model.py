@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from nkitui.analysis import build_nki_model
-from nkitui.analysis.nki_values import Lin, Mask
+from nkitui.analysis.nki.values import Lin, Mask
 from tests.analysis.conftest import kernel_model
 
 # Indented like the kernel bodies below, so that the concatenation dedents as one block.

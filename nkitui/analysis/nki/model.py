@@ -1,6 +1,6 @@
 """The NKI side of a port, as read from its source with Python's `ast` (never executed).
 
-`nkitui.analysis.build_nki_model(source, path, context)` (implemented by `nki_walker.build`) returns
+`nkitui.analysis.build_nki_model(source, path, context)` (implemented by `nki.walker.build`) returns
 an `NkiModel`: the file's namespace and import aliases, and for each kernel its parameters, tensors
 (HBM, SBUF, PSUM tiles with shape, dtype and buffer), loops (kind and trip count), and operations
 (DMA, matmul, element-wise, ...) with the engine that runs them and the loops they sit in. Rules and
@@ -151,7 +151,7 @@ class Loop:
 class Op:
     id: int
     api: str  # canonical: "nl.load", "nisa.nc_matmul", "operator.add", "assign", "augassign", ...
-    kind: str  # see nki_api.ApiInfo.kind, plus "assign" and "accumulate"
+    kind: str  # see nki.api.ApiInfo.kind, plus "assign" and "accumulate"
     engine: str | None
     line: int
     end_line: int
@@ -170,10 +170,6 @@ class Op:
     text: str = ""
     func: str = ""  # function whose body holds the call (kernel or inlined helper)
 
-    @property
-    def innermost_loop(self) -> int | None:
-        return self.loops[-1] if self.loops else None
-
     def all_writes(self) -> list[int]:
         out = [a.tensor for a in self.writes]
         if self.result is not None:
@@ -181,7 +177,7 @@ class Op:
         return out
 
 
-@dataclass
+@dataclass(frozen=True)
 class Param:
     name: str
     line: int
@@ -190,7 +186,7 @@ class Param:
     role: str | None = None  # "input" | "output" | "kwarg" from the task manifest; None when unknown
 
 
-@dataclass
+@dataclass(frozen=True)
 class HostCall:
     """A call into numpy / torch / jax / scipy (host libraries) inside a kernel."""
 
@@ -200,7 +196,7 @@ class HostCall:
     text: str
 
 
-@dataclass
+@dataclass(frozen=True)
 class StateUse:
     """Module-level state a kernel writes (a cache) or files it reads."""
 
@@ -249,19 +245,8 @@ class KernelModel:
             t = self.tensors[t.alias_of]
         return t
 
-    def loop_chain(self, loop_id: int | None) -> list[Loop]:
-        chain: list[Loop] = []
-        while loop_id is not None:
-            loop = self.loops[loop_id]
-            chain.append(loop)
-            loop_id = loop.parent
-        return list(reversed(chain))
-
     def loops_of(self, deps: frozenset[str]) -> set[int]:
         return {self.symbols[s] for s in deps if s in self.symbols}
-
-    def param_tensor_ids(self) -> dict[int, Param]:
-        return {p.tid: p for p in self.params if p.tid is not None}
 
     def ops_in_loop(self, loop_id: int) -> list[Op]:
         return [op for op in self.ops if loop_id in op.loops]

@@ -6,10 +6,10 @@ from __future__ import annotations
 from typing import Any
 
 from nkitui.analysis.context import AnalysisContext
-from nkitui.analysis.nki_access import finish_access
-from nkitui.analysis.nki_api import DMA_KINDS
-from nkitui.analysis.nki_model import Access, DimAccess, KernelModel, Op, Tensor
-from nkitui.analysis.nki_values import Lin, known_int
+from nkitui.analysis.nki.access import finish_access
+from nkitui.analysis.nki.api import DMA_KINDS
+from nkitui.analysis.nki.model import Access, DimAccess, KernelModel, Op, Tensor
+from nkitui.analysis.nki.values import Lin, known_int
 
 
 def is_dma(op: Op) -> bool:
