@@ -31,7 +31,7 @@ from textual.worker import get_current_worker
 
 from nkitui.app import keymap
 from nkitui.app.imports import WORKER_IMPORTS
-from nkitui.app.screens.queue_list import QueueList, columns_for, cut
+from nkitui.app.screens.queue_list import QueueList, columns_for
 from nkitui.app.widgets.footer import KeyFooter
 from nkitui.app.widgets.status import StatusLine
 from nkitui.session.queue import REVIEW_LABELS, SORTS, STATE_FILTERS, QueueRow, TaskQueue, clock
@@ -77,6 +77,9 @@ class QueueScreen(Screen):
             self.task = task
             self.key = key
 
+    class Ready(Message):
+        """The tasks are found and listed (their facts may still be coming)."""
+
     class NotAQueue(Message):
         """The folder is one task itself (or holds none): the app opens it as a task, as before."""
 
@@ -116,6 +119,7 @@ class QueueScreen(Screen):
         self._first_discovery = True
         self._dirty = False
         self.error = ""
+        self.exported: Path | None = None  # where the last export went
 
     # --- layout ---------------------------------------------------------------------------------
 
@@ -181,14 +185,14 @@ class QueueScreen(Screen):
         """Read these rows again (a task came back from the workstation, a run ended)."""
         keys = [k for k in keys if k in self.queue.tasks]
         if keys:
-            self.run_worker(lambda: self._read_rows(keys, findings=False), name="read queue rows",
+            self.run_worker(lambda: self._read_rows(keys, single=True), name="read queue rows",
                             group=f"queue-read-{'-'.join(keys)[:60]}", thread=True, exit_on_error=False)
 
-    def _read_rows(self, keys: list[str], findings: bool = True) -> None:
+    def _read_rows(self, keys: list[str], single: bool = False) -> None:
         worker = get_current_worker()
-        if not findings:
+        if single:  # a few rows, each whole (its findings from the cache unless a file changed)
             for key in keys:
-                self.queue.update(self.queue.read(key, findings=False))
+                self.queue.update(self.queue.read(key))
                 self.post_message(self.RowsChanged({key}))
             return
         pending: set[str] = set()
@@ -234,9 +238,6 @@ class QueueScreen(Screen):
         self.rebuild()
         self.draw_header()
         self.app.post_message(self.Ready())
-
-    class Ready(Message):
-        """The tasks are found and listed (their facts may still be coming)."""
 
     @on(RowsChanged)
     def _rows_changed(self, message: RowsChanged) -> None:
@@ -660,8 +661,6 @@ class QueueScreen(Screen):
         for problem in table.problems[:3]:
             self.app.notify(problem, title="Left out of the table", severity="warning", timeout=10)
 
-    exported: Path | None = None
-
     # --- the palette ----------------------------------------------------------------------------------
 
     def palette_entries(self) -> list[tuple[str, str, object]]:
@@ -710,5 +709,3 @@ class QueueTaskFinished(Message):
         super().__init__()
         self.path = path
 
-
-__all__ = ["QueueScreen", "QueueTaskFinished", "cut"]
