@@ -352,10 +352,30 @@ def _position_of(run: Run):
 def _dma_run_bytes(ins, outs) -> int:
     """Contiguous bytes per DMA descriptor: the shortest contiguous run on the HBM side (or of the
     source when both sides are on-chip), which drives DMA efficiency in the cost model."""
-    runs = [t.contiguous_elems() * t.st.dtype.itemsize for t in (*ins, *outs) if t.st.pax < 0]
+    runs = [_run_elems(t) * t.st.dtype.itemsize for t in (*ins, *outs) if t.st.pax < 0]
     if not runs:
-        runs = [t.contiguous_elems() * t.st.dtype.itemsize for t in ins[:1] or outs[:1]]
+        runs = [_run_elems(t) * t.st.dtype.itemsize for t in ins[:1] or outs[:1]]
     return min(runs) if runs else 0
+
+
+def _run_elems(t) -> int:
+    """Elements per contiguous run of a view. For a gathered (indexed) view: the last axis's length when
+    its last-dimension indices step by one and the other indices stay put along it (a gather of whole
+    rows moves row-sized runs), else 1 (an element gather)."""
+    if t.fancy is None:
+        return t.contiguous_elems()
+    shape = t.shape
+    if not shape or shape[-1] <= 1:
+        return 1
+    *lead, last = t.fancy
+    steps = np.diff(np.broadcast_to(last, shape), axis=-1)
+    if steps.size == 0 or not (steps == 1).all():
+        return 1
+    for a in lead:
+        a = np.asarray(a)
+        if a.ndim and a.shape[-1] > 1 and (np.diff(a, axis=-1) != 0).any():
+            return 1
+    return shape[-1]
 
 
 def _regions_overlap(a, b) -> bool:

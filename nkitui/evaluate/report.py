@@ -159,6 +159,11 @@ def render_timing(r: RunResult) -> RenderableType | None:
     if kind == "estimated":
         lines.append(FitText(f"estimated {units.time_us(t.get('median_us'))} ({t.get('source', 'cost model')}; "
                              f"{t.get('note', '')})", indent="  ", subsequent="    "))
+        from nkitui.perf.uncertainty import describe_record  # the band the perf record carries
+
+        band = describe_record(r.utilisation, units.time_s)
+        if band:
+            lines.append(FitText(band, indent="  ", subsequent="    "))
     else:
         ci = t.get("ci95_us") or [None, None]
         lines.append(FitText(
