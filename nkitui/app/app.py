@@ -33,6 +33,7 @@ from textual.app import App, SuspendNotSupported
 from textual.binding import Binding
 from textual.content import Content
 from textual.notifications import SeverityLevel
+from textual.screen import Screen
 from textual.widget import Widget
 from textual.worker import Worker, WorkerState
 
@@ -44,6 +45,7 @@ from nkitui.app.evidence import Evidence
 from nkitui.app.imports import WORKER_IMPORTS
 from nkitui.app.messages import CommentWanted, NoticePosted, RevisionsWanted, SessionUpdate, ShowSource
 from nkitui.app.screens.notices import Notice
+from nkitui.app.screens.queue import QueueScreen, QueueTaskFinished
 from nkitui.app.screens.workstation import WorkstationScreen
 from nkitui.app.session_view import SessionView
 from nkitui.app.themes import DEFAULT_THEME, fill_nkitui_variables, load_themes, problem_notice, user_themes_dir
@@ -61,10 +63,14 @@ if TYPE_CHECKING:
     from nkitui.app.widgets.run.area import RunArea
     from nkitui.app.widgets.source.area import SourceArea
     from nkitui.review import Draft
+    from nkitui.session.queue import TaskQueue
     from nkitui.session.repository import RepositoryState
     from nkitui.task import Task
 
 UNHELD_KEYS = ("ctrl+q", "ctrl+c")  # never held back while the task opens: the way out stays open
+# What the app's keys do to the task on screen: nothing while the queue is shown instead.
+TASK_ACTIONS = frozenset({"start_run", "cancel_run", "run_history", "attach_evidence", "submit_review", "show_area",
+                          "cycle_area", "toggle_layout", "zoom"})
 
 
 class NkituiApp(App[int]):
@@ -79,6 +85,7 @@ class NkituiApp(App[int]):
         self,
         task: Task | Path,
         *,
+        mode: str = "task",
         backend: str | None = None,
         target: str | None = None,
         theme: str | None = None,
@@ -97,12 +104,22 @@ class NkituiApp(App[int]):
         self.session: AuditSession | None = None  # the session on screen
         self.view: SessionView | None = None  # draws it, once the areas are mounted
         # A task folder is loaded after the first frame (loading imports numpy); a Task is used as is.
-        self._first_task = task
+        # mode "queue": `task` is a folder of tasks, shown as a queue (QueueScreen); "auto": a folder
+        # that is a queue unless it turns out to be one task itself (or holds none).
+        if mode not in ("task", "queue", "auto"):
+            raise ValueError(f"unknown mode {mode!r}")
+        self.queue_mode = mode != "task" and isinstance(task, Path)
+        self._auto_queue = mode == "auto"
+        self._first_task: Task | Path | None = None if self.queue_mode else task
         self.task_dir = task if isinstance(task, Path) else task.root  # a folder, or its task.toml
         self.task_problems: list = []  # why the task folder could not be loaded (exit code 2)
         self.session_started = False  # the shown session's start-up workers are launched (tests wait for it)
         self.notices: list[Notice] = []  # every notification, in order (public: tests read it too)
-        self._held_keys: list[events.Key] | None = []  # keys pressed while the task opens; None once replayed
+        # keys pressed while a task opens; None once replayed (the queue is usable at once)
+        self._held_keys: list[events.Key] | None = None if self.queue_mode else []
+        self._startup_reported = False
+        self._queue_screen: QueueScreen | None = None  # the queue (queue mode), under the workstation
+        self._workstation_screen: WorkstationScreen | None = None  # kept while the queue is shown
         self._asked_auditor = False
         self._offered_repository: set[Path] = set()
         self._questions: deque[Callable[[Callable[[], None]], None]] = deque()  # asked one after another
@@ -247,14 +264,16 @@ class NkituiApp(App[int]):
 
     @on(NoticePosted)
     def _flash_notice(self, message: NoticePosted) -> None:
-        ws = self.workstation
-        if ws is None or not ws.is_mounted:
+        # The footer of the screen on top (the workstation's or the queue's; under a modal, the one below it).
+        footer = next((f for screen in reversed(self.screen_stack) if screen.is_mounted
+                       for f in screen.query(KeyFooter)), None)
+        if footer is None:
             return
         notice = message.notice
         style = "bold $text-warning" if notice.severity == "warning" else "bold $text-primary"
         text = Content.assemble((f"{notice.title}: " if notice.title else "", style),
                                 (" ".join(notice.message.split()), "$text-warning" if notice.severity == "warning" else ""))
-        ws.query_one(KeyFooter).flash(text, message.seconds, more=f"{keymap.app_key(self, 'app.notices')} all notices")
+        footer.flash(text, message.seconds, more=f"{keymap.app_key(self, 'app.notices')} all notices")
 
     def action_notices(self) -> None:
         from nkitui.app.screens.notices import NoticesScreen
@@ -264,17 +283,31 @@ class NkituiApp(App[int]):
 
     # --- screens and start-up --------------------------------------------------------------------
 
-    def get_default_screen(self) -> WorkstationScreen:
+    def get_default_screen(self) -> Screen:
+        if self.queue_mode:
+            self._queue_screen = QueueScreen(self.task_dir, self.sessions.options, auto=self._auto_queue)
+            return self._queue_screen
+        return self._new_workstation()
+
+    def _new_workstation(self) -> WorkstationScreen:
         screen = WorkstationScreen()
         screen.layout_preference = self.config.layout
         return screen
 
     @property
     def workstation(self) -> WorkstationScreen | None:
+        """The workstation while it is on screen (under a modal, too); None while the queue is shown."""
         for screen in self.screen_stack:
             if isinstance(screen, WorkstationScreen):
                 return screen
         return None
+
+    def _report_startup_problems(self) -> None:
+        if self._startup_reported:
+            return
+        self._startup_reported = True
+        for problem in self.startup_problems:
+            self.notify(problem, title="Configuration problem", severity="error", timeout=20)
 
     async def on_event(self, event: events.Event) -> None:
         # Keys pressed while the task opens wait for it (they would find no area, or no task, yet)
@@ -292,10 +325,11 @@ class NkituiApp(App[int]):
 
     @on(WorkstationScreen.Ready)
     def _workstation_ready(self) -> None:
-        for problem in self.startup_problems:
-            self.notify(problem, title="Configuration problem", severity="error", timeout=20)
+        self._report_startup_problems()
         ws = self.workstation
         assert ws is not None
+        if self._first_task is not None and not isinstance(self._first_task, Path):
+            self._preview = self._header_preview(self._first_task, self.sessions.options.backend)
         ws.query_one(AuditHeader).state = self._preview
         ws.show_area("source")
         # The slow work starts once the first frame is on screen: its imports (numpy, git,
@@ -311,7 +345,7 @@ class NkituiApp(App[int]):
         if isinstance(self._first_task, Path):
             self.run_worker(self._load_task, name="load task", group="task", thread=True, exclusive=True,
                             exit_on_error=False)
-        else:
+        elif self._first_task is not None:
             self.open_task(self._first_task)
 
     def _load_task(self) -> None:
@@ -359,6 +393,121 @@ class NkituiApp(App[int]):
         self.session_started = True
         self._release_keys()
 
+    # --- the queue of tasks ----------------------------------------------------------------------------
+
+    @property
+    def queue_screen(self) -> QueueScreen | None:
+        return self._queue_screen if self.queue_mode else None
+
+    @property
+    def queue(self) -> TaskQueue | None:
+        """The queue's state (nkitui.session.queue) when nkitui was opened on a folder of tasks."""
+        qs = self.queue_screen
+        return qs.queue if qs is not None else None
+
+    @on(QueueScreen.Ready)
+    def _queue_ready(self) -> None:
+        self._report_startup_problems()
+        if self._workstation_screen is None:
+            self.session_started = True  # nothing else starts until a task is opened
+
+    @on(QueueScreen.NotAQueue)
+    def _not_a_queue(self) -> None:
+        """The folder is one task itself (or holds none): open it as `nkitui TASK_DIR` always did."""
+        self.queue_mode = False
+        self._queue_screen = None
+        self._first_task = self.task_dir
+        self._held_keys = []
+        # On top of the (empty) queue screen: the base screen of the stack cannot be switched away.
+        self.push_screen(self._new_workstation())
+
+    @on(QueueScreen.TaskWanted)
+    def _task_wanted(self, message: QueueScreen.TaskWanted) -> None:
+        self.open_from_queue(message.task)
+
+    def open_from_queue(self, task: Task) -> None:
+        """Show the workstation on `task` (made the first time, kept afterwards with every session)."""
+        ws = self._workstation_screen
+        if ws is None:
+            ws = self._workstation_screen = self._new_workstation()
+            self.install_screen(ws, name="workstation")
+            self._first_task = task
+            self._held_keys = []  # keys typed while it builds are replayed once the task is shown
+            self.session_started = False
+            self.push_screen(ws)  # Ready -> _start -> open_task
+            return
+        if self.screen is not ws:
+            self.push_screen(ws)
+        if self.view is None:  # still building: _start opens the newest wish
+            self._first_task = task
+            return
+        self.open_task(task)
+
+    def action_back_to_queue(self) -> None:
+        """Back to the queue: the task's session stays as it is (a run goes on); its row is read again."""
+        ws, qs = self.workstation, self.queue_screen
+        if ws is None or qs is None or self.screen is not ws:
+            return
+        session = self.session
+        if session is not None and session.review.ready:
+            session.review.save_now()  # the queue reads "my draft" from the draft store
+        self.pop_screen()
+        if session is not None and (key := qs.queue.key_for(session.task.root)) is not None:
+            qs.list.move_to(key)
+            qs.read_rows([key])
+
+    def action_next_task(self) -> None:
+        """Open the next task of the queue (in its order on screen) that needs my review."""
+        qs, session = self.queue_screen, self.session
+        if qs is None:
+            return
+        current = qs.queue.key_for(session.task.root) if session is not None else None
+        key = qs.queue.next_needing_review([r.key for r in qs.list.rows], current)
+        task = qs.queue.tasks[key].task if key is not None else None
+        if key is None or task is None:
+            self.notify("No other task shown in the queue needs your review.", timeout=4)
+            return
+        if session is not None and session.review.ready:
+            session.review.save_now()
+        if current is not None:
+            qs.read_rows([current])
+        qs.list.move_to(key)
+        self.open_task(task)
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if action in ("back_to_queue", "next_task"):
+            # Only from the workstation of a queue; otherwise Escape is someone else's (and not in the footer).
+            ws = self.workstation
+            return self.queue_mode and ws is not None and self.screen is ws
+        if action in TASK_ACTIONS and self.workstation is None:
+            return False  # the queue is shown: r, x, 1-4 ... mean nothing there
+        return True
+
+    @on(QueueTaskFinished)
+    def _batch_finished_task(self, message: QueueTaskFinished) -> None:
+        """A batch evaluated a task that has an open session: the session lists the new run and shows it
+        if it shows none (a run it shows, or one going, is left alone)."""
+        session = self.sessions.get(Path(message.path))
+        if session is not None and not session.runs.running:
+            self.run_worker(session.runs.restore, name="show the batch's run", group=f"restore-{session.task.id}",
+                            thread=True, exit_on_error=False)
+
+    def _queue_follows(self, session: AuditSession, event: ev.SessionEvent) -> None:
+        """The queue's row of a session's task follows its runs and submissions (shown or not)."""
+        qs = self.queue_screen
+        if qs is None:
+            return
+        key = qs.queue.key_for(session.task.root)
+        if key is None:
+            return
+        match event:
+            case ev.RunStarting():
+                qs.session_running(key, True)
+            case ev.RunEnded():
+                qs.session_running(key, False)
+            case ev.ReviewSubmitted():
+                qs.read_rows([key])
+
     def _from_session(self, session: AuditSession, event: ev.SessionEvent) -> None:
         """The observer of every session (called from any thread): to the UI thread as a message."""
         self.post_message(SessionUpdate(session, event))
@@ -366,6 +515,7 @@ class NkituiApp(App[int]):
     @on(SessionUpdate)
     def _session_update(self, message: SessionUpdate) -> None:
         """A session changed. The shown one is drawn (SessionView); others keep their state until shown."""
+        self._queue_follows(message.session, message.event)
         if message.session is not self.session or self.view is None:
             return
         event = message.event
@@ -525,29 +675,52 @@ class NkituiApp(App[int]):
 
     async def action_quit(self) -> None:
         running = [s for s in self.sessions if s.runs.running]
-        if not running:
+        queue = self.queue
+        batch = queue is not None and queue.batch_running
+        if not running and not batch:
             self._close_and_exit()
             return
         from nkitui.app.screens.prompts import ConfirmScreen
-
-        live = running[0].runs.live
-        what = f"run {live.run_id}" if live is not None and live.run_id else "a run"
-        where = f" of {running[0].task.id}" if len(self.sessions) > 1 else ""
 
         def answered(quit_now: bool | None) -> None:
             if quit_now:
                 self._close_and_exit()
 
-        self.push_screen(ConfirmScreen("Quit during a run?", f"{what[0].upper()}{what[1:]}{where} is still going. Quitting "
-                                       "cancels it (its partial result is kept in the run store). Your draft is "
-                                       "saved either way.", yes="cancel the run and quit", no="keep working"),
-                         answered)
+        if running:
+            live = running[0].runs.live
+            what = f"run {live.run_id}" if live is not None and live.run_id else "a run"
+            where = f" of {running[0].task.id}" if len(self.sessions) > 1 else ""
+            going = f"{what[0].upper()}{what[1:]}{where} is still going"
+            if batch:
+                going += ", and so is a batch"
+            title, yes = "Quit during a run?", "cancel the run and quit"
+            if batch:
+                yes = "cancel them and quit"
+            text = (f"{going}. Quitting cancels {'them' if batch else 'it'} (results finished so far are kept in the "
+                    "run store). Your draft is saved either way.")
+        else:
+            assert queue is not None and queue.progress is not None
+            done = len(queue.progress.finished)
+            title, yes = "Quit during a batch?", "cancel the batch and quit"
+            text = (f"The batch is still going ({done} of {queue.progress.total or '?'} tasks done). Quitting cancels "
+                    "the evaluations running now; finished results are kept in the run store, and `nkitui batch "
+                    f"{queue.root} --resume` (or B in the queue) runs the rest later.")
+        self.push_screen(ConfirmScreen(title, text, yes=yes, no="keep working"), answered)
+
+    def _cancel_batch(self, wait_s: float = 5.0) -> None:
+        """Cancel the queue's batch and give its evaluations a moment to stop (their process groups get
+        SIGTERM, then SIGKILL), so none outlives nkitui."""
+        queue = self.queue
+        if queue is not None and queue.cancel_batch() and queue.batch is not None:
+            queue.batch.wait(timeout=wait_s)
 
     def _close_and_exit(self) -> None:
+        self._cancel_batch()
         self.sessions.close_all()
         self.exit(0)
 
     def on_unmount(self) -> None:
+        self._cancel_batch()
         self.sessions.close_all()
 
     # --- help ------------------------------------------------------------------------------------
@@ -616,6 +789,8 @@ class NkituiApp(App[int]):
         self.sessions.options = replace(self.sessions.options, auditor=text)
         for session in self.sessions:
             session.set_auditor(text)
+        if (qs := self.queue_screen) is not None:
+            qs.set_auditor(text)
         path = self.config.path
         if path is None:
             return
@@ -838,6 +1013,21 @@ class NkituiApp(App[int]):
             c.append(PaletteCommand(title, help, run))
 
         ws, session = self.workstation, self.session
+        qs = self.queue_screen
+        if qs is not None and ws is None:  # the queue is shown: its commands, then the general ones
+            for title, help_text, run in qs.palette_entries():
+                add(title, help_text, run)
+            who = qs.identity
+            if who is not None:
+                add("Auditor: set your name", f"Reviews are submitted as {who.display} (from {who.source})",
+                    self.action_set_auditor)
+            self._general_commands(add)
+            return c
+        if qs is not None:
+            add("Back to the queue", f"The queue of tasks ({keymap.app_key(self, 'app.queue')}); this task stays as it is",
+                self.action_back_to_queue)
+            add("Next task that needs my review", "Open the next task of the queue with no current review of mine",
+                self.action_next_task)
         running = session is not None and session.runs.running
         if session is not None and not running and session.task.runnable:
             backend = session.runs.backend.label if session.runs.backend else session.options.backend
@@ -883,6 +1073,11 @@ class NkituiApp(App[int]):
                 self.action_set_auditor)
             if session.repository is not None and session.repository.can_prepare:
                 add("Git: make the task folder a repository", session.repository.offer, self.prepare_repository)
+        self._general_commands(add)
+        return c
+
+    def _general_commands(self, add: Callable[[str, str, Callable[[], object]], None]) -> None:
+        """Themes, notices, help, keys, quit: valid on every screen."""
         for name in self.theme_names:
             if name != self.theme:
                 add(f"Theme: {name}", f"Switch to the {name} theme", partial(self.set_theme, name))
@@ -891,7 +1086,6 @@ class NkituiApp(App[int]):
         add("Help for the focused area", "F1", self.action_help)
         add("Keys", "Every key, filterable (?)", self.action_keys)
         add("Quit", "Leave nkitui (the draft is autosaved)", self.action_quit)
-        return c
 
     # --- the auditor's editor ----------------------------------------------------------------------
 

@@ -166,8 +166,11 @@ def convert(values: np.ndarray, target: np.dtype, dtype: DType | None = None) ->
         return values.astype(target, copy=False)
     if vk == "b":
         return values.astype(target)
+    # float -> integer truncates toward zero (then saturates; NaN -> 0). Undocumented by AWS; chosen
+    # because AWS's own tested nki-samples kernel (resize_nearest_fixed_dma_kernel) computes
+    # `nl.floor(int32_tile / w, dtype=nl.int32)`, whose int32 quotient must not round up
     lo, hi = _INT_RANGE[target]
-    v = np.rint(np.asarray(values, dtype=np.float64))
+    v = np.trunc(np.asarray(values, dtype=np.float64))
     v = np.nan_to_num(v, nan=0.0, posinf=hi, neginf=lo)
     return np.clip(v, lo, hi).astype(target)
 

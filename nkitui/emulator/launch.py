@@ -238,9 +238,15 @@ def _output(run: Run, value, name: str = "output"):
     return value
 
 
-def run_kernel(kernel: Kernel, args, kwargs, *, grid: tuple[int, ...] | None = None):
+_ACTIVE = object()
+
+
+def run_kernel(kernel: Kernel, args, kwargs, *, grid: tuple[int, ...] | None = None, trace=_ACTIVE):
+    """Launch `kernel` on numpy arguments; `trace`: the Trace to record into (default: the active
+    `emulator.trace()`, if any; multi-rank launches give each rank its own and merge them)."""
     opts = current_options()
-    trace = active_trace()
+    if trace is _ACTIVE:
+        trace = active_trace()
     grid = kernel.grid if grid is None else grid
     run = kernel.frontend.make_run(opts, kernel.name, grid, trace)
     cls = kernel.frontend.tensor_cls

@@ -3,7 +3,8 @@ change, which made moving between areas slow).
 
 When the keys do not all fit (80 columns), whole entries are left out, never cut mid-word: first
 "? Keys" and "^p Commands" (the area bar and F1 name them too), then the entries, in order, that no
-longer fit; "f1 Help" always stays, as help lists every key that works where the auditor is.
+longer fit; "f1 Help" always stays, as help lists every key that works where the auditor is, and so
+does "esc Queue" in a task opened from the queue (the way back must not be a secret).
 
 The footer is also the app's message line: a notice shows here for a few seconds instead of the keys
 (like an editor's echo area), so it covers no log line and no finding; every notice stays readable
@@ -17,7 +18,7 @@ from textual.screen import Screen
 from textual.timer import Timer
 from textual.widget import Widget
 
-PINNED = "app.help"
+PINNED = ("app.queue", "app.help")
 DROPPED_FIRST = ("app.palette", "app.keys")
 
 
@@ -98,11 +99,11 @@ class KeyFooter(Widget):
                 break
             entries = [item for item in entries if item[0] != ident]
         if total(entries) > width:
-            pinned = [item for item in entries if item[0] == PINNED]
+            pinned = [item for item in entries if item[0] in PINNED]
             room = width - total(pinned)
             shown: list[tuple[str, Content]] = []
             for item in entries:
-                if item[0] == PINNED:
+                if item[0] in PINNED:
                     continue
                 if item[1].cell_length > room:
                     continue  # a shorter entry further on may still fit

@@ -23,19 +23,14 @@ from collections import deque
 import numpy as np
 
 from nkitui.emulator import dtypes as _dt
-from nkitui.emulator.errors import NKIEmulatorError
+from nkitui.emulator import ranks
+from nkitui.emulator.errors import CollectiveError, NKIEmulatorError  # noqa: F401  (CollectiveError: re-exported)
 from nkitui.emulator.memory import Storage
 from nkitui.emulator.newns.tensor import PlacedStorage, SpaceCell
 from nkitui.emulator.runtime import Run
 from nkitui.emulator.trace import StorageInfo
 
 _POLL_S = 0.05
-
-
-class CollectiveError(NKIEmulatorError):
-    """A sendrecv / core_barrier that cannot complete (the partner core finished or failed)."""
-
-    rule = "collective"
 
 
 class GroupAborted(NKIEmulatorError):
@@ -182,6 +177,9 @@ class CoreRun(Run):
                  group: CoreGroup | None = None) -> None:
         super().__init__(options, kernel_name, grid, trace)
         self.core = core
+        ctx = ranks.current_context()  # inside nki.multi_rank_simulate: this core's rank and world
+        self.world = ctx.world if ctx is not None else None
+        self.rank = ctx.rank if ctx is not None else 0
         self.group = group if group is not None else CoreGroup(grid[0] if grid else 1)
         self.shared_seq = 0
         self.program = (core,) if grid else ()
