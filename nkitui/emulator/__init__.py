@@ -73,4 +73,3 @@ def trace(execute: bool | None = None, **opts) -> Iterator[Trace]:
             yield tr
         finally:
             pop_trace(tr)
-            tr.storage_ranges()  # each storage's first and last use, recorded once for the cost model

@@ -153,9 +153,9 @@ class Trace:
         self.instructions.append(ins)
 
     def storage_ranges(self) -> dict[int, StorageRange]:
-        """Storage id -> its `StorageRange`. Computed in one pass when the trace is closed
-        (`emulator.trace()`) or loaded (`from_json`), so that costing a trace does not walk it twice;
-        computed again here when instructions were added or replaced since."""
+        """Storage id -> its `StorageRange`, computed in one pass on first use and kept, so that a trace costed
+        more than once (on several targets, or by the calibration's fits) is walked once; computed again when
+        instructions were added or replaced since."""
         instrs = self.instructions
         cached = self._ranges
         if (cached is not None and cached[0] is instrs and cached[1] == len(instrs)
@@ -183,7 +183,6 @@ class Trace:
         for s in d.get("storages", []):
             t.storages[s[0]] = StorageInfo(s[0], s[1], s[2], tuple(s[3]), s[4])
         t.instructions = [Instruction.from_row(r) for r in d["instructions"]]
-        t.storage_ranges()
         return t
 
 

@@ -69,7 +69,7 @@ def test_trace_meta_and_json_round_trip():
 
 
 def test_storage_ranges_give_each_storage_its_first_and_last_use_and_extent():
-    # the cost model's SBUF allocator sizes and frees tiles by these; recorded when the trace closes
+    # the cost model's SBUF allocator sizes and frees tiles by these; computed once, again after changes
     with emulator.trace(target="trn1") as tr:
         load_exp_store(np.ones((256, 64), F32))
     load, act, store = tr.instructions
