@@ -475,17 +475,30 @@ def _evict_written(alloc: _SbufAllocator, cs: "_Core", spec: TargetSpec, end: fl
     alloc.evict_after = []
 
 
-def _reload(alloc: _SbufAllocator, cs: "_Core", spec: TargetSpec, sid: int, busy: set[int], storages: dict,
-            totals: DmaTotals) -> float:
-    """A spilled tile is used again: room for it, then a reload DMA; returns when its data is back. The
-    compiler schedules statically and a reload is a load like any other, so it is issued as soon as its space
-    is there once the tile's save is done (a prefetch), and it queues with the other transfers; issuing it
-    just in time for its user (its own latency and transfer time ahead) left the user waiting whenever the DMA
-    engines were busy, which the trn2 walkthrough's blocked-M,N profile does not show."""
+def _reload(alloc: _SbufAllocator, cs: "_Core", spec: TargetSpec, sid: int, need_by: float, busy: set[int],
+            storages: dict, totals: DmaTotals) -> float:
+    """A spilled or dropped tile is used again: room for it, then a reload DMA; returns when its data is back.
+
+    A dropped plain copy of HBM data comes back by the kernel's own load issued again (rematerialised), which
+    the compiler's static schedule places like any load: as early as its space allows (a prefetch that
+    queues with the other transfers). A spilled tile comes back by compiler spill code placed for its user:
+    issued ahead of `need_by` (the user's earliest start) by its own latency and transfer time, once its save
+    is done. (Issuing rematerialised loads just in time left TensorE waiting behind the other transfers in the
+    trn2 walkthrough's blocked-M,N kernel, which the profile does not show; issuing spill reloads early made
+    the blocked-M,N,K kernel's DMA queues busy all the time, which the profile does not show either.)"""
     saved = alloc.spilled.pop(sid)
-    t = _make_room(alloc, cs, spec, sid, saved, busy, storages, totals)
-    _, end = _spill_transfer(cs, spec, t if t > saved else saved, alloc.sizes[sid], alloc.rows[sid])
-    totals.spill_reload_bytes += alloc.sizes[sid] * alloc.rows[sid]
+    size = alloc.sizes[sid]
+    if sid in alloc.dirty:
+        rows = max(1, min(alloc.rows[sid], spec.partitions))
+        lead = spec.dma_fixed_latency_s + size * rows / (
+            min(spec.dma_engines, max(1, math.ceil(rows * spec.dma_engines / spec.partitions)))
+            * spec.dma_engine_bytes_per_s * spec.dma_curve.efficiency(float(size)))
+        now = need_by - lead if need_by - lead > saved else saved
+    else:
+        now = saved
+    t = _make_room(alloc, cs, spec, sid, now, busy, storages, totals)
+    _, end = _spill_transfer(cs, spec, t if t > saved else saved, size, alloc.rows[sid])
+    totals.spill_reload_bytes += size * alloc.rows[sid]
     totals.spill_transfers += 1
     return end
 
@@ -789,16 +802,17 @@ def _simulate(trace: Trace, spec: TargetSpec) -> Schedule:
             alloc.writer_dirty = plan.computes
             busy_ids = None
             if alloc.spilled:
+                need_by = ready if kind == KIND_DMA else max(ready, cs.free.get(eng, 0.0))
                 for a in reads:
                     if a[0] in alloc.spilled:
                         busy_ids = busy_ids or {x[0] for x in (*reads, *writes)}
-                        t = _reload(alloc, cs, spec, a[0], busy_ids, storages, dma_totals)
+                        t = _reload(alloc, cs, spec, a[0], need_by, busy_ids, storages, dma_totals)
                         if t > sbuf_ready:
                             sbuf_ready = t
                 for a in writes:
                     if a[0] in alloc.spilled:
                         busy_ids = busy_ids or {x[0] for x in (*reads, *writes)}
-                        t = _reload(alloc, cs, spec, a[0], busy_ids, storages, dma_totals)
+                        t = _reload(alloc, cs, spec, a[0], need_by, busy_ids, storages, dma_totals)
                         if t > sbuf_ready:
                             sbuf_ready = t
             if fresh is not None:
