@@ -29,10 +29,10 @@ import math
 import numpy as np
 
 from nkitui.emulator import dtypes as dt
+from nkitui.emulator import mx_dtypes
 from nkitui.emulator.engine.common import current, tile, write
 from nkitui.emulator.engine.tensor_engine import write_matmul_result
 from nkitui.emulator.errors import EngineDtypeError, EngineMemoryError, EngineOpError, MatmulShapeError, OperandShapeError
-from nkitui.emulator.newns import dtypes as ndt
 from nkitui.emulator.tensor import Tensor
 
 _F32 = np.float32
@@ -49,7 +49,7 @@ def _require_v4(run, api: str) -> None:
 
 def _packed(t: Tensor, api: str, role: str):
     d = t.st.dtype
-    if not ndt.is_packed(d):
+    if not mx_dtypes.is_packed(d):
         raise EngineDtypeError(f"{api}: '{role}' must be an MX x4 type (float8_e4m3fn_x4, float8_e5m2_x4, "
                                f"float4_e2m1fn_x4), got {d.name}")
     return d.public
