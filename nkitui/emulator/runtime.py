@@ -1,14 +1,14 @@
 """The state of one kernel launch: options, allocators, SPMD ids, loops, trace recording.
 
 Engine functions find the current run through `current()`. A launch (`launch.run_kernel`) creates
-a `Run`, makes it current for the duration of the kernel body and drops it afterwards.
+a `Run`, makes it current for the duration of the kernel body and drops it afterwards. The current
+run and the open traces are context variables (`state.py`): each thread and asyncio task has its own.
 """
 
 from __future__ import annotations
 
 import math
 import os
-import threading
 import warnings
 import weakref
 from dataclasses import dataclass, field
@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from nkitui.emulator import dtypes as dt
+from nkitui.emulator import state
 from nkitui.emulator.config import Options
 from nkitui.emulator.errors import NKIEmulatorError, NKIEmulatorWarning, kernel_frame
 from nkitui.emulator import memory as _memory
@@ -34,7 +35,8 @@ from nkitui.emulator.targets import Target, resolve_target
 from nkitui.emulator.tensor import Tensor
 from nkitui.emulator.trace import Instruction, StorageInfo, Trace
 
-_local = threading.local()
+_current_run = state.current_run
+_open_traces = state.open_traces
 
 
 class OutsideKernelError(NKIEmulatorError):
@@ -44,7 +46,7 @@ class OutsideKernelError(NKIEmulatorError):
 
 
 def current() -> "Run":
-    run = getattr(_local, "run", None)
+    run = _current_run.get()
     if run is None:
         raise OutsideKernelError("NKI device API called outside of a running kernel: call it inside an "
                                  "@nki.jit kernel (after nkitui.emulator.install())")
@@ -52,33 +54,34 @@ def current() -> "Run":
 
 
 def current_or_none() -> "Run | None":
-    return getattr(_local, "run", None)
+    return _current_run.get()
 
 
 def set_current(run: "Run | None") -> "Run | None":
-    prev = getattr(_local, "run", None)
-    _local.run = run
+    """Make `run` the current launch of this context (thread / asyncio task); returns the previous one."""
+    prev = _current_run.get()
+    _current_run.set(run)
     return prev
 
 
 # ---------------------------------------------------------------------------------------------
-# Trace collection (emulator.trace())
-
-_trace_stack: list[Trace] = []
+# Trace collection (emulator.trace()), per context like the current run
 
 
 def active_trace() -> Trace | None:
-    return _trace_stack[-1] if _trace_stack else None
+    traces = _open_traces.get()
+    return traces[-1] if traces else None
 
 
 def push_trace(tr: Trace) -> None:
-    _trace_stack.append(tr)
+    _open_traces.set(_open_traces.get() + (tr,))
 
 
 def pop_trace(tr: Trace) -> None:
-    for i in range(len(_trace_stack) - 1, -1, -1):
-        if _trace_stack[i] is tr:
-            del _trace_stack[i]
+    traces = _open_traces.get()
+    for i in range(len(traces) - 1, -1, -1):
+        if traces[i] is tr:
+            _open_traces.set(traces[:i] + traces[i + 1:])
             return
 
 
