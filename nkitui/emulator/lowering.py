@@ -8,14 +8,60 @@ are the same whichever namespace the kernel uses. The front ends validate their 
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 
 from nkitui.emulator import dtypes as _dt
 from nkitui.emulator import engine
+from nkitui.emulator.engine.vector import reduced_shape
 from nkitui.emulator.tensor import Tensor
 
 NewTile = Callable[[tuple, _dt.DType], Tensor]
+# (x, axes, keepdims) -> (fp32 sum of x over axes, number of elements summed per output element)
+SumReduce = Callable[[Tensor, tuple, bool], tuple[Tensor, int]]
 _F32 = _dt.float32
+
+
+def mean_dtype(x: Tensor) -> _dt.DType:
+    """`nl.mean`'s default result type: the input's float type, float32 for integer inputs."""
+    return x.st.dtype if x.st.dtype.is_float else _F32
+
+
+def fp32_sum(new: NewTile, api: str) -> SumReduce:
+    """The plain sum of a mean: one VectorE tensor_reduce into a fresh fp32 tile."""
+    def reduce(x: Tensor, axes: tuple, keepdims: bool) -> tuple[Tensor, int]:
+        total = new(reduced_shape(x.shape, axes, keepdims), _F32)
+        engine.tensor_reduce(total, "add", x, axes, keepdims=keepdims, api=api)
+        return total, math.prod(x.shape[a] for a in axes)
+    return reduce
+
+
+def mean(x: Tensor, axes: tuple[int, ...], keepdims: bool, out_dtype: _dt.DType, new: NewTile, api: str,
+         sum_of: SumReduce | None = None) -> Tensor:
+    """Sum over the free `axes` in fp32 (VectorE tensor_reduce), then times 1/n (tensor_scalar).
+    `sum_of` replaces the plain sum (the legacy front end's masked reduction counts the elements
+    inside the mask)."""
+    total, n = (sum_of or fp32_sum(new, api))(x, axes, keepdims)
+    out = new(total.shape, out_dtype)
+    engine.tensor_scalar(out, total, "multiply", 1.0 / n, api=api)
+    return out
+
+
+def var(x: Tensor, axes: tuple[int, ...], out_dtype: _dt.DType, new: NewTile, api: str,
+        sum_of: SumReduce | None = None) -> Tensor:
+    """Population variance over the free `axes`, keeping the reduced dims (as NKI's nl.var does):
+    the fp32 mean, x minus it (tensor_scalar when it is one value per partition, else a
+    broadcasting tensor_tensor), squared (ScalarE activation), and the mean of the squares (the two
+    means are recorded as `nl.mean`, as the kernel could have written them)."""
+    m = mean(x, axes, True, _F32, new, "nl.mean", sum_of)
+    centered = new(x.shape, _F32)
+    if math.prod(m.shape[1:]) == 1:
+        engine.tensor_scalar(centered, x, "subtract", m, api=api)
+    else:
+        engine.tensor_tensor(centered, x, m, "subtract", api=api)
+    sq = new(x.shape, _F32)
+    engine.activation(sq, "square", centered, api=api)
+    return mean(sq, axes, True, out_dtype, new, "nl.mean", sum_of)
 
 
 def partition_broadcast(t: Tensor, P: int, new: NewTile) -> Tensor:

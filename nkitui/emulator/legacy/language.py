@@ -666,29 +666,31 @@ alu.register(min, "minimum")
 alu.register(prod, "multiply")
 
 
+def _masked_sum(mask, api: str):
+    """The sum of `nl.mean` / `nl.var` under a legacy mask: the elements inside the mask's box."""
+    def reduce(x, axes, keepdims):
+        total, xs, axes, _ = _reduce("add", x, list(axes), _dt.float32, mask, keepdims, api)
+        return total, math.prod(xs.shape[a] for a in axes)
+    return reduce
+
+
 def mean(x, axis, *, dtype=None, mask=None, keepdims=False, **kwargs):
     run = current()
-    d = dtype_or(dtype, x.st.dtype if x.st.dtype.is_float else _dt.float32)
-    total, xs, axes, plan = _reduce("add", x, axis, _dt.float32, mask, keepdims, "nl.mean")
-    n = math.prod(xs.shape[a] for a in axes)
-    out = fresh(run, total.shape, d, NO_MASK)
-    engine.tensor_scalar(out, total, "multiply", 1.0 / n, api="nl.mean")
+    api = "nl.mean"
+    x = as_tile(x, api, "x")
+    axes = _norm_axes(axis, len(x.shape), api)
+    out = _lowering.mean(x, axes, keepdims, dtype_or(dtype, _lowering.mean_dtype(x)), _new_tile(run), api,
+                         _masked_sum(mask, api))
     return mark(run, out)
 
 
 def var(x, axis, *, dtype=None, mask=None, **kwargs):
     run = current()
-    x = as_tile(x, "nl.var", "x")
-    m = mean(x, axis, dtype=_dt.float32, mask=mask, keepdims=True)
-    axes = _norm_axes(axis, len(x.shape), "nl.var")
-    centered = fresh(run, x.shape, _dt.float32, NO_MASK)
-    if math.prod(m.shape[1:]) == 1:
-        engine.tensor_scalar(centered, x, "subtract", m, api="nl.var")
-    else:
-        engine.tensor_tensor(centered, x, m, "subtract", api="nl.var")
-    sq = fresh(run, x.shape, _dt.float32, NO_MASK)
-    engine.activation(sq, "square", centered, api="nl.var")
-    return mean(sq, list(axes), dtype=x.dtype if dtype is None else dtype, mask=mask, keepdims=True)
+    api = "nl.var"
+    x = as_tile(x, api, "x")
+    axes = _norm_axes(axis, len(x.shape), api)
+    out = _lowering.var(x, axes, dtype_or(dtype, x.st.dtype), _new_tile(run), api, _masked_sum(mask, "nl.mean"))
+    return mark(run, out)
 
 
 def loop_reduce(x, op, loop_indices, *, dtype=None, mask=None, **kwargs):

@@ -665,28 +665,19 @@ alu.register(prod, "multiply")
 
 def mean(x, axis, dtype=None, keepdims=False, **kwargs) -> NkiTensor:
     """Mean over free axes with fp32 intermediates."""
-    x = _tile_of(x, "nl.mean", "x")
-    total = _reduce("add", x, axis, float32, keepdims, "nl.mean")
-    axes = _norm_axes(axis, len(x.shape), "nl.mean")
-    n = math.prod(x.shape[a] for a in axes)
-    out = _new(total.shape, dtype if dtype is not None else (x.dtype if x.st.dtype.is_float else float32))
-    engine.tensor_scalar(out, total, "multiply", 1.0 / n, api="nl.mean")
-    return out
+    api = "nl.mean"
+    x = _tile_of(x, api, "x")
+    axes = _norm_axes(axis, len(x.shape), api)
+    return _lowering.mean(x, axes, keepdims, _resolve_dtype(dtype) if dtype is not None else _lowering.mean_dtype(x),
+                          _new, api)
 
 
 def var(x, axis, dtype=None, **kwargs) -> NkiTensor:
     """Population variance over free axes (keeps the reduced dims, as NKI's nl.var does)."""
-    x = _tile_of(x, "nl.var", "x")
-    m = mean(x, axis, dtype=float32, keepdims=True)
-    centered = _new(x.shape, float32)
-    if math.prod(m.shape[1:]) == 1:
-        engine.tensor_scalar(centered, x, "subtract", m, api="nl.var")
-    else:
-        engine.tensor_tensor(centered, x, m.broadcast(1, x.shape[1]) if m.shape != x.shape else m, "subtract",
-                             api="nl.var")
-    sq = _new(x.shape, float32)
-    engine.activation(sq, "square", centered, api="nl.var")
-    return mean(sq, axis, dtype=dtype if dtype is not None else x.dtype, keepdims=True)
+    api = "nl.var"
+    x = _tile_of(x, api, "x")
+    axes = _norm_axes(axis, len(x.shape), api)
+    return _lowering.var(x, axes, _resolve_dtype(dtype) if dtype is not None else x.st.dtype, _new, api)
 
 
 # -- composites ----------------------------------------------------------------------------------------
