@@ -59,6 +59,39 @@ def _pick_engine(engine: str | None, default: str = "vector") -> str:
     return engine if engine in ("vector", "gpsimd", "scalar") else default
 
 
+def tensor_tensor_operands(api: str, data1: Tensor, data2: Tensor, *, per_partition_broadcast: bool
+                           ) -> tuple[Tensor, Tensor, tuple[int, ...]]:
+    """The operand rule of the `tensor_tensor` ISA call, for both namespaces: the two tiles have the
+    same partition axis size and the same number of elements per partition (the API docs of
+    `neuronxcc.nki.isa` and `nki.isa` say so in the same words). Returns the operands as the
+    instruction reads them and the shape of its result (the larger operand's).
+
+    `per_partition_broadcast` is where the two APIs differ in practice: the legacy toolchain also
+    reads an operand with one element per partition ((P, 1)) through a zero-stride free access
+    pattern, which AWS's tested double-row matmul sample relies on (it scales (P, F) tiles by (P, 1)
+    ones); for the `nki` namespace there is no such evidence, so it keeps the documented rule
+    (broadcast with a view, or use tensor_scalar)."""
+    n1, n2 = math.prod(data1.shape[1:]), math.prod(data2.shape[1:])
+    out_shape = data1.shape
+    if per_partition_broadcast and data1.shape[0] == data2.shape[0] and n1 != n2 and 1 in (n1, n2):
+        if n2 == 1:
+            data2 = _free_broadcast(data2, n1)
+        else:
+            out_shape, data1 = data2.shape, _free_broadcast(data1, n2)
+    elif data1.shape[0] != data2.shape[0] or n1 != n2:
+        hint = ("a (P, 1) operand broadcasts along the free dimension; or use tensor_scalar" if per_partition_broadcast
+                else "use tensor_scalar to broadcast a (P, 1) operand")
+        raise OperandShapeError(f"{api}: data1 {data1.shape} and data2 {data2.shape} must have the same number of "
+                                f"partitions and elements per partition ({hint})")
+    return data1, data2, out_shape
+
+
+def _free_broadcast(t: Tensor, n: int) -> Tensor:
+    """A (P, 1...) tile seen as (P, n): every free element reads the partition's one value."""
+    grids = [np.arange(t.shape[0])[:, None]] + [0] * (len(t.shape) - 1)
+    return t.gather_index(grids, (t.shape[0], n))
+
+
 def tensor_tensor(dst: Tensor, data1: Tensor, data2: Tensor, op, *, engine: str | None = None, where=None,
                   api: str = "tensor_tensor") -> None:
     run = current()

@@ -126,31 +126,14 @@ def tensor_tensor(data1, data2, op, *, dtype=None, mask=None, engine=0, **kwargs
     api = "nisa.tensor_tensor"
     data1 = as_tile(data1, api, "data1")
     data2 = as_tile(data2, api, "data2")
-    n1, n2 = math.prod(data1.shape[1:]), math.prod(data2.shape[1:])
-    if data1.shape[0] == data2.shape[0] and n1 != n2 and 1 in (n1, n2):
-        # a (P, 1) operand is read through a zero-stride free access pattern (AWS's double-row
-        # matmul sample scales (P, F) tiles by (P, 1) ones this way)
-        if n2 == 1:
-            data2 = _free_broadcast(data2, n1)
-        else:
-            shape1, data1 = data2.shape, _free_broadcast(data1, n2)
-    if data1.shape[0] != data2.shape[0] or math.prod(data1.shape[1:]) != math.prod(data2.shape[1:]):
-        raise OperandShapeError(f"{api}: data1 {data1.shape} and data2 {data2.shape} must have the same number of "
-                                "partitions and elements per partition (a (P, 1) operand broadcasts along the free "
-                                "dimension; or use tensor_scalar)")
+    data1, data2, out_shape = _eng.tensor_tensor_operands(api, data1, data2, per_partition_broadcast=True)
     d = dtype_or(dtype, _dt.promote(data1.st.dtype, data2.st.dtype))
     plan = plan_mask(mask, data1)
-    out = fresh(run, data1.shape if n1 >= n2 else shape1, d, plan)
+    out = fresh(run, out_shape, d, plan)
     if not plan.skip:
         _eng.tensor_tensor(narrow(out, plan.box), narrow(data1, plan.box), narrow(data2, plan.box), op,
                            engine=_engine_name(engine), where=plan.where, api=api)
     return mark(run, out, data1)
-
-
-def _free_broadcast(t, n: int):
-    """A (P, 1...) tile seen as (P, n): every free element reads the partition's one value."""
-    grids = [np.arange(t.shape[0])[:, None]] + [0] * (len(t.shape) - 1)
-    return t.gather_index(grids, (t.shape[0], n))
 
 
 def tensor_scalar(data, op0, operand0, reverse0=False, op1=None, operand1=None, reverse1=False, *, dtype=None,

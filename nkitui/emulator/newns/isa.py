@@ -357,9 +357,7 @@ def tensor_tensor(dst, data1, data2, op, engine=engine.unknown, name=None, **kw)
     api = "nisa.tensor_tensor"
     dst = _dst(dst, api, kw)
     data1, data2 = _tensor(data1, api, "data1"), _tensor(data2, api, "data2")
-    if data1.shape[0] != data2.shape[0] or data1.size != data2.size:
-        raise OperandShapeError(f"{api}: data1 {data1.shape} and data2 {data2.shape} must have the same number of "
-                                "partitions and elements per partition (use tensor_scalar to broadcast a (P, 1) operand)")
+    _eng.tensor_tensor_operands(api, data1, data2, per_partition_broadcast=False)
     _eng.tensor_tensor(dst, data1, data2, op, engine=engine_name(engine), api=api)
     return _done(api, name)
 
