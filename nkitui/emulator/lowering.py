@@ -73,6 +73,16 @@ def partition_broadcast(t: Tensor, P: int, new: NewTile) -> Tensor:
     return tmp
 
 
+def transposed_in_sbuf(x: Tensor, new: NewTile, new_psum: NewTile, api: str) -> Tensor:
+    """`nl.matmul`'s x.T for the stationary operand: a TensorE transpose of the 2-D SBUF tile `x`
+    into PSUM, copied back to SBUF (VectorE)."""
+    t_ps = new_psum((x.shape[1], x.shape[0]), x.st.dtype)
+    engine.nc_transpose(t_ps, x, engine="tensor", api=api + " (transpose x)")
+    xt = new(t_ps.shape, x.st.dtype)
+    engine.tensor_copy(xt, t_ps, api=api + " (transpose x)")
+    return xt
+
+
 def softmax(x: Tensor, axes: tuple[int, ...], out_dtype: _dt.DType, new: NewTile, api: str) -> Tensor:
     """exp(x - max) / sum over all free axes: reduce max (VectorE), exp with the negated max as bias
     and the row sum in one ScalarE activation, reciprocal, scale."""

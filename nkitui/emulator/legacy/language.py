@@ -523,6 +523,11 @@ def _new_tile(run):
     return lambda shape, dtype: fresh(run, shape, dtype, NO_MASK)
 
 
+def _new_psum_tile(run):
+    """A fresh PSUM tile for a lowering's intermediate (not counted: the compiler places it)."""
+    return lambda shape, dtype: fresh(run, shape, dtype, NO_MASK, memory="psum", track=False)
+
+
 def _make_binary(name: str):
     def fn(x, y, *, dtype=None, mask=None, **kwargs):
         return _binary(name, x, y, dtype, mask, f"nl.{name}")
@@ -731,11 +736,7 @@ def matmul(x, y, *, transpose_x=False, mask=None, **kwargs):
         # lowered to nc_matmul(transpose(x), y): a TensorE transpose (to PSUM) and a copy back to SBUF
         if len(x.shape) != 2:
             raise OperandShapeError(f"{api}: x must be 2-D, got {x.shape}")
-        t_ps = fresh(run, (x.shape[1], x.shape[0]), x.st.dtype, NO_MASK, memory="psum", track=False)
-        engine.nc_transpose(t_ps, x, engine="tensor", api=api + " (transpose x)")
-        xt = fresh(run, t_ps.shape, x.st.dtype, NO_MASK)
-        engine.tensor_copy(xt, t_ps, api=api + " (transpose x)")
-        x = xt
+        x = _lowering.transposed_in_sbuf(x, _new_tile(run), _new_psum_tile(run), api)
     _, M, N, _ = check_matmul(x, y, api=api)
     shape = (M,) + (y.shape[1:] if len(y.shape) > 2 else (N,))
     plan = plan_mask(mask, shape)

@@ -385,6 +385,10 @@ def _tile_of(x, api: str, role: str) -> Tensor:
     return x
 
 
+def _new_psum(shape, dtype) -> NkiTensor:
+    return _new(shape, dtype, "psum")
+
+
 def load(src, dtype=None, **kwargs) -> NkiTensor:
     """HBM -> a new SBUF tile (DMA; casts through fp32 when dtype differs)."""
     api = "nl.load"
@@ -453,11 +457,7 @@ def matmul(x, y, transpose_x: bool = False, **kwargs) -> NkiTensor:
     if not transpose_x:
         if len(x.shape) != 2:
             raise OperandShapeError(f"{api}: x must be 2-D, got {x.shape}")
-        t_ps = _new((x.shape[1], x.shape[0]), x.dtype, "psum")
-        engine.nc_transpose(t_ps, x if x.st.memory == "sbuf" else copy(x), engine="tensor", api=api + " (transpose x)")
-        xt = _new(t_ps.shape, x.dtype)
-        engine.tensor_copy(xt, t_ps, api=api + " (transpose x)")
-        x = xt
+        x = _lowering.transposed_in_sbuf(x if x.st.memory == "sbuf" else copy(x), _new, _new_psum, api)
     out = _new((x.shape[1] if len(x.shape) == 2 else math.prod(x.shape[1:]), math.prod(y.shape[1:])), float32, "psum")
     engine.nc_matmul(out, x, y, api=api)
     return out
