@@ -24,7 +24,7 @@ _F32 = _dt.float32
 
 def mean_dtype(x: Tensor) -> _dt.DType:
     """`nl.mean`'s default result type: the input's float type, float32 for integer inputs."""
-    return x.st.dtype if x.st.dtype.is_float else _F32
+    return x.storage.dtype if x.storage.dtype.is_float else _F32
 
 
 def fp32_sum(new: NewTile, api: str) -> SumReduce:
@@ -68,7 +68,7 @@ def partition_broadcast(t: Tensor, P: int, new: NewTile) -> Tensor:
     """`t` with P partitions: a (1, F) tile is broadcast by TensorE into a fresh (P, F) tile."""
     if t.shape[0] == P:
         return t
-    tmp = new((P,) + tuple(t.shape[1:]), t.st.dtype)
+    tmp = new((P,) + tuple(t.shape[1:]), t.storage.dtype)
     engine.partition_broadcast(tmp, t, api="partition broadcast")
     return tmp
 
@@ -76,9 +76,9 @@ def partition_broadcast(t: Tensor, P: int, new: NewTile) -> Tensor:
 def transposed_in_sbuf(x: Tensor, new: NewTile, new_psum: NewTile, api: str) -> Tensor:
     """`nl.matmul`'s x.T for the stationary operand: a TensorE transpose of the 2-D SBUF tile `x`
     into PSUM, copied back to SBUF (VectorE)."""
-    t_ps = new_psum((x.shape[1], x.shape[0]), x.st.dtype)
+    t_ps = new_psum((x.shape[1], x.shape[0]), x.storage.dtype)
     engine.nc_transpose(t_ps, x, engine="tensor", api=api + " (transpose x)")
-    xt = new(t_ps.shape, x.st.dtype)
+    xt = new(t_ps.shape, x.storage.dtype)
     engine.tensor_copy(xt, t_ps, api=api + " (transpose x)")
     return xt
 

@@ -52,8 +52,8 @@ def _check_outputs(kernel, value, lnc: int, where: str = "output") -> None:
     elif isinstance(value, dict):
         for k, v in value.items():
             _check_outputs(kernel, v, lnc, f"{where}[{k!r}]")
-    elif isinstance(value, NkiTensor) and value.st.memory == "hbm" and lnc > 1:
-        st = getattr(value.st, "root", None) or value.st
+    elif isinstance(value, NkiTensor) and value.storage.memory == "hbm" and lnc > 1:
+        st = getattr(value.storage, "root", None) or value.storage
         if st.kind == "private":
             raise KernelArgumentError(f"kernel '{kernel.name}' returns a private HBM tensor as {where} from a "
                                       f"kernel[{lnc}] launch; private HBM (nl.hbm / nl.private_hbm) belongs to one "
