@@ -64,6 +64,42 @@ def var(x: Tensor, axes: tuple[int, ...], out_dtype: _dt.DType, new: NewTile, ap
     return mean(sq, axes, True, out_dtype, new, "nl.mean", sum_of)
 
 
+def binary(out: Tensor, x, y, op: str, new: NewTile, api: str, where=None) -> None:
+    """An element-wise `nl` binary op into `out` (x or y may be a Python scalar): operands with
+    fewer partitions are first broadcast by TensorE; an operand with one element per partition
+    that does not fill `out` becomes a tensor_scalar operand (reversed when it is x); otherwise
+    one tensor_tensor (numpy broadcasting along the free dims)."""
+    if isinstance(x, Tensor) and isinstance(y, Tensor):
+        P = out.shape[0]
+        x = partition_broadcast(x, P, new)
+        y = partition_broadcast(y, P, new)
+        if math.prod(y.shape[1:]) == 1 and out.size != y.size:
+            engine.tensor_scalar(out, x, op, y, where=where, api=api)
+        elif math.prod(x.shape[1:]) == 1 and out.size != x.size:
+            engine.tensor_scalar(out, y, op, x, reverse0=True, where=where, api=api)
+        else:
+            engine.tensor_tensor(out, x, y, op, where=where, api=api)
+    elif isinstance(x, Tensor):
+        engine.tensor_scalar(out, x, op, y, where=where, api=api)
+    else:
+        engine.tensor_scalar(out, y, op, x, reverse0=True, where=where, api=api)
+
+
+def store_source(value, dst: Tensor, new: NewTile, api: str) -> Tensor:
+    """What a store into the HBM tensor `dst` reads: a scalar is first written into a fresh tile
+    (memset), a PSUM tile is first copied to SBUF (DMA cannot read PSUM; the compiler inserts the
+    copy)."""
+    if not isinstance(value, Tensor):
+        tmp = new(dst.shape if len(dst.shape) >= 2 else (dst.shape[0], 1), dst.storage.dtype)
+        engine.memset(tmp, value, api=api)
+        value = tmp
+    if value.storage.memory == "psum":
+        tmp = new(value.shape, value.storage.dtype)
+        engine.tensor_copy(tmp, value, api=api + " (psum->sbuf)")
+        value = tmp
+    return value
+
+
 def partition_broadcast(t: Tensor, P: int, new: NewTile) -> Tensor:
     """`t` with P partitions: a (1, F) tile is broadcast by TensorE into a fresh (P, F) tile."""
     if t.shape[0] == P:

@@ -88,3 +88,22 @@ def test_mean_and_var_twins_issue_the_same_instructions(rng, axis):
     assert [i.meta["api"] for i in tn.instructions if i.engine != "dma"] == [
         "nl.mean", "nl.mean", "nl.mean", "nl.mean",  # the mean: reduce, scale (then var's own mean)
         "nl.var", "nl.var", "nl.mean", "nl.mean"]
+
+
+def test_binary_dispatch_and_store_sources_are_shared(rng):
+    """nl binary ops pick tensor_scalar / partition broadcast / tensor_tensor by one rule
+    (lowering.binary) and nl.store reads a PSUM tile through the same inserted copy
+    (lowering.store_source) in both namespaces."""
+    x = rng.standard_normal((64, 96)).astype(np.float32)
+    col = rng.standard_normal((64, 1)).astype(np.float32)
+    row = rng.standard_normal((1, 96)).astype(np.float32)
+    a, b, tl, tn = _both(tk.binary_legacy, tk.binary_new, x, col, row)
+    assert np.array_equal(a, b)
+    assert np.array_equal(b[0], x - col) and np.allclose(b[1], 2 * (row + x))
+    row_of = lambda tr: [(i.engine, i.opcode, i.meta.get("api")) for i in tr.instructions]  # noqa: E731
+    assert row_of(tl) == row_of(tn)
+    assert [r for r in row_of(tn) if r[0] != "dma"] == [
+        ("vector", "tensor_scalar", "nl.subtract"),  # (P, 1) operand
+        ("tensor", "nc_matmul", "partition broadcast"), ("vector", "tensor_tensor", "nl.add"),  # (1, F) operand
+        ("vector", "tensor_scalar", "nl.multiply"),  # 2.0 * tile
+        ("tensor", "nc_matmul", "nl.matmul"), ("vector", "tensor_copy", "nl.store (psum->sbuf)")]

@@ -256,3 +256,24 @@ def moments_new(axis):
         nl.store(var, nl.var(t, axis=axis, dtype=nl.float32))
         return mean, var
     return moments
+
+
+# -- nl binary ops with broadcast operands, and stores of a scalar and of a PSUM tile ----------------------
+@lnki.jit
+def binary_legacy(x, col, row):
+    out = lnl.ndarray((3,) + x.shape, dtype=lnl.float32, buffer=lnl.shared_hbm)
+    t, c, r = lnl.load(x), lnl.load(col), lnl.load(row)
+    lnl.store(out[0], lnl.subtract(t, c))  # (P, 1): tensor_scalar
+    lnl.store(out[1], lnl.multiply(2.0, lnl.add(r, t)))  # (1, F): TensorE partition broadcast; scalar reversed
+    lnl.store(out[2], lnl.matmul(t[:, 0:x.shape[0]], t, transpose_x=True)[:, 0:x.shape[1]])  # a PSUM tile
+    return out
+
+
+@nki.jit
+def binary_new(x, col, row):
+    out = nl.ndarray((3,) + x.shape, dtype=nl.float32, buffer=nl.shared_hbm)
+    t, c, r = nl.load(x), nl.load(col), nl.load(row)
+    nl.store(out[0], nl.subtract(t, c))
+    nl.store(out[1], nl.multiply(2.0, nl.add(r, t)))
+    nl.store(out[2], nl.matmul(t[:, 0:x.shape[0]], t, transpose_x=True)[:, 0:x.shape[1]])
+    return out

@@ -357,14 +357,7 @@ def store(dst, value, *, mask=None, **kwargs):
     plan = plan_mask(mask, dst)
     if plan.skip:
         return None
-    if not isinstance(value, Tensor):
-        tmp = fresh(run, dst.shape if len(dst.shape) >= 2 else (dst.shape[0], 1), dst.storage.dtype, NO_MASK)
-        engine.memset(tmp, value, api=api)
-        value = tmp
-    if value.storage.memory == "psum":  # the compiler inserts a PSUM -> SBUF copy before the DMA
-        tmp = fresh(run, value.shape, value.storage.dtype, NO_MASK)
-        engine.tensor_copy(tmp, value, api=api + " (psum->sbuf)")
-        value = tmp
+    value = _lowering.store_source(value, dst, _new_tile(run), api)
     if value.storage.memory == "hbm":
         raise EngineMemoryError("Expected operand 'value' of 'store' to be in address space 'sbuf', got 'hbm'")
     value, dst = align(value, dst)
@@ -493,27 +486,11 @@ def _binary(name: str, x, y, dtype, mask, api: str, out: Tensor | None = None, o
         plan = plan_mask(mask, out)
     if plan.skip:
         return out
-    o = narrow(out, plan.box)
-    if xt and yt:
-        xs, ys = narrow(x, plan.box), narrow(y, plan.box)
-        if xs.shape[0] != ys.shape[0]:
-            if operator:
-                raise OperandShapeError(f"{api}: partition-dimension broadcast ({x.shape} with {y.shape}) is not "
-                                        f"supported by operator overloads; call nl.{name}(...) instead")
-            new = _new_tile(run)
-            xs = _lowering.partition_broadcast(xs, o.shape[0], new)
-            ys = _lowering.partition_broadcast(ys, o.shape[0], new)
-        if xs.shape == ys.shape:
-            engine.tensor_tensor(o, xs, ys, name, where=plan.where, api=api)
-        elif math.prod(ys.shape[1:]) == 1 and o.size != ys.size:
-            engine.tensor_scalar(o, xs, name, ys, where=plan.where, api=api)
-        elif math.prod(xs.shape[1:]) == 1 and o.size != xs.size:
-            engine.tensor_scalar(o, ys, name, xs, reverse0=True, where=plan.where, api=api)
-        else:
-            engine.tensor_tensor(o, xs, ys, name, where=plan.where, api=api)
-    else:
-        t, s = (x, y) if xt else (y, x)
-        engine.tensor_scalar(o, narrow(t, plan.box), name, s, reverse0=not xt, where=plan.where, api=api)
+    if operator and xt and yt and x.shape[0] != y.shape[0]:
+        raise OperandShapeError(f"{api}: partition-dimension broadcast ({x.shape} with {y.shape}) is not "
+                                f"supported by operator overloads; call nl.{name}(...) instead")
+    _lowering.binary(narrow(out, plan.box), narrow(x, plan.box), narrow(y, plan.box), name, _new_tile(run), api,
+                     where=plan.where)
     ref = x if (xt and getattr(x, "_grid_axes", None) is not None and x.shape == out.shape) else y
     return mark(run, out, ref)
 

@@ -405,15 +405,7 @@ def store(dst, value, **kwargs) -> None:
     api = "nl.store"
     if not isinstance(dst, Tensor) or dst.storage.memory != "hbm":
         raise EngineMemoryError(f"Expected operand 'dst' of '{api}' to be in address space 'hbm'")
-    if not isinstance(value, Tensor):
-        tmp = _new(dst.shape, dst.dtype)
-        engine.memset(tmp, value, api=api)
-        value = tmp
-    if value.storage.memory == "psum":
-        tmp = _new(value.shape, value.dtype)
-        engine.tensor_copy(tmp, value, api=api + " (psum->sbuf)")
-        value = tmp
-    engine.dma_copy(dst, value, api=api)
+    engine.dma_copy(dst, _lowering.store_source(value, dst, _new, api), api=api)
 
 
 def copy(x, dtype=None, **kwargs) -> NkiTensor:
@@ -500,18 +492,7 @@ def _binary(name: str, x, y, dtype, api: str) -> NkiTensor:
     d = _common.binary_result_dtype(name, x, y, dtype)
     shape = _common.binary_result_shape(api, x, y)
     out = _new(shape, d)
-    if xt and yt:
-        x = _lowering.partition_broadcast(x, shape[0], _new)
-        y = _lowering.partition_broadcast(y, shape[0], _new)
-        if math.prod(y.shape[1:]) == 1 and out.size != y.size:
-            engine.tensor_scalar(out, x, name, y, api=api)
-        elif math.prod(x.shape[1:]) == 1 and out.size != x.size:
-            engine.tensor_scalar(out, y, name, x, reverse0=True, api=api)
-        else:
-            engine.tensor_tensor(out, x, y, name, api=api)
-        return out
-    t, s = (x, y) if xt else (y, x)
-    engine.tensor_scalar(out, t, op.name, s, reverse0=not xt, api=api)
+    _lowering.binary(out, x, y, op.name, _new, api)
     return out
 
 
