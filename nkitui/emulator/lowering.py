@@ -1,6 +1,9 @@
-"""nl composites that both front ends lower onto the same engine instructions.
+"""nl composites that both front ends lower onto the same engine instructions, written once.
 
-Each function takes `new(shape, dtype) -> Tensor`, the front end's allocator of a fresh SBUF
+The front ends are calling-convention adapters: they check their own arguments, allocate results
+in their own style and call these for every `nl` operation that is more than one instruction
+(mean, var, softmax, rms_norm, the x.T of nl.matmul) or whose choice of instruction is a rule
+(binary ops, what nl.store reads). Each function takes `new(shape, dtype) -> Tensor`, the front end's allocator of a fresh SBUF
 result tile (legacy return-style tiles and `nki` tiles differ), and allocates its intermediates
 and its result in the same order for both, so the instructions, the trace and the live ranges
 are the same whichever namespace the kernel uses. The front ends validate their own arguments.
