@@ -70,7 +70,7 @@ def _progress_printer(stream):  # noqa: ANN001, ANN202
 
 
 def _check(args: argparse.Namespace) -> int:
-    from nkitui.evaluate.check import EXIT_INVALID, run_check
+    from nkitui.evaluate.run.headless import EXIT_INVALID, run_check
     from nkitui.evaluate.run import EvaluationRequest
     from nkitui.executor.limits import DEFAULT_MEMORY_MB
 
@@ -96,7 +96,7 @@ def _check(args: argparse.Namespace) -> int:
     else:
         from rich.console import Console
 
-        from nkitui.evaluate.report import render_result
+        from nkitui.evaluate.present.report import render_result
 
         Console(highlight=False).print(render_result(outcome.result))
         if outcome.exit_code == EXIT_INVALID:

@@ -58,7 +58,7 @@ def _err(text: str) -> None:
 
 
 def _print_json(data: Any) -> None:
-    from nkitui.evaluate.numjson import jsonable
+    from nkitui.evaluate.numerics.numjson import jsonable
 
     print(json.dumps(jsonable(data), indent=2, allow_nan=False, ensure_ascii=False))
 
@@ -77,8 +77,8 @@ def _task_id(task_dir: Path) -> str | None:
 
 def _load(store: Any, run_id: str, task_id: str | None) -> Any:
     """The stored RunResult, or None after saying why it cannot be had."""
-    from nkitui.evaluate.result import ResultVersionError
-    from nkitui.evaluate.store import RunNotFound
+    from nkitui.evaluate.run.result import ResultVersionError
+    from nkitui.evaluate.run.store import RunNotFound
 
     try:
         return store.load(run_id, task_id)
@@ -109,7 +109,7 @@ def _list(args: argparse.Namespace) -> int:
     task_id = _task_id(args.task_dir)
     if task_id is None:
         return EXIT_INVALID
-    from nkitui.evaluate.store import RunStore
+    from nkitui.evaluate.run.store import RunStore
 
     store = RunStore()
     runs = store.list(task_id)
@@ -123,7 +123,7 @@ def _list(args: argparse.Namespace) -> int:
     from rich.table import Table
     from rich.text import Text
 
-    from nkitui.evaluate.report import STATUS_STYLE
+    from nkitui.evaluate.present.report import STATUS_STYLE
 
     table = Table(title=f"runs of {task_id}, newest first (times in UTC)", title_justify="left", show_edge=False,
                   pad_edge=False)
@@ -156,7 +156,7 @@ def _show(args: argparse.Namespace) -> int:
         task_id = _task_id(args.task)
         if task_id is None:
             return EXIT_INVALID
-    from nkitui.evaluate.store import RunStore
+    from nkitui.evaluate.run.store import RunStore
 
     result = _load(RunStore(), args.run_id, task_id)
     if result is None:
@@ -166,7 +166,7 @@ def _show(args: argparse.Namespace) -> int:
         return EXIT_OK
     from rich.console import Console
 
-    from nkitui.evaluate.report import render_result
+    from nkitui.evaluate.present.report import render_result
 
     Console(highlight=False).print(render_result(result))
     return EXIT_OK
@@ -178,7 +178,7 @@ def _compare(args: argparse.Namespace) -> int:
         task_id = _task_id(args.task)
         if task_id is None:
             return EXIT_INVALID
-    from nkitui.evaluate.store import RunStore, compare_runs
+    from nkitui.evaluate.run.store import RunStore, compare_runs
 
     store = RunStore()
     a, b = _load(store, args.run_a, task_id), _load(store, args.run_b, task_id)
@@ -190,7 +190,7 @@ def _compare(args: argparse.Namespace) -> int:
         return EXIT_OK
     from rich.console import Console
 
-    from nkitui.evaluate.report import render_comparison
+    from nkitui.evaluate.present.report import render_comparison
 
     Console(highlight=False).print(render_comparison(comparison, a, b))
     return EXIT_OK

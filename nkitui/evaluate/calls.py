@@ -13,8 +13,8 @@ from typing import TYPE_CHECKING, Any, Mapping
 
 import numpy as np
 
-from nkitui.evaluate.inputs import from_kernel_layout, to_kernel_layout
-from nkitui.evaluate.runners import KernelRunner, ReferenceFn, RunOptions, SourceRunner
+from nkitui.evaluate.numerics.inputs import from_kernel_layout, to_kernel_layout
+from nkitui.evaluate.numerics.callables import KernelRunner, ReferenceFn, RunOptions, SourceRunner
 from nkitui.executor.backends.base import Backend, KernelLoadError, get_function, launch_target, load_module
 from nkitui.task.model import Task
 
@@ -42,7 +42,7 @@ def output_dtype_findings(task: Task, outputs: Mapping[str, np.ndarray]) -> list
     """A finding per output the kernel returned in another dtype than the manifest declares: the
     values are compared as returned, so a result rounded to a narrower dtype can still pass a loose
     tolerance while the caller gets the wrong type."""
-    from nkitui.evaluate import numfindings as rules
+    from nkitui.evaluate.numerics import findings as rules
     from nkitui.task.dtypes import numpy_dtype
 
     findings = []

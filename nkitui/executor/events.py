@@ -100,7 +100,7 @@ class ErrorEvent:
 
 @dataclass(frozen=True, slots=True)
 class ResultEvent:
-    """The run's result as a plain dict (nkitui.evaluate.result.RunResult.to_dict())."""
+    """The run's result as a plain dict (nkitui.evaluate.run.result.RunResult.to_dict())."""
 
     result: dict[str, Any] = field(default_factory=dict)
 
@@ -120,7 +120,7 @@ def event_name(event: Event) -> str:
 
 def encode(event: Event) -> bytes:
     """One event as a JSON line (UTF-8, newline-terminated). NaN/inf are not valid JSON: callers
-    put numbers through nkitui.evaluate.numjson first; `allow_nan=False` makes a slip loud."""
+    put numbers through nkitui.evaluate.numerics.numjson first; `allow_nan=False` makes a slip loud."""
     return (json.dumps(event.to_dict(), separators=(",", ":"), allow_nan=False) + "\n").encode("utf-8")
 
 

@@ -1,7 +1,7 @@
 """What a worker is asked to do: the job file the parent writes into the scratch folder.
 
 The executor is generic: a job names an entry point ("package.module:function") that the worker
-imports and calls with the job's payload and a WorkerContext. nkitui.evaluate.pipeline is the
+imports and calls with the job's payload and a WorkerContext. nkitui.evaluate.pipeline.session is the
 entry point of an evaluation; benchmarks and tests use their own. Stdlib only (read by the worker
 before numpy is imported).
 """

@@ -11,9 +11,9 @@ import pytest
 
 from nkitui.cli import main
 from nkitui.common.resources import bundled_dir
-from nkitui.evaluate import numfindings as rules
-from nkitui.evaluate.check import run_check
-from nkitui.evaluate.result import RunResult
+from nkitui.evaluate.numerics import findings as rules
+from nkitui.evaluate.run.headless import run_check
+from nkitui.evaluate.run.result import RunResult
 from nkitui.evaluate.run import EvaluationRequest
 
 SAMPLES = bundled_dir("sample_tasks")

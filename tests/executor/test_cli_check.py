@@ -7,8 +7,8 @@ import json
 import pytest
 
 from nkitui.cli import main
-from nkitui.evaluate.result import RunResult
-from nkitui.evaluate.store import RunStore
+from nkitui.evaluate.run.result import RunResult
+from nkitui.evaluate.run.store import RunStore
 
 from .conftest import add_task_manifest, write_task
 
@@ -67,7 +67,7 @@ def test_bad_options_exit_2(tmp_path, args, capsys):
 def test_per_seed_metrics_are_never_cut_at_80_columns(tmp_path, capsys):
     from rich.console import Console
 
-    from nkitui.evaluate.report import render_seed_metrics
+    from nkitui.evaluate.present.report import render_seed_metrics
 
     task = write_task(tmp_path / "bad", reference="def add(a, b, **kw):\n    return a * b + 1e-3\n")
     main(["check", str(task), "--json", "--no-store", "--seeds", "1", *FAST])

@@ -11,8 +11,8 @@ import pytest
 
 from nkitui.cli import main
 from nkitui.common.resources import bundled_dir
-from nkitui.evaluate import numfindings as rules
-from nkitui.evaluate.result import RunResult
+from nkitui.evaluate.numerics import findings as rules
+from nkitui.evaluate.run.result import RunResult
 
 SAMPLES = bundled_dir("sample_tasks")
 MUTANTS_ONLY = ["--mutants", "--json", "--no-store", "--quiet", "--no-static", "--no-trials", "--no-precision",

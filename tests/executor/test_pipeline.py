@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from nkitui.evaluate.run import start_evaluation
-from nkitui.evaluate.store import RunStore
+from nkitui.evaluate.run.store import RunStore
 from nkitui.task import TaskError
 
 from .conftest import HEADER, git_init, quick_request, write_task

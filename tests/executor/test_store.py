@@ -6,8 +6,8 @@ import json
 
 import pytest
 
-from nkitui.evaluate.result import Check, ResultVersionError, RunResult, SeedResult
-from nkitui.evaluate.store import RunNotFound, RunStore, compare_runs, compare_timing
+from nkitui.evaluate.run.result import Check, ResultVersionError, RunResult, SeedResult
+from nkitui.evaluate.run.store import RunNotFound, RunStore, compare_runs, compare_timing
 
 
 def make_result(run_id="20261130T120000Z-aaaaaa", status="passed", median=100.0, max_abs=1e-6, **kw) -> RunResult:

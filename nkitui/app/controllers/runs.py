@@ -87,7 +87,7 @@ class RunController:
     @work(thread=True, name="run", group="run", exit_on_error=False)
     def run_evaluation(self) -> None:
         with WORKER_IMPORTS:
-            from nkitui.evaluate.result import RunResult
+            from nkitui.evaluate.run.result import RunResult
             from nkitui.evaluate.run import start_evaluation
             from nkitui.executor.events import ErrorEvent, LogEvent, PhaseEvent, ProgressEvent, ResultEvent
 
@@ -202,7 +202,7 @@ class RunController:
 
     def show_result(self, result: Any, *, reopened: bool) -> None:
         from nkitui.common.findings import Finding
-        from nkitui.evaluate.report import render_result
+        from nkitui.evaluate.present.report import render_result
 
         self.shown_result = result
         state = _STATUS_STATE.get(result.status, "error")
@@ -244,7 +244,7 @@ class RunController:
     @work(thread=True, name="list runs", group="runs", exclusive=True, exit_on_error=False)
     def list_runs(self) -> None:
         with WORKER_IMPORTS:
-            from nkitui.evaluate.store import RunStore
+            from nkitui.evaluate.run.store import RunStore
         self.post_message(RunsListed(RunStore().list(self.audit_task.id)))  # type: ignore[attr-defined]
 
     def on_runs_listed(self, message: RunsListed) -> None:
@@ -271,7 +271,7 @@ class RunController:
     @work(thread=True, name="reopen run", group="runs-load", exclusive=True, exit_on_error=False)
     def reopen_run(self, run_id: str) -> None:
         with WORKER_IMPORTS:
-            from nkitui.evaluate.store import RunStore
+            from nkitui.evaluate.run.store import RunStore
         result = RunStore().load(run_id, self.audit_task.id)  # type: ignore[attr-defined]
         self.call_from_thread(self._reopened, result)  # type: ignore[attr-defined]
 
@@ -283,7 +283,7 @@ class RunController:
     def compare_runs(self, run_a: str, run_b: str) -> None:
         with WORKER_IMPORTS:
             from nkitui.app.screens.runs import ComparisonScreen
-            from nkitui.evaluate.store import RunStore, compare_runs
+            from nkitui.evaluate.run.store import RunStore, compare_runs
 
         store = RunStore()
         task_id = self.audit_task.id  # type: ignore[attr-defined]

@@ -23,7 +23,7 @@ from typing import Any, Mapping
 
 import numpy as np
 
-from nkitui.evaluate.fpformat import KeyedValues, format_name, is_float_format, keyed, round_to, ulp_distance_keyed
+from nkitui.evaluate.numerics.fpformat import KeyedValues, format_name, is_float_format, keyed, round_to, ulp_distance_keyed
 from nkitui.task.model import TOLERANCE_KINDS, Tolerance
 
 TolerancePolicy = Tolerance

@@ -23,7 +23,7 @@ from typing import Callable, Mapping
 
 import numpy as np
 
-from nkitui.evaluate.fpformat import float_format, format_name, is_float_format
+from nkitui.evaluate.numerics.fpformat import float_format, format_name, is_float_format
 
 ReferenceFn = Callable[[dict[str, np.ndarray]], Mapping[str, np.ndarray]]
 

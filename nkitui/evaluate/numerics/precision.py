@@ -35,13 +35,13 @@ from typing import Any, Literal, Sequence
 import numpy as np
 
 from nkitui.common.findings import Finding
-from nkitui.evaluate import numfindings as rules
-from nkitui.evaluate.advisor import SUM_LIKE_OPS, reduction_length_for
-from nkitui.evaluate.fpformat import format_name, is_float_format, round_to, ulp_distance, unit_roundoff
-from nkitui.evaluate.numfindings import g, numerics_finding
-from nkitui.evaluate.numjson import jfloat, unjfloat
-from nkitui.evaluate.runners import KernelRunner, ReferenceFn, RunOptions, describe_exception
-from nkitui.evaluate.tolerance import check_policy, nonfinite_match, rel_l2_error
+from nkitui.evaluate.numerics import findings as rules
+from nkitui.evaluate.numerics.advisor import SUM_LIKE_OPS, reduction_length_for
+from nkitui.evaluate.numerics.fpformat import format_name, is_float_format, round_to, ulp_distance, unit_roundoff
+from nkitui.evaluate.numerics.findings import g, numerics_finding
+from nkitui.evaluate.numerics.numjson import jfloat, unjfloat
+from nkitui.evaluate.numerics.callables import KernelRunner, ReferenceFn, RunOptions, describe_exception
+from nkitui.evaluate.numerics.tolerance import check_policy, nonfinite_match, rel_l2_error
 
 Verdict = Literal["consistent", "dtype-error-dominates", "algorithm-error", "both"]
 EXCESS_FACTOR = 1.5  # extra roundings in the output dtype a correct port may make, in u_out/sqrt(3)

@@ -1,4 +1,4 @@
-"""One evaluation of a task, inside the worker: the job entry point `nkitui.evaluate.pipeline:run_job`.
+"""One evaluation of a task, inside the worker: the job entry point `nkitui.evaluate.pipeline.session:run_job`.
 
 Phases (each reported with its duration; a phase that cannot happen is reported "skipped" with
 the reason):
@@ -10,8 +10,8 @@ the reason):
   reference  per seed: the numpy reference on the same inputs
   compare    per seed and output: metrics in float64 under the task's tolerance, tolerance advice,
              failure diagnosis and tolerance sanity findings
-  trials     adversarial inputs (nkitui.evaluate.trials), when enabled
-  precision  precise off vs on (nkitui.evaluate.precision), when the backend can switch
+  trials     adversarial inputs (nkitui.evaluate.numerics.trials), when enabled
+  precision  precise off vs on (nkitui.evaluate.numerics.precision), when the backend can switch
   goldens    the recorded GPU outputs (when the task has goldens.npz)
   mutants    mutation testing of the tolerance (opt-in)
   profile    timing and utilisation: the cost model on the emulator's trace, or on hardware timed
@@ -35,7 +35,7 @@ from contextlib import contextmanager
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any, Iterator
 
-from nkitui.evaluate.result import Check, RunResult, SeedResult
+from nkitui.evaluate.run.result import Check, RunResult, SeedResult
 from nkitui.executor.context import PhaseFailed, WorkerContext
 from nkitui.executor.events import ErrorEvent
 
@@ -308,7 +308,7 @@ class EvaluationSession:
         task = self.task
         with self.phase("run") as ph:
             from nkitui.evaluate.calls import kernel_args, natural_outputs, output_dtype_findings
-            from nkitui.evaluate.inputs import make_inputs
+            from nkitui.evaluate.numerics.inputs import make_inputs
 
             errors: list[str] = []
             for i, seed in enumerate(self.seeds):
@@ -373,8 +373,8 @@ class EvaluationSession:
     def _compare(self) -> None:
         task = self.task
         with self.phase("compare") as ph:
-            from nkitui.evaluate.metrics import ShapeMismatchError
-            from nkitui.evaluate.numerics import check_outputs, compare_seed, partial_sum_magnitudes
+            from nkitui.evaluate.numerics.metrics import ShapeMismatchError
+            from nkitui.evaluate.numerics.audit import check_outputs, compare_seed, partial_sum_magnitudes
 
             per_output: dict[str, list[str]] = {o.name: [] for o in task.outputs}
             for seed in self.seeds:
@@ -427,7 +427,7 @@ class EvaluationSession:
         A task whose test passes all zeros, or fails the correctly rounded reference, is a broken task
         even when its kernel is right; the auditor's exit code should say so.
         """
-        from nkitui.evaluate import numfindings as rules
+        from nkitui.evaluate.numerics import findings as rules
 
         if compared == 0:
             return
@@ -452,8 +452,8 @@ class EvaluationSession:
             return
         with self.phase("trials") as ph:
             from nkitui.evaluate.calls import kernel_runner
-            from nkitui.evaluate.inputs import make_inputs
-            from nkitui.evaluate.trials import run_trials
+            from nkitui.evaluate.numerics.inputs import make_inputs
+            from nkitui.evaluate.numerics.trials import run_trials
 
             seeds = self._compared_seeds()
             # the seeds' runs and comparisons are already made: trials add only the adversarial runs
@@ -475,7 +475,7 @@ class EvaluationSession:
             return
         with self.phase("precision") as ph:
             from nkitui.evaluate.calls import kernel_runner
-            from nkitui.evaluate.precision import isolate_precision
+            from nkitui.evaluate.numerics.precision import isolate_precision
 
             if not self.backend.supports_precise_switch:
                 ph.skip(f"the {self.backend.name} backend cannot keep every float in fp32")
@@ -497,7 +497,7 @@ class EvaluationSession:
             return
         with self.phase("goldens") as ph:
             from nkitui.evaluate.calls import kernel_runner
-            from nkitui.evaluate.goldens import GoldenFormatError, compare_goldens, golden_error_finding, load_goldens
+            from nkitui.evaluate.numerics.goldens import GoldenFormatError, compare_goldens, golden_error_finding, load_goldens
 
             rel = self.task.rel(self.task.goldens)
             try:
@@ -522,7 +522,7 @@ class EvaluationSession:
             return
         with self.phase("mutants") as ph:
             from nkitui.evaluate.calls import source_runner
-            from nkitui.evaluate.mutants import MutationReport, generate_mutants, run_mutants
+            from nkitui.evaluate.numerics.mutants import MutationReport, generate_mutants, run_mutants
 
             entry = self.task.kernel
             source = entry.path.read_text(encoding="utf-8")
@@ -545,9 +545,9 @@ class EvaluationSession:
             ph.detail = ", ".join(f"{n} {k}" for k, n in sorted(counts.items())) or "no mutation sites"
 
     def _numerics_audit(self) -> dict[str, Any] | None:
-        """The numerics results in nkitui.evaluate.numerics' own form (NumericsAudit), so its
+        """The numerics results in nkitui.evaluate.numerics.audit' own form (NumericsAudit), so its
         report and UI panels read them as they are."""
-        from nkitui.evaluate.numerics import NumericsAudit, _dedupe
+        from nkitui.evaluate.numerics.audit import NumericsAudit, _dedupe
         from nkitui.common.findings import sort_findings
 
         if not self.first_metrics and not self.numeric_findings:

@@ -34,11 +34,11 @@ from typing import Any, Iterator, Literal, Mapping, Sequence
 import numpy as np
 
 from nkitui.common.findings import Finding
-from nkitui.evaluate import numfindings as rules
-from nkitui.evaluate.numfindings import g, numerics_finding
-from nkitui.evaluate.numjson import jfloat, unjfloat
-from nkitui.evaluate.runners import RunOptions, SourceRunner, describe_exception
-from nkitui.evaluate.tolerance import check_policy, rel_l2_error
+from nkitui.evaluate.numerics import findings as rules
+from nkitui.evaluate.numerics.findings import g, numerics_finding
+from nkitui.evaluate.numerics.numjson import jfloat, unjfloat
+from nkitui.evaluate.numerics.callables import RunOptions, SourceRunner, describe_exception
+from nkitui.evaluate.numerics.tolerance import check_policy, rel_l2_error
 
 Operator = Literal["drop-last-tile", "shift-index", "skip-accumulation", "swap-operands", "lower-accumulator"]
 OPERATORS: tuple[str, ...] = ("drop-last-tile", "shift-index", "skip-accumulation", "swap-operands", "lower-accumulator")

@@ -21,15 +21,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from nkitui.evaluate.pipeline import BACKEND_LINE, resolve_seeds
-from nkitui.evaluate.result import ResultVersionError, RunResult
+from nkitui.evaluate.pipeline.session import BACKEND_LINE, resolve_seeds
+from nkitui.evaluate.run.result import ResultVersionError, RunResult
 from nkitui.executor.events import ErrorEvent, Event, ResultEvent
 from nkitui.executor.job import WorkerJob
 from nkitui.executor.limits import DEFAULT_MEMORY_MB, DEFAULT_TIMEOUT_S, Limits
 from nkitui.executor.runner import RunHandle, WorkerOutcome, start_worker
 from nkitui.task import Problem, Task, TaskError, load_task
 
-ENTRY = "nkitui.evaluate.pipeline:run_job"
+ENTRY = "nkitui.evaluate.pipeline.session:run_job"
 LOG_EXCERPT_LINES = 80
 
 # exit kind (nkitui.executor.exitstatus) -> run status, for runs that ended without a result
@@ -145,7 +145,7 @@ def start_evaluation(
         result.task_path = str(root)
         result.file_hashes = hashes
         if request.store:
-            from nkitui.evaluate.store import RunStore
+            from nkitui.evaluate.run.store import RunStore
 
             try:
                 path = RunStore(request.store_root).save(result)

@@ -19,16 +19,16 @@ from typing import Any, Callable, Mapping, Sequence
 import numpy as np
 
 from nkitui.common.findings import Finding, sort_findings
-from nkitui.evaluate.advisor import ToleranceAdvice, advise_output, partial_sum_rms, reduction_length_for, tolerance_sanity
-from nkitui.evaluate.diagnose import diagnose_failures
-from nkitui.evaluate.fpformat import format_name
-from nkitui.evaluate.goldens import GoldenReport, Goldens, compare_goldens
-from nkitui.evaluate.metrics import OutputMetrics, ShapeMismatchError, compute_metrics
-from nkitui.evaluate.mutants import MutationReport, generate_mutants, run_mutants
-from nkitui.evaluate.precision import PrecisionReport, isolate_precision
-from nkitui.evaluate.runners import InputMaker, KernelRunner, ReferenceFn, RunOptions, SourceRunner, describe_exception
-from nkitui.evaluate.tolerance import Comparison, Reference
-from nkitui.evaluate.trials import LINEAR_OPS, TrialsReport, run_trials
+from nkitui.evaluate.numerics.advisor import ToleranceAdvice, advise_output, partial_sum_rms, reduction_length_for, tolerance_sanity
+from nkitui.evaluate.numerics.diagnose import diagnose_failures
+from nkitui.evaluate.numerics.fpformat import format_name
+from nkitui.evaluate.numerics.goldens import GoldenReport, Goldens, compare_goldens
+from nkitui.evaluate.numerics.metrics import OutputMetrics, ShapeMismatchError, compute_metrics
+from nkitui.evaluate.numerics.mutants import MutationReport, generate_mutants, run_mutants
+from nkitui.evaluate.numerics.precision import PrecisionReport, isolate_precision
+from nkitui.evaluate.numerics.callables import InputMaker, KernelRunner, ReferenceFn, RunOptions, SourceRunner, describe_exception
+from nkitui.evaluate.numerics.tolerance import Comparison, Reference
+from nkitui.evaluate.numerics.trials import LINEAR_OPS, TrialsReport, run_trials
 
 Progress = Callable[[str], None]
 

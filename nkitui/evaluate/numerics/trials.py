@@ -20,14 +20,14 @@ from typing import Any, Literal, Mapping, Sequence
 import numpy as np
 
 from nkitui.common.findings import Finding
-from nkitui.evaluate import numfindings as rules
-from nkitui.evaluate.adversarial import make_adversarial_cases, output_dtype_names
-from nkitui.evaluate.advisor import advise_output, partial_sum_rms, reduction_length_for
-from nkitui.evaluate.metrics import OutputMetrics, ShapeMismatchError, compute_metrics
-from nkitui.evaluate.numfindings import g, numerics_finding
-from nkitui.evaluate.numjson import jfloat, unjfloat
-from nkitui.evaluate.runners import InputMaker, KernelRunner, ReferenceFn, RunOptions, describe_exception
-from nkitui.evaluate.tolerance import check_policy
+from nkitui.evaluate.numerics import findings as rules
+from nkitui.evaluate.numerics.adversarial import make_adversarial_cases, output_dtype_names
+from nkitui.evaluate.numerics.advisor import advise_output, partial_sum_rms, reduction_length_for
+from nkitui.evaluate.numerics.metrics import OutputMetrics, ShapeMismatchError, compute_metrics
+from nkitui.evaluate.numerics.findings import g, numerics_finding
+from nkitui.evaluate.numerics.numjson import jfloat, unjfloat
+from nkitui.evaluate.numerics.callables import InputMaker, KernelRunner, ReferenceFn, RunOptions, describe_exception
+from nkitui.evaluate.numerics.tolerance import check_policy
 
 TrialStatus = Literal["pass", "fail", "tolerance-only", "error"]
 LINEAR_OPS = ("matmul", "reduction", "scan")

@@ -28,14 +28,14 @@ from typing import Any, Literal, Sequence
 import numpy as np
 
 from nkitui.common.findings import Finding
-from nkitui.evaluate import numfindings as rules
-from nkitui.evaluate.advisor import reduction_length_for
-from nkitui.evaluate.fpformat import format_name, is_float_format, round_to, unit_roundoff
-from nkitui.evaluate.numfindings import g, numerics_finding
-from nkitui.evaluate.numjson import jfloat, unjfloat
-from nkitui.evaluate.precision import closest_hypothesis
-from nkitui.evaluate.runners import KernelRunner, ReferenceFn, RunOptions, describe_exception
-from nkitui.evaluate.tolerance import check_policy, rel_l2_error
+from nkitui.evaluate.numerics import findings as rules
+from nkitui.evaluate.numerics.advisor import reduction_length_for
+from nkitui.evaluate.numerics.fpformat import format_name, is_float_format, round_to, unit_roundoff
+from nkitui.evaluate.numerics.findings import g, numerics_finding
+from nkitui.evaluate.numerics.numjson import jfloat, unjfloat
+from nkitui.evaluate.numerics.precision import closest_hypothesis
+from nkitui.evaluate.numerics.callables import KernelRunner, ReferenceFn, RunOptions, describe_exception
+from nkitui.evaluate.numerics.tolerance import check_policy, rel_l2_error
 
 GoldenVerdict = Literal["agree", "gpu-diverges", "reference-diverges", "port-diverges", "all-differ"]
 GPU_DTYPES = ("tfloat32", "float16", "bfloat16")
@@ -126,7 +126,7 @@ def _declared_array(p: str, arrays: dict, side: str, spec, missing_hint: str, pr
 
 def _restore_void(arr: np.ndarray, dtype_name: str) -> np.ndarray:
     """np.savez stores bf16/fp8 arrays as raw bytes (|V2, |V1): view them as the declared dtype again."""
-    from nkitui.evaluate.fpformat import storage_dtype
+    from nkitui.evaluate.numerics.fpformat import storage_dtype
 
     if arr.dtype.type is np.void:
         target = storage_dtype(dtype_name)
@@ -136,7 +136,7 @@ def _restore_void(arr: np.ndarray, dtype_name: str) -> np.ndarray:
 
 
 def _cast(arr: np.ndarray, dtype_name: str) -> np.ndarray:
-    from nkitui.evaluate.fpformat import storage_dtype
+    from nkitui.evaluate.numerics.fpformat import storage_dtype
 
     target = storage_dtype(dtype_name)
     if arr.dtype == target:

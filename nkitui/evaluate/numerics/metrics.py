@@ -12,10 +12,10 @@ from typing import Any, Mapping
 
 import numpy as np
 
-from nkitui.evaluate.fpformat import format_name, unit_roundoff
-from nkitui.evaluate.heatmap import DEFAULT_TILE, MAX_CELLS, Localisation, TileHeatmap, localise, tile_heatmap
-from nkitui.evaluate.numjson import jfloat, unjfloat
-from nkitui.evaluate.tolerance import Comparison, Reference, TolerancePolicy, as_policy, nonfinite_match, policy_from_dict
+from nkitui.evaluate.numerics.fpformat import format_name, unit_roundoff
+from nkitui.evaluate.numerics.heatmap import DEFAULT_TILE, MAX_CELLS, Localisation, TileHeatmap, localise, tile_heatmap
+from nkitui.evaluate.numerics.numjson import jfloat, unjfloat
+from nkitui.evaluate.numerics.tolerance import Comparison, Reference, TolerancePolicy, as_policy, nonfinite_match, policy_from_dict
 from nkitui.task.model import TOLERANCE_KINDS
 
 

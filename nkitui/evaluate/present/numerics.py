@@ -18,15 +18,15 @@ from rich.table import Table
 from rich.text import Text
 
 from nkitui.common.findings import Finding
-from nkitui.evaluate.advisor import ToleranceAdvice
-from nkitui.evaluate.goldens import GoldenReport
-from nkitui.evaluate.heatmap import TileHeatmap
-from nkitui.evaluate.metrics import OutputMetrics
-from nkitui.evaluate.mutants import MutationReport
-from nkitui.evaluate.numerics import NumericsAudit
-from nkitui.evaluate.numfindings import g
-from nkitui.evaluate.precision import PrecisionReport
-from nkitui.evaluate.trials import TrialsReport
+from nkitui.evaluate.numerics.advisor import ToleranceAdvice
+from nkitui.evaluate.numerics.goldens import GoldenReport
+from nkitui.evaluate.numerics.heatmap import TileHeatmap
+from nkitui.evaluate.numerics.metrics import OutputMetrics
+from nkitui.evaluate.numerics.mutants import MutationReport
+from nkitui.evaluate.numerics.audit import NumericsAudit
+from nkitui.evaluate.numerics.findings import g
+from nkitui.evaluate.numerics.precision import PrecisionReport
+from nkitui.evaluate.numerics.trials import TrialsReport
 
 HEAT_RAMP = " .:-=+*#%@"
 SEVERITY_STYLE = {"high": "bold red", "medium": "yellow", "low": "cyan", "info": "dim"}

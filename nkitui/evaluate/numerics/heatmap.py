@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from nkitui.evaluate.numjson import jfloat, unjfloat
+from nkitui.evaluate.numerics.numjson import jfloat, unjfloat
 
 DEFAULT_TILE = (128, 512)
 MAX_CELLS = 64

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from nkitui.evaluate.result import RunResult
+from nkitui.evaluate.run.result import RunResult
 from nkitui.evaluate.run import EvaluationRequest, check_runnable, start_evaluation
 from nkitui.executor.events import Event
 

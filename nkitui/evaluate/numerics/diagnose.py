@@ -12,11 +12,11 @@ from __future__ import annotations
 import numpy as np
 
 from nkitui.common.findings import Finding
-from nkitui.evaluate import numfindings as rules
-from nkitui.evaluate.advisor import ToleranceAdvice
-from nkitui.evaluate.metrics import OutputMetrics
-from nkitui.evaluate.numfindings import g, numerics_finding
-from nkitui.evaluate.tolerance import Comparison
+from nkitui.evaluate.numerics import findings as rules
+from nkitui.evaluate.numerics.advisor import ToleranceAdvice
+from nkitui.evaluate.numerics.metrics import OutputMetrics
+from nkitui.evaluate.numerics.findings import g, numerics_finding
+from nkitui.evaluate.numerics.tolerance import Comparison
 
 NEAR_ZERO = 0.1  # |ref| below this fraction of the output's rms counts as near zero
 NEAR_ZERO_SHARE = 0.8  # this share of the failures must be near zero

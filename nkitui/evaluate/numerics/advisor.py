@@ -36,11 +36,11 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 
 from nkitui.common.findings import Finding
-from nkitui.evaluate import numfindings as rules
-from nkitui.evaluate.fpformat import format_name, is_float_format, round_to, spacing, unit_roundoff
-from nkitui.evaluate.numfindings import g, numerics_finding
-from nkitui.evaluate.numjson import jfloat, unjfloat
-from nkitui.evaluate.tolerance import PolicyOutcome, Reference, TolerancePolicy, as_policy, check_policy, policy_from_dict
+from nkitui.evaluate.numerics import findings as rules
+from nkitui.evaluate.numerics.fpformat import format_name, is_float_format, round_to, spacing, unit_roundoff
+from nkitui.evaluate.numerics.findings import g, numerics_finding
+from nkitui.evaluate.numerics.numjson import jfloat, unjfloat
+from nkitui.evaluate.numerics.tolerance import PolicyOutcome, Reference, TolerancePolicy, as_policy, check_policy, policy_from_dict
 
 SUM_LIKE_OPS = ("matmul", "reduction", "attention", "scan")
 NORMALISING_OPS = ("softmax", "norm")

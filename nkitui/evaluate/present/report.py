@@ -1,0 +1,283 @@
+"""The Rich report of one run, for `nkitui check` (and any text view of a stored run).
+
+    console.print(render_result(result))
+    text = result_text(result, width=100)     # plain text, no colour
+
+Reading order: what ran and where (backend and why), what went wrong if anything, phases with
+durations, checks, per-output metrics per seed, the numerics audit (nkitui.evaluate's own
+renderers), timing, engine utilisation as text bars (labelled estimated or measured), findings.
+"""
+
+from __future__ import annotations
+
+import io
+from typing import Any
+
+from rich.console import Console, Group, RenderableType
+from rich.table import Table
+from rich.text import Text
+
+from nkitui.evaluate.run.result import RunResult
+
+STATUS_STYLE = {"passed": "bold green", "failed": "bold red", "invalid": "bold magenta"}
+PHASE_STYLE = {"ok": "green", "failed": "red", "skipped": "dim", "interrupted": "yellow"}
+SEVERITY_STYLE = {"high": "bold red", "medium": "yellow", "low": "cyan", "info": "dim"}
+BAR_WIDTH = 30
+
+
+def _num(x: Any, fmt: str = ".3g") -> str:
+    if isinstance(x, bool) or x is None:
+        return "-"
+    if isinstance(x, (int, float)):
+        return format(x, fmt)
+    return str(x)
+
+
+def _mark(passed: bool | None) -> Text:
+    if passed is None:
+        return Text("–", style="dim")
+    return Text("PASS", style="green") if passed else Text("FAIL", style="bold red")
+
+
+def render_header(r: RunResult) -> RenderableType:
+    t = Table.grid(padding=(0, 2))
+    t.add_column(style="bold")
+    t.add_column()
+    t.add_row("task", f"{r.task_id} — {r.task_title}" if r.task_title else r.task_id)
+    t.add_row("run", f"{r.run_id}  ({r.created_at}, {_num(r.duration_s, '.1f')} s)")
+    t.add_row("status", Text(r.status.upper(), style=STATUS_STYLE.get(r.status, "bold yellow")))
+    t.add_row("backend", f"{r.backend or 'none'} on {r.target} — {r.backend_reason or 'not chosen'}")
+    if r.task_commit:
+        dirty = " (uncommitted changes)" if r.task_dirty else ""
+        t.add_row("commit", f"{r.task_commit[:12]}{dirty}")
+    t.add_row("seeds", ", ".join(map(str, r.seeds)) or "-")
+    versions = ", ".join(f"{k} {v}" for k, v in r.versions.items() if isinstance(v, str))
+    if versions:
+        t.add_row("versions", versions)
+    sdk = r.versions.get("sdk")
+    if isinstance(sdk, dict):
+        t.add_row("sdk", ", ".join(f"{k} {v}" for k, v in sdk.items() if k != "fake") + (" (fake SDK)" if sdk.get("fake") else ""))
+    return t
+
+
+def render_error(r: RunResult) -> RenderableType | None:
+    if not r.error:
+        return None
+    e = r.error
+    where = f" at {e['file']}:{e['line']}" if e.get("file") and e.get("line") else (f" in {e['file']}" if e.get("file") else "")
+    return Text.assemble(("error ", "bold red"), (f"({e.get('kind', 'error')})", "red"), f"{where}: {e.get('message', '')}")
+
+
+def render_phases(r: RunResult) -> RenderableType:
+    t = Table(title="phases", title_justify="left", show_edge=False, pad_edge=False)
+    t.add_column("phase")
+    t.add_column("status")
+    t.add_column("time", justify="right")
+    t.add_column("detail", overflow="fold")
+    for p in r.phases:
+        dur = p.get("duration_s")
+        t.add_row(p["name"], Text(p.get("status", ""), style=PHASE_STYLE.get(p.get("status", ""), "")),
+                  f"{dur:.3f} s" if isinstance(dur, (int, float)) else "-", p.get("detail", ""))
+    return t
+
+
+def render_checks(r: RunResult) -> RenderableType:
+    t = Table(title="checks", title_justify="left", show_edge=False, pad_edge=False)
+    t.add_column("")
+    t.add_column("check")
+    t.add_column("detail", overflow="fold")
+    for c in r.checks:
+        t.add_row(_mark(c.passed), c.title, c.detail)
+    if not r.checks:
+        t.add_row(_mark(None), "no checks ran", "")
+    return t
+
+
+def render_seed_metrics(r: RunResult) -> RenderableType | None:
+    rows = [(s, o) for s in r.seed_results for o in s.outputs]
+    if not rows and not any(s.error for s in r.seed_results):
+        return None
+    t = Table(title="outputs per seed (float64 comparison)", title_justify="left", show_edge=False, pad_edge=False)
+    for col in ("output", "seed", "", "max abs", "max rel", "max ULP", "rel L2", "mismatches", "NaN/Inf"):
+        if col in ("max abs", "max rel", "rel L2", "NaN/Inf"):  # a cut number (3.47e-…) is worse than a wrapped count
+            t.add_column(col, justify="right", no_wrap=True, min_width=len(col) if col == "NaN/Inf" else 8)
+        else:
+            t.add_column(col, justify="right" if col not in ("output", "") else "left", overflow="fold")
+    for s in r.seed_results:
+        if s.error and not s.outputs:
+            t.add_row("-", str(s.seed), _mark(False), Text(s.error.get("message", "")[:80], style="red"), "", "", "", "", "")
+        for o in s.outputs:
+            if "error" in o and "max_abs" not in o:
+                t.add_row(o.get("name", "?"), str(s.seed), _mark(False), Text(o["error"][:80], style="red"), "", "", "", "", "")
+                continue
+            nf = o.get("nonfinite") or {}
+            nonfinite = nf.get("actual_nan", 0) + nf.get("actual_posinf", 0) + nf.get("actual_neginf", 0)
+            t.add_row(o["name"], str(s.seed), _mark(o.get("passed")), _num(o.get("max_abs")), _num(o.get("max_rel")),
+                      _num(o.get("max_ulp"), "g"), _num(o.get("rel_l2")), f"{o.get('mismatches', 0)}/{o.get('count', 0)}",
+                      str(nonfinite))
+    return t
+
+
+def render_numerics(r: RunResult) -> RenderableType | None:
+    audit = r.numerics_audit()
+    if audit is None:
+        return None
+    from nkitui.evaluate.present.numerics import render_audit
+
+    return render_audit(audit)
+
+
+def bar(percent: float, width: int = BAR_WIDTH) -> str:
+    p = max(0.0, min(100.0, percent))
+    full = int(round(p / 100 * width))
+    return "█" * full + "░" * (width - full)
+
+
+def render_timing(r: RunResult) -> RenderableType | None:
+    t = r.timing
+    if not t:
+        return None
+    lines = [Text("timing", style="bold")]
+    kind = t.get("kind", "?")
+    if kind == "estimated":
+        lines.append(Text(f"  estimated {_num(t.get('median_us'), '.2f')} µs ({t.get('source', 'cost model')}; {t.get('note', '')})"))
+    else:
+        ci = t.get("ci95_us") or [None, None]
+        lines.append(Text(
+            f"  measured median {_num(t.get('median_us'), '.2f')} µs, IQR {_num(t.get('iqr_us'), '.2f')} µs, "
+            f"min {_num(t.get('min_us'), '.2f')} µs, 95% CI of the median [{_num(ci[0], '.2f')}, {_num(ci[1], '.2f')}] µs"))
+        lines.append(Text(f"  {t.get('samples', 0)} timed launches after {t.get('warmup', 0)} warm-up; {t.get('stopped', '')}"))
+        lines.append(Text(f"  method: {t.get('method', '')}; {t.get('rechecked', 0)} launches re-checked, "
+                          f"{t.get('recheck_failure_count', 0)} differed"))
+        device = t.get("device")
+        if isinstance(device, dict):
+            lines.append(Text(f"  device (nki.benchmark) p50 {_num(device.get('median_us'), '.2f')} µs"))
+        if isinstance(t.get("profile_total_time_us"), (int, float)):
+            lines.append(Text(f"  profiler total_time {t['profile_total_time_us']:.2f} µs"))
+    return Group(*lines)
+
+
+def render_utilisation(r: RunResult) -> RenderableType | None:
+    u = r.utilisation
+    if not u:
+        return None
+    source = u.get("source", "?")
+    parts: list[RenderableType] = [Text.assemble(("engine utilisation ", "bold"), (f"({source}", "italic"),
+                                                 (f", {u.get('tool', '')})" if u.get("tool") else ")", "italic"))]
+    for lane, stats in (u.get("engines") or {}).items():
+        pct = stats.get("active_time_percent", 0.0) if isinstance(stats, dict) else 0.0
+        parts.append(Text(f"  {lane:<7} {bar(float(pct))} {float(pct):5.1f}%"))
+    summary = u.get("summary") or {}
+    extra = [(k, summary.get(k)) for k in ("mfu_estimated_percent", "mbu_estimated_percent", "hfu_estimated_percent")]
+    shown = ", ".join(f"{k.split('_')[0].upper()} {v:.1f}%" for k, v in extra if isinstance(v, (int, float)))
+    total = u.get("total_time")
+    if isinstance(total, (int, float)):
+        shown = f"total {total * 1e6:.2f} µs" + (f", {shown}" if shown else "")
+    if shown:
+        parts.append(Text(f"  {shown}"))
+    return Group(*parts)
+
+
+def render_findings(r: RunResult) -> RenderableType | None:
+    others = [f for f in r.findings if f.get("source") != "numerics"]
+    if not others:
+        return None
+    parts: list[RenderableType] = [Text(f"findings ({len(others)})", style="bold")]
+    for f in others:
+        where = f" {f['file']}:{f['line']}" if f.get("file") and f.get("line") else ""
+        parts.append(Text.assemble((f"[{f.get('severity', '?')}] ", SEVERITY_STYLE.get(f.get("severity", ""), "")),
+                                   (f.get("rule", ""), "bold"), where, f"  {f.get('title', '')}"))
+        parts.append(Text(f"    {f.get('message', '')}"))
+    return Group(*parts)
+
+
+def render_result(r: RunResult, *, numerics: bool = True, log_lines: int = 15) -> RenderableType:
+    parts: list[RenderableType | None] = [
+        render_header(r), render_error(r), render_phases(r), render_checks(r), render_seed_metrics(r),
+        render_numerics(r) if numerics else None, render_timing(r), render_utilisation(r), render_findings(r),
+    ]
+    if r.notes:
+        parts.append(Group(Text("notes", style="bold"), *[Text(f"  {n}") for n in r.notes]))
+    if not r.finished or r.status == "failed" and r.error:
+        tail = r.log_excerpt[-log_lines:]
+        if tail:
+            parts.append(Group(Text("log (last lines)", style="bold"), *[Text(f"  {line}", style="dim") for line in tail]))
+    return Group(*(p for p in parts if p is not None))
+
+
+# -- A/B comparison -------------------------------------------------------------------------------
+
+CHANGE_STYLE = {"better": "green", "worse": "bold red", "same": "dim", "n/a": "dim"}
+
+
+def _run_line(label: str, r: RunResult | None, run_id: str) -> Text:
+    if r is None:
+        return Text(f"{label}  {run_id}")
+    return Text.assemble((f"{label}  ", "bold"), f"{r.run_id}  ", (r.status, STATUS_STYLE.get(r.status, "bold yellow")),
+                         f"  {r.backend or 'no backend'}/{r.target}  {r.created_at}"
+                         + (f"  commit {r.task_commit[:12]}" if r.task_commit else ""))
+
+
+def render_comparison(cmp: Any, a: RunResult | None = None, b: RunResult | None = None) -> RenderableType:
+    """A/B comparison of two runs (nkitui.evaluate.run.store.RunComparison: b against a)."""
+    parts: list[RenderableType] = [Text("A/B comparison (B against A)", style="bold"), _run_line("A", a, cmp.a),
+                                   _run_line("B", b, cmp.b)]
+    same = ("same task" if cmp.same_task else "different tasks") + (", same commit" if cmp.same_commit else "")
+    parts.append(Text(f"   {same}", style="dim"))
+    for note in cmp.notes:
+        parts.append(Text(f"   note: {note}", style="yellow"))
+
+    checks = Table(title="checks", title_justify="left", show_edge=False, pad_edge=False)
+    for col in ("check", "A", "B", "A→B"):
+        checks.add_column(col)
+    for c in cmp.checks:
+        changed = c["a"] != c["b"]
+        checks.add_row(c["id"], _mark(c["a"]), _mark(c["b"]), Text("changed", style="bold yellow") if changed else "")
+    if not cmp.checks:
+        checks.add_row("no checks in either run", "", "", "")
+    parts.append(checks)
+
+    if cmp.metrics:
+        metrics = Table(title="worst metric over seeds", title_justify="left", show_edge=False, pad_edge=False)
+        for col in ("output", "metric", "A", "B", "change"):
+            metrics.add_column(col, justify="right" if col in ("A", "B") else "left")
+        for m in cmp.metrics:
+            metrics.add_row(m.output, m.metric, _num(m.a), _num(m.b), Text(m.change, style=CHANGE_STYLE.get(m.change, "")))
+        parts.append(metrics)
+
+    t = cmp.timing or {}
+    line = Text("timing  ", style="bold")
+    if isinstance(t.get("a_us"), (int, float)) and isinstance(t.get("b_us"), (int, float)):
+        line.append(f"A {t['a_us']:.2f} µs ({t.get('a_kind', '?')}) → B {t['b_us']:.2f} µs ({t.get('b_kind', '?')})")
+        if isinstance(t.get("speedup"), (int, float)):
+            line.append(f", speed-up {t['speedup']:.3g}x")
+    line.append(f"  — {t.get('verdict', 'no timing to compare')}")
+    parts.append(line)
+
+    if cmp.utilisation:
+        util = Table(title="engine utilisation (active time %)", title_justify="left", show_edge=False, pad_edge=False)
+        for col in ("engine", "A", "B", "B - A"):
+            util.add_column(col, justify="left" if col == "engine" else "right")
+        for u in cmp.utilisation:
+            delta = u["b"] - u["a"] if isinstance(u["a"], (int, float)) and isinstance(u["b"], (int, float)) else None
+            util.add_row(u["lane"], _num(u["a"], ".1f"), _num(u["b"], ".1f"), _num(delta, "+.1f"))
+        parts.append(util)
+
+    perf = cmp.performance or {}
+    if perf:
+        parts.append(Text.assemble(("cost model / profile  ", "bold"), str(perf.get("headline", ""))))
+        for w in perf.get("warnings") or []:
+            parts.append(Text(f"   note: {w}", style="yellow"))
+    return Group(*parts)
+
+
+def comparison_text(cmp: Any, a: RunResult | None = None, b: RunResult | None = None, width: int = 100) -> str:
+    buf = io.StringIO()
+    Console(file=buf, width=width, color_system=None, force_terminal=False, highlight=False).print(render_comparison(cmp, a, b))
+    return buf.getvalue()
+
+
+def result_text(r: RunResult, width: int = 100, **kwargs: Any) -> str:
+    buf = io.StringIO()
+    Console(file=buf, width=width, color_system=None, force_terminal=False, highlight=False).print(render_result(r, **kwargs))
+    return buf.getvalue()
