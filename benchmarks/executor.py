@@ -96,7 +96,7 @@ def evaluation_first_phase(repeats: int) -> float:
     )
     times = []
     for _ in range(repeats):
-        handle = start_evaluation(EvaluationRequest(folder, static=False, store=False))
+        handle = start_evaluation(EvaluationRequest.of(folder, static=False, store=False))
         spawned = handle._spawned_at  # noqa: SLF001 - the benchmark measures from the spawn itself
         for event in handle.events():
             if isinstance(event, PhaseEvent):

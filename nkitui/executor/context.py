@@ -147,3 +147,9 @@ class PhaseHandle:
     def skip(self, reason: str) -> None:
         self.status = "skipped"
         self.detail = reason
+
+    def fail(self, detail: str) -> None:
+        """The phase ran to its end but a check it decides failed: it ends "failed", so a log filtered
+        to warnings and errors shows it."""
+        self.status = "failed"
+        self.detail = detail

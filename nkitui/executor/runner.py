@@ -35,7 +35,16 @@ from pathlib import Path
 from typing import Any
 
 from nkitui.executor.env import scrubbed_env
-from nkitui.executor.events import ErrorEvent, Event, LogEvent, PhaseEvent, ProgressEvent, ResultEvent, parse_line
+from nkitui.executor.events import (
+    BackendEvent,
+    ErrorEvent,
+    Event,
+    LogEvent,
+    PhaseEvent,
+    ProgressEvent,
+    ResultEvent,
+    parse_line,
+)
 from nkitui.executor.exitstatus import ExitReport, describe_exit
 from nkitui.executor.job import WorkerJob
 from nkitui.executor.limits import Limits
@@ -75,6 +84,7 @@ class WorkerOutcome:
     startup_s: float | None  # spawn -> first event
     stream_bytes: dict[str, int] = field(default_factory=dict)
     crash_location: tuple[str, int] | None = None  # from a faulthandler traceback on stderr
+    backend: BackendEvent | None = None  # the backend the worker announced (kept when it dies later)
 
 
 class _EventStreamParser:
@@ -125,8 +135,12 @@ class RunHandle:
         finalizer: Callable[[WorkerOutcome], tuple[Any, list[Event]]] | None = None,
         command: list[str] | None = None,
         queue_batches: int = QUEUE_BATCHES,
+        requests: bool = False,
+        popen_options: Callable[[Scratch], dict[str, Any]] | None = None,
     ) -> None:
         self.job = job
+        self._requests = requests  # a pipe on the worker's stdin for send() (untrusted children are servers)
+        self._popen_options = popen_options
         self.run_id = job.run_id
         self.limits = job.limits
         self._finalizer = finalizer
@@ -158,6 +172,7 @@ class RunHandle:
         self.current_phase: str | None = None
         self.progress: tuple[int, int] = (0, 0)
         self.result_dict: dict[str, Any] | None = None
+        self.backend: BackendEvent | None = None
         self.result: Any = None
         self.exit: ExitReport | None = None
         self.outcome: WorkerOutcome | None = None
@@ -187,10 +202,15 @@ class RunHandle:
             env = scrubbed_env(scratch=self._scratch.root, extra=self.job.extra_env,
                                python_path=[*self.job.python_path, _PACKAGE_PARENT])
             command = self._command or worker_command(self._scratch.job_path, kernel_w)
+            options: dict[str, Any] = {"start_new_session": True}
+            if self._popen_options is not None:
+                extra = dict(self._popen_options(self._scratch))
+                env.update(extra.pop("env", None) or {})
+                options.update(extra)
             self._spawned_at = time.perf_counter()
             self._proc = subprocess.Popen(
-                command, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                pass_fds=(kernel_w,), cwd=self._scratch.work, env=env, start_new_session=True, bufsize=0,
+                command, stdin=subprocess.PIPE if self._requests else subprocess.DEVNULL, stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE, pass_fds=(kernel_w,), cwd=self._scratch.work, env=env, bufsize=0, **options,
             )
         except BaseException:
             os.close(kernel_r)
@@ -302,6 +322,29 @@ class RunHandle:
             self._kill_group(signal.SIGKILL)
 
     # -- control ---------------------------------------------------------------------------------
+    def send(self, message: dict[str, Any]) -> bool:
+        """Write one JSON line to the worker's stdin (handles started with `requests=True`).
+        False when the worker is gone (its stdin is closed)."""
+        proc = self._proc
+        if proc is None or proc.stdin is None:
+            return False
+        data = (json.dumps(message, separators=(",", ":"), allow_nan=False) + "\n").encode("utf-8")
+        try:
+            proc.stdin.write(data)
+            proc.stdin.flush()
+        except (BrokenPipeError, OSError, ValueError):
+            return False
+        return True
+
+    def kill(self) -> None:
+        """SIGKILL the worker's process group now, without the grace period (for untrusted children,
+        which have nothing to save)."""
+        with self._lock:
+            if self._exited.is_set():  # its process group id may belong to someone else by now
+                return
+            self._cancel_requested = True
+        self._kill_group(signal.SIGKILL)
+
     def cancel(self) -> None:
         """Stop the run (returns at once). The events stream ends with a 'cancelled' error."""
         with self._lock:
@@ -316,6 +359,11 @@ class RunHandle:
         self._abandoned.set()
 
     # -- status ----------------------------------------------------------------------------------
+    @property
+    def scratch(self) -> Scratch | None:
+        """The run's scratch folder (removed once the worker has exited)."""
+        return self._scratch
+
     @property
     def pid(self) -> int | None:
         return self._proc.pid if self._proc else None
@@ -412,6 +460,8 @@ class RunHandle:
             self.log.append(LogEvent("executor", f"error ({ev.kind}): {ev.message}", "error"))
         elif isinstance(ev, ResultEvent):
             self.result_dict = ev.result
+        elif isinstance(ev, BackendEvent):
+            self.backend = ev
 
     def _crash_location(self) -> tuple[str, int] | None:
         if self._scratch is None:
@@ -457,6 +507,7 @@ class RunHandle:
             run_id=self.run_id, exit=report, limits=self.limits, result=self.result_dict, errors=list(self.errors),
             phases=list(self.phases), log=self.log, started_at=self.started_at, ended_at=self.ended_at,
             elapsed_s=elapsed, startup_s=self.startup_s, stream_bytes=dict(self._stream_bytes), crash_location=crash,
+            backend=self.backend,
         )
         if self._finalizer is not None:
             try:
@@ -476,9 +527,11 @@ class RunHandle:
         return final
 
     def _cleanup(self) -> None:
-        for stream in (self._proc.stdout, self._proc.stderr) if self._proc else ():
+        for stream in (self._proc.stdin, self._proc.stdout, self._proc.stderr) if self._proc else ():
+            if stream is None:
+                continue
             try:
-                stream.close()  # type: ignore[union-attr]
+                stream.close()
             except OSError:
                 pass
 
@@ -489,11 +542,15 @@ def start_worker(
     finalizer: Callable[[WorkerOutcome], tuple[Any, list[Event]]] | None = None,
     on_event: Callable[[Event], None] | None = None,
     command: list[str] | None = None,
+    requests: bool = False,
+    popen_options: Callable[[Scratch], dict[str, Any]] | None = None,
 ) -> RunHandle:
     """Start one worker run. With `on_event`, a dispatcher thread consumes the events and calls it
     for each (exceptions in the callback are logged, never fatal); otherwise iterate
-    `handle.events()` or call `handle.wait()`."""
-    handle = RunHandle(job, finalizer=finalizer, command=command).start()
+    `handle.events()` or call `handle.wait()`. `requests`: keep a pipe on the worker's stdin for
+    `handle.send()`; `popen_options(scratch)`: extra subprocess.Popen arguments (an `env` entry is
+    merged into the scrubbed environment)."""
+    handle = RunHandle(job, finalizer=finalizer, command=command, requests=requests, popen_options=popen_options).start()
     if on_event is not None:
         def dispatch() -> None:
             for ev in handle.events():

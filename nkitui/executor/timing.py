@@ -22,7 +22,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 
-@dataclass
+@dataclass(frozen=True)
 class TimingPolicy:
     warmup: int = 3
     min_repeats: int = 10

@@ -4,13 +4,15 @@ Order of work (nothing from the task is imported before step 6):
  1. keep the original stdout as the *event* descriptor and point fd 1 at the separate pipe the
     parent gave for the kernel's own prints (fd 2 stays the stderr pipe);
  2. say hello, with nothing imported but os and sys (the first event: the parent measures
-    start-up cost up to here); then read the job file;
+    start-up cost up to here); then read the job file; an untrusted child asks to be killed when
+    its parent dies, the evaluator makes itself non-dumpable (see nkitui.executor.prctl);
  3. apply the resource limits (memory, CPU time, file size, no core files);
  4. SIGTERM -> WorkerCancelled (a BaseException, so `except Exception` in a kernel cannot swallow
     it); faulthandler prints a Python traceback on SIGSEGV/SIGABRT to stderr (the log);
- 5. import the job's entry point (numpy and friends come in here), then install the sandbox guard;
+ 5. import the job's entry point (numpy and friends come in here), then install the sandbox guard
+    (not in the evaluator, which runs only nkitui's code and starts the untrusted children);
  6. chdir into the workspace copy, append it to sys.path (last, so a task's numpy.py cannot
-    shadow numpy) and call entry(payload, ctx);
+    shadow numpy; again not for the evaluator) and call entry(payload, ctx);
  7. report anything that escaped as an error event and leave with os._exit (threads a kernel left
     running cannot keep the process alive).
 """
@@ -79,6 +81,16 @@ def main(argv: list[str]) -> int:
         _raw_emit(events_fd, ErrorEvent(kind="invalid-job", message=str(exc)))
         return EXIT_INVALID
 
+    role = str(job.get("role", "generic"))
+    if role == "untrusted" and isinstance(job.get("parent_pid"), int):
+        from nkitui.executor.prctl import die_with_parent
+
+        die_with_parent(job["parent_pid"])  # never outlive the evaluator (this child runs task code)
+    elif role == "evaluator":
+        from nkitui.executor.prctl import not_dumpable
+
+        not_dumpable()  # the untrusted children it starts cannot open its /proc entries (its pipes)
+
     from pathlib import Path
 
     from nkitui.executor.context import WorkerCancelled, WorkerContext
@@ -100,12 +112,14 @@ def main(argv: list[str]) -> int:
     code = EXIT_INTERNAL
     try:
         entry = _import_entry(str(job["entry"]))
-        from nkitui.executor.sandbox import install_guard
+        if role != "evaluator":  # the evaluator is nkitui's own code and starts the children itself
+            from nkitui.executor.sandbox import install_guard
 
-        install_guard([str(ctx.scratch)], allow_processes=bool(job.get("allow_subprocess", False)),
-                      task_root=str(ctx.workspace))
+            install_guard([str(ctx.scratch)], allow_processes=bool(job.get("allow_subprocess", False)),
+                          task_root=str(ctx.workspace))
         os.chdir(ctx.workspace)
-        sys.path.append(str(ctx.workspace))
+        if role != "evaluator":  # the evaluator never imports from the task, so the task is not on its path
+            sys.path.append(str(ctx.workspace))
         code = int(entry(job.get("payload", {}), ctx) or 0)
     except WorkerCancelled:
         code = EXIT_CANCELLED

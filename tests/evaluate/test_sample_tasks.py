@@ -13,7 +13,7 @@ import pytest
 
 from nkitui.common.resources import bundled_dir
 from nkitui.evaluate.numerics import findings as rules
-from nkitui.evaluate.calls import kernel_runner, load_reference
+from tests.helpers.inprocess import kernel_runner, load_reference
 from nkitui.evaluate.numerics.inputs import make_inputs
 from nkitui.evaluate.numerics.audit import check_outputs, partial_sum_magnitudes, run_numerics_audit
 from nkitui.evaluate.numerics.precision import isolate_precision

@@ -37,7 +37,7 @@ def _strict_json(text: str):
 def test_every_sample_task_exits_with_the_contracts_code():
     def check(name: str):
         # every check that decides the exit code runs (trials, precision); one seed keeps it short
-        return name, run_check(EvaluationRequest(SAMPLES / name, seeds=1, static=False, store=False))
+        return name, run_check(EvaluationRequest.of(SAMPLES / name, seeds=1, static=False, store=False))
 
     with ThreadPoolExecutor(max_workers=2) as pool:
         outcomes = dict(pool.map(check, TASKS))

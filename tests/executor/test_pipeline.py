@@ -133,7 +133,7 @@ def test_every_optional_phase_on_a_real_kernel(tmp_path):
     task = write_task(tmp_path / "full")
     result = run(task, static=True, trials=True, precision=True, mutants=True)
     names = [p["name"] for p in result.phases]
-    assert names == ["load", "static", "compile", "run", "reference", "compare", "trials", "precision", "mutants", "profile"]
+    assert names == ["load", "static", "reference", "compile", "run", "compare", "trials", "precision", "mutants", "profile"]
     assert result.status == "passed", [c for c in result.checks if not c.passed]
     audit = result.numerics_audit()
     assert audit.trials is not None and audit.trials.adversarial

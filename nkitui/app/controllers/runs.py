@@ -78,11 +78,11 @@ class RunController:
 
     def evaluation_request(self) -> Any:
         """The request a run makes (tests may override it to skip slow checks)."""
-        from nkitui.evaluate.run import EvaluationRequest
+        from nkitui.evaluate.options import EvaluationRequest
 
         task = self.audit_task  # type: ignore[attr-defined]
         backend = self.backend_choice  # type: ignore[attr-defined]
-        return EvaluationRequest(task.root, backend=backend, target=self.target)  # type: ignore[attr-defined]
+        return EvaluationRequest.of(task.root, backend=backend, target=self.target)  # type: ignore[attr-defined]
 
     @work(thread=True, name="run", group="run", exit_on_error=False)
     def run_evaluation(self) -> None:

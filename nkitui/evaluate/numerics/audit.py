@@ -1,14 +1,21 @@
-"""The whole numerics audit of one task in one call, for the pipeline, `nkitui check` and the UI.
+"""The numerics audit of one task: ONE orchestration, step by step, used by the pipeline (one phase
+per step) and, all at once, by `run_numerics_audit` for callers holding plain callables.
 
-    audit = run_numerics_audit(outputs, runner, reference, make_inputs, seeds, op,
-                               nki_source=text, nki_file="port.py", run_source=run_source,
-                               goldens=goldens)
-    audit.to_dict()      # JSON for the run result; NumericsAudit.from_dict() reads it back
+    auditor = NumericsAuditor(outputs, reference, make_inputs, seeds, op, AuditOptions(...))
+    auditor.ask_reference()          # every reference output the audit will need, asked up front
+    auditor.compare(seed, actual)    # each seed in order: metrics; advice and sanity on the first
+    auditor.trials(runner)           # adversarial inputs (built while asking the reference)
+    auditor.precision(runner)        # precise off vs on
+    auditor.goldens(runner)          # the recorded GPU outputs
+    auditor.mutants(run_source, nki_source, nki_file)
+    audit = auditor.audit()          # NumericsAudit: first-seed metrics, advice, every report, findings
 
-Steps: the first seed's run is compared output by output (metrics, tolerance advice, warnings
-about the tolerance itself, diagnosis of failures); then trials (all seeds, adversarial inputs),
-precision isolation, mutants and GPU goldens, each optional. `check_outputs` is the first step on
-its own, for callers that ran the kernel themselves.
+    audit = run_numerics_audit(outputs, runner, reference, make_inputs, seeds, op, ...)
+
+All the reference's answers are asked for in `ask_reference`, before any kernel output exists:
+the pipeline then seals the reference (RecordedReference), so the judging steps replay answers
+and the reference process can end before the kernel's code is ever imported. `check_outputs` is
+the first comparison on its own, for callers that ran the kernel themselves.
 """
 
 from __future__ import annotations
@@ -26,9 +33,18 @@ from nkitui.evaluate.numerics.goldens import GoldenReport, Goldens, compare_gold
 from nkitui.evaluate.numerics.metrics import OutputMetrics, ShapeMismatchError, compute_metrics
 from nkitui.evaluate.numerics.mutants import MutationReport, generate_mutants, run_mutants
 from nkitui.evaluate.numerics.precision import PrecisionReport, isolate_precision
-from nkitui.evaluate.numerics.callables import InputMaker, KernelRunner, ReferenceFn, RunOptions, SourceRunner, describe_exception
+from nkitui.evaluate.numerics.adversarial import AdversarialCase, make_adversarial_cases, output_dtype_names
+from nkitui.evaluate.numerics.callables import (
+    InputMaker,
+    KernelRunner,
+    ReferenceFn,
+    RunOptions,
+    SourceRunner,
+    abs_inputs,
+    describe_exception,
+)
 from nkitui.evaluate.numerics.tolerance import Comparison, Reference
-from nkitui.evaluate.numerics.trials import LINEAR_OPS, TrialsReport, run_trials
+from nkitui.evaluate.numerics.trials import LINEAR_OPS, TrialsReport, adversarial_reference_inputs, run_trials
 
 Progress = Callable[[str], None]
 
@@ -93,7 +109,7 @@ def partial_sum_magnitudes(
         return {}
     try:
         with np.errstate(all="ignore"):
-            abs_out = reference({n: np.abs(np.asarray(v).astype(np.float64)) for n, v in inputs.items()})
+            abs_out = reference(abs_inputs(inputs))
     except Exception:  # noqa: BLE001 - the proxy is optional: without it the model uses the output's rms
         return {}
     out = {}
@@ -164,6 +180,196 @@ def _metrics_of(spec: Any, got: np.ndarray, ref: np.ndarray, advised: Mapping[st
     return compute_metrics(spec.name, got, cmp.ref, spec.tolerance, spec.dtype, conventions=advised, comparison=cmp), cmp
 
 
+@dataclass(frozen=True)
+class AuditOptions:
+    """Which steps run, and their settings (the defaults are `nkitui check`'s)."""
+
+    trials: bool = True
+    adversarial: bool = True
+    precision: bool = True
+    goldens: bool = True
+    mutants: bool = False
+    max_mutants_per_operator: int = 2
+    accumulation_dtype: str = "float32"
+    precise: bool = True  # the mode of the seeds' runs (precision isolation runs both)
+
+
+@dataclass
+class SeedComparison:
+    seed: int
+    metrics: list[OutputMetrics] = field(default_factory=list)
+    error: str | None = None  # a shape mismatch: nothing was compared
+
+    @property
+    def passed(self) -> bool:
+        return self.error is None and all(m.passed for m in self.metrics)
+
+
+class NumericsAuditor:
+    """The numerics of one task, one step at a time (see the module docstring)."""
+
+    def __init__(
+        self,
+        outputs: Sequence[Any],
+        reference: ReferenceFn,
+        make_inputs: InputMaker,
+        seeds: Sequence[int],
+        op: str | None = None,
+        options: AuditOptions = AuditOptions(),
+        goldens: Goldens | None = None,
+    ) -> None:
+        self.outputs = list(outputs)
+        self.reference = reference
+        self.make_inputs = make_inputs
+        self.seeds = list(seeds) or [0]
+        self.op = op
+        self.options = options
+        self.golden_data = goldens
+        self.inputs: dict[int, dict[str, np.ndarray]] = {}
+        self.references: dict[int, dict[str, np.ndarray]] = {}
+        self.reference_errors: dict[int, BaseException] = {}
+        self.magnitudes: dict[str, float] = {}
+        self.cases: list[AdversarialCase] = []
+        self.actual: dict[int, dict[str, np.ndarray]] = {}
+        self.comparisons: dict[int, SeedComparison] = {}
+        self.first_metrics: list[OutputMetrics] = []
+        self.advice: list[ToleranceAdvice] = []
+        self.findings: list[Finding] = []
+        self.trials_report: TrialsReport | None = None
+        self.precision_report: PrecisionReport | None = None
+        self.golden_report: GoldenReport | None = None
+        self.mutation_report: MutationReport | None = None
+        self.error: str | None = None
+
+    # -- step 1: everything the reference is asked ------------------------------------------------
+    def ask_reference(self, stop_on_error: bool = True, announce: Callable[[str], None] | None = None) -> None:
+        """The reference on every seed, the partial-sum magnitudes, the adversarial cases (built from
+        the reference's answers) and the reference on them, and on the golden inputs. A seed the
+        reference fails on raises at once (`stop_on_error`) or is kept in `reference_errors`.
+        `announce(what)` is told what is asked next ("seed 1", "adversarial inputs", ...)."""
+        say = announce or (lambda _what: None)
+        for seed in self.seeds:
+            say(f"seed {seed}")
+            inputs = self.make_inputs(seed)
+            self.inputs[seed] = inputs
+            try:
+                with np.errstate(all="ignore"):
+                    self.references[seed] = _named(self.reference(dict(inputs)), self.outputs, "the reference")
+            except Exception as exc:
+                if stop_on_error:
+                    raise
+                self.reference_errors[seed] = exc
+        first = self.seeds[0]
+        if first not in self.references:
+            return
+        say(f"|inputs| of seed {first}")
+        self.magnitudes = partial_sum_magnitudes(self.reference, self.inputs[first], self.outputs, self.op)
+        if self.options.trials and self.options.adversarial and self.outputs:
+            say("adversarial inputs")
+            k = reduction_length_for(self.outputs[0], self.inputs[first], self.op)[0]
+            self.cases = make_adversarial_cases(self.inputs[first], lambda i: _named(self.reference(dict(i)), self.outputs,
+                                                                                     "the reference"),
+                                                self.op, output_dtype_names(self.outputs), k, first)
+            for case in self.cases:
+                for inputs in adversarial_reference_inputs(case, self.op):
+                    try:
+                        with np.errstate(all="ignore"):
+                            self.reference(dict(inputs))
+                    except Exception:  # noqa: BLE001 - the judging step meets (and reports) the same failure
+                        pass
+        if self.options.goldens and self.golden_data is not None:
+            say("the goldens' inputs")
+            try:
+                with np.errstate(all="ignore"):
+                    self.reference(dict(self.golden_data.inputs))
+            except Exception:  # noqa: BLE001 - compare_goldens reports it
+                pass
+
+    # -- step 2: the seeds' outputs ---------------------------------------------------------------
+    def compare(self, seed: int, actual: Mapping[str, np.ndarray]) -> SeedComparison:
+        """Metrics of one seed's outputs (natural layout); the first compared seed also gets the
+        tolerance advice, the tolerance's sanity findings and the diagnosis; later seeds are judged
+        under that advice."""
+        inputs, expected = self.inputs[seed], self.references[seed]
+        context = f"with seed {seed}"
+        try:
+            if not self.first_metrics:
+                metrics, advice, findings = check_outputs(self.outputs, inputs, actual, expected, self.op,
+                                                          accumulation_dtype=self.options.accumulation_dtype,
+                                                          magnitudes=self.magnitudes, context=context)
+                self.first_metrics, self.advice = metrics, advice
+            else:
+                metrics, findings = compare_seed(self.outputs, actual, expected, self.advice, context=context)
+        except ShapeMismatchError as exc:
+            result = SeedComparison(seed, error=str(exc))
+            self.comparisons[seed] = result
+            return result
+        self.actual[seed] = {k: np.asarray(v) for k, v in actual.items()}
+        self.findings.extend(findings)
+        result = SeedComparison(seed, list(metrics))
+        self.comparisons[seed] = result
+        return result
+
+    def compared_seeds(self) -> list[int]:
+        return [s for s in self.seeds if s in self.comparisons and self.comparisons[s].error is None]
+
+    # -- later steps --------------------------------------------------------------------------
+    def trials(self, runner: KernelRunner) -> TrialsReport:
+        seeds = self.compared_seeds()
+        done = {s: (self.inputs[s], self.actual[s], self.references[s], self.comparisons[s].metrics) for s in seeds}
+        report = run_trials(runner, self.reference, self.make_inputs, seeds, self.outputs, self.op,
+                            adversarial=self.options.adversarial, precise=self.options.precise,
+                            accumulation_dtype=self.options.accumulation_dtype, precomputed=done, cases=self.cases)
+        self.trials_report = report
+        self.findings.extend(report.findings)
+        return report
+
+    def precision(self, runner: KernelRunner) -> PrecisionReport:
+        seed = self.compared_seeds()[0]
+        report = isolate_precision(runner, self.reference, self.inputs[seed], self.outputs, self.op)
+        self.precision_report = report
+        self.findings.extend(report.findings)
+        return report
+
+    def goldens(self, runner: KernelRunner) -> GoldenReport | None:
+        if self.golden_data is None:
+            return None
+        report = compare_goldens(runner, self.reference, self.golden_data, self.outputs, self.op)
+        self.golden_report = report
+        self.findings.extend(report.findings)
+        return report
+
+    def mutants(self, run_source: SourceRunner, nki_source: str, nki_file: str) -> MutationReport:
+        try:
+            candidates = generate_mutants(nki_source, nki_file, self.options.max_mutants_per_operator)
+        except SyntaxError as exc:
+            self.mutation_report = MutationReport(error=str(exc))
+            return self.mutation_report
+        seed = self.compared_seeds()[0]
+        report = run_mutants(candidates, run_source, self.inputs[seed], self.references[seed], self.outputs,
+                             original_outputs=self.actual[seed], advised={a.name: a.policy for a in self.advice})
+        self.mutation_report = report
+        self.findings.extend(report.findings)
+        return report
+
+    def add_findings(self, findings: Sequence[Finding]) -> None:
+        self.findings.extend(findings)
+
+    def audit(self) -> NumericsAudit:
+        return NumericsAudit(
+            outputs=tuple(self.first_metrics), advice=tuple(self.advice), trials=self.trials_report,
+            precision=self.precision_report, mutants=self.mutation_report, goldens=self.golden_report,
+            findings=tuple(sort_findings(_dedupe(self.findings))), error=self.error,
+        )
+
+
+def _named(raw: Mapping[str, Any], outputs: Sequence[Any], who: str) -> dict[str, np.ndarray]:
+    missing = [o.name for o in outputs if o.name not in raw]
+    if missing:
+        raise KeyError(f"{who} returned no output named {', '.join(missing)} (it returned {', '.join(raw) or 'nothing'})")
+    return {o.name: np.asarray(raw[o.name]) for o in outputs}
+
+
 def run_numerics_audit(
     outputs: Sequence[Any],
     runner: KernelRunner,
@@ -176,69 +382,52 @@ def run_numerics_audit(
     nki_file: str = "kernel.py",
     run_source: SourceRunner | None = None,
     goldens: Goldens | None = None,
+    options: AuditOptions | None = None,
     trials: bool = True,
     adversarial: bool = True,
     precision: bool = True,
     mutants: bool = True,
-    max_mutants_per_operator: int = 3,
-    accumulation_dtype: str = "float32",
     progress: Progress | None = None,
 ) -> NumericsAudit:
-    """Every numerics check on a task. `outputs` are the task's output specs (name, shape, dtype,
-    tolerance, reduction_length); arrays are in the natural layout on both sides of the callables."""
+    """Every numerics check on a task, through plain callables (natural layout on both sides): the
+    same steps as the pipeline's phases. `options` wins over the step switches."""
+    opts = options or AuditOptions(trials=trials, adversarial=adversarial, precision=precision,
+                                   mutants=mutants and nki_source is not None and run_source is not None)
     say = progress or (lambda _msg: None)
-    seeds = list(seeds) or [0]
-    first = seeds[0]
-    say(f"seed {first}: running the port and the reference")
-    inputs = make_inputs(first)
+    auditor = NumericsAuditor(outputs, reference, make_inputs, seeds, op, opts, goldens=goldens)
+    say("asking the reference")
     try:
-        with np.errstate(all="ignore"):
-            ref = reference(dict(inputs))
-            got = runner(dict(inputs), RunOptions(precise=True, label=f"seed {first}"))
-        missing = [o.name for o in outputs if o.name not in got or o.name not in ref]
-        if missing:
-            raise KeyError(f"output(s) {', '.join(missing)} missing from the port's or the reference's results")
-        magnitudes = partial_sum_magnitudes(reference, inputs, outputs, op)
-        metrics, advice, findings = check_outputs(outputs, inputs, got, ref, op, accumulation_dtype=accumulation_dtype,
-                                                  magnitudes=magnitudes, context=f"with seed {first}")
-    except ShapeMismatchError as exc:
-        return NumericsAudit(error=str(exc))
-    except Exception as exc:  # noqa: BLE001 - the port or the reference raised on the first run
+        auditor.ask_reference()
+    except Exception as exc:  # noqa: BLE001 - the reference raised
         return NumericsAudit(error=describe_exception(exc))
-
-    trials_report = precision_report = mutation_report = golden_report = None
-    if trials:
-        say(f"trials: {len(seeds)} seed(s)" + (" and adversarial inputs" if adversarial else ""))
-        trials_report = run_trials(runner, reference, make_inputs, seeds, outputs, op, adversarial=adversarial,
-                                   accumulation_dtype=accumulation_dtype, precomputed={first: (inputs, got, ref, metrics)})
-        findings += trials_report.findings
-    if precision:
-        say("precision isolation: fp32 and precise runs")
-        precision_report = isolate_precision(runner, reference, inputs, outputs, op)
-        findings += precision_report.findings
-    if mutants and nki_source is not None and run_source is not None:
+    for seed in auditor.seeds:
+        say(f"seed {seed}: running the port")
         try:
-            candidates = generate_mutants(nki_source, nki_file, max_mutants_per_operator)
-        except SyntaxError as exc:
-            mutation_report = MutationReport(error=str(exc))
-        else:
-            say(f"mutants: {len(candidates)} mutated port(s)")
-            mutation_report = run_mutants(candidates, run_source, inputs, ref, outputs, original_outputs=got,
-                                          advised={a.name: a.policy for a in advice})
-            findings += mutation_report.findings
-    if goldens is not None:
+            with np.errstate(all="ignore"):
+                got = _named(runner(dict(auditor.inputs[seed]), RunOptions(precise=opts.precise, label=f"seed {seed}")),
+                             outputs, "the port")
+        except Exception as exc:  # noqa: BLE001 - the port raised
+            if seed == auditor.seeds[0]:
+                return NumericsAudit(error=describe_exception(exc))
+            continue
+        comparison = auditor.compare(seed, got)
+        if comparison.error is not None and seed == auditor.seeds[0]:
+            return NumericsAudit(error=comparison.error)
+    if not auditor.compared_seeds():
+        return NumericsAudit(error="no seed could be compared")
+    if opts.trials:
+        say("trials")
+        auditor.trials(runner)
+    if opts.precision:
+        say("precision isolation: fp32 and precise runs")
+        auditor.precision(runner)
+    if opts.mutants and nki_source is not None and run_source is not None:
+        say("mutants")
+        auditor.mutants(run_source, nki_source, nki_file)
+    if opts.goldens and goldens is not None:
         say("GPU goldens")
-        golden_report = compare_goldens(runner, reference, goldens, outputs, op)
-        findings += golden_report.findings
-    return NumericsAudit(
-        outputs=tuple(metrics),
-        advice=tuple(advice),
-        trials=trials_report,
-        precision=precision_report,
-        mutants=mutation_report,
-        goldens=golden_report,
-        findings=tuple(sort_findings(_dedupe(findings))),
-    )
+        auditor.goldens(runner)
+    return auditor.audit()
 
 
 def _dedupe(findings: list[Finding]) -> list[Finding]:

@@ -41,7 +41,17 @@ def source_kernel_runner(run_source: SourceRunner, source: str) -> KernelRunner:
     return run
 
 
+def abs_inputs(inputs: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """|inputs| in float64: the reference run on them gives the partial sums' magnitude (linear ops).
+    One definition, so the audit asks the reference for exactly the arrays it later judges with."""
+    return {n: np.abs(np.asarray(v).astype(np.float64)) for n, v in inputs.items()}
+
+
 def describe_exception(exc: BaseException) -> str:
-    """One line: the exception type and its message (first line)."""
+    """One line: the exception type and its message (first line); an error that already carries
+    its words (`described`, e.g. a failure reported by the kernel's process) keeps them."""
+    described = getattr(exc, "described", None)
+    if isinstance(described, str) and described:
+        return described
     text = str(exc).strip().splitlines()
     return f"{type(exc).__name__}: {text[0]}" if text else type(exc).__name__

@@ -21,12 +21,19 @@ import numpy as np
 
 from nkitui.common.findings import Finding
 from nkitui.evaluate.numerics import findings as rules
-from nkitui.evaluate.numerics.adversarial import make_adversarial_cases, output_dtype_names
+from nkitui.evaluate.numerics.adversarial import AdversarialCase, make_adversarial_cases, output_dtype_names
 from nkitui.evaluate.numerics.advisor import advise_output, partial_sum_rms, reduction_length_for
 from nkitui.evaluate.numerics.metrics import OutputMetrics, ShapeMismatchError, compute_metrics
 from nkitui.evaluate.numerics.findings import g, numerics_finding
 from nkitui.evaluate.numerics.numjson import jfloat, unjfloat
-from nkitui.evaluate.numerics.callables import InputMaker, KernelRunner, ReferenceFn, RunOptions, describe_exception
+from nkitui.evaluate.numerics.callables import (
+    InputMaker,
+    KernelRunner,
+    ReferenceFn,
+    RunOptions,
+    abs_inputs,
+    describe_exception,
+)
 from nkitui.evaluate.numerics.tolerance import check_policy
 
 TrialStatus = Literal["pass", "fail", "tolerance-only", "error"]
@@ -173,13 +180,15 @@ def run_trials(
     precise: bool = True,
     accumulation_dtype: str = "float32",
     precomputed: Mapping[int, tuple[Any, ...]] | None = None,
+    cases: Sequence[AdversarialCase] | None = None,
 ) -> TrialsReport:
     """Run the port on every seed, then on the adversarial cases for `op` (built from the first seed).
 
     `outputs`: the task's output specs (name, shape, dtype, tolerance, reduction_length).
     `precomputed`: {seed: (inputs, port outputs, reference outputs[, metrics])} for runs already
     made (and compared: a list of OutputMetrics, one per output in order), so they are neither run
-    nor compared again.
+    nor compared again. `cases`: the adversarial cases, already built (the audit builds them while
+    the reference is asked); None builds them here from the first seed's inputs.
     """
     trials: list[TrialResult] = []
     seed_rms: dict[str, float] = {}
@@ -220,7 +229,8 @@ def run_trials(
         )
     if adversarial and first_inputs is not None:
         trials += _adversarial_trials(
-            runner, reference, first_inputs, seeds[0] if seeds else 0, outputs, op, precise, accumulation_dtype, seed_rms
+            runner, reference, first_inputs, seeds[0] if seeds else 0, outputs, op, precise, accumulation_dtype, seed_rms,
+            cases,
         )
     report = TrialsReport(tuple(trials))
     return TrialsReport(report.trials, tuple(trial_findings(report)))
@@ -236,11 +246,21 @@ def _known_metrics(done: tuple[Any, ...] | None, outputs: Sequence[Any]) -> list
     return metrics
 
 
-def _adversarial_trials(runner, reference, base_inputs, seed, outputs, op, precise, acc_dtype, seed_rms):
-    ref_fn = lambda inp: _as_outputs(reference(dict(inp)), outputs, "the reference")  # noqa: E731
-    # The cancellation case splits the reduction axis: K of the first output tells which one it is.
-    k = reduction_length_for(outputs[0], base_inputs, op)[0] if outputs else None
-    cases = make_adversarial_cases(base_inputs, ref_fn, op, output_dtype_names(outputs), k, seed)
+def adversarial_reference_inputs(case: AdversarialCase, op: str | None) -> list[dict[str, np.ndarray]]:
+    """The inputs the reference is asked for when `case` is judged: the case itself and, for linear
+    ops, its |inputs| (the magnitude of the partial sums behind the advisor's bound)."""
+    asked = [case.inputs]
+    if op in LINEAR_OPS and not case.finite_only:
+        asked.append(abs_inputs(case.inputs))
+    return asked
+
+
+def _adversarial_trials(runner, reference, base_inputs, seed, outputs, op, precise, acc_dtype, seed_rms, cases=None):
+    if cases is None:
+        ref_fn = lambda inp: _as_outputs(reference(dict(inp)), outputs, "the reference")  # noqa: E731
+        # The cancellation case splits the reduction axis: K of the first output tells which one it is.
+        k = reduction_length_for(outputs[0], base_inputs, op)[0] if outputs else None
+        cases = make_adversarial_cases(base_inputs, ref_fn, op, output_dtype_names(outputs), k, seed)
     results = []
     for case in cases:
         label = f"adversarial: {case.name}"
@@ -281,8 +301,7 @@ def _within_expected(spec, actual, ref, case, reference, op, acc_dtype, seed_rms
         k = reduction_length_for(spec, case.inputs, op)[0]
         try:
             with np.errstate(all="ignore"):
-                abs_inputs = {n: np.abs(np.asarray(v).astype(np.float64)) for n, v in case.inputs.items()}
-                abs_ref = np.asarray(reference(abs_inputs)[spec.name])
+                abs_ref = np.asarray(reference(abs_inputs(case.inputs))[spec.name])
             magnitude = max(magnitude, partial_sum_rms(abs_ref, k))
         except Exception:  # noqa: BLE001 - the magnitude proxy is optional
             pass

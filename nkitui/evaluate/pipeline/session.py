@@ -1,30 +1,37 @@
-"""One evaluation of a task, inside the worker: the job entry point `nkitui.evaluate.pipeline.session:run_job`.
+"""One evaluation of a task, in the trusted evaluator: the worker entry `nkitui.evaluate.pipeline.session:run_job`.
 
-Phases (each reported with its duration; a phase that cannot happen is reported "skipped" with
-the reason):
+This process never imports task code. It reads the manifest, makes every input set, and hands them
+to two untrusted children (nkitui.executor.untrusted), each with its own copy of the task:
 
+  reference child   the task's reference, on every input set the audit needs; it has answered and
+                    ended before the kernel's code is imported, so nothing the kernel does can reach it
+  kernel child      the port, on the seeds' inputs, then on the trials', precision's and goldens'
+                    (a second one runs the mutants, when asked)
+
+and it computes every metric, check and the status itself, from the raw outputs they return.
+
+Phases (each reported with its duration; one that cannot happen is "skipped" with the reason):
+
+  load       read task.toml, pick seeds and target, choose the backend, start both children
   static     static findings on the port (nkitui.analysis), when enabled
-  load       read task.toml from the workspace copy, pick seeds and target
-  compile    choose the backend (auto says why), import or compile the kernel, import the reference
-  run        per seed: inputs from the manifest policy, kernel layout, launch, natural layout
-  reference  per seed: the numpy reference on the same inputs
+  reference  the reference on the seeds, the partial-sum magnitudes, the adversarial inputs (built
+             from its answers) and the goldens' inputs; then the reference process ends
+  compile    the kernel process imports (or compiles) the port
+  run        the port on every seed; outputs checked (shape, dtype, device provenance)
   compare    per seed and output: metrics in float64 under the task's tolerance, tolerance advice,
              failure diagnosis and tolerance sanity findings
-  trials     adversarial inputs (nkitui.evaluate.numerics.trials), when enabled
-  precision  precise off vs on (nkitui.evaluate.numerics.precision), when the backend can switch
+  trials     adversarial inputs, when enabled
+  precision  precise off vs on, when the backend can switch
   goldens    the recorded GPU outputs (when the task has goldens.npz)
   mutants    mutation testing of the tolerance (opt-in)
-  profile    timing and utilisation: the cost model on the emulator's trace, or on hardware timed
-             launches plus the profiler's summary
+  profile    the cost model on the instruction trace, or hardware timing plus the profiler's summary
 
-The run result goes out as the last event; the worker's exit code is the CONTRACT's (0 passed,
-1 a check failed, 2 invalid).
+The run result (built here, from the evidence) goes out as the last event; the worker's exit code
+is the CONTRACT's (0 passed, 1 a check failed, 2 invalid).
 
-Imports: this module is the worker's entry point, so what it imports at the top is paid before the
-first phase event. Only the result and event types are; numpy, the task model, the backends and
-each phase's machinery (analysis, numerics, perf) are imported inside the phase that needs them,
-after its start event, so the UI sees the run begin at once and each phase's time includes its
-imports.
+Imports: what this module imports at the top is paid before the first phase event, so only the
+result and event types are; numpy, the task model and each phase's machinery come in inside the
+phase that needs them.
 """
 
 from __future__ import annotations
@@ -37,36 +44,22 @@ from typing import TYPE_CHECKING, Any, Iterator
 
 from nkitui.evaluate.run.result import Check, RunResult, SeedResult
 from nkitui.executor.context import PhaseFailed, WorkerContext
-from nkitui.executor.events import ErrorEvent
+from nkitui.executor.events import BackendEvent, ErrorEvent
 
 if TYPE_CHECKING:
     import numpy as np
 
     from nkitui.common.findings import Finding
+    from nkitui.evaluate.numerics.audit import NumericsAuditor
+    from nkitui.evaluate.options import EvaluationOptions
+    from nkitui.evaluate.pipeline.children import UntrustedChild
+    from nkitui.evaluate.pipeline.kernel import KernelProcess
 
-# What task code may raise that is its own failure, not nkitui's: a kernel or reference calling
-# sys.exit() or raising KeyboardInterrupt must not read as an internal error (WorkerCancelled, the
-# SIGTERM of a cancel or timeout, is not among them).
-TASK_ERRORS = (Exception, SystemExit, KeyboardInterrupt)
-
-# The worker's log line naming the chosen backend; the parent reads it back when the worker dies
-# before its result (nkitui.evaluate.run.build_result), so such a run still says what ran it.
+# The human-readable log line naming the chosen backend (the typed BackendEvent carries the same).
 BACKEND_LINE = "backend: {name} — {reason}"
-
-DEFAULT_OPTIONS: dict[str, Any] = {
-    "backend": "auto", "target": None, "seeds": None, "precise": True, "static": True, "trials": True,
-    "precision": True, "goldens": True, "mutants": False, "max_mutants_per_operator": 2, "timing": None,
-}
-NEURON_COMPILE_CACHE = "/var/tmp/neuron-compile-cache"
-
-
-def resolve_seeds(requested: int | list[int] | None, task_seeds: Any) -> list[int]:
-    """The seeds a run uses: the task's own (None), the first N (an int), or those listed."""
-    if requested is None:
-        return list(task_seeds)
-    if isinstance(requested, int):
-        return list(range(requested))
-    return [int(s) for s in requested]
+CONTRACT_PHASES = ("load", "compile", "run", "reference", "compare", "profile")
+MUTANT_DIR = ".nkitui-mutants"
+MUTANT_RESPAWNS = 3
 
 
 def utc_now() -> str:
@@ -87,57 +80,81 @@ def run_job(payload: dict[str, Any], ctx: WorkerContext) -> int:
     return EvaluationSession(payload, ctx).run()
 
 
+def _error_event(d: dict[str, Any]) -> ErrorEvent:
+    return ErrorEvent(kind=d["kind"], message=d["message"], file=d.get("file"), line=d.get("line"),
+                      traceback=d.get("traceback", ""))
+
+
+def _error_dict(err: ErrorEvent) -> dict[str, Any]:
+    d = err.to_dict()
+    d.pop("event", None)
+    return d
+
+
 class EvaluationSession:
     def __init__(self, payload: dict[str, Any], ctx: WorkerContext) -> None:
-        self.options = {**DEFAULT_OPTIONS, **(payload or {})}
+        from nkitui.common.codec import CodecError, decode
+        from nkitui.evaluate.options import EvaluationOptions
+
         self.ctx = ctx
+        self.request_error: str | None = None
+        try:
+            self.options: EvaluationOptions = decode(EvaluationOptions, (payload or {}).get("options", {}), strict=True)
+        except CodecError as exc:
+            self.options, self.request_error = EvaluationOptions(), f"the evaluation options are invalid: {exc}"
+        self.python_path = [str(p) for p in (payload or {}).get("python_path", []) if isinstance(p, str)]
         self.started = time.perf_counter()
         self.result = RunResult(
             run_id=ctx.run_id, task_id="", status="internal-error", created_at=utc_now(),
-            backend_requested=str(self.options["backend"]), limits=dict(ctx.limits),
-            precise=bool(self.options["precise"]), notes=list(ctx.notes),
+            backend_requested=self.options.backend, limits=dict(ctx.limits), precise=self.options.precise,
+            notes=list(ctx.notes),
         )
         self.findings: list[Finding] = []
         self.checks: list[Check] = []
         self.task: Any = None
-        self.backend: Any = None
-        self.reference: Any = None
         self.seeds: list[int] = []
-        self.inputs: dict[int, dict[str, np.ndarray]] = {}
-        self.outputs: dict[int, dict[str, np.ndarray]] = {}  # natural layout
-        self.kernel_outputs: dict[int, dict[str, np.ndarray]] = {}  # kernel layout
-        self.references: dict[int, dict[str, np.ndarray]] = {}
-        self.seed_metrics: dict[int, list[Any]] = {}  # OutputMetrics per output, per compared seed
+        self.choice: Any = None
+        self.choice_error: ErrorEvent | None = None
+        self.probe: Any = None
+        self.reference_child: UntrustedChild | None = None
+        self.kernel_child: UntrustedChild | None = None
+        self.kernel: KernelProcess | None = None
+        self.children: list[UntrustedChild] = []
+        self.auditor: NumericsAuditor | None = None
+        self.outputs: dict[int, dict[str, np.ndarray]] = {}  # natural layout, device outputs only
         self.seed_results: dict[int, SeedResult] = {}
-        self.trace: Any = None
-        self.first_metrics: list[Any] = []  # OutputMetrics of the first compared seed
-        self.advice: list[Any] = []  # ToleranceAdvice of the first compared seed
-        self.numeric_findings: list[Finding] = []
-        self.audit_parts: dict[str, Any] = {}
+        self.trace_json: dict[str, Any] | None = None
+        self.first_seed_run: Any = None  # the KernelRun of the first seed that ran (kept for a recheck)
+        self.backend_versions: dict[str, Any] = {}
+        self._golden_error = ""
         self._done_phases: set[str] = set()
 
     # -- orchestration ---------------------------------------------------------------------------
     def run(self) -> int:
         steps = [
-            ("load", self._load), ("static", self._static), ("compile", self._compile), ("run", self._run),
-            ("reference", self._reference), ("compare", self._compare), ("trials", self._trials),
-            ("precision", self._precision), ("goldens", self._goldens), ("mutants", self._mutants),
-            ("profile", self._profile),
+            ("load", self._load), ("static", self._static), ("reference", self._reference), ("compile", self._compile),
+            ("run", self._run), ("compare", self._compare), ("trials", self._trials), ("precision", self._precision),
+            ("goldens", self._goldens), ("mutants", self._mutants), ("profile", self._profile),
         ]
         try:
-            for _name, step in steps:
-                step()
-            self.result.status = "passed" if all(c.passed is not False for c in self.checks) else "failed"
-        except Stop as stop:
-            self.result.status = stop.status
-            self.result.error = _error_dict(stop.error)
-            if not stop.reported:
-                self.ctx.error(stop.error)
-            for name, _ in steps:
-                if name not in self._done_phases and name in ("load", "compile", "run", "reference", "compare", "profile"):
-                    with self.phase(name) as ph:
-                        ph.skip(f"not reached: {stop.error.message}")
-        self._finish()
+            try:
+                for _name, step in steps:
+                    step()
+                self.result.status = "passed" if all(c.passed is not False for c in self.checks) else "failed"
+            except Stop as stop:
+                self.result.status = stop.status
+                self.result.error = _error_dict(stop.error)
+                if not stop.reported:
+                    self.ctx.error(stop.error)
+                for name, _ in steps:
+                    if name not in self._done_phases and name in CONTRACT_PHASES:
+                        with self.phase(name) as ph:
+                            ph.skip(f"not reached: {stop.error.message}")
+            self._close_children()
+            self._finish()
+        finally:
+            for child in self.children:  # a cancel or a timeout: nothing of the task may outlive the run
+                child.kill()
         self.ctx.result(self.result.to_dict())
         return self.result.exit_code
 
@@ -147,85 +164,50 @@ class EvaluationSession:
         with self.ctx.phase(name) as handle:
             yield handle
 
-    def _finish(self) -> None:
-        r = self.result
-        r.finished_at = utc_now()
-        r.duration_s = round(time.perf_counter() - self.started, 6)
-        r.checks = self.checks
-        r.seed_results = [self.seed_results[s] for s in self.seeds if s in self.seed_results]
-        r.phases = [p.to_dict() for p in self.ctx.phases]
-        r.versions = self._versions()
-        r.numerics = self._numerics_audit()
-        from nkitui.executor.sandbox import current_guard
+    def _close_children(self) -> None:
+        for child in self.children:
+            child.close()
 
-        guard = current_guard()
-        violations = [v.to_dict() for v in guard.violations] if guard else []
-        r.sandbox = {"violations": violations}
-        if guard is not None:
-            r.checks.append(Check("sandbox", "the kernel stayed inside its sandbox (no writes outside its scratch folder, no processes, no credential lookups)",
-                                  not violations, _describe_violations(violations)))
-            for v, times in _distinct_violations(violations):
-                self.findings.append(_violation_finding(v, times))
-            if violations and r.status == "passed":
-                r.status = "failed"
-        r.findings = [f.to_dict() for f in self.findings]
+    # -- children -------------------------------------------------------------------------------
+    def _child_limits(self) -> Any:
+        from nkitui.executor.limits import Limits
 
-    def _versions(self) -> dict[str, Any]:
-        import numpy as np
+        limits = Limits.from_dict(self.ctx.limits)
+        # no wall clock of their own: the run's timeout stops the evaluator, which kills them
+        return Limits(timeout_s=0, memory_mb=limits.memory_mb, cpu_s=limits.effective_cpu_s, file_mb=limits.file_mb,
+                      grace_s=limits.grace_s)
 
-        from nkitui import __version__
+    def _spawn(self, role: str, payload: dict[str, Any] | None = None) -> UntrustedChild:
+        from nkitui.evaluate.pipeline.children import KERNEL_ENTRY, REFERENCE_ENTRY, UntrustedChild
+        from nkitui.executor.spawn import spawn_untrusted
 
-        versions: dict[str, Any] = {"nkitui": __version__, "python": sys.version.split()[0], "numpy": np.__version__}
-        try:
-            import ml_dtypes
+        entry = REFERENCE_ENTRY if role == "reference" else KERNEL_ENTRY
+        allow = bool(role != "reference" and self.choice is not None and self.choice.name != "emulator")
+        handle = spawn_untrusted(entry, payload or {}, workspace=self.ctx.workspace, limits=self._child_limits(),
+                                 allow_subprocess=allow, python_path=self.python_path)
+        child = UntrustedChild(role if role == "reference" else "kernel", handle, self.ctx)
+        self.children.append(child)
+        return child
 
-            versions["ml_dtypes"] = ml_dtypes.__version__
-        except ImportError:
-            pass
-        if self.backend is not None:
-            versions.update(self.backend.versions())
-        return versions
+    def _kernel_payload(self) -> dict[str, Any]:
+        from nkitui.common.codec import encode
 
-    # -- errors ----------------------------------------------------------------------------------
-    def kernel_error(self, exc: BaseException, what: str, kind: str = "kernel-error") -> ErrorEvent:
-        """An exception raised by task code, as an error event with the task's file and line
-        (`kind` for an ordinary exception: the reference's own failures are `reference-error`)."""
-        from nkitui.emulator.errors import NKIEmulatorError
-        from nkitui.executor.backends import KernelLoadError, OutputError
+        return {"backend": self.choice.name, "reason": self.choice.reason, "target": self.result.target,
+                "probe": self.probe.to_dict(), "timing": encode(self.options.timing) if self.options.timing else None}
 
-        tb = self.ctx.format_traceback(exc)
-        if isinstance(exc, NKIEmulatorError):
-            rel = self.ctx.task_relative(getattr(exc, "path", "")) or getattr(exc, "file", None)
-            return ErrorEvent(kind="emulator-error", message=f"{what}: {exc} (rule: {getattr(exc, 'rule', 'emulator')})",
-                              file=rel or None, line=getattr(exc, "line", None) or None, traceback=tb)
-        if isinstance(exc, SystemExit):
-            file, line = self.ctx.kernel_location(exc)
-            message = f"{what}: task code called sys.exit({exc.code!r}); it must return its outputs, not end the process"
-            return ErrorEvent(kind=kind, message=message + (f" (at {file}:{line})" if file else ""), file=file, line=line,
-                              traceback=tb)
-        if isinstance(exc, SyntaxError):
-            return ErrorEvent(kind="syntax-error", message=f"{what}: {exc.msg}", file=self.ctx.task_relative(exc.filename),
-                              line=exc.lineno, traceback=tb)
-        if isinstance(exc, MemoryError):
-            mb = self.ctx.limits.get("memory_mb")
-            file, line = self.ctx.kernel_location(exc)
-            message = f"{what}: ran out of memory (limit {mb} MB of address space)" if mb else f"{what}: ran out of memory"
-            if file:
-                message += f" at {file}:{line}"
-            return ErrorEvent(kind="memory-limit", message=message, file=file, line=line, traceback=tb)
-        file, line = self.ctx.kernel_location(exc)
-        kind = {OutputError: "output-error", KernelLoadError: "load-error", PermissionError: "sandbox"}.get(type(exc), kind)
-        text = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
-        message = f"{what}: {type(exc).__name__}" + (f": {text}" if text else "")
-        if file:
-            message += f" (at {file}:{line})"
-        return ErrorEvent(kind=kind, message=message, file=file, line=line, traceback=tb)
+    def _gone(self, gone: Any, phase_note: Any = None) -> Stop:
+        """A child died: the run stops with the status its death means (crashed, memory-limit, ...)."""
+        if phase_note is not None:
+            phase_note.detail = gone.error.message
+        return Stop(gone.status, gone.error)
 
     # -- phases ----------------------------------------------------------------------------------
     def _load(self) -> None:
         with self.phase("load") as ph:
             from nkitui.task import TaskError, load_task
 
+            if self.request_error:
+                raise Stop("invalid", ErrorEvent(kind="request-invalid", message=self.request_error))
             try:
                 task = load_task(self.ctx.workspace)
             except TaskError as exc:
@@ -240,18 +222,33 @@ class EvaluationSession:
                     kind="task-invalid",
                     message=f"the task cannot run: it declares no {', '.join(missing)} (run `nkitui task init` to draft a task.toml)",
                     file="task.toml"))
-            self.seeds = resolve_seeds(self.options.get("seeds"), task.seeds)
+            self.seeds = self.options.resolve_seeds(task.seeds)
             if not self.seeds:
                 raise Stop("invalid", ErrorEvent(kind="request-invalid", message="no seeds to run (give --seeds N with N >= 1)"))
             r.seeds = list(self.seeds)
-            r.target = self.options.get("target") or task.target
+            r.target = self.options.target or task.target
             r.tolerances = {o.name: o.tolerance.to_dict() for o in task.outputs if o.tolerance is not None}
             for w in task.warnings:
                 self.ctx.log(self.ctx.scrub(f"task warning: {w}"), level="warning")
+            self._choose_backend()
+            # both children start now: their interpreters and imports overlap with the static analysis
+            self.reference_child = self._spawn("reference")
+            if self.choice is not None:
+                self.kernel_child = self._spawn("kernel", self._kernel_payload())
             ph.detail = f"{task.id}: {len(task.inputs)} input(s), {len(task.outputs)} output(s), seeds {self.seeds}, target {r.target}"
 
+    def _choose_backend(self) -> None:
+        from nkitui.executor.backends import BackendUnavailable, choose_backend
+        from nkitui.executor.backends.detect import probe_environment
+
+        self.probe = probe_environment()
+        try:
+            self.choice = choose_backend(self.options.backend, self.probe, self.task.kernel.namespace)
+        except (BackendUnavailable, ValueError) as exc:
+            self.choice_error = ErrorEvent(kind="backend-unavailable", message=str(exc))
+
     def _static(self) -> None:
-        if not self.options.get("static"):
+        if not self.options.static:
             return
         with self.phase("static") as ph:
             try:
@@ -264,143 +261,178 @@ class EvaluationSession:
             self.findings.extend(found)
             ph.detail = f"{len(found)} finding(s)"
 
+    def _reference(self) -> None:
+        task = self.task
+        with self.phase("reference") as ph:
+            from nkitui.evaluate.numerics.audit import AuditOptions, NumericsAuditor
+            from nkitui.evaluate.numerics.inputs import make_inputs
+            from nkitui.evaluate.numerics.recorded import RecordedReference
+            from nkitui.evaluate.pipeline.children import ChildGone
+            from nkitui.evaluate.pipeline.reference import ReferenceFailed, ReferenceProcess
+
+            child = self.reference_child
+            assert child is not None
+            goldens = self._load_goldens()
+            options = AuditOptions(trials=self.options.trials, adversarial=True, precision=self.options.precision,
+                                   goldens=self.options.goldens, mutants=self.options.mutants,
+                                   max_mutants_per_operator=self.options.max_mutants_per_operator,
+                                   precise=self.options.precise)
+            try:
+                self.result.sandbox.setdefault("confinement", {})["reference"] = child.ready()
+                process = ReferenceProcess(child, task)
+                process.load()
+                reference = RecordedReference(process)
+                self.auditor = NumericsAuditor(task.outputs, reference, lambda s: make_inputs(task, s), self.seeds,
+                                               task.op, options, goldens=goldens)
+                self.auditor.ask_reference(announce=process.announce)
+            except ReferenceFailed as exc:
+                raise Stop("invalid", _error_event(exc.error)) from None
+            except ChildGone as gone:
+                error = gone.error
+                raise Stop("invalid", ErrorEvent("reference-error", f"the reference's process ended: {error.message}",
+                                                 error.file, error.line)) from None
+            reference.seal()  # the judging steps replay these answers; the process ends here
+            child.close()
+            self.ctx.log(f"reference: {reference.live_calls} call(s) answered, then its process ended")
+            cases = len(self.auditor.cases)
+            ph.detail = f"{len(self.seeds)} seed(s)" + (f", {cases} adversarial input set(s)" if cases else "")
+
+    def _load_goldens(self) -> Any:
+        if not self.options.goldens or self.task.goldens is None:
+            return None
+        from nkitui.evaluate.numerics.goldens import GoldenFormatError, golden_error_finding, load_goldens
+
+        rel = self.task.rel(self.task.goldens)
+        try:
+            return load_goldens(self.task.goldens, self.task.inputs, self.task.outputs, shown_as=rel)
+        except GoldenFormatError as exc:
+            self._golden_error = str(exc)
+            self.findings.append(golden_error_finding(str(exc), rel))
+            return None
+
     def _compile(self) -> None:
         with self.phase("compile") as ph:
-            from nkitui.evaluate.calls import load_reference
-            from nkitui.executor.backends import BackendUnavailable, choose_backend, make_backend
-            from nkitui.executor.backends.detect import probe_environment
-            from nkitui.executor.sandbox import current_guard
+            from nkitui.evaluate.pipeline.children import ChildGone
+            from nkitui.evaluate.pipeline.kernel import KernelProcess, error_from
 
-            probe = probe_environment()
-            namespace = self.task.kernel.namespace
+            if self.choice_error is not None:
+                raise Stop("invalid", self.choice_error)
+            self.result.backend, self.result.backend_reason = self.choice.name, self.choice.reason
+            self.ctx.emit(BackendEvent(self.choice.name, self.choice.reason, self.options.backend))
+            self.ctx.log(BACKEND_LINE.format(name=self.choice.name, reason=self.choice.reason))
+            child = self.kernel_child
+            assert child is not None
             try:
-                choice = choose_backend(str(self.options["backend"]), probe, namespace)
-            except (BackendUnavailable, ValueError) as exc:
-                raise Stop("invalid", ErrorEvent(kind="backend-unavailable", message=str(exc))) from None
-            self.result.backend, self.result.backend_reason = choice.name, choice.reason
-            self.ctx.log(BACKEND_LINE.format(name=choice.name, reason=choice.reason))
-            timing = None
-            if self.options.get("timing"):
-                from nkitui.executor.timing import TimingPolicy
-
-                timing = TimingPolicy(**self.options["timing"])
-            self.backend = make_backend(choice, self.task, self.result.target, probe, timing=timing)
-            guard = current_guard()
-            if guard is not None:
-                guard.allow_processes = self.backend.allows_subprocess
-                if self.backend.allows_subprocess:
-                    guard.allow_writes_under(NEURON_COMPILE_CACHE)
-            try:
-                self.backend.prepare()
-            except BackendUnavailable as exc:
-                raise Stop("invalid", ErrorEvent(kind="backend-unavailable", message=str(exc))) from None
-            except TASK_ERRORS as exc:  # noqa: BLE001 - the kernel module's own error, reported in words
-                self.checks.append(Check("kernel-runs", "the kernel imports and runs on every seed", False, str(exc)))
-                raise Stop("failed", self.kernel_error(exc, f"importing {self.backend.kernel_label} failed")) from None
-            try:
-                self.reference = load_reference(self.task)
-            except TASK_ERRORS as exc:  # noqa: BLE001
-                raise Stop("invalid", self.kernel_error(exc, f"importing the reference {self.task.sources.reference.spec} failed",
-                                                       kind="reference-error")) from None
-            ph.detail = f"{choice.name}: {self.backend.kernel_label}"
+                self.result.sandbox.setdefault("confinement", {})["kernel"] = child.ready()
+                self.kernel = KernelProcess(child, self.task, device_provenance=self.choice.name == "emulator")
+                reply = self.kernel.load()
+            except ChildGone as gone:
+                self.checks.append(Check("kernel-runs", "the kernel imports and runs on every seed", False, gone.error.message))
+                raise self._gone(gone, ph) from None
+            if reply.get("error") is not None:
+                error = error_from(reply["error"], "importing the kernel failed")
+                if error["kind"] == "backend-unavailable":
+                    raise Stop("invalid", _error_event(error))
+                self.checks.append(Check("kernel-runs", "the kernel imports and runs on every seed", False, error["message"]))
+                raise Stop("failed", _error_event(error))
+            versions = reply.get("versions")
+            if isinstance(versions, dict):
+                self.backend_versions = versions
+            label = reply.get("label") if isinstance(reply.get("label"), str) else self.task.kernel.spec
+            ph.detail = f"{self.choice.name}: {label}"
 
     def _run(self) -> None:
         task = self.task
         with self.phase("run") as ph:
-            from nkitui.evaluate.calls import kernel_args, natural_outputs, output_dtype_findings
-            from nkitui.evaluate.numerics.inputs import make_inputs
+            from nkitui.evaluate.pipeline.children import ChildGone
+            from nkitui.evaluate.pipeline.kernel import entry_location, output_dtype_findings
 
-            errors: list[str] = []
+            assert self.kernel is not None and self.auditor is not None
+            errors: list[dict[str, Any]] = []
+            host: list[str] = []
             for i, seed in enumerate(self.seeds):
-                inputs = make_inputs(task, seed)
-                self.inputs[seed] = inputs
-                args = kernel_args(task, inputs)
+                inputs = self.auditor.inputs[seed]
                 try:
-                    run = self.backend.run(args, precise=self.result.precise, trace=self.trace is None)
-                    outputs = natural_outputs(task, run.outputs)
-                except MemoryError as exc:
-                    err = self.kernel_error(exc, f"seed {seed}")
+                    run = self.kernel.run(inputs, precise=self.options.precise, trace=self.trace_json is None,
+                                          what=f"the kernel failed on seed {seed}", keep=self.first_seed_run is None)
+                except ChildGone as gone:
+                    self.checks.append(Check("kernel-runs", "the kernel runs on every seed", False,
+                                             f"{len(self.outputs)}/{len(self.seeds)} seeds ran; {gone.error.message}"))
+                    raise self._gone(gone, ph) from None
+                if run.error is not None:
+                    err = _error_event(run.error)
                     self.ctx.error(err)
-                    self.seed_results[seed] = SeedResult(seed, False, error=_error_dict(err))
-                    errors.append(err.message)
-                    break  # the address space is exhausted; later seeds would fail the same way
-                except TASK_ERRORS as exc:  # noqa: BLE001 - the kernel's failure is a result, not a crash
-                    err = self.kernel_error(exc, f"the kernel failed on seed {seed}")
-                    self.ctx.error(err)
-                    self.seed_results[seed] = SeedResult(seed, False, error=_error_dict(err))
-                    errors.append(err.message)
+                    self.seed_results[seed] = SeedResult(seed, False, error=run.error)
+                    errors.append(run.error)
+                    if run.error["kind"] == "memory-limit":
+                        break  # the address space is exhausted; later seeds would fail the same way
+                elif run.host_compute is not None:
+                    file, line = entry_location(task)
+                    message = f"seed {seed}: {run.host_compute}" + (f" (the entry point is made at {file}:{line})" if line else "")
+                    self.ctx.log(message, level="error")
+                    self.seed_results[seed] = SeedResult(seed, False, error={
+                        "kind": "host-compute", "message": message, "file": file, "line": line, "traceback": ""})
+                    host.append(message)
+                    if len(host) == 1:
+                        self.findings.append(_host_compute_finding(run.host_compute, file, line))
                 else:
-                    if run.trace is not None and self.trace is None:
-                        self.trace = run.trace
-                    self.kernel_outputs[seed] = run.outputs
-                    self.outputs[seed] = outputs
+                    assert run.outputs is not None
+                    if self.trace_json is None and run.trace_json is not None:
+                        self.trace_json = run.trace_json
+                    if self.first_seed_run is None:
+                        self.first_seed_run = run
+                    self.outputs[seed] = run.outputs
+                    self.kernel.remember(inputs, self.options.precise, run.outputs)
                     if len(self.outputs) == 1:  # the first seed that ran: is each output of its declared dtype?
-                        for finding in output_dtype_findings(task, outputs):
-                            self.numeric_findings.append(finding)
+                        for finding in output_dtype_findings(task, run.outputs):
+                            self.auditor.add_findings([finding])
                             self.ctx.log(finding.message, level="warning")
-                    self.seed_results[seed] = SeedResult(seed, None, kernel_s=round(run.elapsed_s, 6))
-                    self.ctx.log(f"seed {seed}: kernel ran in {run.elapsed_s * 1e3:.1f} ms")
+                    elapsed = round(run.elapsed_s, 6) if run.elapsed_s is not None else None
+                    self.seed_results[seed] = SeedResult(seed, None, kernel_s=elapsed)
+                    self.ctx.log(f"seed {seed}: kernel ran" + (f" in {run.elapsed_s * 1e3:.1f} ms" if run.elapsed_s else ""))
                 self.ctx.progress(i + 1, len(self.seeds), f"seed {seed}")
-            ran = len(self.outputs)
+            ran = len(self.outputs) + len(host)
             self.checks.append(Check("kernel-runs", "the kernel runs on every seed", not errors,
-                                     f"{ran}/{len(self.seeds)} seeds ran" + (f"; {errors[0]}" if errors else "")))
-            ph.detail = f"{ran}/{len(self.seeds)} seeds ran"
+                                     f"{ran}/{len(self.seeds)} seeds ran" + (f"; {errors[0]['message']}" if errors else "")))
+            if self.kernel.device_provenance:
+                self.checks.append(Check(
+                    "device-outputs", "every output came out of the emulated device (HBM tensors its instructions wrote)",
+                    (not host) if (host or self.outputs) else None,
+                    "; ".join(host[:2]) if host else f"{len(self.outputs)} seed(s): every output has device provenance"))
+            ph.detail = f"{ran}/{len(self.seeds)} seeds ran" + (f", {len(host)} with host-computed outputs" if host else "")
+            if errors or host:
+                ph.fail(ph.detail)
             if not self.outputs:
-                first = self.seed_results[self.seeds[0]].error if self.seeds[0] in self.seed_results else None
-                kind = (first or {}).get("kind", "kernel-error")
+                if host and not errors:
+                    file, line = entry_location(task)
+                    raise Stop("failed", ErrorEvent(kind="host-compute", message=host[0], file=file, line=line))
+                first = errors[0] if errors else {}
+                kind = first.get("kind", "kernel-error")
                 status = "memory-limit" if kind == "memory-limit" else "failed"
-                raise Stop(status, ErrorEvent(kind=kind, message=errors[0] if errors else "the kernel produced no outputs",
-                                              file=(first or {}).get("file"), line=(first or {}).get("line"),
-                                              traceback=(first or {}).get("traceback", "")), reported=bool(errors))
-
-    def _reference(self) -> None:
-        with self.phase("reference") as ph:
-            from nkitui.evaluate.calls import ReferenceOutputError
-
-            for seed in self.seeds:
-                if seed not in self.outputs:
-                    continue
-                try:
-                    self.references[seed] = dict(self.reference(self.inputs[seed]))
-                except ReferenceOutputError as exc:
-                    raise Stop("invalid", ErrorEvent(kind="reference-error", message=str(exc),
-                                                     file=self.task.rel(self.task.sources.reference.path))) from None
-                except TASK_ERRORS as exc:  # noqa: BLE001
-                    raise Stop("invalid", self.kernel_error(exc, f"the reference failed on seed {seed}",
-                                                           kind="reference-error")) from None
-            ph.detail = f"{len(self.references)} seed(s)"
+                raise Stop(status, ErrorEvent(kind=kind, message=first.get("message", "the kernel produced no outputs"),
+                                              file=first.get("file"), line=first.get("line"),
+                                              traceback=first.get("traceback", "")), reported=bool(errors))
 
     def _compare(self) -> None:
         task = self.task
         with self.phase("compare") as ph:
-            from nkitui.evaluate.numerics.metrics import ShapeMismatchError
-            from nkitui.evaluate.numerics.audit import check_outputs, compare_seed, partial_sum_magnitudes
-
+            assert self.auditor is not None
             per_output: dict[str, list[str]] = {o.name: [] for o in task.outputs}
+            compared = 0
             for seed in self.seeds:
-                if seed not in self.references:
+                if seed not in self.outputs:
                     continue
                 sr = self.seed_results[seed]
-                inputs, actual, expected = self.inputs[seed], self.outputs[seed], self.references[seed]
-                try:
-                    if not self.first_metrics:  # the first seed: metrics, tolerance advice, sanity, diagnosis
-                        magnitudes = partial_sum_magnitudes(self.reference, inputs, task.outputs, task.op)
-                        metrics, advice, findings = check_outputs(task.outputs, inputs, actual, expected, task.op,
-                                                                  magnitudes=magnitudes, context=f"with seed {seed}")
-                    else:  # later seeds: metrics under the same advice, diagnosis of failures
-                        advice = self.advice
-                        metrics, findings = compare_seed(task.outputs, actual, expected, advice, context=f"with seed {seed}")
-                except ShapeMismatchError as exc:
+                comparison = self.auditor.compare(seed, self.outputs[seed])
+                if comparison.error is not None:
                     sr.passed = False
-                    sr.error = {"kind": "shape-mismatch", "message": str(exc), "file": None, "line": None, "traceback": ""}
+                    sr.error = {"kind": "shape-mismatch", "message": comparison.error, "file": None, "line": None, "traceback": ""}
                     for spec in task.outputs:
-                        per_output[spec.name].append(f"seed {seed}: {exc}")
-                    self.ctx.log(f"seed {seed}: {exc}", level="error")
+                        per_output[spec.name].append(f"seed {seed}: {comparison.error}")
+                    self.ctx.log(f"seed {seed}: {comparison.error}", level="error")
                     continue
-                if not self.first_metrics:
-                    self.first_metrics, self.advice = metrics, advice
-                self.seed_metrics[seed] = metrics
-                self.numeric_findings.extend(findings)
+                compared += 1
+                metrics = comparison.metrics
                 sr.outputs = [m.to_dict() for m in metrics]
                 sr.passed = all(m.passed for m in metrics)
                 for m in metrics:
@@ -410,7 +442,6 @@ class EvaluationSession:
                     self.ctx.log(f"seed {seed}: {m.name} {'passes' if m.passed else 'FAILS'} "
                                  f"(max abs {m.max_abs:.3g}, max ULP {ulp}, {m.mismatches} mismatches)",
                                  level="info" if m.passed else "warning")  # a level filter finds the failures
-            compared = sum(1 for s in self.seeds if s in self.references)
             for spec in task.outputs:
                 fails = per_output[spec.name]
                 self.checks.append(Check(
@@ -419,7 +450,10 @@ class EvaluationSession:
                     "; ".join(fails[:3]) if fails else f"{compared}/{len(self.seeds)} seeds within tolerance",
                 ))
             self._tolerance_checks(compared)
-            ph.detail = ", ".join(f"{c.id}: {'pass' if c.passed else 'FAIL'}" for c in self.checks if c.id.startswith("output:"))
+            ph.detail = ", ".join(f"{c.id}: {'pass' if c.passed else 'FAIL'}" for c in self.checks
+                                  if c.id.startswith(("output:", "tolerance:")))
+            if any(c.passed is False for c in self.checks if c.id.startswith(("output:", "tolerance:"))):
+                ph.fail(ph.detail)
 
     def _tolerance_checks(self, compared: int) -> None:
         """One check per output that its tolerance can fail a wrong kernel and pass a right one.
@@ -431,9 +465,10 @@ class EvaluationSession:
 
         if compared == 0:
             return
+        assert self.auditor is not None
         broken = (rules.ZEROS_PASS, rules.ECHO_PASS, rules.TOL_TIGHT)
         weak: dict[str, list[str]] = {}
-        for f in self.numeric_findings:
+        for f in self.auditor.findings:
             name = f.data.get("output")
             if f.rule in broken and f.severity == "high" and name and f.title not in weak.get(name, []):
                 weak.setdefault(name, []).append(f.title)
@@ -445,138 +480,120 @@ class EvaluationSession:
             ))
 
     def _compared_seeds(self) -> list[int]:
-        return [s for s in self.seeds if s in self.references and self.seed_results[s].error is None]
+        return self.auditor.compared_seeds() if self.auditor is not None else []
+
+    def _runner(self) -> Any:
+        assert self.kernel is not None and self.choice is not None
+        return self.kernel.runner(supports_precise_switch=self.choice.name == "emulator" or self._precise_switch())
+
+    def _precise_switch(self) -> bool:
+        from nkitui.executor.backends.sdk import sdk_namespace
+
+        if self.choice.name == "simulator":
+            return sdk_namespace(self.task.kernel.namespace, self.probe) == "new"
+        return self.choice.name == "emulator"
 
     def _trials(self) -> None:
-        if not self.options.get("trials") or not self._compared_seeds():
+        if not self.options.trials or not self._compared_seeds():
             return
         with self.phase("trials") as ph:
-            from nkitui.evaluate.calls import kernel_runner
-            from nkitui.evaluate.numerics.inputs import make_inputs
-            from nkitui.evaluate.numerics.trials import run_trials
-
-            seeds = self._compared_seeds()
-            # the seeds' runs and comparisons are already made: trials add only the adversarial runs
-            done = {s: (self.inputs[s], self.outputs[s], self.references[s], self.seed_metrics.get(s)) for s in seeds}
-            report = run_trials(kernel_runner(self.backend, self.task), self.reference, lambda s: make_inputs(self.task, s),
-                                seeds, self.task.outputs, self.task.op, adversarial=True, precise=self.result.precise,
-                                precomputed=done)
-            self.audit_parts["trials"] = report
-            self.numeric_findings.extend(report.findings)
+            assert self.auditor is not None
+            report = self._judging(lambda: self.auditor.trials(self._runner()))
             adversarial = report.adversarial
             bad = [t for t in adversarial if t.status in ("fail", "error")]
             self.checks.append(Check("trials", "the kernel survives adversarial inputs", not bad,
                                      f"{len(adversarial) - len(bad)}/{len(adversarial)} adversarial trials pass"
                                      + (": failing " + ", ".join(f"{t.name} ({t.status})" for t in bad[:4]) if bad else "")))
             ph.detail = f"{len(adversarial)} adversarial trial(s), {len(bad)} failing"
+            if bad:
+                ph.fail(ph.detail + ": " + ", ".join(f"{t.name} ({t.status})" for t in bad[:4]))
 
     def _precision(self) -> None:
-        if not self.options.get("precision") or not self._compared_seeds():
+        if not self.options.precision or not self._compared_seeds():
             return
         with self.phase("precision") as ph:
-            from nkitui.evaluate.calls import kernel_runner
-            from nkitui.evaluate.numerics.precision import isolate_precision
-
-            if not self.backend.supports_precise_switch:
-                ph.skip(f"the {self.backend.name} backend cannot keep every float in fp32")
+            assert self.auditor is not None
+            if not self._precise_switch():
+                ph.skip(f"the {self.choice.name} backend cannot keep every float in fp32")
                 return
-            report = isolate_precision(kernel_runner(self.backend, self.task), self.reference,
-                                       self.inputs[self._compared_seeds()[0]], self.task.outputs, self.task.op)
-            self.audit_parts["precision"] = report
-            self.numeric_findings.extend(report.findings)
-            if report.error:
-                ph.detail = f"could not isolate precision: {report.error}"
+            report = self._judging(lambda: self.auditor.precision(self._runner()))
+            if report.error:  # the port failed a run in one of the two modes: that is a failed check
+                ph.fail(f"could not isolate precision: {report.error}")
+                self.checks.append(Check("precision", "dtype and algorithm error are what a correct port makes", False,
+                                         f"could not isolate precision: {report.error}"))
                 return
             bad = [o for o in report.outputs if o.verdict != "consistent"]
             self.checks.append(Check("precision", "dtype and algorithm error are what a correct port makes", not bad,
                                      "; ".join(f"`{o.name}`: {o.verdict}" for o in report.outputs)))
             ph.detail = "; ".join(f"{o.name}: {o.verdict}" for o in report.outputs)
+            if bad:
+                ph.fail(ph.detail)
 
     def _goldens(self) -> None:
-        if not self.options.get("goldens") or self.task.goldens is None or not self._compared_seeds():
+        if not self.options.goldens or self.task.goldens is None or not self._compared_seeds():
             return
         with self.phase("goldens") as ph:
-            from nkitui.evaluate.calls import kernel_runner
-            from nkitui.evaluate.numerics.goldens import GoldenFormatError, compare_goldens, golden_error_finding, load_goldens
-
-            rel = self.task.rel(self.task.goldens)
-            try:
-                goldens = load_goldens(self.task.goldens, self.task.inputs, self.task.outputs, shown_as=rel)
-            except GoldenFormatError as exc:
-                self.numeric_findings.append(golden_error_finding(str(exc), rel))
-                ph.detail = f"unusable goldens: {exc}"
+            assert self.auditor is not None
+            if self.auditor.golden_data is None:
+                ph.detail = f"unusable goldens: {self._golden_error or 'not loaded'}"
                 return
-            report = compare_goldens(kernel_runner(self.backend, self.task), self.reference, goldens, self.task.outputs, self.task.op)
-            self.audit_parts["goldens"] = report
-            self.numeric_findings.extend(report.findings)
-            if report.error:
-                ph.detail = f"could not compare goldens: {report.error}"
+            report = self._judging(lambda: self.auditor.goldens(self._runner()))
+            if report is None or report.error:
+                why = report.error if report else "no goldens"
+                ph.fail(f"could not compare goldens: {why}")
+                self.checks.append(Check("goldens", "the port agrees with the recorded GPU outputs", False,
+                                         f"could not compare goldens: {why}"))
                 return
             bad = [o for o in report.outputs if o.verdict in ("port-diverges", "all-differ")]
             self.checks.append(Check("goldens", "the port agrees with the recorded GPU outputs", not bad,
                                      "; ".join(f"`{o.name}`: {o.verdict}" for o in report.outputs)))
             ph.detail = "; ".join(f"{o.name}: {o.verdict}" for o in report.outputs)
+            if bad:
+                ph.fail(ph.detail)
+
+    def _judging(self, step: Any) -> Any:
+        """A numerics step that runs the kernel: the kernel process dying stops the run."""
+        from nkitui.evaluate.pipeline.children import ChildGone
+
+        try:
+            return step()
+        except ChildGone as gone:
+            raise self._gone(gone) from None
 
     def _mutants(self) -> None:
-        if not self.options.get("mutants") or not self._compared_seeds():
+        if not self.options.mutants or not self._compared_seeds():
             return
         with self.phase("mutants") as ph:
-            from nkitui.evaluate.calls import source_runner
-            from nkitui.evaluate.numerics.mutants import MutationReport, generate_mutants, run_mutants
-
+            assert self.auditor is not None
             entry = self.task.kernel
             source = entry.path.read_text(encoding="utf-8")
+            runner = MutantRunner(self)
             try:
-                mutants = generate_mutants(source, self.task.rel(entry.path) or entry.path.name,
-                                           int(self.options.get("max_mutants_per_operator", 2)))
-            except SyntaxError as exc:
-                self.audit_parts["mutants"] = MutationReport(error=str(exc))
-                ph.detail = f"cannot mutate the port: {exc}"
+                report = self.auditor.mutants(runner, source, self.task.rel(entry.path) or entry.path.name)
+            finally:
+                runner.close()
+            if report.error:
+                ph.detail = f"cannot mutate the port: {report.error}"
                 return
-            seed = self._compared_seeds()[0]
-            report = run_mutants(mutants, source_runner(self.backend, self.task, self.ctx.workspace), self.inputs[seed],
-                                 self.references[seed], self.task.outputs, original_outputs=self.outputs[seed],
-                                 advised={a.name: a.policy for a in self.advice})
-            self.audit_parts["mutants"] = report
-            self.numeric_findings.extend(report.findings)
             counts: dict[str, int] = {}
             for r in report.results:
                 counts[r.status] = counts.get(r.status, 0) + 1
             ph.detail = ", ".join(f"{n} {k}" for k, n in sorted(counts.items())) or "no mutation sites"
 
-    def _numerics_audit(self) -> dict[str, Any] | None:
-        """The numerics results in nkitui.evaluate.numerics.audit' own form (NumericsAudit), so its
-        report and UI panels read them as they are."""
-        from nkitui.evaluate.numerics.audit import NumericsAudit, _dedupe
-        from nkitui.common.findings import sort_findings
-
-        if not self.first_metrics and not self.numeric_findings:
-            return None
-        audit = NumericsAudit(
-            outputs=tuple(self.first_metrics), advice=tuple(self.advice),
-            trials=self.audit_parts.get("trials"), precision=self.audit_parts.get("precision"),
-            mutants=self.audit_parts.get("mutants"), goldens=self.audit_parts.get("goldens"),
-            findings=tuple(sort_findings(_dedupe(self.numeric_findings))),
-        )
-        self.findings.extend(audit.findings)
-        return audit.to_dict()
-
     def _profile(self) -> None:
         with self.phase("profile") as ph:
-            from nkitui.evaluate.calls import kernel_args
+            from nkitui.executor.backends.costmodel import estimate_from_trace
 
             if not self._compared_seeds():
                 ph.skip("no seed produced outputs that matched the reference's shapes")
                 return
-            seed = self._compared_seeds()[0]
-            expected = self.kernel_outputs[seed]
-            task = self.task
-
-            def recheck(outputs: dict[str, np.ndarray]) -> str | None:
-                return _recheck(task, outputs, expected)
-
-            outcome = self.backend.profile(kernel_args(task, self.inputs[seed]), self.references.get(seed), recheck,
-                                           self.trace, self.ctx.log)
+            name = self.choice.name
+            if name == "emulator":
+                outcome = estimate_from_trace(self._trace(self.trace_json), self.result.target, self.task)
+            elif name == "simulator":
+                outcome = self._simulator_profile()
+            else:
+                outcome = self._hardware_profile()
             if outcome.skipped:
                 ph.skip(outcome.skipped)
             self.result.timing = outcome.timing
@@ -592,26 +609,200 @@ class EvaluationSession:
                 med = timing.get("median_us")
                 ph.detail = f"{timing.get('kind', '')} {med:.2f} µs" if isinstance(med, (int, float)) else "no timing"
 
+    def _trace(self, data: dict[str, Any] | None) -> Any:
+        """The kernel process's trace, read back as data (an unreadable one is no trace)."""
+        if data is None:
+            return None
+        from nkitui.emulator.trace import Trace
 
-def _recheck(task: Any, got: dict[str, np.ndarray], expected: dict[str, np.ndarray]) -> str | None:
-    """None when a timed launch's outputs equal the verified first launch bit for bit."""
-    import numpy as np
+        try:
+            return Trace.from_json(data)
+        except (KeyError, TypeError, ValueError, IndexError) as exc:
+            self.result.notes.append(f"the kernel process sent an instruction trace that could not be read: {exc}")
+            return None
 
-    for spec in task.outputs:
-        a, b = np.asarray(got.get(spec.name)), np.asarray(expected[spec.name])
-        if a.shape != b.shape:
-            return f"`{spec.name}` has shape {a.shape}, the verified launch {b.shape}"
-        same_bits = a.dtype == b.dtype and np.ascontiguousarray(a).tobytes() == np.ascontiguousarray(b).tobytes()
-        if not same_bits:
-            diff = int(np.count_nonzero(a.astype(np.float64) != b.astype(np.float64)))
-            return f"`{spec.name}` differs from the verified launch in {diff} element(s)"
-    return None
+    def _simulator_profile(self) -> Any:
+        from nkitui.evaluate.pipeline.children import ChildGone
+        from nkitui.evaluate.pipeline.kernel import _read_trace, error_from
+        from nkitui.executor.backends.base import ProfileOutcome
+        from nkitui.executor.backends.costmodel import estimate_from_trace
+
+        assert self.kernel is not None and self.auditor is not None
+        seed = self._compared_seeds()[0]
+        try:
+            rid, folder = self.kernel.child.folder()
+            metas = self.kernel._write_inputs(folder, self.auditor.inputs[seed])
+            reply = self.kernel.child.request("trace", rid=rid, folder=folder, inputs=metas)
+        except ChildGone as gone:
+            return ProfileOutcome(skipped=f"the kernel process ended before it recorded a trace: {gone.error.message}")
+        if reply.get("error") is not None:
+            err = error_from(reply["error"], "recording a trace failed")
+            return ProfileOutcome(skipped=f"the emulator could not run the kernel to record a trace for the cost model: {err['message']}")
+        data = _read_trace(folder / "out", str(reply.get("trace", "")))
+        outcome = estimate_from_trace(self._trace(data), self.result.target, self.task)
+        outcome.notes.append("the SDK simulator models no timing: utilisation is the cost model on nkitui's emulator trace")
+        return outcome
+
+    def _hardware_profile(self) -> Any:
+        from nkitui.evaluate.pipeline.children import ChildGone
+        from nkitui.evaluate.pipeline.kernel import error_from
+        from nkitui.executor.backends.base import ProfileOutcome
+
+        assert self.kernel is not None and self.auditor is not None
+        seed = self._compared_seeds()[0]
+        first = self.first_seed_run
+        try:
+            rid, folder = self.kernel.child.folder()
+            metas = self.kernel._write_inputs(folder, self.auditor.inputs[seed])
+            expected = {}
+            if first is not None and first.folder is not None and first.kernel_outputs:
+                (folder / "expected").mkdir(exist_ok=True)
+                for name, meta in first.kernel_outputs.items():
+                    src = first.folder / "out" / str(meta.get("file", ""))
+                    if src.is_file():
+                        (folder / "expected" / src.name).write_bytes(src.read_bytes())
+                        expected[name] = meta
+            reply = self.kernel.child.request("profile", rid=rid, folder=folder, inputs=metas, expected=expected)
+        except ChildGone as gone:
+            return ProfileOutcome(skipped=f"the kernel process ended while it was being timed: {gone.error.message}")
+        if reply.get("error") is not None:
+            return ProfileOutcome(skipped=error_from(reply["error"], "profiling failed")["message"])
+        timing = reply.get("timing") if isinstance(reply.get("timing"), dict) else None
+        utilisation = reply.get("utilisation") if isinstance(reply.get("utilisation"), dict) else None
+        notes = [n for n in reply.get("notes", []) if isinstance(n, str)][:20] if isinstance(reply.get("notes"), list) else []
+        notes.append("timing and the profile were measured by the kernel's own process: they are its report, "
+                     "not a verdict (see docs/executor.md)")
+        skipped = reply.get("skipped") if isinstance(reply.get("skipped"), str) else ""
+        return ProfileOutcome(timing=timing, utilisation=utilisation, notes=notes, skipped=skipped)
+
+    # -- the result ------------------------------------------------------------------------------
+    def _finish(self) -> None:
+        r = self.result
+        r.finished_at = utc_now()
+        r.duration_s = round(time.perf_counter() - self.started, 6)
+        r.checks = self.checks
+        r.seed_results = [self.seed_results[s] for s in self.seeds if s in self.seed_results]
+        r.phases = [p.to_dict() for p in self.ctx.phases]
+        r.versions = self._versions()
+        r.numerics = self._numerics_audit()
+        violations: list[dict[str, Any]] = []
+        for child in self.children:
+            for v in child.violations:
+                violations.append({**{k: v.get(k) for k in ("action", "target", "detail", "file", "line")},
+                                   "process": child.role})
+            r.notes.extend(n for n in child.notes if n not in r.notes)
+        violations = [v for v in violations if isinstance(v.get("action"), str)]
+        r.sandbox["violations"] = violations
+        confinement = r.sandbox.get("confinement") or {}
+        kernel_report = confinement.get("kernel") or confinement.get("reference")
+        if isinstance(kernel_report, dict) and isinstance(kernel_report.get("summary"), str):
+            r.sandbox["summary"] = kernel_report["summary"][:500]
+            r.notes.append(f"sandbox of the task's processes: {kernel_report['summary'][:500]}")
+        if self.children:
+            r.checks.append(Check("sandbox", "the task's code stayed inside its sandbox (no writes outside its scratch "
+                                             "folder, no processes, no credential lookups)",
+                                  not violations, _describe_violations(violations)))
+            for v, times in _distinct_violations(violations):
+                self.findings.append(_violation_finding(v, times))
+            if violations and r.status == "passed":
+                r.status = "failed"
+        r.findings = [f.to_dict() for f in self.findings]
+
+    def _versions(self) -> dict[str, Any]:
+        from nkitui import __version__
+
+        versions: dict[str, Any] = {"nkitui": __version__, "python": sys.version.split()[0]}
+        try:
+            import numpy as np
+
+            versions["numpy"] = np.__version__
+        except ImportError:  # pragma: no cover - a core dependency
+            pass
+        try:
+            import ml_dtypes
+
+            versions["ml_dtypes"] = ml_dtypes.__version__
+        except ImportError:
+            pass
+        for key, value in self.backend_versions.items():
+            if key in ("emulator", "sdk", "devices", "tools", "neuron_ls") and key not in versions:
+                versions[key] = value
+        if "emulator" not in versions and self.choice is not None and self.choice.name == "emulator":
+            versions["emulator"] = f"nkitui {__version__}"
+        return versions
+
+    def _numerics_audit(self) -> dict[str, Any] | None:
+        """The numerics results as the auditor assembled them (NumericsAudit), so the report and the
+        UI panels read them as they are."""
+        if self.auditor is None:
+            return None
+        audit = self.auditor.audit()
+        if not audit.outputs and not audit.findings:
+            return None
+        self.findings.extend(audit.findings)
+        return audit.to_dict()
 
 
-def _error_dict(err: ErrorEvent) -> dict[str, Any]:
-    d = err.to_dict()
-    d.pop("event", None)
-    return d
+class MutantRunner:
+    """Runs mutated copies of the port in a kernel process of their own (spawned on first use, again
+    after a mutant kills it), so the port's own process state never touches a mutant."""
+
+    def __init__(self, session: EvaluationSession) -> None:
+        self.session = session
+        self.process: Any = None
+        self.respawns = 0
+
+    def _process(self) -> Any:
+        from nkitui.evaluate.pipeline.kernel import KernelProcess
+
+        if self.process is None:
+            if self.respawns > MUTANT_RESPAWNS:
+                raise RuntimeError("the mutants' kernel process died too often; the remaining mutants were not run")
+            child = self.session._spawn("mutants", self.session._kernel_payload())
+            child.ready()
+            self.process = KernelProcess(child, self.session.task, device_provenance=False)
+        return self.process
+
+    def __call__(self, source: str, inputs: dict[str, Any], options: Any) -> dict[str, Any]:
+        import hashlib
+
+        from nkitui.evaluate.pipeline.children import ChildGone
+        from nkitui.evaluate.pipeline.kernel import KernelRunFailed
+
+        process = self._process()
+        scratch = process.child.handle.scratch
+        digest = hashlib.sha1(source.encode("utf-8")).hexdigest()[:12]
+        folder = scratch.work / MUTANT_DIR / digest
+        folder.mkdir(parents=True, exist_ok=True)
+        path = folder / self.session.task.kernel.path.name
+        path.write_text(source, encoding="utf-8")
+        try:
+            run = process.run(inputs, precise=options.precise, what=options.label or "a mutant", source=str(path))
+        except ChildGone as gone:
+            process.child.kill()
+            self.process = None
+            self.respawns += 1
+            raise RuntimeError(f"the mutant ended its kernel process: {gone.error.message}") from None
+        if run.error is not None:
+            raise KernelRunFailed(run.error)
+        return run.outputs or {}
+
+    def close(self) -> None:
+        if self.process is not None:
+            self.process.child.close()
+
+
+def _host_compute_finding(why: str, file: str | None, line: int | None) -> Finding:
+    from nkitui.common.findings import Finding
+
+    return Finding(
+        rule="HACK-HOST-COMPUTE", severity="high", title="The kernel's outputs were computed on the host, not by the device",
+        message=(f"The run's outputs did not come out of the emulated NeuronCore: {why}. nkitui counts an output only "
+                 "when it is an HBM tensor that the kernel's own launch allocated and wrote with store/DMA "
+                 "instructions, unchanged afterwards. A wrapper that runs the kernel and returns a numpy result, an "
+                 "entry name rebound to such an object, or numpy arithmetic on the inputs produces the right numbers "
+                 "on a CPU while the device does none of the work; the outputs were not compared and the run fails."),
+        category="integrity", source="executor", file=file, line=line, data={"why": why})
 
 
 def _describe_violations(violations: list[dict[str, Any]]) -> str:
@@ -620,7 +811,8 @@ def _describe_violations(violations: list[dict[str, Any]]) -> str:
     parts = []
     for v, times in _distinct_violations(violations)[:5]:
         where = f" at {v['file']}:{v['line']}" if v.get("file") else ""
-        parts.append(f"{v['action']}: {v['target'] or v['detail']}{where}" + (f" ({times} times)" if times > 1 else ""))
+        who = f" ({v['process']} process)" if v.get("process") == "reference" else ""
+        parts.append(f"{v['action']}: {v['target'] or v['detail']}{where}{who}" + (f" ({times} times)" if times > 1 else ""))
     return "; ".join(parts)
 
 
@@ -628,7 +820,7 @@ def _distinct_violations(violations: list[dict[str, Any]]) -> list[tuple[dict[st
     """Each distinct violation once, with how often it happened (every seed repeats the same one)."""
     counts: dict[tuple, list] = {}
     for v in violations:
-        key = (v["action"], v["target"], v.get("detail"), v.get("file"), v.get("line"))
+        key = (v["action"], v.get("target"), v.get("detail"), v.get("file"), v.get("line"), v.get("process"))
         counts.setdefault(key, [v, 0])[1] += 1
     return [(v, n) for v, n in counts.values()]
 
@@ -650,11 +842,14 @@ def _violation_finding(v: dict[str, Any], times: int = 1) -> Finding:
     from nkitui.common.findings import Finding
 
     title, text = _VIOLATION_TEXT.get(v["action"], ("Sandbox violation", "{detail}: {target}"))
-    what = f"{v['detail']}: `{v['target']}`" if v["target"] else v["detail"]  # os.fork() has no command
-    message = text.format(**v, what=what)
+    fields = {"target": v.get("target") or "", "detail": v.get("detail") or ""}
+    what = f"{fields['detail']}: `{fields['target']}`" if fields["target"] else fields["detail"]  # os.fork() has no command
+    message = text.format(**fields, what=what)
+    if v.get("process") == "reference":
+        title = title.replace("Kernel", "Reference")
+        message = message.replace("The kernel", "The reference").replace("kernels run", "task code runs")
     if times > 1:
         message += f" It happened {times} times (once per seed or call)."
-    return Finding(rule=f"EXEC-SANDBOX-{v['action'].upper()}", severity="high", title=title, message=message,
-                   category="integrity", source="executor", file=v.get("file"), line=v.get("line"),
-                   data=dict(v, times=times))
-
+    return Finding(rule=f"EXEC-SANDBOX-{str(v['action']).upper()}", severity="high", title=title, message=message,
+                   category="integrity", source="executor", file=v.get("file") if isinstance(v.get("file"), str) else None,
+                   line=v.get("line") if isinstance(v.get("line"), int) else None, data=dict(v, times=times))

@@ -14,7 +14,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from nkitui.evaluate.run.result import RunResult
-from nkitui.evaluate.run import EvaluationRequest, check_runnable, start_evaluation
+from nkitui.evaluate.options import EvaluationRequest
+from nkitui.evaluate.run.start import check_runnable, start_evaluation
 from nkitui.executor.events import Event
 
 EXIT_PASSED = 0

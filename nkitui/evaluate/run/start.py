@@ -6,10 +6,13 @@
     result: RunResult = handle.result  # always set once events() has ended (also after a crash/timeout/cancel)
     handle.cancel()                    # any thread
 
-The last event is always one ResultEvent carrying the final RunResult (the worker's, completed
-with what only the parent knows: the task's git commit, file hashes, limits and the log's end; or,
-when the worker died without a result, one built from what the parent saw). With `store=True` the
-result is saved in the run store before that event is delivered.
+The worker is the trusted evaluator (nkitui.evaluate.pipeline): it never imports task code, and
+starts the untrusted kernel and reference processes itself. The last event is always one
+ResultEvent carrying the final RunResult: the evaluator's, with its status settled again here from
+its checks and evidence (nkitui.evaluate.run.evidence: a pass without every piece of evidence is an
+internal error), completed with what only the parent knows (the task's git commit, file hashes,
+limits and the log's end); or, when the evaluator died without a result, one built from what the
+parent saw. With `store=True` the result is saved in the run store before that event is delivered.
 """
 
 from __future__ import annotations
@@ -17,15 +20,16 @@ from __future__ import annotations
 import os
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
-from nkitui.evaluate.pipeline.session import BACKEND_LINE, resolve_seeds
+from nkitui.common.codec import encode
+from nkitui.evaluate.options import EvaluationOptions, EvaluationRequest, resolve_seeds
+from nkitui.evaluate.run.evidence import settle_status
 from nkitui.evaluate.run.result import ResultVersionError, RunResult
 from nkitui.executor.events import ErrorEvent, Event, ResultEvent
 from nkitui.executor.job import WorkerJob
-from nkitui.executor.limits import DEFAULT_MEMORY_MB, DEFAULT_TIMEOUT_S, Limits
+from nkitui.executor.limits import DEFAULT_TIMEOUT_S, Limits
 from nkitui.executor.runner import RunHandle, WorkerOutcome, start_worker
 from nkitui.task import Problem, Task, TaskError, load_task
 
@@ -37,35 +41,6 @@ _STATUS_FOR_EXIT = {
     "timeout": "timeout", "cancelled": "cancelled", "crash": "crashed", "memory-limit": "memory-limit",
     "cpu-limit": "cpu-limit", "killed": "killed", "internal": "internal-error", "start-failed": "internal-error",
 }
-
-
-@dataclass
-class EvaluationRequest:
-    task_dir: Path
-    backend: str = "auto"  # auto | emulator | simulator | neuron
-    target: str | None = None  # trn1 | trn2 | trn3; None: the task's own
-    seeds: list[int] | int | None = None  # None: the task's; an int N: seeds 0..N-1
-    timeout_s: float | None = None  # None: the task's evaluation.timeout_s, else 300 s
-    memory_mb: int | None = DEFAULT_MEMORY_MB
-    cpu_s: int | None = None
-    precise: bool = True
-    static: bool = True
-    trials: bool = True
-    precision: bool = True
-    goldens: bool = True
-    mutants: bool = False
-    timing: dict[str, Any] | None = None  # nkitui.executor.timing.TimingPolicy fields (neuron backend)
-    store: bool = True
-    store_root: Path | None = None  # None: the XDG data folder
-    extra_env: dict[str, str] = field(default_factory=dict)
-    python_path: list[str] = field(default_factory=list)
-
-    def payload(self) -> dict[str, Any]:
-        return {
-            "backend": self.backend, "target": self.target, "seeds": self.seeds, "precise": self.precise,
-            "static": self.static, "trials": self.trials, "precision": self.precision, "goldens": self.goldens,
-            "mutants": self.mutants, "timing": self.timing,
-        }
 
 
 def check_runnable(task: Task) -> None:
@@ -123,9 +98,9 @@ def start_evaluation(
     root = task.root.resolve()
     timeout = request.timeout_s or task.timeout_s or DEFAULT_TIMEOUT_S
     limits = Limits(timeout_s=float(timeout), memory_mb=request.memory_mb, cpu_s=request.cpu_s)
-    job = WorkerJob(entry=ENTRY, payload=request.payload(), limits=limits, workspace=root,
-                    extra_env=dict(request.extra_env), python_path=list(request.python_path),
-                    allow_subprocess=request.backend != "emulator")
+    payload = {"options": encode(request.options), "python_path": list(request.python_path)}
+    job = WorkerJob(entry=ENTRY, payload=payload, limits=limits, workspace=root, extra_env=request.env,
+                    python_path=list(request.python_path), role="evaluator")
     git_state: dict[str, _GitState] = {}
     git_thread = threading.Thread(target=lambda: git_state.setdefault("s", read_git_state(root)),
                                   name=f"nkitui-git-{job.run_id}", daemon=True)
@@ -157,17 +132,6 @@ def start_evaluation(
     return start_worker(job, finalizer=finalize, on_event=on_event)
 
 
-def _backend_from_log(outcome: WorkerOutcome) -> tuple[str, str]:
-    """The backend the worker announced before it died (pipeline.BACKEND_LINE), or ("", "")."""
-    prefix, _, sep_reason = BACKEND_LINE.partition("{name}")
-    sep = sep_reason.partition("{reason}")[0]
-    for entry in outcome.log.entries():
-        if entry.stream == "worker" and entry.text.startswith(prefix) and sep in entry.text:
-            name, _, reason = entry.text[len(prefix):].partition(sep)
-            return name, reason
-    return "", ""
-
-
 def _silent_exit_error(outcome: WorkerOutcome) -> ErrorEvent:
     """In words: the worker exited with a normal status but without its result or an error event."""
     message = f"the worker exited with status {outcome.exit.returncode} before sending its result"
@@ -185,11 +149,14 @@ def build_result(outcome: WorkerOutcome, task: Task, request: EvaluationRequest)
     """The final RunResult from the worker's result (or from what the parent saw when there is none)."""
     extra: list[Event] = []
     result: RunResult | None = None
+    options = request.options
     if outcome.result is not None:
         try:
             result = RunResult.from_dict(outcome.result)
         except ResultVersionError as exc:
             extra.append(ErrorEvent(kind="internal", message=f"the worker's result could not be read: {exc}"))
+        else:
+            settle_status(result, task, options)
     exit_kind = outcome.exit.kind
     if result is None:
         status = _STATUS_FOR_EXIT.get(exit_kind, "internal-error")
@@ -207,13 +174,14 @@ def build_result(outcome: WorkerOutcome, task: Task, request: EvaluationRequest)
             status = "memory-limit"
         result = RunResult(
             run_id=outcome.run_id, task_id=task.id, task_title=task.title, status=status,
-            backend_requested=request.backend, target=request.target or task.target, error=error,
-            precise=request.precise, tolerances={o.name: o.tolerance.to_dict() for o in task.outputs if o.tolerance},
+            backend_requested=options.backend, target=options.target or task.target, error=error,
+            precise=options.precise, tolerances={o.name: o.tolerance.to_dict() for o in task.outputs if o.tolerance},
         )
         result.phases = [{"name": p.name, "status": p.status, "duration_s": p.duration_s, "detail": p.detail}
                          for p in outcome.phases]
-        result.backend, result.backend_reason = _backend_from_log(outcome)
-        result.seeds = resolve_seeds(request.seeds, task.seeds)  # as the worker's load phase does
+        if outcome.backend is not None:  # the evaluator said which backend it chose before it died
+            result.backend, result.backend_reason = outcome.backend.name, outcome.backend.reason
+        result.seeds = resolve_seeds(options.seeds, task.seeds)  # as the evaluator's load phase does
         result.notes.append(f"the worker {outcome.exit.message}; this result was built by the parent from the events it received")
         from datetime import datetime, timezone
 
@@ -234,3 +202,7 @@ def build_result(outcome: WorkerOutcome, task: Task, request: EvaluationRequest)
     if outcome.startup_s is not None:
         result.versions.setdefault("worker_startup_s", round(outcome.startup_s, 4))
     return result, extra
+
+
+__all__ = ["ENTRY", "EvaluationOptions", "EvaluationRequest", "build_result", "check_runnable", "read_git_state",
+           "start_evaluation"]

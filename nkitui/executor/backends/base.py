@@ -43,6 +43,9 @@ class BackendRun:
     outputs: dict[str, np.ndarray]  # by output name, kernel layout
     elapsed_s: float
     trace: Any = None  # nkitui.emulator.trace.Trace when asked for and available
+    # by output name: {"device": bool, "why": text, ...} where the backend can tell whether the array
+    # came out of the device (the emulator can); None where it cannot
+    provenance: dict[str, dict[str, Any]] | None = None
 
 
 @dataclass
@@ -146,6 +149,12 @@ class Backend(ABC):
         self.kernel: Any = None
         self.kernel_module: Any = None
         self._launch: Any = None
+        self._preloaded = False
+
+    def ensure_preloaded(self) -> None:
+        if not self._preloaded:
+            self.preload()
+            self._preloaded = True
 
     @property
     def kernel_label(self) -> str:
@@ -155,8 +164,15 @@ class Backend(ABC):
     def versions(self) -> dict[str, Any]:
         return {}
 
+    def preload(self) -> None:  # noqa: B027 - optional hook: most backends import nothing ahead
+        """What the backend imports that is not task code (the emulator, the SDK): done before the
+        process that runs the kernel is confined, and before the kernel is imported."""
+
     def prepare(self) -> None:
         """Import (and, on hardware, set up compilation of) the kernel: the compile phase."""
+        if not self._preloaded:
+            self.preload()
+            self._preloaded = True
         self.kernel = self._import_kernel()
         self._launch = self.wrap(self.kernel)
 

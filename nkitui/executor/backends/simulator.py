@@ -37,8 +37,11 @@ class SimulatorBackend(Backend):
         pkg = self.probe.new if self.namespace == "new" else self.probe.legacy
         return {"sdk": {pkg.module: pkg.version, "fake": pkg.fake}}
 
-    def prepare(self) -> None:
+    def preload(self) -> None:
         self.sdk = sdk_module(self.namespace, self.probe)
+
+    def prepare(self) -> None:
+        self.ensure_preloaded()
         with env_override(NEURON_PLATFORM_TARGET_OVERRIDE=target_env(self.target)):
             super().prepare()
 
@@ -63,14 +66,14 @@ class SimulatorBackend(Backend):
         from nkitui.executor.backends.costmodel import estimate_from_trace
 
         try:
-            emulated = self._emulator_trace(args)
+            emulated = self.emulator_trace(args)
         except Exception as exc:  # noqa: BLE001 - the cost model is optional on this backend
             return ProfileOutcome(skipped=f"the emulator could not run the kernel to record a trace for the cost model: {type(exc).__name__}: {exc}")
         outcome = estimate_from_trace(emulated, self.target, self.task)
         outcome.notes.append("the SDK simulator models no timing: utilisation is the cost model on nkitui's emulator trace")
         return outcome
 
-    def _emulator_trace(self, args: list[np.ndarray]) -> Any:
+    def emulator_trace(self, args: list[np.ndarray]) -> Any:
         from nkitui import emulator
 
         entry = self.task.kernel
