@@ -320,6 +320,7 @@ class EvaluationSession:
             self.result.backend, self.result.backend_reason = self.choice.name, self.choice.reason
             self.ctx.emit(BackendEvent(self.choice.name, self.choice.reason, self.options.backend))
             self.ctx.log(BACKEND_LINE.format(name=self.choice.name, reason=self.choice.reason))
+            self._integrity()  # read-only: the task's code as text, while the kernel process starts
             child = self.kernel_child
             assert child is not None
             try:
@@ -340,6 +341,23 @@ class EvaluationSession:
                 self.backend_versions = versions
             label = reply.get("label") if isinstance(reply.get("label"), str) else self.task.kernel.spec
             ph.detail = f"{self.choice.name}: {label}"
+
+    def _integrity(self) -> None:
+        """HACK-TAMPER and the entry-point checks on the task's code (ast, nothing runs): the
+        `integrity` check fails when the code reaches into the interpreter or nkitui, or when the
+        entry point is not the NKI kernel it names."""
+        from nkitui.analysis import integrity_findings
+
+        found = integrity_findings(self.task)
+        known = {(f.rule, f.file, f.line, f.severity) for f in self.findings}
+        self.findings.extend(f for f in found if (f.rule, f.file, f.line, f.severity) not in known)
+        failing = [f for f in found if f.severity == "high"]
+        shown = "; ".join(f"{f.rule} at {f.location}" for f in failing[:4])
+        self.checks.append(Check("integrity", "the task's code does not reach into the interpreter or nkitui, and its "
+                                              "entry point is the NKI kernel", not failing,
+                                 shown or "no introspection, no dynamic code, the entry point is an NKI kernel"))
+        for f in found:
+            self.ctx.log(f"{f.rule} at {f.location}: {f.title}", level="error" if f.severity == "high" else "warning")
 
     def _run(self) -> None:
         task = self.task
@@ -398,7 +416,8 @@ class EvaluationSession:
                 self.checks.append(Check(
                     "device-outputs", "every output came out of the emulated device (HBM tensors its instructions wrote)",
                     (not host) if (host or self.outputs) else None,
-                    "; ".join(host[:2]) if host else f"{len(self.outputs)} seed(s): every output has device provenance"))
+                    "; ".join(host[:2]) if host else (f"{len(self.outputs)} seed(s): every output has device provenance"
+                                                      if self.outputs else "no seed produced outputs")))
             ph.detail = f"{ran}/{len(self.seeds)} seeds ran" + (f", {len(host)} with host-computed outputs" if host else "")
             if errors or host:
                 ph.fail(ph.detail)
@@ -695,9 +714,10 @@ class EvaluationSession:
         r.sandbox["violations"] = violations
         confinement = r.sandbox.get("confinement") or {}
         kernel_report = confinement.get("kernel") or confinement.get("reference")
-        if isinstance(kernel_report, dict) and isinstance(kernel_report.get("summary"), str):
-            r.sandbox["summary"] = kernel_report["summary"][:500]
-            r.notes.append(f"sandbox of the task's processes: {kernel_report['summary'][:500]}")
+        if isinstance(kernel_report, dict):
+            summary = _confinement_summary(kernel_report)
+            r.sandbox["summary"] = summary
+            r.notes.append(f"the task's processes ran with {summary}")
         if self.children:
             r.checks.append(Check("sandbox", "the task's code stayed inside its sandbox (no writes outside its scratch "
                                              "folder, no processes, no credential lookups)",
@@ -792,6 +812,19 @@ class MutantRunner:
             self.process.child.close()
 
 
+def _confinement_summary(report: dict[str, Any]) -> str:
+    """"sandbox: seccomp, landlock, ..." plus "; degraded: ..." from a child's confinement report."""
+    def texts(key: str) -> list[str]:
+        value = report.get(key)
+        return [str(v)[:120] for v in value[:12]] if isinstance(value, list) else []
+
+    active, degraded = texts("active"), texts("degraded")
+    summary = f"sandbox: {', '.join(active) or 'nothing active'}"
+    if degraded:
+        summary += f"; degraded: {'; '.join(degraded)}"
+    return summary[:600]
+
+
 def _host_compute_finding(why: str, file: str | None, line: int | None) -> Finding:
     from nkitui.common.findings import Finding
 
@@ -832,6 +865,10 @@ _VIOLATION_TEXT = {
     "process": ("Kernel tried to start a process",
                 "The kernel tried to start a process ({what}). nkitui refused it on this backend. "
                 "A port has no reason to run programs."),
+    "introspection": ("Kernel reached into the interpreter",
+                      "The kernel's code asked for {what}: frames, the garbage collector, ctypes or tracing, which no "
+                      "kernel needs and a forgery of the evaluation would. nkitui refused it (the verdict is computed "
+                      "in another process anyway)."),
     "credential": ("Kernel looked up a credential variable",
                    "The kernel looked up the environment variable `{target}`. nkitui removes credentials from the "
                    "environment of every run, so it found nothing; a port has no reason to read credentials."),

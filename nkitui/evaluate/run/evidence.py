@@ -6,7 +6,7 @@ the checks again and asks, for a pass, for every piece of evidence the run must 
   phases     load, reference, compile, run and compare ended "ok"; profile ended (ok or skipped)
   seeds      the requested seeds, each with a result that passed and no error
   outputs    every declared output on every seed, with the declared shape and element count
-  checks     kernel-runs, output:<name> and tolerance:<name> for every output, sandbox, and
+  checks     integrity, kernel-runs, output:<name> and tolerance:<name> for every output, sandbox, and
              device-outputs (emulator), trials and precision when they were asked for; all passed
 
     problems = missing_evidence(result, task, options)   # [] when a pass is supported
@@ -60,8 +60,8 @@ def missing_evidence(result: RunResult, task: Any, options: EvaluationOptions) -
             if o.get("passed") is not True:
                 problems.append(f"seed {seed}: output `{spec.name}` did not pass")
     checks = {c.id: c for c in result.checks}
-    required = ["kernel-runs", *(f"output:{s.name}" for s in task.outputs), *(f"tolerance:{s.name}" for s in task.outputs),
-                "sandbox"]
+    required = ["integrity", "kernel-runs", *(f"output:{s.name}" for s in task.outputs),
+                *(f"tolerance:{s.name}" for s in task.outputs), "sandbox"]
     if result.backend == "emulator":
         required.append("device-outputs")
         if options.precision:

@@ -35,6 +35,10 @@ class Server:
         """Enter the OS confinement (nkitui.executor.confine where this build has it), then say what
         is active. Called after the imports that are not task code and before any that is."""
         report = enter_confinement(self.ctx.scratch, [Path(p) for p in readable])
+        from nkitui.executor.untrusted import introspection
+
+        introspection.install(str(self.ctx.workspace))
+        report["active"] = [*report.get("active", []), "introspection guard (audit hook)"]
         self.ctx.emit(DataEvent("confinement", report))
         return report
 
@@ -59,9 +63,10 @@ class Server:
 
 def sandbox_record() -> list[dict[str, Any]]:
     from nkitui.executor.sandbox import current_guard
+    from nkitui.executor.untrusted.introspection import refusals
 
     guard = current_guard()
-    return [v.to_dict() for v in guard.violations] if guard is not None else []
+    return [*(v.to_dict() for v in guard.violations), *refusals()] if guard is not None else refusals()
 
 
 def enter_confinement(scratch: Path, readable: list[Path]) -> dict[str, Any]:
