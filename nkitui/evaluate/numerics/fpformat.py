@@ -3,14 +3,15 @@ to a narrow format, and ULP distance measured on the format's bit pattern.
 
 Formats are named as in task manifests (``float32``, ``bfloat16``, ``float8_e4m3`` ...), plus
 ``tfloat32`` (fp32 storage with a 10-bit mantissa, as TensorE/Tensor Cores use it) and
-``float64``. bf16 and fp8 come from ml_dtypes.
+``float64``. bf16 and fp8 come from ml_dtypes, imported the first time one of them is asked for
+(it costs about half a second of CPU, which a float32-only task need not pay).
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 
-import ml_dtypes
 import numpy as np
 
 from nkitui.task.dtypes import canonical_dtype_name, dtype_name, numpy_dtype
@@ -38,7 +39,12 @@ class FloatFormat:
 
 
 def _from_finfo(name: str, dtype: np.dtype, has_inf: bool = True) -> FloatFormat:
-    fi = ml_dtypes.finfo(dtype)
+    if dtype.kind == "V":  # an ml_dtypes type: numpy's finfo does not know it
+        import ml_dtypes
+
+        fi = ml_dtypes.finfo(dtype)
+    else:
+        fi = np.finfo(dtype)
     return FloatFormat(
         name=name,
         mantissa_bits=int(fi.nmant),
@@ -50,24 +56,60 @@ def _from_finfo(name: str, dtype: np.dtype, has_inf: bool = True) -> FloatFormat
     )
 
 
-_FORMATS: dict[str, FloatFormat] = {
-    "float64": _from_finfo("float64", np.dtype(np.float64)),
-    "float32": _from_finfo("float32", np.dtype(np.float32)),
-    "float16": _from_finfo("float16", np.dtype(np.float16)),
-    "bfloat16": _from_finfo("bfloat16", np.dtype(ml_dtypes.bfloat16)),
-    "float8_e4m3": _from_finfo("float8_e4m3", np.dtype(ml_dtypes.float8_e4m3)),
-    "float8_e4m3fn": _from_finfo("float8_e4m3fn", np.dtype(ml_dtypes.float8_e4m3fn), has_inf=False),
-    "float8_e5m2": _from_finfo("float8_e5m2", np.dtype(ml_dtypes.float8_e5m2)),
-    "tfloat32": FloatFormat(
-        name="tfloat32",
-        mantissa_bits=10,
-        storage=np.dtype(np.float32),
-        max=float(np.finfo(np.float32).max),
-        smallest_normal=float(np.finfo(np.float32).smallest_normal),
-        smallest_subnormal=2.0**-136,
-        has_inf=True,
-    ),
-}
+_NARROW = ("bfloat16", "float8_e4m3", "float8_e4m3fn", "float8_e5m2")
+
+
+class _Formats(Mapping[str, FloatFormat]):
+    """Every format by name; the ml_dtypes ones are built on first use."""
+
+    def __init__(self) -> None:
+        self._known: dict[str, FloatFormat] = {
+            "float64": _from_finfo("float64", np.dtype(np.float64)),
+            "float32": _from_finfo("float32", np.dtype(np.float32)),
+            "float16": _from_finfo("float16", np.dtype(np.float16)),
+            "tfloat32": FloatFormat(
+                name="tfloat32",
+                mantissa_bits=10,
+                storage=np.dtype(np.float32),
+                max=float(np.finfo(np.float32).max),
+                smallest_normal=float(np.finfo(np.float32).smallest_normal),
+                smallest_subnormal=2.0**-136,
+                has_inf=True,
+            ),
+        }
+        self._narrow_loaded = False
+
+    def _load_narrow(self) -> None:
+        if self._narrow_loaded:
+            return
+        import ml_dtypes
+
+        self._known.update({
+            "bfloat16": _from_finfo("bfloat16", np.dtype(ml_dtypes.bfloat16)),
+            "float8_e4m3": _from_finfo("float8_e4m3", np.dtype(ml_dtypes.float8_e4m3)),
+            "float8_e4m3fn": _from_finfo("float8_e4m3fn", np.dtype(ml_dtypes.float8_e4m3fn), has_inf=False),
+            "float8_e5m2": _from_finfo("float8_e5m2", np.dtype(ml_dtypes.float8_e5m2)),
+        })
+        self._narrow_loaded = True
+
+    def __getitem__(self, name: str) -> FloatFormat:
+        if name in _NARROW:
+            self._load_narrow()
+        return self._known[name]
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._known or name in _NARROW
+
+    def __iter__(self) -> Iterator[str]:
+        self._load_narrow()
+        return iter(self._known)
+
+    def __len__(self) -> int:
+        self._load_narrow()
+        return len(self._known)
+
+
+_FORMATS = _Formats()
 
 _EXTRA_ALIASES = {"tf32": "tfloat32", "fp64": "float64", "double": "float64", "fp8_e4m3": "float8_e4m3",
                   "fp8_e5m2": "float8_e5m2", "fp8_e4m3fn": "float8_e4m3fn"}

@@ -46,14 +46,19 @@ class ReferenceProcess:
             raise ReferenceFailed(error_from(reply["error"], "importing the reference failed"))
 
     def __call__(self, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        import time
+
         self.calls += 1
+        started = time.perf_counter()
         rid, folder = self.child.folder()
         metas = {}
         for i, (name, value) in enumerate(inputs.items()):
             meta = save_array(folder / "in" / f"{i}-{name}.npy", np.asarray(value))
             metas[name] = meta
         what = f"the reference failed on {self.asking}"
+        sent = time.perf_counter()
         reply = self.child.request("call", rid=rid, folder=folder, inputs=metas, what=what)
+        answered = time.perf_counter()
         try:
             if reply.get("error") is not None:
                 error = error_from(reply["error"], what)
@@ -66,6 +71,9 @@ class ReferenceProcess:
                                        "traceback": ""}) from None
         finally:
             self.child.forget(folder)
+        self.child.ctx.log(f"reference call {self.calls} ({self.asking}): writing inputs {(sent - started) * 1e3:.0f} ms, "
+                           f"answer {(answered - sent) * 1e3:.0f} ms, reading outputs {(time.perf_counter() - answered) * 1e3:.0f} ms",
+                           level="debug")
         for spec in self.task.outputs:
             if outputs[spec.name].shape != tuple(spec.shape):
                 raise ReferenceFailed({"kind": "reference-error", "file": self._file(), "line": None, "traceback": "",

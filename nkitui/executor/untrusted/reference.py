@@ -15,6 +15,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from nkitui.executor.arrays import NARROW_NAMES
 from nkitui.executor.context import WorkerContext
 from nkitui.executor.untrusted.errors import TASK_ERRORS, describe
 from nkitui.executor.untrusted.server import Server
@@ -31,6 +32,8 @@ def serve(payload: dict[str, Any], ctx: WorkerContext) -> int:
 
     server = Server(ctx, "reference")
     task = load_task(ctx.workspace)
+    if any(spec.dtype in NARROW_NAMES for spec in (*task.inputs, *task.outputs)):
+        import ml_dtypes  # noqa: F401 - bf16/fp8 arrays are viewed back with it: imported now, before task code
     server.confine(list(payload.get("readable", [])))
     fn = None
     max_elements = max([s.size for s in (*task.inputs, *task.outputs)] or [1]) * 4 + 1024
