@@ -58,7 +58,7 @@ def _err(text: str) -> None:
 
 
 def _print_json(data: Any) -> None:
-    from nkitui.evaluate.numerics.numjson import jsonable
+    from nkitui.common.codec import encode as jsonable
 
     print(json.dumps(jsonable(data), indent=2, allow_nan=False, ensure_ascii=False))
 

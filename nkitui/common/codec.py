@@ -5,11 +5,18 @@
     data = encode_versioned(record, "nkitui.run-result", 2)
     record = decode_versioned(RunResult, data, "nkitui.run-result", 2, migrations={1: upgrade_v1})
 
+    @dataclass(frozen=True)
+    class Pair(Record):                        # record.to_dict() / Pair.from_dict(d): the same codec
+        rel_l2: float
+        _codec_computed: ClassVar = ("ratio",)  # properties written out too (for readers of the JSON)
+
 Types it understands: dataclasses (fields by name; a missing field takes its default, or is an
 error when it has none; unknown keys are ignored, or refused with strict=True), `X | None`, unions
 (tried in order), tuple[X, ...], tuple[X, Y], list[X], dict[str, X], Literal[...], str, int, float,
-bool, Path, Any. Floats are strict JSON: NaN and infinities travel as "nan", "inf", "-inf"; numpy
-scalars and arrays encode as numbers and lists. Every error names the field by its path.
+bool, Path, Any, and classes with an adapter (`register_adapter(PerfRecord, to_json, from_json)`:
+a record owned elsewhere that has its own versioned JSON). Floats are strict JSON: NaN and
+infinities travel as "nan", "inf", "-inf"; numpy scalars and arrays encode as numbers and lists.
+Every error names the field by its path.
 """
 
 from __future__ import annotations
@@ -21,9 +28,32 @@ import typing
 from collections.abc import Callable, Mapping
 from functools import cache
 from pathlib import Path
-from typing import Any, Literal, Union
+from typing import Any, ClassVar, Literal, Union
 
 JSON = Any
+_ADAPTERS: dict[type, tuple[Callable[[Any], JSON], Callable[[JSON], Any]]] = {}
+
+
+def register_adapter(cls: type, to_json: Callable[[Any], JSON], from_json: Callable[[JSON], Any]) -> None:
+    """Encode and decode `cls` with its own functions (a record with its own JSON, owned elsewhere)."""
+    _ADAPTERS[cls] = (to_json, from_json)
+
+
+class Record:
+    """Mixin for dataclass records: `to_dict()` / `from_dict()` through the one codec.
+
+    `_codec_computed`: names of properties written out beside the fields (read back as nothing: they
+    are recomputed); `_codec_omit`: fields left out of the JSON (they take their defaults on reading)."""
+
+    _codec_computed: ClassVar[tuple[str, ...]] = ()
+    _codec_omit: ClassVar[tuple[str, ...]] = ()
+
+    def to_dict(self) -> dict[str, JSON]:
+        return encode(self)
+
+    @classmethod
+    def from_dict(cls, data: JSON, where: str = "") -> Any:
+        return decode(cls, data, where)
 
 NON_FINITE = {"nan": math.nan, "inf": math.inf, "-inf": -math.inf, "+inf": math.inf}
 
@@ -34,8 +64,16 @@ class CodecError(ValueError):
 
 # -- encoding -------------------------------------------------------------------------------------
 def encode(value: Any) -> JSON:
+    adapter = _ADAPTERS.get(type(value))
+    if adapter is not None:
+        return adapter[0](value)
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return {f.name: encode(getattr(value, f.name)) for f in dataclasses.fields(value) if f.init or f.repr}
+        omit = getattr(value, "_codec_omit", ())
+        out = {f.name: encode(getattr(value, f.name)) for f in dataclasses.fields(value)
+               if (f.init or f.repr) and f.name not in omit}
+        for name in getattr(value, "_codec_computed", ()):
+            out[name] = encode(getattr(value, name))
+        return out
     if isinstance(value, float):  # numpy float64 too
         if math.isnan(value):
             return "nan"
@@ -115,6 +153,11 @@ def decode(tp: Any, value: JSON, where: str = "", *, strict: bool = False) -> An
         args = typing.get_args(tp)
         item = args[1] if len(args) == 2 else Any
         return {str(k): decode(item, v, f"{where}.{k}" if where else str(k), strict=strict) for k, v in value.items()}
+    if isinstance(tp, type) and tp in _ADAPTERS:
+        try:
+            return _ADAPTERS[tp][1](value)
+        except (KeyError, TypeError, ValueError) as exc:
+            raise CodecError(f"{_at(where)}: not a valid {tp.__name__}: {exc}") from None
     if isinstance(tp, type) and dataclasses.is_dataclass(tp):
         return _decode_dataclass(tp, value, where, strict)
     if tp is float:
@@ -160,7 +203,8 @@ def _decode_dataclass(cls: type, value: JSON, where: str, strict: bool) -> Any:
     hints = _hints(cls)
     fields = {f.name: f for f in dataclasses.fields(cls) if f.init}
     if strict:
-        unknown = [k for k in value if k not in fields]
+        computed = set(getattr(cls, "_codec_computed", ()))
+        unknown = [k for k in value if k not in fields and k not in computed]
         if unknown:
             raise CodecError(f"{_at(where)}: unknown field(s) {', '.join(map(repr, unknown))} for {cls.__name__} "
                              f"(known: {', '.join(fields)})")

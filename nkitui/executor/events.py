@@ -155,7 +155,7 @@ def event_name(event: Event) -> str:
 
 def encode(event: Event) -> bytes:
     """One event as a JSON line (UTF-8, newline-terminated). NaN/inf are not valid JSON: callers
-    put numbers through nkitui.evaluate.numerics.numjson first; `allow_nan=False` makes a slip loud."""
+    put numbers through nkitui.common.codec.encode first; `allow_nan=False` makes a slip loud."""
     return (json.dumps(event.to_dict(), separators=(",", ":"), allow_nan=False) + "\n").encode("utf-8")
 
 

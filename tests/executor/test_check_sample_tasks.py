@@ -58,8 +58,8 @@ def test_the_loose_tolerance_task_fails_its_tolerance_check_because_zeros_would_
     assert by_id["output:probs"].passed is True  # the kernel itself is right ...
     assert by_id["tolerance:probs"].passed is False  # ... the task's test is what is broken
     assert "all-zeros" in by_id["tolerance:probs"].detail
-    zeros = [f for f in result.findings if f["rule"] == rules.ZEROS_PASS]
-    assert len(zeros) == 1 and "`probs`" in zeros[0]["message"] and "atol = 0.01" in zeros[0]["message"]
+    zeros = [f for f in result.findings if f.rule == rules.ZEROS_PASS]
+    assert len(zeros) == 1 and "`probs`" in zeros[0].message and "atol = 0.01" in zeros[0].message
 
 
 def test_a_port_writing_nan_fails_with_strict_json(capsys):

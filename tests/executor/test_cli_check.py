@@ -77,7 +77,7 @@ def test_per_seed_metrics_are_never_cut_at_80_columns(tmp_path, capsys):
     text = console.export_text()
     metrics = result.seed_results[0].outputs[0]
     assert "…" not in text
-    assert f"{metrics['max_abs']:.3g}" in text or f"{metrics['max_abs']:.2e}" in text
+    assert f"{metrics.max_abs:.3g}" in text or f"{metrics.max_abs:.2e}" in text
 
 
 def test_a_failing_seed_is_logged_as_a_warning_and_the_stored_log_keeps_its_level(tmp_path, capsys):

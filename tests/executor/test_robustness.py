@@ -53,16 +53,16 @@ def test_a_well_behaved_kernel_passes(tmp_path):
     assert [c.id for c in result.checks] == ["integrity", "kernel-runs", "device-outputs", "output:out", "tolerance:out",
                                              "sandbox"]
     assert all(c.passed for c in result.checks)
-    names = [p["name"] for p in result.phases]
+    names = [p.name for p in result.phases]
     # the reference answers (and its process ends) before the kernel's code is imported
     assert names == ["load", "reference", "compile", "run", "compare", "profile"]
-    assert all(isinstance(p["duration_s"], float) for p in result.phases)
+    assert all(isinstance(p.duration_s, float) for p in result.phases)
     assert result.backend == "emulator" and "using the built-in emulator" in result.backend_reason
     assert [s.seed for s in result.seed_results] == [0, 1]
-    assert result.seed_results[0].outputs[0]["max_abs"] == 0.0
+    assert result.seed_results[0].outputs[0].max_abs == 0.0
     assert any(isinstance(e, LogEvent) and e.stream == "stdout" and e.text == "in kernel" for e in events)
-    assert result.utilisation["source"] == "estimated"
-    assert result.timing["kind"] == "estimated" and result.timing["median_us"] > 0
+    assert result.utilisation.source == "estimated"
+    assert result.timing.kind == "estimated" and result.timing.median_us > 0
 
 
 def test_a_kernel_that_raises_is_a_failed_check_with_file_and_line(tmp_path):
@@ -73,9 +73,9 @@ def test_a_kernel_that_raises_is_a_failed_check_with_file_and_line(tmp_path):
     assert err.kind == "kernel-error"
     assert "ValueError: tile index out of range" in err.message
     assert (err.file, err.line) == ("add_nki.py", kernel_line(task, "raise ValueError"))
-    assert result.error["file"] == "add_nki.py"
+    assert result.error.file == "add_nki.py"
     assert next(c for c in result.checks if c.id == "kernel-runs").passed is False
-    skipped = {p["name"]: p["status"] for p in result.phases}
+    skipped = {p.name: p.status for p in result.phases}
     assert skipped["compare"] == "skipped" and skipped["profile"] == "skipped"
     # one error event per seed, not the first seed's a second time when the run stops
     errors = [e.message for e in events if isinstance(e, ErrorEvent)]
@@ -85,12 +85,12 @@ def test_a_kernel_that_raises_is_a_failed_check_with_file_and_line(tmp_path):
 def test_a_kernel_calling_sys_exit_is_its_own_failure_not_an_internal_error(tmp_path):
     task = write_task(tmp_path / "exits", prelude="sys.exit(0)")
     handle, events, result = run(task)
-    assert result.status == "failed" and result.error["kind"] == "kernel-error"
-    assert (result.error["file"], result.error["line"]) == ("add_nki.py", kernel_line(task, "sys.exit(0)"))
-    assert "task code called sys.exit(0); it must return its outputs" in result.error["message"]
+    assert result.status == "failed" and result.error.kind == "kernel-error"
+    assert (result.error.file, result.error.line) == ("add_nki.py", kernel_line(task, "sys.exit(0)"))
+    assert "task code called sys.exit(0); it must return its outputs" in result.error.message
     interrupted = run(write_task(tmp_path / "interrupts", prelude="raise KeyboardInterrupt"))[2]
-    assert interrupted.status == "failed" and interrupted.error["kind"] == "kernel-error"
-    assert "KeyboardInterrupt" in interrupted.error["message"]
+    assert interrupted.status == "failed" and interrupted.error.kind == "kernel-error"
+    assert "KeyboardInterrupt" in interrupted.error.message
 
 
 def test_an_emulator_rule_violation_names_the_rule_and_the_kernel_line(tmp_path):
@@ -108,10 +108,10 @@ def test_a_kernel_that_aborts_the_interpreter(tmp_path):
     task = write_task(tmp_path / "abort", prelude="os.abort()")
     handle, events, result = run(task)
     assert result.status == "crashed" and result.exit_code == 1
-    assert "SIGABRT" in result.error["message"]
-    assert result.error["file"] == "add_nki.py" and result.error["line"] == kernel_line(task, "os.abort()")
+    assert "SIGABRT" in result.error.message
+    assert result.error.file == "add_nki.py" and result.error.line == kernel_line(task, "os.abort()")
     assert any(isinstance(e, LogEvent) and e.stream == "stderr" and "Fatal Python error" in e.text for e in events)
-    assert result.error["message"].startswith("the kernel process ")  # the evaluator survives and tells it
+    assert result.error.message.startswith("the kernel process ")  # the evaluator survives and tells it
     # the result still says what ran: the backend chosen before the kernel's process died, and the seeds
     assert result.backend == "emulator" and "emulator" in result.backend_reason
     assert result.seeds == [0, 1]
@@ -123,8 +123,8 @@ def test_a_kernel_that_exits_quietly_is_a_crash_told_with_its_last_words(tmp_pat
                                                  "sys.stderr.flush()\nos._exit(1)")
     handle, events, result = run(task)
     assert result.status == "crashed" and result.exit_code == 1
-    assert result.error["kind"] == "crash"
-    message = result.error["message"]
+    assert result.error.kind == "crash"
+    message = result.error.message
     assert message.startswith("the kernel process exited with status 1 before answering")
     assert "libfoo: memory allocation failed, giving up. The memory limit (2048 MB" in message
     assert "a check failed" not in message  # exit status 1 is not the pipeline's 'a check failed' here
@@ -136,14 +136,14 @@ def test_an_infinite_loop_hits_the_timeout(tmp_path):
     handle, events, result = run(task, timeout_s=8.0)
     assert time.perf_counter() - start < 20
     assert result.status == "timeout"
-    assert "timed out after 8 s" in result.error["message"]
-    assert [p["name"] for p in result.phases][:2] == ["load", "reference"]
+    assert "timed out after 8 s" in result.error.message
+    assert [p.name for p in result.phases][:2] == ["load", "reference"]
     # the interrupted phase (the run, unless the machine is slow enough to stop earlier) says in words
     # why it stopped, not the worker's internal exception name
     stopped = result.phases[-1]
-    assert stopped["name"] in ("reference", "compile", "run")
-    assert stopped["status"] == "failed" and "SIGTERM" in stopped["detail"]
-    assert "WorkerCancelled" not in stopped["detail"]
+    assert stopped.name in ("reference", "compile", "run")
+    assert stopped.status == "failed" and "SIGTERM" in stopped.detail
+    assert "WorkerCancelled" not in stopped.detail
     pids = child_pids(events)
     deadline = time.monotonic() + 5
     while any(alive(p) for p in pids) and time.monotonic() < deadline:
@@ -155,11 +155,11 @@ def test_a_memory_bomb_hits_the_memory_limit(tmp_path):
     task = write_task(tmp_path / "bomb", prelude="keep = []\nwhile True:\n    keep.append(np.empty(64 << 20, dtype=np.uint8))")
     handle, events, result = run(task, memory_mb=1024)
     assert result.status == "memory-limit"
-    assert "1024 MB" in result.error["message"]
-    assert result.error["kind"] == "memory-limit"
+    assert "1024 MB" in result.error.message
+    assert result.error.kind == "memory-limit"
     line = kernel_line(task, "keep.append")
-    assert (result.error["file"], result.error["line"]) == ("add_nki.py", line)
-    assert result.error["message"].endswith(f"at add_nki.py:{line}")
+    assert (result.error.file, result.error.line) == ("add_nki.py", line)
+    assert result.error.message.endswith(f"at add_nki.py:{line}")
 
 
 def test_fifty_megabytes_of_kernel_output(tmp_path):
@@ -188,7 +188,7 @@ def test_a_kernel_cannot_write_into_the_task_repository(tmp_path):
     assert err.kind == "sandbox" and "refused" in err.message
     sandbox = next(c for c in result.checks if c.id == "sandbox")
     assert sandbox.passed is False and "pwned.txt" in sandbox.detail
-    assert any(f["rule"] == "EXEC-SANDBOX-WRITE" for f in result.findings)
+    assert any(f.rule == "EXEC-SANDBOX-WRITE" for f in result.findings)
 
 
 def test_a_kernel_that_swallows_the_refusal_still_fails_the_sandbox_check(tmp_path):
@@ -200,7 +200,7 @@ def test_a_kernel_that_swallows_the_refusal_still_fails_the_sandbox_check(tmp_pa
     assert target.exists()
     assert next(c for c in result.checks if c.id == "output:out").passed is True
     assert result.status == "failed"
-    assert result.sandbox["violations"][0]["action"] == "write"
+    assert result.sandbox.violations[0].action == "write"
 
 
 def test_a_kernel_reading_aws_credentials_finds_nothing_and_is_reported(tmp_path, monkeypatch):
@@ -211,17 +211,17 @@ def test_a_kernel_reading_aws_credentials_finds_nothing_and_is_reported(tmp_path
     printed = [e.text for e in events if isinstance(e, LogEvent) and e.stream == "stdout"]
     assert printed and all(t == "key: None None" for t in printed)
     assert "super-secret-value" not in result.to_json()
-    lookups = {v["target"] for v in result.sandbox["violations"] if v["action"] == "credential"}
+    lookups = {v.target for v in result.sandbox.violations if v.action == "credential"}
     assert lookups == {"AWS_SECRET_ACCESS_KEY", "GITHUB_TOKEN"}
     assert result.status == "failed"
-    assert any(f["rule"] == "EXEC-SANDBOX-CREDENTIAL" for f in result.findings)
+    assert any(f.rule == "EXEC-SANDBOX-CREDENTIAL" for f in result.findings)
 
 
 def test_a_kernel_may_not_start_processes_on_the_emulator(tmp_path):
     task = write_task(tmp_path / "spawn", prelude='import subprocess\nsubprocess.run(["true"])')
     handle, events, result = run(task)
     assert result.status == "failed"
-    assert result.sandbox["violations"][0]["action"] == "process"
+    assert result.sandbox.violations[0].action == "process"
 
 
 def test_a_forking_kernel_is_reported_once_at_its_line(tmp_path):
@@ -229,13 +229,13 @@ def test_a_forking_kernel_is_reported_once_at_its_line(tmp_path):
     handle, events, result = run(task)
     line = (task / "add_nki.py").read_text().splitlines().index("    if os.fork() == 0:") + 1
     assert result.status == "failed"
-    violation = result.sandbox["violations"][0]
-    assert (violation["action"], violation["file"], violation["line"]) == ("process", "add_nki.py", line)
-    findings = [f for f in result.findings if f["rule"] == "EXEC-SANDBOX-PROCESS"]
+    violation = result.sandbox.violations[0]
+    assert (violation.action, violation.file, violation.line) == ("process", "add_nki.py", line)
+    findings = [f for f in result.findings if f.rule == "EXEC-SANDBOX-PROCESS"]
     assert len(findings) == 1, "every seed repeats the same attempt: one finding, with the count"
-    assert (findings[0]["file"], findings[0]["line"]) == ("add_nki.py", line)
-    assert "(os.fork)" in findings[0]["message"] and "``" not in findings[0]["message"]
-    assert "2 times" in findings[0]["message"]
+    assert (findings[0].file, findings[0].line) == ("add_nki.py", line)
+    assert "(os.fork)" in findings[0].message and "``" not in findings[0].message
+    assert "2 times" in findings[0].message
     check = next(c for c in result.checks if c.id == "sandbox")
     assert check.detail == f"process: os.fork at add_nki.py:{line} (2 times)"
 
@@ -270,6 +270,6 @@ def test_cancel_mid_run(tmp_path):
             threading.Timer(0.3, handle.cancel).start()
     result = handle.result
     assert result.status == "cancelled"
-    assert result.error["kind"] == "cancelled"
-    assert result.error["message"].startswith("the run was cancelled after ")  # the parent's words: it knows why
+    assert result.error.kind == "cancelled"
+    assert result.error.message.startswith("the run was cancelled after ")  # the parent's words: it knows why
     assert isinstance(events[-1], ResultEvent)

@@ -70,7 +70,7 @@ def check(result, cid: str):  # noqa: ANN001, ANN201
 
 
 def findings(result, rule: str) -> list[dict]:  # noqa: ANN001
-    return [f for f in result.findings if f["rule"] == rule]
+    return [f for f in result.findings if f.rule == rule]
 
 
 def assert_not_passed(result) -> None:  # noqa: ANN001
@@ -102,14 +102,14 @@ def test_a_forged_result_event_through_gc_and_os_exit_is_not_a_pass(tmp_path):
     result, _ = evaluate(task)
     assert_not_passed(result)
     # gc.get_objects() asked for by the kernel's code is refused and recorded where it happened ...
-    refused = [v for v in result.sandbox["violations"] if v["action"] == "introspection"]
-    assert refused and refused[0]["target"] == "gc.get_objects"
-    assert (refused[0]["file"], refused[0]["line"]) == (KERNEL, line_of(task, "gc.get_objects()"))
+    refused = [v for v in result.sandbox.violations if v.action == "introspection"]
+    assert refused and refused[0].target == "gc.get_objects"
+    assert (refused[0].file, refused[0].line) == (KERNEL, line_of(task, "gc.get_objects()"))
     assert findings(result, "EXEC-SANDBOX-INTROSPECTION")
     # ... and the source itself fails the integrity check (gc, os.write, os._exit)
     assert check(result, "integrity").passed is False
     [tamper] = findings(result, "HACK-TAMPER")
-    assert tamper["file"] == KERNEL and tamper["line"] == line_of(task, "import gc")
+    assert tamper.file == KERNEL and tamper.line == line_of(task, "import gc")
 
 
 FD_SPRAY = '''
@@ -129,8 +129,8 @@ os._exit(0)
 def test_a_result_event_written_on_every_descriptor_then_exit_0_is_ignored_and_a_crash(tmp_path):
     result, events = evaluate(wrong_task(tmp_path, FD_SPRAY))
     assert_not_passed(result)
-    assert result.status == "crashed" and result.error["kind"] == "crash"
-    assert result.error["message"].startswith("the kernel process exited with status 0 before answering")
+    assert result.status == "crashed" and result.error.kind == "crash"
+    assert result.error.message.startswith("the kernel process exited with status 0 before answering")
     assert any("sent a result event" in n and "ignored" in n for n in result.notes)
     assert sum(isinstance(e, ResultEvent) for e in events) == 1  # only the evaluator's own, last
     assert check(result, "integrity").passed is False
@@ -154,7 +154,7 @@ def test_a_patched_result_emitter_changes_nothing(tmp_path):
     assert_not_passed(result)
     assert result.status == "failed" and check(result, "output:c").passed is False
     assert check(result, "integrity").passed is False
-    assert findings(result, "HACK-TAMPER")[0]["line"] == line_of(task, "from nkitui.executor.context")
+    assert findings(result, "HACK-TAMPER")[0].line == line_of(task, "from nkitui.executor.context")
 
 
 PATCHED_REPLY = '''
@@ -183,7 +183,7 @@ def test_a_patched_reply_with_host_computed_outputs_and_forged_provenance_fails_
     assert_not_passed(result)
     assert check(result, "integrity").passed is False
     tamper = findings(result, "HACK-TAMPER")[0]
-    assert tamper["file"] == KERNEL and "nkitui" in tamper["message"]
+    assert tamper.file == KERNEL and "nkitui" in tamper.message
 
 
 # -- #14.3 frame-walking reference hijack ----------------------------------------------------------------
@@ -212,11 +212,11 @@ def test_a_frame_walking_reference_hijack_is_refused_and_the_reference_is_out_of
     result, _ = evaluate(task)
     assert_not_passed(result)
     line = line_of(task, "frame = _sys._getframe()")
-    refused = [v for v in result.sandbox["violations"] if v["action"] == "introspection"]
-    assert refused and refused[0]["target"] == "sys._getframe" and refused[0]["line"] == line
-    assert result.error["kind"] == "sandbox" and f"{KERNEL}:{line}" in result.error["message"]
+    refused = [v for v in result.sandbox.violations if v.action == "introspection"]
+    assert refused and refused[0].target == "sys._getframe" and refused[0].line == line
+    assert result.error.kind == "sandbox" and f"{KERNEL}:{line}" in result.error.message
     assert check(result, "integrity").passed is False  # sys._getframe, f_back; and the entry is rebound
-    assert {f["rule"] for f in result.findings} >= {"HACK-TAMPER", "HACK-HOST-COMPUTE", "EXEC-SANDBOX-INTROSPECTION"}
+    assert {f.rule for f in result.findings} >= {"HACK-TAMPER", "HACK-HOST-COMPUTE", "EXEC-SANDBOX-INTROSPECTION"}
 
 
 # -- #14.4 host compute -------------------------------------------------------------------------------------
@@ -240,14 +240,14 @@ def test_host_compute_through_a_wrapper_fails_with_hack_host_compute_at_the_kern
     task = wrong_task(tmp_path, WRAPPER)
     result, _ = evaluate(task)
     assert_not_passed(result)
-    assert result.status == "failed" and result.error["kind"] == "host-compute"
+    assert result.status == "failed" and result.error.kind == "host-compute"
     assert check(result, "device-outputs").passed is False
     line = line_of(task, "vector_add_kernel = _HostAdd(vector_add_kernel)")
-    dynamic = [f for f in findings(result, "HACK-HOST-COMPUTE") if f["source"] == "executor"]
-    static = [f for f in findings(result, "HACK-HOST-COMPUTE") if f["source"] == "analysis"]
-    assert dynamic and (dynamic[0]["file"], dynamic[0]["line"]) == (KERNEL, line)
-    assert static and (static[0]["file"], static[0]["line"]) == (KERNEL, line)
-    assert "bound 2 times" in static[0]["message"]
+    dynamic = [f for f in findings(result, "HACK-HOST-COMPUTE") if f.source == "executor"]
+    static = [f for f in findings(result, "HACK-HOST-COMPUTE") if f.source == "analysis"]
+    assert dynamic and (dynamic[0].file, dynamic[0].line) == (KERNEL, line)
+    assert static and (static[0].file, static[0].line) == (KERNEL, line)
+    assert "bound 2 times" in static[0].message
     assert not result.seed_results[0].outputs  # the host-computed outputs were never compared
 
 
@@ -267,9 +267,9 @@ def test_host_compute_by_rebinding_the_entry_name_fails(tmp_path):
     assert check(result, "device-outputs").passed is False
     assert check(result, "integrity").passed is False
     line = line_of(task, "vector_add_kernel = _Launcher()")
-    assert any(f["line"] == line for f in findings(result, "HACK-HOST-COMPUTE") if f["source"] == "executor")
-    static = [f for f in findings(result, "HACK-HOST-COMPUTE") if f["source"] == "analysis"]
-    assert static and static[0]["line"] == line and "not an NKI kernel" in static[0]["message"]
+    assert any(f.line == line for f in findings(result, "HACK-HOST-COMPUTE") if f.source == "executor")
+    static = [f for f in findings(result, "HACK-HOST-COMPUTE") if f.source == "analysis"]
+    assert static and static[0].line == line and "not an NKI kernel" in static[0].message
 
 
 def test_numpy_on_the_inputs_inside_the_kernel_is_not_device_output(tmp_path):
@@ -280,10 +280,10 @@ def test_numpy_on_the_inputs_inside_the_kernel_is_not_device_output(tmp_path):
     result, _ = evaluate(task)
     assert_not_passed(result)
     host = findings(result, "HACK-HOST-COMPUTE")
-    kernel_error = result.error and result.error["kind"] in ("kernel-error", "emulator-error")
+    kernel_error = result.error and result.error.kind in ("kernel-error", "emulator-error")
     assert host or kernel_error, result.error  # numpy on HBM tensors: host output, or refused by the emulator
     if host:
-        assert host[0]["file"] == KERNEL and host[0]["line"] == line_of(task, "return np.add(a, b)")
+        assert host[0].file == KERNEL and host[0].line == line_of(task, "return np.add(a, b)")
 
 
 # -- #14.5 guard switched off -------------------------------------------------------------------------------
@@ -324,10 +324,10 @@ for _fd in range(3, 64):
 def test_fake_phase_progress_and_confinement_events_are_ignored_and_noted(tmp_path):
     result, events = evaluate(wrong_task(tmp_path, FAKE_EVENTS))
     assert_not_passed(result)
-    assert not any(p.get("detail") == "FORGED" for p in result.phases)
+    assert not any(p.detail == "FORGED" for p in result.phases)
     assert not any(isinstance(e, PhaseEvent) and e.detail == "FORGED" for e in events)
     assert not any(isinstance(e, ProgressEvent) and e.label == "FORGED" for e in events)
-    assert "FORGED" not in result.sandbox.get("summary", "")
+    assert "FORGED" not in result.sandbox.summary
     notes = " ".join(result.notes)
     assert "phase events" in notes and "ignored" in notes and "another confinement report" in notes
 
@@ -350,13 +350,13 @@ def test_fake_npy_files_for_the_reference_change_nothing(tmp_path):
     assert_not_passed(result)
     assert check(result, "output:c").passed is False
     metrics = result.seed_results[0].outputs[0]
-    assert metrics["ref_max_abs"] > 1  # the reference's real a + b, not zeros
+    assert metrics.ref_max_abs > 1  # the reference's real a + b, not zeros
 
 
 def test_exiting_early_with_status_0_is_a_crash(tmp_path):
     result, _ = evaluate(wrong_task(tmp_path, "import os\nos._exit(0)"))
     assert result.status == "crashed" and result.exit_code == 1
-    assert "exited with status 0 before answering" in result.error["message"]
+    assert "exited with status 0 before answering" in result.error.message
 
 
 def test_outputs_of_the_wrong_shape_are_a_failed_check_not_a_crash_of_the_evaluator(tmp_path):

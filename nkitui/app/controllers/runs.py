@@ -201,7 +201,6 @@ class RunController:
     # --- showing a result ----------------------------------------------------------------------
 
     def show_result(self, result: Any, *, reopened: bool) -> None:
-        from nkitui.common.findings import Finding
         from nkitui.evaluate.present.report import render_result
 
         self.shown_result = result
@@ -219,18 +218,13 @@ class RunController:
             log.append_lines(_excerpt_line(line) for line in result.log_excerpt)
             log.flush_now()
         self.run_area.results.show_result(result, render_result(result))
-        self.run_findings = [Finding.from_dict(f) for f in result.findings if f.get("source") != "analysis"]
+        self.run_findings = [f for f in result.findings if f.source != "analysis"]
         self.source_area.set_findings(self.all_findings())  # type: ignore[attr-defined]
         self._update_badges()  # type: ignore[attr-defined]
         record = None
         message = ""
-        if result.utilisation:
-            from nkitui.perf import PerfRecord
-
-            try:
-                record = PerfRecord.from_json(result.utilisation)
-            except (ValueError, KeyError, TypeError) as exc:
-                message = f"The run's utilisation record could not be read: {exc}"
+        if result.utilisation is not None:
+            record = result.utilisation
         else:
             message = f"Run {result.short_id} has no utilisation data ({result.status})."
         self.engines_area.show_record(record, result.run_id, message)
@@ -300,9 +294,9 @@ def run_notice(result: Any) -> str:
     """The notification when a run ends: short, so at 80x24 the toast covers two rows, not five."""
     passed = sum(1 for c in result.checks if c.passed)
     total = sum(1 for c in result.checks if c.passed is not None)
-    timing = result.timing or {}
-    time_part = (f" · {timing.get('kind', '')} {timing['median_us']:.3g} µs"
-                 if isinstance(timing.get("median_us"), (int, float)) else "")
+    timing = result.timing
+    time_part = (f" · {timing.kind} {timing.median_us:.3g} µs"
+                 if timing is not None and timing.median_us is not None else "")
     return f"{passed}/{total} checks{time_part}"
 
 
@@ -313,10 +307,10 @@ def result_summary(result: Any, reopened: bool = False) -> tuple[Content, ...]:
     passed = sum(1 for c in result.checks if c.passed)
     total = sum(1 for c in result.checks if c.passed is not None)
     parts: list = [(f"{glyph} {result.status}", style), f"  {passed}/{total} checks"]
-    timing = result.timing or {}
-    if isinstance(timing.get("median_us"), (int, float)):
-        parts += ["  ·  ", (f"{timing.get('kind', '')} {timing['median_us']:.2f} µs", "bold")]
-    error = [("  ·  ", "$text-muted"), (str(result.error.get("message", ""))[:120], "$text-error")] if result.error else []
+    timing = result.timing
+    if timing is not None and timing.median_us is not None:
+        parts += ["  ·  ", (f"{timing.kind} {timing.median_us:.2f} µs", "bold")]
+    error = [("  ·  ", "$text-muted"), (result.error.message[:120], "$text-error")] if result.error else []
     reopened_text = "reopened " if reopened else ""
     full = parts + [("  ·  ", "$text-muted"), (f"{reopened_text}run {result.run_id}", "$text-muted")] + error
     short = parts + [("  ·  ", "$text-muted"), (f"{reopened_text}{short_run_id(result.run_id)}", "$text-muted")] + error

@@ -35,12 +35,13 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
+from nkitui.common.codec import Record
+
 from nkitui.common.findings import Finding
 from nkitui.evaluate.numerics import findings as rules
 from nkitui.evaluate.numerics.fpformat import format_name, is_float_format, round_to, spacing, unit_roundoff
 from nkitui.evaluate.numerics.findings import g, numerics_finding
-from nkitui.evaluate.numerics.numjson import jfloat, unjfloat
-from nkitui.evaluate.numerics.tolerance import PolicyOutcome, Reference, TolerancePolicy, as_policy, check_policy, policy_from_dict
+from nkitui.evaluate.numerics.tolerance import PolicyOutcome, Reference, TolerancePolicy, as_policy, check_policy
 
 SUM_LIKE_OPS = ("matmul", "reduction", "attention", "scan")
 NORMALISING_OPS = ("softmax", "norm")
@@ -117,7 +118,7 @@ def infer_reduction_length(
 
 
 @dataclass(frozen=True)
-class ErrorModel:
+class ErrorModel(Record):
     """sigma_i^2 = floor_sq + rel_sq * s_i^2 (random part); |rounding_i| <= rounding_rel * |s_i|."""
 
     floor_sq: float
@@ -134,18 +135,9 @@ class ErrorModel:
         s = np.asarray(s, dtype=np.float64)
         return self.tail * self.sigma(s, level) + self.rounding_rel * np.abs(s) + self.rounding_abs
 
-    def to_dict(self) -> dict[str, Any]:
-        return {"floor_sq": self.floor_sq, "rel_sq": self.rel_sq, "rounding_rel": self.rounding_rel, "tail": self.tail,
-                "rounding_abs": self.rounding_abs}
-
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> "ErrorModel":
-        return cls(float(d["floor_sq"]), float(d["rel_sq"]), float(d["rounding_rel"]), float(d["tail"]),
-                   float(d.get("rounding_abs", 0.0)))
-
 
 @dataclass(frozen=True)
-class ToleranceAdvice:
+class ToleranceAdvice(Record):
     name: str
     op: str | None
     reduction_length: int
@@ -172,59 +164,6 @@ class ToleranceAdvice:
     @property
     def policy(self) -> TolerancePolicy:
         return self.advised[self.recommended]
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "name": self.name,
-            "op": self.op,
-            "reduction_length": self.reduction_length,
-            "k_source": self.k_source,
-            "input_dtype": self.input_dtype,
-            "compute_dtype": self.compute_dtype,
-            "accumulation_dtype": self.accumulation_dtype,
-            "output_dtype": self.output_dtype,
-            "reference_dtype": self.reference_dtype,
-            "reference_rounded": self.reference_rounded,
-            "count": self.count,
-            "ref_max_abs": jfloat(self.ref_max_abs),
-            "ref_rms": jfloat(self.ref_rms),
-            "model": self.model.to_dict(),
-            "expected_max_abs": jfloat(self.expected_max_abs),
-            "expected_rel_l2": jfloat(self.expected_rel_l2),
-            "worst_case_abs": jfloat(self.worst_case_abs),
-            "advised": {k: p.to_dict() for k, p in self.advised.items()},
-            "recommended": self.recommended,
-            "reasoning": list(self.reasoning),
-            "safety": self.safety,
-            "notes": list(self.notes),
-        }
-
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> "ToleranceAdvice":
-        return cls(
-            name=str(d["name"]),
-            op=d.get("op"),
-            reduction_length=int(d["reduction_length"]),
-            k_source=str(d["k_source"]),
-            input_dtype=str(d["input_dtype"]),
-            compute_dtype=str(d["compute_dtype"]),
-            accumulation_dtype=str(d["accumulation_dtype"]),
-            output_dtype=str(d["output_dtype"]),
-            reference_dtype=str(d["reference_dtype"]),
-            reference_rounded=bool(d["reference_rounded"]),
-            count=int(d["count"]),
-            ref_max_abs=unjfloat(d["ref_max_abs"]),
-            ref_rms=unjfloat(d["ref_rms"]),
-            model=ErrorModel.from_dict(d["model"]),
-            expected_max_abs=unjfloat(d["expected_max_abs"]),
-            expected_rel_l2=unjfloat(d.get("expected_rel_l2")),
-            worst_case_abs=unjfloat(d["worst_case_abs"]),
-            advised={k: policy_from_dict(p) for k, p in d["advised"].items()},
-            recommended=str(d["recommended"]),
-            reasoning=tuple(d.get("reasoning", ())),
-            safety=float(d.get("safety", 2.0)),
-            notes=tuple(d.get("notes", ())),
-        )
 
 
 def _narrowest(dtypes: Sequence[str]) -> str:

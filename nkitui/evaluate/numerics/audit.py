@@ -25,6 +25,8 @@ from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
+from nkitui.common.codec import Record
+
 from nkitui.common.findings import Finding, sort_findings
 from nkitui.evaluate.numerics.advisor import ToleranceAdvice, advise_output, partial_sum_rms, reduction_length_for, tolerance_sanity
 from nkitui.evaluate.numerics.diagnose import diagnose_failures
@@ -50,7 +52,8 @@ Progress = Callable[[str], None]
 
 
 @dataclass(frozen=True)
-class NumericsAudit:
+class NumericsAudit(Record):
+    _codec_computed = ("passed",)
     outputs: tuple[OutputMetrics, ...] = ()  # the first seed
     advice: tuple[ToleranceAdvice, ...] = ()
     trials: TrialsReport | None = None
@@ -73,32 +76,6 @@ class NumericsAudit:
 
     def advice_for(self, name: str) -> ToleranceAdvice | None:
         return next((a for a in self.advice if a.name == name), None)
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "passed": self.passed,
-            "outputs": [m.to_dict() for m in self.outputs],
-            "advice": [a.to_dict() for a in self.advice],
-            "trials": self.trials.to_dict() if self.trials else None,
-            "precision": self.precision.to_dict() if self.precision else None,
-            "mutants": self.mutants.to_dict() if self.mutants else None,
-            "goldens": self.goldens.to_dict() if self.goldens else None,
-            "findings": [f.to_dict() for f in self.findings],
-            "error": self.error,
-        }
-
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> "NumericsAudit":
-        return cls(
-            outputs=tuple(OutputMetrics.from_dict(m) for m in d.get("outputs", [])),
-            advice=tuple(ToleranceAdvice.from_dict(a) for a in d.get("advice", [])),
-            trials=TrialsReport.from_dict(d["trials"]) if d.get("trials") else None,
-            precision=PrecisionReport.from_dict(d["precision"]) if d.get("precision") else None,
-            mutants=MutationReport.from_dict(d["mutants"]) if d.get("mutants") else None,
-            goldens=GoldenReport.from_dict(d["goldens"]) if d.get("goldens") else None,
-            findings=tuple(Finding.from_dict(f) for f in d.get("findings", [])),
-            error=d.get("error"),
-        )
 
 
 def partial_sum_magnitudes(

@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from nkitui.common.findings import Finding, Severity
-from nkitui.evaluate.numerics.numjson import jsonable
+from nkitui.common.codec import encode as jsonable
 
 ZEROS_PASS = "NUM-ZEROS-PASS"  # an all-zeros output passes the task's tolerance
 ECHO_PASS = "NUM-ECHO-PASS"  # returning an input unchanged passes

@@ -27,12 +27,13 @@ from typing import Any, Literal, Sequence
 
 import numpy as np
 
+from nkitui.common.codec import Record
+
 from nkitui.common.findings import Finding
 from nkitui.evaluate.numerics import findings as rules
 from nkitui.evaluate.numerics.advisor import reduction_length_for
 from nkitui.evaluate.numerics.fpformat import format_name, is_float_format, round_to, unit_roundoff
 from nkitui.evaluate.numerics.findings import g, numerics_finding
-from nkitui.evaluate.numerics.numjson import jfloat, unjfloat
 from nkitui.evaluate.numerics.precision import closest_hypothesis
 from nkitui.evaluate.numerics.callables import KernelRunner, ReferenceFn, RunOptions, describe_exception
 from nkitui.evaluate.numerics.tolerance import check_policy, rel_l2_error
@@ -147,21 +148,14 @@ def _cast(arr: np.ndarray, dtype_name: str) -> np.ndarray:
 
 
 @dataclass(frozen=True)
-class Pair:
+class Pair(Record):
     rel_l2: float
     max_abs: float
     passed: bool  # the task's tolerance, second one as the reference
 
-    def to_dict(self) -> dict[str, Any]:
-        return {"rel_l2": jfloat(self.rel_l2), "max_abs": jfloat(self.max_abs), "passed": self.passed}
-
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> "Pair":
-        return cls(unjfloat(d["rel_l2"]), unjfloat(d["max_abs"]), bool(d["passed"]))
-
 
 @dataclass(frozen=True)
-class GoldenOutput:
+class GoldenOutput(Record):
     name: str
     port_vs_reference: Pair
     port_vs_gpu: Pair
@@ -169,47 +163,13 @@ class GoldenOutput:
     verdict: GoldenVerdict
     explanation: str
 
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "name": self.name,
-            "port_vs_reference": self.port_vs_reference.to_dict(),
-            "port_vs_gpu": self.port_vs_gpu.to_dict(),
-            "gpu_vs_reference": self.gpu_vs_reference.to_dict(),
-            "verdict": self.verdict,
-            "explanation": self.explanation,
-        }
-
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> "GoldenOutput":
-        return cls(
-            name=str(d["name"]),
-            port_vs_reference=Pair.from_dict(d["port_vs_reference"]),
-            port_vs_gpu=Pair.from_dict(d["port_vs_gpu"]),
-            gpu_vs_reference=Pair.from_dict(d["gpu_vs_reference"]),
-            verdict=d["verdict"],
-            explanation=str(d["explanation"]),
-        )
-
 
 @dataclass(frozen=True)
-class GoldenReport:
+class GoldenReport(Record):
     path: str
     outputs: tuple[GoldenOutput, ...] = ()
     findings: tuple[Finding, ...] = field(default_factory=tuple)
     error: str | None = None
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"path": self.path, "outputs": [o.to_dict() for o in self.outputs],
-                "findings": [f.to_dict() for f in self.findings], "error": self.error}
-
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> "GoldenReport":
-        return cls(
-            path=str(d.get("path", "")),
-            outputs=tuple(GoldenOutput.from_dict(o) for o in d.get("outputs", [])),
-            findings=tuple(Finding.from_dict(f) for f in d.get("findings", [])),
-            error=d.get("error"),
-        )
 
 
 def _pair(a: np.ndarray, b: np.ndarray, spec: Any) -> Pair:

@@ -14,11 +14,11 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 
-from nkitui.evaluate.numerics.numjson import jfloat, unjfloat
+from nkitui.common.codec import Record
+
 
 DEFAULT_TILE = (128, 512)
 MAX_CELLS = 64
@@ -33,7 +33,7 @@ def as_matrix_shape(shape: tuple[int, ...]) -> tuple[int, int]:
 
 
 @dataclass(frozen=True)
-class TileHeatmap:
+class TileHeatmap(Record):
     shape: tuple[int, int]  # the output seen as rows x cols
     tile: tuple[int, int]  # one tile: rows x cols
     cell: tuple[int, int]  # one heat-map cell: rows x cols (a multiple of the tile when merged)
@@ -46,31 +46,6 @@ class TileHeatmap:
     @property
     def grid(self) -> tuple[int, int]:
         return len(self.row_edges) - 1, len(self.col_edges) - 1
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "shape": list(self.shape),
-            "tile": list(self.tile),
-            "cell": list(self.cell),
-            "row_edges": list(self.row_edges),
-            "col_edges": list(self.col_edges),
-            "max_abs": [[jfloat(v) for v in row] for row in self.max_abs],
-            "mismatches": [list(row) for row in self.mismatches],
-            "elements": [list(row) for row in self.elements],
-        }
-
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> "TileHeatmap":
-        return cls(
-            shape=tuple(d["shape"]),
-            tile=tuple(d["tile"]),
-            cell=tuple(d["cell"]),
-            row_edges=tuple(d["row_edges"]),
-            col_edges=tuple(d["col_edges"]),
-            max_abs=tuple(tuple(unjfloat(v) for v in row) for row in d["max_abs"]),
-            mismatches=tuple(tuple(int(v) for v in row) for row in d["mismatches"]),
-            elements=tuple(tuple(int(v) for v in row) for row in d["elements"]),
-        )
 
 
 def _edges(n: int, step: int, max_cells: int) -> tuple[tuple[int, ...], int]:
@@ -119,7 +94,7 @@ def tile_heatmap(
 
 
 @dataclass(frozen=True)
-class Localisation:
+class Localisation(Record):
     """Where the mismatches of one output sit."""
 
     mismatches: int
@@ -133,37 +108,6 @@ class Localisation:
     last_col_tile_partial: bool
     concentrated: bool  # all mismatches in a small part (<= 1/4 of the tiles, and not every tile)
     summary: str  # one sentence
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "mismatches": self.mismatches,
-            "rows": list(self.rows),
-            "cols": list(self.cols),
-            "row_tiles": list(self.row_tiles),
-            "col_tiles": list(self.col_tiles),
-            "n_row_tiles": self.n_row_tiles,
-            "n_col_tiles": self.n_col_tiles,
-            "last_row_tile_partial": self.last_row_tile_partial,
-            "last_col_tile_partial": self.last_col_tile_partial,
-            "concentrated": self.concentrated,
-            "summary": self.summary,
-        }
-
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> "Localisation":
-        return cls(
-            mismatches=int(d["mismatches"]),
-            rows=tuple(d["rows"]),
-            cols=tuple(d["cols"]),
-            row_tiles=tuple(d["row_tiles"]),
-            col_tiles=tuple(d["col_tiles"]),
-            n_row_tiles=int(d["n_row_tiles"]),
-            n_col_tiles=int(d["n_col_tiles"]),
-            last_row_tile_partial=bool(d["last_row_tile_partial"]),
-            last_col_tile_partial=bool(d["last_col_tile_partial"]),
-            concentrated=bool(d["concentrated"]),
-            summary=str(d["summary"]),
-        )
 
 
 def _span(tiles: tuple[int, ...], n: int, partial: bool, axis: str) -> str:

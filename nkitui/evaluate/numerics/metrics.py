@@ -12,10 +12,11 @@ from typing import Any, Mapping
 
 import numpy as np
 
+from nkitui.common.codec import Record
+
 from nkitui.evaluate.numerics.fpformat import format_name, unit_roundoff
 from nkitui.evaluate.numerics.heatmap import DEFAULT_TILE, MAX_CELLS, Localisation, TileHeatmap, localise, tile_heatmap
-from nkitui.evaluate.numerics.numjson import jfloat, unjfloat
-from nkitui.evaluate.numerics.tolerance import Comparison, Reference, TolerancePolicy, as_policy, nonfinite_match, policy_from_dict
+from nkitui.evaluate.numerics.tolerance import Comparison, Reference, TolerancePolicy, as_policy, nonfinite_match
 from nkitui.task.model import TOLERANCE_KINDS
 
 
@@ -24,8 +25,10 @@ class ShapeMismatchError(ValueError):
 
 
 @dataclass(frozen=True)
-class ConventionResult:
+class ConventionResult(Record):
     """Mismatches of one output under one comparison convention."""
+
+    _codec_computed = ("fraction",)
 
     policy: TolerancePolicy
     mismatches: int
@@ -38,31 +41,9 @@ class ConventionResult:
     def fraction(self) -> float:
         return self.mismatches / self.total if self.total else 0.0
 
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "policy": self.policy.to_dict(),
-            "mismatches": self.mismatches,
-            "total": self.total,
-            "fraction": self.fraction,
-            "passed": self.passed,
-            "statistic": jfloat(self.statistic),
-            "source": self.source,
-        }
-
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> "ConventionResult":
-        return cls(
-            policy=policy_from_dict(d["policy"]),
-            mismatches=int(d["mismatches"]),
-            total=int(d["total"]),
-            passed=bool(d["passed"]),
-            statistic=unjfloat(d.get("statistic")),
-            source=str(d.get("source", "task")),
-        )
-
 
 @dataclass(frozen=True)
-class WorstElement:
+class WorstElement(Record):
     index: tuple[int, ...]
     actual: float
     expected: float
@@ -71,32 +52,10 @@ class WorstElement:
     ulp: float | None
     mismatch: bool  # under the task's policy
 
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "index": list(self.index),
-            "actual": jfloat(self.actual),
-            "expected": jfloat(self.expected),
-            "abs_error": jfloat(self.abs_error),
-            "rel_error": jfloat(self.rel_error),
-            "ulp": jfloat(self.ulp),
-            "mismatch": self.mismatch,
-        }
-
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> "WorstElement":
-        return cls(
-            index=tuple(int(i) for i in d["index"]),
-            actual=unjfloat(d["actual"]),
-            expected=unjfloat(d["expected"]),
-            abs_error=unjfloat(d["abs_error"]),
-            rel_error=unjfloat(d["rel_error"]),
-            ulp=unjfloat(d.get("ulp")),
-            mismatch=bool(d["mismatch"]),
-        )
-
 
 @dataclass(frozen=True)
-class NonFiniteCounts:
+class NonFiniteCounts(Record):
+    _codec_computed = ("mismatched",)
     actual_nan: int = 0
     actual_posinf: int = 0
     actual_neginf: int = 0
@@ -120,13 +79,6 @@ class NonFiniteCounts:
             + self.expected_nan + self.expected_posinf + self.expected_neginf
         )
 
-    def to_dict(self) -> dict[str, Any]:
-        return {k: getattr(self, k) for k in self.__dataclass_fields__} | {"mismatched": self.mismatched}
-
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> "NonFiniteCounts":
-        return cls(**{k: int(d.get(k, 0)) for k in cls.__dataclass_fields__})
-
 
 def count_nonfinite(a: np.ndarray, b: np.ndarray) -> NonFiniteCounts:
     fa, fb = np.isfinite(a), np.isfinite(b)
@@ -148,7 +100,8 @@ def count_nonfinite(a: np.ndarray, b: np.ndarray) -> NonFiniteCounts:
 
 
 @dataclass(frozen=True)
-class OutputMetrics:
+class OutputMetrics(Record):
+    _codec_computed = ("mismatch_fraction",)
     name: str
     dtype: str
     shape: tuple[int, ...]
@@ -182,60 +135,6 @@ class OutputMetrics:
             if c.policy.kind == kind and (source is None or c.source == source):
                 return c
         return None
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "name": self.name,
-            "dtype": self.dtype,
-            "shape": list(self.shape),
-            "policy": self.policy.to_dict(),
-            "passed": self.passed,
-            "mismatches": self.mismatches,
-            "mismatch_fraction": self.mismatch_fraction,
-            "count": self.count,
-            "max_abs": jfloat(self.max_abs),
-            "max_rel": jfloat(self.max_rel),
-            "mean_abs": jfloat(self.mean_abs),
-            "rel_l2": jfloat(self.rel_l2),
-            "max_ulp": jfloat(self.max_ulp),
-            "mean_ulp": jfloat(self.mean_ulp),
-            "ref_max_abs": jfloat(self.ref_max_abs),
-            "ref_rms": jfloat(self.ref_rms),
-            "statistic": jfloat(self.statistic),
-            "conventions": [c.to_dict() for c in self.conventions],
-            "worst": [w.to_dict() for w in self.worst],
-            "nonfinite": self.nonfinite.to_dict(),
-            "heatmap": self.heatmap.to_dict(),
-            "localisation": self.localisation.to_dict() if self.localisation else None,
-            "extra": self.extra,
-        }
-
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> "OutputMetrics":
-        return cls(
-            name=str(d["name"]),
-            dtype=str(d["dtype"]),
-            shape=tuple(int(s) for s in d["shape"]),
-            policy=policy_from_dict(d["policy"]),
-            passed=bool(d["passed"]),
-            mismatches=int(d["mismatches"]),
-            count=int(d["count"]),
-            max_abs=unjfloat(d["max_abs"]),
-            max_rel=unjfloat(d["max_rel"]),
-            mean_abs=unjfloat(d["mean_abs"]),
-            rel_l2=unjfloat(d["rel_l2"]),
-            max_ulp=unjfloat(d.get("max_ulp")),
-            mean_ulp=unjfloat(d.get("mean_ulp")),
-            ref_max_abs=unjfloat(d["ref_max_abs"]),
-            ref_rms=unjfloat(d["ref_rms"]),
-            statistic=unjfloat(d.get("statistic")),
-            conventions=tuple(ConventionResult.from_dict(c) for c in d.get("conventions", [])),
-            worst=tuple(WorstElement.from_dict(w) for w in d.get("worst", [])),
-            nonfinite=NonFiniteCounts.from_dict(d.get("nonfinite", {})),
-            heatmap=TileHeatmap.from_dict(d["heatmap"]),
-            localisation=Localisation.from_dict(d["localisation"]) if d.get("localisation") else None,
-            extra=dict(d.get("extra", {})),
-        )
 
 
 def default_conventions(dtype: str) -> dict[str, TolerancePolicy]:

@@ -33,10 +33,11 @@ from typing import Any, Iterator, Literal, Mapping, Sequence
 
 import numpy as np
 
+from nkitui.common.codec import Record
+
 from nkitui.common.findings import Finding
 from nkitui.evaluate.numerics import findings as rules
 from nkitui.evaluate.numerics.findings import g, numerics_finding
-from nkitui.evaluate.numerics.numjson import jfloat, unjfloat
 from nkitui.evaluate.numerics.callables import RunOptions, SourceRunner, describe_exception
 from nkitui.evaluate.numerics.tolerance import check_policy, rel_l2_error
 
@@ -78,7 +79,7 @@ class Mutant:
 
 
 @dataclass(frozen=True)
-class MutantResult:
+class MutantResult(Record):
     id: str
     operator: str
     description: str
@@ -90,31 +91,10 @@ class MutantResult:
     rel_l2: float | None = None
     advised: str = ""  # survived: the advised tolerance that would have caught it, in words
 
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "advised": self.advised,
-            "id": self.id,
-            "operator": self.operator,
-            "description": self.description,
-            "file": self.file,
-            "line": self.line,
-            "status": self.status,
-            "detail": self.detail,
-            "max_abs": jfloat(self.max_abs),
-            "rel_l2": jfloat(self.rel_l2),
-        }
-
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> "MutantResult":
-        return cls(
-            id=str(d["id"]), operator=str(d["operator"]), description=str(d["description"]), file=str(d["file"]),
-            line=int(d["line"]), status=d["status"], detail=str(d.get("detail", "")),
-            max_abs=unjfloat(d.get("max_abs")), rel_l2=unjfloat(d.get("rel_l2")), advised=str(d.get("advised", "")),
-        )
-
 
 @dataclass(frozen=True)
-class MutationReport:
+class MutationReport(Record):
+    _codec_computed = ("counts",)
     results: tuple[MutantResult, ...] = ()
     findings: tuple[Finding, ...] = field(default_factory=tuple)
     error: str | None = None  # the unmutated port could not run
@@ -123,29 +103,16 @@ class MutationReport:
         return sum(1 for r in self.results if r.status == status)
 
     @property
+    def counts(self) -> dict[str, int]:
+        return {s: self.count(s) for s in ("caught", "crashed", "equivalent", "undetectable", "survived")}
+
+    @property
     def score(self) -> float | None:
         """Share of effective mutants (all but equivalent/undetectable) caught, crashes included."""
         effective = [r for r in self.results if r.status not in ("equivalent", "undetectable")]
         if not effective:
             return None
         return sum(1 for r in effective if r.status in ("caught", "crashed")) / len(effective)
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "results": [r.to_dict() for r in self.results],
-            "findings": [f.to_dict() for f in self.findings],
-            "error": self.error,
-            "counts": {s: self.count(s) for s in ("caught", "crashed", "equivalent", "undetectable", "survived")},
-            "score": self.score,
-        }
-
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> "MutationReport":
-        return cls(
-            results=tuple(MutantResult.from_dict(r) for r in d.get("results", [])),
-            findings=tuple(Finding.from_dict(f) for f in d.get("findings", [])),
-            error=d.get("error"),
-        )
 
 
 # ---------------------------------------------------------------------------------------------

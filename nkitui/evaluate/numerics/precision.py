@@ -34,12 +34,13 @@ from typing import Any, Literal, Sequence
 
 import numpy as np
 
+from nkitui.common.codec import Record
+
 from nkitui.common.findings import Finding
 from nkitui.evaluate.numerics import findings as rules
 from nkitui.evaluate.numerics.advisor import SUM_LIKE_OPS, reduction_length_for
 from nkitui.evaluate.numerics.fpformat import format_name, is_float_format, round_to, ulp_distance, unit_roundoff
 from nkitui.evaluate.numerics.findings import g, numerics_finding
-from nkitui.evaluate.numerics.numjson import jfloat, unjfloat
 from nkitui.evaluate.numerics.callables import KernelRunner, ReferenceFn, RunOptions, describe_exception
 from nkitui.evaluate.numerics.tolerance import check_policy, nonfinite_match, rel_l2_error
 
@@ -60,20 +61,13 @@ ACCUMULATION_CALIBRATION = 0.5  # measured sequential-accumulation rms sits ~0.5
 
 
 @dataclass(frozen=True)
-class Hypothesis:
+class Hypothesis(Record):
     cause: str  # e.g. "accumulating in bfloat16"
     predicted_rel_l2: float
 
-    def to_dict(self) -> dict[str, Any]:
-        return {"cause": self.cause, "predicted_rel_l2": jfloat(self.predicted_rel_l2)}
-
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> "Hypothesis":
-        return cls(str(d["cause"]), unjfloat(d["predicted_rel_l2"]))
-
 
 @dataclass(frozen=True)
-class PrecisionOutput:
+class PrecisionOutput(Record):
     name: str
     dtype: str
     reduction_length: int
@@ -99,73 +93,12 @@ class PrecisionOutput:
     def excess_ratio(self) -> float:
         return self.excess_rel_l2 / self.allowed_excess_rel_l2 if self.allowed_excess_rel_l2 > 0 else math.inf
 
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "name": self.name,
-            "dtype": self.dtype,
-            "reduction_length": self.reduction_length,
-            "algorithm_rel_l2": jfloat(self.algorithm_rel_l2),
-            "algorithm_max_abs": jfloat(self.algorithm_max_abs),
-            "algorithm_nonfinite": self.algorithm_nonfinite,
-            "dtype_rel_l2": jfloat(self.dtype_rel_l2),
-            "dtype_max_abs": jfloat(self.dtype_max_abs),
-            "excess_rel_l2": jfloat(self.excess_rel_l2),
-            "allowed_excess_rel_l2": jfloat(self.allowed_excess_rel_l2),
-            "excess_ulp_fraction": self.excess_ulp_fraction,
-            "excess_max_ulp": jfloat(self.excess_max_ulp),
-            "total_rel_l2": jfloat(self.total_rel_l2),
-            "total_max_abs": jfloat(self.total_max_abs),
-            "expected_algorithm_rel_l2": jfloat(self.expected_algorithm_rel_l2),
-            "expected_dtype_rel_l2": jfloat(self.expected_dtype_rel_l2),
-            "passed_fp32": self.passed_fp32,
-            "passed_precise": self.passed_precise,
-            "verdict": self.verdict,
-            "best_hypothesis": self.best_hypothesis.to_dict() if self.best_hypothesis else None,
-        }
-
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> "PrecisionOutput":
-        return cls(
-            name=str(d["name"]),
-            dtype=str(d["dtype"]),
-            reduction_length=int(d["reduction_length"]),
-            algorithm_rel_l2=unjfloat(d["algorithm_rel_l2"]),
-            algorithm_max_abs=unjfloat(d["algorithm_max_abs"]),
-            algorithm_nonfinite=int(d.get("algorithm_nonfinite", 0)),
-            dtype_rel_l2=unjfloat(d["dtype_rel_l2"]),
-            dtype_max_abs=unjfloat(d["dtype_max_abs"]),
-            excess_rel_l2=unjfloat(d["excess_rel_l2"]),
-            allowed_excess_rel_l2=unjfloat(d["allowed_excess_rel_l2"]),
-            excess_ulp_fraction=float(d.get("excess_ulp_fraction", 0.0)),
-            excess_max_ulp=unjfloat(d.get("excess_max_ulp", 0.0)),
-            total_rel_l2=unjfloat(d["total_rel_l2"]),
-            total_max_abs=unjfloat(d["total_max_abs"]),
-            expected_algorithm_rel_l2=unjfloat(d["expected_algorithm_rel_l2"]),
-            expected_dtype_rel_l2=unjfloat(d["expected_dtype_rel_l2"]),
-            passed_fp32=bool(d["passed_fp32"]),
-            passed_precise=bool(d["passed_precise"]),
-            verdict=d["verdict"],
-            best_hypothesis=Hypothesis.from_dict(d["best_hypothesis"]) if d.get("best_hypothesis") else None,
-        )
-
 
 @dataclass(frozen=True)
-class PrecisionReport:
+class PrecisionReport(Record):
     outputs: tuple[PrecisionOutput, ...] = ()
     findings: tuple[Finding, ...] = field(default_factory=tuple)
     error: str | None = None  # a run raised; no comparison was made
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"outputs": [o.to_dict() for o in self.outputs], "findings": [f.to_dict() for f in self.findings],
-                "error": self.error}
-
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> "PrecisionReport":
-        return cls(
-            outputs=tuple(PrecisionOutput.from_dict(o) for o in d.get("outputs", [])),
-            findings=tuple(Finding.from_dict(f) for f in d.get("findings", [])),
-            error=d.get("error"),
-        )
 
 
 def _max_abs(a: np.ndarray, b: np.ndarray) -> float:

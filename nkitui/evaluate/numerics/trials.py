@@ -19,13 +19,14 @@ from typing import Any, Literal, Mapping, Sequence
 
 import numpy as np
 
+from nkitui.common.codec import Record
+
 from nkitui.common.findings import Finding
 from nkitui.evaluate.numerics import findings as rules
 from nkitui.evaluate.numerics.adversarial import AdversarialCase, make_adversarial_cases, output_dtype_names
 from nkitui.evaluate.numerics.advisor import advise_output, partial_sum_rms, reduction_length_for
 from nkitui.evaluate.numerics.metrics import OutputMetrics, ShapeMismatchError, compute_metrics
 from nkitui.evaluate.numerics.findings import g, numerics_finding
-from nkitui.evaluate.numerics.numjson import jfloat, unjfloat
 from nkitui.evaluate.numerics.callables import (
     InputMaker,
     KernelRunner,
@@ -42,7 +43,7 @@ ADVERSARIAL_SAFETY = 8.0
 
 
 @dataclass(frozen=True)
-class OutputSummary:
+class OutputSummary(Record):
     name: str
     passed: bool  # the task's tolerance
     mismatches: int
@@ -59,38 +60,9 @@ class OutputSummary:
         return cls(m.name, m.passed, m.mismatches, m.count, m.max_abs, m.max_rel, m.rel_l2, m.max_ulp,
                    m.nonfinite.mismatched, within_expected)
 
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "name": self.name,
-            "passed": self.passed,
-            "mismatches": self.mismatches,
-            "count": self.count,
-            "max_abs": jfloat(self.max_abs),
-            "max_rel": jfloat(self.max_rel),
-            "rel_l2": jfloat(self.rel_l2),
-            "max_ulp": jfloat(self.max_ulp),
-            "nonfinite_mismatched": self.nonfinite_mismatched,
-            "within_expected": self.within_expected,
-        }
-
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> "OutputSummary":
-        return cls(
-            name=str(d["name"]),
-            passed=bool(d["passed"]),
-            mismatches=int(d["mismatches"]),
-            count=int(d["count"]),
-            max_abs=unjfloat(d["max_abs"]),
-            max_rel=unjfloat(d["max_rel"]),
-            rel_l2=unjfloat(d["rel_l2"]),
-            max_ulp=unjfloat(d.get("max_ulp")),
-            nonfinite_mismatched=int(d.get("nonfinite_mismatched", 0)),
-            within_expected=d.get("within_expected"),
-        )
-
 
 @dataclass(frozen=True)
-class TrialResult:
+class TrialResult(Record):
     name: str  # "seed 3" or the adversarial case ("large", "mask", ...)
     kind: Literal["seed", "adversarial"]
     seed: int
@@ -104,34 +76,9 @@ class TrialResult:
     def passed(self) -> bool:
         return self.status == "pass"
 
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "name": self.name,
-            "kind": self.kind,
-            "seed": self.seed,
-            "description": self.description,
-            "status": self.status,
-            "outputs": [o.to_dict() for o in self.outputs],
-            "error": self.error,
-            "metrics": [m.to_dict() for m in self.metrics],
-        }
-
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> "TrialResult":
-        return cls(
-            name=str(d["name"]),
-            kind=d["kind"],
-            seed=int(d["seed"]),
-            description=str(d.get("description", "")),
-            status=d["status"],
-            outputs=tuple(OutputSummary.from_dict(o) for o in d.get("outputs", [])),
-            error=d.get("error"),
-            metrics=tuple(OutputMetrics.from_dict(m) for m in d.get("metrics", [])),
-        )
-
 
 @dataclass(frozen=True)
-class TrialsReport:
+class TrialsReport(Record):
     trials: tuple[TrialResult, ...]
     findings: tuple[Finding, ...] = field(default_factory=tuple)
 
@@ -142,16 +89,6 @@ class TrialsReport:
     @property
     def adversarial(self) -> tuple[TrialResult, ...]:
         return tuple(t for t in self.trials if t.kind == "adversarial")
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"trials": [t.to_dict() for t in self.trials], "findings": [f.to_dict() for f in self.findings]}
-
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> "TrialsReport":
-        return cls(
-            trials=tuple(TrialResult.from_dict(t) for t in d.get("trials", [])),
-            findings=tuple(Finding.from_dict(f) for f in d.get("findings", [])),
-        )
 
 
 def _as_outputs(raw: Mapping[str, np.ndarray], outputs: Sequence[Any], who: str) -> dict[str, np.ndarray]:

@@ -39,10 +39,11 @@ from __future__ import annotations
 import sys
 import time
 from contextlib import contextmanager
+from dataclasses import replace
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any, Iterator
 
-from nkitui.evaluate.run.result import Check, RunResult, SeedResult
+from nkitui.evaluate.run.result import Check, PhaseRecord, RunError, RunResult, SeedResult
 from nkitui.executor.context import PhaseFailed, WorkerContext
 from nkitui.executor.events import BackendEvent, ErrorEvent
 
@@ -85,10 +86,10 @@ def _error_event(d: dict[str, Any]) -> ErrorEvent:
                       traceback=d.get("traceback", ""))
 
 
-def _error_dict(err: ErrorEvent) -> dict[str, Any]:
-    d = err.to_dict()
-    d.pop("event", None)
-    return d
+def _run_error(err: ErrorEvent | dict[str, Any]) -> RunError:
+    if isinstance(err, ErrorEvent):
+        return RunError(err.kind, err.message, err.file, err.line, err.traceback)
+    return RunError(err["kind"], err["message"], err.get("file"), err.get("line"), err.get("traceback", ""))
 
 
 class EvaluationSession:
@@ -104,11 +105,14 @@ class EvaluationSession:
             self.options, self.request_error = EvaluationOptions(), f"the evaluation options are invalid: {exc}"
         self.python_path = [str(p) for p in (payload or {}).get("python_path", []) if isinstance(p, str)]
         self.started = time.perf_counter()
+        from nkitui.executor.limits import Limits
+
         self.result = RunResult(
             run_id=ctx.run_id, task_id="", status="internal-error", created_at=utc_now(),
-            backend_requested=self.options.backend, limits=dict(ctx.limits), precise=self.options.precise,
+            backend_requested=self.options.backend, limits=Limits.from_dict(ctx.limits), precise=self.options.precise,
             notes=list(ctx.notes),
         )
+        self.confinement: dict[str, dict[str, Any]] = {}
         self.findings: list[Finding] = []
         self.checks: list[Check] = []
         self.task: Any = None
@@ -143,7 +147,7 @@ class EvaluationSession:
                 self.result.status = "passed" if all(c.passed is not False for c in self.checks) else "failed"
             except Stop as stop:
                 self.result.status = stop.status
-                self.result.error = _error_dict(stop.error)
+                self.result.error = _run_error(stop.error)
                 if not stop.reported:
                     self.ctx.error(stop.error)
                 for name, _ in steps:
@@ -227,7 +231,7 @@ class EvaluationSession:
                 raise Stop("invalid", ErrorEvent(kind="request-invalid", message="no seeds to run (give --seeds N with N >= 1)"))
             r.seeds = list(self.seeds)
             r.target = self.options.target or task.target
-            r.tolerances = {o.name: o.tolerance.to_dict() for o in task.outputs if o.tolerance is not None}
+            r.tolerances = {o.name: o.tolerance for o in task.outputs if o.tolerance is not None}
             for w in task.warnings:
                 self.ctx.log(self.ctx.scrub(f"task warning: {w}"), level="warning")
             self._choose_backend()
@@ -281,7 +285,7 @@ class EvaluationSession:
                                    max_mutants_per_operator=self.options.max_mutants_per_operator,
                                    precise=self.options.precise)
             try:
-                self.result.sandbox.setdefault("confinement", {})["reference"] = child.ready()
+                self.confinement["reference"] = child.ready()
                 process = ReferenceProcess(child, task)
                 process.load()
                 reference = RecordedReference(process)
@@ -327,7 +331,7 @@ class EvaluationSession:
             child = self.kernel_child
             assert child is not None
             try:
-                self.result.sandbox.setdefault("confinement", {})["kernel"] = child.ready()
+                self.confinement["kernel"] = child.ready()
                 self.kernel = KernelProcess(child, self.task, device_provenance=self.choice.name == "emulator")
                 reply = self.kernel.load()
             except ChildGone as gone:
@@ -383,7 +387,7 @@ class EvaluationSession:
                 if run.error is not None:
                     err = _error_event(run.error)
                     self.ctx.error(err)
-                    self.seed_results[seed] = SeedResult(seed, False, error=run.error)
+                    self.seed_results[seed] = SeedResult(seed, False, error=_run_error(run.error))
                     errors.append(run.error)
                     if run.error["kind"] == "memory-limit":
                         break  # the address space is exhausted; later seeds would fail the same way
@@ -391,8 +395,7 @@ class EvaluationSession:
                     file, line = entry_location(task)
                     message = f"seed {seed}: {run.host_compute}" + (f" (the entry point is made at {file}:{line})" if line else "")
                     self.ctx.log(message, level="error")
-                    self.seed_results[seed] = SeedResult(seed, False, error={
-                        "kind": "host-compute", "message": message, "file": file, "line": line, "traceback": ""})
+                    self.seed_results[seed] = SeedResult(seed, False, error=RunError("host-compute", message, file, line))
                     host.append(message)
                     if len(host) == 1:
                         self.findings.append(_host_compute_finding(run.host_compute, file, line))
@@ -447,16 +450,14 @@ class EvaluationSession:
                 sr = self.seed_results[seed]
                 comparison = self.auditor.compare(seed, self.outputs[seed])
                 if comparison.error is not None:
-                    sr.passed = False
-                    sr.error = {"kind": "shape-mismatch", "message": comparison.error, "file": None, "line": None, "traceback": ""}
+                    self.seed_results[seed] = replace(sr, passed=False, error=RunError("shape-mismatch", comparison.error))
                     for spec in task.outputs:
                         per_output[spec.name].append(f"seed {seed}: {comparison.error}")
                     self.ctx.log(f"seed {seed}: {comparison.error}", level="error")
                     continue
                 compared += 1
                 metrics = comparison.metrics
-                sr.outputs = [m.to_dict() for m in metrics]
-                sr.passed = all(m.passed for m in metrics)
+                self.seed_results[seed] = replace(sr, outputs=tuple(metrics), passed=all(m.passed for m in metrics))
                 for m in metrics:
                     if not m.passed:
                         per_output[m.name].append(f"seed {seed}: {m.mismatches}/{m.count} elements outside {m.policy.describe()}")
@@ -618,8 +619,8 @@ class EvaluationSession:
                 outcome = self._hardware_profile()
             if outcome.skipped:
                 ph.skip(outcome.skipped)
-            self.result.timing = outcome.timing
-            self.result.utilisation = outcome.utilisation
+            self.result.timing = self._timing(outcome.timing)
+            self.result.utilisation = self._utilisation(outcome.utilisation)
             self.result.notes.extend(outcome.notes)
             timing = outcome.timing or {}
             if timing.get("kind") == "measured":
@@ -630,6 +631,30 @@ class EvaluationSession:
             if not outcome.skipped:
                 med = timing.get("median_us")
                 ph.detail = f"{timing.get('kind', '')} {med:.2f} µs" if isinstance(med, (int, float)) else "no timing"
+
+    def _timing(self, data: dict[str, Any] | None) -> Any:
+        """The profile's timing as a record (on hardware it comes from the kernel's process: checked)."""
+        if data is None:
+            return None
+        from nkitui.common.codec import CodecError, decode
+        from nkitui.evaluate.run.result import Timing
+
+        try:
+            return decode(Timing, data)
+        except CodecError as exc:
+            self.result.notes.append(f"the timing could not be read: {exc}")
+            return None
+
+    def _utilisation(self, data: dict[str, Any] | None) -> Any:
+        if data is None:
+            return None
+        from nkitui.perf.summary import PerfRecord
+
+        try:
+            return PerfRecord.from_json(data)
+        except (KeyError, TypeError, ValueError) as exc:
+            self.result.notes.append(f"the engine utilisation could not be read: {exc}")
+            return None
 
     def _trace(self, data: dict[str, Any] | None) -> Any:
         """The kernel process's trace, read back as data (an unreadable one is no trace)."""
@@ -704,7 +729,7 @@ class EvaluationSession:
         r.duration_s = round(time.perf_counter() - self.started, 6)
         r.checks = self.checks
         r.seed_results = [self.seed_results[s] for s in self.seeds if s in self.seed_results]
-        r.phases = [p.to_dict() for p in self.ctx.phases]
+        r.phases = [PhaseRecord(p.name, p.status, p.duration_s, p.detail) for p in self.ctx.phases]
         r.versions = self._versions()
         r.numerics = self._numerics_audit()
         violations: list[dict[str, Any]] = []
@@ -714,13 +739,11 @@ class EvaluationSession:
                                    "process": child.role})
             r.notes.extend(n for n in child.notes if n not in r.notes)
         violations = [v for v in violations if isinstance(v.get("action"), str)]
-        r.sandbox["violations"] = violations
-        confinement = r.sandbox.get("confinement") or {}
-        kernel_report = confinement.get("kernel") or confinement.get("reference")
-        if isinstance(kernel_report, dict):
-            summary = _confinement_summary(kernel_report)
-            r.sandbox["summary"] = summary
+        kernel_report = self.confinement.get("kernel") or self.confinement.get("reference")
+        summary = _confinement_summary(kernel_report) if isinstance(kernel_report, dict) else ""
+        if summary:
             r.notes.append(f"the task's processes ran with {summary}")
+        r.sandbox = _sandbox(violations, self.confinement, summary)
         if self.children:
             r.checks.append(Check("sandbox", "the task's code stayed inside its sandbox (no writes outside its scratch "
                                              "folder, no processes, no credential lookups)",
@@ -729,7 +752,7 @@ class EvaluationSession:
                 self.findings.append(_violation_finding(v, times))
             if violations and r.status == "passed":
                 r.status = "failed"
-        r.findings = [f.to_dict() for f in self.findings]
+        r.findings = list(self.findings)
 
     def _versions(self) -> dict[str, Any]:
         from nkitui import __version__
@@ -754,7 +777,7 @@ class EvaluationSession:
             versions["emulator"] = f"nkitui {__version__}"
         return versions
 
-    def _numerics_audit(self) -> dict[str, Any] | None:
+    def _numerics_audit(self) -> Any:
         """The numerics results as the auditor assembled them (NumericsAudit), so the report and the
         UI panels read them as they are."""
         if self.auditor is None:
@@ -763,7 +786,7 @@ class EvaluationSession:
         if not audit.outputs and not audit.findings:
             return None
         self.findings.extend(audit.findings)
-        return audit.to_dict()
+        return audit
 
 
 def _warm_imports(narrow: bool) -> None:
@@ -833,6 +856,27 @@ class MutantRunner:
     def close(self) -> None:
         if self.process is not None:
             self.process.child.close()
+
+
+def _sandbox(violations: list[dict[str, Any]], confinement: dict[str, dict[str, Any]], summary: str) -> Any:
+    """The result's sandbox record, built from what the children sent (each field checked)."""
+    from nkitui.common.codec import CodecError, decode
+    from nkitui.evaluate.run.result import Confinement, Sandbox, Violation
+
+    records = []
+    for v in violations:
+        try:
+            records.append(decode(Violation, {k: v[k] for k in ("action", "target", "detail", "file", "line", "process")
+                                              if v.get(k) is not None}))
+        except CodecError:
+            continue
+    reports = {}
+    for role, report in confinement.items():
+        try:
+            reports[role] = decode(Confinement, {k: report[k] for k in ("active", "degraded", "summary") if k in report})
+        except CodecError:
+            continue
+    return Sandbox(violations=tuple(records), confinement=reports, summary=summary)
 
 
 def _confinement_summary(report: dict[str, Any]) -> str:

@@ -54,6 +54,10 @@ def render_header(r: RunResult) -> RenderableType:
     versions = ", ".join(f"{k} {v}" for k, v in r.versions.items() if isinstance(v, str))
     if versions:
         t.add_row("versions", versions)
+    sandbox = r.sandbox.summary
+    if sandbox:
+        # what confined the task's code (kernel and reference processes), as the kernel's process reported it
+        t.add_row("sandbox", Text(sandbox.removeprefix("sandbox: "), style="yellow" if "degraded" in sandbox else ""))
     sdk = r.versions.get("sdk")
     if isinstance(sdk, dict):
         t.add_row("sdk", ", ".join(f"{k} {v}" for k, v in sdk.items() if k != "fake") + (" (fake SDK)" if sdk.get("fake") else ""))
@@ -64,8 +68,8 @@ def render_error(r: RunResult) -> RenderableType | None:
     if not r.error:
         return None
     e = r.error
-    where = f" at {e['file']}:{e['line']}" if e.get("file") and e.get("line") else (f" in {e['file']}" if e.get("file") else "")
-    return Text.assemble(("error ", "bold red"), (f"({e.get('kind', 'error')})", "red"), f"{where}: {e.get('message', '')}")
+    where = f" at {e.location}" if e.line else (f" in {e.file}" if e.file else "")
+    return Text.assemble(("error ", "bold red"), (f"({e.kind})", "red"), f"{where}: {e.message}")
 
 
 def render_phases(r: RunResult) -> RenderableType:
@@ -75,9 +79,9 @@ def render_phases(r: RunResult) -> RenderableType:
     t.add_column("time", justify="right")
     t.add_column("detail", overflow="fold")
     for p in r.phases:
-        dur = p.get("duration_s")
-        t.add_row(p["name"], Text(p.get("status", ""), style=PHASE_STYLE.get(p.get("status", ""), "")),
-                  f"{dur:.3f} s" if isinstance(dur, (int, float)) else "-", p.get("detail", ""))
+        dur = p.duration_s
+        t.add_row(p.name, Text(p.status, style=PHASE_STYLE.get(p.status, "")),
+                  f"{dur:.3f} s" if isinstance(dur, (int, float)) else "-", p.detail)
     return t
 
 
@@ -105,26 +109,21 @@ def render_seed_metrics(r: RunResult) -> RenderableType | None:
             t.add_column(col, justify="right" if col not in ("output", "") else "left", overflow="fold")
     for s in r.seed_results:
         if s.error and not s.outputs:
-            t.add_row("-", str(s.seed), _mark(False), Text(s.error.get("message", "")[:80], style="red"), "", "", "", "", "")
+            t.add_row("-", str(s.seed), _mark(False), Text(s.error.message[:80], style="red"), "", "", "", "", "")
         for o in s.outputs:
-            if "error" in o and "max_abs" not in o:
-                t.add_row(o.get("name", "?"), str(s.seed), _mark(False), Text(o["error"][:80], style="red"), "", "", "", "", "")
-                continue
-            nf = o.get("nonfinite") or {}
-            nonfinite = nf.get("actual_nan", 0) + nf.get("actual_posinf", 0) + nf.get("actual_neginf", 0)
-            t.add_row(o["name"], str(s.seed), _mark(o.get("passed")), _num(o.get("max_abs")), _num(o.get("max_rel")),
-                      _num(o.get("max_ulp"), "g"), _num(o.get("rel_l2")), f"{o.get('mismatches', 0)}/{o.get('count', 0)}",
-                      str(nonfinite))
+            nf = o.nonfinite
+            nonfinite = nf.actual_nan + nf.actual_posinf + nf.actual_neginf
+            t.add_row(o.name, str(s.seed), _mark(o.passed), _num(o.max_abs), _num(o.max_rel),
+                      _num(o.max_ulp, "g"), _num(o.rel_l2), f"{o.mismatches}/{o.count}", str(nonfinite))
     return t
 
 
 def render_numerics(r: RunResult) -> RenderableType | None:
-    audit = r.numerics_audit()
-    if audit is None:
+    if r.numerics is None:
         return None
     from nkitui.evaluate.present.numerics import render_audit
 
-    return render_audit(audit)
+    return render_audit(r.numerics)
 
 
 def bar(percent: float, width: int = BAR_WIDTH) -> str:
@@ -135,59 +134,53 @@ def bar(percent: float, width: int = BAR_WIDTH) -> str:
 
 def render_timing(r: RunResult) -> RenderableType | None:
     t = r.timing
-    if not t:
+    if t is None:
         return None
     lines = [Text("timing", style="bold")]
-    kind = t.get("kind", "?")
-    if kind == "estimated":
-        lines.append(Text(f"  estimated {_num(t.get('median_us'), '.2f')} µs ({t.get('source', 'cost model')}; {t.get('note', '')})"))
+    if t.kind == "estimated":
+        lines.append(Text(f"  estimated {_num(t.median_us, '.2f')} µs ({t.source or 'cost model'}; {t.note})"))
     else:
-        ci = t.get("ci95_us") or [None, None]
+        ci = t.ci95_us or (None, None)
         lines.append(Text(
-            f"  measured median {_num(t.get('median_us'), '.2f')} µs, IQR {_num(t.get('iqr_us'), '.2f')} µs, "
-            f"min {_num(t.get('min_us'), '.2f')} µs, 95% CI of the median [{_num(ci[0], '.2f')}, {_num(ci[1], '.2f')}] µs"))
-        lines.append(Text(f"  {t.get('samples', 0)} timed launches after {t.get('warmup', 0)} warm-up; {t.get('stopped', '')}"))
-        lines.append(Text(f"  method: {t.get('method', '')}; {t.get('rechecked', 0)} launches re-checked, "
-                          f"{t.get('recheck_failure_count', 0)} differed"))
-        device = t.get("device")
-        if isinstance(device, dict):
-            lines.append(Text(f"  device (nki.benchmark) p50 {_num(device.get('median_us'), '.2f')} µs"))
-        if isinstance(t.get("profile_total_time_us"), (int, float)):
-            lines.append(Text(f"  profiler total_time {t['profile_total_time_us']:.2f} µs"))
+            f"  measured median {_num(t.median_us, '.2f')} µs, IQR {_num(t.iqr_us, '.2f')} µs, "
+            f"min {_num(t.min_us, '.2f')} µs, 95% CI of the median [{_num(ci[0], '.2f')}, {_num(ci[1], '.2f')}] µs"))
+        lines.append(Text(f"  {t.samples} timed launches after {t.warmup} warm-up; {t.stopped}"))
+        lines.append(Text(f"  method: {t.method}; {t.rechecked} launches re-checked, {t.recheck_failure_count} differed"))
+        if t.device is not None:
+            lines.append(Text(f"  device (nki.benchmark) p50 {_num(t.device.median_us, '.2f')} µs"))
+        if t.profile_total_time_us is not None:
+            lines.append(Text(f"  profiler total_time {t.profile_total_time_us:.2f} µs"))
     return Group(*lines)
 
 
 def render_utilisation(r: RunResult) -> RenderableType | None:
     u = r.utilisation
-    if not u:
+    if u is None:
         return None
-    source = u.get("source", "?")
-    parts: list[RenderableType] = [Text.assemble(("engine utilisation ", "bold"), (f"({source}", "italic"),
-                                                 (f", {u.get('tool', '')})" if u.get("tool") else ")", "italic"))]
-    for lane, stats in (u.get("engines") or {}).items():
-        pct = stats.get("active_time_percent", 0.0) if isinstance(stats, dict) else 0.0
-        parts.append(Text(f"  {lane:<7} {bar(float(pct))} {float(pct):5.1f}%"))
-    summary = u.get("summary") or {}
-    extra = [(k, summary.get(k)) for k in ("mfu_estimated_percent", "mbu_estimated_percent", "hfu_estimated_percent")]
+    parts: list[RenderableType] = [Text.assemble(("engine utilisation ", "bold"), (f"({u.source}", "italic"),
+                                                 (f", {u.tool})" if u.tool else ")", "italic"))]
+    for lane, stats in u.engines.items():
+        pct = float(stats.active_time_percent)
+        parts.append(Text(f"  {lane:<7} {bar(pct)} {pct:5.1f}%"))
+    extra = [(k, u.summary.get(k)) for k in ("mfu_estimated_percent", "mbu_estimated_percent", "hfu_estimated_percent")]
     shown = ", ".join(f"{k.split('_')[0].upper()} {v:.1f}%" for k, v in extra if isinstance(v, (int, float)))
-    total = u.get("total_time")
-    if isinstance(total, (int, float)):
-        shown = f"total {total * 1e6:.2f} µs" + (f", {shown}" if shown else "")
+    if isinstance(u.total_time, (int, float)):
+        shown = f"total {u.total_time * 1e6:.2f} µs" + (f", {shown}" if shown else "")
     if shown:
         parts.append(Text(f"  {shown}"))
     return Group(*parts)
 
 
 def render_findings(r: RunResult) -> RenderableType | None:
-    others = [f for f in r.findings if f.get("source") != "numerics"]
+    others = [f for f in r.findings if f.source != "numerics"]
     if not others:
         return None
     parts: list[RenderableType] = [Text(f"findings ({len(others)})", style="bold")]
     for f in others:
-        where = f" {f['file']}:{f['line']}" if f.get("file") and f.get("line") else ""
-        parts.append(Text.assemble((f"[{f.get('severity', '?')}] ", SEVERITY_STYLE.get(f.get("severity", ""), "")),
-                                   (f.get("rule", ""), "bold"), where, f"  {f.get('title', '')}"))
-        parts.append(Text(f"    {f.get('message', '')}"))
+        where = f" {f.file}:{f.line}" if f.file and f.line else ""
+        parts.append(Text.assemble((f"[{f.severity}] ", SEVERITY_STYLE.get(f.severity, "")),
+                                   (f.rule, "bold"), where, f"  {f.title}"))
+        parts.append(Text(f"    {f.message}"))
     return Group(*parts)
 
 

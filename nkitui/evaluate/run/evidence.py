@@ -20,7 +20,7 @@ import math
 from typing import Any
 
 from nkitui.evaluate.options import EvaluationOptions
-from nkitui.evaluate.run.result import RunResult
+from nkitui.evaluate.run.result import RunError, RunResult
 
 REQUIRED_OK_PHASES = ("load", "reference", "compile", "run", "compare")
 
@@ -28,7 +28,7 @@ REQUIRED_OK_PHASES = ("load", "reference", "compile", "run", "compare")
 def missing_evidence(result: RunResult, task: Any, options: EvaluationOptions) -> list[str]:
     """What a passed result lacks (empty when its evidence is complete)."""
     problems: list[str] = []
-    phases = {p.get("name"): p.get("status") for p in result.phases if isinstance(p, dict)}
+    phases = {p.name: p.status for p in result.phases}
     for name in REQUIRED_OK_PHASES:
         if phases.get(name) != "ok":
             problems.append(f"phase {name} " + (f"ended {phases[name]!r}" if name in phases else "is missing"))
@@ -48,16 +48,16 @@ def missing_evidence(result: RunResult, task: Any, options: EvaluationOptions) -
         if sr.passed is not True or sr.error is not None:
             problems.append(f"seed {seed} did not pass")
         for spec in task.outputs:
-            got = [o for o in sr.outputs if isinstance(o, dict) and o.get("name") == spec.name]
+            got = [o for o in sr.outputs if o.name == spec.name]
             if len(got) != 1:
                 problems.append(f"seed {seed} has {len(got)} metric records for output `{spec.name}` (expected 1)")
                 continue
             o = got[0]
-            if [*(o.get("shape") or [])] != [*spec.shape]:
-                problems.append(f"seed {seed}: output `{spec.name}` was compared at shape {o.get('shape')}, declared {list(spec.shape)}")
-            if o.get("count") != math.prod(spec.shape):
-                problems.append(f"seed {seed}: output `{spec.name}` covers {o.get('count')} elements, declared {math.prod(spec.shape)}")
-            if o.get("passed") is not True:
+            if list(o.shape) != list(spec.shape):
+                problems.append(f"seed {seed}: output `{spec.name}` was compared at shape {list(o.shape)}, declared {list(spec.shape)}")
+            if o.count != math.prod(spec.shape):
+                problems.append(f"seed {seed}: output `{spec.name}` covers {o.count} elements, declared {math.prod(spec.shape)}")
+            if o.passed is not True:
                 problems.append(f"seed {seed}: output `{spec.name}` did not pass")
     checks = {c.id: c for c in result.checks}
     required = ["integrity", "kernel-runs", *(f"output:{s.name}" for s in task.outputs),
@@ -88,6 +88,5 @@ def settle_status(result: RunResult, task: Any, options: EvaluationOptions) -> N
         return
     shown = "; ".join(problems[:8]) + (f"; and {len(problems) - 8} more" if len(problems) > 8 else "")
     result.status = "internal-error"
-    result.error = {"kind": "internal", "message": f"the run reported a pass without its evidence: {shown}",
-                    "file": None, "line": None, "traceback": ""}
+    result.error = RunError("internal", f"the run reported a pass without its evidence: {shown}")
     result.notes.append("the starter did not accept the evaluator's pass: " + shown)

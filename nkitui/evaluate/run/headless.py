@@ -54,6 +54,6 @@ def run_check(request: EvaluationRequest, on_event: Callable[[Event], None] | No
     problems = []
     if result.status == "invalid" and result.error:
         e = result.error
-        where = f"{e['file']}:{e['line']}: " if e.get("file") and e.get("line") else (f"{e['file']}: " if e.get("file") else "")
-        problems.append(f"{where}error: {e.get('message', '')}")
+        where = f"{e.location}: " if e.location else ""
+        problems.append(f"{where}error: {e.message}")
     return CheckOutcome(result.exit_code, result, problems)

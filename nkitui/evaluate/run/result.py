@@ -1,8 +1,13 @@
 """The result of one run: versioned, self-contained JSON that can be reopened, compared (A/B) and
 cited as evidence in a review (docs/executor.md has the field reference).
 
-    result = RunResult.from_json(text)     # ResultVersionError for a schema it does not know
+    result = RunResult.from_json(text)     # ResultVersionError for a schema or version it cannot read
     text = result.to_json()
+
+Every part is a typed record (RunError, Check, PhaseRecord, SeedResult with OutputMetrics, Timing,
+Sandbox, NumericsAudit, Finding, PerfRecord for utilisation) written and read by the one codec
+(nkitui.common.codec). Version 2 holds typed records; a version-1 file (written before the trust
+split) is upgraded on reading.
 
 Statuses: passed (every check passed), failed (a check failed, including a kernel that raised),
 invalid (the task, its reference or the request is unusable), and for runs that did not finish:
@@ -13,15 +18,45 @@ from __future__ import annotations
 
 import json
 import math
-from dataclasses import asdict, dataclass, field
-from typing import Any
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Literal
 
-SCHEMA_VERSION = 1
+from nkitui.common.codec import CodecError, Record, decode_versioned, encode_versioned, register_adapter
+from nkitui.common.findings import Finding
+from nkitui.executor.limits import Limits
+from nkitui.executor.timing import TimingPolicy
+
+if TYPE_CHECKING:  # bound at run time by _bind_types(): the evaluator imports this module before numpy
+    from nkitui.evaluate.numerics.audit import NumericsAudit
+    from nkitui.evaluate.numerics.metrics import OutputMetrics
+    from nkitui.evaluate.numerics.tolerance import TolerancePolicy
+    from nkitui.perf.summary import PerfRecord
+
+SCHEMA_VERSION = 2
 SCHEMA_NAME = "nkitui.run-result"
 
 FINISHED_STATUSES = ("passed", "failed", "invalid")
 UNFINISHED_STATUSES = ("timeout", "cancelled", "crashed", "memory-limit", "cpu-limit", "killed", "internal-error")
 STATUSES = FINISHED_STATUSES + UNFINISHED_STATUSES
+
+_bound = False
+
+
+def _bind_types() -> None:
+    """Import the nested records' types (numerics, perf) on first encode or decode, so that importing
+    this module stays cheap for the worker's first event."""
+    global _bound
+    if _bound:
+        return
+    from nkitui.evaluate.numerics.audit import NumericsAudit
+    from nkitui.evaluate.numerics.metrics import OutputMetrics
+    from nkitui.evaluate.numerics.tolerance import TolerancePolicy
+    from nkitui.perf.summary import PerfRecord
+
+    globals().update(NumericsAudit=NumericsAudit, OutputMetrics=OutputMetrics, TolerancePolicy=TolerancePolicy,
+                     PerfRecord=PerfRecord)
+    register_adapter(PerfRecord, PerfRecord.to_json, PerfRecord.from_json)
+    _bound = True
 
 
 def strict_json(value: Any) -> Any:
@@ -45,49 +80,123 @@ def strict_json(value: Any) -> Any:
 
 
 class ResultVersionError(ValueError):
-    """A run-result JSON this nkitui cannot read (another schema, or a newer version)."""
+    """A run-result JSON this nkitui cannot read (another schema, a newer version, or a field that
+    does not fit; the message names it)."""
 
 
-@dataclass
-class Check:
+@dataclass(frozen=True)
+class RunError(Record):
+    kind: str
+    message: str
+    file: str | None = None  # task-relative
+    line: int | None = None
+    traceback: str = ""
+
+    @property
+    def location(self) -> str:
+        if not self.file:
+            return ""
+        return f"{self.file}:{self.line}" if self.line else self.file
+
+
+@dataclass(frozen=True)
+class Check(Record):
     id: str  # stable, e.g. "kernel-runs", "output:out", "timed-recheck", "trials"
     title: str
     passed: bool | None  # None: not run (e.g. the kernel never produced outputs)
     detail: str = ""
 
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
 
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> "Check":
-        return cls(id=str(d["id"]), title=str(d.get("title", d["id"])), passed=d.get("passed"), detail=str(d.get("detail", "")))
+@dataclass(frozen=True)
+class PhaseRecord(Record):
+    name: str
+    status: str  # ok | failed | skipped
+    duration_s: float | None = None
+    detail: str = ""
 
 
-@dataclass
-class SeedResult:
+@dataclass(frozen=True)
+class SeedResult(Record):
     seed: int
     passed: bool | None
-    outputs: list[dict[str, Any]] = field(default_factory=list)  # OutputMetrics.to_dict() per output
-    error: dict[str, Any] | None = None  # the kernel's error on this seed
+    outputs: tuple[OutputMetrics, ...] = ()  # per output, in manifest order
+    error: RunError | None = None  # the kernel's error on this seed
     kernel_s: float | None = None  # wall time of the launch (emulator/simulator: host CPU time)
 
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+    def output(self, name: str) -> OutputMetrics | None:
+        return next((o for o in self.outputs if o.name == name), None)
 
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> "SeedResult":
-        return cls(seed=int(d["seed"]), passed=d.get("passed"), outputs=list(d.get("outputs", [])),
-                   error=d.get("error"), kernel_s=d.get("kernel_s"))
 
-    def output(self, name: str) -> dict[str, Any] | None:
-        for o in self.outputs:
-            if o.get("name") == name:
-                return o
-        return None
+@dataclass(frozen=True)
+class DeviceLatency(Record):
+    """nki.benchmark's device latency (legacy namespace, on hardware)."""
+
+    method: str = ""
+    warmup: int = 0
+    iters: int = 0
+    percentiles_us: dict[str, float] = field(default_factory=dict)
+    median_us: float | None = None
+
+
+@dataclass(frozen=True)
+class Timing(Record):
+    """`estimated` (the cost model) or `measured` (timed launches on hardware)."""
+
+    kind: Literal["estimated", "measured"]
+    median_us: float | None = None
+    unit: str = "us"
+    source: str = ""  # estimated: what estimated it
+    note: str = ""
+    method: str = ""  # measured: what was timed
+    iqr_us: float | None = None
+    p10_us: float | None = None
+    p90_us: float | None = None
+    min_us: float | None = None
+    max_us: float | None = None
+    mean_us: float | None = None
+    std_us: float | None = None
+    ci95_us: tuple[float, float] | None = None
+    samples: int = 0
+    warmup: int = 0
+    stopped: str = ""
+    rechecked: int = 0
+    recheck_failures: tuple[str, ...] = ()
+    recheck_failure_count: int = 0
+    device: DeviceLatency | None = None
+    profile_total_time_us: float | None = None
+    policy: TimingPolicy | None = None
+
+
+@dataclass(frozen=True)
+class Violation(Record):
+    """Something the task's code tried and a guard refused (or a credential it looked up)."""
+
+    action: str  # write | process | credential | introspection
+    target: str = ""
+    detail: str = ""
+    file: str | None = None
+    line: int | None = None
+    process: str = "kernel"  # kernel | reference
+
+
+@dataclass(frozen=True)
+class Confinement(Record):
+    """What one untrusted process reported as active before it imported task code."""
+
+    active: tuple[str, ...] = ()
+    degraded: tuple[str, ...] = ()
+    summary: str = ""
+
+
+@dataclass(frozen=True)
+class Sandbox(Record):
+    violations: tuple[Violation, ...] = ()
+    confinement: dict[str, Confinement] = field(default_factory=dict)  # "kernel" / "reference"
+    summary: str = ""  # "sandbox: seccomp, landlock, ...; degraded: ..." (the kernel process's)
 
 
 @dataclass
-class RunResult:
+class RunResult(Record):
     run_id: str
     task_id: str
     status: str
@@ -106,18 +215,17 @@ class RunResult:
     versions: dict[str, Any] = field(default_factory=dict)  # nkitui, python, numpy, sdk, tools
     seeds: list[int] = field(default_factory=list)
     precise: bool = True
-    tolerances: dict[str, dict[str, Any]] = field(default_factory=dict)  # output -> policy
+    tolerances: dict[str, TolerancePolicy] = field(default_factory=dict)  # output -> policy
     seed_results: list[SeedResult] = field(default_factory=list)
-    numerics: dict[str, Any] | None = None  # nkitui.evaluate.numerics.NumericsAudit.to_dict(): first-seed
-    # metrics, tolerance advice, trials, precision isolation, mutants, goldens, numerics findings
+    numerics: NumericsAudit | None = None  # first-seed metrics, advice, trials, precision, mutants, goldens
     checks: list[Check] = field(default_factory=list)
-    timing: dict[str, Any] | None = None  # kind: measured | estimated (see docs/executor.md)
-    utilisation: dict[str, Any] | None = None  # PerfRecord.to_json() (source: estimated | measured)
-    findings: list[dict[str, Any]] = field(default_factory=list)  # Finding.to_dict()
-    phases: list[dict[str, Any]] = field(default_factory=list)  # name, status, duration_s, detail
-    error: dict[str, Any] | None = None  # kind, message, file, line, traceback
-    limits: dict[str, Any] = field(default_factory=dict)
-    sandbox: dict[str, Any] = field(default_factory=dict)  # refused writes/processes, credential lookups
+    timing: Timing | None = None
+    utilisation: PerfRecord | None = None  # estimated (cost model) or measured (profiler)
+    findings: list[Finding] = field(default_factory=list)
+    phases: list[PhaseRecord] = field(default_factory=list)
+    error: RunError | None = None
+    limits: Limits | None = None
+    sandbox: Sandbox = field(default_factory=Sandbox)
     log_excerpt: list[str] = field(default_factory=list)  # last lines of the run's log
     notes: list[str] = field(default_factory=list)
 
@@ -144,27 +252,26 @@ class RunResult:
         return self.run_id.rsplit("-", 1)[-1] if "-" in self.run_id else self.run_id
 
     @property
-    def advice(self) -> list[dict[str, Any]]:
-        """Tolerance advice per output (ToleranceAdvice dicts)."""
-        return list((self.numerics or {}).get("advice") or [])
+    def advice(self) -> list[Any]:
+        """Tolerance advice per output (ToleranceAdvice records)."""
+        return list(self.numerics.advice) if self.numerics else []
 
-    def numerics_audit(self) -> Any:
-        """The numerics results as nkitui.evaluate.numerics.NumericsAudit (None when none were made)."""
-        if not self.numerics:
-            return None
-        from nkitui.evaluate.numerics.audit import NumericsAudit
-
-        return NumericsAudit.from_dict(self.numerics)
+    def numerics_audit(self) -> NumericsAudit | None:
+        """The numerics results (kept for callers of the former dict form)."""
+        return self.numerics
 
     def failed_checks(self) -> list[Check]:
         return [c for c in self.checks if c.passed is False]
+
+    def check(self, check_id: str) -> Check | None:
+        return next((c for c in self.checks if c.id == check_id), None)
 
     def output_names(self) -> list[str]:
         names: list[str] = list(self.tolerances)
         for s in self.seed_results:
             for o in s.outputs:
-                if o.get("name") not in names:
-                    names.append(o["name"])
+                if o.name not in names:
+                    names.append(o.name)
         return names
 
     def worst(self, output: str, key: str) -> float | None:
@@ -172,10 +279,9 @@ class RunResult:
         values = []
         for s in self.seed_results:
             o = s.output(output)
-            if o is not None and isinstance(o.get(key), (int, float)):
-                values.append(float(o[key]))
-            elif o is not None and o.get(key) in ("inf", "nan"):
-                values.append(float(o[key]))
+            value = getattr(o, key, None) if o is not None else None
+            if isinstance(value, (int, float)) and not isinstance(value, bool):
+                values.append(float(value))
         return max(values) if values else None
 
     def summary_line(self) -> str:
@@ -184,39 +290,26 @@ class RunResult:
         passed = sum(1 for c in self.checks if c.passed)
         total = sum(1 for c in self.checks if c.passed is not None)
         time_part = ""
-        if self.timing and isinstance(self.timing.get("median_us"), (int, float)):
-            time_part = f", {self.timing['kind']} {self.timing['median_us']:.1f} µs"
+        if self.timing is not None and self.timing.median_us is not None and math.isfinite(self.timing.median_us):
+            time_part = f", {self.timing.kind} {self.timing.median_us:.1f} µs"
         return f"run {self.run_id} ({backend}): {self.status}, {passed}/{total} checks{time_part}"
 
     # -- JSON ------------------------------------------------------------------------------------
     def to_dict(self) -> dict[str, Any]:
-        """Strict-JSON-ready: NaN and infinities anywhere (timing, utilisation, ...) become the
-        strings "nan", "inf", "-inf", as in the numerics results."""
-        d = strict_json(asdict(self))
-        return {"schema": SCHEMA_NAME, "schema_version": SCHEMA_VERSION, **d}
+        """Strict JSON: NaN and infinities anywhere become "nan", "inf", "-inf"."""
+        _bind_types()
+        return strict_json(encode_versioned(self, SCHEMA_NAME, SCHEMA_VERSION))
 
     def to_json(self, indent: int | None = 2) -> str:
         return json.dumps(self.to_dict(), indent=indent, allow_nan=False, ensure_ascii=False)
 
     @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> "RunResult":
-        if not isinstance(d, dict):
-            raise ResultVersionError("a run result must be a JSON object")
-        schema, version = d.get("schema"), d.get("schema_version")
-        if schema != SCHEMA_NAME:
-            raise ResultVersionError(f"not an nkitui run result (schema {schema!r}, expected {SCHEMA_NAME!r})")
-        if version != SCHEMA_VERSION:
-            newer = isinstance(version, int) and version > SCHEMA_VERSION
-            hint = "upgrade nkitui to read it" if newer else "it was written by an incompatible nkitui"
-            raise ResultVersionError(f"run result schema version {version!r} is not supported (this nkitui reads {SCHEMA_VERSION}); {hint}")
-        for key in ("run_id", "task_id", "status"):
-            if not isinstance(d.get(key), str):
-                raise ResultVersionError(f"run result lacks the field {key!r}")
-        known = set(cls.__dataclass_fields__)
-        values = {k: v for k, v in d.items() if k in known}
-        values["seed_results"] = [SeedResult.from_dict(s) for s in d.get("seed_results", [])]
-        values["checks"] = [Check.from_dict(c) for c in d.get("checks", [])]
-        return cls(**values)
+    def from_dict(cls, d: Any, where: str = "") -> "RunResult":
+        _bind_types()
+        try:
+            return decode_versioned(cls, d, SCHEMA_NAME, SCHEMA_VERSION, migrations={1: upgrade_v1}, what="run result")
+        except CodecError as exc:
+            raise ResultVersionError(str(exc)) from None
 
     @classmethod
     def from_json(cls, text: str) -> "RunResult":
@@ -225,3 +318,38 @@ class RunResult:
         except ValueError as exc:
             raise ResultVersionError(f"run result is not valid JSON: {exc}") from exc
         return cls.from_dict(data)
+
+
+def upgrade_v1(d: dict[str, Any]) -> dict[str, Any]:
+    """A version-1 result (dicts where version 2 has records) in version 2's form.
+
+    Version 1 wrote the same keys; what changes is what is allowed to be missing or loose: an error
+    without its optional keys, a timing or utilisation that is not a record, violations without the
+    process that made them."""
+    out = dict(d)
+    for key in ("run_id", "task_id", "status"):
+        if not isinstance(out.get(key), str):
+            raise CodecError(f"{key}: required field is missing")
+    if isinstance(out.get("error"), dict):
+        out["error"] = {"kind": "error", "message": "", **out["error"]}
+    for sr in out.get("seed_results") or []:
+        if isinstance(sr, dict) and isinstance(sr.get("error"), dict):
+            sr["error"] = {"kind": "error", "message": "", **sr["error"]}
+    timing = out.get("timing")
+    if isinstance(timing, dict):
+        if timing.get("kind") not in ("estimated", "measured"):
+            out["timing"] = None
+        elif isinstance(timing.get("device"), dict) is False:
+            timing.pop("device", None)
+    sandbox = out.get("sandbox")
+    if isinstance(sandbox, dict):
+        out["sandbox"] = {"violations": [dict(v, target=v.get("target") or "", detail=v.get("detail") or "")
+                                         for v in sandbox.get("violations", []) if isinstance(v, dict) and v.get("action")]}
+    else:
+        out["sandbox"] = {}
+    if not out.get("limits"):
+        out["limits"] = None
+    utilisation = out.get("utilisation")
+    if utilisation is not None and not (isinstance(utilisation, dict) and utilisation.get("version") == 1):
+        out["utilisation"] = None
+    return out

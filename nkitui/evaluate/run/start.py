@@ -20,13 +20,13 @@ from __future__ import annotations
 import os
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from nkitui.common.codec import encode
 from nkitui.evaluate.options import EvaluationOptions, EvaluationRequest, resolve_seeds
 from nkitui.evaluate.run.evidence import settle_status
-from nkitui.evaluate.run.result import ResultVersionError, RunResult
+from nkitui.evaluate.run.result import PhaseRecord, ResultVersionError, RunError, RunResult
 from nkitui.executor.events import ErrorEvent, Event, ResultEvent
 from nkitui.executor.job import WorkerJob
 from nkitui.executor.limits import DEFAULT_TIMEOUT_S, Limits
@@ -168,17 +168,15 @@ def build_result(outcome: WorkerOutcome, task: Task, request: EvaluationRequest)
             status, chosen = "crashed", _silent_exit_error(outcome)
         if chosen is None:
             chosen = ErrorEvent(kind=exit_kind, message=f"the worker ended without a result: {outcome.exit.message}")
-        error = chosen.to_dict()
-        error.pop("event", None)
+        error = RunError(chosen.kind, chosen.message, chosen.file, chosen.line, chosen.traceback)
         if any(e.kind == "memory-limit" for e in errors):
             status = "memory-limit"
         result = RunResult(
             run_id=outcome.run_id, task_id=task.id, task_title=task.title, status=status,
             backend_requested=options.backend, target=options.target or task.target, error=error,
-            precise=options.precise, tolerances={o.name: o.tolerance.to_dict() for o in task.outputs if o.tolerance},
+            precise=options.precise, tolerances={o.name: o.tolerance for o in task.outputs if o.tolerance},
         )
-        result.phases = [{"name": p.name, "status": p.status, "duration_s": p.duration_s, "detail": p.detail}
-                         for p in outcome.phases]
+        result.phases = [PhaseRecord(p.name, p.status, p.duration_s, p.detail) for p in outcome.phases]
         if outcome.backend is not None:  # the evaluator said which backend it chose before it died
             result.backend, result.backend_reason = outcome.backend.name, outcome.backend.reason
         result.seeds = resolve_seeds(options.seeds, task.seeds)  # as the evaluator's load phase does
@@ -190,7 +188,7 @@ def build_result(outcome: WorkerOutcome, task: Task, request: EvaluationRequest)
         result.duration_s = round(outcome.elapsed_s, 6)
     elif exit_kind not in ("ok", "failed", "invalid"):
         result.notes.append(f"after sending its result the worker {outcome.exit.message}")
-    result.limits = outcome.limits.to_dict()
+    result.limits = replace(outcome.limits, cpu_s=outcome.limits.effective_cpu_s)
     # the log excerpt holds only the last lines: say in the result itself when output was cut
     for entry in outcome.log.entries():
         if entry.stream == "executor" and entry.text.startswith("[nkitui] … ") and entry.text.endswith(" elided …"):

@@ -12,6 +12,7 @@
 from __future__ import annotations
 
 import json
+import math
 import re
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -166,12 +167,13 @@ def _summarise(path: Path) -> RunSummary:
         result = RunResult.from_dict(d)
     except (OSError, ValueError) as exc:
         return RunSummary(run_id=path.stem, task_id=path.parent.name, path=str(path), status="unreadable", error=str(exc))
-    timing = result.timing or {}
-    median = timing.get("median_us")
+    timing = result.timing
+    median = timing.median_us if timing is not None else None
     return RunSummary(
         run_id=result.run_id, task_id=result.task_id, path=str(path), status=result.status, backend=result.backend,
         target=result.target, created_at=result.created_at, task_commit=result.task_commit,
-        median_us=float(median) if isinstance(median, (int, float)) else None, timing_kind=timing.get("kind"),
+        median_us=median if median is not None and math.isfinite(median) else None,
+        timing_kind=timing.kind if timing is not None else None,
         checks_passed=sum(1 for c in result.checks if c.passed),
         checks_total=sum(1 for c in result.checks if c.passed is not None),
     )
@@ -218,13 +220,10 @@ class RunComparison:
 
 
 def _engines(result: RunResult) -> dict[str, float]:
-    util = result.utilisation or {}
-    out: dict[str, float] = {}
-    for lane, stats in (util.get("engines") or {}).items():
-        pct = stats.get("active_time_percent") if isinstance(stats, dict) else None
-        if isinstance(pct, (int, float)):
-            out[lane] = float(pct)
-    return out
+    util = result.utilisation
+    if util is None:
+        return {}
+    return {lane: float(stats.active_time_percent) for lane, stats in util.engines.items()}
 
 
 def compare_runs(a: RunResult, b: RunResult) -> RunComparison:
@@ -245,15 +244,15 @@ def compare_runs(a: RunResult, b: RunResult) -> RunComparison:
     for name in dict.fromkeys([*a.output_names(), *b.output_names()]):
         for key in METRIC_KEYS:
             cmp.metrics.append(MetricDelta(name, key, a.worst(name, key), b.worst(name, key)))
-    cmp.timing = compare_timing(a.timing, b.timing)
+    cmp.timing = compare_timing(a.timing.to_dict() if a.timing else None, b.timing.to_dict() if b.timing else None)
     ea, eb = _engines(a), _engines(b)
     for lane in dict.fromkeys([*ea, *eb]):
         cmp.utilisation.append({"lane": lane, "a": ea.get(lane), "b": eb.get(lane)})
     if a.utilisation and b.utilisation:
-        from nkitui.perf import PerfRecord, compare
+        from nkitui.perf import compare
 
         try:
-            cmp.performance = compare(PerfRecord.from_json(a.utilisation), PerfRecord.from_json(b.utilisation)).to_json()
+            cmp.performance = compare(a.utilisation, b.utilisation).to_json()
         except (ValueError, KeyError, TypeError) as exc:
             cmp.notes.append(f"utilisation records could not be compared: {exc}")
     return cmp
