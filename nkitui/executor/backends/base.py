@@ -198,10 +198,10 @@ class Backend(ABC):
 
     def profile(self, args: list[np.ndarray], reference_outputs: dict[str, np.ndarray] | None,
                 recheck: Callable[[dict[str, np.ndarray]], str | None], trace: Any, log: Callable[[str], None]) -> ProfileOutcome:
-        """Timing and utilisation. Default: the cost model on the trace of a run."""
-        from nkitui.executor.backends.costmodel import estimate_from_trace
-
-        return estimate_from_trace(trace, self.target, self.task)
+        """Timing and utilisation measured where the kernel runs (hardware: the neuron backend). The
+        other backends are profiled by the evaluator itself: the cost model on their instruction trace
+        (nkitui.executor.backends.costmodel), never in the process that ran the kernel."""
+        return ProfileOutcome(skipped=f"the {self.name} backend measures nothing itself: the cost model estimates from its trace")
 
     # -- shared helpers ---------------------------------------------------------------------------
     def _import_kernel(self, module_name: str | None = None) -> Any:
