@@ -87,3 +87,19 @@ def test_a_failing_seed_is_logged_as_a_warning_and_the_stored_log_keeps_its_leve
     failing = [line for line in result.log_excerpt if "FAILS" in line]
     assert failing and all(line.startswith("[worker:warning] seed 0: ") for line in failing)
     assert any(line.startswith("[worker] ") for line in result.log_excerpt)  # info lines keep the short tag
+
+
+def test_a_phase_whose_check_fails_ends_failed_so_a_warnings_filter_shows_it(tmp_path):
+    # issue #18: "trials ok ...: 1 failing" hid the failure from the log's warnings-and-errors filter
+    from nkitui.evaluate.run import start_evaluation
+    from nkitui.executor.events import PhaseEvent
+
+    from .conftest import quick_request
+
+    task = write_task(tmp_path / "bad", reference="def add(a, b, **kw):\n    return a * b\n")
+    handle = start_evaluation(quick_request(task, seeds=1))
+    ends = {e.name: e for e in handle.events() if isinstance(e, PhaseEvent) and e.state == "end"}
+    assert handle.result.status == "failed"
+    assert ends["compare"].status == "failed" and "output:out: FAIL" in ends["compare"].detail
+    assert ends["run"].status == "ok" and ends["load"].status == "ok"  # phases whose checks passed stay ok
+    assert {p.name: p.status for p in handle.result.phases}["compare"] == "failed"
