@@ -40,9 +40,6 @@ class PhaseRecord:
     duration_s: float
     detail: str = ""
 
-    def to_dict(self) -> dict[str, Any]:
-        return {"name": self.name, "status": self.status, "duration_s": self.duration_s, "detail": self.detail}
-
 
 @dataclass
 class WorkerContext:
