@@ -188,10 +188,13 @@ def analyze_models(nki: NkiModel, cuda: CudaModel | None, context: AnalysisConte
     findings: list[Finding] = []
     if nki.syntax_error is not None:
         msg, line = nki.syntax_error
+        column = nki.syntax_error_column
+        where = f"line {line}, column {column}" if column else f"line {line}"
         findings.append(inp.finding(
-            NKI_SYNTAX, severity="high", title=f"Syntax error: {msg}", line=line,
-            message=(f"{nki.path} does not parse as Python ({msg} at line {line}). NKI kernels are traced from "
+            NKI_SYNTAX, severity="high", title=f"Syntax error: {msg} ({where})", line=line,
+            message=(f"{nki.path} does not parse as Python ({msg} at {where}). NKI kernels are traced from "
                      "their Python source, so this port cannot compile or run; fix the syntax first."),
+            data={"column": column} if column else None,
         ))
     else:
         findings.extend(_module_findings(inp))

@@ -322,6 +322,7 @@ class NkiModel:
     cache_decorators: list[tuple[str, int, str]] = field(default_factory=list)  # (function, line, decorator)
     container_writes: list[tuple[str, str, int]] = field(default_factory=list)  # (function, container, line)
     syntax_error: tuple[str, int | None] | None = None
+    syntax_error_column: int | None = None  # 1-based, where Python reports one
     line_count: int = 0
 
     def summary(self) -> dict[str, Any]:

@@ -913,6 +913,7 @@ def build(source: str, path: str, context: AnalysisContext | None = None,
         tree = ast.parse(source, filename=path)
     except SyntaxError as exc:
         model.syntax_error = (exc.msg or "invalid syntax", exc.lineno)
+        model.syntax_error_column = exc.offset
         return model
     module = _Module(tree, source)
     module.local_nki_modules = frozenset(local_nki_modules)

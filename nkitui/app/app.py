@@ -80,6 +80,9 @@ class NkituiApp(ReviewController, RunController, App[int]):
         user_themes: Path | None = None,
     ) -> None:
         super().__init__()
+        from nkitui.executor.confine import harden_parent
+
+        harden_parent()  # not dumpable (also when the app is started without the command line)
         # A task folder is loaded after the first frame (loading imports numpy); a Task is used as is.
         self.audit_task: Task | None = None if isinstance(task, Path) else task
         self.task_dir = task if isinstance(task, Path) else task.root  # a folder, or its task.toml

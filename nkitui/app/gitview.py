@@ -12,6 +12,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
+from nkitui.common import gitsafe
+
 WORKTREE = "WORKTREE"
 
 RowKind = Literal["file", "hunk", "context", "add", "delete", "note", "change"]
@@ -83,7 +85,7 @@ def _open_repo(task_root: Path):
     import git
 
     try:
-        repo = git.Repo(task_root, search_parent_directories=True)
+        repo = gitsafe.open_repo(task_root, search_parent_directories=True)  # no hooks, no fsmonitor
     except (git.InvalidGitRepositoryError, git.NoSuchPathError):
         raise GitViewError(f"{task_root} is not inside a git repository; the diff needs the task's history") from None
     return repo

@@ -64,6 +64,7 @@ SCOPES: dict[str, str] = {
     "evidence": "Rubric: evidence list",
     "picker": "Revision picker",
     "finding": "Finding in full",
+    "levels": "What each score means",
 }
 
 REGISTRY: tuple[KeySpec, ...] = (
@@ -122,8 +123,14 @@ REGISTRY: tuple[KeySpec, ...] = (
     KeySpec("code.cancel_selection", "escape", "cancel_selection", "Unselect", "code",
             help="Drop the selected lines (only while selecting)"),
     # Source area.
-    KeySpec("source.mode", "d", "toggle_mode", "Aligned/diff", "source",
-            help="Switch between CUDA|NKI side by side and the git diff"),
+    KeySpec("source.pane", "o", "cycle_pane", "Panes", "source",
+            help="Show the NKI port alone, the CUDA source alone, or both side by side aligned by role (at "
+                 "first: both where each side gets 48 columns of code, else the NKI port alone)"),
+    KeySpec("source.wrap", "W", "toggle_wrap", "Wrap", "source", show=False,
+            help="Soft-wrap long lines (the default), or cut them at the edge (marked ›) and scroll sideways "
+                 "with ← →"),
+    KeySpec("source.mode", "d", "toggle_mode", "Code/diff", "source",
+            help="Switch between the code (NKI, CUDA or both side by side) and the git diff"),
     KeySpec("source.diff_layout", "s", "toggle_diff_layout", "Unified/split", "source",
             help="Show the diff unified or split"),
     KeySpec("source.revisions", "v", "pick_revisions", "Revisions", "source",
@@ -162,10 +169,17 @@ REGISTRY: tuple[KeySpec, ...] = (
     # Rubric.
     KeySpec("rubric.editor", "ctrl+o,f7", "external_editor", "$EDITOR", "rubric", priority=True,
             help="Edit the comment in your $VISUAL/$EDITOR"),
+    KeySpec("rubric.override", "O", "override_rule", "Override", "rubric", show=False,
+            help="On the verdict page: override the verdict rule the verdict breaks, with a reason (it goes "
+                 "into the review record); an empty reason withdraws the override"),
+    KeySpec("rubric.levels", "e", "show_levels", "Levels", "rubric",
+            help="Read what every score of the criterion means (every verdict's guidance on the verdict "
+                 "page) in full"),
     KeySpec("score.up", "right,plus", "score_up", "Score +", "score", help="Raise the score"),
     KeySpec("score.down", "left,minus", "score_down", "Score -", "score", help="Lower the score"),
     KeySpec("score.clear", "backspace,delete", "score_clear", "Clear", "score", show=False,
-            help="Clear the score"),
+            help="Clear the score (digits score directly: 3 is 3 on a 1..5 scale, 1 the first label or "
+                 "verdict; on the score, digits do not switch areas)"),
     KeySpec("comment.done", "escape", "done", "Done", "comment",
             help="Leave the comment (it is already saved) and go back to the criteria list"),
     KeySpec("evidence.remove", "delete,backspace,d", "remove_evidence", "Remove", "evidence",
@@ -177,6 +191,8 @@ REGISTRY: tuple[KeySpec, ...] = (
     KeySpec("picker.close", "escape", "close", "Cancel", "picker", help="Close without changing"),
     # Finding in full.
     KeySpec("finding.close", "escape,e", "close", "Close", "finding", help="Close the finding"),
+    # Levels in full.
+    KeySpec("levels.close", "escape,e", "close", "Close", "levels", help="Close the meanings"),
 )
 
 BY_ID: dict[str, KeySpec] = {spec.id: spec for spec in REGISTRY}

@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from nkitui import __version__
 
 # Order in `nkitui --help`; modules not listed here come after, alphabetically.
-COMMAND_ORDER = ["open", "demo", "check", "runs", "emu", "analyze", "review", "history", "export", "task", "perf"]
+COMMAND_ORDER = ["open", "demo", "check", "batch", "runs", "emu", "analyze", "review", "history", "export", "task", "perf"]
 
 
 def _command_modules() -> list[str]:
@@ -48,6 +48,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    from nkitui.executor.confine import harden_parent
+
+    harden_parent()  # not dumpable: no same-user process reads /proc/<nkitui>/environ, cwd or mem
     args_list = list(sys.argv[1:] if argv is None else argv)
     direct = _passthrough(args_list[0]) if args_list else None
     if direct is not None:

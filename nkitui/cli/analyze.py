@@ -8,7 +8,8 @@ from pathlib import Path
 _EPILOG = """\
 exit status:
   0  analysis done, no high-severity finding
-  1  analysis done, at least one high-severity finding (a clear defect or a reward hack)
+  1  analysis done, at least one high-severity finding (a clear defect or a
+     reward hack)
   2  the task or the command is invalid (the message says what and where)
 
 Rules are documented in docs/analysis-rules.md; `--rules` lists them."""
@@ -38,19 +39,20 @@ def _run(args: argparse.Namespace) -> int:
     from rich.console import Console
 
     from nkitui.analysis import all_rule_specs, analyze_task, render
+    from nkitui.cli.textout import print_wrapped
     from nkitui.task import TaskError, load_task
 
     console = Console(highlight=False)
     if args.rules:
-        for spec in all_rule_specs():
-            console.print(f"[bold]{spec.id:<20}[/] {spec.severity:<6}  {spec.category:<11}  {spec.title}", soft_wrap=True)
+        for spec in all_rule_specs():  # a long title wraps under the titles, not under the ids
+            print_wrapped(f"{spec.id:<20} {spec.severity:<6}  {spec.category:<11}  {spec.title}", subsequent=" " * 43)
         return 0
     try:
         task = load_task(args.task_dir)
     except TaskError as exc:
         # Plain text: "file [field]: error: ..." (through Rich, a field such as [kernel.entry] reads as markup)
         for problem in exc.problems:
-            print(problem, file=sys.stderr)
+            print_wrapped(str(problem), subsequent="    ", file=sys.stderr)
         if args.json:  # scripts reading stdout get the problems too, not an empty document
             sys.stdout.write(json.dumps({"version": 1, "ok": False,
                                          "problems": [p.to_dict() for p in exc.problems]}, indent=2) + "\n")

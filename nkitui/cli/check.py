@@ -18,6 +18,16 @@ def _positive_int(text: str) -> int:
     return value
 
 
+def _capped(parse, cap: float, what: str):  # noqa: ANN001, ANN202
+    def parse_capped(text: str):  # noqa: ANN202
+        value = parse(text)
+        if value > cap:
+            raise argparse.ArgumentTypeError(f"at most {cap:g} {what}, got {value:,}" if isinstance(value, int) else f"at most {cap:g} {what}, got {value:g}")
+        return value
+
+    return parse_capped
+
+
 def _positive_float(text: str) -> float:
     try:
         value = float(text)
@@ -38,8 +48,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--backend", choices=("auto", "emulator", "simulator", "neuron"), default="auto",
                    help="where the kernel runs (default auto: the best available, with the reason in the report)")
     p.add_argument("--target", choices=("trn1", "trn2", "trn3"), help="hardware generation (default: the task's)")
-    p.add_argument("--seeds", type=_positive_int, metavar="N", help="run seeds 0..N-1 (default: the task's, usually 0 1 2)")
-    p.add_argument("--timeout", type=_positive_float, metavar="S", help="wall-clock limit of the run in seconds")
+    p.add_argument("--seeds", type=_capped(_positive_int, 1000, "seeds (each is a whole run)"), metavar="N",
+                   help="run seeds 0..N-1 (default: the task's, usually 0 1 2; at most 1000)")
+    p.add_argument("--timeout", type=_capped(_positive_float, 86400, "seconds (a day)"), metavar="S",
+                   help="wall-clock limit of the run in seconds (at most 86400)")
     p.add_argument("--memory-mb", type=_positive_int, metavar="MB", help="address-space limit of the worker (default 8192)")
     p.add_argument("--json", action="store_true", help="print the run result as JSON instead of the report")
     p.add_argument("--quiet", action="store_true", help="no live progress on stderr")
@@ -52,18 +64,22 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def _progress_printer(stream):  # noqa: ANN001, ANN202
+    from nkitui.cli.textout import print_wrapped
     from nkitui.executor.events import ErrorEvent, LogEvent, PhaseEvent, ProgressEvent
+
+    detail_column = " " * 33  # a wrapped detail stays under the details, not under the phase names
 
     def show(event) -> None:  # noqa: ANN001
         if isinstance(event, PhaseEvent) and event.state == "end":
             dur = f"{event.duration_s:.2f} s" if event.duration_s is not None else ""
-            stream.write(f"  {event.name:<10} {event.status:<8} {dur:>9}  {event.detail}\n")
+            print_wrapped(f"  {event.name:<10} {event.status:<8} {dur:>9}  {event.detail}", subsequent=detail_column,
+                          file=stream)
         elif isinstance(event, ProgressEvent):
             pass
         elif isinstance(event, ErrorEvent):
-            stream.write(f"  error ({event.kind}): {event.message}\n")
+            print_wrapped(f"  error ({event.kind}): {event.message}", subsequent="    ", file=stream)
         elif isinstance(event, LogEvent) and event.stream == "worker" and event.text.startswith("backend:"):
-            stream.write(f"  {event.text}\n")
+            print_wrapped(f"  {event.text}", subsequent="    ", file=stream)
         stream.flush()
 
     return show
@@ -86,8 +102,10 @@ def _check(args: argparse.Namespace) -> int:
         if args.json:
             print(json.dumps({"status": "invalid", "exit_code": outcome.exit_code, "problems": outcome.problems}, indent=2))
         else:
+            from nkitui.cli.textout import print_wrapped
+
             for problem in outcome.problems:
-                sys.stderr.write(f"{problem}\n")
+                print_wrapped(str(problem), subsequent="    ", file=sys.stderr)
         return outcome.exit_code
     if args.json:
         print(outcome.result.to_json())

@@ -8,13 +8,23 @@ write into their arguments, those arguments) are written to OUT.npz. Exit codes:
 npz cannot hold bfloat16/fp8 arrays (numpy saves them as raw bytes): name such an input
 `NAME@bfloat16` (values stored as float32, or as uint16 bit patterns) and it is cast before the
 run; low-precision outputs are saved as float32 and their dtype is shown in the summary.
+
+The kernel is untrusted code: it runs in a confined child (its own session, Landlock, seccomp, no
+network, limits), on a copy of its folder, and sees neither IN.npz nor OUT.npz — nkitui reads the
+inputs (refusing pickles, object arrays, zip bombs and forged headers), hands the child plain .npy
+arrays, and writes OUT.npz from the plain .npy arrays the child leaves. Its prints go to stderr.
 """
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
+
+from nkitui.cli.textout import ParagraphHelpFormatter
+
+MAX_KERNEL_FOLDER_MB = 256
+MAX_KERNEL_FOLDER_FILES = 2000
+MAX_RESULT_BYTES = 16 << 20
 
 
 def register(subparsers) -> None:
@@ -22,13 +32,18 @@ def register(subparsers) -> None:
                                    description="Run NKI kernels on nkitui's numpy emulator of a NeuronCore.")
     sub = parser.add_subparsers(dest="emu_command", metavar="ACTION")
     run = sub.add_parser("run", help="run FILE.py::KERNEL on arrays from an .npz file",
-                         description=__doc__.split("\n\n")[1], formatter_class=argparse.RawDescriptionHelpFormatter)
+                         description="\n\n".join(__doc__.split("\n\n")[1:4]),
+                         formatter_class=ParagraphHelpFormatter)  # paragraphs reflowed to the terminal
     run.add_argument("spec", metavar="FILE.py::KERNEL", help="kernel file and the kernel function's name")
     run.add_argument("--inputs", required=True, metavar="IN.npz", help="input arrays (positional order or by name)")
     run.add_argument("--out", required=True, metavar="OUT.npz", help="where to write the output arrays")
     run.add_argument("--grid", metavar="G0,G1", help="SPMD launch grid, e.g. 2 or 4,2")
     run.add_argument("--target", choices=("trn1", "trn2", "trn3"), help="NeuronCore generation (default: "
                      "$NEURON_PLATFORM_TARGET_OVERRIDE, else trn2)")
+    run.add_argument("--timeout", type=float, default=300.0, metavar="S", help="wall-clock limit (default 300 s)")
+    run.add_argument("--memory-mb", type=int, default=8192, metavar="MB", help="memory limit (default 8192)")
+    run.add_argument("--max-input-mb", type=int, default=2048, metavar="MB",
+                     help="largest total size of the inputs once unpacked (default 2048)")
     run.add_argument("--json", action="store_true", help="print the summary as JSON")
     run.set_defaults(func=_run)
     parser.set_defaults(func=lambda args: _usage(parser))
@@ -76,197 +91,168 @@ def _parse_grid(text: str | None) -> tuple[int, ...]:
         raise UsageError(f"--grid {text!r}: expected comma-separated positive integers such as 2 or 4,2") from None
     if not grid or any(g < 1 for g in grid):
         raise UsageError(f"--grid {text!r}: grid sizes must be positive integers")
+    if len(grid) > 3 or any(g > 4096 for g in grid) or _product(grid) > 65536:
+        raise UsageError(f"--grid {text!r}: at most 3 dimensions of at most 4096, 65536 programs in all")
     return grid
 
 
-def _load_inputs(path: str):
+def _product(values) -> int:
+    out = 1
+    for v in values:
+        out *= v
+    return out
+
+
+def _load_inputs(path: str, max_mb: int) -> dict:
+    from pathlib import Path
+
+    from nkitui.common.npzsafe import NpzError, load_npz
+
+    if not Path(path).exists():
+        raise UsageError(f"inputs file {path} does not exist")
+    try:
+        return load_npz(Path(path), max_bytes=max_mb * 1024 * 1024)
+    except NpzError as e:
+        raise UsageError(f"inputs file {e}") from None
+
+
+def _prepare(file, name: str, grid, args, inputs: dict):
+    """The scratch folder: a copy of the kernel's folder, the inputs as .npy, the job file."""
     import numpy as np
 
-    from nkitui.emulator import dtypes
+    from nkitui.executor.limits import Limits
+    from nkitui.executor.workspace import WorkspaceError, make_scratch
 
     try:
-        archive = np.load(path, allow_pickle=False)
-    except FileNotFoundError:
-        raise UsageError(f"inputs file {path} does not exist") from None
-    except (OSError, ValueError) as e:
-        raise UsageError(f"inputs file {path} is not a readable .npz archive ({e})") from None
-    if not hasattr(archive, "files"):
-        raise UsageError(f"inputs file {path} holds a single array; save inputs with numpy.savez(path, a=..., b=...)")
-    arrays = {}
-    for key in archive.files:
-        arr = archive[key]
-        name, _, cast = key.partition("@")
-        if cast:
-            try:
-                d = dtypes.dtype_of(cast)
-            except TypeError:
-                raise UsageError(f"input {key!r} in {path}: unknown dtype {cast!r} after '@'") from None
-            if arr.dtype == np.uint16 and d.itemsize == 2:
-                arr = arr.view(d.np)
-            elif arr.dtype.kind == "V":
-                if arr.dtype.itemsize != d.itemsize:
-                    raise UsageError(f"input {key!r}: {arr.dtype.itemsize}-byte raw values cannot be {cast}")
-                arr = arr.view(d.np)
-            else:
-                arr = arr.astype(d.np)
-        elif arr.dtype.kind == "V":
-            raise UsageError(f"input {key!r} in {path} has a raw {arr.dtype.itemsize}-byte dtype (a bfloat16/fp8 "
-                             f"array saved by numpy); save it as float32 under the name '{key}@bfloat16' "
-                             "(or the right dtype) instead")
-        arrays[name] = arr
-    return arrays
-
-
-def _import_kernel(file, name: str):
-    import importlib.util
-
-    from nkitui import emulator
-
+        scratch = make_scratch(file.resolve().parent, max_copy_mb=MAX_KERNEL_FOLDER_MB,
+                               max_files=MAX_KERNEL_FOLDER_FILES, prefix="nkitui-emu-")
+    except WorkspaceError as e:
+        raise UsageError(f"{e} (the kernel's folder is copied for the confined run: keep the kernel in a folder of "
+                         "its own)") from None
     try:
-        emulator.install()
-    except emulator.InstallError as e:
-        raise UsageError(str(e)) from None
-    module_name = f"_nkitui_emu_{abs(hash(str(file.resolve())))}"
-    spec = importlib.util.spec_from_file_location(module_name, file)
-    module = importlib.util.module_from_spec(spec)
-    sys.path.insert(0, str(file.resolve().parent))
+        (scratch.root / "inputs").mkdir()
+        listed = []
+        for i, (key, arr) in enumerate(inputs.items()):
+            np.save(scratch.root / "inputs" / f"{i}.npy", arr, allow_pickle=False)
+            listed.append([key, f"inputs/{i}.npy"])
+        limits = Limits(timeout_s=args.timeout, memory_mb=args.memory_mb)
+        job = {"kernel": file.name, "display": str(file), "name": name, "grid": list(grid), "target": args.target,
+               "inputs": listed, "inputs_display": args.inputs, "limits": limits.to_dict()}
+        (scratch.root / "job.json").write_text(json.dumps(job), encoding="utf-8")
+    except BaseException:
+        scratch.remove()
+        raise
+    return scratch, limits
+
+
+def _run_child(scratch, limits) -> tuple[dict | None, str]:
+    """Spawn the confined child and wait for it: (its result.json, what went wrong in words)."""
+    import os
+    import signal
+    import subprocess
+    from pathlib import Path
+
+    from nkitui.executor import confine
+
+    package_parent = str(Path(__file__).resolve().parent.parent.parent)
+    proc = confine.spawn([sys.executable, "-P", "-m", "nkitui.cli._emu_child", str(scratch.root / "job.json")],
+                         confine.ConfinementPolicy(scratch=scratch.root), python_path=[package_parent],
+                         stdin=subprocess.DEVNULL, stdout=sys.stderr.fileno(), stderr=sys.stderr.fileno(),
+                         cwd=scratch.work)
     try:
-        spec.loader.exec_module(module)
-    except SyntaxError as e:
-        raise UsageError(f"{file}:{e.lineno}: syntax error: {e.msg}") from None
+        proc.wait(timeout=limits.timeout_s)
+        problem = ""
+    except subprocess.TimeoutExpired:
+        problem = f"the kernel ran past the {limits.timeout_s:g} s limit (--timeout) and was stopped"
+    except KeyboardInterrupt:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+        raise
     finally:
-        sys.path.pop(0)
-    kernel = getattr(module, name, None)
-    if kernel is None:
-        found = sorted(k for k, v in vars(module).items()
-                       if not k.startswith("_") and callable(v) and getattr(v, "__module__", module_name) == module_name)
-        hint = f"; kernels and functions defined there: {', '.join(found)}" if found else ""
-        raise UsageError(f"no kernel named {name!r} in {file}{hint}")
-    if not callable(kernel):
-        raise UsageError(f"{file}::{name} is not a function or kernel")
-    if not isinstance(kernel, emulator.Kernel):
-        kernel = _front_end_jit(module)(kernel)
-    return kernel
-
-
-def _front_end_jit(module):
-    """The `jit` of the namespace the kernel file uses: the new `nki` when the file imports it
-    (and a front end provides it), else the legacy `neuronxcc.nki`."""
-    new = sys.modules.get("nki")
-    new_modules = {id(m) for n, m in list(sys.modules.items())
-                   if (n == "nki" or n.startswith("nki.")) and getattr(m, "__nkitui_emulator__", False)}
-    uses_new = any(id(v) in new_modules for v in vars(module).values())
-    if new is not None and uses_new and callable(getattr(new, "jit", None)):
-        return new.jit
-    from nkitui.emulator.legacy.nki import jit
-
-    return jit
-
-
-def _bind(kernel, arrays: dict, inputs_path: str):
-    import inspect
-
-    sig = inspect.signature(kernel.func)
-    params = [p for p in sig.parameters.values() if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD,
-                                                                 p.KEYWORD_ONLY)]
-    names = {p.name for p in params}
-    if arrays and all(k in names for k in arrays):
-        args, kwargs = (), dict(arrays)
-    else:
-        args, kwargs = tuple(arrays.values()), {}
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)  # the child, and anything it may have left behind
+        except OSError:
+            pass
+        proc.wait()
+        confine.release(proc.pid)
+    result_file = scratch.root / "result.json"
+    if problem:
+        return None, problem
     try:
-        sig.bind(*args, **kwargs)
-    except TypeError as e:
-        shown = ", ".join(f"{k}{list(v.shape)}" for k, v in arrays.items())
-        raise UsageError(f"inputs do not match the signature of {kernel.name}{sig}: {inputs_path} holds "
-                         f"{len(arrays)} array(s) ({shown}) ({e})") from None
-    return args, kwargs
+        if result_file.stat().st_size > MAX_RESULT_BYTES:
+            return None, "the child's result is too large to be genuine"
+        return json.loads(result_file.read_text(encoding="utf-8")), ""
+    except (OSError, ValueError):
+        from nkitui.executor.exitstatus import describe_exit
+
+        return None, f"the kernel's process {describe_exit(proc.returncode, limits).message} without a result"
 
 
-def _collect_outputs(result, info, args, kwargs, bound_names):
-    import numpy as np
+def _collect(scratch, data: dict, max_mb: int) -> dict:
+    from nkitui.common.npzsafe import NpzError, load_npy
 
-    if result is None:
-        outs = {}
-        for name in info.written_args:
-            if name in kwargs:
-                outs[name] = kwargs[name]
-            elif name in bound_names:
-                outs[name] = args[bound_names.index(name)]
-        return outs
-    if isinstance(result, np.ndarray):
-        return {"out": result}
-    if isinstance(result, (tuple, list)):
-        return {f"out{i}": r for i, r in enumerate(result)}
-    if isinstance(result, dict):
-        return {str(k): v for k, v in result.items()}
-    raise UsageError(f"kernel returned {type(result).__name__}, not arrays")
+    outputs = {}
+    budget = max_mb * 1024 * 1024
+    for key, rel in data.get("files", []):
+        path = (scratch.root / str(rel)).resolve()
+        if not str(path).startswith(str(scratch.root.resolve()) + "/"):
+            raise NpzError(f"output {key!r} points outside the run's folder")
+        arr = load_npy(path, max_bytes=budget)
+        budget -= arr.nbytes
+        outputs[str(key)] = arr
+    return outputs
 
 
 def _run_checked(args) -> int:
-    import inspect
-    import time
-
-    import numpy as np
-
-    from nkitui import emulator
-
     file, name = _parse_spec(args.spec)
     grid = _parse_grid(args.grid)
-    arrays = _load_inputs(args.inputs)
-    kernel = _import_kernel(file, name)
-    call_args, call_kwargs = _bind(kernel, arrays, args.inputs)
-    launch = kernel[grid] if grid else kernel
-    opts = {"target": args.target} if args.target else {}
-    t0 = time.perf_counter()
-    try:
-        with emulator.trace(**opts) as tr:
-            result = launch(*call_args, **call_kwargs)
-    except emulator.NKIEmulatorError as e:
-        return _fail(args, str(e), type(e).__name__, getattr(e, "rule", ""))
-    except Exception as e:  # the kernel's own code raised: report it with its location
-        import traceback
+    if not (0 < args.timeout <= 86400):
+        raise UsageError(f"--timeout {args.timeout:g}: give a number of seconds between 1 and 86400")
+    if not (64 <= args.memory_mb <= 1 << 20):
+        raise UsageError(f"--memory-mb {args.memory_mb}: give a number of MB between 64 and 1048576")
+    inputs = _load_inputs(args.inputs, args.max_input_mb)
+    import numpy as np
 
-        frames = [f for f in traceback.extract_tb(e.__traceback__) if f.filename == str(file.resolve())
-                  or f.filename == str(file)]
-        where = f" at {file.name}:{frames[-1].lineno}" if frames else ""
-        return _fail(args, f"{type(e).__name__}: {e}{where}", type(e).__name__, "kernel-exception")
-    wall = time.perf_counter() - t0
-    info = kernel.last_run if not grid else launch.last_run
-    bound_names = list(inspect.signature(kernel.func).parameters)
-    outputs = _collect_outputs(result, info, call_args, call_kwargs, bound_names)
-    saved, described = {}, {}
-    for key, arr in outputs.items():
-        arr = np.asarray(arr)
-        described[key] = {"shape": list(arr.shape), "dtype": str(arr.dtype)}
-        if type(arr.dtype).__module__.startswith("ml_dtypes") or arr.dtype.kind == "V":
-            arr = arr.astype(np.float32)
-            described[key]["saved_as"] = "float32"
-        saved[key] = arr
+    from nkitui.common.npzsafe import NpzError
+    from nkitui.executor import confine
+
+    confine.harden_parent()
+    scratch, limits = _prepare(file, name, grid, args, inputs)
     try:
-        np.savez(args.out, **saved)
+        data, problem = _run_child(scratch, limits)
+        if data is None:
+            return _fail(args, problem, "RunError", "sandbox")
+        sandbox = confine.ConfinementReport.from_dict(data.get("confinement") or {}).summary()
+        if "usage" in data:
+            raise UsageError(str(data["usage"]))
+        if "error" in data:
+            err = data["error"]
+            return _fail(args, str(err.get("message", "")), str(err.get("kind", "")), str(err.get("rule", "")))
+        try:
+            outputs = _collect(scratch, data, args.max_input_mb * 4)
+        except NpzError as e:
+            return _fail(args, f"the kernel's outputs could not be read: {e}", "OutputError", "output")
+    finally:
+        scratch.remove()
+    try:
+        np.savez(args.out, **outputs)
     except OSError as e:
         raise UsageError(f"cannot write {args.out}: {e}") from None
-    engines: dict[str, int] = {}
-    for ins in tr:
-        engines[ins.engine] = engines.get(ins.engine, 0) + 1
-    summary = {
-        "kernel": name, "file": str(file), "target": tr.target, "grid": list(grid),
-        "instructions": len(tr), "engines": engines, "wall_s": round(wall, 6),
-        "outputs": described, "out": args.out, "diagnostics": tr.meta.get("diagnostics", []),
-    }
+    summary = {**data["summary"], "out": args.out, "sandbox": sandbox}
     if args.json:
         print(json.dumps(summary))
-    else:
-        per = ", ".join(f"{e} {n}" for e, n in sorted(engines.items()))
-        print(f"{name} on {tr.target}{' grid ' + 'x'.join(map(str, grid)) if grid else ''}: {len(tr)} instructions "
-              f"({per}) in {wall * 1000:.1f} ms")
-        for key, d in described.items():
-            note = f" (saved as {d['saved_as']})" if "saved_as" in d else ""
-            print(f"  {key}: {tuple(d['shape'])} {d['dtype']}{note}")
-        for diag in summary["diagnostics"]:
-            print(f"  warning: {diag['message']}")
-        print(f"outputs written to {args.out}")
+        return 0
+    grid_text = " grid " + "x".join(map(str, grid)) if grid else ""
+    per = ", ".join(f"{e} {n}" for e, n in sorted(summary["engines"].items()))
+    print(f"{name} on {summary['target']}{grid_text}: {summary['instructions']} instructions ({per}) in "
+          f"{summary['wall_s'] * 1000:.1f} ms")
+    for key, d in summary["outputs"].items():
+        note = f" (saved as {d['saved_as']})" if "saved_as" in d else ""
+        print(f"  {key}: {tuple(d['shape'])} {d['dtype']}{note}")
+    for diag in summary["diagnostics"]:
+        print(f"  warning: {diag['message']}")
+    print(f"outputs written to {args.out}")
+    print(sandbox)
     return 0
 
 

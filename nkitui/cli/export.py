@@ -14,7 +14,8 @@ from pathlib import Path
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("export", help="every review under DIR as JSON lines or CSV, one record per review")
-    p.add_argument("dir", type=Path)
+    p.add_argument("dir", type=Path, metavar="DIR",
+                   help="a folder: every review under it (a task, or a folder of tasks) is exported")
     p.add_argument("--format", choices=("jsonl", "csv"), default="jsonl", help="output format (default jsonl)")
     p.add_argument("--out", type=Path, help="write to this file instead of standard output")
     p.set_defaults(func=_export)

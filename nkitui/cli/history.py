@@ -16,10 +16,13 @@ import json
 import sys
 from pathlib import Path
 
+from nkitui.cli.textout import print_wrapped
+
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("history", help="submitted reviews of a task, newest first, with outdated markers")
-    p.add_argument("task_dir", type=Path)
+    p.add_argument("task_dir", type=Path, metavar="TASK_DIR",
+                   help="the task folder (with --agreement: any folder; every review under it counts)")
     p.add_argument("--json", action="store_true", help="print JSON instead of text")
     p.add_argument("--blind", action="store_true", help="hide other auditors' scores until you have reviewed this version")
     p.add_argument("--auditor", help="who is looking, for --blind (default: git config user.name, else the OS user)")
@@ -30,7 +33,12 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def _err(text: str) -> None:
-    print(text, file=sys.stderr)
+    print_wrapped(text, subsequent="    ", file=sys.stderr)
+
+
+def _out(text: str, indent: str = "", subsequent: str | None = None) -> None:
+    """A line of the listing, wrapped to the terminal with a hanging indent (whole into a pipe)."""
+    print_wrapped(text, indent=indent, subsequent=subsequent)
 
 
 def _viewer(task_dir: Path, auditor: str | None) -> str:
@@ -98,11 +106,13 @@ def _history(args: argparse.Namespace) -> int:
                           "problems": [p.to_dict() for p in history.problems]}, indent=2))
         return 0
     if not history.entries:
-        print(f"no reviews of {history.task_id or args.task_dir} yet (they live in {args.task_dir}/reviews/)")
+        _out(f"no reviews of {history.task_id or args.task_dir} yet (they live in {args.task_dir}/reviews/)",
+             subsequent="  ")
         return 0
-    print(f"reviews of {history.task_id or args.task_dir}, newest first ({len(history.entries)})")
+    _out(f"reviews of {history.task_id or args.task_dir}, newest first ({len(history.entries)})")
     if history.blind and not history.viewer_reviewed_current:
-        print(f"blind mode: others' judgements are hidden until {viewer} submits a review of the current version")
+        _out(f"blind mode: others' judgements are hidden until {viewer} submits a review of the current version",
+             subsequent="  ")
     for e in history.entries:
         r = e.record
         when = r.submitted_at.strftime("%Y-%m-%d %H:%M")
@@ -113,35 +123,39 @@ def _history(args: argparse.Namespace) -> int:
             score = "" if e.weighted_score is None else f"  {e.weighted_score * 100:.0f}%"
             scores = " ".join(f"{cid}={_fmt_score(s.value)}" for cid, s in r.scores.items())
             line = f"{mark}{when}  {r.auditor}  {r.verdict}{score}  {scores}"
-        print(line)
-        print(f"    {e.relpath}  rubric {r.rubric_id} v{r.rubric_version}  task commit {r.task.commit[:12]}")
+        _out(line, subsequent="    ")  # wrapped scores stay under the review, not under the dates
+        _out(f"{e.relpath}  rubric {r.rubric_id} v{r.rubric_version}  task commit {r.task.commit[:12]}",
+             indent="    ", subsequent="      ")
+        if r.overrides and not e.hidden:
+            _out("overrides: " + "; ".join(f"{o.rule} ({o.reason})" for o in r.overrides), indent="    ",
+                 subsequent="      ")
         if e.outdated:
-            print("    changed since: " + ", ".join(str(c) for c in e.changes))
+            _out("changed since: " + ", ".join(str(c) for c in e.changes), indent="    ", subsequent="      ")
     return 0
 
 
 def _print_diff(diff) -> None:
     a, b = diff.before, diff.after
-    print(f"{a.id} ({a.auditor}, {a.verdict}) -> {b.id} ({b.auditor}, {b.verdict})")
+    _out(f"{a.id} ({a.auditor}, {a.verdict}) -> {b.id} ({b.auditor}, {b.verdict})", subsequent="  ")
     if diff.verdict_changed:
-        print(f"  verdict: {a.verdict} -> {b.verdict}")
+        _out(f"  verdict: {a.verdict} -> {b.verdict}", subsequent="    ")
     if (a.rubric_id, a.rubric_version) != (b.rubric_id, b.rubric_version):
-        print(f"  rubric: {a.rubric_id} v{a.rubric_version} -> {b.rubric_id} v{b.rubric_version}")
+        _out(f"  rubric: {a.rubric_id} v{a.rubric_version} -> {b.rubric_id} v{b.rubric_version}", subsequent="    ")
     for c in diff.criteria:
         if not c.score_changed and not c.comment_changed:
-            print(f"  {c.title}: {_fmt_score(c.after)} (unchanged)")
+            _out(f"  {c.title}: {_fmt_score(c.after)} (unchanged)", subsequent="    ")
             continue
         delta = f" ({c.delta:+g})" if c.delta is not None and c.delta != 0 else ""
         note = "  comment changed" if c.comment_changed else ""
-        print(f"  {c.title}: {_fmt_score(c.before)} -> {_fmt_score(c.after)}{delta}{note}")
+        _out(f"  {c.title}: {_fmt_score(c.before)} -> {_fmt_score(c.after)}{delta}{note}", subsequent="    ")
     if diff.files:
-        print("  judged files differ: " + ", ".join(str(f) for f in diff.files))
+        _out("  judged files differ: " + ", ".join(str(f) for f in diff.files), subsequent="    ")
     if diff.comments_added or diff.comments_removed:
-        print(f"  line comments: +{len(diff.comments_added)} -{len(diff.comments_removed)}")
+        _out(f"  line comments: +{len(diff.comments_added)} -{len(diff.comments_removed)}")
         for c in diff.comments_added:
-            print(f"    + {c.location}: {c.text.strip().splitlines()[0] if c.text.strip() else ''}")
+            _out(f"    + {c.location}: {c.text.strip().splitlines()[0] if c.text.strip() else ''}", subsequent="      ")
         for c in diff.comments_removed:
-            print(f"    - {c.location}: {c.text.strip().splitlines()[0] if c.text.strip() else ''}")
+            _out(f"    - {c.location}: {c.text.strip().splitlines()[0] if c.text.strip() else ''}", subsequent="      ")
 
 
 def _agreement(args: argparse.Namespace) -> int:
@@ -153,12 +167,13 @@ def _agreement(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(report.to_dict(), indent=2))
         return 0
-    print(f"inter-rater agreement (Krippendorff's alpha) over {report.reviews} review(s) under {args.task_dir}")
+    _out(f"inter-rater agreement (Krippendorff's alpha) over {report.reviews} review(s) under {args.task_dir}",
+         subsequent="  ")
     if not report.criteria:
-        print("  no scored reviews found")
+        _out("  no scored reviews found")
     for c in report.criteria:
         alpha = "n/a" if c.alpha is None else f"{c.alpha:.3f}"
         note = f"  ({c.note})" if c.note else ""
-        print(f"  {c.rubric_id} / {c.title} [{c.level}]: alpha={alpha}  auditors={c.raters} shared versions={c.units} "
-              f"ratings={c.ratings}{note}")
+        _out(f"  {c.rubric_id} / {c.title} [{c.level}]: alpha={alpha}  auditors={c.raters} shared versions={c.units} "
+             f"ratings={c.ratings}{note}", subsequent="    ")
     return 0

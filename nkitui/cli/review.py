@@ -21,20 +21,22 @@ def register(sub: argparse._SubParsersAction) -> None:
     rsub = p.add_subparsers(dest="review_command", metavar="ACTION", required=True)
 
     t = rsub.add_parser("template", help="print a review draft (TOML) for the task's rubric, to fill in an editor")
-    t.add_argument("task_dir", type=Path)
+    t.add_argument("task_dir", type=Path, metavar="TASK_DIR", help="the task folder (or its task.toml)")
     t.add_argument("--out", type=Path, help="write the template to this file instead of standard output")
     t.add_argument("--saved", action="store_true", help="fill in the draft autosaved by the workstation, if any")
     t.set_defaults(func=_template)
 
     v = rsub.add_parser("validate", help="check a filled draft against the task's rubric without committing")
-    v.add_argument("task_dir", type=Path)
-    v.add_argument("--from", dest="draft", type=Path, required=True, metavar="FILE.toml")
+    v.add_argument("task_dir", type=Path, metavar="TASK_DIR", help="the task folder (or its task.toml)")
+    v.add_argument("--from", dest="draft", type=Path, required=True, metavar="FILE.toml",
+                   help="the filled-in draft (from `nkitui review template`)")
     v.add_argument("--json", action="store_true", help="print the problems as JSON")
     v.set_defaults(func=_validate)
 
     s = rsub.add_parser("submit", help="validate a filled draft and commit it as a review (same path as the UI)")
-    s.add_argument("task_dir", type=Path)
-    s.add_argument("--from", dest="draft", type=Path, required=True, metavar="FILE.toml")
+    s.add_argument("task_dir", type=Path, metavar="TASK_DIR", help="the task folder (or its task.toml)")
+    s.add_argument("--from", dest="draft", type=Path, required=True, metavar="FILE.toml",
+                   help="the filled-in draft to validate and commit as a review")
     s.add_argument("--auditor", help="auditor name (default: git config user.name, else the OS user)")
     s.add_argument("--run", action="append", default=[], metavar="RESULT.json|RUN_ID",
                    help="a run result this review relies on (a JSON file, or the id of a run already stored); repeatable")
@@ -44,8 +46,16 @@ def register(sub: argparse._SubParsersAction) -> None:
     s.set_defaults(func=_submit)
 
 
+def _out(text: str) -> None:
+    from nkitui.cli.textout import print_wrapped
+
+    print_wrapped(text, subsequent="    ")
+
+
 def _err(text: str) -> None:
-    print(text, file=sys.stderr)
+    from nkitui.cli.textout import print_wrapped
+
+    print_wrapped(text, subsequent="    ", file=sys.stderr)
 
 
 def _print_problems(problems, as_json: bool = False) -> None:
@@ -101,7 +111,11 @@ def _template(args: argparse.Namespace) -> int:
             return 2
         if draft is None:
             _err(f"note: no autosaved draft for task {task.id}; printing an empty template")
-    text = render_template(rubric, task.id, draft)
+    from nkitui.cli.textout import given_width
+
+    # printed to a terminal: as wide as it is; into a file or a pipe: the editor's usual 98 columns
+    width = min(98, given_width(sys.stdout) or 98) if args.out is None else 98
+    text = render_template(rubric, task.id, draft, width=width)
     if args.out is not None:
         if args.out.exists():
             _err(f"error: {args.out} already exists — fix: choose another file name or delete it first")
@@ -132,7 +146,7 @@ def _validate(args: argparse.Namespace) -> int:
     if any(p.severity == "error" for p in problems):
         return 2
     if not args.json:
-        print(f"ok: {args.draft} is ready to submit ({rubric.id} v{rubric.version})")
+        _out(f"ok: {args.draft} is ready to submit ({rubric.id} v{rubric.version})")
     return 0
 
 
@@ -174,5 +188,5 @@ def _submit(args: argparse.Namespace) -> int:
                           "runs": [str(p) for p in result.run_paths], "review": result.record.to_dict()}, indent=2))
     else:
         rel = result.record.relpath
-        print(f"committed {result.short_commit}: {rel} (+ .md{', ' + str(len(result.run_paths)) + ' run result(s)' if result.run_paths else ''})")
+        _out(f"committed {result.short_commit}: {rel} (+ .md{', ' + str(len(result.run_paths)) + ' run result(s)' if result.run_paths else ''})")
     return 0

@@ -18,6 +18,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from nkitui.common import units
+
 EXIT_OK, EXIT_INVALID = 0, 2
 
 
@@ -94,7 +96,7 @@ def _summary(s: Any, commit: bool = True) -> str:
         return f"unreadable: {s.error}"
     parts = [f"{s.checks_passed}/{s.checks_total} checks"]
     if s.median_us is not None:
-        parts.append(f"{s.timing_kind or ''} {s.median_us:.2f} µs".strip())
+        parts.append(f"{s.timing_kind or ''} {units.time_us(s.median_us)}".strip())
     if commit and s.task_commit:
         parts.append(f"commit {s.task_commit[:10]}")
     return ", ".join(parts)
@@ -118,36 +120,49 @@ def _list(args: argparse.Namespace) -> int:
                      "runs": [s.to_dict() | {"summary": _summary(s)} for s in runs]})
         return EXIT_OK
     if not runs:
-        print(f"no stored runs of task {task_id!r} (in {store.root}); `nkitui check {args.task_dir}` makes one")
+        from nkitui.cli.textout import print_wrapped
+
+        print_wrapped(f"no stored runs of task {task_id!r} (in {store.root}); `nkitui check {args.task_dir}` makes one",
+                      subsequent="  ")
         return EXIT_OK
     from rich.table import Table
     from rich.text import Text
 
+    from nkitui.common.textfit import FitText
     from nkitui.evaluate.present.report import STATUS_STYLE
 
-    table = Table(title=f"runs of {task_id}, newest first (times in UTC)", title_justify="left", show_edge=False,
-                  pad_edge=False)
+    console = _console()
+    # The id starts with the run's UTC time: where the terminal is narrow the time column goes first.
+    with_time = console.width >= 104
+    title = f"runs of {task_id}, newest first" + (" (times in UTC)" if with_time else " (ids start with the UTC time)")
+    table = Table(title=title, title_justify="left", show_edge=False, pad_edge=False)
     table.add_column("id", no_wrap=True)
-    table.add_column("time", no_wrap=True)
+    if with_time:
+        table.add_column("time", no_wrap=True)
     table.add_column("backend", no_wrap=True)
     table.add_column("status", no_wrap=True)
-    table.add_column("summary", overflow="fold")
+    table.add_column("summary")
     for s in runs:
-        table.add_row(s.run_id, _short_time(s.created_at), f"{s.backend}/{s.target}" if s.backend else "-",
-                      Text(s.status, style=STATUS_STYLE.get(s.status, "yellow")), _summary(s, commit=False))
-    _console().print(table)
+        cells = [s.run_id] + ([_short_time(s.created_at)] if with_time else [])
+        table.add_row(*cells, f"{s.backend}/{s.target}" if s.backend else "-",
+                      Text(s.status, style=STATUS_STYLE.get(s.status, "yellow")), FitText(_summary(s, commit=False)))
+    console.print(table)
     return EXIT_OK
 
 
-def _console() -> Any:
-    """A Rich console; when the output is not a terminal (a pipe, a file) rows are not folded at
-    80 columns."""
+def _report_console() -> Any:
+    """The console `nkitui check` prints its report on (Rich's: the terminal's width or COLUMNS), so
+    `runs show` prints exactly what check printed."""
     from rich.console import Console
 
-    console = Console(highlight=False)
-    if not console.is_terminal:
-        console.width = max(console.width, 120)
-    return console
+    return Console(highlight=False)
+
+
+def _console() -> Any:
+    """A Rich console as wide as the terminal (or COLUMNS); a pipe or a file gets wide rows."""
+    from nkitui.cli.textout import console
+
+    return console()
 
 
 def _show(args: argparse.Namespace) -> int:
@@ -164,11 +179,10 @@ def _show(args: argparse.Namespace) -> int:
     if args.json:
         print(result.to_json())
         return EXIT_OK
-    from rich.console import Console
 
     from nkitui.evaluate.present.report import render_result
 
-    Console(highlight=False).print(render_result(result))
+    _report_console().print(render_result(result))
     return EXIT_OK
 
 
@@ -188,9 +202,8 @@ def _compare(args: argparse.Namespace) -> int:
     if args.json:
         _print_json(comparison.to_dict())
         return EXIT_OK
-    from rich.console import Console
 
     from nkitui.evaluate.present.report import render_comparison
 
-    Console(highlight=False).print(render_comparison(comparison, a, b))
+    _report_console().print(render_comparison(comparison, a, b))
     return EXIT_OK

@@ -5,40 +5,42 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from nkitui.cli.textout import print_wrapped
+
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("task", help="validate a task manifest or draft one (task validate|init DIR)")
     tsub = p.add_subparsers(dest="task_command", metavar="ACTION", required=True)
     v = tsub.add_parser("validate", help="report every problem in DIR/task.toml (exit 2 if any)")
-    v.add_argument("task_dir", type=Path)
+    v.add_argument("task_dir", type=Path, metavar="TASK_DIR", help="the task folder (or its task.toml)")
     v.set_defaults(func=_validate)
     i = tsub.add_parser("init", help="write DIR/task.toml drafted from the files found in DIR")
-    i.add_argument("task_dir", type=Path)
+    i.add_argument("task_dir", type=Path, metavar="TASK_DIR",
+                   help="the folder to write task.toml into (its files are discovered, never run)")
     i.add_argument("--force", action="store_true", help="overwrite an existing task.toml")
     i.set_defaults(func=_init)
 
 
 def _validate(args: argparse.Namespace) -> int:
-    from rich.console import Console
-
+    from nkitui.cli.textout import print_styled
     from nkitui.task import TaskError, load_task
 
-    console = Console(highlight=False)
     try:
         task = load_task(args.task_dir)
     except TaskError as exc:
         for p in exc.problems + exc.warnings:
             style = "red" if p.severity == "error" else "yellow"
-            console.print(f"[{style}]{p.severity}[/] {p}", soft_wrap=True)
+            print_styled(f"{p.severity} {p}", style, subsequent="    ")
         return 2
     for w in task.warnings:
-        console.print(f"[yellow]warning[/] {w}", soft_wrap=True)
+        print_styled(f"warning {w}", "yellow", subsequent="    ")
     if task.discovered:
-        console.print(f"[yellow]no task.toml[/] in {task.root}: discovered")
+        print_styled(f"no task.toml in {task.root}: discovered", "yellow", subsequent="    ")
         for g in task.guesses:
-            console.print(f"  - {g}", soft_wrap=True)
+            print_styled(f"  - {g}", subsequent="    ")
         return 2 if not task.runnable else 0
-    console.print(f"[green]ok[/] {task.id}: {task.title} ({len(task.inputs)} inputs, {len(task.outputs)} outputs, target {task.target})")
+    print_styled(f"ok {task.id}: {task.title} ({len(task.inputs)} inputs, {len(task.outputs)} outputs, "
+                 f"target {task.target})", "green", subsequent="    ")
     return 0
 
 
@@ -48,7 +50,7 @@ def _init(args: argparse.Namespace) -> int:
 
     target = args.task_dir / MANIFEST_NAME
     if target.exists() and not args.force:
-        print(f"{target} already exists; use --force to overwrite it")
+        print_wrapped(f"{target} already exists; use --force to overwrite it", subsequent="  ")
         return 2
     try:
         task = discover_task(args.task_dir)
@@ -56,5 +58,6 @@ def _init(args: argparse.Namespace) -> int:
         print(exc)
         return 2
     target.write_text(draft_manifest(task), encoding="utf-8")
-    print(f"wrote {target}; complete the [[inputs]] and [[outputs]] tables, then run `nkitui task validate {args.task_dir}`")
+    print_wrapped(f"wrote {target}; complete the [[inputs]] and [[outputs]] tables, then run "
+                  f"`nkitui task validate {args.task_dir}`", subsequent="  ")
     return 0

@@ -50,6 +50,7 @@ class WorkerContext:
     limits: dict[str, Any] = field(default_factory=dict)
     phases: list[PhaseRecord] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    confinement: Any = None  # the ConfinementReport of nkitui.executor.confine.enter (None: not confined)
 
     # -- events ----------------------------------------------------------------------------------
     def emit(self, event: Event) -> None:

@@ -15,6 +15,8 @@ from __future__ import annotations
 from collections import deque
 from dataclasses import dataclass, field
 
+from nkitui.common import units
+from nkitui.common.redact import LineRedactor
 from nkitui.executor.events import LogEvent
 
 HEAD_LINES = 2000
@@ -24,10 +26,7 @@ MAX_LINE = 4096
 
 
 def human_bytes(n: int) -> str:
-    for unit, size in (("GB", 1 << 30), ("MB", 1 << 20), ("KB", 1 << 10)):
-        if n >= size:
-            return f"{n / size:.1f} {unit}"
-    return f"{n} B"
+    return units.bytes_(n)  # the one formatter of quantities
 
 
 def _decode(raw: bytes) -> str:
@@ -52,6 +51,10 @@ class StreamLimiter:
     _after_newlines: int = 0
     _recent: deque = field(default_factory=deque)  # recent raw chunks after the head closed
     _recent_size: int = 0
+    _redactor: LineRedactor = field(default_factory=LineRedactor)  # secrets never become log events
+
+    def _line(self, raw: bytes) -> str:
+        return self._redactor.line(_decode(raw))
 
     @property
     def elided(self) -> bool:
@@ -100,7 +103,7 @@ class StreamLimiter:
                     self._partial = b""
                     out.append(self._close_head(rest))
                     return out
-                out.append(LogEvent(stream=self.stream, text=_decode(piece)))
+                out.append(LogEvent(stream=self.stream, text=self._line(piece)))
                 self.shown_lines += 1
                 self.shown_bytes += len(piece) + 1
         # A line without a newline that is already too long: show its full-width pieces now.
@@ -110,7 +113,7 @@ class StreamLimiter:
                 rest, self._partial = piece + self._partial, b""
                 out.append(self._close_head(rest))
                 return out
-            out.append(LogEvent(stream=self.stream, text=_decode(piece)))
+            out.append(LogEvent(stream=self.stream, text=self._line(piece)))
             self.shown_lines += 1
             self.shown_bytes += len(piece) + 1
         return out
@@ -120,7 +123,7 @@ class StreamLimiter:
         if self.head_open:
             if not self._partial:
                 return []
-            out = [LogEvent(stream=self.stream, text=_decode(p)) for p in self._wrap(self._partial)]
+            out = [LogEvent(stream=self.stream, text=self._line(p)) for p in self._wrap(self._partial)]
             self.shown_lines += len(out)
             self.shown_bytes += len(self._partial)
             self._partial = b""
@@ -146,7 +149,7 @@ class StreamLimiter:
                  f"of {self.stream} elided …",
         )
         self.shown_lines += len(tail)
-        return [marker] + [LogEvent(stream=self.stream, text=_decode(t)) for t in tail]
+        return [marker] + [LogEvent(stream=self.stream, text=self._line(t)) for t in tail]
 
 
 class BoundedLog:

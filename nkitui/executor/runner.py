@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from nkitui.executor.env import scrubbed_env
+from nkitui.executor import confine
 from nkitui.executor.events import (
     BackendEvent,
     ErrorEvent,
@@ -85,6 +85,7 @@ class WorkerOutcome:
     stream_bytes: dict[str, int] = field(default_factory=dict)
     crash_location: tuple[str, int] | None = None  # from a faulthandler traceback on stderr
     backend: BackendEvent | None = None  # the backend the worker announced (kept when it dies later)
+    confinement: dict[str, Any] | None = None  # confine.observe() of the worker once it said it was confined
 
 
 class _EventStreamParser:
@@ -136,11 +137,9 @@ class RunHandle:
         command: list[str] | None = None,
         queue_batches: int = QUEUE_BATCHES,
         requests: bool = False,
-        popen_options: Callable[[Scratch], dict[str, Any]] | None = None,
     ) -> None:
         self.job = job
         self._requests = requests  # a pipe on the worker's stdin for send() (untrusted children are servers)
-        self._popen_options = popen_options
         self.run_id = job.run_id
         self.limits = job.limits
         self._finalizer = finalizer
@@ -163,6 +162,7 @@ class RunHandle:
         self._stderr_tail: deque[str] = deque(maxlen=200)
         self._start_error: ErrorEvent | None = None
         self._stream_bytes: dict[str, int] = {}
+        self._observed: dict[str, Any] | None = None
         # state applied by the consumer
         self.started_at = time.time()
         self.ended_at: float | None = None
@@ -199,18 +199,15 @@ class RunHandle:
         try:
             job_dict = self.job.to_file_dict(self._scratch.root, self._scratch.work)
             self._scratch.job_path.write_text(json.dumps(job_dict), encoding="utf-8")
-            env = scrubbed_env(scratch=self._scratch.root, extra=self.job.extra_env,
-                               python_path=[*self.job.python_path, _PACKAGE_PARENT])
             command = self._command or worker_command(self._scratch.job_path, kernel_w)
-            options: dict[str, Any] = {"start_new_session": True}
-            if self._popen_options is not None:
-                extra = dict(self._popen_options(self._scratch))
-                env.update(extra.pop("env", None) or {})
-                options.update(extra)
             self._spawned_at = time.perf_counter()
-            self._proc = subprocess.Popen(
-                command, stdin=subprocess.PIPE if self._requests else subprocess.DEVNULL, stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE, pass_fds=(kernel_w,), cwd=self._scratch.work, env=env, bufsize=0, **options,
+            # confine.spawn: own session, parent-death SIGKILL, scrubbed env (HOME/TMPDIR in the
+            # scratch folder), forked on the spawner thread and watched by the reaper
+            self._proc = confine.spawn(
+                command, confine.ConfinementPolicy(scratch=self._scratch.root, processes=self.job.allow_subprocess),
+                extra_env=self.job.extra_env, python_path=[*self.job.python_path, _PACKAGE_PARENT],
+                stdin=subprocess.PIPE if self._requests else subprocess.DEVNULL, stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE, pass_fds=(kernel_w,), cwd=self._scratch.work, bufsize=0,
             )
         except BaseException:
             os.close(kernel_r)
@@ -270,6 +267,9 @@ class RunHandle:
                         batch = parser.feed(data)
                     if name == "events" and batch and self._first_event_at is None:
                         self._first_event_at = time.perf_counter()
+                    if name == "events" and self._observed is None and any(
+                            isinstance(ev, LogEvent) and confine.is_report_line(ev) for ev in batch):
+                        self._observed = confine.observe(self._proc.pid)  # /proc, not the child's word
                     if name == "stderr":
                         for ev in batch:
                             if ev.stream == "stderr":
@@ -287,6 +287,8 @@ class RunHandle:
             self._exited.wait()
             if self._scratch is not None:
                 self._scratch.remove()  # the worker and its process group are gone
+            if self._proc is not None:
+                confine.release(self._proc.pid)  # the reaper has nothing left to clean for this run
             self._put(_FINISHED)
 
     # -- the waiter thread -----------------------------------------------------------------------
@@ -359,6 +361,12 @@ class RunHandle:
         self._abandoned.set()
 
     # -- status ----------------------------------------------------------------------------------
+    @property
+    def observed(self) -> dict[str, Any] | None:
+        """What /proc showed of the worker's confinement once it said it was confined (confine.observe):
+        the parent's own evidence, not the worker's claim."""
+        return self._observed
+
     @property
     def scratch(self) -> Scratch | None:
         """The run's scratch folder (removed once the worker has exited)."""
@@ -507,7 +515,7 @@ class RunHandle:
             run_id=self.run_id, exit=report, limits=self.limits, result=self.result_dict, errors=list(self.errors),
             phases=list(self.phases), log=self.log, started_at=self.started_at, ended_at=self.ended_at,
             elapsed_s=elapsed, startup_s=self.startup_s, stream_bytes=dict(self._stream_bytes), crash_location=crash,
-            backend=self.backend,
+            backend=self.backend, confinement=self._observed,
         )
         if self._finalizer is not None:
             try:
@@ -543,14 +551,12 @@ def start_worker(
     on_event: Callable[[Event], None] | None = None,
     command: list[str] | None = None,
     requests: bool = False,
-    popen_options: Callable[[Scratch], dict[str, Any]] | None = None,
 ) -> RunHandle:
     """Start one worker run. With `on_event`, a dispatcher thread consumes the events and calls it
     for each (exceptions in the callback are logged, never fatal); otherwise iterate
     `handle.events()` or call `handle.wait()`. `requests`: keep a pipe on the worker's stdin for
-    `handle.send()`; `popen_options(scratch)`: extra subprocess.Popen arguments (an `env` entry is
-    merged into the scrubbed environment)."""
-    handle = RunHandle(job, finalizer=finalizer, command=command, requests=requests, popen_options=popen_options).start()
+    `handle.send()`."""
+    handle = RunHandle(job, finalizer=finalizer, command=command, requests=requests).start()
     if on_event is not None:
         def dispatch() -> None:
             for ev in handle.events():

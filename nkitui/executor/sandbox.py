@@ -1,23 +1,25 @@
-"""Defence in depth inside the worker: refuse writes outside the scratch folder, refuse starting
-processes, and note attempts to read credentials.
+"""The in-process guard: the second line behind the OS confinement (nkitui.executor.confine), there
+to say *where* the task's code tried something, not to stop a determined adversary.
 
-The main protections are elsewhere: the kernel runs on a *copy* of the task in a scratch folder,
-never learns the repository's path (not in the environment, the cwd or the job file), and gets an
-environment scrubbed of credentials (env.py). This module adds a Python audit hook (PEP 578) that
-raises PermissionError when Python code opens a file for writing, removes, renames, links or
-chmods a path outside the allowed roots, or starts a process while that is not allowed.
+A Python audit hook (PEP 578) raises PermissionError when task code opens a file for writing,
+removes, renames, links or chmods a path outside the scratch folder, reads outside the roots the
+OS layer allows, loads a native library through ctypes, or starts a process while that is not
+allowed; each refusal is recorded with the innermost file:line of the task's own code on the stack
+and handed at once to `on_violation` (the worker sends it to the parent as a `sandbox` error event,
+so clearing the recorded list afterwards hides nothing). Credential lookups in os.environ are noted.
 
-Honest limits: audit hooks see Python-level operations only. A kernel that calls libc through
-ctypes, or a C extension that writes files itself, is not stopped by this hook; nor is reading
-files (a kernel can read anything the user can). Run untrusted tasks in a container or VM if that
-matters. Every refusal and every credential lookup is recorded and reported as a finding.
+What it cannot do, and what stops it instead: audit hooks see Python-level calls only, and relative
+names opened through `dir_fd=` are judged against the current directory (the audit event does not
+carry the dir_fd). ctypes, C extensions, dir_fd tricks and anything else the hook misses meet the
+kernel's refusals (Landlock, seccomp). Task code can reach the guard's objects (gc, frames): changing
+its settings from task code is refused and recorded, but the real wall is the OS layer.
 """
 
 from __future__ import annotations
 
 import os
 import sys
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 _WRITE_FLAGS = os.O_WRONLY | os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_TRUNC
@@ -35,11 +37,12 @@ _PROCESS_EVENTS = frozenset({
     "os.startfile", "pty.spawn",
 })
 _ALWAYS_WRITABLE = ("/dev/null", "/dev/stdout", "/dev/stderr", "/dev/tty")
+_ALWAYS_READABLE = ("/dev/urandom", "/dev/random", "/dev/zero")
 
 
 @dataclass
 class Violation:
-    action: str  # "write" | "process" | "credential"
+    action: str  # "write" | "read" | "process" | "native" | "credential" | "tamper"
     target: str  # path, command or variable name
     detail: str = ""
     file: str | None = None  # the innermost line of the task's own code on the stack, task-relative
@@ -49,38 +52,102 @@ class Violation:
         return {"action": self.action, "target": self.target, "detail": self.detail, "file": self.file, "line": self.line}
 
 
-@dataclass
 class Guard:
-    """State of the audit hook. `writable` are real paths under which writing is allowed."""
+    """State of the audit hook: real paths under which writing (and reading) is allowed, whether
+    processes may start, the violations seen. Settings can be changed by nkitui's own code (the
+    pipeline, when a backend needs the SDK's tools), never from the task's code."""
 
-    writable: list[str] = field(default_factory=list)
-    allow_processes: bool = False
-    task_root: str = ""  # real path of the workspace copy: credential lookups are recorded from its code
-    violations: list[Violation] = field(default_factory=list)
-    max_recorded: int = 100
+    __slots__ = ("_writable", "_readable", "_allow_processes", "task_root", "_violations", "max_recorded",
+                 "on_violation", "_own_proc")
+
+    def __init__(self, writable: list[str] | None = None, allow_processes: bool = False, task_root: str = "",
+                 max_recorded: int = 100) -> None:
+        self._writable: tuple[str, ...] = ()
+        self._readable: tuple[str, ...] | None = None  # None: reads are not checked
+        self._allow_processes = bool(allow_processes)
+        self.task_root = task_root  # real path of the workspace copy: its code is "the task"
+        self._violations: list[Violation] = []
+        self.max_recorded = max_recorded
+        self.on_violation: Any = None  # called with each Violation as it is recorded (the worker: an event)
+        self._own_proc = os.path.realpath("/proc/self")
+        for root in writable or ():
+            self.allow_writes_under(root)
+
+    # -- settings (refused from task code) ---------------------------------------------------------
+    def _refuse_tampering(self, what: str) -> None:
+        if _called_from_task(self.task_root):
+            self.record(Violation("tamper", what, "the task's code changed the sandbox guard's settings"))
+            raise PermissionError(f"nkitui sandbox: {what} refused: the task's code may not change the sandbox")
+
+    @property
+    def writable(self) -> tuple[str, ...]:
+        return self._writable
+
+    @property
+    def allow_processes(self) -> bool:
+        return self._allow_processes
+
+    @allow_processes.setter
+    def allow_processes(self, value: bool) -> None:
+        self._refuse_tampering(f"allow_processes = {value!r}")
+        self._allow_processes = bool(value)
 
     def allow_writes_under(self, path: str) -> None:
+        self._refuse_tampering(f"allow_writes_under({path!r})")
         real = os.path.realpath(path)
-        if real not in self.writable:
-            self.writable.append(real)
+        if real not in self._writable:
+            self._writable = (*self._writable, real)
+
+    def restrict_reads(self, roots: list[str]) -> None:
+        """Check reads too: only under these roots (and the writable ones). nkitui.executor.confine
+        calls this with the roots Landlock allows, so the refusal the kernel would give anyway comes
+        with the task's file:line."""
+        self._refuse_tampering("restrict_reads(...)")
+        self._readable = tuple(os.path.realpath(r) for r in roots)
+
+    @property
+    def violations(self) -> tuple[Violation, ...]:
+        return tuple(self._violations)
 
     def record(self, v: Violation) -> None:
-        if len(self.violations) < self.max_recorded:
-            if v.file is None:
-                v.file, v.line = _task_location(self.task_root)
-            self.violations.append(v)
+        if len(self._violations) >= self.max_recorded:
+            return
+        if v.file is None:
+            v.file, v.line = _task_location(self.task_root)
+        self._violations.append(v)
+        callback = self.on_violation
+        if callback is not None:
+            try:
+                callback(v)
+            except Exception:  # noqa: BLE001 - reporting must never turn into the task's exception
+                pass
+
+    # -- checks ------------------------------------------------------------------------------------
+    @staticmethod
+    def _real(path: Any) -> str | None:
+        if isinstance(path, int):  # an already-open descriptor
+            return None
+        try:
+            return os.path.realpath(os.fsdecode(path))
+        except (TypeError, ValueError):
+            return None
 
     def is_writable(self, path: Any) -> bool:
-        if isinstance(path, int):  # an already-open descriptor
+        real = self._real(path)
+        if real is None:
             return True
-        try:
-            p = os.fsdecode(path)
-        except TypeError:
-            return True
-        real = os.path.realpath(p)
         if real in _ALWAYS_WRITABLE or real.startswith("/proc/self/fd/") or real.startswith("/dev/fd/"):
             return True
-        return any(real == root or real.startswith(root + os.sep) for root in self.writable)
+        return _under_any(real, self._writable)
+
+    def is_readable(self, path: Any) -> bool:
+        if self._readable is None:
+            return True
+        real = self._real(path)
+        if real is None or real in _ALWAYS_WRITABLE or real in _ALWAYS_READABLE:
+            return True
+        return (_under_any(real, self._readable) or _under_any(real, self._writable)
+                or real == self._own_proc or real.startswith(self._own_proc + os.sep))
 
     def refuse_write(self, event: str, path: Any) -> None:
         shown = os.fsdecode(path) if isinstance(path, (str, bytes, os.PathLike)) else repr(path)
@@ -96,8 +163,16 @@ class Guard:
             writing = (isinstance(flags, int) and flags & _WRITE_FLAGS) or (
                 isinstance(mode, str) and any(c in mode for c in "wax+")
             )
-            if writing and path is not None and not self.is_writable(path):
-                self.refuse_write("open for writing", path)
+            if path is None:
+                return
+            if writing:
+                if not self.is_writable(path):
+                    self.refuse_write("open for writing", path)
+            elif not self.is_readable(path) and _called_from_task(self.task_root):
+                shown = os.fsdecode(path) if isinstance(path, (str, bytes, os.PathLike)) else repr(path)
+                self.record(Violation("read", shown, "open for reading"))
+                raise PermissionError(f"nkitui sandbox: reading {shown!r} refused: a kernel may read only its "
+                                      "scratch copy of the task and the Python installation")
             return
         indices = _PATH_EVENTS.get(event)
         if indices is not None:
@@ -105,12 +180,21 @@ class Guard:
                 if i < len(args) and args[i] is not None and not self.is_writable(args[i]):
                     self.refuse_write(event, args[i])
             return
-        if event in _PROCESS_EVENTS and not self.allow_processes:
+        if event in _PROCESS_EVENTS and not self._allow_processes:
             target = " ".join(str(a) for a in args[:2] if a not in (None, "", (), []))[:200]
             self.record(Violation("process", target, event))
             raise PermissionError(
                 f"nkitui sandbox: {event} refused: kernels may not start processes on this backend"
             )
+        if event == "ctypes.dlopen" and _called_from_task(self.task_root):
+            name = str(args[0]) if args else "?"
+            self.record(Violation("native", name, "ctypes.dlopen"))
+            raise PermissionError(f"nkitui sandbox: loading the native library {name!r} through ctypes refused: "
+                                  "kernels run as Python and NKI only")
+
+
+def _under_any(real: str, roots: tuple[str, ...]) -> bool:
+    return any(real == root or real.startswith(root.rstrip(os.sep) + os.sep) for root in roots)
 
 
 _installed: Guard | None = None
@@ -121,9 +205,7 @@ def install_guard(writable_roots: list[str], allow_processes: bool, task_root: s
     global _installed
     if _installed is not None:
         return _installed
-    guard = Guard(allow_processes=allow_processes, task_root=task_root)
-    for root in writable_roots:
-        guard.allow_writes_under(root)
+    guard = Guard(writable_roots, allow_processes=allow_processes, task_root=task_root)
     sys.addaudithook(guard.hook)
     _watch_environ(guard)
     _installed = guard

@@ -4,13 +4,14 @@ Order of work (nothing from the task is imported before step 6):
  1. keep the original stdout as the *event* descriptor and point fd 1 at the separate pipe the
     parent gave for the kernel's own prints (fd 2 stays the stderr pipe);
  2. say hello, with nothing imported but os and sys (the first event: the parent measures
-    start-up cost up to here); then read the job file; an untrusted child asks to be killed when
-    its parent dies, the evaluator makes itself non-dumpable (see nkitui.executor.prctl);
+    start-up cost up to here); then read the job file; the evaluator makes itself non-dumpable
+    (nkitui.executor.confine.harden_parent); every worker dies with its parent (confine.spawn);
  3. apply the resource limits (memory, CPU time, file size, no core files);
  4. SIGTERM -> WorkerCancelled (a BaseException, so `except Exception` in a kernel cannot swallow
     it); faulthandler prints a Python traceback on SIGSEGV/SIGABRT to stderr (the log);
  5. import the job's entry point (numpy and friends come in here), then install the sandbox guard
-    (not in the evaluator, which runs only nkitui's code and starts the untrusted children);
+    and enter the OS confinement (nkitui.executor.confine: Landlock, seccomp, ...) — neither in the
+    evaluator, which runs only nkitui's code and starts the confined children itself;
  6. chdir into the workspace copy, append it to sys.path (last, so a task's numpy.py cannot
     shadow numpy; again not for the evaluator) and call entry(payload, ctx);
  7. report anything that escaped as an error event and leave with os._exit (threads a kernel left
@@ -82,14 +83,10 @@ def main(argv: list[str]) -> int:
         return EXIT_INVALID
 
     role = str(job.get("role", "generic"))
-    if role == "untrusted" and isinstance(job.get("parent_pid"), int):
-        from nkitui.executor.prctl import die_with_parent
+    if role == "evaluator":
+        from nkitui.executor import confine
 
-        die_with_parent(job["parent_pid"])  # never outlive the evaluator (this child runs task code)
-    elif role == "evaluator":
-        from nkitui.executor.prctl import not_dumpable
-
-        not_dumpable()  # the untrusted children it starts cannot open its /proc entries (its pipes)
+        confine.harden_parent()  # not dumpable: the untrusted children it starts cannot open its /proc (its pipes)
 
     from pathlib import Path
 
@@ -115,8 +112,14 @@ def main(argv: list[str]) -> int:
         if role != "evaluator":  # the evaluator is nkitui's own code and starts the children itself
             from nkitui.executor.sandbox import install_guard
 
-            install_guard([str(ctx.scratch)], allow_processes=bool(job.get("allow_subprocess", False)),
-                          task_root=str(ctx.workspace))
+            guard = install_guard([str(ctx.scratch)], allow_processes=bool(job.get("allow_subprocess", False)),
+                                  task_root=str(ctx.workspace))
+            guard.on_violation = _violation_reporter(ctx)  # at once: clearing the guard's list later hides nothing
+            from nkitui.executor import confine  # the OS layers, before any task code; irreversible
+
+            ctx.confinement = confine.enter(confine.ConfinementPolicy(
+                scratch=ctx.scratch, processes=bool(job.get("allow_subprocess", False))))
+            ctx.log(ctx.confinement.summary())
         os.chdir(ctx.workspace)
         if role != "evaluator":  # the evaluator never imports from the task, so the task is not on its path
             sys.path.append(str(ctx.workspace))
@@ -139,6 +142,24 @@ def main(argv: list[str]) -> int:
             except (OSError, ValueError):
                 pass
     return code
+
+
+def _violation_reporter(ctx):  # noqa: ANN001, ANN202
+    """Each distinct refusal of the sandbox guard, sent to the parent as a `sandbox` error event."""
+    from nkitui.executor.events import ErrorEvent
+
+    seen: set[tuple] = set()
+
+    def report(v) -> None:  # noqa: ANN001
+        key = (v.action, v.target, v.file, v.line)
+        if key in seen or len(seen) >= 50:
+            return
+        seen.add(key)
+        where = f" at {v.file}:{v.line}" if v.file else ""
+        _safe_emit(ctx, ErrorEvent(kind="sandbox", message=f"refused {v.action}: {v.target} ({v.detail}){where}",
+                                   file=v.file, line=v.line))
+
+    return report
 
 
 def _safe_emit(ctx, event) -> None:  # noqa: ANN001

@@ -17,7 +17,9 @@ percent field to tell which convention the file uses and says so in the record's
 from __future__ import annotations
 
 import json
+import math
 import os
+import stat
 from collections import defaultdict
 from pathlib import Path
 from typing import Any
@@ -28,6 +30,9 @@ from nkitui.perf.roofline import roofline_point
 from nkitui.perf.summary import LANES, SUMMARY_ENGINES, EngineStats, PerfRecord, coarsen
 
 _PROFILE_FILE_NAMES = ("profile.json", "summary.json", "profile_summary.json", "neuron_profile.json")
+MAX_PROFILE_BYTES = 1 << 30
+MAX_DEPTH = 64
+PERCENT_SLACK = 1.0  # profilers round: up to 101 % is read as 100 %, beyond that the file is wrong
 
 
 class ProfileError(ValueError):
@@ -41,15 +46,56 @@ def load_profile(path: str | os.PathLike[str], *, target: str | None = None, ker
     if p.is_dir():
         p = _find_profile_file(p)
     try:
-        text = p.read_text(encoding="utf-8")
+        st = p.stat()
     except OSError as exc:
         raise ProfileError(f"{p}: cannot read profile ({exc.strerror or exc})") from exc
+    if not stat.S_ISREG(st.st_mode):
+        raise ProfileError(f"{p}: not a regular file; pass the profiler's JSON export")
+    if st.st_size > MAX_PROFILE_BYTES:
+        raise ProfileError(f"{p}: {st.st_size:,} bytes, over the {MAX_PROFILE_BYTES >> 20} MB a profile may have; "
+                           "export the summary only (`--output-format summary-json`)")
     try:
-        data = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise ProfileError(f"{p}:{exc.lineno}: not valid JSON ({exc.msg}); export the profile with "
-                           "`neuron-explorer view --output-format summary-json` or `json`") from exc
+        text = p.read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        raise ProfileError(f"{p}: not UTF-8 text (byte {exc.start}); pass the profiler's JSON export") from None
+    except OSError as exc:
+        raise ProfileError(f"{p}: cannot read profile ({exc.strerror or exc})") from exc
+    data = decode_json(text, str(p))
     return parse_profile(data, source_name=str(p), target=target, kernel=kernel or p.stem, core=core)
+
+
+def _reject_constant(token: str) -> Any:
+    raise ProfileError(f"{token} is not a JSON number")
+
+
+def decode_json(text: str, name: str) -> Any:
+    """json.loads with clear errors for what a hostile or broken export can hold: NaN/Infinity
+    tokens, integers too long to convert, nesting deeper than MAX_DEPTH."""
+    try:
+        data = json.loads(text, parse_constant=_reject_constant)
+    except json.JSONDecodeError as exc:
+        raise ProfileError(f"{name}:{exc.lineno}: not valid JSON ({exc.msg}); export the profile with "
+                           "`neuron-explorer view --output-format summary-json` or `json`") from None
+    except ProfileError as exc:
+        raise ProfileError(f"{name}: {exc}; a profiler writes finite numbers only") from None
+    except RecursionError:
+        raise ProfileError(f"{name}: JSON nested too deeply to be a profiler export") from None
+    except ValueError as exc:  # e.g. an integer literal longer than Python converts (4300 digits)
+        raise ProfileError(f"{name}: unreadable number in the JSON ({exc})") from None
+    _check_depth(data, name)
+    return data
+
+
+def _check_depth(data: Any, name: str) -> None:
+    stack = [(data, 1)]
+    while stack:
+        value, depth = stack.pop()
+        if depth > MAX_DEPTH:
+            raise ProfileError(f"{name}: JSON nested more than {MAX_DEPTH} levels deep; not a profiler export")
+        if isinstance(value, dict):
+            stack.extend((v, depth + 1) for v in value.values())
+        elif isinstance(value, list):
+            stack.extend((v, depth + 1) for v in value)
 
 
 def _find_profile_file(d: Path) -> Path:
@@ -71,9 +117,14 @@ def parse_profile(data: Any, *, source_name: str = "<profile>", target: str | No
     if isinstance(data, dict) and "storages" in data and isinstance(data.get("instructions"), list):
         raise ProfileError(f"{source_name}: an nkitui emulator trace, not a profiler export; estimate it with "
                            "`nkitui perf estimate`")
+    if not isinstance(data, (dict, list)) or isinstance(data, bool):
+        raise ProfileError(f"{source_name}: expected a JSON object from the profiler, got {type(data).__name__}")
+    _check_depth(data, source_name)
     summary, instructions, tool, metadata = _split(data, source_name, core)
     notes: list[str] = []
+    _check_numbers(summary, source_name)
     summary = _normalise_percent(summary, source_name, notes)
+    _check_percents(summary, source_name, notes)
     tgt = _target(target, metadata, summary, notes)
     spec = get_target(tgt)
 
@@ -94,8 +145,8 @@ def parse_profile(data: Any, *, source_name: str = "<profile>", target: str | No
             lane_busy[lane] += dur
             lane_count[lane] += 1
             rows.append((row.get("nki_source_location"), lane, dur, str(row.get("opcode", "")),
-                         float(row.get("raw_flops") or 0.0),
-                         int(row.get("hbm_read_bytes") or 0) + int(row.get("hbm_write_bytes") or 0)))
+                         _amount(row, "raw_flops", source_name, i),
+                         int(_amount(row, "hbm_read_bytes", source_name, i) + _amount(row, "hbm_write_bytes", source_name, i))))
             t0 = start if t0 is None or start < t0 else t0
             t_end = start + dur if t_end is None or start + dur > t_end else t_end
         hot = collect_rows(rows)
@@ -117,7 +168,7 @@ def parse_profile(data: Any, *, source_name: str = "<profile>", target: str | No
                                "the profile with `neuron-explorer view --output-format summary-json` or `json`")
         total = t_end - t0
         notes.append("total_time taken from the span of the instruction trace (the summary had none)")
-    if total <= 0:
+    if not math.isfinite(total) or total <= 0:
         raise ProfileError(f"{source_name}: total_time is {total}; expected a positive duration in seconds")
     if timeline:
         res = total / 4000
@@ -134,15 +185,18 @@ def parse_profile(data: Any, *, source_name: str = "<profile>", target: str | No
             active = sum(e - s for s, e in timeline[lane])
         if active is None:
             continue
+        if active > total * (1 + PERCENT_SLACK / 100):
+            raise ProfileError(f"{source_name}: {prefix}_active_time {active:g} s exceeds total_time {total:g} s; "
+                               "the profile is inconsistent — export it again")
         if pct is None:
             pct = 100.0 * active / total
         itime = _num(summary.get(f"{prefix}_instruction_time"))
         if lane == "dma":
             itime = _num(summary.get("dma_transfer_time"))
-        count = summary.get(f"{prefix}_instruction_count") if lane != "dma" else summary.get("dma_transfer_count")
+        count = _num(summary.get(f"{prefix}_instruction_count") if lane != "dma" else summary.get("dma_transfer_count"))
         engines[lane] = EngineStats(
             active_time=active,
-            active_time_percent=pct,
+            active_time_percent=min(pct, 100.0),
             instruction_time=itime if itime is not None else lane_busy.get(lane, active),
             instruction_count=int(count) if count is not None else lane_count.get(lane, 0),
         )
@@ -244,6 +298,62 @@ def _num(v: Any) -> float | None:
         return float(v)
     except (TypeError, ValueError):
         return None
+    except OverflowError:  # an integer beyond float range: _check_numbers names it first
+        return math.inf
+
+
+def _bad_number(v: Any) -> str | None:
+    """Why a JSON value is not a usable profiler number (None when it is fine or not a number)."""
+    if isinstance(v, bool) or not isinstance(v, (int, float)):
+        return None
+    if isinstance(v, int) and abs(v) > 2**63:
+        return f"the integer {str(v)[:20]}... ({len(str(abs(v)))} digits) is beyond any counter a profiler writes"
+    if not math.isfinite(float(v)):
+        return f"{v} is not a finite number"
+    return None
+
+
+_NON_NEGATIVE = ("_time", "_percent", "_count", "_bytes", "flops")
+
+
+def _check_numbers(summary: dict, name: str) -> None:
+    for key, value in summary.items():
+        why = _bad_number(value)
+        if why:
+            raise ProfileError(f"{name}: field {key!r}: {why}; export the profile again")
+        if (isinstance(value, (int, float)) and not isinstance(value, bool) and value < 0 and key != "total_time"
+                and str(key).endswith(_NON_NEGATIVE)):  # total_time has its own message below
+            raise ProfileError(f"{name}: field {key!r} is {value}, a negative duration, count or percentage; "
+                               "export the profile again")
+
+
+def _check_percents(summary: dict, name: str, notes: list[str]) -> None:
+    """After _normalise_percent every *_percent field is 0-100; beyond 101 the file is wrong."""
+    clamped = []
+    for key, value in list(summary.items()):
+        if not str(key).endswith("_percent") or _num(value) is None:
+            continue
+        pct = float(_num(value) or 0.0)
+        if pct > 100.0 + PERCENT_SLACK:
+            raise ProfileError(f"{name}: field {key!r} is {pct:g} %, an impossible share of the run "
+                               "(at most 100 %); export the profile again")
+        if pct > 100.0:
+            summary[key] = 100.0
+            clamped.append(key)
+    if clamped:
+        notes.append(f"{', '.join(clamped)} slightly above 100 % (rounding) read as 100 %")
+
+
+def _amount(row: dict, key: str, name: str, i: int) -> float:
+    """A non-negative count of an instruction row (0 when absent)."""
+    value = row.get(key)
+    if value is None or value == "":
+        return 0.0
+    v = _num(value)
+    if v is None or not math.isfinite(v) or v < 0 or (isinstance(value, int) and abs(value) > 2**63):
+        raise ProfileError(f"{name}: instruction[{i}] field {key!r} is {str(value)[:40]!r}; expected a "
+                           "non-negative number")
+    return v
 
 
 def _normalise_percent(summary: dict, name: str, notes: list[str]) -> dict:
@@ -308,6 +418,9 @@ def _times(row: dict, name: str, i: int) -> tuple[float, float]:
     if start is None or dur is None:
         raise ProfileError(f"{name}: instruction[{i}] lacks a start (start_ts/timestamp) or a duration "
                            "(duration_ns/end_ts/duration)")
+    if not (math.isfinite(start) and math.isfinite(dur)) or abs(start) > 1e21 or dur > 1e21:
+        raise ProfileError(f"{name}: instruction[{i}] has an impossible time (start {start:g} ns, "
+                           f"duration {dur:g} ns); export the profile again")
     if dur < 0:
         raise ProfileError(f"{name}: instruction[{i}] has a negative duration {dur}")
     return start * 1e-9, dur * 1e-9

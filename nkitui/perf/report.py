@@ -2,27 +2,15 @@
 
 from __future__ import annotations
 
+from nkitui.common import units
 from nkitui.perf.compare import Comparison
 from nkitui.perf.roofline import SpeedOfLight
 from nkitui.perf.summary import LANES, PerfRecord
 
 
-def fmt_time(seconds: float) -> str:
-    if seconds >= 1.0:
-        return f"{seconds:.3f} s"
-    if seconds >= 1e-3:
-        return f"{seconds * 1e3:.3f} ms"
-    if seconds >= 1e-6:
-        return f"{seconds * 1e6:.2f} us"
-    return f"{seconds * 1e9:.0f} ns"
-
-
-def fmt_bytes(n: float) -> str:
-    for unit in ("B", "KiB", "MiB", "GiB"):
-        if abs(n) < 1024 or unit == "GiB":
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1024
-    return f"{n:.1f} GiB"
+# The one formatter of quantities (nkitui.common.units), under the names this module always used.
+fmt_time = units.time_s
+fmt_bytes = units.bytes_
 
 
 def bar(fraction: float, width: int = 30) -> str:
@@ -33,7 +21,7 @@ def bar(fraction: float, width: int = 30) -> str:
 
 def _pct(summary: dict, key: str) -> str:
     v = summary.get(key)
-    return "n/a" if v is None else f"{float(v):.1f}%"
+    return "n/a" if v is None else units.percent(float(v))
 
 
 def _bytes(summary: dict, key: str) -> str:
@@ -82,15 +70,9 @@ def render_sol(sol: SpeedOfLight) -> str:
 
 def fmt_metric(key: str, value: float) -> str:
     """A summary value in the unit its key names (seconds, bytes, percent, counts)."""
-    if key == "total_time" or key.endswith("_time"):
-        return fmt_time(value)
-    if key.endswith("_bytes"):
-        return fmt_bytes(value)
-    if key.endswith("_percent"):
-        return f"{value:.1f}%"
-    if key.endswith("_count") or key.endswith("_cycles") or float(value).is_integer():
-        return f"{value:,.0f}"
-    return f"{value:.4g}"
+    if float(value).is_integer() and not key.endswith(("_time", "_bytes", "_percent")):
+        return units.count(value)
+    return units.quantity(key, value)
 
 
 def render_comparison(c: Comparison) -> str:

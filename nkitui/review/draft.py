@@ -29,10 +29,12 @@ from nkitui.review.record import (
     RUN_ID_RE,
     Evidence,
     LineComment,
+    RuleOverride,
     Score,
     body_tables,
     read_comments,
     read_evidence,
+    read_overrides,
     read_rubric_ref,
     read_runs,
     read_scores,
@@ -58,6 +60,7 @@ class Draft:
     comments: list[LineComment] = field(default_factory=list)
     evidence: list[Evidence] = field(default_factory=list)
     runs: list[str] = field(default_factory=list)
+    overrides: list[RuleOverride] = field(default_factory=list)  # verdict rules overridden, with reasons
     auditor: str | None = None  # submit as this auditor (else git config / OS user)
     saved_at: dt.datetime | None = None  # set by DraftStore.save
     # Warnings from reading the file (unknown keys such as a misspelt `scroe`): validate_draft repeats
@@ -92,6 +95,15 @@ class Draft:
         if evidence.kind == "run" and evidence.ref not in self.runs:
             self.runs.append(evidence.ref)
 
+    def set_override(self, rule: str, reason: str) -> None:
+        """Override verdict rule `rule` with `reason`; an empty reason withdraws the override."""
+        self.overrides = [o for o in self.overrides if o.rule != rule]
+        if reason.strip():
+            self.overrides.append(RuleOverride(rule=rule, reason=reason.strip()))
+
+    def override_for(self, rule: str) -> RuleOverride | None:
+        return next((o for o in self.overrides if o.rule == rule), None)
+
     def cite_run(self, run_id: str) -> None:
         if not RUN_ID_RE.match(run_id):
             raise ValueError(f"{run_id!r} is not a run id")
@@ -116,7 +128,7 @@ class Draft:
         doc["summary"] = self.summary
         doc["runs"] = list(self.runs)
         doc["rubric"] = {"id": self.rubric_id, "version": self.rubric_version}
-        doc.update(body_tables(self.scores, self.comments, self.evidence))
+        doc.update(body_tables(self.scores, self.comments, self.evidence, self.overrides))
         return doc
 
     def to_toml(self) -> str:
@@ -134,7 +146,7 @@ class Draft:
 
 def _read_draft(doc: dict, r: FieldReader) -> Draft:
     r.unknown_keys(doc, {"schema", "kind", "task_id", "auditor", "saved_at", "verdict", "summary", "runs", "rubric",
-                         "scores", "comments", "evidence"}, "")
+                         "scores", "comments", "evidence", "overrides"}, "")
     schema = r.int_(doc, "schema", "schema", minimum=1)
     if schema is not None and schema > DRAFT_SCHEMA:
         r.error("schema", f"draft schema {schema} is newer than this nkitui understands ({DRAFT_SCHEMA})", "upgrade nkitui")
@@ -152,11 +164,12 @@ def _read_draft(doc: dict, r: FieldReader) -> Draft:
     scores = read_scores(doc, r, allow_empty_string=True)
     comments = read_comments(doc, r)
     evidence = read_evidence(doc, r)
+    overrides = read_overrides(doc, r)
     if r.errors or task_id is None or rubric_id is None or rubric_version is None:
         raise RecordError(r.problems)
     return Draft(task_id=task_id, rubric_id=rubric_id, rubric_version=rubric_version,
                  verdict=(verdict or "").strip() or None, summary=summary, scores=scores, comments=comments,
-                 evidence=evidence, runs=runs, auditor=auditor, saved_at=saved_at,
+                 evidence=evidence, runs=runs, overrides=overrides, auditor=auditor, saved_at=saved_at,
                  parse_warnings=[p for p in r.problems if p.severity == "warning"])
 
 
@@ -171,29 +184,78 @@ def repository_root(path: Path) -> Path:
     return start
 
 
+STALE_TEMP_S = 3600.0  # an atomic write's temporary file older than this was left by a crash
+
+
 class DraftStore:
-    """Drafts in the XDG state directory, keyed by task repository and task id."""
+    """Drafts in the XDG state directory, keyed by task repository, the task's folder within it and
+    its id: two tasks with one id in one repository never share a draft."""
 
     def __init__(self, root: Path | None = None):
         self.root = Path(root) if root is not None else state_dir() / "drafts"
 
-    def path_for(self, task_root: Path, task_id: str) -> Path:
+    def _folder(self, task_root: Path) -> Path:
         repo = repository_root(task_root)
         digest = hashlib.sha256(str(repo).encode("utf-8")).hexdigest()[:16]
         name = re.sub(r"[^A-Za-z0-9_.-]+", "-", repo.name)[:40] or "repo"
+        return self.root / f"{name}-{digest}"
+
+    def path_for(self, task_root: Path, task_id: str) -> Path:
+        repo = repository_root(task_root)
+        try:
+            rel = Path(task_root).resolve().relative_to(repo).as_posix()
+        except ValueError:
+            rel = str(Path(task_root).resolve())
         safe_id = re.sub(r"[^A-Za-z0-9_.-]+", "-", task_id)[:100] or "task"
-        return self.root / f"{name}-{digest}" / f"{safe_id}.toml"
+        where = hashlib.sha256(rel.encode("utf-8")).hexdigest()[:12]
+        return self._folder(task_root) / f"{safe_id}--{where}.toml"
+
+    def legacy_path_for(self, task_root: Path, task_id: str) -> Path:
+        """Where nkitui kept the draft before drafts were keyed by the task's folder too."""
+        safe_id = re.sub(r"[^A-Za-z0-9_.-]+", "-", task_id)[:100] or "task"
+        return self._folder(task_root) / f"{safe_id}.toml"
+
+    def clean_stale(self, folder: Path, now: float | None = None) -> list[Path]:
+        """Remove temporary files of atomic writes that a crash left behind (older than an hour, so
+        a write in progress in another nkitui is never touched)."""
+        import time
+
+        cutoff = (time.time() if now is None else now) - STALE_TEMP_S
+        removed = []
+        try:
+            entries = list(folder.iterdir())
+        except OSError:
+            return removed
+        for p in entries:
+            if p.name.startswith(".") and p.name.endswith(".tmp"):
+                try:
+                    if p.lstat().st_mtime < cutoff:
+                        p.unlink()
+                        removed.append(p)
+                except OSError:
+                    continue
+        return removed
 
     def save(self, task_root: Path, draft: Draft, now: dt.datetime | None = None) -> Path:
         """Write the draft atomically; sets draft.saved_at."""
         draft.saved_at = now or dt.datetime.now(dt.timezone.utc)
         path = self.path_for(task_root, draft.task_id)
         atomic_write_text(path, draft.to_toml(), mode=0o600)  # unsubmitted words stay private to the auditor
+        legacy = self.legacy_path_for(task_root, draft.task_id)
+        if legacy.exists():  # migrated: the draft now lives under its task's own key
+            try:
+                legacy.unlink()
+            except OSError:
+                pass
+        self.clean_stale(path.parent)
         return path
 
     def load(self, task_root: Path, task_id: str) -> Draft | None:
         """The saved draft, or None when there is none; RecordError when the file is corrupt."""
         path = self.path_for(task_root, task_id)
+        self.clean_stale(path.parent)
+        if not path.exists() and self.legacy_path_for(task_root, task_id).exists():
+            path = self.legacy_path_for(task_root, task_id)  # saved by an older nkitui: nothing is lost
         try:
             text = path.read_bytes().decode("utf-8")
         except FileNotFoundError:
@@ -213,12 +275,14 @@ class DraftStore:
                                                       f"repair it, or delete {path} to start a fresh draft")]) from None
 
     def discard(self, task_root: Path, task_id: str) -> bool:
-        path = self.path_for(task_root, task_id)
-        try:
-            path.unlink()
-            return True
-        except FileNotFoundError:
-            return False
+        found = False
+        for path in (self.path_for(task_root, task_id), self.legacy_path_for(task_root, task_id)):
+            try:
+                path.unlink()
+                found = True
+            except FileNotFoundError:
+                pass
+        return found
 
 
 # -- restoring -------------------------------------------------------------------------------------

@@ -37,7 +37,7 @@ class SubmitRefused(ReviewError):
 
     kinds: not_a_repo, bare_repo, no_commits, has_commits, detached_head, index_locked,
     operation_in_progress, ignored_path, run_missing, run_conflict, run_invalid, bad_auditor,
-    no_identity, id_collision, git_failed.
+    no_identity, id_collision, git_failed, reviews_link.
     """
 
     def __init__(self, kind: str, problems: list[Problem]):

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import git
 
+from nkitui.common import gitsafe
 from nkitui.review.errors import SubmitRefused
 from nkitui.review.record import auditor_slug
 from nkitui.task.problems import Problem
@@ -46,7 +47,7 @@ def open_repo(task_root: Path) -> git.Repo:
     """The repository holding the task; refuses a folder outside git and a bare repository."""
     root = Path(task_root).resolve()
     try:
-        repo = git.Repo(root, search_parent_directories=True)
+        repo = gitsafe.open_repo(root, search_parent_directories=True)
     except (git.InvalidGitRepositoryError, git.NoSuchPathError):
         raise _refuse("not_a_repo", str(root), "the task folder is not inside a git repository",
                       f"make it one: git -C {root} init (then commit the task files), or open a clone of the task repository") from None
@@ -60,7 +61,7 @@ def refuse_bare(path: Path) -> None:
     """Refuse a folder that is (inside) a bare repository before anything tries to read a task there:
     a bare repository has no working tree, so "no task.toml here" would hide the real problem."""
     try:
-        repo = git.Repo(Path(path).resolve(), search_parent_directories=True)
+        repo = gitsafe.open_repo(Path(path).resolve(), search_parent_directories=True)
     except (git.InvalidGitRepositoryError, git.NoSuchPathError):
         return
     if repo.bare or repo.working_tree_dir is None:
@@ -123,6 +124,32 @@ def ignored_paths(repo: git.Repo, rel_paths: list[str]) -> dict[str, str]:
     return {p: rules.get(p, "an ignore rule") for p in ignored}
 
 
+def refuse_links(task_root: Path, rel_paths: list[str]) -> None:
+    """Refuse review paths that go through a link: `reviews` (or reviews/<auditor>, reviews/runs, a
+    file) linked elsewhere would make nkitui write outside the repository, or commit a link."""
+    root = Path(task_root)
+    problems: list[Problem] = []
+    seen: set[Path] = set()
+    for rel in rel_paths:
+        parts = Path(rel).parts
+        for i in range(1, len(parts) + 1):
+            path = root.joinpath(*parts[:i])
+            if path in seen:
+                continue
+            seen.add(path)
+            if path.is_symlink():
+                shown = Path(*parts[:i]).as_posix()
+                problems.append(Problem(str(path), "", f"{shown} is a link (to {os.readlink(path)}); reviews are written "
+                                        "only into real folders of the task repository",
+                                        f"replace the link with a real folder: rm {path} && mkdir {path} (move any "
+                                        "reviews from the link's target into it first)"))
+            elif i < len(parts) and path.exists() and not path.is_dir():
+                problems.append(Problem(str(path), "", f"{Path(*parts[:i]).as_posix()} is a file, not a folder",
+                                        f"move it away: mv {path} {path}.bak"))
+    if problems:
+        raise SubmitRefused("reviews_link", problems)
+
+
 def refuse_ignored(repo: git.Repo, rel_paths: list[str]) -> None:
     ignored = ignored_paths(repo, rel_paths)
     if not ignored:
@@ -149,11 +176,37 @@ def git_identity(repo: git.Repo) -> tuple[str | None, str | None]:
     return name or None, email or None
 
 
+RESERVED_AUDITORS = {"runs": "the run results that reviews cite"}
+
+
+def check_auditor_name(auditor: str) -> None:
+    """Refuse an auditor name that is empty, names a reserved folder, or looks like a path (it
+    becomes the folder reviews/<auditor>/: `../x` or `a/b` must not quietly become `x` or `a-b`)."""
+    text = auditor.strip()
+    if not text:
+        raise _refuse("bad_auditor", "--auditor", "the auditor name is empty",
+                      "pass a name such as --auditor alice, or leave --auditor out to use git config user.name")
+    if any(ord(ch) < 32 or ord(ch) == 127 for ch in text):
+        raise _refuse("bad_auditor", "--auditor", f"{auditor!r} holds control characters",
+                      "pass a plain name such as --auditor alice")
+    if "/" in text or "\\" in text or text.startswith((".", "~")):
+        raise _refuse("bad_auditor", "--auditor", f"{text!r} looks like a path; the name becomes the folder "
+                      "reviews/<auditor>/ and may not lead elsewhere", "pass a plain name such as --auditor alice")
+    slug = auditor_slug(text)
+    if not slug:
+        raise _refuse("bad_auditor", "--auditor", f"{auditor!r} has no letters or digits to make a folder name from",
+                      "pass a name such as --auditor alice")
+    if slug in RESERVED_AUDITORS:
+        raise _refuse("bad_auditor", "--auditor", f"{text!r} is reserved: reviews/{slug}/ holds "
+                      f"{RESERVED_AUDITORS[slug]}", f"pass another name, e.g. --auditor {slug}-auditor")
+
+
 def resolve_auditor(repo: git.Repo | None, auditor: str | None = None) -> Auditor:
     """The auditor's folder name and commit identities: --auditor, else git config, else the OS user."""
     name, email = git_identity(repo) if repo is not None else (None, None)
     config_slug = auditor_slug(name or "") or auditor_slug(email or "")
-    if auditor is not None and auditor.strip():
+    if auditor is not None:
+        check_auditor_name(auditor)
         slug = auditor_slug(auditor)
         if not slug:
             raise _refuse("bad_auditor", "--auditor", f"{auditor!r} has no letters or digits to make a folder name from",
@@ -162,6 +215,10 @@ def resolve_auditor(repo: git.Repo | None, auditor: str | None = None) -> Audito
         author = Identity(auditor.strip(), email if (same_person and email) else f"{slug}@{_INVALID_EMAIL_DOMAIN}")
     elif name or email:
         slug = config_slug
+        if slug in RESERVED_AUDITORS:
+            raise _refuse("bad_auditor", "git config", f"git's identity ({name or email}) makes the folder name "
+                          f"{slug!r}, which is reserved: reviews/{slug}/ holds {RESERVED_AUDITORS[slug]}",
+                          "pass --auditor NAME with another name")
         if not slug:  # e.g. a name and e-mail in a script without Latin letters: no folder name to make
             raise _refuse("bad_auditor", "git config",
                           f"git's identity ({name or ''} <{email or ''}>) has no letters or digits (a-z, 0-9) to make "

@@ -103,6 +103,14 @@ class Evidence:
 
 
 @dataclass
+class RuleOverride:
+    """The auditor gives a verdict a rubric rule forbids (docs/review-format.md#verdict-rules), and why."""
+
+    rule: str  # the rule's id in the rubric
+    reason: str
+
+
+@dataclass
 class TaskPin:
     """Which version of the task a review judged."""
 
@@ -129,6 +137,7 @@ class ReviewRecord:
     evidence: list[Evidence] = field(default_factory=list)
     runs: list[str] = field(default_factory=list)
     schema: int = RECORD_SCHEMA
+    overrides: list[RuleOverride] = field(default_factory=list)  # verdict rules overridden, with reasons
 
     @property
     def score_values(self) -> dict[str, ScoreValue | None]:
@@ -154,7 +163,7 @@ class ReviewRecord:
             "task": {"id": self.task.id, "commit": self.task.commit, "path": self.task.path,
                      "dirty": list(self.task.dirty), "files": dict(sorted(self.task.files.items()))},
         }
-        doc.update(body_tables(self.scores, self.comments, self.evidence))
+        doc.update(body_tables(self.scores, self.comments, self.evidence, self.overrides))
         return tomlout.dumps(doc)
 
     def to_dict(self) -> dict[str, Any]:
@@ -176,6 +185,7 @@ class ReviewRecord:
             "evidence": [{"kind": e.kind, "ref": e.ref, "excerpt": e.excerpt, "criterion": e.criterion}
                          for e in self.evidence],
             "runs": list(self.runs),
+            "overrides": [{"rule": o.rule, "reason": o.reason} for o in self.overrides],
         }
 
 
@@ -207,7 +217,8 @@ def auditor_slug(name: str) -> str:
 
 # -- serialisation shared with drafts ------------------------------------------------------------
 
-def body_tables(scores: dict[str, Score], comments: list[LineComment], evidence: list[Evidence]) -> dict[str, Any]:
+def body_tables(scores: dict[str, Score], comments: list[LineComment], evidence: list[Evidence],
+                overrides: list[RuleOverride] | None = None) -> dict[str, Any]:
     out: dict[str, Any] = {}
     score_tables: dict[str, Any] = {}
     for cid, s in scores.items():
@@ -223,6 +234,8 @@ def body_tables(scores: dict[str, Score], comments: list[LineComment], evidence:
     if evidence:
         out["evidence"] = [_drop_none({"kind": e.kind, "ref": e.ref, "criterion": e.criterion, "excerpt": e.excerpt})
                            for e in evidence]
+    if overrides:
+        out["overrides"] = [{"rule": o.rule, "reason": o.reason} for o in overrides]
     return out
 
 
@@ -311,6 +324,19 @@ def read_evidence(doc: dict, r: FieldReader) -> list[Evidence]:
     return out
 
 
+def read_overrides(doc: dict, r: FieldReader) -> list[RuleOverride]:
+    out: list[RuleOverride] = []
+    for i, t in enumerate(r.table_list(doc, "overrides", "overrides")):
+        where = f"overrides[{i}]"
+        r.unknown_keys(t, {"rule", "reason"}, f"{where}.")
+        rule = r.str_(t, "rule", f"{where}.rule", required=True, example='"accept-needs-sound-numerics"')
+        reason = r.str_(t, "reason", f"{where}.reason", required=True, allow_empty=True,
+                        example='"why this verdict despite the rule"')
+        if rule is not None and reason is not None:
+            out.append(RuleOverride(rule=rule, reason=reason))
+    return out
+
+
 def read_runs(doc: dict, r: FieldReader) -> list[str]:
     runs = r.str_list(doc, "runs", "runs", example='["20261130-141502-ab12"]')
     for run_id in runs:
@@ -376,7 +402,7 @@ def load_record(path: Path, display: str | None = None) -> ReviewRecord:
 
 def _read_record(doc: dict, r: FieldReader) -> ReviewRecord:
     r.unknown_keys(doc, {"schema", "kind", "id", "auditor", "submitted_at", "tool_version", "verdict", "summary",
-                         "runs", "rubric", "task", "scores", "comments", "evidence"}, "")
+                         "runs", "rubric", "task", "scores", "comments", "evidence", "overrides"}, "")
     schema = r.int_(doc, "schema", "schema", required=True, minimum=1)
     if schema is not None and schema > RECORD_SCHEMA:
         r.error("schema", f"review schema {schema} is newer than this nkitui understands ({RECORD_SCHEMA})", "upgrade nkitui")
@@ -402,13 +428,14 @@ def _read_record(doc: dict, r: FieldReader) -> ReviewRecord:
     scores = read_scores(doc, r, allow_empty_string=False)
     comments = read_comments(doc, r)
     evidence = read_evidence(doc, r)
+    overrides = read_overrides(doc, r)
     if (r.errors or record_id is None or auditor is None or submitted_at is None or tool_version is None
             or verdict is None or rubric_id is None or rubric_version is None or task is None):
         raise RecordError(r.problems)
     return ReviewRecord(id=record_id, auditor=auditor, submitted_at=submitted_at, tool_version=tool_version,
                         task=task, rubric_id=rubric_id, rubric_version=rubric_version, verdict=verdict,
                         summary=summary, scores=scores, comments=comments, evidence=evidence, runs=runs,
-                        schema=schema or RECORD_SCHEMA)
+                        schema=schema or RECORD_SCHEMA, overrides=overrides)
 
 
 def _read_task_pin(doc: dict, r: FieldReader) -> TaskPin | None:

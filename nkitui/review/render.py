@@ -47,6 +47,13 @@ def render_markdown(record: ReviewRecord, rubric: Rubric | None = None) -> str:
                 "(the sha256 values below are what was judged).", ""]
     if record.summary.strip():
         out += ["## Summary", "", record.summary.strip(), ""]
+    if record.overrides:
+        out += ["## Verdict rules overridden", ""]
+        for o in record.overrides:
+            rule = rubric.rule(o.rule) if rubric is not None else None
+            what = f" ({_cell(rule.message)})" if rule is not None else ""
+            out += [f"- `{_cell(o.rule)}`{what}: {_cell(o.reason)}"]
+        out.append("")
 
     out += ["## Scores", "", "| Criterion | Score | Scale | Weight | Meaning |", "|---|---|---|---|---|"]
     order = list(rubric.criterion_ids) if rubric else []

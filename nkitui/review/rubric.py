@@ -1,7 +1,9 @@
 """Rubrics: versioned TOML templates of the criteria an auditor scores.
 
 A rubric has an id and a version (both go into every review record), criteria with guidance, a
-scale, a weight and a required flag, and the verdicts an auditor may give. nkitui ships built-in
+scale, a weight and a required flag, the verdicts an auditor may give, and verdict rules: what the
+scores must be for a verdict (`accept` needs numerical correctness of at least 4), checked when a
+draft is validated; a rule blocks submitting unless the draft overrides it with a reason. nkitui ships built-in
 rubrics (nkitui/review/rubrics/<id>.toml); a task may ship its own and name it in task.toml
 (`rubric = "review/rubric.toml"`). See docs/review-format.md.
 """
@@ -28,6 +30,11 @@ RUBRIC_DOCS = "docs/review-format.md#rubric-files"
 _ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,99}$")
 _CRITERION_RE = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 _MAX_RANGE_STEPS = 100
+RuleSeverity = Literal["blocker", "warning"]
+RULE_SUBJECTS: tuple[str, ...] = ("all", "any")  # besides criterion ids
+RULE_OPERATORS: tuple[str, ...] = ("<=", ">=", "==", "!=", "<", ">")
+_REQUIREMENT_RE = re.compile(r"^\s*(?P<subject>[A-Za-z0-9_-]+)\s*(?P<op><=|>=|==|!=|<|>)\s*(?P<value>\S.*?)\s*$")
+MIN_OVERRIDE_REASON = 10  # characters: an override needs a reason, not a shrug
 
 
 @dataclass(frozen=True)
@@ -149,6 +156,53 @@ class Criterion:
         return self.levels.get(_fmt(value), "")
 
 
+_COMPARE = {
+    "<": lambda a, b: a < b, "<=": lambda a, b: a <= b, ">": lambda a, b: a > b,
+    ">=": lambda a, b: a >= b, "==": lambda a, b: a == b, "!=": lambda a, b: a != b,
+}
+
+
+@dataclass(frozen=True)
+class Requirement:
+    """One condition of a verdict rule: `numerical_correctness >= 4`, `all >= 3` (every scored
+    criterion whose scale has that value), `any <= 2` (at least one of them)."""
+
+    subject: str  # a criterion id, "all" or "any"
+    op: str  # one of RULE_OPERATORS
+    value: str  # as written; parsed on each criterion's scale
+    text: str  # the requirement as written in the rubric
+
+    def holds_for(self, crit: Criterion, score: ScoreValue) -> bool | None:
+        """Whether `score` of `crit` meets the requirement (None: the value is not on this scale)."""
+        try:
+            wanted = crit.scale.parse_text(self.value)
+        except ValueError:
+            return None
+        return bool(_COMPARE[self.op](crit.scale.ordinal(score), crit.scale.ordinal(wanted)))
+
+
+@dataclass(frozen=True)
+class VerdictRule:
+    """What the scores must be for a verdict. A blocker stops submitting unless the draft overrides it
+    with a reason (or, with override = false, always); a warning is shown and does not block."""
+
+    id: str
+    verdicts: tuple[str, ...]
+    requires: tuple[Requirement, ...]
+    message: str
+    severity: RuleSeverity = "blocker"
+    overridable: bool = True
+
+
+@dataclass(frozen=True)
+class RuleViolation:
+    rule: VerdictRule
+    failures: tuple[str, ...]  # what is wrong, one sentence each: "Numerical correctness is 1 (needs >= 4)"
+
+    def describe(self) -> str:
+        return f"{self.rule.message} ({'; '.join(self.failures)})"
+
+
 @dataclass(frozen=True)
 class Rubric:
     id: str
@@ -159,6 +213,50 @@ class Rubric:
     verdicts: tuple[str, ...] = DEFAULT_VERDICTS
     verdict_guidance: dict[str, str] = field(default_factory=dict)
     source: str = ""  # "builtin" or the path the rubric was read from
+    verdict_rules: tuple[VerdictRule, ...] = ()
+
+    def rule(self, rule_id: str) -> VerdictRule | None:
+        return next((r for r in self.verdict_rules if r.id == rule_id), None)
+
+    def check_verdict(self, verdict: str | None, scores: Mapping[str, ScoreValue | None]) -> list[RuleViolation]:
+        """The verdict rules `verdict` breaks with these scores. Unscored criteria are not judged here
+        (a required one is an error of its own); scores off their scale are left out."""
+        if not verdict:
+            return []
+        broken: list[RuleViolation] = []
+        for rule in self.verdict_rules:
+            if verdict not in rule.verdicts:
+                continue
+            failures: list[str] = []
+            for req in rule.requires:
+                failures += self._failures(req)(scores)
+            if failures:
+                broken.append(RuleViolation(rule, tuple(failures)))
+        return broken
+
+    def _failures(self, req: Requirement):
+        def scored(scores: Mapping[str, ScoreValue | None]) -> list[tuple[Criterion, ScoreValue]]:
+            out = []
+            for c in self.criteria:
+                value = scores.get(c.id)
+                if value is not None and c.scale.check(value) is None:
+                    out.append((c, value))
+            return out
+
+        def check(scores: Mapping[str, ScoreValue | None]) -> list[str]:
+            pairs = scored(scores)
+            if req.subject not in RULE_SUBJECTS:
+                pairs = [(c, v) for c, v in pairs if c.id == req.subject]
+            judged = [(c, v, ok) for c, v in pairs if (ok := req.holds_for(c, v)) is not None]
+            if not judged:
+                return []
+            if req.subject == "any":
+                if any(ok for _, _, ok in judged):
+                    return []
+                return [f"no criterion is {req.op} {req.value} (" + ", ".join(f"{c.title} {_fmt(v)}" for c, v, _ in judged) + ")"]
+            return [f"{c.title} is {_fmt(v)} (needs {req.op} {req.value})" for c, v, ok in judged if not ok]
+
+        return check
 
     def criterion(self, criterion_id: str) -> Criterion | None:
         for c in self.criteria:
@@ -251,7 +349,8 @@ def parse_rubric(text: str, display: str, source: str = "") -> Rubric:
 
 
 def _read_rubric(doc: dict, r: FieldReader, source: str) -> Rubric:
-    r.unknown_keys(doc, {"schema", "id", "version", "title", "description", "verdicts", "verdict_guidance", "criteria"}, "")
+    r.unknown_keys(doc, {"schema", "id", "version", "title", "description", "verdicts", "verdict_guidance", "criteria",
+                         "verdict_rules"}, "")
     schema = r.int_(doc, "schema", "schema", minimum=1)
     if schema is not None and schema > 1:
         r.error("schema", f"rubric schema {schema} is newer than this nkitui understands (1)", "upgrade nkitui or write schema = 1")
@@ -287,11 +386,93 @@ def _read_rubric(doc: dict, r: FieldReader, source: str) -> Rubric:
         criteria.append(crit)
     if criteria and sum(c.weight for c in criteria) <= 0:
         r.error("criteria", "every criterion has weight 0", "give at least one criterion a positive weight")
+    rules = _read_verdict_rules(doc, r, verdicts, criteria)
 
     if r.errors or rubric_id is None or version is None:
         raise RubricError(r.problems)
     return Rubric(id=rubric_id, version=version, title=title, criteria=tuple(criteria), description=description.strip(),
-                  verdicts=verdicts, verdict_guidance=verdict_guidance, source=source)
+                  verdicts=verdicts, verdict_guidance=verdict_guidance, source=source, verdict_rules=rules)
+
+
+def _read_verdict_rules(doc: dict, r: FieldReader, verdicts: tuple[str, ...],
+                        criteria: list[Criterion]) -> tuple[VerdictRule, ...]:
+    rules: list[VerdictRule] = []
+    seen: set[str] = set()
+    for i, table in enumerate(r.table_list(doc, "verdict_rules", "verdict_rules")):
+        where = f"verdict_rules[{i}]"
+        r.unknown_keys(table, {"id", "verdicts", "require", "message", "severity", "override"}, f"{where}.")
+        rule_id = r.str_(table, "id", f"{where}.id", required=True, example='"accept-needs-correct-numbers"')
+        if rule_id is not None and not _CRITERION_RE.match(rule_id):
+            r.error(f"{where}.id", f"rule id {rule_id!r} may only hold letters, digits, '_' and '-'",
+                    'write e.g. id = "accept-needs-correct-numbers"')
+            rule_id = None
+        if rule_id is not None and rule_id in seen:
+            r.error(f"{where}.id", f"rule id {rule_id!r} is used twice", "give every rule its own id")
+            rule_id = None
+        applies = tuple(r.str_list(table, "verdicts", f"{where}.verdicts", example='["accept"]'))
+        if not applies:
+            r.error(f"{where}.verdicts", "a rule names the verdicts it applies to",
+                    f"write e.g. verdicts = [\"{verdicts[0]}\"]")
+        for v in applies:
+            if v not in verdicts:
+                r.error(f"{where}.verdicts", f"{v!r} is not one of the verdicts", f"use one of {', '.join(verdicts)}")
+        raw = table.get("require")
+        texts = [raw] if isinstance(raw, str) else raw if isinstance(raw, list) else None
+        requires: list[Requirement] = []
+        if not texts or not all(isinstance(t, str) for t in texts):
+            r.error(f"{where}.require", "expected a requirement or a list of them",
+                    'write e.g. require = "numerical_correctness >= 4" or require = ["all >= 3", "any >= 4"]')
+        else:
+            for text in texts:
+                req = _read_requirement(text, f"{where}.require", r, criteria)
+                if req is not None:
+                    requires.append(req)
+        message = r.str_(table, "message", f"{where}.message", required=True,
+                         example='"An accepted port has numerical correctness of at least 4"')
+        severity = r.str_(table, "severity", f"{where}.severity", example='"blocker"') or "blocker"
+        if severity not in ("blocker", "warning"):
+            r.error(f"{where}.severity", f"unknown severity {severity!r}", 'use "blocker" (the default) or "warning"')
+        overridable = r.bool_(table, "override", f"{where}.override", default=True)
+        if rule_id is None or not applies or not requires or message is None:
+            continue
+        seen.add(rule_id)
+        rules.append(VerdictRule(id=rule_id, verdicts=applies, requires=tuple(requires), message=message.strip(),
+                                 severity=severity if severity == "warning" else "blocker", overridable=overridable))
+    return tuple(rules)
+
+
+def _read_requirement(text: str, where: str, r: FieldReader, criteria: list[Criterion]) -> Requirement | None:
+    m = _REQUIREMENT_RE.match(text)
+    if m is None:
+        r.error(where, f"{text!r} is not a requirement",
+                "write <criterion id, all or any> <op> <value>, op one of < <= > >= == !=, "
+                'e.g. "numerical_correctness >= 4"')
+        return None
+    subject, op, value = m["subject"], m["op"], m["value"].strip().strip('"').strip("'")
+    req = Requirement(subject=subject, op=op, value=value, text=text.strip())
+    if subject in RULE_SUBJECTS:
+        targets = criteria
+    else:
+        targets = [c for c in criteria if c.id == subject]
+        if not targets:
+            known = ", ".join([c.id for c in criteria] + list(RULE_SUBJECTS))
+            r.error(where, f"{subject!r} in {text!r} is not a criterion of the rubric", f"use one of: {known}")
+            return None
+    valid = [c for c in targets if _parses(c, value)]
+    if not valid:
+        scales = "; ".join(f"{c.id}: {c.scale.describe()}" for c in targets[:4])
+        r.error(where, f"{value!r} in {text!r} is not a value of the scale ({scales})",
+                "compare with a value the criterion can be scored")
+        return None
+    return req
+
+
+def _parses(crit: Criterion, value: str) -> bool:
+    try:
+        crit.scale.parse_text(value)
+    except ValueError:
+        return False
+    return True
 
 
 def _read_criterion(table: dict, where: str, r: FieldReader) -> Criterion | None:

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from nkitui.common.redact import redact_obj
 from nkitui.review.errors import SubmitRefused
 from nkitui.review.record import RUN_ID_RE
 from nkitui.task.problems import Problem
@@ -28,7 +29,8 @@ class RunResult:
     source: str  # where it was found, for messages
 
     def canonical_text(self) -> str:
-        return json.dumps(self.data, sort_keys=True, indent=2, ensure_ascii=False) + "\n"
+        # redacted again: a result stored by an older nkitui, or a file passed with --run, may hold a secret
+        return json.dumps(redact_obj(self.data), sort_keys=True, indent=2, ensure_ascii=False) + "\n"
 
 
 def run_relpath(run_id: str) -> str:

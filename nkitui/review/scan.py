@@ -40,13 +40,17 @@ class ScanResult:
 
 def record_files(reviews_dir: Path) -> Iterator[Path]:
     """reviews/<auditor>/*.toml, in a stable order (reviews/runs/ holds run results, not records)."""
+    if reviews_dir.is_symlink():  # a link may lead anywhere (a device, a huge file): never read through one
+        return
     try:
-        auditors = sorted(p for p in reviews_dir.iterdir() if p.is_dir() and p.name != RUNS_DIR and not p.name.startswith("."))
+        auditors = sorted(p for p in reviews_dir.iterdir()
+                          if p.is_dir() and not p.is_symlink() and p.name != RUNS_DIR and not p.name.startswith("."))
     except OSError:
         return
     for folder in auditors:
         try:
-            files = sorted(p for p in folder.iterdir() if p.suffix == ".toml" and not p.name.startswith(".") and p.is_file())
+            files = sorted(p for p in folder.iterdir() if p.suffix == ".toml" and not p.name.startswith(".")
+                           and p.is_file() and not p.is_symlink())
         except OSError:
             continue
         yield from files

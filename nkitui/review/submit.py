@@ -66,7 +66,8 @@ def build_record(task, draft: Draft, rubric: Rubric, *, auditor: str, commit: st
         id=new_record_id(now), auditor=auditor, submitted_at=now, tool_version=TOOL_VERSION,
         task=TaskPin(id=task.id, commit=commit, path=task_path, files=task.file_hashes(), dirty=dirty),
         rubric_id=rubric.id, rubric_version=rubric.version, verdict=draft.verdict or "", summary=draft.summary,
-        scores=scores, comments=list(draft.comments), evidence=list(draft.evidence), runs=list(dict.fromkeys(cited)))
+        scores=scores, comments=list(draft.comments), evidence=list(draft.evidence), runs=list(dict.fromkeys(cited)),
+        overrides=[o for o in draft.overrides if rubric.rule(o.rule) is not None])
 
 
 def commit_message(record: ReviewRecord) -> str:
@@ -89,6 +90,8 @@ def submit_review(task, draft: Draft, *, auditor: str | None = None, run_files: 
     then through `run_lookup` (default: the executor's run store). With `draft_store`, the saved
     draft is discarded once the review is committed.
     """
+    if auditor is not None:
+        gitstore.check_auditor_name(auditor)  # an explicit empty or path-like name is refused, not replaced
     task = _load_task(task)
     rubric = rubric_for_task(task)
     problems = validate_draft(draft, rubric, task_root=task.root, task_id=task.id, display=display)
@@ -123,6 +126,7 @@ def submit_review(task, draft: Draft, *, auditor: str | None = None, run_files: 
     record_rel = record.relpath
     md_rel = record_rel[: -len(".toml")] + ".md"
     run_rels = [run_relpath(r.run_id) for r in runs]
+    gitstore.refuse_links(task_root, [record_rel, md_rel, *run_rels])
     gitstore.refuse_ignored(repo, [prefix + p for p in (record_rel, md_rel, *run_rels)])
 
     record_path, md_path = task_root / record_rel, task_root / md_rel

@@ -1,8 +1,13 @@
-"""`nkitui review template`: a draft TOML with the rubric's guidance as comments, to fill in an editor."""
+"""`nkitui review template`: a draft TOML with the rubric's guidance as comments, to fill in an editor.
+
+Comments are wrapped to the width asked for (98 columns in a file; the terminal's when printed to one),
+each continuation behind its own hanging indent; TOML lines are never broken.
+"""
 
 from __future__ import annotations
 
 import textwrap
+from dataclasses import dataclass
 
 from nkitui.review import tomlout
 from nkitui.review.draft import DRAFT_KIND, DRAFT_SCHEMA, Draft
@@ -13,33 +18,80 @@ from nkitui.review.rubric import Rubric
 toml_value = tomlout.value
 
 
-def _comment_block(text: str, width: int = 98) -> list[str]:
-    lines: list[str] = []
+@dataclass(frozen=True)
+class _Comment:
+    """A comment paragraph: `# {indent}{text}`, continued as `# {hang}...` at the template's width."""
+
+    text: str
+    indent: str = ""
+    hang: str | None = None
+
+    def lines(self, width: int) -> list[str]:
+        hang = self.indent if self.hang is None else self.hang
+        flowed = " ".join(self.text.split())
+        if not flowed:
+            return ["#"]
+        return [f"# {line}".rstrip() for line in textwrap.wrap(
+            flowed, max(20, width - 2), initial_indent=self.indent, subsequent_indent=hang,
+            break_long_words=False, break_on_hyphens=False)]
+
+
+Line = str | _Comment
+
+
+def _comment_block(text: str) -> list[Line]:
+    lines: list[Line] = []
     for para in text.strip().split("\n\n"):
-        flowed = " ".join(para.split())
-        lines.extend(f"# {chunk}" if chunk else "#" for chunk in textwrap.wrap(flowed, width - 2) or [""])
-        lines.append("#")
+        lines += [_Comment(para), "#"]
     return lines[:-1]
 
 
-def _verdict_lines(rubric: Rubric) -> list[str]:
-    lines: list[str] = []
-    for v in rubric.verdicts:
-        if v in rubric.verdict_guidance:
-            wrapped = textwrap.wrap(" ".join(rubric.verdict_guidance[v].split()), 92 - len(v))
-            lines.append(f"#   {v}: {wrapped[0]}")
-            lines += [f"#   {' ' * len(v)}  {w}" for w in wrapped[1:]]
+def _labelled(label: str, text: str, indent: str = "  ") -> _Comment:
+    """`label: text`, continued under the text."""
+    head = f"{indent}{label}: "
+    return _Comment(text, indent=head, hang=" " * len(head))
+
+
+def _verdict_lines(rubric: Rubric) -> list[Line]:
+    return [_labelled(v, rubric.verdict_guidance[v]) for v in rubric.verdicts if v in rubric.verdict_guidance]
+
+
+def _rule_lines(rubric: Rubric) -> list[Line]:
+    """The verdict rules as comments (docs/review-format.md#verdict-rules)."""
+    if not rubric.verdict_rules:
+        return []
+    lines: list[Line] = [_Comment("Verdict rules (docs/review-format.md#verdict-rules): a blocker stops submitting "
+                                  "unless overridden below with a reason; a warning does not block.")]
+    for rule in rubric.verdict_rules:
+        kind = "warning" if rule.severity == "warning" else ("blocker" if rule.overridable else "blocker, no override")
+        # written without spaces, so a wrapped line never separates `>=` from its value
+        needs = " and ".join(f"{r.subject}{r.op}{r.value}" for r in rule.requires)
+        lines.append(_Comment(f"{rule.id} ({kind}): {' | '.join(rule.verdicts)} needs {needs}", indent="  ",
+                              hang="    "))
+        lines.append(_Comment(rule.message, indent="    "))
     return lines
 
 
-def render_template(rubric: Rubric, task_id: str, draft: Draft | None = None) -> str:
-    """A fillable draft for `task_id`. With `draft`, its values are filled in (e.g. a saved draft)."""
+def _override_lines(draft: Draft) -> list[Line]:
+    lines: list[Line] = ["", _Comment("To give a verdict a rule forbids, say why (it goes into the record):"),
+                         "#   [[overrides]]", '#   rule = "accept-needs-sound-numerics"',
+                         '#   reason = "the mismatch is the CUDA golden\'s own bf16 rounding (see line 40)"']
+    if draft.overrides:
+        lines += ["", tomlout.dumps({"overrides": [{"rule": o.rule, "reason": o.reason}
+                                                    for o in draft.overrides]}).rstrip("\n")]
+    return lines
+
+
+def render_template(rubric: Rubric, task_id: str, draft: Draft | None = None, width: int = 98) -> str:
+    """A fillable draft for `task_id`. With `draft`, its values are filled in (e.g. a saved draft).
+    Comments fit `width` columns."""
     draft = draft or Draft.new(task_id, rubric)
-    out: list[str] = [
-        f"# nkitui review draft for task {task_id!r} — rubric {rubric.id} v{rubric.version}",
-        "# Fill in every required score, then run:",
+    out: list[Line] = [
+        _Comment(f"nkitui review draft for task {task_id!r} — rubric {rubric.id} v{rubric.version}"),
+        _Comment("Fill in every required score, then run:"),
         "#   nkitui review submit TASK_DIR --from THIS_FILE.toml [--auditor NAME]",
-        "# A score left as \"\" is not scored yet. Comments are free text; triple quotes allow several lines.",
+        _Comment("A score left as \"\" is not scored yet. Comments are free text; triple quotes allow several "
+                 "lines."),
         "",
         f"schema = {DRAFT_SCHEMA}",
         f"kind = {toml_value(DRAFT_KIND)}",
@@ -49,12 +101,14 @@ def render_template(rubric: Rubric, task_id: str, draft: Draft | None = None) ->
         out.append(f"auditor = {toml_value(draft.auditor)}")
     out += [
         "",
-        "# Verdict: " + " | ".join(rubric.verdicts),
+        _Comment("Verdict: " + " | ".join(rubric.verdicts)),
         *_verdict_lines(rubric),
+        *_rule_lines(rubric),
         f"verdict = {toml_value(draft.verdict or '')}",
         f"summary = {toml_value(draft.summary)}",
         "",
-        "# Run results this review relies on (ids printed by `nkitui check`); submit copies them under reviews/runs/.",
+        _Comment("Run results this review relies on (ids printed by `nkitui check`); submit copies them under "
+                 "reviews/runs/."),
         f"runs = {toml_value(list(draft.runs))}",
         "",
         "[rubric]",
@@ -65,33 +119,39 @@ def render_template(rubric: Rubric, task_id: str, draft: Draft | None = None) ->
         entry = draft.scores.get(c.id)
         value = entry.value if entry is not None and entry.value is not None else ""
         comment = entry.comment if entry is not None else ""
-        out += ["", "# " + "-" * 96,
-                f"# {c.title} — {'required' if c.required else 'optional'}, weight {c.weight:g}, scale {c.scale.describe()}",
+        out += ["", "# " + "-" * (min(width, 98) - 2),
+                _Comment(f"{c.title} — {'required' if c.required else 'optional'}, weight {c.weight:g}, "
+                         f"scale {c.scale.describe()}"),
                 "#"]
         out += _comment_block(c.guidance)
         if c.levels:
             out.append("#")
             for key in [str(v) for v in c.scale.values()]:
                 if key in c.levels:
-                    wrapped = textwrap.wrap(" ".join(c.levels[key].split()), 92)
-                    out.append(f"#   {key}: {wrapped[0]}")
-                    out += [f"#      {w}" for w in wrapped[1:]]
+                    out.append(_labelled(key, c.levels[key]))
         out += [f"[scores.{c.id}]", f"score = {toml_value(value)}", f"comment = {toml_value(comment)}"]
     extra = [cid for cid in draft.scores if rubric.criterion(cid) is None]
     for cid in extra:
         entry = draft.scores[cid]
-        out += ["", f"# not in rubric {rubric.id} v{rubric.version}: remove it or fix the id",
+        out += ["", _Comment(f"not in rubric {rubric.id} v{rubric.version}: remove it or fix the id"),
                 f"[scores.{cid}]", f"score = {toml_value(entry.value if entry.value is not None else '')}",
                 f"comment = {toml_value(entry.comment)}"]
-    out += ["", "# Line-anchored comments: one [[comments]] table each.",
+    out += ["", _Comment("Line-anchored comments: one [[comments]] table each."),
             "#   [[comments]]", '#   file = "kernel_nki.py"', "#   lines = [12, 18]",
             '#   criterion = "numerical_correctness"   # optional', '#   text = "why these lines matter"']
-    out += ["#", f"# Evidence links: kind = {' | '.join(EVIDENCE_KINDS)}, ref = what it points at, a short excerpt.",
-            "#   ref forms: finding RULE-ID@file:line, source file:12-18, diff file:12-18, log <run id>#L120-140,",
-            "#   metric name=value [unit], run <run id> (see `nkitui analyze --rules` for rule ids)",
+    out += ["#", _Comment(f"Evidence links: kind = {' | '.join(EVIDENCE_KINDS)}, ref = what it points at, a short "
+                          "excerpt."),
+            _Comment("ref forms: finding RULE-ID@file:line, source file:12-18, diff file:12-18, log <run "
+                     "id>#L120-140, metric name=value [unit], run <run id> (see `nkitui analyze --rules` for rule "
+                     "ids)", indent="  ", hang="  "),
             "#   [[evidence]]", '#   kind = "finding"', '#   ref = "NKI-PARTIAL-DROPPED@kernel_nki.py:31"',
             '#   criterion = "migration_fidelity"', '#   excerpt = "rows 256..299 are never processed"']
     rest = {k: v for k, v in draft.to_dict().items() if k in ("comments", "evidence")}
     if rest:
         out += ["", tomlout.dumps(rest).rstrip("\n")]
-    return "\n".join(out) + "\n"
+    if rubric.verdict_rules:
+        out += _override_lines(draft)
+    lines: list[str] = []
+    for line in out:
+        lines += line.lines(width) if isinstance(line, _Comment) else [line]
+    return "\n".join(lines) + "\n"

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from nkitui.review.draft import Draft
 from nkitui.review.record import EVIDENCE_KINDS, RUN_ID_RE, is_task_relative
-from nkitui.review.rubric import Rubric
+from nkitui.review.rubric import MIN_OVERRIDE_REASON, Rubric
 from nkitui.task.problems import Problem
 
 
@@ -42,6 +42,45 @@ def _located_ref_problem(ref: str, task_root: Path, line_counts: dict[Path, int 
                 f"{span} are not lines of {m['file']} ({count} lines)",
                 "point the evidence at lines that exist (file:first-last)")
     return None
+
+
+def _check_verdict_rules(draft: Draft, rubric: Rubric, error, warn) -> None:
+    """The rubric's verdict rules (docs/review-format.md#verdict-rules), and the draft's overrides."""
+    broken = {v.rule.id: v for v in rubric.check_verdict(draft.verdict, draft.score_values)}
+    for violation in broken.values():
+        rule = violation.rule
+        what = f"verdict {draft.verdict!r}: {violation.describe()} [rule {rule.id}]"
+        if rule.severity == "warning":
+            warn("verdict", what, "check the scores and the verdict agree; the rubric lets it through")
+            continue
+        override = draft.override_for(rule.id)
+        if override is not None and rule.overridable and len(override.reason.strip()) >= MIN_OVERRIDE_REASON:
+            warn("verdict", f"{what}, overridden: {override.reason.strip()}",
+                 "the override and its reason go into the review record")
+            continue
+        if not rule.overridable:
+            error("verdict", what, "change the scores or the verdict: this rule cannot be overridden")
+        else:
+            error("verdict", what,
+                  f"change the scores or the verdict, or override the rule with a reason: [[overrides]] "
+                  f'rule = "{rule.id}", reason = "why this verdict all the same"')
+    for i, o in enumerate(draft.overrides):
+        where = f"overrides[{i}]"
+        rule = rubric.rule(o.rule)
+        if rule is None:
+            known = ", ".join(r.id for r in rubric.verdict_rules) or "none"
+            error(f"{where}.rule", f"{o.rule!r} is not a verdict rule of rubric {rubric.id} v{rubric.version}",
+                  f"use one of: {known}")
+            continue
+        if len(o.reason.strip()) < MIN_OVERRIDE_REASON:
+            error(f"{where}.reason", f"the override of {o.rule!r} has no reason worth the name ({o.reason.strip()!r})",
+                  f"say in at least {MIN_OVERRIDE_REASON} characters why this verdict stands despite the rule")
+        elif not rule.overridable:
+            error(f"{where}.rule", f"rule {o.rule!r} cannot be overridden (override = false in the rubric)",
+                  "change the scores or the verdict, and remove the override")
+        elif o.rule not in broken:
+            warn(f"{where}.rule", f"rule {o.rule!r} is not broken by verdict {draft.verdict!r} and these scores",
+                 "remove the override: nothing needs overriding")
 
 
 def validate_draft(draft: Draft, rubric: Rubric, task_root: Path | None = None, task_id: str | None = None,
@@ -90,6 +129,7 @@ def validate_draft(draft: Draft, rubric: Rubric, task_root: Path | None = None, 
         error("verdict", "no verdict", f"set verdict to one of: {', '.join(rubric.verdicts)}")
     elif draft.verdict not in rubric.verdicts:
         error("verdict", f"unknown verdict {draft.verdict!r}", f"use one of: {', '.join(rubric.verdicts)}")
+    _check_verdict_rules(draft, rubric, error, warn)
 
     line_counts: dict[Path, int | None] = {}
     for i, c in enumerate(draft.comments):

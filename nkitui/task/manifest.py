@@ -7,6 +7,7 @@ field and a fix, and a TaskError carrying all of them is raised at the end.
 from __future__ import annotations
 
 import math
+import os
 import re
 import tomllib
 from pathlib import Path
@@ -46,6 +47,21 @@ _INIT_PARAMS = {
     "constant": {"value"},
 }
 _MAX_ELEMENTS = 1 << 31  # refuse absurd shapes before anything allocates them
+# Caps on what a manifest may ask of a run: each seed is a whole run of the kernel and the reference,
+# each grid program a sequential launch on the emulator, and the timeout bounds a worker's life.
+MAX_SEEDS = 1000
+MAX_SEED_VALUE = 2**63 - 1
+MAX_TIMEOUT_S = 86_400.0
+MAX_GRID_DIMS = 3
+MAX_GRID_DIM = 4096
+MAX_GRID_PROGRAMS = 65_536
+MAX_TENSORS = 256
+MAX_MANIFEST_BYTES = 1 << 20
+# Value ranges of the element types, for randint bounds (high is exclusive, as in numpy).
+_INT_RANGE = {"int8": (-2**7, 2**7 - 1), "int16": (-2**15, 2**15 - 1), "int32": (-2**31, 2**31 - 1),
+              "uint8": (0, 2**8 - 1), "uint16": (0, 2**16 - 1), "uint32": (0, 2**32 - 1), "bool": (0, 1)}
+_FLOAT_MAX = {"float32": 3.4028234663852886e38, "float16": 65504.0, "bfloat16": 3.3895313892515355e38,
+              "float8_e4m3": 240.0, "float8_e4m3fn": 448.0, "float8_e5m2": 57344.0}
 
 
 def load_manifest(path: Path) -> Task:
@@ -148,6 +164,12 @@ class _ManifestReader:
     # -- the manifest ----------------------------------------------------------------------------
     def read(self) -> Task | None:
         try:
+            size = self.path.stat().st_size
+            if size > MAX_MANIFEST_BYTES:
+                self.error("", f"the manifest is {size:,} bytes; a task.toml is a few kilobytes",
+                           f"keep data out of task.toml (at most {MAX_MANIFEST_BYTES >> 10} KB); put arrays in an .npz "
+                           "(evaluation.goldens) and describe inputs with [[inputs]] init tables")
+                return None
             raw = self.path.read_bytes()
         except OSError as exc:
             self.error("", f"cannot read the manifest: {exc.strerror or exc}", "check the path and permissions")
@@ -192,6 +214,7 @@ class _ManifestReader:
         if kernel is not None and inputs is not None:
             self.check_kernel_signature(kernel, inputs, outputs or [])
 
+        self.check_contents()
         if sources is None or inputs is None or outputs is None or kernel is None:
             return None
         return Task(
@@ -200,6 +223,12 @@ class _ManifestReader:
             seeds=tuple(seeds), goldens=goldens, rubric=rubric, prompt=prompt, op=op, timeout_s=timeout,
             manifest=self.path, warnings=tuple(p for p in self.problems if p.severity == "warning"),
         )
+
+    def check_contents(self) -> None:
+        """Links out of the task, to folders or to devices, and non-regular files (task/contents.py)."""
+        from nkitui.task.contents import scan
+
+        self.problems.extend(scan(self.root, display=os.path.dirname(self.display) or ".")[1])
 
     def read_sources(self, doc: dict) -> Sources | None:
         table = self.get_table(doc, "sources", "sources", required=True)
@@ -218,7 +247,9 @@ class _ManifestReader:
             return None
         return Sources(nki=nki, cuda=cuda, reference=reference, baseline=baseline)
 
-    def resolve_function(self, spec: str, field: str) -> FunctionRef | None:
+    def resolve_function(self, spec: str, field: str, *, port: bool = False) -> FunctionRef | None:
+        """The function `spec` names. With `port` (the NKI kernel), a file that does not parse is
+        accepted: the port is what gets reviewed; its syntax error is a finding and a failed run."""
         if "::" not in spec:
             self.error(field, f"{spec!r} does not name a function", 'write "file.py::function_name"')
             return None
@@ -230,6 +261,8 @@ class _ManifestReader:
         if path is None:
             return None
         info = inspect_source(path)
+        if info.syntax_error and port and info.syntax_error_line is not None:
+            return FunctionRef(path=path, name=name)
         if info.syntax_error:
             # the line is in the source file, so the problem names that file (beside the manifest), not task.toml
             source = str(Path(self.display).parent / rel) if Path(self.display).parent != Path(".") else rel
@@ -249,10 +282,18 @@ class _ManifestReader:
             return None
         self.unknown_keys(table, {"entry", "namespace", "grid", "lnc", "outputs", "kwargs"}, "kernel.")
         entry = self.get_str(table, "entry", "kernel.entry", required=True, example='"kernel_nki.py::my_kernel"')
-        ref = self.resolve_function(entry, "kernel.entry") if entry else None
+        ref = self.resolve_function(entry, "kernel.entry", port=True) if entry else None
         if ref is None:
             return None
         info = inspect_source(ref.path)
+        syntax_error = None
+        if info.syntax_error:
+            syntax_error = (info.syntax_error, info.syntax_error_line, info.syntax_error_column)
+            where = f"line {info.syntax_error_line}" + (f", column {info.syntax_error_column}"
+                                                         if info.syntax_error_column else "")
+            self.warn("kernel.entry", f"{ref.path.name} does not parse: {info.syntax_error} ({where}); the port "
+                      "can be read and reviewed, but every run of it fails",
+                      f"fix the syntax error at {ref.path.name}:{info.syntax_error_line}")
         detected = info.namespace
         declared = self.get_str(table, "namespace", "kernel.namespace", example='"legacy"')
         if declared is not None and declared not in ("legacy", "new"):
@@ -280,6 +321,10 @@ class _ManifestReader:
                 raw = [raw]
             if not isinstance(raw, list) or not raw or not all(isinstance(g, int) and not isinstance(g, bool) and g >= 1 for g in raw):
                 self.error("kernel.grid", f"expected a list of positive integers, got {raw!r:.60}", "write e.g. grid = [2, 4]")
+            elif len(raw) > MAX_GRID_DIMS or max(raw) > MAX_GRID_DIM or math.prod(raw) > MAX_GRID_PROGRAMS:
+                self.error("kernel.grid", f"grid {raw!r:.60} launches {math.prod(raw):,} programs; at most "
+                           f"{MAX_GRID_DIMS} dimensions of at most {MAX_GRID_DIM} and {MAX_GRID_PROGRAMS:,} programs in all "
+                           "are accepted (each program runs in turn on the emulator)", "use a smaller grid, e.g. grid = [2, 4]")
             else:
                 grid = tuple(raw)
         lnc = self.get_int(table, "lnc", "kernel.lnc", minimum=1)
@@ -295,10 +340,11 @@ class _ManifestReader:
             self.error("kernel.outputs", f"unknown outputs mode {outputs_mode!r}", 'use "return" (the kernel returns its outputs) or "arguments" (outputs are passed in after the inputs)')
             outputs_mode = "return"
         kwargs = self.get_table(table, "kwargs", "kernel.kwargs") or {}
-        if ref.name not in info.kernels:
+        if ref.name not in info.kernels and syntax_error is None:
             self.warn("kernel.entry", f"{ref.name} in {ref.path.name} has no @nki.jit-style decorator", "decorate the kernel with @nki.jit")
         return KernelEntry(path=ref.path, name=ref.name, namespace=namespace, grid=grid, lnc=lnc,
-                           outputs_mode=outputs_mode, kwargs=dict(kwargs))  # type: ignore[arg-type]
+                           outputs_mode=outputs_mode, kwargs=dict(kwargs),  # type: ignore[arg-type]  # checked above
+                           syntax_error=syntax_error)
 
     def read_tensors(self, doc: dict, key: str, *, is_output: bool) -> list[TensorSpec] | None:
         if key not in doc:
@@ -307,6 +353,10 @@ class _ManifestReader:
         raw = doc[key]
         if not isinstance(raw, list) or not raw:
             self.error(key, f"expected an array of tables [[{key}]], got {type(raw).__name__}", f"write [[{key}]] tables")
+            return None
+        if len(raw) > MAX_TENSORS:
+            self.error(key, f"{len(raw):,} [[{key}]] tables; at most {MAX_TENSORS} are accepted",
+                       f"declare only the kernel's own {key}")
             return None
         specs: list[TensorSpec] = []
         names: set[str] = set()
@@ -427,9 +477,32 @@ class _ManifestReader:
             self.error(field, "uniform needs low < high", "e.g. init = { dist = \"uniform\", low = -1.0, high = 1.0 }")
         if dist == "randint" and params.get("low", 0.0) >= params.get("high", 10.0):
             self.error(field, "randint needs low < high", "e.g. init = { dist = \"randint\", low = 0, high = 10 }")
+        elif dist == "randint":
+            self.check_randint(field, params.get("low", 0.0), params.get("high", 10.0), dtype)
         if dist == "normal" and params.get("std", 1.0) < 0:
             self.error(f"{field}.std", "std must be >= 0", "use a non-negative std")
         return InitSpec(dist=dist, params=params)
+
+    def check_randint(self, field: str, low: float, high: float, dtype: str | None) -> None:
+        """randint bounds: whole numbers (high exclusive) that the input's element type can hold."""
+        if not (low.is_integer() and high.is_integer()):
+            self.error(field, f"randint bounds must be whole numbers, got low = {low:g}, high = {high:g}",
+                       "e.g. init = { dist = \"randint\", low = 0, high = 10 }")
+            return
+        if low < -(2**63) or high > 2**63:
+            self.error(field, f"randint bounds {low:g}..{high:g} are beyond 64-bit integers", "use bounds within +-2**63")
+            return
+        name = canonical_dtype_name(dtype) if dtype else None
+        if name in _INT_RANGE:
+            lo, hi = _INT_RANGE[name]
+            if low < lo or high - 1 > hi:
+                self.error(field, f"randint draws from {int(low)} to {int(high) - 1} (high is exclusive), but {name} "
+                           f"holds only {lo}..{hi}", f"use low >= {lo} and high <= {hi + 1}, or a wider dtype")
+        elif name in _FLOAT_MAX:
+            top = _FLOAT_MAX[name]
+            if max(abs(low), abs(high)) > top:
+                self.error(field, f"randint bounds {int(low)}..{int(high)} exceed the largest finite {name} "
+                           f"({top:g}): those values would become inf", f"keep the bounds within +-{top:g}")
 
     def read_tolerance(self, item: dict, field: str, dtype: str | None) -> Tolerance | None:
         if "tolerance" not in item:
@@ -477,12 +550,18 @@ class _ManifestReader:
         seeds = list(DEFAULT_SEEDS)
         if "seeds" in table:
             raw = table["seeds"]
-            if isinstance(raw, int) and not isinstance(raw, bool) and raw >= 1:
+            count = raw if isinstance(raw, int) and not isinstance(raw, bool) else len(raw) if isinstance(raw, list) else 0
+            if count > MAX_SEEDS:
+                self.error("evaluation.seeds", f"{count:,} seeds; each seed is a whole run of the kernel and the "
+                           f"reference, and at most {MAX_SEEDS} are accepted", "use a few seeds (3-10 is usual)")
+            elif isinstance(raw, int) and not isinstance(raw, bool) and raw >= 1:
                 seeds = list(range(raw))
-            elif isinstance(raw, list) and raw and all(isinstance(s, int) and not isinstance(s, bool) and s >= 0 for s in raw):
+            elif isinstance(raw, list) and raw and all(isinstance(s, int) and not isinstance(s, bool) and 0 <= s <= MAX_SEED_VALUE
+                                                       for s in raw):
                 seeds = list(raw)
             else:
-                self.error("evaluation.seeds", f"expected a list of non-negative integers or a count, got {raw!r:.60}", "write e.g. seeds = [0, 1, 2]")
+                self.error("evaluation.seeds", f"expected a list of non-negative integers (below 2**63) or a count, "
+                           f"got {raw!r:.60}", "write e.g. seeds = [0, 1, 2]")
         goldens = None
         rel = self.get_str(table, "goldens", "evaluation.goldens", example='"goldens.npz"')
         if rel:
@@ -490,6 +569,10 @@ class _ManifestReader:
             if goldens is not None and goldens.suffix != ".npz":
                 self.error("evaluation.goldens", f"{rel} is not an .npz file", "record goldens with numpy.savez (see docs/task-format.md)")
         timeout = self.get_number(table, "timeout_s", "evaluation.timeout_s", minimum=1.0)
+        if timeout is not None and timeout > MAX_TIMEOUT_S:
+            self.error("evaluation.timeout_s", f"{timeout:g} s is more than a day ({MAX_TIMEOUT_S:g} s), the longest a "
+                       "run may take", f"use a timeout of at most {MAX_TIMEOUT_S:g} s (300 is usual)")
+            timeout = None
         return seeds, goldens, timeout
 
     def check_kernel_signature(self, kernel: KernelEntry, inputs: list[TensorSpec], outputs: list[TensorSpec]) -> None:

@@ -108,6 +108,9 @@ class KernelEntry:
     lnc: int | None = None  # new-namespace logical-core count
     outputs_mode: Literal["return", "arguments"] = "return"
     kwargs: dict[str, Any] = field(default_factory=dict)
+    # The port is what the auditor judges, so a port that does not parse still opens (its source shown,
+    # the error a finding at its line); runs of it fail. (message, line, column) of Python's error.
+    syntax_error: tuple[str, int | None, int | None] | None = None
 
     @property
     def spec(self) -> str:

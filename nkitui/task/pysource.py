@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -14,6 +15,7 @@ class PySourceInfo:
     path: Path
     syntax_error: str | None = None
     syntax_error_line: int | None = None
+    syntax_error_column: int | None = None  # 1-based, where Python reports one
     legacy_import_lines: list[int] = field(default_factory=list)  # neuronxcc.nki imports
     new_import_lines: list[int] = field(default_factory=list)  # standalone nki imports
     functions: dict[str, int] = field(default_factory=dict)  # top-level function -> line
@@ -58,6 +60,8 @@ def inspect_source(path: Path) -> PySourceInfo:
     except SyntaxError as exc:
         info.syntax_error = exc.msg
         info.syntax_error_line = exc.lineno
+        info.syntax_error_column = exc.offset
+        _imports_by_line(text, info)  # the namespace still shows in the import lines
         return info
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
@@ -75,6 +79,23 @@ def inspect_source(path: Path) -> PySourceInfo:
             if any(_decorator_name(d) in _JIT_DECORATORS for d in node.decorator_list):
                 info.kernels[node.name] = node.lineno
     return info
+
+
+_IMPORT_LINE = re.compile(r"^\s*(?:import\s+([\w.]+)|from\s+([\w.]+)\s+import\s+([\w, ()]+))")
+
+
+def _imports_by_line(text: str, info: PySourceInfo) -> None:
+    """The NKI imports of a file that does not parse, read line by line (no tree to walk)."""
+    for number, line in enumerate(text.splitlines(), 1):
+        m = _IMPORT_LINE.match(line)
+        if m is None:
+            continue
+        if m[1]:
+            _classify_module(m[1], number, info)
+        elif m[2] == "neuronxcc" and "nki" in re.split(r"[\s,()]+", m[3]):
+            info.legacy_import_lines.append(number)
+        else:
+            _classify_module(m[2], number, info)
 
 
 def _classify_module(module: str, line: int, info: PySourceInfo) -> None:

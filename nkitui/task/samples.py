@@ -7,6 +7,7 @@ import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
+from nkitui.common import gitsafe
 from nkitui.common.resources import bundled_dir
 from nkitui.task.manifest import MANIFEST_NAME
 
@@ -43,8 +44,6 @@ def install_samples(dest: Path) -> list[InstalledTask]:
 
     Existing task folders are never overwritten: an auditor's reviews in them are kept.
     """
-    import git
-
     source_root = bundled_dir("sample_tasks")
     dest.mkdir(parents=True, exist_ok=True)
     installed: list[InstalledTask] = []
@@ -54,10 +53,10 @@ def install_samples(dest: Path) -> list[InstalledTask]:
             installed.append(InstalledTask(name, target, created=False))
             continue
         shutil.copytree(source_root / name, target, ignore=_IGNORE)
-        repo = git.Repo.init(target, initial_branch="main")
+        repo = gitsafe.init_repo(target, initial_branch="main")
         repo.git.add(A=True)
         author = _author(repo)
-        repo.index.commit(f"Import sample task {name}", author=author, committer=author)
+        repo.index.commit(f"Import sample task {name}", author=author, committer=author, skip_hooks=True)
         installed.append(InstalledTask(name, target, created=True))
     return installed
 

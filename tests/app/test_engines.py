@@ -7,7 +7,8 @@ from textual.widgets import DataTable
 
 from nkitui.perf import PerfRecord
 from nkitui.app.widgets.engines.area import HotLinesTable, MetricsTable
-from nkitui.app.widgets.engines.charts import EngineBars, TimelineStrip, bar, format_bytes, format_seconds
+from nkitui.app.widgets.engines.charts import EngineBars, TimelineStrip, bar
+from nkitui.common.units import bytes_ as format_bytes, time_s as format_seconds
 from nkitui.app.widgets.source.code_view import CodePairView
 from tests.app.helpers import recorded_result, new_app, screen_text, settle, store_run
 

@@ -69,7 +69,11 @@ async def test_a_range_of_nki_lines_is_selected_highlighted_and_commented(task_d
         await pilot.press("V", "V")  # V again ends a selection too
         await settle(pilot)
         assert code.selection() is None and app.is_running
-        # a selection that starts on a CUDA-only row covers CUDA lines
+        # a selection that starts on a CUDA-only row covers CUDA lines (side by side: o from NKI alone,
+        # the default at 80 columns, shows CUDA alone, then both)
+        await pilot.press("o", "o")
+        await settle(pilot)
+        assert code.pane == "both"
         row = next(i for i, r in enumerate(code.rows) if r.right is None and r.left is not None)
         code.move_cursor(row)
         await pilot.press("V", "k")

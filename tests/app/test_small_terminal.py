@@ -7,7 +7,8 @@ from __future__ import annotations
 from textual.widgets._toast import Toast
 
 from nkitui.app.widgets.engines.area import MetricsTable
-from nkitui.app.widgets.engines.charts import EngineBars, format_seconds
+from nkitui.app.widgets.engines.charts import EngineBars
+from nkitui.common.units import time_s as format_seconds
 from nkitui.app.widgets.footer import KeyFooter
 from tests.app.helpers import new_app, recorded_result, screen_text, settle, store_run
 

@@ -29,8 +29,10 @@ class Tmux:
 
     def start(self, command: str, env: dict[str, str], width: int = 120, height: int = 40) -> None:
         exports = " ".join(f"{k}={shlex.quote(v)}" for k, v in env.items())
+        # COLUMNS/LINES inherited from the test process would override the terminal's size (Textual
+        # reads them first): the app must see the size tmux gives it.
         self.run("new-session", "-d", "-x", str(width), "-y", str(height), "-s", self.session,
-                 f"env {exports} {command}")
+                 f"env -u COLUMNS -u LINES {exports} {command}")
 
     def screen(self) -> str:
         return self.run("capture-pane", "-p", "-t", self.session).stdout
@@ -97,3 +99,28 @@ def test_nkitui_runs_in_tmux_and_answers_keys(tmux, task_dir, isolated_xdg):
     while tmux.alive() and time.monotonic() < deadline:
         time.sleep(0.2)
     assert not tmux.alive(), "q should quit nkitui (and end the tmux session)"
+
+
+def _env(isolated_xdg) -> dict[str, str]:
+    env = {f"XDG_{n}_HOME": str(isolated_xdg / n.lower()) for n in ("CONFIG", "STATE", "DATA", "CACHE")}
+    env["TERM"] = "xterm-256color"
+    env["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p)
+    return env
+
+
+def test_at_80x24_the_nki_port_is_shown_alone_wrapped_and_one_key_shows_cuda(tmux, task_dir, isolated_xdg):
+    tmux.start(f"{shlex.quote(sys.executable)} -m nkitui {shlex.quote(str(task_dir))} --backend emulator",
+               _env(isolated_xdg), width=80, height=24)
+    screen = tmux.wait_for("NKI scale_rows_nki.py")
+    assert "narrow: NKI only; o: CUDA, both" in screen  # why one file, and the key to the others
+    lines = screen.splitlines()
+    assert len(lines) <= 24 and all(len(line) <= 80 for line in lines)
+    assert " ↪ " in screen  # the long docstring lines continue on wrapped rows, nothing is cut
+    assert "def scale_rows_kernel(x, g):" in screen or "import" in screen
+    tmux.keys("W")  # wrap off: the bar names the sideways keys, cut lines end in ›
+    screen = tmux.wait_for("← → scroll sideways")
+    assert "›" in screen
+    tmux.keys("W", "o")
+    screen = tmux.wait_for("CUDA scale_rows.cu")
+    assert "__global__" in screen or "#include" in screen or "//" in screen
+    tmux.keys("q")

@@ -53,7 +53,7 @@ def test_fifty_megabytes_in_one_burst_keep_the_log_bounded():
     assert len(stdout) <= 2000 + 200, "head plus tail only"
     assert any("further output is elided" in m for m in markers)
     elided = [m for m in markers if "elided …" in m]
-    assert elided and "MB" in elided[0]
+    assert elided and "MiB" in elided[0]
     assert stdout[-1].text == "last line", "the newest line is kept"
     assert handle.outcome.stream_bytes["stdout"] > 50 * 1024 * 1024
     assert handle.status == "passed"

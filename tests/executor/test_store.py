@@ -95,7 +95,7 @@ def test_exit_codes_follow_the_contract(status, code):
 def test_worst_metric_over_seeds_and_summary_line():
     r = make_result(max_abs=1e-6)
     assert r.worst("out", "max_abs") == 2e-6
-    assert r.summary_line() == "run 20261130T120000Z-aaaaaa (emulator/trn2): passed, 2/2 checks, estimated 100.0 µs"
+    assert r.summary_line() == "run 20261130T120000Z-aaaaaa (emulator/trn2): passed, 2/2 checks, estimated 100 µs"
     assert r.short_id == "aaaaaa"
 
 

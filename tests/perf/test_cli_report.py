@@ -40,7 +40,7 @@ def test_profile_and_compare_commands(tmp_path, capsys):
 def test_sol_command_and_bad_input(capsys):
     assert main(["sol", "--kind", "matmul", "--in", "8192x4096:bfloat16", "--in", "8192x8192:bfloat16",
                  "--out", "4096x8192:bfloat16", "--lhs-transposed", "--target", "trn1"]) == 0
-    assert "speed of light on trn1: 5.992 ms (compute-bound" in capsys.readouterr().out
+    assert "speed of light on trn1: 5.99 ms (compute-bound" in capsys.readouterr().out
     assert main(["sol", "--kind", "matmul", "--in", "8192xfoo"]) == 2
     assert "--in '8192xfoo': write shapes as DIMxDIM[:dtype]" in capsys.readouterr().err
 
@@ -58,13 +58,14 @@ def test_module_runs_as_a_child_process():
     out = subprocess.run([sys.executable, "-m", "nkitui.perf", "profile", str(DATA / "neuron_profile_legacy.json"),
                           "--target", "trn1"], capture_output=True, text=True, cwd=ROOT, timeout=60)
     assert out.returncode == 0, out.stderr
-    assert "neuron_profile_legacy on trn1: 20.00 us (measured" in out.stdout
+    assert "neuron_profile_legacy on trn1: 20.0 µs (measured" in out.stdout
     assert "MFU n/a" in out.stdout  # the legacy summary has no FLOP counts
 
 
 def test_formatting_helpers():
-    assert (fmt_time(2.5), fmt_time(0.0123)) == ("2.500 s", "12.300 ms")
-    assert (fmt_time(4.2e-6), fmt_time(3e-8)) == ("4.20 us", "30 ns")
+    # the one formatter of quantities (nkitui.common.units): three significant digits, µs not us
+    assert (fmt_time(2.5), fmt_time(0.0123)) == ("2.50 s", "12.3 ms")
+    assert (fmt_time(4.2e-6), fmt_time(3e-8)) == ("4.20 µs", "30.0 ns")
     assert (fmt_bytes(512), fmt_bytes(2048), fmt_bytes(3 * 2**30)) == ("512 B", "2.0 KiB", "3.0 GiB")
     assert bar(0.5, 10) == "#####....." and bar(2.0, 4) == "####"
     text = render_record(estimate(matmul_trace()), hot=2)

@@ -30,7 +30,8 @@ def test_drafts_live_in_the_xdg_state_dir_keyed_by_repo_and_task(tmp_path, isola
     assert store.load(b, "add") is None
     loaded = store.load(a, "add")
     assert loaded == draft
-    assert [p.name for p in pa.parent.iterdir()] == ["add.toml"]  # no temp files left behind
+    assert [p.name for p in pa.parent.iterdir()] == [pa.name]  # no temp files left behind
+    assert pa.name.startswith("add--") and pa.suffix == ".toml"  # keyed by the task id and its folder
     assert store.discard(a, "add") and not store.discard(a, "add")
     assert store.load(a, "add") is None
 

@@ -23,7 +23,7 @@ def at(minutes: int) -> dt.datetime:
 
 def test_newest_first_and_outdated_when_judged_files_change(task_repo, rubric):
     root, repo = task_repo
-    old = submit_review(root, filled_draft(rubric, score=3), auditor="alice", now=at(0))
+    old = submit_review(root, filled_draft(rubric, score=3, verdict="revise"), auditor="alice", now=at(0))
     history = task_history(root)
     assert [e.outdated for e in history.entries] == [False]
 

@@ -334,7 +334,7 @@ def test_run_lookup_hook_finds_runs_in_the_executor_store(task_repo, rubric):
 
 def test_records_are_append_only_one_file_per_submission(task_repo, rubric):
     root, repo = task_repo
-    results = [submit_review(root, filled_draft(rubric, score=s)) for s in (2, 3, 4)]
+    results = [submit_review(root, filled_draft(rubric, score=s, verdict="revise")) for s in (2, 3, 4)]
     paths = {r.record_path for r in results}
     assert len(paths) == 3
     for r in results:  # every earlier file untouched by later submissions

@@ -300,8 +300,11 @@ def test_switching_the_guard_off_does_not_make_a_wrong_kernel_pass(tmp_path):
     task = wrong_task(tmp_path, GUARD_OFF)
     result, _ = evaluate(task)
     assert_not_passed(result)
-    assert check(result, "output:c").passed is False
-    assert check(result, "integrity").passed is False
+    assert check(result, "integrity").passed is False  # `import nkitui...` in a kernel
+    # the guard refuses the change itself (recorded as tampering at the kernel's line): the kernel does not load
+    sandbox = check(result, "sandbox")
+    assert sandbox.passed is False and "tamper" in sandbox.detail
+    assert f"{KERNEL}:{line_of(task, '_g.allow_processes = True')}" in sandbox.detail
 
 
 # -- variants -------------------------------------------------------------------------------------------------

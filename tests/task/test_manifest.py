@@ -116,15 +116,28 @@ def test_signature_mismatch_is_a_warning(tmp_path: Path):
     assert any("positional parameter" in w.message for w in task.warnings)
 
 
-def test_a_syntax_error_in_the_kernel_names_the_kernel_file_and_its_line(tmp_path: Path):
+def test_a_port_that_does_not_parse_still_loads_with_its_error_at_line_and_column(tmp_path: Path):
+    # The port is what the auditor judges: it opens (source, finding), runs of it fail; exit 2 is for
+    # tasks that are themselves invalid.
     root = write_task(tmp_path / "t")
     kernel = root / "add_nki.py"
     lines = kernel.read_text().splitlines()
-    lines.insert(2, "def broken(:")
+    lines.insert(2, "x = max(1, 2")
     kernel.write_text("\n".join(lines) + "\n")
+    task = load_task(root)
+    assert task.kernel is not None and task.kernel.name == "add_kernel"
+    assert task.kernel.syntax_error == ("'(' was never closed", 3, 8)
+    assert task.kernel.namespace == "legacy"  # read from the import lines, though the file does not parse
+    [warning] = [w for w in task.warnings if "does not parse" in w.message]
+    assert warning.field == "kernel.entry" and "(line 3, column 8)" in warning.message
+    assert "add_nki.py:3" in warning.fix
+
+
+def test_a_reference_that_does_not_parse_makes_the_task_invalid(tmp_path: Path):
+    root = write_task(tmp_path / "t")
+    (root / "reference.py").write_text("def add(a, b:\n    return a + b\n")
     with pytest.raises(TaskError) as info:
         load_task(root)
     [problem] = [p for p in info.value.problems if "does not parse" in p.message]
-    assert problem.file.endswith("add_nki.py") and problem.line == 3 and problem.field == "kernel.entry"
-    assert "add_nki.py:3 [kernel.entry]: error: does not parse" in str(problem)
+    assert problem.file.endswith("reference.py") and problem.line == 1 and problem.field == "sources.reference"
     assert "task.toml" in problem.fix

@@ -20,6 +20,7 @@ from nkitui.app import keymap
 from nkitui.app.imports import WORKER_IMPORTS
 from nkitui.app.messages import RunFinished, RunLogBatch, RunProgress, RunsListed, RunStarted
 from nkitui.app.widgets.run.logstore import LEVEL_INDEX, level_index
+from nkitui.common import units
 
 LOG_FLUSH_S = 0.05
 LOG_BATCH_MAX = 20_000
@@ -295,7 +296,7 @@ def run_notice(result: Any) -> str:
     passed = sum(1 for c in result.checks if c.passed)
     total = sum(1 for c in result.checks if c.passed is not None)
     timing = result.timing
-    time_part = (f" · {timing.kind} {timing.median_us:.3g} µs"
+    time_part = (f" · {timing.kind} {units.time_us(timing.median_us)}"
                  if timing is not None and timing.median_us is not None else "")
     return f"{passed}/{total} checks{time_part}"
 
@@ -309,7 +310,7 @@ def result_summary(result: Any, reopened: bool = False) -> tuple[Content, ...]:
     parts: list = [(f"{glyph} {result.status}", style), f"  {passed}/{total} checks"]
     timing = result.timing
     if timing is not None and timing.median_us is not None:
-        parts += ["  ·  ", (f"{timing.kind} {timing.median_us:.2f} µs", "bold")]
+        parts += ["  ·  ", (f"{timing.kind} {units.time_us(timing.median_us)}", "bold")]
     error = [("  ·  ", "$text-muted"), (result.error.message[:120], "$text-error")] if result.error else []
     reopened_text = "reopened " if reopened else ""
     full = parts + [("  ·  ", "$text-muted"), (f"{reopened_text}run {result.run_id}", "$text-muted")] + error

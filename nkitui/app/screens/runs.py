@@ -12,6 +12,7 @@ from textual.screen import ModalScreen
 from textual.widgets import DataTable, Static
 
 from nkitui.app import keymap
+from nkitui.common import units
 
 
 def render_comparison(comparison: Any, a: Any, b: Any):
@@ -84,7 +85,7 @@ class RunsScreen(ModalScreen[tuple | None]):
 
     def _row(self, s: Any) -> tuple:
         mark = "A" if self.marked[:1] == [s.run_id] else ("B" if self.marked[1:2] == [s.run_id] else "")
-        time = f"{s.median_us:.2f} µs {s.timing_kind or ''}".strip() if s.median_us is not None else "-"
+        time = f"{units.time_us(s.median_us)} {s.timing_kind or ''}".strip() if s.median_us is not None else "-"
         when = (s.created_at or "").replace("T", " ")[:19]
         status = Text(s.status, style={"passed": "green", "failed": "red"}.get(s.status, "yellow"))
         return (mark, when, status, f"{s.checks_passed}/{s.checks_total}", time, f"{s.backend or '-'}/{s.target}",

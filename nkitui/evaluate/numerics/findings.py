@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from nkitui.common import units
 from nkitui.common.findings import Finding, Severity
 from nkitui.common.codec import encode as jsonable
 
@@ -59,11 +60,4 @@ def numerics_finding(
 
 def g(x: float | None, digits: int = 3) -> str:
     """A number as auditors read it: `digits` significant digits, e.g. 0.0123, 4.1e-6, 1.5e+04."""
-    if x is None:
-        return "n/a"
-    x = float(x)
-    if x != x or x in (float("inf"), float("-inf")) or x == 0:
-        return f"{x:g}"
-    if 1e-3 <= abs(x) < 1e4:
-        return f"{x:.{digits}g}"
-    return f"{x:.{digits - 1}e}".replace("e-0", "e-").replace("e+0", "e+")
+    return "n/a" if x is None else units.error(float(x), digits)  # the one formatter (nkitui.common.units)

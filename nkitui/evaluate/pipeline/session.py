@@ -43,6 +43,7 @@ from dataclasses import replace
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any, Iterator
 
+from nkitui.common import units
 from nkitui.evaluate.run.result import Check, PhaseRecord, RunError, RunResult, SeedResult
 from nkitui.executor.context import PhaseFailed, WorkerContext
 from nkitui.executor.events import BackendEvent, ErrorEvent
@@ -461,9 +462,9 @@ class EvaluationSession:
                 for m in metrics:
                     if not m.passed:
                         per_output[m.name].append(f"seed {seed}: {m.mismatches}/{m.count} elements outside {m.policy.describe()}")
-                    ulp = f"{m.max_ulp:g}" if m.max_ulp is not None else "-"
                     self.ctx.log(f"seed {seed}: {m.name} {'passes' if m.passed else 'FAILS'} "
-                                 f"(max abs {m.max_abs:.3g}, max ULP {ulp}, {m.mismatches} mismatches)",
+                                 f"(max abs {units.error(m.max_abs)}, max ULP {units.ulp(m.max_ulp, m.dtype)}, "
+                                 f"{units.count(m.mismatches)} mismatches)",
                                  level="info" if m.passed else "warning")  # a level filter finds the failures
             for spec in task.outputs:
                 fails = per_output[spec.name]
@@ -630,7 +631,7 @@ class EvaluationSession:
                                          + (f": {timing['recheck_failures'][0]}" if failures else "")))
             if not outcome.skipped:
                 med = timing.get("median_us")
-                ph.detail = f"{timing.get('kind', '')} {med:.2f} µs" if isinstance(med, (int, float)) else "no timing"
+                ph.detail = f"{timing.get('kind', '')} {units.time_us(med)}" if isinstance(med, (int, float)) else "no timing"
 
     def _timing(self, data: dict[str, Any] | None) -> Any:
         """The profile's timing as a record (on hardware it comes from the kernel's process: checked)."""
@@ -733,24 +734,34 @@ class EvaluationSession:
         r.versions = self._versions()
         r.numerics = self._numerics_audit()
         violations: list[dict[str, Any]] = []
+        refusals: list[dict[str, Any]] = []
+        observed: dict[str, dict[str, Any]] = {}
         for child in self.children:
             for v in child.violations:
                 violations.append({**{k: v.get(k) for k in ("action", "target", "detail", "file", "line")},
                                    "process": child.role})
+            # sent by the child's guard the moment they happened: clearing its list later hides nothing
+            refusals += [{"message": e.message, "file": e.file, "line": e.line, "process": child.role}
+                         for e in child.errors if e.kind == "sandbox"][:50]
+            if child.handle.observed is not None and child.role not in observed:
+                observed[child.role] = dict(child.handle.observed)
             r.notes.extend(n for n in child.notes if n not in r.notes)
         violations = [v for v in violations if isinstance(v.get("action"), str)]
-        kernel_report = self.confinement.get("kernel") or self.confinement.get("reference")
-        summary = _confinement_summary(kernel_report) if isinstance(kernel_report, dict) else ""
-        if summary:
+        role = "kernel" if "kernel" in self.confinement else "reference"
+        summary = _confinement_summary(self.confinement.get(role), observed.get(role))
+        if summary and self.confinement:
             r.notes.append(f"the task's processes ran with {summary}")
-        r.sandbox = _sandbox(violations, self.confinement, summary)
+        r.sandbox = _sandbox(violations, refusals, self.confinement, observed, summary)
         if self.children:
+            described = _describe_violations(violations)
+            if refusals and not violations:
+                described = f"{len(refusals)} refusal(s) reported during the run: {refusals[0]['message']}"
             r.checks.append(Check("sandbox", "the task's code stayed inside its sandbox (no writes outside its scratch "
                                              "folder, no processes, no credential lookups)",
-                                  not violations, _describe_violations(violations)))
+                                  not violations and not refusals, described))
             for v, times in _distinct_violations(violations):
                 self.findings.append(_violation_finding(v, times))
-            if violations and r.status == "passed":
+            if (violations or refusals) and r.status == "passed":
                 r.status = "failed"
         r.findings = list(self.findings)
 
@@ -858,38 +869,42 @@ class MutantRunner:
             self.process.child.close()
 
 
-def _sandbox(violations: list[dict[str, Any]], confinement: dict[str, dict[str, Any]], summary: str) -> Any:
-    """The result's sandbox record, built from what the children sent (each field checked)."""
+def _sandbox(violations: list[dict[str, Any]], refusals: list[dict[str, Any]], confinement: dict[str, dict[str, Any]],
+             observed: dict[str, dict[str, Any]], summary: str) -> Any:
+    """The result's sandbox record, built from what the children sent (each field checked) and what
+    the evaluator saw in their /proc."""
     from nkitui.common.codec import CodecError, decode
-    from nkitui.evaluate.run.result import Confinement, Sandbox, Violation
+    from nkitui.evaluate.run.result import Confinement, Observed, Refusal, Sandbox, Violation
 
-    records = []
-    for v in violations:
-        try:
-            records.append(decode(Violation, {k: v[k] for k in ("action", "target", "detail", "file", "line", "process")
-                                              if v.get(k) is not None}))
-        except CodecError:
-            continue
-    reports = {}
-    for role, report in confinement.items():
-        try:
-            reports[role] = decode(Confinement, {k: report[k] for k in ("active", "degraded", "summary") if k in report})
-        except CodecError:
-            continue
-    return Sandbox(violations=tuple(records), confinement=reports, summary=summary)
+    def records(cls: Any, items: list[dict[str, Any]]) -> tuple[Any, ...]:
+        out = []
+        for item in items:
+            try:
+                out.append(decode(cls, {k: v for k, v in item.items() if v is not None}))
+            except CodecError:
+                continue
+        return tuple(out)
+
+    def by_role(cls: Any, items: dict[str, dict[str, Any]]) -> dict[str, Any]:
+        out = {}
+        for role, item in items.items():
+            got = records(cls, [{k: v for k, v in item.items() if k != "summary"}])
+            if got:
+                out[role] = got[0]
+        return out
+
+    return Sandbox(violations=records(Violation, violations), confinement=by_role(Confinement, confinement),
+                   observed=by_role(Observed, observed), refusals_received=records(Refusal, refusals), summary=summary)
 
 
-def _confinement_summary(report: dict[str, Any]) -> str:
-    """"sandbox: seccomp, landlock, ..." plus "; degraded: ..." from a child's confinement report."""
-    def texts(key: str) -> list[str]:
-        value = report.get(key)
-        return [str(v)[:120] for v in value[:12]] if isinstance(value, list) else []
+def _confinement_summary(report: dict[str, Any] | None, observed: dict[str, Any] | None) -> str:
+    """"sandbox: seccomp, landlock, ..." plus "; degraded: ..." from a child's confinement report, not
+    believed where /proc disagrees (nkitui.executor.confine.record)."""
+    if not isinstance(report, dict):
+        return "sandbox: not reported (the task's processes ended before they were confined)"
+    from nkitui.executor import confine
 
-    active, degraded = texts("active"), texts("degraded")
-    summary = f"sandbox: {', '.join(active) or 'nothing active'}"
-    if degraded:
-        summary += f"; degraded: {'; '.join(degraded)}"
-    return summary[:600]
+    return str(confine.record({"confinement": report}, observed).get("summary", ""))[:600]
 
 
 def _host_compute_finding(why: str, file: str | None, line: int | None) -> Finding:

@@ -18,13 +18,15 @@ from rich.table import Table
 from rich.text import Text
 
 from nkitui.common.findings import Finding
+from nkitui.common import units
+from nkitui.common.textfit import FitText
 from nkitui.evaluate.numerics.advisor import ToleranceAdvice
+from nkitui.evaluate.numerics.audit import NumericsAudit
+from nkitui.evaluate.numerics.findings import g
 from nkitui.evaluate.numerics.goldens import GoldenReport
 from nkitui.evaluate.numerics.heatmap import TileHeatmap
 from nkitui.evaluate.numerics.metrics import OutputMetrics
 from nkitui.evaluate.numerics.mutants import MutationReport
-from nkitui.evaluate.numerics.audit import NumericsAudit
-from nkitui.evaluate.numerics.findings import g
 from nkitui.evaluate.numerics.precision import PrecisionReport
 from nkitui.evaluate.numerics.trials import TrialsReport
 
@@ -49,14 +51,17 @@ def _verdict(passed: bool) -> Text:
 def render_metrics(m: OutputMetrics) -> RenderableType:
     head = Text.assemble(
         (f"{m.name}", "bold"), f" {m.dtype} {list(m.shape)}  ", _verdict(m.passed),
-        f"  under {m.policy.describe()}: {m.mismatches} of {m.count} mismatch ({m.mismatch_fraction:.2%})",
+        f"  under {m.policy.describe()}: {units.count(m.mismatches)} of {units.count(m.count)} mismatch "
+        f"({m.mismatch_fraction:.2%})",
     )
     stats = Table.grid(padding=(0, 2))
     stats.add_column(style="dim")
     stats.add_column()
     stats.add_row("max abs / max rel", f"{g(m.max_abs)} / {g(m.max_rel)}")
     stats.add_row("relative L2", g(m.rel_l2))
-    stats.add_row("ULP (max / mean)", f"{g(m.max_ulp)} / {g(m.mean_ulp)}" if m.max_ulp is not None else "n/a")
+    # a ULP distance beyond 2^mantissa says what it means (opposite signs, or more than 2x apart)
+    stats.add_row("ULP (max / mean)", f"{units.ulp(m.max_ulp, m.dtype)} / {g(m.mean_ulp)}"
+                  if m.max_ulp is not None else "n/a")
     stats.add_row("reference max|.| / rms", f"{g(m.ref_max_abs)} / {g(m.ref_rms)}")
     nf = m.nonfinite
     if nf.any or nf.mismatched:
@@ -117,9 +122,8 @@ def render_heatmap(h: TileHeatmap, max_width: int = 64) -> RenderableType:
 
 
 def render_advice(a: ToleranceAdvice) -> RenderableType:
-    body = Text()
-    for line in a.reasoning:
-        body.append(f"- {line}\n")
+    # each reason a bullet whose wrapped lines stay under its text (nkitui.common.textfit)
+    body = Group(*(FitText(line, indent="- ", subsequent="  ") for line in a.reasoning))
     return Panel(body, title=_t(f"tolerance advice for `{a.name}`: {a.policy.describe()}"), title_align="left")
 
 
@@ -195,7 +199,7 @@ def render_findings(findings: Sequence[Finding]) -> RenderableType:
         where = f" {f.location}" if f.file else ""
         parts.append(Text.assemble((f"[{f.severity}] ", SEVERITY_STYLE.get(f.severity, "")), (f.rule, "bold"),
                                    where, f"  {f.title}"))
-        parts.append(Text(f"    {f.message}"))
+        parts.append(FitText(f.message, indent="    "))
     return Group(*parts)
 
 

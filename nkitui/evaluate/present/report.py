@@ -17,6 +17,8 @@ from rich.console import Console, Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
+from nkitui.common import units
+from nkitui.common.textfit import FitText
 from nkitui.evaluate.run.result import RunResult
 
 STATUS_STYLE = {"passed": "bold green", "failed": "bold red", "invalid": "bold magenta"}
@@ -25,11 +27,12 @@ SEVERITY_STYLE = {"high": "bold red", "medium": "yellow", "low": "cyan", "info":
 BAR_WIDTH = 30
 
 
-def _num(x: Any, fmt: str = ".3g") -> str:
+def _num(x: Any, fmt: str = "") -> str:
+    """A number through the one formatter (nkitui.common.units); `fmt` only for fixed decimals."""
     if isinstance(x, bool) or x is None:
         return "-"
     if isinstance(x, (int, float)):
-        return format(x, fmt)
+        return format(x, fmt) if fmt else units.error(x)
     return str(x)
 
 
@@ -51,13 +54,12 @@ def render_header(r: RunResult) -> RenderableType:
         dirty = " (uncommitted changes)" if r.task_dirty else ""
         t.add_row("commit", f"{r.task_commit[:12]}{dirty}")
     t.add_row("seeds", ", ".join(map(str, r.seeds)) or "-")
+    summary = r.sandbox.summary
+    if summary:  # what confined the task's processes (kernel, reference), checked against /proc by the evaluator
+        t.add_row("isolation", Text(summary, style="yellow" if "degraded" in summary or "not reported" in summary else ""))
     versions = ", ".join(f"{k} {v}" for k, v in r.versions.items() if isinstance(v, str))
     if versions:
         t.add_row("versions", versions)
-    sandbox = r.sandbox.summary
-    if sandbox:
-        # what confined the task's code (kernel and reference processes), as the kernel's process reported it
-        t.add_row("sandbox", Text(sandbox.removeprefix("sandbox: "), style="yellow" if "degraded" in sandbox else ""))
     sdk = r.versions.get("sdk")
     if isinstance(sdk, dict):
         t.add_row("sdk", ", ".join(f"{k} {v}" for k, v in sdk.items() if k != "fake") + (" (fake SDK)" if sdk.get("fake") else ""))
@@ -69,7 +71,7 @@ def render_error(r: RunResult) -> RenderableType | None:
         return None
     e = r.error
     where = f" at {e.location}" if e.line else (f" in {e.file}" if e.file else "")
-    return Text.assemble(("error ", "bold red"), (f"({e.kind})", "red"), f"{where}: {e.message}")
+    return FitText(f"error ({e.kind}){where}: {e.message}", style="red", subsequent="  ")
 
 
 def render_phases(r: RunResult) -> RenderableType:
@@ -77,11 +79,12 @@ def render_phases(r: RunResult) -> RenderableType:
     t.add_column("phase")
     t.add_column("status")
     t.add_column("time", justify="right")
-    t.add_column("detail", overflow="fold")
+    t.add_column("detail")
     for p in r.phases:
         dur = p.duration_s
+        # FitText: a path (file.py::kernel) breaks after / or ::, never mid-word
         t.add_row(p.name, Text(p.status, style=PHASE_STYLE.get(p.status, "")),
-                  f"{dur:.3f} s" if isinstance(dur, (int, float)) else "-", p.detail)
+                  f"{dur:.3f} s" if isinstance(dur, (int, float)) else "-", FitText(p.detail))
     return t
 
 
@@ -89,9 +92,9 @@ def render_checks(r: RunResult) -> RenderableType:
     t = Table(title="checks", title_justify="left", show_edge=False, pad_edge=False)
     t.add_column("")
     t.add_column("check")
-    t.add_column("detail", overflow="fold")
+    t.add_column("detail")
     for c in r.checks:
-        t.add_row(_mark(c.passed), c.title, c.detail)
+        t.add_row(_mark(c.passed), c.title, FitText(c.detail))
     if not r.checks:
         t.add_row(_mark(None), "no checks ran", "")
     return t
@@ -101,20 +104,32 @@ def render_seed_metrics(r: RunResult) -> RenderableType | None:
     rows = [(s, o) for s in r.seed_results for o in s.outputs]
     if not rows and not any(s.error for s in r.seed_results):
         return None
-    t = Table(title="outputs per seed (float64 comparison)", title_justify="left", show_edge=False, pad_edge=False)
-    for col in ("output", "seed", "", "max abs", "max rel", "max ULP", "rel L2", "mismatches", "NaN/Inf"):
-        if col in ("max abs", "max rel", "rel L2", "NaN/Inf"):  # a cut number (3.47e-…) is worse than a wrapped count
-            t.add_column(col, justify="right", no_wrap=True, min_width=len(col) if col == "NaN/Inf" else 8)
+
+    def nonfinite_of(o: Any) -> int:
+        nf = o.nonfinite
+        return nf.actual_nan + nf.actual_posinf + nf.actual_neginf
+
+    # A number is never broken across lines (2.1004 / 7e+09): the numeric columns do not wrap, and the
+    # NaN/Inf column is there only when a result has one (the title says so otherwise), so the table
+    # fits 80 columns.
+    with_nonfinite = any(nonfinite_of(o) for _, o in rows)
+    title = "outputs per seed (float64 comparison)" + ("" if with_nonfinite else "; no NaN/Inf in any result")
+    t = Table(title=title, title_justify="left", show_edge=False, pad_edge=False)
+    columns = ("output", "seed", "", "max abs", "max rel", "max ULP", "rel L2", "mismatches",
+               *(("NaN/Inf",) if with_nonfinite else ()))
+    for col in columns:
+        if col in ("output", ""):
+            t.add_column(col, overflow="fold")
         else:
-            t.add_column(col, justify="right" if col not in ("output", "") else "left", overflow="fold")
+            t.add_column(col, justify="right", no_wrap=True)
+    blanks = [""] * (len(columns) - 4)
     for s in r.seed_results:
         if s.error and not s.outputs:
-            t.add_row("-", str(s.seed), _mark(False), Text(s.error.message[:80], style="red"), "", "", "", "", "")
+            t.add_row("-", str(s.seed), _mark(False), Text(s.error.message[:80], style="red"), *blanks)
         for o in s.outputs:
-            nf = o.nonfinite
-            nonfinite = nf.actual_nan + nf.actual_posinf + nf.actual_neginf
             t.add_row(o.name, str(s.seed), _mark(o.passed), _num(o.max_abs), _num(o.max_rel),
-                      _num(o.max_ulp, "g"), _num(o.rel_l2), f"{o.mismatches}/{o.count}", str(nonfinite))
+                      units.ulp(o.max_ulp, note=False), _num(o.rel_l2), f"{o.mismatches}/{o.count}",
+                      *((str(nonfinite_of(o)),) if with_nonfinite else ()))
     return t
 
 
@@ -136,20 +151,24 @@ def render_timing(r: RunResult) -> RenderableType | None:
     t = r.timing
     if t is None:
         return None
-    lines = [Text("timing", style="bold")]
+    lines: list[RenderableType] = [Text("timing", style="bold")]
     if t.kind == "estimated":
-        lines.append(Text(f"  estimated {_num(t.median_us, '.2f')} µs ({t.source or 'cost model'}; {t.note})"))
+        lines.append(FitText(f"estimated {units.time_us(t.median_us)} ({t.source or 'cost model'}; {t.note})",
+                             indent="  ", subsequent="    "))
     else:
         ci = t.ci95_us or (None, None)
-        lines.append(Text(
-            f"  measured median {_num(t.median_us, '.2f')} µs, IQR {_num(t.iqr_us, '.2f')} µs, "
-            f"min {_num(t.min_us, '.2f')} µs, 95% CI of the median [{_num(ci[0], '.2f')}, {_num(ci[1], '.2f')}] µs"))
-        lines.append(Text(f"  {t.samples} timed launches after {t.warmup} warm-up; {t.stopped}"))
-        lines.append(Text(f"  method: {t.method}; {t.rechecked} launches re-checked, {t.recheck_failure_count} differed"))
+        lines.append(FitText(
+            f"measured median {units.time_us(t.median_us)}, IQR {units.time_us(t.iqr_us)}, "
+            f"min {units.time_us(t.min_us)}, 95% CI of the median [{units.time_us(ci[0])}, {units.time_us(ci[1])}]",
+            indent="  ", subsequent="    "))
+        lines.append(FitText(f"{t.samples} timed launches after {t.warmup} warm-up; {t.stopped}",
+                             indent="  ", subsequent="    "))
+        lines.append(FitText(f"method: {t.method}; {t.rechecked} launches re-checked, {t.recheck_failure_count} differed",
+                             indent="  ", subsequent="    "))
         if t.device is not None:
-            lines.append(Text(f"  device (nki.benchmark) p50 {_num(t.device.median_us, '.2f')} µs"))
+            lines.append(Text(f"  device (nki.benchmark) p50 {units.time_us(t.device.median_us)}"))
         if t.profile_total_time_us is not None:
-            lines.append(Text(f"  profiler total_time {t.profile_total_time_us:.2f} µs"))
+            lines.append(Text(f"  profiler total_time {units.time_us(t.profile_total_time_us)}"))
     return Group(*lines)
 
 
@@ -163,9 +182,9 @@ def render_utilisation(r: RunResult) -> RenderableType | None:
         pct = float(stats.active_time_percent)
         parts.append(Text(f"  {lane:<7} {bar(pct)} {pct:5.1f}%"))
     extra = [(k, u.summary.get(k)) for k in ("mfu_estimated_percent", "mbu_estimated_percent", "hfu_estimated_percent")]
-    shown = ", ".join(f"{k.split('_')[0].upper()} {v:.1f}%" for k, v in extra if isinstance(v, (int, float)))
+    shown = ", ".join(f"{k.split('_')[0].upper()} {units.percent(v)}" for k, v in extra if isinstance(v, (int, float)))
     if isinstance(u.total_time, (int, float)):
-        shown = f"total {u.total_time * 1e6:.2f} µs" + (f", {shown}" if shown else "")
+        shown = f"total {units.time_s(u.total_time)}" + (f", {shown}" if shown else "")
     if shown:
         parts.append(Text(f"  {shown}"))
     return Group(*parts)
@@ -180,7 +199,7 @@ def render_findings(r: RunResult) -> RenderableType | None:
         where = f" {f.file}:{f.line}" if f.file and f.line else ""
         parts.append(Text.assemble((f"[{f.severity}] ", SEVERITY_STYLE.get(f.severity, "")),
                                    (f.rule, "bold"), where, f"  {f.title}"))
-        parts.append(Text(f"    {f.message}"))
+        parts.append(FitText(f.message, indent="    "))
     return Group(*parts)
 
 
@@ -190,11 +209,12 @@ def render_result(r: RunResult, *, numerics: bool = True, log_lines: int = 15) -
         render_numerics(r) if numerics else None, render_timing(r), render_utilisation(r), render_findings(r),
     ]
     if r.notes:
-        parts.append(Group(Text("notes", style="bold"), *[Text(f"  {n}") for n in r.notes]))
+        parts.append(Group(Text("notes", style="bold"), *[FitText(n, indent="  ", subsequent="    ") for n in r.notes]))
     if not r.finished or r.status == "failed" and r.error:
         tail = r.log_excerpt[-log_lines:]
         if tail:
-            parts.append(Group(Text("log (last lines)", style="bold"), *[Text(f"  {line}", style="dim") for line in tail]))
+            parts.append(Group(Text("log (last lines)", style="bold"),
+                               *[FitText(line, style="dim", indent="  ", subsequent="    ") for line in tail]))
     return Group(*(p for p in parts if p is not None))
 
 
@@ -241,9 +261,10 @@ def render_comparison(cmp: Any, a: RunResult | None = None, b: RunResult | None 
     t = cmp.timing or {}
     line = Text("timing  ", style="bold")
     if isinstance(t.get("a_us"), (int, float)) and isinstance(t.get("b_us"), (int, float)):
-        line.append(f"A {t['a_us']:.2f} µs ({t.get('a_kind', '?')}) → B {t['b_us']:.2f} µs ({t.get('b_kind', '?')})")
+        line.append(f"A {units.time_us(t['a_us'])} ({t.get('a_kind', '?')}) → B {units.time_us(t['b_us'])} "
+                    f"({t.get('b_kind', '?')})")
         if isinstance(t.get("speedup"), (int, float)):
-            line.append(f", speed-up {t['speedup']:.3g}x")
+            line.append(f", speed-up {units.ratio(t['speedup'])}")
     line.append(f"  — {t.get('verdict', 'no timing to compare')}")
     parts.append(line)
 

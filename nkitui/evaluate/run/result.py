@@ -21,8 +21,10 @@ import math
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
+from nkitui.common import units
 from nkitui.common.codec import CodecError, Record, decode_versioned, encode_versioned, register_adapter
 from nkitui.common.findings import Finding
+from nkitui.common.redact import redact_obj
 from nkitui.executor.limits import Limits
 from nkitui.executor.timing import TimingPolicy
 
@@ -181,18 +183,41 @@ class Violation(Record):
 
 @dataclass(frozen=True)
 class Confinement(Record):
-    """What one untrusted process reported as active before it imported task code."""
+    """What one untrusted process reported as active (nkitui.executor.confine's ConfinementReport,
+    plus the introspection guard) before it imported task code."""
 
     active: tuple[str, ...] = ()
     degraded: tuple[str, ...] = ()
-    summary: str = ""
+    details: tuple[str, ...] = ()
+    enter_ms: float | None = None
+
+
+@dataclass(frozen=True)
+class Observed(Record):
+    """What the evaluator saw in /proc/<child>/status once the child said it was confined."""
+
+    seccomp: int | None = None  # 2: a filter is installed
+    no_new_privs: bool | None = None
+    own_session: bool | None = None
+
+
+@dataclass(frozen=True)
+class Refusal(Record):
+    """A guard refusal the child sent the moment it happened (the child cannot take it back)."""
+
+    message: str
+    file: str | None = None
+    line: int | None = None
+    process: str = "kernel"
 
 
 @dataclass(frozen=True)
 class Sandbox(Record):
     violations: tuple[Violation, ...] = ()
-    confinement: dict[str, Confinement] = field(default_factory=dict)  # "kernel" / "reference"
-    summary: str = ""  # "sandbox: seccomp, landlock, ...; degraded: ..." (the kernel process's)
+    confinement: dict[str, Confinement] = field(default_factory=dict)  # by process: "kernel", "reference"
+    observed: dict[str, Observed] = field(default_factory=dict)  # by process
+    refusals_received: tuple[Refusal, ...] = ()
+    summary: str = ""  # "sandbox: seccomp, landlock, ...; degraded: ..." (the kernel process's, checked against /proc)
 
 
 @dataclass
@@ -291,14 +316,15 @@ class RunResult(Record):
         total = sum(1 for c in self.checks if c.passed is not None)
         time_part = ""
         if self.timing is not None and self.timing.median_us is not None and math.isfinite(self.timing.median_us):
-            time_part = f", {self.timing.kind} {self.timing.median_us:.1f} µs"
+            time_part = f", {self.timing.kind} {units.time_us(self.timing.median_us)}"
         return f"run {self.run_id} ({backend}): {self.status}, {passed}/{total} checks{time_part}"
 
     # -- JSON ------------------------------------------------------------------------------------
     def to_dict(self) -> dict[str, Any]:
         """Strict JSON: NaN and infinities anywhere become "nan", "inf", "-inf"."""
         _bind_types()
-        return strict_json(encode_versioned(self, SCHEMA_NAME, SCHEMA_VERSION))
+        # no credential shape (an AWS key a kernel printed, say) is ever stored or committed
+        return redact_obj(strict_json(encode_versioned(self, SCHEMA_NAME, SCHEMA_VERSION)))
 
     def to_json(self, indent: int | None = 2) -> str:
         return json.dumps(self.to_dict(), indent=indent, allow_nan=False, ensure_ascii=False)
@@ -342,9 +368,18 @@ def upgrade_v1(d: dict[str, Any]) -> dict[str, Any]:
         elif isinstance(timing.get("device"), dict) is False:
             timing.pop("device", None)
     sandbox = out.get("sandbox")
-    if isinstance(sandbox, dict):
-        out["sandbox"] = {"violations": [dict(v, target=v.get("target") or "", detail=v.get("detail") or "")
-                                         for v in sandbox.get("violations", []) if isinstance(v, dict) and v.get("action")]}
+    if isinstance(sandbox, dict):  # version 1: one worker ran the kernel (and the reference)
+        upgraded: dict[str, Any] = {
+            "violations": [dict(v, target=v.get("target") or "", detail=v.get("detail") or "")
+                           for v in sandbox.get("violations", []) if isinstance(v, dict) and v.get("action")],
+            "refusals_received": [r for r in sandbox.get("refusals_received", []) if isinstance(r, dict) and r.get("message")],
+            "summary": sandbox.get("summary") if isinstance(sandbox.get("summary"), str) else "",
+        }
+        if isinstance(sandbox.get("confinement"), dict):
+            upgraded["confinement"] = {"kernel": {k: v for k, v in sandbox["confinement"].items() if k != "summary"}}
+        if isinstance(sandbox.get("observed"), dict):
+            upgraded["observed"] = {"kernel": sandbox["observed"]}
+        out["sandbox"] = upgraded
     else:
         out["sandbox"] = {}
     if not out.get("limits"):

@@ -1,6 +1,6 @@
 """Start an evaluation of a task in a background worker (the UI and `nkitui check` both use this).
 
-    handle = start_evaluation(EvaluationRequest(Path("rmsnorm"), backend="auto"))
+    handle = start_evaluation(EvaluationRequest.of(Path("rmsnorm"), backend="auto"))
     for event in handle.events():      # from a thread: LogEvent, PhaseEvent, ProgressEvent, ErrorEvent, ResultEvent
         ...
     result: RunResult = handle.result  # always set once events() has ended (also after a crash/timeout/cancel)
@@ -23,6 +23,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from nkitui.common import gitsafe
 from nkitui.common.codec import encode
 from nkitui.evaluate.options import EvaluationOptions, EvaluationRequest, resolve_seeds
 from nkitui.evaluate.run.evidence import settle_status
@@ -68,7 +69,7 @@ def read_git_state(root: Path) -> _GitState:
     except ImportError:
         return _GitState(note="GitPython is not installed")
     try:
-        repo = git.Repo(root, search_parent_directories=True)
+        repo = gitsafe.open_repo(root, search_parent_directories=True)  # no hooks, no fsmonitor
     except (git.InvalidGitRepositoryError, git.NoSuchPathError):
         return _GitState(note="the task folder is not in a git repository")
     try:
@@ -99,6 +100,7 @@ def start_evaluation(
     timeout = request.timeout_s or task.timeout_s or DEFAULT_TIMEOUT_S
     limits = Limits(timeout_s=float(timeout), memory_mb=request.memory_mb, cpu_s=request.cpu_s)
     payload = {"options": encode(request.options), "python_path": list(request.python_path)}
+    # the evaluator is nkitui's own code: it is not confined (it starts the confined children itself)
     job = WorkerJob(entry=ENTRY, payload=payload, limits=limits, workspace=root, extra_env=request.env,
                     python_path=list(request.python_path), role="evaluator")
     git_state: dict[str, _GitState] = {}

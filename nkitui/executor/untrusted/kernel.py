@@ -53,7 +53,7 @@ def serve(payload: dict[str, Any], ctx: WorkerContext) -> int:
         backend.ensure_preloaded()
     except Exception as exc:  # noqa: BLE001 - told to the evaluator when it asks to load
         preload_error = f"{type(exc).__name__}: {exc}"
-    server.confine(list(payload.get("readable", [])))
+    server.confine()
     runner = KernelRunner(ctx, server, task, backend)
     for request in server.requests():
         op = request["op"]

@@ -34,7 +34,7 @@ def serve(payload: dict[str, Any], ctx: WorkerContext) -> int:
     task = load_task(ctx.workspace)
     if any(spec.dtype in NARROW_NAMES for spec in (*task.inputs, *task.outputs)):
         import ml_dtypes  # noqa: F401 - bf16/fp8 arrays are viewed back with it: imported now, before task code
-    server.confine(list(payload.get("readable", [])))
+    server.confine()
     fn = None
     max_elements = max([s.size for s in (*task.inputs, *task.outputs)] or [1]) * 4 + 1024
     for request in server.requests():

@@ -1,8 +1,8 @@
-"""What both untrusted children share: confinement before any task code, requests, replies.
+"""What both untrusted children share: the confinement report before any task code, requests, replies.
 
     server = Server(ctx, "kernel")
     ...                                  # imports that are not task code (numpy, the emulator)
-    server.confine(readable)             # irreversible; its report is the first data event
+    server.confine()                     # the worker's confinement + the introspection guard: the first data event
     for request in server.requests():    # JSON lines on stdin, from the evaluator
         server.reply(request, outputs=...)   # a data event: {"id": ..., ...}
 
@@ -16,7 +16,6 @@ from __future__ import annotations
 import json
 import sys
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 from nkitui.executor.context import WorkerContext
@@ -31,14 +30,18 @@ class Server:
         self.role = role  # "kernel" | "reference"
 
     # -- confinement -----------------------------------------------------------------------------
-    def confine(self, readable: list[str]) -> dict[str, Any]:
-        """Enter the OS confinement (nkitui.executor.confine where this build has it), then say what
-        is active. Called after the imports that are not task code and before any that is."""
-        report = enter_confinement(self.ctx.scratch, [Path(p) for p in readable])
+    def confine(self) -> dict[str, Any]:
+        """Report the confinement the worker entered (nkitui.executor.confine, before this entry
+        ran), add the introspection guard, and send the report as the first data event: after this,
+        task code runs."""
         from nkitui.executor.untrusted import introspection
 
+        entered = self.ctx.confinement
+        report = entered.to_dict() if entered is not None else {
+            "active": [], "degraded": ["not confined: the worker did not enter nkitui.executor.confine"]}
         introspection.install(str(self.ctx.workspace))
-        report["active"] = [*report.get("active", []), "introspection guard (audit hook)"]
+        report["active"] = [*report.get("active", []), "introspection guard"]
+        report.pop("summary", None)
         self.ctx.emit(DataEvent("confinement", report))
         return report
 
@@ -67,25 +70,3 @@ def sandbox_record() -> list[dict[str, Any]]:
 
     guard = current_guard()
     return [*(v.to_dict() for v in guard.violations), *refusals()] if guard is not None else refusals()
-
-
-def enter_confinement(scratch: Path, readable: list[Path]) -> dict[str, Any]:
-    """{"active": [...], "degraded": [...], "summary": "..."} after confining this process as far as
-    the host allows."""
-    try:
-        from nkitui.executor import confine  # present once the confinement work lands
-    except ImportError:
-        confine = None
-    if confine is not None:
-        policy = confine.ConfinementPolicy(scratch=scratch, readable=tuple(readable))
-        report = confine.enter(policy)
-        return {"active": list(report.active), "degraded": list(report.degraded), "summary": report.summary()}
-    from nkitui.executor.prctl import not_dumpable
-
-    active = ["own session", "killed with its parent", "resource limits", "write and process guard (audit hook)"]
-    degraded = ["seccomp and Landlock are not applied (this build has no nkitui.executor.confine)"]
-    if not_dumpable():
-        active.append("not dumpable")
-    else:
-        degraded.append("could not make the process non-dumpable")
-    return {"active": active, "degraded": degraded, "summary": "degraded: " + "; ".join(degraded)}

@@ -12,9 +12,8 @@ from nkitui.app import keymap
 from nkitui.app.evidence import Evidence
 from nkitui.app.messages import ShowSource
 from nkitui.app.widgets.status import StatusLine
-from nkitui.app.widgets.engines.charts import (
-    LANE_TITLES, EngineBars, TimelineStrip, format_bytes, format_seconds, format_si, lanes_of,
-)
+from nkitui.app.widgets.engines.charts import LANE_TITLES, EngineBars, TimelineStrip, lanes_of
+from nkitui.common import units
 
 BOUND_SOURCE = "lower bound"  # how speed-of-light rows are labelled before a run (never "measured")
 
@@ -84,11 +83,12 @@ as evidence.
         self.clear()
         for index, h in enumerate(lines):
             engines = ", ".join(
-                f"{LANE_TITLES.get(lane, lane)} {100 * t / h.time:.0f}%"
+                f"{LANE_TITLES.get(lane, lane)} {units.percent(100 * t / h.time, 0)}"
                 for lane, t in sorted(h.by_engine.items(), key=lambda kv: -kv[1]) if h.time and t > 0
             )
             opcodes = ", ".join(name for name, _ in sorted(h.opcodes.items(), key=lambda kv: -kv[1])[:3])
-            self.add_row(h.location, f"{h.percent:.1f}%", engines, str(h.instructions), opcodes, key=str(index))
+            self.add_row(h.location, units.percent(h.percent), engines, units.count(h.instructions), opcodes,
+                         key=str(index))
 
     def current(self):
         if not self.lines or not 0 <= self.cursor_row < len(self.lines):
@@ -109,9 +109,9 @@ as evidence.
         h = self.current()
         if h is None:
             return None
-        return Evidence("metric", f"hot line {h.location}: {h.percent:.1f}% of engine time ({self.source})",
+        return Evidence("metric", f"hot line {h.location}: {units.percent(h.percent)} of engine time ({self.source})",
                         file=h.file or None, line=h.line or None, metric="hot_line_percent",
-                        value=f"{h.percent:.1f}%", run_id=self.run_id or None, data={"source": self.source})
+                        value=units.percent(h.percent), run_id=self.run_id or None, data={"source": self.source})
 
 
 class EnginesArea(VerticalScroll):
@@ -210,7 +210,7 @@ The label says which, everywhere.
             return
         source = record.source
         label = (source.upper(), "bold reverse $text-warning" if source == "estimated" else "bold reverse $text-success")
-        latency = format_seconds(record.total_time)
+        latency = units.time_s(record.total_time)
         head.update(
             Content.assemble(label, " ", (record.tool or "", "$text-muted"), "  ", (record.target, "bold"),
                              "  latency ", (latency, "bold")),
@@ -229,7 +229,7 @@ The label says which, everywhere.
 def _bound_head(sol) -> tuple[Content, ...]:
     """The head line before a run: the bound, what binds it, and that it is a bound (longest first)."""
     label = ("SPEED OF LIGHT", "bold reverse $text-accent")
-    time = (f"≥ {format_seconds(sol.bound_s)}", "bold")
+    time = (f"≥ {units.time_s(sol.bound_s)}", "bold")
     return (
         Content.assemble(label, "  ", (sol.target, "bold"), "  ", time, f"  {sol.bound}-bound",
                          ("  ·  lower bound, not a measurement", "$text-muted")),
@@ -243,19 +243,19 @@ def bound_rows(sol) -> list[tuple[str, str, str]]:
     """Metric rows of a speed of light on its own (before a run): the bounds and the work behind them."""
     work = sol.work
     rows = [
-        ("speed_of_light_s", f"speed of light ({sol.bound}-bound)", format_seconds(sol.bound_s)),
-        ("speed_of_light_memory_s", "bandwidth bound (HBM bytes)", format_seconds(sol.memory_s)),
+        ("speed_of_light_s", f"speed of light ({sol.bound}-bound)", units.time_s(sol.bound_s)),
+        ("speed_of_light_memory_s", "bandwidth bound (HBM bytes)", units.time_s(sol.memory_s)),
         ("speed_of_light_compute_s", "compute bound (TensorE FLOPs)",
-         format_seconds(sol.compute_s) if work.flops else "0 (no TensorE work)"),
+         units.time_s(sol.compute_s) if work.flops else "0 (no TensorE work)"),
     ]
     if work.vector_ops:
-        rows.append(("speed_of_light_vector_s", "vector bound (element ops)", format_seconds(sol.vector_s)))
+        rows.append(("speed_of_light_vector_s", "vector bound (element ops)", units.time_s(sol.vector_s)))
     rows += [
-        ("work_flops", "work: TensorE FLOPs", format_si(work.flops, "FLOP")),
-        ("work_hbm_bytes", "work: HBM bytes (minimal)", format_bytes(work.hbm_bytes)),
+        ("work_flops", "work: TensorE FLOPs", units.si(work.flops, "FLOP")),
+        ("work_hbm_bytes", "work: HBM bytes (minimal)", units.bytes_(work.hbm_bytes)),
     ]
     if work.vector_ops:
-        rows.append(("work_vector_ops", "work: element operations", format_si(work.vector_ops, "ops")))
+        rows.append(("work_vector_ops", "work: element operations", units.si(work.vector_ops, "ops")))
     rows.append(("work_dtype", "matmul dtype" if work.flops else "dtype", work.dtype))
     return rows
 
@@ -266,33 +266,33 @@ def _bound_notes(sol) -> list[str]:
 
 
 def _pct(value) -> str:
-    return "-" if value is None else f"{float(value):.1f}%"
+    return units.percent(value)
 
 
 def metric_rows(record, sol=None) -> list[tuple[str, str, str]]:
     """The metrics of a run's record; `sol` is its speed of light (by default the record's own)."""
     s = record.summary
     rows = [
-        ("total_time", f"latency ({record.source})", format_seconds(record.total_time)),
+        ("total_time", f"latency ({record.source})", units.time_s(record.total_time)),
         ("mfu_estimated_percent", "MFU", _pct(s.get("mfu_estimated_percent"))),
         ("hfu_estimated_percent", "HFU", _pct(s.get("hfu_estimated_percent"))),
         ("mbu_estimated_percent", "MBU", _pct(s.get("mbu_estimated_percent"))),
     ]
     sol = sol if sol is not None else record.speed_of_light
     if sol is not None:
-        rows.append(("speed_of_light_s", f"speed of light ({sol.bound}-bound)", format_seconds(sol.bound_s)))
+        rows.append(("speed_of_light_s", f"speed of light ({sol.bound}-bound)", units.time_s(sol.bound_s)))
         if sol.achieved_percent is not None:
             rows.append(("speed_of_light_percent", "achieved % of speed of light", _pct(sol.achieved_percent)))
     for lane in lanes_of(record):
         rows.append((f"{lane}_active_percent", f"{LANE_TITLES[lane]} active", _pct(record.engine_percent(lane))))
     if "mm_arithmetic_intensity" in s:
-        rows.append(("mm_arithmetic_intensity", "arithmetic intensity", f"{float(s['mm_arithmetic_intensity']):.3g} FLOP/B"))
+        rows.append(("mm_arithmetic_intensity", "arithmetic intensity", f"{units.number(float(s['mm_arithmetic_intensity']))} FLOP/B"))
     for key, label in (("hbm_read_bytes", "HBM read"), ("hbm_write_bytes", "HBM write"),
                        ("dma_transfer_average_bytes", "average DMA size")):
         if key in s:
-            rows.append((key, label, format_bytes(float(s[key]))))
+            rows.append((key, label, units.bytes_(float(s[key]))))
     if "dma_transfer_count" in s:
-        rows.append(("dma_transfer_count", "DMA transfers", f"{int(s['dma_transfer_count']):,}"))
+        rows.append(("dma_transfer_count", "DMA transfers", units.count(s['dma_transfer_count'])))
     return rows
 
 

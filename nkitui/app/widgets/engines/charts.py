@@ -6,6 +6,8 @@ from textual.content import Content
 from textual.reactive import reactive
 from textual.widget import Widget
 
+from nkitui.common import units
+
 ENGINE_LANES = ("tensor", "vector", "scalar", "gpsimd", "dma")
 LANE_TITLES = {"tensor": "Tensor", "vector": "Vector", "scalar": "Scalar", "gpsimd": "GpSimd", "dma": "DMA",
                "sync": "Sync"}
@@ -53,7 +55,7 @@ class EngineBars(Widget):
             lines.append(Content.assemble(
                 (f"{LANE_TITLES[lane]:<{_LABEL}}", "bold"),
                 (bar(pct / 100.0, width), f"$nk-engine-{lane}"),
-                (f" {pct:5.1f}%", ""),
+                (f" {units.percent(pct):>6}", ""),
             ))
         return Content("\n").join(lines)
 
@@ -84,39 +86,9 @@ class TimelineStrip(Widget):
             cells = "".join(_LEVELS[min(8, round(f * 8))] for f in busy.get(lane, [0.0] * bins))
             lines.append(Content.assemble((f"{LANE_TITLES[lane]:<{_LABEL}}", "bold"),
                                           (cells, f"$nk-engine-{lane} on $boost")))
-        end = format_seconds(record.total_time)
+        end = units.time_s(record.total_time)
         axis = "0".ljust(bins - len(end)) + end
         lines.append(Content.assemble(" " * _LABEL, (axis, "$text-muted")))
         return Content("\n").join(lines)
 
 
-def format_seconds(seconds: float | None) -> str:
-    if seconds is None:
-        return "-"
-    if seconds >= 1:
-        return f"{seconds:.3g} s"
-    if seconds >= 1e-3:
-        return f"{seconds * 1e3:.3g} ms"
-    if seconds >= 1e-6:
-        return f"{seconds * 1e6:.3g} µs"
-    return f"{seconds * 1e9:.3g} ns"
-
-
-def format_si(n: float | None, unit: str) -> str:
-    """A count with an SI prefix: 537M FLOP, 76.8k ops, 0 FLOP."""
-    if n is None:
-        return "-"
-    for factor, prefix in ((1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k")):
-        if abs(n) >= factor:
-            return f"{n / factor:.3g}{prefix} {unit}"
-    return f"{n:.0f} {unit}"
-
-
-def format_bytes(n: float | None) -> str:
-    if n is None:
-        return "-"
-    for unit in ("B", "KiB", "MiB", "GiB"):
-        if abs(n) < 1024 or unit == "GiB":
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1024
-    return f"{n:.1f} GiB"

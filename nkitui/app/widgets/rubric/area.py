@@ -14,7 +14,7 @@ from textual.widgets import OptionList, Static, TextArea
 from nkitui.app import keymap
 from nkitui.app.widgets.status import StatusLine
 from nkitui.app.widgets.rubric.widgets import (
-    VERDICT_PAGE, CommentEditor, CriteriaList, EvidenceList, ScoreSelector,
+    VERDICT_PAGE, CommentEditor, CriteriaList, EvidenceList, LevelNote, ScoreSelector,
 )
 
 
@@ -29,6 +29,10 @@ score, justify it, and attach evidence: in any area press **a** on a finding, a 
 log line or a metric to link it to the criterion shown here. The last page holds the verdict and the
 summary and lists what still blocks submitting. **ctrl+s** or **F8** validates and commits the review
 to the task's git repository; the draft is autosaved all along.
+
+The rubric's verdict rules are checked as you go (an `accept` with numerical correctness 1 is not ready
+to submit). Where the verdict breaks a rule the rubric lets you override, **O** on the verdict page asks
+why; the override and its reason go into the review record.
 """
 
     BINDINGS = keymap.bindings("rubric")
@@ -53,7 +57,7 @@ to the task's git repository; the draft is autosaved all along.
             with Vertical(id="criterion-pane"):
                 yield StatusLine(id="criterion-title", classes="bar")
                 yield ScoreSelector(id="score")
-                yield StatusLine(id="level-text", classes="strip")
+                yield LevelNote(id="level-text")
                 yield CommentEditor(id="comment")
                 yield Static("Evidence", classes="section", id="evidence-title")
                 yield EvidenceList(id="evidence")
@@ -89,6 +93,7 @@ to the task's git repository; the draft is autosaved all along.
         self._update_status()
         if self.current_id == VERDICT_PAGE and self.rubric is not None:
             self.query_one("#guidance", Static).update(self._markdown(self._verdict_markdown()))
+            self._update_level_text()  # an override may have lifted the rule the note names
 
     def set_last_commit(self, text: str) -> None:
         self.last_commit = text
@@ -174,16 +179,74 @@ to the task's git repository; the draft is autosaved all along.
                 lines.append(f"- **{value}**: {text}")
         return "\n".join(lines)
 
+    def broken_rules(self) -> list:
+        """The verdict rules (nkitui.review.RuleViolation) the draft's verdict breaks, blockers first."""
+        if self.rubric is None or self.draft is None:
+            return []
+        broken = self.rubric.check_verdict(self.draft.verdict, self.draft.score_values)
+        return sorted(broken, key=lambda v: v.rule.severity != "blocker")
+
+    def action_override_rule(self) -> None:
+        """Override (or withdraw the override of) the first rule the verdict breaks that allows it."""
+        from nkitui.app.screens.override import OverrideScreen
+        from nkitui.review.rubric import MIN_OVERRIDE_REASON
+
+        if self.rubric is None or self.draft is None:
+            return
+        candidates = [v for v in self.broken_rules() if v.rule.severity == "blocker" and v.rule.overridable]
+        # first a rule not overridden yet; else the first one (to change or withdraw its reason)
+        pending = [v for v in candidates if self.draft.override_for(v.rule.id) is None]
+        chosen = (pending or candidates or [None])[0]
+        if chosen is None:
+            withdrawn = [o.rule for o in self.draft.overrides]
+            self.draft.overrides = []
+            if withdrawn:
+                self.notify(f"Withdrew the override of {', '.join(withdrawn)}: the verdict breaks no rule now.",
+                            timeout=4)
+                self.post_message(self.DraftEdited())
+            else:
+                self.notify("The verdict breaks no rule that needs an override.", timeout=3)
+            return
+        rule = chosen.rule
+        current = self.draft.override_for(rule.id)
+        what = f"Verdict {self.draft.verdict!r}: {chosen.describe()}"
+
+        def done(reason: str | None) -> None:
+            if reason is None or self.draft is None:
+                return
+            if reason and len(reason) < MIN_OVERRIDE_REASON:
+                self.notify(f"An override needs a reason of at least {MIN_OVERRIDE_REASON} characters.",
+                            severity="warning", timeout=5)
+                return
+            self.draft.set_override(rule.id, reason)
+            self.post_message(self.DraftEdited())
+
+        self.app.push_screen(OverrideScreen(rule.id, what, current.reason if current else "", MIN_OVERRIDE_REASON),
+                             done)
+
     def _verdict_markdown(self) -> str:
         lines = ["### Before submitting", ""]
         errors = [p for p in self.problems if p.severity == "error"]
         warnings = [p for p in self.problems if p.severity != "error"]
         if not errors:
             lines.append("Nothing blocks submitting. **ctrl+s** or **F8** commits the review.")
+        override_key = keymap.app_key(self, "rubric.override")
         for p in errors:
-            lines.append(f"- ✘ **{p.field or 'draft'}**: {p.message} — {p.fix}")
+            if "[rule " in p.message and "override the rule" in p.fix:  # in the app: the key, not the TOML
+                lines.append(f"- ✘ **{p.field}**: {p.message} — change the scores or the verdict, or press "
+                             f"**{override_key}** to override the rule with a reason")
+            else:
+                lines.append(f"- ✘ **{p.field or 'draft'}**: {p.message} — {p.fix}")
         for p in warnings:
             lines.append(f"- ⚠ **{p.field or 'draft'}**: {p.message} — {p.fix}")
+        if self.rubric.verdict_rules:
+            lines += ["", "### Verdict rules", ""]
+            for rule in self.rubric.verdict_rules:
+                kind = "warning" if rule.severity == "warning" else "blocker"
+                needs = " and ".join(f"`{r.text}`" for r in rule.requires)
+                override = self.draft.override_for(rule.id) if self.draft is not None else None
+                note = f" — overridden: {override.reason}" if override else ""
+                lines.append(f"- **{' / '.join(rule.verdicts)}** needs {needs} ({kind}): {rule.message}{note}")
         if self.history:
             lines += ["", "### Earlier reviews of this task", ""]
             for entry in self.history[:10]:
@@ -201,14 +264,37 @@ to the task's git repository; the draft is autosaved all along.
         return "\n".join(lines)
 
     def _update_level_text(self) -> None:
-        strip = self.query_one("#level-text", StatusLine)
         crit = self.current_criterion
         value = self.query_one(ScoreSelector).value
         if crit is None:
             text = self.rubric.verdict_guidance.get(value, "") if value else "Choose a verdict."
+            blockers = [v for v in self.broken_rules() if v.rule.severity == "blocker"
+                        and self.draft.override_for(v.rule.id) is None]
+            if blockers:
+                first = blockers[0]
+                how = (f" — {keymap.app_key(self, 'rubric.override')} overrides it with a reason"
+                       if first.rule.overridable else " — change the scores or the verdict")
+                text = f"✘ {'; '.join(first.failures)} [{first.rule.id}]{how}"
         else:
             text = crit.level_text(value) if value is not None else "Not scored yet."
-        strip.update(Content.styled(text or "", "$text-muted"))
+        note = self.query_one(LevelNote)
+        note.max_lines = 3 if text and text.startswith("✘") else LevelNote.MAX_LINES  # a broken rule whole
+        note.text = text or ""
+
+    def action_show_levels(self) -> None:
+        """Every value's meaning in full (the note under the score keeps to two rows)."""
+        from nkitui.app.screens.levels import LevelsScreen
+
+        if self.rubric is None:
+            return
+        crit = self.current_criterion
+        current = self.query_one(ScoreSelector).value
+        if crit is None:
+            meanings = [(v, self.rubric.verdict_guidance.get(v, "")) for v in self.rubric.verdicts]
+            self.app.push_screen(LevelsScreen(f"{self.rubric.title}: verdicts", meanings, current, "verdict"))
+            return
+        meanings = [(v, crit.level_text(v)) for v in crit.scale.values()]
+        self.app.push_screen(LevelsScreen(f"{crit.title} ({crit.scale.describe()})", meanings, current))
 
     def _show_evidence(self) -> None:
         if self.draft is None:

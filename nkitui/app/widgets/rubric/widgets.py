@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from textual import events
 from textual.content import Content
 from textual.message import Message
 from textual.reactive import reactive
@@ -86,13 +87,16 @@ entry holds the verdict and the summary, and lists what still blocks submitting.
 
 
 class ScoreSelector(Widget, can_focus=True):
-    """A row of the allowed values; ←/→ (or +/-) pick one, Backspace clears."""
+    """A row of the allowed values; ←/→ (or +/-) pick one, a digit picks it directly, Backspace clears."""
 
     HELP = """\
 ## Rubric: score
 
-The values this criterion's scale allows, worst first. **←**/**→** (or **-**/**+**) change the score,
-**Backspace** clears it. The line below says what the chosen value means in this rubric.
+The values this criterion's scale allows, worst first. **Tab** from the criteria list reaches this row;
+**←**/**→** (or **-**/**+**) change the score and a **digit** scores directly: `3` on a 1..5 scale is 3,
+on a scale of labels (or the verdicts) `1` is the first value, `2` the second... While the score has the
+focus, digits score: they do not switch areas (`[`/`]` still do). **Backspace** clears the score. The
+line below says what the chosen value means in this rubric; **e** shows every level's meaning in full.
 """
 
     BINDINGS = keymap.bindings("score")
@@ -131,6 +135,55 @@ The values this criterion's scale allows, worst first. **←**/**→** (or **-**
     def value(self) -> Any:
         return None if self.selected is None else self.values[self.selected]
 
+    def digit_value(self, digit: str) -> Any:
+        """The value a digit key picks: the value itself on a numeric scale (3 is 3 on 1..5, 0 is 0 on
+        0..10); otherwise (labels, pass/fail, verdicts, a scale without that number) the digit-th value
+        (1 is the first). None when the digit picks nothing."""
+        number = int(digit)
+        for v in self.values:
+            if isinstance(v, (int, float)) and not isinstance(v, bool) and v == number:
+                return v
+        if not any(isinstance(v, (int, float)) and not isinstance(v, bool) for v in self.values):
+            position = 10 if number == 0 else number
+            if 1 <= position <= len(self.values):
+                return self.values[position - 1]
+        return None
+
+    def digits_hint(self) -> str:
+        """Which digits score here, e.g. "1-5" (for the hint on the row)."""
+        numeric = [v for v in self.values if isinstance(v, int) and not isinstance(v, bool) and 0 <= v <= 9]
+        if numeric and len(numeric) == len(self.values):
+            return f"{numeric[0]}-{numeric[-1]}"
+        count = min(len(self.values), 9)
+        return f"1-{count}" if count > 1 else "1"
+
+    def on_key(self, event: events.Key) -> None:
+        # Where a score has the focus, a digit scores (it would otherwise switch areas: 3 went to Engines).
+        if event.character is None or not event.character.isdigit() or len(event.character) != 1:
+            return
+        event.stop()
+        event.prevent_default()
+        value = self.digit_value(event.character)
+        if value is None:
+            self.notify(f"{event.character} is not a value of this scale ({', '.join(map(str, self.values))})",
+                        severity="warning", timeout=3)
+            return
+        self._choose(self.values.index(value))
+
+    def on_focus(self) -> None:
+        self.refresh()
+
+    def on_blur(self) -> None:
+        self.refresh()
+
+    def _hints(self) -> tuple[str, ...]:
+        """What the row says about its keys, longest first: how to get here, or how to score here."""
+        if self.has_focus:
+            digits = self.digits_hint()
+            verb = "score" if self.noun == "score" else "choose"
+            return (f"← → or {digits} to {verb}", f"← → {digits}", "")
+        return (f"Tab here to {'score' if self.noun == 'score' else 'choose'}", "Tab", "")
+
     def render(self) -> Content:
         noun = self.noun
         parts: list = [(f"{noun} ", "$text-muted")]
@@ -139,9 +192,18 @@ The values this criterion's scale allows, worst first. **←**/**→** (or **-**
             parts.append((f"[{v}]" if i == self.selected else label,
                           "bold reverse $text-primary" if i == self.selected else ""))
             parts.append(" ")
+        values = Content.assemble(*parts)
+        body = values
         if self.selected is None:
-            parts.append(("(not scored)" if noun == "score" else "(not chosen)", "$text-warning"))
-        return Content.assemble(*parts)
+            body = Content.assemble(values, ("(not scored)" if noun == "score" else "(not chosen)", "$text-warning"))
+        width = self.content_region.width or self.size.width
+        # Longest first: the key hint outlasts "(not scored)" (the note below says that too).
+        for hint in self._hints()[:2]:
+            for shown in (body, values):
+                line = Content.assemble(shown, (" · ", "$text-muted"), (hint, "$text-muted italic"))
+                if line.cell_length <= width:
+                    return line
+        return body
 
     def _choose(self, index: int | None) -> None:
         if index == self.selected:
@@ -172,7 +234,8 @@ repository) so a dropped SSH session loses nothing. **ctrl+o** or **F7** opens t
 $VISUAL/$EDITOR for long comments. **Escape** (or Tab) leaves the editor for the criteria list.
 """
 
-    BINDINGS = keymap.bindings("rubric") + keymap.bindings("comment")
+    # Only $EDITOR from the area's keys: a letter key (e) is text here.
+    BINDINGS = [b for b in keymap.bindings("rubric") if b.id == "rubric.editor"] + keymap.bindings("comment")
 
     def __init__(self, *, id: str | None = None) -> None:
         super().__init__(id=id, soft_wrap=True, show_line_numbers=False, tab_behavior="focus")
@@ -183,6 +246,49 @@ $VISUAL/$EDITOR for long comments. **Escape** (or Tab) leaves the editor for the
 
     def action_external_editor(self) -> None:
         self.app.action_edit_in_editor()  # type: ignore[attr-defined]
+
+
+class LevelNote(Widget):
+    """What the chosen value means, wrapped over at most MAX_LINES rows; a longer meaning ends with
+    the key that shows it whole (never cut mid-word)."""
+
+    DEFAULT_CSS = """
+    LevelNote { height: auto; padding: 0 1; color: $text-muted; }
+    """
+
+    MAX_LINES = 2
+    text: reactive[str] = reactive("", layout=True)
+    max_lines: reactive[int] = reactive(MAX_LINES, layout=True)
+
+    def get_content_height(self, container, viewport, width: int) -> int:
+        return len(self.lines(width))
+
+    def lines(self, width: int) -> list[str]:
+        import textwrap
+
+        width = max(10, width)
+        lines = textwrap.wrap(self.text, width, break_on_hyphens=False) or [""]
+        if len(lines) <= self.max_lines:
+            return lines
+        key = keymap.app_key(self, "rubric.levels")
+        more = f" … {key}: in full"
+        kept = lines[: self.max_lines]
+        last = " ".join(" ".join(lines[self.max_lines - 1:]).split())
+        room = width - len(more)
+        cut = last[:room]
+        if " " in cut and len(last) > room:
+            cut = cut[: cut.rindex(" ")]  # whole words only
+        kept[-1] = cut.rstrip(" ,;:") + more
+        return kept
+
+    @property
+    def cut(self) -> bool:
+        import textwrap
+
+        return len(textwrap.wrap(self.text, max(10, self.content_region.width or 10), break_on_hyphens=False)) > self.max_lines
+
+    def render(self) -> Content:
+        return Content("\n".join(self.lines(self.content_region.width or self.size.width)))
 
 
 class EvidenceList(OptionList):

@@ -10,16 +10,22 @@ from textual.containers import VerticalScroll
 from textual.widgets import DataTable, Static
 
 from nkitui.app.evidence import Evidence
+from nkitui.common import units
 
 METRIC_COLUMNS = (("max_abs", "max abs"), ("max_rel", "max rel"), ("max_ulp", "max ULP"), ("rel_l2", "rel L2"),
                   ("mismatches", "mismatches"))
 
 
-def _fmt(value: Any) -> str:
+def _fmt(value: Any, key: str = "") -> str:
+    """A metric cell: ULP distances and counts as counts, errors as errors (nkitui.common.units)."""
     if value is None:
         return "-"
+    if key == "max_ulp":
+        return units.ulp(value, note=False)
+    if key == "mismatches" or isinstance(value, int):
+        return units.count(value)
     if isinstance(value, float):
-        return f"{value:.3g}"
+        return units.error(value)
     return str(value)
 
 
@@ -52,7 +58,7 @@ a cell and press **a** to attach that metric as evidence.
         for name in self.outputs:
             passed = [o.passed for s in result.seed_results if (o := s.output(name)) is not None]
             status = "pass" if passed and all(passed) else ("fail" if passed else "-")
-            self.add_row(name, status, *(_fmt(result.worst(name, key)) for key, _ in METRIC_COLUMNS), key=name)
+            self.add_row(name, status, *(_fmt(result.worst(name, key), key) for key, _ in METRIC_COLUMNS), key=name)
         self.display = bool(self.outputs)
 
     def evidence_at_cursor(self) -> Evidence | None:
@@ -64,7 +70,7 @@ a cell and press **a** to attach that metric as evidence.
         name = self.outputs[row]
         index = max(0, column - 2)
         key, title = METRIC_COLUMNS[min(index, len(METRIC_COLUMNS) - 1)]
-        value = _fmt(self.result.worst(name, key))
+        value = _fmt(self.result.worst(name, key), key)
         return Evidence("metric", f"{name} {title} = {value} (worst over seeds {self.result.seeds})",
                         metric=f"{name}.{key}", value=value, run_id=self.result.run_id)
 

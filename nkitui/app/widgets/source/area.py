@@ -14,7 +14,9 @@ from nkitui.app import keymap
 from nkitui.app.evidence import Evidence, span_location
 from nkitui.app.gitview import FileDiff, Revision
 from nkitui.app.messages import RevisionsWanted
-from nkitui.app.widgets.source.code_view import SEVERITY_GLYPH, CodePairView, SourceFile, finding_evidence
+from nkitui.app.widgets.source.code_view import (
+    SEVERITY_GLYPH, SIDE_BY_SIDE_MIN, CodePairView, SourceFile, finding_evidence,
+)
 from nkitui.app.widgets.source.diff_view import DiffView
 from nkitui.app.widgets.source.rows import RolePair
 from nkitui.app.widgets.status import StatusLine
@@ -86,12 +88,18 @@ def _finding_label(f: Finding) -> Content:
 class SourceArea(Vertical):
     ALLOW_MAXIMIZE = True  # z zooms the area to the whole screen
 
-    """CUDA | NKI aligned, or the diff between two revisions; findings strip and list below."""
+    """The code (NKI, CUDA, or CUDA | NKI aligned), or the diff between two revisions; findings strip
+    and list below."""
 
     HELP = """\
 ## Source area
 
-**d** switches between the aligned CUDA | NKI view and the task's git diff; **s** switches the diff
+**o** shows the NKI port alone, the CUDA source alone, or both side by side, aligned by role. At
+first the area shows both where each side gets 48 columns of code, else the NKI port alone (the bar
+says so). Long lines are soft-wrapped (continuations marked ↪ in the gutter); **W** turns wrapping off,
+and then a line that goes on past the edge ends in › and **←**/**→** scroll sideways.
+
+**d** switches between the code and the task's git diff; **s** switches the diff
 between unified and split; **v** picks the two revisions to compare; **f** shows or hides the findings
 list (again: hide it); **n**/**p** jump to the next/previous finding (or change). The strip under the code explains the
 finding and the alignment role at the cursor; **e** shows the finding's whole explanation.
@@ -183,12 +191,31 @@ strip says what is selected.
 
     # --- actions -------------------------------------------------------------------------------
 
+    def action_cycle_pane(self) -> None:
+        """NKI alone, CUDA alone, both side by side (from the diff: back to the code first)."""
+        if self.mode != "aligned":
+            self.action_toggle_mode()
+            return
+        if self.code.left is None:
+            self.notify("This task has no CUDA source: the NKI port is the only file to show.", timeout=3)
+            return
+        self.code.cycle_pane()
+        self.code.focus()
+        self._update_bar()
+
+    def action_toggle_wrap(self) -> None:
+        if self.mode != "aligned":
+            self.action_toggle_mode()
+        self.code.set_wrap(not self.code.wrap)
+        self._update_bar()
+
     def action_toggle_mode(self) -> None:
         self.mode = "diff" if self.mode == "aligned" else "aligned"
         switcher = self.query_one(ContentSwitcher)
         switcher.current = "diff" if self.mode == "diff" else "code"
         self.focus_primary()
         self._update_bar()
+        self.call_after_refresh(self._update_bar)  # once laid out: what fits (pane, sideways hint)
         self._update_strip()
 
     def action_toggle_diff_layout(self) -> None:
@@ -196,6 +223,7 @@ strip says what is selected.
             self.action_toggle_mode()
         self.diff.set_split(not self.diff.split)
         self._update_bar()
+        self.call_after_refresh(self._update_bar)  # the sideways hint needs the diff's new width
 
     def action_pick_revisions(self) -> None:
         self.post_message(RevisionsWanted())
@@ -229,6 +257,11 @@ strip says what is selected.
 
     # --- status lines --------------------------------------------------------------------------
 
+    @on(CodePairView.LayoutChanged)
+    def _layout_changed(self) -> None:
+        self._update_bar()
+        self._update_strip()
+
     @on(CodePairView.CursorMoved)
     @on(DiffView.CursorMoved)
     @on(CodePairView.SelectionChanged)
@@ -257,20 +290,7 @@ strip says what is selected.
         short_counts = _severity_counts(self.findings, short=True)
         dot = ("  ·  ", "$text-muted")
         if self.mode == "aligned":
-            left, right = self.code.left, self.code.right
-            files = f"{left.path} ⇄ {right.path}" if left and right else (right.path if right else "no NKI source")
-            anchors = len(self.code.anchors)
-            align = (f"{len(self.pairs)} role pairs, {anchors} lines aligned" if self.pairs and left
-                     else self.analysis_state)
-            pairs = f"{len(self.pairs)} pairs" if self.pairs and left else ""
-            # Longest first; the finding counts are the last thing to go.
-            bar.update(
-                Content.assemble(("Aligned ", "bold"), files, dot, align, dot, counts),
-                Content.assemble(("Aligned ", "bold"), files, *((dot, pairs) if pairs else ()), dot, counts),
-                Content.assemble(("Aligned ", "bold"), files, dot, short_counts),
-                Content.assemble(files, (" · ", "$text-muted"), short_counts),
-                Content.assemble(("Aligned ", "bold"), short_counts),
-            )
+            bar.update(*self._code_bar(counts, short_counts))
         else:
             if self.diff_pair is None:
                 what = "no history (not a git repository?)" if not self.revisions else "pick revisions with v"
@@ -283,8 +303,56 @@ strip says what is selected.
             summary = (f"{len(self.diff_files)} file{'s' if len(self.diff_files) != 1 else ''} +{added} -{deleted}"
                        if self.diff_loaded else "loading")
             revisions = f"{old.short} → {new.short}"
-            bar.update(Content.assemble(("Diff ", "bold"), revisions, dot, layout, dot, summary),
+            view_width = self.diff.scrollable_content_region.width
+            wide = view_width > 0 and self.diff.virtual_size.width > view_width  # lines go on past the edge
+            sideways = [(" · ", "$text-muted"), ("← → scroll sideways", "$text-warning")] if wide else []
+            bar.update(Content.assemble(("Diff ", "bold"), revisions, dot, layout, dot, summary, *sideways),
+                       Content.assemble(("Diff ", "bold"), revisions, (" · ", "$text-muted"), summary, *sideways),
                        Content.assemble(("Diff ", "bold"), revisions, (" · ", "$text-muted"), summary))
+
+    def _code_bar(self, counts: Content, short_counts: Content) -> tuple[Content, ...]:
+        """The bar over the code: which pane and files, the alignment, the findings, and the keys that
+        change the view (longest first; the finding counts are the last thing to go)."""
+        code = self.code
+        left, right = code.left, code.right
+        pane = code.pane
+        dot = ("  ·  ", "$text-muted")
+        small = (" · ", "$text-muted")
+        key = keymap.app_key(self, "source.pane")
+        if pane == "both" and left and right:
+            title, files = "Aligned ", f"{left.path} ⇄ {right.path}"
+            anchors = len(code.anchors)
+            align = f"{len(self.pairs)} role pairs, {anchors} lines aligned" if self.pairs else self.analysis_state
+            pairs = f"{len(self.pairs)} pairs" if self.pairs else ""
+            switch = f"{key}: one file"
+        else:
+            shown = left if pane == "cuda" else right
+            title = "CUDA " if pane == "cuda" else "NKI "
+            files = shown.path if shown else "no NKI source"
+            align = pairs = ""
+            switch = (f"{key}: NKI" if pane == "cuda" else f"{key}: CUDA") if left else ""
+        # Why one file (the auditor did not choose it): too narrow for both, and the way to both.
+        narrow = bool(left) and code.pane_choice == "auto" and pane != "both"
+        why = (f"too narrow for CUDA beside it ({2 * SIDE_BY_SIDE_MIN}+ columns of code); {key}: CUDA, both"
+               if narrow else switch)
+        short_why = f"narrow: NKI only; {key}: CUDA, both" if narrow else switch
+        sideways = ("← → scroll sideways", "$text-warning") if code.cut_lines() else ("", "")
+        head = Content.assemble((title, "bold"), files)
+        extra = [dot, (why, "$text-muted")] if why else []
+        short_extra = [dot, (short_why, "$text-muted")] if short_why else []
+        side = [dot, sideways] if sideways[0] else []
+        return (
+            Content.assemble(head, *((dot, align) if align else ()), dot, counts, *extra, *side),
+            Content.assemble(head, *((dot, pairs) if pairs else ()), dot, counts, *extra, *side),
+            Content.assemble(head, dot, short_counts, *extra, *side),
+            Content.assemble(head, dot, short_counts, *short_extra, *side),
+            Content.assemble(head, small, short_counts, *((small, (short_why, "$text-muted")) if short_why else ()),
+                             *((small, sideways) if sideways[0] else ())),
+            Content.assemble(head, dot, short_counts, *side),
+            Content.assemble(files, small, short_counts, *((small, sideways) if sideways[0] else ())),
+            Content.assemble((title, "bold"), short_counts, *((small, sideways) if sideways[0] else ())),
+            Content.assemble((title, "bold"), short_counts),
+        )
 
     def _update_strip(self) -> None:
         if not self.is_mounted:

@@ -59,6 +59,7 @@ A selection covers lines of one file.
         self._split: list[SplitRow] = []
         self._highlight: dict[tuple[str, str], list[Content]] = {}
         self._digits = 4
+        self._longest = 0
 
     def set_diff(self, files: list[FileDiff], revision_label: str) -> None:
         self.files = files
@@ -70,19 +71,26 @@ A selection covers lines of one file.
             language = language_for(f.path)
             self._highlight[(f.path, "old")] = highlight_lines(f.old_text, language)
             self._highlight[(f.path, "new")] = highlight_lines(f.new_text, language)
-        longest = max((len(line.text) for line in self._unified), default=0)
+        self._longest = max((len(line.text) for line in self._unified), default=0)
         numbers = [n for line in self._unified for n in (line.old, line.new) if n]
         self._digits = max(3, len(str(max(numbers, default=1))))
         self.clear_selection()
         self.set_reactive(DiffView.cursor, 0)
         self.scroll_to(0, 0, animate=False, immediate=True, force=True)
-        self.data_changed(content_width=longest + 2 * self._digits + 8)
+        self.data_changed(content_width=self._row_width())
+
+    def _row_width(self) -> int:
+        """How wide the rows are: one line beside its numbers, or (split) two sides of it, so → can
+        scroll until the end of the longest line shows on each side."""
+        if self.split:
+            return 2 * (self._longest + self._digits + 4) + 1
+        return self._longest + 2 * self._digits + 8
 
     def set_split(self, split: bool) -> None:
         current = self.line_at_cursor()
         self.clear_selection()  # rows differ between the layouts
         self.split = split
-        self.data_changed()
+        self.data_changed(content_width=self._row_width())
         if current is not None:
             self._seek(current)
 

@@ -42,6 +42,37 @@ class PairRow:
     left: int | None  # 1-based CUDA line shown on this row
     right: int | None  # 1-based NKI line
     anchor: bool = False  # the two lines were paired by the analysis
+    part: int = 0  # soft wrap: 0 for the row that starts the line(s), k for their k-th continuation
+
+
+# Characters after which a soft-wrapped line of code may break (besides spaces): argument lists and
+# subscripts read well split after a comma or an opening bracket.
+_BREAK_AFTER = frozenset(",([{")
+
+
+def wrap_spans(text: str, width: int, indent: int = 0) -> list[tuple[int, int]]:
+    """Character spans of `text` for soft wrap at `width` cells.
+
+    Rows after the first are drawn behind `indent` spaces (a hanging indent), so they hold
+    `width - indent` characters. A row breaks at the last space, or after the last comma or opening
+    bracket, in its second half; failing that, at the width. A space at a break is dropped.
+    """
+    if width <= 0 or len(text) <= width:
+        return [(0, len(text))]
+    spans: list[tuple[int, int]] = []
+    start, room = 0, width
+    while len(text) - start > room:
+        end = start + room
+        cut = end
+        for i in range(end, start + max(1, room // 2) - 1, -1):
+            if text[i] == " " or text[i - 1] in _BREAK_AFTER:
+                cut = i
+                break
+        spans.append((start, cut))
+        start = cut + 1 if cut < len(text) and text[cut] == " " else cut
+        room = max(8, width - indent)
+    spans.append((start, len(text)))
+    return spans
 
 
 @dataclass

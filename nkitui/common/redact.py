@@ -1,0 +1,110 @@
+"""Secret redaction for everything nkitui stores or commits: run logs, run results, cited runs.
+
+A kernel that found a credential (it should not be able to: see nkitui.executor.confine, but the
+layers may be degraded on some hosts) would print it; the log goes into the run result, the result
+into the run store and, when a review cites the run, into the task repository for everyone to read.
+Known secret shapes are replaced by `[REDACTED:<kind>]` before any of that happens.
+
+    redact_text("key AKIAIOSFODNN7EXAMPLE")   -> "key [REDACTED:aws-access-key-id]"
+    redact_obj(result_dict)                   every string in a JSON-like value; lists of log lines
+                                              keep private-key blocks redacted across lines
+    LineRedactor().line(text)                 the same for a stream of lines (the live log)
+
+Shapes: AWS access key ids (AKIA/ASIA/...), aws_secret_access_key / aws_session_token values,
+GitHub (ghp_/gho_/ghu_/ghs_/ghr_, github_pat_), GitLab (glpat-), Slack (xox?-, webhook URLs),
+Google API keys, OpenAI/Anthropic/Hugging Face/npm tokens, JWTs, bearer/basic authorization
+values, PEM private-key blocks, and `password|secret|token|api_key = value` pairs with a value
+that looks like a credential (12+ characters of token alphabet).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+_PATTERNS: tuple[tuple[str, str], ...] = (
+    ("aws-access-key-id", r"\b(?:AKIA|ASIA|AGPA|AIDA|AROA|AIPA|ANPA|ANVA|APKA|ABIA|ACCA)[A-Z0-9]{16}\b"),
+    ("github-token", r"\b(?:ghp|gho|ghu|ghs|ghr)_[A-Za-z0-9]{36,255}\b"),
+    ("github-token", r"\bgithub_pat_[A-Za-z0-9_]{22,255}\b"),
+    ("gitlab-token", r"\bglpat-[A-Za-z0-9_\-]{20,}\b"),
+    ("slack-token", r"\bxox[abposr]-[A-Za-z0-9\-]{10,}\b"),
+    ("slack-webhook", r"https://hooks\.slack\.com/services/[A-Za-z0-9/_\-]+"),
+    ("google-api-key", r"\bAIza[0-9A-Za-z_\-]{35}\b"),
+    ("api-token", r"\bsk-(?:ant-|proj-)?[A-Za-z0-9_\-]{20,}\b"),
+    ("huggingface-token", r"\bhf_[A-Za-z0-9]{30,}\b"),
+    ("npm-token", r"\bnpm_[A-Za-z0-9]{36}\b"),
+    ("jwt", r"\beyJ[A-Za-z0-9_\-]{8,}\.eyJ[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]{8,}"),
+    ("private-key", r"-----BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY( BLOCK)?-----[\s\S]*?-----END (?:[A-Z0-9]+ )*PRIVATE KEY( BLOCK)?-----"),
+)
+# name = value pairs: only the value is replaced
+_VALUE_PATTERNS: tuple[tuple[str, str], ...] = (
+    ("aws-secret", r"(?i)\b(aws_secret_access_key|aws_session_token|aws_security_token|secret_access_key)"
+                   r"(\s*[=:]\s*|\"\s*:\s*\"|'\s*:\s*')[\"']?([A-Za-z0-9/+=]{16,})"),
+    ("authorization", r"(?i)\b(bearer|basic|token)(\s+)([A-Za-z0-9\-._~+/]{16,}=*)"),
+    ("secret", r"(?i)\b([a-z0-9_\-]*(?:password|passwd|secret|token|api[_\-]?key|access[_\-]?key|private[_\-]?key))"
+               r"(\s*[=:]\s*|\"\s*:\s*\"|'\s*:\s*')[\"']?([A-Za-z0-9/+=_\-.~]{12,})"),
+)
+_COMBINED = re.compile("|".join(f"(?P<k{i}>{p})" for i, (_, p) in enumerate(_PATTERNS)))
+_KINDS = {f"k{i}": kind for i, (kind, _) in enumerate(_PATTERNS)}
+_VALUES = tuple((kind, re.compile(p)) for kind, p in _VALUE_PATTERNS)
+_KEY_BEGIN = re.compile(r"-----BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY( BLOCK)?-----")
+_KEY_END = re.compile(r"-----END (?:[A-Z0-9]+ )*PRIVATE KEY( BLOCK)?-----")
+_HINTS = ("AKIA", "ASIA", "AGPA", "AIDA", "AROA", "AIPA", "ANPA", "ANVA", "APKA", "ABIA", "ACCA", "gh", "glpat", "xox",
+          "hooks.slack", "AIza", "sk-", "hf_", "npm_", "eyJ", "PRIVATE KEY", "ecret", "ECRET", "oken", "OKEN", "assw",
+          "ASSW", "earer", "EARER", "asic", "ASIC", "pi_key", "pi-key", "PI_KEY", "ccess_key", "CCESS_KEY", "ccess-key")
+
+
+_HINT = re.compile("|".join(re.escape(h) for h in _HINTS))
+
+
+def _mark(kind: str) -> str:
+    return f"[REDACTED:{kind}]"
+
+
+def redact_text(text: str) -> str:
+    """`text` with every known secret shape replaced by [REDACTED:<kind>]."""
+    if not text or not _HINT.search(text):  # the common case: nothing that could match
+        return text
+    out = _COMBINED.sub(lambda m: _mark(_KINDS[m.lastgroup or ""]), text)
+    for kind, pattern in _VALUES:
+        out = pattern.sub(lambda m, kind=kind: f"{m.group(1)}{m.group(2)}{_mark(kind)}", out)
+    return out
+
+
+class LineRedactor:
+    """Redaction over a stream of lines: a private-key block spans lines, so everything from its
+    BEGIN line to its END line is replaced."""
+
+    def __init__(self) -> None:
+        self.in_key = False
+
+    def line(self, text: str) -> str:
+        if self.in_key:
+            if _KEY_END.search(text):
+                self.in_key = False
+                return _mark("private-key") + _KEY_END.split(text, 1)[-1]
+            return _mark("private-key")
+        begin = _KEY_BEGIN.search(text)
+        if begin and not _KEY_END.search(text, begin.end()):
+            self.in_key = True
+            return redact_text(text[: begin.start()]) + _mark("private-key")
+        return redact_text(text)
+
+
+def redact_lines(lines: list[str]) -> list[str]:
+    r = LineRedactor()
+    return [r.line(line) if isinstance(line, str) else line for line in lines]
+
+
+def redact_obj(value: Any) -> Any:
+    """A copy of a JSON-like value with every string redacted (dict keys too); a list of strings
+    is redacted as lines, so private-key blocks split over a log's lines are caught."""
+    if isinstance(value, str):
+        return redact_text(value)
+    if isinstance(value, dict):
+        return {redact_text(k) if isinstance(k, str) else k: redact_obj(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        if value and all(isinstance(v, str) for v in value):
+            return redact_lines(list(value))
+        return [redact_obj(v) for v in value]
+    return value

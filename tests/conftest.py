@@ -1,0 +1,45 @@
+"""Session-wide reporting: how many of the sandbox's protections this host let the suite verify.
+
+Tests of tests/security record `record_property("protection", NAME)`; at the end of the session the
+count of verified (passed) and unverified (skipped, with the reason) protections is printed, also
+under pytest-xdist (the reports travel to the controller with their properties).
+
+Every test also starts without the COLUMNS/LINES that pytest-xdist workers inherit (see
+`no_inherited_terminal_width`).
+"""
+
+from __future__ import annotations
+
+import pytest
+
+_protections: dict[str, str] = {}
+
+
+def pytest_runtest_logreport(report) -> None:  # noqa: ANN001
+    name = dict(report.user_properties).get("protection")
+    if name is None or (report.when != "call" and not (report.skipped or report.failed)):
+        return
+    if report.when == "call" or name not in _protections:
+        _protections[str(name)] = report.outcome
+
+
+def pytest_terminal_summary(terminalreporter) -> None:  # noqa: ANN001
+    if not _protections:
+        return
+    verified = sorted(n for n, o in _protections.items() if o == "passed")
+    skipped = sorted(n for n, o in _protections.items() if o == "skipped")
+    failed = sorted(n for n, o in _protections.items() if o == "failed")
+    line = f"sandbox: {len(verified)} of {len(_protections)} protections verified on this host"
+    if skipped:
+        line += f"; unverified (layer missing here): {', '.join(skipped)}"
+    if failed:
+        line += f"; FAILED: {', '.join(failed)}"
+    terminalreporter.write_sep("-", line, yellow=bool(skipped), red=bool(failed), green=not (skipped or failed))
+
+
+@pytest.fixture(autouse=True)
+def no_inherited_terminal_width(monkeypatch: pytest.MonkeyPatch) -> None:
+    """pytest-xdist workers inherit COLUMNS=80/LINES=24; commands fit their output to COLUMNS, so a test
+    sees the width it sets itself (a test of 80-column output sets COLUMNS=80), never an accident."""
+    monkeypatch.delenv("COLUMNS", raising=False)
+    monkeypatch.delenv("LINES", raising=False)
