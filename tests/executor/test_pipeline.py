@@ -114,8 +114,8 @@ def test_a_syntax_error_in_the_kernel_is_located(tmp_path):
     # the port is what is judged: it loads, and the run fails with the error at its file and line
     task = write_task(tmp_path / "t", kernel=HEADER + "\n\n@nki.jit\ndef add_kernel(a, b)\n    return a\n")
     result = run(task)
-    assert result.status == "failed" and result.error["file"] == "add_nki.py"
-    assert result.error["line"] == HEADER.count("\n") + 4 and "expected ':'" in result.error["message"]
+    assert result.status == "failed" and result.error.file == "add_nki.py"
+    assert result.error.line == HEADER.count("\n") + 4 and "expected ':'" in result.error.message
 
 
 def test_a_task_without_a_manifest_cannot_start(tmp_path):
