@@ -168,6 +168,29 @@ def _max_abs(a: np.ndarray) -> float:
     return float(np.abs(f).max()) if f.size else 0.0
 
 
+def _prefetch(reference: ReferenceFn, sets: list[dict[str, np.ndarray]]) -> None:
+    """Let a reference that can answer several input sets at once (a process: one round trip) have
+    the next candidates together; the search still checks them one by one, in order."""
+    fetch = getattr(reference, "prefetch", None)
+    if fetch is not None and sets:
+        fetch(sets)
+
+
+def _first_accepted(reference: ReferenceFn, candidates: list, accepts, size: int = 1) -> object | None:  # noqa: ANN001
+    """The first candidate `accepts`, asking the reference about them in growing batches (1, 3, 8, 8,
+    ...; or from `size`): the same answer as a one-by-one search, in fewer round trips."""
+    done = 0
+    while done < len(candidates):
+        batch = candidates[done:done + size]
+        _prefetch(reference, [trial for _, trial in batch])
+        for candidate in batch:
+            if accepts(candidate[1]):
+                return candidate
+        done += len(batch)
+        size = 3 if size == 1 else 8
+    return None
+
+
 def _large(base, names, reference, op, limits, lows, base_nf, k, rng):
     in_max = min(float_format(base[n].dtype).max for n in names)
     target = min(1e4, in_max / 16.0)
@@ -175,35 +198,46 @@ def _large(base, names, reference, op, limits, lows, base_nf, k, rng):
         target = min(target, 1e3)
     current = max(_max_abs(base[n]) for n in names) or 1.0
     factor = target / current
+    candidates = []
     for _ in range(8):
         if factor <= 1.0:
-            return None
-        trial = _scaled(base, names, factor)
-        if _ref_ok(reference, trial, limits, base_nf):
-            return AdversarialCase(
-                "large",
-                f"{', '.join(names)} scaled by {factor:.3g} (largest magnitude {_max_abs(trial[names[0]]):.3g})",
-                trial,
-                rescaled=True,
-                changed=tuple(names),
-            )
+            break
+        candidates.append((factor, _scaled(base, names, factor)))
         factor /= 16.0
-    return None
+    found = _first_accepted(reference, candidates, lambda trial: _ref_ok(reference, trial, limits, base_nf))
+    if found is None:
+        return None
+    factor, trial = found
+    return AdversarialCase(
+        "large",
+        f"{', '.join(names)} scaled by {factor:.3g} (largest magnitude {_max_abs(trial[names[0]]):.3g})",
+        trial,
+        rescaled=True,
+        changed=tuple(names),
+    )
 
 
 def _tiny(base, names, reference, op, limits, lows, base_nf, k, rng):
     current = max(_max_abs(base[n]) for n in names) or 1.0
     smallest = max(float_format(base[n].dtype).smallest_normal for n in names)
     factor = smallest * 2.0**6 / current
+    factors = []
     for _ in range(40):
         if factor >= 1.0:
-            return None
-        trial = _scaled(base, names, factor)
-        if _ref_ok(reference, trial, limits, base_nf, lows if op not in ("softmax", "norm") else None):
             break
+        factors.append(factor)
         factor *= 2.0**4
-    else:
+    low = lows if op not in ("softmax", "norm") else None
+    found = None
+    for start in range(0, len(factors), 8):  # build 8 candidates at a time: the scaled inputs take memory
+        chunk = [(f, _scaled(base, names, f)) for f in factors[start:start + 8]]
+        found = _first_accepted(reference, chunk, lambda trial: _ref_ok(reference, trial, limits, base_nf, low),
+                                size=1 if start == 0 else 8)
+        if found is not None:
+            break
+    if found is None:
         return None
+    factor, trial = found
     first = names[0]
     fmt = float_format(trial[first].dtype)
     vals = _f64(trial[first]).copy()

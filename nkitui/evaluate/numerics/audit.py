@@ -225,9 +225,16 @@ class NumericsAuditor:
         reference fails on raises at once (`stop_on_error`) or is kept in `reference_errors`.
         `announce(what)` is told what is asked next ("seed 1", "adversarial inputs", ...)."""
         say = announce or (lambda _what: None)
+        fetch = getattr(self.reference, "prefetch", None) or (lambda _sets: None)
+        for seed in self.seeds:
+            self.inputs[seed] = self.make_inputs(seed)
+        say("the seeds' inputs")
+        first_inputs = self.inputs[self.seeds[0]]
+        fetch([self.inputs[s] for s in self.seeds]
+              + ([abs_inputs(first_inputs)] if self.op in LINEAR_OPS else []))  # one round trip for all of them
         for seed in self.seeds:
             say(f"seed {seed}")
-            inputs = self.make_inputs(seed)
+            inputs = self.inputs[seed]
             self.inputs[seed] = inputs
             try:
                 with np.errstate(all="ignore"):
@@ -244,9 +251,9 @@ class NumericsAuditor:
         if self.options.trials and self.options.adversarial and self.outputs:
             say("adversarial inputs")
             k = reduction_length_for(self.outputs[0], self.inputs[first], self.op)[0]
-            self.cases = make_adversarial_cases(self.inputs[first], lambda i: _named(self.reference(dict(i)), self.outputs,
-                                                                                     "the reference"),
+            self.cases = make_adversarial_cases(self.inputs[first], _NamedReference(self.reference, self.outputs),
                                                 self.op, output_dtype_names(self.outputs), k, first)
+            fetch([inputs for case in self.cases for inputs in adversarial_reference_inputs(case, self.op)])
             for case in self.cases:
                 for inputs in adversarial_reference_inputs(case, self.op):
                     try:
@@ -338,6 +345,22 @@ class NumericsAuditor:
             precision=self.precision_report, mutants=self.mutation_report, goldens=self.golden_report,
             findings=tuple(sort_findings(_dedupe(self.findings))), error=self.error,
         )
+
+
+class _NamedReference:
+    """The reference as the adversarial search calls it: outputs checked by name; batches passed on."""
+
+    def __init__(self, reference: ReferenceFn, outputs: Sequence[Any]) -> None:
+        self.reference = reference
+        self.outputs = outputs
+
+    def __call__(self, inputs: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+        return _named(self.reference(dict(inputs)), self.outputs, "the reference")
+
+    def prefetch(self, sets: list[dict[str, np.ndarray]]) -> None:
+        fetch = getattr(self.reference, "prefetch", None)
+        if fetch is not None:
+            fetch([dict(s) for s in sets])
 
 
 def _named(raw: Mapping[str, Any], outputs: Sequence[Any], who: str) -> dict[str, np.ndarray]:

@@ -1,6 +1,7 @@
 """A reference whose answers are recorded while it is live and replayed once it is sealed.
 
     reference = RecordedReference(ask_the_reference_process)
+    reference.prefetch([inputs_1, inputs_2])   # live: several answers in one round trip, where it can
     auditor.ask_reference()     # live: every answer the audit will need, recorded by input content
     reference.seal()            # the reference process can end now
     auditor.trials(runner)      # replays; a question not asked before raises UnplannedCall
@@ -70,6 +71,24 @@ class RecordedReference:
 
     def seal(self) -> None:
         self._live = None
+
+    def prefetch(self, sets: list[dict[str, np.ndarray]]) -> None:
+        """Ask the live reference about several input sets at once (one round trip to its process,
+        when it offers `many`); later calls with the same inputs replay the answers. Sets already
+        answered are skipped; without a live reference this does nothing."""
+        many = getattr(self._live, "many", None)
+        if many is None:
+            return
+        todo: dict[bytes, dict[str, np.ndarray]] = {}
+        for inputs in sets:
+            key = inputs_digest(inputs)
+            if key not in self._answers and key not in todo:
+                todo[key] = inputs
+        if not todo:
+            return
+        self.live_calls += len(todo)
+        for key, answer in zip(todo, many(list(todo.values()))):
+            self._answers[key] = answer if isinstance(answer, BaseException) else dict(answer)
 
     def __call__(self, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         key = inputs_digest(inputs)

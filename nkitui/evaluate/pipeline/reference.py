@@ -46,40 +46,62 @@ class ReferenceProcess:
             raise ReferenceFailed(error_from(reply["error"], "importing the reference failed"))
 
     def __call__(self, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        answer = self.many([inputs])[0]
+        if isinstance(answer, ReferenceFailed):
+            raise answer
+        return answer
+
+    def many(self, sets: list[dict[str, np.ndarray]]) -> list[dict[str, np.ndarray] | ReferenceFailed]:
+        """The reference on several input sets in one round trip: each answer, or its failure."""
         import time
 
-        self.calls += 1
+        self.calls += len(sets)
         started = time.perf_counter()
         rid, folder = self.child.folder()
-        metas = {}
-        for i, (name, value) in enumerate(inputs.items()):
-            meta = save_array(folder / "in" / f"{i}-{name}.npy", np.asarray(value))
-            metas[name] = meta
         what = f"the reference failed on {self.asking}"
+        items = []
+        for k, inputs in enumerate(sets):
+            (folder / str(k) / "in").mkdir(parents=True, exist_ok=True)
+            metas = {name: save_array(folder / str(k) / "in" / f"{i}-{name}.npy", np.asarray(value))
+                     for i, (name, value) in enumerate(inputs.items())}
+            items.append({"inputs": metas, "what": what})
         sent = time.perf_counter()
-        reply = self.child.request("call", rid=rid, folder=folder, inputs=metas, what=what)
-        answered = time.perf_counter()
         try:
-            if reply.get("error") is not None:
-                error = error_from(reply["error"], what)
+            reply = self.child.request("calls", rid=rid, folder=folder, sets=items)
+            answered = time.perf_counter()
+            results = reply.get("results") if isinstance(reply.get("results"), list) else None
+            if reply.get("error") is not None or results is None or len(results) != len(sets):
+                error = error_from(reply.get("error"), f"{what}: the reference process answered {len(results or [])} of "
+                                                       f"{len(sets)} input sets")
                 error["kind"] = "reference-error"
-                raise ReferenceFailed(error)
-            try:
-                outputs = self.child.arrays(reply, folder, self.names, self.max_elements)
-            except ChildReplyError as exc:
-                raise ReferenceFailed({"kind": "reference-error", "message": str(exc), "file": self._file(), "line": None,
-                                       "traceback": ""}) from None
+                return [ReferenceFailed(error) for _ in sets]
+            answers = [self._answer(result, folder / str(k), what) for k, result in enumerate(results)]
         finally:
             self.child.forget(folder)
-        self.child.ctx.log(f"reference call {self.calls} ({self.asking}): writing inputs {(sent - started) * 1e3:.0f} ms, "
-                           f"answer {(answered - sent) * 1e3:.0f} ms, reading outputs {(time.perf_counter() - answered) * 1e3:.0f} ms",
-                           level="debug")
+        self.child.ctx.log(f"reference: {len(sets)} input set(s) ({self.asking}): writing inputs "
+                           f"{(sent - started) * 1e3:.0f} ms, answers {(answered - sent) * 1e3:.0f} ms, reading outputs "
+                           f"{(time.perf_counter() - answered) * 1e3:.0f} ms", level="debug")
+        return answers
+
+    def _answer(self, result: Any, folder: Any, what: str) -> dict[str, np.ndarray] | ReferenceFailed:
+        if not isinstance(result, dict):
+            return ReferenceFailed({"kind": "reference-error", "message": f"{what}: no answer", "file": self._file(),
+                                    "line": None, "traceback": ""})
+        if result.get("error") is not None:
+            error = error_from(result["error"], what)
+            error["kind"] = "reference-error"
+            return ReferenceFailed(error)
+        try:
+            outputs = self.child.arrays(result, folder, self.names, self.max_elements)
+        except ChildReplyError as exc:
+            return ReferenceFailed({"kind": "reference-error", "message": str(exc), "file": self._file(), "line": None,
+                                    "traceback": ""})
         for spec in self.task.outputs:
             if outputs[spec.name].shape != tuple(spec.shape):
-                raise ReferenceFailed({"kind": "reference-error", "file": self._file(), "line": None, "traceback": "",
-                                       "message": f"{self.task.sources.reference.spec} returned shape "
-                                                  f"{outputs[spec.name].shape} for output {spec.name!r}; the manifest "
-                                                  f"declares {tuple(spec.shape)}"})
+                return ReferenceFailed({"kind": "reference-error", "file": self._file(), "line": None, "traceback": "",
+                                        "message": f"{self.task.sources.reference.spec} returned shape "
+                                                   f"{outputs[spec.name].shape} for output {spec.name!r}; the manifest "
+                                                   f"declares {tuple(spec.shape)}"})
         return outputs
 
     def _file(self) -> str | None:

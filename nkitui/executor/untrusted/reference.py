@@ -4,6 +4,8 @@ Requests:
   {"op": "load"}                                   import the reference module
   {"op": "call", "dir": D, "inputs": {name: meta}}  the reference on D/in/*.npy (natural layout);
         reply {outputs: {name: meta}} (checked against the manifest's outputs) or {error}
+  {"op": "calls", "dir": D, "sets": [{"inputs": ...}, ...]}   several input sets (set k in D/k/in),
+        reply {results: [{outputs} or {error}, ...]}: one round trip for a batch the audit asks at once
   {"op": "exit"}
 
 The reference is task code too: it runs here, in its own process and scratch folder, never in the
@@ -49,11 +51,17 @@ def serve(payload: dict[str, Any], ctx: WorkerContext) -> int:
                                                      kind="reference-error"))
                 continue
             server.reply(request, ok=True)
-        elif op == "call":
+        elif op in ("call", "calls"):
             if fn is None:
                 server.reply(request, error={"kind": "reference-error", "message": "the reference is not loaded"})
                 continue
-            _call(server, ctx, task, fn, request, max_elements)
+            folder = Path(request["dir"])
+            if op == "call":
+                server.reply(request, **_call(ctx, task, fn, folder, request, max_elements))
+            else:  # several input sets in one request: one answer each, in order
+                sets = request.get("sets") if isinstance(request.get("sets"), list) else []
+                server.reply(request, results=[_call(ctx, task, fn, folder / str(k), item, max_elements)
+                                               for k, item in enumerate(sets) if isinstance(item, dict)])
         else:
             server.reply(request, error={"kind": "internal", "message": f"unknown request {op!r}"})
     return 0
@@ -69,12 +77,12 @@ def _load(task: Any) -> Any:
     return get_function(module, ref.name, ref.path.name)
 
 
-def _call(server: Server, ctx: WorkerContext, task: Any, fn: Any, request: dict[str, Any], max_elements: int) -> None:
+def _call(ctx: WorkerContext, task: Any, fn: Any, folder: Path, request: dict[str, Any], max_elements: int) -> dict[str, Any]:
+    """The reference on one input set (folder/in/*.npy): {"outputs": {name: meta}} or {"error": ...}."""
     import numpy as np
 
     from nkitui.executor.arrays import ArrayTransferError, load_array, save_array
 
-    folder = Path(request["dir"])
     label = task.sources.reference.spec
     try:
         inputs = {name: load_array(folder / "in", meta, max_elements=max_elements)
@@ -86,13 +94,11 @@ def _call(server: Server, ctx: WorkerContext, task: Any, fn: Any, request: dict[
         (folder / "out").mkdir(parents=True, exist_ok=True)
         saved = {name: save_array(folder / "out" / f"{name}.npy", arr) for name, arr in outputs.items()}
     except (ReferenceOutputError, ArrayTransferError) as exc:
-        server.reply(request, error={"kind": "reference-error", "message": str(exc), "file": task.rel(task.sources.reference.path),
-                                     "line": None, "traceback": ""})
-        return
+        return {"error": {"kind": "reference-error", "message": str(exc), "file": task.rel(task.sources.reference.path),
+                          "line": None, "traceback": ""}}
     except TASK_ERRORS as exc:
-        server.reply(request, error=describe(ctx, exc, str(request.get("what") or "the reference failed"), kind="reference-error"))
-        return
-    server.reply(request, outputs=saved)
+        return {"error": describe(ctx, exc, str(request.get("what") or "the reference failed"), kind="reference-error")}
+    return {"outputs": saved}
 
 
 def collect_reference_outputs(returned: Any, task: Any, label: str) -> dict[str, Any]:
