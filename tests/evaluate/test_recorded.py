@@ -46,3 +46,25 @@ def test_the_digest_tells_dtypes_shapes_and_names_apart():
     assert inputs_digest({"a": a}) != inputs_digest({"a": a.reshape(2, 2)})
     assert inputs_digest({"a": a}) != inputs_digest({"b": a})
     assert inputs_digest({"a": a, "b": a}) == inputs_digest({"b": a.copy(), "a": a.copy()})
+
+
+def test_prefetch_asks_once_for_many_sets_and_later_calls_replay():
+    batches = []
+
+    class Live:
+        def __call__(self, inputs):  # pragma: no cover - prefetch must have answered
+            raise AssertionError("asked one at a time")
+
+        def many(self, sets):
+            batches.append(len(sets))
+            return [ValueError("no") if s["a"][0] < 0 else {"c": s["a"] * 2} for s in sets]
+
+    ref = RecordedReference(Live())
+    sets = [{"a": np.full(2, float(i))} for i in (-1, 1, 2)]
+    ref.prefetch(sets + [{"a": np.full(2, 1.0)}])  # a duplicate is asked once
+    ref.prefetch(sets)  # all answered: no round trip
+    assert batches == [3] and ref.live_calls == 3
+    ref.seal()
+    assert np.array_equal(ref({"a": np.full(2, 2.0)})["c"], np.full(2, 4.0))
+    with pytest.raises(ValueError, match="no"):
+        ref({"a": np.full(2, -1.0)})
