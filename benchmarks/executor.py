@@ -20,7 +20,9 @@ ratios travel):
              checkout and for the baseline commit (a `git worktree` made in a temp folder, run the same
              way: `python -P -m nkitui` with that tree first on PYTHONPATH), interleaved and alternating
              which goes first; the ratio is this checkout's total over the baseline's, and every task's
-             verdict (exit code, status, failed checks) must be the same on both
+             verdict (exit code, status, failed checks) must be the same on both. Both trees are
+             byte-compiled first (as an installed package is: workers never write bytecode, so an
+             uncompiled tree makes every worker compile nkitui anew) and each runs once unmeasured
 """
 
 from __future__ import annotations
@@ -186,6 +188,10 @@ def check_tasks(baseline: str, repeats: int, only: list[str] | None) -> dict:
         env[var] = str(work / var.lower())
     rows = []
     try:
+        for tree in (base_tree, ROOT):
+            subprocess.run([sys.executable, "-m", "compileall", "-q", str(tree / "nkitui")], capture_output=True)
+            if tasks:
+                _check_once(tree, (samples if tree is ROOT else tree / "sample_tasks") / tasks[0].name, env)
         for task in tasks:
             base_times, new_times, verdicts = [], [], {"baseline": None, "this": None}
             for r in range(repeats):

@@ -137,9 +137,11 @@ class RunHandle:
         command: list[str] | None = None,
         queue_batches: int = QUEUE_BATCHES,
         requests: bool = False,
+        fork: bool = False,
     ) -> None:
         self.job = job
         self._requests = requests  # a pipe on the worker's stdin for send() (untrusted children are servers)
+        self._fork = fork  # fork this process instead of starting an interpreter (nkitui.executor.forked)
         self.run_id = job.run_id
         self.limits = job.limits
         self._finalizer = finalizer
@@ -153,7 +155,7 @@ class RunHandle:
         self._abandoned = threading.Event()
         self._cancel_requested = False
         self._timed_out = False
-        self._proc: subprocess.Popen | None = None
+        self._proc: Any = None  # subprocess.Popen, or forked.ForkedWorker
         self._scratch: Scratch | None = None
         self._kernel_r: int | None = None
         self._spawned_at = 0.0
@@ -179,6 +181,13 @@ class RunHandle:
 
     # -- starting --------------------------------------------------------------------------------
     def start(self) -> "RunHandle":
+        if self.launch():
+            self.watch()
+        return self
+
+    def launch(self) -> bool:
+        """Start the worker process, no thread yet (several forked children are launched before any
+        of their threads start). False when it could not start (the events say why)."""
         try:
             self._spawn()
         except (WorkspaceError, OSError) as exc:
@@ -188,10 +197,17 @@ class RunHandle:
             if self._scratch is not None:
                 self._scratch.remove()
             self._queue.put(_FINISHED)
-            return self
+            return False
+        return True
+
+    def watch(self) -> None:
+        """Start the threads that read the launched worker's pipes and wait for its exit."""
+        if self._fork and self._proc is not None:
+            from nkitui.executor.confine import reaping
+
+            reaping.watch(self._proc.pid, self._scratch.root if self._scratch else None)
         threading.Thread(target=self._io_loop, name=f"nkitui-run-io-{self.run_id}", daemon=True).start()
         threading.Thread(target=self._wait_loop, name=f"nkitui-run-wait-{self.run_id}", daemon=True).start()
-        return self
 
     def _spawn(self) -> None:
         self._scratch = make_scratch(self.job.workspace)
@@ -199,13 +215,21 @@ class RunHandle:
         try:
             job_dict = self.job.to_file_dict(self._scratch.root, self._scratch.work)
             self._scratch.job_path.write_text(json.dumps(job_dict), encoding="utf-8")
-            command = self._command or worker_command(self._scratch.job_path, kernel_w)
+            policy = confine.ConfinementPolicy(scratch=self._scratch.root, processes=self.job.allow_subprocess)
+            python_path = [*self.job.python_path, _PACKAGE_PARENT]
             self._spawned_at = time.perf_counter()
+            if self._fork:
+                from nkitui.executor import forked
+
+                self._proc = forked.fork_worker(self._scratch.job_path, kernel_w, policy, extra_env=self.job.extra_env,
+                                                python_path=python_path, cwd=self._scratch.work, requests=self._requests)
+                self._kernel_r = kernel_r
+                return
+            command = self._command or worker_command(self._scratch.job_path, kernel_w)
             # confine.spawn: own session, parent-death SIGKILL, scrubbed env (HOME/TMPDIR in the
             # scratch folder), forked on the spawner thread and watched by the reaper
             self._proc = confine.spawn(
-                command, confine.ConfinementPolicy(scratch=self._scratch.root, processes=self.job.allow_subprocess),
-                extra_env=self.job.extra_env, python_path=[*self.job.python_path, _PACKAGE_PARENT],
+                command, policy, extra_env=self.job.extra_env, python_path=python_path,
                 stdin=subprocess.PIPE if self._requests else subprocess.DEVNULL, stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE, pass_fds=(kernel_w,), cwd=self._scratch.work, bufsize=0,
             )
@@ -371,6 +395,16 @@ class RunHandle:
     def scratch(self) -> Scratch | None:
         """The run's scratch folder (removed once the worker has exited)."""
         return self._scratch
+
+    @property
+    def cancel_requested(self) -> bool:
+        """Did this process ask for the stop (cancel(), or the timeout's SIGTERM)?"""
+        return self._cancel_requested or self._timed_out
+
+    @property
+    def forked(self) -> bool:
+        """Was the worker forked from this process (nkitui.executor.forked) rather than exec'd?"""
+        return self._fork
 
     @property
     def pid(self) -> int | None:

@@ -87,6 +87,9 @@ def main(argv: list[str]) -> int:
         from nkitui.executor import confine
 
         confine.harden_parent()  # not dumpable: the untrusted children it starts cannot open its /proc (its pipes)
+        from nkitui.executor import forked
+
+        forked.allow_forking()  # its untrusted children may be forked from it (nkitui.executor.forked)
 
     from pathlib import Path
 

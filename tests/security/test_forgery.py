@@ -362,6 +362,15 @@ def test_exiting_early_with_status_0_is_a_crash(tmp_path):
     assert "exited with status 0 before answering" in result.error.message
 
 
+@pytest.mark.parametrize("ending", ["import os\nos._exit(3)", "import signal\nsignal.raise_signal(signal.SIGTERM)"])
+def test_exiting_as_a_cancelled_worker_does_is_a_crash_not_a_cancel(tmp_path, ending):
+    # status 3 is what a worker stopped by SIGTERM exits with: only nkitui's own stop may read as "cancelled"
+    result, _ = evaluate(wrong_task(tmp_path, ending))
+    assert_not_passed(result)
+    assert result.status == "crashed" and result.exit_code == 1, (result.status, result.error)
+    assert "though nkitui did not stop it" in result.error.message
+
+
 def test_outputs_of_the_wrong_shape_are_a_failed_check_not_a_crash_of_the_evaluator(tmp_path):
     def edit(source: str) -> str:
         return source.replace("    return c\n", "    return c_rows[0:P, :]\n")

@@ -38,7 +38,7 @@ def array_digest(array: np.ndarray) -> bytes:
     if hit is not None and hit[0]() is array:
         return hit[1]
     a = np.ascontiguousarray(array)
-    h = hashlib.blake2b(digest_size=20)
+    h = hashlib.sha256()
     h.update(f"{a.dtype.name}|{a.dtype.str}|{a.shape}".encode())
     if a.size:
         h.update(a.view(np.uint8).reshape(-1))
@@ -51,7 +51,7 @@ def array_digest(array: np.ndarray) -> bytes:
 
 
 def inputs_digest(inputs: Mapping[str, Any]) -> bytes:
-    h = hashlib.blake2b(digest_size=20)
+    h = hashlib.sha256()
     for name in sorted(inputs):
         h.update(name.encode("utf-8") + b"\0")
         value = inputs[name]

@@ -15,8 +15,10 @@ told in words. Arrays are read with allow_pickle=False, their headers checked fi
 
 from __future__ import annotations
 
+import queue
 import secrets
 import shutil
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -55,6 +57,29 @@ class ChildReplyError(Exception):
 
 _STATUS = {"crash": "crashed", "memory-limit": "memory-limit", "cpu-limit": "cpu-limit", "killed": "killed",
            "timeout": "timeout", "cancelled": "cancelled"}
+
+
+class _Janitor:
+    """Removes folders on one daemon thread, started on first use."""
+
+    def __init__(self) -> None:
+        self._queue: queue.SimpleQueue[Path] = queue.SimpleQueue()
+        self._thread: threading.Thread | None = None
+        self._lock = threading.Lock()
+
+    def remove(self, folder: Path) -> None:
+        self._queue.put(folder)
+        with self._lock:
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._run, name="nkitui-janitor", daemon=True)
+                self._thread.start()
+
+    def _run(self) -> None:
+        while True:
+            shutil.rmtree(self._queue.get(), ignore_errors=True)
+
+
+_JANITOR = _Janitor()
 
 
 class UntrustedChild:
@@ -120,8 +145,9 @@ class UntrustedChild:
                 return reply
 
     def forget(self, folder: Path) -> None:
-        """Drop a request's files once they have been read (the scratch folder stays small)."""
-        shutil.rmtree(folder, ignore_errors=True)
+        """Drop a request's files once they have been read (the scratch folder stays small). The
+        removal happens on a background thread: the evaluator's next request does not wait for it."""
+        _JANITOR.remove(folder)
 
     # -- what the child says ----------------------------------------------------------------------
     def _next(self, rid: str | None) -> dict[str, Any] | None:
@@ -190,6 +216,13 @@ class UntrustedChild:
         if own:
             error = ErrorEvent("memory-limit", own[-1].message, own[-1].file, own[-1].line, own[-1].traceback)
             status = "memory-limit"
+        elif kind == "cancelled" and not self.handle.cancel_requested:
+            # status 3 is what a worker stopped by SIGTERM exits with; task code can exit with it too (or
+            # SIGTERM its own process group). Only the evaluator's own cancel makes a child "cancelled"
+            code = exit_report.returncode if exit_report is not None else None
+            error = ErrorEvent("crash", f"{what} exited with status {code} (a stop by SIGTERM) though nkitui did "
+                                        "not stop it: task code ended the process", file, line)
+            status = "crashed"
         elif kind in ("ok", "failed", "invalid"):
             code = exit_report.returncode if exit_report is not None else None
             message = f"{what} exited with status {code} before answering: task code ended the process"

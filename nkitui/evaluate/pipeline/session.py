@@ -183,16 +183,32 @@ class EvaluationSession:
                       grace_s=limits.grace_s)
 
     def _spawn(self, role: str, payload: dict[str, Any] | None = None) -> UntrustedChild:
-        from nkitui.evaluate.pipeline.children import KERNEL_ENTRY, REFERENCE_ENTRY, UntrustedChild
-        from nkitui.executor.spawn import spawn_untrusted
+        return self._spawn_many([(role, payload)])[0]
 
-        entry = REFERENCE_ENTRY if role == "reference" else KERNEL_ENTRY
-        allow = bool(role != "reference" and self.choice is not None and self.choice.name != "emulator")
-        handle = spawn_untrusted(entry, payload or {}, workspace=self.ctx.workspace, limits=self._child_limits(),
-                                 allow_subprocess=allow, python_path=self.python_path)
-        child = UntrustedChild(role if role == "reference" else "kernel", handle, self.ctx)
-        self.children.append(child)
-        return child
+    def _spawn_many(self, wanted: list[tuple[str, dict[str, Any] | None]]) -> list[UntrustedChild]:
+        """Start untrusted children (forked from this process while it has one thread, see
+        nkitui.executor.forked; else new interpreters)."""
+        from nkitui.evaluate.pipeline.children import KERNEL_ENTRY, REFERENCE_ENTRY, UntrustedChild
+        from nkitui.executor.spawn import UntrustedSpec, spawn_untrusted_many
+
+        from nkitui.executor import forked
+
+        why_not = forked.why_not()
+        specs = []
+        for role, payload in wanted:
+            entry = REFERENCE_ENTRY if role == "reference" else KERNEL_ENTRY
+            allow = bool(role != "reference" and self.choice is not None and self.choice.name != "emulator")
+            specs.append(UntrustedSpec(entry, payload or {}, self.ctx.workspace, self._child_limits(),
+                                       allow_subprocess=allow, python_path=self.python_path))
+        children = []
+        for (role, _), handle in zip(wanted, spawn_untrusted_many(specs)):
+            child = UntrustedChild(role if role == "reference" else "kernel", handle, self.ctx)
+            self.children.append(child)
+            children.append(child)
+        roles = " and ".join(f"{c.role} process" for c in children)
+        self.ctx.log(f"{roles}: forked from the evaluator" if why_not is None
+                     else f"{roles}: started as new interpreters ({why_not})", level="debug")
+        return children
 
     def _kernel_payload(self) -> dict[str, Any]:
         from nkitui.common.codec import encode
@@ -236,13 +252,19 @@ class EvaluationSession:
             for w in task.warnings:
                 self.ctx.log(self.ctx.scrub(f"task warning: {w}"), level="warning")
             self._choose_backend()
-            # both children start now: their interpreters and imports overlap with the static analysis
-            self.reference_child = self._spawn("reference")
-            if self.choice is not None:
-                self.kernel_child = self._spawn("kernel", self._kernel_payload())
+            # both children start now, forked from this process where it can (nkitui.executor.forked):
+            # what they both need is imported first, once; their task imports overlap with the
+            # static analysis
             narrow = any(spec.dtype in ("bfloat16", "float8_e4m3", "float8_e4m3fn", "float8_e5m2")
                          for spec in (*task.inputs, *task.outputs))
-            _warm_imports(narrow)
+            _shared_imports(narrow)
+            wanted: list[tuple[str, dict[str, Any] | None]] = [("reference", None)]
+            if self.choice is not None:
+                wanted.append(("kernel", self._kernel_payload()))
+            started = self._spawn_many(wanted)
+            self.reference_child = started[0]
+            self.kernel_child = started[1] if len(started) > 1 else None
+            _warm_imports()
             ph.detail = f"{task.id}: {len(task.inputs)} input(s), {len(task.outputs)} output(s), seeds {self.seeds}, target {r.target}"
 
     def _choose_backend(self) -> None:
@@ -800,15 +822,31 @@ class EvaluationSession:
         return audit
 
 
-def _warm_imports(narrow: bool) -> None:
+def _shared_imports(narrow: bool) -> None:
+    """What the evaluator and its children both import, imported once before the children are forked
+    from it: numpy, ml_dtypes for a task with bf16/fp8 data (about 0.6 s of CPU each time), and the
+    children's own nkitui modules. A failure here is left to the phase that needs the module."""
+    import importlib
+
+    names = ["numpy", *(["ml_dtypes"] if narrow else []), "nkitui.executor.worker", "nkitui.executor.sandbox",
+             "nkitui.executor.confine.entering", "nkitui.executor.untrusted.kernel",
+             "nkitui.executor.untrusted.reference", "nkitui.executor.arrays"]
+    for name in names:
+        try:
+            importlib.import_module(name)
+        except Exception:  # noqa: BLE001 - the phase that needs it imports it again and reports
+            pass
+
+
+def _warm_imports() -> None:
     """Import what the later phases need (the numerics, the cost model with the emulator's trace types,
     the analysis) in a background thread: the evaluator spends the reference and compile phases
     waiting on its children, and these imports would otherwise add their time at the end."""
     import importlib
     import threading
 
-    names = [*(["ml_dtypes"] if narrow else []), "nkitui.evaluate.numerics.audit", "nkitui.analysis",
-             "nkitui.perf.estimate", "nkitui.executor.backends.costmodel"]
+    names = ["nkitui.evaluate.numerics.audit", "nkitui.analysis", "nkitui.perf.estimate",
+             "nkitui.executor.backends.costmodel"]
 
     def load() -> None:
         for name in names:
