@@ -10,6 +10,8 @@ Every test also starts without the COLUMNS/LINES that pytest-xdist workers inher
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
 _protections: dict[str, str] = {}
@@ -41,5 +43,8 @@ def pytest_terminal_summary(terminalreporter) -> None:  # noqa: ANN001
 def no_inherited_terminal_width(monkeypatch: pytest.MonkeyPatch) -> None:
     """pytest-xdist workers inherit COLUMNS=80/LINES=24; commands fit their output to COLUMNS, so a test
     sees the width it sets itself (a test of 80-column output sets COLUMNS=80), never an accident."""
-    monkeypatch.delenv("COLUMNS", raising=False)
-    monkeypatch.delenv("LINES", raising=False)
+    for name in ("COLUMNS", "LINES"):
+        monkeypatch.delenv(name, raising=False)
+        # a library may have set it at C level (setenv) without os.environ knowing: children inherit
+        # the C environment, so clear that too
+        os.unsetenv(name)

@@ -22,47 +22,55 @@ from typing import Any
 from nkitui.analysis.alignment import AlignmentPair, LineRange, align
 from nkitui.analysis.context import AnalysisContext, TensorInfo
 from nkitui.analysis.cuda import CudaModel, build_cuda_model
-from nkitui.analysis.nki_model import NkiModel
-from nkitui.analysis.nki_walker import build
+from nkitui.analysis.nki import NkiModel
+from nkitui.analysis.nki.module import parse_module
+from nkitui.analysis.nki.walker import build
 from nkitui.analysis.report import AnalysisReport, render
-from nkitui.analysis.rules import ALL_CHECKS, ALL_SPECS, SPECS_BY_ID, RuleInput, RuleSpec
+from nkitui.analysis.rules import (
+    ALL_RULES,
+    ALL_SPECS,
+    FILE_RULES,
+    KernelView,
+    RuleSpec,
+    file_rule,
+    make_finding,
+)
 from nkitui.common.findings import Finding
 
 __all__ = [
-    "AlignmentPair", "AnalysisContext", "AnalysisReport", "LineRange", "MODULE_SPECS", "RuleSpec", "TensorInfo",
+    "AlignmentPair", "AnalysisContext", "AnalysisReport", "LineRange", "RuleSpec", "TensorInfo",
     "all_rule_specs", "analyze_models", "analyze_sources", "analyze_task", "build_cuda_model", "build_nki_model",
     "render",
 ]
 
-NKI_SYNTAX = RuleSpec(
+NKI_SYNTAX = file_rule(RuleSpec(
     id="NKI-SYNTAX", title="The NKI port does not parse", category="fidelity", severity="high",
     summary="The port is not valid Python, so it cannot be traced or compiled; nothing else can be checked.",
-)
-NKI_MIXED = RuleSpec(
+))
+NKI_MIXED = file_rule(RuleSpec(
     id="NKI-MIXED-NAMESPACE", title="Mixes the legacy and new NKI namespaces", category="fidelity",
     severity="high",
     summary=("The file imports both `neuronxcc.nki` and the standalone `nki`. One file may not mix them (SDK "
              "2.27+), and since NKI 0.4.0 using neuronxcc.nki inside a kernel is a compile error."),
-)
-NKI_NO_KERNEL = RuleSpec(
+))
+NKI_NO_KERNEL = file_rule(RuleSpec(
     id="NKI-NO-KERNEL", title="No NKI kernel found", category="task", severity="medium",
     summary=("No function in the port is decorated with @nki.jit (or similar), the manifest names none, and no "
              "function uses nki.language / nki.isa, so there is nothing to analyse."),
-)
-CUDA_PARSE = RuleSpec(
+))
+CUDA_PARSE = file_rule(RuleSpec(
     id="CUDA-PARSE", title="Parts of the CUDA source could not be parsed", category="task", severity="info",
     summary=("tree-sitter-cuda could not read some lines (macros, unusual templates); constructs there are missing "
              "from the alignment."),
-)
-ANALYSIS_ERROR = RuleSpec(
+))
+ANALYSIS_ERROR = file_rule(RuleSpec(
     id="ANALYSIS-ERROR", title="An analysis rule failed on this source", category="task", severity="info",
     summary="A rule raised an error on unusual code; its findings are missing. Please report it with the source.",
-)
-MODULE_SPECS = [NKI_SYNTAX, NKI_MIXED, NKI_NO_KERNEL, CUDA_PARSE, ANALYSIS_ERROR]
+))
 
 
 def all_rule_specs() -> list[RuleSpec]:
-    return list(ALL_SPECS) + MODULE_SPECS
+    return list(ALL_SPECS) + FILE_RULES
 
 
 def build_nki_model(source: str, path: str, context: AnalysisContext | None = None,
@@ -76,7 +84,7 @@ _NKI_IMPORT = re.compile(r"^\s*(?:import|from)\s+(?:neuronxcc\.nki|nki)\b", re.M
 def _imported_modules(source: str) -> set[str]:
     """Dotted names the port imports (`a.b` of `import a.b` / `from a.b import c`, and `a.b.c` too)."""
     try:
-        tree = ast.parse(source)
+        tree = parse_module(source)
     except SyntaxError:
         return set()
     out: set[str] = set()
@@ -184,36 +192,24 @@ def integrity_findings(task: Any) -> list[Finding]:
 
 def analyze_models(nki: NkiModel, cuda: CudaModel | None, context: AnalysisContext | None = None) -> AnalysisReport:
     """Run every rule on already-built models and align them."""
-    inp = RuleInput(nki=nki, cuda=cuda, context=context)
     findings: list[Finding] = []
     if nki.syntax_error is not None:
         msg, line = nki.syntax_error
         column = nki.syntax_error_column
         where = f"line {line}, column {column}" if column else f"line {line}"
-        findings.append(inp.finding(
-            NKI_SYNTAX, severity="high", title=f"Syntax error: {msg} ({where})", line=line,
+        findings.append(make_finding(
+            NKI_SYNTAX, file=nki.path, severity="high", title=f"Syntax error: {msg} ({where})", line=line,
             message=(f"{nki.path} does not parse as Python ({msg} at {where}). NKI kernels are traced from "
                      "their Python source, so this port cannot compile or run; fix the syntax first."),
             data={"column": column} if column else None,
         ))
     else:
-        findings.extend(_module_findings(inp))
+        findings.extend(_module_findings(nki, context))
         for km in nki.kernels:
-            for check in ALL_CHECKS:
-                try:
-                    findings.extend(check(inp, km))
-                except Exception as exc:  # one broken rule must not hide the others' findings
-                    where = traceback.extract_tb(exc.__traceback__)[-1]
-                    findings.append(inp.finding(
-                        ANALYSIS_ERROR, severity="info", title=f"{check.__name__} failed on {km.name}",
-                        line=km.line,
-                        message=(f"The check {check.__name__} raised {type(exc).__name__}: {exc} "
-                                 f"({Path(where.filename).name}:{where.lineno}) while reading kernel {km.name}. "
-                                 "Its findings are missing from this report."),
-                    ))
+            findings.extend(_kernel_findings(KernelView(km, nki, cuda, context)))
     if cuda is not None and cuda.error_lines:
         lines = cuda.error_lines
-        findings.append(inp.finding(
+        findings.append(make_finding(
             CUDA_PARSE, severity="info", title=f"{len(lines)} CUDA line(s) could not be parsed", line=lines[0],
             file=cuda.path,
             message=(f"tree-sitter-cuda could not parse {cuda.path} at line(s) {', '.join(map(str, lines[:8]))}"
@@ -229,14 +225,31 @@ def analyze_models(nki: NkiModel, cuda: CudaModel | None, context: AnalysisConte
     return report.sorted()
 
 
-def _module_findings(inp: RuleInput) -> list[Finding]:
-    nki = inp.nki
+def _kernel_findings(view: KernelView) -> list[Finding]:
+    """Every rule on one kernel; a rule that raises becomes an ANALYSIS-ERROR finding, the others still run."""
+    km = view.kernel
+    findings: list[Finding] = []
+    for rule in ALL_RULES:
+        try:
+            findings.extend(rule.run(view))
+        except Exception as exc:  # one broken rule must not hide the others' findings
+            where = traceback.extract_tb(exc.__traceback__)[-1]
+            findings.append(view.finding(
+                ANALYSIS_ERROR, severity="info", title=f"{rule.name} failed on {km.name}", line=km.line,
+                message=(f"The check {rule.name} ({rule.spec.id}) raised {type(exc).__name__}: {exc} "
+                         f"({Path(where.filename).name}:{where.lineno}) while reading kernel {km.name}. "
+                         "Its findings are missing from this report."),
+            ))
+    return findings
+
+
+def _module_findings(nki: NkiModel, context: AnalysisContext | None) -> list[Finding]:
     out: list[Finding] = []
     if nki.namespace == "mixed":
         legacy = [line for line, m in nki.import_lines if m.startswith("neuronxcc.nki")]
         new = [line for line, m in nki.import_lines if m == "nki" or m.startswith("nki.")]
-        out.append(inp.finding(
-            NKI_MIXED, severity="high", title="Imports both neuronxcc.nki and nki",
+        out.append(make_finding(
+            NKI_MIXED, file=nki.path, severity="high", title="Imports both neuronxcc.nki and nki",
             line=min(legacy + new), end_line=max(legacy + new),
             message=(f"{nki.path} imports the legacy `neuronxcc.nki` (line {', '.join(map(str, legacy))}) and the "
                      f"standalone `nki` (line {', '.join(map(str, new))}). A file may not mix the two namespaces: "
@@ -245,9 +258,9 @@ def _module_findings(inp: RuleInput) -> list[Finding]:
                      "namespace."),
         ))
     if not nki.kernels:
-        wanted = inp.context.kernel if inp.context else None
-        out.append(inp.finding(
-            NKI_NO_KERNEL, severity="medium",
+        wanted = context.kernel if context else None
+        out.append(make_finding(
+            NKI_NO_KERNEL, file=nki.path, severity="medium",
             title=f"Kernel {wanted} not found" if wanted else "No NKI kernel found", line=None,
             message=(f"{nki.path} has no function named {wanted}" if wanted else
                      f"{nki.path} has no @nki.jit-style kernel and no function using nki.language / nki.isa")
@@ -277,7 +290,3 @@ def analyze_task(task: Any) -> AnalysisReport:
     if nki_path is None:
         raise ValueError(f"task {task.id} has no NKI source (sources.nki in {task.root / 'task.toml'})")
     return analyze_sources(sources.cuda, nki_path, task_root=task.root, context=context)
-
-
-def spec(rule_id: str) -> RuleSpec | None:
-    return SPECS_BY_ID.get(rule_id) or next((s for s in MODULE_SPECS if s.id == rule_id), None)

@@ -15,8 +15,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from nkitui.analysis.cuda import CudaKernel, CudaModel
-from nkitui.analysis.nki_model import KernelModel, NkiModel, Op, Tensor
-from nkitui.analysis.nki_values import Mask
+from nkitui.analysis.nki.model import KernelModel, NkiModel, Op, Tensor
+from nkitui.analysis.nki.values import Mask
 
 ROLES: dict[str, tuple[str, str]] = {
     # role -> (title, what the pairing means for an auditor)

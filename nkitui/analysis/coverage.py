@@ -13,9 +13,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from nkitui.analysis.context import AnalysisContext
-from nkitui.analysis.nki_model import Access, DimAccess, KernelModel, Op, Tensor
-from nkitui.analysis.nki_query import dim_size, dma_sides, is_dma
-from nkitui.analysis.nki_values import Lin, Mask, as_lin, known_int, lin_add
+from nkitui.analysis.nki.model import Access, DimAccess, KernelModel, Op, Tensor
+from nkitui.analysis.nki.queries import dim_size, dma_sides, is_dma
+from nkitui.analysis.nki.values import Lin, Mask, as_lin, known_int, lin_add
 
 
 @dataclass
@@ -44,9 +44,11 @@ class DimCoverage:
         return known_int(self.size)
 
     def union(self) -> tuple[int | None, int | None]:
-        if not self.spans or any(s.lo is None or s.hi is None for s in self.spans):
+        los = [s.lo for s in self.spans if s.lo is not None]
+        his = [s.hi for s in self.spans if s.hi is not None]
+        if not self.spans or len(los) < len(self.spans) or len(his) < len(self.spans):
             return None, None
-        return min(s.lo for s in self.spans), max(s.hi for s in self.spans)  # type: ignore[type-var]
+        return min(los), max(his)
 
 
 def _sym_range(km: KernelModel, sym: str, context: AnalysisContext | None) -> tuple[int, int] | None:
@@ -116,6 +118,12 @@ def _mask_limit(op: Op, d: DimAccess, at: dict[str, int]) -> tuple[bool, Any]:
     return True, lin_add(lin, Lin(1)) if cmp == "<=" else lin
 
 
+def _related_end(end: Any, size_syms: frozenset[str], size: Any) -> bool:
+    """An end of the last tile that can be compared with the size: they share a symbol, or the size is known."""
+    lin = as_lin(end)
+    return lin is not None and bool(lin.deps & size_syms or known_int(size) is not None)
+
+
 def _span(km: KernelModel, op: Op, access: Access, dim: int, size: Any, context: AnalysisContext | None) -> AccessSpan:
     tiling = sorted(km.loops_of(access.dims[dim].deps)) if dim < len(access.dims) else []
     if access.whole or dim >= len(access.dims):
@@ -138,26 +146,28 @@ def _span(km: KernelModel, op: Op, access: Access, dim: int, size: Any, context:
                     span.gappy = True
     # Symbolic end of the last tile, relative to the size (works without shapes when symbols cancel).
     end_expr: Any = None
+    start_lin, size_lin = as_lin(d.start), as_lin(size)
+    part_lins = [lin for lin in (as_lin(p) for p in d.extent_parts) if lin is not None]
     if d.extent_parts:
-        ends = [lin_add(as_lin(d.start), as_lin(p)) for p in d.extent_parts  # type: ignore[arg-type]
-                if as_lin(p) is not None and as_lin(d.start) is not None]
-        size_syms = as_lin(size).deps if as_lin(size) is not None else frozenset()
-        related = [e for e in ends if as_lin(e) is not None and (as_lin(e).deps & size_syms or known_int(size) is not None)]
+        ends = [lin_add(start_lin, p) for p in part_lins] if start_lin is not None else []
+        size_syms = size_lin.deps if size_lin is not None else frozenset()
+        related = [e for e in ends if _related_end(e, size_syms, size)]
         if related:
             end_expr = related[0]
     elif limit is not None:
         end_expr = limit
-    if end_expr is not None and as_lin(size) is not None:
-        diff = lin_add(as_lin(end_expr), as_lin(size), -1)  # type: ignore[arg-type]
+    end_lin = as_lin(end_expr) if end_expr is not None else None
+    if end_lin is not None and size_lin is not None:
+        diff = lin_add(end_lin, size_lin, -1)
         span.rel_end = known_int(diff)
     # Concrete end over all iterations.
     if hi_start is not None:
         if d.extent is not None:
             span.hi = hi_start + d.extent
         elif d.extent_parts:
-            vals = [_substitute(lin_add(as_lin(d.start), as_lin(p)), at_max)  # type: ignore[arg-type]
-                    for p in d.extent_parts if as_lin(p) is not None]
-            vals = [v for v in vals if v is not None]
+            ends_at_max = [_substitute(lin_add(start_lin, p), at_max) for p in part_lins] \
+                if start_lin is not None else []
+            vals = [v for v in ends_at_max if v is not None]
             if vals and len(vals) == len(d.extent_parts):
                 span.hi = min(vals)
         if span.hi is not None and limit is not None:

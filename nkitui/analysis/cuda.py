@@ -151,8 +151,9 @@ class CudaKernel:
         by_name = {f.name: f for f in functions}
         seen: set[str] = set()
         todo = [c.name for c in self.device_calls]
-        out = CudaKernel(**{k: (list(v) if isinstance(v, list) else dict(v) if isinstance(v, dict) else v)
-                            for k, v in self.__dict__.items()})
+        copies: dict[str, Any] = {k: (list(v) if isinstance(v, list) else dict(v) if isinstance(v, dict) else v)
+                                  for k, v in self.__dict__.items()}
+        out = CudaKernel(**copies)
         while todo:
             name = todo.pop()
             if name in seen or name not in by_name:
@@ -165,12 +166,6 @@ class CudaKernel:
         for attr in ("syncs", "shuffles", "atomics", "math", "matmuls", "loops", "accumulators", "index_uses"):
             getattr(out, attr).sort(key=lambda c: c.line)
         return out
-
-    def reads_of(self, name: str) -> list[GlobalAccess]:
-        return [a for a in self.accesses if a.array == name and not a.write]
-
-    def writes_of(self, name: str) -> list[GlobalAccess]:
-        return [a for a in self.accesses if a.array == name and a.write]
 
     def summary(self) -> dict[str, Any]:
         return {
@@ -226,11 +221,11 @@ def _parser() -> Any:
 
 
 def _line(node: Any) -> int:
-    return node.start_point[0] + 1
+    return int(node.start_point[0]) + 1
 
 
 def _end_line(node: Any) -> int:
-    return node.end_point[0] + 1
+    return int(node.end_point[0]) + 1
 
 
 def _text(node: Any) -> str:
@@ -562,10 +557,10 @@ class _KernelReader:
             if trip is not None:
                 trip_text = str(trip)
             elif stride in ("unit", "constant") and bound_text:
-                span = bound_text if start == 0 else f"{bound_text} - ({start_text or '0'})"
-                step_shown = step if step is not None else step_text or "1"
-                trip_text = span if step_shown == 1 else f"ceil({span} / {step_shown})" if start == 0 \
-                    else f"ceil(({span}) / {step_shown})"
+                span_text = bound_text if start == 0 else f"{bound_text} - ({start_text or '0'})"
+                step_shown: int | str = step if step is not None else step_text or "1"
+                trip_text = span_text if step_shown == 1 else f"ceil({span_text} / {step_shown})" if start == 0 \
+                    else f"ceil(({span_text}) / {step_shown})"
             elif stride == "grid-stride" and bound_text:
                 trip_text = f"{bound_text} / (blockDim * gridDim) per thread"
             elif stride == "block-stride" and bound_text:
@@ -744,16 +739,16 @@ def _collect_env(root: Any) -> dict[str, int]:
                 for decl in n.children_by_field_name("declarator"):
                     if decl.type == "init_declarator":
                         v = eval_c_int(_text(decl.child_by_field_name("value")), env)
-                        name = _declared_name(decl)
-                        if v is not None and name:
-                            env[name] = v
+                        declared = _declared_name(decl)
+                        if v is not None and declared:
+                            env[declared] = v
         elif n.type == "template_parameter_list":
             for p in n.named_children:
                 if p.type == "optional_parameter_declaration":
-                    name = _declared_name(p.child_by_field_name("declarator"))
+                    declared = _declared_name(p.child_by_field_name("declarator"))
                     v = eval_c_int(_text(p.child_by_field_name("default_value")), env)
-                    if name and v is not None:
-                        env.setdefault(name, v)
+                    if declared and v is not None:
+                        env.setdefault(declared, v)
     return env
 
 

@@ -7,26 +7,23 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
+from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
 from nkitui.app.evidence import Evidence
 from nkitui.app.widgets.source.rows import RolePair
-from nkitui.common.findings import Finding
 
 if TYPE_CHECKING:
-    from nkitui.task import Task
+    from nkitui.analysis import AlignmentPair
 
 
-def analysis_view(task: Task) -> tuple[list[Finding], list[RolePair], str, Any]:
-    """(findings, role pairs, state line, report) from the static analysis of the task."""
-    from nkitui.analysis import analyze_task
-    report = analyze_task(task)
-    pairs = [role_pair(p) for p in report.alignment]
-    state = f"{len(pairs)} role pairs" if pairs else "no CUDA↔NKI role pairs found"
-    return list(report.findings), pairs, state, report
+def role_pairs(alignment: Iterable[AlignmentPair]) -> tuple[list[RolePair], str]:
+    """The analysis's CUDA<->NKI alignment as the Source view's role pairs, and the state line under it."""
+    pairs = [role_pair(p) for p in alignment]
+    return pairs, (f"{len(pairs)} role pairs" if pairs else "no CUDA↔NKI role pairs found")
 
 
-def role_pair(p) -> RolePair:
+def role_pair(p: AlignmentPair) -> RolePair:
     """An analysis AlignmentPair as the Source view's RolePair."""
     return RolePair(
         role=p.role, title=p.title, cuda=tuple((r.start, r.end) for r in p.cuda),
@@ -70,26 +67,6 @@ def parse_location(ref: str) -> tuple[str, int] | None:
     """(file, first line) of a finding, source or diff evidence ref, or None when it names no line."""
     m = _LOCATION.search(ref)
     return (m.group("file"), int(m.group("line"))) if m else None
-
-
-def task_speed_of_light(task: Task, target: str) -> tuple[Any, str]:
-    """The task's speed of light on `target` before any run, from its op, shapes and dtypes.
-
-    Returns (perf SpeedOfLight, "") or (None, why there is none, saying how to get one).
-    """
-    if not task.op:
-        return None, ("task.toml declares no `op`, so there is no speed of light before a run "
-                      "(set op = \"matmul\", \"elementwise\", ... to get one)")
-    from nkitui.executor.backends.costmodel import task_work
-    from nkitui.perf.roofline import speed_of_light_for
-
-    work = task_work(task)
-    if work is None:
-        return None, f"no speed-of-light formula fits op {task.op!r} with this task's inputs and outputs"
-    try:
-        return speed_of_light_for(work, target), ""
-    except ValueError as exc:
-        return None, f"no speed of light: {exc}"
 
 
 def task_preview(path: Path) -> dict[str, str]:

@@ -6,6 +6,8 @@
     backend = "auto"          # default backend for runs: auto | emulator | simulator | neuron
     target = "trn2"           # default target when the task does not say: trn1 | trn2 | trn3
     blind = false             # hide other auditors' reviews until you have submitted your own
+    auditor = "Ada Lovelace <ada@example.com>"   # who submits reviews (else git's identity); the app
+                                                 # asks once and writes this line when it has none
 
 Command-line options win over the file. Problems name the file and the key; the app reports them and
 uses the defaults for those keys.
@@ -17,11 +19,13 @@ import os
 import shlex
 import tomllib
 from dataclasses import dataclass, field, replace
+import re
 from pathlib import Path
 
 from nkitui.common.paths import config_dir
 
 CONFIG_FILE_NAME = "config.toml"
+KEYS = ("theme", "layout", "editor", "backend", "target", "blind", "auditor")
 LAYOUTS = ("auto", "tabs", "split")
 BACKENDS = ("auto", "emulator", "simulator", "neuron")
 TARGETS = ("trn1", "trn2", "trn3")
@@ -35,15 +39,14 @@ class AppConfig:
     backend: str = "auto"
     target: str | None = None
     blind: bool = False
+    auditor: str | None = None
     problems: tuple[str, ...] = field(default=(), compare=False)
+    path: Path | None = field(default=None, compare=False)  # the file it was read from (and is written to)
 
     def editor_command(self) -> list[str]:
         """The editor to open long comments in, as argv (the file name is appended)."""
         raw = self.editor or os.environ.get("VISUAL") or os.environ.get("EDITOR") or "vi"
         return shlex.split(raw)
-
-    def with_overrides(self, **changes: object) -> "AppConfig":
-        return replace(self, **{k: v for k, v in changes.items() if v is not None})
 
 
 def default_config_path() -> Path:
@@ -59,8 +62,8 @@ def parse_config(text: str, source: str) -> AppConfig:
     values: dict[str, object] = {}
     choices = {"layout": LAYOUTS, "backend": BACKENDS, "target": TARGETS}
     for key, value in data.items():
-        if key not in ("theme", "layout", "editor", "backend", "target", "blind"):
-            problems.append(f"{source}: key {key!r}: unknown setting (known: backend, blind, editor, layout, target, theme)")
+        if key not in KEYS:
+            problems.append(f"{source}: key {key!r}: unknown setting (known: {', '.join(sorted(KEYS))})")
             continue
         if key == "blind":
             if isinstance(value, bool):
@@ -74,8 +77,16 @@ def parse_config(text: str, source: str) -> AppConfig:
         if key in choices and value not in choices[key]:
             problems.append(f"{source}: key {key!r}: {value!r} is not one of {', '.join(choices[key])}")
             continue
+        if key == "auditor":
+            from nkitui.session.identity import IdentityError, parse_auditor
+
+            try:
+                parse_auditor(value)
+            except IdentityError as exc:
+                problems.append(f"{source}: key 'auditor': {exc}")
+                continue
         values[key] = value.strip()
-    return AppConfig(problems=tuple(problems), **values)  # type: ignore[arg-type]
+    return AppConfig(problems=tuple(problems), **values)  # type: ignore[arg-type]  # each value was checked against its key above
 
 
 def load_config(path: Path | None = None) -> AppConfig:
@@ -83,7 +94,37 @@ def load_config(path: Path | None = None) -> AppConfig:
     try:
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
-        return AppConfig()
+        return AppConfig(path=path)
     except OSError as exc:
-        return AppConfig(problems=(f"{path}: cannot be read ({exc.strerror})",))
-    return parse_config(text, str(path))
+        return AppConfig(problems=(f"{path}: cannot be read ({exc.strerror})",), path=path)
+    return replace(parse_config(text, str(path)), path=path)
+
+
+def save_setting(path: Path, key: str, value: str) -> None:
+    """Set one top-level string setting in the config file, keeping every other line (comments too):
+    the line `key = ...` is replaced, or added before the first table. Atomic."""
+    from nkitui.common.atomic import atomic_write_text
+
+    if key not in KEYS:
+        raise KeyError(f"unknown setting {key!r}")
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        text = ""
+    line = f"{key} = {_toml_string(value)}"
+    lines = text.splitlines()
+    pattern = re.compile(rf"^\s*{re.escape(key)}\s*=")
+    first_table = next((i for i, s in enumerate(lines) if s.lstrip().startswith("[")), len(lines))
+    found = next((i for i, s in enumerate(lines[:first_table]) if pattern.match(s)), None)
+    if found is not None:
+        lines[found] = line
+    else:
+        lines.insert(first_table, line)
+    atomic_write_text(path, "\n".join(lines) + "\n")
+
+
+def _toml_string(value: str) -> str:
+    """A TOML basic string (what json.dumps writes is valid TOML for these characters)."""
+    import json
+
+    return json.dumps(value, ensure_ascii=False)

@@ -65,6 +65,10 @@ SCOPES: dict[str, str] = {
     "picker": "Revision picker",
     "finding": "Finding in full",
     "levels": "What each score means",
+    "queue": "Queue of tasks",
+    "queue_list": "Queue: the list of tasks",
+    "queue_filter": "Queue: the text filter",
+    "choice": "Queue: filter and sort menus",
 }
 
 REGISTRY: tuple[KeySpec, ...] = (
@@ -101,6 +105,11 @@ REGISTRY: tuple[KeySpec, ...] = (
             help="Attach the focused finding, log line, diff line or metric as evidence to the rubric criterion"),
     KeySpec("app.submit", "ctrl+s,f8", "app.submit_review", "Submit", "app", priority=True, show=False,
             help="Validate the review and commit it to the task repository"),
+    KeySpec("app.notices", "exclamation_mark", "app.notices", "Notices", "app", show=False,
+            help="Every notice of this session in full (the footer shows each one for a few seconds)"),
+    KeySpec("app.queue", "escape,Q", "app.back_to_queue", "Queue", "app",
+            help="Back to the queue of tasks (when nkitui was opened on a folder of tasks); the task stays as it "
+                 "is, a run in progress goes on"),
     # Code views (aligned source and diff).
     KeySpec("code.down", "down,j", "cursor_down", "Down", "code", show=False, help="Next line"),
     KeySpec("code.up", "up,k", "cursor_up", "Up", "code", show=False, help="Previous line"),
@@ -155,6 +164,8 @@ REGISTRY: tuple[KeySpec, ...] = (
     KeySpec("log.prev_match", "N", "prev_match", "Prev match", "log", show=False, help="Previous search match"),
     KeySpec("log.level", "l", "cycle_level", "Level", "log",
             help="Cycle the level filter: all, info and above, warnings and errors, errors"),
+    KeySpec("log.open", "enter", "open_location", "Go to source", "log", show=False,
+            help="Open the Source area at the file:line the line names (an error, a traceback frame, a finding)"),
     # Run area.
     KeySpec("run.view", "m", "toggle_view", "Log/results", "run",
             help="Switch between the live log and the run's results (metrics, heat map, advice)"),
@@ -193,6 +204,41 @@ REGISTRY: tuple[KeySpec, ...] = (
     KeySpec("finding.close", "escape,e", "close", "Close", "finding", help="Close the finding"),
     # Levels in full.
     KeySpec("levels.close", "escape,e", "close", "Close", "levels", help="Close the meanings"),
+    # The queue of tasks.
+    KeySpec("queue.open", "enter", "screen.open_task", "Open", "queue_list",
+            help="Open the highlighted task in the workstation (as it was left, if it was open before)"),
+    KeySpec("queue.down", "down,j", "cursor_down", "Down", "queue_list", show=False, help="Next task"),
+    KeySpec("queue.up", "up,k", "cursor_up", "Up", "queue_list", show=False, help="Previous task"),
+    KeySpec("queue.page_down", "pagedown,space", "page_down", "Page down", "queue_list", show=False,
+            help="Next page"),
+    KeySpec("queue.page_up", "pageup,b", "page_up", "Page up", "queue_list", show=False, help="Previous page"),
+    KeySpec("queue.top", "home,g", "cursor_top", "Top", "queue_list", show=False, help="First task"),
+    KeySpec("queue.bottom", "end,G", "cursor_bottom", "Bottom", "queue_list", show=False, help="Last task"),
+    KeySpec("queue.next", "n", "next_to_review", "Next to review", "queue",
+            help="Move to the next task that needs my review (no current review of mine), wrapping round"),
+    KeySpec("queue.search", "slash", "search", "Filter", "queue",
+            help="Filter the tasks by text (id, title, op, namespace, target, state; every word must match)"),
+    KeySpec("queue.state", "f", "pick_state", "State", "queue",
+            help="Show only the tasks in one state: to review, my drafts, outdated, failing, not run, ..."),
+    KeySpec("queue.sort", "s", "pick_sort", "Sort", "queue",
+            help="Sort by folder, task id, last run (failing first), findings, review state or age of the last run"),
+    KeySpec("queue.reverse", "S", "reverse_sort", "Reverse", "queue", show=False, help="Reverse the sort order"),
+    KeySpec("queue.clear", "escape", "clear_filters", "All tasks", "queue", show=False,
+            help="Drop the text and state filters (only while filtering)"),
+    KeySpec("queue.batch", "B", "start_batch", "Batch", "queue",
+            help="Evaluate the tasks in the background, as `nkitui batch --resume` does (tasks with a result for "
+                 "their current commit are skipped): rows fill in as tasks finish"),
+    KeySpec("queue.cancel_batch", "x", "cancel_batch", "Cancel batch", "queue",
+            help="Cancel the background batch (finished results are kept; x again is not needed)"),
+    KeySpec("queue.export", "E", "export_table", "Export", "queue",
+            help="Export the lab's table (verdicts, findings, latency, review scores) to a CSV or JSONL file"),
+    KeySpec("queue.reload", "R", "reload", "Reload", "queue", show=False,
+            help="Look for tasks again and read every row again (tasks added, runs made elsewhere)"),
+    KeySpec("queue.filter_drop", "escape", "drop", "Drop the filter", "queue_filter", show=False,
+            help="Empty the text filter and go back to the list (Enter keeps the filter)"),
+    # Menus of the queue.
+    KeySpec("choice.pick", "enter", "pick", "Choose", "choice", help="Choose the highlighted entry"),
+    KeySpec("choice.close", "escape", "close", "Cancel", "choice", help="Close without changing"),
 )
 
 BY_ID: dict[str, KeySpec] = {spec.id: spec for spec in REGISTRY}

@@ -1,12 +1,15 @@
-"""Typed messages from the app's workers to the UI (workers never touch widgets)."""
+"""Typed messages from the app's workers and its audit sessions to the UI (workers never touch widgets)."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from textual.message import Message
 
-from nkitui.common.findings import Finding
+if TYPE_CHECKING:
+    from nkitui.app.screens.notices import Notice
+    from nkitui.session import AuditSession
+    from nkitui.session.events import SessionEvent
 
 
 class ShowSource(Message):
@@ -48,24 +51,6 @@ class SourcesReady(Message):
         self.right = right
 
 
-class AnalysisReady(Message):
-    def __init__(self, findings: list[Finding], pairs: list, state: str, report: Any = None) -> None:
-        super().__init__()
-        self.findings = findings
-        self.pairs = pairs
-        self.state = state
-        self.report = report
-
-
-class SpeedOfLightReady(Message):
-    """The task's speed of light on the target, known before any run (None, with the reason, when not)."""
-
-    def __init__(self, sol: Any, reason: str = "") -> None:  # perf SpeedOfLight | None
-        super().__init__()
-        self.sol = sol
-        self.reason = reason
-
-
 class RevisionsReady(Message):
     def __init__(self, revisions: list, pair: tuple | None, error: str = "") -> None:
         super().__init__()
@@ -81,67 +66,23 @@ class DiffReady(Message):
         self.files = files
 
 
-class RunStarted(Message):
-    def __init__(self, run_id: str, backend: str, target: str, note: str = "") -> None:
+class SessionUpdate(Message):
+    """An event of an audit session (nkitui.session.events), delivered on the UI thread.
+
+    The session calls its observers from the worker thread that changed it; the app's observer posts
+    this message, and the app shows the event if `session` is the one on screen.
+    """
+
+    def __init__(self, session: AuditSession, event: SessionEvent) -> None:
         super().__init__()
-        self.run_id = run_id
-        self.backend = backend
-        self.target = target
-        self.note = note
+        self.session = session
+        self.event = event
 
 
-class RunLogBatch(Message):
-    """Coalesced log lines: (level index, text). The run worker sends at most ~20 of these a second."""
+class NoticePosted(Message):
+    """A notification to show in the footer's message line (posted from any thread)."""
 
-    def __init__(self, run_id: str, lines: list[tuple[int, str]]) -> None:
+    def __init__(self, notice: Notice, seconds: float) -> None:
         super().__init__()
-        self.run_id = run_id
-        self.lines = lines
-
-
-class RunProgress(Message):
-    def __init__(self, run_id: str, phase: str | None, done: int, total: int, label: str = "") -> None:
-        super().__init__()
-        self.run_id = run_id
-        self.phase = phase
-        self.done = done
-        self.total = total
-        self.label = label
-
-
-class RunFinished(Message):
-    def __init__(self, run_id: str, result: Any, record: Any = None, error: str = "") -> None:
-        super().__init__()
-        self.run_id = run_id
-        self.result = result
-        self.record = record
-        self.error = error
-
-
-class RunsListed(Message):
-    def __init__(self, runs: list) -> None:
-        super().__init__()
-        self.runs = runs
-
-
-class ReviewReady(Message):
-    """The rubric and the draft (restored or new) are loaded."""
-
-    def __init__(self, rubric: Any, draft: Any, restored: str = "", history: list | None = None) -> None:
-        super().__init__()
-        self.rubric = rubric
-        self.draft = draft
-        self.restored = restored
-        self.history = history or []
-
-
-class ReviewHistory(Message):
-    def __init__(self, entries: list) -> None:
-        super().__init__()
-        self.entries = entries
-
-
-class ReviewSubmitted(Message):
-    def __init__(self, result: Any) -> None:
-        super().__init__()
-        self.result = result
+        self.notice = notice
+        self.seconds = seconds

@@ -40,10 +40,12 @@ class AggregateTable:
     problems: list[str] = field(default_factory=list)  # corrupt review files, unreadable runs (skipped)
 
 
-def latest_run_for(task: BatchTask, state: GitState, store_root: Path | None = None) -> Any:
+def latest_run_for(task: BatchTask, state: GitState, store_root: Path | None = None, *,
+                   skip: tuple[str, ...] = ()) -> Any:
     """The newest stored RunResult of this task for its current commit (or a commit whose task
     folder is the same but for reviews/; for a task outside git: for its current judged files),
-    or None. What the queue's "last run verdict for the task's current commit" shows."""
+    or None. What the queue's "last run verdict for the task's current commit" shows; it passes
+    skip=("cancelled",), as a cancelled run judged nothing."""
     from nkitui.evaluate.run.store import RunStore, load_result
 
     store = RunStore(store_root)
@@ -56,6 +58,8 @@ def latest_run_for(task: BatchTask, state: GitState, store_root: Path | None = N
         try:
             result = load_result(store.path_for(task.task_id, run_id))
         except Exception:  # noqa: BLE001 - an unreadable run is skipped here (`nkitui runs` reports it)
+            continue
+        if result.status in skip:
             continue
         same_task = result.task_path == root or (hashes and result.file_hashes == hashes)
         if not same_task:

@@ -147,16 +147,24 @@ def _run(job: dict, scratch: Path) -> dict:
 
     work = scratch / "work"
     display = job["display"]
-    raw = {}
-    for key, rel in job["inputs"]:
-        raw[key] = np.load(scratch / rel, allow_pickle=False)
-    arrays = _apply_casts(raw, job["inputs_display"])
+    shapes = job.get("shapes")  # shape-only (`nkitui perf estimate FILE.py::KERNEL`): specs, no arrays
     file = work / job["kernel"]
     kernel = _import_kernel(file, job["name"], display)
-    call_args, call_kwargs = _bind(kernel, arrays, job["inputs_display"])
+    if shapes is not None:
+        call_args = tuple(emulator.ShapeDtype(tuple(a["shape"]), a["dtype"]) if "shape" in a else a["value"]
+                          for a in shapes)
+        call_kwargs = dict(job.get("kwargs") or {})
+    else:
+        raw = {}
+        for key, rel in job["inputs"]:
+            raw[key] = np.load(scratch / rel, allow_pickle=False)
+        arrays = _apply_casts(raw, job["inputs_display"])
+        call_args, call_kwargs = _bind(kernel, arrays, job["inputs_display"])
     grid = tuple(job["grid"])
     launch = kernel[grid] if grid else kernel
     opts = {"target": job["target"]} if job.get("target") else {}
+    if shapes is not None:
+        opts.update(execute=False, capacity="off")
     t0 = time.perf_counter()
     try:
         with emulator.trace(**opts) as tr:
@@ -171,6 +179,12 @@ def _run(job: dict, scratch: Path) -> dict:
         where = f" at {Path(display).name}:{frames[-1].lineno}" if frames else ""
         return {"error": {"kind": type(e).__name__, "rule": "kernel-exception", "message": f"{type(e).__name__}: {e}{where}"}}
     wall = time.perf_counter() - t0
+    if job.get("trace") or shapes is not None:
+        tr.kernel = job["name"]
+        (scratch / "trace.json").write_text(json.dumps(tr.to_json()), encoding="utf-8")
+    if shapes is not None:
+        return {"summary": {"kernel": job["name"], "file": display, "target": tr.target, "grid": list(grid),
+                            "instructions": len(tr), "wall_s": round(wall, 6)}, "files": []}
     info = kernel.last_run if not grid else launch.last_run
     bound_names = list(inspect.signature(kernel.func).parameters)
     outputs = _collect_outputs(result, info, call_args, call_kwargs, bound_names)

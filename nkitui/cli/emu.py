@@ -45,6 +45,8 @@ def register(subparsers) -> None:
     run.add_argument("--max-input-mb", type=int, default=2048, metavar="MB",
                      help="largest total size of the inputs once unpacked (default 2048)")
     run.add_argument("--json", action="store_true", help="print the summary as JSON")
+    run.add_argument("--trace", metavar="OUT.json", help="also save the run's instruction trace (for `nkitui perf "
+                     "estimate OUT.json`; gzip-compressed when OUT ends in .gz)")
     run.set_defaults(func=_run)
     parser.set_defaults(func=lambda args: _usage(parser))
 
@@ -137,7 +139,8 @@ def _prepare(file, name: str, grid, args, inputs: dict):
             listed.append([key, f"inputs/{i}.npy"])
         limits = Limits(timeout_s=args.timeout, memory_mb=args.memory_mb)
         job = {"kernel": file.name, "display": str(file), "name": name, "grid": list(grid), "target": args.target,
-               "inputs": listed, "inputs_display": args.inputs, "limits": limits.to_dict()}
+               "inputs": listed, "inputs_display": args.inputs, "limits": limits.to_dict(),
+               "trace": bool(getattr(args, "trace", None))}
         (scratch.root / "job.json").write_text(json.dumps(job), encoding="utf-8")
     except BaseException:
         scratch.remove()
@@ -232,6 +235,8 @@ def _run_checked(args) -> int:
             outputs = _collect(scratch, data, args.max_input_mb * 4)
         except NpzError as e:
             return _fail(args, f"the kernel's outputs could not be read: {e}", "OutputError", "output")
+        if getattr(args, "trace", None):
+            save_trace(read_trace(scratch), args.trace)
     finally:
         scratch.remove()
     try:
@@ -252,8 +257,81 @@ def _run_checked(args) -> int:
     for diag in summary["diagnostics"]:
         print(f"  warning: {diag['message']}")
     print(f"outputs written to {args.out}")
+    if getattr(args, "trace", None):
+        print(f"trace written to {args.trace} (estimate it with: nkitui perf estimate {args.trace})")
     print(sandbox)
     return 0
+
+
+MAX_TRACE_BYTES = 1 << 30
+
+
+class KernelFailed(Exception):
+    """The kernel failed on the emulator (exit code 1); the message says where."""
+
+
+def trace_shape_only(file, name: str, grid, target: str, shapes: list, kwargs: dict, *, timeout_s: float,
+                     memory_mb: int = 8192):
+    """Trace FILE.py::KERNEL shape-only (ShapeDtype arguments, no numerics) in the same confined child as
+    `emu run`, on a copy of its folder; returns the Trace. UsageError for bad input, KernelFailed when the
+    kernel raised. `shapes` are {"shape": [...], "dtype": name} or {"value": literal} (for `nkitui perf`)."""
+    from nkitui.executor import confine
+    from nkitui.executor.limits import Limits
+    from nkitui.executor.workspace import WorkspaceError, make_scratch
+
+    confine.harden_parent()
+    try:
+        scratch = make_scratch(file.resolve().parent, max_copy_mb=MAX_KERNEL_FOLDER_MB,
+                               max_files=MAX_KERNEL_FOLDER_FILES, prefix="nkitui-perf-")
+    except WorkspaceError as e:
+        raise UsageError(f"{e} (the kernel's folder is copied for the confined run: keep the kernel in a folder of "
+                         "its own)") from None
+    try:
+        limits = Limits(timeout_s=timeout_s, memory_mb=memory_mb)
+        job = {"kernel": file.name, "display": str(file), "name": name, "grid": list(grid), "target": target,
+               "inputs": [], "inputs_display": "", "limits": limits.to_dict(), "shapes": shapes,
+               "kwargs": kwargs, "trace": True}
+        (scratch.root / "job.json").write_text(json.dumps(job), encoding="utf-8")
+        data, problem = _run_child(scratch, limits)
+        if data is None:
+            raise KernelFailed(problem)
+        if "usage" in data:
+            raise UsageError(str(data["usage"]))
+        if "error" in data:
+            raise KernelFailed(str(data["error"].get("message", "")))
+        return read_trace(scratch)
+    finally:
+        scratch.remove()
+
+
+def read_trace(scratch):
+    """The trace the confined child left (trace.json): read and checked as data, never trusted as code."""
+    from nkitui.perf.loading import PerfInputError, trace_from_json
+
+    path = scratch.root / "trace.json"
+    try:
+        if path.stat().st_size > MAX_TRACE_BYTES:
+            raise UsageError("the kernel's trace is larger than 1 GiB: too large to be genuine")
+        data = json.loads(path.read_text(encoding="utf-8"))
+        return trace_from_json(data, "the kernel's trace")
+    except (OSError, ValueError, PerfInputError) as e:
+        raise UsageError(f"the kernel's trace could not be read ({e})") from None
+
+
+def save_trace(trace, path: str) -> None:
+    """Write a trace as JSON (Trace.to_json), gzip-compressed for a .gz name."""
+    import gzip
+
+    data = json.dumps(trace.to_json())
+    try:
+        if path.endswith(".gz"):
+            with gzip.open(path, "wt", encoding="utf-8") as fh:
+                fh.write(data)
+        else:
+            with open(path, "w", encoding="utf-8") as fh:
+                fh.write(data)
+    except OSError as e:
+        raise UsageError(f"cannot write the trace to {path}: {e.strerror or e}") from None
 
 
 def _fail(args, message: str, kind: str, rule: str) -> int:

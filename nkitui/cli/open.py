@@ -1,4 +1,4 @@
-"""`nkitui [TASK_DIR]` / `nkitui open [TASK_DIR]`: open the workstation on a task."""
+"""`nkitui [DIR]` / `nkitui open [DIR]`: open the workstation on a task, or the queue of the tasks under a folder."""
 
 from __future__ import annotations
 
@@ -10,8 +10,10 @@ TARGETS = ("trn1", "trn2", "trn3")
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("open", help="open the workstation on a task (the default command: nkitui [TASK_DIR])")
-    p.add_argument("task_dir", nargs="?", type=Path, default=Path("."), help="the task folder (default: .)")
+    p = sub.add_parser("open", help="open the workstation on a task, or the queue of the tasks under a folder "
+                                    "(the default command: nkitui [DIR])")
+    p.add_argument("task_dir", nargs="?", type=Path, default=Path("."), metavar="DIR",
+                   help="a task folder (or its task.toml), or a folder holding several tasks: the queue (default: .)")
     p.add_argument("--backend", choices=BACKENDS, default="auto", help="where runs execute (default: auto)")
     p.add_argument("--target", choices=TARGETS, default=None, help="Trainium generation (default: the task's)")
     p.add_argument("--theme", default=None, help="dark, light, high-contrast or a user theme's name")

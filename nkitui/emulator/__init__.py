@@ -17,9 +17,11 @@ from nkitui.emulator.config import Options, configure, current_options, options
 from nkitui.emulator.errors import (
     ActivationOperandError,
     CapacityError,
+    CollectiveError,
     EngineDtypeError,
     EngineMemoryError,
     EngineOpError,
+    HostMemoryError,
     IndexingError,
     InstallError,
     KernelArgumentError,
@@ -56,10 +58,11 @@ def __getattr__(name: str) -> object:
     return value
 
 __all__ = [
-    "Access", "ActivationOperandError", "CapacityError", "EngineDtypeError", "EngineMemoryError", "EngineOpError",
-    "IndexingError", "InstallError", "Instruction", "Kernel", "KernelArgumentError", "MaskError",
-    "MatmulShapeError", "NKIEmulatorError", "NKIEmulatorWarning", "OperandShapeError", "Options",
-    "OutOfBoundsError", "PartitionDimError", "PsumBankError", "ReductionAxisError", "RunInfo", "ShapeDtype",
+    "Access", "ActivationOperandError", "CapacityError", "CollectiveError", "EngineDtypeError", "EngineMemoryError",
+    "EngineOpError", "HostMemoryError", "IndexingError", "InstallError", "Instruction", "Kernel",
+    "KernelArgumentError", "MaskError", "MatmulShapeError", "NKIEmulatorError", "NKIEmulatorWarning",
+    "OperandShapeError", "Options", "OutOfBoundsError", "PartitionDimError", "PsumBankError", "ReductionAxisError",
+    "RunInfo", "ShapeDtype",
     "Trace", "UnsupportedError", "configure", "current_options", "install", "installed", "options",
     "register_modules", "set_latency_estimator", "trace", "uninstall",
 ]

@@ -23,6 +23,7 @@ class DType:
     kind: str  # "f" float, "i" signed int, "u" unsigned int, "b" bool
     rank: int  # float width rank used by promotion (fp8 1, fp16/bf16 2, tf32 3, fp32 4)
     public: object  # the object exposed as nl.<name> (legacy: numpy types / dtypes)
+    host: np.dtype | None = None  # numpy dtype of host arrays of this type when it differs from `np` (MX x4)
 
     @property
     def is_float(self) -> bool:
@@ -65,6 +66,7 @@ _BY_NAME.update({
     "tf32": tfloat32, "fp8_e4m3": float8_e4m3, "fp8_e5m2": float8_e5m2, "float8_e4m3fn": float8_e4m3fn,
     "|V4": tfloat32, "V4": tfloat32, "void32": tfloat32,
 })
+_BY_HOST: dict[np.dtype, DType] = {}  # host dtypes of front-end types (structured numpy dtypes for MX x4)
 _CACHE: dict[object, DType] = {}
 
 
@@ -100,6 +102,10 @@ def _resolve(obj) -> DType:
         npdt = np.dtype(obj)
     except TypeError:
         raise DtypeError(f"{obj!r} is not a data type: use an nl dtype such as nl.float32 or nl.bfloat16") from None
+    if npdt.names is not None:
+        d = _BY_HOST.get(npdt)
+        if d is not None:
+            return d
     if npdt.kind == "V" and npdt.itemsize == 4:
         return tfloat32
     d = _BY_NAME.get(npdt.name)
@@ -110,7 +116,9 @@ def _resolve(obj) -> DType:
 
 def register(d: DType, *aliases: str) -> None:
     """Make a front end's extra dtype (e.g. the `nki` namespace's MX types) resolvable by its name
-    (and, when numpy knows it, by its numpy dtype)."""
+    (and, when numpy knows it, by its numpy dtype, or by its host dtype `d.host`)."""
+    if d.host is not None:
+        _BY_HOST[d.host] = d
     for name in (d.name, *aliases):
         _BY_NAME[name] = d
     _CACHE.clear()
@@ -158,8 +166,11 @@ def convert(values: np.ndarray, target: np.dtype, dtype: DType | None = None) ->
         return values.astype(target, copy=False)
     if vk == "b":
         return values.astype(target)
+    # float -> integer truncates toward zero (then saturates; NaN -> 0). Undocumented by AWS; chosen
+    # because AWS's own tested nki-samples kernel (resize_nearest_fixed_dma_kernel) computes
+    # `nl.floor(int32_tile / w, dtype=nl.int32)`, whose int32 quotient must not round up
     lo, hi = _INT_RANGE[target]
-    v = np.rint(np.asarray(values, dtype=np.float64))
+    v = np.trunc(np.asarray(values, dtype=np.float64))
     v = np.nan_to_num(v, nan=0.0, posinf=hi, neginf=lo)
     return np.clip(v, lo, hi).astype(target)
 

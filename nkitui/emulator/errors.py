@@ -25,18 +25,71 @@ def kernel_frame():
 def assigned_name(frame) -> str | None:
     """The variable a kernel source line assigns (`x = ...`), or None."""
     import ast
+
+    target = assigned_target(frame)
+    return target.id if isinstance(target, ast.Name) else None
+
+
+_PARSED: dict[str, tuple[int, object]] = {}
+
+
+def assigned_target(frame):
+    """The single target (an `ast` node: Name, Subscript, ...) of the assignment statement the frame
+    is executing, also when the statement spans several lines; None for anything else."""
+    import ast
     import linecache
 
-    text = linecache.getline(frame.f_code.co_filename, frame.f_lineno).strip()
-    try:
-        node = ast.parse(text).body[0]
-    except (SyntaxError, IndexError):
+    filename = frame.f_code.co_filename
+    lines = linecache.getlines(filename, frame.f_globals)
+    if not lines:
         return None
-    if isinstance(node, (ast.Assign, ast.AnnAssign)):
-        targets = node.targets if isinstance(node, ast.Assign) else [node.target]
-        if len(targets) == 1 and isinstance(targets[0], ast.Name):
-            return targets[0].id
-    return None
+    key = hash(tuple(lines))
+    cached = _PARSED.get(filename)
+    if cached is None or cached[0] != key:
+        try:
+            tree = ast.parse("".join(lines))
+        except SyntaxError:
+            tree = None
+        cached = _PARSED[filename] = (key, tree)
+    tree = cached[1]
+    if tree is None:
+        return None
+    try:  # the source position of the call being executed (3.11+: exact, also mid-statement)
+        line = list(frame.f_code.co_positions())[frame.f_lasti // 2][0] or frame.f_lineno
+    except (AttributeError, IndexError):
+        line = frame.f_lineno
+    best = None
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.Assign, ast.AnnAssign)) and node.lineno <= line <= (node.end_lineno or node.lineno):
+            if best is None or node.lineno >= best.lineno:
+                best = node
+    if best is None or best.value is None or not (best.value.lineno <= line <= (best.value.end_lineno or line)):
+        return None
+    targets = best.targets if isinstance(best, ast.Assign) else [best.target]
+    return targets[0] if len(targets) == 1 else None
+
+
+def evaluate_target(frame, target):
+    """The value of an assignment target such as `acc[i, :, j]` in the frame (None when the target
+    calls anything: only names, constants, attributes, subscripts, slices and arithmetic)."""
+    import ast
+
+    for node in ast.walk(target):
+        if isinstance(node, (ast.Call, ast.NamedExpr, ast.Lambda, ast.Await, ast.Yield, ast.YieldFrom)):
+            return None
+    load = ast.fix_missing_locations(ast.Expression(_as_load(target)))
+    return eval(compile(load, frame.f_code.co_filename, "eval"), frame.f_globals, frame.f_locals)  # noqa: S307  (the kernel's own expression, re-read)
+
+
+def _as_load(node):
+    import ast
+    import copy
+
+    node = copy.deepcopy(node)
+    for n in ast.walk(node):
+        if hasattr(n, "ctx"):
+            n.ctx = ast.Load()
+    return node
 
 
 def kernel_location() -> tuple[str, int]:
@@ -144,6 +197,19 @@ class KernelArgumentError(NKIEmulatorError):
     """Kernel arguments do not match the kernel's signature or annotations."""
 
     rule = "kernel-argument"
+
+
+class CollectiveError(NKIEmulatorError):
+    """A cross-core or cross-rank operation that cannot complete: a partner finished without its
+    matching call, or the participants wait on operations that do not match."""
+
+    rule = "collective"
+
+
+class HostMemoryError(NKIEmulatorError, MemoryError):
+    """Emulating the kernel needs more host memory than is available (says how much, and for what)."""
+
+    rule = "host-memory"
 
 
 class UnsupportedError(NKIEmulatorError):

@@ -25,7 +25,7 @@ MODULES: dict[str, str | None] = {
 # top-level names whose real (AWS) packages make install() refuse unless force=True
 GUARDED = ("neuronxcc", "nki")
 # front-end packages imported by install() so that they can register their module names
-FRONTEND_PACKAGES = ("nkitui.emulator.newns",)
+FRONTEND_PACKAGES = ("nkitui.emulator.newns", "nkitui.emulator.layout")
 
 _saved: dict[str, types.ModuleType | None] | None = None
 

@@ -150,6 +150,8 @@ def _to_tensor(run: Run, value, name: str, cls, writebacks: list):
             raise KernelArgumentError(f"argument '{name}': {e}") from None
         if arr.ndim == 0:
             return arr.item()
+        if d.host is not None and arr.dtype == d.host:  # e.g. MX x4 host arrays: the engine keeps raw cells
+            arr = value = arr.view(d.np)
         need_copy = not arr.flags.c_contiguous or not arr.flags.writeable or (
             run.execute and arr.dtype != dt.storage_dtype(d, run.precise))
         if need_copy and run.execute:
@@ -157,7 +159,7 @@ def _to_tensor(run: Run, value, name: str, cls, writebacks: list):
             t = run.wrap_array(stored, name, cls, d)
             writebacks.append((value, t))
             return t
-        t = run.wrap_array(arr, name, cls)
+        t = run.wrap_array(arr, name, cls, d)
         return t
     if hasattr(value, "shape") and hasattr(value, "dtype") and not isinstance(value, (int, float, complex)):
         if run.execute:
@@ -225,6 +227,8 @@ def _output(run: Run, value, name: str = "output"):
         out = value.array()
         if not isinstance(out, np.ndarray) or out.base is not None or out is st.data:
             out = np.array(out, copy=True)
+        if st.dtype.host is not None:
+            out = out.view(st.dtype.host)
         if provenance.collecting():
             provenance.note(out, st, run.kernel_name, "returned")
         return out
@@ -237,9 +241,15 @@ def _output(run: Run, value, name: str = "output"):
     return value
 
 
-def run_kernel(kernel: Kernel, args, kwargs, *, grid: tuple[int, ...] | None = None):
+_ACTIVE = object()
+
+
+def run_kernel(kernel: Kernel, args, kwargs, *, grid: tuple[int, ...] | None = None, trace=_ACTIVE):
+    """Launch `kernel` on numpy arguments; `trace`: the Trace to record into (default: the active
+    `emulator.trace()`, if any; multi-rank launches give each rank its own and merge them)."""
     opts = current_options()
-    trace = active_trace()
+    if trace is _ACTIVE:
+        trace = active_trace()
     grid = kernel.grid if grid is None else grid
     run = kernel.frontend.make_run(opts, kernel.name, grid, trace)
     cls = kernel.frontend.tensor_cls

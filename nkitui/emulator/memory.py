@@ -26,6 +26,7 @@ import numpy as np
 from nkitui.emulator import dtypes as dt
 from nkitui.emulator.errors import (
     CapacityError,
+    HostMemoryError,
     NKIEmulatorWarning,
     PartitionDimError,
     PsumBankError,
@@ -153,6 +154,45 @@ def _span_label(sp: list) -> str:
     return f"'{name}' {shape} {dtype.name}" if name else f"tile {shape} {dtype.name}"
 
 
+class BlockSpans:
+    """The live ranges of the blocks of an SBUF tensor with block dimensions (the dimensions left of
+    `nl.par_dim`): the compiler allocates each block as a tile of its own, live from the first to
+    the last instruction that touches it, so a (32, 7, par_dim(128), 1024) tensor whose blocks are
+    used one after another needs one block's bytes, not 224 blocks' (issue #19). A block's span is
+    created when an instruction first touches it (`touch`, called by Run.record). It has no item
+    assignment on purpose: Run.record's `span[1] = n` raises TypeError for it and calls `touch`
+    instead, so ordinary tiles pay nothing for block tracking."""
+
+    __slots__ = ("alloc", "st", "blocks", "loc")
+
+    def __init__(self, alloc: "OnChipAllocator", st: Storage, loc) -> None:
+        self.alloc = alloc
+        self.st = st
+        self.blocks: dict[int, list] = {}
+        self.loc = loc
+
+    def touch(self, view, n: int) -> None:
+        st = self.st
+        pax = st.pax
+        bounds = view.bounds()[:pax]
+        if any(hi < lo for lo, hi in bounds):
+            return
+        shape = st.shape[:pax]
+        per_block = st.nbytes_pp // st.blocks
+        blocks = self.blocks
+        for idx in itertools.product(*(range(lo, hi + 1) for lo, hi in bounds)):
+            flat = 0
+            for i, n_d in zip(idx, shape):
+                flat = flat * n_d + i
+            sp = blocks.get(flat)
+            if sp is None:
+                sp = blocks[flat] = [n, n, per_block, 1, "sbuf", self.loc, f"{st.name or 'tensor'}{list(idx)}",
+                                     st.shape[pax:], st.dtype]
+                self.alloc.spans.append(sp)
+            elif sp[SP_LAST] < n:
+                sp[SP_LAST] = n
+
+
 class OnChipAllocator:
     """Live ranges of the SBUF and PSUM tiles of one kernel run, checked when the kernel ends.
 
@@ -174,13 +214,17 @@ class OnChipAllocator:
     def reserve_sbuf(self, st: Storage, position: int) -> None:
         """Track SBUF tile `st`, allocated before instruction `position`."""
         size = st.nbytes_pp
-        sp = st.span = [position, -1, size, 1, "sbuf", None, st.name, st.shape, st.dtype]
-        self.spans.append(sp)
         self.sbuf_live += size
-        if self.sbuf_live > self.target.sbuf_usable_bytes_per_partition and self.mode != "off":
-            # what Python holds bounds what is live, so only these allocations can overflow: keep
-            # their line for the message close() may raise
-            sp[SP_LOC] = kernel_location()
+        # what Python holds bounds what is live, so only these allocations can overflow: keep
+        # their line for the message close() may raise
+        over = self.sbuf_live > self.target.sbuf_usable_bytes_per_partition and self.mode != "off"
+        if st.blocks > 1:  # block dimensions: one live range per block, from its first use
+            st.span = BlockSpans(self, st, kernel_location() if over else None)
+        else:
+            sp = st.span = [position, -1, size, 1, "sbuf", None, st.name, st.shape, st.dtype]
+            self.spans.append(sp)
+            if over:
+                sp[SP_LOC] = kernel_location()
         st._alloc = self
 
     def reserve_psum(self, st: Storage, position: int) -> None:
@@ -217,7 +261,7 @@ class OnChipAllocator:
             self.sbuf_live -= st.nbytes_pp
         elif sp is not None:
             self.psum_live_blocks -= sp[SP_BLOCKS]
-        if sp is not None and sp[SP_LAST] < 0 and sp[SP_START] == self.position():
+        if sp.__class__ is list and sp[SP_LAST] < 0 and sp[SP_START] == self.position():
             sp[SP_SIZE] = 0  # dropped before any instruction used it: the compiler allocates nothing
 
     # the check --------------------------------------------------------------------------------
@@ -342,8 +386,52 @@ def check_partitions(shape: tuple[int, ...], pax: int, what: str) -> None:
         raise PartitionDimError(f"partition dimension {p} exceeds {PMAX} in {what} of shape {tuple(shape)}")
 
 
+# Allocations this large (or larger) are checked against the host's available memory first, so a
+# kernel that needs more than the host has fails with a message instead of swapping the machine or
+# meeting the OOM killer. Smaller ones (every tile) skip the check: it reads /proc/meminfo.
+HOST_CHECK_BYTES = 256 << 20
+
+
+def host_available_bytes() -> int | None:
+    """Memory the host can still give this process (MemAvailable, or free pages), None if unknown."""
+    try:
+        with open("/proc/meminfo", encoding="ascii") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    try:
+        return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (ValueError, OSError, AttributeError):
+        return None
+
+
+def _gib(n: int) -> str:
+    if n >= 2**30:
+        return f"{n / 2**30:.2f} GiB"
+    return f"{n / 2**20:.0f} MiB" if n >= 2**20 else f"{n / 2**10:.0f} KiB"
+
+
+def check_host_memory(nbytes: int, what: str, emulated: int = 0) -> None:
+    """Raise HostMemoryError when `nbytes` more of host memory are not available."""
+    avail = host_available_bytes()
+    if avail is not None and nbytes > avail:
+        raise HostMemoryError(
+            f"emulating {what} needs {_gib(nbytes)} of host memory (the emulator keeps every device tensor in a "
+            f"host array of the same size{f'; {_gib(emulated)} of device tensors are already held' if emulated else ''}"
+            f"), but only {_gib(avail)} is available; use smaller shapes, or trace shape-only "
+            "(emulator.trace(execute=False)), which allocates no data", location=kernel_location())
+
+
 def new_array(shape, dtype: dt.DType, precise: bool, fill: bool) -> np.ndarray:
-    data = np.empty(shape, dtype=dt.storage_dtype(dtype, precise))
+    sd = dt.storage_dtype(dtype, precise)
+    try:
+        data = np.empty(shape, dtype=sd)
+    except MemoryError:  # Run.allocate checked the big ones first; this is what numpy itself refuses
+        nbytes = math.prod(shape) * sd.itemsize
+        raise HostMemoryError(f"emulating a tensor {tuple(shape)} {dtype.name} needs {_gib(nbytes)} of host memory, "
+                              "which the host refused to allocate", location=kernel_location()) from None
     if fill:
         _fill(data, dtype)
     return data

@@ -6,6 +6,7 @@ a `Run`, makes it current for the duration of the kernel body and drops it after
 
 from __future__ import annotations
 
+import math
 import os
 import threading
 import warnings
@@ -17,6 +18,7 @@ import numpy as np
 from nkitui.emulator import dtypes as dt
 from nkitui.emulator.config import Options
 from nkitui.emulator.errors import NKIEmulatorError, NKIEmulatorWarning, kernel_frame
+from nkitui.emulator import memory as _memory
 from nkitui.emulator.memory import (
     ON_CHIP,
     SP_LAST,
@@ -25,6 +27,7 @@ from nkitui.emulator.memory import (
     OnChipAllocator,
     Storage,
     check_partitions,
+    check_host_memory,
     new_array,
 )
 from nkitui.emulator.targets import Target, resolve_target
@@ -143,6 +146,11 @@ class Run:
                     return st
             else:
                 self.shared_idx += 1
+        if self.execute:  # the host holds every device tensor: big ones are checked against it first
+            nbytes = math.prod(shape) * dt.storage_dtype(d, self.precise).itemsize
+            if nbytes >= _memory.HOST_CHECK_BYTES:
+                check_host_memory(nbytes, f"{memory.upper()} tensor {repr(name) + ' ' if name else ''}{shape} {d.name}",
+                                  self.hbm_bytes)
         st = self.new_storage(shape, d, memory, name, pax, fill, kind, track)
         if memory == "hbm":
             self.hbm_bytes += st.nbytes_pp
@@ -254,11 +262,17 @@ class Run:
         for t in ins:  # extend the live ranges of the on-chip tiles it touches (memory.SP_LAST)
             sp = t.st.span
             if sp is not None:
-                sp[1] = n
+                try:
+                    sp[1] = n
+                except TypeError:  # memory.BlockSpans (no item assignment): the blocks this view touches
+                    sp.touch(t, n)
         for t in outs:
             sp = t.st.span
             if sp is not None:
-                sp[1] = n
+                try:
+                    sp[1] = n
+                except TypeError:
+                    sp.touch(t, n)
         self.instructions = n + 1
         try:
             self.engine_counts[engine] += 1
@@ -319,15 +333,20 @@ class Run:
         instrs.append(ins_)
         return ins_
 
-    def retargeted(self, temp: Storage, dst: Storage) -> None:
+    def retargeted(self, temp: Storage, dst: Storage, view=None) -> None:
         """The last instruction's result was redirected from the fresh tile `temp` to `dst`
-        (`t[...] = expr`): `dst` is used there, and `temp` needs no memory of its own."""
+        (`t[...] = expr`, `view` the part of `dst` written): `dst` is used there, and `temp` needs
+        no memory of its own."""
         n = self.instructions - 1
         sp = temp.span
-        if sp is not None and sp[SP_START] == n and sp[SP_LAST] <= n:
+        if sp.__class__ is list and sp[SP_START] == n and sp[SP_LAST] <= n:
             sp[SP_SIZE] = 0
         sp = dst.span
-        if sp is not None and sp[SP_LAST] < n:
+        if sp is None:
+            return
+        if sp.__class__ is not list:  # memory.BlockSpans
+            sp.touch(view if view is not None else Tensor.whole(dst), n)
+        elif sp[SP_LAST] < n:
             sp[SP_LAST] = n
 
     def warn_once(self, key, msg: str) -> None:
@@ -352,10 +371,30 @@ def _position_of(run: Run):
 def _dma_run_bytes(ins, outs) -> int:
     """Contiguous bytes per DMA descriptor: the shortest contiguous run on the HBM side (or of the
     source when both sides are on-chip), which drives DMA efficiency in the cost model."""
-    runs = [t.contiguous_elems() * t.st.dtype.itemsize for t in (*ins, *outs) if t.st.pax < 0]
+    runs = [_run_elems(t) * t.st.dtype.itemsize for t in (*ins, *outs) if t.st.pax < 0]
     if not runs:
-        runs = [t.contiguous_elems() * t.st.dtype.itemsize for t in ins[:1] or outs[:1]]
+        runs = [_run_elems(t) * t.st.dtype.itemsize for t in ins[:1] or outs[:1]]
     return min(runs) if runs else 0
+
+
+def _run_elems(t) -> int:
+    """Elements per contiguous run of a view. For a gathered (indexed) view: the last axis's length when
+    its last-dimension indices step by one and the other indices stay put along it (a gather of whole
+    rows moves row-sized runs), else 1 (an element gather)."""
+    if t.fancy is None:
+        return t.contiguous_elems()
+    shape = t.shape
+    if not shape or shape[-1] <= 1:
+        return 1
+    *lead, last = t.fancy
+    steps = np.diff(np.broadcast_to(last, shape), axis=-1)
+    if steps.size == 0 or not (steps == 1).all():
+        return 1
+    for a in lead:
+        a = np.asarray(a)
+        if a.ndim and a.shape[-1] > 1 and (np.diff(a, axis=-1) != 0).any():
+            return 1
+    return shape[-1]
 
 
 def _regions_overlap(a, b) -> bool:

@@ -528,7 +528,7 @@ class Tensor:
         """This view's elements of `base` (an array shaped like the storage)."""
         if self.fancy is not None:
             return base[self.fancy]
-        a = base[self._key()]
+        a = base[self._key() + (Ellipsis,)] if not self.shape else base[self._key()]  # 0-d: a view, not a scalar
         raxes = [e[3] for e in self.ent if e[3] >= 0]
         if any(raxes[i] > raxes[i + 1] for i in range(len(raxes) - 1)):
             order = sorted(range(len(raxes)), key=raxes.__getitem__)
@@ -565,7 +565,7 @@ class Tensor:
         if type(values) is not np.ndarray:
             values = np.asarray(values, dtype=np.float32)
         if values.dtype != data.dtype:
-            if data.dtype.kind in "iub":  # integer destinations: round half to even, saturate
+            if data.dtype.kind in "iub":  # integer destinations: truncate toward zero, saturate
                 values = dt.convert(values, data.dtype)
             # float destinations: numpy / ml_dtypes casts round to nearest even in copyto
         if st.lossy:

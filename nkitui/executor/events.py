@@ -199,6 +199,31 @@ def from_dict(d: dict[str, Any]) -> Event | None:
     return None
 
 
+def log_lines_of(event: PhaseEvent | ErrorEvent) -> list[LogEvent]:
+    """How a phase or an error reads in the run's log: the parent keeps these lines in the log it
+    stores with the result, and the app shows the same lines live, so a reopened run's log reads as
+    it did while it ran. An error names its file:line and is followed by the traceback's frames in
+    the task's own files (relative paths: nkitui's frames are left out), so each can be followed."""
+    if isinstance(event, PhaseEvent):
+        if event.state == "start":
+            return [LogEvent("phase", f"── {event.name} ──")]
+        took = f" in {event.duration_s:.2f} s" if event.duration_s is not None else ""
+        detail = f": {event.detail}" if event.detail else ""
+        level = "error" if event.status == "failed" else "warning" if event.status == "warning" else "info"
+        return [LogEvent("phase", f"── {event.name} {event.status}{took}{detail}", level)]
+    where = f" at {event.location}" if event.location else ""
+    lines = [LogEvent("executor", f"error ({event.kind}){where}: {event.message}", "error")]
+    frames = event.traceback.splitlines()
+    for index, text in enumerate(frames):
+        stripped = text.strip()
+        if stripped.startswith('File "') and not stripped.startswith(('File "/', 'File "<')):
+            lines.append(LogEvent("traceback", text.rstrip(), "error"))
+            code = frames[index + 1] if index + 1 < len(frames) else ""
+            if code.strip() and not code.strip().startswith(("File ", "^")):
+                lines.append(LogEvent("traceback", code.rstrip(), "error"))
+    return lines
+
+
 _raw_decode = json.JSONDecoder().raw_decode
 
 

@@ -43,6 +43,7 @@ from nkitui.executor.events import (
     PhaseEvent,
     ProgressEvent,
     ResultEvent,
+    log_lines_of,
     parse_line,
 )
 from nkitui.executor.exitstatus import ExitReport, describe_exit
@@ -489,6 +490,8 @@ class RunHandle:
         if isinstance(ev, LogEvent):
             self.log.append(ev)
         elif isinstance(ev, PhaseEvent):
+            for line in log_lines_of(ev):  # the stored log reads as the live one (app-core)
+                self.log.append(line)
             if ev.state == "start":
                 self.current_phase = ev.name
             else:
@@ -499,7 +502,8 @@ class RunHandle:
             self.progress = (ev.done, ev.total)
         elif isinstance(ev, ErrorEvent):
             self.errors.append(ev)
-            self.log.append(LogEvent("executor", f"error ({ev.kind}): {ev.message}", "error"))
+            for line in log_lines_of(ev):
+                self.log.append(line)
         elif isinstance(ev, ResultEvent):
             self.result_dict = ev.result
         elif isinstance(ev, BackendEvent):

@@ -51,12 +51,16 @@ class LineDelta:
 
 @dataclass
 class Comparison:
-    a_label: str  # e.g. "A (measured, trn1)"
+    a_label: str  # e.g. "A explorer_view (measured, trn1)": the source exactly as each record says
     b_label: str
     speedup: float | None  # a.total_time / b.total_time (> 1: B is faster)
     metrics: list[MetricDelta]
     lines: list[LineDelta]  # source lines whose engine time changed most
     warnings: list[str] = field(default_factory=list)
+    a_source: str = ""  # "estimated" | "measured", as recorded
+    b_source: str = ""
+    a_band: str = ""  # the uncertainty sentence of an estimated side ("" for a measurement)
+    b_band: str = ""
 
     def metric(self, key: str) -> MetricDelta:
         for m in self.metrics:
@@ -82,22 +86,45 @@ class Comparison:
             "metrics": [asdict(m) for m in self.metrics],
             "lines": [asdict(x) for x in self.lines],
             "warnings": list(self.warnings),
+            "a_source": self.a_source,
+            "b_source": self.b_source,
+            "a_uncertainty": self.a_band or None,
+            "b_uncertainty": self.b_band or None,
         }
 
 
-def _label(name: str, r: PerfRecord) -> str:
+def _label(name: str, r: PerfRecord, task: str = "") -> str:
     kernel = f" {r.kernel}" if r.kernel else ""
-    return f"{name}{kernel} ({r.source}, {r.target})"
+    of = f" of task {task}" if task else ""
+    return f"{name}{kernel}{of} ({r.source}, {r.target})"
 
 
-def compare(a: PerfRecord, b: PerfRecord, *, rel_tol: float = 0.01, lines: int = 10) -> Comparison:
-    """Per-metric deltas from A to B; changes within `rel_tol` (relative) count as "same"."""
+def _band(r: PerfRecord) -> str:
+    if r.source != "estimated":
+        return ""
+    from nkitui.perf.uncertainty import Uncertainty
+
+    band = Uncertainty.from_json(r.uncertainty)
+    return band.describe(r.total_time) if band is not None else "estimated; no uncertainty band recorded"
+
+
+def compare(a: PerfRecord, b: PerfRecord, *, rel_tol: float = 0.01, lines: int = 10, a_task: str = "",
+            b_task: str = "") -> Comparison:
+    """Per-metric deltas from A to B; changes within `rel_tol` (relative) count as "same". `a_task` and
+    `b_task` are the runs' task ids when known (a warning says when they differ)."""
     warnings: list[str] = []
     if a.source != b.source:
         warnings.append(f"A is {a.source} and B is {b.source}: the differences include the cost model's "
                         "error, not only the kernels'")
+    if a_task and b_task and a_task != b_task:
+        warnings.append(f"the runs are of different tasks ({a_task} vs {b_task}): the kernels solve different "
+                        "problems")
+    elif a.kernel and b.kernel and a.kernel != b.kernel and not (a_task and a_task == b_task):
+        warnings.append(f"the records are of different kernels ({a.kernel} vs {b.kernel}); compare runs of one task "
+                        "to compare ports")
     if a.target != b.target:
-        warnings.append(f"the runs are on different targets ({a.target} vs {b.target})")
+        warnings.append(f"the runs are on different targets ({a.target} vs {b.target}): the hardware differs, "
+                        "not only the kernels")
     metrics = []
     for key, direction, unit in METRICS:
         va, vb = _value(a, key), _value(b, key)
@@ -116,7 +143,8 @@ def compare(a: PerfRecord, b: PerfRecord, *, rel_tol: float = 0.01, lines: int =
                 better = "a"
         metrics.append(MetricDelta(key, va, vb, delta, pct, better, unit))
     speedup = a.total_time / b.total_time if a.total_time > 0 and b.total_time > 0 else None
-    return Comparison(_label("A", a), _label("B", b), speedup, metrics, _line_deltas(a, b, lines), warnings)
+    return Comparison(_label("A", a, a_task), _label("B", b, b_task), speedup, metrics, _line_deltas(a, b, lines),
+                      warnings, a.source, b.source, _band(a), _band(b))
 
 
 def _value(r: PerfRecord, key: str) -> float | None:

@@ -11,9 +11,10 @@ from nkitui.perf.hotspots import hot_lines
 from nkitui.perf.roofline import Work, roofline_point, speed_of_light_for
 from nkitui.perf.schedule import Schedule, gc_paused, simulate
 from nkitui.perf.summary import LANES, SUMMARY_ENGINES, EngineStats, PerfRecord, coarsen, union_length_sorted
+from nkitui.perf.uncertainty import CALIBRATED
 
 MODEL_NAME = "nkitui cost model"
-MODEL_VERSION = 1
+MODEL_VERSION = 2
 TIMELINE_RESOLUTION = 4000  # merge gaps shorter than total_time / this, per lane
 
 
@@ -35,20 +36,30 @@ def estimate(trace: Trace, target: str | TargetSpec | None = None, *, work: Work
 def record_from_schedule(trace: Trace, sched: Schedule, *, work: Work | None = None,
                          hotspots: int | None = 20) -> PerfRecord:
     spec = sched.spec
-    total = sched.total_time
+    core_time = sched.total_time
+    overhead = spec.launch_overhead_s if core_time > 0 else 0.0
+    total = core_time + overhead  # the profiler's total_time: the kernel plus its launch's fixed costs
     cores = sched.cores
+
+    def lane_length(intervals: dict[str, list[list[float]]], lane: str) -> float:
+        # lane intervals are sorted and disjoint already
+        return sum(-sum(starmap(sub, ivs)) for name, ivs in intervals.items() if name.split("@", 1)[0] == lane) / cores
 
     engines: dict[str, EngineStats] = {}
     for lane in LANES:
-        # lane intervals are sorted and disjoint already
-        per_core = [-sum(starmap(sub, ivs)) for name, ivs in sched.intervals.items()
-                    if name.split("@", 1)[0] == lane]
-        active = sum(per_core) / cores
+        active = lane_length(sched.intervals, lane)
+        if lane == "dma":
+            executing = lane_length(sched.exec_intervals, lane)
+        elif lane == "sync":
+            executing = active
+        else:
+            executing = sched.lane_exec_time[lane] / cores
         if lane == "sync":  # DMA triggers on Sync are its instructions
             itime, icount = active, sched.lane_count["sync"] + sched.dma.transfer_count
         else:
             itime, icount = sched.lane_time[lane] / cores, sched.lane_count[lane]
-        engines[lane] = EngineStats(active, _pct(active, total), itime, icount)
+        engines[lane] = EngineStats(active, _pct(active, core_time), itime, icount, executing,
+                                    _pct(executing, core_time))
 
     peak = spec.tensor_peak_flops
     hbm_total = sched.hbm_read + sched.hbm_write
@@ -101,24 +112,27 @@ def record_from_schedule(trace: Trace, sched: Schedule, *, work: Work | None = N
         "psum_write_bytes": int(mb["psum_write_bytes"]),
         "psum_read_sbuf_write_bytes": int(sched.psum_to_sbuf_bytes),
         "psum_read_sbuf_write_count": sched.psum_to_sbuf_count,
-        "spill_save_bytes": 0,
-        "spill_reload_bytes": 0,
+        "spill_save_bytes": int(d.spill_save_bytes),
+        "spill_reload_bytes": int(d.spill_reload_bytes),
         "inputs_and_weights_size_bytes": int(inputs_bytes),
         "total_active_time": total_active,
-        "total_active_time_percent": _pct(total_active, total),
+        "total_active_time_percent": _pct(total_active, core_time),
     })
 
     mm_dtype = sched.matmul_dtype_flops.most_common(1)[0][0] if sched.matmul_dtype_flops else "bfloat16"
     roof = roofline_point(sched.model_flops, hbm_total, total, mm_dtype, spec)
     sol = speed_of_light_for(work, spec).against(total) if work is not None else None
 
-    res = total / TIMELINE_RESOLUTION
+    res = core_time / TIMELINE_RESOLUTION
     timeline = {lane: coarsen(ivs, res) for lane, ivs in sorted(sched.intervals.items())}
     notes = list(sched.notes)
     notes.append("estimated by the nkitui cost model from the emulator's instruction trace; "
                  "not a hardware measurement")
     if cores > 1:
         notes.append(f"the trace uses {cores} physical cores: engine times are averages per core")
+    if overhead:
+        notes.append(f"total time includes a fixed launch overhead of {overhead * 1e6:.0f} us (NEFF start-up and "
+                     "tear-down, fitted); engine percentages are of the kernel's core time")
     extras = {
         "model": f"{MODEL_NAME} v{MODEL_VERSION}",
         "instructions": len(trace),
@@ -130,6 +144,10 @@ def record_from_schedule(trace: Trace, sched: Schedule, *, work: Work | None = N
         "psum_bank_stall_time": sched.psum_bank_stall,
         "folded_psum_zeroing": sched.folded_psum_zeroing,
         "sbuf_peak_bytes_per_partition": sched.sbuf_peak_bytes,
+        "sbuf_demand_bytes_per_partition": sched.sbuf_demand_bytes,
+        "sbuf_allocation_stall_time": sched.sbuf_alloc_stall,
+        "spill_transfers": d.spill_transfers,
+        "core_time": core_time,
         "performance_modes": dict(sched.perf_modes),
         "cores": cores,
     }
@@ -147,6 +165,9 @@ def record_from_schedule(trace: Trace, sched: Schedule, *, work: Work | None = N
         notes=notes,
         tool=f"{MODEL_NAME} v{MODEL_VERSION}",
         extras=extras,
+        core_time=core_time,
+        launch_overhead=overhead,
+        uncertainty=CALIBRATED.to_json(),
     )
 
 
@@ -159,4 +180,5 @@ def estimate_latency(trace: Trace) -> float | None:
     hook (`NKITUI_LATENCY_ESTIMATOR=nkitui.perf`); None for an empty trace."""
     if not trace.instructions:
         return None
-    return simulate(trace, get_target(trace.target or "trn2")).total_time
+    spec = get_target(trace.target or "trn2")
+    return simulate(trace, spec).total_time + spec.launch_overhead_s

@@ -1,16 +1,20 @@
-"""Per-target NeuronCore constants for the cost model, each tagged with its source.
+"""What the cost model knows about a target: the hardware table (nkitui.common.hardware, one source
+of truth with the emulator) plus the model's own constants, each with its source.
 
-Numbers come from ../shared/reference/nki-spec.md (section numbers and source IDs such as
-[ARCH2] refer to that document). "derived" marks arithmetic on sourced numbers, "inferred" an
-interpretation we made, "fitted" a constant calibrated on the published anchors (see
-docs/costmodel.md for the fit). Everything the scheduler and the cost formulas need about a
-target is in one frozen `TargetSpec`, so a model run never consults globals.
+Model constants are published cycle formulas [L-ISA] or *fitted* on the published tutorial numbers
+(benchmarks/calibration.py; docs/costmodel.md writes every fit down). Everything the scheduler and the
+cost formulas need about a target is in one frozen `TargetSpec`, so a model run never consults
+globals; `TargetSpec.with_model(...)` gives a variant with other constants (the calibration fits).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass, field
+
+from nkitui.common.hardware import TARGETS as HW_TARGETS
+from nkitui.common.hardware import HardwareTarget, resolve_target
 
 GHZ = 1e9
 KIB = 1024
@@ -22,7 +26,7 @@ COMPUTE_ENGINES = ("tensor", "vector", "scalar", "gpsimd", "sync")
 
 @dataclass(frozen=True)
 class CycleCosts:
-    """Engine-cycle constants of the legacy cost formulas (NC-v2 values, used for all targets)."""
+    """Engine-cycle constants of the cost formulas (NC-v2 values, used for all targets)."""
 
     min_ii: int = 64  # MIN_II: floor for small tiles [L-ISA, spec §4]
     gpsimd_start: int = 150  # GPSIMD_START [L-ISA]
@@ -36,36 +40,60 @@ class CycleCosts:
     mm_init_latency: int = 64  # MM_INIT_LATENCY, TensorE cycles [ARCH2, spec §7.2]
     fp32_matmul_factor: int = 4  # FP32 matmul 4x slower (two FP32_LO_HI passes) [ARCH2, NX-SCHEMA]
     load_stationary_speedup: int = 4  # Fast LoadStationary ~4x an MM of the same free size [PERF Opt #7]
+    # VectorE cycles per element of a two-input instruction (tensor_tensor, tensor_tensor_scan, ...) whose
+    # operands are 32-bit and both in SBUF. [L-ISA] prints 2N; the Mamba tutorial's VectorE-bound kernels
+    # (mamba_v2 at 4096 channels: 1.61 ms at 99.63% VectorE) leave room for only ~N: *fitted*
+    # (benchmarks/calibration.py, docs/costmodel.md "Vector engine").
+    vector_two_input_per_element: float = 1.2
 
 
 @dataclass(frozen=True)
 class DmaCurve:
-    """DMA efficiency against contiguous bytes per descriptor (one partition's run).
+    """DMA efficiency (fraction of the per-engine peak) against the bytes one descriptor moves.
 
-    Shape from [DMA, DMABW] (spec §6.4): < 256 B severely overhead-bound, ≥ 2 KiB recommended,
-    ≥ 4 KiB saturates. The plateau value is *fitted* on the three DMA-bound kernels of the trn1
-    matmul tutorial [L-MM], which run at 103-105 GB/s whether half their bytes move in 256 B runs
-    (Original) or nearly all in 1 KiB runs (Optimizations 1 and 2); see docs/costmodel.md.
+    A descriptor moves one contiguous run of one partition: the shorter of the run in HBM and the bytes
+    per partition on the on-chip side [ARCH2: each contiguous run is a separate DMA buffer; DMA: each
+    engine serves 8 of the 128 partitions]. The curve is log-linear between its knots (bytes,
+    efficiency); below the first knot a descriptor costs as much as one of the first knot's size (the
+    fixed per-descriptor cost), above the last the last knot's efficiency holds. The shape is the
+    documented one [DMA, DMABW]: < 256 B severely overhead-bound, >= 2 KiB recommended, >= 4 KiB
+    saturates; the levels are per target and fitted (docs/costmodel.md "DMA").
     """
 
-    floor_bytes: int = 256  # below this a descriptor costs as much as a floor_bytes one
-    plateau: float = 0.38  # fitted efficiency from floor_bytes up to knee_bytes
-    knee_bytes: int = 1 * KIB  # last size of the plateau (largest run in the DMA-bound anchors)
-    saturate_bytes: int = 4 * KIB  # efficiency 1.0 from here [DMABW]
+    knots: tuple[tuple[float, float], ...] = ((256.0, 0.38), (1024.0, 0.38), (4096.0, 1.0))
+    fitted: str = ""  # which published numbers fixed the levels
 
     def efficiency(self, run_bytes: float) -> float:
-        """Fraction of per-engine peak bandwidth reached with runs of `run_bytes` bytes."""
+        """Fraction of per-engine peak bandwidth reached with descriptors of `run_bytes` bytes."""
+        knots = self.knots
+        b0, e0 = knots[0]
         if run_bytes <= 0:
-            return self.plateau
-        if run_bytes < self.floor_bytes:
-            return self.plateau * run_bytes / self.floor_bytes
-        if run_bytes <= self.knee_bytes:
-            return self.plateau
-        if run_bytes >= self.saturate_bytes:
-            return 1.0
-        # log-linear from the plateau at the knee to 1.0 at saturation
-        frac = math.log(run_bytes / self.knee_bytes) / math.log(self.saturate_bytes / self.knee_bytes)
-        return self.plateau + (1.0 - self.plateau) * frac
+            return e0
+        if run_bytes < b0:
+            return e0 * run_bytes / b0
+        for (b1, e1) in knots[1:]:
+            if run_bytes <= b1:
+                frac = math.log(run_bytes / b0) / math.log(b1 / b0) if b1 > b0 else 1.0
+                return e0 + (e1 - e0) * frac
+            b0, e0 = b1, e1
+        return e0
+
+
+# Per-target DMA efficiency curves (see DmaCurve; the fits are in docs/costmodel.md "DMA").
+# trn1: the three DMA-bound kernels of the matmul tutorial move 256 B and 1 KiB descriptors at 0.40 of
+# peak [L-MM]; mamba_v1 at 4096 channels moves 2 KiB descriptors at 0.45 [MAMBA]; the saturation at 4 KiB
+# and above [DMABW] is taken as is (no trn1 kernel in the suite is bound by large descriptors).
+TRN1_DMA = DmaCurve(((256.0, 0.40), (1024.0, 0.40), (2048.0, 0.45), (4096.0, 1.0)),
+                    fitted="256 B-1 KiB: matmul tutorial; 2 KiB: mamba_v1 (4096 channels)")
+# trn2: the walkthrough's DMA-bound fp32 kernels keep TensorE 87-99.9% busy [KOPT]: 512 B and 2 KiB
+# descriptors run at 0.90 of the 23 B/ns tables; saturation at 4 KiB [DMABW].
+TRN2_DMA = DmaCurve(((256.0, 0.90), (2048.0, 0.90), (4096.0, 1.0)),
+                    fitted="256 B-2 KiB: trn2 kernel-optimization walkthrough")
+# trn3: nothing published; trn2's curve (the newest measured DMA engines) is assumed (inferred).
+TRN3_DMA = dataclasses.replace(TRN2_DMA, fitted="assumed equal to trn2's (inferred; nothing published for trn3)")
+# The documented shape alone, before any fit: the prior of the calibration's leave-one-family-out runs.
+DOCUMENTED_DMA = DmaCurve(((256.0, 0.25), (2048.0, 0.75), (4096.0, 1.0)),
+                          fitted="none: documented shape only [DMA, DMABW]")
 
 
 @dataclass(frozen=True)
@@ -82,7 +110,7 @@ class TargetSpec:
     dma_engine_bytes_per_s: float
     dma_fixed_latency_s: float
     hwdge_issue_s: float  # issue cost of a hardware-DGE DMA on its issuing engine (0 = n/a)
-    hbm_core_bytes_per_s: float  # per-NeuronCore share of chip HBM bandwidth (model limit)
+    hbm_core_bytes_per_s: float  # per-NeuronCore share of chip HBM bandwidth
     hbm_stack_bytes_per_s: float  # one HBM stack (the profiler's MBU denominator)
     sbuf_bytes_per_partition: int
     sbuf_usable_bytes_per_partition: int
@@ -95,7 +123,12 @@ class TargetSpec:
     tensor_throttle: bool  # trn2/trn3 TensorE ramps from 50% after idle [NX-SUM]
     cycles: CycleCosts = field(default_factory=CycleCosts)
     dma_curve: DmaCurve = field(default_factory=DmaCurve)
+    # Fixed cost of one kernel launch on the device (NEFF start-up and tear-down), outside the kernel's
+    # core time and reported apart from it, as the profiler shows it [MAMBA]: *fitted* on the Mamba
+    # tutorial's toy shape (docs/costmodel.md "Launch overhead").
+    launch_overhead_s: float = 0.0
     sources: dict[str, str] = field(default_factory=dict)
+    hardware: HardwareTarget | None = None
 
     @property
     def tensor_peak_flops(self) -> float:
@@ -136,6 +169,15 @@ class TargetSpec:
         lanes = self.partitions
         return lanes * (self.clock_hz["vector"] + self.clock_hz["scalar"] + self.clock_hz["gpsimd"])
 
+    def with_model(self, **changes) -> "TargetSpec":
+        """This target with other model constants: `dma_curve=`, `launch_overhead_s=`, or any
+        `CycleCosts` field (e.g. `vector_two_input_per_element=1.2`)."""
+        cycle_fields = {f.name for f in dataclasses.fields(CycleCosts)}
+        cyc = {k: changes.pop(k) for k in list(changes) if k in cycle_fields}
+        if cyc:
+            changes["cycles"] = dataclasses.replace(self.cycles, **cyc)
+        return dataclasses.replace(self, **changes)
+
 
 def dtype_class(dtype: str) -> str:
     """Throughput class of a dtype name: "fp32", "bf16" (16-bit and tf32), "fp8", "mx", "int"."""
@@ -170,109 +212,49 @@ def itemsize(dtype: str) -> int:
     raise ValueError(f"unknown dtype {dtype!r}: expected a numpy-style name such as 'bfloat16'")
 
 
-_COMMON_SOURCES = {
-    "clock_hz.tensor": "ARCH2/ARCH3/ARCH4 §6.1",
-    "clock_hz.vector": "ARCH2/ARCH3/ARCH4 §6.1",
-    "clock_hz.scalar": "ARCH2/ARCH3/ARCH4 §6.1",
-    "clock_hz.gpsimd": "ARCH2/ARCH3/ARCH4 §6.1",
-    "clock_hz.sync": "inferred: profiler base clock [NX-SCHEMA]",
-    "pe_rows/pe_cols": "ARCH2 128x128 PE array §6.1",
-    "dma_engines": "DMA 16 engines per NC §6.4",
-    "dma_engine_bytes_per_s": "DMA/DMABW tables 17/23/33 B/ns §6.4",
-    "dma_fixed_latency_s": "DMABW ~1300 ns semaphore-to-start §6.4",
-    "psum_banks/psum_bank_bytes": "ARCH2 8 x 2 KiB §2.1",
-    "dma_curve.plateau": "fitted on L-MM anchors §9.1 (docs/costmodel.md)",
-    "dma_curve.floor_bytes/saturate_bytes": "DMA/DMABW efficiency guidance §6.4",
+_MODEL_SOURCES = {
     "cycles": "L-ISA/ARCH2/PERF §4, §7",
+    "cycles.vector_two_input_per_element": "fitted on the Mamba tutorial [MAMBA] (docs/costmodel.md)",
+    "dma_curve": "shape [DMA, DMABW] §6.4; levels fitted per target (docs/costmodel.md)",
+    "launch_overhead_s": "fitted on the Mamba tutorial's toy shape [MAMBA] (docs/costmodel.md)",
+    "clock_hz.sync": "inferred: profiler base clock [NX-SCHEMA]",
 }
 
-TARGETS: dict[str, TargetSpec] = {
-    "trn1": TargetSpec(
-        name="trn1",
-        nc_version=2,
-        clock_hz={"tensor": 2.8 * GHZ, "vector": 1.12 * GHZ, "scalar": 1.4 * GHZ,
-                  "gpsimd": 1.4 * GHZ, "sync": 1.4 * GHZ},
-        base_clock_hz=1.4 * GHZ,  # [NX-SCHEMA]
-        pe_rows=128, pe_cols=128,
-        fp8_speedup=1.0,  # cFP8 at BF16 rate [ARCH2]
-        mx_speedup=0.0,
-        dma_engines=16,
-        dma_engine_bytes_per_s=17e9,
-        dma_fixed_latency_s=1.3e-6,
-        hwdge_issue_s=0.0,  # no hardware DGE on NC-v2 [DGE]
-        hbm_core_bytes_per_s=410e9,  # 820 GB/s per chip / 2 cores (derived §6.3)
-        hbm_stack_bytes_per_s=410e9,  # 2 stacks per chip [ARCH2]
-        sbuf_bytes_per_partition=192 * KIB,
-        sbuf_usable_bytes_per_partition=176 * KIB,  # [L-ALLOC]
-        psum_banks=8, psum_bank_bytes=2 * KIB,
-        partitions=128,
-        vector_perf_mode=False,
-        scalar_16bit_2x=False,
-        port_serialization=True,
-        tensor_throttle=False,
-        sources={**_COMMON_SOURCES, "hbm_core_bytes_per_s": "HW-TRN1 820 GB/s / 2 NC (derived)"},
-    ),
-    "trn2": TargetSpec(
-        name="trn2",
-        nc_version=3,
-        clock_hz={"tensor": 2.4 * GHZ, "vector": 0.96 * GHZ, "scalar": 1.2 * GHZ,
-                  "gpsimd": 1.2 * GHZ, "sync": 1.2 * GHZ},
-        base_clock_hz=1.2 * GHZ,
-        pe_rows=128, pe_cols=128,
-        fp8_speedup=2.0,  # double-FP8 158 TFLOPS [ARCH3]
-        mx_speedup=0.0,
-        dma_engines=16,
-        dma_engine_bytes_per_s=23e9,
-        dma_fixed_latency_s=1.3e-6,
-        hwdge_issue_s=0.6e-6,  # [ARCH3, DGE]
-        hbm_core_bytes_per_s=2.9e12 / 8,  # HW-TRN2 (derived per core)
-        hbm_stack_bytes_per_s=2.9e12 / 4,  # 4 stacks [ARCH3]
-        sbuf_bytes_per_partition=224 * KIB,
-        sbuf_usable_bytes_per_partition=224 * KIB - 16384 - 8 - 256,  # nki-lib budget [R-LIB]
-        psum_banks=8, psum_bank_bytes=2 * KIB,
-        partitions=128,
-        vector_perf_mode=True,
-        scalar_16bit_2x=False,
-        port_serialization=False,
-        tensor_throttle=True,
-        sources={**_COMMON_SOURCES, "hbm_core_bytes_per_s": "HW-TRN2 2.9 TB/s / 8 NC (derived)"},
-    ),
-    "trn3": TargetSpec(
-        name="trn3",
-        nc_version=4,
-        clock_hz={"tensor": 2.4 * GHZ, "vector": 1.2 * GHZ, "scalar": 1.2 * GHZ,
-                  "gpsimd": 1.2 * GHZ, "sync": 1.2 * GHZ},
-        base_clock_hz=1.2 * GHZ,  # NOT FOUND for trn3; inferred equal to trn2
-        pe_rows=128, pe_cols=128,
-        fp8_speedup=2.0,  # double_row on v3/v4 [ARCH3]
-        mx_speedup=4.0,  # MXFP8/MXFP4 315 TFLOPS = 4x BF16 [ARCH4]
-        dma_engines=16,
-        dma_engine_bytes_per_s=33e9,
-        dma_fixed_latency_s=1.3e-6,
-        hwdge_issue_s=0.6e-6,  # measured on NC-v3; assumed for NC-v4 (inferred)
-        hbm_core_bytes_per_s=4.9e12 / 8,  # HW-TRN3 (derived per core)
-        hbm_stack_bytes_per_s=4.9e12 / 4,  # stack count NOT FOUND; 4 assumed as on trn2 (inferred)
-        sbuf_bytes_per_partition=256 * KIB,  # 32 MiB / 128 (derived) [ARCH4]
-        sbuf_usable_bytes_per_partition=240 * KIB,  # minus 16 KiB as on v2 (inferred)
-        psum_banks=8, psum_bank_bytes=2 * KIB,
-        partitions=128,
-        vector_perf_mode=True,
-        scalar_16bit_2x=True,
-        port_serialization=False,
-        tensor_throttle=True,
-        sources={**_COMMON_SOURCES, "hbm_core_bytes_per_s": "HW-TRN3 4.9 TB/s / 8 NC (derived)"},
-    ),
-}
+# Launch overhead, fitted once (trn1, Mamba toy shape) and used for every target (inferred).
+LAUNCH_OVERHEAD_S = 20e-6
 
-ALIASES = {"trn1": "trn1", "inf2": "trn1", "gen2": "trn1", "trn2": "trn2", "gen3": "trn2",
-           "trn3": "trn3", "gen4": "trn3"}
+_DMA_CURVES = {"trn1": TRN1_DMA, "trn2": TRN2_DMA, "trn3": TRN3_DMA}
+
+
+def _spec(hw: HardwareTarget) -> TargetSpec:
+    sources = {f"hardware.{k}": v for k, v in hw.sources.items()}
+    sources.update(_MODEL_SOURCES)
+    return TargetSpec(
+        name=hw.name,
+        nc_version=hw.nc_version,
+        clock_hz={"tensor": hw.tensor_hz, "vector": hw.vector_hz, "scalar": hw.scalar_hz,
+                  "gpsimd": hw.gpsimd_hz, "sync": hw.base_clock_hz},
+        base_clock_hz=hw.base_clock_hz,
+        pe_rows=hw.pe_rows, pe_cols=hw.pe_cols,
+        fp8_speedup=hw.fp8_speedup, mx_speedup=hw.mx_speedup,
+        dma_engines=hw.dma_engines, dma_engine_bytes_per_s=hw.dma_engine_bytes_per_s,
+        dma_fixed_latency_s=hw.dma_fixed_latency_s, hwdge_issue_s=hw.hwdge_issue_s,
+        hbm_core_bytes_per_s=hw.hbm_core_bytes_per_s, hbm_stack_bytes_per_s=hw.hbm_stack_bytes_per_s,
+        sbuf_bytes_per_partition=hw.sbuf_bytes_per_partition,
+        sbuf_usable_bytes_per_partition=hw.sbuf_usable_bytes_per_partition,
+        psum_banks=hw.psum_banks, psum_bank_bytes=hw.psum_bank_bytes, partitions=hw.partitions,
+        vector_perf_mode=hw.vector_perf_mode, scalar_16bit_2x=hw.scalar_16bit_2x,
+        port_serialization=hw.port_serialization, tensor_throttle=hw.tensor_throttle,
+        dma_curve=_DMA_CURVES[hw.name], launch_overhead_s=LAUNCH_OVERHEAD_S,
+        sources=sources, hardware=hw,
+    )
+
+
+TARGETS: dict[str, TargetSpec] = {name: _spec(hw) for name, hw in HW_TARGETS.items()}
 
 
 def get_target(name: str | TargetSpec) -> TargetSpec:
     """Resolve a target name (trn1/trn2/trn3 or inf2/gen2/gen3/gen4) to its spec."""
     if isinstance(name, TargetSpec):
         return name
-    key = ALIASES.get(str(name).strip().lower())
-    if key is None:
-        raise ValueError(f"unknown target {name!r}: use one of trn1, trn2, trn3 (or inf2, gen2, gen3, gen4)")
-    return TARGETS[key]
+    return TARGETS[resolve_target(name).name]

@@ -6,6 +6,7 @@ from nkitui.common import units
 from nkitui.perf.compare import Comparison
 from nkitui.perf.roofline import SpeedOfLight
 from nkitui.perf.summary import LANES, PerfRecord
+from nkitui.perf.uncertainty import Uncertainty
 
 
 # The one formatter of quantities (nkitui.common.units), under the names this module always used.
@@ -31,8 +32,15 @@ def _bytes(summary: dict, key: str) -> str:
 
 def render_record(r: PerfRecord, *, hot: int = 8) -> str:
     s = r.summary
-    lines = [
-        f"{r.kernel or 'kernel'} on {r.target}: {fmt_time(r.total_time)} ({r.label}, {r.tool})",
+    lines = [f"{r.kernel or 'kernel'} on {r.target}: {fmt_time(r.total_time)} ({r.label}, {r.tool})"]
+    band = Uncertainty.from_json(r.uncertainty) if r.source == "estimated" else None
+    if band is not None:
+        lo, hi = band.bounds(r.total_time)
+        lines.append(f"  {band.describe(r.total_time, fmt_time)} ({fmt_time(lo)} to {fmt_time(hi)})")
+    if r.core_time is not None and r.launch_overhead:
+        lines.append(f"  kernel core time {fmt_time(r.core_time)} + launch overhead {fmt_time(r.launch_overhead)}; "
+                     "engine activity is of the core time")
+    lines += [
         f"  MFU {_pct(s, 'mfu_estimated_percent')}  HFU {_pct(s, 'hfu_estimated_percent')}  "
         f"MBU {_pct(s, 'mbu_estimated_percent')}  HBM read {_bytes(s, 'hbm_read_bytes')}, "
         f"write {_bytes(s, 'hbm_write_bytes')}",
@@ -42,8 +50,9 @@ def render_record(r: PerfRecord, *, hot: int = 8) -> str:
         st = r.engines.get(lane)
         if st is None:
             continue
+        executing = "" if st.execution_time_percent is None else f"  (executing {st.execution_time_percent:5.1f}%)"
         lines.append(f"    {lane:7s} {bar(st.active_time_percent / 100)} {st.active_time_percent:5.1f}%  "
-                     f"{st.instruction_count:7d} instr")
+                     f"{st.instruction_count:7d} instr{executing}")
     if r.roofline is not None:
         p = r.roofline
         lines.append(f"  roofline: {p.arithmetic_intensity:.1f} FLOP/B (ridge {p.ridge:.0f}, DMA ridge "
@@ -76,7 +85,10 @@ def fmt_metric(key: str, value: float) -> str:
 
 
 def render_comparison(c: Comparison) -> str:
-    lines = [c.headline()]
+    lines = [c.headline(), f"  A: {c.a_label}", f"  B: {c.b_label}"]
+    for side, band in (("A", c.a_band), ("B", c.b_band)):
+        if band:
+            lines.append(f"  {side} is an estimate: {band}")
     for m in c.metrics:
         if m.a is None or m.b is None:
             continue

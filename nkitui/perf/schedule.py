@@ -36,10 +36,10 @@ from __future__ import annotations
 import gc
 import math
 from bisect import bisect_right
+from heapq import heappop, heappush
 from collections import Counter
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from itertools import accumulate
 
 import numpy as np
 
@@ -69,6 +69,9 @@ class DmaTotals:
     small_run_transfers: int = 0  # transfers with < 2 KiB contiguous per partition
     small_run_bytes: int = 0
     efficiency_weighted: float = 0.0  # sum(bytes x efficiency), for the mean efficiency
+    spill_save_bytes: int = 0  # compiler-inserted SBUF -> HBM spills (the allocator's model)
+    spill_reload_bytes: int = 0
+    spill_transfers: int = 0
 
 
 @dataclass
@@ -79,7 +82,11 @@ class Schedule:
     start: list[float]  # seconds, per instruction in trace order
     end: list[float]
     total_time: float = 0.0
-    intervals: dict[str, list[list[float]]] = field(default_factory=dict)  # lane -> merged busy intervals
+    intervals: dict[str, list[list[float]]] = field(default_factory=dict)  # lane -> merged active intervals
+    # execution only: the DMA lanes' data-movement intervals (`intervals` holds them from the moment a transfer
+    # is queued, in flight and waiting, as the profiler counts them); compute lanes: sum of pure durations
+    exec_intervals: dict[str, list[list[float]]] = field(default_factory=dict)
+    lane_exec_time: Counter = field(default_factory=Counter)  # base lane -> execution-only seconds
     # (file, line, lane, opcode) -> [seconds, count, flops, hbm bytes]; lane is "tensor", "dma", ...
     by_line: dict[tuple[str, int, str, str], list] = field(default_factory=dict)
     lane_time: Counter = field(default_factory=Counter)  # base lane -> sum of instruction busy time
@@ -106,7 +113,9 @@ class Schedule:
     undocumented_opcodes: Counter = field(default_factory=Counter)
     notes: list[str] = field(default_factory=list)
     cores: int = 1
-    sbuf_peak_bytes: int = 0  # peak live SBUF bytes per partition (storages live first..last use)
+    sbuf_peak_bytes: int = 0  # peak SBUF bytes per partition the allocator held (<= usable)
+    sbuf_demand_bytes: int = 0  # peak live SBUF bytes per partition in program order (first..last use)
+    sbuf_alloc_stall: float = 0.0  # instruction time lost waiting for SBUF space (allocator)
     input_bytes: int = 0  # HBM tensors read before any write: the kernel's inputs and weights
 
 
@@ -120,13 +129,15 @@ S_WRITES, S_READS, S_LAST_END, S_FIRST, S_LAST, S_MEM, S_EXTENT, S_FIRST_WRITE =
 class _Core:
     """Per-physical-core scheduling state."""
 
-    __slots__ = ("pool", "dma_iv", "dma_late", "sync_s", "sync_e", "queue_start", "psum", "free", "lanes")
+    __slots__ = ("pool", "dma_iv", "dma_late", "flight", "sync_s", "sync_e", "queue_start", "psum", "free", "lanes",
+                 "sbuf")
 
     def __init__(self, psum_banks: int) -> None:
         self.pool = _Calendar()  # the 16 DMA engines
         # busy intervals merged as they come when they come in order; the others wait in *_late
         self.dma_iv: list[list[float]] = []
         self.dma_late: list[list[float]] = []
+        self.flight: list[list[float]] = []  # [queued, end] of every transfer (in flight and waiting)
         # DMA triggers on the Sync engine, in program order (mostly out of time order): starts, ends
         self.sync_s: list[float] = []
         self.sync_e: list[float] = []
@@ -134,6 +145,7 @@ class _Core:
         self.psum = _PsumBanks(psum_banks)
         self.free: dict[str, float] = {}  # engine -> when its in-order queue is free
         self.lanes: dict[str, list[list[float]]] = {}  # engine -> merged busy intervals
+        self.sbuf: _SbufAllocator | None = None
 
 
 def _merge_oldest(records: list[tuple], is_write: bool) -> list[tuple]:
@@ -233,6 +245,235 @@ class _PsumBanks:
         return ready
 
 
+class _SbufAllocator:
+    """SBUF capacity of one core as the compiler's allocator sees it [L-PM, L-ALLOC].
+
+    A tile holds its bytes per partition from its first write to the end of the last instruction that
+    touches it (compiler live ranges, as the emulator's capacity check counts them). The first writer of a
+    new tile waits until enough earlier tiles have died, so prefetching is limited by the space there is.
+    When the tiles still needed exceed the usable SBUF, the compiler spills: the tiles used last are
+    saved to HBM (a DMA before their space is reused) and reloaded before their next use (a DMA the user
+    waits for) — the `spill_save_bytes` / `spill_reload_bytes` traffic of the profiler [PERF Opt #2, MAMBA].
+    """
+
+    __slots__ = ("cap", "live", "held", "heap", "spilled", "peak", "uses", "sizes", "rows", "dirty", "idx",
+                 "evict_after", "writer_dirty")
+
+    def __init__(self, cap: int, uses: "_Uses", sizes: dict[int, int], rows: dict[int, int]) -> None:
+        self.cap = cap
+        self.live = 0  # bytes per partition held now
+        self.held: dict[int, int] = {}  # sid -> size, allocated and still to be used
+        self.heap: list[tuple[float, int]] = []  # (time it frees, size) of tiles past their last use
+        self.spilled: dict[int, float] = {}  # sid -> when its save to HBM completes
+        self.peak = 0
+        self.uses = uses  # the instructions that access each tile, in order
+        self.sizes = sizes  # sid -> bytes per partition
+        self.rows = rows  # sid -> partitions it spans (what a spill moves is size x rows)
+        self.dirty: set[int] = set()  # tiles written by an engine (not plain copies of HBM data)
+        self.idx = 0  # the instruction being scheduled
+        self.evict_after: list[int] = []  # tiles written by the current instruction that leave SBUF right after
+        self.writer_dirty = True  # the current instruction computes (not a plain load of HBM data)
+
+    def allocate(self, sid: int, now: float, busy: set[int]) -> tuple[float, list[tuple[int, int]]]:
+        """Space for `sid` from `now` on: (when it is there, [(victim, size), ...] evicted to make room).
+
+        In order of cost: space already free; clean tiles (plain copies of HBM data) needed later than this
+        one, dropped to be loaded again; space that frees later (the allocation waits); dirty tiles needed
+        later than this one, spilled (saved, then reloaded). A tile needed sooner than the new one is never
+        evicted (Belady's rule)."""
+        size = self.sizes[sid]
+        heap, live, cap = self.heap, self.live, self.cap
+        while heap and heap[0][0] <= now:
+            live -= heappop(heap)[1]
+        t = now
+        victims: list[tuple[int, int]] = []
+        if live + size > cap:
+            while live + size > cap and heap:  # wait for tiles past their last use to free their space
+                f, freed = heappop(heap)
+                live -= freed
+                if f > t:
+                    t = f
+            if live + size > cap:  # what is still needed does not fit: evict what is needed furthest ahead
+                for _, v in self._ahead(sid, busy):
+                    freed = self.held.pop(v)
+                    live -= freed
+                    victims.append((v, freed))
+                    if live + size <= cap:
+                        break
+                if live + size > cap and self.writer_dirty:
+                    # the new tile itself is needed last: it goes out as soon as it is written (Belady); a
+                    # plain load of HBM data is not (the compiler would issue it later rather than twice)
+                    self.evict_after.append(sid)
+        live += size
+        self.held[sid] = size
+        if live > self.peak and live <= cap:  # a tile streamed out as it is written holds no space
+            self.peak = live
+        self.live = live
+        return t, victims
+
+    def _ahead(self, sid: int, busy: set[int]) -> list[tuple[int, int]]:
+        """Held tiles needed later than `sid` (next use, id), the furthest first."""
+        uses, idx = self.uses, self.idx
+        own_next = uses.next_after(sid, idx)
+        ahead = []
+        for v in self.held:
+            if v not in busy:
+                nxt = uses.next_after(v, idx)
+                if nxt > own_next:
+                    ahead.append((nxt, v))
+        ahead.sort(reverse=True)
+        return ahead
+
+    def release(self, sid: int, end: float) -> None:
+        size = self.held.pop(sid, None)
+        if size is not None:
+            heappush(self.heap, (end, size))
+
+
+class _Uses:
+    """The instructions that access each SBUF storage, in order, kept as one sorted array and looked up
+    only when the allocator must choose what to evict (Belady's rule asks for the next use)."""
+
+    __slots__ = ("idx", "span")
+
+    def __init__(self, idx: np.ndarray, span: dict[int, tuple[int, int]]) -> None:
+        self.idx = idx  # access indices, grouped by storage, ascending within a storage
+        self.span = span  # sid -> (start, end) slice of idx
+
+    def next_after(self, sid: int, i: int) -> int:
+        """First access of `sid` after instruction i (i itself when there is none)."""
+        lo, hi = self.span[sid]
+        k = lo + int(np.searchsorted(self.idx[lo:hi], i, side="right"))
+        return int(self.idx[k]) if k < hi else i
+
+    def first_last(self):
+        for sid, (lo, hi) in self.span.items():
+            yield sid, int(self.idx[lo]), int(self.idx[hi - 1])
+
+    def __bool__(self) -> bool:
+        return bool(self.span)
+
+
+def _sbuf_lifetimes(instrs, storage_info: dict) -> tuple[_Uses, dict[int, int], dict[int, list[int]], dict[int, int]]:
+    """For every SBUF storage: the instructions that access it, its bytes per partition, the storages whose
+    last access each instruction is, and the partitions it spans (one pass, in numpy once the accesses are
+    listed; the allocator needs them before the schedule)."""
+    acc = [(a[0], i, a[3], a[5]) for i, ins in enumerate(instrs) for a in ins.reads if a[1] == "sbuf"]
+    acc += [(a[0], i, a[3], a[5]) for i, ins in enumerate(instrs) for a in ins.writes if a[1] == "sbuf"]
+    if not acc:
+        return _Uses(np.zeros(0, dtype=np.int64), {}), {}, {}, {}
+    arr = np.array(acc, dtype=np.int64)
+    arr = arr[np.lexsort((arr[:, 1], arr[:, 0]))]
+    sid = arr[:, 0]
+    starts = np.flatnonzero(np.r_[True, sid[1:] != sid[:-1]])
+    stops = np.r_[starts[1:], len(sid)]
+    extent = np.maximum.reduceat(arr[:, 3], starts)
+    rows_arr = np.maximum.reduceat(arr[:, 2], starts)
+    ids = sid[starts].tolist()
+    lasts = arr[stops - 1, 1].tolist()
+    uses = _Uses(arr[:, 1].copy(), dict(zip(ids, zip(starts.tolist(), stops.tolist()))))
+    rows = dict(zip(ids, rows_arr.tolist()))
+    sizes: dict[int, int] = {}
+    tile_bytes: dict[tuple, int] = {}  # (shape, dtype) -> bytes per partition, computed once per kind of tile
+    for s_id, ext, r in zip(ids, extent.tolist(), rows_arr.tolist()):
+        info = storage_info.get(s_id)
+        tb = 0
+        if info is not None:
+            k = (info.shape, info.dtype)
+            tb = tile_bytes.get(k)
+            if tb is None:
+                tb = tile_bytes[k] = _tile_bytes(info)
+        size = ext if ext > tb else tb
+        # A tile of <= 32 partitions may start at partition 0, 32, 64 or 96, one of <= 64 at 0 or 64 [ARCH2,
+        # L-ALLOC]: four (two) such tiles share one byte range, so each holds a quarter (half) of it.
+        sizes[s_id] = -(-size // 4) if r <= 32 else (-(-size // 2) if r <= 64 else size)
+    release_at: dict[int, list[int]] = {}
+    for s_id, last in zip(ids, lasts):
+        release_at.setdefault(last, []).append(s_id)
+    return uses, sizes, release_at, rows
+
+
+def _spill_transfer(cs: "_Core", spec: TargetSpec, release: float, per_partition: int,
+                    rows: int) -> tuple[float, float]:
+    """Book one compiler spill DMA (save or reload) of `per_partition` bytes on `rows` partitions, queued at
+    `release` on the spill queue; returns (start, end). Costed like any DMA of that shape."""
+    rows = max(1, min(rows, spec.partitions))
+    nbytes = per_partition * rows
+    engines = min(spec.dma_engines, max(1, math.ceil(rows / (spec.partitions / spec.dma_engines))))
+    eff = spec.dma_curve.efficiency(float(per_partition))
+    dur = nbytes / (engines * spec.dma_engine_bytes_per_s * eff)
+    if spec.hbm_core_bytes_per_s:
+        dur = max(dur, nbytes / spec.hbm_core_bytes_per_s)
+    qs = cs.queue_start.get("sync:spill", 0.0)
+    begin = release + spec.dma_fixed_latency_s
+    if qs > begin:
+        begin = qs
+    start, fill_end = cs.pool.fill(begin, dur * engines / spec.dma_engines)
+    end = max(start + dur, fill_end)
+    cs.queue_start["sync:spill"] = start
+    cs.dma_late.append([start, end])
+    cs.flight.append([release, end])
+    return start, end
+
+
+def _make_room(alloc: _SbufAllocator, cs: "_Core", spec: TargetSpec, sid: int, now: float, busy: set[int],
+               storages: dict, totals: DmaTotals) -> float:
+    """Allocate `sid`; spill what must go (each save starts once the tile's last writer is done). Returns
+    when the space is there."""
+    t, victims = alloc.allocate(sid, now, busy)
+    for v, size in victims:
+        vst = storages.get(v)
+        last_end = t if vst is None or vst[S_LAST_END] < t else vst[S_LAST_END]
+        if v not in alloc.dirty:
+            # a plain copy of HBM data: dropped, and loaded again from its source before its next use
+            # (the profiler's "input reloading" [MAMBA]); its space is free once its readers are done
+            alloc.spilled[v] = last_end
+            if last_end > t:
+                t = last_end
+            continue
+        _, save_end = _spill_transfer(cs, spec, last_end, size, alloc.rows[v])
+        alloc.spilled[v] = save_end
+        totals.spill_save_bytes += size * alloc.rows[v]
+        totals.spill_transfers += 1
+        if save_end > t:
+            t = save_end
+    return t
+
+
+def _evict_written(alloc: _SbufAllocator, cs: "_Core", spec: TargetSpec, end: float, totals: DmaTotals) -> None:
+    """Tiles the instruction just computed that SBUF cannot keep until their next use: saved right after the
+    write, reloaded before that use."""
+    for sid in alloc.evict_after:
+        size = alloc.held.pop(sid, None)
+        if size is None:
+            continue
+        alloc.live -= size
+        _, save_end = _spill_transfer(cs, spec, end, size, alloc.rows[sid])
+        totals.spill_save_bytes += size * alloc.rows[sid]
+        totals.spill_transfers += 1
+        alloc.spilled[sid] = save_end
+    alloc.evict_after = []
+
+
+def _reload(alloc: _SbufAllocator, cs: "_Core", spec: TargetSpec, sid: int, need_by: float, busy: set[int],
+            storages: dict, totals: DmaTotals) -> float:
+    """A spilled tile is used again: room for it, then a reload DMA; returns when its data is back. The
+    compiler schedules statically, so the reload is issued ahead of `need_by` (the user's earliest start)
+    by its own latency and transfer time, once the tile's save is done."""
+    saved = alloc.spilled.pop(sid)
+    size = alloc.sizes[sid]
+    rows = max(1, min(alloc.rows[sid], spec.partitions))
+    lead = spec.dma_fixed_latency_s + size * rows / (
+        min(spec.dma_engines, max(1, math.ceil(rows * spec.dma_engines / spec.partitions)))
+        * spec.dma_engine_bytes_per_s * spec.dma_curve.efficiency(float(size)))
+    now = need_by - lead if need_by - lead > saved else saved
+    t = _make_room(alloc, cs, spec, sid, now, busy, storages, totals)
+    _, end = _spill_transfer(cs, spec, t if t > saved else saved, size, alloc.rows[sid])
+    totals.spill_reload_bytes += size * alloc.rows[sid]
+    totals.spill_transfers += 1
+    return end
+
+
 def _lane_name(engine: str, core: int) -> str:
     return engine if core == 0 else f"{engine}@{core}"
 
@@ -242,7 +483,7 @@ class _Plan:
 
     __slots__ = ("kind", "engine", "opcode", "dur", "extra", "queue", "issuer", "issue", "occupancy",
                  "cost", "matmul", "transpose", "activate", "psum_to_sbuf", "ports", "flops", "hbm_read",
-                 "hbm_write", "mem", "mm_dtype", "file", "line", "busy", "count")
+                 "hbm_write", "mem", "mm_dtype", "file", "line", "busy", "count", "evict", "src_mems")
 
     KIND_COMPUTE, KIND_TENSOR, KIND_DMA, KIND_FOLDED = 0, 1, 2, 3
 
@@ -262,7 +503,8 @@ class _Plan:
         self.file, self.line = ins.file, ins.line
         self.busy = 0.0
         self.count = 0
-        self.issue = self.occupancy = self.extra = 0.0
+        self.issue = self.occupancy = self.extra = self.evict = 0.0
+        self.src_mems = ins.in_mems
         nin = max(1, len(ins.in_mems))
         mem = [0, 0, 0, 0]  # sbuf read, psum read, sbuf write, psum write
         for m in ins.in_mems:
@@ -303,6 +545,14 @@ class _Plan:
             self.extra = mm.load_stationary / clock["tensor"]  # foreground LoadStationary if it waited
             self.transpose = mm.transpose
             self.matmul = not mm.transpose and ins.opcode in MATMUL_OPCODES
+            if ins.meta.get("purpose") == "partition_broadcast":
+                # A PSUM tile holds at most one bank per partition (512 fp32, TC#2 [L-PM]): a wider
+                # broadcast row cannot be used from PSUM and is evicted to SBUF by a VectorE copy of F
+                # elements (tensor_copy, N cycles [L-ISA]) after the matmuls (inferred lowering).
+                psum_elems = (spec.hardware.psum_tile_max_bytes if spec.hardware else spec.psum_bank_bytes) // 4
+                if ins.free > psum_elems:
+                    self.evict = (max(float(ins.free), spec.cycles.min_ii) + spec.cycles.static_overhead) \
+                        / clock["vector"]
         elif ins.opcode == "memset" and ins.out_mem == "psum" and ins.meta.get("value", 0) in (0, 0.0):
             # nl.zeros(..., buffer=psum) before `+=` matmuls: the first matmul resets the
             # accumulator itself (acc_flags / psum_zero [N-ISA]), so no engine executes this fill
@@ -376,6 +626,10 @@ def _plan_for(ins, key: tuple, plans: dict, all_plans: list, spec: TargetSpec) -
 
 def _simulate(trace: Trace, spec: TargetSpec) -> Schedule:
     instrs = trace.instructions
+    return _simulate_ordered(trace, instrs, spec, _sbuf_lifetimes(instrs, trace.storages))
+
+
+def _simulate_ordered(trace: Trace, instrs: list, spec: TargetSpec, lifetimes: tuple) -> Schedule:
     n = len(instrs)
     cyc = spec.cycles
     clock = spec.clock_hz
@@ -385,7 +639,6 @@ def _simulate(trace: Trace, spec: TargetSpec) -> Schedule:
 
     storages: dict[int, list] = {}
     hbm_ids: list[int] = []  # HBM storages, in order of first access
-    sbuf_ids: list[int] = []  # SBUF storages, likewise
     port_free: dict[tuple[int, str], float] = {}
     core_state: dict[int, _Core] = {}
     tensor_state: dict[int, list[float]] = {}  # core -> [last_end, warm_since]
@@ -394,6 +647,10 @@ def _simulate(trace: Trace, spec: TargetSpec) -> Schedule:
     all_plans: list[_Plan] = []
     other_lines: dict[tuple, list] = {}  # (file, line, plan) -> [busy, count] off the plan's own line
     psum_count = spec.psum_banks
+    sbuf_uses, sbuf_sizes, release_at, sbuf_rows = lifetimes
+    sbuf_cap = spec.sbuf_usable_bytes_per_partition
+    dma_totals = sched.dma
+    sbuf_stall = 0.0
 
     dep_latency = {e: cyc.dependency_latency / clock[e] for e in clock}
     dep_latency["tensor"] = cyc.mm_init_latency / clock["tensor"]
@@ -425,6 +682,7 @@ def _simulate(trace: Trace, spec: TargetSpec) -> Schedule:
             cs = core_state.get(core)
             if cs is None:
                 cs = core_state[core] = _Core(psum_count)
+                cs.sbuf = _SbufAllocator(sbuf_cap, sbuf_uses, sbuf_sizes, sbuf_rows)
             cs_core = core
         kind = plan.kind
         is_tensor = kind == KIND_TENSOR
@@ -443,8 +701,6 @@ def _simulate(trace: Trace, spec: TargetSpec) -> Schedule:
                 st = storages[sid] = [(), (), 0.0, idx, idx, mem, 0, False]
                 if mem == "hbm":
                     hbm_ids.append(sid)
-                elif mem == "sbuf":
-                    sbuf_ids.append(sid)
             else:
                 wl = st[0]
                 if wl:
@@ -484,6 +740,57 @@ def _simulate(trace: Trace, spec: TargetSpec) -> Schedule:
                         ready = r[4]
             write_st.append((st, ap0, ap1, ab0, ab1))
 
+        # ---- SBUF space: new tiles wait for room (or spill), spilled tiles come back ----
+        alloc = cs.sbuf
+        sbuf_ready = 0.0
+        if fresh is not None or alloc.spilled:
+            alloc.idx = idx
+            alloc.writer_dirty = kind != KIND_DMA or "hbm" not in plan.src_mems
+            busy_ids = None
+            if alloc.spilled:
+                need_by = ready if kind == KIND_DMA else max(ready, cs.free.get(eng, 0.0))
+                for a in reads:
+                    if a[0] in alloc.spilled:
+                        busy_ids = busy_ids or {x[0] for x in (*reads, *writes)}
+                        t = _reload(alloc, cs, spec, a[0], need_by, busy_ids, storages, dma_totals)
+                        if t > sbuf_ready:
+                            sbuf_ready = t
+                for a in writes:
+                    if a[0] in alloc.spilled:
+                        busy_ids = busy_ids or {x[0] for x in (*reads, *writes)}
+                        t = _reload(alloc, cs, spec, a[0], need_by, busy_ids, storages, dma_totals)
+                        if t > sbuf_ready:
+                            sbuf_ready = t
+            if fresh is not None:
+                for a in fresh:
+                    if a[1] != "sbuf":
+                        continue
+                    sid = a[0]
+                    size = sbuf_sizes.get(sid)
+                    if size is None or sid in alloc.held:
+                        continue
+                    heap = alloc.heap
+                    while heap and heap[0][0] <= ready:  # tiles past their last use by now
+                        alloc.live -= heappop(heap)[1]
+                    if alloc.live + size <= sbuf_cap:  # the common case: there is room
+                        alloc.live += size
+                        alloc.held[sid] = size
+                        if alloc.live > alloc.peak:
+                            alloc.peak = alloc.live
+                        continue
+                    busy_ids = busy_ids or {x[0] for x in (*reads, *writes)}
+                    t = _make_room(alloc, cs, spec, sid, ready, busy_ids, storages, dma_totals)
+                    if t > sbuf_ready:
+                        sbuf_ready = t
+            if sbuf_ready > ready and sbuf_ready > psum_ready:
+                sbuf_stall += sbuf_ready - (ready if ready > psum_ready else psum_ready)
+                psum_ready_before = psum_ready
+                psum_ready = sbuf_ready
+            else:
+                psum_ready_before = psum_ready
+        else:
+            psum_ready_before = psum_ready
+
         # ---- timing ----
         if kind == KIND_FOLDED:
             start = end = result_ready = ready if ready > psum_ready else psum_ready
@@ -508,6 +815,7 @@ def _simulate(trace: Trace, spec: TargetSpec) -> Schedule:
             queue = plan.queue
             release = t0 + issue + dma_latency
             qs = cs.queue_start.get(queue, 0.0)
+            queued = t0 + issue if t0 + issue > qs else qs  # in flight from the head of its queue on
             if qs > release:
                 release = qs
             pool = cs.pool
@@ -523,6 +831,7 @@ def _simulate(trace: Trace, spec: TargetSpec) -> Schedule:
                 end = fill_end
             busy = end - start
             cs.queue_start[queue] = start
+            cs.flight.append([queued, end])
             ivs = cs.dma_iv
             if not ivs:
                 ivs.append([start, end])
@@ -544,8 +853,8 @@ def _simulate(trace: Trace, spec: TargetSpec) -> Schedule:
             if dep > free:
                 start = dep
                 busy += plan.extra  # start-up cost exposed after a wait
-                if psum_ready > ready:
-                    psum_stall += psum_ready - (ready if ready > free else free)
+                if psum_ready_before > ready:
+                    psum_stall += psum_ready_before - (ready if ready > free else free)
             else:
                 start = free
             if plan.ports:
@@ -572,6 +881,17 @@ def _simulate(trace: Trace, spec: TargetSpec) -> Schedule:
             if is_tensor and throttle:
                 tensor_state[core][0] = end
             result_ready = end + dep_latency[eng]
+            if plan.evict:
+                vstart = efree.get("vector", 0.0)
+                if result_ready > vstart:
+                    vstart = result_ready
+                vend = vstart + plan.evict
+                efree["vector"] = vend
+                _add_interval(cs.lanes, "vector", vstart, vend)
+                sched.lane_time["vector"] += plan.evict
+                sched.lane_exec_time["vector"] += plan.evict
+                sched.lane_count["vector"] += 1
+                result_ready = vend + dep_latency["vector"]
             ivs = cs.lanes.get(eng)
             if ivs is None:
                 cs.lanes[eng] = [[start, end]]
@@ -585,6 +905,15 @@ def _simulate(trace: Trace, spec: TargetSpec) -> Schedule:
 
         starts[idx] = start
         ends[idx] = end
+        freed = release_at.get(idx)
+        if freed is not None:
+            held = alloc.held
+            for sid in freed:
+                size = held.pop(sid, None)
+                if size is not None:
+                    heappush(alloc.heap, (end, size))
+        if alloc.evict_after:
+            _evict_written(alloc, cs, spec, end, dma_totals)
         if ins.line == plan.line and ins.file == plan.file:
             plan.busy += busy
             plan.count += 1
@@ -613,6 +942,11 @@ def _simulate(trace: Trace, spec: TargetSpec) -> Schedule:
             if ab1 > st[6]:
                 st[6] = ab1
         by_matmul = plan.matmul
+        if kind != KIND_DMA or "hbm" not in plan.src_mems:
+            dirty = alloc.dirty
+            for a in writes:
+                if a[1] == "sbuf":
+                    dirty.add(a[0])
         for st, ap0, ap1, ab0, ab1 in write_st:
             # drop the records this write covers; empty record lists are () (no list per storage)
             wl = st[0]
@@ -652,9 +986,7 @@ def _simulate(trace: Trace, spec: TargetSpec) -> Schedule:
                     continue
                 storages[sid] = [[(ap0, ap1, ab0, ab1, result_ready, end, by_matmul)], (), end, idx, idx, mem, ab1,
                                  True]
-                if mem == "sbuf":
-                    sbuf_ids.append(sid)
-                elif mem == "hbm":
+                if mem == "hbm":
                     hbm_ids.append(sid)
 
     # ---- totals from the plans' per-line rows ----
@@ -669,16 +1001,22 @@ def _simulate(trace: Trace, spec: TargetSpec) -> Schedule:
     for core, st in core_state.items():
         for eng, ivs in st.lanes.items():
             intervals[_lane_name(eng, core)] = ivs
+    exec_intervals: dict[str, list[list[float]]] = {}
     for core, st in core_state.items():
-        if st.dma_iv:
-            intervals[_lane_name("dma", core)] = _union(st.dma_iv + st.dma_late) if st.dma_late else st.dma_iv
+        if st.dma_iv or st.dma_late:
+            name = _lane_name("dma", core)
+            exec_intervals[name] = _union(st.dma_iv + st.dma_late) if st.dma_late else st.dma_iv
+            intervals[name] = _union(st.flight)
         if st.sync_s:
             name = _lane_name("sync", core)
             intervals[name] = _union_flat(st.sync_s, st.sync_e, intervals.get(name, []))
     sched.intervals = intervals
+    sched.exec_intervals = exec_intervals
+    sched.sbuf_alloc_stall = sbuf_stall
+    sched.sbuf_peak_bytes = max((st.sbuf.peak for st in core_state.values() if st.sbuf is not None), default=0)
     sched.total_time = max(ends, default=0.0)
     sched.cores = max(1, len(core_state))
-    sched.sbuf_peak_bytes = _sbuf_pressure(instrs, sbuf_ids, storages, storage_info, spec, notes)
+    sched.sbuf_demand_bytes = _sbuf_demand(instrs, sbuf_uses, sbuf_sizes, sbuf_rows, spec, notes)
     sched.input_bytes = _input_bytes(hbm_ids, storages, storage_info)
     if sched.undocumented_opcodes:
         listed = ", ".join(sorted(sched.undocumented_opcodes))
@@ -699,6 +1037,8 @@ def _totals(sched: Schedule, rows: dict[tuple, list]) -> None:
         if plan.kind != _Plan.KIND_FOLDED:
             sched.lane_time[lane] += busy
             sched.lane_count[lane] += count
+            if plan.kind != _Plan.KIND_DMA:
+                sched.lane_exec_time[lane] += plan.dur * count
         sched.hbm_read += plan.hbm_read * count
         sched.hbm_write += plan.hbm_write * count
         for i in range(4):
@@ -834,37 +1174,29 @@ def _union_flat(starts: list[float], ends: list[float], more: list[list[float]])
     return np.stack((s[first], e[last]), axis=1).tolist()
 
 
-def _sbuf_pressure(instrs, sbuf_ids: list[int], storages: dict[int, list], storage_info: dict, spec: TargetSpec,
-                   notes: list[str]) -> int:
-    """Peak live SBUF bytes per partition; warns when above the usable size (the compiler would spill)."""
-    n = len(instrs)
-    delta = [0] * (n + 2)
-    any_sbuf = bool(sbuf_ids)
-    by_dtype: dict[str, dict[tuple, int]] = {}  # dtype -> shape -> bytes per partition
-    info_of = storage_info.get
-    for sid in sbuf_ids:
-        st = storages[sid]
-        size = st[6]  # S_EXTENT
-        info = info_of(sid)
-        if info is not None:
-            sizes = by_dtype.get(info.dtype)
-            if sizes is None:
-                sizes = by_dtype[info.dtype] = {}
-            tb = sizes.get(info.shape)
-            if tb is None:
-                tb = sizes[info.shape] = _tile_bytes(info)
-            if tb > size:
-                size = tb
-        delta[st[3]] += size  # S_FIRST
-        delta[st[4] + 1] -= size  # S_LAST
-    if not any_sbuf:
+def _sbuf_demand(instrs, uses: "_Uses", sizes: dict[int, int], rows: dict[int, int], spec: TargetSpec,
+                 notes: list[str]) -> int:
+    """Peak live SBUF bytes per partition in program order (each tile from its first to its last access, the
+    emulator's capacity rule, before any allocation decision); a note when it is above the usable size."""
+    if not uses:
         return 0
-    live = list(accumulate(delta))
-    peak = max(live)
+    n = len(instrs)
+    spans = list(uses.first_last())
+    first = np.fromiter((f for _, f, _ in spans), dtype=np.int64, count=len(spans))
+    last = np.fromiter((la + 1 for _, _, la in spans), dtype=np.int64, count=len(spans))
+    # the full byte range a tile spans (the allocator's size shares a range among small-partition tiles)
+    size = np.fromiter((sizes[sid] * (4 if rows[sid] <= 32 else 2 if rows[sid] <= 64 else 1) for sid, _, _ in spans),
+                       dtype=np.int64, count=len(spans))
+    delta = np.zeros(n + 2, dtype=np.int64)
+    np.add.at(delta, first, size)
+    np.add.at(delta, last, -size)
+    live = np.cumsum(delta[:n + 1])
+    at = int(live.argmax())
+    peak = int(live[at])
     if peak > spec.sbuf_usable_bytes_per_partition:
-        where = instrs[min(live.index(peak), n - 1)].location
+        where = instrs[min(at, n - 1)].location
         notes.append(
             f"live SBUF data peaks at {peak / 1024:.1f} KiB per partition near {where}, above the "
             f"{spec.sbuf_usable_bytes_per_partition / 1024:.1f} KiB usable on {spec.name}: the compiler "
-            "would spill to HBM (spill traffic is not in the estimate)")
+            "spills to HBM (the estimate includes the spill traffic of nkitui's allocator model)")
     return peak

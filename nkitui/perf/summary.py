@@ -41,10 +41,18 @@ SUMMARY_KEYS = (
 
 @dataclass
 class EngineStats:
-    active_time: float  # s, union of busy intervals
-    active_time_percent: float  # of total_time, 0-100
+    """One lane's activity. `active_time` is the profiler's notion: an instruction counts from the moment
+    it is in flight, waiting included (a DMA from being queued, a compute instruction with its exposed
+    start-up and throttled cycles); `execution_time` only the time it executes (a DMA moving data, a
+    compute instruction's own cycles). Percentages are of the kernel's core time (launch overhead
+    excluded, as the profiler's selection of the core execution period shows them)."""
+
+    active_time: float  # s, union of in-flight intervals
+    active_time_percent: float  # of the core time, 0-100
     instruction_time: float  # s, sum of instruction durations
     instruction_count: int
+    execution_time: float | None = None  # s, execution only (None in measured records)
+    execution_time_percent: float | None = None
 
 
 @dataclass
@@ -78,6 +86,12 @@ class PerfRecord:
     notes: list[str] = field(default_factory=list)  # assumptions, warnings, parse conventions
     tool: str = ""  # "nkitui cost model v1", "neuron-explorer summary-json", ...
     extras: dict[str, Any] = field(default_factory=dict)  # model diagnostics, not profiler keys
+    # the kernel's own time and the fixed per-launch overhead (start-up and tear-down): total_time = core_time
+    # + launch_overhead; None when the source does not separate them
+    core_time: float | None = None
+    launch_overhead: float | None = None
+    # how far off an estimate can be (nkitui.perf.uncertainty.Uncertainty.to_json()); None for measurements
+    uncertainty: dict[str, Any] | None = None
 
     def __post_init__(self) -> None:
         if self.source not in SOURCES:
@@ -93,10 +107,11 @@ class PerfRecord:
         return st.active_time_percent if st else 0.0
 
     def utilisation_bins(self, bins: int = 60, lanes: tuple[str, ...] | None = None) -> dict[str, list[float]]:
-        """Busy fraction (0-1) of each lane in `bins` equal slices of total_time, for a strip chart."""
+        """Busy fraction (0-1) of each lane in `bins` equal slices of the core time (the timeline's span; the
+        total time when the record does not separate a launch overhead), for a strip chart."""
         if bins <= 0:
             raise ValueError("bins must be positive")
-        total = self.total_time
+        total = self.core_time if self.core_time else self.total_time
         out: dict[str, list[float]] = {}
         for lane in lanes or tuple(self.timeline):
             acc = [0.0] * bins
@@ -130,6 +145,9 @@ class PerfRecord:
             "speed_of_light": self.speed_of_light.to_json() if self.speed_of_light else None,
             "notes": list(self.notes),
             "extras": dict(self.extras),
+            "core_time": self.core_time,
+            "launch_overhead": self.launch_overhead,
+            "uncertainty": dict(self.uncertainty) if self.uncertainty else None,
         }
 
     @classmethod
@@ -153,7 +171,14 @@ class PerfRecord:
             notes=list(d.get("notes", [])),
             tool=d.get("tool", ""),
             extras=dict(d.get("extras", {})),
+            core_time=_opt_float(d.get("core_time")),
+            launch_overhead=_opt_float(d.get("launch_overhead")),
+            uncertainty=dict(d["uncertainty"]) if isinstance(d.get("uncertainty"), dict) else None,
         )
+
+
+def _opt_float(v: Any) -> float | None:
+    return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None
 
 
 def coarsen(intervals: list[list[float]], min_gap: float) -> list[list[float]]:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import getpass
 import os
+import re
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -176,6 +177,17 @@ def git_identity(repo: git.Repo) -> tuple[str | None, str | None]:
     return name or None, email or None
 
 
+_NAME_AND_EMAIL = re.compile(r"\s*(?P<name>[^<>]*?)\s*<(?P<email>[^<>\s@]+@[^<>\s]+)>\s*")
+
+
+def split_auditor(auditor: str) -> tuple[str, str | None]:
+    """"Ada Lovelace <ada@example.com>" -> ("Ada Lovelace", "ada@example.com"); a plain name keeps no e-mail."""
+    m = _NAME_AND_EMAIL.fullmatch(auditor)
+    if m is None:
+        return auditor.strip(), None
+    return (m.group("name") or m.group("email")), m.group("email")
+
+
 RESERVED_AUDITORS = {"runs": "the run results that reviews cite"}
 
 
@@ -202,17 +214,22 @@ def check_auditor_name(auditor: str) -> None:
 
 
 def resolve_auditor(repo: git.Repo | None, auditor: str | None = None) -> Auditor:
-    """The auditor's folder name and commit identities: --auditor, else git config, else the OS user."""
+    """The auditor's folder name and commit identities: --auditor (a name, or "Name <e-mail>"), else
+    git config, else the OS user."""
     name, email = git_identity(repo) if repo is not None else (None, None)
     config_slug = auditor_slug(name or "") or auditor_slug(email or "")
     if auditor is not None:
         check_auditor_name(auditor)
-        slug = auditor_slug(auditor)
+        given, given_email = split_auditor(auditor)
+        if given != auditor.strip():
+            check_auditor_name(given)  # the name part becomes the folder: the same rules
+        slug = auditor_slug(given)
         if not slug:
             raise _refuse("bad_auditor", "--auditor", f"{auditor!r} has no letters or digits to make a folder name from",
                           "pass a name such as --auditor alice")
         same_person = slug == config_slug or (email is not None and slug == auditor_slug(email))
-        author = Identity(auditor.strip(), email if (same_person and email) else f"{slug}@{_INVALID_EMAIL_DOMAIN}")
+        author_email = given_email or (email if (same_person and email) else f"{slug}@{_INVALID_EMAIL_DOMAIN}")
+        author = Identity(given, author_email)
     elif name or email:
         slug = config_slug
         if slug in RESERVED_AUDITORS:

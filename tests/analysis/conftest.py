@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from nkitui.analysis import AnalysisContext, AnalysisReport, analyze_sources, build_nki_model
-from nkitui.analysis.nki_model import KernelModel
+from nkitui.analysis.nki.model import KernelModel
 from nkitui.common.findings import Finding
 
 FIXTURES = Path(__file__).parent / "fixtures"

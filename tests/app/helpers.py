@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import html
+import re
 import shutil
 import stat
 from pathlib import Path
@@ -93,9 +95,24 @@ async def settle(pilot, delay: float = 0.05, timeout: float = 60.0) -> None:
             raise TimeoutError(f"workers still busy: {[w.name for w in app.workers]}")
 
 
+_SVG_TEXT = re.compile(r'<text[^>]*? x="(?P<x>[\d.]+)"[^>]*?clip-path="url\(#[\w-]*?-line-(?P<row>\d+)\)"[^>]*>'
+                       r'(?P<text>[^<]*)</text>')
+_SVG_CHAR_WIDTH = 12.2  # Rich's export_svg: 20 px rows, characters 0.61 as wide as high
+
+
 def screen_text(app) -> str:
-    """What the terminal shows now, as plain text (one line per row)."""
-    return "\n".join(strip.text for strip in app.screen._compositor.render_strips())
+    """What the terminal shows now, as plain text (one line per row), read from Textual's public SVG
+    screenshot (App.export_screenshot): every fragment is put back at its column."""
+    width, height = app.size
+    rows = [[" "] * width for _ in range(height)]
+    for m in _SVG_TEXT.finditer(app.export_screenshot()):
+        row, column = int(m.group("row")), round(float(m.group("x")) / _SVG_CHAR_WIDTH)
+        if not 0 <= row < height:
+            continue
+        for offset, char in enumerate(html.unescape(m.group("text")).replace("\xa0", " ")):
+            if 0 <= column + offset < width:
+                rows[row][column + offset] = char
+    return "\n".join("".join(row) for row in rows)
 
 
 def recorded_result():

@@ -23,7 +23,7 @@ async def test_whole_audit_from_open_to_commit(task_dir):
         await pilot.press("f5")
         await settle(pilot, timeout=180)
         assert app.header_state.run == "passed"
-        run_id = app.shown_result.run_id
+        run_id = app.session.runs.shown.run_id
 
         # read the findings: the analysis flagged the sequential loop
         await pilot.press("1", "f")

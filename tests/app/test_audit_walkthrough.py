@@ -65,7 +65,7 @@ async def test_a_run_cancelled_before_auto_resolved_keeps_the_probed_backend(tas
         assert probed == "emulator (auto)"
         cancelled = store_run(recorded_result(), "20260109T090000Z-cccccc", status="cancelled", backend="auto",
                               backend_requested="auto", utilisation=None)
-        app.show_result(cancelled, reopened=True)
+        app.session.runs.show(cancelled, "reopened")
         await settle(pilot)
         assert app.header_state.run == "cancelled"
         assert app.header_state.backend == probed
@@ -171,9 +171,9 @@ async def test_enter_on_a_run_finding_without_a_line_opens_it_in_full(task_dir):
     app = new_app(task_dir)
     async with app.run_test(size=(80, 24)) as pilot:
         await settle(pilot)
-        app.run_findings = [Finding("NUM-DTYPE-ERROR-DOMINATES", "high", "Low-precision error dominates", message,
-                                    "correctness", "numerics")]
-        app.source_area.set_findings(app.all_findings())
+        run_finding = Finding("NUM-DTYPE-ERROR-DOMINATES", "high", "Low-precision error dominates", message,
+                              "numerics", "numerics")
+        app.source_area.set_findings([*app.session.findings, run_finding])
         await pilot.press("1", "f")
         await settle(pilot)
         findings = app.source_area.query_one(FindingsList)

@@ -93,11 +93,10 @@ async def test_a_measured_profile_without_a_timeline_says_so(task_dir):
 
 
 async def test_before_any_run_the_engines_show_the_tasks_speed_of_light_as_a_bound(task_dir):
-    from nkitui.executor.backends.costmodel import task_work
-    from nkitui.perf.roofline import speed_of_light_for
+    from nkitui.perf.taskwork import task_speed_of_light
     from nkitui.task import load_task
 
-    expected = speed_of_light_for(task_work(load_task(task_dir)), "trn2")
+    expected, _ = task_speed_of_light(load_task(task_dir), "trn2")
     app = new_app(task_dir, backend="emulator")
     async with app.run_test(size=(80, 24)) as pilot:
         await settle(pilot)
@@ -152,3 +151,45 @@ async def test_after_a_run_the_speed_of_light_gives_the_achieved_percent(task_di
         achieved = 100 * engines.bound.bound_s / record.total_time
         assert rows["speed_of_light_percent"] == f"{achieved:.1f}%"
         assert "SPEED OF LIGHT" not in screen_text(app) and "ESTIMATED" in screen_text(app)
+
+
+async def test_an_estimate_shows_its_uncertainty_band_and_its_launch_overhead(task_dir):
+    from nkitui.perf import estimate
+    from nkitui.perf.uncertainty import Uncertainty
+    from tests.perf.test_estimate import matmul_trace
+
+    record = estimate(matmul_trace("trn2"))
+    result = recorded_result()
+    result.utilisation = record.to_json()
+    store_run(result, "20260107T090000Z-bbbbbb")
+    app = new_app(task_dir, backend="emulator")
+    async with app.run_test(size=(110, 70)) as pilot:
+        await _reopen(pilot, app)
+        band = Uncertainty.from_json(record.uncertainty)
+        text = screen_text(app)
+        assert band.band_text() in text  # beside the latency in the head line
+        metrics = app.engines_area.query_one(MetricsTable)
+        rows = {metrics.get_row_at(i)[0]: metrics.get_row_at(i)[1] for i in range(metrics.row_count)}
+        lo, hi = band.bounds(record.total_time)
+        assert rows["uncertainty (calibrated families)"] == (f"{band.band_text()}: {format_seconds(lo)} to "
+                                                             f"{format_seconds(hi)}")
+        assert rows["launch overhead"] == format_seconds(record.launch_overhead)
+        assert rows["kernel core time"] == format_seconds(record.core_time)
+        assert "outside them the error is unknown" in text
+
+
+async def test_the_timeline_axis_ends_at_the_core_time_not_the_launch(task_dir):
+    from nkitui.common import units
+    from nkitui.perf import estimate
+    from tests.perf.test_estimate import matmul_trace
+
+    record = estimate(matmul_trace("trn2"))
+    assert record.launch_overhead > 0
+    result = recorded_result()
+    result.utilisation = record.to_json()
+    store_run(result, "20260107T090000Z-cccccc")
+    app = new_app(task_dir, backend="emulator")
+    async with app.run_test(size=(110, 70)) as pilot:
+        await _reopen(pilot, app)
+        text = screen_text(app)
+        assert f"{units.time_s(record.core_time)} core" in text

@@ -13,6 +13,16 @@ INFO, WARN, ERR = LEVEL_INDEX["info"], LEVEL_INDEX["warning"], LEVEL_INDEX["erro
 
 
 class LogApp(App):
+    """The log view alone; `notices` keeps every message it was asked to show."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.notices: list[str] = []
+
+    def notify(self, message: str, **kwargs) -> None:
+        self.notices.append(message)
+        super().notify(message, **kwargs)
+
     def get_css_variables(self) -> dict[str, str]:
         from nkitui.app.themes import fill_nkitui_variables
 
@@ -150,16 +160,16 @@ async def test_n_says_when_the_search_wraps_around_the_end():
         await pilot.pause()
         assert log.search("mismatch") is False  # no error line in 300: nothing found, nothing moved
         assert log.search("line 5 ok")  # the first search from the end wraps quietly: that is where it starts
-        assert not [n for n in app._notifications if "wrapped" in n.message]
+        assert not [n for n in app.notices if "wrapped" in n]
         await pilot.press("n")  # the only match: n comes back to it, across the end
         await pilot.pause()
         assert log.cursor == 5
-        assert [n.message for n in app._notifications if "wrapped" in n.message] == ["Search wrapped to the top"]
+        assert [n for n in app.notices if "wrapped" in n] == ["Search wrapped to the top"]
         log.search("line 2", from_row=0)  # line 2, then 20..29, 200..299
         await pilot.press("N")
         await pilot.pause()
         assert log.cursor == 299
-        assert "Search wrapped to the bottom" in [n.message for n in app._notifications]
+        assert "Search wrapped to the bottom" in app.notices
 
 
 def test_match_rows_grow_with_the_log_and_follow_the_filter():

@@ -83,13 +83,13 @@ async def test_a_range_of_nki_lines_is_selected_highlighted_and_commented(task_d
         # zoomed in, Escape drops the selection first, then restores the layout
         await pilot.press("z")
         await settle(pilot)
-        assert app.workstation.maximized is not None and code.selection() is not None
+        assert app.workstation.zoomed is not None and code.selection() is not None
         await pilot.press("escape")
         await settle(pilot)
-        assert code.selection() is None and app.workstation.maximized is not None
+        assert code.selection() is None and app.workstation.zoomed is not None
         await pilot.press("escape")
         await settle(pilot)
-        assert app.workstation.maximized is None
+        assert app.workstation.zoomed is None
 
 
 async def test_a_range_in_the_diff_comments_on_the_new_revisions_lines(task_dir):
@@ -106,7 +106,7 @@ async def test_a_range_in_the_diff_comments_on_the_new_revisions_lines(task_dir)
         await pilot.press("c")
         await settle(pilot)
         assert not isinstance(app.screen, LineCommentScreen)
-        assert any("not in the task any more" in n.message for n in app._notifications)
+        assert any("not in the task any more" in n.message for n in app.notices)
         await pilot.press("j", "j")  # now over two added lines too
         await settle(pilot)
         assert diff.selected_span() == ("scale_rows_nki.py", 26, 27)

@@ -38,7 +38,7 @@ async def test_guidance_scores_and_comments_are_autosaved(task_dir, isolated_xdg
         await _open_rubric(pilot)
         area = app.workstation.area("rubric")
         assert isinstance(app.focused, CriteriaList)
-        assert [c.id for c in app.rubric.criteria][:1] == ["migration_fidelity"]
+        assert [c.id for c in app.session.review.rubric.criteria][:1] == ["migration_fidelity"]
         assert "Guidance" in screen_text(app) and "Same math as the CUDA kernel" in screen_text(app)
         await _score(pilot, app, 0, 4)  # 1 -> 4
         assert app.draft.scores["migration_fidelity"].value == 4
@@ -82,11 +82,11 @@ async def test_submit_is_refused_until_valid_then_commits_only_review_files(task
         assert not isinstance(app.screen, ConfirmSubmit)  # refused: nothing scored
         assert app.workstation.area("rubric").current_id == "__verdict__"
         assert "required criterion" in screen_text(app)
-        for index in range(len(app.rubric.criteria)):
+        for index in range(len(app.session.review.rubric.criteria)):
             await _score(pilot, app, index, 4)
-        await _score(pilot, app, len(app.rubric.criteria), 1)  # verdict: the first one (accept)
+        await _score(pilot, app, len(app.session.review.rubric.criteria), 1)  # verdict: the first one (accept)
         assert app.draft.verdict == "accept"
-        assert not [p for p in app.review_problems if p.severity == "error"]
+        assert not [p for p in app.session.review.problems if p.severity == "error"]
         head_before = git.Repo(task_dir).head.commit.hexsha
         await pilot.press("f8")  # the plain fallback of ctrl+s
         await settle(pilot)
@@ -122,7 +122,7 @@ async def test_an_unsubmitted_draft_is_restored_on_open(task_dir):
     async with app.run_test(size=(100, 36)) as pilot:
         await settle(pilot)
         assert app.draft.scores["numerical_correctness"].value == 3
-        assert any("Restored your unsubmitted draft" in n.message for n in app._notifications)
+        assert any("Restored your unsubmitted draft" in n.message for n in app.notices)
 
 
 async def test_line_comments_and_evidence_links_lead_back_to_their_lines(task_dir):
@@ -163,7 +163,7 @@ async def test_line_comments_and_evidence_links_lead_back_to_their_lines(task_di
         await pilot.press("down", "d")  # remove the comment
         await settle(pilot)
         assert app.draft.comments == [] and len(app.draft.evidence) == 1
-        assert not [p for p in app.revalidate() if "comments" in p.field]
+        assert not [p for p in app.session.review.check() if "comments" in p.field]
 
 
 async def test_blind_mode_hides_others_reviews_until_you_review(task_dir, isolated_xdg):

@@ -48,10 +48,10 @@ async def test_wide_terminal_shows_the_four_areas_split_and_w_toggles(task_dir):
         assert ws.layout_name == "tabs" and ws.area("engines").display and not ws.area("source").display
         await pilot.press("z")  # zoom the current area; z again restores
         await settle(pilot)
-        assert ws.maximized is ws.area("engines")
+        assert ws.zoomed == "engines"
         await pilot.press("z")
         await settle(pilot)
-        assert ws.maximized is None
+        assert ws.zoomed is None
 
 
 async def test_f1_shows_help_for_the_focused_area_with_its_live_keys(task_dir):
@@ -87,19 +87,17 @@ async def test_question_mark_lists_every_key_and_filters(task_dir):
 
 
 async def test_palette_offers_only_commands_that_fit_the_state(task_dir):
-    from nkitui.app.commands import palette_commands
-
     app = new_app(task_dir)
     async with app.run_test(size=(100, 40)) as pilot:
         await settle(pilot)
-        titles = [c.title for c in palette_commands(app)]
+        titles = [c.title for c in app.palette_commands()]
         assert "Source: show git diff" in titles and "Source: show CUDA beside NKI" not in titles
         assert "Go to Source" not in titles and "Go to Run" in titles
         assert "Run: cancel" not in titles
         assert "Theme: light" in titles and "Theme: dark" not in titles
         await pilot.press("d")
         await settle(pilot)
-        titles = [c.title for c in palette_commands(app)]
+        titles = [c.title for c in app.palette_commands()]
         assert "Source: show CUDA beside NKI" in titles and "Source: split diff" in titles
         # the palette opens from its plain key and runs a command
         await pilot.press("colon")
@@ -109,6 +107,9 @@ async def test_palette_offers_only_commands_that_fit_the_state(task_dir):
         await pilot.press("enter")
         await settle(pilot)
         assert app.workstation.current_area == "rubric"
+        {c.title: c for c in app.palette_commands()}["Log: search"].run()  # a typed call, no action name
+        await settle(pilot)
+        assert app.workstation.current_area == "run" and isinstance(app.focused, Input)
 
 
 async def test_themes_switch_live_and_user_themes_join_them(task_dir, isolated_xdg):
@@ -139,7 +140,7 @@ async def test_user_keymap_rebinds_by_id_and_reports_mistakes(task_dir, isolated
         await pilot.press("f4")
         await settle(pilot)
         assert app.workstation.current_area == "rubric"
-        messages = [n.message for n in app._notifications]
+        messages = [n.message for n in app.notices]
         assert any(str(cfg / "keymap.toml") in m and "'app.rnu'" in m and "'app.run'" in m for m in messages)
 
 
@@ -152,7 +153,7 @@ async def test_bad_settings_and_an_unknown_theme_are_reported_not_fatal(task_dir
     app = new_app(task_dir, config=__import__("nkitui.app.config", fromlist=["load_config"]).load_config())
     async with app.run_test(size=(80, 24)) as pilot:
         await settle(pilot)
-        messages = "\n".join(n.message for n in app._notifications)
+        messages = "\n".join(n.message for n in app.notices)
         assert "theme 'solarised' not found" in messages
         assert f"{cfg / 'config.toml'}: key 'layout': 'huge'" in messages
         assert f"{cfg / 'themes' / 'broken.toml'}\n• field 'primary': '#12345' is not a colour" in messages
@@ -170,7 +171,7 @@ async def test_worker_errors_become_notifications_not_crashes(task_dir):
         app.run_worker(explode, name="flaky job", thread=True, exit_on_error=False)
         await settle(pilot)
         assert app.is_running
-        notes = [(n.title, n.message) for n in app._notifications]
+        notes = [(n.title, n.message) for n in app.notices]
         assert ("flaky job failed", "RuntimeError: disk on fire") in notes
 
 
@@ -240,7 +241,7 @@ async def test_t_reads_the_theme_folder_again_and_reports_a_broken_file_once(tas
         await pilot.press("t")
         await settle(pilot)
         assert app.is_running and app.theme == "high-contrast" and "bad" not in app.theme_names
-        problems = [n for n in app._notifications if n.title == "Theme file problem"]
+        problems = [n for n in app.notices if n.title == "Theme file problem"]
         assert len(problems) == 1
         assert str(bad) in problems[0].message
         assert "field 'primary': 'blu' is not a colour" in problems[0].message
@@ -248,19 +249,19 @@ async def test_t_reads_the_theme_folder_again_and_reports_a_broken_file_once(tas
         await pilot.press("t")  # the same problem is not reported on every key press
         await settle(pilot)
         assert app.theme == "ocean"
-        assert len([n for n in app._notifications if n.title == "Theme file problem"]) == 1
+        assert len([n for n in app.notices if n.title == "Theme file problem"]) == 1
         # the palette command reports everything again
         from nkitui.app.commands import palette_commands
 
         reload = next(c for c in palette_commands(app) if c.title == "Reload themes")
         reload.run()
         await settle(pilot)
-        assert len([n for n in app._notifications if n.title == "Theme file problem"]) == 2
-        assert any(n.title == "Themes reloaded" and "1 file with problems" in n.message for n in app._notifications)
+        assert len([n for n in app.notices if n.title == "Theme file problem"]) == 2
+        assert any(n.title == "Themes reloaded" and "1 file with problems" in n.message for n in app.notices)
         bad.write_bytes(b'name = "bad"\nprimary = "\xff"\n')  # not even text: still a clear problem
         await pilot.press("t")
         await settle(pilot)
-        latest = [n for n in app._notifications if n.title == "Theme file problem"][-1]
+        latest = [n for n in app.notices if n.title == "Theme file problem"][-1]
         assert str(bad) in latest.message and "not UTF-8" in latest.message and app.is_running
 
 
@@ -282,9 +283,9 @@ async def test_editing_the_current_user_theme_applies_breaking_keeps_removing_fa
         await settle(pilot)
         assert app.theme == "dusk" and "dusk" in app.theme_names  # the last good colours stay
         assert app.theme_variables["background"].upper() == "#101010"
-        assert any(str(dusk) in n.message and "field 'background'" in n.message for n in app._notifications)
+        assert any(str(dusk) in n.message and "field 'background'" in n.message for n in app.notices)
         dusk.unlink()
         await pilot.press("t")
         await settle(pilot)
         assert "dusk" not in app.theme_names and app.theme in app.theme_names
-        assert any("'dusk' is no longer in the theme folder" in n.message for n in app._notifications)
+        assert any("'dusk' is no longer in the theme folder" in n.message for n in app.notices)

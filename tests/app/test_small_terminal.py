@@ -4,8 +4,6 @@ shorter label fits, and a notification does not cover the engine bars."""
 
 from __future__ import annotations
 
-from textual.widgets._toast import Toast
-
 from nkitui.app.widgets.engines.area import MetricsTable
 from nkitui.app.widgets.engines.charts import EngineBars
 from nkitui.common.units import time_s as format_seconds
@@ -50,7 +48,7 @@ async def test_each_area_at_80x24_keeps_what_matters_whole(sample_task):
         assert "…" not in rows[2][27:]  # the criterion's title bar chose a label that fits
 
 
-async def test_after_a_run_at_80x24_the_state_is_whole_and_a_notification_leaves_the_bars_visible(task_dir):
+async def test_after_a_run_at_80x24_the_state_is_whole_and_a_notice_covers_nothing(task_dir):
     store_run(recorded_result(), "20260107T090000Z-a1b2c3")
     app = new_app(task_dir, backend="emulator")
     async with app.run_test(size=SMALL, notifications=True) as pilot:
@@ -62,20 +60,22 @@ async def test_after_a_run_at_80x24_the_state_is_whole_and_a_notification_leaves
         assert "5/5 checks" in rows[2] and "a1b2c3" in rows[2] and "…" not in rows[2]
         rows = await _goto(pilot, "3")
         assert "ESTIMATED" in rows[2] and "latency 5.63 µs" in rows[2]
-        from nkitui.app.controllers.runs import run_notice
+        before = screen_text(app).splitlines()
+        from nkitui.app.widgets.run.area import run_notice
 
-        app.notify(run_notice(app.shown_result), title="Run a1b2c3 passed")
-        app.notify("Theme: light", timeout=2)
+        app.notify(run_notice(app.session.runs.shown), title="Run a1b2c3 passed")
         await pilot.pause(0.3)
         await settle(pilot)
-        toasts = list(app.screen.query(Toast))
-        assert len(toasts) == 2
-        assert sum(t.region.height for t in toasts) <= 4  # compact: two rows for the run, one for the theme
+        assert not list(app.screen.query("Toast"))  # no toast over the bars, the log or the findings
+        after = screen_text(app).splitlines()
+        assert after[:-1] == before[:-1]  # every row but the footer is as it was
+        assert after[-1].startswith(" Run a1b2c3 passed: 5/5 checks")  # the footer is the message line
         bars = app.screen.query_one(EngineBars).region
         assert bars.height >= 5
-        for toast in toasts:
-            assert not toast.region.overlaps(bars), (toast.region, bars)
-            assert not toast.region.overlaps(app.screen.query_one(KeyFooter).region)
+        app.notify("the disk is full", title="Draft", severity="error")  # an error is a toast too
+        await pilot.pause(0.3)
+        assert len(app.screen.query("Toast")) == 1
+        assert [n.title for n in app.notices][-2:] == ["Run a1b2c3 passed", "Draft"]
 
 
 def test_the_footer_drops_whole_entries_and_keeps_help():

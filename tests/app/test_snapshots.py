@@ -127,7 +127,7 @@ def test_rubric_verdict_rule_80x24(snap_compare, task_dir):
         app = pilot.app
         await pilot.press("4")
         await settle(pilot)
-        for criterion in app.rubric.criterion_ids:
+        for criterion in app.session.review.rubric.criterion_ids:
             app.draft.set_score(criterion, 4)
         app.draft.set_score("numerical_correctness", 3)
         app.rubric_area.show_verdict_page()

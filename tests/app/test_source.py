@@ -127,5 +127,5 @@ async def test_a_discovered_task_without_cuda_shows_the_port_alone_and_cannot_ru
         assert all(row.left is None for row in code.rows)
         await pilot.press("r")
         await settle(pilot)
-        assert not app.run_in_progress
-        assert any("cannot run" in n.message for n in app._notifications)
+        assert not app.session.runs.running
+        assert any("cannot run" in n.message for n in app.notices)

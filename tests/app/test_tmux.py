@@ -124,3 +124,26 @@ def test_at_80x24_the_nki_port_is_shown_alone_wrapped_and_one_key_shows_cuda(tmu
     screen = tmux.wait_for("CUDA scale_rows.cu")
     assert "__global__" in screen or "#include" in screen or "//" in screen
     tmux.keys("q")
+
+
+def test_keys_typed_before_nkitui_is_up_are_kept_and_zoom_keeps_header_and_footer_at_80x24(tmux, task_dir,
+                                                                                           isolated_xdg):
+    tmux.start(f"{shlex.quote(sys.executable)} -m nkitui {shlex.quote(str(task_dir))} --backend emulator",
+               _env(isolated_xdg), width=80, height=24)
+    tmux.keys("2", "m")  # typed while Python is still starting: they wait in the terminal, then in nkitui
+    tmux.wait_for("No results yet: run the task")
+    rows = tmux.wait_for(" Ada ").splitlines()  # the auditor, once git has said who it is
+    assert rows[0].startswith(" nkitui │ scale_rows") and "No results yet" in "\n".join(rows)
+    tmux.keys("z")
+    screen = tmux.wait_for("Run zoomed")
+    rows = screen.splitlines()
+    assert rows[0].startswith(" nkitui │ scale_rows") and "idle" in rows[0]  # the header stays
+    assert "z or Escape: back to the tabs layout" in rows[1]
+    assert "f1 Help" in rows[-1] or "f1 Help" in rows[-2]  # and the footer
+    tmux.keys("Escape")
+    tmux.wait_for("1 Source")
+    tmux.keys("q")
+    deadline = time.monotonic() + 20
+    while tmux.alive() and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert not tmux.alive(), "q without a run quits at once"

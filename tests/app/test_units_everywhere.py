@@ -6,7 +6,7 @@ from __future__ import annotations
 import copy
 from dataclasses import replace
 
-from nkitui.app.controllers.runs import run_notice
+from nkitui.app.widgets.run.area import run_notice
 from nkitui.app.screens.runs import RunsScreen
 from nkitui.cli import main
 from tests.app.helpers import new_app, recorded_result, screen_text, settle, store_run

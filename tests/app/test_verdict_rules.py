@@ -14,7 +14,7 @@ async def test_a_broken_rule_blocks_until_overridden_with_a_reason(task_dir):
         await settle(pilot)
         await pilot.press("4")
         await settle(pilot)
-        for criterion in app.rubric.criterion_ids:
+        for criterion in app.session.review.rubric.criterion_ids:
             app.draft.set_score(criterion, 4)
         app.draft.set_score("numerical_correctness", 3)
         area = app.rubric_area
@@ -24,7 +24,7 @@ async def test_a_broken_rule_blocks_until_overridden_with_a_reason(task_dir):
         await pilot.press("1")  # accept
         await settle(pilot)
         assert app.draft.verdict == "accept"
-        errors = [p for p in app.review_problems if p.severity == "error"]
+        errors = [p for p in app.session.review.problems if p.severity == "error"]
         assert [p.field for p in errors] == ["verdict"] and "accept-needs-sound-numerics" in errors[0].message
         assert "1 to fix before submit" in screen_text(app) and "ready to submit" not in screen_text(app)
         assert "Numerical correctness is 3 (needs >= 4)" in area.query_one(LevelNote).text
@@ -41,12 +41,12 @@ async def test_a_broken_rule_blocks_until_overridden_with_a_reason(task_dir):
         await settle(pilot)
         assert [(o.rule, o.reason) for o in app.draft.overrides] == [
             ("accept-needs-sound-numerics", "golden itself is bf16-rounded")]
-        assert not [p for p in app.review_problems if p.severity == "error"]
+        assert not [p for p in app.session.review.problems if p.severity == "error"]
         assert "ready to submit" in screen_text(app)
         # the reason is autosaved with the draft
         await pilot.pause(1.2)
-        app.autosaver.flush()
-        saved = app.draft_store.load(task_dir, app.draft.task_id)
+        app.session.review.save_now()
+        saved = app.session.review.draft_store().load(task_dir, app.draft.task_id)
         assert saved is not None and saved.override_for("accept-needs-sound-numerics") is not None
         # a score that no longer breaks the rule makes the override moot: O withdraws it
         app.draft.set_score("numerical_correctness", 4)

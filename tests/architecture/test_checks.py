@@ -37,3 +37,10 @@ def test_import_contracts_are_kept() -> None:
     done = _run([_tool("lint-imports"), "--no-cache"])
     assert done.returncode == 0, done.stdout + done.stderr
     assert "0 broken" in done.stdout, done.stdout
+
+
+def test_typed_layers_pass_mypy(tmp_path: Path) -> None:
+    # mypy reads [tool.mypy] from pyproject.toml: the packages listed in `files`, checked with --strict
+    done = _run([_tool("mypy"), "--cache-dir", str(tmp_path / "mypy-cache")])
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "Success" in done.stdout, done.stdout

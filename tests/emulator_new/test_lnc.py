@@ -183,3 +183,44 @@ def test_sendrecv_shapes_must_match_between_the_cores():
 
     with pytest.raises(emulator.OperandShapeError, match="sent a \\(8, 4\\) float32 tile on pipe 0"):
         k[2](np.zeros((4, 4), F32))
+
+
+def test_cores_run_in_lockstep_so_early_writes_land_before_late_ones(rng):
+    # nki-library's cascaded_max utility test: both cores zero-fill the shared output, then each
+    # stores its half, with no barrier. On the device both cores start together and run at the same
+    # pace; the emulator takes turns at instruction boundaries, so a slow start of one core's Python
+    # (here: a sleep) cannot let its zero-fill land after the other core's store.
+    @nki.jit
+    def k(x):
+        P, F = x.shape
+        half = P // 2
+        c = nl.program_id(0)
+        out = nl.ndarray((P, F), dtype=x.dtype, buffer=nl.shared_hbm, name="out")
+        if c == 1:
+            time.sleep(0.3)
+        zero = nl.ndarray((P, F), dtype=x.dtype, buffer=nl.sbuf)
+        nisa.memset(dst=zero, value=0.0)
+        nisa.dma_copy(dst=out, src=zero)
+        t = nl.ndarray((half, F), dtype=x.dtype, buffer=nl.sbuf)
+        nisa.dma_copy(dst=t, src=x[c * half:(c + 1) * half, :])
+        nisa.dma_copy(dst=out[c * half:(c + 1) * half, :], src=t)
+        return out
+
+    x = rng.random((8, 16)).astype(F32)
+    assert np.array_equal(k[2](x), x)
+
+
+def test_lockstep_order_is_round_robin_per_instruction():
+    order = []
+
+    @nki.jit
+    def k(x):
+        c = nl.program_id(0)
+        t = nl.ndarray((4, 4), dtype=x.dtype, buffer=nl.sbuf)
+        for i in range(3):
+            nisa.memset(dst=t, value=float(i))
+            order.append((c, i))
+        return x
+
+    k[2](np.zeros((4, 4), F32))
+    assert order == [(0, 0), (1, 0), (0, 1), (1, 1), (0, 2), (1, 2)]

@@ -142,8 +142,8 @@ def test_quantize_mx_then_matmul_mx(rng):
     sv, ss = _mx_data(rng, P, M, ml_dtypes.float8_e4m3fn, 400.0)
     q_bits, q_scale, out = k(x, _pack_fp8(sv, ml_dtypes.float8_e4m3fn), ss)
     gq, ge = _quantize_golden(x, 8, 448.0, ml_dtypes.float8_e4m3fn)
-    assert q_bits.dtype == np.uint32  # packed outputs come back as their raw 32-bit cells
-    assert np.array_equal(q_bits, _pack_fp8(gq, ml_dtypes.float8_e4m3fn))
+    assert q_bits.dtype == nl.float8_e4m3fn_x4  # packed outputs keep their MX type; .view gives raw cells
+    assert np.array_equal(q_bits.view(np.uint32), _pack_fp8(gq, ml_dtypes.float8_e4m3fn))
     rows = np.arange(P // 8)
     rows = (rows // 4) * 32 + rows % 4  # hardware layout of the scale rows
     assert np.array_equal(q_scale[rows], ge)

@@ -21,7 +21,8 @@ def test_ab_compare_of_two_estimates():
     assert (t.better, t.unit) == ("b", "s") and t.delta == pytest.approx(b.total_time - a.total_time)
     assert c.metric("hbm_read_bytes").better == "same"  # the same kernel moves the same bytes
     assert c.metric("dma_active_time_percent").better is None  # busy-ness has no direction
-    assert c.warnings == ["the runs are on different targets (trn1 vs trn2)"]
+    assert c.warnings == ["the runs are on different targets (trn1 vs trn2): the hardware differs, not only the "
+                          "kernels"]
     assert c.to_json()["metrics"][0]["key"] == "total_time"
 
 

@@ -123,3 +123,35 @@ def test_without_the_variable_benchmark_reports_labelled_wall_time():
                          cwd=ROOT, timeout=120)
     assert out.returncode == 0, out.stderr
     assert json.loads(out.stdout.strip().splitlines()[-1])["source"] == "emulator wall time (not device time)"
+
+
+def test_a_gather_of_whole_rows_records_row_sized_runs_and_an_element_gather_elements():
+    # the DMA moves one descriptor per contiguous run: rows gathered by index are row-sized runs, not elements
+    import neuronxcc.nki as nki_legacy
+    import neuronxcc.nki.language as nl
+
+    @nki_legacy.jit
+    def gather_rows(table, idx):
+        out = nl.ndarray((128, 512), dtype=table.dtype, buffer=nl.shared_hbm)
+        ids = nl.load(idx)
+        rows = nl.load(table[ids[nl.arange(128)[:, None], 0], nl.arange(512)[None, :]])
+        nl.store(out, rows)
+        return out
+
+    @nki_legacy.jit
+    def gather_elements(table, idx):
+        out = nl.ndarray((128, 1), dtype=table.dtype, buffer=nl.shared_hbm)
+        ids = nl.load(idx)
+        vals = nl.load(table[nl.arange(128)[:, None], ids[nl.arange(128)[:, None], 0]])
+        nl.store(out, vals)
+        return out
+
+    table = np.arange(1024 * 512, dtype=np.float32).reshape(1024, 512)
+    for kernel, run, step in ((gather_rows, 512 * 4, 7), (gather_elements, 4, 3)):
+        idx = np.arange(128, dtype=np.int32).reshape(128, 1) * step
+        with emulator.trace(target="trn1") as tr:
+            kernel(table, idx)
+        gather = [i for i in tr.instructions if i.meta.get("indirect")]
+        assert gather and gather[0].meta["contiguous_bytes"] == run, kernel
+    rec = estimate(tr, "trn1")
+    assert rec.summary["dma_transfer_count"] == 3

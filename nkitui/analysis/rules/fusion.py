@@ -4,9 +4,11 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from nkitui.analysis.nki_model import KernelModel, Op
-from nkitui.analysis.rules.base import RuleInput, RuleSpec, cap, lines_phrase
-from nkitui.common.findings import Finding
+from nkitui.analysis.nki.model import KernelModel, Op
+from nkitui.analysis.rules.phrases import cap, lines_phrase
+from nkitui.analysis.rules.registry import RuleSpec, rule
+from nkitui.analysis.rules.view import KernelView
+from nkitui.common.findings import Finding, Severity
 
 UNFUSED_CHAIN = RuleSpec(
     id="NKI-UNFUSED-CHAIN",
@@ -141,10 +143,10 @@ def _islands(km: KernelModel) -> list[tuple[list[Op], int]]:
             readers.setdefault(tid, []).append(op)
     downstream: dict[int, list[int]] = {}
     for op in cands:
-        tid = produced[op.id]
-        if tid is None:
+        result = produced[op.id]
+        if result is None:
             continue
-        downstream[op.id] = [r.id for r in readers.get(tid, []) if r.id in by_id and r.loops == op.loops]
+        downstream[op.id] = [r.id for r in readers.get(result, []) if r.id in by_id and r.loops == op.loops]
 
     def closure(root_id: int) -> list[int]:
         seen: list[int] = []
@@ -232,7 +234,9 @@ def _linear_chain(km: KernelModel, members: list[Op], source: int) -> bool:
     return True
 
 
-def check_chains(inp: RuleInput, km: KernelModel) -> Iterator[Finding]:
+@rule(UNFUSED_CHAIN)
+def unfused_instruction_chains(view: KernelView) -> Iterator[Finding]:
+    km = view.kernel
     used: set[int] = set()
     for members, source in _islands(km):
         if _linear_chain(km, members, source):
@@ -250,8 +254,8 @@ def check_chains(inp: RuleInput, km: KernelModel) -> Iterator[Finding]:
             advice = ("Look for a ScalarE activation function that matches (gelu, silu, sigmoid, softplus, ...), "
                       "and otherwise fold scalar steps into `activation(scale=, bias=)`, two-op `tensor_scalar` "
                       "and `scalar_tensor_tensor` to cut the instruction count.")
-        severity = "medium" if known or len(members) >= 5 else "low"
-        yield inp.finding(
+        severity: Severity = "medium" if known or len(members) >= 5 else "low"
+        yield view.finding(
             UNFUSED_CHAIN, severity=severity,
             title=f"{len(members)} instructions compute an element-wise function of {src} ({lines_phrase(lines)})",
             line=min(lines), end_line=max(lines),
@@ -300,7 +304,7 @@ def check_chains(inp: RuleInput, km: KernelModel) -> Iterator[Finding]:
             lines = [o.line for o in part]
             names = " -> ".join(f"`{o.api.split('.', 1)[-1]}`" for o in part)
             severity = "medium" if length >= 3 else "low"
-            yield inp.finding(
+            yield view.finding(
                 UNFUSED_CHAIN, severity=severity,
                 title=f"{length} single-op instructions could be one {kind} ({lines_phrase(lines)})",
                 line=min(lines), end_line=max(lines),
@@ -330,7 +334,9 @@ HBM_SPILL = RuleSpec(
 )
 
 
-def check_hbm_spill(inp: RuleInput, km: KernelModel) -> Iterator[Finding]:
+@rule(HBM_SPILL)
+def hbm_round_trips(view: KernelView) -> Iterator[Finding]:
+    km = view.kernel
     returned = {km.root(tid).id for _, tids in km.returns for tid in tids}
     params = {km.root(p.tid).id for p in km.params if p.tid is not None}
     for t in km.tensors.values():
@@ -346,7 +352,7 @@ def check_hbm_spill(inp: RuleInput, km: KernelModel) -> Iterator[Finding]:
         if not stores or not loads:
             continue
         lines = sorted({op.line for op in stores + loads})
-        yield inp.finding(
+        yield view.finding(
             HBM_SPILL, severity="medium",
             title=f"{t.label()} is an HBM scratch tensor: stored at {lines_phrase(op.line for op in stores)}, "
                   f"loaded back at {lines_phrase(op.line for op in loads)}",
@@ -361,5 +367,3 @@ def check_hbm_spill(inp: RuleInput, km: KernelModel) -> Iterator[Finding]:
         )
 
 
-SPECS = [UNFUSED_CHAIN, HBM_SPILL]
-CHECKS = [check_chains, check_hbm_spill]

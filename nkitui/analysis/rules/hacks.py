@@ -5,11 +5,12 @@ from __future__ import annotations
 import ast
 from collections.abc import Iterator
 
-from nkitui.analysis.coverage import coverage
 from nkitui.analysis.dtypes import is_float, lower_precision, mantissa_bits
-from nkitui.analysis.nki_model import KernelModel, Op, Tensor
-from nkitui.analysis.rules.base import RuleInput, RuleSpec, cap, lines_phrase
-from nkitui.common.findings import Finding
+from nkitui.analysis.nki.model import HostCall, KernelModel, Op, Tensor
+from nkitui.analysis.rules.phrases import cap, lines_phrase
+from nkitui.analysis.rules.registry import RuleSpec, file_rule, rule
+from nkitui.analysis.rules.view import KernelView
+from nkitui.common.findings import Finding, Severity
 
 HOST_COMPUTE = RuleSpec(
     id="HACK-HOST-COMPUTE",
@@ -79,14 +80,21 @@ def _kernel_params(km: KernelModel) -> dict[int, str]:
     return {p.tid: p.name for p in km.params if p.tid is not None}
 
 
-def check_host_compute(inp: RuleInput, km: KernelModel) -> Iterator[Finding]:
-    calls = [c for c in km.host_calls
-             if c.tensor_args or "host-computed" in c.api or "on HBM" in c.api or c.api.startswith(("builtins.", "importlib."))]
+def _host_computation(km: KernelModel) -> list[HostCall]:
+    """Host calls that compute on kernel data (or hand the kernel host-computed values)."""
+    return [c for c in km.host_calls if c.tensor_args or "host-computed" in c.api or "on HBM" in c.api
+            or c.api.startswith(("builtins.", "importlib."))]
+
+
+@rule(HOST_COMPUTE)
+def host_computation_in_kernel(view: KernelView) -> Iterator[Finding]:
+    km = view.kernel
+    calls = _host_computation(km)
     if calls:
         lines = [c.line for c in calls]
         names = sorted({km.tensors[t].label() for c in calls for t in c.tensor_args if t in km.tensors})
         what = f" on {', '.join(names)}" if names else ""
-        yield inp.finding(
+        yield view.finding(
             HOST_COMPUTE, severity="high",
             title=f"Host computation inside the kernel ({lines_phrase(lines)})",
             line=min(lines), end_line=max(lines),
@@ -99,11 +107,19 @@ def check_host_compute(inp: RuleInput, km: KernelModel) -> Iterator[Finding]:
             ),
             data={"lines": sorted(set(lines)), "calls": [c.api for c in calls]},
         )
+
+
+@rule(HOST_COMPUTE)
+def kernel_without_nki_work(view: KernelView) -> Iterator[Finding]:
+    """An entry kernel that returns something but issues no DMA and no compute instruction (reported only
+    when no host computation explains it already)."""
+    km = view.kernel
+    if _host_computation(km):
         return
     device = [op for op in km.ops if op.engine is not None and op.kind != "memset"]
-    entry = km.decorated or bool(inp.context and inp.context.kernel == km.name)
+    entry = km.decorated or bool(view.context and view.context.kernel == km.name)
     if entry and not device and not km.escaped and km.returns:
-        yield inp.finding(
+        yield view.finding(
             HOST_COMPUTE, severity="high",
             title=f"Kernel {km.name} does no NKI data movement or compute",
             line=km.line,
@@ -116,7 +132,9 @@ def check_host_compute(inp: RuleInput, km: KernelModel) -> Iterator[Finding]:
         )
 
 
-def check_cache(inp: RuleInput, km: KernelModel) -> Iterator[Finding]:
+@rule(CACHE)
+def state_kept_between_calls(view: KernelView) -> Iterator[Finding]:
+    km = view.kernel
     evidence: list[tuple[int, str]] = []
     for use in km.state:
         if use.kind == "global":
@@ -131,17 +149,17 @@ def check_cache(inp: RuleInput, km: KernelModel) -> Iterator[Finding]:
             evidence.append((use.line, f"reads a file (`{use.text}`)"))
     read_containers = {u.name for u in km.state if u.kind == "container-read"}
     related = set(km.helpers) | {km.name}
-    for func, name, line in inp.nki.container_writes:
+    for func, name, line in view.module.container_writes:
         if name in read_containers and func not in related:
             evidence.append((line, f"`{func}` fills the module-level `{name}` that the kernel reads"))
-    for func, line, deco in inp.nki.cache_decorators:
+    for func, line, deco in view.module.cache_decorators:
         if func == km.name or func in km.helpers:
             evidence.append((line, f"`{func}` is wrapped in `{deco}`"))
     if not evidence:
         return
     evidence.sort()
     lines = [line for line, _ in evidence]
-    yield inp.finding(
+    yield view.finding(
         CACHE, severity="high",
         title=f"Kernel {km.name} keeps state between calls or reads stored data ({lines_phrase(lines)})",
         line=lines[0], end_line=max(lines),
@@ -163,13 +181,15 @@ def _role(km: KernelModel, tid: int) -> str | None:
     return None
 
 
-def check_unused_input(inp: RuleInput, km: KernelModel) -> Iterator[Finding]:
+@rule(UNUSED_INPUT)
+def inputs_never_read(view: KernelView) -> Iterator[Finding]:
+    km = view.kernel
     read: set[int] = set(km.escaped)
     for op in km.ops:
         for a in op.reads:
             read.add(km.root(a.tensor).id)
-        for t in op.inputs:
-            read.add(km.root(t).id)
+        for tid in op.inputs:
+            read.add(km.root(tid).id)
     for c in km.host_calls:
         read.update(c.tensor_args)
     written = {km.root(a.tensor).id for op in km.ops for a in op.writes}
@@ -184,13 +204,13 @@ def check_unused_input(inp: RuleInput, km: KernelModel) -> Iterator[Finding]:
         if p.role is None and p.has_default:
             continue
         if p.role is None and not _referenced(km, t):
-            severity = "medium"
+            severity: Severity = "medium"
             how = "is never referenced in the kernel"
         else:
             severity = "high"
             how = "is never read: no load, DMA or instruction takes its data" + (
                 " (only its shape or dtype is used)" if _referenced(km, t) else "")
-        yield inp.finding(
+        yield view.finding(
             UNUSED_INPUT, severity=severity,
             title=f"Input `{p.name}` is never read",
             line=p.line,
@@ -201,31 +221,6 @@ def check_unused_input(inp: RuleInput, km: KernelModel) -> Iterator[Finding]:
             ),
             data={"param": p.name},
         )
-    yield from _erased_inputs(inp, km)
-    covs = inp.cache.setdefault(f"coverage:{km.name}", coverage(km, inp.context))
-    for cov in covs:
-        if _role(km, cov.tensor.id) != "input":
-            continue
-        size = cov.size_int
-        lo, hi = cov.union()
-        spans = cov.spans
-        if size is None or lo is None or hi is None or any(s.tiling_loops for s in spans) or any(s.gappy for s in spans):
-            continue
-        if lo == 0 and hi >= size:
-            continue
-        lines = [s.op.line for s in spans]
-        yield inp.finding(
-            UNUSED_INPUT, severity="high",
-            title=f"Only indices {lo}..{hi - 1} of {cov.tensor.label()} (dimension {cov.dim}, size {size}) are read",
-            line=min(lines), end_line=max(lines),
-            message=(
-                f"The DMAs at {lines_phrase(lines)} read {cov.tensor.label()} only at indices {lo}..{hi - 1} of "
-                f"dimension {cov.dim}, which has {size} elements, and no loop covers the rest "
-                f"(`{spans[0].op.text}`). The remaining data never reaches the result: a port that handles only "
-                "the first tile passes tests whose other tiles happen to match."
-            ),
-            data={"tensor": cov.tensor.label(), "dim": cov.dim, "size": size, "read": [lo, hi]},
-        )
 
 
 def _times_zero(op: Op) -> bool:
@@ -233,8 +228,10 @@ def _times_zero(op: Op) -> bool:
                                         for v in op.scalars)
 
 
-def _erased_inputs(inp: RuleInput, km: KernelModel) -> Iterator[Finding]:
+@rule(UNUSED_INPUT)
+def inputs_multiplied_by_zero(view: KernelView) -> Iterator[Finding]:
     """Inputs that are loaded, but whose every use multiplies the data by zero: read for show, then dropped."""
+    km = view.kernel
     for p in km.params:
         if p.tid is None or p.role in ("output", "kwarg") or p.name in km.scalar_params:
             continue
@@ -250,7 +247,7 @@ def _erased_inputs(inp: RuleInput, km: KernelModel) -> Iterator[Finding]:
         if not uses or not all(_times_zero(op) for op in uses):
             continue
         lines = sorted({op.line for op in uses})
-        yield inp.finding(
+        yield view.finding(
             UNUSED_INPUT, severity="high",
             title=f"Input `{p.name}` is loaded but only ever multiplied by zero",
             line=lines[0], end_line=lines[-1],
@@ -264,12 +261,43 @@ def _erased_inputs(inp: RuleInput, km: KernelModel) -> Iterator[Finding]:
         )
 
 
+@rule(UNUSED_INPUT)
+def inputs_read_only_in_part(view: KernelView) -> Iterator[Finding]:
+    """Inputs read only at fixed indices, with no loop covering the rest."""
+    km = view.kernel
+    for cov in view.coverage:
+        if _role(km, cov.tensor.id) != "input":
+            continue
+        size = cov.size_int
+        lo, hi = cov.union()
+        spans = cov.spans
+        if size is None or lo is None or hi is None or any(s.tiling_loops for s in spans) or any(s.gappy for s in spans):
+            continue
+        if lo == 0 and hi >= size:
+            continue
+        lines = [s.op.line for s in spans]
+        yield view.finding(
+            UNUSED_INPUT, severity="high",
+            title=f"Only indices {lo}..{hi - 1} of {cov.tensor.label()} (dimension {cov.dim}, size {size}) are read",
+            line=min(lines), end_line=max(lines),
+            message=(
+                f"The DMAs at {lines_phrase(lines)} read {cov.tensor.label()} only at indices {lo}..{hi - 1} of "
+                f"dimension {cov.dim}, which has {size} elements, and no loop covers the rest "
+                f"(`{spans[0].op.text}`). The remaining data never reaches the result: a port that handles only "
+                "the first tile passes tests whose other tiles happen to match."
+            ),
+            data={"tensor": cov.tensor.label(), "dim": cov.dim, "size": size, "read": [lo, hi]},
+        )
+
+
 def _referenced(km: KernelModel, t: Tensor) -> bool:
     """The parameter is used as a tensor somewhere (shape/dtype read, indexed), even if its data is not."""
     return t.param is not None and t.param in km.tensor_params
 
 
-def check_write_input(inp: RuleInput, km: KernelModel) -> Iterator[Finding]:
+@rule(WRITE_INPUT)
+def writes_into_inputs(view: KernelView) -> Iterator[Finding]:
+    km = view.kernel
     params = _kernel_params(km)
     returns_tensors = any(tids for _, tids in km.returns)
     reads = {km.root(a.tensor).id for op in km.ops for a in op.reads}
@@ -283,13 +311,13 @@ def check_write_input(inp: RuleInput, km: KernelModel) -> Iterator[Finding]:
             if role == "output":
                 continue
             if role == "input" or (role is None and returns_tensors):
-                severity = "high"
+                severity: Severity = "high"
             elif role is None and t.id in reads:
                 severity = "medium"
             else:
                 continue
             seen.add(t.id)
-            yield inp.finding(
+            yield view.finding(
                 WRITE_INPUT, severity=severity,
                 title=f"Writes into input `{params[t.id]}` at line {op.line}",
                 line=op.line,
@@ -305,10 +333,10 @@ def check_write_input(inp: RuleInput, km: KernelModel) -> Iterator[Finding]:
             )
 
 
-def _cuda_reduces_precision(inp: RuleInput) -> bool:
-    if inp.cuda is None:
+def _cuda_reduces_precision(view: KernelView) -> bool:
+    if view.cuda is None:
         return False
-    for k in inp.cuda.kernels + inp.cuda.device_functions:
+    for k in view.cuda.kernels + view.cuda.device_functions:
         if any(m.name == "cast" for m in k.math) or any(p for p in k.params if any(
                 h in p.type for h in ("half", "bfloat16", "bf16", "__nv_fp8", "int8"))):
             return True
@@ -339,12 +367,14 @@ def _feeds_matmul(km: KernelModel, t: Tensor, depth: int = 4) -> bool:
     return False
 
 
-def check_precision_drop(inp: RuleInput, km: KernelModel) -> Iterator[Finding]:
-    floor = inp.task_float_floor()
+@rule(PRECISION_DROP)
+def data_narrowed_below_task_dtypes(view: KernelView) -> Iterator[Finding]:
+    km = view.kernel
+    floor = view.task_float_floor()
     if floor is None:
         return
     floor_bits = mantissa_bits(floor) or 0
-    cuda_low = _cuda_reduces_precision(inp)
+    cuda_low = _cuda_reduces_precision(view)
     reported: set[int] = set()
     # (from dtype, to dtype) -> [(op, target tile, feeds a matmul)]
     groups: dict[tuple[str, str], list[tuple[Op, Tensor, bool]]] = {}
@@ -355,7 +385,7 @@ def check_precision_drop(inp: RuleInput, km: KernelModel) -> Iterator[Finding]:
         if op.result is not None:
             targets.append(km.tensors[op.result])
         sources = [km.root(i) for i in op.inputs]
-        src_dtypes = [s.dtype for s in sources if is_float(s.dtype)]
+        src_dtypes = [s.dtype for s in sources if s.dtype is not None and is_float(s.dtype)]
         if not src_dtypes:
             continue
         best_src = max(src_dtypes, key=lambda d: mantissa_bits(d) or 0)
@@ -371,20 +401,20 @@ def check_precision_drop(inp: RuleInput, km: KernelModel) -> Iterator[Finding]:
         bits = mantissa_bits(dst) or 0
         fp8 = bits <= 3
         into_matmul = [op for op, _, mm in hits if mm]
-        tolerated = bool(inp.context and inp.context.tolerates(2.0 ** -(bits + 1)))
-        severity = "high" if fp8 or (into_matmul and not cuda_low and not tolerated) else "medium"
+        tolerated = bool(view.context and view.context.tolerates(2.0 ** -(bits + 1)))
+        severity: Severity = "high" if fp8 or (into_matmul and not cuda_low and not tolerated) else "medium"
         lines = [op.line for op, _, _ in hits]
         tiles = ", ".join(sorted({t.label() for _, t, _ in hits}))
         purpose = (f"; the narrowed data feeds matmuls (via {lines_phrase(op.line for op in into_matmul)})"
                    if into_matmul else "")
-        note = (" The CUDA source keeps these values in full precision." if not cuda_low and inp.cuda
+        note = (" The CUDA source keeps these values in full precision." if not cuda_low and view.cuda
                 else " The CUDA source also narrows precision, so check it narrows at the same points."
                 if cuda_low else "")
         if tolerated:
             note += (f" The task's relative tolerance admits {dst} rounding, so this may be an accepted trade — "
                      "confirm it against the task prompt.")
         first = hits[0][0]
-        yield inp.finding(
+        yield view.finding(
             PRECISION_DROP, severity=severity,
             title=f"{src} data narrowed to {dst} ({lines_phrase(lines)})",
             line=min(lines), end_line=max(lines),
@@ -397,25 +427,26 @@ def check_precision_drop(inp: RuleInput, km: KernelModel) -> Iterator[Finding]:
             ),
             data={"from": src, "to": dst, "lines": sorted(set(lines)), "tiles": tiles},
         )
-    yield from _output_dtypes(inp, km)
 
 
-def _output_dtypes(inp: RuleInput, km: KernelModel) -> Iterator[Finding]:
-    if not inp.context or not inp.context.outputs:
+@rule(PRECISION_DROP)
+def outputs_narrower_than_declared(view: KernelView) -> Iterator[Finding]:
+    km = view.kernel
+    if not view.context or not view.context.outputs:
         return
-    declared = [o.dtype for o in inp.context.outputs]
+    declared = [o.dtype for o in view.context.outputs]
     for line, tids in km.returns:
         for i, tid in enumerate(tids[: len(declared)]):
             t = km.tensors[tid]
             want = declared[i]
             if is_float(t.dtype) and is_float(want) and lower_precision(t.dtype, want):
-                yield inp.finding(
+                yield view.finding(
                     PRECISION_DROP, severity="high",
                     title=f"Output {t.label()} is {t.dtype}; the task declares {want}",
                     line=t.line,
                     message=(
                         f"The kernel allocates its output {t.label()} as {t.dtype} (line {t.line}) and returns it "
-                        f"at line {line}, but the task declares output {inp.context.outputs[i].name} as {want}. "
+                        f"at line {line}, but the task declares output {view.context.outputs[i].name} as {want}. "
                         "Every result is rounded to the narrower type before the comparison sees it."
                     ),
                     data={"tensor": t.label(), "declared": want, "actual": t.dtype},
@@ -424,7 +455,7 @@ def _output_dtypes(inp: RuleInput, km: KernelModel) -> Iterator[Finding]:
 
 # -- file-level integrity: the entry point and reaching into the interpreter ------------------------
 
-TAMPER = RuleSpec(
+TAMPER = file_rule(RuleSpec(
     id="HACK-TAMPER",
     title="Reaches into the interpreter or into nkitui",
     category="integrity",
@@ -437,7 +468,7 @@ TAMPER = RuleSpec(
         "__builtins__), or nkitui's own modules. Such code can rewrite the evaluation in its process instead "
         "of computing the output; the run's integrity check fails."
     ),
-)
+))
 
 _TAMPER_MODULES = {  # importing these is enough: no kernel needs them
     "gc": "the garbage collector (gc) reaches every object in the process",
@@ -686,6 +717,3 @@ def source_findings(source: str, path: str, entry: str | None = None) -> list[Fi
     """The file-level integrity findings of one Python file of the task (ast only, nothing runs)."""
     return [*entry_findings(source, path, entry), *tamper_findings(source, path)]
 
-
-SPECS = [HOST_COMPUTE, CACHE, UNUSED_INPUT, WRITE_INPUT, PRECISION_DROP, TAMPER]
-CHECKS = [check_host_compute, check_cache, check_unused_input, check_write_input, check_precision_drop]

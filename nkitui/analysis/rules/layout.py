@@ -5,16 +5,11 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 
-from nkitui.analysis.nki_model import Access, KernelModel, Op
-from nkitui.analysis.rules.base import (
-    RuleInput,
-    RuleSpec,
-    cap,
-    dma_sides,
-    is_dma,
-    lines_phrase,
-    loop_phrase,
-)
+from nkitui.analysis.nki.model import Access, KernelModel, Op
+from nkitui.analysis.nki.queries import dma_sides, is_dma
+from nkitui.analysis.rules.phrases import cap, lines_phrase, loop_phrase
+from nkitui.analysis.rules.registry import RuleSpec, rule
+from nkitui.analysis.rules.view import KernelView
 from nkitui.common.findings import Finding
 
 ELEM_TRANSPOSE = RuleSpec(
@@ -63,7 +58,9 @@ def _dims(access: Access) -> tuple[frozenset[str], ...]:
     return tuple(d.deps for d in access.dims)
 
 
-def check_transpose(inp: RuleInput, km: KernelModel) -> Iterator[Finding]:
+@rule(ELEM_TRANSPOSE)
+def element_wise_transposes(view: KernelView) -> Iterator[Finding]:
+    km = view.kernel
     for op in km.ops:
         if not (is_dma(op) or op.kind == "copy"):
             continue
@@ -90,7 +87,7 @@ def check_transpose(inp: RuleInput, km: KernelModel) -> Iterator[Finding]:
                       "(indices swapped between source and destination)")
         loop = km.loops[op.loops[-1]] if op.loops else None
         where = f" inside {loop_phrase(loop)}" if loop is not None else ""
-        yield inp.finding(
+        yield view.finding(
             ELEM_TRANSPOSE, severity="medium",
             title=f"Element-wise transpose at line {op.line}",
             line=op.line,
@@ -116,13 +113,15 @@ def _reduces_partition_axis(op: Op) -> bool:
     return op.api != "nisa.tensor_reduce" and any(s == 0 for s in op.scalars if isinstance(s, int))
 
 
-def check_partition_reduce(inp: RuleInput, km: KernelModel) -> Iterator[Finding]:
+@rule(PART_REDUCE)
+def reductions_over_the_partition_axis(view: KernelView) -> Iterator[Finding]:
+    km = view.kernel
     for op in km.ops:
         if op.kind == "reduce" and op.reads and _reduces_partition_axis(op):
             t = km.root(op.reads[0].tensor)
             if t.pdim != 0:
                 continue
-            yield inp.finding(
+            yield view.finding(
                 PART_REDUCE, severity="high",
                 title=f"Reduction over axis 0 (the partition axis) at line {op.line}",
                 line=op.line,
@@ -136,7 +135,7 @@ def check_partition_reduce(inp: RuleInput, km: KernelModel) -> Iterator[Finding]
                 data={"tensor": t.label()},
             )
         elif op.kind == "partition_reduce":
-            yield inp.finding(
+            yield view.finding(
                 PART_REDUCE, severity="low",
                 title=f"GpSimd partition reduction at line {op.line}",
                 line=op.line,
@@ -148,7 +147,12 @@ def check_partition_reduce(inp: RuleInput, km: KernelModel) -> Iterator[Finding]
                 ),
                 data={},
             )
-    # A loop that walks partitions one at a time and accumulates.
+
+
+@rule(PART_REDUCE)
+def row_by_row_partition_reductions(view: KernelView) -> Iterator[Finding]:
+    """A loop that walks partitions one at a time and accumulates."""
+    km = view.kernel
     for loop in km.loops.values():
         ops = km.ops_in_loop(loop.id)
         row_reads: list[Op] = []
@@ -166,7 +170,7 @@ def check_partition_reduce(inp: RuleInput, km: KernelModel) -> Iterator[Finding]
         if not accs:
             continue
         lines = sorted({op.line for op in row_reads + accs})
-        yield inp.finding(
+        yield view.finding(
             PART_REDUCE, severity="medium",
             title=f"Loop at line {loop.line} reduces across partitions one row at a time",
             line=loop.line, end_line=max(lines),
@@ -182,5 +186,3 @@ def check_partition_reduce(inp: RuleInput, km: KernelModel) -> Iterator[Finding]
         )
 
 
-SPECS = [ELEM_TRANSPOSE, PART_REDUCE]
-CHECKS = [check_transpose, check_partition_reduce]

@@ -4,18 +4,12 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from nkitui.analysis.nki_model import KernelModel, Loop, Tensor
-from nkitui.analysis.rules.base import (
-    RuleInput,
-    RuleSpec,
-    cap,
-    dma_sides,
-    is_dma,
-    lines_phrase,
-    loop_phrase,
-    trip_phrase,
-)
-from nkitui.common.findings import Finding
+from nkitui.analysis.nki.model import KernelModel, Loop, Tensor
+from nkitui.analysis.nki.queries import dma_sides, is_dma
+from nkitui.analysis.rules.phrases import cap, lines_phrase, loop_phrase, trip_phrase
+from nkitui.analysis.rules.registry import RuleSpec, rule
+from nkitui.analysis.rules.view import KernelView
+from nkitui.common.findings import Finding, Severity
 
 SEQ_NO_DEP = RuleSpec(
     id="NKI-SEQ-NO-DEP",
@@ -104,8 +98,10 @@ def _carried(km: KernelModel, loop: Loop) -> str | None:
     return None
 
 
-def check_sequential(inp: RuleInput, km: KernelModel) -> Iterator[Finding]:
-    namespace = inp.nki.namespace
+@rule(SEQ_NO_DEP)
+def sequential_without_carried_dependency(view: KernelView) -> Iterator[Finding]:
+    km = view.kernel
+    namespace = view.namespace
     for loop in km.loops.values():
         legacy = namespace != "new"
         if not (loop.kind == "sequential" or (loop.kind == "range" and legacy)):
@@ -117,7 +113,7 @@ def check_sequential(inp: RuleInput, km: KernelModel) -> Iterator[Finding]:
             continue
         if _carried(km, loop) is not None:
             continue
-        severity = "medium" if legacy else "low"
+        severity: Severity = "medium" if legacy else "low"
         what = "`nl.sequential_range`" if loop.kind == "sequential" else \
             "a Python `range` (which the legacy compiler turns into `sequential_range`)"
         if legacy:
@@ -129,7 +125,7 @@ def check_sequential(inp: RuleInput, km: KernelModel) -> Iterator[Finding]:
             why = ("In the new `nki` namespace every loop is unrolled and `sequential_range` is a deprecated alias "
                    "of `range`, so it costs nothing here — but it usually signals a line-by-line CUDA port; "
                    "write plain `range` (or `nl.affine_range`).")
-        yield inp.finding(
+        yield view.finding(
             SEQ_NO_DEP, severity=severity,
             title=f"Sequential loop at line {loop.line} has no loop-carried dependency",
             line=loop.line, end_line=loop.line,
@@ -146,7 +142,9 @@ def _written_in_kernel(km: KernelModel, t: Tensor) -> bool:
     return any(km.root(a.tensor).id == t.id for op in km.ops for a in op.writes)
 
 
-def check_reload(inp: RuleInput, km: KernelModel) -> Iterator[Finding]:
+@rule(HBM_RELOAD)
+def hbm_reloads_in_loops(view: KernelView) -> Iterator[Finding]:
+    km = view.kernel
     for op in km.ops:
         if not op.loops or not is_dma(op):
             continue
@@ -166,10 +164,10 @@ def check_reload(inp: RuleInput, km: KernelModel) -> Iterator[Finding]:
             continue
         innermost = km.loops[op.loops[-1]]
         in_innermost = innermost in invariant
-        factor = 1
+        factor: int | None = 1
         for lp in invariant:
-            factor = factor * lp.trip if lp.trip is not None and factor is not None else None  # type: ignore[operator]
-        severity = "medium" if in_innermost or (factor is not None and factor >= RELOAD_MEDIUM) else "low"
+            factor = factor * lp.trip if lp.trip is not None and factor is not None else None
+        severity: Severity = "medium" if in_innermost or (factor is not None and factor >= RELOAD_MEDIUM) else "low"
         worst = invariant[-1]
         reloads = " x ".join(trip_phrase(lp) for lp in invariant)
         if in_innermost:
@@ -181,7 +179,7 @@ def check_reload(inp: RuleInput, km: KernelModel) -> Iterator[Finding]:
                       f"{'that loop' if len(invariant) == 1 else 'those loops'}. Hoist it out, or block the loop "
                       "nest so each loaded tile is reused across several output tiles (the matmul tutorial's "
                       "'Optimization 1/2' took 51.8 ms to 22.1 ms this way).")
-        yield inp.finding(
+        yield view.finding(
             HBM_RELOAD, severity=severity,
             title=f"HBM load at line {op.line} is repeated by {loop_phrase(worst)}",
             line=op.line,
@@ -208,11 +206,13 @@ DATA_BRANCH = RuleSpec(
 )
 
 
-def check_data_branch(inp: RuleInput, km: KernelModel) -> Iterator[Finding]:
+@rule(DATA_BRANCH)
+def branches_on_tile_data(view: KernelView) -> Iterator[Finding]:
+    km = view.kernel
     if not km.data_branches:
         return
     lines = [line for line, _ in km.data_branches]
-    yield inp.finding(
+    yield view.finding(
         DATA_BRANCH, severity="high",
         title=f"Control flow on tensor values ({lines_phrase(lines)})",
         line=min(lines), end_line=max(lines),
@@ -227,5 +227,3 @@ def check_data_branch(inp: RuleInput, km: KernelModel) -> Iterator[Finding]:
     )
 
 
-SPECS = [SEQ_NO_DEP, HBM_RELOAD, DATA_BRANCH]
-CHECKS = [check_sequential, check_reload, check_data_branch]

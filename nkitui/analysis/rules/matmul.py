@@ -5,9 +5,11 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from nkitui.analysis.dtypes import is_fp32, is_low_precision
-from nkitui.analysis.nki_model import KernelModel, Op, Tensor
-from nkitui.analysis.rules.base import RuleInput, RuleSpec, lines_phrase, loop_phrase
-from nkitui.common.findings import Finding
+from nkitui.analysis.nki.model import KernelModel, Op, Tensor
+from nkitui.analysis.rules.phrases import lines_phrase, loop_phrase
+from nkitui.analysis.rules.registry import RuleSpec, rule
+from nkitui.analysis.rules.view import KernelView
+from nkitui.common.findings import Finding, Severity
 
 ACC_NOT_PSUM = RuleSpec(
     id="NKI-ACC-NOT-PSUM",
@@ -49,29 +51,6 @@ MATMUL_TRANSPOSE = RuleSpec(
         "`nisa.nc_matmul(lhsT, rhs)` directly (nki-spec §3, §10). Medium inside a loop, low for a single call."
     ),
 )
-
-
-def check_matmul_transpose(inp: RuleInput, km: KernelModel) -> Iterator[Finding]:
-    hits = [op for op in km.ops if op.api == "nl.matmul"
-            and op.kwargs.get("transpose_x", "False").strip() in ("False", "0")]
-    if not hits:
-        return
-    lines = sorted({op.line for op in hits})
-    looped = [op for op in hits if op.loops]
-    yield inp.finding(
-        MATMUL_TRANSPOSE, severity="medium" if looped else "low",
-        title=f"nl.matmul transposes its first operand on every call ({lines_phrase(lines)})",
-        line=lines[0], end_line=lines[-1],
-        message=(
-            f"{'These calls' if len(hits) > 1 else 'This call'} (`{hits[0].text}`) "
-            f"use{'' if len(hits) > 1 else 's'} `nl.matmul` with "
-            "`transpose_x=False` (the default), so NKI inserts a TensorE transpose of the first operand before "
-            "each matmul" + (f", here inside {loop_phrase(km.loops[looped[0].loops[-1]])}" if looped else "")
-            + ". Load the first operand already transposed (contraction dimension K on the partitions, [K, M]) "
-            "and pass `transpose_x=True`, or call `nisa.nc_matmul(lhsT, rhs)`; the transpose then costs nothing."
-        ),
-        data={"lines": lines},
-    )
 
 
 def _accumulator_of(km: KernelModel, op: Op) -> Tensor | None:
@@ -116,7 +95,11 @@ def _persisting_loops(km: KernelModel, op: Op, t: Tensor) -> list[int]:
     return out
 
 
-def check_accumulation(inp: RuleInput, km: KernelModel) -> Iterator[Finding]:
+@rule(ACC_NOT_PSUM)
+def matmul_accumulator_outside_fp32_psum(view: KernelView) -> Iterator[Finding]:
+    """A matmul that overwrites its PSUM tile on every K step, or accumulates into a low-precision PSUM
+    tile or into SBUF."""
+    km = view.kernel
     for op in km.ops:
         if op.kind == "matmul":
             if not op.writes:
@@ -124,7 +107,7 @@ def check_accumulation(inp: RuleInput, km: KernelModel) -> Iterator[Finding]:
             t = km.root(op.writes[0].tensor)
             if op.kwargs.get("_accumulate_false") and _persisting_loops(km, op, t):
                 loop = km.loops[_persisting_loops(km, op, t)[-1]]
-                yield inp.finding(
+                yield view.finding(
                     ACC_NOT_PSUM, severity="high",
                     title=f"nc_matmul at line {op.line} overwrites its PSUM tile on every K step",
                     line=op.line,
@@ -141,7 +124,7 @@ def check_accumulation(inp: RuleInput, km: KernelModel) -> Iterator[Finding]:
             if not op.accumulate:
                 continue
             if t.buffer == "psum" and t.dtype is not None and not is_fp32(t.dtype):
-                yield inp.finding(
+                yield view.finding(
                     ACC_NOT_PSUM, severity="high",
                     title=f"Matmul accumulates in a {t.dtype} PSUM tile ({t.label()}, line {t.line})",
                     line=op.line,
@@ -156,7 +139,7 @@ def check_accumulation(inp: RuleInput, km: KernelModel) -> Iterator[Finding]:
                     data={"accumulator": t.label(), "buffer": t.buffer, "dtype": t.dtype},
                 )
             elif t.buffer not in ("psum", "unknown"):
-                yield inp.finding(
+                yield view.finding(
                     ACC_NOT_PSUM, severity="high",
                     title=f"Matmul at line {op.line} writes {t.label()} in {t.buffer.upper()}, not PSUM",
                     line=op.line,
@@ -167,7 +150,14 @@ def check_accumulation(inp: RuleInput, km: KernelModel) -> Iterator[Finding]:
                     ),
                     data={"accumulator": t.label(), "buffer": t.buffer, "dtype": t.dtype},
                 )
-            continue
+
+
+@rule(ACC_NOT_PSUM)
+def matmul_partials_summed_outside_psum(view: KernelView) -> Iterator[Finding]:
+    """Matmul results added up by element-wise instructions: in a low-precision tile, into PSUM with an
+    element-wise add, or on VectorE where PSUM accumulation would do."""
+    km = view.kernel
+    for op in km.ops:
         if not op.accumulate or op.kind == "matmul":
             continue
         acc = _accumulator_of(km, op)
@@ -181,7 +171,7 @@ def check_accumulation(inp: RuleInput, km: KernelModel) -> Iterator[Finding]:
         loop = km.loops[op.loops[-1]] if op.loops else None
         where = f" inside {loop_phrase(loop)}" if loop is not None else ""
         if acc.dtype is not None and is_low_precision(acc.dtype):
-            yield inp.finding(
+            yield view.finding(
                 ACC_NOT_PSUM, severity="high",
                 title=f"Matmul partial sums accumulated in {acc.dtype} ({acc.label()}, line {op.line})",
                 line=op.line,
@@ -197,7 +187,7 @@ def check_accumulation(inp: RuleInput, km: KernelModel) -> Iterator[Finding]:
                 data={"accumulator": acc.label(), "buffer": acc.buffer, "dtype": acc.dtype},
             )
         elif acc.buffer == "psum":
-            yield inp.finding(
+            yield view.finding(
                 ACC_NOT_PSUM, severity="medium",
                 title=f"PSUM accumulation by element-wise add at line {op.line}",
                 line=op.line,
@@ -210,7 +200,7 @@ def check_accumulation(inp: RuleInput, km: KernelModel) -> Iterator[Finding]:
                 data={"accumulator": acc.label(), "buffer": acc.buffer, "dtype": acc.dtype},
             )
         elif not _psum_accumulated(km, src):
-            yield inp.finding(
+            yield view.finding(
                 ACC_NOT_PSUM, severity="medium",
                 title=f"Matmul results summed on VectorE at line {op.line} instead of in PSUM",
                 line=op.line,
@@ -225,7 +215,9 @@ def check_accumulation(inp: RuleInput, km: KernelModel) -> Iterator[Finding]:
             )
 
 
-def check_fp32(inp: RuleInput, km: KernelModel) -> Iterator[Finding]:
+@rule(FP32_MATMUL)
+def fp32_matmul_operands(view: KernelView) -> Iterator[Finding]:
+    km = view.kernel
     hits: list[tuple[Op, list[Tensor]]] = []
     for op in km.ops:
         if op.kind != "matmul" or "is_transpose" in op.kwargs or len(op.reads) < 2:
@@ -239,9 +231,9 @@ def check_fp32(inp: RuleInput, km: KernelModel) -> Iterator[Finding]:
     if not hits:
         return
     widened = [t for _, ts in hits for t in ts if t.source_dtype and is_low_precision(t.source_dtype)]
-    floor = inp.task_float_floor()
+    floor = view.task_float_floor()
     task_low = floor is not None and is_low_precision(floor)
-    severity = "medium" if widened or task_low else "low"
+    severity: Severity = "medium" if widened or task_low else "low"
     lines = [op.line for op, _ in hits]
     names = sorted({t.label() for _, ts in hits for t in ts})
     if widened:
@@ -254,7 +246,7 @@ def check_fp32(inp: RuleInput, km: KernelModel) -> Iterator[Finding]:
         why = ("The task's data is fp32, so narrowing the operands to bf16 (or using fp32 with "
                "`nl.float32r`/tf32 where available) is a precision trade-off the task's tolerance must allow; "
                "note it for the performance score rather than as a defect.")
-    yield inp.finding(
+    yield view.finding(
         FP32_MATMUL, severity=severity,
         title=f"Matmul on fp32 operands ({lines_phrase(lines)})",
         line=min(lines), end_line=max(lines),
@@ -268,5 +260,26 @@ def check_fp32(inp: RuleInput, km: KernelModel) -> Iterator[Finding]:
     )
 
 
-SPECS = [ACC_NOT_PSUM, FP32_MATMUL, MATMUL_TRANSPOSE]
-CHECKS = [check_accumulation, check_fp32, check_matmul_transpose]
+@rule(MATMUL_TRANSPOSE)
+def matmul_transposes_its_operand(view: KernelView) -> Iterator[Finding]:
+    km = view.kernel
+    hits = [op for op in km.ops if op.api == "nl.matmul"
+            and op.kwargs.get("transpose_x", "False").strip() in ("False", "0")]
+    if not hits:
+        return
+    lines = sorted({op.line for op in hits})
+    looped = [op for op in hits if op.loops]
+    yield view.finding(
+        MATMUL_TRANSPOSE, severity="medium" if looped else "low",
+        title=f"nl.matmul transposes its first operand on every call ({lines_phrase(lines)})",
+        line=lines[0], end_line=lines[-1],
+        message=(
+            f"{'These calls' if len(hits) > 1 else 'This call'} (`{hits[0].text}`) "
+            f"use{'' if len(hits) > 1 else 's'} `nl.matmul` with "
+            "`transpose_x=False` (the default), so NKI inserts a TensorE transpose of the first operand before "
+            "each matmul" + (f", here inside {loop_phrase(km.loops[looped[0].loops[-1]])}" if looped else "")
+            + ". Load the first operand already transposed (contraction dimension K on the partitions, [K, M]) "
+            "and pass `transpose_x=True`, or call `nisa.nc_matmul(lhsT, rhs)`; the transpose then costs nothing."
+        ),
+        data={"lines": lines},
+    )

@@ -4,21 +4,13 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from nkitui.analysis.nki_model import Access, KernelModel, Op, Tensor
-from nkitui.analysis.nki_values import known_int
-from nkitui.analysis.rules.base import (
-    RuleInput,
-    RuleSpec,
-    cap,
-    dim_size,
-    dma_sides,
-    is_dma,
-    lines_phrase,
-    loop_phrase,
-    loop_trip,
-    tiling_symbols,
-)
-from nkitui.common.findings import Finding
+from nkitui.analysis.nki.model import Access, KernelModel, Op, Tensor
+from nkitui.analysis.nki.values import known_int
+from nkitui.analysis.nki.queries import dim_size, dma_sides, is_dma, loop_trip, tiling_symbols
+from nkitui.analysis.rules.phrases import cap, lines_phrase, loop_phrase
+from nkitui.analysis.rules.registry import RuleSpec, rule
+from nkitui.analysis.rules.view import KernelView
+from nkitui.common.findings import Finding, Severity
 
 TINY_ELEMENTS = 64  # elements per DMA at or below which a tile is "tiny" (one warp's worth, or less)
 SMALL_TENSOR = 1024  # a tensor this small costs little even element by element
@@ -59,15 +51,18 @@ def _tiled(km: KernelModel, hbm: Access) -> list[str]:
 
 def _known_elements(t: Tensor) -> int | None:
     shape = t.known_shape()
-    if not shape or any(s is None for s in shape):
+    sizes = [s for s in shape or () if s is not None]
+    if not shape or len(sizes) < len(shape):
         return None
     n = 1
-    for s in shape:
-        n *= s  # type: ignore[operator]
+    for s in sizes:
+        n *= s
     return n
 
 
-def check_tiny(inp: RuleInput, km: KernelModel) -> Iterator[Finding]:
+@rule(TILE_TINY)
+def thread_per_element_tiles(view: KernelView) -> Iterator[Finding]:
+    km = view.kernel
     groups: dict[int, list[tuple[Op, int, Access]]] = {}
     for op in km.ops:
         if not op.loops or not is_dma(op):
@@ -75,7 +70,7 @@ def check_tiny(inp: RuleInput, km: KernelModel) -> Iterator[Finding]:
         hbm, chip, _ = dma_sides(km, op)
         if hbm is None or not _tiled(km, hbm):
             continue
-        if all(loop_trip(km, s, inp.context) == 1 for s in _tiled(km, hbm)):
+        if all(loop_trip(km, s, view.context) == 1 for s in _tiled(km, hbm)):
             continue
         elements = chip.elements if chip is not None and chip.elements is not None else hbm.elements
         if elements is None or elements > TINY_ELEMENTS:
@@ -93,7 +88,7 @@ def check_tiny(inp: RuleInput, km: KernelModel) -> Iterator[Finding]:
         small_data = all(n is not None and n <= SMALL_TENSOR for n in sizes)
         if smallest == 1:
             what = "one element per DMA"
-            severity = "medium" if small_data else "high"
+            severity: Severity = "medium" if small_data else "high"
             title = f"Thread-per-element loop at line {loop.line}: one element per instruction"
         else:
             what = f"only {smallest} elements per DMA"
@@ -104,7 +99,7 @@ def check_tiny(inp: RuleInput, km: KernelModel) -> Iterator[Finding]:
                   "a tile far smaller than the engines process in one instruction.")
         extra = (f" The same loop also runs {len(compute)} compute instruction(s) on tiles that small "
                  f"({lines_phrase(op.line for op in compute)}).") if compute else ""
-        yield inp.finding(
+        yield view.finding(
             TILE_TINY, severity=severity, title=title, line=min(lines), end_line=max(lines),
             message=(
                 f"{cap(loop_phrase(loop))} moves {what} ({lines_phrase(lines)}, e.g. `{example}`): "
@@ -136,7 +131,9 @@ def _broadcast_rows(km: KernelModel) -> set[int]:
     return out
 
 
-def check_partitions(inp: RuleInput, km: KernelModel) -> Iterator[Finding]:
+@rule(PART_UNDER_128)
+def partitions_under_128(view: KernelView) -> Iterator[Finding]:
+    km = view.kernel
     groups: dict[int | None, list[tuple[Op, int, int, str]]] = {}
     rows = _broadcast_rows(km)
     for op in km.ops:
@@ -167,11 +164,12 @@ def check_partitions(inp: RuleInput, km: KernelModel) -> Iterator[Finding]:
             best = min(size, PMAX)
             axis = f"{size} rows along that axis"
         elif syms:
-            trips = [loop_trip(km, s, inp.context) for s in syms]
-            if all(t is not None for t in trips):
+            trips = [loop_trip(km, s, view.context) for s in syms]
+            known = [t for t in trips if t is not None]
+            if len(known) == len(trips):
                 total = p
-                for t in trips:
-                    total *= t  # type: ignore[operator]
+                for t in known:
+                    total *= t
                 best = min(total, PMAX)
                 axis = f"{total} rows walked by the loop"
             else:
@@ -189,10 +187,10 @@ def check_partitions(inp: RuleInput, km: KernelModel) -> Iterator[Finding]:
         lines = [op.line for op, *_ in items]
         # One partition where most of 128 would fit is the row-by-row transliteration; smaller gaps are
         # throughput left on the table.
-        severity = "high" if p == 1 and best >= 64 else "medium" if best >= 2 * p else "low"
+        severity: Severity = "high" if p == 1 and best >= 64 else "medium" if best >= 2 * p else "low"
         where = f" inside {loop_phrase(km.loops[loop_id])}" if loop_id is not None else ""
         share = 100.0 * p / PMAX
-        yield inp.finding(
+        yield view.finding(
             PART_UNDER_128, severity=severity,
             title=f"Tiles use {p} partition{'s' if p != 1 else ''} where {best} fit ({lines_phrase(lines)})",
             line=min(lines), end_line=max(lines),
@@ -209,5 +207,3 @@ def check_partitions(inp: RuleInput, km: KernelModel) -> Iterator[Finding]:
         )
 
 
-SPECS = [TILE_TINY, PART_UNDER_128]
-CHECKS = [check_tiny, check_partitions]

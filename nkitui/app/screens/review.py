@@ -2,11 +2,38 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Vertical, VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Markdown, Static
+
+if TYPE_CHECKING:
+    from nkitui.session import AuditSession
+
+
+def submit_summary(session: AuditSession) -> str:
+    """What the submit dialog says: who submits, where the review goes, the scores and what is cited."""
+    review, who = session.review, session.identity
+    d, r = review.draft, review.rubric
+    assert d is not None and r is not None
+    source = {"config": "nkitui's config", "git": "git config", "system": "the OS account"}[who.source]
+    lines = [f"Submitting as `{who.display}` (from {source}) into `reviews/{who.slug}/`", ""]
+    if who.warning:
+        lines += [f"⚠ {who.warning[0].upper()}{who.warning[1:]}.", ""]
+    lines += [f"**{r.title} v{r.version}** on task **{d.task_id}**, verdict **{d.verdict}**", ""]
+    for c in r.criteria:
+        entry = d.scores.get(c.id)
+        value = "-" if entry is None or entry.value is None else entry.value
+        linked = sum(1 for e in d.evidence if e.criterion == c.id)
+        lines.append(f"- {c.title}: **{value}** ({linked} evidence)")
+    lines += ["", f"{len(d.evidence)} evidence links, {len(d.runs)} runs cited.", "",
+              "The review is committed to the task's git repository under `reviews/` (only review files)."]
+    for p in review.problems:
+        lines.append(f"- ⚠ {p.message} — {p.fix}")
+    return "\n".join(lines)
 
 
 class ConfirmSubmit(ModalScreen[bool]):

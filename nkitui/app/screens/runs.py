@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from rich.text import Text
@@ -13,6 +14,24 @@ from textual.widgets import DataTable, Static
 
 from nkitui.app import keymap
 from nkitui.common import units
+
+
+@dataclass(frozen=True)
+class OpenRun:
+    """The auditor chose a run to reopen."""
+
+    run_id: str
+
+
+@dataclass(frozen=True)
+class CompareRuns:
+    """The auditor chose two runs to compare: B against A."""
+
+    run_a: str
+    run_b: str
+
+
+RunChoice = OpenRun | CompareRuns
 
 
 def render_comparison(comparison: Any, a: Any, b: Any):
@@ -34,20 +53,23 @@ and **c** compares B against A: checks, worst metrics, timing and engine use sid
     BINDINGS = keymap.bindings("runs")
 
     def action_open_run(self) -> None:
-        self.screen.action_open_run()  # type: ignore[attr-defined]
+        if isinstance(self.screen, RunsScreen):
+            self.screen.action_open_run()
 
     def action_mark_run(self) -> None:
-        self.screen.action_mark_run()  # type: ignore[attr-defined]
+        if isinstance(self.screen, RunsScreen):
+            self.screen.action_mark_run()
 
     def action_compare_runs(self) -> None:
-        self.screen.action_compare_runs()  # type: ignore[attr-defined]
+        if isinstance(self.screen, RunsScreen):
+            self.screen.action_compare_runs()
 
     def action_close(self) -> None:
         self.screen.dismiss(None)
 
 
-class RunsScreen(ModalScreen[tuple | None]):
-    """Dismisses with ("open", run_id), ("compare", run_a, run_b) or None."""
+class RunsScreen(ModalScreen[RunChoice | None]):
+    """Dismisses with OpenRun, CompareRuns or None."""
 
     BINDINGS = keymap.help_bindings()
 
@@ -100,7 +122,7 @@ class RunsScreen(ModalScreen[tuple | None]):
     def action_open_run(self) -> None:
         s = self._current()
         if s is not None:
-            self.dismiss(("open", s.run_id))
+            self.dismiss(OpenRun(s.run_id))
 
     def action_mark_run(self) -> None:
         s = self._current()
@@ -118,7 +140,7 @@ class RunsScreen(ModalScreen[tuple | None]):
         if len(self.marked) != 2:
             self.notify("Mark two runs with Space first (A then B).", timeout=3)
             return
-        self.dismiss(("compare", self.marked[0], self.marked[1]))
+        self.dismiss(CompareRuns(self.marked[0], self.marked[1]))
 
 
 class ComparisonScreen(ModalScreen[None]):

@@ -1,8 +1,10 @@
-"""The header (task, target, backend, run state) and the area bar (which area is shown or focused)."""
+"""The header (task, target, backend, auditor, run state) and the area bar (which area is shown or
+focused, or which one is zoomed and how to get back)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from typing import Any
 
 from textual.content import Content
 from textual.reactive import reactive
@@ -21,8 +23,10 @@ class HeaderState:
     backend_note: str = ""  # why auto picked it
     run: str = "idle"  # idle | running | passed | failed | error | cancelled
     run_detail: str = ""  # phase, progress
+    auditor: str = ""  # who submits reviews (a name, short)
+    auditor_warning: bool = False  # a shared account or only the OS user: the auditor should say who they are
 
-    def with_(self, **changes: str) -> "HeaderState":
+    def with_(self, **changes: Any) -> "HeaderState":
         return replace(self, **changes)
 
 
@@ -59,13 +63,24 @@ class AuditHeader(Widget):
         short_run = s.run + (f" {short_detail}" if short_detail else "")
         target = (s.target or "?", "bold $text-primary")
         value = (backend, "bold $text-primary")
+        who = s.auditor or "…"
+        who_style = "bold $text-warning" if s.auditor_warning else ""
+        auditor = (f"⚠ {who}" if s.auditor_warning else who, who_style)
+        short_who = who.split()[0] if who.split() else who
+        short_auditor = (f"⚠ {short_who}" if s.auditor_warning else short_who, who_style)
+        plain_backend = (backend.removesuffix(" (auto)"), "bold $text-primary")
+        labelled = (sep, ("target ", "$text-muted"), target, sep, ("backend ", "$text-muted"), value)
+        bare = (sep, target, sep, value)
+        run_part, short_run_part = (f"{glyph} {run} ", style), (f"{glyph} {short_run} ", style)
         return [
-            Content.assemble(sep, ("target ", "$text-muted"), target, sep, ("backend ", "$text-muted"), value, sep,
-                             (f"{glyph} {run} ", style)),
-            Content.assemble(sep, target, sep, value, sep, (f"{glyph} {run} ", style)),
-            Content.assemble(sep, target, sep, value, sep, (f"{glyph} {short_run} ", style)),
-            Content.assemble(sep, target, sep, (backend.removesuffix(" (auto)"), "bold $text-primary"), sep,
-                             (f"{glyph} {s.run} ", style)),
+            Content.assemble(*labelled, sep, ("auditor ", "$text-muted"), auditor, sep, run_part),
+            Content.assemble(*labelled, sep, auditor, sep, run_part),
+            Content.assemble(*labelled, sep, short_auditor, sep, run_part),
+            Content.assemble(*labelled, sep, short_auditor, sep, short_run_part),
+            Content.assemble(*bare, sep, auditor, sep, run_part),
+            Content.assemble(*bare, sep, short_auditor, sep, short_run_part),
+            Content.assemble(sep, target, sep, plain_backend, sep, short_auditor, sep, (f"{glyph} {s.run} ", style)),
+            Content.assemble(sep, target, sep, short_auditor, sep, (f"{glyph} {s.run} ", style)),
         ]
 
     def render(self) -> Content:
@@ -98,8 +113,14 @@ class AreaBar(Widget):
     current: reactive[str] = reactive("source")
     badges: reactive[dict] = reactive(dict, always_update=True)
     layout_name: reactive[str] = reactive("tabs")
+    zoomed: reactive[str | None] = reactive(None)  # the zoomed area: the bar says how to get back
+    zoom_key: reactive[str] = reactive("z")
 
     def render(self) -> Content:
+        if self.zoomed is not None:
+            title = AREA_TITLES.get(self.zoomed, self.zoomed)
+            return Content.assemble((f" ⤢ {title} zoomed ", "reverse bold $text-primary"),
+                                    (f"  {self.zoom_key} or Escape: back to the {self.layout_name} layout", "$text-muted"))
         parts: list[tuple[str, str] | str] = [" "]
         for number, area in enumerate(AREAS, 1):
             active = area == self.current

@@ -37,12 +37,39 @@ def in_bounds_mask(t: Tensor) -> np.ndarray:
     return m
 
 
+def masked_indices(t: Tensor, where, shape) -> Tensor:
+    """A gather/scatter view whose masked-off elements point at a valid cell (the first selected
+    one) so that they are neither bounds-checked nor read out of range; other views unchanged."""
+    if t.fancy is None:
+        return t
+    m = np.broadcast_to(where, shape)
+    if m.shape != t.shape:
+        if m.size != t.size:
+            return t
+        m = m.reshape(t.shape)
+    if m.all():
+        return t
+    if not m.any():
+        return type(t)(t.st, None, t.shape, tuple(np.zeros(t.shape, dtype=np.int64) for _ in t.fancy))
+    first = np.unravel_index(int(np.argmax(m)), t.shape)
+    fancy = []
+    for a in t.fancy:
+        a = np.broadcast_to(a, t.shape)
+        fancy.append(np.where(m, a, a[first]))
+    return type(t)(t.st, None, t.shape, tuple(fancy))
+
+
 def dma_copy(dst: Tensor, src: Tensor, *, where=None, dst_rmw_op=None, oob_mode=None, queue: str = "sync",
              api: str = "dma_copy", allow_psum: bool = False, opcode: str = "dma_copy",
              meta: dict | None = None) -> None:
     """Copy src into dst (element counts must match; src may broadcast). Casts go through fp32."""
     run = current()
     skip_oob = getattr(oob_mode, "name", oob_mode) == "skip"
+    if where is not None:
+        # a mask decides which index values a gather/scatter uses: masked-off elements are neither
+        # bounds-checked nor read (nki-samples' resize kernel masks rows whose indices run past the end)
+        dst = masked_indices(dst, where, dst.shape)
+        src = masked_indices(src, where, dst.shape)
     for t, r in ((dst, "dst"), (src, "src")):
         try:
             hbm_or_sbuf(t, api, r, allow_psum)

@@ -5,15 +5,16 @@ from __future__ import annotations
 import numpy as np
 
 from nkitui.emulator import dtypes as dt
+from nkitui.emulator import engine
 from nkitui.emulator.errors import OperandShapeError
 from nkitui.emulator.frontend_common import hbm_operand_error
-from nkitui.emulator.legacy.indexing import MaskPlan, narrow, plan_mask
+from nkitui.emulator.legacy.indexing import NO_MASK, MaskPlan, narrow, plan_mask
 from nkitui.emulator.legacy.tile import LegacyTensor
 from nkitui.emulator.runtime import Run, current
 from nkitui.emulator.tensor import Tensor
 
 __all__ = ["LegacyTensor", "MaskPlan", "as_tile", "dtype_or", "fresh", "mark", "narrow", "plan_mask",
-           "current", "Run", "dt", "np", "Tensor"]
+           "current", "Run", "dt", "np", "Tensor", "sbuf_operand"]
 
 
 def as_tile(x, api: str, role: str) -> Tensor:
@@ -22,6 +23,20 @@ def as_tile(x, api: str, role: str) -> Tensor:
     if x.st.memory == "hbm":
         raise hbm_operand_error(api, role)
     return x
+
+
+def sbuf_operand(run: Run, t: Tensor, api: str, role: str) -> Tensor:
+    """A TensorE operand in SBUF: a PSUM tile (e.g. an `nc_transpose` / `nl.transpose` result) is
+    first copied to a fresh SBUF tile of the same dtype, as the legacy compiler does for the
+    high-level API (AWS's flash-attention backward passes `nisa.nc_transpose` results straight to
+    `nisa.nc_matmul`). The copy is a recorded VectorE `tensor_copy` marked `inserted`."""
+    if t.st.memory != "psum":
+        return t
+    tmp = fresh(run, t.shape if len(t.shape) >= 2 else (t.shape[0], 1), t.st.dtype, NO_MASK)
+    engine.tensor_copy(tmp, t, api=f"{api} ({role} psum->sbuf, inserted by the compiler)")
+    if run.recording:
+        run.trace.instructions[-1].meta["inserted"] = "psum->sbuf"
+    return tmp
 
 
 def dtype_or(dtype, default: dt.DType) -> dt.DType:

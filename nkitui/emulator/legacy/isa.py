@@ -17,7 +17,7 @@ from nkitui.emulator.frontend_common import engine, nc_version  # noqa: F401  (p
 from nkitui.emulator.frontend_common import (  # noqa: F401
     gpsimd_engine, scalar_engine, sync_engine, tensor_engine, unknown_engine, vector_engine)
 from nkitui.emulator.frontend_common import engine_name as _engine_name
-from nkitui.emulator.legacy._support import as_tile, dtype_or, fresh, mark
+from nkitui.emulator.legacy._support import as_tile, dtype_or, fresh, mark, sbuf_operand
 from nkitui.emulator.legacy.indexing import NO_MASK, IndexExpr, Predicate, _on_axes, narrow, plan_mask
 from nkitui.emulator.runtime import current
 
@@ -62,8 +62,8 @@ def nc_matmul(stationary, moving, *, is_stationary_onezero=False, is_moving_onez
               tile_position=(), tile_size=(), perf_mode=None, mask=None, **kwargs):
     run = current()
     api = "nisa.nc_matmul"
-    stationary = as_tile(stationary, api, "stationary")
-    moving = as_tile(moving, api, "moving")
+    stationary = sbuf_operand(run, as_tile(stationary, api, "stationary"), api, "stationary")
+    moving = sbuf_operand(run, as_tile(moving, api, "moving"), api, "moving")
     checked = check_matmul(stationary, moving, perf_mode=perf_mode, api=api)
     shape = (checked[1], checked[2])
     d = stationary.st.dtype if is_transpose else _dt.float32

@@ -10,6 +10,7 @@ the DMA queues, matmul and transpose on TensorE.
 
 from __future__ import annotations
 
+import ast
 import builtins
 import math
 import sys
@@ -32,11 +33,13 @@ from nkitui.emulator.errors import (
     OperandShapeError,
     PartitionDimError,
     UnsupportedError,
-    assigned_name,
+    assigned_target,
+    evaluate_target,
     kernel_frame,
 )
+from nkitui.emulator.legacy import spmd as _spmd
 from nkitui.emulator.legacy import tile as _tile_mod
-from nkitui.emulator.legacy._support import align, as_tile, dtype_or, fresh, mark
+from nkitui.emulator.legacy._support import align, as_tile, dtype_or, fresh, mark, sbuf_operand
 from nkitui.emulator.legacy.indexing import NO_MASK, arange, mgrid, narrow, plan_mask  # noqa: F401
 from nkitui.emulator.legacy.tile import LegacyTensor
 from nkitui.emulator.runtime import current, current_or_none
@@ -696,8 +699,14 @@ def loop_reduce(x, op, loop_indices, *, dtype=None, mask=None, **kwargs):
     frame = kernel_frame()
     acc = None
     if frame is not None:
-        name = assigned_name(frame)
-        acc = frame.f_locals.get(name) if name else None
+        target = assigned_target(frame)
+        if isinstance(target, ast.Name):
+            acc = frame.f_locals.get(target.id)
+        elif isinstance(target, ast.Subscript):
+            # `acc[i, :] = nl.loop_reduce(x, ...)`: the destination view is the accumulator (the
+            # docs: "the destination tile is also the rhs input to op"); nki-samples' flash
+            # attention backward reduces dq over K tiles this way
+            acc = evaluate_target(frame, target)
     if isinstance(acc, Tensor) and acc.shape == x.shape and acc.st.memory != "hbm":
         prev, run.accumulating = run.accumulating, True
         try:
@@ -713,8 +722,9 @@ def loop_reduce(x, op, loop_indices, *, dtype=None, mask=None, **kwargs):
 def matmul(x, y, *, transpose_x=False, mask=None, **kwargs):
     run = current()
     api = "nl.matmul"
-    x = as_tile(x, api, "x")
-    y = as_tile(y, api, "y")
+    # the high-level API places its operands: PSUM inputs (e.g. nl.transpose results) are copied to SBUF
+    x = sbuf_operand(run, as_tile(x, api, "x"), api, "x")
+    y = sbuf_operand(run, as_tile(y, api, "y"), api, "y")
     if not transpose_x:
         # lowered to nc_matmul(transpose(x), y): a TensorE transpose (to PSUM) and a copy back to SBUF
         if len(x.shape) != 2:
@@ -789,8 +799,27 @@ def rms_norm(x, w, axis, n, epsilon=1e-6, *, dtype=None, compute_dtype=None, mas
 
 
 def all_reduce(x, op, program_axes, *, dtype=None, mask=None, parallel_reduce=True, asynchronous=False, **kwargs):
-    raise UnsupportedError("nl.all_reduce across SPMD programs is not emulated (programs run one after "
-                           "another); reduce through a shared_hbm tensor in a second kernel instead")
+    """Reduce `x` over the SPMD programs along `program_axes`; every program gets the result. The
+    programs of such a launch take turns (legacy/spmd.py); the reduction runs in fp32 in program
+    order and is rounded once to `dtype` (default: x's)."""
+    run = current()
+    api = "nl.all_reduce"
+    x = as_tile(x, api, "x")
+    axes = (program_axes,) if isinstance(program_axes, (int, np.integer)) else tuple(program_axes)
+    axes = tuple(int(a) for a in axes)
+    if not axes or any(not 0 <= a < len(run.grid) for a in axes) or len(set(axes)) != len(axes):
+        raise IndexingError(f"{api}: program_axes {program_axes!r} must name distinct axes of the launch grid "
+                            f"{run.grid or '()'} (a kernel launched without a grid has none)")
+    o = alu.resolve_binary(op, "op")
+    n = math.prod(run.grid[a] for a in axes)
+    out = fresh(run, x.shape, dtype_or(dtype, x.st.dtype), NO_MASK)
+    run.record("dma", "all_reduce", (x,), (out,), partitions=x.shape[0], free=math.prod(x.shape[1:]),
+               meta={"api": api, "collective": "all_reduce", "op": o.name, "program_axes": list(axes), "programs": n})
+    values = np.array(x.read_f32(), dtype=np.float32, copy=True) if run.execute else None
+    if n > 1:
+        values = _spmd.require_scheduler(api, n).all_reduce(values, o, axes, x.shape, api)
+    _write(run, out, values.reshape(out.shape) if values is not None else None)
+    return mark(run, out, x)
 
 
 # -- assignment / in-place support used by LegacyTensor ----------------------------------------------
@@ -823,7 +852,7 @@ def _assign(dst: Tensor, value: Tensor, temp: bool) -> None:
             _write(run, dst, np.broadcast_to(vals, dst.shape), where)
         else:
             _write(run, dst, None)
-        run.retargeted(value.st, dst.st)
+        run.retargeted(value.st, dst.st, dst)
         if ins is not None:
             ins.writes = (dst.access(),)
             ins.out_mem = dst.st.memory
@@ -867,6 +896,11 @@ def _assign_scalar(dst: Tensor, value) -> None:
 
 def _inplace(target: Tensor, other, opname: str) -> None:
     run = current()
+    if (opname == "add" and target.st.memory == "psum" and isinstance(other, LegacyTensor)
+            and other.st.memory == "psum" and other._written is not None and other._written.skip):
+        # `psum += nc_matmul(..., mask=False)`: the masked-off matmul is not issued, so nothing
+        # accumulates (AWS's allocated RMSNorm-QKV masks whole tiles past the sequence end this way)
+        return
     if (opname == "add" and isinstance(other, LegacyTensor) and other._mm is not None
             and other._producer == run.instructions and target.st.memory == "psum"
             and _fits_view(other.shape, target.shape)):

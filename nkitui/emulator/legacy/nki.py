@@ -12,12 +12,24 @@ import os
 from dataclasses import dataclass
 
 from nkitui.emulator.launch import Frontend, Kernel, latency_estimator, run_kernel
+from nkitui.emulator.legacy import spmd
 from nkitui.emulator.legacy import compiler, isa, language, typing  # noqa: F401  (submodules)
 from nkitui.emulator.legacy.tile import LegacyTensor
 from nkitui.emulator.runtime import active_trace, current_or_none, pop_trace, push_trace
 from nkitui.emulator.trace import Trace
 
-FRONTEND = Frontend("neuronxcc.nki", LegacyTensor)
+class LegacyFrontend(Frontend):
+    """Programs run one after another, unless the kernel calls nl.all_reduce across programs:
+    then they take turns (legacy/spmd.py)."""
+
+    def execute(self, run, kernel, args, kwargs, programs):
+        programs = list(programs)
+        if len(programs) > 1 and spmd.mentions(kernel.func):
+            return spmd.TurnTaking(run, programs).execute(kernel, args, kwargs)
+        return super().execute(run, kernel, args, kwargs, programs)
+
+
+FRONTEND = LegacyFrontend("neuronxcc.nki", LegacyTensor)
 
 
 def _options(func, kwargs: dict) -> dict:

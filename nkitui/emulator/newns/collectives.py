@@ -1,11 +1,30 @@
-"""`nki.collectives`: collectives across the ranks (logical cores on devices) of a replica group.
+"""`nki.collectives`: collectives across the ranks of replica groups.
 
-The emulator runs one device with one logical core per launch, so the world has one rank (rank 0).
-Collectives over a replica group that contains only rank 0 are executed exactly (an all-reduce of
-one rank is a copy, a ring of one passes data to itself, ...), recorded as DMA instructions with
-`meta["collective"]`. A replica group naming other ranks raises `UnsupportedError`: multi-device
-collectives need more than one emulated device. Cross-core traffic inside a logical core is
-`nisa.sendrecv` / `nisa.core_barrier` (kernel[2]).
+A kernel launched normally runs as rank 0 of a world of one; `nki.multi_rank_simulate(kernel,
+world_size=N, per_rank_inputs=...)` runs N ranks concurrently, one thread each
+(`nkitui.emulator.ranks`), and these functions exchange data between them. Semantics (the
+nki.collectives docs):
+
+* `all_reduce`: every member's dst = op over the members' srcs (`nl.add`, `nl.minimum`,
+  `nl.maximum`), computed in fp32 in replica-group order — the same order on every rank, so every
+  rank gets bit-identical results — and rounded once to the dst dtype;
+* `all_gather`: dst = the members' srcs concatenated along `collective_dim` in replica-group order
+  (HBM: dim 0; SBUF: dim 0 or 1);
+* `reduce_scatter`: src split into as many chunks along dim 0 as there are members; member i gets
+  op over the members' chunk i;
+* `all_to_all` (HBM, dim 0): member i's dst chunk j is member j's src chunk i;
+* `all_to_all_v`: flat element buffers; metadata rows send counts / send displacements (/ recv
+  counts / recv displacements), one column per rank; row 2 is written with what each sender sent;
+* `collective_permute(srcs, dsts, source_target_pairs)` (HBM): each target's dst gets its
+  source's src; a rank that is nobody's target keeps its dst;
+* `collective_permute_implicit(_reduce)`: a ring in replica-group order, one per channel: each
+  rank sends to its successor and receives from its predecessor (the `_reduce` form sends
+  op(src0, src1)); `collective_permute_implicit_current_processing_rank_id(i, group)` is the rank
+  `i` steps back along the ring (its own rank at iteration 0);
+* `rank_id()`: this rank. Collectives are recorded as DMA-engine instructions named after the
+  collective, with `meta["collective"]`, the group size and the replica group.
+
+The two cores of an LNC=2 rank each take part with the same core of the other ranks.
 """
 
 from __future__ import annotations
@@ -14,13 +33,16 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from nkitui.emulator import alu, engine
+from nkitui.emulator import alu
+from nkitui.emulator.engine.common import write
+from nkitui.emulator.engine.dma import _side
 from nkitui.emulator.errors import OperandShapeError, UnsupportedError
 from nkitui.emulator.newns.language import NKIObject
 from nkitui.emulator.runtime import current
 from nkitui.emulator.tensor import Tensor
 
-WORLD_SIZE = 1
+_F32 = np.float32
+_REDUCE_OPS = ("add", "minimum", "maximum")
 
 
 @dataclass
@@ -30,143 +52,334 @@ class ReplicaGroup(NKIObject):
     replica_groups: list = field(default_factory=lambda: [[0]])
 
     def __post_init__(self) -> None:
-        groups = [list(g) for g in self.replica_groups]
+        groups = [[int(r) for r in g] for g in self.replica_groups]
         seen = [r for g in groups for r in g]
         if len(seen) != len(set(seen)):
-            raise OperandShapeError(f"ReplicaGroup {groups}: sub-groups overlap")
+            raise OperandShapeError(f"ReplicaGroup {groups}: sub-groups overlap (each rank may appear once)")
         self.replica_groups = groups
 
 
+# -- the rank this code runs as -----------------------------------------------------------------------
+def _where(api: str):
+    run = current()
+    world = getattr(run, "world", None)
+    return run, world, getattr(run, "rank", 0), getattr(run, "core", 0), (world.size if world is not None else 1)
+
+
 def rank_id() -> int:
-    """This rank's id in the world (always 0: the emulator runs one device)."""
-    current()
-    return 0
+    """This rank's id in the world (0 outside nki.multi_rank_simulate)."""
+    return _where("ncoll.rank_id")[2]
 
 
 def world_size() -> int:
-    current()
-    return WORLD_SIZE
+    return _where("ncoll.world_size")[4]
 
 
-def _group_of(replica_group, api: str) -> list[int]:
+def _group_of(replica_group, rank: int, size: int, api: str) -> list[int]:
     groups = replica_group.replica_groups if isinstance(replica_group, ReplicaGroup) else replica_group
+    groups = [[int(r) for r in g] for g in groups]
     for g in groups:
-        if 0 in g:
-            if list(g) != [0]:
-                raise UnsupportedError(f"{api}: replica group {list(g)} spans {len(g)} ranks; the emulator runs one "
-                                       "device (rank 0), so collectives over several ranks cannot be emulated")
-            return [0]
-    raise UnsupportedError(f"{api}: rank 0 (the emulated device) is not in replica group {groups}")
+        bad = [r for r in g if not 0 <= r < size]
+        if bad:
+            how = ("the kernel ran as a single rank; run it on several with nki.multi_rank_simulate(kernel, "
+                   "world_size=N, per_rank_inputs=...)") if size == 1 else f"the world has ranks 0..{size - 1}"
+            raise UnsupportedError(f"{api}: replica group {g} names rank(s) {bad}, but {how}")
+    for g in groups:
+        if rank in g:
+            return g
+    raise OperandShapeError(f"{api}: rank {rank} is in no rank-list of replica group {groups}")
 
 
-def _pairs(srcs, dsts, api: str):
+def _exchange(run, world, rank: int, core: int, kind: str, group: list[int], payload, api: str) -> dict[int, object]:
+    """Every member's payload (rank -> payload) for this collective; {rank: payload} alone."""
+    if world is None or len(group) == 1 or not run.execute:
+        return {rank: payload}
+    got = world.rendezvous((rank, core), kind, tuple((r, core) for r in group), payload,
+                           f"{api} on rank {rank}")
+    return {r: p for (r, _c), p in got.items()}
+
+
+# -- operands ------------------------------------------------------------------------------------------
+def _lists(srcs, dsts, api: str, *, hbm_only: bool = False, one: bool = False):
     srcs, dsts = list(srcs), list(dsts)
     if len(srcs) != len(dsts) or not srcs:
         raise OperandShapeError(f"{api}: srcs and dsts must be equally long non-empty lists, got {len(srcs)} and "
                                 f"{len(dsts)}")
-    mems = {t.st.memory for t in srcs + dsts if isinstance(t, Tensor)}
+    for t in srcs + dsts:
+        if not isinstance(t, Tensor):
+            raise OperandShapeError(f"{api}: srcs and dsts hold tensors, got {type(t).__name__}")
+    mems = {t.st.memory for t in srcs + dsts}
     if "psum" in mems:
         raise OperandShapeError(f"{api}: collectives move HBM or SBUF tensors, not PSUM")
     if len(mems) > 1:
         raise OperandShapeError(f"{api}: all tensors must be on HBM or all on SBUF (mixing is not supported)")
+    if hbm_only and mems != {"hbm"}:
+        raise OperandShapeError(f"{api}: tensors must reside on HBM (SBUF is not supported for this collective)")
+    if len(srcs) > 1 and (one or mems != {"hbm"}):
+        raise OperandShapeError(f"{api}: coalesced communication (several tensors) is "
+                                + ("not supported" if one else "only supported on HBM"))
     return list(zip(srcs, dsts))
 
 
-def _copy(dst, src, api: str, kind: str) -> None:
-    engine.dma_copy(dst, src, api=api, meta={"collective": kind})
+def _op(op, api: str):
+    o = alu.resolve_binary(op, "op")
+    if o.name not in _REDUCE_OPS:
+        raise OperandShapeError(f"{api}: op must be nl.add, nl.minimum or nl.maximum, got {o.name}")
+    return o
 
 
-def _one_rank_copies(kind: str, srcs, dsts, replica_group, reduce_op=...) -> None:
-    """A collective over a group of one rank: each source arrives in its destination unchanged
-    (`reduce_op`, when given, is still checked to be an operator the collective supports)."""
-    api = f"ncoll.{kind}"
-    _group_of(replica_group, api)
-    if reduce_op is not ... and alu.resolve_binary(reduce_op, "op").name not in ("add", "minimum", "maximum"):
-        raise OperandShapeError(f"{api}: op must be nl.add, nl.minimum or nl.maximum")
-    for s, d in _pairs(srcs, dsts, api):
-        _copy(d, s, api, kind)
+def _dim(collective_dim, src: Tensor, api: str, allowed=(0,)) -> int:
+    d = int(collective_dim)
+    if src.st.memory == "sbuf" and api.endswith("all_gather"):
+        allowed = (0, 1)
+    if d not in allowed:
+        raise OperandShapeError(f"{api}: collective_dim={d} is not supported on {src.st.memory.upper()} tensors "
+                                f"(supported: {', '.join(map(str, allowed))})")
+    return d
 
 
+def _record(run, kind: str, api: str, srcs, dsts, group: list[int], extra: dict | None = None) -> None:
+    ref_s, ref_d = srcs[0], dsts[0]
+    P, F = _side(ref_s, ref_d)
+    meta = {"api": api, "collective": kind, "queue": "collective", "src": ref_s.st.memory, "dst": ref_d.st.memory,
+            "ranks": len(group), "replica_group": list(group)}
+    if extra:
+        meta.update(extra)
+    for t in list(srcs) + list(dsts):
+        t.check_bounds(api)
+    run.record("dma", kind, tuple(srcs), tuple(dsts), partitions=P, free=F, meta=meta)
+
+
+def _raw(t: Tensor) -> np.ndarray:
+    return np.array(t.array(), copy=True)
+
+
+def _f32(t: Tensor) -> np.ndarray:
+    return np.array(t.read_f32(), dtype=_F32, copy=True)
+
+
+def _reduce(op, parts: list[np.ndarray]) -> np.ndarray:
+    acc = np.asarray(parts[0], dtype=_F32)
+    for p in parts[1:]:
+        acc = np.asarray(op.fn(acc, np.asarray(p, dtype=_F32)), dtype=_F32)
+    return acc
+
+
+def _put(run, dst: Tensor, values) -> None:
+    write(run, dst, values if run.execute else None)
+
+
+# -- the collectives -----------------------------------------------------------------------------------
 def all_reduce(srcs, dsts, replica_group, op, priority=None, name=None) -> None:
-    _one_rank_copies("all_reduce", srcs, dsts, replica_group, op)
+    api = "ncoll.all_reduce"
+    run, world, rank, core, size = _where(api)
+    pairs = _lists(srcs, dsts, api)
+    o = _op(op, api)
+    group = _group_of(replica_group, rank, size, api)
+    for s, d in pairs:
+        if s.size != d.size:
+            raise OperandShapeError(f"{api}: src {s.shape} and dst {d.shape} must have the same number of elements")
+    _record(run, "all_reduce", api, [s for s, _ in pairs], [d for _, d in pairs], group, {"op": o.name})
+    got = _exchange(run, world, rank, core, "all_reduce", group, [_f32(s) for s, _ in pairs] if run.execute else None,
+                    api)
+    for i, (_s, d) in enumerate(pairs):
+        _put(run, d, _reduce(o, [got[r][i] for r in group]).reshape(d.shape) if run.execute else None)
 
 
 def all_gather(srcs, dsts, replica_group, collective_dim: int = 0, priority=None, name=None) -> None:
-    _one_rank_copies("all_gather", srcs, dsts, replica_group)
+    api = "ncoll.all_gather"
+    run, world, rank, core, size = _where(api)
+    pairs = _lists(srcs, dsts, api)
+    group = _group_of(replica_group, rank, size, api)
+    n = len(group)
+    dims = []
+    for s, d in pairs:
+        dim = _dim(collective_dim, s, api)
+        want = tuple(x * n if i == dim else x for i, x in enumerate(s.shape))
+        if d.shape != want:
+            raise OperandShapeError(f"{api}: dst {d.shape} must be src {s.shape} with dim {dim} times the {n} ranks "
+                                    f"of the group ({want})")
+        dims.append(dim)
+    _record(run, "all_gather", api, [s for s, _ in pairs], [d for _, d in pairs], group, {"collective_dim": dims[0]})
+    got = _exchange(run, world, rank, core, "all_gather", group, [_raw(s) for s, _ in pairs] if run.execute else None,
+                    api)
+    for i, ((_s, d), dim) in enumerate(zip(pairs, dims)):
+        _put(run, d, np.concatenate([got[r][i] for r in group], axis=dim) if run.execute else None)
 
 
 def reduce_scatter(srcs, dsts, replica_group, collective_dim: int = 0, op=None, priority=None, name=None) -> None:
-    _one_rank_copies("reduce_scatter", srcs, dsts, replica_group)
+    api = "ncoll.reduce_scatter"
+    run, world, rank, core, size = _where(api)
+    pairs = _lists(srcs, dsts, api)
+    o = _op(op if op is not None else "add", api)
+    group = _group_of(replica_group, rank, size, api)
+    n, me = len(group), group.index(rank)
+    for s, d in pairs:
+        dim = _dim(collective_dim, s, api)
+        want = tuple(x // n if i == dim else x for i, x in enumerate(s.shape))
+        if s.shape[dim] % n or d.shape != want:
+            raise OperandShapeError(f"{api}: src {s.shape} must split into {n} chunks along dim {dim} of dst's shape "
+                                    f"{d.shape}")
+    _record(run, "reduce_scatter", api, [s for s, _ in pairs], [d for _, d in pairs], group, {"op": o.name})
+    got = _exchange(run, world, rank, core, "reduce_scatter", group,
+                    [_f32(s) for s, _ in pairs] if run.execute else None, api)
+    for i, (_s, d) in enumerate(pairs):
+        if run.execute:
+            chunks = [np.split(got[r][i], n, axis=0)[me] for r in group]
+            _put(run, d, _reduce(o, chunks))
+        else:
+            _put(run, d, None)
 
 
 def all_to_all(srcs, dsts, replica_group, collective_dim: int = 0, priority=None, name=None) -> None:
-    _one_rank_copies("all_to_all", srcs, dsts, replica_group)
+    api = "ncoll.all_to_all"
+    run, world, rank, core, size = _where(api)
+    pairs = _lists(srcs, dsts, api, hbm_only=True)
+    group = _group_of(replica_group, rank, size, api)
+    n, me = len(group), group.index(rank)
+    for s, d in pairs:
+        _dim(collective_dim, s, api)
+        if s.shape != d.shape or s.shape[0] % n:
+            raise OperandShapeError(f"{api}: src {s.shape} and dst {d.shape} must have the same shape, with dim 0 "
+                                    f"divisible by the {n} ranks of the group")
+    _record(run, "all_to_all", api, [s for s, _ in pairs], [d for _, d in pairs], group)
+    got = _exchange(run, world, rank, core, "all_to_all", group, [_raw(s) for s, _ in pairs] if run.execute else None,
+                    api)
+    for i, (_s, d) in enumerate(pairs):
+        _put(run, d, np.concatenate([np.split(got[r][i], n, axis=0)[me] for r in group], axis=0)
+             if run.execute else None)
 
 
 def all_to_all_v(srcs, dsts, replica_group, metadata_tensor, recv_counts_known: bool = False,
                  has_rdispls: bool = False, priority=None, name=None) -> None:
-    """One rank: send_counts[0] elements from send_displs[0] of src land at recv_displs[0] of dst
-    (or 0), and row 2 (recv counts) is written unless recv_counts_known."""
+    """Flat element buffers; metadata (uint32, one column per rank of the group, or per rank of the
+    world): row 0 send counts, row 1 send displacements, row 2 recv counts (written unless
+    `recv_counts_known`), row 3 recv displacements (`has_rdispls`; else chunks are packed in
+    replica-group order)."""
     api = "ncoll.all_to_all_v"
-    _group_of(replica_group, api)
-    ((src, dst),) = _pairs(srcs, dsts, api)
-    run = current()
-    meta = np.asarray(metadata_tensor.array()).reshape(-1) if run.execute else np.zeros(4, dtype=np.int64)
+    run, world, rank, core, size = _where(api)
+    ((src, dst),) = _lists(srcs, dsts, api, hbm_only=True, one=True)
+    group = _group_of(replica_group, rank, size, api)
+    n = len(group)
+    if not isinstance(metadata_tensor, Tensor):
+        raise OperandShapeError(f"{api}: metadata_tensor must be a tensor, got {type(metadata_tensor).__name__}")
     rows = 4 if has_rdispls else 3
-    if meta.size < rows:
-        raise OperandShapeError(f"{api}: metadata_tensor needs {rows} rows of one rank, got {meta.size} values")
-    count, sdisp = int(meta[0]), int(meta[1])
-    rdisp = int(meta[3]) if has_rdispls else 0
-    flat_src = src.reshape(src.size) if len(src.shape) != 1 else src
-    flat_dst = dst.reshape(dst.size) if len(dst.shape) != 1 else dst
-    if count:
-        _copy(flat_dst[rdisp:rdisp + count], flat_src[sdisp:sdisp + count], api, "all_to_all_v")
+    meta_shape = metadata_tensor.shape
+    cols = meta_shape[-1] if len(meta_shape) >= 2 else metadata_tensor.size // rows
+    if metadata_tensor.size < rows * cols or cols not in (n, size):
+        raise OperandShapeError(f"{api}: metadata_tensor {meta_shape} needs {rows} rows and one column per rank "
+                                f"({n} in the group or {size} in the world)")
+    col = {r: (group.index(r) if cols == n else r) for r in group}
+    _record(run, "all_to_all_v", api, [src], [dst], group)
+    if not run.execute:
+        _put(run, dst, None)
+        return
+    meta = np.asarray(metadata_tensor.array(), dtype=np.int64).reshape(-1)[:rows * cols].reshape(rows, cols)
+    flat = _raw(src).reshape(-1)
+    chunks = {}
+    for r in group:
+        c, disp = int(meta[0, col[r]]), int(meta[1, col[r]])
+        if disp < 0 or c < 0 or disp + c > flat.size:
+            raise OperandShapeError(f"{api}: rank {rank} sends elements [{disp}, {disp + c}) to rank {r}, outside its "
+                                    f"src of {flat.size} elements")
+        chunks[r] = flat[disp:disp + c]
+    got = _exchange(run, world, rank, core, "all_to_all_v", group, chunks, api)
+    out = np.array(dst.array(), copy=True).reshape(-1)
+    pos = 0
+    received = {}
+    for s in group:
+        part = got[s][rank]
+        start = int(meta[3, col[s]]) if has_rdispls else pos
+        if start < 0 or start + part.size > out.size:
+            raise OperandShapeError(f"{api}: rank {rank} receives {part.size} elements from rank {s} at {start}, "
+                                    f"outside its dst of {out.size} elements")
+        out[start:start + part.size] = part
+        pos = start + part.size
+        received[s] = part.size
+    _put(run, dst, out.reshape(dst.shape))
     if not recv_counts_known:  # row 2: the number of elements received from each rank
-        from nkitui.emulator.newns import language as nl
-
-        tmp = nl.ndarray((1, 1), metadata_tensor.dtype, buffer=nl.sbuf)
-        engine.memset(tmp, count, api=api)
-        cell = metadata_tensor.reshape(metadata_tensor.size)[2:3] if metadata_tensor.st.memory == "hbm" else \
-            metadata_tensor.reshape((1, metadata_tensor.size))[:, 2:3]
-        if cell.st.memory == "hbm":
-            engine.dma_copy(cell, tmp, api=api, meta={"collective": "all_to_all_v"})
-        else:
-            engine.tensor_copy(cell, tmp, api=api)
+        counts = np.asarray(metadata_tensor.array(), dtype=np.int64).reshape(-1).copy()
+        for s in group:
+            counts[2 * cols + col[s]] = received[s]
+        write(run, metadata_tensor, counts[:metadata_tensor.size].reshape(metadata_tensor.shape))
 
 
 def collective_permute(srcs, dsts, source_target_pairs, priority=None, name=None) -> None:
     api = "ncoll.collective_permute"
+    run, world, rank, core, size = _where(api)
+    ((src, dst),) = _lists(srcs, dsts, api, hbm_only=True, one=True)
     pairs = [tuple(int(x) for x in p) for p in source_target_pairs]
-    if any(r != 0 for p in pairs for r in p):
-        raise UnsupportedError(f"{api}: pairs {pairs} name ranks other than 0; the emulator runs one device")
-    for s, d in _pairs(srcs, dsts, api):
-        if (0, 0) in pairs:
-            _copy(d, s, api, "collective_permute")
+    bad = [p for p in pairs if len(p) != 2 or not all(0 <= r < size for r in p)]
+    if bad:
+        how = ("the kernel ran as a single rank; use nki.multi_rank_simulate(kernel, world_size=N, ...)" if size == 1
+               else f"the world has ranks 0..{size - 1}")
+        raise UnsupportedError(f"{api}: source_target_pairs {bad} name ranks outside the world ({how})")
+    targets = [t for _s, t in pairs]
+    if len(targets) != len(set(targets)):
+        raise OperandShapeError(f"{api}: a rank may receive from one source only, got pairs {pairs}")
+    members = sorted({r for p in pairs for r in p})
+    _record(run, "collective_permute", api, [src], [dst], members, {"pairs": [list(p) for p in pairs]})
+    if rank not in members:
+        return
+    got = _exchange(run, world, rank, core, "collective_permute", members, _raw(src) if run.execute else None, api)
+    source = next((s for s, t in pairs if t == rank), None)
+    if source is not None:
+        _put(run, dst, got[source] if run.execute else None)
+
+
+def _ring(replica_group, rank: int, size: int, api: str) -> tuple[list[int], int]:
+    group = _group_of(replica_group, rank, size, api)
+    return group, group.index(rank)
 
 
 def collective_permute_implicit(srcs_by_channel, dsts_by_channel, replica_group, channel_ids=(0,), priority=None,
                                 name=None) -> None:
-    """A ring of one rank: each channel's source arrives in its own destination."""
+    """A ring in replica-group order per channel: send src to the successor, receive the
+    predecessor's src into dst."""
     api = "ncoll.collective_permute_implicit"
-    _group_of(replica_group, api)
-    for srcs, dsts in zip(srcs_by_channel, dsts_by_channel):
-        for s, d in _pairs(srcs, dsts, api):
-            _copy(d, s, api, "collective_permute_implicit")
+    run, world, rank, core, size = _where(api)
+    group, me = _ring(replica_group, rank, size, api)
+    channels = [_lists(s, d, api, one=True)[0] for s, d in zip(srcs_by_channel, dsts_by_channel)]
+    if len(list(srcs_by_channel)) != len(list(dsts_by_channel)):
+        raise OperandShapeError(f"{api}: srcs_by_channel and dsts_by_channel need one entry per channel")
+    _record(run, "collective_permute_implicit", api, [s for s, _ in channels], [d for _, d in channels], group,
+            {"channels": len(channels)})
+    got = _exchange(run, world, rank, core, "collective_permute_implicit", group,
+                    [_raw(s) for s, _ in channels] if run.execute else None, api)
+    pred = group[(me - 1) % len(group)]
+    for i, (_s, d) in enumerate(channels):
+        _put(run, d, got[pred][i] if run.execute else None)
 
 
 def collective_permute_implicit_reduce(srcs0_by_channel, srcs1_by_channel, dsts_by_channel, replica_group, op,
                                        channel_ids=(0,), priority=None, name=None) -> None:
-    """A ring of one rank: dst = op(src0, src1) (the rank's own reduced data comes back to it)."""
+    """Like collective_permute_implicit, sending op(src0, src1) (fp32) to the successor."""
     api = "ncoll.collective_permute_implicit_reduce"
-    _group_of(replica_group, api)
-    for s0s, s1s, ds in zip(srcs0_by_channel, srcs1_by_channel, dsts_by_channel):
-        for (a, d), b in zip(_pairs(s0s, ds, api), s1s):
-            engine.dma_copy(d, a, api=api, meta={"collective": "collective_permute_implicit_reduce"})
-            engine.dma_copy(d, b, dst_rmw_op=op, api=api, meta={"collective": "collective_permute_implicit_reduce"})
+    run, world, rank, core, size = _where(api)
+    o = _op(op, api)
+    group, me = _ring(replica_group, rank, size, api)
+    s0 = [_lists(a, d, api, one=True)[0] for a, d in zip(srcs0_by_channel, dsts_by_channel)]
+    s1 = [t for lst in srcs1_by_channel for t in lst]
+    if len(s1) != len(s0):
+        raise OperandShapeError(f"{api}: srcs1_by_channel needs one tensor per channel ({len(s0)})")
+    for (a, _d), b in zip(s0, s1):
+        if not isinstance(b, Tensor) or b.size != a.size:
+            raise OperandShapeError(f"{api}: src1 must be a tensor with as many elements as src0 {a.shape}")
+    _record(run, "collective_permute_implicit_reduce", api, [a for a, _ in s0] + s1, [d for _, d in s0], group,
+            {"op": o.name, "channels": len(s0)})
+    payload = [_reduce(o, [_f32(a), _f32(b).reshape(a.shape)]) for (a, _), b in zip(s0, s1)] if run.execute else None
+    got = _exchange(run, world, rank, core, "collective_permute_implicit_reduce", group, payload, api)
+    pred = group[(me - 1) % len(group)]
+    for i, (_a, d) in enumerate(s0):
+        _put(run, d, got[pred][i].reshape(d.shape) if run.execute else None)
 
 
 def collective_permute_implicit_current_processing_rank_id(iteration_id, replica_group, channel_id: int = 0,
-                                                           name=None) -> int:
-    """The rank whose data is processed at ring iteration `iteration_id` (a ring of one: rank 0)."""
-    _group_of(replica_group, "ncoll.collective_permute_implicit_current_processing_rank_id")
-    return 0
+                                                           num_channels: int = 1, name=None) -> int:
+    """The rank whose data this rank holds after `iteration_id` ring steps: its own at 0, then
+    its predecessor's, and so on around the ring (replica-group order)."""
+    api = "ncoll.collective_permute_implicit_current_processing_rank_id"
+    _run, _world, rank, _core, size = _where(api)
+    group, me = _ring(replica_group, rank, size, api)
+    step = int(getattr(iteration_id, "value", iteration_id))
+    return group[(me - step) % len(group)]

@@ -7,6 +7,12 @@ the same allocation on both cores: matched by name when named, else by allocatio
 `sendrecv` mailboxes and the `core_barrier`. Waits never hang: when a core fails, the group is
 aborted and the other core's wait raises; when a core finishes without arriving at a barrier or
 sending on a pipe its partner waits on, the partner gets an error that says so.
+
+The cores take turns at instruction boundaries (round robin, one instruction each): the two
+physical cores of a logical core start together and run at the same pace, so what both issue early
+(e.g. zero-filling a shared output) lands before what they issue later (their stores), and a
+kernel's result never depends on how the host schedules the threads. A core waiting in sendrecv or
+core_barrier is skipped until what it waits for has happened.
 """
 
 from __future__ import annotations
@@ -17,19 +23,14 @@ from collections import deque
 import numpy as np
 
 from nkitui.emulator import dtypes as _dt
-from nkitui.emulator.errors import NKIEmulatorError
+from nkitui.emulator import ranks
+from nkitui.emulator.errors import CollectiveError, NKIEmulatorError  # noqa: F401  (CollectiveError: re-exported)
 from nkitui.emulator.memory import Storage
 from nkitui.emulator.newns.tensor import PlacedStorage, SpaceCell
 from nkitui.emulator.runtime import Run
 from nkitui.emulator.trace import StorageInfo
 
 _POLL_S = 0.05
-
-
-class CollectiveError(NKIEmulatorError):
-    """A sendrecv / core_barrier that cannot complete (the partner core finished or failed)."""
-
-    rule = "collective"
 
 
 class GroupAborted(NKIEmulatorError):
@@ -51,6 +52,39 @@ class CoreGroup:
         self.mail: dict[tuple, deque] = {}
         self.barrier_count: dict[tuple, int] = {}
         self.barrier_seen: dict[int, int] = {}
+        self.turn: int | None = 0  # the core allowed to run until its next instruction
+        self.started: set[int] = set()  # cores that issued an instruction (core 0 goes first)
+        self.waiting: dict[int, object] = {}  # core -> ready() of the sendrecv / barrier it waits in
+
+    # -- turns (lockstep at instruction boundaries) -----------------------------------------
+    def step(self, core: int) -> None:
+        """Called before each instruction of `core`: hand the turn to the next core, then wait for
+        it to come back."""
+        if self.n < 2:
+            return
+        with self.cond:
+            if self.turn == core and core in self.started:
+                self._pass_turn(core)
+            self._take_turn(core)
+            self.started.add(core)
+
+    def _eligible(self, c: int) -> bool:
+        if c in self.finished:
+            return False
+        ready = self.waiting.get(c)
+        return ready is None or bool(ready())
+
+    def _pass_turn(self, core: int) -> None:
+        order = [(core + k) % self.n for k in range(1, self.n + 1)]  # the others first, this core last
+        self.turn = next((c for c in order if self._eligible(c)), None)
+        self.cond.notify_all()
+
+    def _take_turn(self, core: int) -> None:
+        while self.turn not in (core, None):
+            if self.failed is not None:
+                raise GroupAborted(f"core {core}: the other core failed ({type(self.failed).__name__})")
+            self.cond.wait(_POLL_S)
+        self.turn = core
 
     # -- shared HBM --------------------------------------------------------------------------
     def shared_storage(self, run: "CoreRun", shape, d: _dt.DType, name: str, make) -> Storage:
@@ -83,18 +117,28 @@ class CoreGroup:
     def finish(self, core: int) -> None:
         with self.cond:
             self.finished.add(core)
+            if self.turn == core:
+                self._pass_turn(core)
             self.cond.notify_all()
 
-    def _wait(self, ready, partner_gone, what: str) -> None:
-        """Wait (with the condition held) until ready(); raise if the group failed or the partner
-        finished without doing its part."""
-        while not ready():
-            if self.failed is not None:
-                raise GroupAborted(f"{what}: the other core failed ({type(self.failed).__name__})")
-            gone = partner_gone()
-            if gone is not None:
-                raise CollectiveError(f"{what}: core {gone} finished the kernel without its matching call")
-            self.cond.wait(_POLL_S)
+    def _wait(self, core: int, ready, partner_gone, what: str) -> None:
+        """Wait (with the condition held) until ready(), giving the turn away meanwhile; raise if the
+        group failed or the partner finished without doing its part. Then wait for the turn."""
+        self.waiting[core] = ready
+        try:
+            if self.turn == core:
+                self._pass_turn(core)
+            while not ready():
+                if self.failed is not None:
+                    raise GroupAborted(f"{what}: the other core failed ({type(self.failed).__name__})")
+                gone = partner_gone()
+                if gone is not None:
+                    raise CollectiveError(f"{what}: core {gone} finished the kernel without its matching call")
+                self.cond.wait(_POLL_S)
+        finally:
+            del self.waiting[core]
+        if self.n > 1:
+            self._take_turn(core)
 
     # -- sendrecv ----------------------------------------------------------------------------
     def exchange(self, core: int, send_to: int, recv_from: int, pipe, payload, what: str):
@@ -103,7 +147,7 @@ class CoreGroup:
             self.mail.setdefault((pipe, core, send_to), deque()).append(payload)
             self.cond.notify_all()
             box = self.mail.setdefault((pipe, recv_from, core), deque())
-            self._wait(lambda: bool(box), lambda: recv_from if recv_from in self.finished else None,
+            self._wait(core, lambda: bool(box), lambda: recv_from if recv_from in self.finished else None,
                        f"{what} (core {core} receiving from core {recv_from} on pipe {pipe})")
             return box.popleft()
 
@@ -122,7 +166,7 @@ class CoreGroup:
                         return c
                 return None
 
-            self._wait(lambda: self.barrier_count.get(key, 0) >= len(cores), missing,
+            self._wait(core, lambda: self.barrier_count.get(key, 0) >= len(cores), missing,
                        f"{what} (barrier {gen} of core {core})")
 
 
@@ -133,10 +177,15 @@ class CoreRun(Run):
                  group: CoreGroup | None = None) -> None:
         super().__init__(options, kernel_name, grid, trace)
         self.core = core
+        ctx = ranks.current_context()  # inside nki.multi_rank_simulate: this core's rank and world
+        self.world = ctx.world if ctx is not None else None
+        self.rank = ctx.rank if ctx is not None else 0
         self.group = group if group is not None else CoreGroup(grid[0] if grid else 1)
         self.shared_seq = 0
         self.program = (core,) if grid else ()
         self._spaces: dict[str, tuple[np.ndarray, SpaceCell]] = {}
+        if self.group.n > 1:  # single-core launches keep the plain (hot) record
+            self.record = self._lockstep_record
 
     def allocate(self, shape, dtype, memory: str, *, name: str = "", pax: int = 0, fill: bool = True,
                  kind: str = "private", what: str = "tensor", track: bool = True) -> Storage:
@@ -153,6 +202,10 @@ class CoreRun(Run):
             return self.group.shared_storage(self, shape, d, name, make)
         return super().allocate(shape, dtype, memory, name=name, pax=pax, fill=fill, kind=kind, what=what,
                                 track=track)
+
+    def _lockstep_record(self, *args, **kwargs):
+        self.group.step(self.core)  # lockstep with the other cores of the launch (CoreGroup.step)
+        return Run.record(self, *args, **kwargs)
 
     def place(self, shape, d: _dt.DType, memory: str, partition: int, byte: int, name: str) -> Storage:
         """A tensor at an explicit address in this core's SBUF or PSUM (allocations may overlap)."""

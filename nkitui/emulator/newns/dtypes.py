@@ -11,6 +11,13 @@ tensors, and `str()` gives the NKI name. The MX types are new here:
 * `float8_e8m0fnu`: the MX scale type (2**(e - 127), 0xFF is NaN) and `float4_e2m1fn` (unpacked),
   both through ml_dtypes.
 
+On the host an MX type is a numpy dtype too (`np.zeros(shape, nl.float8_e4m3fn_x4)`, as the SDK's
+types are): a structured dtype of one byte field per byte of the element (`float8_e4m3fn_x4.0` ..
+`.3`), so arrays keep their MX identity between host and kernel, `.view(np.uint32)` /
+`.view(np.uint16)` gives the raw cells, and `astype(np.float32)` refuses (unpack with
+`neuron_dtypes.static_cast` / `nkitui.emulator.newns.mxhost.host_cast`). Kernel arguments of these
+dtypes become x4 tensors and x4 outputs come back with them.
+
 Packed tensors hold raw bits: DMA and same-dtype copies move them bit-exactly; only
 `nc_matmul_mx` / `quantize_mx` (engine/mx.py) decode or encode them.
 """
@@ -26,13 +33,15 @@ from nkitui.emulator import dtypes as _dt
 class PackedDType:
     """An MX packed dtype (`nl.float8_e4m3fn_x4`, ...): four low-precision values per element."""
 
-    __slots__ = ("name", "element", "element_bits", "container", "nki_dtype")
+    __slots__ = ("name", "element", "element_bits", "container", "dtype", "nki_dtype")
 
     def __init__(self, name: str, element, element_bits: int, container) -> None:
         self.name = name
         self.element = np.dtype(element)  # ml_dtypes type of one packed value
         self.element_bits = element_bits
         self.container = np.dtype(container)  # numpy cell type holding one packed element
+        # the host numpy dtype (np.dtype(nl.float8_e4m3fn_x4) reads this attribute)
+        self.dtype = np.dtype([(f"{name}.{i}", np.uint8) for i in range(self.container.itemsize)])
         self.nki_dtype = None  # the engine DType, set below
 
     @property
@@ -44,6 +53,8 @@ class PackedDType:
             return True
         if isinstance(other, str):
             return other == self.name
+        if isinstance(other, np.dtype):
+            return other == self.dtype
         return getattr(other, "nki_dtype", None) is self.nki_dtype and self.nki_dtype is not None
 
     def __hash__(self) -> int:
@@ -57,7 +68,7 @@ class PackedDType:
 
 def _packed(name: str, element, bits: int, container) -> _dt.DType:
     public = PackedDType(name, element, bits, container)
-    d = _dt.DType(name, np.dtype(container), np.dtype(container).itemsize, "u", 0, public)
+    d = _dt.DType(name, np.dtype(container), np.dtype(container).itemsize, "u", 0, public, public.dtype)
     public.nki_dtype = d
     _dt.register(d)
     return d

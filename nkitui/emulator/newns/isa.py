@@ -12,6 +12,7 @@ from __future__ import annotations
 import numpy as np
 
 from nkitui.emulator import alu
+from nkitui.emulator import dtypes as _dt
 from nkitui.emulator import engine as _eng
 from nkitui.emulator.engine import collectives as _coll
 from nkitui.emulator.engine import dma_compute as _dmac
@@ -298,8 +299,14 @@ def nc_transpose(dst, data, engine=engine.unknown, name=None, **kw):
         eng = "tensor" if (dst.st.memory == "psum" and data.st.memory == "sbuf") or not small else "vector"
     if eng not in ("tensor", "vector"):
         raise EngineOpError(f"{api}: transposes run on the tensor or vector engine, not {eng}")
-    if dst.st.dtype is not data.st.dtype:
-        raise EngineDtypeError(f"{api}: dst ({dst.st.dtype.name}) must have the dtype of data ({data.st.dtype.name})")
+    if dst.st.dtype is not data.st.dtype and not (
+            eng == "tensor" and dst.st.dtype is _dt.float32 and data.st.dtype.is_float):
+        # The nc_transpose docs say 'The output dst tile must have the same data type as that of data', but a
+        # TensorE transpose is a matmul with the identity, so an fp32 PSUM dst holds the exact values, and
+        # AWS's own nki-library (tp_broadcast) transposes bf16 data into an fp32 PSUM tile on hardware.
+        raise EngineDtypeError(f"{api}: dst ({dst.st.dtype.name}) must have the dtype of data ({data.st.dtype.name}) "
+                               "(nki.isa.nc_transpose docs: 'The output dst tile must have the same data type as that of "
+                               "data'; only a TensorE transpose may widen, into a float32 PSUM tile)")
     _eng.nc_transpose(dst, data, engine=eng, api=api)
     return _done(api, name)
 
@@ -502,7 +509,9 @@ def dropout(dst, data, prob, name=None, **kw):
     dst = _dst(dst, api, kw)
     data = _tensor(data, api, "data")
     if dst.st.dtype is not data.st.dtype:
-        raise EngineDtypeError(f"{api}: dst ({dst.st.dtype.name}) must have the dtype of data ({data.st.dtype.name})")
+        raise EngineDtypeError(f"{api}: dst ({dst.st.dtype.name}) must have the dtype of data ({data.st.dtype.name}) "
+                               "(nki.isa.nc_transpose docs: 'The output dst tile must have the same data type as "
+                               "that of data'; for a widening transpose use nc_matmul against an identity)")
     _eng.dropout(dst, data, prob, api=api)
     return _done(api, name)
 

@@ -62,17 +62,13 @@ from nkitui.emulator.newns.dtypes import (  # noqa: F401  (public dtype constant
 )
 from nkitui.emulator.newns.dtypes import resolve as _resolve_dtype
 from nkitui.emulator.newns.registers import VirtualRegister, scalar_value
-from nkitui.emulator.newns.tensor import NkiTensor
+from nkitui.emulator.newns.tensor import NKIObject, NkiTensor  # noqa: F401  (nl.NKIObject)
 from nkitui.emulator.runtime import current
 from nkitui.emulator.targets import PMAX, resolve_target
 from nkitui.emulator.tensor import DynSlice, Tensor
 
 ndarray_type = NkiTensor
 NkiTensor = NkiTensor  # noqa: PLW0127  (the tensor class, for isinstance checks and annotations)
-
-
-class NKIObject:
-    """Base class of user classes passed to / used inside NKI kernels (plain Python here)."""
 
 
 # -- constants -------------------------------------------------------------------------------------
@@ -260,8 +256,17 @@ def shared_constant(constant, dtype=None, **kwargs) -> NkiTensor:
     return NkiTensor.whole(st)
 
 
-def shared_identity_matrix(n, dtype=uint8, **kwargs) -> NkiTensor:
-    return shared_constant(np.eye(int(n)), dtype=dtype)
+def shared_identity_matrix(n, dtype=uint8, dst=None, **kwargs) -> NkiTensor:
+    """An (n, n) identity matrix in SBUF (NKI 0.4+ docs: "Create an identity matrix in SBUF";
+    kernels use it directly as an on-chip operand), written into `dst` when given. Modelled as
+    the compiler's constant in HBM and one DMA into the tile."""
+    n = int(n)
+    if dst is None:
+        dst = ndarray((n, n), dtype=dtype, buffer=sbuf, name="identity")
+    elif tuple(dst.shape) != (n, n):
+        raise OperandShapeError(f"shared_identity_matrix(n={n}): dst has shape {tuple(dst.shape)}, not ({n}, {n})")
+    engine.dma_copy(dst, shared_constant(np.eye(n), dtype=dst.dtype), api="nl.shared_identity_matrix")
+    return dst
 
 
 # -- indexing and loops ---------------------------------------------------------------------------------

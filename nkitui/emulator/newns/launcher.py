@@ -38,23 +38,27 @@ class NkiFrontend(Frontend):
                 run.group.finish(0)
         else:
             result = _run_cores(run, kernel, args, kwargs, lnc)
-        _check_outputs(kernel, result)
+        _check_outputs(kernel, result, lnc)
         return result
 
 
-def _check_outputs(kernel, value, where: str = "output") -> None:
-    """NKI 0.3+: kernel outputs must be shared HBM tensors (or the kernel's own arguments)."""
+def _check_outputs(kernel, value, lnc: int, where: str = "output") -> None:
+    """Kernel outputs are HBM tensors: shared HBM (or the kernel's own arguments), or with one core
+    `nl.hbm` / `nl.private_hbm` (docs: private to each kernel instance, and a single-core launch has
+    one instance). With kernel[2] each core has its own private HBM, so there is no one result."""
     if isinstance(value, (tuple, list)):
         for i, v in enumerate(value):
-            _check_outputs(kernel, v, f"{where}[{i}]")
+            _check_outputs(kernel, v, lnc, f"{where}[{i}]")
     elif isinstance(value, dict):
         for k, v in value.items():
-            _check_outputs(kernel, v, f"{where}[{k!r}]")
-    elif isinstance(value, NkiTensor) and value.st.memory == "hbm":
+            _check_outputs(kernel, v, lnc, f"{where}[{k!r}]")
+    elif isinstance(value, NkiTensor) and value.st.memory == "hbm" and lnc > 1:
         st = getattr(value.st, "root", None) or value.st
         if st.kind == "private":
-            raise KernelArgumentError(f"kernel '{kernel.name}' returns a private HBM tensor as {where}; kernel outputs "
-                                      "must be allocated with buffer=nl.shared_hbm", location=_func_location(kernel))
+            raise KernelArgumentError(f"kernel '{kernel.name}' returns a private HBM tensor as {where} from a "
+                                      f"kernel[{lnc}] launch; private HBM (nl.hbm / nl.private_hbm) belongs to one "
+                                      "core, so allocate outputs of multi-core launches with buffer=nl.shared_hbm",
+                                      location=_func_location(kernel))
 
 
 def _func_location(kernel) -> tuple[str, int]:
@@ -88,6 +92,8 @@ def _run_cores(run0: CoreRun, kernel, args, kwargs, lnc: int):
             group.abort(e)
         finally:
             group.finish(c)
+            if r.world is not None:  # collectives of the other ranks stop waiting for this core
+                r.world.finish((r.rank, c))
             np.seterr(**saved)
             set_current(prev)
 

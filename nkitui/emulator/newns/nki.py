@@ -4,6 +4,8 @@
   arrays); `kernel[lnc](...)` runs lnc in {1, 2} logical cores concurrently;
 * `nki.simulate(kernel)(*args)` and `nki.simulate(kernel)[lnc](**kwargs)`; `nki.cpu_simulate` is
   the same entry under the name nki-library's simulation harness uses;
+* `nki.multi_rank_simulate(kernel, world_size=N, per_rank_inputs=...)`: N ranks for
+  `nki.collectives` (see newns/ranked.py);
 * `nki.baremetal`, `nki.benchmark`, `nki.profile`, `nki.simulate_kernel` do not exist in the new
   namespace: they raise the documented "not available" error.
 """
@@ -60,6 +62,19 @@ def simulate(kernel, **kwargs) -> _Simulated:
 
 
 cpu_simulate = simulate
+
+
+def multi_rank_simulate(kernel, *, world_size: int, per_rank_inputs) -> list:
+    """Run `kernel` on `world_size` ranks in this process, concurrently (one thread per rank, and
+    per core of a `kernel[2]`), so that `nki.collectives` exchange data between them; returns each
+    rank's result in rank order. `per_rank_inputs`: one (args, kwargs) pair per rank, as a sequence
+    in rank order or a mapping rank -> pair. Array arguments may differ in value across ranks but
+    must have the same shape and dtype; every other argument must be equal on every rank."""
+    from nkitui.emulator.newns.ranked import run_multi_rank
+
+    k = kernel.kernel if isinstance(kernel, _Simulated) else kernel
+    k = k if isinstance(k, NkiKernel) else as_kernel(k, "multi_rank_simulate", "simulation")
+    return run_multi_rank(k, world_size, per_rank_inputs)
 
 
 def _not_available(name: str, instead: str):

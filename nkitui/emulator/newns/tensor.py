@@ -331,7 +331,20 @@ def _dim(d, nd: int, what: str) -> int:
     return d
 
 
-class NkiTensor(Tensor):
+class NKIObject:
+    """`nl.NKIObject`: the base class of kernel configuration objects and dataclasses. As in the
+    SDK's stub (`NKIObject.__init__(self, **kwargs)`), building one with keywords sets each as an
+    attribute (nki-library writes `SectionParams(section_idx=...)` on plain subclasses); a
+    `@dataclass` subclass has its own `__init__`."""
+
+    __slots__ = ()
+
+    def __init__(self, **kwargs) -> None:
+        for key, value in kwargs.items():
+            setattr(self, key, value)
+
+
+class NkiTensor(Tensor, NKIObject):
     """A tensor of the `nki` namespace (`nl.ndarray`, kernel arguments, and their views)."""
 
     __slots__ = ("geo",)
@@ -441,6 +454,12 @@ class NkiTensor(Tensor):
 
     def is_indirect(self) -> bool:
         return self.fancy is not None
+
+    def __bool__(self) -> bool:
+        """NKI 0.3+ runs the kernel's Python as written: a tensor is an object, so `if t:` holds
+        (library code writes `if params.expert_index:` for "the optional tensor was given"). A
+        value-dependent branch needs a run-time construct (nl.while_loop, registers)."""
+        return True
 
     # -- indexing ------------------------------------------------------------------------------
     def __getitem__(self, key) -> "NkiTensor":
@@ -644,9 +663,18 @@ class NkiTensor(Tensor):
 
     def ap(self, pattern=None, offset=0, scalar_offset=None, vector_offset=None, indirect_dim: int = 0,
            dtype=None) -> "NkiTensor":
-        """A hardware access pattern over the tensor's raw storage (the current view is ignored):
-        `pattern` is [[step, count], ...] in elements, outermost first; on-chip tensors start with
-        [elements per partition, partitions]."""
+        """A hardware access pattern over the tensor's raw storage (the current view's position is
+        ignored): `pattern` is [[step, count], ...] in elements, outermost first; on-chip tensors
+        start with [elements per partition, partitions].
+
+        `scalar_offset` (an int, a register or a (1, 1) tensor) moves the start by its value times
+        the stride of the *tensor's* dimension `indirect_dim` ("a location in number of elements on
+        the indirect dimension"); `vector_offset` (a (P, 1) index tile) replaces the pattern's
+        iteration over that axis by the indices, each scaled by the same stride (nki-library's
+        attention_block_tkg: "the DMA engine scales token_indices[b] by d_head, the stride of
+        indirect_dim=0"). A pattern that leaves the tensor is only an error when an instruction
+        uses it (kernels build views that an `if` then skips, and `dma_copy(oob_mode=skip)` drops
+        the elements outside)."""
         g = self._g()
         root = g.root
         d = ndt.resolve(dtype) if dtype is not None else g.dtype
@@ -659,12 +687,16 @@ class NkiTensor(Tensor):
         if scalar_offset is not None and vector_offset is not None:
             raise IndexingError(".ap(): scalar_offset and vector_offset are mutually exclusive")
         offset = _int_of(offset, "ap offset")
+        stride = 0
+        if scalar_offset is not None or vector_offset is not None:
+            k = _dim(indirect_dim, len(g.shape), "indirect_dim (a dimension of the tensor)")
+            stride = self._stride_in(k, d)
         if scalar_offset is not None:
-            k = _dim(indirect_dim, len(pat), "indirect_dim")
-            offset += scalar_value(scalar_offset, "scalar_offset") * pat[k][0]
+            offset += scalar_value(scalar_offset, "scalar_offset") * stride
         shape = tuple(n for _, n in pat)
         if vector_offset is not None:
-            return _indirect_view(self, root, d, pat, offset, vector_offset, _dim(indirect_dim, len(pat), "indirect_dim"))
+            axis = min(_int_of(indirect_dim, "indirect_dim"), len(pat) - 1)
+            return _indirect_view(self, root, d, pat, offset, vector_offset, axis, stride)
         if root.memory != "hbm":
             F = root.nbytes_pp // isz
             step0, P = pat[0]
@@ -673,9 +705,25 @@ class NkiTensor(Tensor):
                                         f"one partition ({F} elements of {d.name} per partition), got step {step0}; "
                                         "partition access must be contiguous")
             p0, f0 = divmod(offset, F) if F else (0, 0)
-            bstr = (0,) + tuple(s * isz for s, _ in pat[1:])
-            return NkiTensor.of(Geo(root, d, shape, p0, f0 * isz, bstr))
-        return NkiTensor.of(Geo(root, d, shape, 0, offset * isz, tuple(s * isz for s, _ in pat)))
+            geo = Geo(root, d, shape, p0, f0 * isz, (0,) + tuple(s * isz for s, _ in pat[1:]))
+        else:
+            geo = Geo(root, d, shape, 0, offset * isz, tuple(s * isz for s, _ in pat))
+        try:
+            return NkiTensor.of(geo)
+        except OutOfBoundsError:
+            if d is not root.dtype:
+                raise
+            return _pattern_gather_view(root, pat, offset)
+
+    def _stride_in(self, k: int, d: _dt.DType) -> int:
+        """The stride of the view's dimension k, in elements of dtype d."""
+        g = self._g()
+        elems = self.strides[k]
+        nbytes = elems * g.isz
+        if nbytes % d.itemsize:
+            raise IndexingError(f".ap(dtype={d.name}): the stride of dimension {k} ({nbytes} bytes) is not a whole "
+                                "number of elements")
+        return nbytes // d.itemsize
 
     def vector_select(self, index, dim: int = 0) -> "NkiTensor":
         """Rows of dimension `dim` chosen at run time by an index tile (one index per output row):
@@ -806,23 +854,50 @@ def _index_values(index) -> np.ndarray:
     return np.asarray(index, dtype=np.int64)
 
 
-def _indirect_view(t: NkiTensor, root: Storage, d: _dt.DType, pat, offset: int, vector_offset, k: int) -> NkiTensor:
-    """.ap(vector_offset=idx, indirect_dim=k): axis k of the pattern is indexed by idx[p] (one
-    index per element of axis k), the other axes follow the pattern. Elements outside the tensor
-    stay out of range, so oob_mode=skip can drop them and oob_mode=error reports them."""
+def _indirect_view(t: NkiTensor, root: Storage, d: _dt.DType, pat, offset: int, vector_offset, k: int,
+                   stride: int) -> NkiTensor:
+    """.ap(vector_offset=idx, indirect_dim=...): axis k of the pattern runs over the indices, each
+    times `stride` (the tensor's stride of the indirect dimension; the pattern's own step on that
+    axis is not used), the other axes follow the pattern. Elements outside the tensor stay out of
+    range, so oob_mode=skip can drop them and oob_mode=error reports them."""
     if d is not root.dtype:
         raise UnsupportedError(".ap(vector_offset=...) with a dtype reinterpretation is not supported")
     idx = _index_values(vector_offset).reshape(-1)
     shape = tuple(n for _, n in pat)
     if idx.size < shape[k]:
         raise IndexingError(f".ap(vector_offset=...): {idx.size} indices for an indirect dimension of {shape[k]}")
+    steps = [(s if axis != k else stride, n) for axis, (s, n) in enumerate(pat)]
+    grids = {k: idx[:shape[k]]}
+    if root.memory != "hbm":
+        return _pattern_gather_view(root, steps, offset, grids)
+    return _gather_view(root, _flat_indices(steps, offset, grids), shape)
+
+
+def _flat_indices(pat, offset: int, grids=None) -> np.ndarray:
+    """Element offsets (row-major over the root) of every element of a pattern; `grids` replaces
+    the iteration of some axes by given values (vector offsets)."""
+    shape = tuple(n for _, n in pat)
     flat = np.full(shape, offset, dtype=np.int64)
     for axis, (step, n) in enumerate(pat):
-        grid = idx[:n] if axis == k else np.arange(n, dtype=np.int64)
+        grid = grids[axis] if grids and axis in grids else np.arange(n, dtype=np.int64)
         shp = [1] * len(shape)
         shp[axis] = n
-        flat = flat + (grid * step).reshape(shp)
-    return _gather_view(root, flat, shape)
+        flat = flat + (np.asarray(grid, dtype=np.int64) * step).reshape(shp)
+    return flat
+
+
+def _pattern_gather_view(root: Storage, pat, offset: int, grids=None) -> NkiTensor:
+    """The elements of a pattern as a gather view of `root` (used when a pattern leaves the
+    tensor, and for on-chip vector offsets): out-of-range elements stay out of range, so the
+    instruction that uses the view reports them (or a DMA with oob_mode=skip drops them)."""
+    shape = tuple(n for _, n in pat)
+    if root.memory == "hbm":
+        return _gather_view(root, _flat_indices(pat, offset, grids), shape)
+    F = math.prod(root.shape[1:])
+    flat = _flat_indices(pat, offset, grids)  # partition * F + element inside the partition
+    part = np.floor_divide(flat, F) if F else flat
+    free = flat - part * F if F else np.zeros_like(flat)
+    return _gather_view_onchip(root, part, free, shape)
 
 
 def _gather_view(root: Storage, flat: np.ndarray, shape) -> NkiTensor:
@@ -838,11 +913,18 @@ def _gather_view(root: Storage, flat: np.ndarray, shape) -> NkiTensor:
 
 
 def _gather_view_onchip(root: Storage, part: np.ndarray, free: np.ndarray, shape) -> NkiTensor:
-    """A gather view of an on-chip root: partition indices and flat free-element indices."""
+    """A gather view of an on-chip root: partition indices and flat free-element indices (a free
+    index outside the partition stays out of range on the first free dimension)."""
     idx = [np.asarray(part, dtype=np.int64)]
+    free = np.asarray(free, dtype=np.int64)
     if len(root.shape) > 1:
-        idx.extend(a.reshape(free.shape) for a in np.unravel_index(np.asarray(free).reshape(-1), root.shape[1:]))
-    return NkiTensor(root, None, tuple(shape), tuple(idx))
+        inner = math.prod(root.shape[2:])
+        first = np.floor_divide(free, inner) if inner else free
+        rest = np.mod(free, inner) if inner else np.zeros_like(free)
+        idx.append(first.reshape(free.shape))
+        if len(root.shape) > 2:
+            idx.extend(a.reshape(free.shape) for a in np.unravel_index(rest.reshape(-1), root.shape[2:]))
+    return NkiTensor(root, None, tuple(shape), tuple(np.broadcast_to(a, tuple(shape)) for a in idx))
 
 
 def _select_rows(t: NkiTensor, index, dim, api: str) -> NkiTensor:

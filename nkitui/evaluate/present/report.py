@@ -155,6 +155,11 @@ def render_timing(r: RunResult) -> RenderableType | None:
     if t.kind == "estimated":
         lines.append(FitText(f"estimated {units.time_us(t.median_us)} ({t.source or 'cost model'}; {t.note})",
                              indent="  ", subsequent="    "))
+        from nkitui.perf.uncertainty import describe_record  # the band the perf record carries
+
+        band = describe_record(r.utilisation.to_json() if r.utilisation is not None else None, units.time_s)
+        if band:
+            lines.append(FitText(band, indent="  ", subsequent="    "))
     else:
         ci = t.ci95_us or (None, None)
         lines.append(FitText(

@@ -5,30 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 from nkitui.executor.backends.base import ProfileOutcome
+from nkitui.perf.taskwork import task_work
 from nkitui.task.model import Task
-
-# task.op -> perf.roofline.minimal_work kind (None: no speed-of-light formula for it)
-_WORK_KINDS = {
-    "matmul": "matmul", "attention": "attention", "elementwise": "elementwise", "reduction": "reduction",
-    "softmax": "softmax", "transpose": "transpose", "scan": "reduction",
-}
-
-
-def task_work(task: Task) -> Any:
-    """The task's minimal work (FLOPs, bytes) for the speed of light, or None when unknown."""
-    kind = _WORK_KINDS.get(task.op or "")
-    if task.op == "norm":
-        kind = "rmsnorm" if "rms" in task.id.lower() else "layernorm"
-    if kind is None:
-        return None
-    from nkitui.perf.roofline import minimal_work
-
-    inputs = [(spec.shape, spec.dtype) for spec in task.inputs]
-    outputs = [(spec.shape, spec.dtype) for spec in task.outputs]
-    try:
-        return minimal_work(kind, inputs, outputs)
-    except ValueError:
-        return None  # shapes that do not fit the formula (e.g. a matmul with one input)
 
 
 def estimate_from_trace(trace: Any, target: str, task: Task) -> ProfileOutcome:

@@ -44,7 +44,10 @@ alone, labelled **lower bound**: computed from the task's op, shapes and dtypes,
     def set_metrics(self, metrics: list[tuple[str, str, str]], source: str, run_id: str) -> None:
         self.metrics, self.source, self.run_id = metrics, source, run_id
         self.clear(columns=True)  # columns fit the new rows, not the widest value ever shown
-        self.add_columns("metric", "value")
+        # explicit widths: DataTable measures auto columns lazily, so a table filled before its first
+        # layout could keep header-wide columns and cut every label ("latenc")
+        self.add_column("metric", width=max([len("metric"), *(len(label) for _, label, _ in metrics)]))
+        self.add_column("value", width=max([len("value"), *(len(value) for _, _, value in metrics)]))
         for key, label, value in metrics:
             self.add_row(label, value, key=key)
 
@@ -211,10 +214,13 @@ The label says which, everywhere.
         source = record.source
         label = (source.upper(), "bold reverse $text-warning" if source == "estimated" else "bold reverse $text-success")
         latency = units.time_s(record.total_time)
+        band = _band(record)
+        spread = (f" {band.band_text()}", "$text-warning") if band is not None else ("", "")
         head.update(
             Content.assemble(label, " ", (record.tool or "", "$text-muted"), "  ", (record.target, "bold"),
-                             "  latency ", (latency, "bold")),
-            Content.assemble(label, "  ", (record.target, "bold"), "  latency ", (latency, "bold")),
+                             "  latency ", (latency, "bold"), spread),
+            Content.assemble(label, "  ", (record.target, "bold"), "  latency ", (latency, "bold"), spread),
+            Content.assemble(label, "  ", (latency, "bold"), spread),
         )
         sol = record.speed_of_light
         if sol is None and self.bound is not None and self.bound.target == record.target and record.total_time:
@@ -269,11 +275,28 @@ def _pct(value) -> str:
     return units.percent(value)
 
 
+def _band(record):
+    """The record's uncertainty band (perf Uncertainty), or None (a measurement, or an old record)."""
+    if record.source != "estimated":
+        return None
+    from nkitui.perf.uncertainty import Uncertainty
+
+    return Uncertainty.from_json(record.uncertainty)
+
+
 def metric_rows(record, sol=None) -> list[tuple[str, str, str]]:
     """The metrics of a run's record; `sol` is its speed of light (by default the record's own)."""
     s = record.summary
-    rows = [
-        ("total_time", f"latency ({record.source})", units.time_s(record.total_time)),
+    rows = [("total_time", f"latency ({record.source})", units.time_s(record.total_time))]
+    band = _band(record)
+    if band is not None:
+        lo, hi = band.bounds(record.total_time)
+        rows.append(("uncertainty", "uncertainty (calibrated families)",
+                     f"{band.band_text()}: {units.time_s(lo)} to {units.time_s(hi)}"))
+    if record.core_time is not None and record.launch_overhead:
+        rows.append(("core_time", "kernel core time", units.time_s(record.core_time)))
+        rows.append(("launch_overhead", "launch overhead", units.time_s(record.launch_overhead)))
+    rows += [
         ("mfu_estimated_percent", "MFU", _pct(s.get("mfu_estimated_percent"))),
         ("hfu_estimated_percent", "HFU", _pct(s.get("hfu_estimated_percent"))),
         ("mbu_estimated_percent", "MBU", _pct(s.get("mbu_estimated_percent"))),
@@ -297,7 +320,9 @@ def metric_rows(record, sol=None) -> list[tuple[str, str, str]]:
 
 
 def _notes(record, sol=None) -> list[str]:
-    notes = list(record.notes)
+    band = _band(record)
+    notes = [band.describe(record.total_time, units.time_s)] if band is not None else []
+    notes += list(record.notes)
     sol = sol if sol is not None else record.speed_of_light
     if sol is not None:
         notes += [f"speed of light: {a}" for a in sol.assumptions]

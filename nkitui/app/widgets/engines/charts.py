@@ -86,7 +86,9 @@ class TimelineStrip(Widget):
             cells = "".join(_LEVELS[min(8, round(f * 8))] for f in busy.get(lane, [0.0] * bins))
             lines.append(Content.assemble((f"{LANE_TITLES[lane]:<{_LABEL}}", "bold"),
                                           (cells, f"$nk-engine-{lane} on $boost")))
-        end = units.time_s(record.total_time)
+        # the timeline spans the kernel's core time (a launch overhead, when the record has one, is not on it)
+        span = record.core_time if record.core_time else record.total_time
+        end = units.time_s(span) + (" core" if record.core_time and record.launch_overhead else "")
         axis = "0".ljust(bins - len(end)) + end
         lines.append(Content.assemble(" " * _LABEL, (axis, "$text-muted")))
         return Content("\n").join(lines)

@@ -32,7 +32,9 @@ class LogView(LineView):
 Everything the compile and run print, as it happens. The view follows new lines while the cursor is
 on the last line; move up and it stops, showing how many new lines arrived below (**End**/**G**/**F**
 resumes). **/** searches (smart case), **n**/**N** go to the next/previous match, **l** cycles the level
-filter (all, info+, warnings+, errors). **a** attaches the line under the cursor as evidence.
+filter (all, info+, warnings+, errors). **Enter** on a line that names a place in the task (an error
+"at kernel.py:12", a traceback frame, a finding) opens the Source area there. **a** attaches the line
+under the cursor as evidence.
 Only the lines on screen are drawn, so a million-line log scrolls as smoothly as a short one.
 """
 
@@ -63,6 +65,13 @@ Only the lines on screen are drawn, so a million-line log scrolls as smoothly as
     class Changed(Message):
         """Line counts, filter, following or search changed (for the status line)."""
 
+    class LocationWanted(Message):
+        """Enter on a line: show the place in the task it names, if any (the app knows the task's files)."""
+
+        def __init__(self, text: str) -> None:
+            super().__init__()
+            self.text = text
+
     def __init__(self, *, id: str | None = None) -> None:
         super().__init__(id=id)
         self.store = LogStore()
@@ -76,6 +85,12 @@ Only the lines on screen are drawn, so a million-line log scrolls as smoothly as
     def on_mount(self) -> None:
         self.set_interval(REPAINT_INTERVAL, self._flush, name="log-repaint")
         self.data_changed(content_width=0)
+
+    def on_resize(self) -> None:
+        # Following means the last line stays in view: a new height (a resized terminal, the search
+        # box opening, a zoom) moves the end of the log, not the top.
+        if self.following and len(self.store):
+            self.call_after_refresh(self.scroll_end, animate=False, immediate=True, force=True, x_axis=False)
 
     # --- feeding -------------------------------------------------------------------------------
 
@@ -216,6 +231,10 @@ Only the lines on screen are drawn, so a million-line log scrolls as smoothly as
             self.search(self.query, -1, say_wrap=True)
         else:
             self.action_search()
+
+    def action_open_location(self) -> None:
+        if len(self.store):
+            self.post_message(self.LocationWanted(self.store.line(self.cursor)[2]))
 
     # --- evidence ------------------------------------------------------------------------------
 

@@ -1,4 +1,5 @@
-"""Log lines in compact storage, with a level filter and search (no Textual here).
+"""Log lines in compact storage, with a level filter and search (no Textual here). Levels are the
+session's (nkitui.session.runlog).
 
 A million lines cost one Python string each plus one byte for the level. The filtered view is an
 array of line indices, extended incrementally as lines arrive, so filtering never rescans the
@@ -10,23 +11,15 @@ from __future__ import annotations
 from array import array
 from typing import Iterable
 
-LEVELS = ("debug", "info", "warning", "error")
-LEVEL_INDEX = {name: i for i, name in enumerate(LEVELS)}
-_ALIASES = {"warn": "warning", "err": "error", "critical": "error", "fatal": "error", "trace": "debug",
-            "stderr": "warning", "stdout": "info"}
+from nkitui.session.runlog import LEVEL_INDEX, LEVELS, level_index
+
+__all__ = ["LEVELS", "LEVEL_INDEX", "LogStore", "level_index", "smartcase"]
 
 
 def smartcase(query: str) -> tuple[str, bool]:
     """(needle, fold): case-insensitive unless the query has a capital letter (less and vim's smartcase)."""
     fold = query == query.lower()
     return (query.lower() if fold else query), fold
-
-
-def level_index(level: str | None) -> int:
-    if level is None:
-        return LEVEL_INDEX["info"]
-    name = level.lower()
-    return LEVEL_INDEX.get(_ALIASES.get(name, name), LEVEL_INDEX["info"])
 
 
 class LogStore:

@@ -1,10 +1,13 @@
-"""The results of a run: per-output worst metrics as a table (each cell can be evidence) and the
-evaluation's own report (checks, metrics per seed, heat map, tolerance advice, timing, findings)."""
+"""The results of a run: its checks, failing ones first with their detail wrapped to the pane's width;
+per-output worst metrics as a table (each cell can be evidence); then the evaluation's own report
+(metrics per seed, heat map, tolerance advice, timing, findings), whose wide tables scroll sideways."""
 
 from __future__ import annotations
 
 from typing import Any
 
+from rich.table import Table
+from rich.text import Text
 from textual.app import ComposeResult
 from textual.containers import VerticalScroll
 from textual.widgets import DataTable, Static
@@ -75,26 +78,57 @@ a cell and press **a** to attach that metric as evidence.
                         metric=f"{name}.{key}", value=value, run_id=self.result.run_id)
 
 
+_CHECK_ORDER = {False: 0, None: 1, True: 2}  # failing first, then not run, then passing
+_CHECK_MARK = {False: ("✘ FAIL", "bold red"), None: ("– not run", "yellow"), True: ("✔ pass", "green")}
+
+
+def checks_table(result: Any) -> Table:
+    """The run's checks as a grid that wraps to the pane's width: failing checks first, each with its
+    detail in full under its title (the mark column stays narrow, so the text keeps its indent)."""
+    checks = sorted(result.checks, key=lambda c: _CHECK_ORDER.get(c.passed, 1))
+    failing = sum(1 for c in checks if c.passed is False)
+    grid = Table.grid(padding=(0, 1), expand=True)
+    grid.add_column(no_wrap=True, width=9)
+    grid.add_column(ratio=1, overflow="fold")
+    title = (f"Checks: {failing} of {len(checks)} failing" if failing else
+             f"Checks: all {len(checks)} pass" if checks and all(c.passed for c in checks) else f"Checks: {len(checks)}")
+    grid.add_row(Text("", style="bold"), Text(title, style="bold red" if failing else "bold"))
+    for check in checks:
+        mark, style = _CHECK_MARK.get(check.passed, _CHECK_MARK[None])
+        body = Text(check.title, style="bold" if check.passed is False else "")
+        if check.detail:
+            body.append("\n" + check.detail, style="" if check.passed is False else "dim")
+        grid.add_row(Text(mark, style=style), body)
+    return grid
+
+
 class ResultsPane(VerticalScroll):
     def compose(self) -> ComposeResult:
         yield Static(id="results-message", classes="strip")
+        yield Static(id="results-checks")
         yield OutputsTable(id="outputs")
         yield Static(id="results-body")
 
     def on_mount(self) -> None:
         self.query_one(OutputsTable).display = False
+        self.query_one("#results-checks", Static).display = False
 
     def show_result(self, result: Any, report) -> None:
         message = self.query_one("#results-message", Static)
         message.update("")
         message.display = False
+        checks = self.query_one("#results-checks", Static)
+        checks.update(checks_table(result))
+        checks.display = bool(result.checks)
         self.query_one(OutputsTable).show(result)
         self.query_one("#results-body", Static).update(report)
+        self.scroll_home(animate=False)
 
     def show_message(self, message) -> None:
         widget = self.query_one("#results-message", Static)
         widget.update(message)
         widget.display = True
+        self.query_one("#results-checks", Static).display = False
         self.query_one(OutputsTable).show(None)
         self.query_one("#results-body", Static).update("")
 

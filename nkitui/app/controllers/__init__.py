@@ -1,1 +1,0 @@
-"""Mixins of NkituiApp, one per domain it drives (review, runs)."""
