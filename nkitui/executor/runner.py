@@ -115,7 +115,7 @@ class _EventStreamParser:
             if ev is None:
                 out.extend(self.text.feed(line.encode("utf-8") + b"\n"))  # not an event: bounded like kernel output
             else:
-                out.append(ev)
+                out.append(_redacted(ev))
         return out
 
     def finish(self) -> list[Event]:
@@ -124,6 +124,23 @@ class _EventStreamParser:
             out.extend(self.feed(b"\n"))
         out.extend(self.text.finish())
         return out
+
+
+def _redacted(ev: Event) -> Event:
+    """An event with known secret shapes removed from its text (the worker's output is redacted as
+    it is read; an event's words, such as a kernel's exception, must be too before anyone shows them)."""
+    from dataclasses import replace
+
+    from nkitui.common.redact import redact_text
+
+    if isinstance(ev, LogEvent):
+        text = redact_text(ev.text)
+        return ev if text == ev.text else replace(ev, text=text)
+    if isinstance(ev, ErrorEvent):
+        message, traceback = redact_text(ev.message), redact_text(ev.traceback)
+        if (message, traceback) != (ev.message, ev.traceback):
+            return replace(ev, message=message, traceback=traceback)
+    return ev
 
 
 class RunHandle:

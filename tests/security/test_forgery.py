@@ -395,3 +395,17 @@ def test_sleeping_past_the_timeout_is_a_timeout_and_nothing_outlives_the_run(tmp
     for pid in pids:
         stat = Path(f"/proc/{pid}/stat")
         assert not stat.exists() or stat.read_text().split(")")[-1].split()[0] in ("Z", "X")
+
+
+def test_a_secret_in_the_kernels_exception_is_redacted_in_the_live_events_too(tmp_path):
+    # the stored result is redacted when written; the events nkitui shows while the run streams
+    # (nkitui check's output, the app's log) must not carry the secret either
+    key = "AKIA" + "IOSFODNN7EXAMPLQ"
+    result, events = evaluate(wrong_task(tmp_path, f'raise ValueError("leaked {key} here")'))
+    assert_not_passed(result)
+    from nkitui.executor.events import ErrorEvent
+
+    texts = [e.message + e.traceback for e in events if isinstance(e, ErrorEvent)]
+    texts += [e.text for e in events if isinstance(e, LogEvent)]
+    assert any("leaked" in t for t in texts), texts[-5:]
+    assert not any(key in t for t in texts), [t for t in texts if key in t][:3]
