@@ -40,7 +40,7 @@ def test_check_text_shows_the_band_of_an_estimated_run():
 
     result = recorded_result()
     rec = estimate(matmul_trace("trn2"))
-    result.utilisation = rec.to_json()
+    result.utilisation = rec
     console = Console(width=200, record=True)
     console.print(render_timing(result))
     out = console.export_text()
