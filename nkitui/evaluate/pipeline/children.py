@@ -276,7 +276,8 @@ class UntrustedChild:
         out = {}
         for name in names:
             try:
-                out[name] = load_array(folder / sub, described[name], max_elements=max_elements[name])
+                out[name] = load_array(folder / sub, described[name], max_elements=max_elements[name],
+                                       require_digest=True)
             except ArrayTransferError as exc:
                 raise ChildReplyError(f"output `{name}` from the {self.role} process is unusable: {exc}") from None
         return out
