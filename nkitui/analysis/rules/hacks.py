@@ -532,6 +532,10 @@ _BENIGN_DUNDERS = _BENIGN_DUNDER_TARGETS | {
     "__signature__", "__annotations__", "__dataclass_fields__",
 }
 _NKI_ROOTS = ("nki", "neuronxcc")
+# attributes of nkitui's emulated tensors that are its machinery, not NKI: the raw device memory
+# (`t.storage.data`), its numpy views, host reads and writes that bypass the instructions
+_EMULATOR_INTERNALS = {"storage", "read_f32", "_array_view", "set_zone", "unwritten", "_mark_init", "_hbm_access",
+                       "_f32_copy", "_own_zone", "_own_version"}
 # monkeypatching: nkitui's code in the kernel's process (saving the outputs, their provenance) calls
 # the same numpy, os and NKI modules; a replaced function there rewrites the outputs after the check
 _PATCH_WHY = ("replaces part of the imported `{module}` for every caller in the process, nkitui's own code "
@@ -587,6 +591,8 @@ class _TamperVisitor(ast.NodeVisitor):
                     self._hit(node, f"`{func.id}` with a computed attribute name hides what it reaches", "medium")
                 elif name.value in _HIGH_DUNDERS or name.value in _FRAME_ATTRS:
                     self._hit(node, f"`{func.id}(..., {name.value!r})`: {_HIGH_DUNDERS.get(name.value) or _FRAME_ATTRS[name.value]}")
+                elif name.value in _EMULATOR_INTERNALS:
+                    self._hit(node, f"`{func.id}(..., {name.value!r})`: nkitui's emulator machinery behind a tensor")
                 elif func.id in ("setattr", "delattr") and self._module_root(node.args[0]):
                     self._hit(node, f"`{func.id}({ast.unparse(node.args[0])[:40]}, {name.value!r}, ...)`: "
                                     f"{_PATCH_WHY.format(module=self._module_root(node.args[0]))}")
@@ -623,6 +629,9 @@ class _TamperVisitor(ast.NodeVisitor):
             self._hit(node, f"`{text}`: the internals of the imported module `{owner}`")
         elif attr.startswith("__") and attr.endswith("__") and attr not in _BENIGN_DUNDERS:
             self._hit(node, f"`{text}`: an interpreter dunder (a way into objects' internals)", "medium")
+        elif attr in _EMULATOR_INTERNALS:
+            self._hit(node, f"`{text}`: nkitui's emulator machinery behind a tensor (device memory read or written "
+                            "from the host), not the NKI API")
         elif root in _NKI_ROOTS and attr.startswith("_") and not attr.startswith("__"):
             self._hit(node, f"`{text}`: a private name of `{owner}` (nkitui's emulator behind the NKI API, not the API)")
         self.generic_visit(node)
