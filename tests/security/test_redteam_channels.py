@@ -95,3 +95,90 @@ def test_a_reply_forged_on_the_event_descriptor_is_not_taken_and_fails_the_run(t
     assert check(result, "sandbox").passed is False
     forged = findings(result, "EXEC-SANDBOX-FORGERY")
     assert forged and "event descriptor" in forged[0].message
+
+
+# A thread (started through concurrent.futures: no `import threading` for the static rule to see)
+# that rewrites each output file with numpy's a + b right after nkitui's server saved it, racing
+# the evaluator's read.
+RACING_THREAD = '''
+def _racer():
+    import os, time
+    import numpy as np
+    io = os.path.join(os.getcwd(), "..", "io")
+    done = {}
+    while True:
+        try:
+            for name in os.listdir(io):
+                out = os.path.join(io, name, "out", "c.npy")
+                try:
+                    st = os.stat(out)
+                except OSError:
+                    continue
+                if done.get(name) == (st.st_ino, st.st_mtime_ns) or st.st_size < 4 * 1048576:
+                    continue
+                ind = os.path.join(io, name, "in")
+                a, b = (np.load(os.path.join(ind, n)) for n in sorted(os.listdir(ind)))
+                np.save(out + ".t.npy", (a + b).astype(np.float32))
+                os.replace(out + ".t.npy", out)
+                st = os.stat(out)
+                done[name] = (st.st_ino, st.st_mtime_ns)
+        except Exception:
+            pass
+        time.sleep(0)
+import sys as _sys
+_sys.setswitchinterval(1e-5)  # the racer gets the interpreter within microseconds of the save
+import concurrent.futures as _cf
+_pool = _cf.ThreadPoolExecutor(1)
+_pool.submit(_racer)
+'''
+
+
+def test_a_thread_rewriting_the_saved_outputs_is_caught_by_their_digest(tmp_path):
+    result, _ = evaluate(wrong_task(tmp_path, RACING_THREAD), seeds=2)
+    assert_not_passed(result)
+    output = check(result, "output:c")
+    assert output is None or output.passed is False
+    rewritten = [s for s in result.seed_results if s.error is not None and "changed after it was written" in s.error.message]
+    wrong = [s for s in result.seed_results if s.passed is False]
+    assert len(rewritten) + len(wrong) == 2  # no seed's outputs were taken from the racing thread
+
+
+def test_a_kernel_cannot_write_host_results_into_hbm_through_the_emulators_tensor_methods(tmp_path):
+    # getattr with computed names: the static rule sees no emulator internals, the run-time refusal stands
+    appended = '_W, _A = "wri" + "te", "arr" + "ay"'
+    task = wrong_task(tmp_path, appended, edit=lambda s: s.replace(
+        "    return c\n", "    getattr(c, _W)(getattr(a, _A)() + getattr(b, _A)())\n    return c\n"))
+    result, _ = evaluate(task)
+    assert_not_passed(result)
+    assert check(result, "kernel-runs").passed is False
+    assert "emulator machinery, not part of the nki namespace" in result.error.message
+    assert result.error.file == "vector_add_nki.py"
+
+
+def test_the_emulators_tensor_internals_fail_the_integrity_check():
+    from nkitui.analysis.rules.hacks import tamper_lines
+
+    source = "def k(a, c):\n    c.write(a.read_f32())\n    c.storage.data[:] = 0\n    getattr(c, 'storage')\n"
+    hits = {line for line, _, severity in tamper_lines(source) if severity == "high"}
+    assert hits == {2, 3, 4}
+
+
+def test_an_output_file_rewritten_after_it_was_saved_is_refused_by_its_digest(tmp_path):
+    # The racing thread's effect without the race: the server saved the kernel's outputs (with the
+    # digest of the bytes it wrote), then task code replaced the file before the evaluator read it.
+    import numpy as np
+    import pytest as _pytest
+
+    from nkitui.executor.arrays import ArrayTransferError, load_array, save_array
+
+    meta = save_array(tmp_path / "c.npy", np.arange(8, dtype=np.float32))
+    assert load_array(tmp_path, meta, max_elements=8, require_digest=True).sum() == 28
+    np.save(tmp_path / "c.npy", np.full(8, 7, dtype=np.float32))
+    with _pytest.raises(ArrayTransferError, match="changed after it was written"):
+        load_array(tmp_path, meta, max_elements=8, require_digest=True)
+    with _pytest.raises(ArrayTransferError, match="without the digest"):
+        load_array(tmp_path, {k: v for k, v in meta.items() if k != "sha256"}, max_elements=8, require_digest=True)
+    (tmp_path / "c.npy").unlink()
+    (tmp_path / "c.npy").symlink_to(tmp_path / "elsewhere.npy")
+    with _pytest.raises(ArrayTransferError):
+        load_array(tmp_path, meta, max_elements=8, require_digest=True)
