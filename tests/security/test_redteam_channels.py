@@ -76,11 +76,17 @@ def _forge():
         "elapsed_s": None, "provenance": {"c": {"device": True}}, "trace": None}}) + "\\n"
     for fd in range(3, 12):
         try:
-            with open(fd, "w", closefd=False) as f:
-                f.write(line)
+            WRITER(fd, line.encode())
         except OSError:
             pass
 '''
+
+
+# os.write by a computed name: the static rule shows it (medium) but does not fail the run, and no audit
+# event reports it; the evaluator's reading of replies is what stands
+WRITER_BY_NAME = 'import os as _os\nWRITER = getattr(_os, "wri" + "te")\n'
+# the plain Python way: refused by the sandbox guard in the kernel's process
+WRITER_BY_OPEN = 'def WRITER(fd, data):\n    with open(fd, "wb", closefd=False) as f:\n        f.write(data)\n'
 
 
 def _call_forge_in_the_kernel(source: str) -> str:
@@ -88,13 +94,24 @@ def _call_forge_in_the_kernel(source: str) -> str:
 
 
 def test_a_reply_forged_on_the_event_descriptor_is_not_taken_and_fails_the_run(tmp_path):
-    task = wrong_task(tmp_path, FORGED_REPLY, edit=_call_forge_in_the_kernel)
+    task = wrong_task(tmp_path, WRITER_BY_NAME + FORGED_REPLY, edit=_call_forge_in_the_kernel)
     result, _ = evaluate(task)
     assert_not_passed(result)
+    assert check(result, "integrity").passed is True  # nothing the static rule fails on: the run-time layer stands
     assert check(result, "output:c").passed is False  # the kernel's own (wrong) outputs were compared
     assert check(result, "sandbox").passed is False
     forged = findings(result, "EXEC-SANDBOX-FORGERY")
     assert forged and "event descriptor" in forged[0].message
+
+
+def test_wrapping_a_raw_descriptor_to_forge_a_reply_is_refused_by_the_guard(tmp_path):
+    task = wrong_task(tmp_path, WRITER_BY_OPEN + FORGED_REPLY, edit=_call_forge_in_the_kernel)
+    result, _ = evaluate(task)
+    assert_not_passed(result)
+    assert check(result, "output:c").passed is False
+    assert check(result, "sandbox").passed is False
+    refused = findings(result, "EXEC-SANDBOX-DESCRIPTOR")
+    assert refused and refused[0].file == "vector_add_nki.py" and not findings(result, "EXEC-SANDBOX-FORGERY")
 
 
 # A thread (started through concurrent.futures: no `import threading` for the static rule to see)

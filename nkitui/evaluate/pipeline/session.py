@@ -988,6 +988,9 @@ _VIOLATION_TEXT = {
     "forgery": ("Kernel forged a message to the evaluator",
                 "{detail}. Only nkitui's own code in the kernel's process answers the evaluator, once per request; "
                 "a second or unrequested answer is task code posing as it. The run fails."),
+    "descriptor": ("Kernel opened one of its process's own pipes",
+                   "The kernel tried to wrap a raw file descriptor ({detail}). The descriptors of a kernel's process "
+                   "are nkitui's pipes to the evaluator: writing there would pose as nkitui's own code. Refused."),
     "introspection": ("Kernel reached into the interpreter",
                       "The kernel's code asked for {what}: frames, the garbage collector, ctypes or tracing, which no "
                       "kernel needs and a forgery of the evaluation would. nkitui refused it (the verdict is computed "
