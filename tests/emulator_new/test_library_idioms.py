@@ -29,6 +29,17 @@ class Dims(nl.NKIObject):
     cols: int = 0
 
 
+@dataclass
+class SectionParams(nl.NKIObject):  # attention_cte: a dataclass of class attributes (no fields), built with keywords
+    section_idx = None
+    section_offset = None
+
+
+@dataclass
+class Sized(Dims):  # fields inherited from a dataclass base: the dataclass __init__ (positional too) stays
+    pass
+
+
 def test_if_on_an_optional_tensor_argument_is_true_when_given(rng):
     @nki.jit
     def k(x, bias=None):
@@ -55,6 +66,9 @@ def test_nkiobject_subclasses_are_built_with_keywords():
 
     k(np.zeros((4, 8), F32))
     assert seen == {"index": 2, "offset": 16, "dims": (4, 8), "default": 0}
+    sp = SectionParams(section_idx=3, section_offset=384)
+    assert (sp.section_idx, sp.section_offset, SectionParams().section_idx) == (3, 384, None)
+    assert (Sized(2, 5).rows, Sized(cols=7).cols, Dims(1, 2) == Dims(rows=1, cols=2)) == (2, 7, True)
     assert isinstance(nl.ndarray, object) and issubclass(nl.NkiTensor, nl.NKIObject)
     with pytest.raises(TypeError):
         Section(1)  # keywords only, as the SDK's NKIObject.__init__(**kwargs)

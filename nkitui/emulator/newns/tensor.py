@@ -343,6 +343,16 @@ class NKIObject:
         for key, value in kwargs.items():
             setattr(self, key, value)
 
+    def __init_subclass__(cls, **kwargs) -> None:
+        # nki-library's attention_cte writes `@dataclass class SectionParams(nl.NKIObject): section_idx =
+        # None` (class attributes, no annotations) and builds it with keywords; @dataclass would give it a
+        # field-less __init__() that refuses them. A subclass with no fields of its own or inherited keeps
+        # the keyword __init__ (dataclass leaves an __init__ the class itself defines alone).
+        super().__init_subclass__(**kwargs)
+        if ("__init__" not in cls.__dict__ and not cls.__dict__.get("__annotations__")
+                and not getattr(cls, "__dataclass_fields__", None)):
+            cls.__init__ = NKIObject.__init__
+
 
 class NkiTensor(Tensor, NKIObject):
     """A tensor of the `nki` namespace (`nl.ndarray`, kernel arguments, and their views)."""
