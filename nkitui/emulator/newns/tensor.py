@@ -334,8 +334,9 @@ def _dim(d, nd: int, what: str) -> int:
 class NKIObject:
     """`nl.NKIObject`: the base class of kernel configuration objects and dataclasses. As in the
     SDK's stub (`NKIObject.__init__(self, **kwargs)`), building one with keywords sets each as an
-    attribute (nki-library writes `SectionParams(section_idx=...)` on plain subclasses); a
-    `@dataclass` subclass has its own `__init__`."""
+    attribute (nki-library writes `Configs(...)` on plain subclasses); a `@dataclass` subclass with
+    fields has dataclass's `__init__`, one without fields (attention_cte's `SectionParams`, whose
+    defaults are bare class attributes) keeps the keyword `__init__`."""
 
     __slots__ = ()
 
@@ -344,10 +345,8 @@ class NKIObject:
             setattr(self, key, value)
 
     def __init_subclass__(cls, **kwargs) -> None:
-        # nki-library's attention_cte writes `@dataclass class SectionParams(nl.NKIObject): section_idx =
-        # None` (class attributes, no annotations) and builds it with keywords; @dataclass would give it a
-        # field-less __init__() that refuses them. A subclass with no fields of its own or inherited keeps
-        # the keyword __init__ (dataclass leaves an __init__ the class itself defines alone).
+        # @dataclass on a class without fields would add an __init__() that refuses keywords; it leaves an
+        # __init__ the class itself defines alone, so such a class gets the keyword one here
         super().__init_subclass__(**kwargs)
         if ("__init__" not in cls.__dict__ and not cls.__dict__.get("__annotations__")
                 and not getattr(cls, "__dataclass_fields__", None)):
