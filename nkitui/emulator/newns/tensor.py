@@ -15,6 +15,7 @@ Indirect views (`.ap(vector_offset=...)`, `.indirect()`) are the engine's gather
 
 from __future__ import annotations
 
+import inspect
 import math
 from dataclasses import dataclass
 
@@ -348,7 +349,7 @@ class NKIObject:
         # @dataclass on a class without fields would add an __init__() that refuses keywords; it leaves an
         # __init__ the class itself defines alone, so such a class gets the keyword one here
         super().__init_subclass__(**kwargs)
-        if ("__init__" not in cls.__dict__ and not cls.__dict__.get("__annotations__")
+        if ("__init__" not in cls.__dict__ and not inspect.get_annotations(cls)
                 and not getattr(cls, "__dataclass_fields__", None)):
             cls.__init__ = NKIObject.__init__
 
