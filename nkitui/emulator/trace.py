@@ -109,6 +109,19 @@ class Instruction:
         )
 
 
+class StorageRange(NamedTuple):
+    """Where a trace uses one storage: the first and last instruction that access it (indices into
+    `Trace.instructions`) and how far its accesses reach (`rows`: the largest p1, partitions on chip or rows of
+    HBM; `extent`: the largest b1, bytes per partition or within a row). The cost model's SBUF allocator frees
+    a tile after its last access and sizes it by its extent."""
+
+    memory: str
+    first: int
+    last: int
+    rows: int
+    extent: int
+
+
 @dataclass(slots=True)
 class StorageInfo:
     storage: int
@@ -127,6 +140,8 @@ class Trace:
     instructions: list[Instruction] = field(default_factory=list)
     storages: dict[int, StorageInfo] = field(default_factory=dict)
     meta: dict[str, Any] = field(default_factory=dict)
+    # storage_ranges() of the instructions as they were: (list, count, last instruction, ranges)
+    _ranges: tuple | None = field(default=None, init=False, repr=False, compare=False)
 
     def __len__(self) -> int:
         return len(self.instructions)
@@ -136,6 +151,19 @@ class Trace:
 
     def append(self, ins: Instruction) -> None:
         self.instructions.append(ins)
+
+    def storage_ranges(self) -> dict[int, StorageRange]:
+        """Storage id -> its `StorageRange`, computed in one pass on first use and kept, so that a trace costed
+        more than once (on several targets, or by the calibration's fits) is walked once; computed again when
+        instructions were added or replaced since."""
+        instrs = self.instructions
+        cached = self._ranges
+        if (cached is not None and cached[0] is instrs and cached[1] == len(instrs)
+                and (not instrs or cached[2] is instrs[-1])):
+            return cached[3]
+        ranges = storage_ranges(instrs)
+        self._ranges = (instrs, len(instrs), instrs[-1] if instrs else None, ranges)
+        return ranges
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -156,3 +184,23 @@ class Trace:
             t.storages[s[0]] = StorageInfo(s[0], s[1], s[2], tuple(s[3]), s[4])
         t.instructions = [Instruction.from_row(r) for r in d["instructions"]]
         return t
+
+
+def storage_ranges(instructions: list[Instruction]) -> dict[int, StorageRange]:
+    """`StorageRange` of every storage the instructions access, in one pass."""
+    acc: dict[int, list] = {}
+    get = acc.get
+    for i, ins in enumerate(instructions):
+        for accesses in (ins.reads, ins.writes):
+            for a in accesses:
+                r = get(a[0])
+                if r is None:
+                    acc[a[0]] = [a[1], i, i, a[3], a[5]]
+                else:
+                    r[2] = i
+                    if a[3] > r[3]:
+                        r[3] = a[3]
+                    if a[5] > r[4]:
+                        r[4] = a[5]
+    make = StorageRange._make
+    return {sid: make(r) for sid, r in acc.items()}

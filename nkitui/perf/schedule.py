@@ -120,7 +120,8 @@ class Schedule:
 
 
 # A storage's dependency record is a plain list (creating one per fresh tile must be cheap):
-# [write records, read records, last end, first index, last index, memory, byte extent, first was a write];
+# [write records, read records, last end, first index, last index, memory, first write's byte extent (the trace's
+# storage ranges hold the full extent), first was a write];
 # an empty record list is () rather than a list of its own (fewer objects to build and free)
 # write record: (p0, p1, b0, b1, result ready, end, written by a matmul); read record: (p0, p1, b0, b1, end)
 S_WRITES, S_READS, S_LAST_END, S_FIRST, S_LAST, S_MEM, S_EXTENT, S_FIRST_WRITE = range(8)
@@ -129,7 +130,7 @@ S_WRITES, S_READS, S_LAST_END, S_FIRST, S_LAST, S_MEM, S_EXTENT, S_FIRST_WRITE =
 class _Core:
     """Per-physical-core scheduling state."""
 
-    __slots__ = ("pool", "dma_iv", "dma_late", "flight", "sync_s", "sync_e", "queue_start", "psum", "free", "lanes",
+    __slots__ = ("pool", "dma_iv", "dma_late", "flight_s", "flight_e", "sync_s", "sync_e", "queue_start", "psum", "free", "lanes",
                  "sbuf")
 
     def __init__(self, psum_banks: int) -> None:
@@ -137,7 +138,9 @@ class _Core:
         # busy intervals merged as they come when they come in order; the others wait in *_late
         self.dma_iv: list[list[float]] = []
         self.dma_late: list[list[float]] = []
-        self.flight: list[list[float]] = []  # [queued, end] of every transfer (in flight and waiting)
+        # when every transfer was queued and when it ended (in flight and waiting, as the profiler counts DMA)
+        self.flight_s: list[float] = []
+        self.flight_e: list[float] = []
         # DMA triggers on the Sync engine, in program order (mostly out of time order): starts, ends
         self.sync_s: list[float] = []
         self.sync_e: list[float] = []
@@ -331,66 +334,82 @@ class _SbufAllocator:
 
 
 class _Uses:
-    """The instructions that access each SBUF storage, in order, kept as one sorted array and looked up
-    only when the allocator must choose what to evict (Belady's rule asks for the next use)."""
+    """The instructions that access each SBUF storage, in order; looked up only when the allocator must choose
+    what to evict (Belady's rule asks for the next use), so built on the first eviction, not for every trace."""
 
-    __slots__ = ("idx", "span")
+    __slots__ = ("instrs", "by_sid")
 
-    def __init__(self, idx: np.ndarray, span: dict[int, tuple[int, int]]) -> None:
-        self.idx = idx  # access indices, grouped by storage, ascending within a storage
-        self.span = span  # sid -> (start, end) slice of idx
+    def __init__(self, instrs) -> None:
+        self.instrs = instrs
+        self.by_sid: dict[int, list[int]] | None = None
 
     def next_after(self, sid: int, i: int) -> int:
         """First access of `sid` after instruction i (i itself when there is none)."""
-        lo, hi = self.span[sid]
-        k = lo + int(np.searchsorted(self.idx[lo:hi], i, side="right"))
-        return int(self.idx[k]) if k < hi else i
-
-    def first_last(self):
-        for sid, (lo, hi) in self.span.items():
-            yield sid, int(self.idx[lo]), int(self.idx[hi - 1])
-
-    def __bool__(self) -> bool:
-        return bool(self.span)
+        by_sid = self.by_sid
+        if by_sid is None:
+            by_sid = self.by_sid = _sbuf_uses(self.instrs)
+        idx = by_sid.get(sid)
+        if not idx:
+            return i
+        k = bisect_right(idx, i)
+        return idx[k] if k < len(idx) else i
 
 
-def _sbuf_lifetimes(instrs, storage_info: dict) -> tuple[_Uses, dict[int, int], dict[int, list[int]], dict[int, int]]:
-    """For every SBUF storage: the instructions that access it, its bytes per partition, the storages whose
-    last access each instruction is, and the partitions it spans (one pass, in numpy once the accesses are
-    listed; the allocator needs them before the schedule)."""
-    acc = [(a[0], i, a[3], a[5]) for i, ins in enumerate(instrs) for a in ins.reads if a[1] == "sbuf"]
-    acc += [(a[0], i, a[3], a[5]) for i, ins in enumerate(instrs) for a in ins.writes if a[1] == "sbuf"]
-    if not acc:
-        return _Uses(np.zeros(0, dtype=np.int64), {}), {}, {}, {}
-    arr = np.array(acc, dtype=np.int64)
-    arr = arr[np.lexsort((arr[:, 1], arr[:, 0]))]
-    sid = arr[:, 0]
-    starts = np.flatnonzero(np.r_[True, sid[1:] != sid[:-1]])
-    stops = np.r_[starts[1:], len(sid)]
-    extent = np.maximum.reduceat(arr[:, 3], starts)
-    rows_arr = np.maximum.reduceat(arr[:, 2], starts)
-    ids = sid[starts].tolist()
-    lasts = arr[stops - 1, 1].tolist()
-    uses = _Uses(arr[:, 1].copy(), dict(zip(ids, zip(starts.tolist(), stops.tolist()))))
-    rows = dict(zip(ids, rows_arr.tolist()))
-    sizes: dict[int, int] = {}
-    tile_bytes: dict[tuple, int] = {}  # (shape, dtype) -> bytes per partition, computed once per kind of tile
-    for s_id, ext, r in zip(ids, extent.tolist(), rows_arr.tolist()):
-        info = storage_info.get(s_id)
-        tb = 0
-        if info is not None:
-            k = (info.shape, info.dtype)
-            tb = tile_bytes.get(k)
-            if tb is None:
-                tb = tile_bytes[k] = _tile_bytes(info)
-        size = ext if ext > tb else tb
-        # A tile of <= 32 partitions may start at partition 0, 32, 64 or 96, one of <= 64 at 0 or 64 [ARCH2,
-        # L-ALLOC]: four (two) such tiles share one byte range, so each holds a quarter (half) of it.
-        sizes[s_id] = -(-size // 4) if r <= 32 else (-(-size // 2) if r <= 64 else size)
-    release_at: dict[int, list[int]] = {}
-    for s_id, last in zip(ids, lasts):
-        release_at.setdefault(last, []).append(s_id)
-    return uses, sizes, release_at, rows
+def _sbuf_uses(instrs) -> dict[int, list[int]]:
+    uses: dict[int, list[int]] = {}
+    for i, ins in enumerate(instrs):
+        for accesses in (ins.reads, ins.writes):
+            for a in accesses:
+                if a[1] == "sbuf":
+                    lst = uses.get(a[0])
+                    if lst is None:
+                        uses[a[0]] = [i]
+                    elif lst[-1] != i:
+                        lst.append(i)
+    return uses
+
+
+class _SbufTiles:
+    """What the allocator knows of every SBUF tile before the schedule, from the trace's storage ranges: its
+    bytes per partition, the partitions it spans, and the instruction after which it is dead."""
+
+    __slots__ = ("sizes", "rows", "release_at", "first", "last", "span_bytes")
+
+    def __init__(self, trace: Trace) -> None:
+        sizes: dict[int, int] = {}
+        rows: dict[int, int] = {}
+        release_at: dict[int, list[int]] = {}
+        first: list[int] = []
+        last: list[int] = []
+        span_bytes: list[int] = []  # the full byte range each tile spans (for the program-order demand)
+        storage_info = trace.storages
+        tile_bytes: dict[tuple, int] = {}  # (shape, dtype) -> bytes per partition, once per kind of tile
+        for sid, (mem, f, la, r, ext) in trace.storage_ranges().items():
+            if mem != "sbuf":
+                continue
+            info = storage_info.get(sid)
+            size = ext
+            if info is not None:
+                k = (info.shape, info.dtype)
+                tb = tile_bytes.get(k)
+                if tb is None:
+                    tb = tile_bytes[k] = _tile_bytes(info)
+                if tb > size:
+                    size = tb
+            # A tile of <= 32 partitions may start at partition 0, 32, 64 or 96, one of <= 64 at 0 or 64 [ARCH2,
+            # L-ALLOC]: four (two) such tiles share one byte range, so each holds a quarter (half) of it.
+            sizes[sid] = -(-size // 4) if r <= 32 else (-(-size // 2) if r <= 64 else size)
+            rows[sid] = r
+            at = release_at.get(la)
+            if at is None:
+                release_at[la] = [sid]
+            else:
+                at.append(sid)
+            first.append(f)
+            last.append(la)
+            span_bytes.append(sizes[sid] * (4 if r <= 32 else 2 if r <= 64 else 1))
+        self.sizes, self.rows, self.release_at = sizes, rows, release_at
+        self.first, self.last, self.span_bytes = first, last, span_bytes
 
 
 def _spill_transfer(cs: "_Core", spec: TargetSpec, release: float, per_partition: int,
@@ -412,7 +431,8 @@ def _spill_transfer(cs: "_Core", spec: TargetSpec, release: float, per_partition
     end = max(start + dur, fill_end)
     cs.queue_start["sync:spill"] = start
     cs.dma_late.append([start, end])
-    cs.flight.append([release, end])
+    cs.flight_s.append(release)
+    cs.flight_e.append(end)
     return start, end
 
 
@@ -457,16 +477,25 @@ def _evict_written(alloc: _SbufAllocator, cs: "_Core", spec: TargetSpec, end: fl
 
 def _reload(alloc: _SbufAllocator, cs: "_Core", spec: TargetSpec, sid: int, need_by: float, busy: set[int],
             storages: dict, totals: DmaTotals) -> float:
-    """A spilled tile is used again: room for it, then a reload DMA; returns when its data is back. The
-    compiler schedules statically, so the reload is issued ahead of `need_by` (the user's earliest start)
-    by its own latency and transfer time, once the tile's save is done."""
+    """A spilled or dropped tile is used again: room for it, then a reload DMA; returns when its data is back.
+
+    A dropped plain copy of HBM data comes back by the kernel's own load issued again (rematerialised), which
+    the compiler's static schedule places like any load: as early as its space allows (a prefetch that
+    queues with the other transfers). A spilled tile comes back by compiler spill code placed for its user:
+    issued ahead of `need_by` (the user's earliest start) by its own latency and transfer time, once its save
+    is done. (Issuing rematerialised loads just in time left TensorE waiting behind the other transfers in the
+    trn2 walkthrough's blocked-M,N kernel, which the profile does not show; issuing spill reloads early made
+    the blocked-M,N,K kernel's DMA queues busy all the time, which the profile does not show either.)"""
     saved = alloc.spilled.pop(sid)
     size = alloc.sizes[sid]
-    rows = max(1, min(alloc.rows[sid], spec.partitions))
-    lead = spec.dma_fixed_latency_s + size * rows / (
-        min(spec.dma_engines, max(1, math.ceil(rows * spec.dma_engines / spec.partitions)))
-        * spec.dma_engine_bytes_per_s * spec.dma_curve.efficiency(float(size)))
-    now = need_by - lead if need_by - lead > saved else saved
+    if sid in alloc.dirty:
+        rows = max(1, min(alloc.rows[sid], spec.partitions))
+        lead = spec.dma_fixed_latency_s + size * rows / (
+            min(spec.dma_engines, max(1, math.ceil(rows * spec.dma_engines / spec.partitions)))
+            * spec.dma_engine_bytes_per_s * spec.dma_curve.efficiency(float(size)))
+        now = need_by - lead if need_by - lead > saved else saved
+    else:
+        now = saved
     t = _make_room(alloc, cs, spec, sid, now, busy, storages, totals)
     _, end = _spill_transfer(cs, spec, t if t > saved else saved, size, alloc.rows[sid])
     totals.spill_reload_bytes += size * alloc.rows[sid]
@@ -483,7 +512,7 @@ class _Plan:
 
     __slots__ = ("kind", "engine", "opcode", "dur", "extra", "queue", "issuer", "issue", "occupancy",
                  "cost", "matmul", "transpose", "activate", "psum_to_sbuf", "ports", "flops", "hbm_read",
-                 "hbm_write", "mem", "mm_dtype", "file", "line", "busy", "count", "evict", "src_mems")
+                 "hbm_write", "mem", "mm_dtype", "file", "line", "busy", "count", "evict", "src_mems", "computes")
 
     KIND_COMPUTE, KIND_TENSOR, KIND_DMA, KIND_FOLDED = 0, 1, 2, 3
 
@@ -505,6 +534,9 @@ class _Plan:
         self.count = 0
         self.issue = self.occupancy = self.extra = self.evict = 0.0
         self.src_mems = ins.in_mems
+        # what it writes was computed by an engine (not a plain copy of HBM data): the allocator must save it
+        # before reusing its space
+        self.computes = eng != "dma" or "hbm" not in ins.in_mems
         nin = max(1, len(ins.in_mems))
         mem = [0, 0, 0, 0]  # sbuf read, psum read, sbuf write, psum write
         for m in ins.in_mems:
@@ -598,8 +630,11 @@ def simulate(trace: Trace, spec: TargetSpec) -> Schedule:
 
 
 def _frozen(value):
-    """A hashable equivalent of meta values (lists become tuples, dicts sorted item tuples)."""
+    """A copy of a meta dict that compares by value: itself when its values are plain (a dict copy), else with
+    lists as tuples, nested dicts as sorted item tuples and anything else that is not hashable as its repr."""
     if isinstance(value, dict):
+        if all(type(v) in _PLAIN for v in value.values()):
+            return dict(value)
         return tuple(sorted((k, _frozen(v)) for k, v in value.items()))
     if isinstance(value, (list, tuple, set)):
         return tuple(_frozen(v) for v in value)
@@ -610,26 +645,42 @@ def _frozen(value):
         return repr(value)
 
 
+_PLAIN = frozenset({int, float, str, bool, type(None)})
+
+
 def _plan_for(ins, key: tuple, plans: dict, all_plans: list, spec: TargetSpec) -> "_Plan":
+    """The plan of `ins` when the fast look-up missed: another meta under the same key, or a new plan. A key
+    maps to [meta, plan, [(meta, plan), ...]]: the first signature seen, then the others."""
+    meta = ins.meta
+    ent = plans.get(key)
+    if ent is not None:
+        for m, plan in ((ent[0], ent[1]), *ent[2]):
+            if _same_meta(m, meta):
+                return plan
     if ins.engine not in ENGINES:
         raise ValueError(
             f"instruction {ins.seq} ({ins.opcode} at {ins.location}): unknown engine {ins.engine!r}; "
             f"expected one of {', '.join(ENGINES)}")
     plan = _Plan(ins, spec)
     all_plans.append(plan)
-    try:
-        plans[key] = plan
-    except TypeError:  # unhashable meta value: no caching for this signature
-        pass
+    snapshot = _frozen(meta)  # compared by value later, whatever the caller does to its meta afterwards
+    if ent is None:
+        plans[key] = [snapshot, plan, []]
+    else:
+        ent[2].append((snapshot, plan))
     return plan
+
+
+def _same_meta(snapshot, meta: dict) -> bool:
+    try:
+        return bool(snapshot == meta) or snapshot == _frozen(meta)
+    except (TypeError, ValueError):  # a value that does not compare to a truth value (an array)
+        return snapshot == _frozen(meta)
 
 
 def _simulate(trace: Trace, spec: TargetSpec) -> Schedule:
     instrs = trace.instructions
-    return _simulate_ordered(trace, instrs, spec, _sbuf_lifetimes(instrs, trace.storages))
-
-
-def _simulate_ordered(trace: Trace, instrs: list, spec: TargetSpec, lifetimes: tuple) -> Schedule:
+    tiles = _SbufTiles(trace)
     n = len(instrs)
     cyc = spec.cycles
     clock = spec.clock_hz
@@ -643,11 +694,15 @@ def _simulate_ordered(trace: Trace, instrs: list, spec: TargetSpec, lifetimes: t
     core_state: dict[int, _Core] = {}
     tensor_state: dict[int, list[float]] = {}  # core -> [last_end, warm_since]
     storage_info = trace.storages
-    plans: dict[tuple, _Plan] = {}
+    plans: dict[tuple, list] = {}  # signature and source line -> [meta, plan, [(meta, plan), ...]]
     all_plans: list[_Plan] = []
-    other_lines: dict[tuple, list] = {}  # (file, line, plan) -> [busy, count] off the plan's own line
     psum_count = spec.psum_banks
-    sbuf_uses, sbuf_sizes, release_at, sbuf_rows = lifetimes
+    sbuf_uses = _Uses(instrs)
+    sbuf_sizes, sbuf_rows = tiles.sizes, tiles.rows
+    release_at: list = [None] * n  # instruction -> the SBUF tiles whose last access it is
+    for at, sids in tiles.release_at.items():
+        if 0 <= at < n:
+            release_at[at] = sids
     sbuf_cap = spec.sbuf_usable_bytes_per_partition
     dma_totals = sched.dma
     sbuf_stall = 0.0
@@ -663,17 +718,16 @@ def _simulate_ordered(trace: Trace, instrs: list, spec: TargetSpec, lifetimes: t
     cs_core = None
 
     for idx, ins in enumerate(instrs):
-        meta = ins.meta
-        # the signature, meta's keys then its values flattened in (odd length 13 + 2n; one tuple to build
-        # and hash instead of one per item)
+        # the plan: by the instruction's signature and source line (a plain tuple, cheap to build and hash),
+        # then its meta compared by value (usually the first one seen under that key)
         key = (ins.engine, ins.opcode, ins.partitions, ins.free, ins.in_dtypes, ins.out_dtype, ins.in_mems,
-               ins.out_mem, ins.bytes_read, ins.bytes_written, ins.hbm_read, ins.hbm_write, ins.flops,
-               *meta, *meta.values())
+               ins.out_mem, ins.bytes_read, ins.bytes_written, ins.hbm_read, ins.hbm_write, ins.flops, ins.line,
+               ins.file)
+        ent = plans.get(key)
         try:
-            plan = plans.get(key)
-        except TypeError:  # a list in meta (e.g. reduction axes): a hashable copy (even length 14)
-            key = key[:13] + (_frozen(meta),)
-            plan = plans.get(key)
+            plan = ent[1] if ent is not None and ent[0] == ins.meta else None
+        except (TypeError, ValueError):  # a meta value that does not compare to a truth value (an array)
+            plan = None
         if plan is None:
             plan = _plan_for(ins, key, plans, all_plans, spec)
         eng = plan.engine
@@ -745,7 +799,7 @@ def _simulate_ordered(trace: Trace, instrs: list, spec: TargetSpec, lifetimes: t
         sbuf_ready = 0.0
         if fresh is not None or alloc.spilled:
             alloc.idx = idx
-            alloc.writer_dirty = kind != KIND_DMA or "hbm" not in plan.src_mems
+            alloc.writer_dirty = plan.computes
             busy_ids = None
             if alloc.spilled:
                 need_by = ready if kind == KIND_DMA else max(ready, cs.free.get(eng, 0.0))
@@ -831,7 +885,8 @@ def _simulate_ordered(trace: Trace, instrs: list, spec: TargetSpec, lifetimes: t
                 end = fill_end
             busy = end - start
             cs.queue_start[queue] = start
-            cs.flight.append([queued, end])
+            cs.flight_s.append(queued)
+            cs.flight_e.append(end)
             ivs = cs.dma_iv
             if not ivs:
                 ivs.append([start, end])
@@ -905,7 +960,7 @@ def _simulate_ordered(trace: Trace, instrs: list, spec: TargetSpec, lifetimes: t
 
         starts[idx] = start
         ends[idx] = end
-        freed = release_at.get(idx)
+        freed = release_at[idx]
         if freed is not None:
             held = alloc.held
             for sid in freed:
@@ -914,17 +969,8 @@ def _simulate_ordered(trace: Trace, instrs: list, spec: TargetSpec, lifetimes: t
                     heappush(alloc.heap, (end, size))
         if alloc.evict_after:
             _evict_written(alloc, cs, spec, end, dma_totals)
-        if ins.line == plan.line and ins.file == plan.file:
-            plan.busy += busy
-            plan.count += 1
-        else:
-            rkey = (ins.file, ins.line, plan)
-            row = other_lines.get(rkey)
-            if row is None:
-                other_lines[rkey] = [busy, 1]
-            else:
-                row[0] += busy
-                row[1] += 1
+        plan.busy += busy
+        plan.count += 1
 
         # ---- register the accesses ----
         for st, ap0, ap1, ab0, ab1 in read_st:
@@ -939,10 +985,8 @@ def _simulate_ordered(trace: Trace, instrs: list, spec: TargetSpec, lifetimes: t
             if end > st[2]:
                 st[2] = end
             st[4] = idx
-            if ab1 > st[6]:
-                st[6] = ab1
         by_matmul = plan.matmul
-        if kind != KIND_DMA or "hbm" not in plan.src_mems:
+        if plan.computes:
             dirty = alloc.dirty
             for a in writes:
                 if a[1] == "sbuf":
@@ -974,15 +1018,11 @@ def _simulate_ordered(trace: Trace, instrs: list, spec: TargetSpec, lifetimes: t
             if end > st[2]:
                 st[2] = end
             st[4] = idx
-            if ab1 > st[6]:
-                st[6] = ab1
         if fresh is not None:
             for sid, mem, ap0, ap1, ab0, ab1 in fresh:
                 if sid in storages:  # written twice by this instruction
                     st = storages[sid]
                     st[0].append((ap0, ap1, ab0, ab1, result_ready, end, by_matmul))
-                    if ab1 > st[6]:
-                        st[6] = ab1
                     continue
                 storages[sid] = [[(ap0, ap1, ab0, ab1, result_ready, end, by_matmul)], (), end, idx, idx, mem, ab1,
                                  True]
@@ -990,7 +1030,7 @@ def _simulate_ordered(trace: Trace, instrs: list, spec: TargetSpec, lifetimes: t
                     hbm_ids.append(sid)
 
     # ---- totals from the plans' per-line rows ----
-    rows: dict[tuple, list] = dict(other_lines)
+    rows: dict[tuple, list] = {}
     for plan in all_plans:
         if plan.count:
             rows[(plan.file, plan.line, plan)] = [plan.busy, plan.count]
@@ -1006,7 +1046,7 @@ def _simulate_ordered(trace: Trace, instrs: list, spec: TargetSpec, lifetimes: t
         if st.dma_iv or st.dma_late:
             name = _lane_name("dma", core)
             exec_intervals[name] = _union(st.dma_iv + st.dma_late) if st.dma_late else st.dma_iv
-            intervals[name] = _union(st.flight)
+            intervals[name] = _union_flat(st.flight_s, st.flight_e, [])
         if st.sync_s:
             name = _lane_name("sync", core)
             intervals[name] = _union_flat(st.sync_s, st.sync_e, intervals.get(name, []))
@@ -1016,7 +1056,7 @@ def _simulate_ordered(trace: Trace, instrs: list, spec: TargetSpec, lifetimes: t
     sched.sbuf_peak_bytes = max((st.sbuf.peak for st in core_state.values() if st.sbuf is not None), default=0)
     sched.total_time = max(ends, default=0.0)
     sched.cores = max(1, len(core_state))
-    sched.sbuf_demand_bytes = _sbuf_demand(instrs, sbuf_uses, sbuf_sizes, sbuf_rows, spec, notes)
+    sched.sbuf_demand_bytes = _sbuf_demand(instrs, tiles, spec, notes)
     sched.input_bytes = _input_bytes(hbm_ids, storages, storage_info)
     if sched.undocumented_opcodes:
         listed = ", ".join(sorted(sched.undocumented_opcodes))
@@ -1174,22 +1214,16 @@ def _union_flat(starts: list[float], ends: list[float], more: list[list[float]])
     return np.stack((s[first], e[last]), axis=1).tolist()
 
 
-def _sbuf_demand(instrs, uses: "_Uses", sizes: dict[int, int], rows: dict[int, int], spec: TargetSpec,
-                 notes: list[str]) -> int:
+def _sbuf_demand(instrs, tiles: _SbufTiles, spec: TargetSpec, notes: list[str]) -> int:
     """Peak live SBUF bytes per partition in program order (each tile from its first to its last access, the
     emulator's capacity rule, before any allocation decision); a note when it is above the usable size."""
-    if not uses:
+    if not tiles.first:
         return 0
     n = len(instrs)
-    spans = list(uses.first_last())
-    first = np.fromiter((f for _, f, _ in spans), dtype=np.int64, count=len(spans))
-    last = np.fromiter((la + 1 for _, _, la in spans), dtype=np.int64, count=len(spans))
-    # the full byte range a tile spans (the allocator's size shares a range among small-partition tiles)
-    size = np.fromiter((sizes[sid] * (4 if rows[sid] <= 32 else 2 if rows[sid] <= 64 else 1) for sid, _, _ in spans),
-                       dtype=np.int64, count=len(spans))
+    size = np.array(tiles.span_bytes, dtype=np.int64)
     delta = np.zeros(n + 2, dtype=np.int64)
-    np.add.at(delta, first, size)
-    np.add.at(delta, last, -size)
+    np.add.at(delta, np.array(tiles.first, dtype=np.int64), size)
+    np.add.at(delta, np.array(tiles.last, dtype=np.int64) + 1, -size)
     live = np.cumsum(delta[:n + 1])
     at = int(live.argmax())
     peak = int(live[at])

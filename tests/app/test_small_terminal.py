@@ -59,7 +59,7 @@ async def test_after_a_run_at_80x24_the_state_is_whole_and_a_notice_covers_nothi
         assert rows[0].startswith(" nkitui │ scale_rows ") and "✔ passed" in rows[0] and "a1b2c3" in rows[0]
         assert "5/5 checks" in rows[2] and "a1b2c3" in rows[2] and "…" not in rows[2]
         rows = await _goto(pilot, "3")
-        assert "ESTIMATED" in rows[2] and "latency 5.63 µs" in rows[2]
+        assert "ESTIMATED" in rows[2] and "latency 24.8 µs" in rows[2]
         before = screen_text(app).splitlines()
         from nkitui.app.widgets.run.area import run_notice
 

@@ -68,6 +68,24 @@ def test_trace_meta_and_json_round_trip():
     assert set(tr.storages) >= {a.storage for i in tr for a in i.reads + i.writes}
 
 
+def test_storage_ranges_give_each_storage_its_first_and_last_use_and_extent():
+    # the cost model's SBUF allocator sizes and frees tiles by these; computed once, again after changes
+    with emulator.trace(target="trn1") as tr:
+        load_exp_store(np.ones((256, 64), F32))
+    load, act, store = tr.instructions
+    tile = load.writes[0].storage
+    ranges = tr.storage_ranges()
+    assert ranges[tile] == ("sbuf", 0, 1, 128, 64 * 4)
+    hbm_in = load.reads[0]
+    assert ranges[hbm_in.storage][:3] == ("hbm", 0, 0) and ranges[hbm_in.storage].rows == 256
+    assert Trace.from_json(tr.to_json()).storage_ranges() == ranges
+    # instructions added later are seen (the ranges are computed again)
+    tr.append(act)
+    assert tr.storage_ranges()[tile].last == 3
+    tr.instructions = [load]
+    assert tr.storage_ranges()[tile].last == 0
+
+
 def test_no_trace_is_recorded_outside_the_context():
     load_exp_store(np.ones((256, 64), F32))
     assert load_exp_store.last_run.instructions == 3

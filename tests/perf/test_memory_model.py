@@ -77,7 +77,7 @@ def test_clean_copies_of_hbm_data_are_reloaded_not_saved():
 
 def test_small_partition_tiles_share_a_byte_range():
     # a [1, F] tile may start at partition 0, 32, 64 or 96 [ARCH2]: four of them share one byte range
-    from nkitui.perf.schedule import _sbuf_lifetimes
+    from nkitui.perf.schedule import _SbufTiles
 
     b = TraceBuilder("trn1")
     row = b.sbuf("row", (1, 8192), "float32")
@@ -85,7 +85,8 @@ def test_small_partition_tiles_share_a_byte_range():
     b.compute("vector", "memset", row.all(), value=0.0)
     b.compute("vector", "memset", full.all(), value=0.0)
     tr = b.build()
-    _, sizes, _, rows = _sbuf_lifetimes(tr.instructions, tr.storages)
+    tiles = _SbufTiles(tr)
+    sizes, rows = tiles.sizes, tiles.rows
     assert sizes[row.storage] == 32 * KIB // 4 and sizes[full.storage] == 32 * KIB
     assert rows[row.storage] == 1
 
