@@ -1,6 +1,8 @@
-"""Executor benchmark: how fast the parent ingests worker events, and what starting a run costs.
+"""Executor benchmark: how fast the parent ingests worker events, what starting a run costs, and
+what `nkitui check` costs on the bundled tasks against the version before the trust split.
 
     .venv/bin/python benchmarks/executor.py [--events 200000] [--repeats 7] [--json]
+    .venv/bin/python benchmarks/executor.py --check-tasks [--baseline 9e4cd76] [--repeats 2] [--tasks a,b]
 
 Every number is printed beside a baseline measured in the same run, as a ratio (machines differ;
 ratios travel):
@@ -14,6 +16,13 @@ ratios travel):
              the pipeline module, which imports only the event and result types: numpy, the task
              model and each phase's machinery come in inside their phases); baseline: spawning
              `python -c pass` to exit
+  check      wall time of `nkitui check TASK --no-store --quiet --json` on each bundled task, for this
+             checkout and for the baseline commit (a `git worktree` made in a temp folder, run the same
+             way: `python -P -m nkitui` with that tree first on PYTHONPATH), interleaved and alternating
+             which goes first; the ratio is this checkout's total over the baseline's, and every task's
+             verdict (exit code, status, failed checks) must be the same on both. Both trees are
+             byte-compiled first (as an installed package is: workers never write bytecode, so an
+             uncompiled tree makes every worker compile nkitui anew) and each runs once unmeasured
 """
 
 from __future__ import annotations
@@ -21,6 +30,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -96,7 +106,7 @@ def evaluation_first_phase(repeats: int) -> float:
     )
     times = []
     for _ in range(repeats):
-        handle = start_evaluation(EvaluationRequest(folder, static=False, store=False))
+        handle = start_evaluation(EvaluationRequest.of(folder, static=False, store=False))
         spawned = handle._spawned_at  # noqa: SLF001 - the benchmark measures from the spawn itself
         for event in handle.events():
             if isinstance(event, PhaseEvent):
@@ -142,12 +152,110 @@ def parse_rate(n: int) -> float:
     return json_rate, n / (time.perf_counter() - start)
 
 
+BASELINE_COMMIT = "9e4cd76"  # the last commit before the trust split (one worker ran the kernel and judged it)
+
+
+def _check_once(tree: Path, task: Path, env: dict[str, str]) -> tuple[float, dict]:
+    """Wall seconds of one `nkitui check` run from `tree`, and its verdict."""
+    run_env = {**env, "PYTHONPATH": str(tree)}
+    start = time.perf_counter()
+    proc = subprocess.run([sys.executable, "-P", "-m", "nkitui", "check", str(task), "--no-store", "--quiet", "--json"],
+                          cwd=tree, env=run_env, capture_output=True, text=True)
+    elapsed = time.perf_counter() - start
+    verdict: dict = {"exit": proc.returncode}
+    try:
+        data = json.loads(proc.stdout)
+        verdict["status"] = data.get("status")
+        # the checks added by the trust split (integrity, device-outputs) exist only on one side
+        verdict["failed"] = sorted(c["id"] for c in data.get("checks", []) if c.get("passed") is False)
+    except ValueError:
+        verdict["status"] = f"no JSON ({proc.stderr.strip()[-200:]})"
+    return elapsed, verdict
+
+
+def check_tasks(baseline: str, repeats: int, only: list[str] | None) -> dict:
+    """This checkout against `baseline` on the bundled tasks (see the module docstring)."""
+    samples = ROOT / "sample_tasks"
+    tasks = sorted(p for p in samples.iterdir() if (p / "task.toml").is_file() and (not only or p.name in only))
+    work = Path(tempfile.mkdtemp(prefix="nkitui-bench-check-"))
+    base_tree = work / "baseline"
+    made = subprocess.run(["git", "-C", str(ROOT), "worktree", "add", "--detach", str(base_tree), baseline],
+                          capture_output=True, text=True)
+    if made.returncode != 0:
+        return {"error": f"could not make a worktree of {baseline}: {made.stderr.strip()}"}
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    for var in ("XDG_DATA_HOME", "XDG_STATE_HOME", "XDG_CACHE_HOME", "XDG_CONFIG_HOME"):
+        env[var] = str(work / var.lower())
+    rows = []
+    try:
+        for tree in (base_tree, ROOT):
+            subprocess.run([sys.executable, "-m", "compileall", "-q", str(tree / "nkitui")], capture_output=True)
+            if tasks:
+                _check_once(tree, (samples if tree is ROOT else tree / "sample_tasks") / tasks[0].name, env)
+        for task in tasks:
+            base_times, new_times, verdicts = [], [], {"baseline": None, "this": None}
+            for r in range(repeats):
+                order = [("baseline", base_tree), ("this", ROOT)]
+                if r % 2:
+                    order.reverse()
+                for name, tree in order:
+                    elapsed, verdict = _check_once(tree, samples / task.name if tree is ROOT else tree / "sample_tasks" / task.name, env)
+                    (base_times if name == "baseline" else new_times).append(elapsed)
+                    verdicts[name] = verdict
+            b, n = _median(base_times), _median(new_times)
+            rows.append({"task": task.name, "baseline_s": b, "this_s": n, "ratio": n / b,
+                         "baseline": verdicts["baseline"], "this": verdicts["this"],
+                         "same_verdict": _same_verdict(verdicts["baseline"], verdicts["this"])})
+    finally:
+        subprocess.run(["git", "-C", str(ROOT), "worktree", "remove", "--force", str(base_tree)], capture_output=True)
+        shutil.rmtree(work, ignore_errors=True)
+    total_b = sum(r["baseline_s"] for r in rows)
+    total_n = sum(r["this_s"] for r in rows)
+    return {"baseline_commit": baseline, "repeats": repeats, "tasks": rows, "baseline_total_s": total_b,
+            "this_total_s": total_n, "ratio": total_n / total_b if total_b else float("nan"),
+            "all_verdicts_same": all(r["same_verdict"] for r in rows)}
+
+
+def _same_verdict(a: dict | None, b: dict | None) -> bool:
+    if not a or not b:
+        return False
+    new_checks = {"integrity", "device-outputs"}
+    return a["exit"] == b["exit"] and a.get("status") == b.get("status") and \
+        [c for c in a.get("failed", []) if c not in new_checks] == [c for c in b.get("failed", []) if c not in new_checks]
+
+
+def print_check(result: dict) -> None:
+    if "error" in result:
+        print(f"check      {result['error']}")
+        return
+    print(f"check      nkitui check on the bundled tasks: this checkout vs {result['baseline_commit']} "
+          f"(median of {result['repeats']}, run interleaved)")
+    print(f"           {'task':<24} {'baseline':>9} {'this':>9} {'ratio':>6}  verdict")
+    for r in result["tasks"]:
+        verdict = f"{r['this']['status']} (exit {r['this']['exit']})" + ("" if r["same_verdict"] else
+                                                                        f"  DIFFERS from {r['baseline']}")
+        print(f"           {r['task']:<24} {r['baseline_s']:8.2f}s {r['this_s']:8.2f}s {r['ratio']:6.2f}  {verdict}")
+    print(f"           {'total':<24} {result['baseline_total_s']:8.2f}s {result['this_total_s']:8.2f}s "
+          f"{result['ratio']:6.2f}  {'same verdicts on every task' if result['all_verdicts_same'] else 'VERDICTS DIFFER'}")
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--events", type=int, default=200_000)
     ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--json", action="store_true")
+    ap.add_argument("--check-tasks", action="store_true",
+                    help="time `nkitui check` on the bundled tasks against the baseline commit (and compare verdicts)")
+    ap.add_argument("--baseline", default=BASELINE_COMMIT, help=f"the baseline commit (default {BASELINE_COMMIT})")
+    ap.add_argument("--tasks", help="comma-separated bundled task names (default: all)")
     args = ap.parse_args(argv)
+    if args.check_tasks:
+        result = check_tasks(args.baseline, args.repeats, args.tasks.split(",") if args.tasks else None)
+        if args.json:
+            print(json.dumps(result, indent=2))
+        else:
+            print_check(result)
+        return 0 if result.get("all_verdicts_same") else 1
 
     baseline_spawn = bare_python(args.repeats)
     first_event = worker_first_event(args.repeats)

@@ -32,9 +32,9 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from nkitui.evaluate.fpformat import round_to, storage_dtype  # noqa: E402
-from nkitui.evaluate.metrics import compute_metrics  # noqa: E402
-from nkitui.evaluate.numerics import check_outputs  # noqa: E402
+from nkitui.evaluate.numerics.fpformat import round_to, storage_dtype  # noqa: E402
+from nkitui.evaluate.numerics.metrics import compute_metrics  # noqa: E402
+from nkitui.evaluate.numerics.audit import check_outputs  # noqa: E402
 from nkitui.task.model import Tolerance  # noqa: E402
 from timing import best_of  # noqa: E402  (benchmarks/timing.py)
 

@@ -151,8 +151,43 @@ def analyze_sources(cuda_path: str | Path | None, nki_path: str | Path, *, task_
         cuda_p = Path(cuda_path)
         cuda = build_cuda_model(_read(cuda_p, "cuda"), _rel(cuda_p, root))
     report = analyze_models(nki, cuda, context)
+    if nki.syntax_error is None:
+        from nkitui.analysis.rules.hacks import source_findings
+
+        have = {f.rule for f in report.findings if f.file == nki_rel}
+        # the kernel's own HACK-HOST-COMPUTE (no NKI work at all) already says what the entry check would
+        extra = [f for f in source_findings(source, nki_rel, context.kernel if context else None)
+                 if not (f.rule == "HACK-HOST-COMPUTE" and f.rule in have)]
+        if extra:
+            report.findings = _dedupe([*report.findings, *extra])
+            report = report.sorted()
     report.elapsed_ms = (time.perf_counter() - started) * 1000.0
     return report
+
+
+def integrity_findings(task: Any) -> list[Finding]:
+    """HACK-TAMPER and the entry-point checks on every Python file of the task but its reference (the
+    kernel and whatever it may import), read with `ast`: cheap, and run on every evaluation."""
+    from nkitui.analysis.rules.hacks import source_findings
+
+    root = Path(task.root)
+    kernel = getattr(task, "kernel", None)
+    reference = getattr(getattr(task, "sources", None), "reference", None)
+    skip = {Path(reference.path).resolve()} if reference is not None else set()
+    found: list[Finding] = []
+    for path in sorted(root.rglob("*.py")):
+        rel_parts = path.relative_to(root).parts
+        if any(part.startswith(".") or part in ("reviews", "__pycache__", "venv", ".venv", "node_modules") for part in rel_parts):
+            continue
+        try:
+            if path.resolve() in skip or not path.is_file():
+                continue
+            source = path.read_text(encoding="utf-8", errors="replace")
+        except OSError:
+            continue
+        entry = kernel.name if kernel is not None and Path(kernel.path).resolve() == path.resolve() else None
+        found.extend(source_findings(source, _rel(path, root), entry))
+    return found
 
 
 def analyze_models(nki: NkiModel, cuda: CudaModel | None, context: AnalysisContext | None = None) -> AnalysisReport:

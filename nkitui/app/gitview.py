@@ -196,7 +196,7 @@ def diff_revisions(task_root: Path, old: str, new: str) -> list[FileDiff]:
     spec = _pathspec(repo, task_root)
     if old == new:
         return []
-    args = ["--no-color", "--no-ext-diff", "-U3", "--find-renames"]
+    args = ["--no-color", "--no-ext-diff", "--no-textconv", "-U3", "--find-renames"]  # no programs of the repository
     if old == WORKTREE:
         text = repo.git.diff(new, "-R", *args, "--", spec)
     elif new == WORKTREE:

@@ -28,7 +28,7 @@ if TYPE_CHECKING:
     from nkitui.app.widgets.run.area import RunArea
     from nkitui.app.widgets.source.area import SourceArea
     from nkitui.app.widgets.source.code_view import SourceFile
-    from nkitui.evaluate.result import RunResult
+    from nkitui.evaluate.run.result import RunResult
     from nkitui.session import AuditSession
 
 RUN_STATE = {"passed": "passed", "failed": "failed", "invalid": "error", "cancelled": "cancelled"}
@@ -293,13 +293,8 @@ class SessionView:
         self.update_header(**changes)
         record = None
         message = ""
-        if result.utilisation:
-            from nkitui.perf import PerfRecord
-
-            try:
-                record = PerfRecord.from_json(result.utilisation)
-            except (ValueError, KeyError, TypeError) as exc:
-                message = f"The run's utilisation record could not be read: {exc}"
+        if result.utilisation is not None:  # a typed record (a stored one that could not be read is None)
+            record = result.utilisation
         else:
             message = f"Run {result.short_id} has no utilisation data ({result.status})."
         self.engines.show_record(record, result.run_id, message)

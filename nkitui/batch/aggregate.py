@@ -46,7 +46,7 @@ def latest_run_for(task: BatchTask, state: GitState, store_root: Path | None = N
     folder is the same but for reviews/; for a task outside git: for its current judged files),
     or None. What the queue's "last run verdict for the task's current commit" shows; it passes
     skip=("cancelled",), as a cancelled run judged nothing."""
-    from nkitui.evaluate.store import RunStore, load_result
+    from nkitui.evaluate.run.store import RunStore, load_result
 
     store = RunStore(store_root)
     try:
@@ -117,14 +117,14 @@ def task_row(task: BatchTask, store_root: Path | None = None) -> tuple[dict[str,
         if not task.problems:
             notes.append("no run for the current commit" if state.known else "no run for the current files")
     else:
-        timing = result.timing or {}
-        median = timing.get("median_us")
+        timing = result.timing
+        median = timing.median_us if timing is not None else None
         row.update(status=result.status, run_id=result.run_id, run_at=result.created_at, backend=result.backend,
                    checks_passed=sum(1 for c in result.checks if c.passed),
                    checks_total=sum(1 for c in result.checks if c.passed is not None),
                    failed_checks=[c.id for c in result.failed_checks()], findings=finding_counts(result.findings),
                    latency_us=round(float(median), 3) if isinstance(median, (int, float)) else None,
-                   latency_kind=timing.get("kind") if isinstance(median, (int, float)) else None)
+                   latency_kind=timing.kind if timing is not None and isinstance(median, (int, float)) else None)
         if result.task_dirty:
             notes.append("the run saw uncommitted changes")
     problems: list[str] = []

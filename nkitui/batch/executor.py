@@ -14,7 +14,7 @@ from typing import Any, Protocol
 
 from nkitui.batch.options import BatchOptions
 from nkitui.batch.tasks import BatchTask
-from nkitui.evaluate.result import RunResult
+from nkitui.evaluate.run.result import RunResult
 
 
 @dataclass

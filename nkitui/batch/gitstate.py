@@ -11,7 +11,7 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-from nkitui.common.gitsafe import command_args
+from nkitui.common.gitsafe import command_args, driver_overrides
 
 # No hooks and no fsmonitor (nkitui.common.gitsafe: the settings every git command of nkitui runs with).
 SAFE_GIT = ["git", *command_args(), "-c", "core.untrackedCache=false"]
@@ -24,9 +24,11 @@ def git_env() -> dict[str, str]:
     return env
 
 
-def git(args: list[str], cwd: Path, *, timeout: float = 60.0, binary: bool = False) -> subprocess.CompletedProcess:
-    return subprocess.run([*SAFE_GIT, *args], cwd=cwd, env=git_env(), capture_output=True, timeout=timeout,
-                          text=not binary, stdin=subprocess.DEVNULL)
+def git(args: list[str], cwd: Path, *, timeout: float = 60.0, binary: bool = False,
+        extra: tuple[tuple[str, str], ...] = ()) -> subprocess.CompletedProcess:
+    """`extra`: more settings (gitsafe.driver_overrides for a command that reads the work tree)."""
+    return subprocess.run([*SAFE_GIT, *command_args(extra)[len(command_args()):], *args], cwd=cwd, env=git_env(),
+                          capture_output=True, timeout=timeout, text=not binary, stdin=subprocess.DEVNULL)
 
 
 @dataclass(frozen=True)
@@ -57,7 +59,9 @@ def read_git_state(task_root: Path) -> GitState:
     head = git(["rev-parse", "--verify", "-q", "HEAD^{commit}"], root, timeout=20)
     if head.returncode != 0:
         return GitState(repo_root=repo_root, rel_path=rel, note="the git repository has no commit yet: the commit is unknown")
-    status = git(["status", "--porcelain", "--untracked-files=normal", "--", "."], root, timeout=60)
+    # status runs the clean filter on changed files: the repository's filter drivers are switched off
+    status = git(["status", "--porcelain", "--untracked-files=normal", "--", "."], root, timeout=60,
+                 extra=driver_overrides(root))
     dirty = bool(status.stdout.strip()) if status.returncode == 0 else None
     return GitState(commit=head.stdout.strip(), dirty=dirty, repo_root=repo_root, rel_path=rel)
 

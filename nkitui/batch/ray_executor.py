@@ -326,7 +326,7 @@ class RayExecutor:
                 reporter.phase(note[1], note[2])
 
     def _outcome(self, ref: Any, flight: _Flight) -> JobOutcome:
-        from nkitui.evaluate.result import RunResult
+        from nkitui.evaluate.run.result import RunResult
 
         ray = self.ray
         self.running_pids.pop(flight.task.key, None)

@@ -11,7 +11,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from nkitui import __version__
-from nkitui.evaluate.result import RunResult
+from nkitui.evaluate.run.result import RunResult
 
 SCHEMA = "nkitui.batch-task"
 SCHEMA_VERSION = 1
@@ -77,10 +77,10 @@ class TaskRecord:
         return cls(**{k: v for k, v in d.items() if k in known})
 
 
-def finding_counts(findings: list[dict[str, Any]]) -> dict[str, int]:
+def finding_counts(findings: list[Any]) -> dict[str, int]:
     counts = dict.fromkeys(SEVERITIES, 0)
     for f in findings:
-        sev = f.get("severity") if isinstance(f, dict) else None
+        sev = f.get("severity") if isinstance(f, dict) else getattr(f, "severity", None)
         if sev in counts:
             counts[sev] += 1
     return counts
@@ -88,16 +88,16 @@ def finding_counts(findings: list[dict[str, Any]]) -> dict[str, int]:
 
 def record_from_result(result: RunResult, base: dict[str, Any]) -> TaskRecord:
     """The record of a finished evaluation; `base`: key, path and the task's description."""
-    timing = result.timing or {}
-    median = timing.get("median_us")
+    timing = result.timing
+    median = timing.median_us if timing is not None else None
     error = None
     if result.error:
-        error = {"kind": str(result.error.get("kind", "")), "message": str(result.error.get("message", ""))}
+        error = {"kind": result.error.kind, "message": result.error.message}
     problems = []
     if result.status == "invalid" and result.error:
         e = result.error
-        where = f"{e['file']}:{e['line']}: " if e.get("file") and e.get("line") else (f"{e['file']}: " if e.get("file") else "")
-        problems.append(f"{where}error: {e.get('message', '')}")
+        where = f"{e.location}: " if e.location else ""
+        problems.append(f"{where}error: {e.message}")
     return TaskRecord(
         **base, status=result.status, run_id=result.run_id, backend=result.backend, commit=result.task_commit,
         dirty=result.task_dirty, duration_s=result.duration_s,
@@ -105,7 +105,7 @@ def record_from_result(result: RunResult, base: dict[str, Any]) -> TaskRecord:
         checks_total=sum(1 for c in result.checks if c.passed is not None),
         failed_checks=[c.id for c in result.failed_checks()], findings=finding_counts(result.findings),
         latency_us=round(float(median), 3) if isinstance(median, (int, float)) else None,
-        latency_kind=timing.get("kind") if isinstance(median, (int, float)) else None,
+        latency_kind=timing.kind if timing is not None and isinstance(median, (int, float)) else None,
         error=error, problems=problems, nkitui_version=str(result.versions.get("nkitui") or __version__),
         file_hashes=dict(result.file_hashes), finished_at=result.finished_at,
     )

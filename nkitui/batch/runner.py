@@ -267,7 +267,7 @@ class BatchHandle:
         return record
 
     def _store(self, result: Any) -> str | None:
-        from nkitui.evaluate.store import RunStore
+        from nkitui.evaluate.run.store import RunStore
 
         try:
             path = RunStore(self.options.store_root).save(result)

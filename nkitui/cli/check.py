@@ -86,16 +86,14 @@ def _progress_printer(stream):  # noqa: ANN001, ANN202
 
 
 def _check(args: argparse.Namespace) -> int:
-    from nkitui.evaluate.check import EXIT_INVALID, run_check
-    from nkitui.evaluate.run import EvaluationRequest
+    from nkitui.evaluate.options import EvaluationOptions, EvaluationRequest
+    from nkitui.evaluate.run.headless import EXIT_INVALID, run_check
     from nkitui.executor.limits import DEFAULT_MEMORY_MB
 
-    request = EvaluationRequest(
-        task_dir=args.task_dir, backend=args.backend, target=args.target, seeds=args.seeds, timeout_s=args.timeout,
-        memory_mb=args.memory_mb or DEFAULT_MEMORY_MB, static=not args.no_static, trials=not args.no_trials,
-        precision=not args.no_precision,
-        mutants=args.mutants, store=not args.no_store,
-    )
+    options = EvaluationOptions(backend=args.backend, target=args.target, seeds=args.seeds, static=not args.no_static,
+                                trials=not args.no_trials, precision=not args.no_precision, mutants=args.mutants)
+    request = EvaluationRequest(args.task_dir, options, timeout_s=args.timeout,
+                                memory_mb=args.memory_mb or DEFAULT_MEMORY_MB, store=not args.no_store)
     live = None if (args.json or args.quiet) else _progress_printer(sys.stderr)
     if live is not None:
         sys.stderr.write(f"checking {args.task_dir} ...\n")
@@ -114,7 +112,7 @@ def _check(args: argparse.Namespace) -> int:
     else:
         from rich.console import Console
 
-        from nkitui.evaluate.report import render_result
+        from nkitui.evaluate.present.report import render_result
 
         Console(highlight=False).print(render_result(outcome.result))
         if outcome.exit_code == EXIT_INVALID:

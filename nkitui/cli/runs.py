@@ -60,7 +60,7 @@ def _err(text: str) -> None:
 
 
 def _print_json(data: Any) -> None:
-    from nkitui.evaluate.numjson import jsonable
+    from nkitui.common.codec import encode as jsonable
 
     print(json.dumps(jsonable(data), indent=2, allow_nan=False, ensure_ascii=False))
 
@@ -79,8 +79,8 @@ def _task_id(task_dir: Path) -> str | None:
 
 def _load(store: Any, run_id: str, task_id: str | None) -> Any:
     """The stored RunResult, or None after saying why it cannot be had."""
-    from nkitui.evaluate.result import ResultVersionError
-    from nkitui.evaluate.store import RunNotFound
+    from nkitui.evaluate.run.result import ResultVersionError
+    from nkitui.evaluate.run.store import RunNotFound
 
     try:
         return store.load(run_id, task_id)
@@ -111,7 +111,7 @@ def _list(args: argparse.Namespace) -> int:
     task_id = _task_id(args.task_dir)
     if task_id is None:
         return EXIT_INVALID
-    from nkitui.evaluate.store import RunStore
+    from nkitui.evaluate.run.store import RunStore
 
     store = RunStore()
     runs = store.list(task_id)
@@ -129,7 +129,7 @@ def _list(args: argparse.Namespace) -> int:
     from rich.text import Text
 
     from nkitui.common.textfit import FitText
-    from nkitui.evaluate.report import STATUS_STYLE
+    from nkitui.evaluate.present.report import STATUS_STYLE
 
     console = _console()
     # The id starts with the run's UTC time: where the terminal is narrow the time column goes first.
@@ -171,7 +171,7 @@ def _show(args: argparse.Namespace) -> int:
         task_id = _task_id(args.task)
         if task_id is None:
             return EXIT_INVALID
-    from nkitui.evaluate.store import RunStore
+    from nkitui.evaluate.run.store import RunStore
 
     result = _load(RunStore(), args.run_id, task_id)
     if result is None:
@@ -180,7 +180,7 @@ def _show(args: argparse.Namespace) -> int:
         print(result.to_json())
         return EXIT_OK
 
-    from nkitui.evaluate.report import render_result
+    from nkitui.evaluate.present.report import render_result
 
     _report_console().print(render_result(result))
     return EXIT_OK
@@ -192,7 +192,7 @@ def _compare(args: argparse.Namespace) -> int:
         task_id = _task_id(args.task)
         if task_id is None:
             return EXIT_INVALID
-    from nkitui.evaluate.store import RunStore, compare_runs
+    from nkitui.evaluate.run.store import RunStore, compare_runs
 
     store = RunStore()
     a, b = _load(store, args.run_a, task_id), _load(store, args.run_b, task_id)
@@ -203,7 +203,7 @@ def _compare(args: argparse.Namespace) -> int:
         _print_json(comparison.to_dict())
         return EXIT_OK
 
-    from nkitui.evaluate.report import render_comparison
+    from nkitui.evaluate.present.report import render_comparison
 
     _report_console().print(render_comparison(comparison, a, b))
     return EXIT_OK

@@ -9,6 +9,12 @@ environment (GIT_CONFIG_COUNT, git 2.31+, appended after any the user set) that 
 `core.hooksPath` at /dev/null (no hook can exist there) and turns `core.fsmonitor` off. Environment
 configuration outranks every config file, so the repository cannot turn hooks back on.
 
+The repository's configuration can also name filter drivers (`filter.<name>.clean`, `smudge`,
+`process`, chosen by a committed `.gitattributes`): git runs them on `status`, `diff` against the
+work tree, `add` and `hash-object`. `driver_overrides` reads the names the configuration defines and
+empties each command (git then leaves the content as it is), so they run no more than hooks do.
+Diffs are asked for with `--no-ext-diff --no-textconv` (the `diff.<name>.command`/`textconv` programs).
+
 GitPython's own commit (`repo.index.commit`) runs hooks itself from .git/hooks: call it with
 `skip_hooks=True` (nkitui commits with plumbing instead).
 """
@@ -24,30 +30,57 @@ NO_HOOKS = "/dev/null"  # a hooks "folder" in which no hook can ever exist
 SAFE_CONFIG: tuple[tuple[str, str], ...] = (("core.hooksPath", NO_HOOKS), ("core.fsmonitor", "false"))
 
 
-def config_env(base: Mapping[str, str] | None = None) -> dict[str, str]:
-    """Environment additions that apply SAFE_CONFIG to a git command, after the GIT_CONFIG_COUNT
-    entries already in `base` (default: os.environ), which are kept."""
+def driver_overrides(cwd: str | Path | None) -> tuple[tuple[str, str], ...]:
+    """Settings that switch off every filter driver the configuration seen from `cwd` defines (its
+    clean, smudge and process commands emptied, `required` false); () outside a repository."""
+    if cwd is None:
+        return ()
+    import subprocess
+
+    env = {k: v for k, v in os.environ.items() if k not in ("GIT_DIR", "GIT_WORK_TREE", "GIT_CONFIG_PARAMETERS")}
+    try:
+        done = subprocess.run(["git", *command_args(), "config", "-z", "--get-regexp", r"^filter\..*\."],
+                              cwd=cwd, env=env, capture_output=True, timeout=20, stdin=subprocess.DEVNULL)
+    except (OSError, subprocess.SubprocessError):
+        return ()
+    names: list[str] = []
+    for entry in done.stdout.split(b"\0"):
+        key = entry.split(b"\n", 1)[0].decode("utf-8", "surrogateescape")
+        if key.startswith("filter.") and key.count(".") >= 2:
+            name = key[len("filter."):key.rindex(".")]
+            if name not in names:
+                names.append(name)
+    return tuple((f"filter.{name}.{var}", value) for name in names
+                 for var, value in (("clean", ""), ("smudge", ""), ("process", ""), ("required", "false")))
+
+
+def config_env(base: Mapping[str, str] | None = None, extra: tuple[tuple[str, str], ...] = ()) -> dict[str, str]:
+    """Environment additions that apply SAFE_CONFIG (and `extra`) to a git command, after the
+    GIT_CONFIG_COUNT entries already in `base` (default: os.environ), which are kept."""
     src = os.environ if base is None else base
     try:
         start = max(0, int(src.get("GIT_CONFIG_COUNT", "0")))
     except ValueError:
         start = 0
     env: dict[str, str] = {}
-    for i, (key, value) in enumerate(SAFE_CONFIG, start):
+    settings = (*SAFE_CONFIG, *extra)
+    for i, (key, value) in enumerate(settings, start):
         env[f"GIT_CONFIG_KEY_{i}"] = key
         env[f"GIT_CONFIG_VALUE_{i}"] = value
-    env["GIT_CONFIG_COUNT"] = str(start + len(SAFE_CONFIG))
+    env["GIT_CONFIG_COUNT"] = str(start + len(settings))
     return env
 
 
-def command_args() -> list[str]:
-    """The same settings as `git -c` arguments, for a git started without GitPython."""
-    return [arg for key, value in SAFE_CONFIG for arg in ("-c", f"{key}={value}")]
+def command_args(extra: tuple[tuple[str, str], ...] = ()) -> list[str]:
+    """The same settings as `git -c` arguments, for a git started without GitPython (`extra`:
+    driver_overrides(cwd) for a command that may read the work tree)."""
+    return [arg for key, value in (*SAFE_CONFIG, *extra) for arg in ("-c", f"{key}={value}")]
 
 
 def harden(repo: Any) -> Any:
-    """Make every later git command of this GitPython Repo run without hooks or fsmonitor."""
-    repo.git.update_environment(**config_env())
+    """Make every later git command of this GitPython Repo run without hooks, fsmonitor or filter drivers."""
+    where = getattr(repo, "working_tree_dir", None) or getattr(repo, "git_dir", None)
+    repo.git.update_environment(**config_env(extra=driver_overrides(where)))
     return repo
 
 

@@ -37,9 +37,25 @@ from nkitui.emulator.errors import (
     UnsupportedError,
 )
 from nkitui.emulator.install import install, installed, register_modules, uninstall
-from nkitui.emulator.launch import Kernel, RunInfo, ShapeDtype, set_latency_estimator
-from nkitui.emulator.runtime import pop_trace, push_trace
 from nkitui.emulator.trace import Access, Instruction, Trace
+
+# Loaded on first use: the engine (launch, runtime and the front ends) imports ml_dtypes and numpy's
+# math, ~0.5 s of CPU that a reader of traces (the cost model, the evaluator) does not need.
+_LAZY = {
+    "Kernel": "launch", "RunInfo": "launch", "ShapeDtype": "launch", "set_latency_estimator": "launch",
+    "pop_trace": "runtime", "push_trace": "runtime",
+}
+
+
+def __getattr__(name: str) -> object:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'nkitui.emulator' has no attribute {name!r}")
+    import importlib
+
+    value = getattr(importlib.import_module(f"nkitui.emulator.{module}"), name)
+    globals()[name] = value
+    return value
 
 __all__ = [
     "Access", "ActivationOperandError", "CapacityError", "CollectiveError", "EngineDtypeError", "EngineMemoryError",
@@ -61,6 +77,8 @@ def trace(execute: bool | None = None, **opts) -> Iterator[Trace]:
     Other keyword arguments (target=, precise=, check_affine=, capacity=, seed=) set options for
     the block.
     """
+    from nkitui.emulator.runtime import pop_trace, push_trace
+
     if execute is not None:
         opts["execute"] = execute
     with (options(**opts) if opts else contextlib.nullcontext()):

@@ -22,6 +22,7 @@ from typing import Any, Callable
 import numpy as np
 
 from nkitui.emulator import dtypes as dt
+from nkitui.emulator import provenance
 from nkitui.emulator.blas import single_threaded
 from nkitui.emulator.config import current_options
 from nkitui.emulator.errors import KernelArgumentError, NKIEmulatorError
@@ -228,6 +229,8 @@ def _output(run: Run, value, name: str = "output"):
             out = np.array(out, copy=True)
         if st.dtype.host is not None:
             out = out.view(st.dtype.host)
+        if provenance.collecting():
+            provenance.note(out, st, run.kernel_name, "returned")
         return out
     if isinstance(value, tuple):
         return tuple(_output(run, v, f"{name}[{i}]") for i, v in enumerate(value))
@@ -292,6 +295,11 @@ def run_kernel(kernel: Kernel, args, kwargs, *, grid: tuple[int, ...] | None = N
             np.copyto(original, t.storage.data.astype(original.dtype) if t.storage.data.dtype != original.dtype
                       else t.storage.data, casting="unsafe")
     written = [name for name, t in arg_tensors if t.storage.id in run.written_inputs]
+    if provenance.collecting():  # outputs written into argument arrays count as the device's too
+        copied_from = {id(t.storage): original for original, t in writebacks}
+        for _, t in arg_tensors:
+            if t.storage.id in run.written_inputs:
+                provenance.note(copied_from.get(id(t.storage), t.storage.data), t.storage, kernel.name, "argument")
     info = RunInfo(kernel.name, grid, run.instructions, dict(run.engine_counts), wall, list(run.diagnostics),
                    run.alloc.sbuf_peak, run.alloc.psum_peak, trace,
                    {"target": run.target.name, "precise": run.precise, "execute": run.execute}, written)

@@ -40,9 +40,6 @@ class PhaseRecord:
     duration_s: float
     detail: str = ""
 
-    def to_dict(self) -> dict[str, Any]:
-        return {"name": self.name, "status": self.status, "duration_s": self.duration_s, "detail": self.detail}
-
 
 @dataclass
 class WorkerContext:
@@ -148,3 +145,9 @@ class PhaseHandle:
     def skip(self, reason: str) -> None:
         self.status = "skipped"
         self.detail = reason
+
+    def fail(self, detail: str) -> None:
+        """The phase ran to its end but a check it decides failed: it ends "failed", so a log filtered
+        to warnings and errors shows it."""
+        self.status = "failed"
+        self.detail = detail

@@ -6,6 +6,12 @@
     {"event": "progress", "done": 1, "total": 3, "label": "seed 0"}
     {"event": "error", "kind": "kernel-error", "message": "...", "file": "add_nki.py", "line": 12}
     {"event": "result", "result": {...RunResult...}}
+    {"event": "backend", "name": "emulator", "requested": "auto", "reason": "auto: no Neuron device ..."}
+
+Between the trusted evaluator and its untrusted children (processes that import task code) one more
+kind travels, never on the worker's own stream:
+
+    {"event": "data", "kind": "reply", "data": {...}}      # a child's answer to a request, as data
 
 Both sides use this module: the child encodes, the parent decodes. Anything on the event stream
 that is not such an object becomes a `log` event (stream "worker"), never an exception. Stdlib
@@ -100,7 +106,7 @@ class ErrorEvent:
 
 @dataclass(frozen=True, slots=True)
 class ResultEvent:
-    """The run's result as a plain dict (nkitui.evaluate.result.RunResult.to_dict())."""
+    """The run's result as a plain dict (nkitui.evaluate.run.result.RunResult.to_dict())."""
 
     result: dict[str, Any] = field(default_factory=dict)
 
@@ -110,17 +116,46 @@ class ResultEvent:
         return {"event": "result", "result": self.result}
 
 
-Event = Union[LogEvent, PhaseEvent, ProgressEvent, ErrorEvent, ResultEvent]
+@dataclass(frozen=True, slots=True)
+class BackendEvent:
+    """The backend a run uses and why (sent once, when it is chosen), so the parent knows it even
+    when the worker dies before its result."""
+
+    name: str  # emulator | simulator | neuron
+    reason: str
+    requested: str = "auto"
+
+    event: ClassVar[str] = "backend"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"event": "backend", "name": self.name, "reason": self.reason, "requested": self.requested}
+
+
+@dataclass(frozen=True, slots=True)
+class DataEvent:
+    """Data from an untrusted child to the evaluator (a reply to a request, its confinement report,
+    its sandbox record). Never a verdict: the evaluator validates it like any other input."""
+
+    kind: str
+    data: dict[str, Any] = field(default_factory=dict)
+
+    event: ClassVar[str] = "data"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"event": "data", "kind": self.kind, "data": self.data}
+
+
+Event = Union[LogEvent, PhaseEvent, ProgressEvent, ErrorEvent, ResultEvent, BackendEvent, DataEvent]
 
 
 def event_name(event: Event) -> str:
-    """The wire name of an event ("log", "phase", "progress", "error", "result")."""
+    """The wire name of an event ("log", "phase", "progress", "error", "result", "backend", "data")."""
     return event.event
 
 
 def encode(event: Event) -> bytes:
     """One event as a JSON line (UTF-8, newline-terminated). NaN/inf are not valid JSON: callers
-    put numbers through nkitui.evaluate.numjson first; `allow_nan=False` makes a slip loud."""
+    put numbers through nkitui.common.codec.encode first; `allow_nan=False` makes a slip loud."""
     return (json.dumps(event.to_dict(), separators=(",", ":"), allow_nan=False) + "\n").encode("utf-8")
 
 
@@ -155,6 +190,10 @@ def from_dict(d: dict[str, Any]) -> Event | None:
             )
         if name == "result" and isinstance(d.get("result"), dict):
             return ResultEvent(result=d["result"])
+        if name == "backend":
+            return BackendEvent(name=str(d["name"]), reason=_s(d.get("reason"), ""), requested=_s(d.get("requested"), "auto"))
+        if name == "data" and isinstance(d.get("data"), dict):
+            return DataEvent(kind=str(d.get("kind", "")), data=d["data"])
     except (KeyError, TypeError, ValueError):
         return None
     return None

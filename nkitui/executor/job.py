@@ -1,7 +1,7 @@
 """What a worker is asked to do: the job file the parent writes into the scratch folder.
 
 The executor is generic: a job names an entry point ("package.module:function") that the worker
-imports and calls with the job's payload and a WorkerContext. nkitui.evaluate.pipeline is the
+imports and calls with the job's payload and a WorkerContext. nkitui.evaluate.pipeline.session is the
 entry point of an evaluation; benchmarks and tests use their own. Stdlib only (read by the worker
 before numpy is imported).
 """
@@ -9,6 +9,7 @@ before numpy is imported).
 from __future__ import annotations
 
 import json
+import os
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -38,6 +39,11 @@ class WorkerJob:
     extra_env: dict[str, str] = field(default_factory=dict)
     python_path: list[str] = field(default_factory=list)  # prepended to the worker's PYTHONPATH
     allow_subprocess: bool = False  # may code in the worker start processes (neuron tools need it)
+    # "generic": the entry may import task code (a guard, the task copy on sys.path);
+    # "evaluator": trusted nkitui code that never imports task code (no guard: it starts children);
+    # "untrusted": a child that imports task code for the evaluator (guard, task copy on sys.path,
+    # killed when its parent dies)
+    role: str = "generic"
 
     def to_file_dict(self, scratch_root: Path, workspace: Path) -> dict[str, Any]:
         """The job as the worker reads it. The task repository's own path is not in it."""
@@ -50,6 +56,8 @@ class WorkerJob:
             "scratch": str(scratch_root),
             "workspace": str(workspace),
             "allow_subprocess": self.allow_subprocess,
+            "role": self.role,
+            "parent_pid": os.getpid(),
         }
 
 

@@ -36,7 +36,15 @@ from typing import Any
 
 from nkitui.executor import confine
 from nkitui.executor.events import (
-    ErrorEvent, Event, LogEvent, PhaseEvent, ProgressEvent, ResultEvent, log_lines_of, parse_line,
+    BackendEvent,
+    ErrorEvent,
+    Event,
+    LogEvent,
+    PhaseEvent,
+    ProgressEvent,
+    ResultEvent,
+    log_lines_of,
+    parse_line,
 )
 from nkitui.executor.exitstatus import ExitReport, describe_exit
 from nkitui.executor.job import WorkerJob
@@ -77,6 +85,7 @@ class WorkerOutcome:
     startup_s: float | None  # spawn -> first event
     stream_bytes: dict[str, int] = field(default_factory=dict)
     crash_location: tuple[str, int] | None = None  # from a faulthandler traceback on stderr
+    backend: BackendEvent | None = None  # the backend the worker announced (kept when it dies later)
     confinement: dict[str, Any] | None = None  # confine.observe() of the worker once it said it was confined
 
 
@@ -106,7 +115,7 @@ class _EventStreamParser:
             if ev is None:
                 out.extend(self.text.feed(line.encode("utf-8") + b"\n"))  # not an event: bounded like kernel output
             else:
-                out.append(ev)
+                out.append(_redacted(ev))
         return out
 
     def finish(self) -> list[Event]:
@@ -115,6 +124,23 @@ class _EventStreamParser:
             out.extend(self.feed(b"\n"))
         out.extend(self.text.finish())
         return out
+
+
+def _redacted(ev: Event) -> Event:
+    """An event with known secret shapes removed from its text (the worker's output is redacted as
+    it is read; an event's words, such as a kernel's exception, must be too before anyone shows them)."""
+    from dataclasses import replace
+
+    from nkitui.common.redact import redact_text
+
+    if isinstance(ev, LogEvent):
+        text = redact_text(ev.text)
+        return ev if text == ev.text else replace(ev, text=text)
+    if isinstance(ev, ErrorEvent):
+        message, traceback = redact_text(ev.message), redact_text(ev.traceback)
+        if (message, traceback) != (ev.message, ev.traceback):
+            return replace(ev, message=message, traceback=traceback)
+    return ev
 
 
 class RunHandle:
@@ -128,8 +154,12 @@ class RunHandle:
         finalizer: Callable[[WorkerOutcome], tuple[Any, list[Event]]] | None = None,
         command: list[str] | None = None,
         queue_batches: int = QUEUE_BATCHES,
+        requests: bool = False,
+        fork: bool = False,
     ) -> None:
         self.job = job
+        self._requests = requests  # a pipe on the worker's stdin for send() (untrusted children are servers)
+        self._fork = fork  # fork this process instead of starting an interpreter (nkitui.executor.forked)
         self.run_id = job.run_id
         self.limits = job.limits
         self._finalizer = finalizer
@@ -143,7 +173,7 @@ class RunHandle:
         self._abandoned = threading.Event()
         self._cancel_requested = False
         self._timed_out = False
-        self._proc: subprocess.Popen | None = None
+        self._proc: Any = None  # subprocess.Popen, or forked.ForkedWorker
         self._scratch: Scratch | None = None
         self._kernel_r: int | None = None
         self._spawned_at = 0.0
@@ -162,12 +192,20 @@ class RunHandle:
         self.current_phase: str | None = None
         self.progress: tuple[int, int] = (0, 0)
         self.result_dict: dict[str, Any] | None = None
+        self.backend: BackendEvent | None = None
         self.result: Any = None
         self.exit: ExitReport | None = None
         self.outcome: WorkerOutcome | None = None
 
     # -- starting --------------------------------------------------------------------------------
     def start(self) -> "RunHandle":
+        if self.launch():
+            self.watch()
+        return self
+
+    def launch(self) -> bool:
+        """Start the worker process, no thread yet (several forked children are launched before any
+        of their threads start). False when it could not start (the events say why)."""
         try:
             self._spawn()
         except (WorkspaceError, OSError) as exc:
@@ -177,10 +215,17 @@ class RunHandle:
             if self._scratch is not None:
                 self._scratch.remove()
             self._queue.put(_FINISHED)
-            return self
+            return False
+        return True
+
+    def watch(self) -> None:
+        """Start the threads that read the launched worker's pipes and wait for its exit."""
+        if self._fork and self._proc is not None:
+            from nkitui.executor.confine import reaping
+
+            reaping.watch(self._proc.pid, self._scratch.root if self._scratch else None)
         threading.Thread(target=self._io_loop, name=f"nkitui-run-io-{self.run_id}", daemon=True).start()
         threading.Thread(target=self._wait_loop, name=f"nkitui-run-wait-{self.run_id}", daemon=True).start()
-        return self
 
     def _spawn(self) -> None:
         self._scratch = make_scratch(self.job.workspace)
@@ -188,15 +233,23 @@ class RunHandle:
         try:
             job_dict = self.job.to_file_dict(self._scratch.root, self._scratch.work)
             self._scratch.job_path.write_text(json.dumps(job_dict), encoding="utf-8")
-            command = self._command or worker_command(self._scratch.job_path, kernel_w)
+            policy = confine.ConfinementPolicy(scratch=self._scratch.root, processes=self.job.allow_subprocess)
+            python_path = [*self.job.python_path, _PACKAGE_PARENT]
             self._spawned_at = time.perf_counter()
+            if self._fork:
+                from nkitui.executor import forked
+
+                self._proc = forked.fork_worker(self._scratch.job_path, kernel_w, policy, extra_env=self.job.extra_env,
+                                                python_path=python_path, cwd=self._scratch.work, requests=self._requests)
+                self._kernel_r = kernel_r
+                return
+            command = self._command or worker_command(self._scratch.job_path, kernel_w)
             # confine.spawn: own session, parent-death SIGKILL, scrubbed env (HOME/TMPDIR in the
             # scratch folder), forked on the spawner thread and watched by the reaper
             self._proc = confine.spawn(
-                command, confine.ConfinementPolicy(scratch=self._scratch.root, processes=self.job.allow_subprocess),
-                extra_env=self.job.extra_env, python_path=[*self.job.python_path, _PACKAGE_PARENT],
-                stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                pass_fds=(kernel_w,), cwd=self._scratch.work, bufsize=0,
+                command, policy, extra_env=self.job.extra_env, python_path=python_path,
+                stdin=subprocess.PIPE if self._requests else subprocess.DEVNULL, stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE, pass_fds=(kernel_w,), cwd=self._scratch.work, bufsize=0,
             )
         except BaseException:
             os.close(kernel_r)
@@ -313,6 +366,29 @@ class RunHandle:
             self._kill_group(signal.SIGKILL)
 
     # -- control ---------------------------------------------------------------------------------
+    def send(self, message: dict[str, Any]) -> bool:
+        """Write one JSON line to the worker's stdin (handles started with `requests=True`).
+        False when the worker is gone (its stdin is closed)."""
+        proc = self._proc
+        if proc is None or proc.stdin is None:
+            return False
+        data = (json.dumps(message, separators=(",", ":"), allow_nan=False) + "\n").encode("utf-8")
+        try:
+            proc.stdin.write(data)
+            proc.stdin.flush()
+        except (BrokenPipeError, OSError, ValueError):
+            return False
+        return True
+
+    def kill(self) -> None:
+        """SIGKILL the worker's process group now, without the grace period (for untrusted children,
+        which have nothing to save)."""
+        with self._lock:
+            if self._exited.is_set():  # its process group id may belong to someone else by now
+                return
+            self._cancel_requested = True
+        self._kill_group(signal.SIGKILL)
+
     def cancel(self) -> None:
         """Stop the run (returns at once). The events stream ends with a 'cancelled' error."""
         with self._lock:
@@ -327,6 +403,27 @@ class RunHandle:
         self._abandoned.set()
 
     # -- status ----------------------------------------------------------------------------------
+    @property
+    def observed(self) -> dict[str, Any] | None:
+        """What /proc showed of the worker's confinement once it said it was confined (confine.observe):
+        the parent's own evidence, not the worker's claim."""
+        return self._observed
+
+    @property
+    def scratch(self) -> Scratch | None:
+        """The run's scratch folder (removed once the worker has exited)."""
+        return self._scratch
+
+    @property
+    def cancel_requested(self) -> bool:
+        """Did this process ask for the stop (cancel(), or the timeout's SIGTERM)?"""
+        return self._cancel_requested or self._timed_out
+
+    @property
+    def forked(self) -> bool:
+        """Was the worker forked from this process (nkitui.executor.forked) rather than exec'd?"""
+        return self._fork
+
     @property
     def pid(self) -> int | None:
         return self._proc.pid if self._proc else None
@@ -426,6 +523,8 @@ class RunHandle:
                 self.log.append(line)
         elif isinstance(ev, ResultEvent):
             self.result_dict = ev.result
+        elif isinstance(ev, BackendEvent):
+            self.backend = ev
 
     def _crash_location(self) -> tuple[str, int] | None:
         if self._scratch is None:
@@ -471,7 +570,7 @@ class RunHandle:
             run_id=self.run_id, exit=report, limits=self.limits, result=self.result_dict, errors=list(self.errors),
             phases=list(self.phases), log=self.log, started_at=self.started_at, ended_at=self.ended_at,
             elapsed_s=elapsed, startup_s=self.startup_s, stream_bytes=dict(self._stream_bytes), crash_location=crash,
-            confinement=self._observed,
+            backend=self.backend, confinement=self._observed,
         )
         if self._finalizer is not None:
             try:
@@ -491,9 +590,11 @@ class RunHandle:
         return final
 
     def _cleanup(self) -> None:
-        for stream in (self._proc.stdout, self._proc.stderr) if self._proc else ():
+        for stream in (self._proc.stdin, self._proc.stdout, self._proc.stderr) if self._proc else ():
+            if stream is None:
+                continue
             try:
-                stream.close()  # type: ignore[union-attr]
+                stream.close()
             except OSError:
                 pass
 
@@ -504,11 +605,13 @@ def start_worker(
     finalizer: Callable[[WorkerOutcome], tuple[Any, list[Event]]] | None = None,
     on_event: Callable[[Event], None] | None = None,
     command: list[str] | None = None,
+    requests: bool = False,
 ) -> RunHandle:
     """Start one worker run. With `on_event`, a dispatcher thread consumes the events and calls it
     for each (exceptions in the callback are logged, never fatal); otherwise iterate
-    `handle.events()` or call `handle.wait()`."""
-    handle = RunHandle(job, finalizer=finalizer, command=command).start()
+    `handle.events()` or call `handle.wait()`. `requests`: keep a pipe on the worker's stdin for
+    `handle.send()`."""
+    handle = RunHandle(job, finalizer=finalizer, command=command, requests=requests).start()
     if on_event is not None:
         def dispatch() -> None:
             for ev in handle.events():

@@ -18,20 +18,19 @@ import math
 import statistics
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any
 
+from nkitui.common.codec import Record
 
-@dataclass
-class TimingPolicy:
+
+@dataclass(frozen=True)
+class TimingPolicy(Record):
     warmup: int = 3
     min_repeats: int = 10
     max_repeats: int = 1000
     max_time_s: float = 10.0
     target_rel_ci: float = 0.01  # stop when the CI half-width is within 1% of the median
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
 
 
 @dataclass

@@ -4,14 +4,16 @@ Order of work (nothing from the task is imported before step 6):
  1. keep the original stdout as the *event* descriptor and point fd 1 at the separate pipe the
     parent gave for the kernel's own prints (fd 2 stays the stderr pipe);
  2. say hello, with nothing imported but os and sys (the first event: the parent measures
-    start-up cost up to here); then read the job file;
+    start-up cost up to here); then read the job file; the evaluator makes itself non-dumpable
+    (nkitui.executor.confine.harden_parent); every worker dies with its parent (confine.spawn);
  3. apply the resource limits (memory, CPU time, file size, no core files);
  4. SIGTERM -> WorkerCancelled (a BaseException, so `except Exception` in a kernel cannot swallow
     it); faulthandler prints a Python traceback on SIGSEGV/SIGABRT to stderr (the log);
  5. import the job's entry point (numpy and friends come in here), then install the sandbox guard
-    and enter the OS confinement (nkitui.executor.confine: Landlock, seccomp, ...);
+    and enter the OS confinement (nkitui.executor.confine: Landlock, seccomp, ...) — neither in the
+    evaluator, which runs only nkitui's code and starts the confined children itself;
  6. chdir into the workspace copy, append it to sys.path (last, so a task's numpy.py cannot
-    shadow numpy) and call entry(payload, ctx);
+    shadow numpy; again not for the evaluator) and call entry(payload, ctx);
  7. report anything that escaped as an error event and leave with os._exit (threads a kernel left
     running cannot keep the process alive).
 """
@@ -80,6 +82,15 @@ def main(argv: list[str]) -> int:
         _raw_emit(events_fd, ErrorEvent(kind="invalid-job", message=str(exc)))
         return EXIT_INVALID
 
+    role = str(job.get("role", "generic"))
+    if role == "evaluator":
+        from nkitui.executor import confine
+
+        confine.harden_parent()  # not dumpable: the untrusted children it starts cannot open its /proc (its pipes)
+        from nkitui.executor import forked
+
+        forked.allow_forking()  # its untrusted children may be forked from it (nkitui.executor.forked)
+
     from pathlib import Path
 
     from nkitui.executor.context import WorkerCancelled, WorkerContext
@@ -101,18 +112,20 @@ def main(argv: list[str]) -> int:
     code = EXIT_INTERNAL
     try:
         entry = _import_entry(str(job["entry"]))
-        from nkitui.executor.sandbox import install_guard
+        if role != "evaluator":  # the evaluator is nkitui's own code and starts the children itself
+            from nkitui.executor.sandbox import install_guard
 
-        guard = install_guard([str(ctx.scratch)], allow_processes=bool(job.get("allow_subprocess", False)),
-                              task_root=str(ctx.workspace))
-        guard.on_violation = _violation_reporter(ctx)  # at once: clearing the guard's list later hides nothing
-        from nkitui.executor import confine  # the OS layers, before any task code; irreversible
+            guard = install_guard([str(ctx.scratch)], allow_processes=bool(job.get("allow_subprocess", False)),
+                                  task_root=str(ctx.workspace))
+            guard.on_violation = _violation_reporter(ctx)  # at once: clearing the guard's list later hides nothing
+            from nkitui.executor import confine  # the OS layers, before any task code; irreversible
 
-        ctx.confinement = confine.enter(confine.ConfinementPolicy(
-            scratch=ctx.scratch, processes=bool(job.get("allow_subprocess", False))))
-        ctx.log(ctx.confinement.summary())
+            ctx.confinement = confine.enter(confine.ConfinementPolicy(
+                scratch=ctx.scratch, processes=bool(job.get("allow_subprocess", False))))
+            ctx.log(ctx.confinement.summary())
         os.chdir(ctx.workspace)
-        sys.path.append(str(ctx.workspace))
+        if role != "evaluator":  # the evaluator never imports from the task, so the task is not on its path
+            sys.path.append(str(ctx.workspace))
         code = int(entry(job.get("payload", {}), ctx) or 0)
     except WorkerCancelled:
         code = EXIT_CANCELLED

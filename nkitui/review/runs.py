@@ -58,10 +58,10 @@ def read_run_file(path: Path) -> RunResult:
 
 
 def executor_store_lookup(task_id: str | None = None, root: Path | None = None) -> RunLookup | None:
-    """Look runs up in the executor's run store (nkitui.evaluate.store), this task's runs first."""
+    """Look runs up in the executor's run store (nkitui.evaluate.run.store), this task's runs first."""
     try:
-        from nkitui.evaluate.result import ResultVersionError
-        from nkitui.evaluate.store import RunNotFound, RunStore
+        from nkitui.evaluate.run.result import ResultVersionError
+        from nkitui.evaluate.run.store import RunNotFound, RunStore
     except ImportError:
         return None
     store = RunStore(root)

@@ -14,8 +14,8 @@ from typing import TYPE_CHECKING, Literal, Union
 if TYPE_CHECKING:
     from nkitui.analysis import AlignmentPair
     from nkitui.common.findings import Finding
-    from nkitui.evaluate.result import RunResult
-    from nkitui.evaluate.store import RunSummary
+    from nkitui.evaluate.run.result import RunResult
+    from nkitui.evaluate.run.store import RunSummary
     from nkitui.perf.roofline import SpeedOfLight
     from nkitui.review import Draft, HistoryEntry, ReviewError, Rubric, SubmitResult
     from nkitui.session.identity import AuditorIdentity

@@ -29,9 +29,9 @@ from nkitui.session.runlog import LogLine, event_lines, stored_lines
 
 if TYPE_CHECKING:
     from nkitui.common.findings import Finding
-    from nkitui.evaluate.result import RunResult
+    from nkitui.evaluate.run.result import RunResult
     from nkitui.evaluate.run import EvaluationRequest
-    from nkitui.evaluate.store import RunComparison, RunStore, RunSummary
+    from nkitui.evaluate.run.store import RunComparison, RunStore, RunSummary
     from nkitui.executor.runner import RunHandle
     from nkitui.session.session import AuditSession
 
@@ -74,15 +74,15 @@ def run_findings(result: RunResult) -> tuple[Finding, ...]:
     with WORKER_IMPORTS:
         from nkitui.common.findings import Finding
 
-    found = [Finding.from_dict(f) for f in result.findings if f.get("source") != "analysis"]
-    error = result.error or {}
-    if error.get("file") and isinstance(error.get("line"), int):
-        message = str(error.get("message") or "the kernel failed")
-        kind = str(error.get("kind") or "error")
+    found = [f for f in result.findings if f.source != "analysis"]
+    error = result.error
+    if error is not None and error.file and isinstance(error.line, int):
+        message = error.message or "the kernel failed"
+        kind = error.kind or "error"
         first = message.splitlines()[0] if message else kind
         found.insert(0, Finding(
             rule=f"RUN-{kind.upper()}", severity="high", title=first[:160], category="integrity", source="executor",
-            message=f"Run {result.short_id} ({kind}): {message}", file=str(error["file"]), line=int(error["line"]),
+            message=f"Run {result.short_id} ({kind}): {message}", file=error.file, line=error.line,
             data={"run_id": result.run_id},
         ))
     return tuple(found)
@@ -109,7 +109,7 @@ class Runs:
 
     def store(self) -> RunStore:
         with WORKER_IMPORTS:
-            from nkitui.evaluate.store import RunStore
+            from nkitui.evaluate.run.store import RunStore
         return RunStore(self._session.options.run_store)
 
     def request(self) -> EvaluationRequest:
@@ -117,8 +117,8 @@ class Runs:
         with WORKER_IMPORTS:
             from nkitui.evaluate.run import EvaluationRequest
         options = self._session.options
-        return EvaluationRequest(self._session.task.root, backend=options.backend, target=self._session.target,
-                                 store_root=options.run_store)
+        return EvaluationRequest.of(self._session.task.root, backend=options.backend, target=self._session.target,
+                                    store_root=options.run_store)
 
     # --- the backend --------------------------------------------------------------------------------
 
@@ -160,7 +160,7 @@ class Runs:
         self._session.emit(RunStarting(live.backend, live.target))
         try:
             with WORKER_IMPORTS:
-                from nkitui.evaluate.result import RunResult
+                from nkitui.evaluate.run.result import RunResult
                 from nkitui.evaluate.run import start_evaluation
             events: queue.Queue[Any] = queue.Queue()
             try:
@@ -292,7 +292,7 @@ class Runs:
     def compare(self, run_a: str, run_b: str) -> tuple[RunComparison, RunResult, RunResult]:
         """Two stored runs of the task side by side (A/B: metrics, checks, timing, utilisation)."""
         with WORKER_IMPORTS:
-            from nkitui.evaluate.store import compare_runs
+            from nkitui.evaluate.run.store import compare_runs
         a, b = self.load(run_a), self.load(run_b)
         return compare_runs(a, b), a, b
 
@@ -310,8 +310,8 @@ class Runs:
         current = self._session.current_version()
         store = self.store()
         with WORKER_IMPORTS:
-            from nkitui.evaluate.result import ResultVersionError
-            from nkitui.evaluate.store import RunNotFound
+            from nkitui.evaluate.run.result import ResultVersionError
+            from nkitui.evaluate.run.store import RunNotFound
 
         for summary in summaries[:RESTORE_SCAN]:
             if summary.status == "cancelled":
@@ -339,8 +339,8 @@ class Runs:
         """When no run of the current files is shown: the newest run the draft cites, so a reopened
         review shows the evidence it relies on."""
         with WORKER_IMPORTS:
-            from nkitui.evaluate.result import ResultVersionError
-            from nkitui.evaluate.store import RunNotFound
+            from nkitui.evaluate.run.result import ResultVersionError
+            from nkitui.evaluate.run.store import RunNotFound
         store = self.store()
         for run_id in sorted(run_ids, reverse=True):  # run ids sort by time
             with self._lock:

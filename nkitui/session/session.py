@@ -31,7 +31,7 @@ from nkitui.session.runs import Runs
 
 if TYPE_CHECKING:
     from nkitui.common.findings import Finding
-    from nkitui.evaluate.result import RunResult
+    from nkitui.evaluate.run.result import RunResult
     from nkitui.task import Task
 
 Observer = Callable[[SessionEvent], None]

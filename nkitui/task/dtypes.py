@@ -44,10 +44,17 @@ def canonical_dtype_name(name: str) -> str | None:
     return name if name in DTYPE_NAMES else None
 
 
+_NARROW_NAMES = frozenset({"bfloat16", "float8_e4m3", "float8_e4m3fn", "float8_e5m2"})
+
+
 def numpy_dtype(name: str) -> "np.dtype":
     canonical = canonical_dtype_name(name)
     if canonical is None:
         raise KeyError(name)
+    if canonical not in _NARROW_NAMES:  # numpy's own types: no need to import ml_dtypes (~0.5 s of CPU)
+        import numpy as np
+
+        return np.dtype(canonical)
     return _dtypes()[canonical]
 
 
@@ -56,6 +63,8 @@ def dtype_name(dtype) -> str:
     import numpy as np
 
     dt = np.dtype(dtype)
+    if dt.kind != "V":  # numpy's own types are named as the manifest names them; ml_dtypes' are opaque
+        return dt.name
     for name, candidate in _dtypes().items():
         if candidate == dt:
             return name

@@ -118,7 +118,7 @@ def screen_text(app) -> str:
 def recorded_result():
     """A RunResult recorded from a real emulator run of the fixture task (host timings pinned so
     snapshots are stable): lets UI tests show, reopen and compare runs without running one."""
-    from nkitui.evaluate.result import RunResult
+    from nkitui.evaluate.run.result import RunResult
 
     return RunResult.from_json((FIXTURES / "recorded_run.json").read_text())
 
@@ -127,7 +127,7 @@ def store_run(result, run_id: str, created_at: str = "2026-01-07T09:00:00+00:00"
     """Save a copy of a real RunResult under another id in the (test's isolated) run store."""
     import copy
 
-    from nkitui.evaluate.store import RunStore
+    from nkitui.evaluate.run.store import RunStore
 
     clone = copy.deepcopy(result)
     clone.run_id = run_id

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from textual.widgets import DataTable
 
+from nkitui.perf import PerfRecord
 from nkitui.app.widgets.engines.area import HotLinesTable, MetricsTable
 from nkitui.app.widgets.engines.charts import EngineBars, TimelineStrip, bar
 from nkitui.common.units import bytes_ as format_bytes, time_s as format_seconds
@@ -77,9 +78,9 @@ async def test_a_hot_line_jumps_to_the_source_and_a_metric_is_evidence(task_dir)
 
 async def test_a_measured_profile_without_a_timeline_says_so(task_dir):
     result = recorded_result()
-    profile = dict(result.utilisation)
+    profile = result.utilisation.to_json()
     profile.update(source="measured", timeline={}, tool="neuron-explorer summary-json")
-    store_run(result, "20260107T090000Z-cccccc", utilisation=profile)
+    store_run(result, "20260107T090000Z-cccccc", utilisation=PerfRecord.from_json(profile))
     app = new_app(task_dir, backend="emulator")
     async with app.run_test(size=(100, 60)) as pilot:
         await _reopen(pilot, app)
@@ -137,9 +138,9 @@ async def test_a_task_without_op_says_why_there_is_no_speed_of_light(tmp_path):
 
 async def test_after_a_run_the_speed_of_light_gives_the_achieved_percent(task_dir):
     result = recorded_result()
-    without = dict(result.utilisation)
+    without = result.utilisation.to_json()
     without.pop("speed_of_light")  # a profile that carries no bound: the task's own is used
-    store_run(result, "20260107T090000Z-dddddd", utilisation=without)
+    store_run(result, "20260107T090000Z-dddddd", utilisation=PerfRecord.from_json(without))
     app = new_app(task_dir, backend="emulator")
     async with app.run_test(size=(100, 60)) as pilot:
         await _reopen(pilot, app)

@@ -222,7 +222,7 @@ async def test_a_folder_that_is_one_discovered_task_opens_the_workstation(tmp_pa
 
 @pytest.mark.slow
 async def test_a_background_batch_fills_the_rows_in_while_a_task_is_reviewed(tmp_path):
-    from nkitui.evaluate.store import RunStore
+    from nkitui.evaluate.run.store import RunStore
 
     root = make_queue(tmp_path, "vector_add", "transpose2d")
     app = queue_app(root)

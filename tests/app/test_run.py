@@ -58,7 +58,7 @@ async def test_reopen_an_earlier_run_and_compare_two(task_dir):
     for seed in worse:
         for out in seed["outputs"]:
             out["max_abs"] = 1.0
-    from nkitui.evaluate.result import SeedResult
+    from nkitui.evaluate.run.result import SeedResult
 
     store_run(result, "20260108T090000Z-bbbbbb", created_at="2026-01-08T09:00:00+00:00",
               seed_results=[SeedResult.from_dict(s) for s in worse])

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import copy
+from dataclasses import replace
 
 from nkitui.app.widgets.run.area import run_notice
 from nkitui.app.screens.runs import RunsScreen
@@ -14,8 +15,8 @@ from tests.app.helpers import new_app, recorded_result, screen_text, settle, sto
 async def test_a_runs_time_reads_the_same_in_every_place(task_dir, capsys):
     result = recorded_result()
     slow = copy.deepcopy(result)
-    slow.timing = dict(slow.timing, median_us=4669.0)
-    slow.utilisation = dict(slow.utilisation, total_time=4669e-6)
+    slow.timing = replace(slow.timing, median_us=4669.0)
+    slow.utilisation = replace(slow.utilisation, total_time=4669e-6)
     store_run(slow, "20260107T090000Z-a1b2c3", timing=slow.timing, utilisation=slow.utilisation)
     assert "4.67 ms" in run_notice(slow) and "e+" not in run_notice(slow)  # the toast when a run ends
     app = new_app(task_dir, backend="emulator")

@@ -13,7 +13,7 @@ import pytest
 
 from nkitui.app.screens.prompts import AuditorScreen, ConfirmScreen
 from nkitui.app.screens.review import ConfirmSubmit
-from nkitui.evaluate.result import Check
+from nkitui.evaluate.run.result import Check
 from tests.app.helpers import FIXTURES, new_app, recorded_result, screen_text, settle, store_run
 
 SMALL = (80, 24)

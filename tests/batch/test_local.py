@@ -14,7 +14,7 @@ from nkitui.batch import BatchOptions, LocalExecutor, TaskFinished, TaskStarted,
 from nkitui.batch.ledger import Ledger, default_ledger_path
 from nkitui.batch.record import SCHEMA, TaskRecord
 from nkitui.batch.sizing import pool_size, usable_cpus
-from nkitui.evaluate.store import RunStore
+from nkitui.evaluate.run.store import RunStore
 from tests.batch.conftest import add_task, git_commit_all, quick_options
 
 RECORD_FIELDS = {

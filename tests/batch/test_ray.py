@@ -16,7 +16,7 @@ import pytest
 from nkitui.batch import LocalExecutor, TaskStarted, start_batch
 from nkitui.batch.ray_executor import RayExecutor
 from nkitui.common.resources import bundled_dir
-from nkitui.evaluate.check import run_check
+from nkitui.evaluate.run.headless import run_check
 from tests.batch.conftest import add_task, alive, children, cmdline, git_commit_all, quick_options
 
 pytestmark = pytest.mark.slow

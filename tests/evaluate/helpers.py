@@ -5,7 +5,7 @@ from __future__ import annotations
 import ml_dtypes
 import numpy as np
 
-from nkitui.evaluate.fpformat import round_to
+from nkitui.evaluate.numerics.fpformat import round_to
 from nkitui.task.model import TensorSpec, Tolerance
 
 BF16 = ml_dtypes.bfloat16

@@ -3,8 +3,8 @@ import json
 import numpy as np
 import pytest
 
-from nkitui.evaluate import numfindings as rules
-from nkitui.evaluate.advisor import (
+from nkitui.evaluate.numerics import findings as rules
+from nkitui.evaluate.numerics.advisor import (
     ToleranceAdvice,
     advise_output,
     advise_tolerance,
@@ -12,10 +12,10 @@ from nkitui.evaluate.advisor import (
     nice_ceil,
     tolerance_sanity,
 )
-from nkitui.evaluate.diagnose import diagnose_failures
-from nkitui.evaluate.metrics import compute_metrics
-from nkitui.evaluate.runners import RunOptions
-from nkitui.evaluate.tolerance import TolerancePolicy, check_policy
+from nkitui.evaluate.numerics.diagnose import diagnose_failures
+from nkitui.evaluate.numerics.metrics import compute_metrics
+from nkitui.evaluate.numerics.callables import RunOptions
+from nkitui.evaluate.numerics.tolerance import TolerancePolicy, check_policy
 
 from .helpers import matmul_inputs, matmul_reference, out_spec, tiled_matmul_kernel
 
@@ -72,7 +72,7 @@ def test_advice_for_bf16_outputs_allows_output_rounding_but_not_much_more():
     allclose = advice.advised["allclose"]
     assert 2.0**-8 <= allclose.rtol <= 0.05
     good = tiled_matmul_kernel(out_dtype=np.float32)(inputs, RunOptions())["c"]
-    from nkitui.evaluate.fpformat import round_to
+    from nkitui.evaluate.numerics.fpformat import round_to
 
     assert check_policy(round_to(good, "bfloat16"), ref, allclose, "bfloat16").passed
     assert any("output rounding to bfloat16" in line for line in advice.reasoning)

@@ -2,9 +2,9 @@ import json
 
 import numpy as np
 
-from nkitui.evaluate import numfindings as rules
-from nkitui.evaluate.numerics import NumericsAudit, check_outputs, run_numerics_audit
-from nkitui.evaluate.numerics_report import audit_text
+from nkitui.evaluate.numerics import findings as rules
+from nkitui.evaluate.numerics.audit import NumericsAudit, check_outputs, run_numerics_audit
+from nkitui.evaluate.present.numerics import audit_text
 
 from .helpers import matmul_inputs, matmul_reference, out_spec, run_fake_nki_source, tiled_matmul_kernel
 from .test_mutants import LEGACY
@@ -86,8 +86,8 @@ def test_a_shape_mismatch_is_reported():
 
 
 def test_report_prints_kernel_text_literally():
-    from nkitui.evaluate.mutants import MutantResult, MutationReport
-    from nkitui.evaluate.numerics_report import render_mutants, to_text
+    from nkitui.evaluate.numerics.mutants import MutantResult, MutationReport
+    from nkitui.evaluate.present.numerics import render_mutants, to_text
 
     report = MutationReport((MutantResult("shift-index#1", "shift-index", "v[nl.ds(b * P, P), :] -> v[nl.ds(b * P + 1, P), :]",
                                           "port.py", 48, "crashed", "OutOfBoundsError: index range [897, 1024]"),))

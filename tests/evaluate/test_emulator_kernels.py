@@ -9,11 +9,11 @@ import sys
 import numpy as np
 
 from nkitui import emulator
-from nkitui.evaluate import numfindings as rules
-from nkitui.evaluate.advisor import advise_output
-from nkitui.evaluate.mutants import generate_mutants, run_mutants
-from nkitui.evaluate.precision import isolate_precision
-from nkitui.evaluate.runners import RunOptions
+from nkitui.evaluate.numerics import findings as rules
+from nkitui.evaluate.numerics.advisor import advise_output
+from nkitui.evaluate.numerics.mutants import generate_mutants, run_mutants
+from nkitui.evaluate.numerics.precision import isolate_precision
+from nkitui.evaluate.numerics.callables import RunOptions
 
 from .helpers import BF16, out_spec
 

@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from nkitui.evaluate.fpformat import format_name, keyed, ordered_keys, round_to, spacing, ulp_distance, unit_roundoff
+from nkitui.evaluate.numerics.fpformat import format_name, keyed, ordered_keys, round_to, spacing, ulp_distance, unit_roundoff
 
 
 @pytest.mark.parametrize(

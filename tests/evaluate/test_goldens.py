@@ -3,9 +3,9 @@ import json
 import numpy as np
 import pytest
 
-from nkitui.evaluate import numfindings as rules
-from nkitui.evaluate.fpformat import round_to
-from nkitui.evaluate.goldens import GoldenFormatError, GoldenReport, compare_goldens, load_goldens
+from nkitui.evaluate.numerics import findings as rules
+from nkitui.evaluate.numerics.fpformat import round_to
+from nkitui.evaluate.numerics.goldens import GoldenFormatError, GoldenReport, compare_goldens, load_goldens
 
 from .helpers import BF16, matmul_reference, out_spec, tiled_matmul_kernel
 from nkitui.task.model import TensorSpec

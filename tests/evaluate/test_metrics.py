@@ -4,9 +4,9 @@ import ml_dtypes
 import numpy as np
 import pytest
 
-from nkitui.evaluate.heatmap import localise, tile_heatmap
-from nkitui.evaluate.metrics import OutputMetrics, ShapeMismatchError, compute_metrics
-from nkitui.evaluate.tolerance import TolerancePolicy
+from nkitui.evaluate.numerics.heatmap import localise, tile_heatmap
+from nkitui.evaluate.numerics.metrics import OutputMetrics, ShapeMismatchError, compute_metrics
+from nkitui.evaluate.numerics.tolerance import TolerancePolicy
 
 
 def _pair(shape=(300, 512), seed=0):

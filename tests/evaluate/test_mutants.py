@@ -4,10 +4,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from nkitui.evaluate import numfindings as rules
-from nkitui.evaluate.mutants import OPERATORS, MutationReport, generate_mutants, run_mutants
-from nkitui.evaluate.runners import RunOptions
-from nkitui.evaluate.tolerance import TolerancePolicy
+from nkitui.evaluate.numerics import findings as rules
+from nkitui.evaluate.numerics.mutants import OPERATORS, MutationReport, generate_mutants, run_mutants
+from nkitui.evaluate.numerics.callables import RunOptions
+from nkitui.evaluate.numerics.tolerance import TolerancePolicy
 
 from .helpers import out_spec, run_fake_nki_source
 

@@ -3,8 +3,8 @@ import json
 import numpy as np
 import pytest
 
-from nkitui.evaluate import numfindings as rules
-from nkitui.evaluate.precision import PrecisionReport, closest_hypothesis, isolate_precision
+from nkitui.evaluate.numerics import findings as rules
+from nkitui.evaluate.numerics.precision import PrecisionReport, closest_hypothesis, isolate_precision
 
 from .helpers import BF16, matmul_inputs, matmul_reference, out_spec, tiled_matmul_kernel
 

@@ -12,12 +12,12 @@ import functools
 import pytest
 
 from nkitui.common.resources import bundled_dir
-from nkitui.evaluate import numfindings as rules
-from nkitui.evaluate.calls import kernel_runner, load_reference
-from nkitui.evaluate.inputs import make_inputs
-from nkitui.evaluate.numerics import check_outputs, partial_sum_magnitudes, run_numerics_audit
-from nkitui.evaluate.precision import isolate_precision
-from nkitui.evaluate.runners import RunOptions
+from nkitui.evaluate.numerics import findings as rules
+from tests.helpers.inprocess import kernel_runner, load_reference
+from nkitui.evaluate.numerics.inputs import make_inputs
+from nkitui.evaluate.numerics.audit import check_outputs, partial_sum_magnitudes, run_numerics_audit
+from nkitui.evaluate.numerics.precision import isolate_precision
+from nkitui.evaluate.numerics.callables import RunOptions
 from nkitui.executor.backends.emulator import EmulatorBackend
 from nkitui.task import load_task
 

@@ -1,7 +1,7 @@
 import numpy as np
 import pytest
 
-from nkitui.evaluate.tolerance import (
+from nkitui.evaluate.numerics.tolerance import (
     Comparison,
     Reference,
     TolerancePolicy,

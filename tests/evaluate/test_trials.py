@@ -3,9 +3,9 @@ import json
 import numpy as np
 import pytest
 
-from nkitui.evaluate import numfindings as rules
-from nkitui.evaluate.adversarial import make_adversarial_cases
-from nkitui.evaluate.trials import TrialsReport, run_trials
+from nkitui.evaluate.numerics import findings as rules
+from nkitui.evaluate.numerics.adversarial import make_adversarial_cases
+from nkitui.evaluate.numerics.trials import TrialsReport, run_trials
 
 from .helpers import matmul_inputs, matmul_reference, out_spec, tiled_matmul_kernel
 
@@ -132,7 +132,7 @@ def test_precomputed_seeds_are_neither_run_nor_compared_again():
 
     first = softmax_inputs(0)
     got, ref = stable_softmax(first, None), softmax_reference(first)
-    from nkitui.evaluate.metrics import compute_metrics
+    from nkitui.evaluate.numerics.metrics import compute_metrics
 
     known = [compute_metrics("y", got["y"], ref["y"], SOFTMAX_OUT[0].tolerance, "float32")]
     report = run_trials(counting_runner, softmax_reference, softmax_inputs, [0, 1], SOFTMAX_OUT, "softmax",

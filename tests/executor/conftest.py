@@ -78,7 +78,7 @@ def quick_request(task_dir: Path, **overrides) -> EvaluationRequest:
     options = dict(static=False, trials=False, precision=False, goldens=False, timeout_s=60.0, memory_mb=2048,
                    store=False)
     options.update(overrides)
-    return EvaluationRequest(task_dir, **options)
+    return EvaluationRequest.of(task_dir, **options)
 
 
 def fake_sdk_env(*, device: str | None = None, tools: tuple[str, ...] = ("explorer", "common"),

@@ -64,12 +64,12 @@ def test_auto_uses_the_sdk_simulator_when_there_is_no_device(tmp_path):
     assert result.backend == "simulator"
     assert "fake SDK" in result.backend_reason and "no Neuron device" in result.backend_reason
     assert result.versions["sdk"] == {"nki": "0.6.0+fake", "fake": True}
-    phases = {p["name"]: p for p in result.phases}
-    assert phases["precision"]["status"] == "ok", "nki.simulate has the NKI_PRECISE_FP switch"
-    if phases["profile"]["status"] == "skipped":
-        assert "emulator" in phases["profile"]["detail"]
+    phases = {p.name: p for p in result.phases}
+    assert phases["precision"].status == "ok", "nki.simulate has the NKI_PRECISE_FP switch"
+    if phases["profile"].status == "skipped":
+        assert "emulator" in phases["profile"].detail
     else:
-        assert result.utilisation["source"] == "estimated"
+        assert result.utilisation.source == "estimated"
 
 
 def test_neuron_backend_times_rechecks_and_profiles_with_neuron_explorer(tmp_path):
@@ -80,16 +80,16 @@ def test_neuron_backend_times_rechecks_and_profiles_with_neuron_explorer(tmp_pat
     assert result.backend == "neuron" and "running on hardware" in result.backend_reason
     assert result.versions["neuron_ls"][0]["nc_count"] == 8
     t = result.timing
-    assert t["kind"] == "measured" and t["samples"] >= 5 and t["warmup"] == 1
-    assert t["min_us"] <= t["median_us"] <= t["max_us"]
-    assert t["ci95_us"][0] <= t["median_us"] <= t["ci95_us"][1]
-    assert t["rechecked"] == t["samples"] and t["recheck_failure_count"] == 0
-    assert t["stopped"]
+    assert t.kind == "measured" and t.samples >= 5 and t.warmup == 1
+    assert t.min_us <= t.median_us <= t.max_us
+    assert t.ci95_us[0] <= t.median_us <= t.ci95_us[1]
+    assert t.rechecked == t.samples and t.recheck_failure_count == 0
+    assert t.stopped
     assert next(c for c in result.checks if c.id == "timed-recheck").passed is True
     u = result.utilisation
-    assert u["source"] == "measured" and u["tool"] == "neuron-explorer summary-json"
-    assert abs(u["engines"]["tensor"]["active_time_percent"] - 24.6) < 1e-9
-    assert abs(t["profile_total_time_us"] - 182.4) < 1e-6
+    assert u.source == "measured" and u.tool == "neuron-explorer summary-json"
+    assert abs(u.engines["tensor"].active_time_percent - 24.6) < 1e-9
+    assert abs(t.profile_total_time_us - 182.4) < 1e-6
     commands = log.read_text().splitlines()
     assert any(c.startswith("neuron-explorer capture -n ") and "--profile-nth-exec=2" in c for c in commands)
     assert any(c.startswith("neuron-explorer view -d ") and c.endswith("--output-format summary-json") for c in commands)
@@ -100,12 +100,12 @@ def test_legacy_neuron_backend_with_neuron_profile_and_nki_benchmark(tmp_path):
     result = run(task, env=fake_sdk_env(device="trn1", tools=("legacy",)), backend="neuron", target="trn1")
     assert result.status == "passed", result.error
     assert result.versions["sdk"]["neuronxcc.nki"] == "2.26.0+fake"
-    device = result.timing["device"]
-    assert device["percentiles_us"]["p50"] == 2309.0 and device["median_us"] == 2309.0
+    device = result.timing.device
+    assert device.percentiles_us["p50"] == 2309.0 and device.median_us == 2309.0
     u = result.utilisation
-    assert u["tool"] == "neuron-profile summary-json"
-    assert abs(u["engines"]["tensor"]["active_time_percent"] - 21.0) < 1e-9, "fractions read as 0-1"
-    assert any("fractions" in n for n in u["notes"])
+    assert u.tool == "neuron-profile summary-json"
+    assert abs(u.engines["tensor"].active_time_percent - 21.0) < 1e-9, "fractions read as 0-1"
+    assert any("fractions" in n for n in u.notes)
 
 
 def test_timed_launches_that_change_their_outputs_fail_the_recheck(tmp_path):
@@ -121,7 +121,7 @@ def test_without_profiler_tools_timing_still_stands(tmp_path):
     task = write_task(tmp_path / "notools", kernel=NEW_KERNEL)
     result = run(task, env=fake_sdk_env(device="trn2", tools=()), backend="neuron")
     assert result.status == "passed"
-    assert result.timing["kind"] == "measured"
+    assert result.timing.kind == "measured"
     assert result.utilisation is None
     assert any("neither neuron-explorer nor neuron-profile is on PATH" in n for n in result.notes)
 
@@ -130,8 +130,8 @@ def test_asking_for_hardware_without_a_device_is_an_invalid_request(tmp_path):
     task = write_task(tmp_path / "nodev", kernel=NEW_KERNEL)
     result = run(task, env=fake_sdk_env(), backend="neuron")
     assert result.status == "invalid" and result.exit_code == 2
-    assert result.error["kind"] == "backend-unavailable"
-    assert "needs a Neuron device" in result.error["message"] and "/dev/neuron* absent" in result.error["message"]
+    assert result.error.kind == "backend-unavailable"
+    assert "needs a Neuron device" in result.error.message and "/dev/neuron* absent" in result.error.message
 
 
 def test_the_fake_device_switch_is_ignored_without_the_fake_sdk(tmp_path):

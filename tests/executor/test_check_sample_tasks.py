@@ -11,9 +11,9 @@ import pytest
 
 from nkitui.cli import main
 from nkitui.common.resources import bundled_dir
-from nkitui.evaluate import numfindings as rules
-from nkitui.evaluate.check import run_check
-from nkitui.evaluate.result import RunResult
+from nkitui.evaluate.numerics import findings as rules
+from nkitui.evaluate.run.headless import run_check
+from nkitui.evaluate.run.result import RunResult
 from nkitui.evaluate.run import EvaluationRequest
 
 SAMPLES = bundled_dir("sample_tasks")
@@ -37,7 +37,7 @@ def _strict_json(text: str):
 def test_every_sample_task_exits_with_the_contracts_code():
     def check(name: str):
         # every check that decides the exit code runs (trials, precision); one seed keeps it short
-        return name, run_check(EvaluationRequest(SAMPLES / name, seeds=1, static=False, store=False))
+        return name, run_check(EvaluationRequest.of(SAMPLES / name, seeds=1, static=False, store=False))
 
     with ThreadPoolExecutor(max_workers=2) as pool:
         outcomes = dict(pool.map(check, TASKS))
@@ -58,8 +58,8 @@ def test_the_loose_tolerance_task_fails_its_tolerance_check_because_zeros_would_
     assert by_id["output:probs"].passed is True  # the kernel itself is right ...
     assert by_id["tolerance:probs"].passed is False  # ... the task's test is what is broken
     assert "all-zeros" in by_id["tolerance:probs"].detail
-    zeros = [f for f in result.findings if f["rule"] == rules.ZEROS_PASS]
-    assert len(zeros) == 1 and "`probs`" in zeros[0]["message"] and "atol = 0.01" in zeros[0]["message"]
+    zeros = [f for f in result.findings if f.rule == rules.ZEROS_PASS]
+    assert len(zeros) == 1 and "`probs`" in zeros[0].message and "atol = 0.01" in zeros[0].message
 
 
 def test_a_port_writing_nan_fails_with_strict_json(capsys):

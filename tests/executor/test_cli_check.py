@@ -7,8 +7,8 @@ import json
 import pytest
 
 from nkitui.cli import main
-from nkitui.evaluate.result import RunResult
-from nkitui.evaluate.store import RunStore
+from nkitui.evaluate.run.result import RunResult
+from nkitui.evaluate.run.store import RunStore
 
 from .conftest import add_task_manifest, write_task
 
@@ -67,7 +67,7 @@ def test_bad_options_exit_2(tmp_path, args, capsys):
 def test_per_seed_metrics_are_never_cut_at_80_columns(tmp_path, capsys):
     from rich.console import Console
 
-    from nkitui.evaluate.report import render_seed_metrics
+    from nkitui.evaluate.present.report import render_seed_metrics
 
     task = write_task(tmp_path / "bad", reference="def add(a, b, **kw):\n    return a * b + 1e-3\n")
     main(["check", str(task), "--json", "--no-store", "--seeds", "1", *FAST])
@@ -77,7 +77,7 @@ def test_per_seed_metrics_are_never_cut_at_80_columns(tmp_path, capsys):
     text = console.export_text()
     metrics = result.seed_results[0].outputs[0]
     assert "…" not in text
-    assert f"{metrics['max_abs']:.3g}" in text or f"{metrics['max_abs']:.2e}" in text
+    assert f"{metrics.max_abs:.3g}" in text or f"{metrics.max_abs:.2e}" in text
 
 
 def test_a_failing_seed_is_logged_as_a_warning_and_the_stored_log_keeps_its_level(tmp_path, capsys):
@@ -87,3 +87,19 @@ def test_a_failing_seed_is_logged_as_a_warning_and_the_stored_log_keeps_its_leve
     failing = [line for line in result.log_excerpt if "FAILS" in line]
     assert failing and all(line.startswith("[worker:warning] seed 0: ") for line in failing)
     assert any(line.startswith("[worker] ") for line in result.log_excerpt)  # info lines keep the short tag
+
+
+def test_a_phase_whose_check_fails_ends_failed_so_a_warnings_filter_shows_it(tmp_path):
+    # issue #18: "trials ok ...: 1 failing" hid the failure from the log's warnings-and-errors filter
+    from nkitui.evaluate.run import start_evaluation
+    from nkitui.executor.events import PhaseEvent
+
+    from .conftest import quick_request
+
+    task = write_task(tmp_path / "bad", reference="def add(a, b, **kw):\n    return a * b\n")
+    handle = start_evaluation(quick_request(task, seeds=1))
+    ends = {e.name: e for e in handle.events() if isinstance(e, PhaseEvent) and e.state == "end"}
+    assert handle.result.status == "failed"
+    assert ends["compare"].status == "failed" and "output:out: FAIL" in ends["compare"].detail
+    assert ends["run"].status == "ok" and ends["load"].status == "ok"  # phases whose checks passed stay ok
+    assert {p.name: p.status for p in handle.result.phases}["compare"] == "failed"

@@ -10,9 +10,9 @@ import pytest
 from rich.console import Console
 
 from nkitui.cli import main
-from nkitui.evaluate.report import render_result
-from nkitui.evaluate.result import RunResult
-from nkitui.evaluate.store import RunStore
+from nkitui.evaluate.present.report import render_result
+from nkitui.evaluate.run.result import RunResult
+from nkitui.evaluate.run.store import RunStore
 
 from .conftest import write_task
 

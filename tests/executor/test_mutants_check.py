@@ -11,8 +11,8 @@ import pytest
 
 from nkitui.cli import main
 from nkitui.common.resources import bundled_dir
-from nkitui.evaluate import numfindings as rules
-from nkitui.evaluate.result import RunResult
+from nkitui.evaluate.numerics import findings as rules
+from nkitui.evaluate.run.result import RunResult
 
 SAMPLES = bundled_dir("sample_tasks")
 MUTANTS_ONLY = ["--mutants", "--json", "--no-store", "--quiet", "--no-static", "--no-trials", "--no-precision",
@@ -29,11 +29,11 @@ def _check(task_dir, capsys) -> tuple[int, RunResult]:
 def test_bf16_accumulator_mutants_of_attention_are_undetectable_not_survivors(capsys):
     code, result = _check(SAMPLES / "attention_fwd", capsys)
     assert code == 0, result.error
-    mutants = result.numerics["mutants"]["results"]
-    lowered = [m for m in mutants if m["operator"] == "lower-accumulator"]
-    assert lowered and all(m["status"] == "undetectable" for m in lowered)
-    assert not [m for m in mutants if m["status"] == "survived"]
-    assert not [f for f in result.findings if f["rule"] == rules.MUTANT_SURVIVED]
+    mutants = result.numerics.mutants.results
+    lowered = [m for m in mutants if m.operator == "lower-accumulator"]
+    assert lowered and all(m.status == "undetectable" for m in lowered)
+    assert not [m for m in mutants if m.status == "survived"]
+    assert not [f for f in result.findings if f.rule == rules.MUTANT_SURVIVED]
 
 
 def test_a_tolerance_as_weak_as_flawed_loose_tolerances_lets_a_bf16_mutant_survive(tmp_path, capsys):
@@ -50,9 +50,9 @@ def test_a_tolerance_as_weak_as_flawed_loose_tolerances_lets_a_bf16_mutant_survi
 
     code, result = _check(task, capsys)
     assert code == 0  # the weak tolerance passes the correct port; mutants are advice, not a check
-    survived = [m for m in result.numerics["mutants"]["results"] if m["status"] == "survived"]
-    assert [m["operator"] for m in survived] == ["lower-accumulator"]
-    findings = [f for f in result.findings if f["rule"] == rules.MUTANT_SURVIVED]
-    assert len(findings) == 1 and findings[0]["severity"] == "high"
-    assert (findings[0]["file"], findings[0]["line"]) == ("row_softmax_nki.py", survived[0]["line"])
-    assert "allclose atol=0.01 rtol=0.01" in findings[0]["message"] and "bfloat16" in findings[0]["message"]
+    survived = [m for m in result.numerics.mutants.results if m.status == "survived"]
+    assert [m.operator for m in survived] == ["lower-accumulator"]
+    findings = [f for f in result.findings if f.rule == rules.MUTANT_SURVIVED]
+    assert len(findings) == 1 and findings[0].severity == "high"
+    assert (findings[0].file, findings[0].line) == ("row_softmax_nki.py", survived[0].line)
+    assert "allclose atol=0.01 rtol=0.01" in findings[0].message and "bfloat16" in findings[0].message

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from nkitui.evaluate.run import start_evaluation
-from nkitui.evaluate.store import RunStore
+from nkitui.evaluate.run.store import RunStore
 from nkitui.task import TaskError
 
 from .conftest import HEADER, git_init, quick_request, write_task
@@ -54,7 +54,7 @@ def test_layouts_and_output_arguments_follow_the_manifest(tmp_path):
     result = run(task, seeds=1)
     assert result.status == "passed", result.error
     assert result.seeds == [0]
-    assert result.seed_results[0].outputs[0]["shape"] == [64, 128]
+    assert result.seed_results[0].outputs[0].shape == (64, 128)
 
 
 def test_a_run_records_the_commit_hashes_and_is_stored(tmp_path):
@@ -75,24 +75,24 @@ def test_a_broken_reference_makes_the_task_invalid(tmp_path):
     task = write_task(tmp_path / "t", reference="def add(a, b, **kw):\n    return a[:10] + b[:10]\n")
     result = run(task)
     assert result.status == "invalid" and result.exit_code == 2
-    assert result.error["kind"] == "reference-error"
-    assert "shape (10, 64)" in result.error["message"] and "(128, 64)" in result.error["message"]
+    assert result.error.kind == "reference-error"
+    assert "shape (10, 64)" in result.error.message and "(128, 64)" in result.error.message
 
 
 def test_a_reference_that_raises_points_at_its_line(tmp_path):
     task = write_task(tmp_path / "t", reference="def add(a, b, **kw):\n    x = 1\n    return a + b + undefined_name\n")
     result = run(task)
     assert result.status == "invalid"
-    assert (result.error["file"], result.error["line"]) == ("reference.py", 3)
-    assert "NameError" in result.error["message"]
-    assert result.error["kind"] == "reference-error"  # the reference's fault, not the kernel's
+    assert (result.error.file, result.error.line) == ("reference.py", 3)
+    assert "NameError" in result.error.message
+    assert result.error.kind == "reference-error"  # the reference's fault, not the kernel's
 
 
 def test_a_reference_that_fails_to_import_is_a_reference_error(tmp_path):
     task = write_task(tmp_path / "t", reference="import numpy as np\nraise RuntimeError('no data file')\n\n\ndef add(a, b):\n    return a + b\n")
     result = run(task)
-    assert result.status == "invalid" and result.error["kind"] == "reference-error"
-    assert (result.error["file"], result.error["line"]) == ("reference.py", 2)
+    assert result.status == "invalid" and result.error.kind == "reference-error"
+    assert (result.error.file, result.error.line) == ("reference.py", 2)
 
 
 def test_a_kernel_returning_the_wrong_shape_fails_its_output_check(tmp_path):
@@ -114,8 +114,8 @@ def test_a_syntax_error_in_the_kernel_is_located(tmp_path):
     # the port is what is judged: it loads, and the run fails with the error at its file and line
     task = write_task(tmp_path / "t", kernel=HEADER + "\n\n@nki.jit\ndef add_kernel(a, b)\n    return a\n")
     result = run(task)
-    assert result.status == "failed" and result.error["file"] == "add_nki.py"
-    assert result.error["line"] == HEADER.count("\n") + 4 and "expected ':'" in result.error["message"]
+    assert result.status == "failed" and result.error.file == "add_nki.py"
+    assert result.error.line == HEADER.count("\n") + 4 and "expected ':'" in result.error.message
 
 
 def test_a_task_without_a_manifest_cannot_start(tmp_path):
@@ -133,14 +133,14 @@ def test_a_task_without_a_manifest_cannot_start(tmp_path):
 def test_every_optional_phase_on_a_real_kernel(tmp_path):
     task = write_task(tmp_path / "full")
     result = run(task, static=True, trials=True, precision=True, mutants=True)
-    names = [p["name"] for p in result.phases]
-    assert names == ["load", "static", "compile", "run", "reference", "compare", "trials", "precision", "mutants", "profile"]
+    names = [p.name for p in result.phases]
+    assert names == ["load", "static", "reference", "compile", "run", "compare", "trials", "precision", "mutants", "profile"]
     assert result.status == "passed", [c for c in result.checks if not c.passed]
     audit = result.numerics_audit()
     assert audit.trials is not None and audit.trials.adversarial
     assert audit.precision is not None and audit.precision.outputs[0].verdict == "consistent"
     assert audit.mutants is not None
-    assert result.advice and result.advice[0]["name"] == "out"
+    assert result.advice and result.advice[0].name == "out"
     assert {c.id for c in result.checks} >= {"kernel-runs", "output:out", "trials", "precision", "sandbox"}
 
 
@@ -167,11 +167,11 @@ def test_a_corrupt_goldens_file_is_named_as_the_task_names_it(tmp_path):
     task = write_task(tmp_path / "g", manifest=manifest)
     (task / "goldens.npz").write_bytes(b"PK\x03\x04" + b"garbage" * 10)
     result = run(task, goldens=True)
-    finding = next(f for f in result.findings if f["rule"] == "NUM-GOLDEN-INVALID")
-    assert "goldens.npz: cannot read the goldens file" in finding["message"]
-    assert "nkitui-run-" not in finding["message"]  # not the scratch copy, deleted after the run
-    phase = next(p for p in result.phases if p["name"] == "goldens")
-    assert phase["detail"].startswith("unusable goldens: goldens.npz: ")
+    finding = next(f for f in result.findings if f.rule == "NUM-GOLDEN-INVALID")
+    assert "goldens.npz: cannot read the goldens file" in finding.message
+    assert "nkitui-run-" not in finding.message  # not the scratch copy, deleted after the run
+    phase = next(p for p in result.phases if p.name == "goldens")
+    assert phase.detail.startswith("unusable goldens: goldens.npz: ")
 
 
 def test_a_kernel_returning_another_dtype_than_declared_is_named(tmp_path):
@@ -184,8 +184,8 @@ def add_kernel(a, b):
     return out
 """
     narrow = run(write_task(tmp_path / "bf16", kernel=kernel))
-    finding = next(f for f in narrow.findings if f["rule"] == "NUM-OUTPUT-DTYPE")
-    assert finding["severity"] == "high" and finding["file"] == "add_nki.py"
-    assert finding["message"].startswith("The kernel returned output `out` as bfloat16; the manifest declares float32.")
+    finding = next(f for f in narrow.findings if f.rule == "NUM-OUTPUT-DTYPE")
+    assert finding.severity == "high" and finding.file == "add_nki.py"
+    assert finding.message.startswith("The kernel returned output `out` as bfloat16; the manifest declares float32.")
     right = run(write_task(tmp_path / "ok"))
-    assert right.status == "passed" and not [f for f in right.findings if f["rule"] == "NUM-OUTPUT-DTYPE"]
+    assert right.status == "passed" and not [f for f in right.findings if f.rule == "NUM-OUTPUT-DTYPE"]

@@ -7,11 +7,11 @@ import subprocess
 import sys
 
 HEAVY = ("numpy", "ml_dtypes", "rich", "tree_sitter", "textual", "git", "nkitui.task", "nkitui.analysis", "nkitui.perf",
-         "nkitui.emulator", "nkitui.evaluate.numerics", "nkitui.executor.backends")
+         "nkitui.emulator", "nkitui.evaluate.numerics.audit", "nkitui.executor.backends")
 
 
 def test_the_pipeline_module_imports_nothing_heavy():
-    code = ("import json, sys; import nkitui.evaluate.pipeline, nkitui.executor.sandbox; "
+    code = ("import json, sys; import nkitui.evaluate.pipeline.session, nkitui.executor.sandbox; "
             f"print(json.dumps([m for m in {list(HEAVY)!r} if m in sys.modules]))")
     out = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True).stdout
     assert json.loads(out) == []

@@ -3,43 +3,87 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
+from pathlib import Path
 
+import numpy as np
 import pytest
 
-from nkitui.evaluate.result import Check, ResultVersionError, RunResult, SeedResult
-from nkitui.evaluate.store import RunNotFound, RunStore, compare_runs, compare_timing
+from nkitui.evaluate.numerics.metrics import compute_metrics
+from nkitui.evaluate.run.result import Check, ResultVersionError, RunError, RunResult, SeedResult, Timing
+from nkitui.evaluate.run.store import RunNotFound, RunStore, compare_runs, compare_timing
+from nkitui.task.model import Tolerance
+
+V1_FILE = Path(__file__).parent / "fixtures" / "run_result_v1.json"  # written by nkitui at 9e4cd76
+TOL = Tolerance(kind="allclose", atol=1e-5, rtol=1e-5)
+
+
+def _metrics(max_abs: float):
+    m = compute_metrics("out", np.zeros(8, np.float32), np.zeros(8), TOL, "float32")
+    return replace(m, max_abs=max_abs, max_rel=1e-5, max_ulp=2.0, rel_l2=1e-7)
 
 
 def make_result(run_id="20261130T120000Z-aaaaaa", status="passed", median=100.0, max_abs=1e-6, **kw) -> RunResult:
-    out = {"name": "out", "max_abs": max_abs, "max_rel": 1e-5, "max_ulp": 2.0, "rel_l2": 1e-7, "mismatches": 0,
-           "count": 8, "passed": True}
     return RunResult(
         run_id=run_id, task_id="add", status=status, task_title="vector add", created_at=run_id[:15],
-        backend="emulator", target="trn2", seeds=[0, 1], tolerances={"out": {"kind": "allclose", "atol": 1e-5, "rtol": 1e-5}},
-        seed_results=[SeedResult(0, True, [out]), SeedResult(1, True, [dict(out, max_abs=max_abs * 2)])],
+        backend="emulator", target="trn2", seeds=[0, 1], tolerances={"out": TOL},
+        seed_results=[SeedResult(0, True, (_metrics(max_abs),)), SeedResult(1, True, (_metrics(max_abs * 2),))],
         checks=[Check("kernel-runs", "runs", True), Check("output:out", "matches", status == "passed")],
-        timing={"kind": "estimated", "median_us": median}, **kw,
+        timing=Timing("estimated", median_us=median), **kw,
     )
 
 
 def test_json_round_trip_is_lossless():
-    r = make_result(error={"kind": "x", "message": "y", "file": None, "line": None, "traceback": ""})
+    r = make_result(error=RunError("x", "y"))
     again = RunResult.from_json(r.to_json())
     assert again == r
     d = json.loads(r.to_json())
-    assert d["schema"] == "nkitui.run-result" and d["schema_version"] == 1
+    assert d["schema"] == "nkitui.run-result" and d["schema_version"] == 2
 
 
 def test_unknown_versions_are_rejected_in_words():
     d = make_result().to_dict()
-    with pytest.raises(ResultVersionError, match="schema version 2 is not supported .* upgrade nkitui"):
-        RunResult.from_dict(d | {"schema_version": 2})
+    with pytest.raises(ResultVersionError, match="schema version 3 is newer than this nkitui reads .2.; upgrade nkitui"):
+        RunResult.from_dict(d | {"schema_version": 3})
+    with pytest.raises(ResultVersionError, match="schema version 0 is not supported"):
+        RunResult.from_dict(d | {"schema_version": 0})
     with pytest.raises(ResultVersionError, match="not an nkitui run result"):
         RunResult.from_dict(d | {"schema": "something-else"})
-    with pytest.raises(ResultVersionError, match="lacks the field 'run_id'"):
+    with pytest.raises(ResultVersionError, match="run_id: required field is missing"):
         RunResult.from_dict({k: v for k, v in d.items() if k != "run_id"})
     with pytest.raises(ResultVersionError, match="not valid JSON"):
         RunResult.from_json("{")
+
+
+def test_a_field_that_does_not_fit_is_named_by_its_path():
+    d = make_result().to_dict()
+    d["seed_results"][1]["kernel_s"] = "fast"
+    with pytest.raises(ResultVersionError, match=r"seed_results\[1\]\.kernel_s: expected a number, got str 'fast'"):
+        RunResult.from_dict(d)
+
+
+def test_a_version_1_result_written_before_the_trust_split_still_loads_and_renders():
+    from nkitui.evaluate.present.report import result_text
+
+    r = RunResult.from_json(V1_FILE.read_text())
+    assert r.status == "passed" and r.backend == "emulator" and r.task_id == "transpose2d"
+    assert r.timing.kind == "estimated" and r.timing.median_us > 0
+    assert r.utilisation.source == "estimated" and r.utilisation.engines
+    assert r.seed_results[0].outputs[0].name == "out" and r.numerics.passed
+    assert r.limits.timeout_s == 60.0 and r.sandbox.violations == ()
+    text = result_text(r, width=100)
+    assert "PASSED" in text and "transpose2d" in text
+    again = RunResult.from_json(r.to_json())  # and it is written back as version 2
+    assert again == r and json.loads(r.to_json())["schema_version"] == 2
+
+
+def test_a_stored_file_of_an_unknown_version_fails_naming_the_file(tmp_path):
+    store = RunStore(tmp_path)
+    path = tmp_path / "add" / "20261130T140000Z-aaaaaa.json"
+    path.parent.mkdir(parents=True)
+    path.write_text(json.dumps(make_result().to_dict() | {"schema_version": 7}))
+    with pytest.raises(ResultVersionError, match=f"{path}: run result schema version 7 is newer"):
+        store.load("aaaaaa")
 
 
 @pytest.mark.parametrize("status, code", [("passed", 0), ("failed", 1), ("invalid", 2), ("timeout", 1),
@@ -107,8 +151,8 @@ def test_utilisation_of_two_measured_runs_is_compared_with_the_cost_model_tools(
 
     explorer = json.loads((FAKES / "recorded" / "explorer_summary.json").read_text())
     legacy = json.loads((FAKES / "recorded" / "neuron_profile_summary.json").read_text())
-    a = make_result(utilisation=parse_profile(legacy, target="trn2").to_json())
-    b = make_result("20261130T130000Z-bbbbbb", utilisation=parse_profile(explorer, target="trn2").to_json())
+    a = make_result(utilisation=parse_profile(legacy, target="trn2"))
+    b = make_result("20261130T130000Z-bbbbbb", utilisation=parse_profile(explorer, target="trn2"))
     cmp = compare_runs(a, b)
     assert cmp.performance["speedup"] == pytest.approx(231.0 / 182.4)
     tensor = next(u for u in cmp.utilisation if u["lane"] == "tensor")
@@ -118,16 +162,16 @@ def test_utilisation_of_two_measured_runs_is_compared_with_the_cost_model_tools(
 def test_non_finite_numbers_anywhere_are_written_as_strict_json():
     import numpy as np
 
-    r = make_result(utilisation={"engines": {"tensor": {"active_time_percent": np.float32(12.5)}}, "count": np.int64(3)})
-    r.timing = {"kind": "estimated", "median_us": float("nan"), "spread": [float("inf"), -np.inf]}
+    r = make_result(versions={"count": np.int64(3), "share": np.float32(12.5)})
+    r.timing = Timing("measured", median_us=float("nan"), ci95_us=(float("inf"), -np.inf))
     text = r.to_json()
 
     def refuse(name):
         raise AssertionError(f"non-standard JSON constant {name}")
 
     d = json.loads(text, parse_constant=refuse)
-    assert d["timing"]["median_us"] == "nan" and d["timing"]["spread"] == ["inf", "-inf"]
-    assert d["utilisation"] == {"engines": {"tensor": {"active_time_percent": 12.5}}, "count": 3}
+    assert d["timing"]["median_us"] == "nan" and d["timing"]["ci95_us"] == ["inf", "-inf"]
+    assert d["versions"] == {"count": 3, "share": 12.5}
     again = RunResult.from_json(text)
-    assert again.timing["median_us"] == "nan"
+    assert again.timing.median_us != again.timing.median_us  # NaN comes back as NaN
     assert again.summary_line().endswith("2/2 checks")  # a non-number median is not shown as a time

@@ -220,3 +220,12 @@ def test_kernel_location_is_the_innermost_frame_in_the_task(tmp_path):
         namespace["f"]()
     assert ctx.kernel_location(info.value) == ("k.py", 3)
     assert ctx.scrub(f"see {tmp_path}/work/k.py:3") == "see k.py:3"
+
+
+def test_backend_and_data_events_round_trip_and_a_malformed_one_is_only_text():
+    from nkitui.executor.events import BackendEvent, DataEvent, LogEvent, decode_line, encode
+
+    for ev in (BackendEvent("emulator", "auto: no device", "auto"), DataEvent("reply", {"id": "1-ab", "outputs": {}})):
+        assert decode_line(encode(ev)) == ev
+    assert isinstance(decode_line('{"event": "data", "kind": "reply", "data": [1]}'), LogEvent)
+    assert isinstance(decode_line('{"event": "backend"}'), LogEvent)

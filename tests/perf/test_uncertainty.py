@@ -36,11 +36,11 @@ def test_the_band_survives_the_stored_result_and_old_records_have_none():
 def test_check_text_shows_the_band_of_an_estimated_run():
     from rich.console import Console
 
-    from nkitui.evaluate.report import render_timing
+    from nkitui.evaluate.present.report import render_timing
 
     result = recorded_result()
     rec = estimate(matmul_trace("trn2"))
-    result.utilisation = rec.to_json()
+    result.utilisation = rec
     console = Console(width=200, record=True)
     console.print(render_timing(result))
     out = console.export_text()

@@ -352,8 +352,8 @@ def test_identity_change_between_submissions_moves_the_folder(task_repo, rubric)
 
 
 def test_cited_runs_are_found_in_the_executors_run_store(task_repo, rubric):
-    from nkitui.evaluate.result import RunResult
-    from nkitui.evaluate.store import RunStore
+    from nkitui.evaluate.run.result import RunResult
+    from nkitui.evaluate.run.store import RunStore
 
     root, repo = task_repo
     stored = RunResult(run_id="20261130T132500Z-77aa01", task_id="add", status="passed", backend="emulator")

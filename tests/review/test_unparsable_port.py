@@ -8,7 +8,7 @@ import json
 import re
 
 from nkitui.cli import main
-from nkitui.evaluate.result import RunResult
+from nkitui.evaluate.run.result import RunResult
 from tests.review.conftest import init_repo, write_task
 
 
@@ -28,8 +28,8 @@ def test_check_fails_the_port_with_its_syntax_error_and_exits_1(tmp_path, capsys
     assert code == 1 and result.status == "failed"
     failed = [c for c in result.checks if c.passed is False]
     assert failed and "was never closed" in failed[0].detail
-    syntax = [f for f in result.findings if f.get("rule") == "NKI-SYNTAX"]
-    assert syntax and syntax[0]["line"] == 3 and "(line 3, column 8)" in syntax[0]["title"]
+    syntax = [f for f in result.findings if f.rule == "NKI-SYNTAX"]
+    assert syntax and syntax[0].line == 3 and "(line 3, column 8)" in syntax[0].title
 
 
 def test_analyze_reports_line_and_column(tmp_path, capsys):

@@ -17,8 +17,8 @@ from typing import Any
 import numpy as np
 
 from nkitui.common.resources import bundled_dir
-from nkitui.evaluate.inputs import from_kernel_layout, make_inputs, to_kernel_layout
-from nkitui.evaluate.tolerance import PolicyOutcome, check_policy
+from nkitui.evaluate.numerics.inputs import from_kernel_layout, make_inputs, to_kernel_layout
+from nkitui.evaluate.numerics.tolerance import PolicyOutcome, check_policy
 from nkitui.task import MANIFEST_NAME, Task, TensorSpec, load_task
 
 SAMPLE_ROOT = bundled_dir("sample_tasks")

@@ -10,8 +10,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from nkitui.evaluate.inputs import make_inputs
-from nkitui.evaluate.tolerance import check_policy, rel_l2_error
+from nkitui.evaluate.numerics.inputs import make_inputs
+from nkitui.evaluate.numerics.tolerance import check_policy, rel_l2_error
 from nkitui.task import Tolerance
 from nkitui.task.dtypes import numpy_dtype
 from tests.sample_tasks.harness import evaluate, good_task_names, load, run_reference

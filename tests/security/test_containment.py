@@ -25,7 +25,7 @@ MARKER_SLEEP = "31.4159"  # `sleep 31.4159`: an argument no other process on the
 
 def attack(task: Path):
     """Run the task: (result, the kernel's stdout lines, the scratch folder the kernel saw)."""
-    handle = start_evaluation(EvaluationRequest(task, static=False, trials=False, precision=False, goldens=False,
+    handle = start_evaluation(EvaluationRequest.of(task, static=False, trials=False, precision=False, goldens=False,
                                                 timeout_s=120, memory_mb=2048, store=True))
     events = list(handle.events())
     stdout = [e.text for e in events if isinstance(e, LogEvent) and e.stream == "stdout"]
@@ -35,7 +35,7 @@ def attack(task: Path):
 
 def stored_text(result) -> str:
     """Everything nkitui keeps of the run: the stored result file and the in-memory result."""
-    from nkitui.evaluate.store import RunStore
+    from nkitui.evaluate.run.store import RunStore
 
     path = RunStore().path_for(result.task_id, result.run_id)
     return result.to_json() + (path.read_text() if path.exists() else "")
@@ -112,8 +112,8 @@ def test_reading_credential_files(tmp_path, isolated, canary, host, record_prope
     """)
     result, stdout, scratch = attack(task)
     assert not any(line.startswith("READ") for line in stdout)
-    reads = [v for v in result.sandbox.get("violations", []) if v["action"] == "read"]
-    assert reads and reads[0]["file"] == "add_nki.py", "the guard names the kernel's line"
+    reads = [v for v in result.sandbox.violations if v.action == "read"]
+    assert reads and reads[0].file == "add_nki.py", "the guard names the kernel's line"
     assert_contained(result, stdout, scratch, canary=canary)
 
 
@@ -224,7 +224,7 @@ def test_switching_the_guard_off_does_not_open_the_walls(tmp_path, canary, host,
     result, stdout, scratch = attack(task)
     assert "TAMPER REFUSED" in stdout and "WROTE" not in stdout
     # the parent got the refusals as they happened, whatever the kernel did to the guard's list later
-    assert result.sandbox.get("refusals_received")
+    assert result.sandbox.refusals_received
     assert next(c for c in result.checks if c.id == "sandbox").passed is False
     assert_contained(result, stdout, scratch, canary=canary)
 
@@ -302,12 +302,12 @@ def test_when_nkitui_dies_the_worker_dies_and_the_scratch_folder_goes(tmp_path, 
 def test_the_report_shows_what_was_active(tmp_path, host):
     task = wrong_task(tmp_path / "plain", prelude='print("CWD", os.getcwd())')
     result, stdout, scratch = attack(task)
-    summary = result.sandbox["summary"]
+    summary = result.sandbox.summary
     assert summary.startswith(("sandbox: ", "degraded: "))
     assert summary == confine_summary(result)
     if "seccomp" in host.report["active"]:
-        assert result.sandbox["observed"]["seccomp"] == 2 and "seccomp" in summary
-    from nkitui.evaluate.report import result_text
+        assert result.sandbox.observed["kernel"].seccomp == 2 and "seccomp" in summary
+    from nkitui.evaluate.present.report import result_text
 
     assert "isolation" in result_text(result) and summary.split(",")[0] in result_text(result, width=200)
     assert_contained(result, stdout, scratch)
@@ -316,7 +316,9 @@ def test_the_report_shows_what_was_active(tmp_path, host):
 def confine_summary(result) -> str:
     from nkitui.executor.confine import record
 
-    return record({"confinement": result.sandbox["confinement"]}, result.sandbox.get("observed"))["summary"]
+    observed = result.sandbox.observed.get("kernel")
+    return record({"confinement": result.sandbox.confinement["kernel"].to_dict()},
+                  observed.to_dict() if observed else None)["summary"]
 
 
 if sys.platform != "linux":  # pragma: no cover
@@ -324,8 +326,9 @@ if sys.platform != "linux":  # pragma: no cover
 
 
 def test_a_placeholder_sdk_does_not_loosen_the_confinement(tmp_path, isolated, host, record_property):
-    """A findable `nki` (here the PyPI placeholder, which raises ImportError) makes the worker start
-    with processes allowed; once it picks the emulator it confines itself fully."""
+    """A findable `nki` (here the PyPI placeholder, which raises ImportError) does not loosen the
+    kernel's process: the evaluator picks the emulator before it starts that process, so it is
+    confined fully from the start (reads restricted, no processes)."""
     protection(record_property, "placeholder-sdk")
     require(host, "landlock")
     task = wrong_task(tmp_path / "ph", prelude=f"""
@@ -335,7 +338,7 @@ def test_a_placeholder_sdk_does_not_loosen_the_confinement(tmp_path, isolated, h
         except OSError as exc:
             print("REFUSED", type(exc).__name__)
     """)
-    handle = start_evaluation(EvaluationRequest(task, static=False, trials=False, precision=False, goldens=False,
+    handle = start_evaluation(EvaluationRequest.of(task, static=False, trials=False, precision=False, goldens=False,
                                                 timeout_s=120, memory_mb=2048, store=True,
                                                 python_path=[str(REPO / "tests" / "fakes" / "placeholder")]))
     events = list(handle.events())
@@ -343,7 +346,7 @@ def test_a_placeholder_sdk_does_not_loosen_the_confinement(tmp_path, isolated, h
     cwd = next((line.removeprefix("CWD ") for line in stdout if line.startswith("CWD ")), None)
     result = handle.result
     assert result.backend == "emulator"
-    assert any("tightened" in d for d in result.sandbox["confinement"]["details"])
-    assert "reads not restricted" not in result.sandbox["summary"]
+    assert "reads not restricted" not in result.sandbox.summary
+    assert not any("reads not restricted" in d for d in result.sandbox.confinement["kernel"].degraded)
     assert not any(line.startswith("READ") for line in stdout)
     assert_contained(result, stdout, Path(cwd).parent if cwd else None)

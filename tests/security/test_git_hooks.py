@@ -156,3 +156,37 @@ def test_demo_repositories_are_made_without_hooks(tmp_path, monkeypatch):
     installed = install_samples(tmp_path / "demo")
     assert installed and git.Repo(installed[0].path).head.is_valid()
     assert not marker.exists()
+
+
+def test_filter_and_diff_drivers_of_the_repository_never_run(planted, rubric, tmp_path):
+    # a committed .gitattributes names drivers; the repository's config defines them as programs: git
+    # runs clean on status/diff/add of changed files, smudge on checkout, textconv and command on diff
+    root, repo, fired = planted
+    (root / ".gitattributes").write_text("* filter=evil diff=evil\n")
+    with repo.config_writer() as cw:
+        for section, var in (('filter "evil"', "clean"), ('filter "evil"', "smudge"), ('filter "evil"', "process"),
+                             ('diff "evil"', "textconv"), ('diff "evil"', "command")):
+            cw.set_value(section, var, f"sh -c 'touch {fired}/{var}-$$; cat'")
+    repo.git.add("--", ".gitattributes")  # plain GitPython: the filters do run here (the test can fail)
+    repo.index.commit("attributes", skip_hooks=True)
+    for marker in fired.iterdir():
+        marker.unlink()
+    kernel = next(p for p in root.rglob("*.py") if "reviews" not in p.parts)
+    kernel.write_text(kernel.read_text() + "\n# changed\n")  # a changed file: status and diff must read it
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    draft = tmp_path / "draft.toml"
+    draft.write_text(filled_draft(rubric).to_toml())
+    for args in (["review", "submit", str(root), "--from", str(draft), "--auditor", "bob"], ["history", str(root)],
+                 ["check", str(root), "--no-static", "--no-trials", "--no-precision", "--no-store", "--seeds", "1"]):
+        proc = subprocess.run([sys.executable, "-m", "nkitui", *args], capture_output=True, text=True, env=env,
+                              timeout=300)
+        assert proc.returncode in (0, 1), (args, proc.stdout[-1500:], proc.stderr[-1500:])
+    from nkitui.app.gitview import diff_revisions, list_revisions
+    from nkitui.batch.gitstate import read_git_state
+
+    revisions = list_revisions(root)
+    diff_revisions(root, revisions[-1].sha, "WORKTREE")
+    assert read_git_state(root).dirty is True
+    assert sorted(p.name for p in fired.iterdir()) == [], "a filter or diff driver of the repository ran"
+    subprocess.run(["git", "status", "--porcelain"], cwd=root, capture_output=True)  # plain git: it does run
+    assert list(fired.iterdir()), "the filter driver does not run here at all (the test could not fail)"

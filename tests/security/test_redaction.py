@@ -66,13 +66,13 @@ def test_a_kernel_printing_secrets_stores_and_commits_none(tmp_path, record_prop
     repo = tmp_path / "repo"
     task = wrong_task(repo, prelude=prints)
     git_commit_all(repo)
-    handle = start_evaluation(EvaluationRequest(task, static=False, trials=False, precision=False, goldens=False,
+    handle = start_evaluation(EvaluationRequest.of(task, static=False, trials=False, precision=False, goldens=False,
                                                 timeout_s=120, memory_mb=2048, store=True))
     events = list(handle.events())
     live = "\n".join(e.text for e in events if isinstance(e, LogEvent))
     result = handle.result
     assert "CWD-marker" in live, "the kernel's prints are in the log"
-    from nkitui.evaluate.store import RunStore
+    from nkitui.evaluate.run.store import RunStore
 
     stored = RunStore().path_for(result.task_id, result.run_id).read_text()
     for text in (live, stored, result.to_json()):

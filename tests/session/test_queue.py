@@ -156,7 +156,7 @@ def test_a_background_batch_fills_the_rows_in_and_lands_in_the_run_store(tmp_pat
     # a newer run that was cancelled judged nothing: the row still shows the last verdict
     from nkitui.batch.aggregate import latest_run_for
     from nkitui.batch.gitstate import read_git_state
-    from nkitui.evaluate.store import RunStore
+    from nkitui.evaluate.run.store import RunStore
 
     store = RunStore()
     passed = store.load(good.verdict.run_id, "good")

@@ -184,7 +184,7 @@ def test_a_kernel_error_is_a_finding_at_its_line_and_its_log_lines_point_there(t
     line = kernel.read_text().splitlines().index("        undefined_name") + 1
     session, seen = open_session(task_dir, backend="emulator")
     result = session.runs.run()
-    assert result.status == "failed" and result.error["line"] == line
+    assert result.status == "failed" and result.error is not None and result.error.line == line
     finding = session.runs.findings[0]
     assert finding.rule == "RUN-KERNEL-ERROR" and (finding.file, finding.line) == ("scale_rows_nki.py", line)
     assert "NameError" in finding.title and finding.severity == "high"

@@ -3,7 +3,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from nkitui.evaluate.inputs import from_kernel_layout, make_inputs, to_kernel_layout
+from nkitui.evaluate.numerics.inputs import from_kernel_layout, make_inputs, to_kernel_layout
 from nkitui.task import TaskError, load_task
 
 from .conftest import MANIFEST, write_task

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import ast
 from collections.abc import Iterator
 
 from nkitui.analysis.dtypes import is_float, lower_precision, mantissa_bits
 from nkitui.analysis.nki.model import HostCall, KernelModel, Op, Tensor
 from nkitui.analysis.rules.phrases import cap, lines_phrase
-from nkitui.analysis.rules.registry import RuleSpec, rule
+from nkitui.analysis.rules.registry import RuleSpec, file_rule, rule
 from nkitui.analysis.rules.view import KernelView
 from nkitui.common.findings import Finding, Severity
 
@@ -451,4 +452,268 @@ def outputs_narrower_than_declared(view: KernelView) -> Iterator[Finding]:
                     data={"tensor": t.label(), "declared": want, "actual": t.dtype},
                 )
 
+
+# -- file-level integrity: the entry point and reaching into the interpreter ------------------------
+
+TAMPER = file_rule(RuleSpec(
+    id="HACK-TAMPER",
+    title="Reaches into the interpreter or into nkitui",
+    category="integrity",
+    severity="high",
+    summary=(
+        "The task's code uses what no kernel needs and every forgery does: frames and tracebacks "
+        "(sys._getframe, f_back, tb_frame), the garbage collector (gc.get_objects), ctypes, raw file "
+        "descriptors and os._exit, dynamic code (eval, exec, compile, __import__, importlib), attribute access "
+        "by computed names, the interpreter's dunders (__globals__, __code__, __dict__, __subclasses__, "
+        "__builtins__), or nkitui's own modules. Such code can rewrite the evaluation in its process instead "
+        "of computing the output; the run's integrity check fails."
+    ),
+))
+
+_TAMPER_MODULES = {  # importing these is enough: no kernel needs them
+    "gc": "the garbage collector (gc) reaches every object in the process",
+    "ctypes": "ctypes calls C directly, around every Python-level guard",
+    "importlib": "importlib imports code by computed names",
+    "builtins": "builtins replaces the interpreter's own functions",
+    "marshal": "marshal builds code objects from bytes",
+    "pickle": "pickle runs code while it loads",
+    "_posixsubprocess": "_posixsubprocess starts processes below subprocess' checks",
+    "socket": "a socket reaches outside the run",
+    "multiprocessing": "multiprocessing starts processes",
+    "subprocess": "subprocess starts processes",
+    "nkitui": "nkitui's own modules are the evaluation itself",
+}
+_TAMPER_CALLS = {
+    "eval": "eval runs code built at run time", "exec": "exec runs code built at run time",
+    "compile": "compile builds code at run time", "__import__": "__import__ imports by computed name",
+    "globals": "globals() rewrites module state", "breakpoint": "breakpoint stops in a debugger",
+}
+_SYS_ATTRS = {
+    "_getframe": "a frame of the call stack", "_current_frames": "every thread's frames", "settrace": "a tracer",
+    "setprofile": "a profiler hook", "modules": "sys.modules (every loaded module)", "addaudithook": "an audit hook",
+}
+_OS_ATTRS = {
+    "_exit": "os._exit (ends the process without cleanup)", "write": "os.write (a raw file descriptor: the evaluator's pipes)",
+    "dup": "a duplicated file descriptor", "dup2": "a redirected file descriptor", "fdopen": "a raw file descriptor",
+    "getppid": "the parent process", "kill": "signals to other processes", "killpg": "signals to process groups",
+}
+_INSPECT_ATTRS = {"currentframe", "stack", "getouterframes", "getinnerframes", "trace", "getframeinfo"}
+_FRAME_ATTRS = {
+    "f_back": "the calling frame", "f_globals": "a frame's globals", "f_locals": "a frame's locals",
+    "f_code": "a frame's code", "f_builtins": "a frame's builtins", "tb_frame": "a traceback's frame",
+    "tb_next": "a traceback's next frame", "gi_frame": "a generator's frame", "cr_frame": "a coroutine's frame",
+    "ag_frame": "an async generator's frame",
+}
+_HIGH_DUNDERS = {
+    "__globals__": "a function's globals", "__code__": "a function's code object", "__closure__": "a closure's cells",
+    "__subclasses__": "every subclass in the process", "__builtins__": "the interpreter's builtins",
+    "__bases__": "a class's bases", "__base__": "a class's base", "__mro__": "a class's method order",
+    "__getattribute__": "raw attribute access", "__loader__": "a module's loader", "__spec__": "a module's import spec",
+    "__func__": "the function behind a method", "__self__": "the object behind a bound method",
+    "__defaults__": "a function's default values", "__kwdefaults__": "a function's keyword defaults",
+    "__reduce__": "pickling hooks", "__reduce_ex__": "pickling hooks", "__objclass__": "a descriptor's class",
+}
+_BENIGN_DUNDER_TARGETS = {"__name__", "__doc__", "__module__", "__qualname__", "__file__", "__version__"}
+# dunders a kernel may spell out: protocol methods (super().__init__(), explicit operators) and names
+_BENIGN_DUNDERS = _BENIGN_DUNDER_TARGETS | {
+    "__init__", "__call__", "__len__", "__iter__", "__next__", "__enter__", "__exit__", "__getitem__", "__setitem__",
+    "__contains__", "__add__", "__radd__", "__sub__", "__rsub__", "__mul__", "__rmul__", "__matmul__", "__truediv__",
+    "__floordiv__", "__mod__", "__pow__", "__neg__", "__pos__", "__abs__", "__eq__", "__ne__", "__lt__", "__le__",
+    "__gt__", "__ge__", "__and__", "__or__", "__xor__", "__invert__", "__lshift__", "__rshift__", "__index__",
+    "__int__", "__float__", "__bool__", "__repr__", "__str__", "__hash__", "__post_init__", "__array__",
+    "__signature__", "__annotations__", "__dataclass_fields__",
+}
+_NKI_ROOTS = ("nki", "neuronxcc")
+
+
+class _TamperVisitor(ast.NodeVisitor):
+    """Collects (line, what, severity): "high" for what no kernel needs and every forgery uses (the
+    integrity check fails on it), "medium" for constructs library code uses too (shown for review)."""
+
+    def __init__(self) -> None:
+        self.hits: list[tuple[int, str, str]] = []
+        self.aliases: dict[str, str] = {}  # local name -> module it names
+
+    def _hit(self, node: ast.AST, why: str, severity: str = "high") -> None:
+        self.hits.append((getattr(node, "lineno", 0), why, severity))
+
+    def visit_Import(self, node: ast.Import) -> None:
+        for alias in node.names:
+            root = alias.name.split(".")[0]
+            self.aliases[alias.asname or root] = alias.name if alias.asname else root
+            if root in _TAMPER_MODULES:
+                self._hit(node, f"`import {alias.name}`: {_TAMPER_MODULES[root]}")
+        self.generic_visit(node)
+
+    def visit_ImportFrom(self, node: ast.ImportFrom) -> None:
+        root = (node.module or "").split(".")[0]
+        if root in _TAMPER_MODULES:
+            self._hit(node, f"`from {node.module} import ...`: {_TAMPER_MODULES[root]}")
+        for alias in node.names:
+            table = _SYS_ATTRS if root == "sys" else _OS_ATTRS if root in ("os", "posix") else {}
+            if alias.name in table:
+                self._hit(node, f"`from {node.module} import {alias.name}`: {table[alias.name]}")
+            if root == "inspect" and alias.name in _INSPECT_ATTRS:
+                self._hit(node, f"`from inspect import {alias.name}`: the call stack's frames")
+            self.aliases[alias.asname or alias.name] = f"{node.module}.{alias.name}"
+        self.generic_visit(node)
+
+    def visit_Call(self, node: ast.Call) -> None:
+        func = node.func
+        if isinstance(func, ast.Name):
+            if func.id in _TAMPER_CALLS and func.id not in self.aliases:
+                self._hit(node, f"`{func.id}(...)`: {_TAMPER_CALLS[func.id]}")
+            if func.id == "vars" and node.args and isinstance(node.args[0], ast.Name) and node.args[0].id in self.aliases:
+                self._hit(node, f"`vars({node.args[0].id})`: a module's whole namespace")
+            if func.id in ("getattr", "setattr", "delattr", "hasattr") and len(node.args) >= 2:
+                name = node.args[1]
+                if not (isinstance(name, ast.Constant) and isinstance(name.value, str)):
+                    self._hit(node, f"`{func.id}` with a computed attribute name hides what it reaches", "medium")
+                elif name.value in _HIGH_DUNDERS or name.value in _FRAME_ATTRS:
+                    self._hit(node, f"`{func.id}(..., {name.value!r})`: {_HIGH_DUNDERS.get(name.value) or _FRAME_ATTRS[name.value]}")
+                elif name.value.startswith("__") and name.value not in _BENIGN_DUNDERS:
+                    self._hit(node, f"`{func.id}(..., {name.value!r})`: an interpreter dunder", "medium")
+        self.generic_visit(node)
+
+    def visit_Attribute(self, node: ast.Attribute) -> None:
+        attr = node.attr
+        base = node.value.id if isinstance(node.value, ast.Name) else None
+        owner = self.aliases.get(base, "") if base else ""
+        root = owner.split(".")[0]
+        text = ast.unparse(node)[:60]
+        if root == "sys" and attr in _SYS_ATTRS:
+            self._hit(node, f"`{text}`: {_SYS_ATTRS[attr]}")
+        elif root in ("os", "posix") and attr in _OS_ATTRS:
+            self._hit(node, f"`{text}`: {_OS_ATTRS[attr]}")
+        elif root == "inspect" and attr in _INSPECT_ATTRS:
+            self._hit(node, f"`{text}`: the call stack's frames")
+        elif attr in _FRAME_ATTRS:
+            self._hit(node, f"`{text}`: {_FRAME_ATTRS[attr]}")
+        elif attr in _HIGH_DUNDERS:
+            self._hit(node, f"`{text}`: {_HIGH_DUNDERS[attr]}")
+        elif attr in ("__dict__", "__class__") and root:
+            self._hit(node, f"`{text}`: the internals of the imported module `{owner}`")
+        elif attr.startswith("__") and attr.endswith("__") and attr not in _BENIGN_DUNDERS:
+            self._hit(node, f"`{text}`: an interpreter dunder (a way into objects' internals)", "medium")
+        elif root in _NKI_ROOTS and attr.startswith("_") and not attr.startswith("__"):
+            self._hit(node, f"`{text}`: a private name of `{owner}` (nkitui's emulator behind the NKI API, not the API)")
+        self.generic_visit(node)
+
+    def visit_Name(self, node: ast.Name) -> None:
+        if node.id == "__builtins__":
+            self._hit(node, "`__builtins__`: the interpreter's builtins")
+
+
+def tamper_lines(source: str) -> list[tuple[int, str, str]]:
+    """(line, what, severity) for every construct of the task's code that reaches into the interpreter or nkitui."""
+    try:
+        tree = ast.parse(source)
+    except (SyntaxError, ValueError):
+        return []
+    visitor = _TamperVisitor()
+    visitor.visit(tree)
+    return sorted(set(visitor.hits))
+
+
+def tamper_findings(source: str, path: str) -> list[Finding]:
+    found = []
+    hits = tamper_lines(source)
+    for severity in ("high", "medium"):
+        group = [(line, why) for line, why, sev in hits if sev == severity]
+        if not group:
+            continue
+        lines = [line for line, _ in group]
+        shown = "; ".join(f"line {line}: {why}" for line, why in group[:8]) + (
+            f"; and {len(group) - 8} more" if len(group) > 8 else "")
+        if severity == "high":
+            title = f"Reaches into the interpreter or into nkitui ({lines_phrase(lines)})"
+            message = (f"{path} uses what no NKI kernel needs and every forgery of a result does: {shown}. Code like "
+                       "this can rewrite the evaluation inside its process instead of computing the output (find the "
+                       "evaluator's objects, patch what reports its outputs, end the process early). nkitui computes "
+                       "the verdict in another process and fails the run's integrity check; remove these constructs.")
+        else:
+            title = f"Uses interpreter internals that hide what they reach ({lines_phrase(lines)})"
+            message = (f"{path} uses constructs that library code needs now and then but that can also hide what "
+                       f"code reaches: {shown}. They do not fail the run; check that each is what it seems.")
+        found.append(Finding(
+            rule=TAMPER.id, severity=severity, category="integrity", source="analysis", file=path, line=min(lines),
+            end_line=max(lines) if max(lines) > min(lines) else None, title=title, message=message,
+            data={"lines": sorted(set(lines)), "constructs": [why for _, why in group][:40]},
+        ))
+    return found
+
+
+def _nki_names(tree: ast.Module) -> set[str]:
+    """Local names bound to NKI modules (`import nki`, `import neuronxcc.nki as nki`, `from nki import jit`)."""
+    names: set[str] = set()
+    for node in tree.body:
+        if isinstance(node, ast.Import):
+            for a in node.names:
+                if a.name.split(".")[0] in ("nki", "neuronxcc"):
+                    names.add(a.asname or a.name.split(".")[0])
+        elif isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] in ("nki", "neuronxcc"):
+            names.update(a.asname or a.name for a in node.names)
+    return names
+
+
+def _root_name(expr: ast.AST) -> str | None:
+    while isinstance(expr, (ast.Attribute, ast.Call, ast.Subscript)):
+        expr = expr.func if isinstance(expr, ast.Call) else expr.value
+    return expr.id if isinstance(expr, ast.Name) else None
+
+
+def entry_findings(source: str, path: str, entry: str | None) -> list[Finding]:
+    """HACK-HOST-COMPUTE at file level: the entry name rebound at module level (a wrapper put in the
+    kernel's place), or an entry that is not an NKI kernel (a class, a lambda, an undecorated function,
+    the result of a call to something other than an NKI decorator)."""
+    if not entry:
+        return []
+    try:
+        tree = ast.parse(source)
+    except (SyntaxError, ValueError):
+        return []
+    nki = _nki_names(tree)
+    bindings: list[ast.stmt] = []
+    for node in tree.body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and node.name == entry:
+            bindings.append(node)
+        elif isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == entry for t in node.targets):
+            bindings.append(node)
+        elif isinstance(node, (ast.AnnAssign, ast.AugAssign)) and isinstance(node.target, ast.Name) and node.target.id == entry:
+            bindings.append(node)
+        elif isinstance(node, (ast.Import, ast.ImportFrom)) and any((a.asname or a.name) == entry for a in node.names):
+            bindings.append(node)
+    if not bindings:
+        return []
+    last = bindings[-1]
+    problems: list[str] = []
+    if len(bindings) > 1:
+        problems.append(f"`{entry}` is bound {len(bindings)} times at module level (lines "
+                        f"{', '.join(str(b.lineno) for b in bindings)}); the last binding, line {last.lineno}, "
+                        "replaces the kernel the task names")
+    if isinstance(last, ast.ClassDef):
+        problems.append(f"`{entry}` is a class (line {last.lineno}): calling it runs whatever its methods do, not an NKI kernel")
+    elif isinstance(last, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        if not any(_root_name(d) in nki for d in last.decorator_list):
+            problems.append(f"`{entry}` (line {last.lineno}) is not decorated as an NKI kernel (@nki.jit, nki.baremetal, ...)")
+    elif isinstance(last, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
+        value = last.value
+        if not (isinstance(value, ast.Call) and _root_name(value.func) in nki):
+            what = ast.unparse(value)[:80] if value is not None else "?"
+            problems.append(f"`{entry}` is assigned `{what}` (line {last.lineno}), not an NKI kernel")
+    if not problems:
+        return []
+    return [Finding(
+        rule=HOST_COMPUTE.id, severity="high", category="integrity", source="analysis", file=path, line=last.lineno,
+        title=f"The entry point `{entry}` is not the NKI kernel it appears to be",
+        message=(f"In {path}: {'; '.join(problems)}. The task runs `{entry}`; when that name leads to a wrapper "
+                 "object or host function, the test can pass on outputs computed with numpy while the kernel "
+                 "(correct or not) only runs for show. Keep a single binding of the entry name to the @nki.jit kernel."),
+        data={"entry": entry, "lines": [b.lineno for b in bindings]},
+    )]
+
+
+def source_findings(source: str, path: str, entry: str | None = None) -> list[Finding]:
+    """The file-level integrity findings of one Python file of the task (ast only, nothing runs)."""
+    return [*entry_findings(source, path, entry), *tamper_findings(source, path)]
 

@@ -35,7 +35,7 @@ RunChoice = OpenRun | CompareRuns
 
 
 def render_comparison(comparison: Any, a: Any, b: Any):
-    from nkitui.evaluate.report import render_comparison as render  # the evaluation's own A/B view
+    from nkitui.evaluate.present.report import render_comparison as render  # the evaluation's own A/B view
 
     return render(comparison, a, b)
 
@@ -165,7 +165,7 @@ and Page keys scroll; **Escape** closes.
     """
 
     def __init__(self, comparison: Any, a: Any, b: Any) -> None:
-        """`comparison` is nkitui.evaluate.store.RunComparison; a and b the two RunResults."""
+        """`comparison` is nkitui.evaluate.run.store.RunComparison; a and b the two RunResults."""
         super().__init__()
         self.comparison = comparison
         self.a = a

@@ -43,6 +43,9 @@ class BackendRun:
     outputs: dict[str, np.ndarray]  # by output name, kernel layout
     elapsed_s: float
     trace: Any = None  # nkitui.emulator.trace.Trace when asked for and available
+    # by output name: {"device": bool, "why": text, ...} where the backend can tell whether the array
+    # came out of the device (the emulator can); None where it cannot
+    provenance: dict[str, dict[str, Any]] | None = None
 
 
 @dataclass
@@ -146,6 +149,12 @@ class Backend(ABC):
         self.kernel: Any = None
         self.kernel_module: Any = None
         self._launch: Any = None
+        self._preloaded = False
+
+    def ensure_preloaded(self) -> None:
+        if not self._preloaded:
+            self.preload()
+            self._preloaded = True
 
     @property
     def kernel_label(self) -> str:
@@ -155,8 +164,15 @@ class Backend(ABC):
     def versions(self) -> dict[str, Any]:
         return {}
 
+    def preload(self) -> None:  # noqa: B027 - optional hook: most backends import nothing ahead
+        """What the backend imports that is not task code (the emulator, the SDK): done before the
+        process that runs the kernel is confined, and before the kernel is imported."""
+
     def prepare(self) -> None:
         """Import (and, on hardware, set up compilation of) the kernel: the compile phase."""
+        if not self._preloaded:
+            self.preload()
+            self._preloaded = True
         self.kernel = self._import_kernel()
         self._launch = self.wrap(self.kernel)
 
@@ -182,10 +198,10 @@ class Backend(ABC):
 
     def profile(self, args: list[np.ndarray], reference_outputs: dict[str, np.ndarray] | None,
                 recheck: Callable[[dict[str, np.ndarray]], str | None], trace: Any, log: Callable[[str], None]) -> ProfileOutcome:
-        """Timing and utilisation. Default: the cost model on the trace of a run."""
-        from nkitui.executor.backends.costmodel import estimate_from_trace
-
-        return estimate_from_trace(trace, self.target, self.task)
+        """Timing and utilisation measured where the kernel runs (hardware: the neuron backend). The
+        other backends are profiled by the evaluator itself: the cost model on their instruction trace
+        (nkitui.executor.backends.costmodel), never in the process that ran the kernel."""
+        return ProfileOutcome(skipped=f"the {self.name} backend measures nothing itself: the cost model estimates from its trace")
 
     # -- shared helpers ---------------------------------------------------------------------------
     def _import_kernel(self, module_name: str | None = None) -> Any:

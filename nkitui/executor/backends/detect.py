@@ -22,31 +22,24 @@ import sys
 from dataclasses import dataclass, field
 from typing import Any
 
+from nkitui.common.codec import Record
+
 FAKE_DEVICE_ENV = "NKITUI_FAKE_NEURON_DEVICE"
 TOOLS = ("neuron-explorer", "neuron-profile", "neuron-ls")
 _NKITUI_PREFIX = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))) + os.sep
 
 
 @dataclass
-class SdkPackage:
+class SdkPackage(Record):
     module: str  # "nki" or "neuronxcc.nki"
     available: bool
     version: str | None = None
     fake: bool = False
     note: str = ""  # why it is not available, in words
 
-    def to_dict(self) -> dict[str, Any]:
-        return {"module": self.module, "available": self.available, "version": self.version,
-                "fake": self.fake, "note": self.note}
-
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> "SdkPackage":
-        return cls(str(d["module"]), bool(d["available"]), d.get("version"), bool(d.get("fake", False)),
-                   str(d.get("note", "")))
-
 
 @dataclass
-class Probe:
+class Probe(Record):
     devices: list[str] = field(default_factory=list)
     device_note: str = ""
     new: SdkPackage = field(default_factory=lambda: SdkPackage("nki", False))
@@ -81,18 +74,6 @@ class Probe:
             else:
                 parts.append(f"{pkg.module}: {pkg.note}")
         return "; ".join(parts)
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "devices": list(self.devices), "device_note": self.device_note, "new": self.new.to_dict(),
-            "legacy": self.legacy.to_dict(), "tools": dict(self.tools),
-        }
-
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> "Probe":
-        return cls(devices=list(d.get("devices", [])), device_note=str(d.get("device_note", "")),
-                   new=SdkPackage.from_dict(d["new"]), legacy=SdkPackage.from_dict(d["legacy"]),
-                   tools=dict(d.get("tools", {})))
 
 
 def _is_emulator(module: Any) -> bool:

@@ -67,9 +67,12 @@ class NeuronBackend(Backend):
         except (OSError, ValueError, subprocess.TimeoutExpired):
             return None
 
-    def prepare(self) -> None:
+    def preload(self) -> None:
         self.sdk = sdk_module(self.namespace, self.probe)
         self.device_info = self._read_device_info()
+
+    def prepare(self) -> None:
+        self.ensure_preloaded()
         self.artifacts.mkdir(parents=True, exist_ok=True)
         os.environ["NEURON_FRAMEWORK_DEBUG"] = "1"  # keep the NEFF for the profiler
         os.environ["NEURON_PLATFORM_TARGET_OVERRIDE"] = target_env(self.target)

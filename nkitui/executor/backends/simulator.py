@@ -4,10 +4,10 @@ installed but no device is present.
   new namespace:     nki.simulate(kernel)(*arrays)               (NKI_PRECISE_FP=0|1 for precision)
   legacy namespace:  neuronxcc.nki.simulate_kernel(kernel, *arrays)
 
-The SDK simulator models no timing [SIM], so the profile phase runs the kernel once more on
-nkitui's emulator to record an instruction trace and gives it to the cost model (labelled
-estimated). That needs the emulator to take over the `nki` modules (install(force=True)), which
-is why it happens last.
+The SDK simulator models no timing [SIM], so for the profile phase the kernel's process runs the
+kernel once more on nkitui's emulator (`emulator_trace`) and hands the instruction trace to the
+evaluator, whose cost model estimates from it (labelled estimated). That needs the emulator to take
+over the `nki` modules (install(force=True)), which is why it happens last.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from typing import Any, Callable, Iterator
 
 import numpy as np
 
-from nkitui.executor.backends.base import Backend, ProfileOutcome, get_function, launch_target, load_module
+from nkitui.executor.backends.base import Backend, get_function, launch_target, load_module
 from nkitui.executor.backends.detect import Probe
 from nkitui.executor.backends.sdk import env_override, sdk_module, sdk_namespace, target_env
 
@@ -37,8 +37,11 @@ class SimulatorBackend(Backend):
         pkg = self.probe.new if self.namespace == "new" else self.probe.legacy
         return {"sdk": {pkg.module: pkg.version, "fake": pkg.fake}}
 
-    def prepare(self) -> None:
+    def preload(self) -> None:
         self.sdk = sdk_module(self.namespace, self.probe)
+
+    def prepare(self) -> None:
+        self.ensure_preloaded()
         with env_override(NEURON_PLATFORM_TARGET_OVERRIDE=target_env(self.target)):
             super().prepare()
 
@@ -59,18 +62,7 @@ class SimulatorBackend(Backend):
                           NEURON_PLATFORM_TARGET_OVERRIDE=target_env(self.target)):
             yield None
 
-    def profile(self, args, reference_outputs, recheck, trace, log) -> ProfileOutcome:  # noqa: ANN001
-        from nkitui.executor.backends.costmodel import estimate_from_trace
-
-        try:
-            emulated = self._emulator_trace(args)
-        except Exception as exc:  # noqa: BLE001 - the cost model is optional on this backend
-            return ProfileOutcome(skipped=f"the emulator could not run the kernel to record a trace for the cost model: {type(exc).__name__}: {exc}")
-        outcome = estimate_from_trace(emulated, self.target, self.task)
-        outcome.notes.append("the SDK simulator models no timing: utilisation is the cost model on nkitui's emulator trace")
-        return outcome
-
-    def _emulator_trace(self, args: list[np.ndarray]) -> Any:
+    def emulator_trace(self, args: list[np.ndarray]) -> Any:
         from nkitui import emulator
 
         entry = self.task.kernel

@@ -515,3 +515,71 @@ def test_an_nki_helper_package_imported_by_dotted_name_is_not_host_code(analyze,
     assert "HACK-HOST-COMPUTE" not in rule_ids(analyze(src, ctx=AB))
     (pkg / "tile_io.py").write_text("import numpy as np\n\ndef load(t):\n    return np.asarray(t)\n")
     assert "HACK-HOST-COMPUTE" in rule_ids(analyze(src, ctx=AB), "high")
+
+
+# -- file level: the entry point and reaching into the interpreter (HACK-TAMPER) -------------------
+from nkitui.analysis.rules.hacks import entry_findings, tamper_findings  # noqa: E402
+
+ENTRY_SRC = """import nki
+import nki.language as nl
+
+@nki.jit
+def kern(a, b):
+    return a
+"""
+
+
+def test_the_entry_rebound_to_a_wrapper_is_flagged_at_the_rebinding() -> None:
+    src = ENTRY_SRC + "\nclass W:\n    def __call__(self, a, b):\n        return a + b\n\nkern = W()\n"
+    [f] = entry_findings(src, "k.py", "kern")
+    assert f.rule == "HACK-HOST-COMPUTE" and f.line == 12 and "bound 2 times" in f.message
+    assert "is assigned `W()`" in f.message
+
+
+def test_non_nki_entries_are_flagged_and_an_nki_decorator_call_is_not() -> None:
+    plain = "def kern(a, b):\n    return a + b\n"
+    assert "not decorated as an NKI kernel" in entry_findings(plain, "k.py", "kern")[0].message
+    klass = "import nki\nclass kern:\n    pass\n"
+    assert "is a class" in entry_findings(klass, "k.py", "kern")[0].message
+    lam = "import numpy as np\nkern = lambda a, b: np.add(a, b)\n"
+    assert "not an NKI kernel" in entry_findings(lam, "k.py", "kern")[0].message
+    decorated_call = "import neuronxcc.nki as nki\ndef _impl(a):\n    return a\nkern = nki.jit(_impl)\n"
+    assert entry_findings(decorated_call, "k.py", "kern") == []
+    assert entry_findings(ENTRY_SRC, "k.py", "kern") == []
+
+
+def test_reaching_into_the_interpreter_is_high_and_library_style_introspection_medium() -> None:
+    hostile = """import gc, os, sys
+import nki.language as nl
+for o in gc.get_objects():
+    pass
+f = sys._getframe().f_back
+os.write(3, b"x")
+os._exit(0)
+g = kern.__globals__
+x = nl._dt
+eval("1")
+"""
+    [high] = tamper_findings(hostile, "k.py")
+    assert high.severity == "high" and high.line == 1
+    constructs = " ".join(high.data["constructs"])
+    for piece in ("import gc", "sys._getframe", "f_back", "os.write", "os._exit", "__globals__", "nl._dt", "eval"):
+        assert piece in constructs, piece
+    library = "def f(obj, name):\n    return getattr(obj, name)\n"
+    [medium] = tamper_findings(library, "k.py")
+    assert medium.severity == "medium" and "computed attribute name" in medium.message
+
+
+def test_an_ordinary_kernel_reaches_for_nothing() -> None:
+    src = """import numpy as np
+import os, sys, math
+import nki
+import nki.language as nl
+
+@nki.jit
+def kern(a, b):
+    n = math.prod(a.shape)
+    print(os.getcwd(), file=sys.stderr)
+    return a
+"""
+    assert tamper_findings(src, "k.py") == []

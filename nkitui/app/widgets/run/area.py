@@ -22,7 +22,7 @@ from nkitui.app.widgets.status import StatusLine
 from nkitui.common import units
 
 if TYPE_CHECKING:
-    from nkitui.evaluate.result import RunResult
+    from nkitui.evaluate.run.result import RunResult
     from nkitui.session import AuditSession
     from nkitui.session.events import BackendResolved, RunEnded, RunProgressed, RunShown, RunStarted
     from nkitui.session.runs import LiveRun
@@ -42,9 +42,9 @@ def checks_count(result: RunResult) -> tuple[int, int]:
 def run_notice(result: RunResult) -> str:
     """The one-line notice when a run ends (the status line and the header say the rest)."""
     passed, total = checks_count(result)
-    timing = result.timing or {}
-    time_part = (f" · {timing.get('kind', '')} {units.time_us(timing['median_us'])}"
-                 if isinstance(timing.get("median_us"), (int, float)) else "")
+    timing = result.timing
+    time_part = (f" · {timing.kind} {units.time_us(timing.median_us)}"
+                 if timing is not None and timing.median_us is not None else "")
     return f"{passed}/{total} checks{time_part}"
 
 
@@ -57,10 +57,10 @@ def result_summary(result: RunResult, prefix: str = "", note: str = "") -> tuple
         result.status, ("■", "bold $text-warning"))
     passed, total = checks_count(result)
     parts: list = [(f"{glyph} {result.status}", style), f"  {passed}/{total} checks"]
-    timing = result.timing or {}
-    if isinstance(timing.get("median_us"), (int, float)):
-        parts += ["  ·  ", (f"{timing.get('kind', '')} {units.time_us(timing['median_us'])}", "bold")]
-    error = [("  ·  ", "$text-muted"), (str(result.error.get("message", ""))[:120], "$text-error")] if result.error else []
+    timing = result.timing
+    if timing is not None and timing.median_us is not None:
+        parts += ["  ·  ", (f"{timing.kind} {units.time_us(timing.median_us)}", "bold")]
+    error = [("  ·  ", "$text-muted"), (result.error.message[:120], "$text-error")] if result.error else []
     noted = [("  ·  ", "$text-muted"), (note, "$text-warning")] if note else []
     full = parts + [("  ·  ", "$text-muted"), (f"{prefix}run {result.run_id}", "$text-muted")] + noted + error
     short = parts + [("  ·  ", "$text-muted"), (f"{prefix}{short_run_id(result.run_id)}", "$text-muted")]
@@ -245,7 +245,7 @@ runs to reopen one or compare two. On opening, the newest run of the task's curr
             log.clear(result.run_id)
             log.append_lines(event.log)
             log.flush_now()
-        from nkitui.evaluate.report import render_result
+        from nkitui.evaluate.present.report import render_result
 
         self.results.show_result(result, render_result(result))
 

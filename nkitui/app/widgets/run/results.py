@@ -59,7 +59,7 @@ a cell and press **a** to attach that metric as evidence.
         self.clear()
         self.outputs = list(result.output_names()) if result is not None else []
         for name in self.outputs:
-            passed = [o.get("passed") for s in result.seed_results if (o := s.output(name)) is not None]
+            passed = [o.passed for s in result.seed_results if (o := s.output(name)) is not None]
             status = "pass" if passed and all(passed) else ("fail" if passed else "-")
             self.add_row(name, status, *(_fmt(result.worst(name, key), key) for key, _ in METRIC_COLUMNS), key=name)
         self.display = bool(self.outputs)

@@ -1,0 +1,102 @@
+"""Which arrays a launch produced on the emulated device, for the executor's host-compute check.
+
+    with provenance.collect() as seen:          # around a call of the task's entry point
+        out = entry(a, b)                        # a kernel, or anything that wraps one
+    seen.origin(out)                             # DeviceOrigin, or None: not the device's output
+
+While a collector is active every launch notes the arrays it hands back: each HBM tensor the kernel
+returned (allocated by the kernel, not an input or a constant, and written by at least one recorded
+instruction), and each argument array the kernel wrote through a store/DMA (outputs passed as
+arguments). A note holds a digest of the bytes as the launch left them, so an array that the host
+changed afterwards (`out[...] = a + b` in a wrapper) no longer counts; an array the emulator never
+handed out (`numpy.add(a, b)`) never did.
+
+This is evidence for the honest cases and the naive cheats (wrappers, rebinding the entry name,
+numpy on the inputs). Code running in the same process can forge it; docs/executor.md says what
+stops that instead.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import weakref
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import numpy as np
+
+
+@dataclass(frozen=True, slots=True)
+class DeviceOrigin:
+    kernel: str  # the kernel whose launch produced the array
+    tensor: str  # the HBM tensor's name, or its shape when unnamed
+    kind: str  # "returned" (an HBM tensor the kernel allocated) | "argument" (an output written in place)
+    writes: int  # recorded instruction writes into the tensor
+    digest: bytes  # of the bytes as the launch left them
+
+    def to_dict(self) -> dict:
+        return {"kernel": self.kernel, "tensor": self.tensor, "kind": self.kind, "writes": self.writes}
+
+
+def digest(array: np.ndarray) -> bytes:
+    a = np.ascontiguousarray(array)
+    return hashlib.blake2b(a.view(np.uint8).reshape(-1) if a.size else b"", digest_size=16).digest()
+
+
+class Collector:
+    def __init__(self) -> None:
+        self._notes: list[tuple[weakref.ref, DeviceOrigin]] = []
+
+    def note(self, array: np.ndarray, origin: DeviceOrigin) -> None:
+        self._notes.append((weakref.ref(array), origin))
+
+    def origin(self, array: object) -> DeviceOrigin | None:
+        """Where `array` came from, when a launch handed out this very object and its bytes are
+        still the ones the launch left."""
+        if not isinstance(array, np.ndarray):
+            return None
+        for ref, origin in reversed(self._notes):
+            if ref() is array:
+                return origin if digest(array) == origin.digest else None
+        return None
+
+    def changed(self, array: object) -> DeviceOrigin | None:
+        """The origin of an array a launch handed out whose bytes changed afterwards (else None)."""
+        if not isinstance(array, np.ndarray):
+            return None
+        for ref, origin in reversed(self._notes):
+            if ref() is array:
+                return origin if digest(array) != origin.digest else None
+        return None
+
+
+_active: list[Collector] = []
+
+
+@contextlib.contextmanager
+def collect() -> Iterator[Collector]:
+    collector = Collector()
+    _active.append(collector)
+    try:
+        yield collector
+    finally:
+        _active.remove(collector)
+
+
+def collecting() -> bool:
+    return bool(_active)
+
+
+def note(array: np.ndarray, storage, kernel: str, kind: str) -> None:  # noqa: ANN001 - memory.Storage
+    """Called by launches for each array they hand out (only while a collector is active)."""
+    if not _active or not isinstance(array, np.ndarray):
+        return
+    root = getattr(storage, "root", None) or storage  # a view's writes may be counted on its root
+    writes = max(int(getattr(storage, "version", 0)), int(getattr(root, "version", 0)))
+    if writes <= 0 or getattr(root, "kind", "") in ("constant", "input") and kind == "returned":
+        return  # never written by an instruction, or not the kernel's own tensor: not device output
+    name = storage.name or f"hbm tensor {tuple(storage.shape)}"
+    origin = DeviceOrigin(kernel, name, kind, writes, digest(array))
+    for collector in _active:
+        collector.note(array, origin)

@@ -1,0 +1,424 @@
+"""Adversarial inputs chosen for the operation: the values random normal data never produces.
+
+Each case starts from the task's own inputs (natural layout, declared dtypes) and changes the
+"main" inputs (the largest floating-point ones: both operands of a matmul, the logits of a
+softmax, x of a norm). Scale changes are adapted until the reference's outputs are finite and
+representable in the output dtype, so a correct kernel can meet them. Integer inputs (indices,
+masks) are never touched.
+
+  large         magnitudes near the top of what the dtypes hold (softmax: logits ~1e4)
+  tiny          magnitudes near the bottom of the normal range, with 1 in 8 entries subnormal
+  equal         rows of equal values (softmax: uniform rows; norm: zero variance, judged on NaN/Inf only,
+                since the exact answer divides rounding noise by sqrt(eps))
+  mask          -inf entries in every row, as a causal/padding mask writes them (softmax)
+  nonfinite     NaN, +inf and -inf sprinkled in (ops that must propagate them)
+  cancellation  terms that cancel: near-zero results from large partial sums
+  offset        a large common offset (norm: E[x^2]-E[x]^2 loses digits)
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable, Mapping
+
+import numpy as np
+
+from nkitui.evaluate.numerics.fpformat import float_format, format_name, is_float_format
+
+ReferenceFn = Callable[[dict[str, np.ndarray]], Mapping[str, np.ndarray]]
+
+CASES_BY_OP: dict[str, tuple[str, ...]] = {
+    "matmul": ("large", "tiny", "cancellation", "nonfinite"),
+    "attention": ("large", "tiny", "equal"),
+    "softmax": ("large", "tiny", "equal", "mask"),
+    "norm": ("large", "tiny", "equal", "offset"),
+    "reduction": ("large", "tiny", "equal", "cancellation", "nonfinite"),
+    "scan": ("large", "tiny", "cancellation", "nonfinite"),
+    "elementwise": ("large", "tiny", "nonfinite"),
+    "transpose": ("large", "tiny", "nonfinite"),
+    "other": ("large", "tiny", "nonfinite"),
+}
+
+DESCRIPTIONS = {
+    "large": "large magnitudes",
+    "tiny": "tiny and subnormal values",
+    "equal": "rows of equal values",
+    "mask": "-inf mask entries in every row",
+    "nonfinite": "NaN, +inf and -inf entries",
+    "cancellation": "heavy cancellation (near-zero results from large partial sums)",
+    "offset": "a large common offset (variance by cancellation)",
+}
+
+
+@dataclass(frozen=True)
+class AdversarialCase:
+    name: str  # e.g. "large"
+    description: str  # what was done, with the numbers
+    inputs: dict[str, np.ndarray]
+    rescaled: bool  # True when the outputs' scale follows the inputs' (judge errors at the new scale)
+    changed: tuple[str, ...]  # names of the inputs that were changed
+    finite_only: bool = False  # degenerate inputs (zero variance): judge NaN/Inf only, not the error size
+
+
+def _is_float(arr: np.ndarray) -> bool:
+    try:
+        return is_float_format(arr.dtype)
+    except ValueError:
+        return False
+
+
+def main_inputs(inputs: Mapping[str, np.ndarray], op: str | None) -> list[str]:
+    """The inputs adversarial values go into: the largest float inputs (two for matmul, three for attention)."""
+    floats = [k for k, v in inputs.items() if _is_float(np.asarray(v))]
+    floats.sort(key=lambda k: -np.asarray(inputs[k]).size)
+    n = {"matmul": 2, "attention": 2}.get(op or "", 1)
+    return floats[:n]
+
+
+def _cast(values: np.ndarray, like: np.ndarray) -> np.ndarray:
+    with np.errstate(over="ignore", invalid="ignore"):
+        return np.asarray(values, dtype=np.float64).astype(np.asarray(like).dtype)
+
+
+def _f64(a: np.ndarray) -> np.ndarray:
+    return np.asarray(a).astype(np.float64)
+
+
+def _ref_ok(reference: ReferenceFn, inputs: dict[str, np.ndarray], out_max: Mapping[str, float],
+            base_nonfinite: Mapping[str, np.ndarray] | None = None, low: Mapping[str, float] | None = None,
+            allow_inf: bool = False) -> bool:
+    try:
+        with np.errstate(all="ignore"):
+            outs = reference(inputs)
+    except Exception:  # noqa: BLE001 - a reference that cannot take these values: skip the case
+        return False
+    for name, arr in outs.items():
+        b = _f64(arr)
+        allowed = base_nonfinite.get(name) if base_nonfinite else None
+        bad = np.isnan(b) if allow_inf else ~np.isfinite(b)
+        if allowed is not None and allowed.shape == b.shape:
+            bad &= ~allowed
+        if bad.any():
+            return False
+        finite = b[np.isfinite(b)]
+        if finite.size and float(np.abs(finite).max()) > out_max.get(name, np.inf):
+            return False
+        if low is not None and finite.size:
+            rms = float(np.sqrt(np.mean(finite**2)))
+            if rms < low.get(name, 0.0):
+                return False
+    return True
+
+
+def _scaled(inputs: Mapping[str, np.ndarray], names: list[str], factor: float) -> dict[str, np.ndarray]:
+    out = dict(inputs)
+    for n in names:
+        out[n] = _cast(_f64(inputs[n]) * factor, inputs[n])
+    return out
+
+
+def _output_limits(reference_outputs: Mapping[str, np.ndarray], output_dtypes: Mapping[str, str], frac: float):
+    limits, lows = {}, {}
+    for name in reference_outputs:
+        dt = output_dtypes.get(name)
+        if dt and is_float_format(dt):
+            fmt = float_format(dt)
+            limits[name] = fmt.max * frac
+            lows[name] = fmt.smallest_normal * 2.0**10
+    return limits, lows
+
+
+def make_adversarial_cases(
+    inputs: Mapping[str, np.ndarray],
+    reference: ReferenceFn,
+    op: str | None,
+    output_dtypes: Mapping[str, str],
+    reduction_length: int | None = None,
+    seed: int = 0,
+) -> list[AdversarialCase]:
+    """The adversarial cases that make sense for `op`, built from the task's own `inputs`.
+
+    Cases that cannot be built for these inputs (no float input, a reference that overflows at
+    every scale tried, no axis to cancel along) are left out.
+    """
+    names = main_inputs(inputs, op)
+    if not names:
+        return []
+    rng = np.random.default_rng([seed, 0xAD7])
+    base = {k: np.asarray(v) for k, v in inputs.items()}
+    try:
+        with np.errstate(all="ignore"):
+            base_out = {k: np.asarray(v) for k, v in reference(dict(base)).items()}
+    except Exception:  # noqa: BLE001
+        return []
+    base_nonfinite = {k: ~np.isfinite(_f64(v)) for k, v in base_out.items()}
+    limits, lows = _output_limits(base_out, output_dtypes, 1.0 / 16.0)
+    cases: list[AdversarialCase] = []
+    for case in CASES_BY_OP.get(op or "other", CASES_BY_OP["other"]):
+        builder = _BUILDERS[case]
+        built = builder(base, names, reference, op, limits, lows, base_nonfinite, reduction_length, rng)
+        if built is not None:
+            cases.append(built)
+    return cases
+
+
+def _max_abs(a: np.ndarray) -> float:
+    f = _f64(a)
+    f = f[np.isfinite(f)]
+    return float(np.abs(f).max()) if f.size else 0.0
+
+
+def _prefetch(reference: ReferenceFn, sets: list[dict[str, np.ndarray]]) -> None:
+    """Let a reference that can answer several input sets at once (a process: one round trip) have
+    the next candidates together; the search still checks them one by one, in order."""
+    fetch = getattr(reference, "prefetch", None)
+    if fetch is not None and sets:
+        fetch(sets)
+
+
+def _first_accepted(reference: ReferenceFn, candidates: list, accepts, size: int = 1) -> object | None:  # noqa: ANN001
+    """The first candidate `accepts`, asking the reference about them in growing batches (1, 3, 8, 8,
+    ...; or from `size`): the same answer as a one-by-one search, in fewer round trips."""
+    done = 0
+    while done < len(candidates):
+        batch = candidates[done:done + size]
+        _prefetch(reference, [trial for _, trial in batch])
+        for candidate in batch:
+            if accepts(candidate[1]):
+                return candidate
+        done += len(batch)
+        size = 3 if size == 1 else 8
+    return None
+
+
+def _large(base, names, reference, op, limits, lows, base_nf, k, rng):
+    in_max = min(float_format(base[n].dtype).max for n in names)
+    target = min(1e4, in_max / 16.0)
+    if op == "norm":
+        target = min(target, 1e3)
+    current = max(_max_abs(base[n]) for n in names) or 1.0
+    factor = target / current
+    candidates = []
+    for _ in range(8):
+        if factor <= 1.0:
+            break
+        candidates.append((factor, _scaled(base, names, factor)))
+        factor /= 16.0
+    found = _first_accepted(reference, candidates, lambda trial: _ref_ok(reference, trial, limits, base_nf))
+    if found is None:
+        return None
+    factor, trial = found
+    return AdversarialCase(
+        "large",
+        f"{', '.join(names)} scaled by {factor:.3g} (largest magnitude {_max_abs(trial[names[0]]):.3g})",
+        trial,
+        rescaled=True,
+        changed=tuple(names),
+    )
+
+
+def _tiny(base, names, reference, op, limits, lows, base_nf, k, rng):
+    current = max(_max_abs(base[n]) for n in names) or 1.0
+    smallest = max(float_format(base[n].dtype).smallest_normal for n in names)
+    factor = smallest * 2.0**6 / current
+    factors = []
+    for _ in range(40):
+        if factor >= 1.0:
+            break
+        factors.append(factor)
+        factor *= 2.0**4
+    low = lows if op not in ("softmax", "norm") else None
+    found = None
+    for start in range(0, len(factors), 8):  # build 8 candidates at a time: the scaled inputs take memory
+        chunk = [(f, _scaled(base, names, f)) for f in factors[start:start + 8]]
+        found = _first_accepted(reference, chunk, lambda trial: _ref_ok(reference, trial, limits, base_nf, low),
+                                size=1 if start == 0 else 8)
+        if found is not None:
+            break
+    if found is None:
+        return None
+    factor, trial = found
+    first = names[0]
+    fmt = float_format(trial[first].dtype)
+    vals = _f64(trial[first]).copy()
+    pick = rng.random(vals.shape) < 0.125
+    n_sub = int(pick.sum())
+    if n_sub and fmt.smallest_subnormal < fmt.smallest_normal:
+        steps = rng.integers(1, max(2, int(fmt.smallest_normal / fmt.smallest_subnormal)), size=n_sub)
+        signs = rng.choice([-1.0, 1.0], size=n_sub)
+        vals[pick] = signs * steps * fmt.smallest_subnormal
+        trial[first] = _cast(vals, trial[first])
+    if not _ref_ok(reference, trial, limits, base_nf):
+        return None
+    return AdversarialCase(
+        "tiny",
+        f"{', '.join(names)} scaled by {factor:.3g}; {n_sub} entries of {first} set to subnormal values",
+        trial,
+        rescaled=True,
+        changed=tuple(names),
+    )
+
+
+def _rows(a: np.ndarray) -> np.ndarray:
+    f = _f64(a)
+    return f.reshape(-1, f.shape[-1]) if f.ndim >= 1 else f.reshape(1, 1)
+
+
+def _equal(base, names, reference, op, limits, lows, base_nf, k, rng):
+    first = names[0]
+    rows = _rows(base[first])
+    row_values = rows[np.arange(rows.shape[0]), rng.integers(0, rows.shape[1], size=rows.shape[0])]
+    if op == "attention":
+        values = np.zeros_like(rows)  # q = 0: every score equal, attention is the mean of v
+        desc = f"{first} set to zero: every score equal"
+    else:
+        values = np.repeat(row_values[:, None], rows.shape[1], axis=1)
+        desc = f"every row of {first} holds one repeated value"
+    trial = dict(base)
+    trial[first] = _cast(values.reshape(base[first].shape), base[first])
+    if not _ref_ok(reference, trial, limits, base_nf):
+        return None
+    # A norm of a constant row divides rounding noise by sqrt(eps): only NaN/Inf are meaningful there.
+    return AdversarialCase("equal", desc, trial, rescaled=False, changed=(first,), finite_only=op == "norm")
+
+
+def _mask(base, names, reference, op, limits, lows, base_nf, k, rng):
+    first = names[0]
+    if not float_format(base[first].dtype).has_inf:
+        return None
+    rows = _rows(base[first]).copy()
+    n_rows, n_cols = rows.shape
+    if n_cols < 2:
+        return None
+    # A causal-style mask: row r keeps its first 1 + (r mod n_cols) entries.
+    keep = 1 + (np.arange(n_rows) % n_cols)
+    masked = np.arange(n_cols)[None, :] >= keep[:, None]
+    rows[masked] = -np.inf
+    trial = dict(base)
+    trial[first] = _cast(rows.reshape(base[first].shape), base[first])
+    if not _ref_ok(reference, trial, limits, base_nf, allow_inf=True):
+        return None
+    return AdversarialCase(
+        "mask", f"{int(masked.sum())} entries of {first} set to -inf (causal pattern, every row keeps one)",
+        trial, rescaled=False, changed=(first,),
+    )
+
+
+def _nonfinite(base, names, reference, op, limits, lows, base_nf, k, rng):
+    first = names[0]
+    fmt = float_format(base[first].dtype)
+    vals = _f64(base[first]).copy().ravel()
+    if vals.size < 3:
+        return None
+    specials = [np.nan, np.inf, -np.inf] if fmt.has_inf else [np.nan]
+    count = max(len(specials), vals.size // 512)
+    where = rng.choice(vals.size, size=count, replace=False)
+    vals[where] = np.array(specials * (count // len(specials) + 1))[:count]
+    trial = dict(base)
+    trial[first] = _cast(vals.reshape(base[first].shape), base[first])
+    try:
+        with np.errstate(all="ignore"):
+            reference(dict(trial))
+    except Exception:  # noqa: BLE001
+        return None
+    return AdversarialCase(
+        "nonfinite", f"{count} entries of {first} set to {', '.join(str(s) for s in specials)}",
+        trial, rescaled=False, changed=(first,),
+    )
+
+
+def _half_slices(shape: tuple[int, ...], axis: int) -> tuple[tuple, tuple]:
+    n = shape[axis] // 2
+    lo = [slice(None)] * len(shape)
+    hi = [slice(None)] * len(shape)
+    lo[axis] = slice(0, n)
+    hi[axis] = slice(n, 2 * n)
+    return tuple(lo), tuple(hi)
+
+
+def _cancellation(base, names, reference, op, limits, lows, base_nf, k, rng):
+    """Second half of the reduction axis cancels the first: x2 = -x1, y2 = y1*(1+1e-3*noise)."""
+    try:
+        with np.errstate(all="ignore"):
+            base_out = {n: _f64(v) for n, v in reference(dict(base)).items()}
+    except Exception:  # noqa: BLE001
+        return None
+    base_rms = {n: float(np.sqrt(np.nanmean(v[np.isfinite(v)] ** 2))) if np.isfinite(v).any() else 0.0
+                for n, v in base_out.items()}
+    first = names[0]
+    others = names[1:]
+    shape = base[first].shape
+    candidates = [ax for ax in range(len(shape)) if shape[ax] >= 2 and (k is None or shape[ax] == k)]
+    if not candidates:
+        candidates = [len(shape) - 1] if shape else []
+    for ax in reversed(candidates):
+        trial = dict(base)
+        lo, hi = _half_slices(shape, ax)
+        x = _f64(base[first]).copy()
+        if others:
+            x[hi] = -x[lo]
+        else:
+            x[hi] = -x[lo] * (1.0 + 1e-3 * rng.standard_normal(x[lo].shape))
+        trial[first] = _cast(x, base[first])
+        ok = True
+        for other in others:
+            oshape = base[other].shape
+            oaxes = [a for a in range(len(oshape)) if oshape[a] == shape[ax]]
+            if not oaxes:
+                ok = False
+                break
+            oax = oaxes[0]
+            olo, ohi = _half_slices(oshape, oax)
+            y = _f64(base[other]).copy()
+            y[ohi] = y[olo] * (1.0 + 1e-3 * rng.standard_normal(y[olo].shape))
+            trial[other] = _cast(y, base[other])
+        if not ok or not _ref_ok(reference, trial, limits, base_nf):
+            continue
+        with np.errstate(all="ignore"):
+            outs = {n: _f64(v) for n, v in reference(dict(trial)).items()}
+        shrink = [
+            float(np.sqrt(np.mean(v[np.isfinite(v)] ** 2))) / base_rms[n]
+            for n, v in outs.items() if base_rms.get(n) and np.isfinite(v).any()
+        ]
+        if shrink and max(shrink) < 0.1:
+            return AdversarialCase(
+                "cancellation",
+                f"second half of axis {ax} of {first} negates the first"
+                + (f"; {', '.join(others)} repeats its first half to 1e-3" if others else " (to 1e-3)")
+                + f": outputs shrink to {max(shrink):.2g} of their usual size",
+                trial,
+                rescaled=False,
+                changed=tuple(names),
+            )
+    return None
+
+
+def _offset(base, names, reference, op, limits, lows, base_nf, k, rng):
+    first = names[0]
+    x = _f64(base[first])
+    std = float(np.std(x[np.isfinite(x)])) or 1.0
+    offset = 256.0 * std
+    trial = dict(base)
+    trial[first] = _cast(x + offset, base[first])
+    if not _ref_ok(reference, trial, limits, base_nf):
+        return None
+    return AdversarialCase(
+        "offset", f"{offset:.3g} (256 standard deviations) added to every entry of {first}",
+        trial, rescaled=False, changed=(first,),
+    )
+
+
+_BUILDERS = {
+    "large": _large,
+    "tiny": _tiny,
+    "equal": _equal,
+    "mask": _mask,
+    "nonfinite": _nonfinite,
+    "cancellation": _cancellation,
+    "offset": _offset,
+}
+
+
+def output_dtype_names(outputs) -> dict[str, str]:
+    """{name: dtype} from output specs (anything with .name and .dtype)."""
+    return {o.name: format_name(o.dtype) for o in outputs}

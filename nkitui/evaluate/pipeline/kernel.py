@@ -1,0 +1,229 @@
+"""The evaluator's handle on the kernel process: input sets out, raw outputs back, checked.
+
+    kernel = KernelProcess(child, task, device_provenance=True)
+    run = kernel.run(inputs, precise=True, trace=True, what="seed 0")   # natural layout both ways
+    run.outputs / run.error / run.host_compute / run.trace_json
+
+Every array is checked on the way in (plain .npy, the header read first, at most a few times the
+declared size) and turned back into the natural layout here, not in the kernel's process. On the
+emulator an output counts only with device provenance: the emulated launch produced it as an HBM
+tensor its instructions wrote, bytes unchanged since (nkitui.emulator.provenance); anything else is
+host computation and the run's outputs are not used.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from nkitui.evaluate.numerics.callables import KernelRunner, RunOptions
+from nkitui.evaluate.numerics.inputs import from_kernel_layout, to_kernel_layout
+from nkitui.evaluate.pipeline.children import ChildReplyError, UntrustedChild
+from nkitui.executor.arrays import save_array
+
+ERROR_KINDS = frozenset({
+    "kernel-error", "emulator-error", "output-error", "load-error", "syntax-error", "memory-limit", "sandbox",
+    "reference-error", "backend-unavailable", "internal", "shape-mismatch",
+})
+MAX_TRACE_BYTES = 256 << 20
+
+
+def error_from(data: Any, default_message: str) -> dict[str, Any]:
+    """An error a child reported, as the result's error dict: fields checked, text bounded."""
+    d = data if isinstance(data, dict) else {}
+    kind = d.get("kind") if d.get("kind") in ERROR_KINDS else "kernel-error"
+    message = d.get("message") if isinstance(d.get("message"), str) and d.get("message") else default_message
+    file = d.get("file") if isinstance(d.get("file"), str) else None
+    line = d.get("line") if isinstance(d.get("line"), int) and not isinstance(d.get("line"), bool) else None
+    tb = d.get("traceback") if isinstance(d.get("traceback"), str) else ""
+    return {"kind": kind, "message": message[:4000], "file": file, "line": line, "traceback": tb[:40000]}
+
+
+class KernelRunFailed(Exception):
+    """A run the numerics asked for failed in the kernel's process (`described`: the reported words)."""
+
+    def __init__(self, error: dict[str, Any]) -> None:
+        super().__init__(error["message"])
+        self.error = error
+        self.described = error["message"]
+
+
+@dataclass
+class KernelRun:
+    outputs: dict[str, np.ndarray] | None = None  # natural layout
+    kernel_outputs: dict[str, Any] | None = None  # the reply's array descriptions (for a later recheck)
+    folder: Path | None = None
+    elapsed_s: float | None = None
+    error: dict[str, Any] | None = None
+    host_compute: str | None = None  # why an output does not count as the device's
+    trace_json: dict[str, Any] | None = None
+
+
+class KernelProcess:
+    def __init__(self, child: UntrustedChild, task: Any, *, device_provenance: bool) -> None:
+        self.child = child
+        self.task = task
+        self.device_provenance = device_provenance
+        names = [spec.name for spec in task.outputs]
+        self.names = names
+        self.max_elements = {spec.name: spec.size * 4 + 1024 for spec in task.outputs}
+        self._by_digest: dict[tuple[bytes, bool], dict[str, np.ndarray]] = {}
+
+    def load(self) -> dict[str, Any]:
+        return self.child.request("load")
+
+    def _write_inputs(self, folder: Path, inputs: dict[str, np.ndarray]) -> list[dict[str, Any]]:
+        metas = []
+        for i, spec in enumerate(self.task.inputs):
+            arr = to_kernel_layout(spec, np.asarray(inputs[spec.name]))
+            metas.append(save_array(folder / "in" / f"{i}-{spec.name}.npy", arr))
+        return metas
+
+    def run(self, inputs: dict[str, np.ndarray], *, precise: bool, trace: bool = False, what: str = "the kernel",
+            source: str | None = None, keep: bool = False) -> KernelRun:
+        """One launch on `inputs` (natural layout). ChildGone propagates (the process died)."""
+        rid, folder = self.child.folder()
+        metas = self._write_inputs(folder, inputs)
+        fields: dict[str, Any] = {"inputs": metas, "precise": precise, "trace": trace, "what": what}
+        if source is not None:
+            fields["source"] = source
+        reply = self.child.request("run", rid=rid, folder=folder, **fields)
+        if reply.get("error") is not None:
+            if not keep:
+                self.child.forget(folder)
+            return KernelRun(error=error_from(reply["error"], f"{what}: the kernel failed"))
+        try:
+            raw = self.child.arrays(reply, folder, self.names, self.max_elements)
+        except ChildReplyError as exc:
+            return KernelRun(error={"kind": "output-error", "message": f"{what}: {exc}", "file": None, "line": None,
+                                    "traceback": ""})
+        run = KernelRun(outputs={spec.name: from_kernel_layout(spec, raw[spec.name]) for spec in self.task.outputs},
+                        kernel_outputs=dict(reply["outputs"]), folder=folder)
+        elapsed = reply.get("elapsed_s")
+        run.elapsed_s = float(elapsed) if isinstance(elapsed, (int, float)) and not isinstance(elapsed, bool) else None
+        if self.device_provenance and source is None:
+            run.host_compute = _host_compute(reply.get("provenance"), self.names)
+        if trace and isinstance(reply.get("trace"), str):
+            run.trace_json = _read_trace(folder / "out", reply["trace"])
+        if not keep:
+            self.child.forget(folder)
+        return run
+
+    def remember(self, inputs: dict[str, np.ndarray], precise: bool, outputs: dict[str, np.ndarray]) -> None:
+        """A seed's verified outputs: a later numerics run on the same inputs and mode reuses them."""
+        from nkitui.evaluate.numerics.recorded import inputs_digest
+
+        self._by_digest[(inputs_digest(inputs), precise)] = outputs
+
+    def runner(self, supports_precise_switch: bool) -> KernelRunner:
+        """The KernelRunner the numerics steps (trials, precision, goldens) run the port through."""
+        from nkitui.evaluate.numerics.recorded import inputs_digest
+
+        def run(inputs: dict[str, np.ndarray], options: RunOptions) -> dict[str, np.ndarray]:
+            precise = options.precise if supports_precise_switch else True
+            known = self._by_digest.get((inputs_digest(inputs), precise))
+            if known is not None:
+                return dict(known)
+            result = self.run(inputs, precise=precise, what=options.label or "the kernel")
+            if result.error is not None:
+                raise KernelRunFailed(result.error)
+            if result.host_compute is not None:
+                raise KernelRunFailed({"kind": "host-compute", "message": f"{options.label}: {result.host_compute}",
+                                       "file": None, "line": None, "traceback": ""})
+            assert result.outputs is not None
+            return result.outputs
+
+        return run
+
+
+def _host_compute(provenance: Any, names: list[str]) -> str | None:
+    """None when every output has device provenance, else why not (missing provenance counts as none)."""
+    if not isinstance(provenance, dict):
+        return "the kernel's process reported no device provenance for its outputs"
+    for name in names:
+        p = provenance.get(name)
+        if not isinstance(p, dict) or p.get("device") is not True:
+            why = p.get("why") if isinstance(p, dict) and isinstance(p.get("why"), str) else "no device provenance"
+            return f"output `{name}` did not come out of the emulated device: {why[:300]}"
+    return None
+
+
+def _read_trace(folder: Path, name: str) -> dict[str, Any] | None:
+    if "/" in name or name in ("", ".", ".."):
+        return None
+    path = folder / name
+    try:
+        if not path.is_file() or path.is_symlink() or path.stat().st_size > MAX_TRACE_BYTES:
+            return None
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def entry_location(task: Any) -> tuple[str | None, int | None]:
+    """Where the kernel file makes its entry point what it is, read with `ast` (no code runs): the
+    last top-level statement binding the entry's name; for a function, its last `return`."""
+    entry = task.kernel
+    if entry is None:
+        return None, None
+    rel = task.rel(entry.path) or os.path.basename(str(entry.path))
+    try:
+        tree = ast.parse(Path(entry.path).read_text(encoding="utf-8"))
+    except (OSError, SyntaxError, ValueError):
+        return rel, None
+    line: int | None = None
+    node_for_line: ast.AST | None = None
+    for node in tree.body:
+        bound = _binds(node, entry.name)
+        if bound:
+            node_for_line = node
+            line = node.lineno
+    if isinstance(node_for_line, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        returns = [n.lineno for n in ast.walk(node_for_line) if isinstance(n, ast.Return) and n.value is not None]
+        if returns:
+            line = max(returns)
+    return rel, line
+
+
+def _binds(node: ast.stmt, name: str) -> bool:
+    if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+        return node.name == name
+    if isinstance(node, ast.Assign):
+        return any(isinstance(t, ast.Name) and t.id == name for t in node.targets)
+    if isinstance(node, (ast.AnnAssign, ast.AugAssign)):
+        return isinstance(node.target, ast.Name) and node.target.id == name
+    if isinstance(node, (ast.Import, ast.ImportFrom)):
+        return any((a.asname or a.name.split(".")[0]) == name for a in node.names)
+    return False
+
+
+def output_dtype_findings(task: Any, outputs: dict[str, np.ndarray]) -> list[Any]:
+    """A finding per output the kernel returned in another dtype than the manifest declares: the
+    values are compared as returned, so a result rounded to a narrower dtype can still pass a loose
+    tolerance while the caller gets the wrong type."""
+    from nkitui.evaluate.numerics import findings as rules
+    from nkitui.task.dtypes import numpy_dtype
+
+    found = []
+    nki_file = task.rel(task.kernel.path) if task.kernel is not None else None
+    for spec in task.outputs:
+        got, declared = np.asarray(outputs[spec.name]).dtype, numpy_dtype(spec.dtype)
+        if got == declared:
+            continue
+        message = (f"The kernel returned output `{spec.name}` as {got.name}; the manifest declares {spec.dtype}. "
+                   f"nkitui compares the values as returned, so the tolerance judged {got.name} values, and a "
+                   f"caller expecting {spec.dtype} gets another dtype. Allocate the output with dtype "
+                   f"{spec.dtype} (e.g. nl.ndarray(shape, dtype=nl.{spec.dtype}, buffer=nl.shared_hbm)), or "
+                   "correct the manifest if the port is right.")
+        found.append(rules.numerics_finding(
+            rules.OUTPUT_DTYPE, "high" if got.itemsize < declared.itemsize else "medium",
+            f"`{spec.name}` is returned as {got.name}, declared {spec.dtype}", message,
+            data={"output": spec.name, "returned": got.name, "declared": spec.dtype}, file=nki_file))
+    return found

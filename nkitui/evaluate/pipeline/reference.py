@@ -1,0 +1,109 @@
+"""The evaluator's handle on the reference process: a ReferenceFn whose every call is a request.
+
+    reference = ReferenceProcess(child, task)
+    reference.load()                      # ReferenceFailed: the reference does not import
+    outputs = reference(inputs)           # natural layout both ways; checked against the manifest
+
+Wrapped in a RecordedReference by the pipeline, so every answer is asked for (and recorded) before
+the kernel's code is imported, and the process ends then.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from nkitui.evaluate.pipeline.children import ChildReplyError, UntrustedChild
+from nkitui.evaluate.pipeline.kernel import error_from
+from nkitui.executor.arrays import save_array
+
+
+class ReferenceFailed(Exception):
+    """The reference raised, did not import, or returned something unusable (`error`: in words)."""
+
+    def __init__(self, error: dict[str, Any]) -> None:
+        super().__init__(error["message"])
+        self.error = error
+        self.described = error["message"]
+
+
+class ReferenceProcess:
+    def __init__(self, child: UntrustedChild, task: Any) -> None:
+        self.child = child
+        self.task = task
+        self.names = [spec.name for spec in task.outputs]
+        self.max_elements = {spec.name: spec.size + 1024 for spec in task.outputs}
+        self.calls = 0
+        self.asking = "an input set"  # what is being asked, for the error's words (the auditor announces it)
+
+    def announce(self, what: str) -> None:
+        self.asking = what
+
+    def load(self) -> None:
+        reply = self.child.request("load")
+        if reply.get("error") is not None:
+            raise ReferenceFailed(error_from(reply["error"], "importing the reference failed"))
+
+    def __call__(self, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        answer = self.many([inputs])[0]
+        if isinstance(answer, ReferenceFailed):
+            raise answer
+        return answer
+
+    def many(self, sets: list[dict[str, np.ndarray]]) -> list[dict[str, np.ndarray] | ReferenceFailed]:
+        """The reference on several input sets in one round trip: each answer, or its failure."""
+        import time
+
+        self.calls += len(sets)
+        started = time.perf_counter()
+        rid, folder = self.child.folder()
+        what = f"the reference failed on {self.asking}"
+        items = []
+        for k, inputs in enumerate(sets):
+            (folder / str(k) / "in").mkdir(parents=True, exist_ok=True)
+            metas = {name: save_array(folder / str(k) / "in" / f"{i}-{name}.npy", np.asarray(value))
+                     for i, (name, value) in enumerate(inputs.items())}
+            items.append({"inputs": metas, "what": what})
+        sent = time.perf_counter()
+        try:
+            reply = self.child.request("calls", rid=rid, folder=folder, sets=items)
+            answered = time.perf_counter()
+            results = reply.get("results") if isinstance(reply.get("results"), list) else None
+            if reply.get("error") is not None or results is None or len(results) != len(sets):
+                error = error_from(reply.get("error"), f"{what}: the reference process answered {len(results or [])} of "
+                                                       f"{len(sets)} input sets")
+                error["kind"] = "reference-error"
+                return [ReferenceFailed(error) for _ in sets]
+            answers = [self._answer(result, folder / str(k), what) for k, result in enumerate(results)]
+        finally:
+            self.child.forget(folder)
+        self.child.ctx.log(f"reference: {len(sets)} input set(s) ({self.asking}): writing inputs "
+                           f"{(sent - started) * 1e3:.0f} ms, answers {(answered - sent) * 1e3:.0f} ms, reading outputs "
+                           f"{(time.perf_counter() - answered) * 1e3:.0f} ms", level="debug")
+        return answers
+
+    def _answer(self, result: Any, folder: Any, what: str) -> dict[str, np.ndarray] | ReferenceFailed:
+        if not isinstance(result, dict):
+            return ReferenceFailed({"kind": "reference-error", "message": f"{what}: no answer", "file": self._file(),
+                                    "line": None, "traceback": ""})
+        if result.get("error") is not None:
+            error = error_from(result["error"], what)
+            error["kind"] = "reference-error"
+            return ReferenceFailed(error)
+        try:
+            outputs = self.child.arrays(result, folder, self.names, self.max_elements)
+        except ChildReplyError as exc:
+            return ReferenceFailed({"kind": "reference-error", "message": str(exc), "file": self._file(), "line": None,
+                                    "traceback": ""})
+        for spec in self.task.outputs:
+            if outputs[spec.name].shape != tuple(spec.shape):
+                return ReferenceFailed({"kind": "reference-error", "file": self._file(), "line": None, "traceback": "",
+                                        "message": f"{self.task.sources.reference.spec} returned shape "
+                                                   f"{outputs[spec.name].shape} for output {spec.name!r}; the manifest "
+                                                   f"declares {tuple(spec.shape)}"})
+        return outputs
+
+    def _file(self) -> str | None:
+        ref = self.task.sources.reference
+        return self.task.rel(ref.path) if ref is not None else None

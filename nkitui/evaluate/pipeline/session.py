@@ -1,0 +1,1012 @@
+"""One evaluation of a task, in the trusted evaluator: the worker entry `nkitui.evaluate.pipeline.session:run_job`.
+
+This process never imports task code. It reads the manifest, makes every input set, and hands them
+to two untrusted children (nkitui.executor.untrusted), each with its own copy of the task:
+
+  reference child   the task's reference, on every input set the audit needs; it has answered and
+                    ended before the kernel's code is imported, so nothing the kernel does can reach it
+  kernel child      the port, on the seeds' inputs, then on the trials', precision's and goldens'
+                    (a second one runs the mutants, when asked)
+
+and it computes every metric, check and the status itself, from the raw outputs they return.
+
+Phases (each reported with its duration; one that cannot happen is "skipped" with the reason):
+
+  load       read task.toml, pick seeds and target, choose the backend, start both children
+  static     static findings on the port (nkitui.analysis), when enabled
+  reference  the reference on the seeds, the partial-sum magnitudes, the adversarial inputs (built
+             from its answers) and the goldens' inputs; then the reference process ends
+  compile    the kernel process imports (or compiles) the port
+  run        the port on every seed; outputs checked (shape, dtype, device provenance)
+  compare    per seed and output: metrics in float64 under the task's tolerance, tolerance advice,
+             failure diagnosis and tolerance sanity findings
+  trials     adversarial inputs, when enabled
+  precision  precise off vs on, when the backend can switch
+  goldens    the recorded GPU outputs (when the task has goldens.npz)
+  mutants    mutation testing of the tolerance (opt-in)
+  profile    the cost model on the instruction trace, or hardware timing plus the profiler's summary
+
+The run result (built here, from the evidence) goes out as the last event; the worker's exit code
+is the CONTRACT's (0 passed, 1 a check failed, 2 invalid).
+
+Imports: what this module imports at the top is paid before the first phase event, so only the
+result and event types are; numpy, the task model and each phase's machinery come in inside the
+phase that needs them.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from contextlib import contextmanager
+from dataclasses import replace
+from datetime import datetime, timezone
+from typing import TYPE_CHECKING, Any, Iterator
+
+from nkitui.common import units
+from nkitui.evaluate.run.result import Check, PhaseRecord, RunError, RunResult, SeedResult
+from nkitui.executor.context import PhaseFailed, WorkerContext
+from nkitui.executor.events import BackendEvent, ErrorEvent
+
+if TYPE_CHECKING:
+    import numpy as np
+
+    from nkitui.common.findings import Finding
+    from nkitui.evaluate.numerics.audit import NumericsAuditor
+    from nkitui.evaluate.options import EvaluationOptions
+    from nkitui.evaluate.pipeline.children import UntrustedChild
+    from nkitui.evaluate.pipeline.kernel import KernelProcess
+
+# The human-readable log line naming the chosen backend (the typed BackendEvent carries the same).
+BACKEND_LINE = "backend: {name} — {reason}"
+CONTRACT_PHASES = ("load", "compile", "run", "reference", "compare", "profile")
+MUTANT_DIR = ".nkitui-mutants"
+MUTANT_RESPAWNS = 3
+
+
+def utc_now() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+
+
+class Stop(PhaseFailed):
+    """End the evaluation early with a status and the error that explains it."""
+
+    def __init__(self, status: str, error: ErrorEvent, *, reported: bool = False):
+        super().__init__(error)
+        self.status = status
+        self.reported = reported  # the error event went out already (e.g. a seed's failure): not sent twice
+
+
+def run_job(payload: dict[str, Any], ctx: WorkerContext) -> int:
+    """Worker entry point (see nkitui.executor.worker)."""
+    return EvaluationSession(payload, ctx).run()
+
+
+def _error_event(d: dict[str, Any]) -> ErrorEvent:
+    return ErrorEvent(kind=d["kind"], message=d["message"], file=d.get("file"), line=d.get("line"),
+                      traceback=d.get("traceback", ""))
+
+
+def _run_error(err: ErrorEvent | dict[str, Any]) -> RunError:
+    if isinstance(err, ErrorEvent):
+        return RunError(err.kind, err.message, err.file, err.line, err.traceback)
+    return RunError(err["kind"], err["message"], err.get("file"), err.get("line"), err.get("traceback", ""))
+
+
+class EvaluationSession:
+    def __init__(self, payload: dict[str, Any], ctx: WorkerContext) -> None:
+        from nkitui.common.codec import CodecError, decode
+        from nkitui.evaluate.options import EvaluationOptions
+
+        self.ctx = ctx
+        self.request_error: str | None = None
+        try:
+            self.options: EvaluationOptions = decode(EvaluationOptions, (payload or {}).get("options", {}), strict=True)
+        except CodecError as exc:
+            self.options, self.request_error = EvaluationOptions(), f"the evaluation options are invalid: {exc}"
+        self.python_path = [str(p) for p in (payload or {}).get("python_path", []) if isinstance(p, str)]
+        self.started = time.perf_counter()
+        from nkitui.executor.limits import Limits
+
+        self.result = RunResult(
+            run_id=ctx.run_id, task_id="", status="internal-error", created_at=utc_now(),
+            backend_requested=self.options.backend, limits=Limits.from_dict(ctx.limits), precise=self.options.precise,
+            notes=list(ctx.notes),
+        )
+        self.confinement: dict[str, dict[str, Any]] = {}
+        self.findings: list[Finding] = []
+        self.checks: list[Check] = []
+        self.task: Any = None
+        self.seeds: list[int] = []
+        self.choice: Any = None
+        self.choice_error: ErrorEvent | None = None
+        self.probe: Any = None
+        self.reference_child: UntrustedChild | None = None
+        self.kernel_child: UntrustedChild | None = None
+        self.kernel: KernelProcess | None = None
+        self.children: list[UntrustedChild] = []
+        self.auditor: NumericsAuditor | None = None
+        self.outputs: dict[int, dict[str, np.ndarray]] = {}  # natural layout, device outputs only
+        self.seed_results: dict[int, SeedResult] = {}
+        self.trace_json: dict[str, Any] | None = None
+        self.first_seed_run: Any = None  # the KernelRun of the first seed that ran (kept for a recheck)
+        self.backend_versions: dict[str, Any] = {}
+        self._golden_error = ""
+        self._done_phases: set[str] = set()
+
+    # -- orchestration ---------------------------------------------------------------------------
+    def run(self) -> int:
+        steps = [
+            ("load", self._load), ("static", self._static), ("reference", self._reference), ("compile", self._compile),
+            ("run", self._run), ("compare", self._compare), ("trials", self._trials), ("precision", self._precision),
+            ("goldens", self._goldens), ("mutants", self._mutants), ("profile", self._profile),
+        ]
+        try:
+            try:
+                for _name, step in steps:
+                    step()
+                self.result.status = "passed" if all(c.passed is not False for c in self.checks) else "failed"
+            except Stop as stop:
+                self.result.status = stop.status
+                self.result.error = _run_error(stop.error)
+                if not stop.reported:
+                    self.ctx.error(stop.error)
+                for name, _ in steps:
+                    if name not in self._done_phases and name in CONTRACT_PHASES:
+                        with self.phase(name) as ph:
+                            ph.skip(f"not reached: {stop.error.message}")
+            self._close_children()
+            self._finish()
+        finally:
+            for child in self.children:  # a cancel or a timeout: nothing of the task may outlive the run
+                child.kill()
+        self.ctx.result(self.result.to_dict())
+        return self.result.exit_code
+
+    @contextmanager
+    def phase(self, name: str) -> Iterator[Any]:
+        self._done_phases.add(name)
+        with self.ctx.phase(name) as handle:
+            yield handle
+
+    def _close_children(self) -> None:
+        for child in self.children:
+            child.close()
+
+    # -- children -------------------------------------------------------------------------------
+    def _child_limits(self) -> Any:
+        from nkitui.executor.limits import Limits
+
+        limits = Limits.from_dict(self.ctx.limits)
+        # no wall clock of their own: the run's timeout stops the evaluator, which kills them
+        return Limits(timeout_s=0, memory_mb=limits.memory_mb, cpu_s=limits.effective_cpu_s, file_mb=limits.file_mb,
+                      grace_s=limits.grace_s)
+
+    def _spawn(self, role: str, payload: dict[str, Any] | None = None) -> UntrustedChild:
+        return self._spawn_many([(role, payload)])[0]
+
+    def _spawn_many(self, wanted: list[tuple[str, dict[str, Any] | None]]) -> list[UntrustedChild]:
+        """Start untrusted children (forked from this process while it has one thread, see
+        nkitui.executor.forked; else new interpreters)."""
+        from nkitui.evaluate.pipeline.children import KERNEL_ENTRY, REFERENCE_ENTRY, UntrustedChild
+        from nkitui.executor.spawn import UntrustedSpec, spawn_untrusted_many
+
+        from nkitui.executor import forked
+
+        why_not = forked.why_not()
+        specs = []
+        for role, payload in wanted:
+            entry = REFERENCE_ENTRY if role == "reference" else KERNEL_ENTRY
+            allow = bool(role != "reference" and self.choice is not None and self.choice.name != "emulator")
+            specs.append(UntrustedSpec(entry, payload or {}, self.ctx.workspace, self._child_limits(),
+                                       allow_subprocess=allow, python_path=self.python_path))
+        children = []
+        for (role, _), handle in zip(wanted, spawn_untrusted_many(specs)):
+            child = UntrustedChild(role if role == "reference" else "kernel", handle, self.ctx)
+            self.children.append(child)
+            children.append(child)
+        roles = " and ".join(f"{c.role} process" for c in children)
+        self.ctx.log(f"{roles}: forked from the evaluator" if why_not is None
+                     else f"{roles}: started as new interpreters ({why_not})", level="debug")
+        return children
+
+    def _kernel_payload(self) -> dict[str, Any]:
+        from nkitui.common.codec import encode
+
+        return {"backend": self.choice.name, "reason": self.choice.reason, "target": self.result.target,
+                "probe": self.probe.to_dict(), "timing": encode(self.options.timing) if self.options.timing else None}
+
+    def _gone(self, gone: Any, phase_note: Any = None) -> Stop:
+        """A child died: the run stops with the status its death means (crashed, memory-limit, ...)."""
+        if phase_note is not None:
+            phase_note.detail = gone.error.message
+        return Stop(gone.status, gone.error)
+
+    # -- phases ----------------------------------------------------------------------------------
+    def _load(self) -> None:
+        with self.phase("load") as ph:
+            from nkitui.task import TaskError, load_task
+
+            if self.request_error:
+                raise Stop("invalid", ErrorEvent(kind="request-invalid", message=self.request_error))
+            try:
+                task = load_task(self.ctx.workspace)
+            except TaskError as exc:
+                raise Stop("invalid", ErrorEvent(kind="task-invalid", message=self.ctx.scrub(str(exc)), file="task.toml")) from None
+            self.task = task
+            r = self.result
+            r.task_id, r.task_title = task.id, task.title
+            if not task.runnable:
+                missing = [what for what, ok in (("kernel.entry", task.kernel), ("sources.reference", task.sources.reference),
+                                                 ("[[inputs]]", task.inputs), ("[[outputs]]", task.outputs)) if not ok]
+                raise Stop("invalid", ErrorEvent(
+                    kind="task-invalid",
+                    message=f"the task cannot run: it declares no {', '.join(missing)} (run `nkitui task init` to draft a task.toml)",
+                    file="task.toml"))
+            self.seeds = self.options.resolve_seeds(task.seeds)
+            if not self.seeds:
+                raise Stop("invalid", ErrorEvent(kind="request-invalid", message="no seeds to run (give --seeds N with N >= 1)"))
+            r.seeds = list(self.seeds)
+            r.target = self.options.target or task.target
+            r.tolerances = {o.name: o.tolerance for o in task.outputs if o.tolerance is not None}
+            for w in task.warnings:
+                self.ctx.log(self.ctx.scrub(f"task warning: {w}"), level="warning")
+            self._choose_backend()
+            # both children start now, forked from this process where it can (nkitui.executor.forked):
+            # what they both need is imported first, once; their task imports overlap with the
+            # static analysis
+            narrow = any(spec.dtype in ("bfloat16", "float8_e4m3", "float8_e4m3fn", "float8_e5m2")
+                         for spec in (*task.inputs, *task.outputs))
+            _shared_imports(narrow)
+            wanted: list[tuple[str, dict[str, Any] | None]] = [("reference", None)]
+            if self.choice is not None:
+                wanted.append(("kernel", self._kernel_payload()))
+            started = self._spawn_many(wanted)
+            self.reference_child = started[0]
+            self.kernel_child = started[1] if len(started) > 1 else None
+            _warm_imports()
+            ph.detail = f"{task.id}: {len(task.inputs)} input(s), {len(task.outputs)} output(s), seeds {self.seeds}, target {r.target}"
+
+    def _choose_backend(self) -> None:
+        from nkitui.executor.backends import BackendUnavailable, choose_backend
+        from nkitui.executor.backends.detect import probe_environment
+
+        self.probe = probe_environment()
+        try:
+            self.choice = choose_backend(self.options.backend, self.probe, self.task.kernel.namespace)
+        except (BackendUnavailable, ValueError) as exc:
+            self.choice_error = ErrorEvent(kind="backend-unavailable", message=str(exc))
+
+    def _static(self) -> None:
+        if not self.options.static:
+            return
+        with self.phase("static") as ph:
+            try:
+                from nkitui.analysis import analyze_task
+            except ImportError:
+                ph.skip("static analysis is not available in this build of nkitui")
+                return
+            report = analyze_task(self.task)
+            found = list(getattr(report, "findings", []))
+            self.findings.extend(found)
+            ph.detail = f"{len(found)} finding(s)"
+
+    def _reference(self) -> None:
+        task = self.task
+        with self.phase("reference") as ph:
+            from nkitui.evaluate.numerics.audit import AuditOptions, NumericsAuditor
+            from nkitui.evaluate.numerics.inputs import make_inputs
+            from nkitui.evaluate.numerics.recorded import RecordedReference
+            from nkitui.evaluate.pipeline.children import ChildGone
+            from nkitui.evaluate.pipeline.reference import ReferenceFailed, ReferenceProcess
+
+            child = self.reference_child
+            assert child is not None
+            goldens = self._load_goldens()
+            options = AuditOptions(trials=self.options.trials, adversarial=True, precision=self.options.precision,
+                                   goldens=self.options.goldens, mutants=self.options.mutants,
+                                   max_mutants_per_operator=self.options.max_mutants_per_operator,
+                                   precise=self.options.precise)
+            try:
+                self.confinement["reference"] = child.ready()
+                process = ReferenceProcess(child, task)
+                process.load()
+                reference = RecordedReference(process)
+                self.auditor = NumericsAuditor(task.outputs, reference, lambda s: make_inputs(task, s), self.seeds,
+                                               task.op, options, goldens=goldens)
+                self.auditor.ask_reference(announce=process.announce)
+            except ReferenceFailed as exc:
+                raise Stop("invalid", _error_event(exc.error)) from None
+            except ChildGone as gone:
+                error = gone.error
+                raise Stop("invalid", ErrorEvent("reference-error", f"the reference's process ended: {error.message}",
+                                                 error.file, error.line)) from None
+            reference.seal()  # the judging steps replay these answers; the process ends here
+            child.close()
+            self.ctx.log(f"reference: {reference.live_calls} call(s) answered, then its process ended")
+            cases = len(self.auditor.cases)
+            ph.detail = f"{len(self.seeds)} seed(s)" + (f", {cases} adversarial input set(s)" if cases else "")
+
+    def _load_goldens(self) -> Any:
+        if not self.options.goldens or self.task.goldens is None:
+            return None
+        from nkitui.evaluate.numerics.goldens import GoldenFormatError, golden_error_finding, load_goldens
+
+        rel = self.task.rel(self.task.goldens)
+        try:
+            return load_goldens(self.task.goldens, self.task.inputs, self.task.outputs, shown_as=rel)
+        except GoldenFormatError as exc:
+            self._golden_error = str(exc)
+            self.findings.append(golden_error_finding(str(exc), rel))
+            return None
+
+    def _compile(self) -> None:
+        with self.phase("compile") as ph:
+            from nkitui.evaluate.pipeline.children import ChildGone
+            from nkitui.evaluate.pipeline.kernel import KernelProcess, error_from
+
+            if self.choice_error is not None:
+                raise Stop("invalid", self.choice_error)
+            self.result.backend, self.result.backend_reason = self.choice.name, self.choice.reason
+            self.ctx.emit(BackendEvent(self.choice.name, self.choice.reason, self.options.backend))
+            self.ctx.log(BACKEND_LINE.format(name=self.choice.name, reason=self.choice.reason))
+            self._integrity()  # read-only: the task's code as text, while the kernel process starts
+            child = self.kernel_child
+            assert child is not None
+            try:
+                self.confinement["kernel"] = child.ready()
+                self.kernel = KernelProcess(child, self.task, device_provenance=self.choice.name == "emulator")
+                reply = self.kernel.load()
+            except ChildGone as gone:
+                self.checks.append(Check("kernel-runs", "the kernel imports and runs on every seed", False, gone.error.message))
+                raise self._gone(gone, ph) from None
+            if reply.get("error") is not None:
+                error = error_from(reply["error"], "importing the kernel failed")
+                if error["kind"] == "backend-unavailable":
+                    raise Stop("invalid", _error_event(error))
+                self.checks.append(Check("kernel-runs", "the kernel imports and runs on every seed", False, error["message"]))
+                raise Stop("failed", _error_event(error))
+            versions = reply.get("versions")
+            if isinstance(versions, dict):
+                self.backend_versions = versions
+            label = reply.get("label") if isinstance(reply.get("label"), str) else self.task.kernel.spec
+            ph.detail = f"{self.choice.name}: {label}"
+
+    def _integrity(self) -> None:
+        """HACK-TAMPER and the entry-point checks on the task's code (ast, nothing runs): the
+        `integrity` check fails when the code reaches into the interpreter or nkitui, or when the
+        entry point is not the NKI kernel it names."""
+        from nkitui.analysis import integrity_findings
+
+        found = integrity_findings(self.task)
+        known = {(f.rule, f.file, f.line, f.severity) for f in self.findings}
+        self.findings.extend(f for f in found if (f.rule, f.file, f.line, f.severity) not in known)
+        failing = [f for f in found if f.severity == "high"]
+        shown = "; ".join(f"{f.rule} at {f.location}" for f in failing[:4])
+        self.checks.append(Check("integrity", "the task's code does not reach into the interpreter or nkitui, and its "
+                                              "entry point is the NKI kernel", not failing,
+                                 shown or "no introspection, no dynamic code, the entry point is an NKI kernel"))
+        for f in found:
+            self.ctx.log(f"{f.rule} at {f.location}: {f.title}", level="error" if f.severity == "high" else "warning")
+
+    def _run(self) -> None:
+        task = self.task
+        with self.phase("run") as ph:
+            from nkitui.evaluate.pipeline.children import ChildGone
+            from nkitui.evaluate.pipeline.kernel import entry_location, output_dtype_findings
+
+            assert self.kernel is not None and self.auditor is not None
+            errors: list[dict[str, Any]] = []
+            host: list[str] = []
+            for i, seed in enumerate(self.seeds):
+                inputs = self.auditor.inputs[seed]
+                try:
+                    run = self.kernel.run(inputs, precise=self.options.precise, trace=self.trace_json is None,
+                                          what=f"the kernel failed on seed {seed}", keep=self.first_seed_run is None)
+                except ChildGone as gone:
+                    self.checks.append(Check("kernel-runs", "the kernel runs on every seed", False,
+                                             f"{len(self.outputs)}/{len(self.seeds)} seeds ran; {gone.error.message}"))
+                    raise self._gone(gone, ph) from None
+                if run.error is not None:
+                    err = _error_event(run.error)
+                    self.ctx.error(err)
+                    self.seed_results[seed] = SeedResult(seed, False, error=_run_error(run.error))
+                    errors.append(run.error)
+                    if run.error["kind"] == "memory-limit":
+                        break  # the address space is exhausted; later seeds would fail the same way
+                elif run.host_compute is not None:
+                    file, line = entry_location(task)
+                    message = f"seed {seed}: {run.host_compute}" + (f" (the entry point is made at {file}:{line})" if line else "")
+                    self.ctx.log(message, level="error")
+                    self.seed_results[seed] = SeedResult(seed, False, error=RunError("host-compute", message, file, line))
+                    host.append(message)
+                    if len(host) == 1:
+                        self.findings.append(_host_compute_finding(run.host_compute, file, line))
+                else:
+                    assert run.outputs is not None
+                    if self.trace_json is None and run.trace_json is not None:
+                        self.trace_json = run.trace_json
+                    if self.first_seed_run is None:
+                        self.first_seed_run = run
+                    self.outputs[seed] = run.outputs
+                    self.kernel.remember(inputs, self.options.precise, run.outputs)
+                    if len(self.outputs) == 1:  # the first seed that ran: is each output of its declared dtype?
+                        for finding in output_dtype_findings(task, run.outputs):
+                            self.auditor.add_findings([finding])
+                            self.ctx.log(finding.message, level="warning")
+                    elapsed = round(run.elapsed_s, 6) if run.elapsed_s is not None else None
+                    self.seed_results[seed] = SeedResult(seed, None, kernel_s=elapsed)
+                    self.ctx.log(f"seed {seed}: kernel ran" + (f" in {run.elapsed_s * 1e3:.1f} ms" if run.elapsed_s else ""))
+                self.ctx.progress(i + 1, len(self.seeds), f"seed {seed}")
+            ran = len(self.outputs) + len(host)
+            self.checks.append(Check("kernel-runs", "the kernel runs on every seed", not errors,
+                                     f"{ran}/{len(self.seeds)} seeds ran" + (f"; {errors[0]['message']}" if errors else "")))
+            if self.kernel.device_provenance:
+                self.checks.append(Check(
+                    "device-outputs", "every output came out of the emulated device (HBM tensors its instructions wrote)",
+                    (not host) if (host or self.outputs) else None,
+                    "; ".join(host[:2]) if host else (f"{len(self.outputs)} seed(s): every output has device provenance"
+                                                      if self.outputs else "no seed produced outputs")))
+            ph.detail = f"{ran}/{len(self.seeds)} seeds ran" + (f", {len(host)} with host-computed outputs" if host else "")
+            if errors or host:
+                ph.fail(ph.detail)
+            if not self.outputs:
+                if host and not errors:
+                    file, line = entry_location(task)
+                    raise Stop("failed", ErrorEvent(kind="host-compute", message=host[0], file=file, line=line))
+                first = errors[0] if errors else {}
+                kind = first.get("kind", "kernel-error")
+                status = "memory-limit" if kind == "memory-limit" else "failed"
+                raise Stop(status, ErrorEvent(kind=kind, message=first.get("message", "the kernel produced no outputs"),
+                                              file=first.get("file"), line=first.get("line"),
+                                              traceback=first.get("traceback", "")), reported=bool(errors))
+
+    def _compare(self) -> None:
+        task = self.task
+        with self.phase("compare") as ph:
+            assert self.auditor is not None
+            per_output: dict[str, list[str]] = {o.name: [] for o in task.outputs}
+            compared = 0
+            for seed in self.seeds:
+                if seed not in self.outputs:
+                    continue
+                sr = self.seed_results[seed]
+                comparison = self.auditor.compare(seed, self.outputs[seed])
+                if comparison.error is not None:
+                    self.seed_results[seed] = replace(sr, passed=False, error=RunError("shape-mismatch", comparison.error))
+                    for spec in task.outputs:
+                        per_output[spec.name].append(f"seed {seed}: {comparison.error}")
+                    self.ctx.log(f"seed {seed}: {comparison.error}", level="error")
+                    continue
+                compared += 1
+                metrics = comparison.metrics
+                self.seed_results[seed] = replace(sr, outputs=tuple(metrics), passed=all(m.passed for m in metrics))
+                for m in metrics:
+                    if not m.passed:
+                        per_output[m.name].append(f"seed {seed}: {m.mismatches}/{m.count} elements outside {m.policy.describe()}")
+                    self.ctx.log(f"seed {seed}: {m.name} {'passes' if m.passed else 'FAILS'} "
+                                 f"(max abs {units.error(m.max_abs)}, max ULP {units.ulp(m.max_ulp, m.dtype)}, "
+                                 f"{units.count(m.mismatches)} mismatches)",
+                                 level="info" if m.passed else "warning")  # a level filter finds the failures
+            for spec in task.outputs:
+                fails = per_output[spec.name]
+                self.checks.append(Check(
+                    f"output:{spec.name}", f"`{spec.name}` matches the reference ({spec.tolerance.describe()})",
+                    not fails and compared > 0,
+                    "; ".join(fails[:3]) if fails else f"{compared}/{len(self.seeds)} seeds within tolerance",
+                ))
+            self._tolerance_checks(compared)
+            ph.detail = ", ".join(f"{c.id}: {'pass' if c.passed else 'FAIL'}" for c in self.checks
+                                  if c.id.startswith(("output:", "tolerance:")))
+            if any(c.passed is False for c in self.checks if c.id.startswith(("output:", "tolerance:"))):
+                ph.fail(ph.detail)
+
+    def _tolerance_checks(self, compared: int) -> None:
+        """One check per output that its tolerance can fail a wrong kernel and pass a right one.
+
+        A task whose test passes all zeros, or fails the correctly rounded reference, is a broken task
+        even when its kernel is right; the auditor's exit code should say so.
+        """
+        from nkitui.evaluate.numerics import findings as rules
+
+        if compared == 0:
+            return
+        assert self.auditor is not None
+        broken = (rules.ZEROS_PASS, rules.ECHO_PASS, rules.TOL_TIGHT)
+        weak: dict[str, list[str]] = {}
+        for f in self.auditor.findings:
+            name = f.data.get("output")
+            if f.rule in broken and f.severity == "high" and name and f.title not in weak.get(name, []):
+                weak.setdefault(name, []).append(f.title)
+        for spec in self.task.outputs:
+            why = weak.get(spec.name, [])
+            self.checks.append(Check(
+                f"tolerance:{spec.name}", f"the tolerance for `{spec.name}` tells a wrong output from a right one",
+                not why, "; ".join(why) if why else "no trivial output passes it and the correctly rounded reference does",
+            ))
+
+    def _compared_seeds(self) -> list[int]:
+        return self.auditor.compared_seeds() if self.auditor is not None else []
+
+    def _runner(self) -> Any:
+        assert self.kernel is not None and self.choice is not None
+        return self.kernel.runner(supports_precise_switch=self.choice.name == "emulator" or self._precise_switch())
+
+    def _precise_switch(self) -> bool:
+        from nkitui.executor.backends.sdk import sdk_namespace
+
+        if self.choice.name == "simulator":
+            return sdk_namespace(self.task.kernel.namespace, self.probe) == "new"
+        return self.choice.name == "emulator"
+
+    def _trials(self) -> None:
+        if not self.options.trials or not self._compared_seeds():
+            return
+        with self.phase("trials") as ph:
+            assert self.auditor is not None
+            report = self._judging(lambda: self.auditor.trials(self._runner()))
+            adversarial = report.adversarial
+            bad = [t for t in adversarial if t.status in ("fail", "error")]
+            self.checks.append(Check("trials", "the kernel survives adversarial inputs", not bad,
+                                     f"{len(adversarial) - len(bad)}/{len(adversarial)} adversarial trials pass"
+                                     + (": failing " + ", ".join(f"{t.name} ({t.status})" for t in bad[:4]) if bad else "")))
+            ph.detail = f"{len(adversarial)} adversarial trial(s), {len(bad)} failing"
+            if bad:
+                ph.fail(ph.detail + ": " + ", ".join(f"{t.name} ({t.status})" for t in bad[:4]))
+
+    def _precision(self) -> None:
+        if not self.options.precision or not self._compared_seeds():
+            return
+        with self.phase("precision") as ph:
+            assert self.auditor is not None
+            if not self._precise_switch():
+                ph.skip(f"the {self.choice.name} backend cannot keep every float in fp32")
+                return
+            report = self._judging(lambda: self.auditor.precision(self._runner()))
+            if report.error:  # the port failed a run in one of the two modes: that is a failed check
+                ph.fail(f"could not isolate precision: {report.error}")
+                self.checks.append(Check("precision", "dtype and algorithm error are what a correct port makes", False,
+                                         f"could not isolate precision: {report.error}"))
+                return
+            bad = [o for o in report.outputs if o.verdict != "consistent"]
+            self.checks.append(Check("precision", "dtype and algorithm error are what a correct port makes", not bad,
+                                     "; ".join(f"`{o.name}`: {o.verdict}" for o in report.outputs)))
+            ph.detail = "; ".join(f"{o.name}: {o.verdict}" for o in report.outputs)
+            if bad:
+                ph.fail(ph.detail)
+
+    def _goldens(self) -> None:
+        if not self.options.goldens or self.task.goldens is None or not self._compared_seeds():
+            return
+        with self.phase("goldens") as ph:
+            assert self.auditor is not None
+            if self.auditor.golden_data is None:
+                ph.detail = f"unusable goldens: {self._golden_error or 'not loaded'}"
+                return
+            report = self._judging(lambda: self.auditor.goldens(self._runner()))
+            if report is None or report.error:
+                why = report.error if report else "no goldens"
+                ph.fail(f"could not compare goldens: {why}")
+                self.checks.append(Check("goldens", "the port agrees with the recorded GPU outputs", False,
+                                         f"could not compare goldens: {why}"))
+                return
+            bad = [o for o in report.outputs if o.verdict in ("port-diverges", "all-differ")]
+            self.checks.append(Check("goldens", "the port agrees with the recorded GPU outputs", not bad,
+                                     "; ".join(f"`{o.name}`: {o.verdict}" for o in report.outputs)))
+            ph.detail = "; ".join(f"{o.name}: {o.verdict}" for o in report.outputs)
+            if bad:
+                ph.fail(ph.detail)
+
+    def _judging(self, step: Any) -> Any:
+        """A numerics step that runs the kernel: the kernel process dying stops the run."""
+        from nkitui.evaluate.pipeline.children import ChildGone
+
+        try:
+            return step()
+        except ChildGone as gone:
+            raise self._gone(gone) from None
+
+    def _mutants(self) -> None:
+        if not self.options.mutants or not self._compared_seeds():
+            return
+        with self.phase("mutants") as ph:
+            assert self.auditor is not None
+            entry = self.task.kernel
+            source = entry.path.read_text(encoding="utf-8")
+            runner = MutantRunner(self)
+            try:
+                report = self.auditor.mutants(runner, source, self.task.rel(entry.path) or entry.path.name)
+            finally:
+                runner.close()
+            if report.error:
+                ph.detail = f"cannot mutate the port: {report.error}"
+                return
+            counts: dict[str, int] = {}
+            for r in report.results:
+                counts[r.status] = counts.get(r.status, 0) + 1
+            ph.detail = ", ".join(f"{n} {k}" for k, n in sorted(counts.items())) or "no mutation sites"
+
+    def _profile(self) -> None:
+        with self.phase("profile") as ph:
+            from nkitui.executor.backends.costmodel import estimate_from_trace
+
+            if not self._compared_seeds():
+                ph.skip("no seed produced outputs that matched the reference's shapes")
+                return
+            name = self.choice.name
+            if name == "emulator":
+                outcome = estimate_from_trace(self._trace(self.trace_json), self.result.target, self.task)
+            elif name == "simulator":
+                outcome = self._simulator_profile()
+            else:
+                outcome = self._hardware_profile()
+            if outcome.skipped:
+                ph.skip(outcome.skipped)
+            self.result.timing = self._timing(outcome.timing)
+            self.result.utilisation = self._utilisation(outcome.utilisation)
+            self.result.notes.extend(outcome.notes)
+            timing = outcome.timing or {}
+            if timing.get("kind") == "measured":
+                failures = timing.get("recheck_failure_count", 0)
+                self.checks.append(Check("timed-recheck", "every timed launch produced the verified outputs", failures == 0,
+                                         f"{timing.get('rechecked', 0)} timed launches re-checked, {failures} differed"
+                                         + (f": {timing['recheck_failures'][0]}" if failures else "")))
+            if not outcome.skipped:
+                med = timing.get("median_us")
+                ph.detail = f"{timing.get('kind', '')} {units.time_us(med)}" if isinstance(med, (int, float)) else "no timing"
+
+    def _timing(self, data: dict[str, Any] | None) -> Any:
+        """The profile's timing as a record (on hardware it comes from the kernel's process: checked)."""
+        if data is None:
+            return None
+        from nkitui.common.codec import CodecError, decode
+        from nkitui.evaluate.run.result import Timing
+
+        try:
+            return decode(Timing, data)
+        except CodecError as exc:
+            self.result.notes.append(f"the timing could not be read: {exc}")
+            return None
+
+    def _utilisation(self, data: dict[str, Any] | None) -> Any:
+        if data is None:
+            return None
+        from nkitui.perf.summary import PerfRecord
+
+        try:
+            return PerfRecord.from_json(data)
+        except (KeyError, TypeError, ValueError) as exc:
+            self.result.notes.append(f"the engine utilisation could not be read: {exc}")
+            return None
+
+    def _trace(self, data: dict[str, Any] | None) -> Any:
+        """The kernel process's trace, read back as data (an unreadable one is no trace)."""
+        if data is None:
+            return None
+        from nkitui.emulator.trace import Trace
+
+        try:
+            return Trace.from_json(data)
+        except (KeyError, TypeError, ValueError, IndexError) as exc:
+            self.result.notes.append(f"the kernel process sent an instruction trace that could not be read: {exc}")
+            return None
+
+    def _simulator_profile(self) -> Any:
+        from nkitui.evaluate.pipeline.children import ChildGone
+        from nkitui.evaluate.pipeline.kernel import _read_trace, error_from
+        from nkitui.executor.backends.base import ProfileOutcome
+        from nkitui.executor.backends.costmodel import estimate_from_trace
+
+        assert self.kernel is not None and self.auditor is not None
+        seed = self._compared_seeds()[0]
+        try:
+            rid, folder = self.kernel.child.folder()
+            metas = self.kernel._write_inputs(folder, self.auditor.inputs[seed])
+            reply = self.kernel.child.request("trace", rid=rid, folder=folder, inputs=metas)
+        except ChildGone as gone:
+            return ProfileOutcome(skipped=f"the kernel process ended before it recorded a trace: {gone.error.message}")
+        if reply.get("error") is not None:
+            err = error_from(reply["error"], "recording a trace failed")
+            return ProfileOutcome(skipped=f"the emulator could not run the kernel to record a trace for the cost model: {err['message']}")
+        data = _read_trace(folder / "out", str(reply.get("trace", "")))
+        outcome = estimate_from_trace(self._trace(data), self.result.target, self.task)
+        outcome.notes.append("the SDK simulator models no timing: utilisation is the cost model on nkitui's emulator trace")
+        return outcome
+
+    def _hardware_profile(self) -> Any:
+        from nkitui.evaluate.pipeline.children import ChildGone
+        from nkitui.evaluate.pipeline.kernel import error_from
+        from nkitui.executor.backends.base import ProfileOutcome
+
+        assert self.kernel is not None and self.auditor is not None
+        seed = self._compared_seeds()[0]
+        first = self.first_seed_run
+        try:
+            rid, folder = self.kernel.child.folder()
+            metas = self.kernel._write_inputs(folder, self.auditor.inputs[seed])
+            expected = {}
+            if first is not None and first.folder is not None and first.kernel_outputs:
+                (folder / "expected").mkdir(exist_ok=True)
+                for name, meta in first.kernel_outputs.items():
+                    src = first.folder / "out" / str(meta.get("file", ""))
+                    if src.is_file():
+                        (folder / "expected" / src.name).write_bytes(src.read_bytes())
+                        expected[name] = meta
+            reply = self.kernel.child.request("profile", rid=rid, folder=folder, inputs=metas, expected=expected)
+        except ChildGone as gone:
+            return ProfileOutcome(skipped=f"the kernel process ended while it was being timed: {gone.error.message}")
+        if reply.get("error") is not None:
+            return ProfileOutcome(skipped=error_from(reply["error"], "profiling failed")["message"])
+        timing = reply.get("timing") if isinstance(reply.get("timing"), dict) else None
+        utilisation = reply.get("utilisation") if isinstance(reply.get("utilisation"), dict) else None
+        notes = [n for n in reply.get("notes", []) if isinstance(n, str)][:20] if isinstance(reply.get("notes"), list) else []
+        notes.append("timing and the profile were measured by the kernel's own process: they are its report, "
+                     "not a verdict (see docs/executor.md)")
+        skipped = reply.get("skipped") if isinstance(reply.get("skipped"), str) else ""
+        return ProfileOutcome(timing=timing, utilisation=utilisation, notes=notes, skipped=skipped)
+
+    # -- the result ------------------------------------------------------------------------------
+    def _finish(self) -> None:
+        r = self.result
+        r.finished_at = utc_now()
+        r.duration_s = round(time.perf_counter() - self.started, 6)
+        r.checks = self.checks
+        r.seed_results = [self.seed_results[s] for s in self.seeds if s in self.seed_results]
+        r.phases = [PhaseRecord(p.name, p.status, p.duration_s, p.detail) for p in self.ctx.phases]
+        r.versions = self._versions()
+        r.numerics = self._numerics_audit()
+        violations: list[dict[str, Any]] = []
+        refusals: list[dict[str, Any]] = []
+        observed: dict[str, dict[str, Any]] = {}
+        for child in self.children:
+            for v in child.violations:
+                violations.append({**{k: v.get(k) for k in ("action", "target", "detail", "file", "line")},
+                                   "process": child.role})
+            # sent by the child's guard the moment they happened: clearing its list later hides nothing
+            refusals += [{"message": e.message, "file": e.file, "line": e.line, "process": child.role}
+                         for e in child.errors if e.kind == "sandbox"][:50]
+            if child.handle.observed is not None and child.role not in observed:
+                observed[child.role] = dict(child.handle.observed)
+            r.notes.extend(n for n in child.notes if n not in r.notes)
+        violations = [v for v in violations if isinstance(v.get("action"), str)]
+        role = "kernel" if "kernel" in self.confinement else "reference"
+        summary = _confinement_summary(self.confinement.get(role), observed.get(role))
+        if summary and self.confinement:
+            r.notes.append(f"the task's processes ran with {summary}")
+        r.sandbox = _sandbox(violations, refusals, self.confinement, observed, summary)
+        if self.children:
+            described = _describe_violations(violations)
+            if refusals and not violations:
+                described = f"{len(refusals)} refusal(s) reported during the run: {refusals[0]['message']}"
+            r.checks.append(Check("sandbox", "the task's code stayed inside its sandbox (no writes outside its scratch "
+                                             "folder, no processes, no credential lookups)",
+                                  not violations and not refusals, described))
+            for v, times in _distinct_violations(violations):
+                self.findings.append(_violation_finding(v, times))
+            if (violations or refusals) and r.status == "passed":
+                r.status = "failed"
+        r.findings = list(self.findings)
+
+    def _versions(self) -> dict[str, Any]:
+        from nkitui import __version__
+
+        versions: dict[str, Any] = {"nkitui": __version__, "python": sys.version.split()[0]}
+        try:
+            import numpy as np
+
+            versions["numpy"] = np.__version__
+        except ImportError:  # pragma: no cover - a core dependency
+            pass
+        try:  # read from the package metadata: importing ml_dtypes costs ~0.5 s of CPU
+            from importlib.metadata import PackageNotFoundError, version
+
+            versions["ml_dtypes"] = version("ml_dtypes")
+        except PackageNotFoundError:
+            pass
+        for key, value in self.backend_versions.items():
+            if key in ("emulator", "sdk", "devices", "tools", "neuron_ls") and key not in versions:
+                versions[key] = value
+        if "emulator" not in versions and self.choice is not None and self.choice.name == "emulator":
+            versions["emulator"] = f"nkitui {__version__}"
+        return versions
+
+    def _numerics_audit(self) -> Any:
+        """The numerics results as the auditor assembled them (NumericsAudit), so the report and the
+        UI panels read them as they are."""
+        if self.auditor is None:
+            return None
+        audit = self.auditor.audit()
+        if not audit.outputs and not audit.findings:
+            return None
+        self.findings.extend(audit.findings)
+        return audit
+
+
+def _shared_imports(narrow: bool) -> None:
+    """What the evaluator and its children both import, imported once before the children are forked
+    from it: numpy, ml_dtypes for a task with bf16/fp8 data (about 0.6 s of CPU each time), and the
+    children's own nkitui modules. A failure here is left to the phase that needs the module."""
+    import importlib
+
+    names = ["numpy", *(["ml_dtypes"] if narrow else []), "nkitui.executor.worker", "nkitui.executor.sandbox",
+             "nkitui.executor.confine.entering", "nkitui.executor.untrusted.kernel",
+             "nkitui.executor.untrusted.reference", "nkitui.executor.arrays"]
+    for name in names:
+        try:
+            importlib.import_module(name)
+        except Exception:  # noqa: BLE001 - the phase that needs it imports it again and reports
+            pass
+
+
+def _warm_imports() -> None:
+    """Import what the later phases need (the numerics, the cost model with the emulator's trace types,
+    the analysis) in a background thread: the evaluator spends the reference and compile phases
+    waiting on its children, and these imports would otherwise add their time at the end."""
+    import importlib
+    import threading
+
+    names = ["nkitui.evaluate.numerics.audit", "nkitui.analysis", "nkitui.perf.estimate",
+             "nkitui.executor.backends.costmodel"]
+
+    def load() -> None:
+        for name in names:
+            try:
+                importlib.import_module(name)
+            except Exception:  # noqa: BLE001 - the phase that needs it imports it again and reports
+                pass
+
+    threading.Thread(target=load, name="nkitui-warm-imports", daemon=True).start()
+
+
+class MutantRunner:
+    """Runs mutated copies of the port in a kernel process of their own (spawned on first use, again
+    after a mutant kills it), so the port's own process state never touches a mutant."""
+
+    def __init__(self, session: EvaluationSession) -> None:
+        self.session = session
+        self.process: Any = None
+        self.respawns = 0
+
+    def _process(self) -> Any:
+        from nkitui.evaluate.pipeline.kernel import KernelProcess
+
+        if self.process is None:
+            if self.respawns > MUTANT_RESPAWNS:
+                raise RuntimeError("the mutants' kernel process died too often; the remaining mutants were not run")
+            child = self.session._spawn("mutants", self.session._kernel_payload())
+            child.ready()
+            self.process = KernelProcess(child, self.session.task, device_provenance=False)
+        return self.process
+
+    def __call__(self, source: str, inputs: dict[str, Any], options: Any) -> dict[str, Any]:
+        import hashlib
+
+        from nkitui.evaluate.pipeline.children import ChildGone
+        from nkitui.evaluate.pipeline.kernel import KernelRunFailed
+
+        process = self._process()
+        scratch = process.child.handle.scratch
+        digest = hashlib.sha1(source.encode("utf-8")).hexdigest()[:12]
+        folder = scratch.work / MUTANT_DIR / digest
+        folder.mkdir(parents=True, exist_ok=True)
+        path = folder / self.session.task.kernel.path.name
+        path.write_text(source, encoding="utf-8")
+        try:
+            run = process.run(inputs, precise=options.precise, what=options.label or "a mutant", source=str(path))
+        except ChildGone as gone:
+            process.child.kill()
+            self.process = None
+            self.respawns += 1
+            raise RuntimeError(f"the mutant ended its kernel process: {gone.error.message}") from None
+        if run.error is not None:
+            raise KernelRunFailed(run.error)
+        return run.outputs or {}
+
+    def close(self) -> None:
+        if self.process is not None:
+            self.process.child.close()
+
+
+def _sandbox(violations: list[dict[str, Any]], refusals: list[dict[str, Any]], confinement: dict[str, dict[str, Any]],
+             observed: dict[str, dict[str, Any]], summary: str) -> Any:
+    """The result's sandbox record, built from what the children sent (each field checked) and what
+    the evaluator saw in their /proc."""
+    from nkitui.common.codec import CodecError, decode
+    from nkitui.evaluate.run.result import Confinement, Observed, Refusal, Sandbox, Violation
+
+    def records(cls: Any, items: list[dict[str, Any]]) -> tuple[Any, ...]:
+        out = []
+        for item in items:
+            try:
+                out.append(decode(cls, {k: v for k, v in item.items() if v is not None}))
+            except CodecError:
+                continue
+        return tuple(out)
+
+    def by_role(cls: Any, items: dict[str, dict[str, Any]]) -> dict[str, Any]:
+        out = {}
+        for role, item in items.items():
+            got = records(cls, [{k: v for k, v in item.items() if k != "summary"}])
+            if got:
+                out[role] = got[0]
+        return out
+
+    return Sandbox(violations=records(Violation, violations), confinement=by_role(Confinement, confinement),
+                   observed=by_role(Observed, observed), refusals_received=records(Refusal, refusals), summary=summary)
+
+
+def _confinement_summary(report: dict[str, Any] | None, observed: dict[str, Any] | None) -> str:
+    """"sandbox: seccomp, landlock, ..." plus "; degraded: ..." from a child's confinement report, not
+    believed where /proc disagrees (nkitui.executor.confine.record)."""
+    if not isinstance(report, dict):
+        return "sandbox: not reported (the task's processes ended before they were confined)"
+    from nkitui.executor import confine
+
+    return str(confine.record({"confinement": report}, observed).get("summary", ""))[:600]
+
+
+def _host_compute_finding(why: str, file: str | None, line: int | None) -> Finding:
+    from nkitui.common.findings import Finding
+
+    return Finding(
+        rule="HACK-HOST-COMPUTE", severity="high", title="The kernel's outputs were computed on the host, not by the device",
+        message=(f"The run's outputs did not come out of the emulated NeuronCore: {why}. nkitui counts an output only "
+                 "when it is an HBM tensor that the kernel's own launch allocated and wrote with store/DMA "
+                 "instructions, unchanged afterwards. A wrapper that runs the kernel and returns a numpy result, an "
+                 "entry name rebound to such an object, or numpy arithmetic on the inputs produces the right numbers "
+                 "on a CPU while the device does none of the work; the outputs were not compared and the run fails."),
+        category="integrity", source="executor", file=file, line=line, data={"why": why})
+
+
+def _describe_violations(violations: list[dict[str, Any]]) -> str:
+    if not violations:
+        return "no refused writes, no processes, no credential lookups"
+    parts = []
+    for v, times in _distinct_violations(violations)[:5]:
+        where = f" at {v['file']}:{v['line']}" if v.get("file") else ""
+        who = f" ({v['process']} process)" if v.get("process") == "reference" else ""
+        parts.append(f"{v['action']}: {v['target'] or v['detail']}{where}{who}" + (f" ({times} times)" if times > 1 else ""))
+    return "; ".join(parts)
+
+
+def _distinct_violations(violations: list[dict[str, Any]]) -> list[tuple[dict[str, Any], int]]:
+    """Each distinct violation once, with how often it happened (every seed repeats the same one)."""
+    counts: dict[tuple, list] = {}
+    for v in violations:
+        key = (v["action"], v.get("target"), v.get("detail"), v.get("file"), v.get("line"), v.get("process"))
+        counts.setdefault(key, [v, 0])[1] += 1
+    return [(v, n) for v, n in counts.values()]
+
+
+_VIOLATION_TEXT = {
+    "write": ("Kernel tried to write outside its scratch folder",
+              "The kernel (or code it called) tried to modify `{target}` ({detail}). nkitui refused it: kernels run on a "
+              "copy of the task and may only write in their scratch folder. A port has no reason to touch files."),
+    "process": ("Kernel tried to start a process",
+                "The kernel tried to start a process ({what}). nkitui refused it on this backend. "
+                "A port has no reason to run programs."),
+    "introspection": ("Kernel reached into the interpreter",
+                      "The kernel's code asked for {what}: frames, the garbage collector, ctypes or tracing, which no "
+                      "kernel needs and a forgery of the evaluation would. nkitui refused it (the verdict is computed "
+                      "in another process anyway)."),
+    "credential": ("Kernel looked up a credential variable",
+                   "The kernel looked up the environment variable `{target}`. nkitui removes credentials from the "
+                   "environment of every run, so it found nothing; a port has no reason to read credentials."),
+}
+
+
+def _violation_finding(v: dict[str, Any], times: int = 1) -> Finding:
+    from nkitui.common.findings import Finding
+
+    title, text = _VIOLATION_TEXT.get(v["action"], ("Sandbox violation", "{detail}: {target}"))
+    fields = {"target": v.get("target") or "", "detail": v.get("detail") or ""}
+    what = f"{fields['detail']}: `{fields['target']}`" if fields["target"] else fields["detail"]  # os.fork() has no command
+    message = text.format(**fields, what=what)
+    if v.get("process") == "reference":
+        title = title.replace("Kernel", "Reference")
+        message = message.replace("The kernel", "The reference").replace("kernels run", "task code runs")
+    if times > 1:
+        message += f" It happened {times} times (once per seed or call)."
+    return Finding(rule=f"EXEC-SANDBOX-{str(v['action']).upper()}", severity="high", title=title, message=message,
+                   category="integrity", source="executor", file=v.get("file") if isinstance(v.get("file"), str) else None,
+                   line=v.get("line") if isinstance(v.get("line"), int) else None, data=dict(v, times=times))

@@ -1,0 +1,101 @@
+"""A second audit hook in the untrusted children: task code may not reach into the interpreter.
+
+Forging a result means finding the objects that report it: walking frames (sys._getframe,
+tb_frame, f_back after f_code), asking the garbage collector for every object (gc.get_objects),
+calling C through ctypes, or tracing other code (sys.settrace). No kernel needs any of that, so
+when the code asking is the task's own (directly, or through inspect/traceback/ctypes on its
+behalf) the request raises PermissionError and is recorded; nkitui's own code (the emulator finds
+the kernel's line with sys._getframe) and libraries acting for themselves are not affected.
+
+Like every audit hook this sees Python-level operations only, and it cannot see everything (class
+attributes can be replaced without an event); the static HACK-TAMPER rule reads the task's source
+for the rest, and the verdict is computed in another process anyway (docs/executor.md).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import threading
+from typing import Any
+
+# event -> modules that may stand between the task's code and the event (they act on its behalf)
+_REFUSED: dict[str, tuple[str, ...]] = {
+    "sys._getframe": ("inspect", "traceback"),
+    "sys._current_frames": ("inspect", "traceback", "threading"),
+    "gc.get_objects": (), "gc.get_referrers": (), "gc.get_referents": (),
+    "sys.settrace": ("threading", "bdb", "pdb", "trace"), "sys.setprofile": ("threading", "profile", "cProfile"),
+    "sys.addaudithook": (),
+    "ctypes.dlopen": ("ctypes",), "ctypes.dlsym": ("ctypes",), "ctypes.dlsym/handle": ("ctypes",),
+    "ctypes.cdata": ("ctypes",), "ctypes.cdata/buffer": ("ctypes",), "ctypes.addressof": ("ctypes",),
+    "ctypes.call_function": ("ctypes",), "ctypes.string_at": ("ctypes",), "ctypes.wstring_at": ("ctypes",),
+    "object.__getattr__": ("inspect", "traceback"),  # tb_frame, f_code, gi_frame, cr_frame, ...
+    "object.__setattr__": (),  # __class__, __bases__, __name__ of classes
+}
+_MAX_RECORDED = 100
+_local = threading.local()
+
+
+class IntrospectionGuard:
+    def __init__(self, task_root: str) -> None:
+        self.task_roots = tuple({os.path.join(task_root, ""), os.path.join(os.path.realpath(task_root), "")})
+        here = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # the nkitui package
+        self.nkitui_root = os.path.join(here, "")
+        self.refusals: list[dict[str, Any]] = []
+
+    def _is_task(self, filename: str) -> bool:
+        return filename.startswith(self.task_roots)
+
+    def _module_of(self, filename: str) -> str:
+        base = os.path.basename(filename)
+        if base == "__init__.py":
+            base = os.path.basename(os.path.dirname(filename))
+        return base.removesuffix(".py")
+
+    def culprit(self, event: str, frame: Any) -> tuple[str, int] | None:
+        """(task file, line) when the task's code asked for `event`, directly or through a module that
+        acts on its behalf; None when nkitui or a library asked for itself."""
+        helpers = _REFUSED[event]
+        while frame is not None:
+            filename = frame.f_code.co_filename
+            if self._is_task(filename):
+                root = next(r for r in self.task_roots if filename.startswith(r))
+                return filename[len(root):], frame.f_lineno
+            if filename.startswith(self.nkitui_root) or self._module_of(filename) not in helpers:
+                return None
+            frame = frame.f_back
+        return None
+
+    def hook(self, event: str, args: tuple) -> None:
+        if event not in _REFUSED or getattr(_local, "busy", False):
+            return
+        if event == "object.__getattr__" and (len(args) < 2 or args[1] in ("__name__",)):
+            return
+        _local.busy = True
+        try:
+            where = self.culprit(event, sys._getframe(1))
+        finally:
+            _local.busy = False
+        if where is None:
+            return
+        detail = event if event != "object.__getattr__" and event != "object.__setattr__" else f"{event} {args[1]!r}"
+        if len(self.refusals) < _MAX_RECORDED:
+            self.refusals.append({"action": "introspection", "target": detail, "detail": event,
+                                  "file": where[0], "line": where[1]})
+        raise PermissionError(f"nkitui sandbox: {detail} refused: task code may not reach into the interpreter")
+
+
+_installed: IntrospectionGuard | None = None
+
+
+def install(task_root: str) -> IntrospectionGuard:
+    """Add the hook (once; audit hooks cannot be removed). Call after nkitui's own imports, before task code."""
+    global _installed
+    if _installed is None:
+        _installed = IntrospectionGuard(task_root)
+        sys.addaudithook(_installed.hook)
+    return _installed
+
+
+def refusals() -> list[dict[str, Any]]:
+    return list(_installed.refusals) if _installed is not None else []

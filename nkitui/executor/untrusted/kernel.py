@@ -1,0 +1,189 @@
+"""The kernel server: the untrusted child that imports the port and runs it (worker entry `serve`).
+
+Payload (from the evaluator): backend name and reason, target, the backend probe, the timing
+policy, and the read-only roots for confinement. Requests:
+
+  {"op": "load"}                                      import the kernel (the compile phase)
+  {"op": "run", "dir": D, "inputs": [meta...], "precise": bool, "trace": bool, "source": S?}
+        the inputs (kernel layout, manifest order) are .npy files in D/in; outputs go to D/out:
+        reply {outputs: {name: meta}, elapsed_s, provenance, trace: file?, error?}
+        `source`: a mutated copy of the kernel file to run instead of the port (mutation testing)
+  {"op": "trace", "dir": D, "inputs": [...]}          simulator: the emulator's trace of the same kernel
+  {"op": "profile", "dir": D, "inputs": [...], "expected": [meta...]}   hardware timing and profile
+  {"op": "exit"}
+
+The reply is data: nothing here knows the reference, a tolerance or a verdict.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from nkitui.executor.context import WorkerContext
+from nkitui.executor.untrusted.errors import TASK_ERRORS, describe
+from nkitui.executor.untrusted.server import Server
+
+NEURON_COMPILE_CACHE = "/var/tmp/neuron-compile-cache"
+
+
+def serve(payload: dict[str, Any], ctx: WorkerContext) -> int:
+    import numpy as np  # noqa: F401 - before confinement: every import that is not task code
+
+    from nkitui.executor.backends import Choice, make_backend
+    from nkitui.executor.backends.detect import Probe
+    from nkitui.executor.sandbox import current_guard
+    from nkitui.task import load_task
+
+    server = Server(ctx, "kernel")
+    task = load_task(ctx.workspace)
+    timing = None
+    if payload.get("timing"):
+        from nkitui.executor.timing import TimingPolicy
+
+        timing = TimingPolicy(**payload["timing"])
+    backend = make_backend(Choice(str(payload["backend"]), str(payload.get("reason", ""))), task,
+                           str(payload["target"]), Probe.from_dict(payload["probe"]), timing=timing)
+    guard = current_guard()
+    if guard is not None and backend.allows_subprocess:
+        guard.allow_writes_under(NEURON_COMPILE_CACHE)
+    preload_error = None
+    try:
+        backend.ensure_preloaded()
+    except Exception as exc:  # noqa: BLE001 - told to the evaluator when it asks to load
+        preload_error = f"{type(exc).__name__}: {exc}"
+    server.confine()
+    runner = KernelRunner(ctx, server, task, backend)
+    for request in server.requests():
+        op = request["op"]
+        if op == "exit":
+            break
+        if op == "load":
+            runner.load(request, preload_error)
+        elif op == "run":
+            runner.run(request)
+        elif op == "trace":
+            runner.trace(request)
+        elif op == "profile":
+            runner.profile(request)
+        else:
+            server.reply(request, error={"kind": "internal", "message": f"unknown request {op!r}"})
+    return 0
+
+
+class KernelRunner:
+    def __init__(self, ctx: WorkerContext, server: Server, task: Any, backend: Any) -> None:
+        self.ctx, self.server, self.task, self.backend = ctx, server, task, backend
+        self.loaded = False
+        self.max_elements = _max_elements(task)
+
+    def load(self, request: dict[str, Any], preload_error: str | None) -> None:
+        if preload_error:
+            self.server.reply(request, error={"kind": "backend-unavailable", "message": preload_error})
+            return
+        try:
+            self.backend.prepare()
+        except TASK_ERRORS as exc:
+            self.server.reply(request, error=describe(self.ctx, exc, f"importing {self.backend.kernel_label} failed"))
+            return
+        self.loaded = True
+        self.server.reply(request, ok=True, label=self.backend.kernel_label, versions=self.backend.versions())
+
+    def _inputs(self, request: dict[str, Any]) -> list[Any]:
+        from nkitui.executor.arrays import load_array
+
+        folder = Path(request["dir"]) / "in"
+        return [load_array(folder, meta, max_elements=self.max_elements) for meta in request["inputs"]]
+
+    def _save(self, request: dict[str, Any], outputs: dict[str, Any]) -> dict[str, Any]:
+        from nkitui.executor.arrays import save_array
+
+        folder = Path(request["dir"]) / "out"
+        folder.mkdir(parents=True, exist_ok=True)
+        return {name: save_array(folder / f"{name}.npy", arr) for name, arr in outputs.items()}
+
+    def run(self, request: dict[str, Any]) -> None:
+        what = str(request.get("what") or "the kernel")
+        try:
+            args = self._inputs(request)
+            if request.get("source"):
+                outputs = self._run_source(str(request["source"]), args, bool(request.get("precise", True)))
+                elapsed, provenance, trace = None, None, None
+            else:
+                run = self.backend.run(args, precise=bool(request.get("precise", True)), trace=bool(request.get("trace")))
+                outputs, elapsed, provenance, trace = run.outputs, run.elapsed_s, run.provenance, run.trace
+            saved = self._save(request, outputs)
+        except MemoryError as exc:
+            self.server.reply(request, error=describe(self.ctx, exc, what))
+            return
+        except TASK_ERRORS as exc:
+            self.server.reply(request, error=describe(self.ctx, exc, what))
+            return
+        trace_file = None
+        if trace is not None:
+            trace_file = "trace.json"
+            (Path(request["dir"]) / "out" / trace_file).write_text(json.dumps(trace.to_json()), encoding="utf-8")
+        self.server.reply(request, outputs=saved, elapsed_s=elapsed, provenance=provenance, trace=trace_file)
+
+    def _run_source(self, source: str, args: list[Any], precise: bool) -> dict[str, Any]:
+        from nkitui.executor.backends.base import get_function, launch_target, load_module
+
+        entry = self.task.kernel
+        path = Path(source)
+        digest = path.parent.name
+        module = load_module(path, f"_nkitui_mutant_{digest}")
+        launch = launch_target(get_function(module, entry.name, entry.path.name), self.task)
+        return self.backend.run_with(launch, args, precise=precise if self.backend.supports_precise_switch else True)
+
+    def trace(self, request: dict[str, Any]) -> None:
+        """The simulator's profile: the same kernel on nkitui's emulator, for the cost model's trace."""
+        try:
+            tr = self.backend.emulator_trace(self._inputs(request))
+        except TASK_ERRORS as exc:
+            self.server.reply(request, error=describe(self.ctx, exc, "recording the emulator's trace"))
+            return
+        out = Path(request["dir"]) / "out"
+        out.mkdir(parents=True, exist_ok=True)
+        (out / "trace.json").write_text(json.dumps(tr.to_json()), encoding="utf-8")
+        self.server.reply(request, trace="trace.json")
+
+    def profile(self, request: dict[str, Any]) -> None:
+        """Hardware timing and the profiler's summary (timed where the kernel runs: in this process)."""
+        from nkitui.executor.arrays import load_array
+
+        try:
+            args = self._inputs(request)
+            folder = Path(request["dir"]) / "expected"
+            expected = {name: load_array(folder, meta, max_elements=self.max_elements)
+                        for name, meta in (request.get("expected") or {}).items()}
+            outcome = self.backend.profile(args, None, lambda got: _recheck(self.task, got, expected), None, self.ctx.log)
+        except TASK_ERRORS as exc:
+            self.server.reply(request, error=describe(self.ctx, exc, "profiling the kernel"))
+            return
+        self.server.reply(request, timing=outcome.timing, utilisation=outcome.utilisation, notes=list(outcome.notes),
+                          skipped=outcome.skipped)
+
+
+def _recheck(task: Any, got: dict[str, Any], expected: dict[str, Any]) -> str | None:
+    """None when a timed launch's outputs equal the verified first launch bit for bit."""
+    import numpy as np
+
+    for spec in task.outputs:
+        if spec.name not in expected:
+            continue
+        a, b = np.asarray(got.get(spec.name)), np.asarray(expected[spec.name])
+        if a.shape != b.shape:
+            return f"`{spec.name}` has shape {a.shape}, the verified launch {b.shape}"
+        same_bits = a.dtype == b.dtype and np.ascontiguousarray(a).tobytes() == np.ascontiguousarray(b).tobytes()
+        if not same_bits:
+            diff = int(np.count_nonzero(a.astype(np.float64) != b.astype(np.float64)))
+            return f"`{spec.name}` differs from the verified launch in {diff} element(s)"
+    return None
+
+
+def _max_elements(task: Any) -> int:
+    """The largest array this child reads: a few times the task's largest tensor (inputs are the
+    evaluator's, so this bounds only mistakes)."""
+    sizes = [spec.size for spec in (*task.inputs, *task.outputs)] or [1]
+    return max(sizes) * 4 + 1024
