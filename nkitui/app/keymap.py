@@ -284,14 +284,6 @@ def key_problem(key: str) -> str | None:
     return f"unknown key {base!r} (use a character, an F-key, or a name like enter, escape, pageup, slash)"
 
 
-class KeymapError(ValueError):
-    """Problems in a user keymap file; each names the file and the binding id."""
-
-    def __init__(self, problems: list[str]) -> None:
-        super().__init__("\n".join(problems))
-        self.problems = problems
-
-
 def _flatten(table: dict[str, Any], prefix: str = "") -> dict[str, Any]:
     flat: dict[str, Any] = {}
     for name, value in table.items():
