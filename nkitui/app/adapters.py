@@ -11,6 +11,7 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
 from nkitui.app.evidence import Evidence
+from nkitui.common.names import DEFAULT_TARGET
 from nkitui.app.widgets.source.rows import RolePair
 
 if TYPE_CHECKING:
@@ -89,4 +90,4 @@ def task_preview(path: Path) -> dict[str, str]:
         return value if isinstance(value, str) and value.strip() else default
 
     return {"id": text("id", folder.resolve().name), "title": text("title", "loading…"),
-            "target": text("target", "trn2")}
+            "target": text("target", DEFAULT_TARGET)}

@@ -22,13 +22,14 @@ from dataclasses import dataclass, field, replace
 import re
 from pathlib import Path
 
+from nkitui.common.names import BACKEND_CHOICES, TARGET_NAMES
 from nkitui.common.paths import config_dir
 
 CONFIG_FILE_NAME = "config.toml"
 KEYS = ("theme", "layout", "editor", "backend", "target", "blind", "auditor")
 LAYOUTS = ("auto", "tabs", "split")
-BACKENDS = ("auto", "emulator", "simulator", "neuron")
-TARGETS = ("trn1", "trn2", "trn3")
+BACKENDS = BACKEND_CHOICES
+TARGETS = TARGET_NAMES
 
 
 @dataclass(frozen=True)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+from nkitui.common.names import DEFAULT_TARGET
 from nkitui.task.model import DEFAULT_RUBRIC, FunctionRef, KernelEntry, Sources, Task
 from nkitui.task.problems import Problem, TaskError
 from nkitui.task.pysource import inspect_source
@@ -78,7 +79,7 @@ def discover_task(root: Path) -> Task:
                    "(`nkitui task init DIR` drafts one)")
     kernel = KernelEntry(path=nki_file, name=kernel_name or "", namespace=namespace)  # type: ignore[arg-type]
     return Task(
-        root=root, id=root.name, title=f"{root.name} (discovered)", target="trn2",
+        root=root, id=root.name, title=f"{root.name} (discovered)", target=DEFAULT_TARGET,
         sources=Sources(nki=nki_file, cuda=cuda, reference=reference), kernel=kernel,
         rubric=DEFAULT_RUBRIC, manifest=None, guesses=tuple(guesses),
     )

@@ -13,6 +13,7 @@ import tomllib
 from pathlib import Path
 from typing import Any
 
+from nkitui.common.names import DEFAULT_TARGET, one_of
 from nkitui.task.dtypes import DTYPE_NAMES, canonical_dtype_name, is_float
 from nkitui.task.model import (
     DEFAULT_RUBRIC,
@@ -194,9 +195,9 @@ class _ManifestReader:
         if task_id is not None and not _ID_RE.match(task_id):
             self.error("id", f"id {task_id!r} has characters other than letters, digits, '_', '.', '-'", 'use e.g. id = "rmsnorm-bf16"')
         title = self.get_str(doc, "title", "title", required=True, example='"RMSNorm over rows"')
-        target = self.get_str(doc, "target", "target", example='"trn2"') or "trn2"
+        target = self.get_str(doc, "target", "target", example=f'"{DEFAULT_TARGET}"') or DEFAULT_TARGET
         if target not in TARGETS:
-            self.error("target", f"unknown target {target!r}", f"use one of {', '.join(TARGETS)}")
+            self.error("target", f"unknown target {target!r}", one_of(TARGETS))
         rubric = self.get_str(doc, "rubric", "rubric", example=f'"{DEFAULT_RUBRIC}"') or DEFAULT_RUBRIC
         if rubric.endswith(".toml"):
             self.resolve_file(rubric, "rubric")
@@ -391,7 +392,7 @@ class _ManifestReader:
         dtype = canonical_dtype_name(dtype_raw) if dtype_raw else None
         if dtype_raw and dtype is None:
             near = _closest(dtype_raw, set(DTYPE_NAMES))
-            self.error(f"{field}.dtype", f"unknown dtype {dtype_raw!r}", f"use {near!r}" if near else f"use one of {', '.join(DTYPE_NAMES)}")
+            self.error(f"{field}.dtype", f"unknown dtype {dtype_raw!r}", f"use {near!r}" if near else one_of(DTYPE_NAMES))
         layout = self.read_layout(item, f"{field}.layout", shape)
         init = InitSpec()
         tolerance = None
