@@ -24,7 +24,7 @@ from nkitui.common.atomic import atomic_write_text
 from nkitui.common.paths import state_dir
 from nkitui.review import tomlout
 from nkitui.review.errors import RecordError
-from nkitui.review.fields import FieldReader
+from nkitui.common.fields import FieldReader
 from nkitui.review.record import (
     RUN_ID_RE,
     Evidence,

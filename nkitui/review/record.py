@@ -18,7 +18,7 @@ from typing import Any, Literal
 
 from nkitui.review import tomlout
 from nkitui.review.errors import RecordError
-from nkitui.review.fields import FieldReader
+from nkitui.common.fields import FieldReader
 from nkitui.review.rubric import ScoreValue
 from nkitui.task.problems import Problem
 

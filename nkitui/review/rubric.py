@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any, Literal, Union
 
 from nkitui.review.errors import RubricError
-from nkitui.review.fields import FieldReader
+from nkitui.common.fields import FieldReader
 from nkitui.task.problems import Problem
 
 ScaleKind = Literal["range", "pass_fail", "labels"]

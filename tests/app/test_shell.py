@@ -155,8 +155,8 @@ async def test_bad_settings_and_an_unknown_theme_are_reported_not_fatal(task_dir
         await settle(pilot)
         messages = "\n".join(n.message for n in app.notices)
         assert "theme 'solarised' not found" in messages
-        assert f"{cfg / 'config.toml'}: key 'layout': 'huge'" in messages
-        assert f"{cfg / 'themes' / 'broken.toml'}\n• field 'primary': '#12345' is not a colour" in messages
+        assert f"{cfg / 'config.toml'}:2 [layout]: error: unknown layout 'huge'" in messages
+        assert f"{cfg / 'themes' / 'broken.toml'}\n• field 'primary' (line 2): '#12345' is not a colour" in messages
         assert app.theme == "dark"
 
 

@@ -1,7 +1,9 @@
-"""Typed access to a parsed TOML document that collects problems instead of raising.
+"""The one validating reader of settings files: typed access to a parsed TOML document that collects
+problems instead of raising.
 
-Rubric, record and draft parsers share it so every complaint has the same shape: the file, the
-dotted field, what is wrong and how to fix it.
+Task manifests (task/manifest.py), rubrics, review records and drafts (review/), the app's config,
+keymap and themes (app/) all read their fields through it, so every complaint has the same shape: the
+file, the dotted field (and the line where it can be told), what is wrong and how to fix it.
 """
 
 from __future__ import annotations
@@ -13,23 +15,45 @@ import tomllib
 from pathlib import Path
 from typing import Any
 
-from nkitui.task.problems import Problem
+from nkitui.common.names import one_of
+from nkitui.common.problems import Problem
 
 _MISSING = object()
 
 
 class FieldReader:
-    def __init__(self, display: str, docs: str):
+    def __init__(self, display: str, docs: str, *, locate: bool = False):
         self.display = display  # the file as the user would type it
         self.docs = docs  # where the format is described, quoted in fixes
         self.problems: list[Problem] = []
+        # locate: give each problem the line of its key when the key is written once in the file
+        # (flat settings files: config, keymap, themes); tomllib keeps no positions of its own.
+        self._locate = locate
+        self._lines: list[str] = []
 
     # -- problems --------------------------------------------------------------------------------
     def error(self, field: str, message: str, fix: str, line: int | None = None) -> None:
-        self.problems.append(Problem(self.display, field, message, fix, "error", line))
+        self.problems.append(Problem(self.display, field, message, fix, "error", line or self.line_of(field)))
 
-    def warn(self, field: str, message: str, fix: str) -> None:
-        self.problems.append(Problem(self.display, field, message, fix, "warning"))
+    def warn(self, field: str, message: str, fix: str, line: int | None = None) -> None:
+        self.problems.append(Problem(self.display, field, message, fix, "warning", line or self.line_of(field)))
+
+    def line_of(self, field: str) -> int | None:
+        """The 1-based line where the last key of `field` is assigned, when located and written once."""
+        if not self._locate or not field:
+            return None
+        bare = re.sub(r"\[\d+\]$", "", field)
+        for key in dict.fromkeys((bare, bare.rsplit(".", 1)[-1])):  # a quoted dotted key, else the last part
+            quoted = re.escape(key)
+            pattern = re.compile(rf"""^\s*(?:{quoted}|"{quoted}"|'{quoted}')\s*=""")
+            found = [i for i, text in enumerate(self._lines, 1) if pattern.match(text)]
+            if len(found) == 1:
+                return found[0]
+        return None
+
+    def messages(self) -> list[str]:
+        """The problems as lines to print or notify (Problem's own wording)."""
+        return [str(p) for p in self.problems]
 
     @property
     def errors(self) -> list[Problem]:
@@ -51,6 +75,7 @@ class FieldReader:
         return self.parse_text(text)
 
     def parse_text(self, text: str) -> dict[str, Any] | None:
+        self._lines = text.splitlines()
         try:
             return tomllib.loads(text)
         except tomllib.TOMLDecodeError as exc:
@@ -71,12 +96,21 @@ class FieldReader:
         return value
 
     def str_(self, table: dict, key: str, field: str, *, required: bool = False, example: str = '"..."',
-             allow_empty: bool = False) -> str | None:
+             allow_empty: bool = False, strip: bool = False) -> str | None:
         value = self._lookup(table, key, field, required, example)
         if value is _MISSING:
             return None
         if not isinstance(value, str) or (not allow_empty and not value.strip()):
             self._type_error(field, "a non-empty string" if not allow_empty else "a string", value, f"{key} = {example}")
+            return None
+        return value.strip() if strip else value
+
+    def choice(self, table: dict, key: str, field: str, choices: tuple[str, ...], *, what: str | None = None,
+               required: bool = False) -> str | None:
+        """A string that must be one of `choices` (the vocabulary's names for backends, targets ...)."""
+        value = self.str_(table, key, field, required=required, example=f'"{choices[0]}"', strip=True)
+        if value is not None and value not in choices:
+            self.error(field, f"unknown {what or key} {value!r}", one_of(choices))
             return None
         return value
 
