@@ -10,6 +10,7 @@ import os
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from nkitui.common.gitsafe import command_args
 
@@ -24,7 +25,7 @@ def git_env() -> dict[str, str]:
     return env
 
 
-def git(args: list[str], cwd: Path, *, timeout: float = 60.0, binary: bool = False) -> subprocess.CompletedProcess:
+def git(args: list[str], cwd: Path, *, timeout: float = 60.0, binary: bool = False) -> subprocess.CompletedProcess[Any]:
     return subprocess.run([*SAFE_GIT, *args], cwd=cwd, env=git_env(), capture_output=True, timeout=timeout,
                           text=not binary, stdin=subprocess.DEVNULL)
 

@@ -20,6 +20,8 @@ from nkitui.common.problems import Problem
 
 _MISSING = object()
 
+Table = dict[str, Any]  # a parsed TOML table
+
 
 class FieldReader:
     def __init__(self, display: str, docs: str, *, locate: bool = False):
@@ -88,14 +90,14 @@ class FieldReader:
             return None
 
     # -- typed getters ---------------------------------------------------------------------------
-    def _lookup(self, table: dict, key: str, field: str, required: bool, example: str) -> Any:
+    def _lookup(self, table: Table, key: str, field: str, required: bool, example: str) -> Any:
         """table[key], or _MISSING (reported when the field is required)."""
         value = table.get(key, _MISSING)
         if value is _MISSING and required:
             self.error(field, "required field is missing", f"add {key} = {example}")
         return value
 
-    def str_(self, table: dict, key: str, field: str, *, required: bool = False, example: str = '"..."',
+    def str_(self, table: Table, key: str, field: str, *, required: bool = False, example: str = '"..."',
              allow_empty: bool = False, strip: bool = False) -> str | None:
         value = self._lookup(table, key, field, required, example)
         if value is _MISSING:
@@ -105,7 +107,7 @@ class FieldReader:
             return None
         return value.strip() if strip else value
 
-    def choice(self, table: dict, key: str, field: str, choices: tuple[str, ...], *, what: str | None = None,
+    def choice(self, table: Table, key: str, field: str, choices: tuple[str, ...], *, what: str | None = None,
                required: bool = False) -> str | None:
         """A string that must be one of `choices` (the vocabulary's names for backends, targets ...)."""
         value = self.str_(table, key, field, required=required, example=f'"{choices[0]}"', strip=True)
@@ -114,7 +116,7 @@ class FieldReader:
             return None
         return value
 
-    def int_(self, table: dict, key: str, field: str, *, required: bool = False, minimum: int | None = None,
+    def int_(self, table: Table, key: str, field: str, *, required: bool = False, minimum: int | None = None,
              example: str = "1") -> int | None:
         value = self._lookup(table, key, field, required, example)
         if value is _MISSING:
@@ -127,7 +129,7 @@ class FieldReader:
             return None
         return value
 
-    def number(self, table: dict, key: str, field: str, *, required: bool = False, minimum: float | None = None,
+    def number(self, table: Table, key: str, field: str, *, required: bool = False, minimum: float | None = None,
                example: str = "1.0") -> float | None:
         value = self._lookup(table, key, field, required, example)
         if value is _MISSING:
@@ -143,7 +145,7 @@ class FieldReader:
             return None
         return value
 
-    def bool_(self, table: dict, key: str, field: str, *, default: bool) -> bool:
+    def bool_(self, table: Table, key: str, field: str, *, default: bool) -> bool:
         value = table.get(key, _MISSING)
         if value is _MISSING:
             return default
@@ -152,7 +154,7 @@ class FieldReader:
             return default
         return value
 
-    def table(self, table: dict, key: str, field: str, *, required: bool = False) -> dict | None:
+    def table(self, table: Table, key: str, field: str, *, required: bool = False) -> Table | None:
         value = table.get(key, _MISSING)
         if value is _MISSING:
             if required:
@@ -163,7 +165,7 @@ class FieldReader:
             return None
         return value
 
-    def table_list(self, table: dict, key: str, field: str, *, required: bool = False) -> list[dict]:
+    def table_list(self, table: Table, key: str, field: str, *, required: bool = False) -> list[Table]:
         """An array of tables ([[key]]); entries that are not tables are reported and dropped."""
         value = table.get(key, _MISSING)
         if value is _MISSING:
@@ -181,7 +183,7 @@ class FieldReader:
                 self._type_error(f"{field}[{i}]", "a table", item, f"[[{key}]]")
         return out
 
-    def str_list(self, table: dict, key: str, field: str, *, example: str = '["a", "b"]') -> list[str]:
+    def str_list(self, table: Table, key: str, field: str, *, example: str = '["a", "b"]') -> list[str]:
         value = table.get(key, _MISSING)
         if value is _MISSING:
             return []
@@ -190,7 +192,7 @@ class FieldReader:
             return []
         return list(value)
 
-    def datetime_(self, table: dict, key: str, field: str, *, required: bool = False) -> dt.datetime | None:
+    def datetime_(self, table: Table, key: str, field: str, *, required: bool = False) -> dt.datetime | None:
         value = table.get(key, _MISSING)
         if value is _MISSING:
             if required:
@@ -209,7 +211,7 @@ class FieldReader:
             return None
         return value.astimezone(dt.timezone.utc)
 
-    def unknown_keys(self, table: dict, known: set[str], prefix: str) -> None:
+    def unknown_keys(self, table: Table, known: set[str], prefix: str) -> None:
         import difflib
 
         for key in table:

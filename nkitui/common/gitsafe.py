@@ -18,7 +18,10 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import git
 
 NO_HOOKS = "/dev/null"  # a hooks "folder" in which no hook can ever exist
 SAFE_CONFIG: tuple[tuple[str, str], ...] = (("core.hooksPath", NO_HOOKS), ("core.fsmonitor", "false"))
@@ -45,13 +48,13 @@ def command_args() -> list[str]:
     return [arg for key, value in SAFE_CONFIG for arg in ("-c", f"{key}={value}")]
 
 
-def harden(repo: Any) -> Any:
+def harden(repo: git.Repo) -> git.Repo:
     """Make every later git command of this GitPython Repo run without hooks or fsmonitor."""
     repo.git.update_environment(**config_env())
     return repo
 
 
-def open_repo(path: str | Path, **kwargs: Any) -> Any:
+def open_repo(path: str | Path, **kwargs: Any) -> git.Repo:
     """git.Repo(path, **kwargs), hardened. Raises what git.Repo raises."""
     import git
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from types import MappingProxyType
+from typing import Final
 
 # Backends that run a kernel (docs/executor.md): the embedded emulator, the AWS simulator from the
 # Neuron SDK, a Neuron device. "auto" picks the best available one and says why.
@@ -18,7 +19,7 @@ BACKEND_CHOICES: tuple[str, ...] = (AUTO, *BACKEND_NAMES)  # what a user may ask
 
 # NeuronCore generations a task may target; hardware numbers per target are in common/hardware.py.
 TARGET_NAMES: tuple[str, ...] = ("trn1", "trn2", "trn3")
-DEFAULT_TARGET = "trn2"  # what a task that names no target, and the emulator, assume
+DEFAULT_TARGET: Final = "trn2"  # what a task that names no target, and the emulator, assume
 # Other spellings accepted where the Neuron SDK accepts them (NEURON_PLATFORM_TARGET_OVERRIDE, spec §1.3).
 TARGET_ALIASES: Mapping[str, str] = MappingProxyType({
     "trn1": "trn1", "inf2": "trn1", "gen2": "trn1", "trn2": "trn2", "gen3": "trn2", "trn3": "trn3", "gen4": "trn3",

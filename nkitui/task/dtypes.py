@@ -42,7 +42,7 @@ def numpy_dtype(name: str) -> "np.dtype":
     return _dtypes()[canonical]
 
 
-def dtype_name(dtype) -> str:
+def dtype_name(dtype: "np.typing.DTypeLike") -> str:
     """The manifest name of a numpy dtype (inverse of numpy_dtype)."""
     import numpy as np
 
@@ -50,7 +50,7 @@ def dtype_name(dtype) -> str:
     for name, candidate in _dtypes().items():
         if candidate == dt:
             return name
-    return dt.name
+    return str(dt.name)
 
 
 def is_float(name: str) -> bool:

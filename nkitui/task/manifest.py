@@ -11,10 +11,11 @@ import os
 import re
 from pathlib import Path
 
-from nkitui.common.fields import FieldReader
+from nkitui.common.fields import FieldReader, Table
 from nkitui.common.names import DEFAULT_TARGET, one_of
 from nkitui.task.dtypes import DTYPE_NAMES, canonical_dtype_name, is_float
 from nkitui.task.model import (
+    Namespace,
     DEFAULT_RUBRIC,
     DEFAULT_SEEDS,
     INIT_DISTRIBUTIONS,
@@ -139,7 +140,7 @@ class _ManifestReader(FieldReader):
         if sources is None or inputs is None or outputs is None or kernel is None:
             return None
         return Task(
-            root=self.root, id=task_id or "", title=title or "", target=target,  # type: ignore[arg-type]
+            root=self.root, id=task_id or "", title=title or "", target=target,  # type: ignore[arg-type]  # a name of TARGETS (choice() above), the Target literal
             sources=sources, kernel=kernel, inputs=tuple(inputs), outputs=tuple(outputs),
             seeds=tuple(seeds), goldens=goldens, rubric=rubric, prompt=prompt, op=op, timeout_s=timeout,
             manifest=self.path, warnings=tuple(p for p in self.problems if p.severity == "warning"),
@@ -151,7 +152,7 @@ class _ManifestReader(FieldReader):
 
         self.problems.extend(scan(self.root, display=os.path.dirname(self.display) or ".")[1])
 
-    def read_sources(self, doc: dict) -> Sources | None:
+    def read_sources(self, doc: Table) -> Sources | None:
         table = self.table(doc, "sources", "sources", required=True)
         if table is None:
             return None
@@ -197,7 +198,7 @@ class _ManifestReader(FieldReader):
             return None
         return FunctionRef(path=path, name=name)
 
-    def read_kernel(self, doc: dict, sources: Sources | None) -> KernelEntry | None:
+    def read_kernel(self, doc: Table, sources: Sources | None) -> KernelEntry | None:
         table = self.table(doc, "kernel", "kernel", required=True)
         if table is None:
             return None
@@ -231,7 +232,8 @@ class _ManifestReader(FieldReader):
             self.warn("kernel.entry", f"{ref.path.name} imports neither neuronxcc.nki nor nki", "import the NKI namespace the kernel is written for")
         if declared and detected and declared != detected:
             self.error("kernel.namespace", f"declared {declared!r} but {ref.path.name} imports the {detected} namespace", f'write namespace = "{detected}" or drop the field')
-        namespace = declared or (detected if detected in ("legacy", "new") else None)
+        chosen = declared or detected
+        namespace: Namespace | None = "legacy" if chosen == "legacy" else "new" if chosen == "new" else None
         if sources is not None and sources.nki is not None and ref.path != sources.nki:
             self.warn("kernel.entry", f"the kernel lives in {ref.path.name}, not in sources.nki ({sources.nki.name})", "point sources.nki at the file holding the kernel")
 
@@ -264,10 +266,10 @@ class _ManifestReader(FieldReader):
         if ref.name not in info.kernels and syntax_error is None:
             self.warn("kernel.entry", f"{ref.name} in {ref.path.name} has no @nki.jit-style decorator", "decorate the kernel with @nki.jit")
         return KernelEntry(path=ref.path, name=ref.name, namespace=namespace, grid=grid, lnc=lnc,
-                           outputs_mode=outputs_mode, kwargs=dict(kwargs),  # type: ignore[arg-type]  # checked above
+                           outputs_mode="arguments" if outputs_mode == "arguments" else "return", kwargs=dict(kwargs),
                            syntax_error=syntax_error)
 
-    def read_tensors(self, doc: dict, key: str, *, is_output: bool) -> list[TensorSpec] | None:
+    def read_tensors(self, doc: Table, key: str, *, is_output: bool) -> list[TensorSpec] | None:
         if key not in doc:
             self.error(key, f"no [[{key}]] declared", f"add at least one [[{key}]] table with name, shape and dtype")
             return None
@@ -299,7 +301,7 @@ class _ManifestReader(FieldReader):
             specs.append(spec)
         return specs if ok else None
 
-    def read_tensor(self, item: dict, field: str, *, is_output: bool) -> TensorSpec | None:
+    def read_tensor(self, item: Table, field: str, *, is_output: bool) -> TensorSpec | None:
         known = {"name", "shape", "dtype", "layout"} | ({"tolerance", "reduction_length"} if is_output else {"init"})
         self.unknown_keys(item, known, f"{field}.")
         ok = True
@@ -326,10 +328,10 @@ class _ManifestReader(FieldReader):
             init = self.read_init(item, f"{field}.init", dtype) or init
         if not ok or name is None or shape is None or dtype is None or layout is False:
             return None
-        return TensorSpec(name=name, shape=shape, dtype=dtype, init=init, layout=layout or None,  # type: ignore[arg-type]
+        return TensorSpec(name=name, shape=shape, dtype=dtype, init=init, layout=layout or None,  # type: ignore[arg-type]  # layout is a tuple or None here (False returned above)
                           tolerance=tolerance, reduction_length=reduction_length)
 
-    def read_shape(self, item: dict, field: str) -> tuple[int, ...] | None:
+    def read_shape(self, item: Table, field: str) -> tuple[int, ...] | None:
         if "shape" not in item:
             self.error(field, "required field is missing", "add shape = [128, 512]")
             return None
@@ -348,7 +350,7 @@ class _ManifestReader(FieldReader):
             return None
         return tuple(raw)
 
-    def read_layout(self, item: dict, field: str, shape: tuple[int, ...] | None) -> tuple[int, ...] | None | bool:
+    def read_layout(self, item: Table, field: str, shape: tuple[int, ...] | None) -> tuple[int, ...] | None | bool:
         if "layout" not in item:
             return None
         raw = item["layout"]
@@ -370,7 +372,7 @@ class _ManifestReader(FieldReader):
         self.error(field, f"unknown layout {raw!r:.60}", 'use "transpose" or an axis permutation like [1, 0]')
         return False
 
-    def read_init(self, item: dict, field: str, dtype: str | None) -> InitSpec | None:
+    def read_init(self, item: Table, field: str, dtype: str | None) -> InitSpec | None:
         if "init" not in item:
             return None
         raw = item["init"]
@@ -425,7 +427,7 @@ class _ManifestReader(FieldReader):
                 self.error(field, f"randint bounds {int(low)}..{int(high)} exceed the largest finite {name} "
                            f"({top:g}): those values would become inf", f"keep the bounds within +-{top:g}")
 
-    def read_tolerance(self, item: dict, field: str, dtype: str | None) -> Tolerance | None:
+    def read_tolerance(self, item: Table, field: str, dtype: str | None) -> Tolerance | None:
         if "tolerance" not in item:
             self.error(field, "every output needs a tolerance policy", 'add tolerance = { kind = "allclose", atol = 1e-5, rtol = 1e-5 }')
             return None
@@ -465,7 +467,7 @@ class _ManifestReader(FieldReader):
             return Tolerance(kind="ulp", max_ulp=max_ulp)
         return Tolerance(kind="exact")
 
-    def read_evaluation(self, doc: dict) -> tuple[list[int], Path | None, float | None]:
+    def read_evaluation(self, doc: Table) -> tuple[list[int], Path | None, float | None]:
         table = self.table(doc, "evaluation", "evaluation") or {}
         self.unknown_keys(table, {"seeds", "goldens", "timeout_s"}, "evaluation.")
         seeds = list(DEFAULT_SEEDS)

@@ -44,3 +44,15 @@ def test_typed_layers_pass_mypy(tmp_path: Path) -> None:
     done = _run([_tool("mypy"), "--cache-dir", str(tmp_path / "mypy-cache")])
     assert done.returncode == 0, done.stdout + done.stderr
     assert "Success" in done.stdout, done.stdout
+
+
+def test_every_type_ignore_says_why() -> None:
+    # `# type: ignore[code]  # reason`: an ignore without a reason is checked by nothing and explains nothing
+    import re
+
+    bare = re.compile(r"#\s*type:\s*ignore(?!\[[\w,-]+\]\s+#\s*\S)")
+    found = [f"{path.relative_to(ROOT)}:{number}: {line.strip()}"
+             for path in sorted((ROOT / "nkitui").rglob("*.py"))
+             for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
+             if bare.search(line)]
+    assert not found, "type: ignore without a code and a reason:\n" + "\n".join(found)

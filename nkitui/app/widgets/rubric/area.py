@@ -74,7 +74,7 @@ why; the override and its reason go into the review record.
 
     def action_external_editor(self) -> None:
         # ctrl+o/F7 from the criteria list or the score, not only from inside the comment editor.
-        self.app.action_edit_in_editor()  # type: ignore[attr-defined]
+        self.app.action_edit_in_editor()  # type: ignore[attr-defined]  # self.app is NkituiApp, typed as App here
 
     # --- data ----------------------------------------------------------------------------------
 

@@ -144,7 +144,7 @@ A selection covers lines of one file.
         chosen = self.selected_span()
         if isinstance(chosen, tuple):
             path, start, end = chosen
-            first, last = self.selection()  # type: ignore[misc]
+            first, last = self.selection()  # type: ignore[misc]  # a selected span implies a selection (never None here)
             text = "\n".join(f"{_SIGN[line.kind]}{line.text}" for line in self._lines_in(first, last)
                              if line.kind in _SIGN and line.path == path)
             count = end - start + 1
