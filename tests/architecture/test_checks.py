@@ -66,3 +66,15 @@ def test_every_type_ignore_says_why() -> None:
              for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
              if bare.search(line)]
     assert not found, "type: ignore without a code and a reason:\n" + "\n".join(found)
+
+
+def test_tests_use_public_interfaces_of_textual_and_pytest() -> None:
+    # app._notifications, screen._compositor, item._fixtureinfo ... change under us with every release
+    import re
+
+    private = re.compile(r"\b(?:app|screen|pilot|pyfuncitem|item|widget|driver)\._[a-z]\w*")
+    found = [f"{path.relative_to(ROOT)}:{number}: {line.strip()}"
+             for path in sorted((ROOT / "tests").rglob("*.py"))
+             for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
+             if private.search(line)]
+    assert not found, "tests reading private attributes of Textual or pytest objects:\n" + "\n".join(found)

@@ -61,6 +61,11 @@ A selection covers lines of one file.
         self._digits = 4
         self._longest = 0
 
+    @property
+    def split_rows(self) -> list[SplitRow]:
+        """The rows of the side-by-side view (CUDA-style left, NKI-style right), as drawn."""
+        return self._split
+
     def set_diff(self, files: list[FileDiff], revision_label: str) -> None:
         self.files = files
         self.revision_label = revision_label
