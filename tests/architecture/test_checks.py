@@ -69,7 +69,7 @@ def test_every_type_ignore_says_why() -> None:
 
 
 def test_tests_use_public_interfaces_of_textual_and_pytest() -> None:
-    # app._notifications, screen._compositor, item._fixtureinfo ... change under us with every release
+    # private attributes (the notifications list of an App, the fixture info of a test item) change under us
     import re
 
     private = re.compile(r"\b(?:app|screen|pilot|pyfuncitem|item|widget|driver)\._[a-z]\w*")
