@@ -110,8 +110,16 @@ def test_the_live_progress_bar_and_ctrl_c_in_a_real_80x24_terminal(tmp_path: Pat
     tmux("new-session", "-d", "-x", "80", "-y", "24", "-s", "b", command)
     try:
         screen = wait_for("✓ passed   a_quick")
-        screen = wait_for("▶2")  # both slow tasks running, counted in the bar
-        bar = next(line for line in screen.splitlines() if line.startswith("batch "))
+        # Both slow tasks running and the quick one counted: the bar is redrawn a moment after the
+        # task's line is printed, so wait for a bar that shows both rather than read the first frame.
+        deadline = time.monotonic() + 60
+        bar = ""
+        while time.monotonic() < deadline:
+            screen = tmux("capture-pane", "-p", "-t", "b")
+            bar = next((line for line in screen.splitlines() if line.startswith("batch ")), "")
+            if "▶2" in bar and "1/3" in bar:
+                break
+            time.sleep(0.2)
         assert "1/3" in bar and "eta" in bar and "✓1" in bar and len(bar) <= 80
         tmux("send-keys", "-t", "b", "C-c")
         screen = wait_for("EXIT=130", timeout=40)
