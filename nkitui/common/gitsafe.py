@@ -48,7 +48,7 @@ def command_args() -> list[str]:
     return [arg for key, value in SAFE_CONFIG for arg in ("-c", f"{key}={value}")]
 
 
-def harden(repo: git.Repo) -> git.Repo:
+def harden(repo: Any) -> Any:
     """Make every later git command of this GitPython Repo run without hooks or fsmonitor."""
     repo.git.update_environment(**config_env())
     return repo
@@ -58,7 +58,8 @@ def open_repo(path: str | Path, **kwargs: Any) -> git.Repo:
     """git.Repo(path, **kwargs), hardened. Raises what git.Repo raises."""
     import git
 
-    return harden(git.Repo(path, **kwargs))
+    repo: git.Repo = harden(git.Repo(path, **kwargs))
+    return repo
 
 
 def init_repo(path: str | Path, **kwargs: Any) -> Any:

@@ -46,9 +46,3 @@ def one_of(names: Iterable[str]) -> str:
 def unknown(kind: str, value: object, names: Iterable[str]) -> str:
     """`unknown backend 'x'; use one of auto, emulator, simulator, neuron`."""
     return f"unknown {kind} {value!r}; {one_of(names)}"
-
-
-def canonical_dtype_name(name: str) -> str | None:
-    """The manifest name for `name` (accepting the common aliases), or None if unknown."""
-    name = DTYPE_ALIASES.get(name, name)
-    return name if name in DTYPE_NAMES else None

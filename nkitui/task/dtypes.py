@@ -13,7 +13,7 @@ if TYPE_CHECKING:
     import numpy as np
 
 from nkitui.common.names import DTYPE_ALIASES as ALIASES
-from nkitui.common.names import DTYPE_NAMES, FLOAT_DTYPE_NAMES, canonical_dtype_name
+from nkitui.common.names import DTYPE_NAMES, FLOAT_DTYPE_NAMES
 
 __all__ = ["ALIASES", "DTYPE_NAMES", "canonical_dtype_name", "dtype_name", "is_float", "numpy_dtype"]
 
@@ -35,6 +35,12 @@ def _dtypes() -> dict[str, "np.dtype"]:
     return {name: np.dtype(table[name]) for name in DTYPE_NAMES}
 
 
+def canonical_dtype_name(name: str) -> str | None:
+    """The manifest name for `name` (accepting common aliases), or None if unknown."""
+    name = ALIASES.get(name, name)
+    return name if name in DTYPE_NAMES else None
+
+
 def numpy_dtype(name: str) -> "np.dtype":
     canonical = canonical_dtype_name(name)
     if canonical is None:
@@ -50,7 +56,7 @@ def dtype_name(dtype: "np.typing.DTypeLike") -> str:
     for name, candidate in _dtypes().items():
         if candidate == dt:
             return name
-    return str(dt.name)
+    return dt.name
 
 
 def is_float(name: str) -> bool:

@@ -13,7 +13,7 @@ from nkitui.cli.batch import build_parser as build_batch_parser
 from nkitui.common import names
 from nkitui.common.hardware import TARGETS as HARDWARE_TARGETS
 from nkitui.executor.backends.select import choose_backend
-from nkitui.task.dtypes import numpy_dtype
+from nkitui.task.dtypes import canonical_dtype_name, numpy_dtype
 
 
 def _options(parser: argparse.ArgumentParser, path: str = "nkitui"):
@@ -49,8 +49,8 @@ def test_every_dtype_name_has_a_numpy_dtype() -> None:
     for name in names.DTYPE_NAMES:
         assert numpy_dtype(name) is not None
     for alias, name in names.DTYPE_ALIASES.items():
-        assert names.canonical_dtype_name(alias) == name
-    assert names.canonical_dtype_name("float13") is None
+        assert canonical_dtype_name(alias) == name
+    assert canonical_dtype_name("float13") is None
 
 
 @pytest.mark.parametrize("key, value", [("backend", "gpu"), ("target", "trn9")])
