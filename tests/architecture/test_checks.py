@@ -78,3 +78,11 @@ def test_tests_use_public_interfaces_of_textual_and_pytest() -> None:
              for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
              if private.search(line)]
     assert not found, "tests reading private attributes of Textual or pytest objects:\n" + "\n".join(found)
+
+
+def test_settings_files_are_read_by_the_one_reader() -> None:
+    # task manifests, review files, config, keymap and themes: common/fields.py parses TOML, with its
+    # problems naming file, field and line; a second tomllib.loads would grow its own error wording
+    found = [str(path.relative_to(ROOT)) for path in sorted((ROOT / "nkitui").rglob("*.py"))
+             if "tomllib" in path.read_text(encoding="utf-8") and path.name != "fields.py"]
+    assert found == [], found
