@@ -10,6 +10,7 @@ import math
 import os
 import re
 from pathlib import Path
+from typing import Any
 
 from nkitui.common.fields import FieldReader, Table
 from nkitui.common.names import DEFAULT_TARGET, one_of
@@ -80,6 +81,11 @@ class _ManifestReader(FieldReader):
         self.path = path.resolve()
         self.root = self.path.parent
         super().__init__(path.name if path.parent == Path(".") else str(path), "docs/task-format.md")
+
+    def float_(self, table: Table, key: str, field: str, **checks: Any) -> float | None:
+        """A number as the task model holds it: a float (`atol = 0` is 0.0 in every result)."""
+        value = self.number(table, key, field, **checks)
+        return None if value is None else float(value)
 
     def resolve_file(self, rel: str, field: str, *, must_exist: bool = True) -> Path | None:
         candidate = (self.root / rel).resolve()
@@ -393,7 +399,7 @@ class _ManifestReader(FieldReader):
                 allowed = ", ".join(sorted(_INIT_PARAMS[dist])) or "none"
                 self.error(f"{field}.{key}", f"{dist} takes no parameter {key!r}", f"parameters of {dist}: {allowed}")
                 continue
-            number = self.number(raw, key, f"{field}.{key}")
+            number = self.float_(raw, key, f"{field}.{key}")
             if number is not None:
                 params[key] = number
         if dist == "uniform" and params.get("low", -1.0) >= params.get("high", 1.0):
@@ -445,14 +451,14 @@ class _ManifestReader(FieldReader):
             if key not in allowed:
                 self.error(f"{field}.{key}", f"{kind} tolerance takes no {key!r}", f"fields of {kind}: {', '.join(sorted(allowed - {'kind'})) or 'none'}")
         if kind in ("allclose", "range_relative"):
-            atol = self.number(raw, "atol", f"{field}.atol", minimum=0.0, example="1e-5")
-            rtol = self.number(raw, "rtol", f"{field}.rtol", minimum=0.0, example="1e-5")
+            atol = self.float_(raw, "atol", f"{field}.atol", minimum=0.0, example="1e-5")
+            rtol = self.float_(raw, "rtol", f"{field}.rtol", minimum=0.0, example="1e-5")
             if "atol" not in raw and "rtol" not in raw:
                 self.error(field, f"{kind} needs atol and/or rtol", f'write tolerance = {{ kind = "{kind}", atol = 1e-5, rtol = 1e-5 }}')
                 return None
             return Tolerance(kind=kind, atol=atol if atol is not None else 0.0, rtol=rtol if rtol is not None else 0.0)
         if kind == "rel_l2":
-            tol = self.number(raw, "tol", f"{field}.tol", minimum=0.0, example="1e-5")
+            tol = self.float_(raw, "tol", f"{field}.tol", minimum=0.0, example="1e-5")
             if tol is None:
                 self.error(f"{field}.tol", "rel_l2 needs tol", 'write tolerance = { kind = "rel_l2", tol = 2e-5 }')
                 return None
@@ -491,7 +497,7 @@ class _ManifestReader(FieldReader):
             goldens = self.resolve_file(rel, "evaluation.goldens")
             if goldens is not None and goldens.suffix != ".npz":
                 self.error("evaluation.goldens", f"{rel} is not an .npz file", "record goldens with numpy.savez (see docs/task-format.md)")
-        timeout = self.number(table, "timeout_s", "evaluation.timeout_s", minimum=1.0)
+        timeout = self.float_(table, "timeout_s", "evaluation.timeout_s", minimum=1.0)
         if timeout is not None and timeout > MAX_TIMEOUT_S:
             self.error("evaluation.timeout_s", f"{timeout:g} s is more than a day ({MAX_TIMEOUT_S:g} s), the longest a "
                        "run may take", f"use a timeout of at most {MAX_TIMEOUT_S:g} s (300 is usual)")
