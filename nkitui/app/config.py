@@ -57,7 +57,7 @@ def default_config_path() -> Path:
 def parse_config(text: str, source: str) -> AppConfig:
     """Read config.toml's text; every problem names the file, the key (and its line) and the fix, and
     the keys with problems keep their defaults."""
-    reader = FieldReader(source, "the settings in `nkitui --help` and docs/keymap.md", locate=True)
+    reader = FieldReader(source, "the Settings in README.md", locate=True)
     data = reader.parse_text(text)
     if data is None:
         return AppConfig(problems=tuple(reader.messages()))
