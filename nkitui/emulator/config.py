@@ -1,7 +1,7 @@
 """Execution options of the emulator: target, precision, shape-only mode, checks.
 
-Options form a stack: `configure()` changes the base, `options()` pushes a temporary layer
-(a context manager). Defaults come from the same environment variables AWS's tools read:
+Options form a stack: `configure()` changes the process default, `options()` pushes a temporary
+layer (a context manager) that holds in its own context only (thread / asyncio task, `state.py`). Defaults come from the same environment variables AWS's tools read:
 NEURON_PLATFORM_TARGET_OVERRIDE (trn1/trn2/trn3, default trn2) and NKI_PRECISE_FP (0 = fp32 only).
 """
 
@@ -13,6 +13,7 @@ import os
 from collections.abc import Iterator
 from dataclasses import dataclass
 
+from nkitui.emulator import state
 from nkitui.emulator.targets import ALIASES
 
 CAPACITY_MODES = ("error", "warn", "off")
@@ -44,30 +45,34 @@ def _from_env() -> Options:
     return Options(target=target, precise=precise)
 
 
-_stack: list[Options] = [_from_env()]
+_default = _from_env()  # the process default (configure())
+_layers = state.option_layers  # options() layers above it, per context (thread / asyncio task)
 
 
 def current_options() -> Options:
-    return _stack[-1]
+    layers = _layers.get()
+    return layers[-1] if layers else _default
 
 
 def configure(**changes) -> Options:
-    """Change the base options for the rest of the process; returns the new options."""
-    _stack[0] = dataclasses.replace(_stack[0], **changes).validated()
-    if len(_stack) == 1:
-        return _stack[0]
-    return _stack[-1]
+    """Change the process default for the rest of the process (every thread and task); returns the
+    options now in force in this context (an enclosing options() block still wins here)."""
+    global _default
+    _default = dataclasses.replace(_default, **changes).validated()
+    return current_options()
 
 
 @contextlib.contextmanager
 def options(**changes) -> Iterator[Options]:
-    """Temporarily override options: `with emulator.options(target="trn1", precise=False): ...`."""
-    opts = dataclasses.replace(_stack[-1], **changes).validated()
-    _stack.append(opts)
+    """Temporarily override options in this context: `with emulator.options(target="trn1", precise=False): ...`
+    (other threads and asyncio tasks keep theirs)."""
+    opts = dataclasses.replace(current_options(), **changes).validated()
+    _layers.set(_layers.get() + (opts,))
     try:
         yield opts
     finally:
-        for i in range(len(_stack) - 1, 0, -1):
-            if _stack[i] is opts:
-                del _stack[i]
+        layers = _layers.get()
+        for i in range(len(layers) - 1, -1, -1):
+            if layers[i] is opts:
+                _layers.set(layers[:i] + layers[i + 1:])
                 break

@@ -95,7 +95,7 @@ def define_ops(namespace: dict, names, factory) -> None:
 
 
 def operand_dtype(x) -> _dt.DType:
-    return x.st.dtype if isinstance(x, Tensor) else _dt.scalar_dtype(x)
+    return x.storage.dtype if isinstance(x, Tensor) else _dt.scalar_dtype(x)
 
 
 def binary_result_dtype(name: str, x, y, dtype) -> _dt.DType:

@@ -208,7 +208,7 @@ def _check_annotations(kernel: Kernel, bound) -> None:
         ann = hints.get(pname)
         check = getattr(ann, "nki_check", None)
         if check is not None and isinstance(value, Tensor):
-            problem = check(value.shape, value.st.dtype)
+            problem = check(value.shape, value.storage.dtype)
             if problem:
                 raise KernelArgumentError(f"err_annotation_shape_mismatch: argument '{pname}' of kernel "
                                           f"'{kernel.name}': {problem}", location=_func_location(kernel.func))
@@ -216,7 +216,7 @@ def _check_annotations(kernel: Kernel, bound) -> None:
 
 def _output(run: Run, value, name: str = "output"):
     if isinstance(value, Tensor):
-        st = value.st
+        st = value.storage
         if st.memory != "hbm":
             raise KernelArgumentError(f"kernel '{run.kernel_name}' returned a {st.memory} tile as {name}; kernel "
                                       "outputs must be HBM tensors (nl.ndarray(..., buffer=nl.shared_hbm)) "
@@ -288,10 +288,10 @@ def run_kernel(kernel: Kernel, args, kwargs, *, grid: tuple[int, ...] | None = N
     run.alloc.close()
     out = _output(run, result)
     for original, t in writebacks:
-        if t.st.id in run.written_inputs and original.flags.writeable:
-            np.copyto(original, t.st.data.astype(original.dtype) if t.st.data.dtype != original.dtype
-                      else t.st.data, casting="unsafe")
-    written = [name for name, t in arg_tensors if t.st.id in run.written_inputs]
+        if t.storage.id in run.written_inputs and original.flags.writeable:
+            np.copyto(original, t.storage.data.astype(original.dtype) if t.storage.data.dtype != original.dtype
+                      else t.storage.data, casting="unsafe")
+    written = [name for name, t in arg_tensors if t.storage.id in run.written_inputs]
     info = RunInfo(kernel.name, grid, run.instructions, dict(run.engine_counts), wall, list(run.diagnostics),
                    run.alloc.sbuf_peak, run.alloc.psum_peak, trace,
                    {"target": run.target.name, "precise": run.precise, "execute": run.execute}, written)

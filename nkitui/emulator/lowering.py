@@ -1,6 +1,9 @@
-"""nl composites that both front ends lower onto the same engine instructions.
+"""nl composites that both front ends lower onto the same engine instructions, written once.
 
-Each function takes `new(shape, dtype) -> Tensor`, the front end's allocator of a fresh SBUF
+The front ends are calling-convention adapters: they check their own arguments, allocate results
+in their own style and call these for every `nl` operation that is more than one instruction
+(mean, var, softmax, rms_norm, the x.T of nl.matmul) or whose choice of instruction is a rule
+(binary ops, what nl.store reads). Each function takes `new(shape, dtype) -> Tensor`, the front end's allocator of a fresh SBUF
 result tile (legacy return-style tiles and `nki` tiles differ), and allocates its intermediates
 and its result in the same order for both, so the instructions, the trace and the live ranges
 are the same whichever namespace the kernel uses. The front ends validate their own arguments.
@@ -8,23 +11,115 @@ are the same whichever namespace the kernel uses. The front ends validate their 
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 
 from nkitui.emulator import dtypes as _dt
 from nkitui.emulator import engine
+from nkitui.emulator.engine.vector import reduced_shape
 from nkitui.emulator.tensor import Tensor
 
 NewTile = Callable[[tuple, _dt.DType], Tensor]
+# (x, axes, keepdims) -> (fp32 sum of x over axes, number of elements summed per output element)
+SumReduce = Callable[[Tensor, tuple, bool], tuple[Tensor, int]]
 _F32 = _dt.float32
+
+
+def mean_dtype(x: Tensor) -> _dt.DType:
+    """`nl.mean`'s default result type: the input's float type, float32 for integer inputs."""
+    return x.storage.dtype if x.storage.dtype.is_float else _F32
+
+
+def fp32_sum(new: NewTile, api: str) -> SumReduce:
+    """The plain sum of a mean: one VectorE tensor_reduce into a fresh fp32 tile."""
+    def reduce(x: Tensor, axes: tuple, keepdims: bool) -> tuple[Tensor, int]:
+        total = new(reduced_shape(x.shape, axes, keepdims), _F32)
+        engine.tensor_reduce(total, "add", x, axes, keepdims=keepdims, api=api)
+        return total, math.prod(x.shape[a] for a in axes)
+    return reduce
+
+
+def mean(x: Tensor, axes: tuple[int, ...], keepdims: bool, out_dtype: _dt.DType, new: NewTile, api: str,
+         sum_of: SumReduce | None = None) -> Tensor:
+    """Sum over the free `axes` in fp32 (VectorE tensor_reduce), then times 1/n (tensor_scalar).
+    `sum_of` replaces the plain sum (the legacy front end's masked reduction counts the elements
+    inside the mask)."""
+    total, n = (sum_of or fp32_sum(new, api))(x, axes, keepdims)
+    out = new(total.shape, out_dtype)
+    engine.tensor_scalar(out, total, "multiply", 1.0 / n, api=api)
+    return out
+
+
+def var(x: Tensor, axes: tuple[int, ...], out_dtype: _dt.DType, new: NewTile, api: str,
+        sum_of: SumReduce | None = None) -> Tensor:
+    """Population variance over the free `axes`, keeping the reduced dims (as NKI's nl.var does):
+    the fp32 mean, x minus it (tensor_scalar when it is one value per partition, else a
+    broadcasting tensor_tensor), squared (ScalarE activation), and the mean of the squares (the two
+    means are recorded as `nl.mean`, as the kernel could have written them)."""
+    m = mean(x, axes, True, _F32, new, "nl.mean", sum_of)
+    centered = new(x.shape, _F32)
+    if math.prod(m.shape[1:]) == 1:
+        engine.tensor_scalar(centered, x, "subtract", m, api=api)
+    else:
+        engine.tensor_tensor(centered, x, m, "subtract", api=api)
+    sq = new(x.shape, _F32)
+    engine.activation(sq, "square", centered, api=api)
+    return mean(sq, axes, True, out_dtype, new, "nl.mean", sum_of)
+
+
+def binary(out: Tensor, x, y, op: str, new: NewTile, api: str, where=None) -> None:
+    """An element-wise `nl` binary op into `out` (x or y may be a Python scalar): operands with
+    fewer partitions are first broadcast by TensorE; an operand with one element per partition
+    that does not fill `out` becomes a tensor_scalar operand (reversed when it is x); otherwise
+    one tensor_tensor (numpy broadcasting along the free dims)."""
+    if isinstance(x, Tensor) and isinstance(y, Tensor):
+        P = out.shape[0]
+        x = partition_broadcast(x, P, new)
+        y = partition_broadcast(y, P, new)
+        if math.prod(y.shape[1:]) == 1 and out.size != y.size:
+            engine.tensor_scalar(out, x, op, y, where=where, api=api)
+        elif math.prod(x.shape[1:]) == 1 and out.size != x.size:
+            engine.tensor_scalar(out, y, op, x, reverse0=True, where=where, api=api)
+        else:
+            engine.tensor_tensor(out, x, y, op, where=where, api=api)
+    elif isinstance(x, Tensor):
+        engine.tensor_scalar(out, x, op, y, where=where, api=api)
+    else:
+        engine.tensor_scalar(out, y, op, x, reverse0=True, where=where, api=api)
+
+
+def store_source(value, dst: Tensor, new: NewTile, api: str) -> Tensor:
+    """What a store into the HBM tensor `dst` reads: a scalar is first written into a fresh tile
+    (memset), a PSUM tile is first copied to SBUF (DMA cannot read PSUM; the compiler inserts the
+    copy)."""
+    if not isinstance(value, Tensor):
+        tmp = new(dst.shape if len(dst.shape) >= 2 else (dst.shape[0], 1), dst.storage.dtype)
+        engine.memset(tmp, value, api=api)
+        value = tmp
+    if value.storage.memory == "psum":
+        tmp = new(value.shape, value.storage.dtype)
+        engine.tensor_copy(tmp, value, api=api + " (psum->sbuf)")
+        value = tmp
+    return value
 
 
 def partition_broadcast(t: Tensor, P: int, new: NewTile) -> Tensor:
     """`t` with P partitions: a (1, F) tile is broadcast by TensorE into a fresh (P, F) tile."""
     if t.shape[0] == P:
         return t
-    tmp = new((P,) + tuple(t.shape[1:]), t.st.dtype)
+    tmp = new((P,) + tuple(t.shape[1:]), t.storage.dtype)
     engine.partition_broadcast(tmp, t, api="partition broadcast")
     return tmp
+
+
+def transposed_in_sbuf(x: Tensor, new: NewTile, new_psum: NewTile, api: str) -> Tensor:
+    """`nl.matmul`'s x.T for the stationary operand: a TensorE transpose of the 2-D SBUF tile `x`
+    into PSUM, copied back to SBUF (VectorE)."""
+    t_ps = new_psum((x.shape[1], x.shape[0]), x.storage.dtype)
+    engine.nc_transpose(t_ps, x, engine="tensor", api=api + " (transpose x)")
+    xt = new(t_ps.shape, x.storage.dtype)
+    engine.tensor_copy(xt, t_ps, api=api + " (transpose x)")
+    return xt
 
 
 def softmax(x: Tensor, axes: tuple[int, ...], out_dtype: _dt.DType, new: NewTile, api: str) -> Tensor:

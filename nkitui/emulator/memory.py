@@ -42,8 +42,8 @@ ON_CHIP = ("sbuf", "psum")
 class Storage:
     """One allocation: the numpy array holding its cells plus bookkeeping."""
 
-    __slots__ = ("id", "name", "memory", "kind", "shape", "dtype", "data", "pax", "nbytes_pp",
-                 "blocks", "pp_strides", "flat_strides", "version", "_f32", "_f32v", "_misses",
+    __slots__ = ("id", "name", "memory", "kind", "shape", "dtype", "data", "partition_dim", "bytes_per_partition",
+                 "blocks", "pp_strides", "flat_strides", "version", "_f32_copy", "_f32_version", "_misses",
                  "_alloc", "loop_depth", "lossy", "mm_zone", "init", "span", "__weakref__")
 
     def __init__(self, name: str, memory: str, shape: tuple[int, ...], dtype: dt.DType,
@@ -55,10 +55,10 @@ class Storage:
         self.shape = shape
         self.dtype = dtype
         self.data = data
-        self.pax = pax if memory in ON_CHIP else -1
+        self.partition_dim = pax if memory in ON_CHIP else -1
         self.version = 0
-        self._f32 = None
-        self._f32v = -1
+        self._f32_copy = None
+        self._f32_version = -1
         self._misses = 0
         self._alloc = None
         self.loop_depth = 0
@@ -68,15 +68,15 @@ class Storage:
         self.flat_strides = None  # computed on first use (trace accesses)
         self.pp_strides = None
         self.span = None  # tracked SBUF tiles: their live range (views share their root's)
-        pax = self.pax
+        pax = self.partition_dim
         if pax == 0 and len(shape) == 2:  # the common tile
-            self.nbytes_pp = shape[1] * dtype.itemsize if shape[0] else 0
+            self.bytes_per_partition = shape[1] * dtype.itemsize if shape[0] else 0
             self.blocks = 1
         elif pax >= 0:
-            self.nbytes_pp = (math.prod(shape) // shape[pax] if shape[pax] else 0) * dtype.itemsize
+            self.bytes_per_partition = (math.prod(shape) // shape[pax] if shape[pax] else 0) * dtype.itemsize
             self.blocks = math.prod(shape[:pax]) if pax > 0 else 1
         else:
-            self.nbytes_pp = math.prod(shape) * dtype.itemsize
+            self.bytes_per_partition = math.prod(shape) * dtype.itemsize
             self.blocks = 1
 
     def strides(self) -> tuple[tuple[int, ...], tuple[int, ...]]:
@@ -87,11 +87,11 @@ class Storage:
             for i in range(len(shape) - 2, -1, -1):
                 flat[i] = flat[i + 1] * shape[i + 1]
             self.flat_strides = tuple(flat)
-            if self.pax >= 0:
+            if self.partition_dim >= 0:
                 pp = [0] * len(shape)
                 acc = 1
                 for i in range(len(shape) - 1, -1, -1):
-                    if i != self.pax:
+                    if i != self.partition_dim:
                         pp[i] = acc
                         acc *= shape[i]
                 self.pp_strides = tuple(pp)
@@ -101,14 +101,14 @@ class Storage:
 
     @property
     def partitions(self) -> int:
-        return self.shape[self.pax] if self.pax >= 0 else 1
+        return self.shape[self.partition_dim] if self.partition_dim >= 0 else 1
 
     def f32(self) -> np.ndarray:
         """The whole storage as float32 (cached until the next write)."""
-        if self._f32v != self.version:
-            self._f32 = self.data if self.data.dtype == np.float32 else self.data.astype(np.float32)
-            self._f32v = self.version
-        return self._f32
+        if self._f32_version != self.version:
+            self._f32_copy = self.data if self.data.dtype == np.float32 else self.data.astype(np.float32)
+            self._f32_version = self.version
+        return self._f32_copy
 
     def __del__(self) -> None:
         alloc = self._alloc
@@ -163,22 +163,22 @@ class BlockSpans:
     assignment on purpose: Run.record's `span[1] = n` raises TypeError for it and calls `touch`
     instead, so ordinary tiles pay nothing for block tracking."""
 
-    __slots__ = ("alloc", "st", "blocks", "loc")
+    __slots__ = ("alloc", "storage", "blocks", "loc")
 
     def __init__(self, alloc: "OnChipAllocator", st: Storage, loc) -> None:
         self.alloc = alloc
-        self.st = st
+        self.storage = st
         self.blocks: dict[int, list] = {}
         self.loc = loc
 
     def touch(self, view, n: int) -> None:
-        st = self.st
-        pax = st.pax
+        st = self.storage
+        pax = st.partition_dim
         bounds = view.bounds()[:pax]
         if any(hi < lo for lo, hi in bounds):
             return
         shape = st.shape[:pax]
-        per_block = st.nbytes_pp // st.blocks
+        per_block = st.bytes_per_partition // st.blocks
         blocks = self.blocks
         for idx in itertools.product(*(range(lo, hi + 1) for lo, hi in bounds)):
             flat = 0
@@ -213,7 +213,7 @@ class OnChipAllocator:
     # allocation -------------------------------------------------------------------------------
     def reserve_sbuf(self, st: Storage, position: int) -> None:
         """Track SBUF tile `st`, allocated before instruction `position`."""
-        size = st.nbytes_pp
+        size = st.bytes_per_partition
         self.sbuf_live += size
         # what Python holds bounds what is live, so only these allocations can overflow: keep
         # their line for the message close() may raise
@@ -228,7 +228,7 @@ class OnChipAllocator:
         st._alloc = self
 
     def reserve_psum(self, st: Storage, position: int) -> None:
-        per_block = st.nbytes_pp // max(st.blocks, 1)
+        per_block = st.bytes_per_partition // max(st.blocks, 1)
         if per_block > self.target.psum_tile_max_bytes:
             raise PsumBankError(
                 f"PSUM tile {_label(st)} needs {per_block} B per partition, over one "
@@ -236,7 +236,7 @@ class OnChipAllocator:
                 f"elements); split the free dimension into tiles of at most "
                 f"{self.target.psum_tile_max_bytes // st.dtype.itemsize} elements")
         blocks = max(st.blocks, 1)
-        sp = st.span = [position, -1, st.nbytes_pp, blocks, "psum", None, st.name, st.shape, st.dtype]
+        sp = st.span = [position, -1, st.bytes_per_partition, blocks, "psum", None, st.name, st.shape, st.dtype]
         self.spans.append(sp)
         self.psum_live_blocks += blocks
         # a block fails to fit only when every bank holds a live block (or, for a multi-bank block, no
@@ -258,7 +258,7 @@ class OnChipAllocator:
     def release(self, st: Storage) -> None:
         sp = st.span
         if st.memory == "sbuf":
-            self.sbuf_live -= st.nbytes_pp
+            self.sbuf_live -= st.bytes_per_partition
         elif sp is not None:
             self.psum_live_blocks -= sp[SP_BLOCKS]
         if sp.__class__ is list and sp[SP_LAST] < 0 and sp[SP_START] == self.position():

@@ -25,13 +25,13 @@ import threading
 from dataclasses import dataclass
 from typing import Any, Callable
 
+from nkitui.emulator import state
 from nkitui.emulator.errors import CollectiveError, NKIEmulatorError
 
 __all__ = ["CollectiveError", "RankAborted", "RankContext", "World", "current_context", "run_ranks"]
 
 _POLL_S = 0.05
 MAX_CORES = 2  # physical cores of a logical NeuronCore (kernel[2])
-_local = threading.local()
 
 
 class RankAborted(NKIEmulatorError):
@@ -47,8 +47,8 @@ class RankContext:
 
 
 def current_context() -> RankContext | None:
-    """The rank this thread emulates (None outside `run_ranks`: a world of one rank)."""
-    return getattr(_local, "ctx", None)
+    """The rank this code runs as (None outside `run_ranks`: a world of one rank)."""
+    return state.rank_context.get()
 
 
 class World:
@@ -133,22 +133,19 @@ def run_ranks(world_size: int, body: Callable[[int], Any], *, name: str = "rank"
     errors: list = [None] * world_size
 
     def run(rank: int) -> None:
-        _local.ctx = RankContext(world, rank)
+        state.rank_context.set(RankContext(world, rank))  # in this rank thread's own copy of the context
         try:
             results[rank] = body(rank)
         except BaseException as e:  # noqa: BLE001 (re-raised in the launching thread)
             errors[rank] = e
             world.abort(e)
         finally:
-            _local.ctx = None
             with world.cond:  # every core of this rank is done
                 world.finished.update((rank, c) for c in range(MAX_CORES))
                 world.cond.notify_all()
 
-    threads = [threading.Thread(target=run, args=(r,), name=f"nki-{name}-{r}", daemon=True)
-               for r in range(world_size)]
-    for t in threads:
-        t.start()
+    # each rank runs in a copy of the launching context: it sees the launch's options
+    threads = [state.start_thread(run, (r,), name=f"nki-{name}-{r}") for r in range(world_size)]
     for t in threads:
         t.join()
     real = [(r, e) for r, e in enumerate(errors) if e is not None and not isinstance(e, RankAborted)]

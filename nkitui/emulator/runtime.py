@@ -1,14 +1,14 @@
 """The state of one kernel launch: options, allocators, SPMD ids, loops, trace recording.
 
 Engine functions find the current run through `current()`. A launch (`launch.run_kernel`) creates
-a `Run`, makes it current for the duration of the kernel body and drops it afterwards.
+a `Run`, makes it current for the duration of the kernel body and drops it afterwards. The current
+run and the open traces are context variables (`state.py`): each thread and asyncio task has its own.
 """
 
 from __future__ import annotations
 
 import math
 import os
-import threading
 import warnings
 import weakref
 from dataclasses import dataclass, field
@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from nkitui.emulator import dtypes as dt
+from nkitui.emulator import state
 from nkitui.emulator.config import Options
 from nkitui.emulator.errors import NKIEmulatorError, NKIEmulatorWarning, kernel_frame
 from nkitui.emulator import memory as _memory
@@ -34,7 +35,8 @@ from nkitui.emulator.targets import Target, resolve_target
 from nkitui.emulator.tensor import Tensor
 from nkitui.emulator.trace import Instruction, StorageInfo, Trace
 
-_local = threading.local()
+_current_run = state.current_run
+_open_traces = state.open_traces
 
 
 class OutsideKernelError(NKIEmulatorError):
@@ -44,7 +46,7 @@ class OutsideKernelError(NKIEmulatorError):
 
 
 def current() -> "Run":
-    run = getattr(_local, "run", None)
+    run = _current_run.get()
     if run is None:
         raise OutsideKernelError("NKI device API called outside of a running kernel: call it inside an "
                                  "@nki.jit kernel (after nkitui.emulator.install())")
@@ -52,33 +54,34 @@ def current() -> "Run":
 
 
 def current_or_none() -> "Run | None":
-    return getattr(_local, "run", None)
+    return _current_run.get()
 
 
 def set_current(run: "Run | None") -> "Run | None":
-    prev = getattr(_local, "run", None)
-    _local.run = run
+    """Make `run` the current launch of this context (thread / asyncio task); returns the previous one."""
+    prev = _current_run.get()
+    _current_run.set(run)
     return prev
 
 
 # ---------------------------------------------------------------------------------------------
-# Trace collection (emulator.trace())
-
-_trace_stack: list[Trace] = []
+# Trace collection (emulator.trace()), per context like the current run
 
 
 def active_trace() -> Trace | None:
-    return _trace_stack[-1] if _trace_stack else None
+    traces = _open_traces.get()
+    return traces[-1] if traces else None
 
 
 def push_trace(tr: Trace) -> None:
-    _trace_stack.append(tr)
+    _open_traces.set(_open_traces.get() + (tr,))
 
 
 def pop_trace(tr: Trace) -> None:
-    for i in range(len(_trace_stack) - 1, -1, -1):
-        if _trace_stack[i] is tr:
-            del _trace_stack[i]
+    traces = _open_traces.get()
+    for i in range(len(traces) - 1, -1, -1):
+        if traces[i] is tr:
+            _open_traces.set(traces[:i] + traces[i + 1:])
             return
 
 
@@ -153,7 +156,7 @@ class Run:
                                   self.hbm_bytes)
         st = self.new_storage(shape, d, memory, name, pax, fill, kind, track)
         if memory == "hbm":
-            self.hbm_bytes += st.nbytes_pp
+            self.hbm_bytes += st.bytes_per_partition
             if kind == "shared" and self.shared_idx > len(self.shared):
                 self.shared.append(st)
         return st
@@ -186,7 +189,7 @@ class Run:
         d = dtype or dt.dtype_of(arr.dtype)
         st = Storage(name, "hbm", tuple(arr.shape), d, arr if self.execute else None, kind="input")
         self.input_ids.add(st.id)
-        self.hbm_bytes += st.nbytes_pp
+        self.hbm_bytes += st.bytes_per_partition
         if self.recording:
             self.trace.storages[st.id] = StorageInfo(st.id, name, "hbm", st.shape, d.name)
         return cls.whole(st)
@@ -212,13 +215,13 @@ class Run:
 
     def note_write(self, t: Tensor, accumulate: bool = False) -> None:
         """Record a write for the affine_range loop-carried-dependency check (C15)."""
-        st = t.st
+        st = t.storage
         if st.id in self.input_ids:
             self.written_inputs.add(st.id)
         if (not self.affine_depth or st.loop_depth >= len(self.loops) or not self.check_affine or accumulate
-                or self.accumulating or t.fancy is not None):
+                or self.accumulating or t.gather_indices is not None):
             return
-        region = tuple((e[0], e[1], e[2]) for e in t.ent)
+        region = tuple((e[0], e[1], e[2]) for e in t.dims)
         for k in range(st.loop_depth, len(self.loops)):
             fr = self.loops[k]
             if fr.kind != "affine":
@@ -245,7 +248,7 @@ class Run:
         if loc in self._warned_at:
             return
         self._warned_at.add(loc)
-        name = t.st.name or f"{t.st.memory} tensor {t.st.shape}"
+        name = t.storage.name or f"{t.storage.memory} tensor {t.storage.shape}"
         where = f"{os.path.basename(loc[0])}:{loc[1]}" if loc[0] else "?"
         msg = (f"C15 err_unexpected_output_dependencies: iterations {first} and {second} of an affine_range "
                f"loop write the same elements of '{name}' at {where}; use sequential_range for a "
@@ -260,14 +263,14 @@ class Run:
         """Count the instruction and, inside emulator.trace(), append it to the trace."""
         n = self.instructions
         for t in ins:  # extend the live ranges of the on-chip tiles it touches (memory.SP_LAST)
-            sp = t.st.span
+            sp = t.storage.span
             if sp is not None:
                 try:
                     sp[1] = n
                 except TypeError:  # memory.BlockSpans (no item assignment): the blocks this view touches
                     sp.touch(t, n)
         for t in outs:
-            sp = t.st.span
+            sp = t.storage.span
             if sp is not None:
                 try:
                     sp[1] = n
@@ -297,7 +300,7 @@ class Run:
         in_mems = []
         reads = []
         for t in ins:
-            st = t.st
+            st = t.storage
             n = t.size * st.dtype.itemsize
             br += n
             mem = st.memory
@@ -308,13 +311,13 @@ class Run:
             reads.append(t.access())
         writes = []
         for t in outs:
-            n = t.size * t.st.dtype.itemsize
+            n = t.size * t.storage.dtype.itemsize
             bw += n
-            if t.st.memory == "hbm":
+            if t.storage.memory == "hbm":
                 hw += n
             writes.append(t.access())
         if outs:
-            out_dtype, out_mem = outs[0].st.dtype.name, outs[0].st.memory
+            out_dtype, out_mem = outs[0].storage.dtype.name, outs[0].storage.memory
         else:
             out_dtype, out_mem = "", "none"
         if meta is None:
@@ -323,7 +326,7 @@ class Run:
             meta["contiguous_bytes"] = _dma_run_bytes(ins, outs)
         elif engine != "tensor":
             for t in ins:
-                if t.st.pax >= 0 and not t.inner_contiguous():
+                if t.storage.partition_dim >= 0 and not t.inner_contiguous():
                     meta["contiguous"] = False
                     break
         instrs = self.trace.instructions
@@ -371,9 +374,9 @@ def _position_of(run: Run):
 def _dma_run_bytes(ins, outs) -> int:
     """Contiguous bytes per DMA descriptor: the shortest contiguous run on the HBM side (or of the
     source when both sides are on-chip), which drives DMA efficiency in the cost model."""
-    runs = [_run_elems(t) * t.st.dtype.itemsize for t in (*ins, *outs) if t.st.pax < 0]
+    runs = [_run_elems(t) * t.storage.dtype.itemsize for t in (*ins, *outs) if t.storage.partition_dim < 0]
     if not runs:
-        runs = [_run_elems(t) * t.st.dtype.itemsize for t in ins[:1] or outs[:1]]
+        runs = [_run_elems(t) * t.storage.dtype.itemsize for t in ins[:1] or outs[:1]]
     return min(runs) if runs else 0
 
 
@@ -381,12 +384,12 @@ def _run_elems(t) -> int:
     """Elements per contiguous run of a view. For a gathered (indexed) view: the last axis's length when
     its last-dimension indices step by one and the other indices stay put along it (a gather of whole
     rows moves row-sized runs), else 1 (an element gather)."""
-    if t.fancy is None:
+    if t.gather_indices is None:
         return t.contiguous_elems()
     shape = t.shape
     if not shape or shape[-1] <= 1:
         return 1
-    *lead, last = t.fancy
+    *lead, last = t.gather_indices
     steps = np.diff(np.broadcast_to(last, shape), axis=-1)
     if steps.size == 0 or not (steps == 1).all():
         return 1

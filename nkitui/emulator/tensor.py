@@ -2,12 +2,12 @@
 
 A view is either
 
-* a *range view*: for each storage dimension d an entry (start, step, length, rax), meaning the
-  indices start + step*k for k < length, laid along result axis `rax` (-1: a fixed index, the
-  dimension is dropped). Result axes that no storage dimension maps to have size 1 (they come
+* a *range view* (`dims`): for each storage dimension d an entry (start, step, length, rax),
+  meaning the indices start + step*k for k < length, laid along result axis `rax` (-1: a fixed
+  index, the dimension is dropped). Result axes that no storage dimension maps to have size 1 (they come
   from index-grid broadcasting or from NKI's keep-the-partition-dim rule). Range views become
   numpy views (no copy), so reads and writes are plain slicing.
-* a *gather view* (`fancy`): one integer index array per storage dimension, broadcastable to
+* a *gather view* (`gather_indices`): one integer index array per storage dimension, broadcastable to
   the view's shape. Used for index expressions that are not a plain affine range per dimension
   (e.g. `i_p * 4 + i_f` in one subscript, diagonals, indirect indices).
 
@@ -57,20 +57,20 @@ _ROW_STRIDES: dict[tuple[int, ...], tuple[int, ...]] = {}  # HBM shape -> row st
 class Tensor:
     """A view of a storage (HBM tensor or SBUF/PSUM tile)."""
 
-    __slots__ = ("st", "ent", "shape", "fancy", "_arr", "_acc", "_inb", "_bounds", "_producer", "_ok",
-                 "__weakref__")
+    __slots__ = ("storage", "dims", "shape", "gather_indices", "_array_view", "_access_box", "_in_bounds",
+                 "_index_bounds", "_producer", "_tile_checked", "__weakref__")
 
-    def __init__(self, st: Storage, ent, shape: tuple[int, ...], fancy=None) -> None:
-        self.st = st
-        self.ent = ent
+    def __init__(self, storage: Storage, dims, shape: tuple[int, ...], gather_indices=None) -> None:
+        self.storage = storage  # the allocation this view looks into
+        self.dims = dims  # range view: (start, step, length, result axis) per storage dimension
         self.shape = shape
-        self.fancy = fancy
-        self._arr = None
-        self._acc = None
-        self._inb = False
-        self._bounds = None
+        self.gather_indices = gather_indices  # gather view: an index array per storage dimension (else None)
+        self._array_view = None  # the numpy view of the storage's cells, made on first use
+        self._access_box = None  # the trace's Access box, made on first use
+        self._in_bounds = False  # passed the bounds check (C13)
+        self._index_bounds = None  # (lowest, highest) index per storage dimension
         self._producer = None  # trace seq of the instruction that created this fresh tile
-        self._ok = False  # passed the on-chip tile checks (views are immutable, so once is enough)
+        self._tile_checked = False  # passed the on-chip tile checks (views are immutable, so once is enough)
 
     @classmethod
     def whole(cls, st: Storage) -> "Tensor":
@@ -79,24 +79,24 @@ class Tensor:
         if ent is None:
             ent = _WHOLE[shape] = tuple((0, 1, n, i) for i, n in enumerate(shape))
         t = cls(st, ent, shape)
-        t._inb = True
-        t._arr = st.data
-        t._bounds = _WHOLE_BOUNDS.get(shape)
-        if t._bounds is None:
-            t._bounds = _WHOLE_BOUNDS[shape] = tuple((0, n - 1) for n in shape)
+        t._in_bounds = True
+        t._array_view = st.data
+        t._index_bounds = _WHOLE_BOUNDS.get(shape)
+        if t._index_bounds is None:
+            t._index_bounds = _WHOLE_BOUNDS[shape] = tuple((0, n - 1) for n in shape)
         return t
 
-    def _new(self, ent, shape, fancy=None) -> "Tensor":
-        return type(self)(self.st, ent, shape, fancy)
+    def _new(self, dims, shape, gather_indices=None) -> "Tensor":
+        return type(self)(self.storage, dims, shape, gather_indices)
 
     # -- basic properties ----------------------------------------------------------------------
     @property
     def dtype(self):
-        return self.st.dtype.public
+        return self.storage.dtype.public
 
     @property
     def dt(self) -> dt.DType:
-        return self.st.dtype
+        return self.storage.dtype
 
     @property
     def ndim(self) -> int:
@@ -108,11 +108,11 @@ class Tensor:
 
     @property
     def memory(self) -> str:
-        return self.st.memory
+        return self.storage.memory
 
     @property
     def name(self) -> str:
-        return self.st.name
+        return self.storage.name
 
     @property
     def partitions(self) -> int:
@@ -124,20 +124,20 @@ class Tensor:
 
     @property
     def itemsize(self) -> int:
-        return self.st.dtype.itemsize
+        return self.storage.dtype.itemsize
 
     @property
     def is_whole(self) -> bool:
-        return self.fancy is None and self.shape == self.st.shape and all(
-            e[0] == 0 and e[1] == 1 and e[3] == i for i, e in enumerate(self.ent))
+        return self.gather_indices is None and self.shape == self.storage.shape and all(
+            e[0] == 0 and e[1] == 1 and e[3] == i for i, e in enumerate(self.dims))
 
     def partition_axis(self) -> int:
         """Result axis holding the storage's partition dimension (-1: fixed or not on-chip)."""
-        if self.st.pax < 0:
+        if self.storage.partition_dim < 0:
             return -1
-        if self.fancy is not None:
+        if self.gather_indices is not None:
             return 0
-        return self.ent[self.st.pax][3]
+        return self.dims[self.storage.partition_dim][3]
 
     def __len__(self) -> int:
         return self.shape[0]
@@ -150,14 +150,14 @@ class Tensor:
                             "or 'is not None')")
 
     def __repr__(self) -> str:
-        return f"<{type(self).__name__} {self.st.memory} {self.shape} {self.st.dtype.name} of {self.st!r}>"
+        return f"<{type(self).__name__} {self.storage.memory} {self.shape} {self.storage.dtype.name} of {self.storage!r}>"
 
     # -- indexing ------------------------------------------------------------------------------
     def basic_index(self, key) -> "Tensor":
         """Ints, slices, nl.ds and Ellipsis (NumPy basic indexing with NKI's on-chip rules)."""
         if type(key) is not tuple:
             key = (key,)
-        if self.fancy is None and len(key) <= len(self.shape):
+        if self.gather_indices is None and len(key) <= len(self.shape):
             view = self._basic_fast(key)
             if view is not None:
                 return view
@@ -169,7 +169,7 @@ class Tensor:
         if len(key) > nd:
             raise IndexingError(f"too many indices ({len(key)}) for a tensor of shape {self.shape}")
         key = key + (slice(None),) * (nd - len(key))
-        on_chip = self.st.pax >= 0
+        on_chip = self.storage.partition_dim >= 0
         pr = self.partition_axis()
         specs = []
         out = 0
@@ -238,13 +238,13 @@ class Tensor:
     def _basic_fast(self, key):
         """The common case of basic indexing (unit-step slices, nl.ds, non-negative ints off the
         partition dim) straight to a new range view; None hands over to the general path."""
-        ent = self.ent
+        ent = self.dims
         shape = self.shape
         axis_dim = [-1] * len(shape)
         for d, e in enumerate(ent):
             if e[3] >= 0:
                 axis_dim[e[3]] = d
-        pax = self.st.pax
+        pax = self.storage.partition_dim
         pr = ent[pax][3] if pax >= 0 else -2
         new_ent = list(ent)
         out_shape = []
@@ -296,19 +296,19 @@ class Tensor:
 
     def compose(self, specs, shape: tuple[int, ...]) -> "Tensor":
         """Apply per-result-axis specs ("i", k) | ("r", start, step, length, new_axis)."""
-        if self.fancy is None:
+        if self.gather_indices is None:
             rmap = {}
-            for d, e in enumerate(self.ent):
+            for d, e in enumerate(self.dims):
                 if e[3] >= 0:
                     rmap[e[3]] = d
-            ent = list(self.ent)
+            ent = list(self.dims)
             for r, s in enumerate(specs):
                 d = rmap.get(r)
                 if d is None:  # a unit result axis with no storage dim behind it
                     ok = (s[0] == "i" and s[1] == 0) or (s[0] == "r" and s[1] == 0 and s[3] <= 1)
                     if not ok:
                         raise OutOfBoundsError(f"index {s[1]} out of range for a dimension of size 1 of "
-                                               f"'{self.st.name or 'tensor'}' (view shape {self.shape})")
+                                               f"'{self.storage.name or 'tensor'}' (view shape {self.shape})")
                     continue
                 start, step, _, _ = ent[d]
                 if s[0] == "i":
@@ -321,16 +321,16 @@ class Tensor:
         for s in specs:
             key.append(s[1] if s[0] == "i" else slice(s[1], s[1] + s[2] * s[3] if s[1] + s[2] * s[3] >= 0 else None, s[2]))
         key = tuple(key)
-        fancy = tuple(np.broadcast_to(a, self.shape)[key].reshape(shape) for a in self.fancy)
+        fancy = tuple(np.broadcast_to(a, self.shape)[key].reshape(shape) for a in self.gather_indices)
         return self._new(None, shape, fancy)
 
     def index_arrays(self) -> tuple[np.ndarray, ...]:
         """Per storage dim, the integer index of every element of this view (broadcastable)."""
-        if self.fancy is not None:
-            return self.fancy
+        if self.gather_indices is not None:
+            return self.gather_indices
         nd = len(self.shape)
         out = []
-        for start, step, length, rax in self.ent:
+        for start, step, length, rax in self.dims:
             if rax < 0:
                 out.append(np.array(start).reshape((1,) * nd))
             else:
@@ -354,12 +354,12 @@ class Tensor:
 
     def narrow(self, box) -> "Tensor":
         """Restrict each result axis r to [lo, hi) (mask fast path / partial tiles)."""
-        if self.fancy is not None:
+        if self.gather_indices is not None:
             sl = tuple(slice(lo, hi) for lo, hi in box)
-            fancy = tuple(np.broadcast_to(a, self.shape)[sl] for a in self.fancy)
+            fancy = tuple(np.broadcast_to(a, self.shape)[sl] for a in self.gather_indices)
             shape = tuple(hi - lo for lo, hi in box)
             return self._new(None, shape, fancy)
-        ent = list(self.ent)
+        ent = list(self.dims)
         for d, (start, step, _length, rax) in enumerate(ent):
             if rax >= 0:
                 lo, hi = box[rax]
@@ -370,30 +370,30 @@ class Tensor:
     # -- bounds and trace accesses -------------------------------------------------------------
     def bounds(self) -> tuple[tuple[int, int], ...]:
         """Inclusive (lo, hi) index range touched in each storage dim (empty view: hi < lo)."""
-        b = self._bounds
+        b = self._index_bounds
         if b is not None:
             return b
-        if self.fancy is not None:
+        if self.gather_indices is not None:
             if self.size == 0:
-                b = tuple((0, -1) for _ in self.st.shape)
+                b = tuple((0, -1) for _ in self.storage.shape)
             else:
-                b = tuple((int(a.min()), int(a.max())) for a in self.fancy)
+                b = tuple((int(a.min()), int(a.max())) for a in self.gather_indices)
         else:
             out = []
-            for start, step, length, _rax in self.ent:
+            for start, step, length, _rax in self.dims:
                 if length <= 0:
                     out.append((0, -1))
                 else:
                     last = start + step * (length - 1)
                     out.append((min(start, last), max(start, last)))
             b = tuple(out)
-        self._bounds = b
+        self._index_bounds = b
         return b
 
     def check_bounds(self, what: str = "") -> None:
-        if self._inb:
+        if self._in_bounds:
             return
-        shape = self.st.shape
+        shape = self.storage.shape
         bounds = self.bounds()
         ok = True
         for d in range(len(shape)):
@@ -402,38 +402,38 @@ class Tensor:
                 ok = False
                 break
         if ok:
-            self._inb = True
+            self._in_bounds = True
             return
         for d, ((lo, hi), n) in enumerate(zip(bounds, shape)):
             if hi < lo:
                 continue
             if lo < 0 or hi >= n:
-                name = self.st.name or self.st.memory + " tensor"
+                name = self.storage.name or self.storage.memory + " tensor"
                 raise OutOfBoundsError(
                     f"out-of-bound access{' in ' + what if what else ''} for tensor '{name}' on dimension {d}: "
                     f"index range [{lo}, {hi}] exceeds dimension size {n}")
-        self._inb = True
+        self._in_bounds = True
 
     def access(self) -> Access:
-        a = self._acc
+        a = self._access_box
         if a is not None:
             return a
-        st = self.st
-        if st.pax < 0:
-            a = self._acc = self._hbm_access()
+        st = self.storage
+        if st.partition_dim < 0:
+            a = self._access_box = self._hbm_access()
             return a
-        if self.fancy is None:
-            if st.pax == 0 and self.ent is _WHOLE.get(self.shape):
+        if self.gather_indices is None:
+            if st.partition_dim == 0 and self.dims is _WHOLE.get(self.shape):
                 # tuple.__new__ skips the NamedTuple's Python-level __new__ (3x faster; one per fresh tile)
-                a = self._acc = _new_tuple(Access, (st.id, st.memory, 0, self.shape[0], 0, st.nbytes_pp))
+                a = self._access_box = _new_tuple(Access, (st.id, st.memory, 0, self.shape[0], 0, st.bytes_per_partition))
                 return a
-            pax = st.pax
+            pax = st.partition_dim
             strides = st.strides()[0]
             lo = hi = p0 = 0
             p1 = 1
-            for d, (start, step, length, _rax) in enumerate(self.ent):
+            for d, (start, step, length, _rax) in enumerate(self.dims):
                 if length <= 0:
-                    a = self._acc = Access(st.id, st.memory, 0, 0, 0, 0)
+                    a = self._access_box = Access(st.id, st.memory, 0, 0, 0, 0)
                     return a
                 last = start + step * (length - 1)
                 lo_d, hi_d = (start, last) if step >= 0 else (last, start)
@@ -443,13 +443,13 @@ class Tensor:
                     lo += lo_d * strides[d]
                     hi += hi_d * strides[d]
             isz = st.dtype.itemsize
-            a = self._acc = Access(st.id, st.memory, p0, p1, lo * isz, (hi + 1) * isz)
+            a = self._access_box = Access(st.id, st.memory, p0, p1, lo * isz, (hi + 1) * isz)
             return a
         b = self.bounds()
         if any(hi < lo for lo, hi in b):
             a = Access(st.id, st.memory, 0, 0, 0, 0)
         else:
-            pax = st.pax
+            pax = st.partition_dim
             lo = hi = 0
             for d, ((l, h), s) in enumerate(zip(b, st.strides()[0])):
                 if d != pax:
@@ -457,13 +457,13 @@ class Tensor:
                     hi += h * s
             isz = st.dtype.itemsize
             a = Access(st.id, st.memory, b[pax][0], b[pax][1] + 1, lo * isz, (hi + 1) * isz)
-        self._acc = a
+        self._access_box = a
         return a
 
     def _hbm_access(self) -> Access:
         """HBM box (trace contract): rows = the leading dimensions flattened (p0, p1), bytes inside
         a row = the last dimension (b0, b1); a rank-1 tensor is one row."""
-        st = self.st
+        st = self.storage
         shape = st.shape
         isz = st.dtype.itemsize
         if not shape:
@@ -489,14 +489,14 @@ class Tensor:
 
     def contiguous_elems(self) -> int:
         """Elements in the innermost contiguous run of this view (per partition on-chip)."""
-        if self.fancy is not None:
+        if self.gather_indices is not None:
             return 1
-        st = self.st
+        st = self.storage
         run = 1
-        for d in range(len(self.ent) - 1, -1, -1):
-            if d == st.pax:
+        for d in range(len(self.dims) - 1, -1, -1):
+            if d == st.partition_dim:
                 break
-            start, step, length, rax = self.ent[d]
+            start, step, length, rax = self.dims[d]
             if length > 1 and step != 1:
                 break
             run *= length
@@ -506,9 +506,9 @@ class Tensor:
 
     def inner_contiguous(self) -> bool:
         """Is the innermost free dimension read with stride 1 (VectorE performance modes)?"""
-        if self.fancy is not None:
+        if self.gather_indices is not None:
             return False
-        for _start, step, length, _rax in reversed(self.ent):
+        for _start, step, length, _rax in reversed(self.dims):
             if length > 1:
                 return step == 1
         return True
@@ -516,7 +516,7 @@ class Tensor:
     # -- data ----------------------------------------------------------------------------------
     def _key(self):
         key = []
-        for start, step, length, rax in self.ent:
+        for start, step, length, rax in self.dims:
             if rax < 0:
                 key.append(start)
             else:
@@ -526,10 +526,10 @@ class Tensor:
 
     def _apply(self, base: np.ndarray) -> np.ndarray:
         """This view's elements of `base` (an array shaped like the storage)."""
-        if self.fancy is not None:
-            return base[self.fancy]
+        if self.gather_indices is not None:
+            return base[self.gather_indices]
         a = base[self._key() + (Ellipsis,)] if not self.shape else base[self._key()]  # 0-d: a view, not a scalar
-        raxes = [e[3] for e in self.ent if e[3] >= 0]
+        raxes = [e[3] for e in self.dims if e[3] >= 0]
         if any(raxes[i] > raxes[i + 1] for i in range(len(raxes) - 1)):
             order = sorted(range(len(raxes)), key=raxes.__getitem__)
             a = a.transpose(order)
@@ -539,28 +539,28 @@ class Tensor:
 
     def array(self) -> np.ndarray:
         """The view's cells in storage dtype (a numpy view for range views, a copy for gathers)."""
-        if self.fancy is not None:
-            return self.st.data[self.fancy]
-        a = self._arr
+        if self.gather_indices is not None:
+            return self.storage.data[self.gather_indices]
+        a = self._array_view
         if a is None:
-            a = self._arr = self._apply(self.st.data)
+            a = self._array_view = self._apply(self.storage.data)
         return a
 
     def read_f32(self) -> np.ndarray:
         """The view's values as float32 (do not modify the result in place)."""
-        st = self.st
+        st = self.storage
         if st.data.dtype == np.float32:
             return self.array()
-        if st._f32v == st.version:
-            return self._apply(st._f32)
-        if self.fancy is None and (self.size * 4 >= st.data.size or st._misses >= 2):
+        if st._f32_version == st.version:
+            return self._apply(st._f32_copy)
+        if self.gather_indices is None and (self.size * 4 >= st.data.size or st._misses >= 2):
             return self._apply(st.f32())
         st._misses += 1
         return self.array().astype(np.float32)
 
     def write(self, values, where=None) -> None:
         """Store computed values (fp32 or native ints) with rounding to the storage dtype."""
-        st = self.st
+        st = self.storage
         data = st.data
         if type(values) is not np.ndarray:
             values = np.asarray(values, dtype=np.float32)
@@ -570,12 +570,12 @@ class Tensor:
             # float destinations: numpy / ml_dtypes casts round to nearest even in copyto
         if st.lossy:
             values = dt.round_tf32(values)
-        if self.fancy is not None:
+        if self.gather_indices is not None:
             if where is None:
-                st.data[self.fancy] = np.broadcast_to(values, self.shape)
+                st.data[self.gather_indices] = np.broadcast_to(values, self.shape)
             else:
                 m = np.broadcast_to(where, self.shape)
-                st.data[tuple(np.broadcast_to(a, self.shape)[m] for a in self.fancy)] = \
+                st.data[tuple(np.broadcast_to(a, self.shape)[m] for a in self.gather_indices)] = \
                     np.broadcast_to(values, self.shape)[m]
         elif where is None:
             np.copyto(self.array(), values, casting="unsafe")
@@ -590,15 +590,15 @@ class Tensor:
 
     def _mark_init(self, where) -> None:
         """Remember which PSUM cells have been written (see `unwritten`)."""
-        st = self.st
+        st = self.storage
         if st.init is None:
             if where is None and self.is_whole:
                 st.init = True
                 return
             st.init = np.zeros(st.shape, dtype=bool)
-        if self.fancy is not None:
-            idx = self.fancy if where is None else tuple(
-                np.broadcast_to(a, self.shape)[np.broadcast_to(where, self.shape)] for a in self.fancy)
+        if self.gather_indices is not None:
+            idx = self.gather_indices if where is None else tuple(
+                np.broadcast_to(a, self.shape)[np.broadcast_to(where, self.shape)] for a in self.gather_indices)
             st.init[idx] = True
         else:
             cells = self._apply(st.init)
@@ -609,7 +609,7 @@ class Tensor:
 
     def unwritten(self) -> np.ndarray | None:
         """For a PSUM view: True where no instruction has written the cell yet (None: all written)."""
-        init = self.st.init
+        init = self.storage.init
         if init is True:
             return None
         if init is None:
@@ -617,8 +617,8 @@ class Tensor:
         return ~np.broadcast_to(self._apply(init), self.shape)
 
     def set_zone(self, value: bool) -> None:
-        z = self.st.mm_zone
-        if self.fancy is not None:
-            z[self.fancy] = value
+        z = self.storage.mm_zone
+        if self.gather_indices is not None:
+            z[self.gather_indices] = value
         else:
             self._apply(z)[...] = value

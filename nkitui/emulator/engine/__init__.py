@@ -32,6 +32,7 @@ from nkitui.emulator.engine.vector import (
     tensor_scalar_cumulative,
     tensor_scalar_reduce,
     tensor_tensor,
+    tensor_tensor_operands,
     tensor_tensor_scan,
 )
 
@@ -41,5 +42,6 @@ __all__ = [
     "nc_stream_shuffle", "nc_transpose", "partition_broadcast", "range_select", "reciprocal",
     "scalar_tensor_tensor", "select", "select_reduce", "tensor_copy", "tensor_copy_predicated",
     "tensor_partition_reduce", "tensor_reduce", "tensor_scalar", "tensor_scalar_cumulative", "tensor_scalar_reduce", "tensor_tensor",
+    "tensor_tensor_operands",
     "tensor_tensor_scan",
 ]

@@ -43,31 +43,31 @@ def sendrecv(src: Tensor, dst: Tensor, send_to_rank, recv_from_rank, pipe_id, *,
     tile(src, api, "src")
     tile(dst, api, "dst")
     for t, r in ((src, "src"), (dst, "dst")):
-        if t.st.memory != "sbuf":
-            raise EngineMemoryError(f"{api}: '{r}' must be in SBUF, got {t.st.memory}")
-    if src.st.dtype is not dst.st.dtype:
-        raise EngineDtypeError(f"{api}: src ({src.st.dtype.name}) and dst ({dst.st.dtype.name}) must have the same "
+        if t.storage.memory != "sbuf":
+            raise EngineMemoryError(f"{api}: '{r}' must be in SBUF, got {t.storage.memory}")
+    if src.storage.dtype is not dst.storage.dtype:
+        raise EngineDtypeError(f"{api}: src ({src.storage.dtype.name}) and dst ({dst.storage.dtype.name}) must have the same "
                                "dtype")
     same_partitions(api, (src, "src"), (dst, "dst"))
     if src.shape != dst.shape:
         raise OperandShapeError(f"{api}: src {src.shape} and dst {dst.shape} must have the same shape")
     F = math.prod(src.shape[1:])
     if dma_engine == "gpsimd_dma":
-        limit = _GPSIMD_DMA_LIMIT.get(src.st.dtype.itemsize, 256)
-        if F * src.st.dtype.itemsize > limit:
+        limit = _GPSIMD_DMA_LIMIT.get(src.storage.dtype.itemsize, 256)
+        if F * src.storage.dtype.itemsize > limit:
             raise OperandShapeError(f"{api}: dma_engine=gpsimd_dma moves at most {limit} B per partition for "
-                                    f"{src.st.dtype.itemsize}-byte types, got {F * src.st.dtype.itemsize}")
+                                    f"{src.storage.dtype.itemsize}-byte types, got {F * src.storage.dtype.itemsize}")
     to = _rank(send_to_rank, group.n, api, "send_to_rank")
     frm = _rank(recv_from_rank, group.n, api, "recv_from_rank")
     pipe = int(getattr(pipe_id, "value", pipe_id))
     run.record("dma", "sendrecv", (src,), (dst,), partitions=src.shape[0], free=F,
                meta={"api": api, "queue": "gpsimd" if dma_engine == "gpsimd_dma" else "sync", "src": "sbuf",
                      "dst": "sbuf", "send_to": to, "recv_from": frm, "pipe": pipe})
-    payload = (src.shape, src.st.dtype.name, src.array().copy() if run.execute else None)
+    payload = (src.shape, src.storage.dtype.name, src.array().copy() if run.execute else None)
     shape, dtype, data = group.exchange(run.core, to, frm, pipe, payload, api)
-    if shape != dst.shape or dtype != dst.st.dtype.name:
+    if shape != dst.shape or dtype != dst.storage.dtype.name:
         raise OperandShapeError(f"{api}: core {frm} sent a {shape} {dtype} tile on pipe {pipe}, but this core "
-                                f"receives into a {dst.shape} {dst.st.dtype.name} tile")
+                                f"receives into a {dst.shape} {dst.storage.dtype.name} tile")
     write(run, dst, data if run.execute else None)
 
 
@@ -79,11 +79,11 @@ def core_barrier(data, cores, *, engine: str = "gpsimd", api: str = "core_barrie
     if sorted(cores) != list(range(group.n)) and group.n > 1:
         raise OperandShapeError(f"{api}: cores={cores}: only all cores of the logical core, {tuple(range(group.n))}, "
                                 "are supported")
-    if isinstance(data, Tensor) and data.st.memory != "hbm":
-        raise EngineMemoryError(f"{api}: data must be a shared HBM tensor, got a {data.st.memory} tile")
+    if isinstance(data, Tensor) and data.storage.memory != "hbm":
+        raise EngineMemoryError(f"{api}: data must be a shared HBM tensor, got a {data.storage.memory} tile")
     meta = {"api": api, "cores": list(cores)}
     if isinstance(data, Tensor):
-        meta["data"] = data.st.id  # the barrier orders accesses to this tensor; it moves no data
+        meta["data"] = data.storage.id  # the barrier orders accesses to this tensor; it moves no data
     run.record(engine if engine in ("gpsimd", "vector", "scalar", "tensor", "sync") else "gpsimd", "core_barrier",
                (), (), partitions=1, free=0, meta=meta)
     if group.n > 1:

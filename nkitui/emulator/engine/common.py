@@ -22,15 +22,15 @@ __all__ = ["current", "Run", "tile", "hbm_or_sbuf", "same_partitions", "fits", "
 
 def tile(t, api: str, role: str) -> Tensor:
     """An on-chip operand: in SBUF/PSUM, partition dim first and <= 128, inside its bounds."""
-    if getattr(t, "_ok", False):
+    if getattr(t, "_tile_checked", False):
         return t
     if not isinstance(t, Tensor):
         raise OperandShapeError(f"operand '{role}' of {api} must be a tile, got {type(t).__name__} {t!r}")
-    st = t.st
-    if st.pax < 0:
+    st = t.storage
+    if st.partition_dim < 0:
         raise EngineMemoryError(f"Expected operand '{role}' of '{api}' to be in address space 'psum|sbuf', "
                                 f"but got a tensor in 'hbm' (load it into SBUF first)")
-    if t.fancy is None and t.ent[st.pax][3] != 0 and len(t.shape) > 0:
+    if t.gather_indices is None and t.dims[st.partition_dim][3] != 0 and len(t.shape) > 0:
         raise PartitionDimError(f"operand '{role}' of {api}: the partition dimension must be the first "
                                 f"dimension of a tile (view shape {t.shape}); index the block dimensions first")
     if t.shape and t.shape[0] > PMAX:
@@ -39,7 +39,7 @@ def tile(t, api: str, role: str) -> Tensor:
         raise PartitionDimError(f"operand '{role}' of {api} must have at least 2 dimensions "
                                 f"(partition, free); got shape {t.shape}")
     t.check_bounds(api)
-    t._ok = True
+    t._tile_checked = True
     return t
 
 
@@ -87,10 +87,10 @@ def row_reduction(op, y: np.ndarray, partitions: int, where=None) -> np.ndarray:
 def hbm_or_sbuf(t, api: str, role: str, allow_psum: bool = False) -> Tensor:
     if not isinstance(t, Tensor):
         raise OperandShapeError(f"operand '{role}' of {api} must be a tensor, got {type(t).__name__}")
-    if t.st.memory == "psum" and not allow_psum:
+    if t.storage.memory == "psum" and not allow_psum:
         raise EngineMemoryError(f"DMA cannot access PSUM: operand '{role}' of {api} is a PSUM tile; "
                                 "copy it to SBUF first (nisa.tensor_copy)")
-    if t.st.pax >= 0:
+    if t.storage.partition_dim >= 0:
         tile(t, api, role)
     else:
         t.check_bounds(api)
@@ -167,13 +167,13 @@ def no_gpsimd_psum(api: str, engine: str, *named) -> None:
     if engine != "gpsimd":
         return
     for t, r in named:
-        if isinstance(t, Tensor) and t.st.memory == "psum":
+        if isinstance(t, Tensor) and t.storage.memory == "psum":
             raise EngineMemoryError(f"GpSimd engine cannot access PSUM: operand '{r}' of {api} is in psum; "
                                     "use the vector or scalar engine, or copy the tile to SBUF")
 
 
 def not_both_psum(api: str, a, ra: str, b, rb: str) -> None:
-    if isinstance(a, Tensor) and isinstance(b, Tensor) and a.st.memory == "psum" and b.st.memory == "psum":
+    if isinstance(a, Tensor) and isinstance(b, Tensor) and a.storage.memory == "psum" and b.storage.memory == "psum":
         raise EngineMemoryError(f"{api}: operands '{ra}' and '{rb}' cannot both be in PSUM")
 
 

@@ -14,7 +14,7 @@ from nkitui.emulator.tensor import Tensor
 
 def _side(src: Tensor, dst: Tensor) -> tuple[int, int]:
     """(partitions, elements per partition) as the cost model sees a transfer."""
-    onchip = dst if dst.st.pax >= 0 else (src if src.st.pax >= 0 else None)
+    onchip = dst if dst.storage.partition_dim >= 0 else (src if src.storage.partition_dim >= 0 else None)
     ref = onchip if onchip is not None else src
     p = ref.shape[0] if ref.shape else 1
     return p, (ref.size // p if p else 0)
@@ -31,7 +31,7 @@ def _fits(src_shape, dst_shape) -> bool:
 def in_bounds_mask(t: Tensor) -> np.ndarray:
     """Which elements of an indirect view index inside its storage (out-of-bounds gather indices)."""
     m = np.ones(t.shape, dtype=bool)
-    for a, n in zip(t.index_arrays(), t.st.shape):
+    for a, n in zip(t.index_arrays(), t.storage.shape):
         a = np.broadcast_to(a, t.shape)
         m &= (a >= 0) & (a < n)
     return m
@@ -40,7 +40,7 @@ def in_bounds_mask(t: Tensor) -> np.ndarray:
 def masked_indices(t: Tensor, where, shape) -> Tensor:
     """A gather/scatter view whose masked-off elements point at a valid cell (the first selected
     one) so that they are neither bounds-checked nor read out of range; other views unchanged."""
-    if t.fancy is None:
+    if t.gather_indices is None:
         return t
     m = np.broadcast_to(where, shape)
     if m.shape != t.shape:
@@ -50,13 +50,13 @@ def masked_indices(t: Tensor, where, shape) -> Tensor:
     if m.all():
         return t
     if not m.any():
-        return type(t)(t.st, None, t.shape, tuple(np.zeros(t.shape, dtype=np.int64) for _ in t.fancy))
+        return type(t)(t.storage, None, t.shape, tuple(np.zeros(t.shape, dtype=np.int64) for _ in t.gather_indices))
     first = np.unravel_index(int(np.argmax(m)), t.shape)
     fancy = []
-    for a in t.fancy:
+    for a in t.gather_indices:
         a = np.broadcast_to(a, t.shape)
         fancy.append(np.where(m, a, a[first]))
-    return type(t)(t.st, None, t.shape, tuple(fancy))
+    return type(t)(t.storage, None, t.shape, tuple(fancy))
 
 
 def dma_copy(dst: Tensor, src: Tensor, *, where=None, dst_rmw_op=None, oob_mode=None, queue: str = "sync",
@@ -81,12 +81,12 @@ def dma_copy(dst: Tensor, src: Tensor, *, where=None, dst_rmw_op=None, oob_mode=
                                 "(element counts must be equal, or the source broadcastable)")
     rmw = alu.resolve_binary(dst_rmw_op, "dst_rmw_op") if dst_rmw_op is not None else None
     P, F = _side(src, dst)
-    m = {"api": api, "queue": queue, "src": src.st.memory, "dst": dst.st.memory}
-    if src.st.dtype is not dst.st.dtype:
-        m["cast"] = f"{src.st.dtype.name}->{dst.st.dtype.name}"
+    m = {"api": api, "queue": queue, "src": src.storage.memory, "dst": dst.storage.memory}
+    if src.storage.dtype is not dst.storage.dtype:
+        m["cast"] = f"{src.storage.dtype.name}->{dst.storage.dtype.name}"
     if rmw is not None:
         m["rmw_op"] = rmw.name
-    if src.fancy is not None or dst.fancy is not None:
+    if src.gather_indices is not None or dst.gather_indices is not None:
         m["indirect"] = True
     if meta:
         m.update(meta)
@@ -96,8 +96,8 @@ def dma_copy(dst: Tensor, src: Tensor, *, where=None, dst_rmw_op=None, oob_mode=
         return write(run, dst, None, where, rmw is not None)
     mask = where
     if skip_oob:
-        ok_dst = in_bounds_mask(dst) if (dst.fancy is not None) else None
-        ok_src = in_bounds_mask(src) if (src.fancy is not None) else None
+        ok_dst = in_bounds_mask(dst) if (dst.gather_indices is not None) else None
+        ok_src = in_bounds_mask(src) if (src.gather_indices is not None) else None
         if ok_src is not None:
             src_vals = _gather_clipped(src)
             ok = ok_src.reshape(dst.shape) if ok_src.size == dst.size else np.broadcast_to(ok_src, dst.shape)
@@ -109,7 +109,7 @@ def dma_copy(dst: Tensor, src: Tensor, *, where=None, dst_rmw_op=None, oob_mode=
             dst = _clip_view(dst)
     else:
         src_vals = None
-    if rmw is None and src.st.dtype is dst.st.dtype and src_vals is None:
+    if rmw is None and src.storage.dtype is dst.storage.dtype and src_vals is None:
         vals = src.array()  # same dtype: a bit-exact byte copy
     elif src_vals is not None:
         vals = src_vals
@@ -123,13 +123,13 @@ def dma_copy(dst: Tensor, src: Tensor, *, where=None, dst_rmw_op=None, oob_mode=
 
 
 def _gather_clipped(t: Tensor) -> np.ndarray:
-    idx = tuple(np.clip(np.broadcast_to(a, t.shape), 0, n - 1) for a, n in zip(t.index_arrays(), t.st.shape))
-    return t.st.data[idx]
+    idx = tuple(np.clip(np.broadcast_to(a, t.shape), 0, n - 1) for a, n in zip(t.index_arrays(), t.storage.shape))
+    return t.storage.data[idx]
 
 
 def _clip_view(t: Tensor) -> Tensor:
-    idx = tuple(np.clip(np.broadcast_to(a, t.shape), 0, n - 1) for a, n in zip(t.index_arrays(), t.st.shape))
-    return type(t)(t.st, None, t.shape, idx)
+    idx = tuple(np.clip(np.broadcast_to(a, t.shape), 0, n - 1) for a, n in zip(t.index_arrays(), t.storage.shape))
+    return type(t)(t.storage, None, t.shape, idx)
 
 
 def dma_transpose(dst: Tensor, src: Tensor, axes=None, *, where=None, queue: str = "sync",
@@ -148,13 +148,13 @@ def dma_transpose(dst: Tensor, src: Tensor, axes=None, *, where=None, queue: str
     if math.prod(want) != dst.size or (dst.shape != want and dst.shape[0] != want[0]):
         raise OperandShapeError(f"{api}: destination shape {dst.shape} must be the transposed source shape {want}")
     P, F = _side(src, dst)
-    m = {"api": api, "queue": queue, "src": src.st.memory, "dst": dst.st.memory, "transpose": list(axes)}
-    if src.st.dtype is not dst.st.dtype:
-        m["cast"] = f"{src.st.dtype.name}->{dst.st.dtype.name}"
+    m = {"api": api, "queue": queue, "src": src.storage.memory, "dst": dst.storage.memory, "transpose": list(axes)}
+    if src.storage.dtype is not dst.storage.dtype:
+        m["cast"] = f"{src.storage.dtype.name}->{dst.storage.dtype.name}"
     run.record("dma", "dma_transpose", (src,), (dst,), partitions=P, free=F, meta=m)
     if not run.execute:
         return write(run, dst, None, where)
-    if src.st.dtype is dst.st.dtype:
+    if src.storage.dtype is dst.storage.dtype:
         vals = np.transpose(src.array(), axes)
     else:
         vals = np.transpose(values(src, src.shape), axes)

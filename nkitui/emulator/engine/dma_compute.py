@@ -34,13 +34,13 @@ def dma_compute(dst: Tensor, srcs, reduce_op="add", scales=None, *, oob_mode=Non
         try:
             hbm_or_sbuf(t, api, r)
         except OutOfBoundsError:
-            if not skip or t.fancy is None:
+            if not skip or t.gather_indices is None:
                 raise
         if t.size != dst.size:
             raise OperandShapeError(f"{api}: {r} has {t.size} elements, dst has {dst.size} (counts must match)")
     P, F = _side(srcs[0], dst)
-    m = {"api": api, "queue": "sync", "src": srcs[0].st.memory, "dst": dst.st.memory, "rmw_op": op.name}
-    if any(t.fancy is not None for t in (dst, *srcs)):
+    m = {"api": api, "queue": "sync", "src": srcs[0].storage.memory, "dst": dst.storage.memory, "rmw_op": op.name}
+    if any(t.gather_indices is not None for t in (dst, *srcs)):
         m["indirect"] = True
     run.record("dma", "dma_compute", tuple(srcs), (dst,), partitions=P, free=F, meta=m)
     if not run.execute:
@@ -48,7 +48,7 @@ def dma_compute(dst: Tensor, srcs, reduce_op="add", scales=None, *, oob_mode=Non
     mask = None
     parts = []
     for s in srcs:
-        if s.fancy is not None and skip:
+        if s.gather_indices is not None and skip:
             ok = in_bounds_mask(s)
             mask = ok if mask is None else mask & ok.reshape(mask.shape)
             parts.append(_clipped_values(s).reshape(dst.shape))
@@ -58,15 +58,15 @@ def dma_compute(dst: Tensor, srcs, reduce_op="add", scales=None, *, oob_mode=Non
     for p in parts[1:]:
         total = total + p
     target = dst
-    if dst.fancy is not None and skip:
+    if dst.gather_indices is not None and skip:
         ok = in_bounds_mask(dst).reshape(dst.shape)
         mask = ok if mask is None else (mask.reshape(dst.shape) & ok)
-        idx = tuple(np.clip(np.broadcast_to(a, dst.shape), 0, n - 1) for a, n in zip(dst.index_arrays(), dst.st.shape))
-        target = type(dst)(dst.st, None, dst.shape, idx)
+        idx = tuple(np.clip(np.broadcast_to(a, dst.shape), 0, n - 1) for a, n in zip(dst.index_arrays(), dst.storage.shape))
+        target = type(dst)(dst.storage, None, dst.shape, idx)
     write(run, target, total.astype(np.float32), None if mask is None else mask.reshape(dst.shape), True)
 
 
 def _clipped_values(t: Tensor) -> np.ndarray:
-    idx = tuple(np.clip(np.broadcast_to(a, t.shape), 0, n - 1) for a, n in zip(t.index_arrays(), t.st.shape))
-    vals = t.st.data[idx]
+    idx = tuple(np.clip(np.broadcast_to(a, t.shape), 0, n - 1) for a, n in zip(t.index_arrays(), t.storage.shape))
+    vals = t.storage.data[idx]
     return vals.astype(np.float32)

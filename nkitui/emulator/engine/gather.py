@@ -13,9 +13,9 @@ from nkitui.emulator.tensor import Tensor
 
 def _sbuf(api: str, *named) -> None:
     for t, r in named:
-        if t.st.memory != "sbuf":
+        if t.storage.memory != "sbuf":
             raise EngineMemoryError(f"GpSimd engine cannot access PSUM: operand '{r}' of {api} is in "
-                                    f"{t.st.memory}; GpSimd reads and writes SBUF only")
+                                    f"{t.storage.memory}; GpSimd reads and writes SBUF only")
 
 
 def nc_n_gather(dst: Tensor, data: Tensor, indices: Tensor, *, api: str = "nc_n_gather") -> None:
@@ -25,10 +25,10 @@ def nc_n_gather(dst: Tensor, data: Tensor, indices: Tensor, *, api: str = "nc_n_
         tile(t, api, r)
     _sbuf(api, (dst, "dst"), (data, "data"), (indices, "indices"))
     same_partitions(api, (dst, "dst"), (data, "data"), (indices, "indices"))
-    if indices.st.dtype.name != "uint32":
-        raise EngineDtypeError(f"{api}: indices must be uint32, got {indices.st.dtype.name}")
-    if dst.st.dtype is not data.st.dtype:
-        raise EngineDtypeError(f"{api}: dst ({dst.st.dtype.name}) must have the dtype of data ({data.st.dtype.name})")
+    if indices.storage.dtype.name != "uint32":
+        raise EngineDtypeError(f"{api}: indices must be uint32, got {indices.storage.dtype.name}")
+    if dst.storage.dtype is not data.storage.dtype:
+        raise EngineDtypeError(f"{api}: dst ({dst.storage.dtype.name}) must have the dtype of data ({data.storage.dtype.name})")
     P = data.shape[0]
     F = math.prod(data.shape[1:])
     n = math.prod(indices.shape[1:])
@@ -56,10 +56,10 @@ def nonzero_with_count(dst: Tensor, src: Tensor, index_offset: int = 0, padding_
     tile(src, api, "src")
     _sbuf(api, (dst, "dst"), (src, "src"))
     same_partitions(api, (dst, "dst"), (src, "src"))
-    if src.st.dtype.name not in ("float32", "int32"):
-        raise EngineDtypeError(f"{api}: src must be float32 or int32, got {src.st.dtype.name}")
-    if dst.st.dtype.name != "int32":
-        raise EngineDtypeError(f"{api}: dst must be int32, got {dst.st.dtype.name}")
+    if src.storage.dtype.name not in ("float32", "int32"):
+        raise EngineDtypeError(f"{api}: src must be float32 or int32, got {src.storage.dtype.name}")
+    if dst.storage.dtype.name != "int32":
+        raise EngineDtypeError(f"{api}: dst must be int32, got {dst.storage.dtype.name}")
     P = src.shape[0]
     T = math.prod(src.shape[1:])
     if math.prod(dst.shape[1:]) != T + 1:

@@ -16,9 +16,9 @@ _F32 = np.float32
 
 def _sbuf_only(api: str, *named) -> None:
     for t, r in named:
-        if isinstance(t, Tensor) and t.st.memory != "sbuf":
+        if isinstance(t, Tensor) and t.storage.memory != "sbuf":
             raise EngineMemoryError(f"GpSimd engine cannot access PSUM: operand '{r}' of {api} is in "
-                                    f"{t.st.memory}; GpSimd reads and writes SBUF only")
+                                    f"{t.storage.memory}; GpSimd reads and writes SBUF only")
 
 
 def affine_values(shape: tuple[int, ...], pattern, offset: int = 0, channel_multiplier: int = 0) -> np.ndarray:
@@ -54,7 +54,7 @@ def iota(dst: Tensor, pattern=None, offset: int = 0, channel_multiplier: int = 0
     else:
         v = affine_values(dst.shape, pattern, offset, channel_multiplier)
     v = v.astype(np.int32).astype(np.int64)  # int32 math wraps
-    write(run, dst, v if dst.st.dtype.is_int else v.astype(_F32), where)
+    write(run, dst, v if dst.storage.dtype.is_int else v.astype(_F32), where)
 
 
 def affine_select(dst: Tensor, on_true: Tensor, on_false_value, *, predicate=None, pattern=None,
@@ -80,7 +80,7 @@ def affine_select(dst: Tensor, on_true: Tensor, on_false_value, *, predicate=Non
         pred = cmp.fn(v, np.float32(0)) != 0
     else:
         pred = np.broadcast_to(np.asarray(predicate, dtype=bool), shape)
-    if on_true.st.dtype is dst.st.dtype and not dst.st.dtype.is_float:
+    if on_true.storage.dtype is dst.storage.dtype and not dst.storage.dtype.is_float:
         t = raw(on_true, shape)
         out = np.where(pred, t, np.asarray(on_false_value).astype(t.dtype))
     else:

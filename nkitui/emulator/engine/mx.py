@@ -29,10 +29,10 @@ import math
 import numpy as np
 
 from nkitui.emulator import dtypes as dt
+from nkitui.emulator import mx_dtypes
 from nkitui.emulator.engine.common import current, tile, write
 from nkitui.emulator.engine.tensor_engine import write_matmul_result
 from nkitui.emulator.errors import EngineDtypeError, EngineMemoryError, EngineOpError, MatmulShapeError, OperandShapeError
-from nkitui.emulator.newns import dtypes as ndt
 from nkitui.emulator.tensor import Tensor
 
 _F32 = np.float32
@@ -48,8 +48,8 @@ def _require_v4(run, api: str) -> None:
 
 
 def _packed(t: Tensor, api: str, role: str):
-    d = t.st.dtype
-    if not ndt.is_packed(d):
+    d = t.storage.dtype
+    if not mx_dtypes.is_packed(d):
         raise EngineDtypeError(f"{api}: '{role}' must be an MX x4 type (float8_e4m3fn_x4, float8_e5m2_x4, "
                                f"float4_e2m1fn_x4), got {d.name}")
     return d.public
@@ -99,10 +99,10 @@ def _scale_factors(scale: Tensor, P: int, F: int, api: str, role: str) -> np.nda
 
 def _check_scale(t: Tensor, api: str, role: str) -> None:
     tile(t, api, role)
-    if t.st.memory != "sbuf":
-        raise EngineMemoryError(f"{api}: '{role}' must be in SBUF, got {t.st.memory}")
-    if t.st.dtype.name not in _SCALE_TYPES:
-        raise EngineDtypeError(f"{api}: '{role}' must be uint8 (MX e8m0 scale bytes), got {t.st.dtype.name}")
+    if t.storage.memory != "sbuf":
+        raise EngineMemoryError(f"{api}: '{role}' must be in SBUF, got {t.storage.memory}")
+    if t.storage.dtype.name not in _SCALE_TYPES:
+        raise EngineDtypeError(f"{api}: '{role}' must be uint8 (MX e8m0 scale bytes), got {t.storage.dtype.name}")
 
 
 def nc_matmul_mx(dst: Tensor, stationary: Tensor, moving: Tensor, stationary_scale: Tensor, moving_scale: Tensor,
@@ -112,12 +112,12 @@ def nc_matmul_mx(dst: Tensor, stationary: Tensor, moving: Tensor, stationary_sca
     for t, r in ((dst, "dst"), (stationary, "stationary"), (moving, "moving")):
         tile(t, api, r)
     for t, r in ((stationary, "stationary"), (moving, "moving")):
-        if t.st.memory != "sbuf":
-            raise EngineMemoryError(f"{api}: '{r}' must be in SBUF (TensorE reads SBUF only), got {t.st.memory}")
+        if t.storage.memory != "sbuf":
+            raise EngineMemoryError(f"{api}: '{r}' must be in SBUF (TensorE reads SBUF only), got {t.storage.memory}")
     _check_scale(stationary_scale, api, "stationary_scale")
     _check_scale(moving_scale, api, "moving_scale")
-    if dst.st.memory != "psum":
-        raise EngineMemoryError(f"{api}: the result must be written to PSUM, got a {dst.st.memory} tile")
+    if dst.storage.memory != "psum":
+        raise EngineMemoryError(f"{api}: the result must be written to PSUM, got a {dst.storage.memory} tile")
     ps = _packed(stationary, api, "stationary")
     pm = _packed(moving, api, "moving")
     K, Km = stationary.shape[0], moving.shape[0]
@@ -128,11 +128,11 @@ def nc_matmul_mx(dst: Tensor, stationary: Tensor, moving: Tensor, stationary_sca
         raise MatmulShapeError(f"{api}: the partition (contraction) size must be a multiple of 32 up to 128, got {K}")
     if M > 128 or M % 2:
         raise MatmulShapeError(f"{api}: the stationary free size must be even and at most 128, got {M}")
-    if dst.st.dtype not in (dt.float32, dt.bfloat16):
-        raise EngineDtypeError(f"{api}: the PSUM result must be float32 or bfloat16, got {dst.st.dtype.name}")
-    nmax = 512 if dst.st.dtype is dt.float32 else 1024
+    if dst.storage.dtype not in (dt.float32, dt.bfloat16):
+        raise EngineDtypeError(f"{api}: the PSUM result must be float32 or bfloat16, got {dst.storage.dtype.name}")
+    nmax = 512 if dst.storage.dtype is dt.float32 else 1024
     if N > nmax:
-        raise MatmulShapeError(f"{api}: moving free size {N} exceeds {nmax} for a {dst.st.dtype.name} result")
+        raise MatmulShapeError(f"{api}: moving free size {N} exceeds {nmax} for a {dst.storage.dtype.name} result")
     if dst.shape[0] != M or math.prod(dst.shape[1:]) != N:
         raise OperandShapeError(f"{api}: result tile shape {dst.shape} does not match [{M}, {N}]")
     m = {"api": api, "K": 4 * K, "M": M, "N": N, "accumulate": accumulate, "mx": f"{ps.name} x {pm.name}"}
@@ -156,10 +156,10 @@ def quantize_mx(dst: Tensor, src: Tensor, dst_scale: Tensor, *, api: str = "quan
     tile(src, api, "src")
     _check_scale(dst_scale, api, "dst_scale")
     for t, r in ((dst, "dst"), (src, "src")):
-        if t.st.memory != "sbuf":
-            raise EngineMemoryError(f"{api}: '{r}' must be in SBUF, got {t.st.memory}")
-    if src.st.dtype not in (dt.bfloat16, dt.float16):
-        raise EngineDtypeError(f"{api}: src must be bfloat16 or float16, got {src.st.dtype.name}")
+        if t.storage.memory != "sbuf":
+            raise EngineMemoryError(f"{api}: '{r}' must be in SBUF, got {t.storage.memory}")
+    if src.storage.dtype not in (dt.bfloat16, dt.float16):
+        raise EngineDtypeError(f"{api}: src must be bfloat16 or float16, got {src.storage.dtype.name}")
     pd = _packed(dst, api, "dst")
     if pd.element_bits != 8:
         raise EngineDtypeError(f"{api}: dst must be float8_e4m3fn_x4 or float8_e5m2_x4 (quantize_mx has no fp4 output)")

@@ -21,11 +21,11 @@ _INTS = ("int8", "int16", "int32", "uint8", "uint16", "uint32")
 
 
 def _engine(run, engine: str | None, dst: Tensor, api: str) -> str:
-    eng = engine or ("gpsimd" if run.target.nc_version >= 3 and dst.st.memory == "sbuf" else "vector")
+    eng = engine or ("gpsimd" if run.target.nc_version >= 3 and dst.storage.memory == "sbuf" else "vector")
     if eng == "gpsimd":
         if run.target.nc_version < 3:
             raise EngineOpError(f"{api} on GpSimd needs NeuronCore-v3 or newer; use the vector engine")
-        if dst.st.memory != "sbuf":
+        if dst.storage.memory != "sbuf":
             raise EngineMemoryError(f"GpSimd engine cannot access PSUM: dst of {api} is in psum")
     elif eng != "vector":
         raise EngineOpError(f"{api} runs on the vector or gpsimd engine, not {eng}")
@@ -36,14 +36,14 @@ def rng(dst: Tensor, *, engine: str | None = None, api: str = "rng") -> None:
     """32 random bits per element, truncated to dst's integer type (least significant bits)."""
     run = current()
     tile(dst, api, "dst")
-    if dst.st.dtype.name not in _INTS:
-        raise EngineDtypeError(f"{api}: dst must be an integer type ({', '.join(_INTS)}), got {dst.st.dtype.name}")
+    if dst.storage.dtype.name not in _INTS:
+        raise EngineDtypeError(f"{api}: dst must be an integer type ({', '.join(_INTS)}), got {dst.storage.dtype.name}")
     eng = _engine(run, engine, dst, api)
     run.record(eng, "rng", (), (dst,), partitions=dst.shape[0], free=math.prod(dst.shape[1:]), meta={"api": api})
     if not run.execute:
         return write(run, dst, None)
     bits = run.rng.integers(0, 1 << 32, size=dst.shape, dtype=np.uint64).astype(np.uint32)
-    write(run, dst, bits.view(np.uint32).astype(dst.st.data.dtype))
+    write(run, dst, bits.view(np.uint32).astype(dst.storage.data.dtype))
 
 
 def rand2(dst: Tensor, low, high, *, api: str = "rand2") -> None:
@@ -73,9 +73,9 @@ def _seed_from(t: Tensor) -> int:
 def set_rng_seed(src_seeds: Tensor, *, api: str = "set_rng_seed") -> None:
     run = current()
     tile(src_seeds, api, "src_seeds")
-    if src_seeds.size != 1 or src_seeds.st.dtype.itemsize != 4:
+    if src_seeds.size != 1 or src_seeds.storage.dtype.itemsize != 4:
         raise OperandShapeError(f"{api}: src_seeds must be a [1, 1] tensor of a 32-bit type, got {src_seeds.shape} "
-                                f"{src_seeds.st.dtype.name}")
+                                f"{src_seeds.storage.dtype.name}")
     run.record("vector", "set_rng_seed", (src_seeds,), (), partitions=1, free=1, meta={"api": api})
     if run.execute:
         run.rng = np.random.default_rng(_seed_from(src_seeds))
@@ -90,9 +90,9 @@ def rand_set_state(src_seeds: Tensor, *, engine: str | None = None, api: str = "
     run = current()
     _require_v3(run, api)
     tile(src_seeds, api, "src_seeds")
-    if src_seeds.st.memory != "sbuf" or src_seeds.st.dtype.name != "uint32":
-        raise EngineDtypeError(f"{api}: src_seeds must be a uint32 SBUF tile, got {src_seeds.st.dtype.name} in "
-                               f"{src_seeds.st.memory}")
+    if src_seeds.storage.memory != "sbuf" or src_seeds.storage.dtype.name != "uint32":
+        raise EngineDtypeError(f"{api}: src_seeds must be a uint32 SBUF tile, got {src_seeds.storage.dtype.name} in "
+                               f"{src_seeds.storage.memory}")
     run.record(engine or "gpsimd", "rand_set_state", (src_seeds,), (), partitions=src_seeds.shape[0],
                free=math.prod(src_seeds.shape[1:]), meta={"api": api})
     if run.execute:
@@ -103,8 +103,8 @@ def rand_get_state(dst: Tensor, *, engine: str | None = None, api: str = "rand_g
     run = current()
     _require_v3(run, api)
     tile(dst, api, "dst")
-    if dst.st.dtype.name != "uint32":
-        raise EngineDtypeError(f"{api}: dst must be uint32, got {dst.st.dtype.name}")
+    if dst.storage.dtype.name != "uint32":
+        raise EngineDtypeError(f"{api}: dst must be uint32, got {dst.storage.dtype.name}")
     run.record(engine or "gpsimd", "rand_get_state", (), (dst,), partitions=dst.shape[0],
                free=math.prod(dst.shape[1:]), meta={"api": api})
     if not run.execute:

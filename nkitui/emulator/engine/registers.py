@@ -20,8 +20,8 @@ def _one(t: Tensor, api: str, role: str) -> None:
     hbm_or_sbuf(t, api, role)
     if t.size != 1:
         raise OperandShapeError(f"{api}: '{role}' must hold exactly one element (shape [1] or [1, 1]), got {t.shape}")
-    if t.st.dtype.itemsize > 4:
-        raise OperandShapeError(f"{api}: registers are 32 bits wide; '{role}' is {t.st.dtype.name}")
+    if t.storage.dtype.itemsize > 4:
+        raise OperandShapeError(f"{api}: registers are 32 bits wide; '{role}' is {t.storage.dtype.name}")
 
 
 def register_load(reg, src: Tensor, *, api: str = "register_load") -> None:
@@ -30,7 +30,7 @@ def register_load(reg, src: Tensor, *, api: str = "register_load") -> None:
     run.record("sync", "register_load", (src,), (), partitions=1, free=1, meta={"api": api})
     if run.execute:
         v = np.asarray(src.array()).reshape(-1)[0]
-        reg.set(int(np.asarray(v).astype(np.float64)) if src.st.dtype.is_float else int(v))
+        reg.set(int(np.asarray(v).astype(np.float64)) if src.storage.dtype.is_float else int(v))
 
 
 def register_store(dst: Tensor, reg, *, api: str = "register_store") -> None:

@@ -41,9 +41,9 @@ def _vector_operand(x, api: str, role: str, P: int, allowed: tuple[str, ...]):
         if x.shape[0] != P or math.prod(x.shape[1:]) != 1:
             raise ActivationOperandError(f"{api}: {role} must be a scalar or a ({P}, 1) vector, got a tile of "
                                          f"shape {x.shape}")
-        if x.st.dtype.name not in allowed:
+        if x.storage.dtype.name not in allowed:
             raise ActivationOperandError(f"{api}: {role} vector must be {' / '.join(allowed)}, got "
-                                         f"{x.st.dtype.name}")
+                                         f"{x.storage.dtype.name}")
         return x
     if isinstance(x, (bool, int, float, np.integer, np.floating)) or (isinstance(x, np.ndarray) and x.size == 1):
         return None

@@ -23,7 +23,7 @@ _MM_TYPES = ("float8_e4m3", "float8_e5m2", "bfloat16", "float16", "tfloat32", "f
 
 
 def _check_mm_dtype(run, t: Tensor, role: str, api: str) -> None:
-    name = t.st.dtype.name
+    name = t.storage.dtype.name
     allowed = _MM_TYPES + (("float8_e4m3fn",) if run.target.nc_version >= 4 else ())
     if name not in allowed:
         raise EngineDtypeError(f"{api}: TensorE does not support {name} for '{role}'; use one of "
@@ -36,9 +36,9 @@ def check_matmul(stationary: Tensor, moving: Tensor, *, perf_mode=None, api: str
     tile(stationary, api, "stationary")
     tile(moving, api, "moving")
     for t, r in ((stationary, "stationary"), (moving, "moving")):
-        if t.st.memory != "sbuf":
+        if t.storage.memory != "sbuf":
             raise EngineMemoryError(f"{api}: operand '{r}' must be in SBUF (TensorE reads SBUF only), got "
-                                    f"{t.st.memory}")
+                                    f"{t.storage.memory}")
     double = str(getattr(perf_mode, "value", perf_mode) or "").startswith("double_row")
     K, Km = stationary.shape[0], moving.shape[0]
     if double:
@@ -68,11 +68,11 @@ def check_matmul(stationary: Tensor, moving: Tensor, *, perf_mode=None, api: str
     _check_mm_dtype(run, stationary, "stationary", api)
     _check_mm_dtype(run, moving, "moving", api)
     wide = ("float32", "tfloat32")
-    sw, mw = stationary.st.dtype.name in wide, moving.st.dtype.name in wide
+    sw, mw = stationary.storage.dtype.name in wide, moving.storage.dtype.name in wide
     if sw != mw:
         raise EngineDtypeError(f"{api}: if one operand is fp32/tf32 the other must be too (stationary "
-                               f"{stationary.st.dtype.name}, moving {moving.st.dtype.name})")
-    names = {stationary.st.dtype.name, moving.st.dtype.name}
+                               f"{stationary.storage.dtype.name}, moving {moving.storage.dtype.name})")
+    names = {stationary.storage.dtype.name, moving.storage.dtype.name}
     if "float8_e4m3" in names and "float8_e4m3fn" in names:
         raise EngineDtypeError(f"{api}: float8_e4m3 and float8_e4m3fn cannot be mixed in one matmul")
     return K, M, N, double
@@ -90,15 +90,15 @@ def nc_matmul(dst: Tensor, stationary: Tensor, moving: Tensor, *, accumulate: bo
     # `checked`: the result of check_matmul for these operands, when the front end already ran it
     K, M, N, double = checked or check_matmul(stationary, moving, perf_mode=perf_mode, api=api)
     tile(dst, api, "dst")
-    if dst.st.memory != "psum":
-        raise EngineMemoryError(f"{api}: the result must be written to PSUM, got a {dst.st.memory} tile")
+    if dst.storage.memory != "psum":
+        raise EngineMemoryError(f"{api}: the result must be written to PSUM, got a {dst.storage.memory} tile")
     if dst.shape[0] != M or math.prod(dst.shape[1:]) != N:
         raise OperandShapeError(f"{api}: result tile shape {dst.shape} does not match [{M}, {N}] "
                                 f"(stationary {stationary.shape}, moving {moving.shape})")
-    if not is_transpose and dst.st.dtype is not dt.float32 and not (
-            run.target.nc_version >= 4 and dst.st.dtype is dt.bfloat16):
+    if not is_transpose and dst.storage.dtype is not dt.float32 and not (
+            run.target.nc_version >= 4 and dst.storage.dtype is dt.bfloat16):
         raise EngineDtypeError(f"{api}: the PSUM result must be float32 on {run.target.name}, got "
-                               f"{dst.st.dtype.name}")
+                               f"{dst.storage.dtype.name}")
     m = {"api": api, "K": K, "M": M, "N": N, "accumulate": accumulate}
     if is_transpose:
         m["transpose"] = True
@@ -126,7 +126,7 @@ def write_matmul_result(run, dst: Tensor, res: np.ndarray, accumulate: bool | No
     """Write a TensorE result into PSUM: overwrite (False), add onto dst (True), or, for None, add
     where dst is inside an accumulation zone that an earlier matmul opened and overwrite elsewhere."""
     if accumulate is None:
-        st = dst.st
+        st = dst.storage
         if st.mm_zone is None:
             st.mm_zone = np.zeros(st.shape, dtype=bool)
         inzone = np.broadcast_to(dst._apply(st.mm_zone), dst.shape)
@@ -137,7 +137,7 @@ def write_matmul_result(run, dst: Tensor, res: np.ndarray, accumulate: bool | No
     if accumulate:
         res = dst.read_f32() + res
     write(run, dst, res, where, bool(accumulate))
-    if dst.st.mm_zone is not None:
+    if dst.storage.mm_zone is not None:
         dst.set_zone(True)
 
 
@@ -156,17 +156,17 @@ def nc_transpose(dst: Tensor, data: Tensor, *, engine: str = "tensor", where=Non
     if dst.shape[0] != F or math.prod(dst.shape[1:]) != P:
         raise OperandShapeError(f"{api}: output shape {dst.shape} is not the transpose [{F}, {P}] of {data.shape}")
     if engine == "tensor":
-        if data.st.memory != "sbuf":
-            raise EngineMemoryError(f"{api}: TensorE transpose reads SBUF only; 'data' is in {data.st.memory}")
-        if dst.st.memory != "psum":
-            raise EngineMemoryError(f"{api}: TensorE transpose writes PSUM; the output is in {dst.st.memory}")
-        if data.st.dtype.is_int and data.st.dtype.itemsize > 2:
-            raise EngineDtypeError(f"{api}: TensorE cannot transpose {data.st.dtype.name} data")
+        if data.storage.memory != "sbuf":
+            raise EngineMemoryError(f"{api}: TensorE transpose reads SBUF only; 'data' is in {data.storage.memory}")
+        if dst.storage.memory != "psum":
+            raise EngineMemoryError(f"{api}: TensorE transpose writes PSUM; the output is in {dst.storage.memory}")
+        if data.storage.dtype.is_int and data.storage.dtype.itemsize > 2:
+            raise EngineDtypeError(f"{api}: TensorE cannot transpose {data.storage.dtype.name} data")
     run.record(engine, "nc_transpose", (data,), (dst,), partitions=P, free=F,
                meta={"api": api, "engine": engine})
     if not run.execute:
         return write(run, dst, None, where)
-    if data.st.dtype is dst.st.dtype and engine == "vector":
+    if data.storage.dtype is dst.storage.dtype and engine == "vector":
         x = data.array().reshape(P, F)
         write(run, dst, np.ascontiguousarray(x.T).reshape(dst.shape), where)
         return

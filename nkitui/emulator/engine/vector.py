@@ -50,13 +50,46 @@ def _meta(api: str, **kw) -> dict:
 
 def _require_int(api: str, opname: str, *named) -> None:
     for t, r in named:
-        if isinstance(t, Tensor) and not t.st.dtype.is_int:
+        if isinstance(t, Tensor) and not t.storage.dtype.is_int:
             raise EngineDtypeError(f"{api}: bit-vector operator {opname} needs integer data types, but operand "
-                                   f"'{r}' is {t.st.dtype.name}")
+                                   f"'{r}' is {t.storage.dtype.name}")
 
 
 def _pick_engine(engine: str | None, default: str = "vector") -> str:
     return engine if engine in ("vector", "gpsimd", "scalar") else default
+
+
+def tensor_tensor_operands(api: str, data1: Tensor, data2: Tensor, *, per_partition_broadcast: bool
+                           ) -> tuple[Tensor, Tensor, tuple[int, ...]]:
+    """The operand rule of the `tensor_tensor` ISA call, for both namespaces: the two tiles have the
+    same partition axis size and the same number of elements per partition (the API docs of
+    `neuronxcc.nki.isa` and `nki.isa` say so in the same words). Returns the operands as the
+    instruction reads them and the shape of its result (the larger operand's).
+
+    `per_partition_broadcast` is where the two APIs differ in practice: the legacy toolchain also
+    reads an operand with one element per partition ((P, 1)) through a zero-stride free access
+    pattern, which AWS's tested double-row matmul sample relies on (it scales (P, F) tiles by (P, 1)
+    ones); for the `nki` namespace there is no such evidence, so it keeps the documented rule
+    (broadcast with a view, or use tensor_scalar)."""
+    n1, n2 = math.prod(data1.shape[1:]), math.prod(data2.shape[1:])
+    out_shape = data1.shape
+    if per_partition_broadcast and data1.shape[0] == data2.shape[0] and n1 != n2 and 1 in (n1, n2):
+        if n2 == 1:
+            data2 = _free_broadcast(data2, n1)
+        else:
+            out_shape, data1 = data2.shape, _free_broadcast(data1, n2)
+    elif data1.shape[0] != data2.shape[0] or n1 != n2:
+        hint = ("a (P, 1) operand broadcasts along the free dimension; or use tensor_scalar" if per_partition_broadcast
+                else "use tensor_scalar to broadcast a (P, 1) operand")
+        raise OperandShapeError(f"{api}: data1 {data1.shape} and data2 {data2.shape} must have the same number of "
+                                f"partitions and elements per partition ({hint})")
+    return data1, data2, out_shape
+
+
+def _free_broadcast(t: Tensor, n: int) -> Tensor:
+    """A (P, 1...) tile seen as (P, n): every free element reads the partition's one value."""
+    grids = [np.arange(t.shape[0])[:, None]] + [0] * (len(t.shape) - 1)
+    return t.gather_index(grids, (t.shape[0], n))
 
 
 def tensor_tensor(dst: Tensor, data1: Tensor, data2: Tensor, op, *, engine: str | None = None, where=None,
@@ -70,14 +103,14 @@ def tensor_tensor(dst: Tensor, data1: Tensor, data2: Tensor, op, *, engine: str 
         check_fits(api, data1, "data1", dst)
         check_fits(api, data2, "data2", dst)
     opr = alu.resolve_binary(op)
-    int_args = data1.st.dtype.is_int and data2.st.dtype.is_int
+    int_args = data1.storage.dtype.is_int and data2.storage.dtype.is_int
     if opr.name == "power":
         engine = "gpsimd"
     elif engine is None:
         # integer-only 32-bit arithmetic runs exactly on GpSimd (VectorE would go through fp32)
-        engine = "gpsimd" if (int_args and data1.st.dtype.itemsize == 4 and data2.st.dtype.itemsize == 4
-                              and opr.kind == "arith" and dst.st.memory == "sbuf"
-                              and data1.st.memory == "sbuf" and data2.st.memory == "sbuf") else "vector"
+        engine = "gpsimd" if (int_args and data1.storage.dtype.itemsize == 4 and data2.storage.dtype.itemsize == 4
+                              and opr.kind == "arith" and dst.storage.memory == "sbuf"
+                              and data1.storage.memory == "sbuf" and data2.storage.memory == "sbuf") else "vector"
     engine = _pick_engine(engine)
     if engine != "gpsimd":
         not_both_psum(api, data1, "data1", data2, "data2")
@@ -239,7 +272,7 @@ def tensor_copy(dst: Tensor, src: Tensor, *, engine: str | None = None, where=No
     if not run.execute:
         return write(run, dst, None, where, accumulate)
     through_f32 = engine == "scalar" and run.target.nc_version < 3
-    if src.st.dtype is dst.st.dtype and not through_f32:
+    if src.storage.dtype is dst.storage.dtype and not through_f32:
         res = raw(src, dst.shape)  # bit-exact copy
     else:
         res = values(src, dst.shape)
@@ -259,7 +292,7 @@ def memset(dst: Tensor, value, *, engine: str | None = None, where=None, api: st
                if run.recording else None)
     if not run.execute:
         return write(run, dst, None, where)
-    if dst.st.dtype.is_int and isinstance(value, (int, np.integer, bool, np.bool_)):
+    if dst.storage.dtype.is_int and isinstance(value, (int, np.integer, bool, np.bool_)):
         v = np.full(dst.shape, int(value), dtype=np.int64)
     else:
         v = np.full(dst.shape, value, dtype=_F32)
@@ -402,8 +435,8 @@ def tensor_scalar_cumulative(dst: Tensor, src: Tensor, op0, op1, imm0, imm1=None
     o1 = alu.resolve_binary(op1, "op1")
     if o1.name not in ("add", "subtract", "multiply", "maximum", "minimum"):
         raise EngineOpError(f"{api}: op1 must be add, subtract, multiply, maximum or minimum, got {o1.name}")
-    if src.st.dtype.name in ("int32", "uint32"):
-        raise EngineDtypeError(f"{api}: {src.st.dtype.name} data is not supported (use a 16-bit or float type)")
+    if src.storage.dtype.name in ("int32", "uint32"):
+        raise EngineDtypeError(f"{api}: {src.storage.dtype.name} data is not supported (use a 16-bit or float type)")
     cmd = getattr(reduce_cmd, "name", reduce_cmd) or "reset_reduce"
     P = dst.shape[0]
     x0, t0 = scalar_or_vector(imm0, api, "imm0", P, 2)
@@ -615,8 +648,8 @@ def tensor_copy_predicated(dst: Tensor, src, predicate: Tensor, reverse_pred: bo
         check_fits(api, src, "src", dst)
         not_both_psum(api, src, "src", predicate, "predicate")
         ins.insert(0, src)
-    if predicate.st.dtype.kind not in "ub":
-        raise EngineDtypeError(f"{api}: predicate must be uint8, uint16 or uint32, got {predicate.st.dtype.name}")
+    if predicate.storage.dtype.kind not in "ub":
+        raise EngineDtypeError(f"{api}: predicate must be uint8, uint16 or uint32, got {predicate.storage.dtype.name}")
     run.record("vector", "tensor_copy_predicated", tuple(ins), (dst,), partitions=dst.shape[0], free=_free(dst),
                meta=_meta(api) if run.recording else None)
     if not run.execute:
@@ -627,7 +660,7 @@ def tensor_copy_predicated(dst: Tensor, src, predicate: Tensor, reverse_pred: bo
         c = ~c
     if where is not None:
         c = c & np.broadcast_to(where, shape)
-    if isinstance(src, Tensor) and src.st.dtype is dst.st.dtype:
+    if isinstance(src, Tensor) and src.storage.dtype is dst.storage.dtype:
         vals = raw(src, shape)
     else:
         vals = values(src, shape) if isinstance(src, Tensor) else np.float32(src)
@@ -675,8 +708,8 @@ def select_reduce(dst: Tensor, predicate: Tensor, on_true: Tensor, on_false, *, 
     check_fits(api, on_true, "on_true", dst)
     check_fits(api, predicate, "predicate", dst)
     not_both_psum(api, on_true, "on_true", predicate, "predicate")
-    if predicate.st.dtype.name not in ("int8", "uint8", "int16", "uint16"):
-        raise EngineDtypeError(f"{api}: predicate must be int8/uint8/int16/uint16, got {predicate.st.dtype.name}")
+    if predicate.storage.dtype.name not in ("int8", "uint8", "int16", "uint16"):
+        raise EngineDtypeError(f"{api}: predicate must be int8/uint8/int16/uint16, got {predicate.storage.dtype.name}")
     ro = alu.resolve_binary(reduce_op, "reduce_op")
     P = dst.shape[0]
     ins = [predicate, on_true]

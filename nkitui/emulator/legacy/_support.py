@@ -20,7 +20,7 @@ __all__ = ["LegacyTensor", "MaskPlan", "as_tile", "dtype_or", "fresh", "mark", "
 def as_tile(x, api: str, role: str) -> Tensor:
     if not isinstance(x, Tensor):
         raise OperandShapeError(f"operand '{role}' of {api} must be a tile, got {type(x).__name__} {x!r}")
-    if x.st.memory == "hbm":
+    if x.storage.memory == "hbm":
         raise hbm_operand_error(api, role)
     return x
 
@@ -30,9 +30,9 @@ def sbuf_operand(run: Run, t: Tensor, api: str, role: str) -> Tensor:
     first copied to a fresh SBUF tile of the same dtype, as the legacy compiler does for the
     high-level API (AWS's flash-attention backward passes `nisa.nc_transpose` results straight to
     `nisa.nc_matmul`). The copy is a recorded VectorE `tensor_copy` marked `inserted`."""
-    if t.st.memory != "psum":
+    if t.storage.memory != "psum":
         return t
-    tmp = fresh(run, t.shape if len(t.shape) >= 2 else (t.shape[0], 1), t.st.dtype, NO_MASK)
+    tmp = fresh(run, t.shape if len(t.shape) >= 2 else (t.shape[0], 1), t.storage.dtype, NO_MASK)
     engine.tensor_copy(tmp, t, api=f"{api} ({role} psum->sbuf, inserted by the compiler)")
     if run.recording:
         run.trace.instructions[-1].meta["inserted"] = "psum->sbuf"
@@ -55,7 +55,7 @@ def fresh(run: Run, shape, dtype: dt.DType, plan: MaskPlan, memory: str = "sbuf"
     if partial:
         t._written = plan.for_output(t.shape)
     elif memory != "hbm" and len(shape) >= 2:
-        t._ok = True  # a whole on-chip tile with a valid partition dim: engine.common.tile() has nothing to check
+        t._tile_checked = True  # a whole on-chip tile with a valid partition dim: engine.common.tile() has nothing to check
     return t
 
 
@@ -63,9 +63,9 @@ def mark(run: Run, t: LegacyTensor, ref=None) -> LegacyTensor:
     """Remember that `t` is the fresh output of the latest instruction (for assignment retargeting);
     it inherits the index-grid axes of `ref`, the operand that defined its iteration space."""
     t._producer = run.instructions
-    g = getattr(ref, "_gaxes", None)
+    g = getattr(ref, "_grid_axes", None)
     if g is not None and ref.shape == t.shape:
-        t._gaxes = g
+        t._grid_axes = g
     return t
 
 
@@ -73,12 +73,12 @@ def align(value, dst):
     """Match `value` and `dst` dimension by dimension when both come from the same index grids in a
     different order (e.g. storing a (d, q) tile through `out[q_idx, d_idx]`): the HBM side (or
     else the value) is re-laid out. Returns (value, dst)."""
-    gv = getattr(value, "_gaxes", None)
-    gd = getattr(dst, "_gaxes", None)
+    gv = getattr(value, "_grid_axes", None)
+    gd = getattr(dst, "_grid_axes", None)
     if (gv is None or gd is None or gv == gd or sorted(gv) != sorted(gd) or -1 in gv
             or not isinstance(value, Tensor)):
         return value, dst
-    if dst.st.memory == "hbm":
+    if dst.storage.memory == "hbm":
         return value, _permute(dst, gd, gv)
     return _permute(value, gv, gd), dst
 
@@ -87,5 +87,5 @@ def _permute(t, have, want):
     specs = [("r", 0, 1, n, want.index(a)) for a, n in zip(have, t.shape)]
     shape = tuple(t.shape[have.index(a)] for a in want)
     out = t.compose(specs, shape)
-    out._gaxes = tuple(want)
+    out._grid_axes = tuple(want)
     return out

@@ -373,7 +373,7 @@ def plan_mask(mask, ref) -> MaskPlan:
                         f"nl.mgrid expressions, loop indices and ints (got {type(mask).__name__})")
     g = mask.arr
     nd = len(shape)
-    gaxes = getattr(ref, "_gaxes", None)
+    gaxes = getattr(ref, "_grid_axes", None)
     if gaxes is not None and len(gaxes) == nd:
         g = _on_axes(g, gaxes, shape)
     while g.ndim > nd and g.shape[0] == 1:

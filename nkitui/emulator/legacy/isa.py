@@ -66,10 +66,10 @@ def nc_matmul(stationary, moving, *, is_stationary_onezero=False, is_moving_onez
     moving = sbuf_operand(run, as_tile(moving, api, "moving"), api, "moving")
     checked = check_matmul(stationary, moving, perf_mode=perf_mode, api=api)
     shape = (checked[1], checked[2])
-    d = stationary.st.dtype if is_transpose else _dt.float32
+    d = stationary.storage.dtype if is_transpose else _dt.float32
     plan = plan_mask(mask, shape)
     out = fresh(run, shape, d, plan, memory="psum", track=False)
-    run.alloc.matmul_result(out.st)
+    run.alloc.matmul_result(out.storage)
     if plan.skip:
         return out
     _eng.nc_matmul(out, stationary, moving, is_transpose=bool(is_transpose), perf_mode=perf_mode,
@@ -78,7 +78,7 @@ def nc_matmul(stationary, moving, *, is_stationary_onezero=False, is_moving_onez
                                            ("is_moving_onezero", is_moving_onezero),
                                            ("tile_position", tuple(tile_position) or None),
                                            ("tile_size", tuple(tile_size) or None)) if v})
-    out._mm = run.trace.instructions[-1] if run.recording else True
+    out._matmul_instruction = run.trace.instructions[-1] if run.recording else True
     return mark(run, out)
 
 
@@ -91,7 +91,7 @@ def nc_transpose(data, *, mask=None, dtype=None, engine=0, **kwargs):
     if eng is None:
         eng = "vector" if (P <= 32 and F <= 32) else "tensor"
     mem = "psum" if eng == "tensor" else "sbuf"
-    out = fresh(run, (F, P), dtype_or(dtype, data.st.dtype), NO_MASK, memory=mem)
+    out = fresh(run, (F, P), dtype_or(dtype, data.storage.dtype), NO_MASK, memory=mem)
     _eng.nc_transpose(out, data, engine=eng, api=api)
     return mark(run, out)
 
@@ -111,7 +111,7 @@ def _activation(api: str, op, data, bias, scale, reduce_op, reduce_res, reduce_c
     run = current()
     data = as_tile(data, api, "data")
     plan = plan_mask(mask, data)
-    out = fresh(run, data.shape, dtype_or(dtype, data.st.dtype), plan)
+    out = fresh(run, data.shape, dtype_or(dtype, data.storage.dtype), plan)
     if plan.skip:
         return out
     _eng.activation(narrow(out, plan.box), op, narrow(data, plan.box), bias=narrow(bias, plan.box),
@@ -126,31 +126,14 @@ def tensor_tensor(data1, data2, op, *, dtype=None, mask=None, engine=0, **kwargs
     api = "nisa.tensor_tensor"
     data1 = as_tile(data1, api, "data1")
     data2 = as_tile(data2, api, "data2")
-    n1, n2 = math.prod(data1.shape[1:]), math.prod(data2.shape[1:])
-    if data1.shape[0] == data2.shape[0] and n1 != n2 and 1 in (n1, n2):
-        # a (P, 1) operand is read through a zero-stride free access pattern (AWS's double-row
-        # matmul sample scales (P, F) tiles by (P, 1) ones this way)
-        if n2 == 1:
-            data2 = _free_broadcast(data2, n1)
-        else:
-            shape1, data1 = data2.shape, _free_broadcast(data1, n2)
-    if data1.shape[0] != data2.shape[0] or math.prod(data1.shape[1:]) != math.prod(data2.shape[1:]):
-        raise OperandShapeError(f"{api}: data1 {data1.shape} and data2 {data2.shape} must have the same number of "
-                                "partitions and elements per partition (a (P, 1) operand broadcasts along the free "
-                                "dimension; or use tensor_scalar)")
-    d = dtype_or(dtype, _dt.promote(data1.st.dtype, data2.st.dtype))
+    data1, data2, out_shape = _eng.tensor_tensor_operands(api, data1, data2, per_partition_broadcast=True)
+    d = dtype_or(dtype, _dt.promote(data1.storage.dtype, data2.storage.dtype))
     plan = plan_mask(mask, data1)
-    out = fresh(run, data1.shape if n1 >= n2 else shape1, d, plan)
+    out = fresh(run, out_shape, d, plan)
     if not plan.skip:
         _eng.tensor_tensor(narrow(out, plan.box), narrow(data1, plan.box), narrow(data2, plan.box), op,
                            engine=_engine_name(engine), where=plan.where, api=api)
     return mark(run, out, data1)
-
-
-def _free_broadcast(t, n: int):
-    """A (P, 1...) tile seen as (P, n): every free element reads the partition's one value."""
-    grids = [np.arange(t.shape[0])[:, None]] + [0] * (len(t.shape) - 1)
-    return t.gather_index(grids, (t.shape[0], n))
 
 
 def tensor_scalar(data, op0, operand0, reverse0=False, op1=None, operand1=None, reverse1=False, *, dtype=None,
@@ -159,7 +142,7 @@ def tensor_scalar(data, op0, operand0, reverse0=False, op1=None, operand1=None, 
     api = "nisa.tensor_scalar"
     data = as_tile(data, api, "data")
     plan = plan_mask(mask, data)
-    out = fresh(run, data.shape, dtype_or(dtype, data.st.dtype), plan)
+    out = fresh(run, data.shape, dtype_or(dtype, data.storage.dtype), plan)
     if plan.box is None and not plan.skip:
         _eng.tensor_scalar(out, data, op0, operand0, reverse0, op1, operand1, reverse1,
                            engine=_engine_name(engine), where=plan.where, api=api)
@@ -176,7 +159,7 @@ def scalar_tensor_tensor(*, data, op0, operand0, op1, operand1, reverse0=False, 
     api = "nisa.scalar_tensor_tensor"
     data = as_tile(data, api, "data")
     plan = plan_mask(mask, data)
-    out = fresh(run, data.shape, dtype_or(dtype, _dt.promote(data.st.dtype, operand1.st.dtype)), plan)
+    out = fresh(run, data.shape, dtype_or(dtype, _dt.promote(data.storage.dtype, operand1.storage.dtype)), plan)
     if not plan.skip:
         _eng.scalar_tensor_tensor(narrow(out, plan.box), narrow(data, plan.box), op0, narrow(operand0, plan.box),
                                   op1, narrow(operand1, plan.box), reverse0, reverse1, where=plan.where, api=api)
@@ -189,7 +172,7 @@ def tensor_scalar_reduce(*, data, op0, operand0, reduce_op, reduce_res, reverse0
     api = "nisa.tensor_scalar_reduce"
     data = as_tile(data, api, "data")
     plan = plan_mask(mask, data)
-    out = fresh(run, data.shape, dtype_or(dtype, data.st.dtype), plan)
+    out = fresh(run, data.shape, dtype_or(dtype, data.storage.dtype), plan)
     if not plan.skip:
         _eng.tensor_scalar_reduce(narrow(out, plan.box), narrow(data, plan.box), op0, narrow(operand0, plan.box),
                                   reduce_op, narrow(reduce_res, plan.box), reverse0, where=plan.where, api=api)
@@ -215,7 +198,7 @@ def tensor_reduce(op, data, axis, *, mask=None, dtype=None, negate=False, keepdi
     axes = _norm_axes(axis, len(data.shape), api)
     shape = _reduced_shape(data.shape, axes, keepdims)
     plan = plan_mask(mask, data)
-    out = fresh(run, shape, dtype_or(dtype, data.st.dtype), plan)
+    out = fresh(run, shape, dtype_or(dtype, data.storage.dtype), plan)
     if plan.skip:
         return out
     o = out
@@ -230,7 +213,7 @@ def tensor_partition_reduce(op, data, *, mask=None, dtype=None, **kwargs):
     run = current()
     api = "nisa.tensor_partition_reduce"
     data = as_tile(data, api, "data")
-    out = fresh(run, (1,) + data.shape[1:], dtype_or(dtype, data.st.dtype), NO_MASK)
+    out = fresh(run, (1,) + data.shape[1:], dtype_or(dtype, data.storage.dtype), NO_MASK)
     _eng.tensor_partition_reduce(out, op, data, api=api)
     return mark(run, out)
 
@@ -242,7 +225,7 @@ def tensor_tensor_scan(data0, data1, initial, op0, op1, reverse0=False, reverse1
     data0 = as_tile(data0, api, "data0")
     data1 = as_tile(data1, api, "data1")
     plan = plan_mask(mask, data0)
-    out = fresh(run, data0.shape, dtype_or(dtype, _dt.promote(data0.st.dtype, data1.st.dtype)), plan)
+    out = fresh(run, data0.shape, dtype_or(dtype, _dt.promote(data0.storage.dtype, data1.storage.dtype)), plan)
     if not plan.skip:
         _eng.tensor_tensor_scan(narrow(out, plan.box), narrow(data0, plan.box), narrow(data1, plan.box),
                                 narrow(initial, plan.box), op0, op1, reverse0, reverse1, where=plan.where, api=api)
@@ -254,7 +237,7 @@ def tensor_copy(src, *, mask=None, dtype=None, engine=0, **kwargs):
     api = "nisa.tensor_copy"
     src = as_tile(src, api, "src")
     plan = plan_mask(mask, src)
-    out = fresh(run, src.shape, dtype_or(dtype, src.st.dtype), plan)
+    out = fresh(run, src.shape, dtype_or(dtype, src.storage.dtype), plan)
     if not plan.skip:
         _eng.tensor_copy(narrow(out, plan.box), narrow(src, plan.box), engine=_engine_name(engine),
                          where=plan.where, api=api)
@@ -288,7 +271,7 @@ def reciprocal(data, *, dtype=None, mask=None, engine=0, **kwargs):
     api = "nisa.reciprocal"
     data = as_tile(data, api, "data")
     plan = plan_mask(mask, data)
-    out = fresh(run, data.shape, dtype_or(dtype, data.st.dtype), plan)
+    out = fresh(run, data.shape, dtype_or(dtype, data.storage.dtype), plan)
     if not plan.skip:
         _eng.reciprocal(narrow(out, plan.box), narrow(data, plan.box), engine=_engine_name(engine),
                         where=plan.where, api=api)
@@ -329,17 +312,17 @@ def affine_select(pred, on_true_tile, on_false_value, *, mask=None, dtype=None, 
         grid = pred.grid() > 0
     else:
         raise OperandShapeError(f"{api}: pred must be an affine predicate of nl.arange indices (e.g. i_p >= i_f)")
-    if on_true_tile.st.memory == "psum":
+    if on_true_tile.storage.memory == "psum":
         # GpSimd cannot read PSUM: the compiler evacuates the tile to SBUF first
-        tmp = fresh(run, on_true_tile.shape, on_true_tile.st.dtype, NO_MASK)
+        tmp = fresh(run, on_true_tile.shape, on_true_tile.storage.dtype, NO_MASK)
         _eng.tensor_copy(tmp, on_true_tile, api=api + " (psum->sbuf)")
-        tmp._gaxes = getattr(on_true_tile, "_gaxes", None)
+        tmp._grid_axes = getattr(on_true_tile, "_grid_axes", None)
         on_true_tile = tmp
     shape = on_true_tile.shape
     plan = plan_mask(mask, on_true_tile)
-    out = fresh(run, shape, dtype_or(dtype, on_true_tile.st.dtype), plan)
+    out = fresh(run, shape, dtype_or(dtype, on_true_tile.storage.dtype), plan)
     if not plan.skip:
-        gaxes = getattr(on_true_tile, "_gaxes", None)
+        gaxes = getattr(on_true_tile, "_grid_axes", None)
         if gaxes is not None and len(gaxes) == len(shape):
             g = _on_axes(grid, gaxes, shape)
         else:
@@ -377,7 +360,7 @@ def _per_partition_stats(instruction, width: int, api: str, data, mask, dtype):
     run = current()
     data = as_tile(data, api, "data")
     plan = plan_mask(mask, data)
-    out = fresh(run, (data.shape[0], width), dtype_or(dtype, data.st.dtype), plan)
+    out = fresh(run, (data.shape[0], width), dtype_or(dtype, data.storage.dtype), plan)
     if not plan.skip:
         o = out if plan.box is None else out.narrow((plan.box[0], (0, width)))
         instruction(o, narrow(data, plan.box), where=plan.where, api=api)
@@ -388,7 +371,7 @@ def dropout(data, prob, *, mask=None, dtype=None, **kwargs):
     run = current()
     data = as_tile(data, "nisa.dropout", "data")
     plan = plan_mask(mask, data)
-    out = fresh(run, data.shape, dtype_or(dtype, data.st.dtype), plan)
+    out = fresh(run, data.shape, dtype_or(dtype, data.storage.dtype), plan)
     if not plan.skip:
         _eng.dropout(narrow(out, plan.box), narrow(data, plan.box), narrow(prob, plan.box), where=plan.where,
                      api="nisa.dropout")
@@ -398,7 +381,7 @@ def dropout(data, prob, *, mask=None, dtype=None, **kwargs):
 def max8(*, src, mask=None, dtype=None, **kwargs):
     run = current()
     src = as_tile(src, "nisa.max8", "src")
-    out = fresh(run, (src.shape[0], 8), dtype_or(dtype, src.st.dtype), NO_MASK)
+    out = fresh(run, (src.shape[0], 8), dtype_or(dtype, src.storage.dtype), NO_MASK)
     _eng.max8(out, src, api="nisa.max8")
     return mark(run, out)
 
@@ -415,7 +398,7 @@ def nc_match_replace8(*, data, vals, imm, dst_idx=None, mask=None, dtype=None, *
     run = current()
     data = as_tile(data, "nisa.nc_match_replace8", "data")
     vals = as_tile(vals, "nisa.nc_match_replace8", "vals")
-    out = fresh(run, data.shape, dtype_or(dtype, data.st.dtype), NO_MASK)
+    out = fresh(run, data.shape, dtype_or(dtype, data.storage.dtype), NO_MASK)
     if dst_idx is not None:
         _eng.nc_find_index8(as_tile(dst_idx, "nisa.nc_match_replace8", "dst_idx"), data, vals,
                             api="nisa.nc_match_replace8")
@@ -434,7 +417,7 @@ def range_select(*, on_true_tile, comp_op0, comp_op1, bound0, bound1, reduce_cmd
                  reduce_op=np.maximum, range_start=0.0, on_false_value=None, mask=None, dtype=None, **kwargs):
     run = current()
     on_true_tile = as_tile(on_true_tile, "nisa.range_select", "on_true_tile")
-    out = fresh(run, on_true_tile.shape, dtype_or(dtype, on_true_tile.st.dtype), NO_MASK)
+    out = fresh(run, on_true_tile.shape, dtype_or(dtype, on_true_tile.storage.dtype), NO_MASK)
     fill = float(np.finfo(np.float32).min) if on_false_value is None else on_false_value
     _eng.range_select(out, on_true_tile, comp_op0, comp_op1, bound0, bound1, reduce_res=reduce_res,
                       reduce_op=reduce_op, range_start=range_start, on_false_value=fill, api="nisa.range_select")
@@ -475,7 +458,7 @@ def dma_transpose(src, *, axes=None, mask=None, dtype=None, **kwargs):
     if perm is None:
         raise OperandShapeError(f"nisa.dma_transpose: 2-D to 4-D sources only, got {src.shape}")
     shape = tuple(src.shape[a] for a in perm)
-    out = fresh(run, shape, dtype_or(dtype, src.st.dtype), NO_MASK)
+    out = fresh(run, shape, dtype_or(dtype, src.storage.dtype), NO_MASK)
     _eng.dma_transpose(out, src, perm, api="nisa.dma_transpose")
     return mark(run, out)
 

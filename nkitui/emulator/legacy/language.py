@@ -169,7 +169,7 @@ def _filled(shape, value, dtype, buffer, name, api):
     if view is not None:
         engine.memset(view, value, api=api)
     else:  # block dimensions: one memset per block
-        blocks = t.st.shape[: t.st.pax]
+        blocks = t.storage.shape[: t.storage.partition_dim]
         for idx in np.ndindex(*blocks):
             engine.memset(t.basic_index(idx), value, api=api)
     return mark(run, t)
@@ -204,7 +204,7 @@ def empty_like(a, dtype=None, *, buffer=None, name: str = "", **kwargs):
 
 
 def _like_buffer(a):
-    mem = getattr(getattr(a, "st", None), "memory", "sbuf")
+    mem = getattr(getattr(a, "storage", None), "memory", "sbuf")
     return sbuf if mem == "sbuf" else psum if mem == "psum" else shared_hbm
 
 
@@ -323,13 +323,13 @@ def load(src, *, mask=None, dtype=None, **kwargs):
     api = "nl.load"
     if not isinstance(src, Tensor):
         raise OperandShapeError(f"{api}: src must be an HBM tensor, got {type(src).__name__}")
-    if src.st.memory != "hbm":
+    if src.storage.memory != "hbm":
         raise EngineMemoryError(f"Expected operand 'src' of 'load' to be in address space 'hbm', but got a tile in "
-                                f"'{src.st.memory}'")
+                                f"'{src.storage.memory}'")
     shape = src.shape
     if len(shape) < 2:
         shape = (shape[0] if shape else 1, 1)
-    d = dtype_or(dtype, src.st.dtype)
+    d = dtype_or(dtype, src.storage.dtype)
     plan = plan_mask(mask, src if src.shape == shape else shape)
     out = fresh(run, shape, d, plan)
     if plan.skip:
@@ -341,7 +341,7 @@ def load(src, *, mask=None, dtype=None, **kwargs):
 
 def _reshape_view(t: Tensor, shape):
     """A 1-D HBM view seen as (n, 1) so that it can be moved as a tile."""
-    if t.fancy is None and len(t.shape) == 1:
+    if t.gather_indices is None and len(t.shape) == 1:
         return t.compose([("r", 0, 1, t.shape[0], 0)], (t.shape[0], 1))
     return t
 
@@ -351,21 +351,14 @@ def store(dst, value, *, mask=None, **kwargs):
     api = "nl.store"
     if not isinstance(dst, Tensor):
         raise OperandShapeError(f"{api}: dst must be an HBM tensor, got {type(dst).__name__}")
-    if dst.st.memory != "hbm":
+    if dst.storage.memory != "hbm":
         raise EngineMemoryError(f"Expected operand 'dst' of 'store' to be in address space 'hbm', but got a tile in "
-                                f"'{dst.st.memory}'")
+                                f"'{dst.storage.memory}'")
     plan = plan_mask(mask, dst)
     if plan.skip:
         return None
-    if not isinstance(value, Tensor):
-        tmp = fresh(run, dst.shape if len(dst.shape) >= 2 else (dst.shape[0], 1), dst.st.dtype, NO_MASK)
-        engine.memset(tmp, value, api=api)
-        value = tmp
-    if value.st.memory == "psum":  # the compiler inserts a PSUM -> SBUF copy before the DMA
-        tmp = fresh(run, value.shape, value.st.dtype, NO_MASK)
-        engine.tensor_copy(tmp, value, api=api + " (psum->sbuf)")
-        value = tmp
-    if value.st.memory == "hbm":
+    value = _lowering.store_source(value, dst, _new_tile(run), api)
+    if value.storage.memory == "hbm":
         raise EngineMemoryError("Expected operand 'value' of 'store' to be in address space 'sbuf', got 'hbm'")
     value, dst = align(value, dst)
     d = dst if dst.shape == value.shape or len(dst.shape) >= 2 else _reshape_view(dst, value.shape)
@@ -378,9 +371,9 @@ def store(dst, value, *, mask=None, **kwargs):
 def load_transpose2d(src, *, mask=None, dtype=None, **kwargs):
     run = current()
     api = "nl.load_transpose2d"
-    if not isinstance(src, Tensor) or src.st.memory != "hbm":
+    if not isinstance(src, Tensor) or src.storage.memory != "hbm":
         raise EngineMemoryError("Expected operand 'src' of 'load_transpose2d' to be in address space 'hbm'")
-    if src.fancy is not None:
+    if src.gather_indices is not None:
         raise IndexingError("err_indirect_indices_are_not_supported_with_nki_api: load_transpose2d does not take "
                             "indirect indices")
     if len(src.shape) != 2:
@@ -389,7 +382,7 @@ def load_transpose2d(src, *, mask=None, dtype=None, **kwargs):
     if shape[0] > PMAX:
         raise PartitionDimError(f"partition dimension {shape[0]} exceeds {PMAX} in the result of {api} "
                                 f"(source shape {src.shape})")
-    d = dtype_or(dtype, src.st.dtype)
+    d = dtype_or(dtype, src.storage.dtype)
     plan = plan_mask(mask, shape)
     out = fresh(run, shape, d, plan)
     if plan.skip:
@@ -406,7 +399,7 @@ def load_transpose2d(src, *, mask=None, dtype=None, **kwargs):
 def copy(src, *, mask=None, dtype=None, **kwargs):
     run = current()
     src = as_tile(src, "nl.copy", "src")
-    d = dtype_or(dtype, src.st.dtype)
+    d = dtype_or(dtype, src.storage.dtype)
     plan = plan_mask(mask, src)
     out = fresh(run, src.shape, d, plan)
     if not plan.skip:
@@ -423,7 +416,7 @@ def broadcast_to(src, *, shape, **kwargs):
     shape = tuple(int(s) for s in shape)
     if src.shape == shape:
         return src
-    out = fresh(run, shape, src.st.dtype, NO_MASK)
+    out = fresh(run, shape, src.storage.dtype, NO_MASK)
     if src.shape[0] == 1 and shape[0] != 1:
         engine.partition_broadcast(out, src, api="nl.broadcast_to")
     else:
@@ -447,7 +440,7 @@ def gather_flattened(data, indices, *, mask=None, dtype=None, **kwargs):
     run = current()
     data = as_tile(data, "nl.gather_flattened", "data")
     indices = as_tile(indices, "nl.gather_flattened", "indices")
-    d = dtype_or(dtype, data.st.dtype)
+    d = dtype_or(dtype, data.storage.dtype)
     out = fresh(run, indices.shape, d, NO_MASK)
     P = data.shape[0]
     run.record("gpsimd", "nc_n_gather", (data, indices), (out,), partitions=P, free=indices.size // builtins.max(P, 1),
@@ -457,7 +450,7 @@ def gather_flattened(data, indices, *, mask=None, dtype=None, **kwargs):
         idx = indices.array().reshape(indices.shape[0], -1).astype(np.int64)
         idx = np.clip(idx, 0, flat.shape[1] - 1)  # out-of-bounds indices return garbage on hardware
         vals = np.take_along_axis(flat, idx, axis=1).reshape(indices.shape)
-        _write(run, out, vals if data.st.dtype is d else vals.astype(np.float32))
+        _write(run, out, vals if data.storage.dtype is d else vals.astype(np.float32))
     else:
         _write(run, out, None)
     return mark(run, out)
@@ -466,7 +459,7 @@ def gather_flattened(data, indices, *, mask=None, dtype=None, **kwargs):
 def device_print(prefix, x, *, mask=None, **kwargs):
     run = current()
     if isinstance(x, Tensor):
-        value = x.array() if run.execute else f"<{x.shape} {x.st.dtype.name}>"
+        value = x.array() if run.execute else f"<{x.shape} {x.storage.dtype.name}>"
     else:
         value = x
     print(prefix, value)
@@ -493,34 +486,23 @@ def _binary(name: str, x, y, dtype, mask, api: str, out: Tensor | None = None, o
         plan = plan_mask(mask, out)
     if plan.skip:
         return out
-    o = narrow(out, plan.box)
-    if xt and yt:
-        xs, ys = narrow(x, plan.box), narrow(y, plan.box)
-        if xs.shape[0] != ys.shape[0]:
-            if operator:
-                raise OperandShapeError(f"{api}: partition-dimension broadcast ({x.shape} with {y.shape}) is not "
-                                        f"supported by operator overloads; call nl.{name}(...) instead")
-            new = _new_tile(run)
-            xs = _lowering.partition_broadcast(xs, o.shape[0], new)
-            ys = _lowering.partition_broadcast(ys, o.shape[0], new)
-        if xs.shape == ys.shape:
-            engine.tensor_tensor(o, xs, ys, name, where=plan.where, api=api)
-        elif math.prod(ys.shape[1:]) == 1 and o.size != ys.size:
-            engine.tensor_scalar(o, xs, name, ys, where=plan.where, api=api)
-        elif math.prod(xs.shape[1:]) == 1 and o.size != xs.size:
-            engine.tensor_scalar(o, ys, name, xs, reverse0=True, where=plan.where, api=api)
-        else:
-            engine.tensor_tensor(o, xs, ys, name, where=plan.where, api=api)
-    else:
-        t, s = (x, y) if xt else (y, x)
-        engine.tensor_scalar(o, narrow(t, plan.box), name, s, reverse0=not xt, where=plan.where, api=api)
-    ref = x if (xt and getattr(x, "_gaxes", None) is not None and x.shape == out.shape) else y
+    if operator and xt and yt and x.shape[0] != y.shape[0]:
+        raise OperandShapeError(f"{api}: partition-dimension broadcast ({x.shape} with {y.shape}) is not "
+                                f"supported by operator overloads; call nl.{name}(...) instead")
+    _lowering.binary(narrow(out, plan.box), narrow(x, plan.box), narrow(y, plan.box), name, _new_tile(run), api,
+                     where=plan.where)
+    ref = x if (xt and getattr(x, "_grid_axes", None) is not None and x.shape == out.shape) else y
     return mark(run, out, ref)
 
 
 def _new_tile(run):
     """The allocator the shared lowerings use: a fresh unmasked SBUF result tile."""
     return lambda shape, dtype: fresh(run, shape, dtype, NO_MASK)
+
+
+def _new_psum_tile(run):
+    """A fresh PSUM tile for a lowering's intermediate (not counted: the compiler places it)."""
+    return lambda shape, dtype: fresh(run, shape, dtype, NO_MASK, memory="psum", track=False)
 
 
 def _make_binary(name: str):
@@ -540,7 +522,7 @@ def _unary_activation(name: str):
         run = current()
         api = f"nl.{name}"
         x = as_tile(x, api, "x")
-        d = dtype_or(dtype, x.st.dtype)
+        d = dtype_or(dtype, x.storage.dtype)
         plan = plan_mask(mask, x)
         out = fresh(run, x.shape, d, plan)
         if not plan.skip:
@@ -557,8 +539,8 @@ _common.define_ops(globals(), _common.ACTIVATION_OPS + ("rsqrt", "sin", "identit
 
 
 def negative(x, *, dtype=None, mask=None, **kwargs):
-    return _binary("multiply", x, -1.0 if not (isinstance(x, Tensor) and x.st.dtype.is_int) else -1,
-                   dtype if dtype is not None else (x.st.dtype if isinstance(x, Tensor) else None), mask,
+    return _binary("multiply", x, -1.0 if not (isinstance(x, Tensor) and x.storage.dtype.is_int) else -1,
+                   dtype if dtype is not None else (x.storage.dtype if isinstance(x, Tensor) else None), mask,
                    "nl.negative")
 
 
@@ -569,7 +551,7 @@ def reciprocal(x, *, dtype=None, mask=None, **kwargs):
     run = current()
     x = as_tile(x, "nl.reciprocal", "x")
     plan = plan_mask(mask, x)
-    out = fresh(run, x.shape, dtype_or(dtype, x.st.dtype), plan)
+    out = fresh(run, x.shape, dtype_or(dtype, x.storage.dtype), plan)
     if not plan.skip:
         engine.reciprocal(narrow(out, plan.box), narrow(x, plan.box), where=plan.where, api="nl.reciprocal")
     return mark(run, out)
@@ -579,7 +561,7 @@ alu.register(reciprocal, "reciprocal")
 
 
 def invert(x, *, dtype=None, mask=None, **kwargs):
-    return _binary("bitwise_xor", x, -1, dtype if dtype is not None else x.st.dtype, mask, "nl.invert")
+    return _binary("bitwise_xor", x, -1, dtype if dtype is not None else x.storage.dtype, mask, "nl.invert")
 
 
 def logical_not(x, *, dtype=bool, mask=None, **kwargs):
@@ -610,7 +592,7 @@ def dropout(x, rate, *, dtype=None, mask=None, **kwargs):
     run = current()
     x = as_tile(x, "nl.dropout", "x")
     plan = plan_mask(mask, x)
-    out = fresh(run, x.shape, dtype_or(dtype, x.st.dtype), plan)
+    out = fresh(run, x.shape, dtype_or(dtype, x.storage.dtype), plan)
     if not plan.skip:
         engine.dropout(narrow(out, plan.box), narrow(x, plan.box), rate, where=plan.where, api="nl.dropout")
     return mark(run, out)
@@ -622,7 +604,7 @@ def _reduce(opname: str, x, axis, dtype, mask, keepdims: bool, api: str, negate:
     x = as_tile(x, api, "x")
     axes = _norm_axes(axis, len(x.shape), api)
     out_shape = _reduced_shape(x.shape, axes, keepdims)
-    d = dtype_or(dtype, x.st.dtype)
+    d = dtype_or(dtype, x.storage.dtype)
     plan = plan_mask(mask, x)
     out = fresh(run, out_shape, d, plan)
     if plan.skip:
@@ -666,29 +648,31 @@ alu.register(min, "minimum")
 alu.register(prod, "multiply")
 
 
+def _masked_sum(mask, api: str):
+    """The sum of `nl.mean` / `nl.var` under a legacy mask: the elements inside the mask's box."""
+    def reduce(x, axes, keepdims):
+        total, xs, axes, _ = _reduce("add", x, list(axes), _dt.float32, mask, keepdims, api)
+        return total, math.prod(xs.shape[a] for a in axes)
+    return reduce
+
+
 def mean(x, axis, *, dtype=None, mask=None, keepdims=False, **kwargs):
     run = current()
-    d = dtype_or(dtype, x.st.dtype if x.st.dtype.is_float else _dt.float32)
-    total, xs, axes, plan = _reduce("add", x, axis, _dt.float32, mask, keepdims, "nl.mean")
-    n = math.prod(xs.shape[a] for a in axes)
-    out = fresh(run, total.shape, d, NO_MASK)
-    engine.tensor_scalar(out, total, "multiply", 1.0 / n, api="nl.mean")
+    api = "nl.mean"
+    x = as_tile(x, api, "x")
+    axes = _norm_axes(axis, len(x.shape), api)
+    out = _lowering.mean(x, axes, keepdims, dtype_or(dtype, _lowering.mean_dtype(x)), _new_tile(run), api,
+                         _masked_sum(mask, api))
     return mark(run, out)
 
 
 def var(x, axis, *, dtype=None, mask=None, **kwargs):
     run = current()
-    x = as_tile(x, "nl.var", "x")
-    m = mean(x, axis, dtype=_dt.float32, mask=mask, keepdims=True)
-    axes = _norm_axes(axis, len(x.shape), "nl.var")
-    centered = fresh(run, x.shape, _dt.float32, NO_MASK)
-    if math.prod(m.shape[1:]) == 1:
-        engine.tensor_scalar(centered, x, "subtract", m, api="nl.var")
-    else:
-        engine.tensor_tensor(centered, x, m, "subtract", api="nl.var")
-    sq = fresh(run, x.shape, _dt.float32, NO_MASK)
-    engine.activation(sq, "square", centered, api="nl.var")
-    return mean(sq, list(axes), dtype=x.dtype if dtype is None else dtype, mask=mask, keepdims=True)
+    api = "nl.var"
+    x = as_tile(x, api, "x")
+    axes = _norm_axes(axis, len(x.shape), api)
+    out = _lowering.var(x, axes, dtype_or(dtype, x.storage.dtype), _new_tile(run), api, _masked_sum(mask, "nl.mean"))
+    return mark(run, out)
 
 
 def loop_reduce(x, op, loop_indices, *, dtype=None, mask=None, **kwargs):
@@ -707,7 +691,7 @@ def loop_reduce(x, op, loop_indices, *, dtype=None, mask=None, **kwargs):
             # docs: "the destination tile is also the rhs input to op"); nki-samples' flash
             # attention backward reduces dq over K tiles this way
             acc = evaluate_target(frame, target)
-    if isinstance(acc, Tensor) and acc.shape == x.shape and acc.st.memory != "hbm":
+    if isinstance(acc, Tensor) and acc.shape == x.shape and acc.storage.memory != "hbm":
         prev, run.accumulating = run.accumulating, True
         try:
             _binary(alu.resolve_binary(op, "op").name, acc, x, acc.dtype if dtype is None else dtype, mask,
@@ -729,20 +713,16 @@ def matmul(x, y, *, transpose_x=False, mask=None, **kwargs):
         # lowered to nc_matmul(transpose(x), y): a TensorE transpose (to PSUM) and a copy back to SBUF
         if len(x.shape) != 2:
             raise OperandShapeError(f"{api}: x must be 2-D, got {x.shape}")
-        t_ps = fresh(run, (x.shape[1], x.shape[0]), x.st.dtype, NO_MASK, memory="psum", track=False)
-        engine.nc_transpose(t_ps, x, engine="tensor", api=api + " (transpose x)")
-        xt = fresh(run, t_ps.shape, x.st.dtype, NO_MASK)
-        engine.tensor_copy(xt, t_ps, api=api + " (transpose x)")
-        x = xt
+        x = _lowering.transposed_in_sbuf(x, _new_tile(run), _new_psum_tile(run), api)
     _, M, N, _ = check_matmul(x, y, api=api)
     shape = (M,) + (y.shape[1:] if len(y.shape) > 2 else (N,))
     plan = plan_mask(mask, shape)
     out = fresh(run, shape, _dt.float32, plan, memory="psum", track=False)
-    run.alloc.matmul_result(out.st)
+    run.alloc.matmul_result(out.storage)
     if plan.skip:
         return out
     engine.nc_matmul(out, x, y, where=plan.where, api=api)
-    out._mm = run.trace.instructions[-1] if run.recording else True
+    out._matmul_instruction = run.trace.instructions[-1] if run.recording else True
     return mark(run, out)
 
 
@@ -757,10 +737,10 @@ def transpose(x, *, dtype=None, mask=None, **kwargs):
         raise PartitionDimError(f"{api}: size of dimension 1 ({x.shape[1]}) exceeds the architecture limitation "
                                 f"of {PMAX}")
     shape = (x.shape[1], x.shape[0])
-    out = fresh(run, shape, dtype_or(dtype, x.st.dtype), NO_MASK, memory="psum")
+    out = fresh(run, shape, dtype_or(dtype, x.storage.dtype), NO_MASK, memory="psum")
     src = x
-    if x.st.memory != "sbuf":
-        src = fresh(run, x.shape, x.st.dtype, NO_MASK)
+    if x.storage.memory != "sbuf":
+        src = fresh(run, x.shape, x.storage.dtype, NO_MASK)
         engine.tensor_copy(src, x, api=api)
     engine.nc_transpose(out, src, engine="tensor", api=api)
     return mark(run, out)
@@ -786,7 +766,7 @@ def softmax(x, axis, *, dtype=None, compute_dtype=None, mask=None, **kwargs):
     axes = _norm_axes(axis, len(x.shape), api)
     if axes != tuple(range(1, len(x.shape))):
         raise UnsupportedError(f"{api}: the emulator supports softmax over all free axes only (got axis={axis})")
-    return mark(run, _lowering.softmax(x, axes, dtype_or(dtype, x.st.dtype), _new_tile(run), api))
+    return mark(run, _lowering.softmax(x, axes, dtype_or(dtype, x.storage.dtype), _new_tile(run), api))
 
 
 def rms_norm(x, w, axis, n, epsilon=1e-6, *, dtype=None, compute_dtype=None, mask=None, **kwargs):
@@ -795,7 +775,7 @@ def rms_norm(x, w, axis, n, epsilon=1e-6, *, dtype=None, compute_dtype=None, mas
     x = as_tile(x, api, "x")
     w = as_tile(w, api, "w")
     _norm_axes(axis, len(x.shape), api)
-    return mark(run, _lowering.rms_norm(x, w, n, epsilon, dtype_or(dtype, x.st.dtype), _new_tile(run), api))
+    return mark(run, _lowering.rms_norm(x, w, n, epsilon, dtype_or(dtype, x.storage.dtype), _new_tile(run), api))
 
 
 def all_reduce(x, op, program_axes, *, dtype=None, mask=None, parallel_reduce=True, asynchronous=False, **kwargs):
@@ -812,7 +792,7 @@ def all_reduce(x, op, program_axes, *, dtype=None, mask=None, parallel_reduce=Tr
                             f"{run.grid or '()'} (a kernel launched without a grid has none)")
     o = alu.resolve_binary(op, "op")
     n = math.prod(run.grid[a] for a in axes)
-    out = fresh(run, x.shape, dtype_or(dtype, x.st.dtype), NO_MASK)
+    out = fresh(run, x.shape, dtype_or(dtype, x.storage.dtype), NO_MASK)
     run.record("dma", "all_reduce", (x,), (out,), partitions=x.shape[0], free=math.prod(x.shape[1:]),
                meta={"api": api, "collective": "all_reduce", "op": o.name, "program_axes": list(axes), "programs": n})
     values = np.array(x.read_f32(), dtype=np.float32, copy=True) if run.execute else None
@@ -825,7 +805,7 @@ def all_reduce(x, op, program_axes, *, dtype=None, mask=None, parallel_reduce=Tr
 # -- assignment / in-place support used by LegacyTensor ----------------------------------------------
 def _assign(dst: Tensor, value: Tensor, temp: bool) -> None:
     run = current()
-    if dst.st.memory == "hbm":
+    if dst.storage.memory == "hbm":
         store(dst, value)
         return
     if temp and isinstance(value, LegacyTensor) and value._written is not None and value._written.skip:
@@ -834,7 +814,7 @@ def _assign(dst: Tensor, value: Tensor, temp: bool) -> None:
         return
     value, dst = align(value, dst)
     ins = run.trace.instructions[-1] if run.recording else None
-    if (temp and value._producer == run.instructions and value.st.memory != "hbm"
+    if (temp and value._producer == run.instructions and value.storage.memory != "hbm"
             and isinstance(value, LegacyTensor) and _fits_view(value.shape, dst.shape)
             and _can_write(run, value, dst, ins)):
         # retarget: the instruction that produced `value` writes `dst` directly
@@ -846,18 +826,18 @@ def _assign(dst: Tensor, value: Tensor, temp: bool) -> None:
         where = written.where if (written is not None and value.shape == dst.shape) else None
         dst.check_bounds("tensor assignment")
         if run.execute:
-            vals = value.array() if value.st.dtype is dst.st.dtype else value.read_f32()
+            vals = value.array() if value.storage.dtype is dst.storage.dtype else value.read_f32()
             if vals.shape != dst.shape and vals.size == dst.size:
                 vals = vals.reshape(dst.shape)
             _write(run, dst, np.broadcast_to(vals, dst.shape), where)
         else:
             _write(run, dst, None)
-        run.retargeted(value.st, dst.st, dst)
+        run.retargeted(value.storage, dst.storage, dst)
         if ins is not None:
             ins.writes = (dst.access(),)
-            ins.out_mem = dst.st.memory
-            ins.out_dtype = dst.st.dtype.name
-            ins.bytes_written = dst.size * dst.st.dtype.itemsize
+            ins.out_mem = dst.storage.memory
+            ins.out_dtype = dst.storage.dtype.name
+            ins.bytes_written = dst.size * dst.storage.dtype.itemsize
             ins.meta["retargeted"] = True
         return
     engine.tensor_copy(dst, as_tile(value, "tensor assignment", "value"), api="tensor assignment")
@@ -867,14 +847,14 @@ def _can_write(run, value, dst, ins) -> bool:
     """Could the engine that produced `value` have written `dst` directly?"""
     engine_name = ins.engine if ins is not None else _last_engine(value)
     if engine_name == "tensor":
-        return dst.st.memory == "psum"  # TensorE writes PSUM only
+        return dst.storage.memory == "psum"  # TensorE writes PSUM only
     if engine_name == "gpsimd":
-        return dst.st.memory == "sbuf"  # GpSimd cannot access PSUM
+        return dst.storage.memory == "sbuf"  # GpSimd cannot access PSUM
     return True
 
 
 def _last_engine(value) -> str:
-    return "tensor" if (value._mm is not None or value.st.memory == "psum") else "vector"
+    return "tensor" if (value._matmul_instruction is not None or value.storage.memory == "psum") else "vector"
 
 
 def _fits_view(src, dst) -> bool:
@@ -889,25 +869,25 @@ def _assign_scalar(dst: Tensor, value) -> None:
     if isinstance(value, np.ndarray):
         raise OperandShapeError("cannot assign a numpy array to a tile inside a kernel: load it from HBM, or "
                                 "use nl.shared_constant")
-    if dst.st.memory == "hbm":
+    if dst.storage.memory == "hbm":
         raise EngineMemoryError("cannot assign a scalar to an HBM tensor; memset an SBUF tile and nl.store it")
     engine.memset(dst, value, api="tensor assignment")
 
 
 def _inplace(target: Tensor, other, opname: str) -> None:
     run = current()
-    if (opname == "add" and target.st.memory == "psum" and isinstance(other, LegacyTensor)
-            and other.st.memory == "psum" and other._written is not None and other._written.skip):
+    if (opname == "add" and target.storage.memory == "psum" and isinstance(other, LegacyTensor)
+            and other.storage.memory == "psum" and other._written is not None and other._written.skip):
         # `psum += nc_matmul(..., mask=False)`: the masked-off matmul is not issued, so nothing
         # accumulates (AWS's allocated RMSNorm-QKV masks whole tiles past the sequence end this way)
         return
-    if (opname == "add" and isinstance(other, LegacyTensor) and other._mm is not None
-            and other._producer == run.instructions and target.st.memory == "psum"
+    if (opname == "add" and isinstance(other, LegacyTensor) and other._matmul_instruction is not None
+            and other._producer == run.instructions and target.storage.memory == "psum"
             and _fits_view(other.shape, target.shape)):
         # `psum += nc_matmul(...)`: the matmul accumulates into the PSUM tile (fp32)
         target.check_bounds("psum accumulation")
-        run.alloc.matmul_fused(other.st)
-        ins = other._mm if run.recording else None
+        run.alloc.matmul_fused(other.storage)
+        ins = other._matmul_instruction if run.recording else None
         if run.execute:
             vals = other.read_f32()
             if vals.shape != target.shape:
@@ -921,17 +901,17 @@ def _inplace(target: Tensor, other, opname: str) -> None:
             _write(run, target, None, accumulate=True)
         if ins is not None and ins is not True:
             ins.writes = (target.access(),)
-            ins.out_mem = target.st.memory
-            ins.out_dtype = target.st.dtype.name
+            ins.out_mem = target.storage.memory
+            ins.out_dtype = target.storage.dtype.name
             ins.meta["accumulate"] = True
             ins.meta["retargeted"] = True
         return
-    if target.st.memory == "hbm":
+    if target.storage.memory == "hbm":
         raise EngineMemoryError(f"in-place {opname} on an HBM tensor is not supported; load, compute, store")
     # `acc += x` is an associative accumulation, not a loop-carried dependency (C15)
     prev, run.accumulating = run.accumulating, opname == "add"
     try:
-        _binary(opname, target, other, target.st.dtype, None, f"in-place {opname}", out=target)
+        _binary(opname, target, other, target.storage.dtype, None, f"in-place {opname}", out=target)
     finally:
         run.accumulating = prev
 

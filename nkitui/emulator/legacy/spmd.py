@@ -21,6 +21,7 @@ import types
 
 import numpy as np
 
+from nkitui.emulator import state
 from nkitui.emulator.errors import CollectiveError, UnsupportedError
 from nkitui.emulator.runtime import set_current
 
@@ -117,7 +118,7 @@ class TurnTaking:
         def body(i: int) -> None:
             prev = set_current(self.run)
             saved = np.seterr(all="ignore")
-            _local.scheduler, _local.index = self, i
+            state.spmd_program.set((self, i))  # in this program thread's own copy of the context
             try:
                 with self.cond:
                     self._wait_turn(i)
@@ -132,7 +133,6 @@ class TurnTaking:
                         self.failed = e
                     self.cond.notify_all()
             finally:
-                _local.scheduler = None
                 with self.cond:
                     self.done.add(i)
                     if self.turn == i:
@@ -141,10 +141,7 @@ class TurnTaking:
                 np.seterr(**saved)
                 set_current(prev)
 
-        threads = [threading.Thread(target=body, args=(i,), name=f"nki-program-{i}", daemon=True)
-                   for i in range(len(self.programs))]
-        for t in threads:
-            t.start()
+        threads = [state.start_thread(body, (i,), name=f"nki-program-{i}") for i in range(len(self.programs))]
         with self.cond:
             self.turn = 0
             self.cond.notify_all()
@@ -159,7 +156,7 @@ class TurnTaking:
 
     def all_reduce(self, values: np.ndarray | None, op, axes: tuple[int, ...], shape, api: str):
         """This program's contribution; returns the group's reduction (fp32) once all have given."""
-        me = _local.index
+        me = state.spmd_program.get()[1]
         program = self.programs[me]
         others = tuple(c for a, c in enumerate(program) if a not in axes)
         members = [i for i, p in enumerate(self.programs)
@@ -191,11 +188,9 @@ class _Aborted(BaseException):
     """A program stopped because another failed (that error is the one reported)."""
 
 
-_local = threading.local()
-
-
 def current_scheduler() -> TurnTaking | None:
-    return getattr(_local, "scheduler", None)
+    program = state.spmd_program.get()
+    return program[0] if program is not None else None
 
 
 def require_scheduler(api: str, n_programs: int) -> TurnTaking | None:

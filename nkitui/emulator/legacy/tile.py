@@ -31,19 +31,19 @@ class LegacyTensor(Tensor):
     # _mm: the nc_matmul Instruction behind a fresh matmul result (or True);
     # _gaxes: for views made with index grids, the grid axis (position from the end) of each dim
     # _written: for a fresh result tile that a mask wrote only partly, that MaskPlan
-    __slots__ = ("_mm", "_gaxes", "_written")
+    __slots__ = ("_matmul_instruction", "_grid_axes", "_written")
 
-    def __init__(self, st, ent, shape, fancy=None) -> None:
-        Tensor.__init__(self, st, ent, shape, fancy)
-        self._mm = None
-        self._gaxes = None
+    def __init__(self, storage, dims, shape, gather_indices=None) -> None:
+        Tensor.__init__(self, storage, dims, shape, gather_indices)
+        self._matmul_instruction = None
+        self._grid_axes = None
         self._written = None
 
     __hash__ = object.__hash__
 
     @property
     def buffer(self) -> str:
-        return self.st.memory
+        return self.storage.memory
 
     # -- indexing ------------------------------------------------------------------------------
     def __getitem__(self, key):
@@ -68,7 +68,7 @@ class LegacyTensor(Tensor):
         temp = sys.getrefcount(value) <= _TEMP_REFS
         dst = self[key]
         if isinstance(value, Tensor):
-            if value.st is dst.st and value.fancy is None and dst.fancy is None and value.ent == dst.ent:
+            if value.storage is dst.storage and value.gather_indices is None and dst.gather_indices is None and value.dims == dst.dims:
                 return  # `t[k] += x` writes back the view it already updated in place
             _nl._assign(dst, value, temp)
         else:
@@ -195,7 +195,7 @@ class LegacyTensor(Tensor):
         shape = tuple(int(s) for s in shape)
         if not self.is_whole:
             raise IndexingError("reshape is supported on whole tensors only (not on views)")
-        st = self.st
+        st = self.storage
         n = int(np.prod(shape))
         if -1 in shape:
             known = int(np.prod([s for s in shape if s != -1]))
@@ -206,7 +206,7 @@ class LegacyTensor(Tensor):
             raise IndexingError(f"cannot reshape a tensor of shape {st.shape} into {shape}")
         from nkitui.emulator.memory import Storage
         alias = Storage(st.name, st.memory, shape, st.dtype, None if st.data is None else st.data.reshape(shape),
-                        pax=0 if st.pax >= 0 else -1, kind=st.kind)
+                        pax=0 if st.partition_dim >= 0 else -1, kind=st.kind)
         alias.id = st.id  # same allocation as far as the trace is concerned
         run = current()
         if st.id in run.input_ids:
@@ -219,7 +219,7 @@ class LegacyTensor(Tensor):
         from nkitui.emulator.memory import Storage
 
         d = dt.dtype_of(dtype)
-        st = self.st
+        st = self.storage
         if not self.is_whole:
             raise IndexingError("view(dtype) is supported on whole tensors only (not on views)")
         old, new = st.dtype.itemsize, d.itemsize
@@ -228,7 +228,7 @@ class LegacyTensor(Tensor):
             raise IndexingError(f"cannot view a last dimension of {st.shape[-1]} x {old} B as {d.name}")
         shape = st.shape[:-1] + (last // new,)
         data = None if st.data is None else st.data.view(d.np).reshape(shape)
-        alias = Storage(st.name, st.memory, shape, d, data, pax=st.pax if st.pax >= 0 else 0, kind=st.kind)
+        alias = Storage(st.name, st.memory, shape, d, data, pax=st.partition_dim if st.partition_dim >= 0 else 0, kind=st.kind)
         alias.id = st.id
         return type(self).whole(alias)
 
@@ -330,7 +330,7 @@ def _advanced_index(base: LegacyTensor, key) -> LegacyTensor:
             g = np.broadcast_to(g.reshape((1,) * (G - g.ndim) + g.shape), gshape)
             grids.append(np.transpose(g, order).reshape(out_shape))
         view = _gather(base, grids, out_shape)
-    view._gaxes = tuple(dims) + (-1,) * (len(out_shape) - len(dims))
+    view._grid_axes = tuple(dims) + (-1,) * (len(out_shape) - len(dims))
     return view
 
 
@@ -342,21 +342,21 @@ def _gather(base: Tensor, grids, out_shape) -> LegacyTensor:
                for g, n in zip(grids, shape)]
     key = tuple(clipped)
     fancy = [np.broadcast_to(np.broadcast_to(a, shape)[key], out_shape) for a in idx]
-    if base.fancy is None:
+    if base.gather_indices is None:
         # indices outside the view: extend linearly (range views) so bounds checks see them
         for r, (g, c) in enumerate(zip(grids, clipped)):
             delta = np.asarray(g) - np.asarray(c)
             if np.any(delta):
-                for d, e in enumerate(base.ent):
+                for d, e in enumerate(base.dims):
                     if e[3] == r:
                         fancy[d] = np.broadcast_to(fancy[d] + delta * e[1], out_shape)
-    return type(base)(base.st, None, tuple(out_shape), tuple(fancy))
+    return type(base)(base.storage, None, tuple(out_shape), tuple(fancy))
 
 
 def _index_values(t: Tensor) -> np.ndarray:
     """Values of an index tile used for indirect (dynamic) indexing."""
     run = current()
-    if not run.execute or t.st.data is None:
+    if not run.execute or t.storage.data is None:
         return np.zeros(t.shape, dtype=np.int64)  # shape-only mode: indices are unknown
     return np.asarray(t.array()).astype(np.int64)
 

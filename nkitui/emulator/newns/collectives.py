@@ -108,7 +108,7 @@ def _lists(srcs, dsts, api: str, *, hbm_only: bool = False, one: bool = False):
     for t in srcs + dsts:
         if not isinstance(t, Tensor):
             raise OperandShapeError(f"{api}: srcs and dsts hold tensors, got {type(t).__name__}")
-    mems = {t.st.memory for t in srcs + dsts}
+    mems = {t.storage.memory for t in srcs + dsts}
     if "psum" in mems:
         raise OperandShapeError(f"{api}: collectives move HBM or SBUF tensors, not PSUM")
     if len(mems) > 1:
@@ -130,10 +130,10 @@ def _op(op, api: str):
 
 def _dim(collective_dim, src: Tensor, api: str, allowed=(0,)) -> int:
     d = int(collective_dim)
-    if src.st.memory == "sbuf" and api.endswith("all_gather"):
+    if src.storage.memory == "sbuf" and api.endswith("all_gather"):
         allowed = (0, 1)
     if d not in allowed:
-        raise OperandShapeError(f"{api}: collective_dim={d} is not supported on {src.st.memory.upper()} tensors "
+        raise OperandShapeError(f"{api}: collective_dim={d} is not supported on {src.storage.memory.upper()} tensors "
                                 f"(supported: {', '.join(map(str, allowed))})")
     return d
 
@@ -141,7 +141,7 @@ def _dim(collective_dim, src: Tensor, api: str, allowed=(0,)) -> int:
 def _record(run, kind: str, api: str, srcs, dsts, group: list[int], extra: dict | None = None) -> None:
     ref_s, ref_d = srcs[0], dsts[0]
     P, F = _side(ref_s, ref_d)
-    meta = {"api": api, "collective": kind, "queue": "collective", "src": ref_s.st.memory, "dst": ref_d.st.memory,
+    meta = {"api": api, "collective": kind, "queue": "collective", "src": ref_s.storage.memory, "dst": ref_d.storage.memory,
             "ranks": len(group), "replica_group": list(group)}
     if extra:
         meta.update(extra)

@@ -97,8 +97,8 @@ def _extra(api: str, dst, kw: dict) -> None:
         raise IndexingError(f"{api}: mask= was removed in NKI 0.3; slice the operands instead (e.g. t[0:n, :])")
     if "dtype" in kw and kw["dtype"] is not None and dst is not None:
         d = _ndt.resolve(kw["dtype"])
-        if d is not dst.st.dtype:
-            raise EngineDtypeError(f"{api}: the output dtype is dst's ({dst.st.dtype.name}); dtype={d.name} differs "
+        if d is not dst.storage.dtype:
+            raise EngineDtypeError(f"{api}: the output dtype is dst's ({dst.storage.dtype.name}); dtype={d.name} differs "
                                    "(allocate dst with the dtype you want)")
     unknown = sorted(k for k in kw if k not in ("mask", "dtype"))
     if unknown:
@@ -120,7 +120,7 @@ def dma_copy(dst, src, priority=None, oob_mode=oob_mode.error, dge_mode=dge_mode
     _extra(api, None, kw)
     run = current()
     dge = getattr(dge_mode, "name", dge_mode)
-    ds, ss = dst.st.dtype, src.st.dtype
+    ds, ss = dst.storage.dtype, src.storage.dtype
     if ds is not ss and (_ndt.is_packed(ds) or _ndt.is_packed(ss)):
         raise EngineDtypeError(f"{api}: MX packed types are not cast by DMA ({ss.name} -> {ds.name}); reinterpret "
                                "with .view(dtype) / .ap(dtype=...) instead")
@@ -145,10 +145,10 @@ def dma_transpose(dst, src, axes=None, priority=None, dge_mode=dge_mode.unknown,
     api = "nisa.dma_transpose"
     dst, src = _tensor(dst, api, "dst"), _tensor(src, api, "src")
     _extra(api, None, kw)
-    if dst.st.memory != "sbuf":
-        raise EngineMemoryError(f"{api}: dst must be an SBUF tile, got {dst.st.memory}")
-    if src.st.dtype is not dst.st.dtype:
-        raise EngineDtypeError(f"{api}: src ({src.st.dtype.name}) and dst ({dst.st.dtype.name}) must have the same "
+    if dst.storage.memory != "sbuf":
+        raise EngineMemoryError(f"{api}: dst must be an SBUF tile, got {dst.storage.memory}")
+    if src.storage.dtype is not dst.storage.dtype:
+        raise EngineDtypeError(f"{api}: src ({src.storage.dtype.name}) and dst ({dst.storage.dtype.name}) must have the same "
                                "dtype (DMA transposes do not cast)")
     nd = len(src.shape)
     perm = tuple(int(a) for a in axes) if axes is not None else {2: (1, 0), 3: (2, 1, 0), 4: (3, 1, 2, 0)}.get(nd)
@@ -160,11 +160,11 @@ def dma_transpose(dst, src, axes=None, priority=None, dge_mode=dge_mode.unknown,
         raise OperandShapeError(f"{api}: dst shape {dst.shape} must be exactly the transposed source shape {want}")
     dge = getattr(dge_mode, "name", dge_mode)
     if dge == "hwdge":
-        if src.shape[0] != 16 or src.shape[-1] % 128 or src.st.dtype.itemsize != 2:
+        if src.shape[0] != 16 or src.shape[-1] % 128 or src.storage.dtype.itemsize != 2:
             raise OperandShapeError(f"{api}: dge_mode=hwdge needs src.shape[0] == 16, src.shape[-1] a multiple of "
-                                    f"128 and a 2-byte dtype; got {src.shape} {src.st.dtype.name}")
-    if src.fancy is not None and src.st.dtype.itemsize != 2:
-        raise EngineDtypeError(f"{api}: an indirect DMA transpose needs a 2-byte dtype, got {src.st.dtype.name}")
+                                    f"128 and a 2-byte dtype; got {src.shape} {src.storage.dtype.name}")
+    if src.gather_indices is not None and src.storage.dtype.itemsize != 2:
+        raise EngineDtypeError(f"{api}: an indirect DMA transpose needs a 2-byte dtype, got {src.storage.dtype.name}")
     _eng.dma_transpose(dst, src, perm, api=api)
     return _done(api, name)
 
@@ -194,7 +194,7 @@ def tensor_copy(dst, src, engine=engine.unknown, name=None, **kw):
 def memset(dst, value, engine=engine.unknown, name=None, **kw):
     api = "nisa.memset"
     dst = _dst(dst, api, kw)
-    d = dst.st.dtype
+    d = dst.storage.dtype
     if _ndt.is_packed(d):
         if value != 0:
             raise OperandShapeError(f"{api}: MX packed tiles ({d.name}) can only be set to 0, got {value!r}")
@@ -212,8 +212,8 @@ def memset(dst, value, engine=engine.unknown, name=None, **kw):
 def tensor_copy_predicated(dst, src, predicate, reverse_pred=False, name=None, **kw):
     api = "nisa.tensor_copy_predicated"
     dst = _dst(dst, api, kw)
-    if isinstance(src, Tensor) and src.st.dtype is not dst.st.dtype:
-        raise EngineDtypeError(f"{api}: src ({src.st.dtype.name}) and dst ({dst.st.dtype.name}) must share a dtype")
+    if isinstance(src, Tensor) and src.storage.dtype is not dst.storage.dtype:
+        raise EngineDtypeError(f"{api}: src ({src.storage.dtype.name}) and dst ({dst.storage.dtype.name}) must share a dtype")
     _eng.tensor_copy_predicated(dst, src, _tensor(predicate, api, "predicate"), bool(reverse_pred), api=api)
     return _done(api, name)
 
@@ -253,9 +253,9 @@ def nc_matmul(dst, stationary, moving, is_stationary_onezero=False, is_moving_on
     meta = _tiling(api, run, stationary.shape[0], M, tile_position, tile_size)
     if double and meta.get("tile_size", (128, 128))[1] != 128:
         raise MatmulShapeError(f"{api}: perf_mode=double_row cannot be combined with column tiling")
-    if is_transpose and run.target.nc_version >= 3 and dst.st.dtype is not stationary.st.dtype:
+    if is_transpose and run.target.nc_version >= 3 and dst.storage.dtype is not stationary.storage.dtype:
         raise EngineDtypeError(f"{api}: a transpose (is_transpose=True) writes the input dtype "
-                               f"({stationary.st.dtype.name}) to PSUM, dst is {dst.st.dtype.name}")
+                               f"({stationary.storage.dtype.name}) to PSUM, dst is {dst.storage.dtype.name}")
     for k, v in (("is_stationary_onezero", is_stationary_onezero), ("is_moving_onezero", is_moving_onezero)):
         if v:
             meta[k] = True
@@ -296,15 +296,15 @@ def nc_transpose(dst, data, engine=engine.unknown, name=None, **kw):
     if eng is None:
         P, F = data.shape[0], data.size // max(data.shape[0], 1)
         small = P <= 32 and F <= 32
-        eng = "tensor" if (dst.st.memory == "psum" and data.st.memory == "sbuf") or not small else "vector"
+        eng = "tensor" if (dst.storage.memory == "psum" and data.storage.memory == "sbuf") or not small else "vector"
     if eng not in ("tensor", "vector"):
         raise EngineOpError(f"{api}: transposes run on the tensor or vector engine, not {eng}")
-    if dst.st.dtype is not data.st.dtype and not (
-            eng == "tensor" and dst.st.dtype is _dt.float32 and data.st.dtype.is_float):
+    if dst.storage.dtype is not data.storage.dtype and not (
+            eng == "tensor" and dst.storage.dtype is _dt.float32 and data.storage.dtype.is_float):
         # The nc_transpose docs say 'The output dst tile must have the same data type as that of data', but a
         # TensorE transpose is a matmul with the identity, so an fp32 PSUM dst holds the exact values, and
         # AWS's own nki-library (tp_broadcast) transposes bf16 data into an fp32 PSUM tile on hardware.
-        raise EngineDtypeError(f"{api}: dst ({dst.st.dtype.name}) must have the dtype of data ({data.st.dtype.name}) "
+        raise EngineDtypeError(f"{api}: dst ({dst.storage.dtype.name}) must have the dtype of data ({data.storage.dtype.name}) "
                                "(nki.isa.nc_transpose docs: 'The output dst tile must have the same data type as that of "
                                "data'; only a TensorE transpose may widen, into a float32 PSUM tile)")
     _eng.nc_transpose(dst, data, engine=eng, api=api)
@@ -328,7 +328,7 @@ def activation(dst, op, data, bias=None, scale=1.0, reduce_op=None, reduce_res=N
 
 
 def _check_bias(api: str, bias) -> None:
-    if isinstance(bias, Tensor) and bias.st.dtype.name == "tfloat32":
+    if isinstance(bias, Tensor) and bias.storage.dtype.name == "tfloat32":
         raise EngineDtypeError(f"{api}: bias may be any dtype except tfloat32")
 
 
@@ -357,17 +357,15 @@ def tensor_tensor(dst, data1, data2, op, engine=engine.unknown, name=None, **kw)
     api = "nisa.tensor_tensor"
     dst = _dst(dst, api, kw)
     data1, data2 = _tensor(data1, api, "data1"), _tensor(data2, api, "data2")
-    if data1.shape[0] != data2.shape[0] or data1.size != data2.size:
-        raise OperandShapeError(f"{api}: data1 {data1.shape} and data2 {data2.shape} must have the same number of "
-                                "partitions and elements per partition (use tensor_scalar to broadcast a (P, 1) operand)")
+    _eng.tensor_tensor_operands(api, data1, data2, per_partition_broadcast=False)
     _eng.tensor_tensor(dst, data1, data2, op, engine=engine_name(engine), api=api)
     return _done(api, name)
 
 
 def _operand(x, api: str, role: str):
-    if isinstance(x, Tensor) and x.st.dtype.name != "float32":
+    if isinstance(x, Tensor) and x.storage.dtype.name != "float32":
         raise EngineDtypeError(f"{api}: {role} must be float32 (a (P, 1) fp32 tile or a scalar), got "
-                               f"{x.st.dtype.name}")
+                               f"{x.storage.dtype.name}")
     return 0.0 if x is None else x
 
 
@@ -508,8 +506,8 @@ def dropout(dst, data, prob, name=None, **kw):
     api = "nisa.dropout"
     dst = _dst(dst, api, kw)
     data = _tensor(data, api, "data")
-    if dst.st.dtype is not data.st.dtype:
-        raise EngineDtypeError(f"{api}: dst ({dst.st.dtype.name}) must have the dtype of data ({data.st.dtype.name}) "
+    if dst.storage.dtype is not data.storage.dtype:
+        raise EngineDtypeError(f"{api}: dst ({dst.storage.dtype.name}) must have the dtype of data ({data.storage.dtype.name}) "
                                "(nki.isa.nc_transpose docs: 'The output dst tile must have the same data type as "
                                "that of data'; for a widening transpose use nc_matmul against an identity)")
     _eng.dropout(dst, data, prob, api=api)
@@ -526,8 +524,8 @@ def max8(dst, src, name=None, **kw):
 def nc_find_index8(dst, data, vals, name=None, **kw):
     api = "nisa.nc_find_index8"
     dst = _dst(dst, api, kw)
-    if dst.st.dtype.name not in ("uint16", "uint32"):
-        raise EngineDtypeError(f"{api}: dst must be uint16 or uint32, got {dst.st.dtype.name}")
+    if dst.storage.dtype.name not in ("uint16", "uint32"):
+        raise EngineDtypeError(f"{api}: dst must be uint16 or uint32, got {dst.storage.dtype.name}")
     _eng.nc_find_index8(dst, _tensor(data, api, "data"), _tensor(vals, api, "vals"), api=api)
     return _done(api, name)
 
@@ -546,8 +544,8 @@ def nc_stream_shuffle(dst, src, shuffle_mask, name=None, **kw):
     api = "nisa.nc_stream_shuffle"
     dst, src = _tensor(dst, api, "dst"), _tensor(src, api, "src")
     _extra(api, dst, kw)
-    if src.st.dtype is not dst.st.dtype:
-        raise EngineDtypeError(f"{api}: dst ({dst.st.dtype.name}) must have the dtype of src ({src.st.dtype.name})")
+    if src.storage.dtype is not dst.storage.dtype:
+        raise EngineDtypeError(f"{api}: dst ({dst.storage.dtype.name}) must have the dtype of src ({src.storage.dtype.name})")
     _eng.nc_stream_shuffle(dst, src, [int(m) for m in shuffle_mask], api=api)
     return _done(api, name)
 

@@ -357,7 +357,7 @@ def program_ndim() -> int:
 
 def device_print(prefix, x, **kwargs) -> None:
     run = current()
-    value = (x.array() if run.execute else f"<{x.shape} {x.st.dtype.name}>") if isinstance(x, Tensor) else x
+    value = (x.array() if run.execute else f"<{x.shape} {x.storage.dtype.name}>") if isinstance(x, Tensor) else x
     core = getattr(run, "core", 0)
     print(f"[core {core}] {prefix}" if run.grid and run.grid[0] > 1 else prefix, value)
 
@@ -374,21 +374,25 @@ def _new(shape, dtype, memory: str = "sbuf") -> NkiTensor:
 
 
 def _dtype_or(dtype, like: Tensor) -> _dt.DType:
-    return _resolve_dtype(dtype) if dtype is not None else like.st.dtype
+    return _resolve_dtype(dtype) if dtype is not None else like.storage.dtype
 
 
 def _tile_of(x, api: str, role: str) -> Tensor:
     if not isinstance(x, Tensor):
         raise OperandShapeError(f"{api}: {role} must be a tile, got {type(x).__name__}")
-    if x.st.memory == "hbm":
+    if x.storage.memory == "hbm":
         raise _common.hbm_operand_error(api, role)
     return x
+
+
+def _new_psum(shape, dtype) -> NkiTensor:
+    return _new(shape, dtype, "psum")
 
 
 def load(src, dtype=None, **kwargs) -> NkiTensor:
     """HBM -> a new SBUF tile (DMA; casts through fp32 when dtype differs)."""
     api = "nl.load"
-    if not isinstance(src, Tensor) or src.st.memory != "hbm":
+    if not isinstance(src, Tensor) or src.storage.memory != "hbm":
         raise EngineMemoryError(f"Expected operand 'src' of '{api}' to be in address space 'hbm'")
     out = _new(src.shape, dtype if dtype is not None else src.dtype)
     s = src if len(src.shape) >= 2 else src.reshape(out.shape)
@@ -399,17 +403,9 @@ def load(src, dtype=None, **kwargs) -> NkiTensor:
 def store(dst, value, **kwargs) -> None:
     """A tile -> HBM (a PSUM tile is first copied to SBUF, as the compiler does)."""
     api = "nl.store"
-    if not isinstance(dst, Tensor) or dst.st.memory != "hbm":
+    if not isinstance(dst, Tensor) or dst.storage.memory != "hbm":
         raise EngineMemoryError(f"Expected operand 'dst' of '{api}' to be in address space 'hbm'")
-    if not isinstance(value, Tensor):
-        tmp = _new(dst.shape, dst.dtype)
-        engine.memset(tmp, value, api=api)
-        value = tmp
-    if value.st.memory == "psum":
-        tmp = _new(value.shape, value.dtype)
-        engine.tensor_copy(tmp, value, api=api + " (psum->sbuf)")
-        value = tmp
-    engine.dma_copy(dst, value, api=api)
+    engine.dma_copy(dst, _lowering.store_source(value, dst, _new, api), api=api)
 
 
 def copy(x, dtype=None, **kwargs) -> NkiTensor:
@@ -425,7 +421,7 @@ alu.register(copy, "copy")
 
 def load_transpose2d(src, dtype=None, **kwargs) -> NkiTensor:
     api = "nl.load_transpose2d"
-    if not isinstance(src, Tensor) or src.st.memory != "hbm" or len(src.shape) != 2:
+    if not isinstance(src, Tensor) or src.storage.memory != "hbm" or len(src.shape) != 2:
         raise EngineMemoryError(f"{api}: src must be a 2-D HBM tensor")
     out = _new((src.shape[1], src.shape[0]), dtype if dtype is not None else src.dtype)
     engine.dma_transpose(out, src, (1, 0), api=api)
@@ -453,11 +449,7 @@ def matmul(x, y, transpose_x: bool = False, **kwargs) -> NkiTensor:
     if not transpose_x:
         if len(x.shape) != 2:
             raise OperandShapeError(f"{api}: x must be 2-D, got {x.shape}")
-        t_ps = _new((x.shape[1], x.shape[0]), x.dtype, "psum")
-        engine.nc_transpose(t_ps, x if x.st.memory == "sbuf" else copy(x), engine="tensor", api=api + " (transpose x)")
-        xt = _new(t_ps.shape, x.dtype)
-        engine.tensor_copy(xt, t_ps, api=api + " (transpose x)")
-        x = xt
+        x = _lowering.transposed_in_sbuf(x if x.storage.memory == "sbuf" else copy(x), _new, _new_psum, api)
     out = _new((x.shape[1] if len(x.shape) == 2 else math.prod(x.shape[1:]), math.prod(y.shape[1:])), float32, "psum")
     engine.nc_matmul(out, x, y, api=api)
     return out
@@ -469,7 +461,7 @@ def transpose(x, dtype=None, **kwargs) -> NkiTensor:
     x = _tile_of(x, api, "x")
     if len(x.shape) != 2:
         raise OperandShapeError(f"{api}: input must be 2-D, got {x.shape}")
-    src = x if x.st.memory == "sbuf" else copy(x)
+    src = x if x.storage.memory == "sbuf" else copy(x)
     out = _new((x.shape[1], x.shape[0]), dtype if dtype is not None else x.dtype, "psum")
     engine.nc_transpose(out, src, engine="tensor", api=api)
     return out
@@ -482,7 +474,7 @@ def gather_flattened(data, indices, axis=0, dtype=None, **kwargs) -> NkiTensor:
     data = _tile_of(data, "nl.gather_flattened", "data")
     out = _new(indices.shape, data.dtype)
     nc_n_gather(out, data, _tile_of(indices, "nl.gather_flattened", "indices"), api="nl.gather_flattened")
-    if dtype is not None and _resolve_dtype(dtype) is not out.st.dtype:
+    if dtype is not None and _resolve_dtype(dtype) is not out.storage.dtype:
         return copy(out, dtype=dtype)
     return out
 
@@ -500,18 +492,7 @@ def _binary(name: str, x, y, dtype, api: str) -> NkiTensor:
     d = _common.binary_result_dtype(name, x, y, dtype)
     shape = _common.binary_result_shape(api, x, y)
     out = _new(shape, d)
-    if xt and yt:
-        x = _lowering.partition_broadcast(x, shape[0], _new)
-        y = _lowering.partition_broadcast(y, shape[0], _new)
-        if math.prod(y.shape[1:]) == 1 and out.size != y.size:
-            engine.tensor_scalar(out, x, name, y, api=api)
-        elif math.prod(x.shape[1:]) == 1 and out.size != x.size:
-            engine.tensor_scalar(out, y, name, x, reverse0=True, api=api)
-        else:
-            engine.tensor_tensor(out, x, y, name, api=api)
-        return out
-    t, s = (x, y) if xt else (y, x)
-    engine.tensor_scalar(out, t, op.name, s, reverse0=not xt, api=api)
+    _lowering.binary(out, x, y, op.name, _new, api)
     return out
 
 
@@ -597,7 +578,7 @@ def invert(x, dtype=None, **kwargs) -> NkiTensor:
     """Bitwise NOT (XOR with all ones) of an integer tile."""
     x = _tile_of(x, "nl.invert", "x")
     out = _new(x.shape, dtype if dtype is not None else x.dtype)
-    engine.tensor_scalar(out, x, "bitwise_xor", -1 if x.st.dtype.kind == "i" else int(np.iinfo(x.st.dtype.np).max),
+    engine.tensor_scalar(out, x, "bitwise_xor", -1 if x.storage.dtype.kind == "i" else int(np.iinfo(x.storage.dtype.np).max),
                          api="nl.invert")
     return out
 
@@ -665,28 +646,19 @@ alu.register(prod, "multiply")
 
 def mean(x, axis, dtype=None, keepdims=False, **kwargs) -> NkiTensor:
     """Mean over free axes with fp32 intermediates."""
-    x = _tile_of(x, "nl.mean", "x")
-    total = _reduce("add", x, axis, float32, keepdims, "nl.mean")
-    axes = _norm_axes(axis, len(x.shape), "nl.mean")
-    n = math.prod(x.shape[a] for a in axes)
-    out = _new(total.shape, dtype if dtype is not None else (x.dtype if x.st.dtype.is_float else float32))
-    engine.tensor_scalar(out, total, "multiply", 1.0 / n, api="nl.mean")
-    return out
+    api = "nl.mean"
+    x = _tile_of(x, api, "x")
+    axes = _norm_axes(axis, len(x.shape), api)
+    return _lowering.mean(x, axes, keepdims, _resolve_dtype(dtype) if dtype is not None else _lowering.mean_dtype(x),
+                          _new, api)
 
 
 def var(x, axis, dtype=None, **kwargs) -> NkiTensor:
     """Population variance over free axes (keeps the reduced dims, as NKI's nl.var does)."""
-    x = _tile_of(x, "nl.var", "x")
-    m = mean(x, axis, dtype=float32, keepdims=True)
-    centered = _new(x.shape, float32)
-    if math.prod(m.shape[1:]) == 1:
-        engine.tensor_scalar(centered, x, "subtract", m, api="nl.var")
-    else:
-        engine.tensor_tensor(centered, x, m.broadcast(1, x.shape[1]) if m.shape != x.shape else m, "subtract",
-                             api="nl.var")
-    sq = _new(x.shape, float32)
-    engine.activation(sq, "square", centered, api="nl.var")
-    return mean(sq, axis, dtype=dtype if dtype is not None else x.dtype, keepdims=True)
+    api = "nl.var"
+    x = _tile_of(x, api, "x")
+    axes = _norm_axes(axis, len(x.shape), api)
+    return _lowering.var(x, axes, _resolve_dtype(dtype) if dtype is not None else x.storage.dtype, _new, api)
 
 
 # -- composites ----------------------------------------------------------------------------------------

@@ -9,10 +9,10 @@ launch time, the kernel's `platform_target=`, then the emulator options (default
 from __future__ import annotations
 
 import os
-import threading
 
 import numpy as np
 
+from nkitui.emulator import state
 from nkitui.emulator.config import current_options, options
 from nkitui.emulator.errors import KernelArgumentError
 from nkitui.emulator.launch import Frontend, Kernel, run_kernel
@@ -52,8 +52,8 @@ def _check_outputs(kernel, value, lnc: int, where: str = "output") -> None:
     elif isinstance(value, dict):
         for k, v in value.items():
             _check_outputs(kernel, v, lnc, f"{where}[{k!r}]")
-    elif isinstance(value, NkiTensor) and value.st.memory == "hbm" and lnc > 1:
-        st = getattr(value.st, "root", None) or value.st
+    elif isinstance(value, NkiTensor) and value.storage.memory == "hbm" and lnc > 1:
+        st = getattr(value.storage, "root", None) or value.storage
         if st.kind == "private":
             raise KernelArgumentError(f"kernel '{kernel.name}' returns a private HBM tensor as {where} from a "
                                       f"kernel[{lnc}] launch; private HBM (nl.hbm / nl.private_hbm) belongs to one "
@@ -97,9 +97,7 @@ def _run_cores(run0: CoreRun, kernel, args, kwargs, lnc: int):
             np.seterr(**saved)
             set_current(prev)
 
-    threads = [threading.Thread(target=body, args=(c,), name=f"nki-core-{c}", daemon=True) for c in range(1, lnc)]
-    for t in threads:
-        t.start()
+    threads = [state.start_thread(body, (c,), name=f"nki-core-{c}") for c in range(1, lnc)]
     try:
         results[0] = kernel.func(*args, **kwargs)
     except BaseException as e:  # noqa: BLE001

@@ -87,7 +87,7 @@ def scalar_value(x, what: str) -> int:
     if isinstance(x, Tensor):
         if x.size != 1:
             raise OperandShapeError(f"{what} must be a 1-element tensor (shape (1, 1)), got shape {x.shape}")
-        if not current().execute or x.st.data is None:
+        if not current().execute or x.storage.data is None:
             return 0  # shape-only mode: run-time values are unknown
         return int(np.asarray(x.array()).reshape(-1)[0].astype(np.int64))
     raise OperandShapeError(f"{what} must be an int, a VirtualRegister or a (1, 1) tensor, got {type(x).__name__}")

@@ -2,7 +2,7 @@
 
 A view is a geometry over its *root* storage (`Geo`): dtype, shape, and for every axis a byte
 stride; on-chip tensors (SBUF/PSUM) start at partition `p0` and step one partition along axis 0,
-the other axes address bytes inside each partition (`foff` + sum of index * stride); HBM tensors
+the other axes address bytes inside each partition (`byte_offset` + sum of index * stride); HBM tensors
 address flat bytes. Slicing, `reshape`, `permute`, `broadcast`, `view(dtype)` and `.ap()` only
 compute a new geometry (no data is copied), as in NKI.
 
@@ -38,7 +38,7 @@ class AliasStorage(Storage):
     """The cells of a view of `root` (a numpy view of the root's memory). Same id as the root;
     the version counter and PSUM zones are the root's."""
 
-    __slots__ = ("root", "geo", "_v", "_own_zone")
+    __slots__ = ("root", "geometry", "_own_version", "_own_zone")
 
     def __init__(self, root: Storage, geo: "Geo", data) -> None:
         self.root = None
@@ -46,7 +46,7 @@ class AliasStorage(Storage):
         Storage.__init__(self, root.name, root.memory, geo.shape, geo.dtype, data,
                          0 if root.memory != "hbm" else -1, root.kind)
         self.id = root.id
-        self.geo = geo
+        self.geometry = geo
         self.loop_depth = root.loop_depth
         self.lossy = root.lossy if geo.dtype is root.dtype else False
         self.span = root.span  # a view's instructions extend the root tile's live range
@@ -55,28 +55,28 @@ class AliasStorage(Storage):
     @property
     def version(self) -> int:
         r = self.root
-        return self._v if r is None else r.version
+        return self._own_version if r is None else r.version
 
     @version.setter
     def version(self, v: int) -> None:
         r = self.root
         if r is None:
-            self._v = v
+            self._own_version = v
         else:
             r.version = v
 
     @property
     def mm_zone(self):
         r = self.root
-        if r is None or self.geo.dtype is not r.dtype:
+        if r is None or self.geometry.dtype is not r.dtype:
             return self._own_zone
         z = r.mm_zone
-        return None if z is None else self.geo.zone_view(z)
+        return None if z is None else self.geometry.zone_view(z)
 
     @mm_zone.setter
     def mm_zone(self, value) -> None:
         r = self.root
-        if r is None or self.geo.dtype is not r.dtype:
+        if r is None or self.geometry.dtype is not r.dtype:
             self._own_zone = value
         elif r.mm_zone is None and value is not None:
             r.mm_zone = np.zeros(r.shape, dtype=bool)
@@ -96,7 +96,7 @@ class PlacedStorage(Storage):
     """A tensor allocated at an explicit address (`nl.ndarray(..., address=(p, byte))`): its cells
     are a view of the core's SBUF or PSUM byte space, so overlapping allocations alias."""
 
-    __slots__ = ("cell", "space", "base", "pstride", "_v")
+    __slots__ = ("cell", "space", "base", "pstride", "_own_version")
 
     def __init__(self, name: str, memory: str, shape, dtype: _dt.DType, space: np.ndarray, cell: SpaceCell,
                  partition: int, byte: int) -> None:
@@ -114,13 +114,13 @@ class PlacedStorage(Storage):
     @property
     def version(self) -> int:
         c = self.cell
-        return self._v if c is None else c.value
+        return self._own_version if c is None else c.value
 
     @version.setter
     def version(self, v: int) -> None:
         c = self.cell
         if c is None:
-            self._v = v
+            self._own_version = v
         else:
             c.value = v + 1 if v <= c.value else v  # any write moves the shared counter forward
 
@@ -133,7 +133,7 @@ def _physical(root: Storage):
     data = root.data
     scale = data.itemsize // root.dtype.itemsize if root.dtype.itemsize else 1
     flat = data.reshape(-1).view(np.uint8)
-    return flat, 0, root.nbytes_pp * scale, scale
+    return flat, 0, root.bytes_per_partition * scale, scale
 
 
 # -------------------------------------------------------------------------------------------------
@@ -146,15 +146,15 @@ class Geo:
     dtype: _dt.DType
     shape: tuple[int, ...]
     p0: int  # on-chip: first partition
-    foff: int  # bytes: inside a partition (on-chip) / flat (HBM)
-    bstr: tuple[int, ...]  # byte stride per axis (on-chip axis 0 steps partitions: entry unused)
+    byte_offset: int  # bytes: inside a partition (on-chip) / flat (HBM)
+    byte_strides: tuple[int, ...]  # byte stride per axis (on-chip axis 0 steps partitions: entry unused)
 
     @property
     def onchip(self) -> bool:
         return self.root.memory != "hbm"
 
     @property
-    def isz(self) -> int:
+    def itemsize(self) -> int:
         return self.dtype.itemsize
 
     @staticmethod
@@ -171,15 +171,15 @@ class Geo:
 
     def is_root_whole(self) -> bool:
         r = self.root
-        return (self.dtype is r.dtype and self.shape == r.shape and self.p0 == 0 and self.foff == 0
-                and self.bstr == Geo.whole(r).bstr)
+        return (self.dtype is r.dtype and self.shape == r.shape and self.p0 == 0 and self.byte_offset == 0
+                and self.byte_strides == Geo.whole(r).byte_strides)
 
     def extent(self) -> tuple[int, int] | None:
         """Inclusive (lo, hi) byte range of the free axes (flat for HBM); None if empty."""
         if any(n == 0 for n in self.shape):
             return None
-        lo = hi = self.foff
-        for i, (n, s) in enumerate(zip(self.shape, self.bstr)):
+        lo = hi = self.byte_offset
+        for i, (n, s) in enumerate(zip(self.shape, self.byte_strides)):
             if i == 0 and self.onchip:
                 continue
             span = (n - 1) * s
@@ -187,7 +187,7 @@ class Geo:
                 lo += span
             else:
                 hi += span
-        return lo, hi + self.isz - 1
+        return lo, hi + self.itemsize - 1
 
     def check(self) -> None:
         r = self.root
@@ -201,14 +201,14 @@ class Geo:
                 raise OutOfBoundsError(f"out-of-bound access for tensor '{name}' on the partition dimension: "
                                        f"partitions [{self.p0}, {self.p0 + self.shape[0] - 1}] exceed its {P} "
                                        "partitions")
-            limit = r.nbytes_pp
+            limit = r.bytes_per_partition
             where = "bytes per partition"
         else:
             limit = math.prod(r.shape) * r.dtype.itemsize
             where = "bytes"
         lo, hi = ext
         if lo < 0 or hi >= limit:
-            isz = self.isz
+            isz = self.itemsize
             raise OutOfBoundsError(f"out-of-bound access for tensor '{name}': elements [{lo // isz}, {hi // isz}] "
                                    f"({self.dtype.name}) exceed its {limit // isz} elements ({limit} {where}); "
                                    f"view shape {self.shape}")
@@ -228,18 +228,18 @@ class Geo:
         else:
             npdt = self.dtype.np
         onchip = self.onchip
-        off = base + (self.p0 * pstride if onchip else 0) + self.foff * scale
-        strides = tuple(pstride if (onchip and i == 0) else b * scale for i, b in enumerate(self.bstr))
+        off = base + (self.p0 * pstride if onchip else 0) + self.byte_offset * scale
+        strides = tuple(pstride if (onchip and i == 0) else b * scale for i, b in enumerate(self.byte_strides))
         return np.ndarray(self.shape, dtype=npdt, buffer=flat, offset=off, strides=strides)
 
     def zone_view(self, zone: np.ndarray) -> np.ndarray:
         """The view's part of the root's per-element PSUM zone array."""
         r = self.root
-        isz = self.isz
-        F = r.nbytes_pp // isz
+        isz = self.itemsize
+        F = r.bytes_per_partition // isz
         flat = zone.reshape(-1)
-        off = self.p0 * F + self.foff // isz
-        strides = tuple(F if i == 0 else b // isz for i, b in enumerate(self.bstr))
+        off = self.p0 * F + self.byte_offset // isz
+        strides = tuple(F if i == 0 else b // isz for i, b in enumerate(self.byte_strides))
         return np.ndarray(self.shape, dtype=bool, buffer=flat.view(np.uint8), offset=off, strides=strides)
 
     def access(self) -> Access:
@@ -263,9 +263,9 @@ class Geo:
         row_lo, row_hi = lo // rb, hi // rb
         if row_lo == row_hi:
             return Access(r.id, "hbm", row_lo, row_lo + 1, lo - row_lo * rb, hi - row_lo * rb + 1)
-        row_a = row_b = self.foff // rb
-        col_a = col_b = self.foff - row_a * rb
-        for n, s in zip(self.shape, self.bstr):
+        row_a = row_b = self.byte_offset // rb
+        col_a = col_b = self.byte_offset - row_a * rb
+        for n, s in zip(self.shape, self.byte_strides):
             if n <= 1:
                 continue
             span = (n - 1) * s
@@ -278,7 +278,7 @@ class Geo:
                 col_a += span
             else:
                 col_b += span
-        col_b += self.isz - 1
+        col_b += self.itemsize - 1
         if col_a >= 0 and col_b < rb:
             return Access(r.id, "hbm", row_a, row_b + 1, col_a, col_b + 1)
         return Access(r.id, "hbm", row_lo, row_hi + 1, 0, rb)
@@ -288,9 +288,9 @@ class Geo:
 
     def contiguous_run(self) -> int:
         """Elements in the innermost contiguous run (per partition on-chip)."""
-        run, expect = 1, self.isz
+        run, expect = 1, self.itemsize
         for i in reversed(self.free_axes()):
-            n, s = self.shape[i], self.bstr[i]
+            n, s = self.shape[i], self.byte_strides[i]
             if n == 1:
                 continue
             if s != expect:
@@ -300,9 +300,9 @@ class Geo:
         return run
 
     def is_contiguous(self) -> bool:
-        expect = self.isz
+        expect = self.itemsize
         for i in reversed(self.free_axes()):
-            n, s = self.shape[i], self.bstr[i]
+            n, s = self.shape[i], self.byte_strides[i]
             if n == 1:
                 continue
             if s != expect:
@@ -347,21 +347,21 @@ class NKIObject:
 class NkiTensor(Tensor, NKIObject):
     """A tensor of the `nki` namespace (`nl.ndarray`, kernel arguments, and their views)."""
 
-    __slots__ = ("geo",)
+    __slots__ = ("geometry",)
 
-    def __init__(self, st, ent, shape, fancy=None) -> None:
-        super().__init__(st, ent, shape, fancy)
-        self.geo = None
+    def __init__(self, storage, dims, shape, gather_indices=None) -> None:
+        super().__init__(storage, dims, shape, gather_indices)
+        self.geometry = None
 
     # -- geometry ------------------------------------------------------------------------------
-    def _g(self) -> Geo:
-        g = self.geo
+    def _geometry(self) -> Geo:
+        g = self.geometry
         if g is not None:
             return g
-        if self.fancy is not None or isinstance(self.st, AliasStorage) or not self.is_whole:
+        if self.gather_indices is not None or isinstance(self.storage, AliasStorage) or not self.is_whole:
             raise IndexingError("this tensor is an indirect (gather/scatter) view: pass it to an instruction "
                                 "directly; views of views are not available for indirect accesses")
-        g = self.geo = Geo.whole(self.st)
+        g = self.geometry = Geo.whole(self.storage)
         return g
 
     @classmethod
@@ -373,72 +373,72 @@ class NkiTensor(Tensor, NKIObject):
             t = cls.whole(root)
         else:
             t = cls.whole(AliasStorage(root, geo, geo.build()))
-        t.geo = geo
+        t.geometry = geo
         return t
 
     def _with(self, shape, bstr, p0=None, foff=None, dtype=None) -> "NkiTensor":
-        g = self._g()
+        g = self._geometry()
         return NkiTensor.of(Geo(g.root, dtype or g.dtype, tuple(shape), g.p0 if p0 is None else p0,
-                                g.foff if foff is None else foff, tuple(bstr)))
+                                g.byte_offset if foff is None else foff, tuple(bstr)))
 
     # -- engine hooks (trace accesses and contiguity from the geometry) -------------------------
     def access(self) -> Access:
-        a = self._acc
+        a = self._access_box
         if a is None:
-            g = self.geo
-            a = self._acc = g.access() if g is not None else super().access()
+            g = self.geometry
+            a = self._access_box = g.access() if g is not None else super().access()
         return a
 
     def contiguous_elems(self) -> int:
-        g = self.geo
+        g = self.geometry
         return g.contiguous_run() if g is not None else super().contiguous_elems()
 
     def inner_contiguous(self) -> bool:
-        g = self.geo
+        g = self.geometry
         if g is None:
             return super().inner_contiguous()
         for i in reversed(g.free_axes()):
             if g.shape[i] > 1:
-                return g.bstr[i] == g.isz
+                return g.byte_strides[i] == g.itemsize
         return True
 
     # -- public attributes ---------------------------------------------------------------------
     @property
     def dtype(self):
-        return ndt.public(self.st.dtype)
+        return ndt.public(self.storage.dtype)
 
     @property
     def buffer(self) -> buffers.MemoryRegion:
-        st = self.st
+        st = self.storage
         return buffers.of_storage(st.root if isinstance(st, AliasStorage) else st)
 
     @property
     def name(self) -> str:
-        return self.st.name
+        return self.storage.name
 
     @property
     def itemsize(self) -> int:
-        return self.st.dtype.itemsize
+        return self.storage.dtype.itemsize
 
     @property
     def address(self):
-        root = self._g().root
+        root = self._geometry().root
         if isinstance(root, PlacedStorage):
             return (root.base // root.pstride, root.base % root.pstride)
         return None
 
     @property
     def strides(self) -> tuple[int, ...]:
-        g = self._g()
-        F = g.root.nbytes_pp // g.isz if g.onchip else 0
-        return tuple(F if (g.onchip and i == 0) else b // g.isz for i, b in enumerate(g.bstr))
+        g = self._geometry()
+        F = g.root.bytes_per_partition // g.itemsize if g.onchip else 0
+        return tuple(F if (g.onchip and i == 0) else b // g.itemsize for i, b in enumerate(g.byte_strides))
 
     @property
     def offset(self) -> int:
-        g = self._g()
+        g = self._geometry()
         if g.onchip:
-            return g.p0 * (g.root.nbytes_pp // g.isz) + g.foff // g.isz
-        return g.foff // g.isz
+            return g.p0 * (g.root.bytes_per_partition // g.itemsize) + g.byte_offset // g.itemsize
+        return g.byte_offset // g.itemsize
 
     @property
     def pattern(self) -> list[list[int]]:
@@ -450,10 +450,10 @@ class NkiTensor(Tensor, NKIObject):
 
     def is_contiguous(self) -> bool:
         """Free axes laid out row-major without gaps (the partition stride is ignored)."""
-        return self._g().is_contiguous()
+        return self._geometry().is_contiguous()
 
     def is_indirect(self) -> bool:
-        return self.fancy is not None
+        return self.gather_indices is not None
 
     def __bool__(self) -> bool:
         """NKI 0.3+ runs the kernel's Python as written: a tensor is an object, so `if t:` holds
@@ -463,7 +463,7 @@ class NkiTensor(Tensor, NKIObject):
 
     # -- indexing ------------------------------------------------------------------------------
     def __getitem__(self, key) -> "NkiTensor":
-        g = self._g()
+        g = self._geometry()
         if not isinstance(key, tuple):
             key = (key,)
         nd = len(g.shape)
@@ -475,23 +475,23 @@ class NkiTensor(Tensor, NKIObject):
         key = key + (slice(None),) * (nd - len(key))
         onchip = g.onchip
         shape, bstr = [], []
-        p0, foff = g.p0, g.foff
+        p0, foff = g.p0, g.byte_offset
         dropped = []  # (position in the output, size-1 axis spec) for ints on free axes
-        for axis, (k, n, s) in enumerate(zip(key, g.shape, g.bstr)):
+        for axis, (k, n, s) in enumerate(zip(key, g.shape, g.byte_strides)):
             part = onchip and axis == 0
             if isinstance(k, slice):
                 start, length, step = _slice(k, n, axis, self)
             elif isinstance(k, DynSlice):
                 start, length, step = _int_of(k.start, "nl.ds start"), _int_of(k.size, "nl.ds size"), k.step
                 if start < 0 or start + length > n:
-                    raise OutOfBoundsError(f"out-of-bound access for tensor '{self.st.name or 'tensor'}' on "
+                    raise OutOfBoundsError(f"out-of-bound access for tensor '{self.storage.name or 'tensor'}' on "
                                            f"dimension {axis}: nl.ds({start}, {length}) exceeds dimension size {n}")
             else:
                 i = _int_of(k, f"index on dimension {axis}")
                 if i < 0:
                     i += n
                 if not 0 <= i < n:
-                    raise OutOfBoundsError(f"out-of-bound access for tensor '{self.st.name or 'tensor'}' on "
+                    raise OutOfBoundsError(f"out-of-bound access for tensor '{self.storage.name or 'tensor'}' on "
                                            f"dimension {axis}: index {i} exceeds dimension size {n}")
                 if part:  # an int on the partition dim keeps it, with size 1
                     p0 += i
@@ -516,7 +516,7 @@ class NkiTensor(Tensor, NKIObject):
         if onchip and len(shape) < 2:
             # an on-chip tensor stays at least 2-D: the last free dim indexed by an int stays as size 1
             shape.append(1)
-            bstr.append(g.isz)
+            bstr.append(g.itemsize)
         return self._with(shape, bstr, p0, foff)
 
     def __setitem__(self, key, value) -> None:
@@ -526,7 +526,7 @@ class NkiTensor(Tensor, NKIObject):
 
     # -- view methods --------------------------------------------------------------------------
     def slice(self, dim, start, end, step: int = 1) -> "NkiTensor":
-        g = self._g()
+        g = self._geometry()
         d = _dim(dim, len(g.shape), "slice dim")
         key = [slice(None)] * len(g.shape)
         key[d] = slice(_int_of(start, "slice start"), min(_int_of(end, "slice end"), g.shape[d]), step)
@@ -534,7 +534,7 @@ class NkiTensor(Tensor, NKIObject):
 
     def select(self, dim, index) -> "NkiTensor":
         """Index one dimension with an int, a register or a (1, 1) tensor (its run-time value)."""
-        g = self._g()
+        g = self._geometry()
         d = _dim(dim, len(g.shape), "select dim")
         key = [slice(None)] * len(g.shape)
         key[d] = scalar_value(index, "select index")
@@ -543,7 +543,7 @@ class NkiTensor(Tensor, NKIObject):
     def reshape(self, *shape) -> "NkiTensor":
         if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
             shape = tuple(shape[0])
-        g = self._g()
+        g = self._geometry()
         shape = [int(s) for s in shape]
         total = math.prod(g.shape)
         if shape.count(-1) == 1:
@@ -558,55 +558,55 @@ class NkiTensor(Tensor, NKIObject):
         if g.onchip:
             if shape[0] != g.shape[0]:
                 raise PartitionDimError(f"reshape must keep the partition dimension: {g.shape} -> {shape}")
-            return self._with(shape, _row_major(shape, g.isz, onchip=True))
-        return self._with(shape, _row_major(shape, g.isz, onchip=False))
+            return self._with(shape, _row_major(shape, g.itemsize, onchip=True))
+        return self._with(shape, _row_major(shape, g.itemsize, onchip=False))
 
     def reshape_dim(self, dim, shape) -> "NkiTensor":
-        g = self._g()
+        g = self._geometry()
         d = _dim(dim, len(g.shape), "reshape_dim dim")
         if g.onchip and d == 0:
             raise PartitionDimError("reshape_dim cannot split the partition dimension")
         shape = tuple(int(s) for s in shape)
         if math.prod(shape) != g.shape[d]:
             raise IndexingError(f"reshape_dim: {shape} does not hold the {g.shape[d]} elements of dimension {d}")
-        s = g.bstr[d]
+        s = g.byte_strides[d]
         sub = []
         acc = s
         for n in reversed(shape):
             sub.append(acc)
             acc *= n
         sub.reverse()
-        return self._with(g.shape[:d] + shape + g.shape[d + 1:], g.bstr[:d] + tuple(sub) + g.bstr[d + 1:])
+        return self._with(g.shape[:d] + shape + g.shape[d + 1:], g.byte_strides[:d] + tuple(sub) + g.byte_strides[d + 1:])
 
     def flatten_dims(self, start, end) -> "NkiTensor":
-        g = self._g()
+        g = self._geometry()
         a, b = _dim(start, len(g.shape), "flatten start"), _dim(end, len(g.shape), "flatten end")
         if a > b:
             a, b = b, a
         if g.onchip and a == 0 and b > 0:
             raise PartitionDimError("flatten_dims cannot merge the partition dimension with free dimensions")
         for i in range(a, b):
-            if g.shape[i + 1] != 1 and g.shape[i] != 1 and g.bstr[i] != g.bstr[i + 1] * g.shape[i + 1]:
+            if g.shape[i + 1] != 1 and g.shape[i] != 1 and g.byte_strides[i] != g.byte_strides[i + 1] * g.shape[i + 1]:
                 raise IndexingError(f"flatten_dims({a}, {b}): dimensions {i} and {i + 1} are not contiguous "
                                     f"(strides {self.strides})")
         inner = [i for i in range(a, b + 1) if g.shape[i] != 1]
-        s = g.bstr[inner[-1]] if inner else g.isz
+        s = g.byte_strides[inner[-1]] if inner else g.itemsize
         n = math.prod(g.shape[a:b + 1])
-        return self._with(g.shape[:a] + (n,) + g.shape[b + 1:], g.bstr[:a] + (s,) + g.bstr[b + 1:])
+        return self._with(g.shape[:a] + (n,) + g.shape[b + 1:], g.byte_strides[:a] + (s,) + g.byte_strides[b + 1:])
 
     def permute(self, *dims) -> "NkiTensor":
         if len(dims) == 1 and isinstance(dims[0], (tuple, list)):
             dims = tuple(dims[0])
-        g = self._g()
+        g = self._geometry()
         dims = tuple(_dim(d, len(g.shape), "permute dim") for d in dims)
         if sorted(dims) != list(range(len(g.shape))):
             raise IndexingError(f"permute{dims} is not a permutation of the {len(g.shape)} dimensions")
         if g.onchip and dims[0] != 0:
             raise PartitionDimError(f"permute{dims} must keep the partition dimension first (dims[0] == 0)")
-        return self._with(tuple(g.shape[d] for d in dims), tuple(g.bstr[d] for d in dims))
+        return self._with(tuple(g.shape[d] for d in dims), tuple(g.byte_strides[d] for d in dims))
 
     def broadcast(self, dim, size) -> "NkiTensor":
-        g = self._g()
+        g = self._geometry()
         d = _dim(dim, len(g.shape), "broadcast dim")
         if g.onchip and d == 0:
             raise PartitionDimError("broadcast cannot broadcast the partition dimension (use nl.broadcast_to, "
@@ -614,13 +614,13 @@ class NkiTensor(Tensor, NKIObject):
         if g.shape[d] != 1:
             raise IndexingError(f"broadcast: dimension {d} has size {g.shape[d]}, only size-1 dimensions broadcast")
         shape = list(g.shape)
-        bstr = list(g.bstr)
+        bstr = list(g.byte_strides)
         shape[d] = int(size)
         bstr[d] = 0
         return self._with(shape, bstr)
 
     def expand_dim(self, dim) -> "NkiTensor":
-        g = self._g()
+        g = self._geometry()
         d = _int_of(dim, "expand_dim dim")
         nd = len(g.shape) + 1
         if d < 0:
@@ -628,10 +628,10 @@ class NkiTensor(Tensor, NKIObject):
         if not 0 <= d < nd or (g.onchip and d == 0):
             raise IndexingError(f"expand_dim({dim}): position out of range"
                                 + (" (the partition dimension stays first)" if g.onchip else ""))
-        return self._with(g.shape[:d] + (1,) + g.shape[d:], g.bstr[:d] + (g.isz,) + g.bstr[d:])
+        return self._with(g.shape[:d] + (1,) + g.shape[d:], g.byte_strides[:d] + (g.itemsize,) + g.byte_strides[d:])
 
     def squeeze_dim(self, dim) -> "NkiTensor":
-        g = self._g()
+        g = self._geometry()
         d = _dim(dim, len(g.shape), "squeeze_dim dim")
         if g.onchip and d == 0:
             raise PartitionDimError("squeeze_dim cannot remove the partition dimension")
@@ -639,25 +639,25 @@ class NkiTensor(Tensor, NKIObject):
             raise IndexingError(f"squeeze_dim({d}): dimension has size {g.shape[d]}, not 1")
         if g.onchip and len(g.shape) <= 2:
             raise PartitionDimError("an on-chip tensor keeps at least 2 dimensions")
-        return self._with(g.shape[:d] + g.shape[d + 1:], g.bstr[:d] + g.bstr[d + 1:])
+        return self._with(g.shape[:d] + g.shape[d + 1:], g.byte_strides[:d] + g.byte_strides[d + 1:])
 
     def view(self, dtype) -> "NkiTensor":
         """Reinterpret the bytes as another dtype; the last dimension scales with the element size."""
-        g = self._g()
+        g = self._geometry()
         d = ndt.resolve(dtype)
         if d is g.dtype:
             return self
-        old, new = g.isz, d.itemsize
+        old, new = g.itemsize, d.itemsize
         last = len(g.shape) - 1
-        if g.shape[last] != 1 and g.bstr[last] != old:
+        if g.shape[last] != 1 and g.byte_strides[last] != old:
             raise IndexingError(f"view({d.name}) needs a contiguous last dimension (stride 1), got strides "
                                 f"{self.strides}")
         nbytes = g.shape[last] * old
-        if nbytes % new or g.foff % new:
-            raise IndexingError(f"cannot view a last dimension of {g.shape[last]} x {old} B at byte {g.foff} as "
+        if nbytes % new or g.byte_offset % new:
+            raise IndexingError(f"cannot view a last dimension of {g.shape[last]} x {old} B at byte {g.byte_offset} as "
                                 f"{d.name} ({new} B elements)")
         shape = g.shape[:last] + (nbytes // new,)
-        return self._with(shape, g.bstr[:last] + (new,), dtype=d)
+        return self._with(shape, g.byte_strides[:last] + (new,), dtype=d)
 
     reinterpret_cast = view
 
@@ -675,7 +675,7 @@ class NkiTensor(Tensor, NKIObject):
         indirect_dim=0"). A pattern that leaves the tensor is only an error when an instruction
         uses it (kernels build views that an `if` then skips, and `dma_copy(oob_mode=skip)` drops
         the elements outside)."""
-        g = self._g()
+        g = self._geometry()
         root = g.root
         d = ndt.resolve(dtype) if dtype is not None else g.dtype
         isz = d.itemsize
@@ -698,7 +698,7 @@ class NkiTensor(Tensor, NKIObject):
             axis = min(_int_of(indirect_dim, "indirect_dim"), len(pat) - 1)
             return _indirect_view(self, root, d, pat, offset, vector_offset, axis, stride)
         if root.memory != "hbm":
-            F = root.nbytes_pp // isz
+            F = root.bytes_per_partition // isz
             step0, P = pat[0]
             if P > 1 and step0 != F:
                 raise PartitionDimError(f".ap(): the first [step, count] pair addresses partitions and must step "
@@ -717,9 +717,9 @@ class NkiTensor(Tensor, NKIObject):
 
     def _stride_in(self, k: int, d: _dt.DType) -> int:
         """The stride of the view's dimension k, in elements of dtype d."""
-        g = self._g()
+        g = self._geometry()
         elems = self.strides[k]
-        nbytes = elems * g.isz
+        nbytes = elems * g.itemsize
         if nbytes % d.itemsize:
             raise IndexingError(f".ap(dtype={d.name}): the stride of dimension {k} ({nbytes} bytes) is not a whole "
                                 "number of elements")
@@ -742,7 +742,7 @@ class NkiTensor(Tensor, NKIObject):
                                 f"{run.target.name}")
         if _int_of(dim, "indirect dim") != 0:
             raise UnsupportedError(".indirect() selects partitions (dim=0) only")
-        g = self._g()
+        g = self._geometry()
         if not g.onchip or not g.is_contiguous():
             raise IndexingError(".indirect() needs an on-chip view with contiguous free dimensions")
         idx = _index_values(index).reshape(-1)
@@ -751,14 +751,14 @@ class NkiTensor(Tensor, NKIObject):
         if not 0 < n <= F:
             raise IndexingError(f".indirect(num_elem={n}): the view has {F} elements per partition")
         part = (g.p0 + idx).reshape(-1, 1)
-        flat = np.broadcast_to(g.foff // g.isz + np.arange(n, dtype=np.int64), (idx.size, n))
+        flat = np.broadcast_to(g.byte_offset // g.itemsize + np.arange(n, dtype=np.int64), (idx.size, n))
         return _gather_view_onchip(g.root, np.broadcast_to(part, (idx.size, n)), flat, (idx.size, n))
 
     def rearrange(self, pattern: str, **sizes) -> "NkiTensor":
         """einops-style view: `"p (a b) -> p a b"`, `"p a b -> p b a"`, `"p a b -> p (a b)"`."""
         left, _, right = pattern.partition("->")
         lhs, rhs = _parse_axes(left), _parse_axes(right)
-        g = self._g()
+        g = self._geometry()
         if len(lhs) != len(g.shape):
             raise IndexingError(f"rearrange '{pattern}': the left side names {len(lhs)} dimensions, the tensor has "
                                 f"{len(g.shape)}")
@@ -788,7 +788,7 @@ class NkiTensor(Tensor, NKIObject):
         return t
 
     def __repr__(self) -> str:
-        return f"<NkiTensor {self.st.memory} {self.shape} {self.st.dtype.name} '{self.st.name}'>"
+        return f"<NkiTensor {self.storage.memory} {self.shape} {self.storage.dtype.name} '{self.storage.name}'>"
 
 
 def _parse_axes(side: str) -> list[tuple[str, ...]]:
@@ -810,7 +810,7 @@ def _slice(k: slice, n: int, axis: int, t) -> tuple[int, int, int]:
     step = 1 if k.step is None else _int_of(k.step, "slice step")
     if step == 0:
         raise IndexingError("slice step cannot be zero")
-    name = t.st.name or "tensor"
+    name = t.storage.name or "tensor"
     if step > 0:
         a = 0 if k.start is None else _int_of(k.start, "slice start")
         b = n if k.stop is None else _int_of(k.stop, "slice stop")
@@ -848,7 +848,7 @@ def _index_values(index) -> np.ndarray:
     from nkitui.emulator.runtime import current
 
     if isinstance(index, Tensor):
-        if not current().execute or index.st.data is None:
+        if not current().execute or index.storage.data is None:
             return np.zeros(index.shape, dtype=np.int64)
         return np.asarray(index.array()).astype(np.int64)
     return np.asarray(index, dtype=np.int64)
@@ -928,7 +928,7 @@ def _gather_view_onchip(root: Storage, part: np.ndarray, free: np.ndarray, shape
 
 
 def _select_rows(t: NkiTensor, index, dim, api: str) -> NkiTensor:
-    g = t._g()
+    g = t._geometry()
     d = _dim(dim, len(g.shape), f"{api} dim")
     if not g.is_root_whole():
         raise IndexingError(f"{api} works on a whole tensor (take views after selecting rows)")

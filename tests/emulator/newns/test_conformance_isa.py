@@ -213,6 +213,29 @@ def test_tensor_tensor_ops(rng):
         assert np.array_equal(g, e.astype(F32))
 
 
+def test_tensor_tensor_operands_follow_the_documented_rule(rng):
+    """nki.isa.tensor_tensor: the two tiles have the same partitions and the same number of elements
+    per partition (any shapes); a (P, 1) operand is not broadcast (the legacy namespace's
+    exception, engine.tensor_tensor_operands, needs evidence this namespace lacks)."""
+    import nkitui.emulator as emulator
+
+    @nki.jit
+    def k(a, b):
+        o = nl.ndarray(a.shape, dtype=nl.float32, buffer=nl.sbuf)
+        nisa.tensor_tensor(dst=o, data1=_load(a), data2=_load(b), op=nl.subtract)
+        return _store(o)
+
+    a = rng.random((32, 4, 5)).astype(F32)
+    b = rng.random((32, 20)).astype(F32)
+    assert np.array_equal(k(a, b), a - b.reshape(a.shape))  # same elements per partition, another shape
+    with pytest.raises(emulator.OperandShapeError,
+                       match=r"elements per partition \(use tensor_scalar to broadcast a \(P, 1\) operand\) at "
+                             r"test_conformance_isa.py:\d+"):
+        k(a.reshape(32, 20), b[:, :1].copy())
+    with pytest.raises(emulator.OperandShapeError, match=r"data1 \(32, 20\) and data2 \(32, 10\)"):
+        k(a.reshape(32, 20), b[:, :10].copy())
+
+
 def test_tensor_tensor_int32_defaults_to_exact_gpsimd_math():
     @nki.jit
     def k(a, b):

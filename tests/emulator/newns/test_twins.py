@@ -70,3 +70,40 @@ def test_attention_twins_are_identical(rng, S):
     assert np.allclose(b, tk.attention_ref(qT, kT, v, scale), rtol=2e-2, atol=2e-2)
     # the legacy nl.zeros PSUM accumulator adds a memset; accumulate=None needs none
     assert _opcodes(tl, skip=("memset",)) == _opcodes(tn)
+
+
+@pytest.mark.parametrize("axis", [(1,), (2,), (1, 2)])
+def test_mean_and_var_twins_issue_the_same_instructions(rng, axis):
+    """nl.mean / nl.var are one lowering (emulator/lowering.py) called by both front ends: the same
+    values, opcodes, bytes and api names, also when the mean keeps a free dim and broadcasts back."""
+    x = rng.standard_normal((128, 6, 10)).astype(ml_dtypes.bfloat16)
+    (ma, va), (mb, vb), tl, tn = _both(tk.moments_legacy(axis), tk.moments_new(axis), x)
+    assert np.array_equal(ma, mb) and np.array_equal(va, vb)
+    x64 = x.astype(np.float64)
+    assert np.allclose(mb, x64.mean(axis=axis, keepdims=True), atol=1e-5)
+    assert np.allclose(vb, x64.var(axis=axis, keepdims=True), atol=1e-4)
+    row = lambda tr: [(i.engine, i.opcode, i.bytes_read, i.bytes_written, i.meta.get("api"))  # noqa: E731
+                      for i in tr.instructions]
+    assert row(tl) == row(tn)
+    assert [i.meta["api"] for i in tn.instructions if i.engine != "dma"] == [
+        "nl.mean", "nl.mean", "nl.mean", "nl.mean",  # the mean: reduce, scale (then var's own mean)
+        "nl.var", "nl.var", "nl.mean", "nl.mean"]
+
+
+def test_binary_dispatch_and_store_sources_are_shared(rng):
+    """nl binary ops pick tensor_scalar / partition broadcast / tensor_tensor by one rule
+    (lowering.binary) and nl.store reads a PSUM tile through the same inserted copy
+    (lowering.store_source) in both namespaces."""
+    x = rng.standard_normal((64, 96)).astype(np.float32)
+    col = rng.standard_normal((64, 1)).astype(np.float32)
+    row = rng.standard_normal((1, 96)).astype(np.float32)
+    a, b, tl, tn = _both(tk.binary_legacy, tk.binary_new, x, col, row)
+    assert np.array_equal(a, b)
+    assert np.array_equal(b[0], x - col) and np.allclose(b[1], 2 * (row + x))
+    row_of = lambda tr: [(i.engine, i.opcode, i.meta.get("api")) for i in tr.instructions]  # noqa: E731
+    assert row_of(tl) == row_of(tn)
+    assert [r for r in row_of(tn) if r[0] != "dma"] == [
+        ("vector", "tensor_scalar", "nl.subtract"),  # (P, 1) operand
+        ("tensor", "nc_matmul", "partition broadcast"), ("vector", "tensor_tensor", "nl.add"),  # (1, F) operand
+        ("vector", "tensor_scalar", "nl.multiply"),  # 2.0 * tile
+        ("tensor", "nc_matmul", "nl.matmul"), ("vector", "tensor_copy", "nl.store (psum->sbuf)")]

@@ -229,3 +229,51 @@ def attention_ref(qT, kT, v, scale):
     s = qT.astype(np.float64).T @ kT.astype(np.float64) * scale
     p = np.exp(s - s.max(axis=1, keepdims=True))
     return (p / p.sum(axis=1, keepdims=True)) @ v.astype(np.float64)
+
+
+# -- nl.mean / nl.var over free axes of a 3-D tile (one lowering serves both namespaces) -------------------
+def moments_legacy(axis):
+    @lnki.jit
+    def moments(x):
+        mean = lnl.ndarray((x.shape[0],) + tuple(1 if a in axis else n for a, n in enumerate(x.shape) if a),
+                           dtype=lnl.float32, buffer=lnl.shared_hbm)
+        var = lnl.ndarray(mean.shape, dtype=lnl.float32, buffer=lnl.shared_hbm)
+        t = lnl.load(x)
+        lnl.store(mean, lnl.mean(t, axis=axis, dtype=lnl.float32, keepdims=True))
+        lnl.store(var, lnl.var(t, axis=axis, dtype=lnl.float32))
+        return mean, var
+    return moments
+
+
+def moments_new(axis):
+    @nki.jit
+    def moments(x):
+        mean = nl.ndarray((x.shape[0],) + tuple(1 if a in axis else n for a, n in enumerate(x.shape) if a),
+                          dtype=nl.float32, buffer=nl.shared_hbm)
+        var = nl.ndarray(mean.shape, dtype=nl.float32, buffer=nl.shared_hbm)
+        t = nl.load(x)
+        nl.store(mean, nl.mean(t, axis=axis, dtype=nl.float32, keepdims=True))
+        nl.store(var, nl.var(t, axis=axis, dtype=nl.float32))
+        return mean, var
+    return moments
+
+
+# -- nl binary ops with broadcast operands, and stores of a scalar and of a PSUM tile ----------------------
+@lnki.jit
+def binary_legacy(x, col, row):
+    out = lnl.ndarray((3,) + x.shape, dtype=lnl.float32, buffer=lnl.shared_hbm)
+    t, c, r = lnl.load(x), lnl.load(col), lnl.load(row)
+    lnl.store(out[0], lnl.subtract(t, c))  # (P, 1): tensor_scalar
+    lnl.store(out[1], lnl.multiply(2.0, lnl.add(r, t)))  # (1, F): TensorE partition broadcast; scalar reversed
+    lnl.store(out[2], lnl.matmul(t[:, 0:x.shape[0]], t, transpose_x=True)[:, 0:x.shape[1]])  # a PSUM tile
+    return out
+
+
+@nki.jit
+def binary_new(x, col, row):
+    out = nl.ndarray((3,) + x.shape, dtype=nl.float32, buffer=nl.shared_hbm)
+    t, c, r = nl.load(x), nl.load(col), nl.load(row)
+    nl.store(out[0], nl.subtract(t, c))
+    nl.store(out[1], nl.multiply(2.0, nl.add(r, t)))
+    nl.store(out[2], nl.matmul(t[:, 0:x.shape[0]], t, transpose_x=True)[:, 0:x.shape[1]])
+    return out
