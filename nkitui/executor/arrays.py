@@ -98,7 +98,7 @@ def load_array(folder: Path, meta: Any, *, max_elements: int) -> np.ndarray:
     elif stored.kind not in PLAIN_KINDS or stored.name != label:
         raise ArrayTransferError(f"{name} claims {label} but stores {stored}")
     try:
-        arr = np.load(path, allow_pickle=False)
+        arr: np.ndarray = np.load(path, allow_pickle=False)
     except (OSError, ValueError) as exc:
         raise ArrayTransferError(f"{name} could not be read: {exc}") from None
     if narrow is not None:

@@ -47,7 +47,8 @@ def serve(payload: dict[str, Any], ctx: WorkerContext) -> int:
             try:
                 fn = _load(task)
             except TASK_ERRORS as exc:
-                server.reply(request, error=describe(ctx, exc, f"importing the reference {task.sources.reference.spec} failed",
+                ref = task.sources.reference  # None: _load said so, and the reply must not fail on it
+                server.reply(request, error=describe(ctx, exc, f"importing the reference {ref.spec if ref else '(none)'} failed",
                                                      kind="reference-error"))
                 continue
             server.reply(request, ok=True)
@@ -59,7 +60,8 @@ def serve(payload: dict[str, Any], ctx: WorkerContext) -> int:
             if op == "call":
                 server.reply(request, **_call(ctx, task, fn, folder, request, max_elements))
             else:  # several input sets in one request: one answer each, in order
-                sets = request.get("sets") if isinstance(request.get("sets"), list) else []
+                sets = request.get("sets")
+                sets = sets if isinstance(sets, list) else []
                 server.reply(request, results=[_call(ctx, task, fn, folder / str(k), item, max_elements)
                                                for k, item in enumerate(sets) if isinstance(item, dict)])
         else:
