@@ -19,13 +19,15 @@ masks) are never touched.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable, Mapping
+from typing import Any, Callable, Iterable, Mapping
 
 import numpy as np
 
 from nkitui.evaluate.numerics.fpformat import float_format, format_name, is_float_format
 
 ReferenceFn = Callable[[dict[str, np.ndarray]], Mapping[str, np.ndarray]]
+Inputs = dict[str, np.ndarray]
+Candidate = tuple[float, Inputs]  # (the scale or value tried, the inputs it gave)
 
 CASES_BY_OP: dict[str, tuple[str, ...]] = {
     "matmul": ("large", "tiny", "cancellation", "nonfinite"),
@@ -117,8 +119,10 @@ def _scaled(inputs: Mapping[str, np.ndarray], names: list[str], factor: float) -
     return out
 
 
-def _output_limits(reference_outputs: Mapping[str, np.ndarray], output_dtypes: Mapping[str, str], frac: float):
-    limits, lows = {}, {}
+def _output_limits(reference_outputs: Mapping[str, np.ndarray], output_dtypes: Mapping[str, str],
+                   frac: float) -> tuple[dict[str, float], dict[str, float]]:
+    limits: dict[str, float] = {}
+    lows: dict[str, float] = {}
     for name in reference_outputs:
         dt = output_dtypes.get(name)
         if dt and is_float_format(dt):
@@ -176,7 +180,8 @@ def _prefetch(reference: ReferenceFn, sets: list[dict[str, np.ndarray]]) -> None
         fetch(sets)
 
 
-def _first_accepted(reference: ReferenceFn, candidates: list, accepts, size: int = 1) -> object | None:  # noqa: ANN001
+def _first_accepted(reference: ReferenceFn, candidates: list[Candidate], accepts: Callable[[Inputs], bool],
+                    size: int = 1) -> Candidate | None:
     """The first candidate `accepts`, asking the reference about them in growing batches (1, 3, 8, 8,
     ...; or from `size`): the same answer as a one-by-one search, in fewer round trips."""
     done = 0
@@ -191,7 +196,9 @@ def _first_accepted(reference: ReferenceFn, candidates: list, accepts, size: int
     return None
 
 
-def _large(base, names, reference, op, limits, lows, base_nf, k, rng):
+def _large(base: Inputs, names: list[str], reference: ReferenceFn, op: str | None, limits: dict[str, float],
+           lows: dict[str, float], base_nf: dict[str, np.ndarray], k: int | None, rng: np.random.Generator,
+           ) -> AdversarialCase | None:
     in_max = min(float_format(base[n].dtype).max for n in names)
     target = min(1e4, in_max / 16.0)
     if op == "norm":
@@ -217,7 +224,9 @@ def _large(base, names, reference, op, limits, lows, base_nf, k, rng):
     )
 
 
-def _tiny(base, names, reference, op, limits, lows, base_nf, k, rng):
+def _tiny(base: Inputs, names: list[str], reference: ReferenceFn, op: str | None, limits: dict[str, float],
+          lows: dict[str, float], base_nf: dict[str, np.ndarray], k: int | None, rng: np.random.Generator,
+          ) -> AdversarialCase | None:
     current = max(_max_abs(base[n]) for n in names) or 1.0
     smallest = max(float_format(base[n].dtype).smallest_normal for n in names)
     factor = smallest * 2.0**6 / current
@@ -264,7 +273,9 @@ def _rows(a: np.ndarray) -> np.ndarray:
     return f.reshape(-1, f.shape[-1]) if f.ndim >= 1 else f.reshape(1, 1)
 
 
-def _equal(base, names, reference, op, limits, lows, base_nf, k, rng):
+def _equal(base: Inputs, names: list[str], reference: ReferenceFn, op: str | None, limits: dict[str, float],
+           lows: dict[str, float], base_nf: dict[str, np.ndarray], k: int | None, rng: np.random.Generator,
+           ) -> AdversarialCase | None:
     first = names[0]
     rows = _rows(base[first])
     row_values = rows[np.arange(rows.shape[0]), rng.integers(0, rows.shape[1], size=rows.shape[0])]
@@ -282,7 +293,9 @@ def _equal(base, names, reference, op, limits, lows, base_nf, k, rng):
     return AdversarialCase("equal", desc, trial, rescaled=False, changed=(first,), finite_only=op == "norm")
 
 
-def _mask(base, names, reference, op, limits, lows, base_nf, k, rng):
+def _mask(base: Inputs, names: list[str], reference: ReferenceFn, op: str | None, limits: dict[str, float],
+          lows: dict[str, float], base_nf: dict[str, np.ndarray], k: int | None, rng: np.random.Generator,
+          ) -> AdversarialCase | None:
     first = names[0]
     if not float_format(base[first].dtype).has_inf:
         return None
@@ -304,7 +317,9 @@ def _mask(base, names, reference, op, limits, lows, base_nf, k, rng):
     )
 
 
-def _nonfinite(base, names, reference, op, limits, lows, base_nf, k, rng):
+def _nonfinite(base: Inputs, names: list[str], reference: ReferenceFn, op: str | None, limits: dict[str, float],
+               lows: dict[str, float], base_nf: dict[str, np.ndarray], k: int | None, rng: np.random.Generator,
+               ) -> AdversarialCase | None:
     first = names[0]
     fmt = float_format(base[first].dtype)
     vals = _f64(base[first]).copy().ravel()
@@ -327,7 +342,7 @@ def _nonfinite(base, names, reference, op, limits, lows, base_nf, k, rng):
     )
 
 
-def _half_slices(shape: tuple[int, ...], axis: int) -> tuple[tuple, tuple]:
+def _half_slices(shape: tuple[int, ...], axis: int) -> tuple[tuple[slice, ...], tuple[slice, ...]]:
     n = shape[axis] // 2
     lo = [slice(None)] * len(shape)
     hi = [slice(None)] * len(shape)
@@ -336,7 +351,9 @@ def _half_slices(shape: tuple[int, ...], axis: int) -> tuple[tuple, tuple]:
     return tuple(lo), tuple(hi)
 
 
-def _cancellation(base, names, reference, op, limits, lows, base_nf, k, rng):
+def _cancellation(base: Inputs, names: list[str], reference: ReferenceFn, op: str | None, limits: dict[str, float],
+                  lows: dict[str, float], base_nf: dict[str, np.ndarray], k: int | None, rng: np.random.Generator,
+                  ) -> AdversarialCase | None:
     """Second half of the reduction axis cancels the first: x2 = -x1, y2 = y1*(1+1e-3*noise)."""
     try:
         with np.errstate(all="ignore"):
@@ -393,7 +410,9 @@ def _cancellation(base, names, reference, op, limits, lows, base_nf, k, rng):
     return None
 
 
-def _offset(base, names, reference, op, limits, lows, base_nf, k, rng):
+def _offset(base: Inputs, names: list[str], reference: ReferenceFn, op: str | None, limits: dict[str, float],
+            lows: dict[str, float], base_nf: dict[str, np.ndarray], k: int | None, rng: np.random.Generator,
+            ) -> AdversarialCase | None:
     first = names[0]
     x = _f64(base[first])
     std = float(np.std(x[np.isfinite(x)])) or 1.0
@@ -408,7 +427,9 @@ def _offset(base, names, reference, op, limits, lows, base_nf, k, rng):
     )
 
 
-_BUILDERS = {
+Builder = Callable[[Inputs, list[str], ReferenceFn, "str | None", dict[str, float], dict[str, float],
+                    dict[str, np.ndarray], "int | None", np.random.Generator], "AdversarialCase | None"]
+_BUILDERS: dict[str, Builder] = {
     "large": _large,
     "tiny": _tiny,
     "equal": _equal,
@@ -419,6 +440,6 @@ _BUILDERS = {
 }
 
 
-def output_dtype_names(outputs) -> dict[str, str]:
+def output_dtype_names(outputs: Iterable[Any]) -> dict[str, str]:
     """{name: dtype} from output specs (anything with .name and .dtype)."""
     return {o.name: format_name(o.dtype) for o in outputs}

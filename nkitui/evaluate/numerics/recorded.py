@@ -28,7 +28,7 @@ class UnplannedCall(RuntimeError):
     the audit's plan, never the task's fault)."""
 
 
-_memo: dict[int, tuple[weakref.ref, bytes]] = {}
+_memo: dict[int, tuple[weakref.ref[np.ndarray], bytes]] = {}
 
 
 def array_digest(array: np.ndarray) -> bytes:
@@ -41,10 +41,13 @@ def array_digest(array: np.ndarray) -> bytes:
     h = hashlib.sha256()
     h.update(f"{a.dtype.name}|{a.dtype.str}|{a.shape}".encode())
     if a.size:
-        h.update(a.view(np.uint8).reshape(-1))
+        h.update(a.view(np.uint8).reshape(-1).data)
     value = h.digest()
     try:
-        _memo[key] = (weakref.ref(array, lambda _r, key=key: _memo.pop(key, None)), value)
+        def forget(_ref: weakref.ref[np.ndarray], key: int = key) -> None:
+            _memo.pop(key, None)
+
+        _memo[key] = (weakref.ref(array, forget), value)
     except TypeError:  # not weak-referenceable: no memo
         pass
     return value
