@@ -40,6 +40,7 @@ from heapq import heappop, heappush
 from collections import Counter
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -88,7 +89,7 @@ class Schedule:
     exec_intervals: dict[str, list[list[float]]] = field(default_factory=dict)
     lane_exec_time: Counter = field(default_factory=Counter)  # base lane -> execution-only seconds
     # (file, line, lane, opcode) -> [seconds, count, flops, hbm bytes]; lane is "tensor", "dma", ...
-    by_line: dict[tuple[str, int, str, str], list] = field(default_factory=dict)
+    by_line: dict[tuple[str, int, str, str], list[Any]] = field(default_factory=dict)
     lane_time: Counter = field(default_factory=Counter)  # base lane -> sum of instruction busy time
     lane_count: Counter = field(default_factory=Counter)
     model_flops: float = 0.0
@@ -1121,7 +1122,7 @@ def _totals(sched: Schedule, rows: dict[tuple, list]) -> None:
                             "sbuf_write_bytes": mem[2], "psum_write_bytes": mem[3]})
 
 
-def _add_row(row: list | None, busy: float, count: int, flops: float, hbm: int) -> list:
+def _add_row(row: list[Any] | None, busy: float, count: int, flops: float, hbm: int) -> list[Any]:
     if row is None:
         return [busy, count, flops, hbm]
     row[0] += busy
