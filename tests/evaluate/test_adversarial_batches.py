@@ -52,9 +52,16 @@ def test_a_fast_reference_gets_growing_batches_with_the_same_answer() -> None:
     assert built == list(range(12))  # built batch by batch, never the whole list
 
 
-def _process(work_s: float, round_trip_s: float) -> ReferenceProcess:
+def _fresh() -> ReferenceProcess:
     proc = ReferenceProcess.__new__(ReferenceProcess)
     proc.work_per_set_s = proc.overhead_s = None
+    proc._work_s = proc._overhead_s = 0.0  # noqa: SLF001
+    proc._sets = proc._trips = 0  # noqa: SLF001
+    return proc
+
+
+def _process(work_s: float, round_trip_s: float) -> ReferenceProcess:
+    proc = _fresh()
     proc._timed([{"seconds": work_s}, {"seconds": work_s}], round_trip_s)  # noqa: SLF001
     return proc
 
@@ -65,6 +72,12 @@ def test_the_reference_process_advises_batches_only_when_round_trips_dominate() 
     unknown = _process(work_s=0.1, round_trip_s=0.25)
     unknown._timed([{"seconds": "lots"}], 0.1)  # noqa: SLF001 - unusable timings change nothing
     assert unknown.batch_size(3) == 1
-    fresh = ReferenceProcess.__new__(ReferenceProcess)
-    fresh.work_per_set_s = fresh.overhead_s = None
-    assert fresh.batch_size(3) == 3
+    assert _fresh().batch_size(3) == 3
+
+
+def test_one_slow_round_trip_does_not_switch_a_slow_reference_to_batches() -> None:
+    proc = _process(work_s=0.1, round_trip_s=0.21)  # 0.2 s of work per round trip, 0.01 s overhead
+    for _ in range(4):
+        proc._timed([{"seconds": 0.1}], 0.11)  # noqa: SLF001
+    proc._timed([{"seconds": 0.1}], 0.4)  # noqa: SLF001 - a load spike: 0.3 s of overhead once
+    assert proc.batch_size(8) == 1

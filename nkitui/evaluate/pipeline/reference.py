@@ -36,10 +36,13 @@ class ReferenceProcess:
         self.max_elements = {spec.name: spec.size + 1024 for spec in task.outputs}
         self.calls = 0
         self.asking = "an input set"  # what is being asked, for the error's words (the auditor announces it)
-        # what a round trip costs beside the reference's own work on each set (both in seconds, the
-        # latest round trip's): they decide whether asking about several sets at once pays
+        # what a round trip costs beside the reference's own work on each set (seconds, averaged over
+        # every round trip so far: one slow round trip on a loaded machine must not decide alone):
+        # they decide whether asking about several sets at once pays
         self.work_per_set_s: float | None = None
         self.overhead_s: float | None = None
+        self._work_s = self._overhead_s = 0.0
+        self._sets = self._trips = 0
 
     def announce(self, what: str) -> None:
         self.asking = what
@@ -69,8 +72,12 @@ class ReferenceProcess:
         work = [float(w) for w in work if isinstance(w, (int, float)) and not isinstance(w, bool) and 0 <= w < 1e6]
         if len(work) != len(results) or not work:
             return
-        self.work_per_set_s = sum(work) / len(work)
-        self.overhead_s = max(0.0, round_trip_s - sum(work))
+        self._work_s += sum(work)
+        self._sets += len(work)
+        self._overhead_s += max(0.0, round_trip_s - sum(work))
+        self._trips += 1
+        self.work_per_set_s = self._work_s / self._sets
+        self.overhead_s = self._overhead_s / self._trips
 
     def many(self, sets: list[dict[str, np.ndarray]]) -> list[dict[str, np.ndarray] | ReferenceFailed]:
         """The reference on several input sets in one round trip: each answer, or its failure."""
