@@ -15,6 +15,7 @@ Indirect views (`.ap(vector_offset=...)`, `.indirect()`) are the engine's gather
 
 from __future__ import annotations
 
+import inspect
 import math
 from dataclasses import dataclass
 
@@ -334,14 +335,23 @@ def _dim(d, nd: int, what: str) -> int:
 class NKIObject:
     """`nl.NKIObject`: the base class of kernel configuration objects and dataclasses. As in the
     SDK's stub (`NKIObject.__init__(self, **kwargs)`), building one with keywords sets each as an
-    attribute (nki-library writes `SectionParams(section_idx=...)` on plain subclasses); a
-    `@dataclass` subclass has its own `__init__`."""
+    attribute (nki-library writes `Configs(...)` on plain subclasses); a `@dataclass` subclass with
+    fields has dataclass's `__init__`, one without fields (attention_cte's `SectionParams`, whose
+    defaults are bare class attributes) keeps the keyword `__init__`."""
 
     __slots__ = ()
 
     def __init__(self, **kwargs) -> None:
         for key, value in kwargs.items():
             setattr(self, key, value)
+
+    def __init_subclass__(cls, **kwargs) -> None:
+        # @dataclass on a class without fields would add an __init__() that refuses keywords; it leaves an
+        # __init__ the class itself defines alone, so such a class gets the keyword one here
+        super().__init_subclass__(**kwargs)
+        if ("__init__" not in cls.__dict__ and not inspect.get_annotations(cls)
+                and not getattr(cls, "__dataclass_fields__", None)):
+            cls.__init__ = NKIObject.__init__
 
 
 class NkiTensor(Tensor, NKIObject):

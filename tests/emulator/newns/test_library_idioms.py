@@ -13,7 +13,7 @@ import nki
 import nki.isa as nisa
 import nki.language as nl
 from nkitui.emulator import OperandShapeError
-from tests.emulator_new.tile_io import load as _load, store as _store
+from tests.emulator.newns.tile_io import load as _load, store as _store
 
 F32 = np.float32
 
@@ -27,6 +27,17 @@ class Section(nl.NKIObject):  # a plain subclass: class attributes as defaults, 
 class Dims(nl.NKIObject):
     rows: int = 0
     cols: int = 0
+
+
+@dataclass
+class SectionParams(nl.NKIObject):  # attention_cte: a dataclass of class attributes (no fields), built with keywords
+    section_idx = None
+    section_offset = None
+
+
+@dataclass
+class Sized(Dims):  # fields inherited from a dataclass base: the dataclass __init__ (positional too) stays
+    pass
 
 
 def test_if_on_an_optional_tensor_argument_is_true_when_given(rng):
@@ -55,6 +66,9 @@ def test_nkiobject_subclasses_are_built_with_keywords():
 
     k(np.zeros((4, 8), F32))
     assert seen == {"index": 2, "offset": 16, "dims": (4, 8), "default": 0}
+    sp = SectionParams(section_idx=3, section_offset=384)
+    assert (sp.section_idx, sp.section_offset, SectionParams().section_idx) == (3, 384, None)
+    assert (Sized(2, 5).rows, Sized(cols=7).cols, Dims(1, 2) == Dims(rows=1, cols=2)) == (2, 7, True)
     assert isinstance(nl.ndarray, object) and issubclass(nl.NkiTensor, nl.NKIObject)
     with pytest.raises(TypeError):
         Section(1)  # keywords only, as the SDK's NKIObject.__init__(**kwargs)
@@ -98,7 +112,7 @@ def test_shared_identity_matrix_into_a_given_tile_checks_its_shape():
 def test_a_tensore_transpose_widens_like_a_matmul_against_an_identity(rng):
     # nki.isa.nc_transpose's docs ask for dst dtype == data dtype, but a TensorE transpose is a matmul
     # with the identity and nki-library writes bf16 data transposed into fp32 PSUM: both give x.T exactly.
-    # (VectorE transposes keep the rule: tests/emulator_new/test_peer_regressions.py.)
+    # (VectorE transposes keep the rule: tests/emulator/newns/test_peer_regressions.py.)
     @nki.jit
     def k(x, widen_with_transpose):
         t = _load(x)  # bf16 (32, 16)
