@@ -11,12 +11,16 @@ from __future__ import annotations
 
 import ast
 import threading
-from typing import Any
+from typing import Literal, overload
 
 _LOCK = threading.Lock()
 
 
-def parse(source: str | bytes, filename: str = "<unknown>", mode: str = "exec", **kwargs: Any) -> Any:
-    """ast.parse(source, filename, mode, **kwargs), one thread at a time."""
+@overload
+def parse(source: str | bytes, filename: str = ..., mode: Literal["exec"] = ...) -> ast.Module: ...
+@overload
+def parse(source: str | bytes, filename: str = ..., *, mode: Literal["eval"]) -> ast.Expression: ...
+def parse(source: str | bytes, filename: str = "<unknown>", mode: str = "exec") -> ast.AST:
+    """ast.parse(source, filename, mode), one thread at a time."""
     with _LOCK:
-        return ast.parse(source, filename=filename, mode=mode, **kwargs)
+        return ast.parse(source, filename=filename, mode=mode)
