@@ -180,14 +180,21 @@ def _prefetch(reference: ReferenceFn, sets: list[dict[str, np.ndarray]]) -> None
         fetch(sets)
 
 
-def _first_accepted(reference: ReferenceFn, candidates: list[Candidate], accepts: Callable[[Inputs], bool],
-                    size: int = 1) -> Candidate | None:
-    """The first candidate `accepts`, asking the reference about them in growing batches (1, 3, 8, 8,
-    ...; or from `size`): the same answer as a one-by-one search, in fewer round trips."""
+def _first_accepted(reference: ReferenceFn, factors: list[float], build: Callable[[float], Inputs],
+                    accepts: Callable[[Inputs], bool], size: int = 1) -> Candidate | None:
+    """The first (factor, trial) that `accepts`, trying `factors` in order; each trial is built
+    (`build(factor)`) only when its turn comes. A reference that answers several input sets in one
+    round trip (a process) is asked about them in growing batches (1, 3, 8, 8, ...), as far as it
+    says batching pays (`batch_size`: a reference whose own work costs more than a round trip is
+    asked one set at a time, so no answer is computed that the search does not use). The answer is
+    the same as a one-by-one search."""
+    hint = getattr(reference, "batch_size", None)
     done = 0
-    while done < len(candidates):
-        batch = candidates[done:done + size]
-        _prefetch(reference, [trial for _, trial in batch])
+    while done < len(factors):
+        step = hint(size) if hint is not None else size
+        batch = [(f, build(f)) for f in factors[done:done + max(1, step)]]
+        if len(batch) > 1:
+            _prefetch(reference, [trial for _, trial in batch])
         for candidate in batch:
             if accepts(candidate[1]):
                 return candidate
@@ -205,13 +212,14 @@ def _large(base: Inputs, names: list[str], reference: ReferenceFn, op: str | Non
         target = min(target, 1e3)
     current = max(_max_abs(base[n]) for n in names) or 1.0
     factor = target / current
-    candidates = []
+    factors = []
     for _ in range(8):
         if factor <= 1.0:
             break
-        candidates.append((factor, _scaled(base, names, factor)))
+        factors.append(factor)
         factor /= 16.0
-    found = _first_accepted(reference, candidates, lambda trial: _ref_ok(reference, trial, limits, base_nf))
+    found = _first_accepted(reference, factors, lambda f: _scaled(base, names, f),
+                            lambda trial: _ref_ok(reference, trial, limits, base_nf))
     if found is None:
         return None
     factor, trial = found
@@ -237,13 +245,8 @@ def _tiny(base: Inputs, names: list[str], reference: ReferenceFn, op: str | None
         factors.append(factor)
         factor *= 2.0**4
     low = lows if op not in ("softmax", "norm") else None
-    found = None
-    for start in range(0, len(factors), 8):  # build 8 candidates at a time: the scaled inputs take memory
-        chunk = [(f, _scaled(base, names, f)) for f in factors[start:start + 8]]
-        found = _first_accepted(reference, chunk, lambda trial: _ref_ok(reference, trial, limits, base_nf, low),
-                                size=1 if start == 0 else 8)
-        if found is not None:
-            break
+    found = _first_accepted(reference, factors, lambda f: _scaled(base, names, f),
+                            lambda trial: _ref_ok(reference, trial, limits, base_nf, low))
     if found is None:
         return None
     factor, trial = found

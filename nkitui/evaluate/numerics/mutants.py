@@ -33,6 +33,7 @@ from typing import Any, Iterator, Literal, Mapping, Sequence
 
 import numpy as np
 
+from nkitui.common import pyast
 from nkitui.common.codec import Record
 
 from nkitui.common.findings import Finding
@@ -528,7 +529,7 @@ def generate_mutants(source: str, file: str = "kernel.py", max_per_operator: int
     Raises SyntaxError (with the file and line) when the source does not parse.
     """
     try:
-        tree = ast.parse(source, filename=file)
+        tree = pyast.parse(source, filename=file)
     except SyntaxError as exc:
         raise SyntaxError(f"{file}:{exc.lineno}: cannot parse the NKI port for mutation: {exc.msg}") from exc
     collector = _SiteCollector()
@@ -548,7 +549,7 @@ def generate_mutants(source: str, file: str = "kernel.py", max_per_operator: int
         if text in seen or text == source:
             continue
         try:
-            ast.parse(text)
+            pyast.parse(text)
         except SyntaxError:
             continue
         seen.add(text)
@@ -673,6 +674,6 @@ def mutant_findings(report: MutationReport, outputs: Sequence[Any]) -> list[Find
 def iter_sites(source: str) -> Iterator[tuple[str, int]]:
     """(operator, line) of every mutation site in `source` (uncapped), for display."""
     collector = _SiteCollector()
-    collector.visit(ast.parse(source))
+    collector.visit(pyast.parse(source))
     for s in collector.sites:
         yield s.operator, s.node.lineno

@@ -93,6 +93,14 @@ class RecordedReference:
         for key, answer in zip(todo, many(list(todo.values()))):
             self._answers[key] = answer if isinstance(answer, BaseException) else dict(answer)
 
+    def batch_size(self, wanted: int) -> int:
+        """How many input sets a search should ask about in one round trip (at most `wanted`): the
+        live reference's own advice where it gives one; 1 once sealed (nothing is asked any more)."""
+        hint = getattr(self._live, "batch_size", None)
+        if self._live is None:
+            return 1
+        return hint(wanted) if hint is not None else wanted
+
     def __call__(self, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         key = inputs_digest(inputs)
         if key in self._answers:

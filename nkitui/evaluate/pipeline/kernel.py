@@ -22,6 +22,7 @@ from typing import Any
 
 import numpy as np
 
+from nkitui.common import pyast
 from nkitui.evaluate.numerics.callables import KernelRunner, RunOptions
 from nkitui.evaluate.numerics.inputs import from_kernel_layout, to_kernel_layout
 from nkitui.evaluate.pipeline.children import ChildReplyError, UntrustedChild
@@ -178,7 +179,7 @@ def entry_location(task: Any) -> tuple[str | None, int | None]:
         return None, None
     rel = task.rel(entry.path) or os.path.basename(str(entry.path))
     try:
-        tree = ast.parse(Path(entry.path).read_text(encoding="utf-8"))
+        tree = pyast.parse(Path(entry.path).read_text(encoding="utf-8"))
     except (OSError, SyntaxError, ValueError):
         return rel, None
     line: int | None = None
