@@ -166,6 +166,13 @@ class Guard:
             )
             if path is None:
                 return
+            if _is_descriptor(path) and _called_from_task(self.task_root):
+                # the process's pipes (requests, events, logs) are nkitui's: task code that wraps a raw
+                # descriptor could write events as if it were nkitui's server
+                shown = repr(path) if isinstance(path, int) else os.fsdecode(path)
+                self.record(Violation("descriptor", "a file descriptor of the process", "open of a raw file descriptor"))
+                raise PermissionError(f"nkitui sandbox: opening the file descriptor {shown} refused: a kernel has no "
+                                      "business with the process's own pipes")
             if writing:
                 if not self.is_writable(path):
                     self.refuse_write("open for writing", path)
@@ -192,6 +199,20 @@ class Guard:
             self.record(Violation("native", name, "ctypes.dlopen"))
             raise PermissionError(f"nkitui sandbox: loading the native library {name!r} through ctypes refused: "
                                   "kernels run as Python and NKI only")
+
+
+def _is_descriptor(path: Any) -> bool:
+    """An already-open descriptor (an int), or a name that reopens one (/proc/<pid>/fd/N, /dev/fd/N,
+    /dev/stdout, ...)."""
+    if isinstance(path, int):
+        return True
+    try:
+        name = os.fsdecode(path)
+    except (TypeError, ValueError):
+        return False
+    parts = name.split("/")
+    return name.startswith(("/dev/fd/", "/dev/stdin", "/dev/stdout", "/dev/stderr")) or (
+        len(parts) >= 4 and parts[1] == "proc" and parts[3] in ("fd", "fdinfo", "task"))
 
 
 def _under_any(real: str, roots: tuple[str, ...]) -> bool:

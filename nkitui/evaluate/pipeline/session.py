@@ -761,7 +761,7 @@ class EvaluationSession:
         refusals: list[dict[str, Any]] = []
         observed: dict[str, dict[str, Any]] = {}
         for child in self.children:
-            for v in child.violations:
+            for v in [*child.violations, *child.forgeries]:
                 violations.append({**{k: v.get(k) for k in ("action", "target", "detail", "file", "line")},
                                    "process": child.role})
             # sent by the child's guard the moment they happened: clearing its list later hides nothing
@@ -987,6 +987,12 @@ _VIOLATION_TEXT = {
     "process": ("Kernel tried to start a process",
                 "The kernel tried to start a process ({what}). nkitui refused it on this backend. "
                 "A port has no reason to run programs."),
+    "forgery": ("Kernel forged a message to the evaluator",
+                "{detail}. Only nkitui's own code in the kernel's process answers the evaluator, once per request; "
+                "a second or unrequested answer is task code posing as it. The run fails."),
+    "descriptor": ("Kernel opened one of its process's own pipes",
+                   "The kernel tried to wrap a raw file descriptor ({detail}). The descriptors of a kernel's process "
+                   "are nkitui's pipes to the evaluator: writing there would pose as nkitui's own code. Refused."),
     "introspection": ("Kernel reached into the interpreter",
                       "The kernel's code asked for {what}: frames, the garbage collector, ctypes or tracing, which no "
                       "kernel needs and a forgery of the evaluation would. nkitui refused it (the verdict is computed "
