@@ -11,6 +11,8 @@ allocated in a loop body is therefore dead once its iteration's last instruction
 although the kernel's variable holds it until the next iteration rebinds the name (Python builds
 the new tile before it rebinds). The peaks and the capacity check are computed from these live
 ranges when the kernel ends (`OnChipAllocator.close`); the error names the allocation's line.
+PSUM tiles are live from their first use, and a read counts where the compiler may schedule it
+(`_psum_range`, `Run._schedule_psum_read`; docs/emulator.md, "PSUM live ranges under reordering").
 """
 
 from __future__ import annotations
