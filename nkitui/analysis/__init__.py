@@ -35,7 +35,7 @@ from nkitui.analysis.rules import (
     file_rule,
     make_finding,
 )
-from nkitui.common.findings import Finding
+from nkitui.common.findings import Finding, dedupe_findings
 
 __all__ = [
     "AlignmentPair", "AnalysisContext", "AnalysisReport", "LineRange", "RuleSpec", "TensorInfo",
@@ -159,7 +159,7 @@ def analyze_sources(cuda_path: str | Path | None, nki_path: str | Path, *, task_
         extra = [f for f in source_findings(source, nki_rel, context.kernel if context else None)
                  if not (f.rule == "HACK-HOST-COMPUTE" and f.rule in have)]
         if extra:
-            report.findings = _dedupe([*report.findings, *extra])
+            report.findings = dedupe_findings([*report.findings, *extra])
             report = report.sorted()
     report.elapsed_ms = (time.perf_counter() - started) * 1000.0
     return report
@@ -219,7 +219,7 @@ def analyze_models(nki: NkiModel, cuda: CudaModel | None, context: AnalysisConte
     alignment = align(cuda, nki) if nki.syntax_error is None else []
     report = AnalysisReport(
         nki_file=nki.path, cuda_file=cuda.path if cuda else None, namespace=nki.namespace,
-        findings=_dedupe(findings), alignment=alignment, nki=nki.summary(), cuda=cuda.summary() if cuda else None,
+        findings=dedupe_findings(findings), alignment=alignment, nki=nki.summary(), cuda=cuda.summary() if cuda else None,
         context=bool(context and (context.inputs or context.outputs)),
     )
     return report.sorted()
@@ -266,18 +266,6 @@ def _module_findings(nki: NkiModel, context: AnalysisContext | None) -> list[Fin
                      f"{nki.path} has no @nki.jit-style kernel and no function using nki.language / nki.isa")
             + "; static checks had nothing to read. Check kernel.entry in task.toml.",
         ))
-    return out
-
-
-def _dedupe(findings: list[Finding]) -> list[Finding]:
-    seen: set[tuple[Any, ...]] = set()
-    out: list[Finding] = []
-    for f in findings:
-        key = (f.rule, f.file, f.line, f.title)
-        if key in seen:
-            continue
-        seen.add(key)
-        out.append(f)
     return out
 
 

@@ -8,9 +8,11 @@ from __future__ import annotations
 import re
 from pathlib import Path
 from collections.abc import Iterable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from nkitui.app.evidence import Evidence
+from nkitui.common.fields import FieldReader
+from nkitui.common.names import DEFAULT_TARGET
 from nkitui.app.widgets.source.rows import RolePair
 
 if TYPE_CHECKING:
@@ -74,19 +76,16 @@ def task_preview(path: Path) -> dict[str, str]:
 
     Read straight from task.toml without validation: the loaded Task replaces it moments later.
     """
-    import tomllib
-
     manifest = path if path.is_file() else path / "task.toml"
     folder = manifest.parent
-    data: dict[str, Any] = {}
+    reader = FieldReader(str(manifest), "docs/task-format.md")  # its problems wait for the real load
     try:
-        data = tomllib.loads(manifest.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError):
+        data = reader.parse_bytes(manifest.read_bytes()) or {}
+    except OSError:
         data = {}
 
     def text(key: str, default: str) -> str:
-        value = data.get(key)
-        return value if isinstance(value, str) and value.strip() else default
+        return reader.str_(data, key, key, strip=True) or default
 
     return {"id": text("id", folder.resolve().name), "title": text("title", "loading…"),
-            "target": text("target", "trn2")}
+            "target": text("target", DEFAULT_TARGET)}

@@ -49,6 +49,7 @@ from nkitui.app.screens.queue import QueueScreen, QueueTaskFinished
 from nkitui.app.screens.workstation import WorkstationScreen
 from nkitui.app.session_view import SessionView
 from nkitui.app.themes import DEFAULT_THEME, fill_nkitui_variables, load_themes, problem_notice, user_themes_dir
+from nkitui.common.problems import Problem
 from nkitui.app.widgets.footer import KeyFooter
 from nkitui.app.widgets.header import AREAS, AuditHeader, HeaderState
 from nkitui.app.widgets.run.log_view import LogView
@@ -130,7 +131,7 @@ class NkituiApp(App[int]):
         self.user_themes_dir = user_themes or user_themes_dir()
         self.theme_names: list[str] = []
         self.theme_origins: dict[str, Path] = {}
-        self._theme_problems: dict[Path, tuple[str, ...]] = {}  # reported already: not again on every t
+        self._theme_problems: dict[Path, tuple[Problem, ...]] = {}  # reported already: not again on every t
         loaded = load_themes(user=self.user_themes_dir)
         self.startup_problems += [problem_notice(path, lines) for path, lines in loaded.file_problems.items()]
         self._register_themes(loaded)

@@ -16,19 +16,20 @@ uses the defaults for those keys.
 from __future__ import annotations
 
 import os
-import shlex
-import tomllib
-from dataclasses import dataclass, field, replace
 import re
+import shlex
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from nkitui.common.fields import FieldReader
+from nkitui.common.names import BACKEND_CHOICES, TARGET_NAMES
 from nkitui.common.paths import config_dir
 
 CONFIG_FILE_NAME = "config.toml"
 KEYS = ("theme", "layout", "editor", "backend", "target", "blind", "auditor")
 LAYOUTS = ("auto", "tabs", "split")
-BACKENDS = ("auto", "emulator", "simulator", "neuron")
-TARGETS = ("trn1", "trn2", "trn3")
+BACKENDS = BACKEND_CHOICES
+TARGETS = TARGET_NAMES
 
 
 @dataclass(frozen=True)
@@ -54,39 +55,33 @@ def default_config_path() -> Path:
 
 
 def parse_config(text: str, source: str) -> AppConfig:
-    try:
-        data = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
-        return AppConfig(problems=(f"{source}: not valid TOML ({exc}); fix the syntax or delete the file",))
-    problems: list[str] = []
+    """Read config.toml's text; every problem names the file, the key (and its line) and the fix, and
+    the keys with problems keep their defaults."""
+    reader = FieldReader(source, "the Settings in README.md", locate=True)
+    data = reader.parse_text(text)
+    if data is None:
+        return AppConfig(problems=tuple(reader.messages()))
+    reader.unknown_keys(data, set(KEYS), "")
     values: dict[str, object] = {}
-    choices = {"layout": LAYOUTS, "backend": BACKENDS, "target": TARGETS}
-    for key, value in data.items():
-        if key not in KEYS:
-            problems.append(f"{source}: key {key!r}: unknown setting (known: {', '.join(sorted(KEYS))})")
-            continue
-        if key == "blind":
-            if isinstance(value, bool):
-                values[key] = value
-            else:
-                problems.append(f"{source}: key 'blind': expected true or false")
-            continue
-        if not isinstance(value, str) or not value.strip():
-            problems.append(f"{source}: key {key!r}: expected a non-empty string")
-            continue
-        if key in choices and value not in choices[key]:
-            problems.append(f"{source}: key {key!r}: {value!r} is not one of {', '.join(choices[key])}")
-            continue
-        if key == "auditor":
-            from nkitui.session.identity import IdentityError, parse_auditor
+    for key, choices in (("layout", LAYOUTS), ("backend", BACKENDS), ("target", TARGETS)):
+        if (value := reader.choice(data, key, key, choices)) is not None:
+            values[key] = value
+    for key in ("theme", "editor"):
+        if (value := reader.str_(data, key, key, strip=True, example='"dark"' if key == "theme" else '"nvim"')):
+            values[key] = value
+    if "blind" in data:
+        values["blind"] = reader.bool_(data, "blind", "blind", default=False)
+    auditor = reader.str_(data, "auditor", "auditor", strip=True, example='"Ada Lovelace <ada@example.com>"')
+    if auditor is not None:
+        from nkitui.session.identity import IdentityError, parse_auditor
 
-            try:
-                parse_auditor(value)
-            except IdentityError as exc:
-                problems.append(f"{source}: key 'auditor': {exc}")
-                continue
-        values[key] = value.strip()
-    return AppConfig(problems=tuple(problems), **values)  # type: ignore[arg-type]  # each value was checked against its key above
+        try:
+            parse_auditor(auditor)
+        except IdentityError as exc:
+            reader.error("auditor", str(exc), 'write auditor = "Your Name <you@example.com>"')
+        else:
+            values["auditor"] = auditor
+    return AppConfig(problems=tuple(reader.messages()), **values)  # type: ignore[arg-type]  # each value was checked against its key above
 
 
 def load_config(path: Path | None = None) -> AppConfig:

@@ -17,7 +17,6 @@ Regenerate docs/keymap.md with `python -m nkitui.app.keymap > docs/keymap.md`.
 from __future__ import annotations
 
 import difflib
-import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -25,6 +24,7 @@ from typing import Any
 from textual.binding import Binding
 from textual.keys import REPLACED_KEYS, Keys, _character_to_key, format_key, key_to_character
 
+from nkitui.common.fields import FieldReader
 from nkitui.common.paths import config_dir
 
 KEYMAP_FILE_NAME = "keymap.toml"
@@ -284,14 +284,6 @@ def key_problem(key: str) -> str | None:
     return f"unknown key {base!r} (use a character, an F-key, or a name like enter, escape, pageup, slash)"
 
 
-class KeymapError(ValueError):
-    """Problems in a user keymap file; each names the file and the binding id."""
-
-    def __init__(self, problems: list[str]) -> None:
-        super().__init__("\n".join(problems))
-        self.problems = problems
-
-
 def _flatten(table: dict[str, Any], prefix: str = "") -> dict[str, Any]:
     flat: dict[str, Any] = {}
     for name, value in table.items():
@@ -308,33 +300,34 @@ def default_keymap_path() -> Path:
 
 
 def parse_keymap(text: str, source: str) -> tuple[dict[str, str], list[str]]:
-    """Parse a keymap file's text: (binding id -> keys, problems). Valid entries survive bad ones."""
-    try:
-        data = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
-        return {}, [f"{source}: not valid TOML ({exc}); fix the syntax or delete the file"]
+    """Parse a keymap file's text: (binding id -> keys, problems). Valid entries survive bad ones; each
+    problem names the file, the binding id (and its line) and the fix."""
+    reader = FieldReader(source, "docs/keymap.md", locate=True)
+    data = reader.parse_text(text)
+    if data is None:
+        return {}, reader.messages()
     keymap: dict[str, str] = {}
-    problems: list[str] = []
     for binding_id, value in _flatten(data).items():
         if binding_id not in BY_ID:
             close = difflib.get_close_matches(binding_id, list(BY_ID), n=1)
             hint = f"did you mean {close[0]!r}?" if close else "see docs/keymap.md for the ids"
-            problems.append(f"{source}: key {binding_id!r}: unknown binding id; {hint}")
+            reader.error(binding_id, f"unknown binding id {binding_id!r}", hint)
             continue
         if isinstance(value, list) and all(isinstance(v, str) for v in value):
             keys = [v.strip() for v in value]
         elif isinstance(value, str):
             keys = [v.strip() for v in value.split(",")]
         else:
-            problems.append(f"{source}: key {binding_id!r}: expected a string like \"ctrl+s,f8\" or a list of strings")
+            reader.error(binding_id, f"expected a string or a list of strings, got {type(value).__name__}",
+                         f'write e.g. "{binding_id}" = "ctrl+s,f8" or ["ctrl+s", "f8"]')
             continue
         bad = [(k, why) for k in keys if (why := key_problem(k))]
         if bad:
             k, why = bad[0]
-            problems.append(f"{source}: key {binding_id!r}: {k!r} is not a key: {why}")
+            reader.error(binding_id, f"{k!r} is not a key: {why}", "see docs/keymap.md for key names")
             continue
         keymap[binding_id] = ",".join(_character_to_key(k) if len(k) == 1 else k for k in keys)
-    return keymap, problems
+    return keymap, reader.messages()
 
 
 def load_user_keymap(path: Path | None = None) -> tuple[dict[str, str], list[str]]:

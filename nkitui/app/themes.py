@@ -14,14 +14,15 @@ a user theme needs no more than `name` and `primary`:
 
 from __future__ import annotations
 
-import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from textual.color import Color, ColorParseError
 from textual.theme import Theme
 
+from nkitui.common.fields import FieldReader
 from nkitui.common.paths import config_dir
+from nkitui.common.problems import Problem
 from nkitui.common.resources import bundled_dir
 
 DEFAULT_THEME = "dark"
@@ -65,55 +66,59 @@ class ThemeLoad:
     themes: dict[str, Theme] = field(default_factory=dict)  # in menu order
     problems: list[str] = field(default_factory=list)  # every problem, each naming its file and field
     origins: dict[str, Path] = field(default_factory=dict)  # theme name -> the file it came from
-    file_problems: dict[Path, list[str]] = field(default_factory=dict)  # the same problems, by file
+    file_problems: dict[Path, list[Problem]] = field(default_factory=dict)  # the same problems, by file
 
 
-def _check_color(value: object, where: str) -> str | None:
+class ThemeError(ValueError):
+    """A theme file that cannot be used; `problems` name the file, each field (and its line) and the fix."""
+
+    def __init__(self, problems: list[Problem]) -> None:
+        super().__init__("\n".join(str(p) for p in problems))
+        self.problems = problems
+
+
+_COLOUR_FIX = 'use "#RRGGBB" or a name such as "dodgerblue"'
+
+
+def _check_color(reader: FieldReader, value: object, field: str) -> None:
     if not isinstance(value, str):
-        return f"{where}: expected a colour string like \"#1e90ff\""
+        reader.error(field, f"expected a colour string, got {type(value).__name__}", f'write e.g. {field.rsplit(".")[-1]} = "#1e90ff"')
+        return
     try:
         Color.parse(value)
     except ColorParseError:
-        return f"{where}: {value!r} is not a colour (use \"#RRGGBB\" or a name such as \"dodgerblue\")"
-    return None
+        reader.error(field, f"{value!r} is not a colour", _COLOUR_FIX)
 
 
 def parse_theme(text: str, source: str) -> Theme:
-    """Parse one theme file's text. Raises ValueError listing every problem, each naming file and field."""
-    try:
-        data = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
-        raise ValueError(f"{source}: not valid TOML ({exc})") from None
-    problems: list[str] = []
-    name = data.get("name")
-    if not isinstance(name, str) or not name.strip():
-        problems.append(f"{source}: field 'name': required, a non-empty string")
+    """Parse one theme file's text. Raises ThemeError listing every problem, each naming file and field."""
+    reader = FieldReader(source, "the theme format in themes/dark.toml", locate=True)
+    data = reader.parse_text(text)
+    if data is None:
+        raise ThemeError(reader.problems)
+    name = reader.str_(data, "name", "name", required=True, example='"solarized-dusk"', strip=True)
     if "primary" not in data:
-        problems.append(f"{source}: field 'primary': required, a colour like \"#1e90ff\"")
+        reader.error("primary", "required field is missing", 'add primary = "#1e90ff"')
     for key in data:
         if key not in _KNOWN_FIELDS:
-            problems.append(f"{source}: field {key!r}: unknown (theme fields: {', '.join(sorted(_KNOWN_FIELDS))})")
+            reader.error(key, f"unknown field {key!r}", f"theme fields: {', '.join(sorted(_KNOWN_FIELDS))}")
     for key in _COLOR_FIELDS:
-        if key in data and (why := _check_color(data[key], f"{source}: field {key!r}")):
-            problems.append(why)
+        if key in data:
+            _check_color(reader, data[key], key)
     for key in _FLOAT_FIELDS:
-        if key in data and not isinstance(data[key], (int, float)):
-            problems.append(f"{source}: field {key!r}: expected a number")
-    if "dark" in data and not isinstance(data["dark"], bool):
-        problems.append(f"{source}: field 'dark': expected true or false")
-    variables = data.get("variables", {})
-    if not isinstance(variables, dict):
-        problems.append(f"{source}: field 'variables': expected a table of colours")
-        variables = {}
+        reader.number(data, key, key, example="0.15")
+    reader.bool_(data, "dark", "dark", default=True)
+    variables = reader.table(data, "variables", "variables") or {}
     for key, value in variables.items():
-        if key in NKITUI_VARIABLES and (why := _check_color(value, f"{source}: field 'variables.{key}'")):
-            problems.append(why)
+        if key in NKITUI_VARIABLES:
+            _check_color(reader, value, f"variables.{key}")
         elif not isinstance(value, str):
-            problems.append(f"{source}: field 'variables.{key}': expected a string")
-    if problems:
-        raise ValueError("\n".join(problems))
+            reader.error(f"variables.{key}", f"expected a string, got {type(value).__name__}",
+                         f'write e.g. "{key}" = "#1e90ff"')
+    if reader.problems or name is None:
+        raise ThemeError(reader.problems)
     return Theme(
-        name=name.strip(),
+        name=name,
         dark=data.get("dark", True),
         variables=dict(variables),
         **{k: data[k] for k in _COLOR_FIELDS if k in data},
@@ -133,18 +138,18 @@ def _load_dir(folder: Path, into: ThemeLoad) -> None:
             text = path.read_text(encoding="utf-8")
         except (OSError, UnicodeDecodeError) as exc:
             why = exc.strerror if isinstance(exc, OSError) else f"not UTF-8 text: {exc.reason} at byte {exc.start}"
-            lines = [f"{path}: cannot be read ({why}); save it as UTF-8 text or remove it"]
+            problems = [Problem(str(path), "", f"cannot be read ({why})", "save it as UTF-8 text or remove it")]
         else:
             try:
                 theme = parse_theme(text, str(path))
-            except ValueError as exc:
-                lines = str(exc).splitlines()
+            except ThemeError as exc:
+                problems = exc.problems
             else:
                 into.themes[theme.name] = theme
                 into.origins[theme.name] = path
                 continue
-        into.problems.extend(lines)
-        into.file_problems[path] = lines
+        into.problems.extend(str(p) for p in problems)
+        into.file_problems[path] = problems
 
 
 def load_themes(bundled: Path | None = None, user: Path | None = None) -> ThemeLoad:
@@ -158,11 +163,15 @@ def load_themes(bundled: Path | None = None, user: Path | None = None) -> ThemeL
     return result
 
 
-def problem_notice(path: Path, lines: list[str]) -> str:
+def problem_notice(path: Path, problems: list[Problem]) -> str:
     """One notification's text for a theme file that did not load: the file, then each field's problem."""
-    prefix = f"{path}: "
-    items = "\n".join(f"• {line.removeprefix(prefix)}" for line in lines)
+    items = "\n".join(f"• {_where(p)}{p.message} — {p.fix}" for p in problems)
     return f"{path}\n{items}\nThe theme is not loaded; fix the file, then press t or run Reload themes."
+
+
+def _where(problem: Problem) -> str:
+    line = f" (line {problem.line})" if problem.line is not None else ""
+    return f"field {problem.field!r}{line}: " if problem.field else (f"line {problem.line}: " if line else "")
 
 
 def fill_nkitui_variables(variables: dict[str, str]) -> dict[str, str]:

@@ -50,7 +50,7 @@ class TaskFinished:
 @dataclass
 class BatchSummary:
     total: int = 0
-    counts: Counter = field(default_factory=Counter)  # status -> tasks (resumed included)
+    counts: Counter[str] = field(default_factory=Counter)  # status -> tasks (resumed included)
     resumed: int = 0
     not_run: int = 0  # left in the queue by a cancel
     cancelled: bool = False

@@ -10,6 +10,7 @@ import os
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from nkitui.common.gitsafe import command_args, driver_overrides
 
@@ -25,7 +26,7 @@ def git_env() -> dict[str, str]:
 
 
 def git(args: list[str], cwd: Path, *, timeout: float = 60.0, binary: bool = False,
-        extra: tuple[tuple[str, str], ...] = ()) -> subprocess.CompletedProcess:
+        extra: tuple[tuple[str, str], ...] = ()) -> subprocess.CompletedProcess[Any]:
     """`extra`: more settings (gitsafe.driver_overrides for a command that reads the work tree)."""
     return subprocess.run([*SAFE_GIT, *command_args(extra)[len(command_args()):], *args], cwd=cwd, env=git_env(),
                           capture_output=True, timeout=timeout, text=not binary, stdin=subprocess.DEVNULL)

@@ -13,6 +13,7 @@ from __future__ import annotations
 import queue
 import threading
 import traceback
+from typing import Any
 
 from nkitui.batch.executor import JobOutcome, Reporter, this_node
 from nkitui.batch.options import BatchOptions
@@ -26,7 +27,7 @@ class LocalExecutor:
     def __init__(self, workers: int | None = None, *, size: PoolSize | None = None) -> None:
         self.size = size or pool_size(workers)
         self._lock = threading.Lock()
-        self._handles: set = set()
+        self._handles: set[Any] = set()
         self.running_pids: dict[str, int] = {}  # task key -> pid of its evaluation worker
         self._cancelled = threading.Event()
         self._node = this_node()

@@ -12,8 +12,9 @@ from typing import Any
 from nkitui.evaluate.run import EvaluationRequest
 from nkitui.executor.limits import DEFAULT_MEMORY_MB
 
-BACKENDS = ("auto", "emulator", "simulator", "neuron")
-TARGETS = ("trn1", "trn2", "trn3")
+from nkitui.common.names import BACKEND_CHOICES as BACKENDS
+from nkitui.common.names import TARGET_NAMES as TARGETS
+from nkitui.common.names import unknown
 
 # Options that change a verdict and so belong in the resume key; store and display options do not.
 _KEY_FIELDS = ("backend", "target", "seeds", "timeout_s", "memory_mb", "static", "trials", "precision", "mutants")
@@ -37,9 +38,9 @@ class BatchOptions:
 
     def __post_init__(self) -> None:
         if self.backend not in BACKENDS:
-            raise ValueError(f"unknown backend {self.backend!r}; use one of {', '.join(BACKENDS)}")
+            raise ValueError(unknown("backend", self.backend, BACKENDS))
         if self.target is not None and self.target not in TARGETS:
-            raise ValueError(f"unknown target {self.target!r}; use one of {', '.join(TARGETS)}")
+            raise ValueError(unknown("target", self.target, TARGETS))
 
     def request(self, task_dir: Path) -> EvaluationRequest:
         """The same request `nkitui check` builds from its options (results are stored by the batch

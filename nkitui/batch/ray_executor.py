@@ -73,7 +73,7 @@ class ProgressBoard:
     """Notes from running tasks, drained by the driver: ("started", key, node, pid) and ("phase", key, name)."""
 
     def __init__(self) -> None:
-        self.notes: list[tuple] = []
+        self.notes: list[tuple[Any, ...]] = []
 
     def started(self, key: str, node: str, pid: int) -> None:
         self.notes.append(("started", key, node, pid))
@@ -81,7 +81,7 @@ class ProgressBoard:
     def phase(self, key: str, name: str) -> None:
         self.notes.append(("phase", key, name))
 
-    def drain(self) -> list[tuple]:
+    def drain(self) -> list[tuple[Any, ...]]:
         notes, self.notes = self.notes, []
         return notes
 
@@ -97,7 +97,7 @@ def evaluate_shipped(shipment: Any, payload: Any, options: BatchOptions, key: st
 
     node = socket.gethostname()
     board.started.remote(key, node, os.getpid())
-    data = payload if isinstance(payload, (bytes, bytearray)) else bytes(payload)
+    data = bytes(payload)
     try:
         task_dir = unpack(shipment, data)
     except ShipError as exc:
@@ -271,7 +271,7 @@ class RayExecutor:
         if not first:
             return []
         ready, _ = self.ray.wait(refs, num_returns=len(refs), timeout=0)
-        return ready or first
+        return list(ready or first)
 
     def _wait_cancelled(self, board: Any, by_key: dict[str, _Flight], reporter: Reporter) -> None:
         """After a cancel: collect what the cancelled tasks return; force the stragglers after a grace."""
@@ -290,7 +290,7 @@ class RayExecutor:
                     except Exception:  # noqa: BLE001
                         pass
 
-    def _ship(self, job: BatchTask, payloads: dict, pack: Any) -> tuple[Any, Any, Any]:
+    def _ship(self, job: BatchTask, payloads: dict[tuple[str, str], tuple[Any, Any]], pack: Any) -> tuple[Any, Any, Any]:
         from nkitui.batch.gitstate import read_git_state
 
         state = read_git_state(job.root)

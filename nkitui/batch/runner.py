@@ -61,7 +61,7 @@ class BatchHandle:
         self._ledger_path = ledger_path
         self._ledger: Ledger | None = None
         self._on_event = on_event
-        self._queue: queue.SimpleQueue = queue.SimpleQueue()
+        self._queue: queue.SimpleQueue[Any] = queue.SimpleQueue()
         self._lock = threading.RLock()
         self._cancel = threading.Event()
         self._done = threading.Event()
@@ -205,6 +205,8 @@ class BatchHandle:
             return []
         from concurrent.futures import ThreadPoolExecutor
 
+        ledger = self._ledger
+
         def check(task: BatchTask) -> TaskRecord | None:
             assert task.task is not None
             try:
@@ -212,7 +214,7 @@ class BatchHandle:
             except OSError:
                 return None
             state = read_git_state(task.root)
-            found = self._ledger.find(str(task.root), self.options_key, __version__, state.commit, state.dirty, hashes,
+            found = ledger.find(str(task.root), self.options_key, __version__, state.commit, state.dirty, hashes,
                                       same_commit=lambda other: same_task_content(state, other))
             if found is None or (found.run_path and not Path(found.run_path).is_file()):
                 return None

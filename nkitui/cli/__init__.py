@@ -32,7 +32,9 @@ def _passthrough(name: str):
     return getattr(importlib.import_module(f"{__name__}.{name}"), "passthrough", None)
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(only: str | None = None) -> argparse.ArgumentParser:
+    """The parser of every command, or of the command `only` (what a run of one command needs: the
+    other commands' modules, some of which import numpy or the emulator, are not imported)."""
     parser = argparse.ArgumentParser(
         prog="nkitui",
         description="Terminal workstation for auditing CUDA-to-NKI kernel ports (AWS Trainium).",
@@ -40,6 +42,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"nkitui {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name in _command_modules():
+        if only is not None and name != only:
+            continue
         module = importlib.import_module(f"{__name__}.{name}")
         register = getattr(module, "register", None)
         if register is not None:
@@ -55,13 +59,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     direct = _passthrough(args_list[0]) if args_list else None
     if direct is not None:
         return int(direct(args_list[1:]) or 0)
-    parser = build_parser()
-    commands = set(parser._subparsers._group_actions[0].choices) if parser._subparsers else set()  # noqa: SLF001
+    commands = set(_command_modules())  # each module registers the command of its name
     # `nkitui [TASK_DIR]` opens the workstation: route a bare path to the `open` command.
     if args_list and not args_list[0].startswith("-") and args_list[0] not in commands:
         args_list = ["open", *args_list]
     elif not args_list:
         args_list = ["open"]
+    parser = build_parser(only=args_list[0] if args_list[0] in commands else None)
     args = parser.parse_args(args_list)
     func = getattr(args, "func", None)
     if func is None:

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from nkitui.cli.check import _positive_float, _positive_int
+from nkitui.common.names import AUTO, BACKEND_CHOICES, TARGET_NAMES
 
 STATUS_STYLE = {
     "passed": ("✓", "green"), "failed": ("✗", "red"), "invalid": ("!", "magenta"), "timeout": ("⏱", "yellow"),
@@ -56,9 +57,9 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--neuron-cores-per-task", type=_positive_int, default=1, metavar="N",
                      help="with --ray on a cluster with NeuronCores: cores each kernel reserves (default 1)")
     check = p.add_argument_group("evaluation (as `nkitui check`)")
-    check.add_argument("--backend", choices=("auto", "emulator", "simulator", "neuron"), default="auto",
+    check.add_argument("--backend", choices=BACKEND_CHOICES, default=AUTO,
                        help="where each kernel runs (default auto)")
-    check.add_argument("--target", choices=("trn1", "trn2", "trn3"), help="hardware generation (default: each task's)")
+    check.add_argument("--target", choices=TARGET_NAMES, help="hardware generation (default: each task's)")
     check.add_argument("--seeds", type=_positive_int, metavar="N", help="run seeds 0..N-1 (default: each task's)")
     check.add_argument("--timeout", type=_positive_float, metavar="S", help="wall-clock limit of each task's run in seconds")
     check.add_argument("--memory-mb", type=_positive_int, metavar="MB", help="address-space limit of each worker (default 8192)")

@@ -7,6 +7,8 @@ import json
 import sys
 from pathlib import Path
 
+from nkitui.common.names import AUTO, BACKEND_CHOICES, TARGET_NAMES
+
 
 def _positive_int(text: str) -> int:
     try:
@@ -45,9 +47,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                     "lists phases, checks, metrics per seed, tolerance advice, timing and engine utilisation.",
     )
     p.add_argument("task_dir", type=Path, help="the task folder (or its task.toml)")
-    p.add_argument("--backend", choices=("auto", "emulator", "simulator", "neuron"), default="auto",
+    p.add_argument("--backend", choices=BACKEND_CHOICES, default=AUTO,
                    help="where the kernel runs (default auto: the best available, with the reason in the report)")
-    p.add_argument("--target", choices=("trn1", "trn2", "trn3"), help="hardware generation (default: the task's)")
+    p.add_argument("--target", choices=TARGET_NAMES, help="hardware generation (default: the task's)")
     p.add_argument("--seeds", type=_capped(_positive_int, 1000, "seeds (each is a whole run)"), metavar="N",
                    help="run seeds 0..N-1 (default: the task's, usually 0 1 2; at most 1000)")
     p.add_argument("--timeout", type=_capped(_positive_float, 86400, "seconds (a day)"), metavar="S",

@@ -21,6 +21,7 @@ import json
 import sys
 
 from nkitui.cli.textout import ParagraphHelpFormatter
+from nkitui.common.names import TARGET_NAMES
 
 MAX_KERNEL_FOLDER_MB = 256
 MAX_KERNEL_FOLDER_FILES = 2000
@@ -38,7 +39,7 @@ def register(subparsers) -> None:
     run.add_argument("--inputs", required=True, metavar="IN.npz", help="input arrays (positional order or by name)")
     run.add_argument("--out", required=True, metavar="OUT.npz", help="where to write the output arrays")
     run.add_argument("--grid", metavar="G0,G1", help="SPMD launch grid, e.g. 2 or 4,2")
-    run.add_argument("--target", choices=("trn1", "trn2", "trn3"), help="NeuronCore generation (default: "
+    run.add_argument("--target", choices=TARGET_NAMES, help="NeuronCore generation (default: "
                      "$NEURON_PLATFORM_TARGET_OVERRIDE, else trn2)")
     run.add_argument("--timeout", type=float, default=300.0, metavar="S", help="wall-clock limit (default 300 s)")
     run.add_argument("--memory-mb", type=int, default=8192, metavar="MB", help="memory limit (default 8192)")

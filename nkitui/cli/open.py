@@ -5,8 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-BACKENDS = ("auto", "emulator", "simulator", "neuron")
-TARGETS = ("trn1", "trn2", "trn3")
+from nkitui.common.names import AUTO, BACKEND_CHOICES, TARGET_NAMES
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -14,8 +13,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                                     "(the default command: nkitui [DIR])")
     p.add_argument("task_dir", nargs="?", type=Path, default=Path("."), metavar="DIR",
                    help="a task folder (or its task.toml), or a folder holding several tasks: the queue (default: .)")
-    p.add_argument("--backend", choices=BACKENDS, default="auto", help="where runs execute (default: auto)")
-    p.add_argument("--target", choices=TARGETS, default=None, help="Trainium generation (default: the task's)")
+    p.add_argument("--backend", choices=BACKEND_CHOICES, default=AUTO, help="where runs execute (default: auto)")
+    p.add_argument("--target", choices=TARGET_NAMES, default=None, help="Trainium generation (default: the task's)")
     p.add_argument("--theme", default=None, help="dark, light, high-contrast or a user theme's name")
     p.set_defaults(func=_open)
 

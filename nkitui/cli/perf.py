@@ -20,7 +20,9 @@ import os
 import sys
 from pathlib import Path
 
-TARGETS = ("trn1", "trn2", "trn3")
+from nkitui.common.names import DEFAULT_TARGET, TARGET_NAMES
+
+TARGETS = TARGET_NAMES
 TRACE_TIMEOUT_S = 600
 
 
@@ -110,7 +112,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="an output, e.g. 4096x8192:bf16 (repeatable)")
     p.add_argument("--lhs-transposed", action="store_true", help="matmul: the first input is given as [K, M]")
     p.add_argument("--causal", action="store_true", help="attention: causal mask (half the score work)")
-    p.add_argument("--target", choices=TARGETS, default="trn2", help="NeuronCore generation (default trn2)")
+    p.add_argument("--target", choices=TARGETS, default=DEFAULT_TARGET, help=f"NeuronCore generation (default {DEFAULT_TARGET})")
     _json(p)
     p.set_defaults(func=_sol)
     parser.set_defaults(func=lambda args: _usage(parser))
@@ -157,7 +159,7 @@ def _estimate_body(args) -> int:
         trace = trace_kernel(args)
         if isinstance(trace, int):
             return trace
-        rec = estimate(trace, args.target or "trn2")
+        rec = estimate(trace, args.target or DEFAULT_TARGET)
     else:
         if args.shapes or args.dtypes or args.arg or args.grid:
             raise PerfInputError(f"{args.source}: --shapes, --dtypes, --arg and --grid go with FILE.py::KERNEL, not "
@@ -227,7 +229,7 @@ def trace_kernel(args):
         raise PerfInputError(f"--timeout {args.timeout:g}: give a number of seconds between 1 and 86400")
     specs, kwargs = _kernel_args(args)
     try:
-        return trace_shape_only(file, name, grid, args.target or "trn2", specs, kwargs, timeout_s=args.timeout)
+        return trace_shape_only(file, name, grid, args.target or DEFAULT_TARGET, specs, kwargs, timeout_s=args.timeout)
     except UsageError as e:
         raise PerfInputError(str(e)) from None
     except KernelFailed as e:

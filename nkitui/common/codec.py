@@ -49,7 +49,9 @@ class Record:
     _codec_omit: ClassVar[tuple[str, ...]] = ()
 
     def to_dict(self) -> dict[str, JSON]:
-        return encode(self)
+        encoded = encode(self)
+        assert isinstance(encoded, dict)  # a dataclass record always encodes to an object
+        return encoded
 
     @classmethod
     def from_dict(cls, data: JSON, where: str = "") -> Any:

@@ -7,6 +7,7 @@ performance model (perf/). The UI marks them in the gutter and links them as evi
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
+from collections.abc import Iterable
 from typing import Any, Literal
 
 Severity = Literal["high", "medium", "low", "info"]
@@ -47,3 +48,15 @@ class Finding:
 
 def sort_findings(findings: list[Finding]) -> list[Finding]:
     return sorted(findings, key=lambda f: (SEVERITY_ORDER.get(f.severity, 9), f.file or "", f.line or 0, f.rule))
+
+
+def dedupe_findings(findings: Iterable[Finding]) -> list[Finding]:
+    """The findings in order, each (rule, file, line, title) once: the first report of a fact wins."""
+    seen: set[tuple[Any, ...]] = set()
+    out: list[Finding] = []
+    for f in findings:
+        key = (f.rule, f.file, f.line, f.title)
+        if key not in seen:
+            seen.add(key)
+            out.append(f)
+    return out

@@ -24,7 +24,10 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import git
 
 NO_HOOKS = "/dev/null"  # a hooks "folder" in which no hook can ever exist
 SAFE_CONFIG: tuple[tuple[str, str], ...] = (("core.hooksPath", NO_HOOKS), ("core.fsmonitor", "false"))
@@ -84,11 +87,12 @@ def harden(repo: Any) -> Any:
     return repo
 
 
-def open_repo(path: str | Path, **kwargs: Any) -> Any:
+def open_repo(path: str | Path, **kwargs: Any) -> git.Repo:
     """git.Repo(path, **kwargs), hardened. Raises what git.Repo raises."""
     import git
 
-    return harden(git.Repo(path, **kwargs))
+    repo: git.Repo = harden(git.Repo(path, **kwargs))
+    return repo
 
 
 def init_repo(path: str | Path, **kwargs: Any) -> Any:

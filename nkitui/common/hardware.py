@@ -13,6 +13,8 @@ from dataclasses import dataclass, field, fields
 from types import MappingProxyType
 from typing import Mapping
 
+from nkitui.common.names import TARGET_ALIASES, TARGET_NAMES
+
 KIB = 1024
 GHZ = 1e9
 
@@ -20,11 +22,8 @@ PMAX = 128  # partitions of SBUF/PSUM, the partition-dimension limit of every ti
 GEMM_STATIONARY_FMAX = 128  # matmul stationary free size [L-PM, TILE]
 BN_STATS_FMAX = 512  # bn_stats free size [L-ISA]
 
-# Names accepted for a target (NEURON_PLATFORM_TARGET_OVERRIDE spellings, spec §1.3).
-ALIASES: Mapping[str, str] = MappingProxyType({
-    "trn1": "trn1", "inf2": "trn1", "gen2": "trn1", "trn2": "trn2", "gen3": "trn2", "trn3": "trn3", "gen4": "trn3",
-})
-TARGET_NAMES = ("trn1", "trn2", "trn3")
+# Names accepted for a target (NEURON_PLATFORM_TARGET_OVERRIDE spellings, spec §1.3): the vocabulary's.
+ALIASES: Mapping[str, str] = TARGET_ALIASES
 
 
 @dataclass(frozen=True, slots=True)
@@ -179,5 +178,6 @@ def resolve_target(name: str | HardwareTarget) -> HardwareTarget:
         return name
     key = ALIASES.get(str(name).strip().lower())
     if key is None:
-        raise ValueError(f"unknown target {name!r}: use one of trn1, trn2, trn3 (or inf2, gen2, gen3, gen4)")
+        others = ", ".join(alias for alias in ALIASES if alias not in TARGET_NAMES)
+        raise ValueError(f"unknown target {name!r}: use one of {', '.join(TARGET_NAMES)} (or {others})")
     return TARGETS[key]

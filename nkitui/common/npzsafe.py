@@ -17,7 +17,10 @@ from __future__ import annotations
 import math
 import zipfile
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import numpy as np
 
 MAX_HEADER = 10_000
 MAX_MEMBERS = 1024
@@ -63,7 +66,7 @@ def _read_exactly(f: Any, n: int) -> bytearray:
     return buf
 
 
-def read_npy(f: Any, where: str, budget: int, stored_size: int | None = None):  # noqa: ANN201 - numpy array
+def read_npy(f: Any, where: str, budget: int, stored_size: int | None = None) -> np.ndarray:
     """One .npy stream: header checked (size, dtype, shape) before any data is read."""
     import numpy as np
     from numpy.lib import format as npf
@@ -103,7 +106,7 @@ def read_npy(f: Any, where: str, budget: int, stored_size: int | None = None):  
     return arr.reshape(shape, order="F" if fortran else "C")
 
 
-def load_npy(path: Path, *, max_bytes: int):  # noqa: ANN201 - numpy array
+def load_npy(path: Path, *, max_bytes: int) -> np.ndarray:
     kind = _kind_of(Path(path))
     if kind != "npy":
         raise NpzError(f"{path} is not a .npy array")

@@ -20,6 +20,7 @@ that looks like a credential (12+ characters of token alphabet).
 from __future__ import annotations
 
 import re
+from functools import partial
 from typing import Any
 
 _PATTERNS: tuple[tuple[str, str], ...] = (
@@ -57,6 +58,10 @@ _HINTS = ("AKIA", "ASIA", "AGPA", "AIDA", "AROA", "AIPA", "ANPA", "ANVA", "APKA"
 _HINT = re.compile("|".join(re.escape(h) for h in _HINTS))
 
 
+def _replace_value(kind: str, m: re.Match[str]) -> str:
+    return f"{m.group(1)}{m.group(2)}{_mark(kind)}"
+
+
 def _mark(kind: str) -> str:
     return f"[REDACTED:{kind}]"
 
@@ -67,7 +72,7 @@ def redact_text(text: str) -> str:
         return text
     out = _COMBINED.sub(lambda m: _mark(_KINDS[m.lastgroup or ""]), text)
     for kind, pattern in _VALUES:
-        out = pattern.sub(lambda m, kind=kind: f"{m.group(1)}{m.group(2)}{_mark(kind)}", out)
+        out = pattern.sub(partial(_replace_value, kind), out)
     return out
 
 

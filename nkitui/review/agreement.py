@@ -88,7 +88,7 @@ def compute_agreement(reviews: list[LoadedReview], rubrics: RubricCache | None =
         if k not in latest or lr.record.submitted_at > latest[k].record.submitted_at:
             latest[k] = lr
     # ratings[(rubric id, criterion)][unit][auditor] = value
-    ratings: dict[tuple[str, str], dict[tuple, dict[str, Any]]] = defaultdict(lambda: defaultdict(dict))
+    ratings: dict[tuple[str, str], dict[tuple[Any, ...], dict[str, Any]]] = defaultdict(lambda: defaultdict(dict))
     scales: dict[tuple[str, str], Scale | None] = {}
     titles: dict[tuple[str, str], str] = {}
     order: list[tuple[str, str]] = []
@@ -125,7 +125,7 @@ def _rubric_position(rubrics: RubricCache, reviews: list[LoadedReview], key: tup
     return (key[0], 10_000)
 
 
-def _alpha_for(key: tuple[str, str], by_unit: dict[tuple, dict[str, Any]], scale: Scale | None, title: str) -> CriterionAgreement:
+def _alpha_for(key: tuple[str, str], by_unit: dict[tuple[Any, ...], dict[str, Any]], scale: Scale | None, title: str) -> CriterionAgreement:
     import krippendorff
 
     if scale is not None:  # values from reviews whose rubric lacked this criterion must still fit the scale
@@ -134,8 +134,8 @@ def _alpha_for(key: tuple[str, str], by_unit: dict[tuple, dict[str, Any]], scale
     coding = _coding(scale, [v for r in by_unit.values() for v in r.values()])
     auditors = sorted({a for r in pairable.values() for a in r})
     n_ratings = sum(len(r) for r in pairable.values())
-    base = dict(rubric_id=key[0], criterion=key[1], title=title, level=coding.level, raters=len(auditors),
-                units=len(pairable), ratings=n_ratings)
+    base: dict[str, Any] = dict(rubric_id=key[0], criterion=key[1], title=title, level=coding.level,
+                                raters=len(auditors), units=len(pairable), ratings=n_ratings)
     if not pairable:
         return CriterionAgreement(alpha=None, note="no task version was rated by two or more auditors", **base)
     units = sorted(pairable)

@@ -24,7 +24,7 @@ from nkitui.common.atomic import atomic_write_text
 from nkitui.common.paths import state_dir
 from nkitui.review import tomlout
 from nkitui.review.errors import RecordError
-from nkitui.review.fields import FieldReader
+from nkitui.common.fields import FieldReader, Table
 from nkitui.review.record import (
     RUN_ID_RE,
     Evidence,
@@ -144,7 +144,7 @@ class Draft:
         return _read_draft(doc, r)
 
 
-def _read_draft(doc: dict, r: FieldReader) -> Draft:
+def _read_draft(doc: Table, r: FieldReader) -> Draft:
     r.unknown_keys(doc, {"schema", "kind", "task_id", "auditor", "saved_at", "verdict", "summary", "runs", "rubric",
                          "scores", "comments", "evidence", "overrides"}, "")
     schema = r.int_(doc, "schema", "schema", minimum=1)
@@ -221,7 +221,7 @@ class DraftStore:
         import time
 
         cutoff = (time.time() if now is None else now) - STALE_TEMP_S
-        removed = []
+        removed: list[Path] = []
         try:
             entries = list(folder.iterdir())
         except OSError:

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
-from nkitui.review.fields import display_path
+from nkitui.common.fields import display_path
 from nkitui.review.history import file_changes
 from nkitui.review.rubric_cache import RubricCache
 from nkitui.review.scan import LoadedReview, scan_tree

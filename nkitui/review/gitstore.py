@@ -88,7 +88,7 @@ def preflight(repo: git.Repo) -> None:
     """Refuse repository states in which a review cannot be committed: no commits yet, another git
     process holding the index, a merge/rebase/cherry-pick/revert in progress (checked before the
     detached HEAD a rebase causes, so the message names the rebase), or a detached HEAD."""
-    root = repo.working_tree_dir or repo.git_dir
+    root = str(repo.working_tree_dir or repo.git_dir)
     if not repo.head.is_valid():
         raise _refuse("no_commits", root, "the repository has no commits yet, so a review has no task version to point at",
                       "commit the task first (git add . && git commit -m 'task'), or let nkitui make that first commit "

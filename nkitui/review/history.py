@@ -92,6 +92,7 @@ def file_changes(record: ReviewRecord, task_root: Path, current_judged: dict[str
     cache = {} if cache is None else cache
     changes: list[FileChange] = []
     for rel, digest in sorted(record.task.files.items()):
+        now: str | None
         if current_judged is not None and rel in current_judged:
             now = current_judged[rel]
         else:
@@ -234,7 +235,7 @@ def diff_reviews(before: ReviewRecord, after: ReviewRecord, rubric: Rubric | Non
         elif x != y:
             files.append(FileChange(rel, "modified"))
 
-    def key(c: LineComment) -> tuple:
+    def key(c: LineComment) -> tuple[Any, ...]:
         return (c.file, c.start, c.end, c.text.strip(), c.criterion)
 
     before_keys = {key(c) for c in before.comments}

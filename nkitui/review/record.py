@@ -18,7 +18,7 @@ from typing import Any, Literal
 
 from nkitui.review import tomlout
 from nkitui.review.errors import RecordError
-from nkitui.review.fields import FieldReader
+from nkitui.common.fields import FieldReader, Table
 from nkitui.review.rubric import ScoreValue
 from nkitui.task.problems import Problem
 
@@ -243,7 +243,7 @@ def _drop_none(d: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in d.items() if v is not None}
 
 
-def read_scores(doc: dict, r: FieldReader, *, allow_empty_string: bool) -> dict[str, Score]:
+def read_scores(doc: Table, r: FieldReader, *, allow_empty_string: bool) -> dict[str, Score]:
     """[scores.<criterion>] tables. In drafts, score = "" means not scored yet."""
     table = r.table(doc, "scores", "scores") or {}
     out: dict[str, Score] = {}
@@ -276,7 +276,7 @@ def read_scores(doc: dict, r: FieldReader, *, allow_empty_string: bool) -> dict[
     return out
 
 
-def read_comments(doc: dict, r: FieldReader) -> list[LineComment]:
+def read_comments(doc: Table, r: FieldReader) -> list[LineComment]:
     out: list[LineComment] = []
     for i, t in enumerate(r.table_list(doc, "comments", "comments")):
         where = f"comments[{i}]"
@@ -304,7 +304,7 @@ def read_comments(doc: dict, r: FieldReader) -> list[LineComment]:
     return out
 
 
-def read_evidence(doc: dict, r: FieldReader) -> list[Evidence]:
+def read_evidence(doc: Table, r: FieldReader) -> list[Evidence]:
     out: list[Evidence] = []
     for i, t in enumerate(r.table_list(doc, "evidence", "evidence")):
         where = f"evidence[{i}]"
@@ -320,11 +320,11 @@ def read_evidence(doc: dict, r: FieldReader) -> list[Evidence]:
         excerpt = r.str_(t, "excerpt", f"{where}.excerpt", allow_empty=True) or ""
         criterion = r.str_(t, "criterion", f"{where}.criterion", example='"performance_quality"')
         if kind is not None and ref is not None:
-            out.append(Evidence(kind=kind, ref=ref, excerpt=excerpt, criterion=criterion))  # type: ignore[arg-type]
+            out.append(Evidence(kind=kind, ref=ref, excerpt=excerpt, criterion=criterion))  # type: ignore[arg-type]  # kind is one of EVIDENCE_KINDS (checked above)
     return out
 
 
-def read_overrides(doc: dict, r: FieldReader) -> list[RuleOverride]:
+def read_overrides(doc: Table, r: FieldReader) -> list[RuleOverride]:
     out: list[RuleOverride] = []
     for i, t in enumerate(r.table_list(doc, "overrides", "overrides")):
         where = f"overrides[{i}]"
@@ -337,7 +337,7 @@ def read_overrides(doc: dict, r: FieldReader) -> list[RuleOverride]:
     return out
 
 
-def read_runs(doc: dict, r: FieldReader) -> list[str]:
+def read_runs(doc: Table, r: FieldReader) -> list[str]:
     runs = r.str_list(doc, "runs", "runs", example='["20261130-141502-ab12"]')
     for run_id in runs:
         if not RUN_ID_RE.match(run_id):
@@ -349,7 +349,7 @@ def read_runs(doc: dict, r: FieldReader) -> list[str]:
     return runs
 
 
-def read_rubric_ref(doc: dict, r: FieldReader) -> tuple[str | None, str | None]:
+def read_rubric_ref(doc: Table, r: FieldReader) -> tuple[str | None, str | None]:
     table = r.table(doc, "rubric", "rubric", required=True)
     if table is None:
         return None, None
@@ -400,7 +400,7 @@ def load_record(path: Path, display: str | None = None) -> ReviewRecord:
     return record
 
 
-def _read_record(doc: dict, r: FieldReader) -> ReviewRecord:
+def _read_record(doc: Table, r: FieldReader) -> ReviewRecord:
     r.unknown_keys(doc, {"schema", "kind", "id", "auditor", "submitted_at", "tool_version", "verdict", "summary",
                          "runs", "rubric", "task", "scores", "comments", "evidence", "overrides"}, "")
     schema = r.int_(doc, "schema", "schema", required=True, minimum=1)
@@ -438,7 +438,7 @@ def _read_record(doc: dict, r: FieldReader) -> ReviewRecord:
                         schema=schema or RECORD_SCHEMA, overrides=overrides)
 
 
-def _read_task_pin(doc: dict, r: FieldReader) -> TaskPin | None:
+def _read_task_pin(doc: Table, r: FieldReader) -> TaskPin | None:
     t = r.table(doc, "task", "task", required=True)
     if t is None:
         return None

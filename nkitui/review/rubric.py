@@ -12,14 +12,14 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
 from typing import Any, Literal, Union
 
 from nkitui.review.errors import RubricError
-from nkitui.review.fields import FieldReader
+from nkitui.common.fields import FieldReader, Table
 from nkitui.task.problems import Problem
 
 ScaleKind = Literal["range", "pass_fail", "labels"]
@@ -234,7 +234,7 @@ class Rubric:
                 broken.append(RuleViolation(rule, tuple(failures)))
         return broken
 
-    def _failures(self, req: Requirement):
+    def _failures(self, req: Requirement) -> Callable[[Mapping[str, ScoreValue | None]], list[str]]:
         def scored(scores: Mapping[str, ScoreValue | None]) -> list[tuple[Criterion, ScoreValue]]:
             out = []
             for c in self.criteria:
@@ -348,7 +348,7 @@ def parse_rubric(text: str, display: str, source: str = "") -> Rubric:
     return _read_rubric(doc, reader, source=source or display)
 
 
-def _read_rubric(doc: dict, r: FieldReader, source: str) -> Rubric:
+def _read_rubric(doc: Table, r: FieldReader, source: str) -> Rubric:
     r.unknown_keys(doc, {"schema", "id", "version", "title", "description", "verdicts", "verdict_guidance", "criteria",
                          "verdict_rules"}, "")
     schema = r.int_(doc, "schema", "schema", minimum=1)
@@ -394,7 +394,7 @@ def _read_rubric(doc: dict, r: FieldReader, source: str) -> Rubric:
                   verdicts=verdicts, verdict_guidance=verdict_guidance, source=source, verdict_rules=rules)
 
 
-def _read_verdict_rules(doc: dict, r: FieldReader, verdicts: tuple[str, ...],
+def _read_verdict_rules(doc: Table, r: FieldReader, verdicts: tuple[str, ...],
                         criteria: list[Criterion]) -> tuple[VerdictRule, ...]:
     rules: list[VerdictRule] = []
     seen: set[str] = set()
@@ -437,7 +437,7 @@ def _read_verdict_rules(doc: dict, r: FieldReader, verdicts: tuple[str, ...],
             continue
         seen.add(rule_id)
         rules.append(VerdictRule(id=rule_id, verdicts=applies, requires=tuple(requires), message=message.strip(),
-                                 severity=severity if severity == "warning" else "blocker", overridable=overridable))
+                                 severity="warning" if severity == "warning" else "blocker", overridable=overridable))
     return tuple(rules)
 
 
@@ -475,7 +475,7 @@ def _parses(crit: Criterion, value: str) -> bool:
     return True
 
 
-def _read_criterion(table: dict, where: str, r: FieldReader) -> Criterion | None:
+def _read_criterion(table: Table, where: str, r: FieldReader) -> Criterion | None:
     r.unknown_keys(table, {"id", "title", "guidance", "scale", "weight", "required", "levels"}, f"{where}.")
     crit_id = r.str_(table, "id", f"{where}.id", required=True, example='"numerical_correctness"')
     if crit_id is not None and not _CRITERION_RE.match(crit_id):
@@ -504,7 +504,7 @@ def _read_criterion(table: dict, where: str, r: FieldReader) -> Criterion | None
                      weight=1.0 if weight is None else float(weight), required=required, levels=levels)
 
 
-def _read_scale(table: dict, where: str, r: FieldReader) -> Scale | None:
+def _read_scale(table: Table, where: str, r: FieldReader) -> Scale | None:
     s = r.table(table, "scale", where, required=True)
     if s is None:
         return None

@@ -86,8 +86,8 @@ def resolve_runs(task_root: Path, task_id: str, cited: Iterable[str], files: Ite
     and one whose id is already committed with different content."""
     by_id: dict[str, RunResult] = {}
     for path in files:
-        result = read_run_file(Path(path))
-        by_id.setdefault(result.run_id, result)
+        read = read_run_file(Path(path))
+        by_id.setdefault(read.run_id, read)
     wanted = list(dict.fromkeys([*cited, *by_id]))
     problems: list[Problem] = []
     out: list[RunResult] = []
@@ -100,7 +100,7 @@ def resolve_runs(task_root: Path, task_id: str, cited: Iterable[str], files: Ite
             except SubmitRefused as exc:
                 problems.extend(exc.problems)
                 continue
-        result = by_id.get(run_id) or existing
+        result: RunResult | None = by_id.get(run_id) or existing
         if result is None and lookup is not None:
             data = lookup(run_id)
             result = _from_data(data, f"run store ({run_id})") if data is not None else None

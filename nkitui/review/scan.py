@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from nkitui.review.errors import RecordError
-from nkitui.review.fields import display_path
+from nkitui.common.fields import display_path
 from nkitui.review.record import ReviewRecord, load_record
 from nkitui.task.problems import Problem
 

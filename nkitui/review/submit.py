@@ -22,6 +22,7 @@ from nkitui.review.render import render_markdown
 from nkitui.review.rubric import Rubric, rubric_for_task
 from nkitui.review.runs import RunLookup, executor_store_lookup, resolve_runs, run_relpath
 from nkitui.review.validate import validate_draft
+from nkitui.task.model import Task
 from nkitui.task.problems import Problem
 
 TOOL_VERSION = f"nkitui {__version__}"
@@ -41,7 +42,7 @@ class SubmitResult:
         return self.commit[:12]
 
 
-def _load_task(task):
+def _load_task(task: Task | str | Path) -> Task:
     if isinstance(task, (str, Path)):
         from nkitui.task import load_task
 
@@ -50,7 +51,7 @@ def _load_task(task):
     return task
 
 
-def build_record(task, draft: Draft, rubric: Rubric, *, auditor: str, commit: str, task_path: str,
+def build_record(task: Task, draft: Draft, rubric: Rubric, *, auditor: str, commit: str, task_path: str,
                  dirty: list[str], now: dt.datetime, runs: list[str] | None = None) -> ReviewRecord:
     """The record a draft becomes (scores in rubric order, unscored optional criteria kept only if commented)."""
     scores = {}
@@ -78,7 +79,7 @@ def commit_message(record: ReviewRecord) -> str:
     return "\n".join(lines) + "\n"
 
 
-def submit_review(task, draft: Draft, *, auditor: str | None = None, run_files: Iterable[Path] = (),
+def submit_review(task: Task | str | Path, draft: Draft, *, auditor: str | None = None, run_files: Iterable[Path] = (),
                   run_lookup: RunLookup | None = None, display: str = "draft", initial_commit: bool = False,
                   draft_store: DraftStore | None = None, now: dt.datetime | None = None) -> SubmitResult:
     """Validate `draft` against the task's rubric and commit it as a review.

@@ -23,8 +23,8 @@ def key(name: str) -> str:
 def value(v: Any) -> str:
     if isinstance(v, dt.datetime):
         if v.tzinfo is not None:
-            v = v.astimezone(dt.timezone.utc)
-            return v.strftime("%Y-%m-%dT%H:%M:%S") + (f".{v.microsecond:06d}" if v.microsecond else "") + "Z"
+            utc = v.astimezone(dt.timezone.utc)
+            return utc.strftime("%Y-%m-%dT%H:%M:%S") + (f".{utc.microsecond:06d}" if utc.microsecond else "") + "Z"
         return v.isoformat()
     if isinstance(v, list) and all(not isinstance(x, (dict, list)) for x in v):
         return "[" + ", ".join(value(x) for x in v) + "]"

@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from pathlib import Path
 
 from nkitui.review.draft import Draft
 from nkitui.review.record import EVIDENCE_KINDS, RUN_ID_RE, is_task_relative
 from nkitui.review.rubric import MIN_OVERRIDE_REASON, Rubric
 from nkitui.task.problems import Problem
+
+Report = Callable[[str, str, str], None]  # (field, message, fix)
 
 
 # `file:12` or `file:12-18`, after `RULE@` for findings; a diff across revisions (`a..b:file:..`) is not
@@ -44,7 +47,7 @@ def _located_ref_problem(ref: str, task_root: Path, line_counts: dict[Path, int 
     return None
 
 
-def _check_verdict_rules(draft: Draft, rubric: Rubric, error, warn) -> None:
+def _check_verdict_rules(draft: Draft, rubric: Rubric, error: Report, warn: Report) -> None:
     """The rubric's verdict rules (docs/review-format.md#verdict-rules), and the draft's overrides."""
     broken = {v.rule.id: v for v in rubric.check_verdict(draft.verdict, draft.score_values)}
     for violation in broken.values():
@@ -66,8 +69,8 @@ def _check_verdict_rules(draft: Draft, rubric: Rubric, error, warn) -> None:
                   f'rule = "{rule.id}", reason = "why this verdict all the same"')
     for i, o in enumerate(draft.overrides):
         where = f"overrides[{i}]"
-        rule = rubric.rule(o.rule)
-        if rule is None:
+        named = rubric.rule(o.rule)
+        if named is None:
             known = ", ".join(r.id for r in rubric.verdict_rules) or "none"
             error(f"{where}.rule", f"{o.rule!r} is not a verdict rule of rubric {rubric.id} v{rubric.version}",
                   f"use one of: {known}")
@@ -75,7 +78,7 @@ def _check_verdict_rules(draft: Draft, rubric: Rubric, error, warn) -> None:
         if len(o.reason.strip()) < MIN_OVERRIDE_REASON:
             error(f"{where}.reason", f"the override of {o.rule!r} has no reason worth the name ({o.reason.strip()!r})",
                   f"say in at least {MIN_OVERRIDE_REASON} characters why this verdict stands despite the rule")
-        elif not rule.overridable:
+        elif not named.overridable:
             error(f"{where}.rule", f"rule {o.rule!r} cannot be overridden (override = false in the rubric)",
                   "change the scores or the verdict, and remove the override")
         elif o.rule not in broken:
@@ -120,8 +123,8 @@ def validate_draft(draft: Draft, rubric: Rubric, task_root: Path | None = None, 
             if bad:
                 error(f"scores.{cid}.score", f"{crit.title}: {bad}", f"score it on {crit.scale.describe()}")
     for crit in rubric.criteria:
-        entry = draft.scores.get(crit.id)
-        if crit.required and (entry is None or entry.value is None):
+        scored = draft.scores.get(crit.id)
+        if crit.required and (scored is None or scored.value is None):
             error(f"scores.{crit.id}.score", f"required criterion {crit.title!r} has no score",
                   f"score it on {crit.scale.describe()} (see its guidance in the rubric)")
 

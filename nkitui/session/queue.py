@@ -134,7 +134,7 @@ _VERDICT_RANK = {"failed": 0, "timeout": 1, "crashed": 1, "memory-limit": 1, "cp
 _REVIEW_RANK = {"draft": 0, "outdated": 1, "none": 2, "others": 3, "mine": 4, None: 5}
 
 
-def _findings_rank(row: QueueRow) -> tuple:
+def _findings_rank(row: QueueRow) -> tuple[Any, ...]:
     f = row.findings
     if f is None or f.error:
         return (1, 0, 0, 0)
@@ -198,7 +198,7 @@ class BatchProgress:
         return self.ended is not None
 
     @property
-    def counts(self) -> Counter:
+    def counts(self) -> Counter[str]:
         return Counter(self.finished.values())
 
     @property

@@ -210,7 +210,8 @@ class FindingsCache:
     def get(self, key: str) -> FindingCounts | None:
         try:
             data = json.loads(self.path(key).read_text(encoding="utf-8"))
-            return FindingCounts(*(int(data[s]) for s in SEVERITIES), error=str(data.get("error", "")), cached=True)
+            counts = {s: int(data[s]) for s in SEVERITIES}
+            return FindingCounts(**counts, error=str(data.get("error", "")), cached=True)
         except (OSError, ValueError, KeyError, TypeError):
             return None  # missing or damaged: analysed again
 

@@ -11,7 +11,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from nkitui.task.model import DEFAULT_RUBRIC, FunctionRef, KernelEntry, Sources, Task
+from nkitui.common.names import DEFAULT_TARGET
+from nkitui.task.model import DEFAULT_RUBRIC, Namespace, FunctionRef, KernelEntry, Sources, Task
 from nkitui.task.problems import Problem, TaskError
 from nkitui.task.pysource import inspect_source
 
@@ -47,7 +48,7 @@ def discover_task(root: Path) -> Task:
 
     nki_file: Path | None = None
     kernel_name: str | None = None
-    namespace: str | None = None
+    namespace: Namespace | None = None
     reference: FunctionRef | None = None
     for path in _candidate_files(root, ".py"):
         info = inspect_source(path)
@@ -55,7 +56,7 @@ def discover_task(root: Path) -> Task:
             continue
         if info.imports_nki and info.kernels and nki_file is None:
             nki_file, kernel_name = path, next(iter(info.kernels))
-            namespace = info.namespace if info.namespace in ("legacy", "new") else None
+            namespace = "legacy" if info.namespace == "legacy" else "new" if info.namespace == "new" else None
             others = [k for k in info.kernels if k != kernel_name]
             guesses.append(
                 f"NKI port: {path.relative_to(root)}, kernel {kernel_name} ({namespace or 'unknown'} namespace)"
@@ -76,9 +77,9 @@ def discover_task(root: Path) -> Task:
         guesses.append("reference: none found (looked for functions named reference, ref, *_ref, numpy_*, forward)")
     guesses.append("inputs and outputs: not declared; the task can be analysed but not run — write a task.toml "
                    "(`nkitui task init DIR` drafts one)")
-    kernel = KernelEntry(path=nki_file, name=kernel_name or "", namespace=namespace)  # type: ignore[arg-type]
+    kernel = KernelEntry(path=nki_file, name=kernel_name or "", namespace=namespace)
     return Task(
-        root=root, id=root.name, title=f"{root.name} (discovered)", target="trn2",
+        root=root, id=root.name, title=f"{root.name} (discovered)", target=DEFAULT_TARGET,
         sources=Sources(nki=nki_file, cuda=cuda, reference=reference), kernel=kernel,
         rubric=DEFAULT_RUBRIC, manifest=None, guesses=tuple(guesses),
     )

@@ -12,15 +12,12 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     import numpy as np
 
-# Manifest names, in the order docs list them. tfloat32 has no storage type of its own (it lives in
-# 4 bytes), so tasks declare float32.
-DTYPE_NAMES: tuple[str, ...] = (
-    "float32", "float16", "bfloat16", "float8_e4m3", "float8_e4m3fn", "float8_e5m2",
-    "int8", "int16", "int32", "uint8", "uint16", "uint32", "bool",
-)
-_FLOAT_NAMES = frozenset({"float32", "float16", "bfloat16", "float8_e4m3", "float8_e4m3fn", "float8_e5m2"})
+from nkitui.common.names import DTYPE_ALIASES as ALIASES
+from nkitui.common.names import DTYPE_NAMES, FLOAT_DTYPE_NAMES
 
-ALIASES = {"fp32": "float32", "fp16": "float16", "bf16": "bfloat16", "half": "float16", "float": "float32"}
+__all__ = ["ALIASES", "DTYPE_NAMES", "canonical_dtype_name", "dtype_name", "is_float", "numpy_dtype"]
+
+_FLOAT_NAMES = frozenset(FLOAT_DTYPE_NAMES)
 
 
 @cache
@@ -58,7 +55,7 @@ def numpy_dtype(name: str) -> "np.dtype":
     return _dtypes()[canonical]
 
 
-def dtype_name(dtype) -> str:
+def dtype_name(dtype: "np.typing.DTypeLike") -> str:
     """The manifest name of a numpy dtype (inverse of numpy_dtype)."""
     import numpy as np
 

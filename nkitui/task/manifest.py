@@ -9,12 +9,14 @@ from __future__ import annotations
 import math
 import os
 import re
-import tomllib
 from pathlib import Path
 from typing import Any
 
+from nkitui.common.fields import FieldReader, Table
+from nkitui.common.names import DEFAULT_TARGET, one_of
 from nkitui.task.dtypes import DTYPE_NAMES, canonical_dtype_name, is_float
 from nkitui.task.model import (
+    Namespace,
     DEFAULT_RUBRIC,
     DEFAULT_SEEDS,
     INIT_DISTRIBUTIONS,
@@ -74,80 +76,16 @@ def load_manifest(path: Path) -> Task:
     return task
 
 
-class _ManifestReader:
+class _ManifestReader(FieldReader):
     def __init__(self, path: Path):
         self.path = path.resolve()
         self.root = self.path.parent
-        self.display = path.name if path.parent == Path(".") else str(path)
-        self.problems: list[Problem] = []
+        super().__init__(path.name if path.parent == Path(".") else str(path), "docs/task-format.md")
 
-    # -- problem helpers -------------------------------------------------------------------------
-    def error(self, field: str, message: str, fix: str, line: int | None = None) -> None:
-        self.problems.append(Problem(self.display, field, message, fix, "error", line))
-
-    def warn(self, field: str, message: str, fix: str, line: int | None = None) -> None:
-        self.problems.append(Problem(self.display, field, message, fix, "warning", line))
-
-    # -- typed getters ---------------------------------------------------------------------------
-    def _type_error(self, field: str, expected: str, value: Any, example: str) -> None:
-        self.error(field, f"expected {expected}, got {type(value).__name__} {value!r:.60}", f"write e.g. {example}")
-
-    def get_str(self, table: dict, key: str, field: str, *, required: bool = False, example: str = '"..."') -> str | None:
-        if key not in table:
-            if required:
-                self.error(field, "required field is missing", f"add {key} = {example}")
-            return None
-        value = table[key]
-        if not isinstance(value, str) or not value.strip():
-            self._type_error(field, "a non-empty string", value, f"{key} = {example}")
-            return None
-        return value.strip()
-
-    def get_int(self, table: dict, key: str, field: str, *, minimum: int | None = None) -> int | None:
-        if key not in table:
-            return None
-        value = table[key]
-        if isinstance(value, bool) or not isinstance(value, int):
-            self._type_error(field, "an integer", value, f"{key} = 128")
-            return None
-        if minimum is not None and value < minimum:
-            self.error(field, f"must be at least {minimum}, got {value}", f"use a value >= {minimum}")
-            return None
-        return value
-
-    def get_number(self, table: dict, key: str, field: str, *, minimum: float | None = None) -> float | None:
-        if key not in table:
-            return None
-        value = table[key]
-        if isinstance(value, bool) or not isinstance(value, (int, float)):
-            self._type_error(field, "a number", value, f"{key} = 1e-3")
-            return None
-        value = float(value)
-        if not math.isfinite(value):
-            self.error(field, f"must be a finite number, got {value}", "use a finite value")
-            return None
-        if minimum is not None and value < minimum:
-            self.error(field, f"must be at least {minimum:g}, got {value:g}", f"use a value >= {minimum:g}")
-            return None
-        return value
-
-    def get_table(self, table: dict, key: str, field: str, *, required: bool = False) -> dict | None:
-        if key not in table:
-            if required:
-                self.error(field, f"required table [{key}] is missing", f"add a [{key}] table (see docs/task-format.md)")
-            return None
-        value = table[key]
-        if not isinstance(value, dict):
-            self._type_error(field, "a table", value, f"[{key}] ...")
-            return None
-        return value
-
-    def unknown_keys(self, table: dict, known: set[str], prefix: str) -> None:
-        for key in table:
-            if key not in known:
-                near = _closest(key, known)
-                hint = f"did you mean {near!r}?" if near else f"known keys: {', '.join(sorted(known))}"
-                self.warn(f"{prefix}{key}", f"unknown key {key!r} is ignored", hint)
+    def float_(self, table: Table, key: str, field: str, **checks: Any) -> float | None:
+        """A number as the task model holds it: a float (`atol = 0` is 0.0 in every result)."""
+        value = self.number(table, key, field, **checks)
+        return None if value is None else float(value)
 
     def resolve_file(self, rel: str, field: str, *, must_exist: bool = True) -> Path | None:
         candidate = (self.root / rel).resolve()
@@ -174,36 +112,26 @@ class _ManifestReader:
         except OSError as exc:
             self.error("", f"cannot read the manifest: {exc.strerror or exc}", "check the path and permissions")
             return None
-        try:
-            text = raw.decode("utf-8")
-        except UnicodeDecodeError as exc:
-            self.error("", f"the manifest is not UTF-8 text (byte {exc.start})", "save task.toml as UTF-8")
-            return None
-        try:
-            doc = tomllib.loads(text)
-        except tomllib.TOMLDecodeError as exc:
-            line = _toml_error_line(str(exc))
-            self.error("", f"TOML syntax error: {exc}", "fix the TOML syntax at that line (see docs/task-format.md)", line)
+        doc = self.parse_bytes(raw)
+        if doc is None:
             return None
 
         self.unknown_keys(doc, _TOP_KEYS, "")
-        schema = self.get_int(doc, "schema", "schema", minimum=1)
+        schema = self.int_(doc, "schema", "schema", minimum=1)
         if schema is not None and schema > 1:
             self.error("schema", f"schema {schema} is newer than this nkitui understands (1)", "upgrade nkitui or write schema = 1")
-        task_id = self.get_str(doc, "id", "id", required=True, example='"rmsnorm"')
+        task_id = self.str_(doc, "id", "id", required=True, example='"rmsnorm"', strip=True)
         if task_id is not None and not _ID_RE.match(task_id):
             self.error("id", f"id {task_id!r} has characters other than letters, digits, '_', '.', '-'", 'use e.g. id = "rmsnorm-bf16"')
-        title = self.get_str(doc, "title", "title", required=True, example='"RMSNorm over rows"')
-        target = self.get_str(doc, "target", "target", example='"trn2"') or "trn2"
-        if target not in TARGETS:
-            self.error("target", f"unknown target {target!r}", f"use one of {', '.join(TARGETS)}")
-        rubric = self.get_str(doc, "rubric", "rubric", example=f'"{DEFAULT_RUBRIC}"') or DEFAULT_RUBRIC
+        title = self.str_(doc, "title", "title", required=True, example='"RMSNorm over rows"', strip=True)
+        target = self.choice(doc, "target", "target", TARGETS) or DEFAULT_TARGET
+        rubric = self.str_(doc, "rubric", "rubric", example=f'"{DEFAULT_RUBRIC}"', strip=True) or DEFAULT_RUBRIC
         if rubric.endswith(".toml"):
             self.resolve_file(rubric, "rubric")
-        op = self.get_str(doc, "op", "op", example='"softmax"')
+        op = self.str_(doc, "op", "op", example='"softmax"', strip=True)
         if op is not None and op not in OP_KINDS:
             self.error("op", f"unknown op kind {op!r}", f"use one of {', '.join(OP_KINDS)}")
-        prompt_rel = self.get_str(doc, "prompt", "prompt", example='"PROMPT.md"')
+        prompt_rel = self.str_(doc, "prompt", "prompt", example='"PROMPT.md"', strip=True)
         prompt = self.resolve_file(prompt_rel, "prompt") if prompt_rel else None
 
         sources = self.read_sources(doc)
@@ -218,7 +146,7 @@ class _ManifestReader:
         if sources is None or inputs is None or outputs is None or kernel is None:
             return None
         return Task(
-            root=self.root, id=task_id or "", title=title or "", target=target,  # type: ignore[arg-type]
+            root=self.root, id=task_id or "", title=title or "", target=target,  # type: ignore[arg-type]  # a name of TARGETS (choice() above), the Target literal
             sources=sources, kernel=kernel, inputs=tuple(inputs), outputs=tuple(outputs),
             seeds=tuple(seeds), goldens=goldens, rubric=rubric, prompt=prompt, op=op, timeout_s=timeout,
             manifest=self.path, warnings=tuple(p for p in self.problems if p.severity == "warning"),
@@ -230,18 +158,18 @@ class _ManifestReader:
 
         self.problems.extend(scan(self.root, display=os.path.dirname(self.display) or ".")[1])
 
-    def read_sources(self, doc: dict) -> Sources | None:
-        table = self.get_table(doc, "sources", "sources", required=True)
+    def read_sources(self, doc: Table) -> Sources | None:
+        table = self.table(doc, "sources", "sources", required=True)
         if table is None:
             return None
         self.unknown_keys(table, {"cuda", "nki", "reference", "baseline"}, "sources.")
-        nki_rel = self.get_str(table, "nki", "sources.nki", required=True, example='"kernel_nki.py"')
+        nki_rel = self.str_(table, "nki", "sources.nki", required=True, example='"kernel_nki.py"', strip=True)
         nki = self.resolve_file(nki_rel, "sources.nki") if nki_rel else None
-        cuda_rel = self.get_str(table, "cuda", "sources.cuda", example='"kernel.cu"')
+        cuda_rel = self.str_(table, "cuda", "sources.cuda", example='"kernel.cu"', strip=True)
         cuda = self.resolve_file(cuda_rel, "sources.cuda") if cuda_rel else None
-        baseline_rel = self.get_str(table, "baseline", "sources.baseline", example='"baseline_nki.py"')
+        baseline_rel = self.str_(table, "baseline", "sources.baseline", example='"baseline_nki.py"', strip=True)
         baseline = self.resolve_file(baseline_rel, "sources.baseline") if baseline_rel else None
-        ref_spec = self.get_str(table, "reference", "sources.reference", required=True, example='"reference.py::rmsnorm"')
+        ref_spec = self.str_(table, "reference", "sources.reference", required=True, example='"reference.py::rmsnorm"', strip=True)
         reference = self.resolve_function(ref_spec, "sources.reference") if ref_spec else None
         if nki_rel and nki is None or ref_spec and reference is None:
             return None
@@ -276,12 +204,12 @@ class _ManifestReader:
             return None
         return FunctionRef(path=path, name=name)
 
-    def read_kernel(self, doc: dict, sources: Sources | None) -> KernelEntry | None:
-        table = self.get_table(doc, "kernel", "kernel", required=True)
+    def read_kernel(self, doc: Table, sources: Sources | None) -> KernelEntry | None:
+        table = self.table(doc, "kernel", "kernel", required=True)
         if table is None:
             return None
         self.unknown_keys(table, {"entry", "namespace", "grid", "lnc", "outputs", "kwargs"}, "kernel.")
-        entry = self.get_str(table, "entry", "kernel.entry", required=True, example='"kernel_nki.py::my_kernel"')
+        entry = self.str_(table, "entry", "kernel.entry", required=True, example='"kernel_nki.py::my_kernel"', strip=True)
         ref = self.resolve_function(entry, "kernel.entry", port=True) if entry else None
         if ref is None:
             return None
@@ -295,7 +223,7 @@ class _ManifestReader:
                       "can be read and reviewed, but every run of it fails",
                       f"fix the syntax error at {ref.path.name}:{info.syntax_error_line}")
         detected = info.namespace
-        declared = self.get_str(table, "namespace", "kernel.namespace", example='"legacy"')
+        declared = self.str_(table, "namespace", "kernel.namespace", example='"legacy"', strip=True)
         if declared is not None and declared not in ("legacy", "new"):
             self.error("kernel.namespace", f"unknown namespace {declared!r}", 'use "legacy" (neuronxcc.nki) or "new" (nki)')
             declared = None
@@ -310,7 +238,8 @@ class _ManifestReader:
             self.warn("kernel.entry", f"{ref.path.name} imports neither neuronxcc.nki nor nki", "import the NKI namespace the kernel is written for")
         if declared and detected and declared != detected:
             self.error("kernel.namespace", f"declared {declared!r} but {ref.path.name} imports the {detected} namespace", f'write namespace = "{detected}" or drop the field')
-        namespace = declared or (detected if detected in ("legacy", "new") else None)
+        chosen = declared or detected
+        namespace: Namespace | None = "legacy" if chosen == "legacy" else "new" if chosen == "new" else None
         if sources is not None and sources.nki is not None and ref.path != sources.nki:
             self.warn("kernel.entry", f"the kernel lives in {ref.path.name}, not in sources.nki ({sources.nki.name})", "point sources.nki at the file holding the kernel")
 
@@ -327,7 +256,7 @@ class _ManifestReader:
                            "are accepted (each program runs in turn on the emulator)", "use a smaller grid, e.g. grid = [2, 4]")
             else:
                 grid = tuple(raw)
-        lnc = self.get_int(table, "lnc", "kernel.lnc", minimum=1)
+        lnc = self.int_(table, "lnc", "kernel.lnc", minimum=1)
         if lnc is not None and lnc not in (1, 2):
             self.error("kernel.lnc", f"logical-core count must be 1 or 2, got {lnc}", "write lnc = 1 or lnc = 2")
             lnc = None
@@ -335,18 +264,18 @@ class _ManifestReader:
             self.error("kernel", "both grid and lnc are given", "use grid for legacy SPMD launches or lnc for new-namespace logical cores, not both")
         if lnc is not None and namespace == "legacy":
             self.warn("kernel.lnc", "lnc is a new-namespace launch; legacy kernels use grid", "use grid = [...] for a legacy kernel")
-        outputs_mode = self.get_str(table, "outputs", "kernel.outputs", example='"return"') or "return"
+        outputs_mode = self.str_(table, "outputs", "kernel.outputs", example='"return"', strip=True) or "return"
         if outputs_mode not in ("return", "arguments"):
             self.error("kernel.outputs", f"unknown outputs mode {outputs_mode!r}", 'use "return" (the kernel returns its outputs) or "arguments" (outputs are passed in after the inputs)')
             outputs_mode = "return"
-        kwargs = self.get_table(table, "kwargs", "kernel.kwargs") or {}
+        kwargs = self.table(table, "kwargs", "kernel.kwargs") or {}
         if ref.name not in info.kernels and syntax_error is None:
             self.warn("kernel.entry", f"{ref.name} in {ref.path.name} has no @nki.jit-style decorator", "decorate the kernel with @nki.jit")
         return KernelEntry(path=ref.path, name=ref.name, namespace=namespace, grid=grid, lnc=lnc,
-                           outputs_mode=outputs_mode, kwargs=dict(kwargs),  # type: ignore[arg-type]  # checked above
+                           outputs_mode="arguments" if outputs_mode == "arguments" else "return", kwargs=dict(kwargs),
                            syntax_error=syntax_error)
 
-    def read_tensors(self, doc: dict, key: str, *, is_output: bool) -> list[TensorSpec] | None:
+    def read_tensors(self, doc: Table, key: str, *, is_output: bool) -> list[TensorSpec] | None:
         if key not in doc:
             self.error(key, f"no [[{key}]] declared", f"add at least one [[{key}]] table with name, shape and dtype")
             return None
@@ -378,37 +307,37 @@ class _ManifestReader:
             specs.append(spec)
         return specs if ok else None
 
-    def read_tensor(self, item: dict, field: str, *, is_output: bool) -> TensorSpec | None:
+    def read_tensor(self, item: Table, field: str, *, is_output: bool) -> TensorSpec | None:
         known = {"name", "shape", "dtype", "layout"} | ({"tolerance", "reduction_length"} if is_output else {"init"})
         self.unknown_keys(item, known, f"{field}.")
         ok = True
-        name = self.get_str(item, "name", f"{field}.name", required=True, example='"x"')
+        name = self.str_(item, "name", f"{field}.name", required=True, example='"x"', strip=True)
         if name is not None and not _IDENT_RE.match(name):
             self.error(f"{field}.name", f"{name!r} is not a valid Python identifier", "use letters, digits and '_'")
             ok = False
         shape = self.read_shape(item, f"{field}.shape")
-        dtype_raw = self.get_str(item, "dtype", f"{field}.dtype", required=True, example='"float32"')
+        dtype_raw = self.str_(item, "dtype", f"{field}.dtype", required=True, example='"float32"', strip=True)
         dtype = canonical_dtype_name(dtype_raw) if dtype_raw else None
         if dtype_raw and dtype is None:
             near = _closest(dtype_raw, set(DTYPE_NAMES))
-            self.error(f"{field}.dtype", f"unknown dtype {dtype_raw!r}", f"use {near!r}" if near else f"use one of {', '.join(DTYPE_NAMES)}")
+            self.error(f"{field}.dtype", f"unknown dtype {dtype_raw!r}", f"use {near!r}" if near else one_of(DTYPE_NAMES))
         layout = self.read_layout(item, f"{field}.layout", shape)
         init = InitSpec()
         tolerance = None
         reduction_length = None
         if is_output:
             tolerance = self.read_tolerance(item, f"{field}.tolerance", dtype)
-            reduction_length = self.get_int(item, "reduction_length", f"{field}.reduction_length", minimum=1)
+            reduction_length = self.int_(item, "reduction_length", f"{field}.reduction_length", minimum=1, example="128")
             if tolerance is None:
                 ok = False
         else:
             init = self.read_init(item, f"{field}.init", dtype) or init
         if not ok or name is None or shape is None or dtype is None or layout is False:
             return None
-        return TensorSpec(name=name, shape=shape, dtype=dtype, init=init, layout=layout or None,  # type: ignore[arg-type]
+        return TensorSpec(name=name, shape=shape, dtype=dtype, init=init, layout=layout or None,  # type: ignore[arg-type]  # layout is a tuple or None here (False returned above)
                           tolerance=tolerance, reduction_length=reduction_length)
 
-    def read_shape(self, item: dict, field: str) -> tuple[int, ...] | None:
+    def read_shape(self, item: Table, field: str) -> tuple[int, ...] | None:
         if "shape" not in item:
             self.error(field, "required field is missing", "add shape = [128, 512]")
             return None
@@ -427,7 +356,7 @@ class _ManifestReader:
             return None
         return tuple(raw)
 
-    def read_layout(self, item: dict, field: str, shape: tuple[int, ...] | None) -> tuple[int, ...] | None | bool:
+    def read_layout(self, item: Table, field: str, shape: tuple[int, ...] | None) -> tuple[int, ...] | None | bool:
         if "layout" not in item:
             return None
         raw = item["layout"]
@@ -449,7 +378,7 @@ class _ManifestReader:
         self.error(field, f"unknown layout {raw!r:.60}", 'use "transpose" or an axis permutation like [1, 0]')
         return False
 
-    def read_init(self, item: dict, field: str, dtype: str | None) -> InitSpec | None:
+    def read_init(self, item: Table, field: str, dtype: str | None) -> InitSpec | None:
         if "init" not in item:
             return None
         raw = item["init"]
@@ -470,7 +399,7 @@ class _ManifestReader:
                 allowed = ", ".join(sorted(_INIT_PARAMS[dist])) or "none"
                 self.error(f"{field}.{key}", f"{dist} takes no parameter {key!r}", f"parameters of {dist}: {allowed}")
                 continue
-            number = self.get_number(raw, key, f"{field}.{key}")
+            number = self.float_(raw, key, f"{field}.{key}")
             if number is not None:
                 params[key] = number
         if dist == "uniform" and params.get("low", -1.0) >= params.get("high", 1.0):
@@ -504,7 +433,7 @@ class _ManifestReader:
                 self.error(field, f"randint bounds {int(low)}..{int(high)} exceed the largest finite {name} "
                            f"({top:g}): those values would become inf", f"keep the bounds within +-{top:g}")
 
-    def read_tolerance(self, item: dict, field: str, dtype: str | None) -> Tolerance | None:
+    def read_tolerance(self, item: Table, field: str, dtype: str | None) -> Tolerance | None:
         if "tolerance" not in item:
             self.error(field, "every output needs a tolerance policy", 'add tolerance = { kind = "allclose", atol = 1e-5, rtol = 1e-5 }')
             return None
@@ -522,14 +451,14 @@ class _ManifestReader:
             if key not in allowed:
                 self.error(f"{field}.{key}", f"{kind} tolerance takes no {key!r}", f"fields of {kind}: {', '.join(sorted(allowed - {'kind'})) or 'none'}")
         if kind in ("allclose", "range_relative"):
-            atol = self.get_number(raw, "atol", f"{field}.atol", minimum=0.0)
-            rtol = self.get_number(raw, "rtol", f"{field}.rtol", minimum=0.0)
+            atol = self.float_(raw, "atol", f"{field}.atol", minimum=0.0, example="1e-5")
+            rtol = self.float_(raw, "rtol", f"{field}.rtol", minimum=0.0, example="1e-5")
             if "atol" not in raw and "rtol" not in raw:
                 self.error(field, f"{kind} needs atol and/or rtol", f'write tolerance = {{ kind = "{kind}", atol = 1e-5, rtol = 1e-5 }}')
                 return None
             return Tolerance(kind=kind, atol=atol if atol is not None else 0.0, rtol=rtol if rtol is not None else 0.0)
         if kind == "rel_l2":
-            tol = self.get_number(raw, "tol", f"{field}.tol", minimum=0.0)
+            tol = self.float_(raw, "tol", f"{field}.tol", minimum=0.0, example="1e-5")
             if tol is None:
                 self.error(f"{field}.tol", "rel_l2 needs tol", 'write tolerance = { kind = "rel_l2", tol = 2e-5 }')
                 return None
@@ -537,15 +466,15 @@ class _ManifestReader:
         if kind == "ulp":
             if dtype is not None and not is_float(dtype):
                 self.error(f"{field}.kind", f"ULP tolerance needs a floating-point output, not {dtype}", 'use kind = "exact" for integer outputs')
-            max_ulp = self.get_int(raw, "max_ulp", f"{field}.max_ulp", minimum=0)
+            max_ulp = self.int_(raw, "max_ulp", f"{field}.max_ulp", minimum=0)
             if max_ulp is None:
                 self.error(f"{field}.max_ulp", "ulp needs max_ulp", 'write tolerance = { kind = "ulp", max_ulp = 2 }')
                 return None
             return Tolerance(kind="ulp", max_ulp=max_ulp)
         return Tolerance(kind="exact")
 
-    def read_evaluation(self, doc: dict) -> tuple[list[int], Path | None, float | None]:
-        table = self.get_table(doc, "evaluation", "evaluation") or {}
+    def read_evaluation(self, doc: Table) -> tuple[list[int], Path | None, float | None]:
+        table = self.table(doc, "evaluation", "evaluation") or {}
         self.unknown_keys(table, {"seeds", "goldens", "timeout_s"}, "evaluation.")
         seeds = list(DEFAULT_SEEDS)
         if "seeds" in table:
@@ -563,12 +492,12 @@ class _ManifestReader:
                 self.error("evaluation.seeds", f"expected a list of non-negative integers (below 2**63) or a count, "
                            f"got {raw!r:.60}", "write e.g. seeds = [0, 1, 2]")
         goldens = None
-        rel = self.get_str(table, "goldens", "evaluation.goldens", example='"goldens.npz"')
+        rel = self.str_(table, "goldens", "evaluation.goldens", example='"goldens.npz"', strip=True)
         if rel:
             goldens = self.resolve_file(rel, "evaluation.goldens")
             if goldens is not None and goldens.suffix != ".npz":
                 self.error("evaluation.goldens", f"{rel} is not an .npz file", "record goldens with numpy.savez (see docs/task-format.md)")
-        timeout = self.get_number(table, "timeout_s", "evaluation.timeout_s", minimum=1.0)
+        timeout = self.float_(table, "timeout_s", "evaluation.timeout_s", minimum=1.0)
         if timeout is not None and timeout > MAX_TIMEOUT_S:
             self.error("evaluation.timeout_s", f"{timeout:g} s is more than a day ({MAX_TIMEOUT_S:g} s), the longest a "
                        "run may take", f"use a timeout of at most {MAX_TIMEOUT_S:g} s (300 is usual)")
@@ -590,11 +519,6 @@ class _ManifestReader:
                 f"but the manifest declares {expected} {what}",
                 "make [[inputs]] (and [kernel.kwargs]) match the kernel's parameters, in order",
             )
-
-
-def _toml_error_line(message: str) -> int | None:
-    match = re.search(r"line (\d+)", message)
-    return int(match.group(1)) if match else None
 
 
 def _closest(word: str, options: set[str]) -> str | None:

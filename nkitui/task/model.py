@@ -11,11 +11,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+from nkitui.common.names import TARGET_NAMES
+
 Namespace = Literal["legacy", "new"]
 Target = Literal["trn1", "trn2", "trn3"]
 ToleranceKind = Literal["allclose", "range_relative", "rel_l2", "ulp", "exact"]
 
-TARGETS: tuple[str, ...] = ("trn1", "trn2", "trn3")
+TARGETS: tuple[str, ...] = TARGET_NAMES  # the vocabulary's (common/names.py)
 TOLERANCE_KINDS: tuple[str, ...] = ("allclose", "range_relative", "rel_l2", "ulp", "exact")
 INIT_DISTRIBUTIONS: tuple[str, ...] = ("normal", "uniform", "randint", "ones", "zeros", "arange", "constant")
 OP_KINDS: tuple[str, ...] = (

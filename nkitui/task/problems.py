@@ -2,29 +2,9 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
-from typing import Literal
+from nkitui.common.problems import Problem
 
-
-@dataclass(frozen=True)
-class Problem:
-    file: str  # path as the user would type it (relative to the task dir where possible)
-    field: str  # dotted field path, e.g. "inputs[1].dtype"; "" for whole-file problems
-    message: str  # what is wrong
-    fix: str  # how to fix it
-    severity: Literal["error", "warning"] = "error"
-    line: int | None = None  # 1-based, when known (TOML syntax errors, source files)
-
-    def __str__(self) -> str:
-        where = self.file
-        if self.line is not None:
-            where += f":{self.line}"
-        if self.field:
-            where += f" [{self.field}]"
-        return f"{where}: {self.severity}: {self.message} — fix: {self.fix}"
-
-    def to_dict(self) -> dict:
-        return asdict(self)
+__all__ = ["Problem", "TaskError"]
 
 
 class TaskError(Exception):

@@ -6,10 +6,14 @@ import getpass
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from nkitui.common import gitsafe
 from nkitui.common.resources import bundled_dir
 from nkitui.task.manifest import MANIFEST_NAME
+
+if TYPE_CHECKING:
+    import git
 
 _IGNORE = shutil.ignore_patterns("__pycache__", "*.pyc", ".pytest_cache")
 
@@ -61,7 +65,7 @@ def install_samples(dest: Path) -> list[InstalledTask]:
     return installed
 
 
-def _author(repo) -> "git.Actor":  # noqa: F821 - imported lazily
+def _author(repo: "git.Repo") -> "git.Actor":
     import git
 
     reader = repo.config_reader()

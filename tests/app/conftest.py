@@ -15,7 +15,7 @@ from tests.app.helpers import FIXTURES, SAMPLE_TASKS, make_task_repo
 def pytest_pyfunc_call(pyfuncitem):
     """Run `async def` tests (Pilot tests) in a fresh event loop; no asyncio plugin is installed."""
     if inspect.iscoroutinefunction(pyfuncitem.obj):
-        names = pyfuncitem._fixtureinfo.argnames
+        names = inspect.signature(pyfuncitem.obj).parameters
         asyncio.run(pyfuncitem.obj(**{name: pyfuncitem.funcargs[name] for name in names}))
         return True
     return None

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import atexit
 import html
 import re
 import shutil
 import stat
+import tempfile
 from pathlib import Path
 
 import git
@@ -39,7 +41,27 @@ def _commit(repo: git.Repo, message: str, date: str) -> None:
 
 def make_task_repo(dest: Path, source: Path = FIXTURES / "scale_rows") -> Path:
     """Copy a task into dest as a git repository: for scale_rows two commits (the unmasked first port,
-    then the final one), for other tasks one."""
+    then the final one), for other tasks one. The repository is built once per test process and
+    copied (fixed authors and dates make it the same repository, commit shas included)."""
+    key = (Path(source), dest.name)  # the first commit's message names the folder
+    built = _BUILT.get(key)
+    if built is None:
+        built = _build_task_repo(Path(tempfile.mkdtemp(prefix="nkitui-test-repo-")) / dest.name, source)
+        _BUILT[key] = built
+    shutil.copytree(built, dest, symlinks=True)
+    return dest
+
+
+_BUILT: dict[tuple[Path, str], Path] = {}  # (source, folder name) -> its repository, once per test process
+
+
+@atexit.register
+def _remove_built() -> None:
+    for built in _BUILT.values():
+        shutil.rmtree(built.parent, ignore_errors=True)
+
+
+def _build_task_repo(dest: Path, source: Path) -> Path:
     shutil.copytree(source, dest, ignore=shutil.ignore_patterns("__pycache__"))
     repo = git.Repo.init(dest, initial_branch="main")
     with repo.config_writer() as cfg:
@@ -54,6 +76,7 @@ def make_task_repo(dest: Path, source: Path = FIXTURES / "scale_rows") -> Path:
         _commit(repo, "Mask the last partial tile", DATES[1])
     else:
         _commit(repo, f"Import task {dest.name}", DATES[0])
+    repo.close()
     return dest
 
 

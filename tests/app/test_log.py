@@ -54,7 +54,7 @@ async def test_a_million_lines_render_only_what_is_visible_and_follow_the_end():
         assert log.scroll_offset.y == 1_000_000 - log.scrollable_content_region.height
         assert "line 999999" in screen_text(app)
         # only the rows on screen were drawn (the row cache holds a screenful, not a million)
-        assert len(log._row_cache) <= 2 * log.scrollable_content_region.height
+        assert log.cached_row_count <= 2 * log.scrollable_content_region.height
 
 
 async def test_moving_up_pauses_following_and_counts_new_lines_below():

@@ -107,7 +107,7 @@ async def test_submit_is_refused_until_valid_then_commits_only_review_files(task
         assert f"committed {commit.hexsha[:12]}" in screen_text(app)
         area = app.workstation.area("rubric")
         assert [e.record.verdict for e in area.history] == ["accept"]  # the history shows it
-        assert "Earlier reviews of this task" in area._verdict_markdown()
+        assert "Earlier reviews of this task" in area.verdict_markdown()
 
 
 async def test_an_unsubmitted_draft_is_restored_on_open(task_dir):
@@ -190,8 +190,8 @@ async def test_blind_mode_hides_others_reviews_until_you_review(task_dir, isolat
         area.show_verdict_page()
         await pilot.press("4")
         await settle(pilot)
-        assert "hidden until you submit your own review" in area._verdict_markdown()
-        assert "accept" not in area._verdict_markdown().split("Earlier reviews")[1].split("###")[0]
+        assert "hidden until you submit your own review" in area.verdict_markdown()
+        assert "accept" not in area.verdict_markdown().split("Earlier reviews")[1].split("###")[0]
 
 
 async def test_the_last_edit_is_on_disk_when_the_app_quits(task_dir, isolated_xdg):

@@ -155,8 +155,8 @@ async def test_bad_settings_and_an_unknown_theme_are_reported_not_fatal(task_dir
         await settle(pilot)
         messages = "\n".join(n.message for n in app.notices)
         assert "theme 'solarised' not found" in messages
-        assert f"{cfg / 'config.toml'}: key 'layout': 'huge'" in messages
-        assert f"{cfg / 'themes' / 'broken.toml'}\n• field 'primary': '#12345' is not a colour" in messages
+        assert f"{cfg / 'config.toml'}:2 [layout]: error: unknown layout 'huge'" in messages
+        assert f"{cfg / 'themes' / 'broken.toml'}\n• field 'primary' (line 2): '#12345' is not a colour" in messages
         assert app.theme == "dark"
 
 
@@ -244,7 +244,7 @@ async def test_t_reads_the_theme_folder_again_and_reports_a_broken_file_once(tas
         problems = [n for n in app.notices if n.title == "Theme file problem"]
         assert len(problems) == 1
         assert str(bad) in problems[0].message
-        assert "field 'primary': 'blu' is not a colour" in problems[0].message
+        assert "field 'primary' (line 2): 'blu' is not a colour" in problems[0].message
         assert "field 'variables.nk-sev-high'" in problems[0].message
         await pilot.press("t")  # the same problem is not reported on every key press
         await settle(pilot)

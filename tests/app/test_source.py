@@ -83,7 +83,7 @@ async def test_git_diff_unified_then_split_between_picked_revisions(task_dir):
         await pilot.press("s")
         await settle(pilot)
         assert diff.split
-        paired = [r for r in diff._split if r.left is not None and r.right is not None and r.kind == "change"]
+        paired = [r for r in diff.split_rows if r.left is not None and r.right is not None and r.kind == "change"]
         assert any("mask=valid" in r.right.text and "mask" not in r.left.text for r in paired)
         # pick the same revision twice: no differences
         await pilot.press("v")

@@ -29,18 +29,18 @@ def test_invalid_user_theme_names_file_and_field_and_others_still_load(tmp_path)
     loaded = load_themes(user=tmp_path)
     assert "good" in loaded.themes and "bad" not in loaded.themes
     text = "\n".join(loaded.problems)
-    assert f"{tmp_path / 'bad.toml'}: field 'primary': 'blu' is not a colour" in text
-    assert "field 'colour': unknown" in text
-    assert "field 'variables.nk-sev-high'" in text
+    assert f"{tmp_path / 'bad.toml'}:2 [primary]: error: 'blu' is not a colour" in text
+    assert "bad.toml:3 [colour]: error: unknown field 'colour'" in text
+    assert "bad.toml:5 [variables.nk-sev-high]: error: 'nope' is not a colour — fix: use \"#RRGGBB\"" in text
 
 
 def test_theme_without_name_or_primary_is_refused():
     with pytest.raises(ValueError) as err:
         parse_theme('dark = "yes"\n', "t.toml")
     message = str(err.value)
-    assert "t.toml: field 'name': required" in message
-    assert "field 'primary': required" in message
-    assert "field 'dark': expected true or false" in message
+    assert "t.toml [name]: error: required field is missing — fix: add name = " in message
+    assert "t.toml [primary]: error: required field is missing" in message
+    assert "t.toml:1 [dark]: error: expected true or false" in message
 
 
 def test_missing_nkitui_variables_are_derived_from_the_base_colours():
@@ -53,8 +53,9 @@ def test_missing_nkitui_variables_are_derived_from_the_base_colours():
 def test_config_is_validated_key_by_key(tmp_path):
     cfg = parse_config('theme = "light"\nlayout = "wide"\ncolour = 1\nbackend = "emulator"\n', "/c/config.toml")
     assert cfg.theme == "light" and cfg.backend == "emulator" and cfg.layout == "auto"
-    assert "/c/config.toml: key 'layout': 'wide' is not one of auto, tabs, split" in cfg.problems
-    assert any("key 'colour': unknown setting" in p for p in cfg.problems)
+    assert "/c/config.toml:2 [layout]: error: unknown layout 'wide' — fix: use one of auto, tabs, split" in cfg.problems
+    assert any(p.startswith("/c/config.toml:3 [colour]: warning: unknown key 'colour'") for p in cfg.problems)
+    assert len(cfg.problems) == 2
     assert load_config(tmp_path / "missing.toml").problems == ()
 
 

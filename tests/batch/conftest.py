@@ -90,10 +90,11 @@ def mixed_tasks(tmp_path: Path) -> Path:
     return root
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def ray_runtime():
-    """One real local Ray runtime for the whole test session (Ray is in the `test` extra); the
-    executors find it running and leave it so."""
+    """One real local Ray runtime for the Ray tests (Ray is in the `test` extra; they share one xdist
+    worker); the executors find it running and leave it so. It stops when their module ends: Ray's
+    daemons (GCS, raylet, monitors, idle workers) would otherwise take CPU from every later test."""
     import ray
 
     ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False, object_store_memory=256 << 20,

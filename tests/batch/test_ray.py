@@ -19,7 +19,9 @@ from nkitui.common.resources import bundled_dir
 from nkitui.evaluate.run.headless import run_check
 from tests.batch.conftest import add_task, alive, children, cmdline, git_commit_all, quick_options
 
-pytestmark = pytest.mark.slow
+# One worker runs every Ray test: one local Ray runtime (the session fixture) serves them all, and the
+# cluster started by the trn-like test never competes with a second runtime for the CPUs.
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("ray")]
 
 # one task that passes and two whose checks fail for different reasons (NaN tiles; a tolerance zeros would pass)
 SUBSET = ["vector_add", "flawed_partial_tile", "flawed_loose_tolerance"]

@@ -1,7 +1,7 @@
 """New-namespace (`import nki`) kernels in the calling style of AWS's current tutorials and of the
 open-source NKI kernel library, run unchanged and compared as their authors compare them.
 
-tests/emulator_new covers the instructions one by one and three twin kernels; these reproduce the
+tests/emulator/newns covers the instructions one by one and three twin kernels; these reproduce the
 idioms of whole tutorial/library kernels: tiles allocated with `nl.ndarray(..., buffer=nl.sbuf)` and
 filled by destination-passing ISA calls, PSUM tiles allocated per output tile and accumulated by
 `nc_matmul(dst=...)` (accumulate=None), the blocked matmul that accumulates PSUM into 3-D SBUF

@@ -71,6 +71,11 @@ class LineView(ScrollView, can_focus=True):
         self.empty_message = ""  # shown on the first line when there are no rows
         self.selection_anchor: int | None = None  # the row a selection started on; it ends at the cursor
 
+    @property
+    def cached_row_count(self) -> int:
+        """How many drawn rows are kept: bounded by the view's height, not by the number of rows."""
+        return len(self._row_cache)
+
     def notify_style_update(self) -> None:
         super().notify_style_update()
         self.restyle()

@@ -27,7 +27,7 @@ import numpy as np
 
 from nkitui.common.codec import Record
 
-from nkitui.common.findings import Finding, sort_findings
+from nkitui.common.findings import Finding, dedupe_findings, sort_findings
 from nkitui.evaluate.numerics.advisor import ToleranceAdvice, advise_output, partial_sum_rms, reduction_length_for, tolerance_sanity
 from nkitui.evaluate.numerics.diagnose import diagnose_failures
 from nkitui.evaluate.numerics.fpformat import format_name
@@ -343,7 +343,7 @@ class NumericsAuditor:
         return NumericsAudit(
             outputs=tuple(self.first_metrics), advice=tuple(self.advice), trials=self.trials_report,
             precision=self.precision_report, mutants=self.mutation_report, goldens=self.golden_report,
-            findings=tuple(sort_findings(_dedupe(self.findings))), error=self.error,
+            findings=tuple(sort_findings(dedupe_findings(self.findings))), error=self.error,
         )
 
 
@@ -429,12 +429,3 @@ def run_numerics_audit(
         auditor.goldens(runner)
     return auditor.audit()
 
-
-def _dedupe(findings: list[Finding]) -> list[Finding]:
-    seen, out = set(), []
-    for f in findings:
-        key = (f.rule, f.title, f.file, f.line)
-        if key not in seen:
-            seen.add(key)
-            out.append(f)
-    return out

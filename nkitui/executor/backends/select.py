@@ -4,10 +4,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from nkitui.common.names import BACKEND_CHOICES as BACKENDS
 from nkitui.executor.backends.base import Backend, BackendUnavailable
 from nkitui.executor.backends.detect import Probe
-
-BACKENDS = ("auto", "emulator", "simulator", "neuron")
 
 
 @dataclass(frozen=True)

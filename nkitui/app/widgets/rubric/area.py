@@ -74,7 +74,7 @@ why; the override and its reason go into the review record.
 
     def action_external_editor(self) -> None:
         # ctrl+o/F7 from the criteria list or the score, not only from inside the comment editor.
-        self.app.action_edit_in_editor()  # type: ignore[attr-defined]
+        self.app.action_edit_in_editor()  # type: ignore[attr-defined]  # self.app is NkituiApp, typed as App here
 
     # --- data ----------------------------------------------------------------------------------
 
@@ -86,13 +86,13 @@ why; the override and its reason go into the review record.
     def set_history(self, entries: list) -> None:
         self.history = list(entries)
         if self.current_id == VERDICT_PAGE and self.rubric is not None:
-            self.query_one("#guidance", Static).update(self._markdown(self._verdict_markdown()))
+            self.query_one("#guidance", Static).update(self._markdown(self.verdict_markdown()))
 
     def set_problems(self, problems: list) -> None:
         self.problems = problems
         self._update_status()
         if self.current_id == VERDICT_PAGE and self.rubric is not None:
-            self.query_one("#guidance", Static).update(self._markdown(self._verdict_markdown()))
+            self.query_one("#guidance", Static).update(self._markdown(self.verdict_markdown()))
             self._update_level_text()  # an override may have lifted the rule the note names
 
     def set_last_commit(self, text: str) -> None:
@@ -149,7 +149,7 @@ why; the override and its reason go into the review record.
                                               (f"{self.rubric.title} v{self.rubric.version}", "$text-muted")))
                 selector.set_values(list(self.rubric.verdicts), self.draft.verdict, noun="verdict")
                 comment.load_text(self.draft.summary)
-                guidance.update(self._markdown(self._verdict_markdown()))
+                guidance.update(self._markdown(self.verdict_markdown()))
             else:
                 entry = self.draft.scores.get(crit.id)
                 need = "required" if crit.required else "optional"
@@ -224,7 +224,7 @@ why; the override and its reason go into the review record.
         self.app.push_screen(OverrideScreen(rule.id, what, current.reason if current else "", MIN_OVERRIDE_REASON),
                              done)
 
-    def _verdict_markdown(self) -> str:
+    def verdict_markdown(self) -> str:
         lines = ["### Before submitting", ""]
         errors = [p for p in self.problems if p.severity == "error"]
         warnings = [p for p in self.problems if p.severity != "error"]

@@ -245,7 +245,7 @@ $VISUAL/$EDITOR for long comments. **Escape** (or Tab) leaves the editor for the
         self.screen.query_one(CriteriaList).focus()
 
     def action_external_editor(self) -> None:
-        self.app.action_edit_in_editor()  # type: ignore[attr-defined]
+        self.app.action_edit_in_editor()  # type: ignore[attr-defined]  # self.app is NkituiApp, typed as App here
 
 
 class LevelNote(Widget):
@@ -342,4 +342,4 @@ attached with **a** wherever they are shown. **Delete** (or **d**) removes the h
 
     def action_open_evidence(self) -> None:
         if self.highlighted is not None and 0 <= self.highlighted < len(self.indices):
-            self.app.open_evidence(*self.indices[self.highlighted])  # type: ignore[attr-defined]
+            self.app.open_evidence(*self.indices[self.highlighted])  # type: ignore[attr-defined]  # self.app is NkituiApp, typed as App here

@@ -415,7 +415,7 @@ def _selection_strip(view: CodePairView | DiffView) -> tuple[Content, ...]:
         span = view.selected_span()
         if isinstance(span, str):
             return (Content.assemble(mark, (span, "$text-warning")),)
-        path, start, end = span  # type: ignore[misc]
+        path, start, end = span  # type: ignore[misc]  # a span that is not a str is the (path, start, end) tuple
     else:
         chosen = view.selected_lines()
         if chosen is None:

@@ -61,6 +61,11 @@ A selection covers lines of one file.
         self._digits = 4
         self._longest = 0
 
+    @property
+    def split_rows(self) -> list[SplitRow]:
+        """The rows of the side-by-side view (CUDA-style left, NKI-style right), as drawn."""
+        return self._split
+
     def set_diff(self, files: list[FileDiff], revision_label: str) -> None:
         self.files = files
         self.revision_label = revision_label
@@ -144,7 +149,7 @@ A selection covers lines of one file.
         chosen = self.selected_span()
         if isinstance(chosen, tuple):
             path, start, end = chosen
-            first, last = self.selection()  # type: ignore[misc]
+            first, last = self.selection()  # type: ignore[misc]  # a selected span implies a selection (never None here)
             text = "\n".join(f"{_SIGN[line.kind]}{line.text}" for line in self._lines_in(first, last)
                              if line.kind in _SIGN and line.path == path)
             count = end - start + 1

@@ -16,7 +16,7 @@ import nki
 import nki.isa as nisa
 import nki.language as nl
 from nkitui.emulator import OutOfBoundsError
-from tests.emulator_new.tile_io import load as _load
+from tests.emulator.newns.tile_io import load as _load
 
 F32 = np.float32
 

@@ -11,7 +11,7 @@ import nki
 import nki.isa as nisa
 import nki.language as nl
 from nkitui.emulator import OutOfBoundsError, PartitionDimError, PsumBankError
-from tests.emulator_new.tile_io import load as _load, store as _store
+from tests.emulator.newns.tile_io import load as _load, store as _store
 
 F32 = np.float32
 

@@ -13,7 +13,7 @@ import nki
 import nki.isa as nisa
 import nki.language as nl
 from nkitui.emulator import OperandShapeError
-from tests.emulator_new.tile_io import load as _load, store as _store
+from tests.emulator.newns.tile_io import load as _load, store as _store
 
 F32 = np.float32
 
@@ -112,7 +112,7 @@ def test_shared_identity_matrix_into_a_given_tile_checks_its_shape():
 def test_a_tensore_transpose_widens_like_a_matmul_against_an_identity(rng):
     # nki.isa.nc_transpose's docs ask for dst dtype == data dtype, but a TensorE transpose is a matmul
     # with the identity and nki-library writes bf16 data transposed into fp32 PSUM: both give x.T exactly.
-    # (VectorE transposes keep the rule: tests/emulator_new/test_peer_regressions.py.)
+    # (VectorE transposes keep the rule: tests/emulator/newns/test_peer_regressions.py.)
     @nki.jit
     def k(x, widen_with_transpose):
         t = _load(x)  # bf16 (32, 16)

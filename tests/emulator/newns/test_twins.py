@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from nkitui import emulator
-from tests.emulator_new import twin_kernels as tk
+from tests.emulator.newns import twin_kernels as tk
 
 
 def _both(legacy, new, *args):

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import nki
-from tests.emulator_new import library_style_kernels as lib
+from tests.emulator.newns import library_style_kernels as lib
 
 
 def max_all_close(actual, expected, rtol: float, atol: float) -> bool:

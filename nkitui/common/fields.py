@@ -1,7 +1,9 @@
-"""Typed access to a parsed TOML document that collects problems instead of raising.
+"""The one validating reader of settings files: typed access to a parsed TOML document that collects
+problems instead of raising.
 
-Rubric, record and draft parsers share it so every complaint has the same shape: the file, the
-dotted field, what is wrong and how to fix it.
+Task manifests (task/manifest.py), rubrics, review records and drafts (review/), the app's config,
+keymap and themes (app/) all read their fields through it, so every complaint has the same shape: the
+file, the dotted field (and the line where it can be told), what is wrong and how to fix it.
 """
 
 from __future__ import annotations
@@ -13,23 +15,47 @@ import tomllib
 from pathlib import Path
 from typing import Any
 
-from nkitui.task.problems import Problem
+from nkitui.common.names import one_of
+from nkitui.common.problems import Problem
 
 _MISSING = object()
 
+Table = dict[str, Any]  # a parsed TOML table
+
 
 class FieldReader:
-    def __init__(self, display: str, docs: str):
+    def __init__(self, display: str, docs: str, *, locate: bool = False):
         self.display = display  # the file as the user would type it
         self.docs = docs  # where the format is described, quoted in fixes
         self.problems: list[Problem] = []
+        # locate: give each problem the line of its key when the key is written once in the file
+        # (flat settings files: config, keymap, themes); tomllib keeps no positions of its own.
+        self._locate = locate
+        self._lines: list[str] = []
 
     # -- problems --------------------------------------------------------------------------------
     def error(self, field: str, message: str, fix: str, line: int | None = None) -> None:
-        self.problems.append(Problem(self.display, field, message, fix, "error", line))
+        self.problems.append(Problem(self.display, field, message, fix, "error", line or self.line_of(field)))
 
-    def warn(self, field: str, message: str, fix: str) -> None:
-        self.problems.append(Problem(self.display, field, message, fix, "warning"))
+    def warn(self, field: str, message: str, fix: str, line: int | None = None) -> None:
+        self.problems.append(Problem(self.display, field, message, fix, "warning", line or self.line_of(field)))
+
+    def line_of(self, field: str) -> int | None:
+        """The 1-based line where the last key of `field` is assigned, when located and written once."""
+        if not self._locate or not field:
+            return None
+        bare = re.sub(r"\[\d+\]$", "", field)
+        for key in dict.fromkeys((bare, bare.rsplit(".", 1)[-1])):  # a quoted dotted key, else the last part
+            quoted = re.escape(key)
+            pattern = re.compile(rf"""^\s*(?:{quoted}|"{quoted}"|'{quoted}')\s*=""")
+            found = [i for i, text in enumerate(self._lines, 1) if pattern.match(text)]
+            if len(found) == 1:
+                return found[0]
+        return None
+
+    def messages(self) -> list[str]:
+        """The problems as lines to print or notify (Problem's own wording)."""
+        return [str(p) for p in self.problems]
 
     @property
     def errors(self) -> list[Problem]:
@@ -51,6 +77,7 @@ class FieldReader:
         return self.parse_text(text)
 
     def parse_text(self, text: str) -> dict[str, Any] | None:
+        self._lines = text.splitlines()
         try:
             return tomllib.loads(text)
         except tomllib.TOMLDecodeError as exc:
@@ -63,24 +90,33 @@ class FieldReader:
             return None
 
     # -- typed getters ---------------------------------------------------------------------------
-    def _lookup(self, table: dict, key: str, field: str, required: bool, example: str) -> Any:
+    def _lookup(self, table: Table, key: str, field: str, required: bool, example: str) -> Any:
         """table[key], or _MISSING (reported when the field is required)."""
         value = table.get(key, _MISSING)
         if value is _MISSING and required:
             self.error(field, "required field is missing", f"add {key} = {example}")
         return value
 
-    def str_(self, table: dict, key: str, field: str, *, required: bool = False, example: str = '"..."',
-             allow_empty: bool = False) -> str | None:
+    def str_(self, table: Table, key: str, field: str, *, required: bool = False, example: str = '"..."',
+             allow_empty: bool = False, strip: bool = False) -> str | None:
         value = self._lookup(table, key, field, required, example)
         if value is _MISSING:
             return None
         if not isinstance(value, str) or (not allow_empty and not value.strip()):
             self._type_error(field, "a non-empty string" if not allow_empty else "a string", value, f"{key} = {example}")
             return None
+        return value.strip() if strip else value
+
+    def choice(self, table: Table, key: str, field: str, choices: tuple[str, ...], *, what: str | None = None,
+               required: bool = False) -> str | None:
+        """A string that must be one of `choices` (the vocabulary's names for backends, targets ...)."""
+        value = self.str_(table, key, field, required=required, example=f'"{choices[0]}"', strip=True)
+        if value is not None and value not in choices:
+            self.error(field, f"unknown {what or key} {value!r}", one_of(choices))
+            return None
         return value
 
-    def int_(self, table: dict, key: str, field: str, *, required: bool = False, minimum: int | None = None,
+    def int_(self, table: Table, key: str, field: str, *, required: bool = False, minimum: int | None = None,
              example: str = "1") -> int | None:
         value = self._lookup(table, key, field, required, example)
         if value is _MISSING:
@@ -93,7 +129,7 @@ class FieldReader:
             return None
         return value
 
-    def number(self, table: dict, key: str, field: str, *, required: bool = False, minimum: float | None = None,
+    def number(self, table: Table, key: str, field: str, *, required: bool = False, minimum: float | None = None,
                example: str = "1.0") -> float | None:
         value = self._lookup(table, key, field, required, example)
         if value is _MISSING:
@@ -109,7 +145,7 @@ class FieldReader:
             return None
         return value
 
-    def bool_(self, table: dict, key: str, field: str, *, default: bool) -> bool:
+    def bool_(self, table: Table, key: str, field: str, *, default: bool) -> bool:
         value = table.get(key, _MISSING)
         if value is _MISSING:
             return default
@@ -118,7 +154,7 @@ class FieldReader:
             return default
         return value
 
-    def table(self, table: dict, key: str, field: str, *, required: bool = False) -> dict | None:
+    def table(self, table: Table, key: str, field: str, *, required: bool = False) -> Table | None:
         value = table.get(key, _MISSING)
         if value is _MISSING:
             if required:
@@ -129,7 +165,7 @@ class FieldReader:
             return None
         return value
 
-    def table_list(self, table: dict, key: str, field: str, *, required: bool = False) -> list[dict]:
+    def table_list(self, table: Table, key: str, field: str, *, required: bool = False) -> list[Table]:
         """An array of tables ([[key]]); entries that are not tables are reported and dropped."""
         value = table.get(key, _MISSING)
         if value is _MISSING:
@@ -147,7 +183,7 @@ class FieldReader:
                 self._type_error(f"{field}[{i}]", "a table", item, f"[[{key}]]")
         return out
 
-    def str_list(self, table: dict, key: str, field: str, *, example: str = '["a", "b"]') -> list[str]:
+    def str_list(self, table: Table, key: str, field: str, *, example: str = '["a", "b"]') -> list[str]:
         value = table.get(key, _MISSING)
         if value is _MISSING:
             return []
@@ -156,7 +192,7 @@ class FieldReader:
             return []
         return list(value)
 
-    def datetime_(self, table: dict, key: str, field: str, *, required: bool = False) -> dt.datetime | None:
+    def datetime_(self, table: Table, key: str, field: str, *, required: bool = False) -> dt.datetime | None:
         value = table.get(key, _MISSING)
         if value is _MISSING:
             if required:
@@ -175,7 +211,7 @@ class FieldReader:
             return None
         return value.astimezone(dt.timezone.utc)
 
-    def unknown_keys(self, table: dict, known: set[str], prefix: str) -> None:
+    def unknown_keys(self, table: Table, known: set[str], prefix: str) -> None:
         import difflib
 
         for key in table:

@@ -12,7 +12,7 @@ import nki
 import nki.isa as nisa
 import nki.language as nl
 from nkitui.emulator.newns.mxhost import host_cast
-from tests.emulator_new.tile_io import load as _load
+from tests.emulator.newns.tile_io import load as _load
 
 F32 = np.float32
 X4_TYPES = [(nl.float8_e4m3fn_x4, ml_dtypes.float8_e4m3fn, np.uint32),
