@@ -11,6 +11,8 @@ allocated in a loop body is therefore dead once its iteration's last instruction
 although the kernel's variable holds it until the next iteration rebinds the name (Python builds
 the new tile before it rebinds). The peaks and the capacity check are computed from these live
 ranges when the kernel ends (`OnChipAllocator.close`); the error names the allocation's line.
+PSUM tiles are live from their first use, and a read counts where the compiler may schedule it
+(`_psum_range`, `Run._schedule_psum_read`; docs/emulator.md, "PSUM live ranges under reordering").
 """
 
 from __future__ import annotations
@@ -138,15 +140,28 @@ INT_SENTINEL = 4
 
 
 # A tile's live range (the compiler's view) is a plain list, cheap to build per result tile:
-# [start, last, bytes per partition, blocks, memory, (path, line) | None, name, shape, dtype].
+# [start, last, bytes per partition, blocks, memory, (path, line) | None, name, shape, dtype,
+#  first, last write, last read end].
 # start: instruction position before which it was allocated; last: the last instruction that
 # touched it (-1: none); bytes: 0 once discarded; (path, line): its allocation (SBUF: kept only
-# when it might overflow).
-SP_START, SP_LAST, SP_SIZE, SP_BLOCKS, SP_MEMORY, SP_LOC, SP_NAME, SP_SHAPE, SP_DTYPE = range(9)
+# when it might overflow); first: the first instruction that touched it; last write: the last
+# instruction that wrote it; last read end: where its last read can be scheduled (PSUM: see
+# `Run.record` and `OnChipAllocator._close_psum`). -1: none.
+(SP_START, SP_LAST, SP_SIZE, SP_BLOCKS, SP_MEMORY, SP_LOC, SP_NAME, SP_SHAPE, SP_DTYPE,
+ SP_FIRST, SP_WRITE, SP_READ_END) = range(12)
 
 
 def _span_end(sp: list) -> int:
     return sp[SP_LAST] if sp[SP_LAST] > sp[SP_START] else sp[SP_START]
+
+
+def _psum_range(sp: list) -> tuple[int, int]:
+    """A PSUM tile's live range under the compiler's reordering: from its first use (the compiler
+    allocates at the first write, not at `nl.ndarray`) to its last write or to where its last read can
+    be scheduled, whichever is later (`Run.record` moves a read only where no data dependence keeps it)."""
+    first = sp[SP_FIRST] if sp[SP_FIRST] >= 0 else sp[SP_START]
+    end = max(sp[SP_WRITE], sp[SP_READ_END])
+    return first, (end if end >= first else first)
 
 
 def _span_label(sp: list) -> str:
@@ -187,7 +202,7 @@ class BlockSpans:
             sp = blocks.get(flat)
             if sp is None:
                 sp = blocks[flat] = [n, n, per_block, 1, "sbuf", self.loc, f"{st.name or 'tensor'}{list(idx)}",
-                                     st.shape[pax:], st.dtype]
+                                     st.shape[pax:], st.dtype, n, n, -1]
                 self.alloc.spans.append(sp)
             elif sp[SP_LAST] < n:
                 sp[SP_LAST] = n
@@ -221,7 +236,7 @@ class OnChipAllocator:
         if st.blocks > 1:  # block dimensions: one live range per block, from its first use
             st.span = BlockSpans(self, st, kernel_location() if over else None)
         else:
-            sp = st.span = [position, -1, size, 1, "sbuf", None, st.name, st.shape, st.dtype]
+            sp = st.span = [position, -1, size, 1, "sbuf", None, st.name, st.shape, st.dtype, -1, -1, -1]
             self.spans.append(sp)
             if over:
                 sp[SP_LOC] = kernel_location()
@@ -236,7 +251,8 @@ class OnChipAllocator:
                 f"elements); split the free dimension into tiles of at most "
                 f"{self.target.psum_tile_max_bytes // st.dtype.itemsize} elements")
         blocks = max(st.blocks, 1)
-        sp = st.span = [position, -1, st.bytes_per_partition, blocks, "psum", None, st.name, st.shape, st.dtype]
+        sp = st.span = [position, -1, st.bytes_per_partition, blocks, "psum", None, st.name, st.shape, st.dtype,
+                        -1, -1, -1]
         self.spans.append(sp)
         self.psum_live_blocks += blocks
         # a block fails to fit only when every bank holds a live block (or, for a multi-bank block, no
@@ -311,12 +327,14 @@ class OnChipAllocator:
             self._warn(msg + warning_note, location)
 
     def _close_psum(self, spans: list[list]) -> None:
-        """Place the tiles in the 8 banks first-fit, in allocation order, freeing each after its last use."""
+        """Place the tiles in the 8 banks first-fit, in the order of their first use, freeing each after
+        its last use as the compiler may schedule it (`_psum_range`)."""
         bank_bytes = self.target.psum_bank_bytes
         used = [0] * self.target.psum_banks
         placed: list[tuple[int, int, list]] = []  # heap of (last use, order, [(bank, bytes), ...])
-        for order, sp in enumerate(spans):
-            while placed and placed[0][0] < sp[SP_START]:
+        ranges = sorted((_psum_range(sp) + (order, sp) for order, sp in enumerate(spans)), key=lambda r: (r[0], r[2]))
+        for start, end, order, sp in ranges:
+            while placed and placed[0][0] < start:
                 for bank, size in heapq.heappop(placed)[2]:
                     used[bank] -= size
             blocks = sp[SP_BLOCKS]
@@ -326,13 +344,13 @@ class OnChipAllocator:
                 live = sum(1 for u in used if u)
                 msg = (f"PSUM capacity exceeded: {_span_label(sp)} needs {blocks} block(s) of {per_block} B but "
                        f"{live} of {len(used)} PSUM banks (2 KiB per partition each) are in use (a tile is live "
-                       "from its allocation to its last use)")
+                       "from its first use to its last use, each read as early as its data dependences allow)")
                 self._over_capacity(msg, "; release PSUM tiles (copy results to SBUF) before allocating more", "",
                                     sp[SP_LOC])
                 continue
             for bank, size in chosen:
                 used[bank] += size
-            heapq.heappush(placed, (_span_end(sp), order, chosen))
+            heapq.heappush(placed, (end, order, chosen))
             total = sum(used)
             if total > self.psum_peak:
                 self.psum_peak = total

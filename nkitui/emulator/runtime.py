@@ -22,9 +22,13 @@ from nkitui.emulator.errors import NKIEmulatorError, NKIEmulatorWarning, kernel_
 from nkitui.emulator import memory as _memory
 from nkitui.emulator.memory import (
     ON_CHIP,
+    SP_FIRST,
     SP_LAST,
+    SP_MEMORY,
+    SP_READ_END,
     SP_SIZE,
     SP_START,
+    SP_WRITE,
     OnChipAllocator,
     Storage,
     check_partitions,
@@ -98,6 +102,14 @@ class LoopFrame:
 
 _basenames: dict[str, str] = {}
 
+# instructions without engine state between them (no accumulator registers, no random state): the
+# compiler may move one that reads PSUM up to its data dependences (Run._schedule_psum_read)
+_REORDERABLE_READS = frozenset({
+    "tensor_copy", "tensor_tensor", "tensor_scalar", "scalar_tensor_tensor", "tensor_reduce", "activation",
+    "bn_stats", "bn_aggr", "tensor_tensor_scan", "select", "tensor_copy_predicated", "nc_transpose",
+    "nc_stream_shuffle",
+})
+
 
 class Run:
     """One kernel launch (all SPMD programs of it)."""
@@ -115,6 +127,11 @@ class Run:
         self.trace = trace
         self.recording = trace is not None
         self._files = trace.meta.setdefault("files", {}) if trace is not None else {}
+        # the kernel frame of the last recorded instruction and its file: reading f_code is an audit
+        # event (the introspection guard runs for each), and a frame's code never changes; the frame is
+        # held, so no other frame can take its identity while it is remembered
+        self._last_frame: object = None
+        self._last_path = ""
         self.diagnostics: list[dict] = []
         self.alloc = OnChipAllocator(self.target, options.capacity, self.diagnostics, _position_of(self))
         self.hbm_bytes = 0
@@ -262,6 +279,7 @@ class Run:
                meta: dict | None = None) -> Instruction | None:
         """Count the instruction and, inside emulator.trace(), append it to the trace."""
         n = self.instructions
+        reads_psum = False
         for t in ins:  # extend the live ranges of the on-chip tiles it touches (memory.SP_LAST)
             sp = t.storage.span
             if sp is not None:
@@ -269,6 +287,13 @@ class Run:
                     sp[1] = n
                 except TypeError:  # memory.BlockSpans (no item assignment): the blocks this view touches
                     sp.touch(t, n)
+                    continue
+                if sp[9] < 0:  # SP_FIRST
+                    sp[9] = n
+                if sp[4] == "psum":
+                    reads_psum = True
+        if reads_psum:
+            self._schedule_psum_read(opcode, ins, outs, n, meta)
         for t in outs:
             sp = t.storage.span
             if sp is not None:
@@ -276,6 +301,10 @@ class Run:
                     sp[1] = n
                 except TypeError:
                     sp.touch(t, n)
+                    continue
+                sp[10] = n  # SP_WRITE
+                if sp[9] < 0:
+                    sp[9] = n
         self.instructions = n + 1
         try:
             self.engine_counts[engine] += 1
@@ -285,7 +314,11 @@ class Run:
             return None
         frame = kernel_frame()
         if frame is not None:
-            path = frame.f_code.co_filename
+            if frame is self._last_frame:
+                path = self._last_path
+            else:
+                path = self._last_path = frame.f_code.co_filename
+                self._last_frame = frame
             line = frame.f_lineno
             base = _basenames.get(path)
             if base is None:
@@ -336,6 +369,38 @@ class Run:
         instrs.append(ins_)
         return ins_
 
+    def _schedule_psum_read(self, opcode: str, ins, outs, n: int, meta) -> None:
+        """Where instruction `n`, which reads PSUM, can run under the compiler's reordering ("the
+        compiler may reorder operations that have no data dependencies", NKI language guide): right
+        after the last write of each input (read after write), the last use of each output (write
+        after read / write) and the allocation of every SBUF operand (so SBUF live ranges stay as
+        counted). It stays at `n` if it writes PSUM or HBM, touches a block-dimension tensor, or
+        carries engine state between instructions (reduce_cmd accumulators). The PSUM tiles it reads
+        are then live up to that point only (memory._psum_range): a tile accumulated in a loop and
+        copied out after it frees its bank once its last matmul is done, as the compiler schedules
+        it, while a read that needs a value computed from other live tiles still keeps them all."""
+        ready = -1
+        if opcode not in _REORDERABLE_READS or (meta is not None and meta.get("reduce_cmd")):
+            ready = n
+        else:
+            for t in ins:
+                sp = t.storage.span
+                if sp.__class__ is not list:
+                    ready = n
+                    break
+                ready = max(ready, sp[SP_START], sp[SP_WRITE])
+            if ready < n:
+                for t in outs:
+                    sp = t.storage.span
+                    if sp.__class__ is not list or sp[SP_MEMORY] != "sbuf":
+                        ready = n
+                        break
+                    ready = max(ready, sp[SP_START], sp[SP_LAST])
+        for t in ins:
+            sp = t.storage.span
+            if sp.__class__ is list and sp[SP_MEMORY] == "psum" and sp[SP_READ_END] < ready:
+                sp[SP_READ_END] = ready
+
     def retargeted(self, temp: Storage, dst: Storage, view=None) -> None:
         """The last instruction's result was redirected from the fresh tile `temp` to `dst`
         (`t[...] = expr`, `view` the part of `dst` written): `dst` is used there, and `temp` needs
@@ -349,8 +414,12 @@ class Run:
             return
         if sp.__class__ is not list:  # memory.BlockSpans
             sp.touch(view if view is not None else Tensor.whole(dst), n)
-        elif sp[SP_LAST] < n:
+            return
+        if sp[SP_LAST] < n:
             sp[SP_LAST] = n
+        sp[SP_WRITE] = n
+        if sp[SP_FIRST] < 0:
+            sp[SP_FIRST] = n
 
     def warn_once(self, key, msg: str) -> None:
         if key in self._warned_at:

@@ -137,7 +137,7 @@ def load_array(folder: Path, meta: Any, *, max_elements: int, require_digest: bo
     elif stored.kind not in PLAIN_KINDS or stored.name != label:
         raise ArrayTransferError(f"{name} claims {label} but stores {stored}")
     try:
-        arr = np.load(io.BytesIO(data), allow_pickle=False)
+        arr: np.ndarray = np.load(io.BytesIO(data), allow_pickle=False)
     except (OSError, ValueError) as exc:
         raise ArrayTransferError(f"{name} could not be read: {exc}") from None
     if narrow is not None:

@@ -20,6 +20,7 @@ from __future__ import annotations
 import os
 import sys
 from dataclasses import dataclass
+from types import FrameType
 from typing import Any
 
 _WRITE_FLAGS = os.O_WRONLY | os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_TRUNC
@@ -157,7 +158,7 @@ class Guard:
             "folder (its current directory)"
         )
 
-    def hook(self, event: str, args: tuple) -> None:
+    def hook(self, event: str, args: tuple[Any, ...]) -> None:
         if event == "open":
             path, mode, flags = (tuple(args) + (None, None, None))[:3]
             writing = (isinstance(flags, int) and flags & _WRITE_FLAGS) or (
@@ -241,7 +242,7 @@ def _called_from_task(root: str, depth: int = 12) -> bool:
     """Is code from the task's files (the workspace copy) on the last `depth` frames of the stack?"""
     if not root:
         return False
-    frame = sys._getframe(2)
+    frame: FrameType | None = sys._getframe(2)
     prefixes = (root + os.sep, os.path.realpath(root) + os.sep)
     for _ in range(depth):
         if frame is None:
@@ -257,7 +258,7 @@ def _task_location(root: str) -> tuple[str | None, int | None]:
     if not root:
         return None, None
     prefixes = (root + os.sep, os.path.realpath(root) + os.sep)
-    frame = sys._getframe(1)
+    frame: FrameType | None = sys._getframe(1)
     while frame is not None:
         name = frame.f_code.co_filename
         for prefix in prefixes:
@@ -278,12 +279,12 @@ def _watch_environ(guard: Guard) -> None:
         if isinstance(key, str) and is_denied(key) and _called_from_task(guard.task_root):
             guard.record(Violation("credential", key, "environment lookup"))
 
-    class WatchedEnviron(base):  # type: ignore[misc, valid-type]
-        def __getitem__(self, key):  # noqa: ANN001
+    class WatchedEnviron(base):  # type: ignore[misc, valid-type]  # a base known only at run time: os.environ's class
+        def __getitem__(self, key: str) -> str:
             note(key)
             return base.__getitem__(self, key)
 
-        def __contains__(self, key):  # noqa: ANN001
+        def __contains__(self, key: object) -> bool:
             note(key)
             return base.__contains__(self, key)
 

@@ -10,6 +10,7 @@ from nkitui.analysis.nki.model import HostCall, KernelModel, Op, Tensor
 from nkitui.analysis.rules.phrases import cap, lines_phrase
 from nkitui.analysis.rules.registry import RuleSpec, file_rule, rule
 from nkitui.analysis.rules.view import KernelView
+from nkitui.common import pyast
 from nkitui.common.findings import Finding, Severity
 
 HOST_COMPUTE = RuleSpec(
@@ -644,7 +645,7 @@ class _TamperVisitor(ast.NodeVisitor):
 def tamper_lines(source: str) -> list[tuple[int, str, str]]:
     """(line, what, severity) for every construct of the task's code that reaches into the interpreter or nkitui."""
     try:
-        tree = ast.parse(source)
+        tree = pyast.parse(source)
     except (SyntaxError, ValueError):
         return []
     visitor = _TamperVisitor()
@@ -706,7 +707,7 @@ def entry_findings(source: str, path: str, entry: str | None) -> list[Finding]:
     if not entry:
         return []
     try:
-        tree = ast.parse(source)
+        tree = pyast.parse(source)
     except (SyntaxError, ValueError):
         return []
     nki = _nki_names(tree)

@@ -887,6 +887,7 @@ def _inplace(target: Tensor, other, opname: str) -> None:
         # `psum += nc_matmul(...)`: the matmul accumulates into the PSUM tile (fp32)
         target.check_bounds("psum accumulation")
         run.alloc.matmul_fused(other.storage)
+        run.retargeted(other.storage, target.storage, target)  # the matmul wrote the accumulator
         ins = other._matmul_instruction if run.recording else None
         if run.execute:
             vals = other.read_f32()

@@ -537,7 +537,8 @@ class EvaluationSession:
 
         if self.choice.name == "simulator":
             return sdk_namespace(self.task.kernel.namespace, self.probe) == "new"
-        return self.choice.name == "emulator"
+        emulated: bool = self.choice.name == "emulator"
+        return emulated
 
     def _trials(self) -> None:
         if not self.options.trials or not self._compared_seeds():
@@ -742,7 +743,8 @@ class EvaluationSession:
         notes = [n for n in reply.get("notes", []) if isinstance(n, str)][:20] if isinstance(reply.get("notes"), list) else []
         notes.append("timing and the profile were measured by the kernel's own process: they are its report, "
                      "not a verdict (see docs/executor.md)")
-        skipped = reply.get("skipped") if isinstance(reply.get("skipped"), str) else ""
+        skipped = reply.get("skipped")
+        skipped = skipped if isinstance(skipped, str) else ""
         return ProfileOutcome(timing=timing, utilisation=utilisation, notes=notes, skipped=skipped)
 
     # -- the result ------------------------------------------------------------------------------
@@ -971,7 +973,7 @@ def _describe_violations(violations: list[dict[str, Any]]) -> str:
 
 def _distinct_violations(violations: list[dict[str, Any]]) -> list[tuple[dict[str, Any], int]]:
     """Each distinct violation once, with how often it happened (every seed repeats the same one)."""
-    counts: dict[tuple, list] = {}
+    counts: dict[tuple[Any, ...], list[Any]] = {}
     for v in violations:
         key = (v["action"], v.get("target"), v.get("detail"), v.get("file"), v.get("line"), v.get("process"))
         counts.setdefault(key, [v, 0])[1] += 1

@@ -154,7 +154,8 @@ class KernelRunner:
         digest = path.parent.name
         module = load_module(path, f"_nkitui_mutant_{digest}")
         launch = launch_target(get_function(module, entry.name, entry.path.name), self.task)
-        return self.backend.run_with(launch, args, precise=precise if self.backend.supports_precise_switch else True)
+        outputs: dict[str, Any] = self.backend.run_with(launch, args, precise=precise if self.backend.supports_precise_switch else True)
+        return outputs
 
     def trace(self, request: dict[str, Any]) -> None:
         """The simulator's profile: the same kernel on nkitui's emulator, for the cost model's trace."""
@@ -205,5 +206,5 @@ def _recheck(task: Any, got: dict[str, Any], expected: dict[str, Any]) -> str | 
 def _max_elements(task: Any) -> int:
     """The largest array this child reads: a few times the task's largest tensor (inputs are the
     evaluator's, so this bounds only mistakes)."""
-    sizes = [spec.size for spec in (*task.inputs, *task.outputs)] or [1]
+    sizes: list[int] = [spec.size for spec in (*task.inputs, *task.outputs)] or [1]
     return max(sizes) * 4 + 1024
