@@ -22,10 +22,10 @@ from __future__ import annotations
 
 import os
 import sys
-from typing import TYPE_CHECKING, Any, NoReturn
-
-if TYPE_CHECKING:  # annotations only: the worker imports nothing before hello
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing: nothing but os and sys before hello
+if TYPE_CHECKING:  # annotations only (mypy reads this block; the interpreter never runs it)
     from collections.abc import Callable
+    from typing import Any, NoReturn
     from types import FrameType
 
     from nkitui.executor.context import WorkerContext
