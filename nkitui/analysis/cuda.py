@@ -14,6 +14,8 @@ from dataclasses import asdict, dataclass, field
 from functools import lru_cache
 from typing import Any
 
+from nkitui.common import pyast
+
 _INDEX_BUILTINS = {"threadIdx", "blockIdx", "blockDim", "gridDim"}
 _SYNC_CALLS = {"__syncthreads", "__syncwarp", "__syncthreads_count", "__syncthreads_and", "__syncthreads_or",
                "__threadfence", "__threadfence_block", "cooperative_groups::sync", "cg::sync", "grid.sync"}
@@ -246,7 +248,7 @@ def eval_c_int(text: str, env: dict[str, int]) -> int | None:
     if not cleaned or len(cleaned) > 200:
         return None
     try:
-        tree = ast.parse(cleaned, mode="eval")
+        tree = pyast.parse(cleaned, mode="eval")
     except SyntaxError:
         return None
 

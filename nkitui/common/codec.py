@@ -28,7 +28,7 @@ import typing
 from collections.abc import Callable, Mapping
 from functools import cache
 from pathlib import Path
-from typing import Any, ClassVar, Literal, Union
+from typing import Any, ClassVar, Literal, Self, Union
 
 JSON = Any
 _ADAPTERS: dict[type, tuple[Callable[[Any], JSON], Callable[[JSON], Any]]] = {}
@@ -54,8 +54,9 @@ class Record:
         return encoded
 
     @classmethod
-    def from_dict(cls, data: JSON, where: str = "") -> Any:
-        return decode(cls, data, where)
+    def from_dict(cls, data: JSON, where: str = "") -> Self:
+        record: Self = decode(cls, data, where)
+        return record
 
 NON_FINITE = {"nan": math.nan, "inf": math.inf, "-inf": -math.inf, "+inf": math.inf}
 

@@ -30,7 +30,12 @@ if TYPE_CHECKING:
     import git
 
 NO_HOOKS = "/dev/null"  # a hooks "folder" in which no hook can ever exist
-SAFE_CONFIG: tuple[tuple[str, str], ...] = (("core.hooksPath", NO_HOOKS), ("core.fsmonitor", "false"))
+# ...and no signing program: a repository that asks for signed commits (commit.gpgSign, with gpg.program
+# or gpg.ssh.* set to a command) would run it on the first commit nkitui makes (`git commit`), and
+# log.showSignature would run it on every `git log`
+SAFE_CONFIG: tuple[tuple[str, str], ...] = (("core.hooksPath", NO_HOOKS), ("core.fsmonitor", "false"),
+                                            ("commit.gpgSign", "false"), ("tag.gpgSign", "false"),
+                                            ("log.showSignature", "false"))
 
 
 def driver_overrides(cwd: str | Path | None) -> tuple[tuple[str, str], ...]:

@@ -127,6 +127,11 @@ class Run:
         self.trace = trace
         self.recording = trace is not None
         self._files = trace.meta.setdefault("files", {}) if trace is not None else {}
+        # the kernel frame of the last recorded instruction and its file: reading f_code is an audit
+        # event (the introspection guard runs for each), and a frame's code never changes; the frame is
+        # held, so no other frame can take its identity while it is remembered
+        self._last_frame: object = None
+        self._last_path = ""
         self.diagnostics: list[dict] = []
         self.alloc = OnChipAllocator(self.target, options.capacity, self.diagnostics, _position_of(self))
         self.hbm_bytes = 0
@@ -309,7 +314,11 @@ class Run:
             return None
         frame = kernel_frame()
         if frame is not None:
-            path = frame.f_code.co_filename
+            if frame is self._last_frame:
+                path = self._last_path
+            else:
+                path = self._last_path = frame.f_code.co_filename
+                self._last_frame = frame
             line = frame.f_lineno
             base = _basenames.get(path)
             if base is None:

@@ -18,6 +18,7 @@ an instruction touches the view, after a mask has narrowed it (partial last tile
 from __future__ import annotations
 
 import math
+import sys
 
 import numpy as np
 
@@ -52,6 +53,20 @@ _WHOLE: dict[tuple[int, ...], tuple] = {}
 _WHOLE_BOUNDS: dict[tuple[int, ...], tuple] = {}
 _new_tuple = tuple.__new__
 _ROW_STRIDES: dict[tuple[int, ...], tuple[int, ...]] = {}  # HBM shape -> row stride of each leading dim
+
+
+# Folders of task code (set by the kernel's untrusted process before the task's code is imported;
+# empty elsewhere). The value-level methods below (array, read_f32, write) are the emulator's own
+# machinery, not NKI: called from a file under one of these they would read device data to the host
+# and write host results into HBM with the device's provenance, so they refuse.
+TASK_ROOTS: tuple[str, ...] = ()
+
+
+def _refuse_task_caller(what: str) -> None:
+    filename = sys._getframe(2).f_code.co_filename
+    if filename.startswith(TASK_ROOTS):
+        raise IndexingError(f"tensor.{what}() is nkitui's emulator machinery, not part of the nki namespace: move "
+                            "data with nl.load/nl.store or nisa.dma_copy and compute with nki instructions")
 
 
 class Tensor:
@@ -539,6 +554,8 @@ class Tensor:
 
     def array(self) -> np.ndarray:
         """The view's cells in storage dtype (a numpy view for range views, a copy for gathers)."""
+        if TASK_ROOTS:
+            _refuse_task_caller("array")
         if self.gather_indices is not None:
             return self.storage.data[self.gather_indices]
         a = self._array_view
@@ -548,6 +565,8 @@ class Tensor:
 
     def read_f32(self) -> np.ndarray:
         """The view's values as float32 (do not modify the result in place)."""
+        if TASK_ROOTS:
+            _refuse_task_caller("read_f32")
         st = self.storage
         if st.data.dtype == np.float32:
             return self.array()
@@ -560,6 +579,8 @@ class Tensor:
 
     def write(self, values, where=None) -> None:
         """Store computed values (fp32 or native ints) with rounding to the storage dtype."""
+        if TASK_ROOTS:
+            _refuse_task_caller("write")
         st = self.storage
         data = st.data
         if type(values) is not np.ndarray:

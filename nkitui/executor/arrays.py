@@ -7,10 +7,19 @@ numpy's .npy cannot name the ml_dtypes types (bf16, fp8): they travel as unsigne
 width and are viewed back by name. The reader trusts nothing in `meta`: the file must be a plain
 .npy of numbers, its header must agree with the claimed dtype and shape, and its size must stay
 under `max_elements` (so a hostile child cannot make the evaluator read a 10 GB file).
+
+`meta["sha256"]` is the digest of the bytes the writer produced (in memory, before they reached the
+file): the reader hashes the bytes it parses. A thread of task code that rewrites an output file
+after nkitui's server saved it (a race against the evaluator's read) is caught by the mismatch; the
+evaluator requires the digest of everything an untrusted child sends (`require_digest`).
 """
 
 from __future__ import annotations
 
+import hashlib
+import io
+import os
+import stat
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -55,24 +64,47 @@ def save_array(path: Path, array: Any) -> dict[str, Any]:
         raw = arr
     else:
         raise ArrayTransferError(f"an array of dtype {arr.dtype} cannot be passed: only arrays of numbers can")
-    np.save(path, raw, allow_pickle=False)
-    return {"file": path.name, "dtype": label, "shape": [int(n) for n in arr.shape]}
+    buffer = io.BytesIO()
+    np.save(buffer, raw, allow_pickle=False)
+    data = buffer.getbuffer()
+    digest = hashlib.sha256(data).hexdigest()
+    with open(path, "wb") as f:
+        f.write(data)
+    return {"file": path.name, "dtype": label, "shape": [int(n) for n in arr.shape], "sha256": digest}
 
 
-def _header(path: Path) -> tuple[tuple[int, ...], np.dtype]:
-    with open(path, "rb") as f:
-        version = np.lib.format.read_magic(f)
-        if version == (1, 0):
-            shape, _fortran, dtype = np.lib.format.read_array_header_1_0(f)
-        elif version in ((2, 0), (3, 0)):
-            shape, _fortran, dtype = np.lib.format.read_array_header_2_0(f)
-        else:
-            raise ArrayTransferError(f"{path.name}: unknown .npy version {version}")
+def _header(f: Any, name: str) -> tuple[tuple[int, ...], np.dtype]:
+    version = np.lib.format.read_magic(f)
+    if version == (1, 0):
+        shape, _fortran, dtype = np.lib.format.read_array_header_1_0(f)
+    elif version in ((2, 0), (3, 0)):
+        shape, _fortran, dtype = np.lib.format.read_array_header_2_0(f)
+    else:
+        raise ArrayTransferError(f"{name}: unknown .npy version {version}")
     return tuple(int(n) for n in shape), np.dtype(dtype)
 
 
-def load_array(folder: Path, meta: Any, *, max_elements: int) -> np.ndarray:
-    """The array `meta` describes, read from `folder` (the file name may not leave it)."""
+_MAX_HEADER = 1 << 16
+
+
+def _read_bounded(path: Path, max_elements: int) -> bytes:
+    """The file's bytes, read once (what is checked is what is parsed), refused past the largest
+    .npy `max_elements` numbers can make."""
+    limit = max_elements * 16 + _MAX_HEADER
+    # no link followed, no FIFO waited on: the name is checked and opened in one step
+    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    with open(fd, "rb") as f:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise ArrayTransferError(f"{path.name} is not a regular file")
+        data = f.read(limit + 1)
+    if len(data) > limit:
+        raise ArrayTransferError(f"{path.name} is larger than {max_elements} elements can be")
+    return data
+
+
+def load_array(folder: Path, meta: Any, *, max_elements: int, require_digest: bool = False) -> np.ndarray:
+    """The array `meta` describes, read from `folder` (the file name may not leave it). With
+    `require_digest` the description must carry the writer's sha256 and the bytes must match it."""
     if not isinstance(meta, dict) or not isinstance(meta.get("file"), str) or not isinstance(meta.get("dtype"), str):
         raise ArrayTransferError("the array description is not {file, dtype, shape}")
     name = meta["file"]
@@ -81,10 +113,17 @@ def load_array(folder: Path, meta: Any, *, max_elements: int) -> np.ndarray:
     path = folder / name
     if not path.is_file() or path.is_symlink():
         raise ArrayTransferError(f"{name} is missing or not a regular file")
+    digest = meta.get("sha256")
+    if require_digest and not isinstance(digest, str):
+        raise ArrayTransferError(f"{name} comes without the digest of its bytes")
     try:
-        shape, stored = _header(path)
+        data = _read_bounded(path, max_elements)
+        shape, stored = _header(io.BytesIO(data), name)
     except (OSError, ValueError) as exc:
         raise ArrayTransferError(f"{name} is not a readable .npy file: {exc}") from None
+    if isinstance(digest, str) and hashlib.sha256(data).hexdigest() != digest:
+        raise ArrayTransferError(f"{name} was changed after it was written (its bytes do not match the digest "
+                                 "the writer sent): task code rewrote the file")
     count = 1
     for n in shape:
         count *= n
@@ -98,7 +137,7 @@ def load_array(folder: Path, meta: Any, *, max_elements: int) -> np.ndarray:
     elif stored.kind not in PLAIN_KINDS or stored.name != label:
         raise ArrayTransferError(f"{name} claims {label} but stores {stored}")
     try:
-        arr = np.load(path, allow_pickle=False)
+        arr: np.ndarray = np.load(io.BytesIO(data), allow_pickle=False)
     except (OSError, ValueError) as exc:
         raise ArrayTransferError(f"{name} could not be read: {exc}") from None
     if narrow is not None:

@@ -14,7 +14,7 @@ EXIT_INVALID = 2  # the task or the job is invalid (reported in events)
 EXIT_CANCELLED = 3  # SIGTERM received and handled (cancel or timeout)
 EXIT_INTERNAL = 4  # a bug in nkitui's own worker code (reported in events)
 
-_MEANING = {
+_MEANING: dict[int, str] = {  # keyed by number: Signals is an IntEnum
     signal.SIGABRT: "aborted (SIGABRT): the process called abort(), e.g. os.abort() or a failed C assertion",
     signal.SIGSEGV: "crashed with a segmentation fault (SIGSEGV)",
     signal.SIGBUS: "crashed with a bus error (SIGBUS)",

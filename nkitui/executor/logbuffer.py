@@ -49,7 +49,7 @@ class StreamLimiter:
     _partial: bytes = b""
     _after_bytes: int = 0  # bytes that arrived after the head closed
     _after_newlines: int = 0
-    _recent: deque = field(default_factory=deque)  # recent raw chunks after the head closed
+    _recent: deque[bytes] = field(default_factory=deque)  # recent raw chunks after the head closed
     _recent_size: int = 0
     _redactor: LineRedactor = field(default_factory=LineRedactor)  # secrets never become log events
 

@@ -164,7 +164,8 @@ class RunHandle:
         self.limits = job.limits
         self._finalizer = finalizer
         self._command = command
-        self._queue: queue.Queue = queue.Queue(maxsize=queue_batches)
+        self._queue: queue.Queue[Any] = queue.Queue(  # event batches, then _FINISHED
+           maxsize=queue_batches)
         self._lock = threading.Lock()
         self._consumer_lock = threading.Lock()
         self._exited = threading.Event()
@@ -269,10 +270,11 @@ class RunHandle:
 
     def _io_loop(self) -> None:
         assert self._proc is not None and self._proc.stdout is not None and self._proc.stderr is not None
+        assert self._kernel_r is not None  # _spawn opened it before the process started
         sel = selectors.DefaultSelector()
         parsers: dict[int, tuple[str, Any]] = {
             self._proc.stdout.fileno(): ("events", _EventStreamParser()),
-            self._kernel_r: ("stdout", StreamLimiter("stdout")),  # type: ignore[dict-item]
+            self._kernel_r: ("stdout", StreamLimiter("stdout")),
             self._proc.stderr.fileno(): ("stderr", StreamLimiter("stderr")),
         }
         for fd in parsers:

@@ -20,6 +20,7 @@ from __future__ import annotations
 import os
 import sys
 from dataclasses import dataclass
+from types import FrameType
 from typing import Any
 
 _WRITE_FLAGS = os.O_WRONLY | os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_TRUNC
@@ -157,7 +158,7 @@ class Guard:
             "folder (its current directory)"
         )
 
-    def hook(self, event: str, args: tuple) -> None:
+    def hook(self, event: str, args: tuple[Any, ...]) -> None:
         if event == "open":
             path, mode, flags = (tuple(args) + (None, None, None))[:3]
             writing = (isinstance(flags, int) and flags & _WRITE_FLAGS) or (
@@ -165,6 +166,13 @@ class Guard:
             )
             if path is None:
                 return
+            if _is_descriptor(path) and _called_from_task(self.task_root):
+                # the process's pipes (requests, events, logs) are nkitui's: task code that wraps a raw
+                # descriptor could write events as if it were nkitui's server
+                shown = repr(path) if isinstance(path, int) else os.fsdecode(path)
+                self.record(Violation("descriptor", "a file descriptor of the process", "open of a raw file descriptor"))
+                raise PermissionError(f"nkitui sandbox: opening the file descriptor {shown} refused: a kernel has no "
+                                      "business with the process's own pipes")
             if writing:
                 if not self.is_writable(path):
                     self.refuse_write("open for writing", path)
@@ -191,6 +199,20 @@ class Guard:
             self.record(Violation("native", name, "ctypes.dlopen"))
             raise PermissionError(f"nkitui sandbox: loading the native library {name!r} through ctypes refused: "
                                   "kernels run as Python and NKI only")
+
+
+def _is_descriptor(path: Any) -> bool:
+    """An already-open descriptor (an int), or a name that reopens one (/proc/<pid>/fd/N, /dev/fd/N,
+    /dev/stdout, ...)."""
+    if isinstance(path, int):
+        return True
+    try:
+        name = os.fsdecode(path)
+    except (TypeError, ValueError):
+        return False
+    parts = name.split("/")
+    return name.startswith(("/dev/fd/", "/dev/stdin", "/dev/stdout", "/dev/stderr")) or (
+        len(parts) >= 4 and parts[1] == "proc" and parts[3] in ("fd", "fdinfo", "task"))
 
 
 def _under_any(real: str, roots: tuple[str, ...]) -> bool:
@@ -220,7 +242,7 @@ def _called_from_task(root: str, depth: int = 12) -> bool:
     """Is code from the task's files (the workspace copy) on the last `depth` frames of the stack?"""
     if not root:
         return False
-    frame = sys._getframe(2)
+    frame: FrameType | None = sys._getframe(2)
     prefixes = (root + os.sep, os.path.realpath(root) + os.sep)
     for _ in range(depth):
         if frame is None:
@@ -236,7 +258,7 @@ def _task_location(root: str) -> tuple[str | None, int | None]:
     if not root:
         return None, None
     prefixes = (root + os.sep, os.path.realpath(root) + os.sep)
-    frame = sys._getframe(1)
+    frame: FrameType | None = sys._getframe(1)
     while frame is not None:
         name = frame.f_code.co_filename
         for prefix in prefixes:
@@ -257,12 +279,12 @@ def _watch_environ(guard: Guard) -> None:
         if isinstance(key, str) and is_denied(key) and _called_from_task(guard.task_root):
             guard.record(Violation("credential", key, "environment lookup"))
 
-    class WatchedEnviron(base):  # type: ignore[misc, valid-type]
-        def __getitem__(self, key):  # noqa: ANN001
+    class WatchedEnviron(base):  # type: ignore[misc, valid-type]  # a base known only at run time: os.environ's class
+        def __getitem__(self, key: str) -> str:
             note(key)
             return base.__getitem__(self, key)
 
-        def __contains__(self, key):  # noqa: ANN001
+        def __contains__(self, key: object) -> bool:
             note(key)
             return base.__contains__(self, key)
 

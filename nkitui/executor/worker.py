@@ -22,18 +22,27 @@ from __future__ import annotations
 
 import os
 import sys
+from typing import TYPE_CHECKING, Any, NoReturn
+
+if TYPE_CHECKING:  # annotations only: the worker imports nothing before hello
+    from collections.abc import Callable
+    from types import FrameType
+
+    from nkitui.executor.context import WorkerContext
+    from nkitui.executor.events import Event
+    from nkitui.executor.sandbox import Violation
 
 # Exit codes, as nkitui.executor.exitstatus reads them (kept literal: no imports before hello).
 EXIT_FAILED, EXIT_INVALID, EXIT_CANCELLED, EXIT_INTERNAL = 1, 2, 3, 4
 
 
-def _on_sigterm(signum, frame):  # noqa: ANN001
+def _on_sigterm(signum: int, frame: FrameType | None) -> NoReturn:
     from nkitui.executor.context import WorkerCancelled  # imported before the handler is installed
 
     raise WorkerCancelled()
 
 
-def _raw_emit(fd: int, event) -> None:  # noqa: ANN001
+def _raw_emit(fd: int, event: Event) -> None:
     from nkitui.executor.events import encode
 
     data = encode(event)
@@ -46,13 +55,14 @@ def _write_all(fd: int, data: bytes) -> None:
         data = data[os.write(fd, data):]
 
 
-def _import_entry(spec: str):  # noqa: ANN202
+def _import_entry(spec: str) -> Callable[..., Any]:
     import importlib
 
     module_name, _, func_name = spec.partition(":")
     if not module_name or not func_name:
         raise ValueError(f"entry {spec!r} is not 'package.module:function'")
-    return getattr(importlib.import_module(module_name), func_name)
+    entry: Callable[..., Any] = getattr(importlib.import_module(module_name), func_name)
+    return entry
 
 
 def main(argv: list[str]) -> int:
@@ -147,13 +157,13 @@ def main(argv: list[str]) -> int:
     return code
 
 
-def _violation_reporter(ctx):  # noqa: ANN001, ANN202
+def _violation_reporter(ctx: WorkerContext) -> Callable[[Violation], None]:
     """Each distinct refusal of the sandbox guard, sent to the parent as a `sandbox` error event."""
     from nkitui.executor.events import ErrorEvent
 
-    seen: set[tuple] = set()
+    seen: set[tuple[str, str, str | None, int | None]] = set()
 
-    def report(v) -> None:  # noqa: ANN001
+    def report(v: Violation) -> None:
         key = (v.action, v.target, v.file, v.line)
         if key in seen or len(seen) >= 50:
             return
@@ -165,7 +175,7 @@ def _violation_reporter(ctx):  # noqa: ANN001, ANN202
     return report
 
 
-def _safe_emit(ctx, event) -> None:  # noqa: ANN001
+def _safe_emit(ctx: WorkerContext, event: Event) -> None:
     try:
         ctx.emit(event)
     except OSError:

@@ -133,7 +133,7 @@ def compare(a: PerfRecord, b: PerfRecord, *, rel_tol: float = 0.01, lines: int =
         delta = vb - va if va is not None and vb is not None else None
         pct = 100.0 * delta / va if delta is not None and va else None
         better = None
-        if delta is not None and direction is not None:
+        if delta is not None and direction is not None and va is not None and vb is not None:
             scale = max(abs(va), abs(vb), 1e-300)
             if abs(delta) <= rel_tol * scale:
                 better = "same"

@@ -257,7 +257,9 @@ def matmul_cost(ins: Instruction, spec: TargetSpec) -> MatmulCost:
         # 2x for fp32 [L-ISA]) with the row as moving, one PSUM bank (gemm_moving_fmax) at a time [ARCH2]
         chunk = max(int(spec.hardware.gemm_moving_fmax) if spec.hardware else 512, 1)
         full, rest = divmod(n_moving, chunk)
-        per = lambda f: float(max(min(min64, m_stat), f))  # noqa: E731
+        def per(f: float) -> float:
+            return float(max(min(min64, m_stat), f))
+
         onezero = spec.cycles.fp32_matmul_factor / 2 if factor > 1 else 1.0
         cycles = (full * per(chunk) + (per(rest) if rest else 0.0)) * onezero
         ls = math.ceil(m_stat / spec.cycles.load_stationary_speedup) * onezero

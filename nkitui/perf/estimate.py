@@ -43,7 +43,8 @@ def record_from_schedule(trace: Trace, sched: Schedule, *, work: Work | None = N
 
     def lane_length(intervals: dict[str, list[list[float]]], lane: str) -> float:
         # lane intervals are sorted and disjoint already
-        return sum(-sum(starmap(sub, ivs)) for name, ivs in intervals.items() if name.split("@", 1)[0] == lane) / cores
+        length: float = sum(-sum(starmap(sub, ivs)) for name, ivs in intervals.items() if name.split("@", 1)[0] == lane) / cores
+        return length
 
     engines: dict[str, EngineStats] = {}
     for lane in LANES:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 import math
 from dataclasses import dataclass, field
+from typing import Any
 
 from nkitui.common.hardware import TARGETS as HW_TARGETS
 from nkitui.common.hardware import HardwareTarget, resolve_target
@@ -169,7 +170,7 @@ class TargetSpec:
         lanes = self.partitions
         return lanes * (self.clock_hz["vector"] + self.clock_hz["scalar"] + self.clock_hz["gpsimd"])
 
-    def with_model(self, **changes) -> "TargetSpec":
+    def with_model(self, **changes: Any) -> "TargetSpec":
         """This target with other model constants: `dma_curve=`, `launch_overhead_s=`, or any
         `CycleCosts` field (e.g. `vector_two_input_per_element=1.2`)."""
         cycle_fields = {f.name for f in dataclasses.fields(CycleCosts)}

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from typing import Any
 
 from nkitui.perf.summary import HotLine
 
@@ -60,7 +61,7 @@ class HotLineCollector:
         return lines if top is None else lines[:top]
 
 
-def hot_lines(by_line: dict[tuple[str, int, str, str], list], top: int | None = 20) -> list[HotLine]:
+def hot_lines(by_line: dict[tuple[str, int, str, str], list[Any]], top: int | None = 20) -> list[HotLine]:
     """Rank source lines by engine time from a schedule's (file, line, lane, opcode) totals."""
     col = HotLineCollector()
     for (f, ln, lane, opcode), (secs, count, flops, hbm) in by_line.items():
@@ -82,7 +83,7 @@ def parse_location(text: str | None) -> tuple[str, int]:
         return s, 0
 
 
-def collect_rows(rows: Iterable[tuple[str, str, float, str, float, int]], top: int | None = 20) -> list[HotLine]:
+def collect_rows(rows: Iterable[tuple[str | None, str, float, str, float, int]], top: int | None = 20) -> list[HotLine]:
     """Hot lines from (nki_source_location, lane, seconds, opcode, flops, hbm bytes) rows."""
     col = HotLineCollector()
     for loc, lane, secs, opcode, flops, hbm in rows:

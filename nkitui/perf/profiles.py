@@ -24,10 +24,10 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
-from nkitui.perf.hardware import get_target
+from nkitui.perf.hardware import TargetSpec, get_target
 from nkitui.perf.hotspots import collect_rows
 from nkitui.perf.roofline import roofline_point
-from nkitui.perf.summary import LANES, SUMMARY_ENGINES, EngineStats, PerfRecord, coarsen
+from nkitui.perf.summary import LANES, SUMMARY_ENGINES, EngineStats, HotLine, PerfRecord, coarsen
 
 _PROFILE_FILE_NAMES = ("profile.json", "summary.json", "profile_summary.json", "neuron_profile.json")
 MAX_PROFILE_BYTES = 1 << 30
@@ -129,12 +129,13 @@ def parse_profile(data: Any, *, source_name: str = "<profile>", target: str | No
     spec = get_target(tgt)
 
     timeline: dict[str, list[list[float]]] = {}
-    hot = []
+    hot: list[HotLine] = []
     lane_busy: dict[str, float] = defaultdict(float)
     lane_count: dict[str, int] = defaultdict(int)
-    t0 = t_end = None
+    t0: float | None = None
+    t_end: float | None = None
     if instructions:
-        rows = []
+        rows: list[tuple[str | None, str, float, str, float, int]] = []
         spans: dict[str, list[tuple[float, float]]] = defaultdict(list)
         for i, row in enumerate(instructions):
             if not isinstance(row, dict):
@@ -163,7 +164,7 @@ def parse_profile(data: Any, *, source_name: str = "<profile>", target: str | No
 
     total = _num(summary.get("total_time"))
     if total is None:
-        if t0 is None:
+        if t0 is None or t_end is None:  # both are set by the first timed instruction
             raise ProfileError(f"{source_name}: no total_time in the summary and no timed instructions; export "
                                "the profile with `neuron-explorer view --output-format summary-json` or `json`")
         total = t_end - t0
@@ -227,9 +228,9 @@ def parse_profile(data: Any, *, source_name: str = "<profile>", target: str | No
 
 # ---------------------------------------------------------------- helpers
 
-def _derive_utilisation(summary: dict, spec, total: float, hbm: float, notes: list[str]) -> None:
+def _derive_utilisation(summary: dict[str, Any], spec: TargetSpec, total: float, hbm: float, notes: list[str]) -> None:
     """Fill MFU / HFU / MBU the profile left out, from its own FLOP and byte counts (profiler formulas)."""
-    derived = []
+    derived: list[str] = []
     peak = spec.tensor_peak_flops
     for key, source in (("mfu_estimated_percent", "model_flops"), ("hfu_estimated_percent", "hardware_flops")):
         flops = _num(summary.get(source))
@@ -243,7 +244,7 @@ def _derive_utilisation(summary: dict, spec, total: float, hbm: float, notes: li
         notes.append(f"{', '.join(derived)} computed from the profile's FLOP/byte counts and the {spec.name} peaks")
 
 
-def _split(data: Any, name: str, core: str | int | None) -> tuple[dict, list, str, dict]:
+def _split(data: Any, name: str, core: str | int | None) -> tuple[dict[str, Any], list[Any], str, dict[str, Any]]:
     """(summary fields, instruction rows, tool label, metadata) from any accepted layout."""
     if isinstance(data, list):
         if data and all(isinstance(x, dict) for x in data) and "total_time" in data[0]:
@@ -251,7 +252,8 @@ def _split(data: Any, name: str, core: str | int | None) -> tuple[dict, list, st
         raise ProfileError(f"{name}: a JSON list, but not of summary objects with total_time")
     if not isinstance(data, dict):
         raise ProfileError(f"{name}: expected a JSON object from the profiler, got {type(data).__name__}")
-    metadata = data.get("metadata") if isinstance(data.get("metadata"), dict) else {}
+    metadata = data.get("metadata")
+    metadata = metadata if isinstance(metadata, dict) else {}
     if "summary" in data or "instruction" in data or "instructions" in data:
         raw = data.get("summary", {})
         if isinstance(raw, list):
@@ -282,7 +284,7 @@ def _split(data: Any, name: str, core: str | int | None) -> tuple[dict, list, st
                        "or summaries keyed by NeuronCore)")
 
 
-def _pick(rows: list, name: str, core: str | int | None) -> dict:
+def _pick(rows: list[Any], name: str, core: str | int | None) -> dict[str, Any]:
     if core is None:
         return dict(rows[0])
     for r in rows:
@@ -316,7 +318,7 @@ def _bad_number(v: Any) -> str | None:
 _NON_NEGATIVE = ("_time", "_percent", "_count", "_bytes", "flops")
 
 
-def _check_numbers(summary: dict, name: str) -> None:
+def _check_numbers(summary: dict[str, Any], name: str) -> None:
     for key, value in summary.items():
         why = _bad_number(value)
         if why:
@@ -327,7 +329,7 @@ def _check_numbers(summary: dict, name: str) -> None:
                                "export the profile again")
 
 
-def _check_percents(summary: dict, name: str, notes: list[str]) -> None:
+def _check_percents(summary: dict[str, Any], name: str, notes: list[str]) -> None:
     """After _normalise_percent every *_percent field is 0-100; beyond 101 the file is wrong."""
     clamped = []
     for key, value in list(summary.items()):
@@ -344,7 +346,7 @@ def _check_percents(summary: dict, name: str, notes: list[str]) -> None:
         notes.append(f"{', '.join(clamped)} slightly above 100 % (rounding) read as 100 %")
 
 
-def _amount(row: dict, key: str, name: str, i: int) -> float:
+def _amount(row: dict[str, Any], key: str, name: str, i: int) -> float:
     """A non-negative count of an instruction row (0 when absent)."""
     value = row.get(key)
     if value is None or value == "":
@@ -356,7 +358,7 @@ def _amount(row: dict, key: str, name: str, i: int) -> float:
     return v
 
 
-def _normalise_percent(summary: dict, name: str, notes: list[str]) -> dict:
+def _normalise_percent(summary: dict[str, Any], name: str, notes: list[str]) -> dict[str, Any]:
     """Return a copy with every *_percent field in 0-100."""
     out = dict(summary)
     pct_keys = [k for k, v in out.items() if k.endswith("_percent") and _num(v) is not None]
@@ -380,18 +382,18 @@ def _normalise_percent(summary: dict, name: str, notes: list[str]) -> dict:
     elif votes_percent > votes_fraction:
         fraction = False
     else:
-        fraction = all(_num(out[k]) <= 1.0 for k in pct_keys)
+        fraction = all((_num(out[k]) or 0.0) <= 1.0 for k in pct_keys)  # pct_keys: numbers only
         if fraction:
             notes.append(f"{name}: every *_percent field is <= 1 and no active times to check against; "
                          "read them as fractions")
     if fraction:
         for k in pct_keys:
-            out[k] = 100.0 * _num(out[k])
+            out[k] = 100.0 * (_num(out[k]) or 0.0)
         notes.append("percent fields in the file were fractions (0-1); converted to 0-100")
     return out
 
 
-def _target(target: str | None, metadata: dict, summary: dict, notes: list[str]) -> str:
+def _target(target: str | None, metadata: dict[str, Any], summary: dict[str, Any], notes: list[str]) -> str:
     if target:
         return get_target(target).name
     for key in ("target", "platform", "instance_type", "arch", "platform_target"):
@@ -405,13 +407,14 @@ def _target(target: str | None, metadata: dict, summary: dict, notes: list[str])
     return "trn2"
 
 
-def _times(row: dict, name: str, i: int) -> tuple[float, float]:
+def _times(row: dict[str, Any], name: str, i: int) -> tuple[float, float]:
     """(start, duration) in seconds from Explorer (start_ts/end_ts/duration_ns) or legacy fields (ns)."""
     if "start_ts" in row:
         start = _num(row.get("start_ts"))
         dur = _num(row.get("duration_ns"))
-        if dur is None and _num(row.get("end_ts")) is not None and start is not None:
-            dur = _num(row["end_ts"]) - start
+        end = _num(row.get("end_ts"))
+        if dur is None and end is not None and start is not None:
+            dur = end - start
     else:
         start = _num(row.get("timestamp"))
         dur = _num(row.get("duration"))
@@ -436,7 +439,7 @@ _LANE_WORDS = (
 )
 
 
-def _lane(row: dict) -> str:
+def _lane(row: dict[str, Any]) -> str:
     for field_name in ("engine", "timeline_track", "label", "subgroup", "queue_name"):
         v = row.get(field_name)
         if not isinstance(v, str) or not v:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from nkitui.common import units
 from nkitui.perf.compare import Comparison
 from nkitui.perf.roofline import SpeedOfLight
@@ -20,12 +22,12 @@ def bar(fraction: float, width: int = 30) -> str:
     return "#" * full + "." * (width - full)
 
 
-def _pct(summary: dict, key: str) -> str:
+def _pct(summary: dict[str, Any], key: str) -> str:
     v = summary.get(key)
     return "n/a" if v is None else units.percent(float(v))
 
 
-def _bytes(summary: dict, key: str) -> str:
+def _bytes(summary: dict[str, Any], key: str) -> str:
     v = summary.get(key)
     return "n/a" if v is None else fmt_bytes(float(v))
 

@@ -40,6 +40,7 @@ from heapq import heappop, heappush
 from collections import Counter
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -88,7 +89,7 @@ class Schedule:
     exec_intervals: dict[str, list[list[float]]] = field(default_factory=dict)
     lane_exec_time: Counter = field(default_factory=Counter)  # base lane -> execution-only seconds
     # (file, line, lane, opcode) -> [seconds, count, flops, hbm bytes]; lane is "tensor", "dma", ...
-    by_line: dict[tuple[str, int, str, str], list] = field(default_factory=dict)
+    by_line: dict[tuple[str, int, str, str], list[Any]] = field(default_factory=dict)
     lane_time: Counter = field(default_factory=Counter)  # base lane -> sum of instruction busy time
     lane_count: Counter = field(default_factory=Counter)
     model_flops: float = 0.0
@@ -133,7 +134,7 @@ class _Core:
     __slots__ = ("pool", "dma_iv", "dma_late", "flight_s", "flight_e", "sync_s", "sync_e", "queue_start", "psum", "free", "lanes",
                  "sbuf")
 
-    def __init__(self, psum_banks: int) -> None:
+    def __init__(self, psum_banks: int, sbuf: _SbufAllocator) -> None:
         self.pool = _Calendar()  # the 16 DMA engines
         # busy intervals merged as they come when they come in order; the others wait in *_late
         self.dma_iv: list[list[float]] = []
@@ -148,7 +149,7 @@ class _Core:
         self.psum = _PsumBanks(psum_banks)
         self.free: dict[str, float] = {}  # engine -> when its in-order queue is free
         self.lanes: dict[str, list[list[float]]] = {}  # engine -> merged busy intervals
-        self.sbuf: _SbufAllocator | None = None
+        self.sbuf = sbuf
 
 
 def _merge_oldest(records: list[tuple], is_write: bool) -> list[tuple]:
@@ -714,8 +715,8 @@ def _simulate(trace: Trace, spec: TargetSpec) -> Schedule:
     throttled = 0.0
     psum_stall = 0.0
     KIND_DMA, KIND_TENSOR, KIND_FOLDED = _Plan.KIND_DMA, _Plan.KIND_TENSOR, _Plan.KIND_FOLDED
-    cs = None
-    cs_core = None
+    cs: _Core  # the state of the instruction's core: set by the first instruction (cs_core starts unmatched)
+    cs_core: int | None = None
 
     for idx, ins in enumerate(instrs):
         # the plan: by the instruction's signature and source line (a plain tuple, cheap to build and hash),
@@ -733,11 +734,10 @@ def _simulate(trace: Trace, spec: TargetSpec) -> Schedule:
         eng = plan.engine
         core = ins.core
         if core != cs_core:
-            cs = core_state.get(core)
-            if cs is None:
-                cs = core_state[core] = _Core(psum_count)
-                cs.sbuf = _SbufAllocator(sbuf_cap, sbuf_uses, sbuf_sizes, sbuf_rows)
-            cs_core = core
+            found = core_state.get(core)
+            if found is None:
+                found = core_state[core] = _Core(psum_count, _SbufAllocator(sbuf_cap, sbuf_uses, sbuf_sizes, sbuf_rows))
+            cs, cs_core = found, core
         kind = plan.kind
         is_tensor = kind == KIND_TENSOR
         reads = ins.reads
@@ -1038,18 +1038,18 @@ def _simulate(trace: Trace, spec: TargetSpec) -> Schedule:
     sched.throttled_time = throttled
     sched.psum_bank_stall = psum_stall
     intervals: dict[str, list[list[float]]] = {}
-    for core, st in core_state.items():
-        for eng, ivs in st.lanes.items():
+    for core, state in core_state.items():
+        for eng, ivs in state.lanes.items():
             intervals[_lane_name(eng, core)] = ivs
     exec_intervals: dict[str, list[list[float]]] = {}
-    for core, st in core_state.items():
-        if st.dma_iv or st.dma_late:
+    for core, state in core_state.items():
+        if state.dma_iv or state.dma_late:
             name = _lane_name("dma", core)
-            exec_intervals[name] = _union(st.dma_iv + st.dma_late) if st.dma_late else st.dma_iv
-            intervals[name] = _union_flat(st.flight_s, st.flight_e, [])
-        if st.sync_s:
+            exec_intervals[name] = _union(state.dma_iv + state.dma_late) if state.dma_late else state.dma_iv
+            intervals[name] = _union_flat(state.flight_s, state.flight_e, [])
+        if state.sync_s:
             name = _lane_name("sync", core)
-            intervals[name] = _union_flat(st.sync_s, st.sync_e, intervals.get(name, []))
+            intervals[name] = _union_flat(state.sync_s, state.sync_e, intervals.get(name, []))
     sched.intervals = intervals
     sched.exec_intervals = exec_intervals
     sched.sbuf_alloc_stall = sbuf_stall
@@ -1121,7 +1121,7 @@ def _totals(sched: Schedule, rows: dict[tuple, list]) -> None:
                             "sbuf_write_bytes": mem[2], "psum_write_bytes": mem[3]})
 
 
-def _add_row(row: list | None, busy: float, count: int, flops: float, hbm: int) -> list:
+def _add_row(row: list[Any] | None, busy: float, count: int, flops: float, hbm: int) -> list[Any]:
     if row is None:
         return [busy, count, flops, hbm]
     row[0] += busy

@@ -206,7 +206,8 @@ def union_length(intervals: list[list[float]]) -> float:
 def union_length_sorted(lanes: list[list[list[float]]]) -> float:
     """Length of the union of several lists of sorted, disjoint intervals."""
     total = 0.0
-    cur_s = cur_e = None
+    cur_s: float = 0.0  # read only once cur_e is set
+    cur_e: float | None = None
     # one C-level sort of the concatenation (timsort merges the sorted runs) beats heapq.merge
     for s, e in sorted(itertools.chain.from_iterable(lanes)):
         if cur_e is None or s > cur_e:

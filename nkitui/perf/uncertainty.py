@@ -9,6 +9,7 @@ the error is unknown, and every rendering says so.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -30,7 +31,7 @@ class Uncertainty:
         """"-20%..+25%" """
         return f"{100 * self.low:+.0f}%..{100 * self.high:+.0f}%"
 
-    def describe(self, seconds: float, fmt=None) -> str:
+    def describe(self, seconds: float, fmt: Callable[[float], str] | None = None) -> str:
         """"estimated 27.1 ms, -20%..+25% on calibrated kernel families; outside them the error is unknown" """
         shown = fmt(seconds) if fmt is not None else _fmt(seconds)
         return (f"estimated {shown}, {self.band_text()} on calibrated kernel families; "
@@ -60,7 +61,7 @@ CALIBRATED = Uncertainty(
 )
 
 
-def describe_record(record_json: dict[str, Any] | None, fmt=None) -> str | None:
+def describe_record(record_json: dict[str, Any] | None, fmt: Callable[[float], str] | None = None) -> str | None:
     """The band sentence for a stored record (PerfRecord.to_json()), or None when it has none (measured)."""
     if not isinstance(record_json, dict) or record_json.get("source") != "estimated":
         return None

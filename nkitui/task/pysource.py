@@ -7,6 +7,8 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from nkitui.common import pyast
+
 _JIT_DECORATORS = {"jit", "trace", "baremetal", "benchmark", "profile", "nki_jit", "simulate"}
 
 
@@ -56,7 +58,7 @@ def inspect_source(path: Path) -> PySourceInfo:
         info.syntax_error = f"cannot read file: {exc}"
         return info
     try:
-        tree = ast.parse(text, filename=str(path))
+        tree = pyast.parse(text, filename=str(path))
     except SyntaxError as exc:
         info.syntax_error = exc.msg
         info.syntax_error_line = exc.lineno

@@ -56,8 +56,6 @@ def test_typed_layers_pass_mypy() -> None:
     assert "Success" in done.stdout, done.stdout
 
 
-# Packages rewritten this round (#15 items 2-3) that join mypy, and this check, once that work lands.
-NOT_YET_TYPED = ("evaluate", "executor")
 
 
 def test_every_type_ignore_says_why() -> None:
@@ -67,7 +65,6 @@ def test_every_type_ignore_says_why() -> None:
     bare = re.compile(r"#\s*type:\s*ignore(?!\[[\w,\s-]+\]\s+#\s*\S)")
     found = [f"{path.relative_to(ROOT)}:{number}: {line.strip()}"
              for path in sorted((ROOT / "nkitui").rglob("*.py"))
-             if path.relative_to(ROOT).parts[1] not in NOT_YET_TYPED
              for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
              if bare.search(line)]
     assert not found, "type: ignore without a code and a reason:\n" + "\n".join(found)

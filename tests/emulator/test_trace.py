@@ -193,3 +193,47 @@ def test_psum_peak_counts_a_returned_matmul_tile_once(kernel):
     b = np.ones((128, 512), F32)
     kernel(a, b)
     assert kernel.last_run.psum_peak_bytes == 2048  # one [128, 512] fp32 bank per partition
+
+
+def test_tracing_reads_f_code_once_per_kernel_frame_not_per_instruction(tmp_path):
+    """Reading a frame's f_code raises an audit event, and in an untrusted child every audit event
+    runs the introspection guard: the emulator finds the kernel's line through the modules' names,
+    and reads a kernel frame's file once, not once per instruction and emulator frame."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    script = tmp_path / "count.py"
+    script.write_text(
+        "import sys\n"
+        "import numpy as np\n"
+        "from nkitui.emulator import install\n"
+        "install()\n"
+        "import neuronxcc.nki as nki\n"
+        "import neuronxcc.nki.language as nl\n"
+        "from nkitui import emulator\n"
+        "@nki.jit\n"
+        "def k(a):\n"
+        "    out = nl.ndarray((128, 64), dtype=a.dtype, buffer=nl.shared_hbm)\n"
+        "    for i in nl.affine_range(4):\n"
+        "        t = nl.load(a[i * 128:(i + 1) * 128, :])\n"
+        "        nl.store(out, value=nl.exp(nl.add(t, t)))\n"
+        "    return out\n"
+        "a = np.ones((512, 64), np.float32)\n"
+        "k(a)\n"
+        "reads = [0]\n"
+        "def hook(event, args):\n"
+        "    if event == 'object.__getattr__' and len(args) > 1 and args[1] == 'f_code':\n"
+        "        reads[0] += 1\n"
+        "sys.addaudithook(hook)\n"
+        "with emulator.trace() as tr:\n"
+        "    k(a)\n"
+        "print(reads[0], len(tr.instructions))\n",
+        encoding="utf-8")
+    root = Path(__file__).resolve().parents[2]
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, cwd=root,
+                          env={"PYTHONPATH": str(root), "PATH": "/usr/bin:/bin"}, timeout=120)
+    assert done.returncode == 0, done.stderr
+    reads, instructions = map(int, done.stdout.split())
+    assert instructions >= 12
+    assert reads <= instructions // 2  # was about 7 per instruction (one per emulator frame walked)

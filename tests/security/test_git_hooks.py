@@ -100,9 +100,12 @@ def test_the_hook_settings_outrank_the_repositorys_and_keep_the_users(monkeypatc
     monkeypatch.setenv("GIT_CONFIG_KEY_0", "user.name")
     monkeypatch.setenv("GIT_CONFIG_VALUE_0", "From Env")
     env = gitsafe.config_env()
-    assert env["GIT_CONFIG_COUNT"] == "3" and env["GIT_CONFIG_KEY_1"] == "core.hooksPath"
+    assert env["GIT_CONFIG_COUNT"] == "6" and env["GIT_CONFIG_KEY_1"] == "core.hooksPath"
     assert env["GIT_CONFIG_VALUE_1"] == "/dev/null" and env["GIT_CONFIG_KEY_2"] == "core.fsmonitor"
-    assert gitsafe.command_args() == ["-c", "core.hooksPath=/dev/null", "-c", "core.fsmonitor=false"]
+    assert [env[f"GIT_CONFIG_KEY_{i}"] for i in (3, 4, 5)] == ["commit.gpgSign", "tag.gpgSign", "log.showSignature"]
+    assert gitsafe.command_args() == ["-c", "core.hooksPath=/dev/null", "-c", "core.fsmonitor=false",
+                                      "-c", "commit.gpgSign=false", "-c", "tag.gpgSign=false",
+                                      "-c", "log.showSignature=false"]
 
 
 @pytest.mark.parametrize("linked", ["reviews", "reviews/alice", "reviews/runs"])

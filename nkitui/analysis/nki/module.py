@@ -15,6 +15,7 @@ from nkitui.analysis.context import AnalysisContext
 from nkitui.analysis.nki.imports import canonical, collect_imports, namespace_of
 from nkitui.analysis.nki.source import SourceText
 from nkitui.analysis.nki.values import Value
+from nkitui.common import pyast
 
 FunctionNode = ast.FunctionDef | ast.AsyncFunctionDef
 
@@ -35,7 +36,7 @@ CONTAINER_WRITE_METHODS = frozenset({"append", "update", "setdefault", "add", "e
 def parse_module(source: str) -> ast.Module:
     """`ast.parse(source)`, kept for the few sources read last: the analysis reads a port's imports and then
     walks it, and parsing is a good part of the cost. The trees are only read, never changed."""
-    return ast.parse(source)
+    return pyast.parse(source)
 
 
 class ModuleFacts:

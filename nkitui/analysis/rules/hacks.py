@@ -10,6 +10,7 @@ from nkitui.analysis.nki.model import HostCall, KernelModel, Op, Tensor
 from nkitui.analysis.rules.phrases import cap, lines_phrase
 from nkitui.analysis.rules.registry import RuleSpec, file_rule, rule
 from nkitui.analysis.rules.view import KernelView
+from nkitui.common import pyast
 from nkitui.common.findings import Finding, Severity
 
 HOST_COMPUTE = RuleSpec(
@@ -482,6 +483,12 @@ _TAMPER_MODULES = {  # importing these is enough: no kernel needs them
     "multiprocessing": "multiprocessing starts processes",
     "subprocess": "subprocess starts processes",
     "nkitui": "nkitui's own modules are the evaluation itself",
+    # code that runs beside nkitui's own in the kernel's process, at moments the kernel does not choose:
+    # after the launch returned, between the outputs' check and their transfer to the evaluator
+    "threading": "a thread runs beside nkitui's code in the process (e.g. rewriting outputs after they were checked)",
+    "_thread": "a thread runs beside nkitui's code in the process (e.g. rewriting outputs after they were checked)",
+    "signal": "a signal handler runs task code at any moment, also after the kernel returned",
+    "_signal": "a signal handler runs task code at any moment, also after the kernel returned",
 }
 _TAMPER_CALLS = {
     "eval": "eval runs code built at run time", "exec": "exec runs code built at run time",
@@ -509,7 +516,9 @@ _HIGH_DUNDERS = {
     "__subclasses__": "every subclass in the process", "__builtins__": "the interpreter's builtins",
     "__bases__": "a class's bases", "__base__": "a class's base", "__mro__": "a class's method order",
     "__getattribute__": "raw attribute access", "__loader__": "a module's loader", "__spec__": "a module's import spec",
-    "__func__": "the function behind a method", "__self__": "the object behind a bound method",
+    "__func__": "the function behind a method",
+    "__array_interface__": "numpy reading or writing any address of the process",
+    "__array_struct__": "numpy reading or writing any address of the process", "__self__": "the object behind a bound method",
     "__defaults__": "a function's default values", "__kwdefaults__": "a function's keyword defaults",
     "__reduce__": "pickling hooks", "__reduce_ex__": "pickling hooks", "__objclass__": "a descriptor's class",
 }
@@ -524,6 +533,14 @@ _BENIGN_DUNDERS = _BENIGN_DUNDER_TARGETS | {
     "__signature__", "__annotations__", "__dataclass_fields__",
 }
 _NKI_ROOTS = ("nki", "neuronxcc")
+# attributes of nkitui's emulated tensors that are its machinery, not NKI: the raw device memory
+# (`t.storage.data`), its numpy views, host reads and writes that bypass the instructions
+_EMULATOR_INTERNALS = {"storage", "read_f32", "_array_view", "set_zone", "unwritten", "_mark_init", "_hbm_access",
+                       "_f32_copy", "_own_zone", "_own_version"}
+# monkeypatching: nkitui's code in the kernel's process (saving the outputs, their provenance) calls
+# the same numpy, os and NKI modules; a replaced function there rewrites the outputs after the check
+_PATCH_WHY = ("replaces part of the imported `{module}` for every caller in the process, nkitui's own code "
+              "included (the outputs' transfer and provenance)")
 
 
 class _TamperVisitor(ast.NodeVisitor):
@@ -567,15 +584,33 @@ class _TamperVisitor(ast.NodeVisitor):
                 self._hit(node, f"`vars({node.args[0].id})`: a module's whole namespace")
             if func.id in ("getattr", "setattr", "delattr", "hasattr") and len(node.args) >= 2:
                 name = node.args[1]
-                if not (isinstance(name, ast.Constant) and isinstance(name.value, str)):
+                if func.id in ("setattr", "delattr") and self._module_root(node.args[0]) and not (
+                        isinstance(name, ast.Constant) and isinstance(name.value, str)):
+                    self._hit(node, f"`{func.id}({ast.unparse(node.args[0])[:40]}, ...)`: "
+                                    f"{_PATCH_WHY.format(module=self._module_root(node.args[0]))}")
+                elif not (isinstance(name, ast.Constant) and isinstance(name.value, str)):
                     self._hit(node, f"`{func.id}` with a computed attribute name hides what it reaches", "medium")
                 elif name.value in _HIGH_DUNDERS or name.value in _FRAME_ATTRS:
                     self._hit(node, f"`{func.id}(..., {name.value!r})`: {_HIGH_DUNDERS.get(name.value) or _FRAME_ATTRS[name.value]}")
+                elif name.value in _EMULATOR_INTERNALS:
+                    self._hit(node, f"`{func.id}(..., {name.value!r})`: nkitui's emulator machinery behind a tensor")
+                elif func.id in ("setattr", "delattr") and self._module_root(node.args[0]):
+                    self._hit(node, f"`{func.id}({ast.unparse(node.args[0])[:40]}, {name.value!r}, ...)`: "
+                                    f"{_PATCH_WHY.format(module=self._module_root(node.args[0]))}")
                 elif name.value.startswith("__") and name.value not in _BENIGN_DUNDERS:
                     self._hit(node, f"`{func.id}(..., {name.value!r})`: an interpreter dunder", "medium")
         self.generic_visit(node)
 
+    def _module_root(self, expr: ast.AST) -> str:
+        """The imported name (module, or object imported from one) an attribute chain starts at, or ''."""
+        while isinstance(expr, ast.Attribute):
+            expr = expr.value
+        return self.aliases.get(expr.id, "") if isinstance(expr, ast.Name) else ""
+
     def visit_Attribute(self, node: ast.Attribute) -> None:
+        if isinstance(node.ctx, (ast.Store, ast.Del)) and self._module_root(node):
+            verb = "assigns" if isinstance(node.ctx, ast.Store) else "deletes"
+            self._hit(node, f"{verb} `{ast.unparse(node)[:60]}`: {_PATCH_WHY.format(module=self._module_root(node))}")
         attr = node.attr
         base = node.value.id if isinstance(node.value, ast.Name) else None
         owner = self.aliases.get(base, "") if base else ""
@@ -595,6 +630,9 @@ class _TamperVisitor(ast.NodeVisitor):
             self._hit(node, f"`{text}`: the internals of the imported module `{owner}`")
         elif attr.startswith("__") and attr.endswith("__") and attr not in _BENIGN_DUNDERS:
             self._hit(node, f"`{text}`: an interpreter dunder (a way into objects' internals)", "medium")
+        elif attr in _EMULATOR_INTERNALS:
+            self._hit(node, f"`{text}`: nkitui's emulator machinery behind a tensor (device memory read or written "
+                            "from the host), not the NKI API")
         elif root in _NKI_ROOTS and attr.startswith("_") and not attr.startswith("__"):
             self._hit(node, f"`{text}`: a private name of `{owner}` (nkitui's emulator behind the NKI API, not the API)")
         self.generic_visit(node)
@@ -607,7 +645,7 @@ class _TamperVisitor(ast.NodeVisitor):
 def tamper_lines(source: str) -> list[tuple[int, str, str]]:
     """(line, what, severity) for every construct of the task's code that reaches into the interpreter or nkitui."""
     try:
-        tree = ast.parse(source)
+        tree = pyast.parse(source)
     except (SyntaxError, ValueError):
         return []
     visitor = _TamperVisitor()
@@ -669,7 +707,7 @@ def entry_findings(source: str, path: str, entry: str | None) -> list[Finding]:
     if not entry:
         return []
     try:
-        tree = ast.parse(source)
+        tree = pyast.parse(source)
     except (SyntaxError, ValueError):
         return []
     nki = _nki_names(tree)

@@ -19,13 +19,15 @@ masks) are never touched.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable, Mapping
+from typing import Any, Callable, Iterable, Mapping
 
 import numpy as np
 
 from nkitui.evaluate.numerics.fpformat import float_format, format_name, is_float_format
 
 ReferenceFn = Callable[[dict[str, np.ndarray]], Mapping[str, np.ndarray]]
+Inputs = dict[str, np.ndarray]
+Candidate = tuple[float, Inputs]  # (the scale or value tried, the inputs it gave)
 
 CASES_BY_OP: dict[str, tuple[str, ...]] = {
     "matmul": ("large", "tiny", "cancellation", "nonfinite"),
@@ -117,8 +119,10 @@ def _scaled(inputs: Mapping[str, np.ndarray], names: list[str], factor: float) -
     return out
 
 
-def _output_limits(reference_outputs: Mapping[str, np.ndarray], output_dtypes: Mapping[str, str], frac: float):
-    limits, lows = {}, {}
+def _output_limits(reference_outputs: Mapping[str, np.ndarray], output_dtypes: Mapping[str, str],
+                   frac: float) -> tuple[dict[str, float], dict[str, float]]:
+    limits: dict[str, float] = {}
+    lows: dict[str, float] = {}
     for name in reference_outputs:
         dt = output_dtypes.get(name)
         if dt and is_float_format(dt):
@@ -176,13 +180,21 @@ def _prefetch(reference: ReferenceFn, sets: list[dict[str, np.ndarray]]) -> None
         fetch(sets)
 
 
-def _first_accepted(reference: ReferenceFn, candidates: list, accepts, size: int = 1) -> object | None:  # noqa: ANN001
-    """The first candidate `accepts`, asking the reference about them in growing batches (1, 3, 8, 8,
-    ...; or from `size`): the same answer as a one-by-one search, in fewer round trips."""
+def _first_accepted(reference: ReferenceFn, factors: list[float], build: Callable[[float], Inputs],
+                    accepts: Callable[[Inputs], bool], size: int = 1) -> Candidate | None:
+    """The first (factor, trial) that `accepts`, trying `factors` in order; each trial is built
+    (`build(factor)`) only when its turn comes. A reference that answers several input sets in one
+    round trip (a process) is asked about them in growing batches (1, 3, 8, 8, ...), as far as it
+    says batching pays (`batch_size`: a reference whose own work costs more than a round trip is
+    asked one set at a time, so no answer is computed that the search does not use). The answer is
+    the same as a one-by-one search."""
+    hint = getattr(reference, "batch_size", None)
     done = 0
-    while done < len(candidates):
-        batch = candidates[done:done + size]
-        _prefetch(reference, [trial for _, trial in batch])
+    while done < len(factors):
+        step = hint(size) if hint is not None else size
+        batch = [(f, build(f)) for f in factors[done:done + max(1, step)]]
+        if len(batch) > 1:
+            _prefetch(reference, [trial for _, trial in batch])
         for candidate in batch:
             if accepts(candidate[1]):
                 return candidate
@@ -191,20 +203,23 @@ def _first_accepted(reference: ReferenceFn, candidates: list, accepts, size: int
     return None
 
 
-def _large(base, names, reference, op, limits, lows, base_nf, k, rng):
+def _large(base: Inputs, names: list[str], reference: ReferenceFn, op: str | None, limits: dict[str, float],
+           lows: dict[str, float], base_nf: dict[str, np.ndarray], k: int | None, rng: np.random.Generator,
+           ) -> AdversarialCase | None:
     in_max = min(float_format(base[n].dtype).max for n in names)
     target = min(1e4, in_max / 16.0)
     if op == "norm":
         target = min(target, 1e3)
     current = max(_max_abs(base[n]) for n in names) or 1.0
     factor = target / current
-    candidates = []
+    factors = []
     for _ in range(8):
         if factor <= 1.0:
             break
-        candidates.append((factor, _scaled(base, names, factor)))
+        factors.append(factor)
         factor /= 16.0
-    found = _first_accepted(reference, candidates, lambda trial: _ref_ok(reference, trial, limits, base_nf))
+    found = _first_accepted(reference, factors, lambda f: _scaled(base, names, f),
+                            lambda trial: _ref_ok(reference, trial, limits, base_nf))
     if found is None:
         return None
     factor, trial = found
@@ -217,7 +232,9 @@ def _large(base, names, reference, op, limits, lows, base_nf, k, rng):
     )
 
 
-def _tiny(base, names, reference, op, limits, lows, base_nf, k, rng):
+def _tiny(base: Inputs, names: list[str], reference: ReferenceFn, op: str | None, limits: dict[str, float],
+          lows: dict[str, float], base_nf: dict[str, np.ndarray], k: int | None, rng: np.random.Generator,
+          ) -> AdversarialCase | None:
     current = max(_max_abs(base[n]) for n in names) or 1.0
     smallest = max(float_format(base[n].dtype).smallest_normal for n in names)
     factor = smallest * 2.0**6 / current
@@ -228,13 +245,8 @@ def _tiny(base, names, reference, op, limits, lows, base_nf, k, rng):
         factors.append(factor)
         factor *= 2.0**4
     low = lows if op not in ("softmax", "norm") else None
-    found = None
-    for start in range(0, len(factors), 8):  # build 8 candidates at a time: the scaled inputs take memory
-        chunk = [(f, _scaled(base, names, f)) for f in factors[start:start + 8]]
-        found = _first_accepted(reference, chunk, lambda trial: _ref_ok(reference, trial, limits, base_nf, low),
-                                size=1 if start == 0 else 8)
-        if found is not None:
-            break
+    found = _first_accepted(reference, factors, lambda f: _scaled(base, names, f),
+                            lambda trial: _ref_ok(reference, trial, limits, base_nf, low))
     if found is None:
         return None
     factor, trial = found
@@ -264,7 +276,9 @@ def _rows(a: np.ndarray) -> np.ndarray:
     return f.reshape(-1, f.shape[-1]) if f.ndim >= 1 else f.reshape(1, 1)
 
 
-def _equal(base, names, reference, op, limits, lows, base_nf, k, rng):
+def _equal(base: Inputs, names: list[str], reference: ReferenceFn, op: str | None, limits: dict[str, float],
+           lows: dict[str, float], base_nf: dict[str, np.ndarray], k: int | None, rng: np.random.Generator,
+           ) -> AdversarialCase | None:
     first = names[0]
     rows = _rows(base[first])
     row_values = rows[np.arange(rows.shape[0]), rng.integers(0, rows.shape[1], size=rows.shape[0])]
@@ -282,7 +296,9 @@ def _equal(base, names, reference, op, limits, lows, base_nf, k, rng):
     return AdversarialCase("equal", desc, trial, rescaled=False, changed=(first,), finite_only=op == "norm")
 
 
-def _mask(base, names, reference, op, limits, lows, base_nf, k, rng):
+def _mask(base: Inputs, names: list[str], reference: ReferenceFn, op: str | None, limits: dict[str, float],
+          lows: dict[str, float], base_nf: dict[str, np.ndarray], k: int | None, rng: np.random.Generator,
+          ) -> AdversarialCase | None:
     first = names[0]
     if not float_format(base[first].dtype).has_inf:
         return None
@@ -304,7 +320,9 @@ def _mask(base, names, reference, op, limits, lows, base_nf, k, rng):
     )
 
 
-def _nonfinite(base, names, reference, op, limits, lows, base_nf, k, rng):
+def _nonfinite(base: Inputs, names: list[str], reference: ReferenceFn, op: str | None, limits: dict[str, float],
+               lows: dict[str, float], base_nf: dict[str, np.ndarray], k: int | None, rng: np.random.Generator,
+               ) -> AdversarialCase | None:
     first = names[0]
     fmt = float_format(base[first].dtype)
     vals = _f64(base[first]).copy().ravel()
@@ -327,7 +345,7 @@ def _nonfinite(base, names, reference, op, limits, lows, base_nf, k, rng):
     )
 
 
-def _half_slices(shape: tuple[int, ...], axis: int) -> tuple[tuple, tuple]:
+def _half_slices(shape: tuple[int, ...], axis: int) -> tuple[tuple[slice, ...], tuple[slice, ...]]:
     n = shape[axis] // 2
     lo = [slice(None)] * len(shape)
     hi = [slice(None)] * len(shape)
@@ -336,7 +354,9 @@ def _half_slices(shape: tuple[int, ...], axis: int) -> tuple[tuple, tuple]:
     return tuple(lo), tuple(hi)
 
 
-def _cancellation(base, names, reference, op, limits, lows, base_nf, k, rng):
+def _cancellation(base: Inputs, names: list[str], reference: ReferenceFn, op: str | None, limits: dict[str, float],
+                  lows: dict[str, float], base_nf: dict[str, np.ndarray], k: int | None, rng: np.random.Generator,
+                  ) -> AdversarialCase | None:
     """Second half of the reduction axis cancels the first: x2 = -x1, y2 = y1*(1+1e-3*noise)."""
     try:
         with np.errstate(all="ignore"):
@@ -393,7 +413,9 @@ def _cancellation(base, names, reference, op, limits, lows, base_nf, k, rng):
     return None
 
 
-def _offset(base, names, reference, op, limits, lows, base_nf, k, rng):
+def _offset(base: Inputs, names: list[str], reference: ReferenceFn, op: str | None, limits: dict[str, float],
+            lows: dict[str, float], base_nf: dict[str, np.ndarray], k: int | None, rng: np.random.Generator,
+            ) -> AdversarialCase | None:
     first = names[0]
     x = _f64(base[first])
     std = float(np.std(x[np.isfinite(x)])) or 1.0
@@ -408,7 +430,9 @@ def _offset(base, names, reference, op, limits, lows, base_nf, k, rng):
     )
 
 
-_BUILDERS = {
+Builder = Callable[[Inputs, list[str], ReferenceFn, "str | None", dict[str, float], dict[str, float],
+                    dict[str, np.ndarray], "int | None", np.random.Generator], "AdversarialCase | None"]
+_BUILDERS: dict[str, Builder] = {
     "large": _large,
     "tiny": _tiny,
     "equal": _equal,
@@ -419,6 +443,6 @@ _BUILDERS = {
 }
 
 
-def output_dtype_names(outputs) -> dict[str, str]:
+def output_dtype_names(outputs: Iterable[Any]) -> dict[str, str]:
     """{name: dtype} from output specs (anything with .name and .dtype)."""
     return {o.name: format_name(o.dtype) for o in outputs}

@@ -37,7 +37,7 @@ import numpy as np
 
 from nkitui.common.codec import Record
 
-from nkitui.common.findings import Finding
+from nkitui.common.findings import Finding, Severity
 from nkitui.evaluate.numerics import findings as rules
 from nkitui.evaluate.numerics.fpformat import format_name, is_float_format, round_to, spacing, unit_roundoff
 from nkitui.evaluate.numerics.findings import g, numerics_finding
@@ -133,7 +133,8 @@ class ErrorModel(Record):
     def envelope(self, s: np.ndarray, level: float = 1.0) -> np.ndarray:
         """The largest error expected at each element: z*sigma + rounding."""
         s = np.asarray(s, dtype=np.float64)
-        return self.tail * self.sigma(s, level) + self.rounding_rel * np.abs(s) + self.rounding_abs
+        envelope: np.ndarray = self.tail * self.sigma(s, level) + self.rounding_rel * np.abs(s) + self.rounding_abs
+        return envelope
 
 
 @dataclass(frozen=True)
@@ -601,7 +602,7 @@ def tolerance_sanity(
                        f" (relative L2 {g(out_rounding.statistic)} > {g(policy.tol)})")
                     + f" ({out_dtype} unit roundoff {g(unit_roundoff(out_dtype))})"
                 )
-                severity = "high"
+                severity: Severity = "high"
             else:
                 assert drift_fail is not None and advice is not None
                 what = (

@@ -362,6 +362,10 @@ class _NamedReference:
         if fetch is not None:
             fetch([dict(s) for s in sets])
 
+    def batch_size(self, wanted: int) -> int:
+        hint = getattr(self.reference, "batch_size", None)
+        return hint(wanted) if hint is not None else wanted
+
 
 def _named(raw: Mapping[str, Any], outputs: Sequence[Any], who: str) -> dict[str, np.ndarray]:
     missing = [o.name for o in outputs if o.name not in raw]

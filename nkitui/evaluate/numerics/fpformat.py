@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -42,7 +43,7 @@ def _from_finfo(name: str, dtype: np.dtype, has_inf: bool = True) -> FloatFormat
     if dtype.kind == "V":  # an ml_dtypes type: numpy's finfo does not know it
         import ml_dtypes
 
-        fi = ml_dtypes.finfo(dtype)
+        fi: Any = ml_dtypes.finfo(dtype)  # type: ignore[no-untyped-call]  # ml_dtypes has no annotations
     else:
         fi = np.finfo(dtype)
     return FloatFormat(
@@ -203,9 +204,11 @@ def round_to(x: np.ndarray, dtype: str | np.dtype | type) -> np.ndarray:
             return _round_to_odd_f32(x).astype(_FORMATS[name].storage).astype(np.float64)
     dt = numpy_dtype(name)
     if dt.kind == "b":
-        return (x != 0).astype(np.float64)
+        as_bool: np.ndarray = (x != 0).astype(np.float64)  # ndarray's != is typed Any
+        return as_bool
     info = np.iinfo(dt)
-    return np.clip(np.rint(x), info.min, info.max)
+    clipped: np.ndarray = np.clip(np.rint(x), info.min, info.max)
+    return clipped
 
 
 def stored(values: np.ndarray, dtype: str | np.dtype | type) -> np.ndarray:
@@ -227,7 +230,8 @@ def _keys_of_stored(values: np.ndarray, fmt: FloatFormat) -> np.ndarray:
     negative values, so +0 and -0 both give 0. Same integer width as the format."""
     values = np.ascontiguousarray(values)
     itemsize = values.dtype.itemsize
-    signed = {1: np.int8, 2: np.int16, 4: np.int32, 8: np.int64}[itemsize]
+    signed_of: dict[int, type[np.signedinteger[Any]]] = {1: np.int8, 2: np.int16, 4: np.int32, 8: np.int64}
+    signed = signed_of[itemsize]
     bits = values.view(signed)
     sign = bits >> (8 * itemsize - 1)  # 0 for positive values, -1 (all ones) for negative ones
     magnitude = bits & np.iinfo(signed).max
@@ -236,7 +240,8 @@ def _keys_of_stored(values: np.ndarray, fmt: FloatFormat) -> np.ndarray:
     # (m ^ -1) - (-1) = -m: two's-complement negation without a branch or a mask
     np.bitwise_xor(magnitude, sign, out=magnitude)
     np.subtract(magnitude, sign, out=magnitude)
-    return magnitude
+    keys: np.ndarray = magnitude
+    return keys
 
 
 def ordered_keys(values: np.ndarray, dtype: str | np.dtype | type) -> np.ndarray:
@@ -267,7 +272,7 @@ class KeyedValues:
         """Where the two rounded values are identical: same value and same sign (+0 is not -0);
         NaN is never identical to anything (it compares unequal)."""
         width = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}[self.stored.dtype.itemsize]
-        same = self.stored.view(width) == other.stored.view(width)
+        same: np.ndarray = self.stored.view(width) == other.stored.view(width)
         for side in (self.special, other.special):
             if side is not None:
                 same &= ~np.isnan(side)
@@ -336,4 +341,5 @@ def spacing(x: np.ndarray, dtype: str | np.dtype | type) -> np.ndarray:
         gap = (biased << 52).view(np.float64)
     if not np.isfinite(mag).all():  # the gap of inf is inf, of NaN NaN
         gap = np.where(np.isfinite(mag), gap, mag)
-    return np.maximum(gap, fmt.smallest_subnormal)
+    at_least_subnormal: np.ndarray = np.maximum(gap, fmt.smallest_subnormal)
+    return at_least_subnormal

@@ -81,7 +81,7 @@ def load_goldens(path: str | Path, input_specs: Sequence[Any], output_specs: Seq
         raise GoldenFormatError(f"{shown}: cannot read the goldens file ({exc}); it must be a numpy .npz archive") from exc
     except (OSError, zipfile.BadZipFile, EOFError) as exc:
         raise GoldenFormatError(f"{shown}: cannot read the goldens file ({exc}); it must be a numpy .npz archive") from exc
-    problems = []
+    problems: list[str] = []
     inputs: dict[str, np.ndarray] = {}
     outputs: dict[str, np.ndarray] = {}
     for spec in input_specs:
@@ -108,7 +108,8 @@ def load_goldens(path: str | Path, input_specs: Sequence[Any], output_specs: Seq
     return Goldens(str(p), inputs, outputs)
 
 
-def _declared_array(p: str, arrays: dict, side: str, spec, missing_hint: str, problems: list) -> np.ndarray | None:
+def _declared_array(p: str, arrays: dict[str, np.ndarray], side: str, spec: Any, missing_hint: str,
+                    problems: list[str]) -> np.ndarray | None:
     """The array `<side>.<name>` with the shape `spec` declares (raw void bytes restored to its dtype),
     or None after appending the problem to `problems`."""
     key = f"{side}.{spec.name}"
@@ -244,7 +245,8 @@ def compare_goldens(
             port = runner(dict(goldens.inputs), RunOptions(precise=True, label="GPU goldens"))
     except Exception as exc:  # noqa: BLE001
         return GoldenReport(goldens.path, error=describe_exception(exc))
-    results, findings = [], []
+    results: list[GoldenOutput] = []
+    findings: list[Finding] = []
     for spec in outputs:
         if spec.name not in goldens.outputs:
             continue
@@ -267,7 +269,7 @@ def compare_goldens(
             findings.append(
                 numerics_finding(
                     rules.GOLDEN_DIVERGES,
-                    {"port-diverges": "high", "all-differ": "high"}.get(verdict, "medium"),
+                    "high" if verdict in ("port-diverges", "all-differ") else "medium",
                     f"`{spec.name}`: port, reference and GPU goldens disagree ({verdict})",
                     text,
                     {"output": spec.name, "verdict": verdict, "port_vs_reference": pr.to_dict(),

@@ -56,9 +56,11 @@ def _edges(n: int, step: int, max_cells: int) -> tuple[tuple[int, ...], int]:
     return tuple(edges), cell
 
 
-def _reduce_blocks(values: np.ndarray, row_edges: tuple[int, ...], col_edges: tuple[int, ...], op, dtype=None) -> np.ndarray:
+def _reduce_blocks(values: np.ndarray, row_edges: tuple[int, ...], col_edges: tuple[int, ...], op: np.ufunc,
+                   dtype: type[np.generic] | None = None) -> np.ndarray:
     rows = op.reduceat(values, list(row_edges[:-1]), axis=0, dtype=dtype)
-    return op.reduceat(rows, list(col_edges[:-1]), axis=1)
+    blocks: np.ndarray = op.reduceat(rows, list(col_edges[:-1]), axis=1)
+    return blocks
 
 
 def tile_heatmap(

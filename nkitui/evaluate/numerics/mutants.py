@@ -33,6 +33,7 @@ from typing import Any, Iterator, Literal, Mapping, Sequence
 
 import numpy as np
 
+from nkitui.common import pyast
 from nkitui.common.codec import Record
 
 from nkitui.common.findings import Finding
@@ -151,7 +152,7 @@ class _Loop:
 @dataclass
 class _Site:
     operator: str
-    node: ast.AST
+    node: ast.expr | ast.stmt  # a call, subscript or operation; a statement for skip-accumulation
     loop: _Loop | None = None
 
 
@@ -169,7 +170,7 @@ class _SiteCollector(ast.NodeVisitor):
             self.visit(stmt)
         self.in_function -= 1
 
-    visit_AsyncFunctionDef = visit_FunctionDef  # type: ignore[assignment]
+    visit_AsyncFunctionDef = visit_FunctionDef  # type: ignore[assignment]  # same fields, async or not
 
     def visit_If(self, node: ast.If) -> None:
         if _is_main_guard(node):
@@ -334,9 +335,10 @@ class _Source:
         return before + len(self.blines[lineno - 1][:col].decode("utf-8", errors="replace"))
 
     def replace(self, node: ast.AST, new_text: str) -> str:
-        start = self.offset(node.lineno, node.col_offset)  # type: ignore[attr-defined]
-        end = self.offset(node.end_lineno, node.end_col_offset)  # type: ignore[attr-defined]
-        spanned = node.end_lineno - node.lineno  # type: ignore[attr-defined]
+        # the nodes replaced are parsed expressions and statements: they carry their positions
+        start = self.offset(node.lineno, node.col_offset)  # type: ignore[attr-defined]  # see above
+        end = self.offset(node.end_lineno, node.end_col_offset)  # type: ignore[attr-defined]  # see above
+        spanned = node.end_lineno - node.lineno  # type: ignore[attr-defined]  # see above
         # Keep the line count: extra newlines sit inside the parentheses, where Python ignores them.
         replacement = f"({new_text}{chr(10) * spanned})"
         return self.text[:start] + replacement + self.text[end:]
@@ -375,16 +377,16 @@ def _one_less(call: ast.Call) -> ast.Call | None:
     return new
 
 
-def _plus_one(node: ast.AST) -> ast.AST:
+def _plus_one(node: ast.expr) -> ast.expr:
     return ast.BinOp(node, ast.Add(), ast.Constant(1))
 
 
-def _shift_slice(sl: ast.AST, loop_vars: set[str]) -> ast.AST | None:
+def _shift_slice(sl: ast.expr, loop_vars: set[str]) -> ast.expr | None:
     """The subscript's index with its first loop-dependent component (an nl.ds, a slice) moved by one."""
     elts = list(sl.elts) if isinstance(sl, ast.Tuple) else [sl]
     for i, e in enumerate(elts):
         if isinstance(e, ast.Call) and _func_name(e) == "ds" and e.args:
-            moved: ast.AST = ast.Call(func=e.func, args=[_plus_one(e.args[0]), *e.args[1:]], keywords=e.keywords)
+            moved: ast.expr = ast.Call(func=e.func, args=[_plus_one(e.args[0]), *e.args[1:]], keywords=e.keywords)
         elif isinstance(e, ast.Slice):
             if e.upper is None or not (_names_in(e) & loop_vars):
                 continue
@@ -399,7 +401,7 @@ def _shift_slice(sl: ast.AST, loop_vars: set[str]) -> ast.AST | None:
     return None
 
 
-def _swap(call_or_binop: ast.AST) -> ast.AST | None:
+def _swap(call_or_binop: ast.AST) -> ast.expr | None:
     if isinstance(call_or_binop, ast.BinOp):
         return ast.BinOp(call_or_binop.right, call_or_binop.op, call_or_binop.left)
     call = call_or_binop
@@ -425,7 +427,7 @@ def _swap(call_or_binop: ast.AST) -> ast.AST | None:
 
 
 def _lower(call: ast.Call, alias: str | None) -> ast.Call:
-    def repl(node: ast.AST) -> ast.AST:
+    def repl(node: ast.expr) -> ast.expr:
         if _is_float32(node):
             assert isinstance(node, ast.Attribute)
             base = node.value
@@ -446,7 +448,8 @@ def _mutate(site: _Site, src: _Source, tree: ast.Module, loops: dict[int, set[st
     node = site.node
     before = src.segment(node)
     if site.operator == "drop-last-tile":
-        new = _one_less(node)  # type: ignore[arg-type]
+        assert isinstance(node, ast.Call)  # the collector's drop-last-tile sites are loop calls
+        new: ast.expr | None = _one_less(node)
         if new is None:
             return None
         text = ast.unparse(new)
@@ -463,11 +466,11 @@ def _mutate(site: _Site, src: _Source, tree: ast.Module, loops: dict[int, set[st
         loop = site.loop
         assert loop is not None and loop.var is not None
         first = ast.unparse(loop.start) if loop.start is not None else "0"
-        line = src.blines[node.lineno - 1]  # type: ignore[attr-defined]
-        if line[: node.col_offset].strip():  # type: ignore[attr-defined]
+        line = src.blines[node.lineno - 1]
+        if line[: node.col_offset].strip():
             return None  # a statement after `for ...:` on the same line: no room for an `if`
         cond = f"if {loop.var} != {first}: "
-        text = src.insert(node.lineno, node.col_offset, cond)  # type: ignore[attr-defined]
+        text = src.insert(node.lineno, node.col_offset, cond)
         first_line = before.splitlines()[0] if before else ""
         return text, f"{first_line} skipped when {loop.var} == {first} (first trip of its loop)"
     if site.operator == "swap-operands":
@@ -477,7 +480,8 @@ def _mutate(site: _Site, src: _Source, tree: ast.Module, loops: dict[int, set[st
         text = ast.unparse(new)
         return src.replace(node, text), f"{_short(before)} -> {_short(text)}"
     if site.operator == "lower-accumulator":
-        new = _lower(node, _language_alias(tree))  # type: ignore[arg-type]
+        assert isinstance(node, ast.Call)  # the collector's lower-accumulator sites are allocation calls
+        new = _lower(node, _language_alias(tree))
         text = ast.unparse(new)
         return src.replace(node, text), f"{_short(before)} -> {_short(text)}"
     return None
@@ -501,14 +505,14 @@ def _loop_vars_by_subscript(tree: ast.Module) -> dict[int, set[str]]:
             return
         if isinstance(node, ast.Subscript):
             out[id(node)] = scope
-        for child in ast.iter_child_nodes(node):
-            walk(child, scope)
+        for part in ast.iter_child_nodes(node):
+            walk(part, scope)
 
     walk(tree, set())
     return out
 
 
-def _site_order(site: _Site) -> tuple:
+def _site_order(site: _Site) -> tuple[int, int, int, int]:
     # PSUM buffers are the accumulators that matter most: lower them first.
     psum_first = 0
     if site.operator == "lower-accumulator" and isinstance(site.node, ast.Call):
@@ -525,7 +529,7 @@ def generate_mutants(source: str, file: str = "kernel.py", max_per_operator: int
     Raises SyntaxError (with the file and line) when the source does not parse.
     """
     try:
-        tree = ast.parse(source, filename=file)
+        tree = pyast.parse(source, filename=file)
     except SyntaxError as exc:
         raise SyntaxError(f"{file}:{exc.lineno}: cannot parse the NKI port for mutation: {exc.msg}") from exc
     collector = _SiteCollector()
@@ -545,7 +549,7 @@ def generate_mutants(source: str, file: str = "kernel.py", max_per_operator: int
         if text in seen or text == source:
             continue
         try:
-            ast.parse(text)
+            pyast.parse(text)
         except SyntaxError:
             continue
         seen.add(text)
@@ -579,15 +583,17 @@ def run_mutants(
     `advised`: {output: the advisor's TolerancePolicy}; a mutant every output of which also passes
     it is "undetectable" rather than "survived".
     """
-    results = []
+    results: list[MutantResult] = []
     for m in mutants:
         results.append(_run_one(m, run_source, inputs, reference_outputs, outputs, original_outputs, advised))
     report = MutationReport(tuple(results))
     return MutationReport(report.results, tuple(mutant_findings(report, outputs)))
 
 
-def _run_one(m, run_source, inputs, reference_outputs, outputs, original, advised=None) -> MutantResult:
-    base = dict(id=m.id, operator=m.operator, description=m.description, file=m.file, line=m.line)
+def _run_one(m: Mutant, run_source: SourceRunner, inputs: dict[str, np.ndarray], reference_outputs: Mapping[str, np.ndarray],
+             outputs: Sequence[Any], original: Mapping[str, np.ndarray] | None,
+             advised: Mapping[str, Any] | None = None) -> MutantResult:
+    base: dict[str, Any] = dict(id=m.id, operator=m.operator, description=m.description, file=m.file, line=m.line)
     try:
         with np.errstate(all="ignore"):
             got = run_source(m.source, dict(inputs), RunOptions(precise=True, label=f"mutant {m.id}"))
@@ -668,6 +674,6 @@ def mutant_findings(report: MutationReport, outputs: Sequence[Any]) -> list[Find
 def iter_sites(source: str) -> Iterator[tuple[str, int]]:
     """(operator, line) of every mutation site in `source` (uncapped), for display."""
     collector = _SiteCollector()
-    collector.visit(ast.parse(source))
+    collector.visit(pyast.parse(source))
     for s in collector.sites:
         yield s.operator, s.node.lineno

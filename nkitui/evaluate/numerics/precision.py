@@ -259,8 +259,8 @@ def isolate_precision(
     return PrecisionReport(tuple(results), tuple(findings))
 
 
-def _one_output(spec, out_dtype, ref_dtype, k, op, b, a_off, a_on, task_dtypes=(), input_dtype=None
-                ) -> PrecisionOutput:
+def _one_output(spec: Any, out_dtype: str, ref_dtype: str, k: int, op: str | None, b: np.ndarray, a_off: np.ndarray,
+                a_on: np.ndarray, task_dtypes: Sequence[str] = (), input_dtype: str | None = None) -> PrecisionOutput:
     algo = rel_l2_error(a_off, b)
     dtype_err = rel_l2_error(a_on, a_off)
     rounded_off = round_to(a_off, out_dtype) if is_float_format(out_dtype) else np.asarray(a_off).astype(np.float64)
@@ -303,8 +303,8 @@ def _one_output(spec, out_dtype, ref_dtype, k, op, b, a_off, a_on, task_dtypes=(
     )
 
 
-def _explain(excess: float, ulp_fraction: float, k: int, op: str | None, task_dtypes, input_dtype, output_dtype
-             ) -> Hypothesis | None:
+def _explain(excess: float, ulp_fraction: float, k: int, op: str | None, task_dtypes: Sequence[str],
+             input_dtype: str | None, output_dtype: str) -> Hypothesis | None:
     best = closest_hypothesis(excess, k, op, task_dtypes, input_dtype=input_dtype, output_dtype=output_dtype)
     if ulp_fraction > EXCESS_ULP_FRACTION and _sum_like(op, k) and (best is None or "accumulating" not in best.cause):
         # Errors far beyond re-rounding follow partial sums: prefer the accumulation hypothesis of the right size.

@@ -28,7 +28,7 @@ class UnplannedCall(RuntimeError):
     the audit's plan, never the task's fault)."""
 
 
-_memo: dict[int, tuple[weakref.ref, bytes]] = {}
+_memo: dict[int, tuple[weakref.ref[np.ndarray], bytes]] = {}
 
 
 def array_digest(array: np.ndarray) -> bytes:
@@ -41,10 +41,13 @@ def array_digest(array: np.ndarray) -> bytes:
     h = hashlib.sha256()
     h.update(f"{a.dtype.name}|{a.dtype.str}|{a.shape}".encode())
     if a.size:
-        h.update(a.view(np.uint8).reshape(-1))
+        h.update(a.view(np.uint8).reshape(-1).data)
     value = h.digest()
     try:
-        _memo[key] = (weakref.ref(array, lambda _r, key=key: _memo.pop(key, None)), value)
+        def forget(_ref: weakref.ref[np.ndarray], key: int = key) -> None:
+            _memo.pop(key, None)
+
+        _memo[key] = (weakref.ref(array, forget), value)
     except TypeError:  # not weak-referenceable: no memo
         pass
     return value
@@ -89,6 +92,14 @@ class RecordedReference:
         self.live_calls += len(todo)
         for key, answer in zip(todo, many(list(todo.values()))):
             self._answers[key] = answer if isinstance(answer, BaseException) else dict(answer)
+
+    def batch_size(self, wanted: int) -> int:
+        """How many input sets a search should ask about in one round trip (at most `wanted`): the
+        live reference's own advice where it gives one; 1 once sealed (nothing is asked any more)."""
+        hint = getattr(self._live, "batch_size", None)
+        if self._live is None:
+            return 1
+        return hint(wanted) if hint is not None else wanted
 
     def __call__(self, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         key = inputs_digest(inputs)

@@ -121,7 +121,8 @@ class Reference:
 
     @cached_property
     def finite(self) -> np.ndarray:
-        return np.isfinite(self.values)
+        finite: np.ndarray = np.isfinite(self.values)
+        return finite
 
     @cached_property
     def all_finite(self) -> bool:
@@ -129,7 +130,8 @@ class Reference:
 
     @cached_property
     def abs(self) -> np.ndarray:
-        return np.abs(self.values)
+        magnitude: np.ndarray = np.abs(self.values)
+        return magnitude
 
     @cached_property
     def max_abs_finite(self) -> float:

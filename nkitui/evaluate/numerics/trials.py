@@ -98,7 +98,8 @@ def _as_outputs(raw: Mapping[str, np.ndarray], outputs: Sequence[Any], who: str)
     return {o.name: np.asarray(raw[o.name]) for o in outputs}
 
 
-def _run_pair(runner: KernelRunner, reference: ReferenceFn, inputs: dict[str, np.ndarray], outputs, options):
+def _run_pair(runner: KernelRunner, reference: ReferenceFn, inputs: dict[str, np.ndarray], outputs: Sequence[Any],
+              options: RunOptions) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
     with np.errstate(all="ignore"):
         ref = _as_outputs(reference(dict(inputs)), outputs, "the reference")
         got = _as_outputs(runner(dict(inputs), options), outputs, "the port")
@@ -192,13 +193,16 @@ def adversarial_reference_inputs(case: AdversarialCase, op: str | None) -> list[
     return asked
 
 
-def _adversarial_trials(runner, reference, base_inputs, seed, outputs, op, precise, acc_dtype, seed_rms, cases=None):
+def _adversarial_trials(runner: KernelRunner, reference: ReferenceFn, base_inputs: dict[str, np.ndarray], seed: int,
+                        outputs: Sequence[Any], op: str | None, precise: bool, acc_dtype: str,
+                        seed_rms: Mapping[str, float], cases: Sequence[AdversarialCase] | None = None,
+                        ) -> list[TrialResult]:
     if cases is None:
         ref_fn = lambda inp: _as_outputs(reference(dict(inp)), outputs, "the reference")  # noqa: E731
         # The cancellation case splits the reduction axis: K of the first output tells which one it is.
         k = reduction_length_for(outputs[0], base_inputs, op)[0] if outputs else None
         cases = make_adversarial_cases(base_inputs, ref_fn, op, output_dtype_names(outputs), k, seed)
-    results = []
+    results: list[TrialResult] = []
     for case in cases:
         label = f"adversarial: {case.name}"
         try:
@@ -231,7 +235,8 @@ def _adversarial_trials(runner, reference, base_inputs, seed, outputs, op, preci
     return results
 
 
-def _within_expected(spec, actual, ref, case, reference, op, acc_dtype, seed_rms) -> bool:
+def _within_expected(spec: Any, actual: np.ndarray, ref: np.ndarray, case: AdversarialCase, reference: ReferenceFn,
+                     op: str | None, acc_dtype: str, seed_rms: float) -> bool:
     """Is the error what a correct port makes on these inputs (the advisor's allclose at x8 safety)?"""
     magnitude = 0.0 if case.rescaled else seed_rms
     if op in LINEAR_OPS:

@@ -95,6 +95,9 @@ class UntrustedChild:
         self._ignored: set[str] = set()
         self._seq = 0
         self._gone: ChildGone | None = None
+        # replies that answered no pending request: task code writing to the event descriptor (the
+        # reply is in the process's words; only nkitui's server answers exactly once, with the id sent)
+        self.forgeries: list[dict[str, Any]] = []
 
     # -- lifecycle --------------------------------------------------------------------------------
     def ready(self) -> dict[str, Any]:
@@ -121,13 +124,15 @@ class UntrustedChild:
 
     # -- requests -------------------------------------------------------------------------------
     def folder(self) -> tuple[str, Path]:
-        """A fresh request id and its folder in the child's scratch (in/ for the evaluator's arrays)."""
+        """A fresh request id and its folder in the child's scratch (in/ for the evaluator's arrays).
+        The id is a secret of the request line: the folder is named by the sequence number only, so
+        task code that lists the scratch folder cannot address a forged reply to the request."""
         self._seq += 1
-        rid = f"{self._seq}-{secrets.token_hex(6)}"
+        rid = f"{self._seq}-{secrets.token_hex(16)}"
         scratch = self.handle.scratch
         if scratch is None:
             raise self._died()
-        folder = scratch.root / "io" / rid
+        folder = scratch.root / "io" / str(self._seq)
         (folder / "in").mkdir(parents=True, exist_ok=True)
         return rid, folder
 
@@ -164,6 +169,7 @@ class UntrustedChild:
             if ev.kind == "reply":
                 if rid is not None and ev.data.get("id") == rid:
                     return ev.data
+                self._forged_reply(ev.data.get("id"))
             elif ev.kind == "confinement":
                 if self.confinement is None:  # the first report only: later ones come after task code ran
                     self.confinement = dict(ev.data)
@@ -183,6 +189,18 @@ class UntrustedChild:
         elif isinstance(ev, ErrorEvent):
             self.errors.append(ev)
         return None
+
+    def _forged_reply(self, got: Any) -> None:
+        """A reply to no pending request: nkitui's server answers each request once, with its id, so
+        this is task code writing on the event descriptor (a forged answer, or the real one after a
+        forged one was taken). It fails the run's sandbox check."""
+        if len(self.forgeries) < 20:
+            self.forgeries.append({
+                "action": "forgery", "target": "the event descriptor", "file": None, "line": None,
+                "detail": f"the {self.role} process sent a reply to no pending request: task code wrote on the "
+                          "evaluator's event descriptor"})
+        self._note_once("forgery", f"the {self.role} process sent a reply to no pending request: task code wrote on "
+                                   "the evaluator's event descriptor; the run fails its sandbox check")
 
     def _forward(self, ev: LogEvent) -> None:
         prefix = "" if self.role == "kernel" else f"[{self.role}] "
@@ -258,7 +276,8 @@ class UntrustedChild:
         out = {}
         for name in names:
             try:
-                out[name] = load_array(folder / sub, described[name], max_elements=max_elements[name])
+                out[name] = load_array(folder / sub, described[name], max_elements=max_elements[name],
+                                       require_digest=True)
             except ArrayTransferError as exc:
                 raise ChildReplyError(f"output `{name}` from the {self.role} process is unusable: {exc}") from None
         return out

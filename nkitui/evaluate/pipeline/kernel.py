@@ -22,6 +22,7 @@ from typing import Any
 
 import numpy as np
 
+from nkitui.common import pyast
 from nkitui.evaluate.numerics.callables import KernelRunner, RunOptions
 from nkitui.evaluate.numerics.inputs import from_kernel_layout, to_kernel_layout
 from nkitui.evaluate.pipeline.children import ChildReplyError, UntrustedChild
@@ -38,10 +39,12 @@ def error_from(data: Any, default_message: str) -> dict[str, Any]:
     """An error a child reported, as the result's error dict: fields checked, text bounded."""
     d = data if isinstance(data, dict) else {}
     kind = d.get("kind") if d.get("kind") in ERROR_KINDS else "kernel-error"
-    message = d.get("message") if isinstance(d.get("message"), str) and d.get("message") else default_message
+    message = d.get("message")
+    message = message if isinstance(message, str) and message else default_message
     file = d.get("file") if isinstance(d.get("file"), str) else None
     line = d.get("line") if isinstance(d.get("line"), int) and not isinstance(d.get("line"), bool) else None
-    tb = d.get("traceback") if isinstance(d.get("traceback"), str) else ""
+    tb = d.get("traceback")
+    tb = tb if isinstance(tb, str) else ""
     return {"kind": kind, "message": message[:4000], "file": file, "line": line, "traceback": tb[:40000]}
 
 
@@ -149,7 +152,8 @@ def _host_compute(provenance: Any, names: list[str]) -> str | None:
     for name in names:
         p = provenance.get(name)
         if not isinstance(p, dict) or p.get("device") is not True:
-            why = p.get("why") if isinstance(p, dict) and isinstance(p.get("why"), str) else "no device provenance"
+            why = p.get("why") if isinstance(p, dict) else None
+            why = why if isinstance(why, str) else "no device provenance"
             return f"output `{name}` did not come out of the emulated device: {why[:300]}"
     return None
 
@@ -175,7 +179,7 @@ def entry_location(task: Any) -> tuple[str | None, int | None]:
         return None, None
     rel = task.rel(entry.path) or os.path.basename(str(entry.path))
     try:
-        tree = ast.parse(Path(entry.path).read_text(encoding="utf-8"))
+        tree = pyast.parse(Path(entry.path).read_text(encoding="utf-8"))
     except (OSError, SyntaxError, ValueError):
         return rel, None
     line: int | None = None

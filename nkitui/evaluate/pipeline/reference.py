@@ -36,6 +36,13 @@ class ReferenceProcess:
         self.max_elements = {spec.name: spec.size + 1024 for spec in task.outputs}
         self.calls = 0
         self.asking = "an input set"  # what is being asked, for the error's words (the auditor announces it)
+        # what a round trip costs beside the reference's own work on each set (seconds, averaged over
+        # every round trip so far: one slow round trip on a loaded machine must not decide alone):
+        # they decide whether asking about several sets at once pays
+        self.work_per_set_s: float | None = None
+        self.overhead_s: float | None = None
+        self._work_s = self._overhead_s = 0.0
+        self._sets = self._trips = 0
 
     def announce(self, what: str) -> None:
         self.asking = what
@@ -50,6 +57,27 @@ class ReferenceProcess:
         if isinstance(answer, ReferenceFailed):
             raise answer
         return answer
+
+    def batch_size(self, wanted: int) -> int:
+        """`wanted`, or 1 when the reference's own work on a set costs more than the rest of a round
+        trip: then a speculative answer (a candidate the search may never look at) costs more than the
+        round trip it saves. The child's timings only steer how many sets are asked at once; the
+        answers and the order they are judged in are the same either way."""
+        if self.work_per_set_s is None or self.overhead_s is None:
+            return wanted
+        return 1 if self.work_per_set_s > self.overhead_s else wanted
+
+    def _timed(self, results: list[Any], round_trip_s: float) -> None:
+        said = [r.get("seconds") for r in results if isinstance(r, dict)]
+        work = [float(w) for w in said if isinstance(w, (int, float)) and not isinstance(w, bool) and 0 <= w < 1e6]
+        if len(work) != len(results) or not work:
+            return
+        self._work_s += sum(work)
+        self._sets += len(work)
+        self._overhead_s += max(0.0, round_trip_s - sum(work))
+        self._trips += 1
+        self.work_per_set_s = self._work_s / self._sets
+        self.overhead_s = self._overhead_s / self._trips
 
     def many(self, sets: list[dict[str, np.ndarray]]) -> list[dict[str, np.ndarray] | ReferenceFailed]:
         """The reference on several input sets in one round trip: each answer, or its failure."""
@@ -75,6 +103,7 @@ class ReferenceProcess:
                                                        f"{len(sets)} input sets")
                 error["kind"] = "reference-error"
                 return [ReferenceFailed(error) for _ in sets]
+            self._timed(results, answered - sent)
             answers = [self._answer(result, folder / str(k), what) for k, result in enumerate(results)]
         finally:
             self.child.forget(folder)

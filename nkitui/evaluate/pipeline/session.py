@@ -537,7 +537,8 @@ class EvaluationSession:
 
         if self.choice.name == "simulator":
             return sdk_namespace(self.task.kernel.namespace, self.probe) == "new"
-        return self.choice.name == "emulator"
+        emulated: bool = self.choice.name == "emulator"
+        return emulated
 
     def _trials(self) -> None:
         if not self.options.trials or not self._compared_seeds():
@@ -742,7 +743,8 @@ class EvaluationSession:
         notes = [n for n in reply.get("notes", []) if isinstance(n, str)][:20] if isinstance(reply.get("notes"), list) else []
         notes.append("timing and the profile were measured by the kernel's own process: they are its report, "
                      "not a verdict (see docs/executor.md)")
-        skipped = reply.get("skipped") if isinstance(reply.get("skipped"), str) else ""
+        skipped = reply.get("skipped")
+        skipped = skipped if isinstance(skipped, str) else ""
         return ProfileOutcome(timing=timing, utilisation=utilisation, notes=notes, skipped=skipped)
 
     # -- the result ------------------------------------------------------------------------------
@@ -759,7 +761,7 @@ class EvaluationSession:
         refusals: list[dict[str, Any]] = []
         observed: dict[str, dict[str, Any]] = {}
         for child in self.children:
-            for v in child.violations:
+            for v in [*child.violations, *child.forgeries]:
                 violations.append({**{k: v.get(k) for k in ("action", "target", "detail", "file", "line")},
                                    "process": child.role})
             # sent by the child's guard the moment they happened: clearing its list later hides nothing
@@ -971,7 +973,7 @@ def _describe_violations(violations: list[dict[str, Any]]) -> str:
 
 def _distinct_violations(violations: list[dict[str, Any]]) -> list[tuple[dict[str, Any], int]]:
     """Each distinct violation once, with how often it happened (every seed repeats the same one)."""
-    counts: dict[tuple, list] = {}
+    counts: dict[tuple[Any, ...], list[Any]] = {}
     for v in violations:
         key = (v["action"], v.get("target"), v.get("detail"), v.get("file"), v.get("line"), v.get("process"))
         counts.setdefault(key, [v, 0])[1] += 1
@@ -985,6 +987,12 @@ _VIOLATION_TEXT = {
     "process": ("Kernel tried to start a process",
                 "The kernel tried to start a process ({what}). nkitui refused it on this backend. "
                 "A port has no reason to run programs."),
+    "forgery": ("Kernel forged a message to the evaluator",
+                "{detail}. Only nkitui's own code in the kernel's process answers the evaluator, once per request; "
+                "a second or unrequested answer is task code posing as it. The run fails."),
+    "descriptor": ("Kernel opened one of its process's own pipes",
+                   "The kernel tried to wrap a raw file descriptor ({detail}). The descriptors of a kernel's process "
+                   "are nkitui's pipes to the evaluator: writing there would pose as nkitui's own code. Refused."),
     "introspection": ("Kernel reached into the interpreter",
                       "The kernel's code asked for {what}: frames, the garbage collector, ctypes or tracing, which no "
                       "kernel needs and a forgery of the evaluation would. nkitui refused it (the verdict is computed "

@@ -212,10 +212,14 @@ def render_audit(audit: NumericsAudit) -> RenderableType:
         adv = audit.advice_for(m.name)
         if adv is not None:
             parts.append(render_advice(adv))
-    for section, render in ((audit.trials, render_trials), (audit.precision, render_precision),
-                            (audit.mutants, render_mutants), (audit.goldens, render_goldens)):
-        if section is not None:
-            parts.append(render(section))  # type: ignore[arg-type]
+    if audit.trials is not None:
+        parts.append(render_trials(audit.trials))
+    if audit.precision is not None:
+        parts.append(render_precision(audit.precision))
+    if audit.mutants is not None:
+        parts.append(render_mutants(audit.mutants))
+    if audit.goldens is not None:
+        parts.append(render_goldens(audit.goldens))
     parts.append(render_findings(audit.findings))
     return Group(*parts)
 

@@ -107,7 +107,8 @@ def render_seed_metrics(r: RunResult) -> RenderableType | None:
 
     def nonfinite_of(o: Any) -> int:
         nf = o.nonfinite
-        return nf.actual_nan + nf.actual_posinf + nf.actual_neginf
+        count: int = nf.actual_nan + nf.actual_posinf + nf.actual_neginf
+        return count
 
     # A number is never broken across lines (2.1004 / 7e+09): the numeric columns do not wrap, and the
     # NaN/Inf column is there only when a result has one (the title says so otherwise), so the table

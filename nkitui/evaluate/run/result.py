@@ -324,7 +324,8 @@ class RunResult(Record):
         """Strict JSON: NaN and infinities anywhere become "nan", "inf", "-inf"."""
         _bind_types()
         # no credential shape (an AWS key a kernel printed, say) is ever stored or committed
-        return redact_obj(strict_json(encode_versioned(self, SCHEMA_NAME, SCHEMA_VERSION)))
+        encoded: dict[str, Any] = redact_obj(strict_json(encode_versioned(self, SCHEMA_NAME, SCHEMA_VERSION)))
+        return encoded
 
     def to_json(self, indent: int | None = 2) -> str:
         return json.dumps(self.to_dict(), indent=indent, allow_nan=False, ensure_ascii=False)
@@ -333,7 +334,9 @@ class RunResult(Record):
     def from_dict(cls, d: Any, where: str = "") -> "RunResult":
         _bind_types()
         try:
-            return decode_versioned(cls, d, SCHEMA_NAME, SCHEMA_VERSION, migrations={1: upgrade_v1}, what="run result")
+            decoded: RunResult = decode_versioned(cls, d, SCHEMA_NAME, SCHEMA_VERSION, migrations={1: upgrade_v1},
+                                                  what="run result")
+            return decoded
         except CodecError as exc:
             raise ResultVersionError(str(exc)) from None
 

@@ -77,7 +77,10 @@ def read_git_state(root: Path) -> _GitState:
     except ValueError:
         return _GitState(note="the task's git repository has no commit yet")
     try:
-        rel = os.path.relpath(root.resolve(), Path(repo.working_tree_dir).resolve())
+        tree = repo.working_tree_dir
+        if tree is None:
+            raise ValueError("a bare repository has no working tree")
+        rel = os.path.relpath(root.resolve(), Path(tree).resolve())
         dirty = repo.is_dirty(untracked_files=True, path=None if rel == "." else rel)
     except Exception:  # noqa: BLE001 - dirtiness is informational
         dirty = None

@@ -18,7 +18,7 @@ import time
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, cast
 
 import numpy as np
 
@@ -117,7 +117,7 @@ def collect_outputs(returned: Any, outputs: tuple[TensorSpec, ...], kernel_label
     return {names[0]: np.asarray(returned)}
 
 
-def launch_target(kernel: Any, task: Task) -> Any:
+def launch_target(kernel: Any, task: Task) -> Callable[..., Any]:
     """`kernel`, indexed for its SPMD grid (legacy) or logical-core count (new) when the manifest asks."""
     entry = task.kernel
     assert entry is not None
@@ -127,9 +127,9 @@ def launch_target(kernel: Any, task: Task) -> Any:
     elif entry.lnc:
         index = entry.lnc
     if index is None:
-        return kernel
+        return cast("Callable[..., Any]", kernel)  # the task's kernel: callable is what the manifest promises
     try:
-        return kernel[index]
+        return cast("Callable[..., Any]", kernel[index])
     except TypeError as exc:
         what = f"grid {list(entry.grid)}" if entry.grid else f"lnc {entry.lnc}"
         raise KernelLoadError(

@@ -26,6 +26,7 @@ from nkitui.executor.backends.base import Backend, ProfileOutcome, launch_target
 from nkitui.executor.backends.detect import Probe
 from nkitui.executor.backends.sdk import sdk_module, sdk_namespace, target_env
 from nkitui.executor.timing import TimingPolicy, measure
+from nkitui.task.model import Task
 
 BENCHMARK_PERCENTILES = (0, 1, 10, 25, 50, 90, 99, 100)
 
@@ -34,7 +35,7 @@ class NeuronBackend(Backend):
     name = "neuron"
     allows_subprocess = True  # the compiler and the profiler are separate programs
 
-    def __init__(self, task, target: str, reason: str = "", probe: Probe | None = None,  # noqa: ANN001
+    def __init__(self, task: Task, target: str, reason: str = "", probe: Probe | None = None,
                  timing: TimingPolicy | None = None) -> None:
         super().__init__(task, target, reason)
         self.probe = probe or Probe()
@@ -87,7 +88,8 @@ class NeuronBackend(Backend):
         return launch_target(kernel, self.task)  # new namespace: @nki.jit on numpy runs standalone
 
     # -- profile ---------------------------------------------------------------------------------
-    def profile(self, args, reference_outputs, recheck, trace, log: Callable[[str], None]) -> ProfileOutcome:  # noqa: ANN001
+    def profile(self, args: list[np.ndarray], reference_outputs: dict[str, np.ndarray] | None,
+                recheck: Callable[[dict[str, np.ndarray]], str | None], trace: Any, log: Callable[[str], None]) -> ProfileOutcome:
         notes: list[str] = []
         stats = measure(lambda: self._call(self._launch, args)[0], self.timing_policy, recheck=recheck)
         timing = stats.to_dict("host wall-clock per launch (includes host-device transfers)")
@@ -115,7 +117,7 @@ class NeuronBackend(Backend):
         warmup, iters = self.timing_policy.warmup, max(self.timing_policy.min_repeats, 10)
         bench = self.sdk.benchmark(warmup=warmup, iters=iters, save_neff_name=str(self.artifacts / "bench.neff"))(self.kernel)
         self._call(launch_target(bench, self.task), args)
-        result = getattr(bench, "benchmark_result", None)
+        result: Any = getattr(bench, "benchmark_result", None)  # the SDK's untyped record (None fails below, noted)
         latency = result.nc_latency
         pct = {f"p{p}": float(latency.get_latency_percentile(p)) for p in BENCHMARK_PERCENTILES}
         return {"method": "nki.benchmark (neuron-bench device latency; includes host-device transfer)",

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from nkitui.common.names import BACKEND_CHOICES as BACKENDS
 from nkitui.executor.backends.base import Backend, BackendUnavailable
 from nkitui.executor.backends.detect import Probe
+from nkitui.task.model import Task
 
 
 @dataclass(frozen=True)
@@ -61,7 +63,7 @@ def choose_backend(requested: str, probe: Probe, namespace: str | None) -> Choic
     return Choice("emulator", f"auto: {probe.device_note or 'no Neuron device'} and {sdk_text}: using the built-in emulator")
 
 
-def make_backend(choice: Choice, task, target: str, probe: Probe, **options) -> Backend:  # noqa: ANN001
+def make_backend(choice: Choice, task: Task, target: str, probe: Probe, **options: Any) -> Backend:
     if choice.name == "emulator":
         from nkitui.executor.backends.emulator import EmulatorBackend
 

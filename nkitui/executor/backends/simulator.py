@@ -13,20 +13,21 @@ over the `nki` modules (install(force=True)), which is why it happens last.
 from __future__ import annotations
 
 import contextlib
-from typing import Any, Callable, Iterator
+from typing import Any, Callable, Iterator, cast
 
 import numpy as np
 
 from nkitui.executor.backends.base import Backend, get_function, launch_target, load_module
 from nkitui.executor.backends.detect import Probe
 from nkitui.executor.backends.sdk import env_override, sdk_module, sdk_namespace, target_env
+from nkitui.task.model import Task
 
 
 class SimulatorBackend(Backend):
     name = "simulator"
     allows_subprocess = True  # the SDK may call its compiler front end
 
-    def __init__(self, task, target: str, reason: str = "", probe: Probe | None = None) -> None:  # noqa: ANN001
+    def __init__(self, task: Task, target: str, reason: str = "", probe: Probe | None = None) -> None:
         super().__init__(task, target, reason)
         self.probe = probe or Probe()
         self.namespace = sdk_namespace(task.kernel.namespace if task.kernel else None, self.probe)
@@ -48,7 +49,7 @@ class SimulatorBackend(Backend):
     def wrap(self, kernel: Any) -> Callable[..., Any]:
         launch = launch_target(kernel, self.task)
         if self.namespace == "new":
-            return self.sdk.simulate(launch)
+            return cast("Callable[..., Any]", self.sdk.simulate(launch))  # the SDK is untyped
         sdk = self.sdk
 
         def simulate(*args: Any, **kwargs: Any) -> Any:

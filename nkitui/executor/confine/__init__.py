@@ -32,7 +32,10 @@ import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import subprocess
 
 PARENT_ENV = "NKITUI_CONFINE_PARENT"  # the parent's pid, for enter()'s parent-death race check
 
@@ -152,7 +155,7 @@ class _Spawner:
         self._thread: threading.Thread | None = None
         import queue
 
-        self._queue: queue.SimpleQueue = queue.SimpleQueue()
+        self._queue: queue.SimpleQueue[tuple[Callable[[], Any], list[tuple[bool, Any]], threading.Event]] = queue.SimpleQueue()
 
     def _loop(self) -> None:
         while True:
@@ -184,7 +187,7 @@ _spawner = _Spawner()
 
 
 def spawn(argv: Sequence[str], policy: ConfinementPolicy, *, extra_env: Mapping[str, str] | None = None,
-          python_path: Sequence[str] | None = None, **popen_kwargs: Any):  # noqa: ANN201 - subprocess.Popen
+          python_path: Sequence[str] | None = None, **popen_kwargs: Any) -> subprocess.Popen[Any]:
     """Start a confined child: Popen(argv, **popen_options(policy), **popen_kwargs) forked on the
     spawner thread, watched by the reaper (which kills its group and removes policy.scratch if
     nkitui dies first). Call release(pid) when the run is over and cleaned up."""
@@ -193,7 +196,7 @@ def spawn(argv: Sequence[str], policy: ConfinementPolicy, *, extra_env: Mapping[
     harden_parent()
     options = popen_options(policy, extra_env=extra_env, python_path=python_path)
     options.update(popen_kwargs)
-    proc = _spawner.call(lambda: subprocess.Popen(list(argv), **options))
+    proc: subprocess.Popen[Any] = _spawner.call(lambda: subprocess.Popen(list(argv), **options))
     from nkitui.executor.confine import reaping
 
     reaping.watch(proc.pid, Path(policy.scratch))

@@ -8,15 +8,16 @@ import subprocess
 import sys
 import threading
 from pathlib import Path
+from typing import Any
 
 from nkitui.executor.confine.reaper import start_time
 
 _lock = threading.Lock()
-_proc: subprocess.Popen | None = None
+_proc: subprocess.Popen[bytes] | None = None
 _owner_pid: int | None = None  # a forked copy of nkitui must not write into its parent's reaper
 
 
-def _reaper() -> subprocess.Popen | None:
+def _reaper() -> subprocess.Popen[bytes] | None:
     global _proc, _owner_pid
     if _proc is not None and _owner_pid == os.getpid() and _proc.poll() is None:
         return _proc
@@ -31,7 +32,7 @@ def _reaper() -> subprocess.Popen | None:
     return _proc
 
 
-def _send(message: dict) -> bool:
+def _send(message: dict[str, Any]) -> bool:
     with _lock:
         for _ in range(2):  # one restart if the reaper was killed
             proc = _reaper()

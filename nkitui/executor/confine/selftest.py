@@ -20,7 +20,11 @@ import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import ctypes
+    from collections.abc import Callable
 
 # probe name -> (what it tries, the layers that stop it)
 PROBES: dict[str, tuple[str, tuple[str, ...]]] = {
@@ -86,7 +90,7 @@ class SelfTest:
 _REFUSALS = (errno.EPERM, errno.EACCES, errno.ENOSYS)
 
 
-def _attempt(fn) -> tuple[str, str]:  # noqa: ANN001
+def _attempt(fn: Callable[[], object]) -> tuple[str, str]:
     """("escaped" | "refused" | "error", detail). Only EPERM/EACCES/ENOSYS count as a refusal; any
     other failure means the probe itself went wrong, which proves nothing."""
     try:
@@ -94,7 +98,7 @@ def _attempt(fn) -> tuple[str, str]:  # noqa: ANN001
     except OSError as exc:
         state = "refused" if exc.errno in _REFUSALS else "error"
         name = errno.errorcode.get(exc.errno or 0, "")
-        return state, f"{name}: {os.strerror(exc.errno)}" if name else f"{type(exc).__name__}: {exc}"
+        return state, f"{name}: {os.strerror(exc.errno or 0)}" if name else f"{type(exc).__name__}: {exc}"
     except Exception as exc:  # noqa: BLE001
         return "error", f"{type(exc).__name__}: {exc}"
     return "escaped", f"worked ({value!r})"[:200]
@@ -110,7 +114,7 @@ def _child(spec_path: str) -> int:
     ppid = os.getppid()
     outside = spec["outside"]
 
-    def libc():  # noqa: ANN202
+    def libc() -> ctypes.CDLL:
         import ctypes
 
         lib = ctypes.CDLL(None, use_errno=True)

@@ -38,7 +38,8 @@ def describe(ctx: WorkerContext, exc: BaseException, what: str, kind: str = "ker
             message += f" at {file}:{line}"
         return _error("memory-limit", message, file, line, tb)
     file, line = ctx.kernel_location(exc)
-    kind = {OutputError: "output-error", KernelLoadError: "load-error", PermissionError: "sandbox"}.get(type(exc), kind)
+    kinds: dict[type[BaseException], str] = {OutputError: "output-error", KernelLoadError: "load-error", PermissionError: "sandbox"}
+    kind = kinds.get(type(exc), kind)
     text = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
     message = f"{what}: {type(exc).__name__}" + (f": {text}" if text else "")
     if file:

@@ -66,7 +66,7 @@ class IntrospectionGuard:
             frame = frame.f_back
         return None
 
-    def hook(self, event: str, args: tuple) -> None:
+    def hook(self, event: str, args: tuple[Any, ...]) -> None:
         if event not in _REFUSED or getattr(_local, "busy", False):
             return
         if event == "object.__getattr__" and (len(args) < 2 or args[1] in ("__name__",)):

@@ -54,7 +54,9 @@ def serve(payload: dict[str, Any], ctx: WorkerContext) -> int:
     except Exception as exc:  # noqa: BLE001 - told to the evaluator when it asks to load
         preload_error = f"{type(exc).__name__}: {exc}"
     server.confine()
-    runner = KernelRunner(ctx, server, task, backend)
+    from nkitui.executor.untrusted.patches import PatchWatch
+
+    runner = KernelRunner(ctx, server, task, backend, PatchWatch())  # recorded before any task code
     for request in server.requests():
         op = request["op"]
         if op == "exit":
@@ -73,8 +75,9 @@ def serve(payload: dict[str, Any], ctx: WorkerContext) -> int:
 
 
 class KernelRunner:
-    def __init__(self, ctx: WorkerContext, server: Server, task: Any, backend: Any) -> None:
+    def __init__(self, ctx: WorkerContext, server: Server, task: Any, backend: Any, patches: Any = None) -> None:
         self.ctx, self.server, self.task, self.backend = ctx, server, task, backend
+        self.patches = patches
         self.loaded = False
         self.max_elements = _max_elements(task)
 
@@ -113,7 +116,11 @@ class KernelRunner:
             else:
                 run = self.backend.run(args, precise=bool(request.get("precise", True)), trace=bool(request.get("trace")))
                 outputs, elapsed, provenance, trace = run.outputs, run.elapsed_s, run.provenance, run.trace
+            if self._patched(request, what):
+                return
             saved = self._save(request, outputs)
+            if self._patched(request, what):
+                return
         except MemoryError as exc:
             self.server.reply(request, error=describe(self.ctx, exc, what))
             return
@@ -126,6 +133,19 @@ class KernelRunner:
             (Path(request["dir"]) / "out" / trace_file).write_text(json.dumps(trace.to_json()), encoding="utf-8")
         self.server.reply(request, outputs=saved, elapsed_s=elapsed, provenance=provenance, trace=trace_file)
 
+    def _patched(self, request: dict[str, Any], what: str) -> bool:
+        """Refuse the launch's outputs when task code replaced a function nkitui's code here calls
+        (numpy's, nkitui's own): the outputs' check or their transfer may have been rewritten."""
+        changed = self.patches.changed() if self.patches is not None else []
+        if not changed:
+            return False
+        self.server.reply(request, error={
+            "kind": "sandbox", "file": None, "line": None, "traceback": "",
+            "message": f"{what}: task code replaced {', '.join(changed)} in the kernel's process (monkeypatching): "
+                       "nkitui's own code calls these to check and pass on the outputs, so this launch's outputs "
+                       "are not used"})
+        return True
+
     def _run_source(self, source: str, args: list[Any], precise: bool) -> dict[str, Any]:
         from nkitui.executor.backends.base import get_function, launch_target, load_module
 
@@ -134,7 +154,8 @@ class KernelRunner:
         digest = path.parent.name
         module = load_module(path, f"_nkitui_mutant_{digest}")
         launch = launch_target(get_function(module, entry.name, entry.path.name), self.task)
-        return self.backend.run_with(launch, args, precise=precise if self.backend.supports_precise_switch else True)
+        outputs: dict[str, Any] = self.backend.run_with(launch, args, precise=precise if self.backend.supports_precise_switch else True)
+        return outputs
 
     def trace(self, request: dict[str, Any]) -> None:
         """The simulator's profile: the same kernel on nkitui's emulator, for the cost model's trace."""
@@ -185,5 +206,5 @@ def _recheck(task: Any, got: dict[str, Any], expected: dict[str, Any]) -> str | 
 def _max_elements(task: Any) -> int:
     """The largest array this child reads: a few times the task's largest tensor (inputs are the
     evaluator's, so this bounds only mistakes)."""
-    sizes = [spec.size for spec in (*task.inputs, *task.outputs)] or [1]
+    sizes: list[int] = [spec.size for spec in (*task.inputs, *task.outputs)] or [1]
     return max(sizes) * 4 + 1024

@@ -5,7 +5,8 @@ Requests:
   {"op": "call", "dir": D, "inputs": {name: meta}}  the reference on D/in/*.npy (natural layout);
         reply {outputs: {name: meta}} (checked against the manifest's outputs) or {error}
   {"op": "calls", "dir": D, "sets": [{"inputs": ...}, ...]}   several input sets (set k in D/k/in),
-        reply {results: [{outputs} or {error}, ...]}: one round trip for a batch the audit asks at once
+        reply {results: [{outputs, seconds} or {error, seconds}, ...]}: one round trip for a batch the
+        audit asks at once (`seconds`: the set's time here, which decides how large later batches are)
   {"op": "exit"}
 
 The reference is task code too: it runs here, in its own process and scratch folder, never in the
@@ -47,7 +48,8 @@ def serve(payload: dict[str, Any], ctx: WorkerContext) -> int:
             try:
                 fn = _load(task)
             except TASK_ERRORS as exc:
-                server.reply(request, error=describe(ctx, exc, f"importing the reference {task.sources.reference.spec} failed",
+                ref = task.sources.reference  # None: _load said so, and the reply must not fail on it
+                server.reply(request, error=describe(ctx, exc, f"importing the reference {ref.spec if ref else '(none)'} failed",
                                                      kind="reference-error"))
                 continue
             server.reply(request, ok=True)
@@ -59,8 +61,9 @@ def serve(payload: dict[str, Any], ctx: WorkerContext) -> int:
             if op == "call":
                 server.reply(request, **_call(ctx, task, fn, folder, request, max_elements))
             else:  # several input sets in one request: one answer each, in order
-                sets = request.get("sets") if isinstance(request.get("sets"), list) else []
-                server.reply(request, results=[_call(ctx, task, fn, folder / str(k), item, max_elements)
+                sets = request.get("sets")
+                sets = sets if isinstance(sets, list) else []
+                server.reply(request, results=[_timed_call(ctx, task, fn, folder / str(k), item, max_elements)
                                                for k, item in enumerate(sets) if isinstance(item, dict)])
         else:
             server.reply(request, error={"kind": "internal", "message": f"unknown request {op!r}"})
@@ -75,6 +78,18 @@ def _load(task: Any) -> Any:
         raise KernelLoadError("the task names no reference (sources.reference)")
     module = load_module(ref.path, f"_nkitui_reference_{ref.path.stem}")
     return get_function(module, ref.name, ref.path.name)
+
+
+def _timed_call(ctx: WorkerContext, task: Any, fn: Any, folder: Path, request: dict[str, Any],
+                max_elements: int) -> dict[str, Any]:
+    """_call, with the seconds it took (`seconds`: the evaluator uses it only to decide how many input
+    sets to ask about at once)."""
+    import time
+
+    started = time.perf_counter()
+    answer = _call(ctx, task, fn, folder, request, max_elements)
+    answer["seconds"] = time.perf_counter() - started
+    return answer
 
 
 def _call(ctx: WorkerContext, task: Any, fn: Any, folder: Path, request: dict[str, Any], max_elements: int) -> dict[str, Any]:

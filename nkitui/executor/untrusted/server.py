@@ -39,7 +39,11 @@ class Server:
         entered = self.ctx.confinement
         report = entered.to_dict() if entered is not None else {
             "active": [], "degraded": ["not confined: the worker did not enter nkitui.executor.confine"]}
-        introspection.install(str(self.ctx.workspace))
+        guard = introspection.install(str(self.ctx.workspace))
+        if "nkitui.emulator.tensor" in sys.modules:  # the kernel process: the emulator's value methods refuse task code
+            from nkitui.emulator import tensor as emulator_tensor  # already imported: no cost
+
+            emulator_tensor.TASK_ROOTS = guard.task_roots
         report["active"] = [*report.get("active", []), "introspection guard"]
         report.pop("summary", None)
         self.ctx.emit(DataEvent("confinement", report))
