@@ -98,28 +98,27 @@ def test_the_live_progress_bar_and_ctrl_c_in_a_real_80x24_terminal(tmp_path: Pat
     def tmux(*args: str) -> str:
         return subprocess.run(["tmux", "-L", socket, *args], capture_output=True, text=True, timeout=20).stdout
 
-    def wait_for(text: str, timeout: float = 60.0) -> str:
+    def wait_for(text: str, timeout: float = 60.0, shown=lambda screen, text: text in screen) -> str:
+        """The screen once `shown(screen, text)` holds (by default: `text` is on it)."""
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             screen = tmux("capture-pane", "-p", "-t", "b")
-            if text in screen:
+            if shown(screen, text):
                 return screen
             time.sleep(0.2)
         raise AssertionError(f"{text!r} never appeared:\n{screen}")
+
+    def progress_bar(screen: str) -> str:
+        return next((line for line in screen.splitlines() if line.startswith("batch ")), "")
 
     tmux("new-session", "-d", "-x", "80", "-y", "24", "-s", "b", command)
     try:
         screen = wait_for("✓ passed   a_quick")
         # Both slow tasks running and the quick one counted: the bar is redrawn a moment after the
         # task's line is printed, so wait for a bar that shows both rather than read the first frame.
-        deadline = time.monotonic() + 60
-        bar = ""
-        while time.monotonic() < deadline:
-            screen = tmux("capture-pane", "-p", "-t", "b")
-            bar = next((line for line in screen.splitlines() if line.startswith("batch ")), "")
-            if "▶2" in bar and "1/3" in bar:
-                break
-            time.sleep(0.2)
+        screen = wait_for("▶2 and 1/3 in the bar",
+                          shown=lambda screen, _: "▶2" in progress_bar(screen) and "1/3" in progress_bar(screen))
+        bar = progress_bar(screen)
         assert "1/3" in bar and "eta" in bar and "✓1" in bar and len(bar) <= 80
         tmux("send-keys", "-t", "b", "C-c")
         screen = wait_for("EXIT=130", timeout=40)
