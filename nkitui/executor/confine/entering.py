@@ -29,6 +29,8 @@ PROCESS_WRITE_ROOTS = ("/var/tmp/neuron-compile-cache",)
 PROCESS_DEVICE_GLOB = "/dev/neuron*"
 FAKE_TOOL_LOG = "NKITUI_FAKE_TOOL_LOG"  # test-only: the fake SDK tools append their command lines there
 
+entered_policy: ConfinementPolicy | None = None  # the last policy entered (refuse_threads reads it)
+
 _CAPSET = {"x86_64": 126, "amd64": 126, "aarch64": 91, "arm64": 91}
 
 
@@ -125,7 +127,9 @@ def _tell_guard(roots: list[str]) -> None:
 
 
 def enter_now(policy: ConfinementPolicy) -> ConfinementReport:
+    global entered_policy
     t0 = time.perf_counter()
+    entered_policy = policy
     sys.dont_write_bytecode = True  # __pycache__ writes would be refused; do not even try
     if not sys.platform.startswith("linux"):
         return ConfinementReport((), (f"no OS confinement on {sys.platform} (Linux only)",),

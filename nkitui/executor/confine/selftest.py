@@ -42,7 +42,8 @@ PROBES: dict[str, tuple[str, tuple[str, ...]]] = {
     "ptrace-parent": ("attach to the parent with ptrace", ("seccomp",)),
     "io-uring": ("set up io_uring (file I/O the filter cannot see)", ("seccomp",)),
     "clear-pdeathsig": ("clear the parent-death signal", ("seccomp",)),
-    "threads": ("start threads (must keep working for BLAS)", ()),
+    "threads": ("start threads before nkitui's setup is done (must keep working for BLAS)", ()),
+    "threads-after-setup": ("start a thread once nkitui's setup is done (pthread_create through ctypes)", ("seccomp",)),
     "exec": ("exec another program (execve /bin/true)", ("seccomp",)),
 }
 
@@ -162,6 +163,18 @@ def _child(spec_path: str) -> int:
             raise RuntimeError("threads did not run")
         return len(done)
 
+    def pthread() -> str:
+        import ctypes
+
+        lib = libc()
+        start = ctypes.CFUNCTYPE(ctypes.c_void_p, ctypes.c_void_p)(lambda arg: None)
+        tid = ctypes.c_ulong()
+        rc = lib.pthread_create(ctypes.byref(tid), None, start, None)
+        if rc:
+            raise OSError(rc, os.strerror(rc))
+        lib.pthread_join(tid, None)
+        return "started"
+
     def tcp() -> str:
         with socket.create_connection(("127.0.0.1", int(spec["port"])), timeout=2):
             return "connected"
@@ -208,6 +221,9 @@ def _child(spec_path: str) -> int:
     for name, fn in attempts.items():
         state, detail = _attempt(fn)
         out["probes"][name] = {"state": state, "detail": detail}
+    confine.refuse_threads()  # what the kernel and reference servers do before importing task code
+    state, detail = _attempt(pthread)
+    out["probes"]["threads-after-setup"] = {"state": state, "detail": detail}
     # exec last: if it works, this process is gone and the parent sees no "exec" entry. First let the
     # parent look at /proc/<this process>/status while it is surely still confined and alive.
     Path(spec["result"]).write_text(json.dumps(out), encoding="utf-8")
