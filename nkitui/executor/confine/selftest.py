@@ -33,6 +33,8 @@ PROBES: dict[str, tuple[str, tuple[str, ...]]] = {
     "read-outside": ("read a secret file outside the scratch folder (e.g. ~/.aws/credentials)", ("landlock",)),
     "proc-parent-environ": ("read /proc/<parent>/environ (nkitui's own environment)", ("landlock", "dumpable")),
     "proc-parent-cwd": ("list /proc/<parent>/cwd (the task repository)", ("landlock", "dumpable")),
+    "proc-self-mem": ("read the process's own memory through /proc/self/mem (the server's request ids)", ("landlock",)),
+    "proc-self-environ": ("read /proc/self/environ and /proc/self/task/<tid>/environ", ("landlock",)),
     "tcp-connect": ("connect to a TCP listener on 127.0.0.1", ("seccomp", "landlock-net")),
     "unix-socket": ("create a unix socket (docker, ssh-agent, D-Bus sockets)", ("seccomp",)),
     "fork": ("fork a process (os.fork)", ("seccomp",)),
@@ -175,6 +177,23 @@ def _child(spec_path: str) -> int:
         lib.pthread_join(tid, None)
         return "started"
 
+    def self_mem() -> int:
+        with open("/proc/self/maps", encoding="ascii") as f:  # allowed: glibc and OpenBLAS read it
+            start = int(f.readline().split("-")[0], 16)
+        fd = os.open("mem", os.O_RDONLY, dir_fd=os.open("/proc/self", os.O_RDONLY | os.O_DIRECTORY))
+        return len(os.pread(fd, 64, start))
+
+    def self_environ() -> int:
+        import threading
+
+        tid = threading.get_native_id()
+        for path in ("/proc/self/environ", "/proc/thread-self/environ", f"/proc/self/task/{tid}/environ"):
+            try:
+                return len(Path(path).read_bytes())
+            except PermissionError:
+                continue
+        raise PermissionError(13, "every environ refused")
+
     def tcp() -> str:
         with socket.create_connection(("127.0.0.1", int(spec["port"])), timeout=2):
             return "connected"
@@ -207,6 +226,8 @@ def _child(spec_path: str) -> int:
         "read-outside": lambda: Path(spec["secret"]).read_text()[:20],
         "proc-parent-environ": lambda: len(Path(f"/proc/{ppid}/environ").read_bytes()),
         "proc-parent-cwd": lambda: os.listdir(f"/proc/{ppid}/cwd")[:3],
+        "proc-self-mem": self_mem,
+        "proc-self-environ": self_environ,
         "tcp-connect": tcp,
         "unix-socket": lambda: socket.socket(socket.AF_UNIX).fileno(),
         "fork": fork,
