@@ -645,11 +645,18 @@ class _TamperVisitor(ast.NodeVisitor):
 def tamper_lines(source: str) -> list[tuple[int, str, str]]:
     """(line, what, severity) for every construct of the task's code that reaches into the interpreter or nkitui."""
     try:
-        tree = pyast.parse(source)
+        tree = pyast.parse(source, max_depth=pyast.ANALYSIS_MAX_DEPTH)
+    except pyast.TooDeep as exc:
+        # Python may well run it (it compiles a 2,000-term sum), but nothing in it can be checked: what
+        # cannot be read cannot be trusted
+        return [(exc.lineno or 1, f"{exc.msg}: what it reaches cannot be checked", "high")]
     except (SyntaxError, ValueError):
         return []
     visitor = _TamperVisitor()
-    visitor.visit(tree)
+    try:
+        visitor.visit(tree)
+    except RecursionError:  # a second line behind max_depth (a caller deep in its own stack)
+        return [(1, "code nested too deeply for nkitui's analysis to follow: what it reaches cannot be checked", "high")]
     return sorted(set(visitor.hits))
 
 
@@ -707,8 +714,8 @@ def entry_findings(source: str, path: str, entry: str | None) -> list[Finding]:
     if not entry:
         return []
     try:
-        tree = pyast.parse(source)
-    except (SyntaxError, ValueError):
+        tree = pyast.parse(source, max_depth=pyast.ANALYSIS_MAX_DEPTH)
+    except (SyntaxError, ValueError):  # TooDeep too: tamper_findings reports that one
         return []
     nki = _nki_names(tree)
     bindings: list[ast.stmt] = []
