@@ -309,8 +309,8 @@ def enter(policy: ConfinementPolicy) -> ConfinementReport:
 
 
 def refuse_threads() -> tuple[str | None, str | None]:
-    """In the child, once nkitui's own setup is done and before any task code: no new threads for
-    task code (nkitui.executor.confine.threads). Returns (what to add to the report's active list,
+    """In the child, once nkitui's own setup is done and before any task code: no new threads and no
+    signal handlers or timers for task code (nkitui.executor.confine.threads). Returns (what to add to the report's active list,
     what to add to its degraded list). A child confined with processes allowed (the SDK backends run
     the Neuron SDK, whose runtime starts threads) keeps threads, and the report says so."""
     from nkitui.executor.confine import entering
@@ -322,7 +322,7 @@ def refuse_threads() -> tuple[str | None, str | None]:
     from nkitui.executor.confine.threads import refuse_threads as refuse
 
     why = refuse()
-    return ("no threads", None) if why is None else (None, why)
+    return ("no threads, no signal handlers", None) if why is None else (None, why)
 
 
 def tighten(policy: ConfinementPolicy) -> ConfinementReport:

@@ -53,6 +53,9 @@ AF_UNIX = 1
 PR_SET_PDEATHSIG, PR_SET_MM, PR_SET_PTRACER = 1, 35, 0x59616D61
 TIOCSTI, TIOCLINUX = 0x5412, 0x541C
 PERSONALITY_QUERY, PER_LINUX = 0xFFFFFFFF, 0
+FATAL_SIGNALS = (4, 6, 7, 8, 11)  # SIGILL, SIGABRT, SIGBUS, SIGFPE, SIGSEGV: the same on x86_64 and aarch64
+F_SETOWN, F_SETSIG, F_SETOWN_EX = 8, 10, 15
+FIOSETOWN, SIOCSPGRP = 0x8901, 0x8902  # the ioctl spellings of F_SETOWN
 
 ALWAYS_DENIED = (
     "ptrace", "process_vm_readv", "process_vm_writev", "process_madvise", "pidfd_open", "pidfd_getfd",
@@ -177,13 +180,37 @@ def build_filter(spec: FilterSpec, arch: int, table: dict[str, int]) -> bytes:
 def build_thread_filter(arch: int, table: dict[str, int]) -> bytes:
     """The second, per-thread program (threads.refuse_threads): no clone at all (a thread is a clone with
     CLONE_THREAD; processes are already refused by the first program) and clone3 answered ENOSYS, so
-    pthread_create falls back to clone and fails with EPERM. Stacked on the first, never instead of it."""
+    pthread_create falls back to clone and fails with EPERM. And no signal handler that anything could
+    fire while nkitui's code runs (a Python handler is handed the interrupted frame, nkitui's own, with
+    no audit event): rt_sigaction only for the fatal signals faulthandler restores before it re-raises
+    (SIGILL, SIGABRT, SIGBUS, SIGFPE, SIGSEGV, which no timer delivers), no timer_create (a timer with
+    any signal), no fcntl F_SETOWN/F_SETOWN_EX/F_SETSIG nor ioctl FIOSETOWN/SIOCSPGRP (I/O signals).
+    Stacked on the first."""
     a = _Asm()
     a.load_arch()
     a.jump(_JEQ_K, arch, 0, "kill")
     a.load_nr()
     a.jump(_JEQ_K, table["clone3"], "enosys", 0)
     a.jump(_JEQ_K, table["clone"], "eperm", 0)
+    a.jump(_JEQ_K, table["rt_sigaction"], "sigaction", 0)
+    a.jump(_JEQ_K, table["timer_create"], "eperm", 0)
+    a.jump(_JEQ_K, table["fcntl"], "fcntl", 0)
+    a.jump(_JEQ_K, table["ioctl"], "ioctl", 0)
+    a.ret(SECCOMP_RET_ALLOW)
+    a.label("ioctl")
+    a.load_arg_low(1)
+    a.jump(_JEQ_K, FIOSETOWN, "eperm", 0)
+    a.jump(_JEQ_K, SIOCSPGRP, "eperm", "allow")
+    a.label("sigaction")
+    a.load_arg_low(0)
+    for signum in FATAL_SIGNALS:
+        a.jump(_JEQ_K, signum, "allow", 0)
+    a.ret(SECCOMP_RET_ERRNO | errno.EPERM)
+    a.label("fcntl")
+    a.load_arg_low(1)
+    for command in (F_SETOWN, F_SETSIG, F_SETOWN_EX):
+        a.jump(_JEQ_K, command, "eperm", 0)
+    a.label("allow")
     a.ret(SECCOMP_RET_ALLOW)
     a.label("eperm")
     a.ret(SECCOMP_RET_ERRNO | errno.EPERM)

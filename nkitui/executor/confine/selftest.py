@@ -46,6 +46,8 @@ PROBES: dict[str, tuple[str, tuple[str, ...]]] = {
     "clear-pdeathsig": ("clear the parent-death signal", ("seccomp",)),
     "threads": ("start threads before nkitui's setup is done (must keep working for BLAS)", ()),
     "threads-after-setup": ("start a thread once nkitui's setup is done (pthread_create through ctypes)", ("seccomp",)),
+    "signal-handler-after-setup": ("install a signal handler once nkitui's setup is done (a fresh _signal module)",
+                                   ("seccomp",)),
     "exec": ("exec another program (execve /bin/true)", ("seccomp",)),
 }
 
@@ -194,6 +196,16 @@ def _child(spec_path: str) -> int:
                 continue
         raise PermissionError(13, "every environ refused")
 
+    def fresh_signal_handler() -> str:
+        import importlib.util
+        import signal
+
+        spec = importlib.util.find_spec("_signal")  # past the Python-level refusal: the kernel's stands
+        assert spec is not None and spec.loader is not None
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        return repr(module.signal(signal.SIGALRM, lambda signum, frame: None))
+
     def tcp() -> str:
         with socket.create_connection(("127.0.0.1", int(spec["port"])), timeout=2):
             return "connected"
@@ -245,6 +257,8 @@ def _child(spec_path: str) -> int:
     confine.refuse_threads()  # what the kernel and reference servers do before importing task code
     state, detail = _attempt(pthread)
     out["probes"]["threads-after-setup"] = {"state": state, "detail": detail}
+    state, detail = _attempt(fresh_signal_handler)
+    out["probes"]["signal-handler-after-setup"] = {"state": state, "detail": detail}
     # exec last: if it works, this process is gone and the parent sees no "exec" entry. First let the
     # parent look at /proc/<this process>/status while it is surely still confined and alive.
     Path(spec["result"]).write_text(json.dumps(out), encoding="utf-8")

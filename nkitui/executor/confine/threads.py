@@ -1,4 +1,4 @@
-"""No threads for task code: refuse_threads(), called once nkitui's own setup in an untrusted child is
+"""No threads and no signal handlers for task code: refuse_threads(), called once nkitui's own setup in an untrusted child is
 done (the kernel or reference server, `nkitui emu run`'s child), just before task code is imported.
 
 A thread of task code could run after the kernel returned: rewrite the outputs while nkitui saves them,
@@ -60,6 +60,7 @@ def refuse_threads() -> str | None:
         if hasattr(_thread, "start_new"):
             _thread.start_new = _refusing_start  # the deprecated alias
         threading._start_new_thread = _refusing_start  # type: ignore[attr-defined]  # threading's own alias, read by Thread.start
+        _refuse_signal_handlers()
         _state["refused"] = True
     try:
         from nkitui.executor.confine import seccomp
@@ -88,6 +89,43 @@ def _refusing_start(function: Callable[..., Any], args: tuple[Any, ...], kwargs:
             where = f" at {violation.file}:{violation.line}"
     raise PermissionError(f"nkitui sandbox: starting a thread refused{where}: task code runs on one thread "
                           "(a thread could rewrite the outputs after the kernel returned)")
+
+
+_SIGNAL_FUNCTIONS = ("signal", "setitimer", "alarm")
+
+
+def _refuse_signal_handlers() -> None:
+    """signal.signal, setitimer and alarm (in `signal` and `_signal`, whichever module reaches them:
+    asyncio.unix_events.signal is the same object) refuse from now on: a Python signal handler is
+    called with the interrupted frame, nkitui's own, and could rewrite its locals (the outputs being
+    saved) with no audit event. The seccomp program of refuse_threads refuses the same in the kernel."""
+    import signal
+
+    import _signal  # type: ignore[import-not-found]  # the C half of signal has no stub
+
+    for module in (signal, _signal):
+        for name in _SIGNAL_FUNCTIONS:
+            if hasattr(module, name):
+                setattr(module, name, _refusing_signal(f"signal.{name}"))
+
+
+def _refusing_signal(name: str) -> Callable[..., Any]:
+    def refuse(*args: Any, **kwargs: Any) -> Any:
+        from nkitui.executor.sandbox import Violation, current_guard
+
+        shown = f"{name}({', '.join(repr(a) for a in args)[:80]})"
+        where = ""
+        guard = current_guard()
+        if guard is not None:
+            violation = Violation("signal", shown, "signal handler or timer")
+            guard.record(violation)
+            if violation.file:
+                where = f" at {violation.file}:{violation.line}"
+        raise PermissionError(f"nkitui sandbox: {shown} refused{where}: task code may not install signal handlers "
+                              "or timers (a handler runs in the middle of nkitui's code, with its frame)")
+
+    refuse.__name__ = refuse.__qualname__ = name.rpartition(".")[2]
+    return refuse
 
 
 def start_for_emulator(target: Callable[..., Any], args: tuple[Any, ...], name: str, context: Context) -> threading.Thread:
