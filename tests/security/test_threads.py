@@ -145,3 +145,23 @@ def test_the_emulators_own_threads_still_run_a_right_kernel(sample, tmp_path, ho
     assert result.status == "passed", [(c.id, c.detail) for c in result.checks if c.passed is False]
     if "seccomp" in host.report.get("active", []):
         assert "no threads" in result.sandbox.summary
+
+
+def test_an_emulator_function_that_is_not_a_launchs_thread_body_is_refused_too(tmp_path, host):
+    """run_ranks is the emulator's code, but started by task code it would run the task's body in threads
+    no launch joins: only the launchers' own closures get a thread."""
+    require(host, "seccomp")
+    borrow = '''
+def _try_threads():
+    import sys
+    state, ranks = sys.modules["nkitui.emulator.state"], sys.modules["nkitui.emulator.ranks"]
+    try:
+        state.start_thread(ranks.run_ranks, (2, lambda rank: print("IN RANK", rank)), name="x").join()
+        print("STARTED run_ranks")
+    except Exception as exc:
+        print("REFUSED run_ranks", type(exc).__name__, exc)
+'''
+    result, events = evaluate(wrong_task(tmp_path, borrow, edit=_in_kernel))
+    out = _stdout(events)
+    assert any(line.startswith("REFUSED run_ranks PermissionError") for line in out), out
+    assert not [line for line in out if line.startswith("IN RANK")], out

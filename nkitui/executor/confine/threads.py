@@ -137,7 +137,12 @@ def start_for_emulator(target: Callable[..., Any], args: tuple[Any, ...], name: 
         return thread
     code = getattr(target, "__code__", None)
     filename = os.path.realpath(code.co_filename) if code is not None else ""
-    if not filename.startswith(_state["allowed"]) or not _state["allowed"]:
+    # the emulator's thread bodies are closures over one launch's state (its cores, ranks or programs),
+    # made inside the launcher, which joins them before it returns: `<locals>.body` / `<locals>.run`
+    qualname = str(getattr(target, "__qualname__", ""))
+    closure = getattr(target, "__closure__", None)
+    if (not _state["allowed"] or not filename.startswith(_state["allowed"]) or not closure
+            or not qualname.endswith(("<locals>.body", "<locals>.run"))):
         raise PermissionError(f"nkitui sandbox: a thread for {getattr(target, '__qualname__', target)!r} refused: "
                               "only the emulator's own launches may run threads")
     helper: _Helper = _state["helper"]
