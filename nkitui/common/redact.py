@@ -108,9 +108,48 @@ def _mark(kind: str) -> str:
     return f"[REDACTED:{kind}]"
 
 
+# Characters a terminal (or a Markdown viewer) acts on instead of showing: C0 controls but tab, newline
+# and carriage return, DEL, C1 controls (U+009B is a CSI to some terminals), bidirectional overrides
+# and isolates (text that reads one way and is stored another). A kernel's output with ESC sequences
+# could move the auditor's cursor, print a fake "PASSED", set the window title or write the clipboard
+# (OSC 52); each becomes a visible picture of itself (ESC: U+241B) before anything shows or stores it.
+_CONTROL = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+
+
+def _picture(m: re.Match[str]) -> str:
+    code = ord(m.group(0))
+    if code < 0x20:
+        return chr(0x2400 + code)  # the Control Pictures block: ␛ for ESC, ␇ for BEL
+    if code == 0x7F:
+        return "\u2421"  # ␡
+    return f"<U+{code:04X}>"
+
+
+def neutralize_controls(text: str) -> str:
+    """`text` with terminal control characters and bidi overrides shown as visible pictures."""
+    return _CONTROL.sub(_picture, text) if _CONTROL.search(text) else text
+
+
+def neutralize_obj(value: Any) -> Any:
+    """A copy of a JSON-like value with terminal controls made visible in every string (no redaction:
+    for data whose strings must otherwise stay exact, such as digests and ids)."""
+    if isinstance(value, str):
+        return neutralize_controls(value)
+    if isinstance(value, dict):
+        return {neutralize_controls(k) if isinstance(k, str) else k: neutralize_obj(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [neutralize_obj(v) for v in value]
+    return value
+
+
 def redact_text(text: str) -> str:
-    """`text` with every known secret shape replaced by [REDACTED:<kind>]."""
-    if not text or not _HINT.search(text):  # the common case: nothing that could match
+    """`text` with every known secret shape replaced by [REDACTED:<kind>] and every terminal control
+    character made visible (neutralize_controls): what a kernel prints is data, never a command to the
+    auditor's terminal."""
+    if not text:
+        return text
+    text = neutralize_controls(text)
+    if not _HINT.search(text):  # the common case: nothing that could match
         return text
     out = _COMBINED.sub(lambda m: _mark(_KINDS[m.lastgroup or ""]), text)
     for kind, shape, pattern in _VALUES:

@@ -66,3 +66,14 @@ def test_a_log_keeps_the_reason_a_kernel_failed():
     out = redact_obj({"log": log})["log"]
     assert out[:2] == log[:2]
     assert out[2] == "password=[REDACTED:secret]"
+
+
+def test_terminal_controls_and_bidi_overrides_become_visible_pictures():
+    from nkitui.common.redact import neutralize_obj
+
+    text = "ESC \x1b]52;c;cHduZWQ=\x07 \x1b[31mRED\x1b[0m \x9b2J \u202eDESSAP\x7f\ttab\nnext\r"
+    out = redact_text(text)
+    assert "\x1b" not in out and "\x07" not in out and "\x9b" not in out and "\u202e" not in out and "\x7f" not in out
+    assert out == "ESC \u241b]52;c;cHduZWQ=\u2407 \u241b[31mRED\u241b[0m <U+009B>2J <U+202E>DESSAP\u2421\ttab\nnext\r"
+    assert neutralize_obj({"k\x1b": ["\x1b[2K", 1, None]}) == {"k\u241b": ["\u241b[2K", 1, None]}
+    assert redact_text("plain text, tabs\tand newlines\n") == "plain text, tabs\tand newlines\n"
