@@ -165,3 +165,49 @@ def _try_threads():
     out = _stdout(events)
     assert any(line.startswith("REFUSED run_ranks PermissionError") for line in out), out
     assert not [line for line in out if line.startswith("IN RANK")], out
+
+
+def test_nkitui_emu_run_refuses_threads_and_signal_handlers_and_says_so(tmp_path, host, record_property):
+    """`nkitui emu run` runs the kernel file in a confined child of its own: the same refusal."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    import numpy as np
+
+    from .conftest import REPO
+
+    record_property("protection", "threads:emu-run")
+    require(host, "seccomp")
+    (tmp_path / "kernels.py").write_text('''
+import neuronxcc.nki as nki
+import neuronxcc.nki.language as nl
+
+
+@nki.jit
+def add_kernel(a, b):
+    import concurrent.futures, asyncio
+    for name, start in (("thread", lambda: concurrent.futures.ThreadPoolExecutor(1).submit(print).result()),
+                        ("signal", lambda: asyncio.unix_events.signal.signal(14, print))):
+        try:
+            start()
+            print("STARTED", name)
+        except Exception as exc:
+            print("REFUSED", name, type(exc).__name__)
+    out = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.shared_hbm)
+    nl.store(out, nl.add(nl.load(a), nl.load(b)))
+    return out
+''')
+    a = np.ones((128, 8), np.float32)
+    np.savez(tmp_path / "in.npz", a=a, b=a)
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    proc = subprocess.run([sys.executable, "-m", "nkitui", "emu", "run", "kernels.py::add_kernel", "--inputs", "in.npz",
+                           "--out", "out.npz", "--json"], capture_output=True, text=True, timeout=300, cwd=tmp_path,
+                          env=env)
+    assert proc.returncode == 0, proc.stderr
+    assert "REFUSED thread PermissionError" in proc.stdout + proc.stderr, proc.stdout + proc.stderr
+    assert "REFUSED signal PermissionError" in proc.stdout + proc.stderr
+    assert "STARTED" not in proc.stdout + proc.stderr
+    summary = json.loads(proc.stdout[proc.stdout.index("{"):])
+    assert "no threads, no signal handlers" in summary["sandbox"]
