@@ -21,8 +21,8 @@ from typing import Any, Callable
 
 import numpy as np
 
+from nkitui.emulator import devmem, provenance
 from nkitui.emulator import dtypes as dt
-from nkitui.emulator import provenance
 from nkitui.emulator.blas import single_threaded
 from nkitui.emulator.config import current_options
 from nkitui.emulator.errors import KernelArgumentError, NKIEmulatorError
@@ -154,6 +154,13 @@ def _to_tensor(run: Run, value, name: str, cls, writebacks: list):
             arr = value = arr.view(d.np)
         need_copy = not arr.flags.c_contiguous or not arr.flags.writeable or (
             run.execute and arr.dtype != dt.storage_dtype(d, run.precise))
+        if run.execute and devmem.enabled():
+            # in the kernel's process every argument lives in write-protected device memory: the
+            # caller's array (host memory) gets the kernel's writes back when the launch ends
+            stored = devmem.copy_of(arr, dt.storage_dtype(d, run.precise))
+            t = run.wrap_array(stored, name, cls, d)
+            writebacks.append((value, t))
+            return t
         if need_copy and run.execute:
             stored = np.ascontiguousarray(arr, dtype=dt.storage_dtype(d, run.precise))
             t = run.wrap_array(stored, name, cls, d)
@@ -224,7 +231,7 @@ def _output(run: Run, value, name: str = "output"):
                                       "written with nl.store / nisa.dma_copy")
         if not run.execute:
             return ShapeDtype(value.shape, st.dtype.public)
-        out = value.array()
+        out = value._apply(st.data) if devmem.enabled() else value.array()  # Storage.data: device memory
         if not isinstance(out, np.ndarray) or out.base is not None or out is st.data:
             out = np.array(out, copy=True)
         if st.dtype.host is not None:

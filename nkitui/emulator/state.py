@@ -37,5 +37,10 @@ def start_thread(target: Callable[..., Any], args: tuple = (), *, name: str) -> 
     gets its own copy: a context can be entered by one thread at a time)."""
     ctx = contextvars.copy_context()
     thread = threading.Thread(target=ctx.run, args=(target, *args), name=name, daemon=True)
+    threads.append(thread)
     thread.start()
     return thread
+
+
+# Threads the emulator started (devmem tells them from threads started by task code); pruned by devmem.
+threads: list[threading.Thread] = []

@@ -41,9 +41,12 @@ class Server:
             "active": [], "degraded": ["not confined: the worker did not enter nkitui.executor.confine"]}
         guard = introspection.install(str(self.ctx.workspace))
         if "nkitui.emulator.tensor" in sys.modules:  # the kernel process: the emulator's value methods refuse task code
-            from nkitui.emulator import tensor as emulator_tensor  # already imported: no cost
+            from nkitui.emulator import devmem  # already imported: no cost
+            from nkitui.emulator import tensor as emulator_tensor
 
             emulator_tensor.TASK_ROOTS = guard.task_roots
+            devmem.enable()  # device memory write-protected outside instructions' writes
+            report["active"] = [*report.get("active", []), "device memory write-protected"]
         report["active"] = [*report.get("active", []), "introspection guard"]
         report.pop("summary", None)
         self.ctx.emit(DataEvent("confinement", report))
