@@ -41,8 +41,8 @@ _on = False
 _mprotect: Any = None
 _threads = 0  # Python threads alive when protection was enabled (the write path refuses more)
 
-# owner array (np.frombuffer over one mmap) id -> (weak reference, address, length in bytes)
-_owners: dict[int, tuple[weakref.ref, int, int]] = {}
+# owner array (np.frombuffer over one mmap) id -> (weak reference, (address, length in bytes))
+_owners: dict[int, tuple[weakref.ref, tuple[int, int]]] = {}
 # pages -> freed mappings of that size, still PROT_READ, reused by the next allocation
 _free: dict[int, list[tuple[mmap.mmap, int]]] = {}
 _free_bytes = 0
@@ -79,6 +79,15 @@ def enable() -> None:
     _mprotect = fn
     _threads = _thread._count()
     _on = True
+
+
+def foreign_functions() -> frozenset[int]:
+    """Addresses of the C functions the write path calls (for the introspection guard's fast path)."""
+    if _mprotect is None:
+        return frozenset()
+    import ctypes
+
+    return frozenset({ctypes.cast(_mprotect, ctypes.c_void_p).value or 0})
 
 
 def _set(addr: int, length: int, prot: int) -> None:
@@ -132,7 +141,7 @@ def empty(shape: tuple[int, ...], dtype: Any) -> np.ndarray:
     owner = np.frombuffer(mm, dtype=np.uint8)
     key = id(owner)
     ref = weakref.ref(owner, lambda r, key=key, mm=mm, addr=addr, pages=pages: _released(r, key, mm, addr, pages))
-    _owners[key] = (ref, addr, pages * PAGE)
+    _owners[key] = (ref, (addr, pages * PAGE))
     return owner[:nbytes].view(dtype).reshape(shape)
 
 
@@ -151,23 +160,19 @@ def copy_of(values: np.ndarray, dtype: Any = None) -> np.ndarray:
 
 def region(arr: np.ndarray) -> tuple[int, int] | None:
     """(address, length) of the protected mapping holding `arr`, None if it is not device memory."""
-    base = arr.base if arr.base is not None else arr
-    ent = _owners.get(id(base))
-    if ent is None or ent[0]() is not base:
-        return None
-    return ent[1], ent[2]
+    base = arr.base
+    ent = _owners.get(id(arr) if base is None else id(base))
+    return None if ent is None else ent[1]
 
 
 def owns(arr: object) -> bool:
-    """Is `arr` a view of a protected mapping (an array nkitui allocated, or a view of one)? Cheap:
-    one dictionary look-up. Empty arrays hold no memory and pass."""
-    base = getattr(arr, "base", None)
-    if base is None:
-        base = arr
-    ent = _owners.get(id(base))
-    if ent is not None and ent[0]() is base:
-        return True
-    return isinstance(arr, np.ndarray) and arr.size == 0
+    """Is `arr` a view of a protected mapping (an array nkitui allocated, or a view of one)? One
+    dictionary look-up: an owner's entry leaves with it (its weak reference's callback), so a live
+    entry under an object's id is that object. Empty arrays hold no memory and pass."""
+    if type(arr) is not np.ndarray:  # a subclass or a look-alike could answer reads with anything
+        return False
+    base = arr.base
+    return (id(arr) if base is None else id(base)) in _owners or arr.size == 0
 
 
 def is_device(arr: object) -> bool:

@@ -88,7 +88,7 @@ class Storage:
         the emulated device's write-protected memory (devmem): cells replaced from the host are
         refused wherever an instruction reads or writes them."""
         d = self._data
-        if devmem._on and d is not None and not devmem.owns(d):
+        if devmem._on and d is not None and not devmem.owns(d):  # one dict look-up
             raise devmem.ForeignMemoryError(f"the cells of {self!r} are not the emulated device's memory: they were "
                                             "replaced from the host, behind the instructions")
         return d

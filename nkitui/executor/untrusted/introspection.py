@@ -43,6 +43,7 @@ class IntrospectionGuard:
         self.nkitui_root = os.path.join(here, "")
         self.refusals: list[dict[str, Any]] = []
         self._nkitui_globals: set[int] = set()  # ids of nkitui modules' globals dicts seen so far
+        self.foreign_allowed: frozenset[int] = frozenset()  # C functions nkitui calls per instruction (addresses)
 
     def _is_nkitui(self, g: dict[str, Any]) -> bool:
         """Are `g` the globals of one of nkitui's modules (the very dict of the module imported under
@@ -81,6 +82,8 @@ class IntrospectionGuard:
     def hook(self, event: str, args: tuple[Any, ...]) -> None:
         if event not in _REFUSED or getattr(_local, "busy", False):
             return
+        if event == "ctypes.call_function" and args and args[0] in self.foreign_allowed:
+            return  # the emulator's mprotect (devmem): reached only through nkitui's internals, as its callers are
         if event == "object.__getattr__" and (len(args) < 2 or args[1] in ("__name__",)):
             return
         _local.busy = True

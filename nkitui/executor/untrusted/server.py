@@ -46,6 +46,7 @@ class Server:
 
             emulator_tensor.TASK_ROOTS = guard.task_roots
             devmem.enable()  # device memory write-protected outside instructions' writes
+            guard.foreign_allowed = devmem.foreign_functions()
             report["active"] = [*report.get("active", []), "device memory write-protected"]
         report["active"] = [*report.get("active", []), "introspection guard"]
         report.pop("summary", None)
