@@ -196,7 +196,8 @@ def _foreign_threads() -> bool:
     if n <= _threads:
         return False
     emulated = state.threads
-    emulated[:] = [t for t in emulated if t.is_alive()]  # alive until after _thread's count dropped
+    # alive until after _thread's count dropped; one appended but not started yet (no ident) stays
+    emulated[:] = [t for t in emulated if t.ident is None or t.is_alive()]
     return n > _threads + len(emulated)
 
 

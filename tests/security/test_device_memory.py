@@ -1,0 +1,155 @@
+"""Red team: writes into the emulated device's memory behind the recorded instructions (issue #14).
+
+The wrong kernel (the bundled vector_add with nl.add changed to nl.multiply) computes a * b on the
+device and then tries to put a + b into its output without an instruction: through the tensor's
+storage (by a computed attribute name, by `object.__getattribute__`), through a numpy array forged
+over the output's address (`__array_interface__`), into an SBUF tile that a legitimate DMA then
+stores, by replacing the cells with a host array, by calling the emulator's write method, or from a
+thread. In the kernel's process the device memory is write-protected outside the instructions'
+writes (nkitui/emulator/devmem.py): each attempt ends the kernel process (SIGSEGV) or is refused,
+at the kernel's line, and the run is never passed.
+
+Every test runs the real evaluator and its real untrusted children on a copy of the bundled task.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from tests.security.test_forgery import KERNEL, assert_not_passed, check, evaluate, line_of, wrong_task
+
+
+def _before_return(code: str, *, module: str = ""):  # noqa: ANN202
+    """An edit of the kernel's source: `code` (indented as the kernel's body) just before `return c`,
+    `module` after the imports."""
+    body = "".join(f"    {line}\n" for line in code.strip("\n").splitlines())
+
+    def edit(source: str) -> str:
+        assert "    return c\n" in source
+        source = source.replace("    return c\n", body + "    return c\n")
+        if module:
+            source = source.replace("import nki.language as nl\n", "import nki.language as nl\n" + module.strip() + "\n", 1)
+        return source
+
+    return edit
+
+
+def assert_crashed_at(result, task: Path, needle: str) -> None:  # noqa: ANN001
+    """The kernel process died on the write (SIGSEGV), and the report names the kernel's line."""
+    assert_not_passed(result)
+    assert result.status == "crashed", (result.status, result.error)
+    assert result.error.kind == "crash" and "SIGSEGV" in result.error.message, result.error
+    assert "write-protected" in result.error.message
+    assert (result.error.file, result.error.line) == (KERNEL, line_of(task, needle)), result.error
+
+
+def assert_refused_at(result, task: Path, needle: str, words: str) -> None:  # noqa: ANN001
+    assert_not_passed(result)
+    assert check(result, "kernel-runs").passed is False
+    err = result.error
+    assert err is not None and words in err.message, err
+    assert (err.file, err.line) == (KERNEL, line_of(task, needle)), err
+
+
+# the hole as reported: the output's backing numpy memory written behind the instructions
+STORAGE_WRITE = """
+getattr(c, _S).data.reshape(-1)[:] = getattr(a, _S).data.reshape(-1) + getattr(b, _S).data.reshape(-1)
+"""
+
+
+def test_writing_the_outputs_storage_by_a_computed_attribute_name_is_not_a_pass(tmp_path):
+    task = wrong_task(tmp_path, edit=_before_return(STORAGE_WRITE, module='_S = "stor" + "age"'))
+    result, _ = evaluate(task)
+    assert_crashed_at(result, task, "getattr(c, _S).data")
+
+
+def test_writing_the_outputs_storage_through_object_getattribute_is_not_a_pass(tmp_path):
+    code = """
+_st = object.__getattribute__
+_st(c, "storage").data.reshape(-1)[:] = _st(a, "storage").data.reshape(-1) + _st(b, "storage").data.reshape(-1)
+"""
+    task = wrong_task(tmp_path, edit=_before_return(code))
+    result, _ = evaluate(task)
+    assert_crashed_at(result, task, '_st(c, "storage").data')
+    assert check(result, "integrity").passed is False  # object.__getattribute__ is a high static finding too
+
+
+FORGED_POINTER = """
+class _At:
+    def __init__(self, like):
+        self.__array_interface__ = dict(like.__array_interface__)
+        self.__array_interface__["data"] = (like.__array_interface__["data"][0], False)
+"""
+
+
+def test_a_numpy_array_forged_over_the_outputs_address_is_not_a_pass(tmp_path):
+    code = """
+_st = object.__getattribute__
+_cells = _st(c, "storage").data
+_forged = np.asarray(_At(_cells))
+_forged.reshape(-1)[:] = _st(a, "storage").data.reshape(-1) + _st(b, "storage").data.reshape(-1)
+"""
+    task = wrong_task(tmp_path, edit=_before_return(code, module="import numpy as np\n" + FORGED_POINTER))
+    result, _ = evaluate(task)
+    assert_crashed_at(result, task, "_forged.reshape(-1)[:]")
+
+
+def test_writing_an_sbuf_tile_then_storing_it_legitimately_is_not_a_pass(tmp_path):
+    def edit(source: str) -> str:
+        old = "        nisa.dma_copy(dst=c_rows[row0:row0 + P, :], src=c_tile)\n"
+        assert old in source
+        forged = ("        getattr(c_tile, 'storage').data[...] = "
+                  "getattr(a_tile, 'storage').data + getattr(b_tile, 'storage').data  # forged SBUF\n")
+        return source.replace(old, forged + old)
+
+    task = wrong_task(tmp_path, edit=edit)
+    result, _ = evaluate(task)
+    assert_crashed_at(result, task, "# forged SBUF")
+
+
+def test_cells_replaced_by_a_host_array_are_refused_where_an_instruction_reads_them(tmp_path):
+    def edit(source: str) -> str:
+        old = "        nisa.dma_copy(dst=c_rows[row0:row0 + P, :], src=c_tile)\n"
+        forged = ("        _sb = getattr(c_tile, 'storage')\n"
+                  "        _sb.data = getattr(a_tile, 'storage').data + getattr(b_tile, 'storage').data  # host cells\n"
+                  "        object.__setattr__(c_tile, '_array_view', _sb.data)\n")
+        return source.replace(old, forged + old)
+
+    task = wrong_task(tmp_path, edit=edit)
+    result, _ = evaluate(task)
+    assert_refused_at(result, task, "object.__setattr__(c_tile", "replaced from the host")
+
+
+def test_calling_the_emulators_write_method_is_refused(tmp_path):
+    code = """
+_st = object.__getattribute__
+c.write(_st(a, "storage").data + _st(b, "storage").data)
+"""
+    task = wrong_task(tmp_path, edit=_before_return(code))
+    result, _ = evaluate(task)
+    assert_refused_at(result, task, "c.write(", "tensor.write() is nkitui's emulator machinery")
+
+
+def test_reading_device_values_to_the_host_is_refused(tmp_path):
+    task = wrong_task(tmp_path, edit=_before_return("_host = a.array() + b.array()"))
+    result, _ = evaluate(task)
+    assert_refused_at(result, task, "a.array()", "tensor.array() is nkitui's emulator machinery")
+
+
+def test_a_thread_racing_the_instructions_writes_is_refused(tmp_path):
+    code = """
+_t = threading.Thread(target=time.sleep, args=(30,), daemon=True)
+_t.start()
+"""
+
+    def edit(source: str) -> str:
+        source = _before_return("pass", module="import threading\nimport time")(source)
+        old = "    n = a.shape[0]\n"
+        return source.replace(old, old + "".join(f"    {line}\n" for line in code.strip().splitlines()), 1)
+
+    task = wrong_task(tmp_path, edit=edit)
+    result, _ = evaluate(task)
+    assert_not_passed(result)
+    err = result.error
+    assert err is not None and "a thread started by the kernel's code is running" in err.message, err
+    assert err.file == KERNEL
