@@ -18,6 +18,7 @@ The reply is data: nothing here knows the reference, a tolerance or a verdict.
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -97,7 +98,13 @@ class KernelRunner:
         from nkitui.executor.arrays import load_array
 
         folder = Path(request["dir"]) / "in"
-        return [load_array(folder, meta, max_elements=self.max_elements) for meta in request["inputs"]]
+        arrays = [load_array(folder, meta, max_elements=self.max_elements) for meta in request["inputs"]]
+        if "nkitui.emulator.devmem" in sys.modules:
+            from nkitui.emulator import devmem
+
+            if devmem.enabled():  # the harness's inputs in write-protected device memory: host code cannot change
+                arrays = [devmem.copy_of(a) for a in arrays]  # them in place before the launch that counts
+        return arrays
 
     def _save(self, request: dict[str, Any], outputs: dict[str, Any]) -> dict[str, Any]:
         from nkitui.executor.arrays import save_array
