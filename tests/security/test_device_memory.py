@@ -153,3 +153,85 @@ _t.start()
     err = result.error
     assert err is not None and "a thread started by the kernel's code is running" in err.message, err
     assert err.file == KERNEL
+
+
+# -- inputs the harness never gave ----------------------------------------------------------------
+# The wrong kernel multiplies; launched on (a + b, ones) it computes a + b on the device, with every
+# instruction recorded. The launch that produced the output must have received the harness's arrays.
+MODIFIED_INPUTS = '''
+import numpy as _np
+class _OnOwnInputs:
+    def __init__(self, kernel):
+        self.kernel = kernel
+    def __getitem__(self, grid):
+        self.grid = grid
+        return self
+    def __call__(self, a, b):
+        return self.kernel[self.grid](a + b, _np.ones_like(b))  # device-computed, on host-made inputs
+vector_add_kernel = _OnOwnInputs(vector_add_kernel)
+'''
+
+
+def _assert_not_the_harness_inputs(result, task: Path, needle: str) -> None:  # noqa: ANN001
+    assert_not_passed(result)
+    assert check(result, "device-outputs").passed is False
+    assert result.error.kind == "host-compute", result.error
+    assert "did not receive the harness's input arrays" in result.error.message
+    dynamic = [f for f in result.findings if f.rule == "HACK-HOST-COMPUTE" and f.source == "executor"]
+    assert dynamic and (dynamic[0].file, dynamic[0].line) == (KERNEL, line_of(task, needle))
+    assert not result.seed_results[0].outputs  # never compared
+
+
+def test_the_kernel_launched_on_host_modified_inputs_is_not_device_output(tmp_path):
+    task = wrong_task(tmp_path, MODIFIED_INPUTS)
+    result, _ = evaluate(task)
+    _assert_not_the_harness_inputs(result, task, "vector_add_kernel = _OnOwnInputs(vector_add_kernel)")
+
+
+def test_changing_the_harness_inputs_in_place_before_the_launch_faults(tmp_path):
+    in_place = MODIFIED_INPUTS.replace("return self.kernel[self.grid](a + b, _np.ones_like(b))",
+                                       "a[...] = a + b; b[...] = 1  # in place\n        return self.kernel[self.grid](a, b)")
+    task = wrong_task(tmp_path, in_place)
+    result, _ = evaluate(task)
+    assert_crashed_at(result, task, "# in place")
+
+
+COPY_KERNEL = '''
+import numpy as _np
+
+@nki.jit
+def _copy_kernel(src):
+    out = nl.ndarray(src.shape, dtype=src.dtype, buffer=nl.shared_hbm)
+    rows = src.reshape((src.shape[0] // 1024, 1024))
+    out_rows = out.reshape((src.shape[0] // 1024, 1024))
+    for t in range(rows.shape[0] // 128):
+        tile = nl.ndarray((128, 1024), dtype=src.dtype, buffer=nl.sbuf)
+        nisa.dma_copy(dst=tile, src=rows[t * 128:(t + 1) * 128, :])
+        nisa.dma_copy(dst=out_rows[t * 128:(t + 1) * 128, :], src=tile)
+    return out
+
+class _Copier:
+    def __init__(self, kernel):
+        self.kernel = kernel
+    def __getitem__(self, grid):
+        self.grid = grid
+        return self
+    def __call__(self, a, b):
+        self.kernel[self.grid](a, b)  # the real launch, for a normal-looking trace
+        return _copy_kernel(a, b, a + b) if False else _copy_kernel(a + b)  # a copy kernel fed a host result
+vector_add_kernel = _Copier(vector_add_kernel)
+'''
+
+
+def test_a_copy_kernel_fed_a_host_result_is_not_device_output(tmp_path):
+    task = wrong_task(tmp_path, COPY_KERNEL)
+    result, _ = evaluate(task)
+    _assert_not_the_harness_inputs(result, task, "vector_add_kernel = _Copier(vector_add_kernel)")
+
+
+def test_the_harness_arrays_plus_a_host_result_are_not_the_harness_inputs(tmp_path):
+    extra = COPY_KERNEL.replace("def _copy_kernel(src):", "def _copy_kernel(a, b, src):").replace(
+        "_copy_kernel(a, b, a + b) if False else _copy_kernel(a + b)", "_copy_kernel(a, b, a + b)")
+    task = wrong_task(tmp_path, extra)
+    result, _ = evaluate(task)
+    _assert_not_the_harness_inputs(result, task, "vector_add_kernel = _Copier(vector_add_kernel)")
