@@ -17,7 +17,6 @@ The reply is data: nothing here knows the reference, a tolerance or a verdict.
 
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
 from typing import Any
@@ -136,8 +135,7 @@ class KernelRunner:
             return
         trace_file = None
         if trace is not None:
-            trace_file = "trace.json"
-            (Path(request["dir"]) / "out" / trace_file).write_text(json.dumps(trace.to_json()), encoding="utf-8")
+            trace_file = _write_trace(Path(request["dir"]) / "out", trace)
         self.server.reply(request, outputs=saved, elapsed_s=elapsed, provenance=provenance, trace=trace_file)
 
     def _patched(self, request: dict[str, Any], what: str) -> bool:
@@ -173,8 +171,7 @@ class KernelRunner:
             return
         out = Path(request["dir"]) / "out"
         out.mkdir(parents=True, exist_ok=True)
-        (out / "trace.json").write_text(json.dumps(tr.to_json()), encoding="utf-8")
-        self.server.reply(request, trace="trace.json")
+        self.server.reply(request, trace=_write_trace(out, tr))
 
     def profile(self, request: dict[str, Any]) -> None:
         """Hardware timing and the profiler's summary (timed where the kernel runs: in this process)."""
@@ -191,6 +188,15 @@ class KernelRunner:
             return
         self.server.reply(request, timing=outcome.timing, utilisation=outcome.utilisation, notes=list(outcome.notes),
                           skipped=outcome.skipped)
+
+
+def _write_trace(folder: Path, trace: Any) -> str:
+    """The instruction trace in its compact binary form (nkitui.emulator.tracepack): the JSON form of a
+    large trace costs seconds to build, write, parse and rebuild."""
+    from nkitui.emulator import tracepack
+
+    (folder / "trace.bin").write_bytes(tracepack.pack(trace))
+    return "trace.bin"
 
 
 def _recheck(task: Any, got: dict[str, Any], expected: dict[str, Any]) -> str | None:
