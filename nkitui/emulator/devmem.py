@@ -26,7 +26,9 @@ from __future__ import annotations
 
 import _thread
 import mmap
+import sys
 import weakref
+from collections import deque
 from typing import Any
 
 import numpy as np
@@ -34,6 +36,9 @@ import numpy as np
 from nkitui.emulator import state
 
 PAGE = mmap.PAGESIZE
+# an object's identity as a number, like id() but without id()'s audit event: in the kernel's process
+# every audit event runs two Python hooks (object.__hash__ is the pointer, rotated: unique while alive)
+key_of = object.__hash__
 _PROT_READ = mmap.PROT_READ
 _PROT_RW = mmap.PROT_READ | mmap.PROT_WRITE
 
@@ -41,14 +46,18 @@ _on = False
 _mprotect: Any = None
 _threads = 0  # Python threads alive when protection was enabled (the write path refuses more)
 
-# owner array (np.frombuffer over one mmap) id -> (weak reference, (address, length in bytes))
-_owners: dict[int, tuple[weakref.ref, tuple[int, int]]] = {}
-# pages -> freed mappings of that size, still PROT_READ, reused by the next allocation
-_free: dict[int, list[tuple[mmap.mmap, int]]] = {}
-_free_bytes = 0
+# owner array (np.frombuffer over one mmap; every array nkitui hands out is a view of one) id ->
+# (weak reference, or None for the pool's owners, which live as long as the process; (address, length))
+_owners: dict[int, tuple[weakref.ref | None, tuple[int, int]]] = {}
+# pages -> the pool's mappings of that size: (owner, address). One is free again when its arrays all
+# died, i.e. only the pool refers to its owner; its pages stay PROT_READ throughout (no stale pointer
+# can prepare the bytes of the next tile). Fresh tiles come from here without a system call.
+_pool: dict[int, deque[tuple[np.ndarray, int]]] = {}
+_pool_bytes = 0
+_POOL_BYTES = 256 << 20
+_POOL_MAX_PAGES = 1024  # mappings larger than 4 MiB are not pooled
+_FREE_REFS = 3  # sys.getrefcount of a free owner: the pool's tuple, the loop's variable, the call's argument
 _opened: dict[int, int] = {}  # address -> writes in progress (the emulator's core threads may overlap)
-_POOL_BYTES = 64 << 20  # freed mappings kept for reuse
-_POOL_MAX_PAGES = 1024  # mappings larger than 4 MiB are returned to the OS
 
 
 class DeviceMemoryError(RuntimeError):
@@ -99,32 +108,37 @@ def _set(addr: int, length: int, prot: int) -> None:
         raise DeviceMemoryError(f"mprotect of the emulated device memory failed: {os.strerror(err)}")
 
 
-def _released(ref: weakref.ref, key: int, mm: mmap.mmap, addr: int, pages: int) -> None:
-    """The last array over a mapping died: keep the mapping (still read-only) for the next allocation."""
-    global _free_bytes
-    _owners.pop(key, None)
-    size = pages * PAGE
-    if pages <= _POOL_MAX_PAGES and _free_bytes + size <= _POOL_BYTES:
-        _free.setdefault(pages, []).append((mm, addr))
-        _free_bytes += size
-    # else: the mmap object goes with this callback's closure and unmaps its pages
-
-
-def _mapping(pages: int) -> tuple[mmap.mmap, int]:
-    global _free_bytes
-    pool = _free.get(pages)
-    if pool:
-        _free_bytes -= pages * PAGE
-        return pool.pop()
+def _new_mapping(pages: int) -> tuple[np.ndarray, int]:
     try:
         mm = mmap.mmap(-1, pages * PAGE)  # MAP_SHARED | MAP_ANONYMOUS, zero-filled
     except OSError as e:  # ENOMEM under the address-space limit
         raise MemoryError(str(e)) from None
     owner = np.frombuffer(mm, dtype=np.uint8)
     addr = owner.__array_interface__["data"][0]
-    del owner
     _set(addr, pages * PAGE, _PROT_READ)
-    return mm, addr
+    return owner, addr
+
+
+def _pooled(pages: int) -> np.ndarray | None:
+    """A mapping of `pages` from the pool whose arrays all died (only the pool refers to its owner),
+    else a new one kept in the pool; None when the pool is full (the caller maps one of its own)."""
+    global _pool_bytes
+    q = _pool.get(pages)
+    if q is None:
+        q = _pool[pages] = deque()
+    for _ in range(min(len(q), 4)):  # the oldest first: tiles die in about the order they were made
+        owner = q[0][0]
+        q.rotate(-1)  # in use again (or still): to the back
+        if sys.getrefcount(owner) <= _FREE_REFS:
+            return owner
+    size = pages * PAGE
+    if pages > _POOL_MAX_PAGES or _pool_bytes + size > _POOL_BYTES:
+        return None
+    owner, addr = _new_mapping(pages)
+    q.append((owner, addr))
+    _pool_bytes += size
+    _owners[key_of(owner)] = (None, (addr, size))  # pooled owners live as long as the process
+    return owner
 
 
 def empty(shape: tuple[int, ...], dtype: Any) -> np.ndarray:
@@ -137,11 +151,12 @@ def empty(shape: tuple[int, ...], dtype: Any) -> np.ndarray:
     if nbytes == 0:
         return np.empty(shape, dtype=dtype)
     pages = -(-nbytes // PAGE)
-    mm, addr = _mapping(pages)
-    owner = np.frombuffer(mm, dtype=np.uint8)
-    key = id(owner)
-    ref = weakref.ref(owner, lambda r, key=key, mm=mm, addr=addr, pages=pages: _released(r, key, mm, addr, pages))
-    _owners[key] = (ref, (addr, pages * PAGE))
+    owner = _pooled(pages)
+    if owner is None:  # large, or the pool is full: a mapping of its own, unmapped when its arrays die
+        owner, addr = _new_mapping(pages)
+        key = key_of(owner)
+        ref = weakref.ref(owner, lambda _r, key=key: _owners.pop(key, None))
+        _owners[key] = (ref, (addr, pages * PAGE))
     return owner[:nbytes].view(dtype).reshape(shape)
 
 
@@ -161,7 +176,7 @@ def copy_of(values: np.ndarray, dtype: Any = None) -> np.ndarray:
 def region(arr: np.ndarray) -> tuple[int, int] | None:
     """(address, length) of the protected mapping holding `arr`, None if it is not device memory."""
     base = arr.base
-    ent = _owners.get(id(arr) if base is None else id(base))
+    ent = _owners.get(key_of(arr) if base is None else key_of(base))
     return None if ent is None else ent[1]
 
 
@@ -172,7 +187,7 @@ def owns(arr: object) -> bool:
     if type(arr) is not np.ndarray:  # a subclass or a look-alike could answer reads with anything
         return False
     base = arr.base
-    return (id(arr) if base is None else id(base)) in _owners or arr.size == 0
+    return (key_of(arr) if base is None else key_of(base)) in _owners or arr.size == 0
 
 
 def is_device(arr: object) -> bool:
