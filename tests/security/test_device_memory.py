@@ -235,3 +235,12 @@ def test_the_harness_arrays_plus_a_host_result_are_not_the_harness_inputs(tmp_pa
     task = wrong_task(tmp_path, extra)
     result, _ = evaluate(task)
     _assert_not_the_harness_inputs(result, task, "vector_add_kernel = _Copier(vector_add_kernel)")
+
+
+def test_the_write_paths_private_names_fail_the_integrity_check():
+    from nkitui.analysis.rules.hacks import tamper_lines
+
+    source = ("def k(a, c):\n    c._cells()[...] = 0\n    c.storage._data = None\n    a._apply(x)\n"
+              "    from nkitui.emulator import devmem\n")
+    hits = {line for line, _, severity in tamper_lines(source) if severity == "high"}
+    assert hits == {2, 3, 4, 5}

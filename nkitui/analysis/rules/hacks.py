@@ -536,7 +536,7 @@ _NKI_ROOTS = ("nki", "neuronxcc")
 # attributes of nkitui's emulated tensors that are its machinery, not NKI: the raw device memory
 # (`t.storage.data`), its numpy views, host reads and writes that bypass the instructions
 _EMULATOR_INTERNALS = {"storage", "read_f32", "_array_view", "set_zone", "unwritten", "_mark_init", "_hbm_access",
-                       "_f32_copy", "_own_zone", "_own_version"}
+                       "_f32_copy", "_own_zone", "_own_version", "_cells", "_apply", "_data", "devmem"}
 # monkeypatching: nkitui's code in the kernel's process (saving the outputs, their provenance) calls
 # the same numpy, os and NKI modules; a replaced function there rewrites the outputs after the check
 _PATCH_WHY = ("replaces part of the imported `{module}` for every caller in the process, nkitui's own code "
