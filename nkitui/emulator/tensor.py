@@ -584,9 +584,11 @@ class Tensor:
         return a
 
     def read_f32(self) -> np.ndarray:
-        """The view's values as float32 (do not modify the result in place)."""
-        if TASK_ROOTS:
-            _refuse_task_caller("read_f32")
+        """The view's values as float32 (do not modify the result in place).
+
+        No caller check here (the engines call it about once per instruction operand, and the check
+        costs an audit event in the kernel's process): the name is a high integrity finding in task
+        code, and what it reads cannot go back into device memory but through instructions (devmem)."""
         st = self.storage
         if st.data.dtype == np.float32:
             return st.data[self.gather_indices] if self.gather_indices is not None else self._cells()
