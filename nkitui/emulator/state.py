@@ -37,6 +37,7 @@ def start_thread(target: Callable[..., Any], args: tuple = (), *, name: str) -> 
     gets its own copy: a context can be entered by one thread at a time)."""
     ctx = contextvars.copy_context()
     thread = threading.Thread(target=ctx.run, args=(target, *args), name=name, daemon=True)
+    threads[:] = [t for t in threads if t.ident is None or t.is_alive()]  # the finished ones go
     threads.append(thread)
     thread.start()
     return thread
