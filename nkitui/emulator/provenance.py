@@ -21,7 +21,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import weakref
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -51,7 +51,7 @@ class Collector:
         self._notes: list[tuple[weakref.ref, DeviceOrigin]] = []
         self._inputs: list[object] | None = None
 
-    def expect(self, arrays: list[object]) -> None:
+    def expect(self, arrays: Sequence[object]) -> None:
         """The arrays the harness calls the entry point with (its inputs, then any preallocated
         outputs): a launch counts as the harness's only when it received exactly these objects, in
         order, as its array arguments. A wrapper that launches the kernel on arrays of its own
@@ -60,7 +60,7 @@ class Collector:
         emulator.devmem), so changing them in place is no way around it."""
         self._inputs = list(arrays)
 
-    def received_harness_inputs(self, received: list[object]) -> bool:
+    def received_harness_inputs(self, received: Sequence[object]) -> bool:
         expected = self._inputs
         if expected is None:  # nobody said which (library use): any launch counts
             return True
