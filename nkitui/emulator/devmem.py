@@ -90,6 +90,13 @@ def enable() -> None:
     _on = True
 
 
+def own_threads_now() -> None:
+    """The Python threads alive now are nkitui's (e.g. the helper that starts the emulator's threads
+    once task code may not: nkitui.executor.confine.threads); called before task code runs."""
+    global _threads
+    _threads = _thread._count()
+
+
 def foreign_functions() -> frozenset[int]:
     """Addresses of the C functions the write path calls (for the introspection guard's fast path)."""
     if _mprotect is None:

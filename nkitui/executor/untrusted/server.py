@@ -49,6 +49,17 @@ class Server:
             guard.foreign_allowed = devmem.foreign_functions()
             report["active"] = [*report.get("active", []), "device memory write-protected"]
         report["active"] = [*report.get("active", []), "introspection guard"]
+        from nkitui.executor import confine  # last: nkitui's setup is done, task code comes next
+
+        no_threads, threads_allowed = confine.refuse_threads()
+        if "nkitui.emulator.devmem" in sys.modules:  # its helper thread is nkitui's, not the task's
+            from nkitui.emulator import devmem
+
+            devmem.own_threads_now()
+        if no_threads:
+            report["active"].append(no_threads)
+        if threads_allowed:
+            report["degraded"] = [*report.get("degraded", []), threads_allowed]
         report.pop("summary", None)
         self.ctx.emit(DataEvent("confinement", report))
         return report
