@@ -217,6 +217,10 @@ def _foreign_threads() -> bool:
     n = _thread._count()
     if n <= _threads:
         return False
+    if state.thread_starter is not None:
+        # the process refuses threads to task code (nkitui.executor.confine.threads: seccomp on the
+        # task's thread, and Python's start functions), and starts the emulator's through its helper
+        return False
     emulated = state.threads
     # alive until after _thread's count dropped; one appended but not started yet (no ident) stays
     emulated[:] = [t for t in emulated if t.ident is None or t.is_alive()]
