@@ -207,6 +207,8 @@ _NUMPY_NAMES: dict[object, str] = {
     np.negative: "negative", np.sin: "sin", np.cos: "cos", np.tan: "tan", np.arctan: "arctan",
     np.ceil: "ceil", np.floor: "floor", np.trunc: "trunc", np.copy: "copy", np.mean: "mean",
 }
+# keyed by object.__hash__ (identity like id(), without id()'s audit event, which the kernel's process hooks)
+_key = object.__hash__
 _REGISTERED: dict[int, str] = {}
 
 
@@ -216,13 +218,13 @@ class OpError(EngineOpError, TypeError):
 
 def register(fn: object, name: str) -> None:
     """Front ends register their op functions (e.g. legacy `nl.exp`) under an NKI op name."""
-    _REGISTERED[id(fn)] = name
+    _REGISTERED[_key(fn)] = name
 
 
 def op_name(obj) -> str | None:
     if isinstance(obj, str):
         return obj
-    n = _REGISTERED.get(id(obj))
+    n = _REGISTERED.get(_key(obj))
     if n is not None:
         return n
     try:
@@ -238,13 +240,13 @@ _FAST_BINARY: dict[int, BinaryOp] = {}
 
 
 def resolve_binary(obj, what: str = "op") -> BinaryOp:
-    op = _FAST_BINARY.get(id(obj)) if not isinstance(obj, str) else BINARY.get(obj)
+    op = _FAST_BINARY.get(_key(obj)) if not isinstance(obj, str) else BINARY.get(obj)
     if op is not None:
         return op
     name = op_name(obj)
     op = BINARY.get(name) if name else None
-    if op is not None and not isinstance(obj, str) and (id(obj) in _REGISTERED or obj in _NUMPY_NAMES):
-        _FAST_BINARY[id(obj)] = op  # long-lived op objects (nl functions, numpy ufuncs) only
+    if op is not None and not isinstance(obj, str) and (_key(obj) in _REGISTERED or obj in _NUMPY_NAMES):
+        _FAST_BINARY[_key(obj)] = op  # long-lived op objects (nl functions, numpy ufuncs) only
     if op is None:
         raise OpError(f"{what}={_show(obj)} is not an ALU operator: use e.g. nl.add, nl.multiply, "
                       "nl.maximum, nl.subtract, np.add")

@@ -146,6 +146,7 @@ class Run:
         self.engine_counts: dict[str, int] = {}
         self._warned_at: set = set()
         self.written_inputs: set[int] = set()
+        self.received: list | None = None  # the launch's array arguments as passed (provenance, while collecting)
         self.accumulating = False  # inside `+=` / loop_reduce: writes are associative accumulations
         self.act_acc: np.ndarray | None = None  # ScalarE per-partition accumulator registers
         self.vec_acc: np.ndarray | None = None  # VectorE shared accumulator registers

@@ -41,8 +41,16 @@ def start_thread(target: Callable[..., Any], args: tuple = (), *, name: str) -> 
     """Start a daemon thread running `target(*args)` in a copy of the calling context (each thread
     gets its own copy: a context can be entered by one thread at a time)."""
     ctx = contextvars.copy_context()
+    threads[:] = [t for t in threads if t.ident is None or t.is_alive()]  # the finished ones go
     if thread_starter is not None:
-        return thread_starter(target, args, name, ctx)
+        started = thread_starter(target, args, name, ctx)
+        threads.append(started)
+        return started
     thread = threading.Thread(target=ctx.run, args=(target, *args), name=name, daemon=True)
+    threads.append(thread)
     thread.start()
     return thread
+
+
+# Threads the emulator started (devmem tells them from threads started by task code); pruned by devmem.
+threads: list[threading.Thread] = []

@@ -182,7 +182,7 @@ def write(run: Run, dst: Tensor, result: np.ndarray, where=None, accumulate: boo
     if run.execute:
         if result.shape != dst.shape and result.size == dst.size and not _bcast(result.shape, dst.shape):
             result = result.reshape(dst.shape)
-        dst.write(result, where)
+        dst.write(result, where, by=run)  # the instruction's write (task code has no `run` to pass)
 
 
 def _bcast(a, b) -> bool:

@@ -22,6 +22,7 @@ from collections import deque
 
 import numpy as np
 
+from nkitui.emulator import devmem
 from nkitui.emulator import dtypes as _dt
 from nkitui.emulator import ranks
 from nkitui.emulator.errors import CollectiveError, NKIEmulatorError  # noqa: F401  (CollectiveError: re-exported)
@@ -213,7 +214,12 @@ class CoreRun(Run):
         if space is None:
             width = (self.target.sbuf_bytes_per_partition if memory == "sbuf"
                      else self.target.psum_bytes_per_partition)
-            arr = np.full((128, width), 0xFF, dtype=np.uint8)  # fresh memory reads as NaN / -1
+            if devmem.enabled():  # the kernel's process: write-protected device memory
+                arr = devmem.empty((128, width), np.uint8)
+                with devmem.writing(arr):
+                    arr.fill(0xFF)  # fresh memory reads as NaN / -1
+            else:
+                arr = np.full((128, width), 0xFF, dtype=np.uint8)  # fresh memory reads as NaN / -1
             space = self._spaces[memory] = (arr, SpaceCell())
         arr, cell = space
         st = PlacedStorage(name, memory, shape, d, arr, cell, partition, byte)

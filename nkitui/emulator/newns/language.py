@@ -20,6 +20,7 @@ import math
 
 import numpy as np
 
+from nkitui.emulator import devmem
 from nkitui.emulator import alu, engine
 from nkitui.emulator import dtypes as _dt
 from nkitui.emulator import frontend_common as _common
@@ -252,7 +253,8 @@ def shared_constant(constant, dtype=None, **kwargs) -> NkiTensor:
     d = _resolve_dtype(dtype) if dtype is not None else _dt.dtype_of(arr.dtype)
     st = run.allocate(arr.shape, d, "hbm", name="shared_constant", kind="constant", fill=False)
     if run.execute:
-        st.data[...] = _dt.convert(arr.astype(np.float32) if d.is_float else arr, st.data.dtype, d)
+        with devmem.writing(st.data):  # the constant's bytes, before any instruction (write-protected after)
+            st.data[...] = _dt.convert(arr.astype(np.float32) if d.is_float else arr, st.data.dtype, d)
     return NkiTensor.whole(st)
 
 
