@@ -21,7 +21,8 @@ _F32 = np.float32
 # What the ops compute on: fp32 arrays (raw integer bits for bit-vector ops), a numpy scalar where an operand is one.
 # numpy's stubs type ufunc results as Any, so the functions below name their result type on a local.
 Values = NDArray[Any]
-BinaryFn = Callable[[Values, Values], Values]
+Arg = NDArray[Any] | np.generic | float  # an operand: an array, or a scalar broadcast over it
+BinaryFn = Callable[[Arg, Arg], Values]
 # (x, axis or axes) -> reduced: a numpy scalar when every axis is reduced
 ReduceFn = Callable[[Values, Any], NDArray[Any] | np.generic]
 UnaryFn = Callable[[Values], Values]
@@ -48,25 +49,25 @@ class ActivationFn:
 
 
 def _f32(fn: BinaryFn) -> BinaryFn:
-    def run(a: Values, b: Values) -> Values:
+    def run(a: Arg, b: Arg) -> Values:
         r = fn(a, b)
         return r if r.dtype == _F32 else r.astype(_F32)
     return run
 
 
 def _cmp(fn: BinaryFn) -> BinaryFn:
-    def run(a: Values, b: Values) -> Values:
+    def run(a: Arg, b: Arg) -> Values:
         return fn(a, b).astype(_F32)
     return run
 
 
 def _logical(fn: BinaryFn) -> BinaryFn:
-    def run(a: Values, b: Values) -> Values:
+    def run(a: Arg, b: Arg) -> Values:
         return fn(a != 0, b != 0).astype(_F32)
     return run
 
 
-def _divide(a: Values, b: Values) -> Values:
+def _divide(a: Arg, b: Arg) -> Values:
     quotient: Values = np.divide(a, b, dtype=_F32)
     return quotient
 
@@ -80,8 +81,9 @@ def _fold_subtract(x: Values, axis: int | Sequence[int]) -> Values:
     return folded
 
 
-def _rsqrt_bin(a: Values, b: Values) -> Values:
-    return (1.0 / np.sqrt(a)).astype(_F32)
+def _rsqrt_bin(a: Arg, b: Arg) -> Values:
+    y: Values = (1.0 / np.sqrt(a)).astype(_F32)
+    return y
 
 
 BINARY: dict[str, BinaryOp] = {}
