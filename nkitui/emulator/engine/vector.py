@@ -692,7 +692,7 @@ def range_select(dst: Tensor, on_true: Tensor, comp_op0: Op, comp_op1: Op, bound
     check_fits(api, on_true, "on_true", dst)
     c0 = alu.resolve_binary(comp_op0, "comp_op0")
     c1 = alu.resolve_binary(comp_op1, "comp_op1")
-    ro = alu.resolve_binary(reduce_op, "reduce_op")
+    ro = _reduction(reduce_op, reduce_res, api)
     P = dst.shape[0]
     outs = (dst,) if reduce_res is None else (dst, tile(reduce_res, api, "reduce_res"))
     run.record("vector", "range_select", (on_true, bound0, bound1), outs, partitions=P, free=_free(dst),
@@ -710,7 +710,17 @@ def range_select(dst: Tensor, on_true: Tensor, comp_op0: Op, comp_op1: Op, bound
     out = np.where(keep, x, np.float32(on_false_value)).astype(_F32)
     write(run, dst, out.reshape(dst.shape), where)
     if reduce_res is not None:
+        assert ro.reduce is not None  # _reduction checked it
         write(run, reduce_res, np.asarray(ro.reduce(out, (1,))).reshape(reduce_res.shape))
+
+
+def _reduction(reduce_op: Op, reduce_res: Tensor | None, api: str) -> alu.BinaryOp:
+    """The operator that reduces into `reduce_res`: one with a reduction when there is a `reduce_res`."""
+    ro = alu.resolve_binary(reduce_op, "reduce_op")
+    if reduce_res is not None and ro.reduce is None:
+        raise EngineOpError(f"{api}: reduce_op {ro.name} is not a reduction operator (use maximum, minimum, add, "
+                            "multiply, bitwise_and/or/xor, logical_and/or)")
+    return ro
 
 
 def select_reduce(dst: Tensor, predicate: Tensor, on_true: Tensor, on_false: Operand, *, reduce_res: Tensor | None = None,
@@ -723,7 +733,7 @@ def select_reduce(dst: Tensor, predicate: Tensor, on_true: Tensor, on_false: Ope
     not_both_psum(api, on_true, "on_true", predicate, "predicate")
     if predicate.storage.dtype.name not in ("int8", "uint8", "int16", "uint16"):
         raise EngineDtypeError(f"{api}: predicate must be int8/uint8/int16/uint16, got {predicate.storage.dtype.name}")
-    ro = alu.resolve_binary(reduce_op, "reduce_op")
+    ro = _reduction(reduce_op, reduce_res, api)
     P = dst.shape[0]
     ins = [predicate, on_true]
     if isinstance(on_false, Tensor):
@@ -743,6 +753,7 @@ def select_reduce(dst: Tensor, predicate: Tensor, on_true: Tensor, on_false: Ope
     out = np.broadcast_to(np.where(c, values(on_true, shape), f), shape).astype(_F32)
     write(run, dst, out, where)
     if reduce_res is not None:
+        assert ro.reduce is not None  # _reduction checked it
         write(run, reduce_res, np.asarray(ro.reduce(out.reshape(P, -1), (1,))).reshape(reduce_res.shape))
 
 
