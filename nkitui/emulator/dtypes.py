@@ -42,7 +42,8 @@ class DType:
         return f"DType({self.name})"
 
 
-def _mk(name: str, npdt: DTypeLike, kind: str, rank: int, public: object, itemsize: int | None = None) -> DType:
+def _mk(name: str, npdt: DTypeLike, kind: str, rank: int, public: object,
+        itemsize: int | None = None) -> DType:
     storage = np.dtype(npdt)
     return DType(name, storage, itemsize or storage.itemsize, kind, rank, public)
 

@@ -158,8 +158,9 @@ class Run:
         self.input_ids: set[int] = set()
 
     # -- allocation ----------------------------------------------------------------------------
-    def allocate(self, shape: Iterable[SupportsInt], dtype: object, memory: str, *, name: str = "", pax: int = 0,
-                 fill: bool = True, kind: str = "private", what: str = "tensor", track: bool = True) -> Storage:
+    def allocate(self, shape: Iterable[SupportsInt], dtype: object, memory: str, *, name: str = "",
+                 pax: int = 0, fill: bool = True, kind: str = "private", what: str = "tensor",
+                 track: bool = True) -> Storage:
         """Allocate a storage. `fill`: pre-fill with NaN / 4 sentinels (skip when fully overwritten)."""
         dims = tuple(int(s) for s in shape)
         d = dtype if type(dtype) is dt.DType else dt.dtype_of(dtype)
@@ -208,7 +209,8 @@ class Run:
         return cls.whole(self.allocate(shape, dtype, memory, name=name, fill=fill, what="result tile",
                                        track=track))
 
-    def wrap_array(self, arr: np.ndarray, name: str, cls: type[Tensor] = Tensor, dtype: dt.DType | None = None) -> Tensor:
+    def wrap_array(self, arr: np.ndarray, name: str, cls: type[Tensor] = Tensor,
+                   dtype: dt.DType | None = None) -> Tensor:
         """An HBM tensor backed by a caller's numpy array (writes go straight to it)."""
         d = dtype or dt.dtype_of(arr.dtype)
         st = Storage(name, "hbm", tuple(arr.shape), d, arr if self.execute else None, kind="input")
@@ -282,8 +284,9 @@ class Run:
         warnings.warn(msg, NKIEmulatorWarning, stacklevel=3)
 
     # -- trace ---------------------------------------------------------------------------------
-    def record(self, engine: str, opcode: str, ins: Sequence[Tensor], outs: Sequence[Tensor], *, partitions: int,
-               free: int, flops: int = 0, meta: dict[str, Any] | None = None) -> Instruction | None:
+    def record(self, engine: str, opcode: str, ins: Sequence[Tensor], outs: Sequence[Tensor], *,
+               partitions: int, free: int, flops: int = 0,
+               meta: dict[str, Any] | None = None) -> Instruction | None:
         """Count the instruction and, inside emulator.trace(), append it to the trace."""
         n = self.instructions
         reads_psum = False

@@ -478,7 +478,8 @@ def _make_room(alloc: _SbufAllocator, cs: "_Core", spec: TargetSpec, sid: int, n
     return t
 
 
-def _evict_written(alloc: _SbufAllocator, cs: "_Core", spec: TargetSpec, end: float, totals: DmaTotals) -> None:
+def _evict_written(alloc: _SbufAllocator, cs: "_Core", spec: TargetSpec, end: float,
+                   totals: DmaTotals) -> None:
     """Tiles the instruction just computed that SBUF cannot keep until their next use: saved right after the
     write, reloaded before that use."""
     for sid in alloc.evict_after:
@@ -1159,7 +1160,8 @@ def _new_psum_tile(a: Access, banks: "_PsumBanks", storages: dict[int, _StorageR
     return banks.acquire(a.storage, need, storages)
 
 
-def _input_bytes(hbm_ids: list[int], storages: dict[int, _StorageRecord], storage_info: dict[int, StorageInfo]) -> int:
+def _input_bytes(hbm_ids: list[int], storages: dict[int, _StorageRecord],
+                 storage_info: dict[int, StorageInfo]) -> int:
     total = 0
     for sid in hbm_ids:
         if storages[sid][S_FIRST_WRITE]:

@@ -154,7 +154,8 @@ def raw(t: Tensor, shape: tuple[int, ...]) -> np.ndarray:
     return a.reshape(shape)
 
 
-def scalar_or_vector(x: object, api: str, role: str, partitions: int, ndim: int) -> tuple[Tensor | Scalar, Tensor | None]:
+def scalar_or_vector(x: object, api: str, role: str, partitions: int,
+                     ndim: int) -> tuple[Tensor | Scalar, Tensor | None]:
     """A per-partition operand: a Python/numpy scalar or a (P, 1) tile. Returns (value, tensor|None)."""
     if isinstance(x, Tensor):
         tile(x, api, role)
@@ -192,7 +193,8 @@ def not_both_psum(api: str, a: object, ra: str, b: object, rb: str) -> None:
         raise EngineMemoryError(f"{api}: operands '{ra}' and '{rb}' cannot both be in PSUM")
 
 
-def write(run: Run, dst: Tensor, result: np.ndarray | None, where: Mask = None, accumulate: bool = False) -> None:
+def write(run: Run, dst: Tensor, result: np.ndarray | None, where: Mask = None,
+          accumulate: bool = False) -> None:
     """Round `result` into `dst` (None in shape-only runs, which only note the write)."""
     run.note_write(dst, accumulate)
     if run.execute:

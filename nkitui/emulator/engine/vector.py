@@ -99,8 +99,8 @@ def _free_broadcast(t: Tensor, n: int) -> Tensor:
     return t.gather_index(grids, (t.shape[0], n))
 
 
-def tensor_tensor(dst: Tensor, data1: Tensor, data2: Tensor, op: Op, *, engine: str | None = None, where: Mask = None,
-                  api: str = "tensor_tensor") -> None:
+def tensor_tensor(dst: Tensor, data1: Tensor, data2: Tensor, op: Op, *, engine: str | None = None,
+                  where: Mask = None, api: str = "tensor_tensor") -> None:
     run = current()
     tile(dst, api, "dst")
     tile(data1, api, "data1")
@@ -147,9 +147,9 @@ def _apply_scalar_op(opr: alu.BinaryOp, a: np.ndarray, x: alu.Arg, reverse: bool
     return opr.fn(x, a) if reverse else opr.fn(a, x)
 
 
-def tensor_scalar(dst: Tensor, data: Tensor, op0: Op, operand0: Operand, reverse0: bool = False, op1: Op | None = None, operand1: Operand | None = None,
-                  reverse1: bool = False, *, engine: str | None = None, where: Mask = None,
-                  api: str = "tensor_scalar") -> None:
+def tensor_scalar(dst: Tensor, data: Tensor, op0: Op, operand0: Operand, reverse0: bool = False,
+                  op1: Op | None = None, operand1: Operand | None = None, reverse1: bool = False, *,
+                  engine: str | None = None, where: Mask = None, api: str = "tensor_scalar") -> None:
     run = current()
     tile(dst, api, "dst")
     tile(data, api, "data")
@@ -235,8 +235,9 @@ def reduced_shape(shape: tuple[int, ...], axes: tuple[int, ...], keepdims: bool)
     return out if len(out) >= 2 else out + (1,)
 
 
-def tensor_reduce(dst: Tensor, op: Op, data: Tensor, axis: Axes, *, negate: bool = False, keepdims: bool = False,
-                  where: Mask = None, api: str = "tensor_reduce", engine: str = "vector") -> None:
+def tensor_reduce(dst: Tensor, op: Op, data: Tensor, axis: Axes, *, negate: bool = False,
+                  keepdims: bool = False, where: Mask = None, api: str = "tensor_reduce",
+                  engine: str = "vector") -> None:
     run = current()
     tile(dst, api, "dst")
     tile(data, api, "data")
@@ -269,8 +270,8 @@ def tensor_reduce(dst: Tensor, op: Op, data: Tensor, axis: Axes, *, negate: bool
     write(run, dst, np.asarray(r).reshape(dst.shape), out_where)
 
 
-def tensor_copy(dst: Tensor, src: Tensor, *, engine: str | None = None, where: Mask = None, api: str = "tensor_copy",
-                accumulate: bool = False) -> None:
+def tensor_copy(dst: Tensor, src: Tensor, *, engine: str | None = None, where: Mask = None,
+                api: str = "tensor_copy", accumulate: bool = False) -> None:
     run = current()
     tile(dst, api, "dst")
     tile(src, api, "src")
@@ -291,7 +292,8 @@ def tensor_copy(dst: Tensor, src: Tensor, *, engine: str | None = None, where: M
     write(run, dst, np.broadcast_to(res, dst.shape) if res.shape != dst.shape else res, where, accumulate)
 
 
-def memset(dst: Tensor, value: Scalar, *, engine: str | None = None, where: Mask = None, api: str = "memset") -> None:
+def memset(dst: Tensor, value: Scalar, *, engine: str | None = None, where: Mask = None,
+           api: str = "memset") -> None:
     run = current()
     tile(dst, api, "dst")
     engine = _pick_engine(engine)
@@ -387,8 +389,9 @@ def bn_aggr(dst: Tensor, data: Tensor, *, where: Mask = None, api: str = "bn_agg
     write(run, dst, out.reshape(dst.shape), _partitions_in(where, data, dst))
 
 
-def tensor_tensor_scan(dst: Tensor, data0: Tensor, data1: Tensor, initial: Operand, op0: Op, op1: Op, reverse0: bool = False,
-                       reverse1: bool = False, *, where: Mask = None, api: str = "tensor_tensor_scan") -> None:
+def tensor_tensor_scan(dst: Tensor, data0: Tensor, data1: Tensor, initial: Operand, op0: Op, op1: Op,
+                       reverse0: bool = False, reverse1: bool = False, *, where: Mask = None,
+                       api: str = "tensor_tensor_scan") -> None:
     run = current()
     for t, r in ((dst, "dst"), (data0, "data0"), (data1, "data1")):
         tile(t, api, r)
@@ -434,7 +437,8 @@ def tensor_tensor_scan(dst: Tensor, data0: Tensor, data1: Tensor, initial: Opera
     write(run, dst, out.T.reshape(dst.shape), where)
 
 
-def tensor_scalar_cumulative(dst: Tensor, src: Tensor, op0: Op, op1: Op, imm0: Operand, imm1: Scalar | None = None, reduce_cmd: object = "reset_reduce", *,
+def tensor_scalar_cumulative(dst: Tensor, src: Tensor, op0: Op, op1: Op, imm0: Operand,
+                             imm1: Scalar | None = None, reduce_cmd: object = "reset_reduce", *,
                              where: Mask = None, api: str = "tensor_scalar_cumulative") -> None:
     """Running scan along the free axis: reg = op1(op0(x[:, i], imm0), reg); dst[:, i] = reg.
 
@@ -473,8 +477,9 @@ def tensor_scalar_cumulative(dst: Tensor, src: Tensor, op0: Op, op1: Op, imm0: O
     write(run, dst, out.reshape(dst.shape), where)
 
 
-def scalar_tensor_tensor(dst: Tensor, data: Tensor, op0: Op, operand0: Operand, op1: Op, operand1: Tensor, reverse0: bool = False,
-                         reverse1: bool = False, *, where: Mask = None, api: str = "scalar_tensor_tensor") -> None:
+def scalar_tensor_tensor(dst: Tensor, data: Tensor, op0: Op, operand0: Operand, op1: Op, operand1: Tensor,
+                         reverse0: bool = False, reverse1: bool = False, *, where: Mask = None,
+                         api: str = "scalar_tensor_tensor") -> None:
     run = current()
     tile(dst, api, "dst")
     tile(data, api, "data")
@@ -499,9 +504,10 @@ def scalar_tensor_tensor(dst: Tensor, data: Tensor, op0: Op, operand0: Operand, 
     write(run, dst, np.broadcast_to(r, shape) if r.shape != shape else r, where)
 
 
-def tensor_scalar_reduce(dst: Tensor, data: Tensor, op0: Op, operand0: Operand, reduce_op: Op, reduce_res: Tensor | None,
-                         reverse0: bool = False, *, where: Mask = None, api: str = "tensor_scalar_reduce",
-                         reduce_cmd: object = None, reduce_init: Operand | None = None) -> None:
+def tensor_scalar_reduce(dst: Tensor, data: Tensor, op0: Op, operand0: Operand, reduce_op: Op,
+                         reduce_res: Tensor | None, reverse0: bool = False, *, where: Mask = None,
+                         api: str = "tensor_scalar_reduce", reduce_cmd: object = None,
+                         reduce_init: Operand | None = None) -> None:
     """dst = data op0 operand0, and its free-axis reduction into reduce_res.
 
     reduce_cmd (nki namespace) routes the reduction through VectorE's shared accumulator registers:
@@ -550,7 +556,8 @@ def tensor_scalar_reduce(dst: Tensor, data: Tensor, op0: Op, operand0: Operand, 
             write(run, reduce_res, part.reshape(reduce_res.shape))
 
 
-def select(dst: Tensor, predicate: Tensor, on_true: Operand, on_false: Operand, *, where: Mask = None, api: str = "select") -> None:
+def select(dst: Tensor, predicate: Tensor, on_true: Operand, on_false: Operand, *, where: Mask = None,
+           api: str = "select") -> None:
     """dst = predicate != 0 ? on_true : on_false (tiles or scalars); VectorE."""
     run = current()
     tile(dst, api, "dst")
@@ -623,7 +630,8 @@ def nc_find_index8(dst: Tensor, data: Tensor, vals: Tensor, *, api: str = "nc_fi
     write(run, dst, idx.reshape(dst.shape))
 
 
-def nc_match_replace8(dst: Tensor, data: Tensor, vals: Tensor, imm: Scalar, *, api: str = "nc_match_replace8") -> None:
+def nc_match_replace8(dst: Tensor, data: Tensor, vals: Tensor, imm: Scalar, *,
+                      api: str = "nc_match_replace8") -> None:
     run = current()
     for t, r in ((dst, "dst"), (data, "data"), (vals, "vals")):
         tile(t, api, r)
@@ -648,8 +656,8 @@ def nc_match_replace8(dst: Tensor, data: Tensor, vals: Tensor, imm: Scalar, *, a
     write(run, dst, x.reshape(dst.shape))
 
 
-def tensor_copy_predicated(dst: Tensor, src: Tensor | Scalar, predicate: Tensor, reverse_pred: bool = False, *, where: Mask = None,
-                           api: str = "tensor_copy_predicated") -> None:
+def tensor_copy_predicated(dst: Tensor, src: Tensor | Scalar, predicate: Tensor, reverse_pred: bool = False,
+                           *, where: Mask = None, api: str = "tensor_copy_predicated") -> None:
     run = current()
     tile(dst, api, "dst")
     tile(predicate, api, "predicate")
@@ -723,8 +731,9 @@ def _reduction(reduce_op: Op, reduce_res: Tensor | None, api: str) -> alu.Binary
     return ro
 
 
-def select_reduce(dst: Tensor, predicate: Tensor, on_true: Tensor, on_false: Operand, *, reduce_res: Tensor | None = None,
-                  reduce_op: Op = "maximum", reverse_pred: bool = False, where: Mask = None, api: str = "select_reduce") -> None:
+def select_reduce(dst: Tensor, predicate: Tensor, on_true: Tensor, on_false: Operand, *,
+                  reduce_res: Tensor | None = None, reduce_op: Op = "maximum", reverse_pred: bool = False,
+                  where: Mask = None, api: str = "select_reduce") -> None:
     run = current()
     for t, r in ((dst, "dst"), (predicate, "predicate"), (on_true, "on_true")):
         tile(t, api, r)
@@ -757,7 +766,8 @@ def select_reduce(dst: Tensor, predicate: Tensor, on_true: Tensor, on_false: Ope
         write(run, reduce_res, np.asarray(ro.reduce(out.reshape(P, -1), (1,))).reshape(reduce_res.shape))
 
 
-def nc_stream_shuffle(dst: Tensor, src: Tensor, shuffle_mask: Iterable[SupportsInt], *, api: str = "nc_stream_shuffle") -> None:
+def nc_stream_shuffle(dst: Tensor, src: Tensor, shuffle_mask: Iterable[SupportsInt], *,
+                      api: str = "nc_stream_shuffle") -> None:
     run = current()
     tile(dst, api, "dst")
     tile(src, api, "src")
