@@ -25,6 +25,7 @@ import itertools
 import math
 import os
 import warnings
+from typing import Any
 
 import numpy as np
 
@@ -70,11 +71,11 @@ class Storage:
         self._alloc = None
         self.loop_depth = 0
         self.lossy = dtype is dt.tfloat32  # tf32 cells are fp32 rounded to 10 mantissa bits
-        self.mm_zone = None  # PSUM: True where the last write was a matmul (accumulate=None zones)
+        self.mm_zone: np.ndarray | None = None  # PSUM: True where the last write was a matmul (accumulate=None zones)
         self.init = None  # PSUM: cells written so far (None: none, True: all, else a bool array)
         self.flat_strides = None  # computed on first use (trace accesses)
         self.pp_strides = None
-        self.span = None  # tracked SBUF tiles: their live range (views share their root's)
+        self.span: list[Any] | BlockSpans | None = None  # tracked SBUF tiles: their live range (views share their root's)
         pax = self.partition_dim
         if pax == 0 and len(shape) == 2:  # the common tile
             self.bytes_per_partition = shape[1] * dtype.itemsize if shape[0] else 0
