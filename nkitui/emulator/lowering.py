@@ -129,7 +129,7 @@ def sbuf_operand(t: Tensor, new: NewTile, api: str, role: str) -> Tensor:
     tmp = new(t.shape if len(t.shape) >= 2 else (t.shape[0], 1), t.storage.dtype)
     engine.tensor_copy(tmp, t, api=f"{api} ({role} psum->sbuf, inserted by the compiler)")
     run = current()
-    if run.recording:
+    if run.trace is not None:
         run.trace.instructions[-1].meta["inserted"] = "psum->sbuf"
     return tmp
 

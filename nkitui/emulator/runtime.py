@@ -14,7 +14,7 @@ import warnings
 import weakref
 from collections.abc import Callable, Hashable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any, SupportsInt
+from typing import Any, SupportsInt, cast
 
 import numpy as np
 
@@ -153,7 +153,7 @@ class Run:
         self.engine_counts: dict[str, int] = {}
         self._warned_at: set[Hashable] = set()  # (file, line) of C15 warnings, warn_once keys
         self.written_inputs: set[int] = set()
-        self.received: list | None = None  # the launch's array arguments as passed (provenance, while collecting)
+        self.received: list[Any] | None = None  # the launch's array arguments as passed (provenance, while collecting)
         self.accumulating = False  # inside `+=` / loop_reduce: writes are associative accumulations
         self.act_acc: np.ndarray | None = None  # ScalarE per-partition accumulator registers
         self.vec_acc: np.ndarray | None = None  # VectorE shared accumulator registers
@@ -420,7 +420,7 @@ class Run:
                 sp[SP_READ_END] = ready
         if ready < n:  # every operand has a list span here; an SBUF one first used here is live from `ready`
             for t in itertools.chain(ins, outs):
-                sp = t.storage.span
+                sp = cast(list[Any], t.storage.span)  # checked list-shaped above (ready < n)
                 if sp[SP_MEMORY] == "sbuf" and (sp[SP_FIRST] < 0 or sp[SP_FIRST] == n):
                     sp[SP_FIRST] = ready
                     self.alloc.first_use(sp)
