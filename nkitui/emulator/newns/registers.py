@@ -9,11 +9,15 @@ from __future__ import annotations
 
 import operator
 from collections.abc import Callable
-from typing import Any, SupportsInt
+from typing import Any, SupportsInt, TypeAlias
 
 import numpy as np
 
 from nkitui.emulator.errors import OperandShapeError
+
+
+# an integer operand of the nki namespace: an int, a numpy integer or a register (its current value)
+IntLike: TypeAlias = "int | np.integer[Any] | VirtualRegister"
 
 
 def _i32(v: SupportsInt) -> int:
