@@ -818,12 +818,16 @@ def _parse_axes(side: str) -> list[tuple[str, ...]]:
         if tok == "(":
             group = []
         elif tok == ")":
+            if group is None:
+                raise IndexingError(f"rearrange: ')' without '(' in '{side.strip()}'")
             out.append(tuple(group))
             group = None
         elif group is not None:
             group.append(tok)
         else:
             out.append((tok,))
+    if group is not None:
+        raise IndexingError(f"rearrange: '(' without ')' in '{side.strip()}'")
     return out
 
 
