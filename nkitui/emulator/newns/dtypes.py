@@ -31,16 +31,15 @@ import numpy as np
 from numpy.typing import DTypeLike
 
 from nkitui.emulator import dtypes as _dt
-from nkitui.emulator.mx_dtypes import (  # noqa: F401  (the MX types are engine facts; re-exported here)
-    PACKED,
-    PackedDType,
-    float4_e2m1fn_dt,
-    float4_e2m1fn_x4_dt,
-    float8_e4m3fn_x4_dt,
-    float8_e5m2_x4_dt,
-    float8_e8m0fnu_dt,
-    is_packed,
-)
+# the MX types are engine facts, re-exported here (`x as x`)
+from nkitui.emulator.mx_dtypes import PACKED as PACKED
+from nkitui.emulator.mx_dtypes import PackedDType as PackedDType
+from nkitui.emulator.mx_dtypes import float4_e2m1fn_dt as float4_e2m1fn_dt
+from nkitui.emulator.mx_dtypes import float4_e2m1fn_x4_dt as float4_e2m1fn_x4_dt
+from nkitui.emulator.mx_dtypes import float8_e4m3fn_x4_dt as float8_e4m3fn_x4_dt
+from nkitui.emulator.mx_dtypes import float8_e5m2_x4_dt as float8_e5m2_x4_dt
+from nkitui.emulator.mx_dtypes import float8_e8m0fnu_dt as float8_e8m0fnu_dt
+from nkitui.emulator.mx_dtypes import is_packed as is_packed
 
 
 # -- the public constants (nl.<name>) --------------------------------------------------------------

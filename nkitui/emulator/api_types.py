@@ -1,0 +1,20 @@
+"""Types of the arguments the NKI API takes, for both front ends' signatures.
+
+NKI's calling conventions are dynamic: an operator is an nl function, a numpy ufunc or its name; an
+operand is a tile or a scalar broadcast to every element. The engine resolves and checks each at run
+time (`alu.resolve_binary`, `engine.common.scalar_or_vector`, ...), because kernels are not type
+checked; these aliases say in a signature what a kernel may pass.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, TypeAlias
+
+import numpy as np
+
+from nkitui.emulator.tensor import Tensor
+
+Op: TypeAlias = "Callable[..., object] | str"  # an ALU or activation operator: nl.add, np.add, "add"
+Scalar: TypeAlias = "float | np.number[Any] | np.bool_"  # a Python or numpy number (int and bool included)
+Operand: TypeAlias = "Tensor | Scalar"  # a tile, or a scalar for every element
