@@ -65,7 +65,7 @@ class Storage:
         self._alloc = None
         self.loop_depth = 0
         self.lossy = dtype is dt.tfloat32  # tf32 cells are fp32 rounded to 10 mantissa bits
-        self.mm_zone = None  # PSUM: True where the last write was a matmul (accumulate=None zones)
+        self.mm_zone: np.ndarray | None = None  # PSUM: True where the last write was a matmul (accumulate=None zones)
         self.init = None  # PSUM: cells written so far (None: none, True: all, else a bool array)
         self.flat_strides = None  # computed on first use (trace accesses)
         self.pp_strides = None

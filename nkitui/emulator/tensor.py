@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import math
 import sys
+from typing import Self
 
 import numpy as np
 
@@ -81,14 +82,14 @@ class Tensor:
         self.shape = shape
         self.gather_indices = gather_indices  # gather view: an index array per storage dimension (else None)
         self._array_view = None  # the numpy view of the storage's cells, made on first use
-        self._access_box = None  # the trace's Access box, made on first use
+        self._access_box: Access | None = None  # the trace's Access box, made on first use
         self._in_bounds = False  # passed the bounds check (C13)
         self._index_bounds = None  # (lowest, highest) index per storage dimension
         self._producer = None  # trace seq of the instruction that created this fresh tile
         self._tile_checked = False  # passed the on-chip tile checks (views are immutable, so once is enough)
 
     @classmethod
-    def whole(cls, st: Storage) -> "Tensor":
+    def whole(cls, st: Storage) -> Self:
         shape = st.shape
         ent = _WHOLE.get(shape)
         if ent is None:
