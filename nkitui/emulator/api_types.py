@@ -8,8 +8,8 @@ checked; these aliases say in a signature what a kernel may pass.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any, TypeAlias
+from collections.abc import Callable, Sequence
+from typing import Any, SupportsInt, TypeAlias
 
 import numpy as np
 
@@ -18,3 +18,6 @@ from nkitui.emulator.tensor import Tensor
 Op: TypeAlias = "Callable[..., object] | str"  # an ALU or activation operator: nl.add, np.add, "add"
 Scalar: TypeAlias = "float | np.number[Any] | np.bool_"  # a Python or numpy number (int and bool included)
 Operand: TypeAlias = "Tensor | Scalar"  # a tile, or a scalar for every element
+DTypeLike: TypeAlias = object  # any dtype spelling (nl constant, numpy type or dtype, name): dtypes.dtype_of resolves it
+Shape: TypeAlias = "int | Sequence[SupportsInt]"  # a tensor shape: sizes per dimension (one int for 1-D)
+Axis: TypeAlias = "int | Sequence[int]"  # one axis or several

@@ -195,19 +195,19 @@ class CoreRun(Run):
         if self.group.n > 1:  # single-core launches keep the plain (hot) record
             self.record = self._lockstep_record  # type: ignore[method-assign]  # per instance: only multi-core runs pay for the lockstep
 
-    def allocate(self, shape: Iterable[SupportsInt], dtype: object, memory: str, *, name: str = "", pax: int = 0, fill: bool = True,
-                 kind: str = "private", what: str = "tensor", track: bool = True) -> Storage:
+    def allocate(self, shape: Iterable[SupportsInt], dtype: object, memory: str, *, name: str = "", pax: int = 0,
+                 fill: bool = True, kind: str = "private", what: str = "tensor", track: bool = True) -> Storage:
         if memory == "hbm" and kind == "shared":
-            shape = tuple(int(s) for s in shape)
+            dims = tuple(int(s) for s in shape)
             d = dtype if type(dtype) is _dt.DType else _dt.dtype_of(dtype)
 
             def make() -> Storage:
-                st = super(CoreRun, self).allocate(shape, d, "hbm", name=name, pax=pax, fill=fill, kind="private",
+                st = super(CoreRun, self).allocate(dims, d, "hbm", name=name, pax=pax, fill=fill, kind="private",
                                                    what=what, track=track)
                 st.kind = "shared"
                 return st
 
-            return self.group.shared_storage(self, shape, d, name, make)
+            return self.group.shared_storage(self, dims, d, name, make)
         return super().allocate(shape, dtype, memory, name=name, pax=pax, fill=fill, kind=kind, what=what,
                                 track=track)
 

@@ -390,9 +390,9 @@ class NkiTensor(Tensor, NKIObject):
         geo.check()
         root = geo.root
         if geo.is_root_whole():
-            t = cast(NkiTensor, cls.whole(root))  # Tensor.whole builds a cls (its annotation says Tensor)
+            t = cls.whole(root)
         else:
-            t = cast(NkiTensor, cls.whole(AliasStorage(root, geo, geo.build())))
+            t = cls.whole(AliasStorage(root, geo, geo.build()))
         t.geometry = geo
         return t
 
