@@ -102,7 +102,7 @@ class Tensor:
             t._index_bounds = _WHOLE_BOUNDS[shape] = tuple((0, n - 1) for n in shape)
         return t
 
-    def _new(self, dims, shape, gather_indices=None) -> "Tensor":
+    def _new(self, dims, shape, gather_indices=None) -> Self:
         return type(self)(self.storage, dims, shape, gather_indices)
 
     # -- basic properties ----------------------------------------------------------------------
@@ -169,7 +169,7 @@ class Tensor:
         return f"<{type(self).__name__} {self.storage.memory} {self.shape} {self.storage.dtype.name} of {self.storage!r}>"
 
     # -- indexing ------------------------------------------------------------------------------
-    def basic_index(self, key) -> "Tensor":
+    def basic_index(self, key) -> Self:
         """Ints, slices, nl.ds and Ellipsis (NumPy basic indexing with NKI's on-chip rules)."""
         if type(key) is not tuple:
             key = (key,)
@@ -310,7 +310,7 @@ class Tensor:
             return None
         return self._new(tuple(new_ent), tuple(out_shape))
 
-    def compose(self, specs, shape: tuple[int, ...]) -> "Tensor":
+    def compose(self, specs, shape: tuple[int, ...]) -> Self:
         """Apply per-result-axis specs ("i", k) | ("r", start, step, length, new_axis)."""
         if self.gather_indices is None:
             rmap = {}
@@ -355,7 +355,7 @@ class Tensor:
                 out.append((start + step * np.arange(length)).reshape(shp))
         return tuple(out)
 
-    def gather_index(self, grids, shape: tuple[int, ...]) -> "Tensor":
+    def gather_index(self, grids, shape: tuple[int, ...]) -> Self:
         """Advanced indexing: `grids[r]` is an int or an integer array (broadcastable to `shape`)
         giving, for every output element, the index along result axis r of this view."""
         base = self.index_arrays()
@@ -368,7 +368,7 @@ class Tensor:
         # out-of-range grid values would make numpy raise IndexError here; convert it for the user
         return self._new(None, shape, tuple(fancy))
 
-    def narrow(self, box) -> "Tensor":
+    def narrow(self, box) -> Self:
         """Restrict each result axis r to [lo, hi) (mask fast path / partial tiles)."""
         if self.gather_indices is not None:
             sl = tuple(slice(lo, hi) for lo, hi in box)
