@@ -85,7 +85,7 @@ class Tensor:
         self._access_box: Access | None = None  # the trace's Access box, made on first use
         self._in_bounds = False  # passed the bounds check (C13)
         self._index_bounds = None  # (lowest, highest) index per storage dimension
-        self._producer = None  # trace seq of the instruction that created this fresh tile
+        self._producer: int | None = None  # trace seq of the instruction that created this fresh tile
         self._tile_checked = False  # passed the on-chip tile checks (views are immutable, so once is enough)
 
     @classmethod

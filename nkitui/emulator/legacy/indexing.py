@@ -23,6 +23,7 @@ if TYPE_CHECKING:
 Grid: TypeAlias = NDArray[np.int64]  # integer indices, one per point of an index grid
 Terms: TypeAlias = tuple[tuple[int, int, int], ...]  # (grid axis from the end, size, coefficient) per term
 Box: TypeAlias = tuple[tuple[int, int], ...]  # per axis the (lo, hi) range a box mask keeps
+Mask: TypeAlias = "Predicate | bool | np.bool_ | None"  # a legacy mask= (plan_mask checks what a kernel passes)
 # what an index expression combines with: another grid's values or a number
 # (Any: numpy's stubs define no `ndarray // np.number`, and numpy scalars must pass as they are, as their
 # dtype steers numpy's promotion)

@@ -16,8 +16,8 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Self, SupportsInt, TypeAlias, cast
 
 import numpy as np
-from numpy.typing import NDArray
 
+from nkitui.emulator.api_types import Operand
 from nkitui.emulator.errors import IndexingError
 from nkitui.emulator.legacy.indexing import AffineExpr, Grid, GridExpr, IndexExpr, MaskPlan
 from nkitui.emulator.memory import Storage
@@ -85,61 +85,61 @@ class LegacyTensor(Tensor):
         else:
             _nl._assign_scalar(dst, value)
 
-    def __iadd__(self, other: object) -> Self:
+    def __iadd__(self, other: Operand) -> Self:  # type: ignore[misc]  # in place: tiles and scalars, not index grids
         _nl._inplace(self, other, "add")
         return self
 
-    def __isub__(self, other: object) -> Self:
+    def __isub__(self, other: Operand) -> Self:  # type: ignore[misc]  # in place: tiles and scalars, not index grids
         _nl._inplace(self, other, "subtract")
         return self
 
-    def __imul__(self, other: object) -> Self:
+    def __imul__(self, other: Operand) -> Self:  # type: ignore[misc]  # in place: tiles and scalars, not index grids
         _nl._inplace(self, other, "multiply")
         return self
 
-    def __itruediv__(self, other: object) -> Self:
+    def __itruediv__(self, other: Operand) -> Self:
         _nl._inplace(self, other, "divide")
         return self
 
     # -- operators -----------------------------------------------------------------------------
     # With an index expression, an index tile forms a dynamic index (`t[i_p, idx_tile[0, j] + i_f]`).
-    def __add__(self, o: object) -> LegacyTensor | GridExpr:
+    def __add__(self, o: Operand | IndexExpr) -> LegacyTensor | GridExpr:
         if isinstance(o, IndexExpr):
             return GridExpr(_index_values(self) + o.grid())
         return _nl.add(self, o)
 
-    def __radd__(self, o: object) -> LegacyTensor | GridExpr:
+    def __radd__(self, o: Operand | IndexExpr) -> LegacyTensor | GridExpr:
         if isinstance(o, IndexExpr):
             return GridExpr(o.grid() + _index_values(self))
         return _nl.add(o, self)
 
-    def __sub__(self, o: object) -> LegacyTensor | GridExpr:
+    def __sub__(self, o: Operand | IndexExpr) -> LegacyTensor | GridExpr:
         if isinstance(o, IndexExpr):
             return GridExpr(_index_values(self) - o.grid())
         return _nl.subtract(self, o)
 
-    def __rsub__(self, o: object) -> LegacyTensor | GridExpr:
+    def __rsub__(self, o: Operand | IndexExpr) -> LegacyTensor | GridExpr:
         if isinstance(o, IndexExpr):
             return GridExpr(o.grid() - _index_values(self))
         return _nl.subtract(o, self)
 
-    def __mul__(self, o: object) -> LegacyTensor | GridExpr:
+    def __mul__(self, o: Operand | IndexExpr) -> LegacyTensor | GridExpr:
         if isinstance(o, IndexExpr):
             return GridExpr(_index_values(self) * o.grid())
         return _nl.multiply(self, o)
 
-    def __rmul__(self, o: object) -> LegacyTensor | GridExpr:
+    def __rmul__(self, o: Operand | IndexExpr) -> LegacyTensor | GridExpr:
         if isinstance(o, IndexExpr):
             return GridExpr(o.grid() * _index_values(self))
         return _nl.multiply(o, self)
 
-    def __truediv__(self, o: object) -> LegacyTensor:
+    def __truediv__(self, o: Operand) -> LegacyTensor:
         return _nl.divide(self, o)
 
-    def __rtruediv__(self, o: object) -> LegacyTensor:
+    def __rtruediv__(self, o: Operand) -> LegacyTensor:
         return _nl.divide(o, self)
 
-    def __pow__(self, o: object) -> LegacyTensor:
+    def __pow__(self, o: Operand) -> LegacyTensor:
         return _nl.power(self, o)
 
     def __neg__(self) -> LegacyTensor:
@@ -148,37 +148,37 @@ class LegacyTensor(Tensor):
     def __abs__(self) -> LegacyTensor:
         return _nl.abs(self)
 
-    def __lt__(self, o: object) -> LegacyTensor:
+    def __lt__(self, o: Operand) -> LegacyTensor:
         return _nl.less(self, o)
 
-    def __le__(self, o: object) -> LegacyTensor:
+    def __le__(self, o: Operand) -> LegacyTensor:
         return _nl.less_equal(self, o)
 
-    def __gt__(self, o: object) -> LegacyTensor:
+    def __gt__(self, o: Operand) -> LegacyTensor:
         return _nl.greater(self, o)
 
-    def __ge__(self, o: object) -> LegacyTensor:
+    def __ge__(self, o: Operand) -> LegacyTensor:
         return _nl.greater_equal(self, o)
 
-    def __eq__(self, o: object) -> LegacyTensor:  # type: ignore[override]  # element-wise, as numpy's ==
+    def __eq__(self, o: Operand) -> LegacyTensor:  # type: ignore[override]  # element-wise, as numpy's ==
         return _nl.equal(self, o)
 
-    def __ne__(self, o: object) -> LegacyTensor:  # type: ignore[override]  # element-wise, as numpy's !=
+    def __ne__(self, o: Operand) -> LegacyTensor:  # type: ignore[override]  # element-wise, as numpy's !=
         return _nl.not_equal(self, o)
 
-    def __and__(self, o: object) -> LegacyTensor:
+    def __and__(self, o: Operand) -> LegacyTensor:
         return _nl.bitwise_and(self, o)
 
-    def __or__(self, o: object) -> LegacyTensor:
+    def __or__(self, o: Operand) -> LegacyTensor:
         return _nl.bitwise_or(self, o)
 
-    def __xor__(self, o: object) -> LegacyTensor:
+    def __xor__(self, o: Operand) -> LegacyTensor:
         return _nl.bitwise_xor(self, o)
 
-    def __lshift__(self, o: object) -> LegacyTensor:
+    def __lshift__(self, o: Operand) -> LegacyTensor:
         return _nl.left_shift(self, o)
 
-    def __rshift__(self, o: object) -> LegacyTensor:
+    def __rshift__(self, o: Operand) -> LegacyTensor:
         return _nl.right_shift(self, o)
 
     def __invert__(self) -> LegacyTensor:
@@ -244,7 +244,7 @@ class LegacyTensor(Tensor):
         alias.id = st.id
         return type(self).whole(alias)
 
-    def broadcast_to(self, shape: Sequence[SupportsInt]) -> LegacyTensor:
+    def broadcast_to(self, shape: Sequence[SupportsInt]) -> Tensor:
         return _nl.broadcast_to(self, shape=shape)
 
     @property
