@@ -16,8 +16,8 @@ import numpy as np
 from nkitui.emulator.tensor import Tensor
 
 Op: TypeAlias = "Callable[..., object] | str"  # an ALU or activation operator: nl.add, np.add, "add"
-Scalar: TypeAlias = "float | np.number[Any] | np.bool_"  # a Python or numpy number (int and bool included)
+Scalar: TypeAlias = "bool | int | float | np.integer[Any] | np.floating[Any]"  # a Python or numpy number
 Operand: TypeAlias = "Tensor | Scalar"  # a tile, or a scalar for every element
 DTypeLike: TypeAlias = object  # any dtype spelling (nl constant, numpy type or dtype, name): dtypes.dtype_of resolves it
 Shape: TypeAlias = "int | Sequence[SupportsInt]"  # a tensor shape: sizes per dimension (one int for 1-D)
-Axis: TypeAlias = "int | Sequence[int]"  # one axis or several
+Axis: TypeAlias = "SupportsInt | list[SupportsInt] | tuple[SupportsInt, ...]"  # one axis or several

@@ -198,7 +198,7 @@ def tensor_scalar_reduce(*, data: Tensor, op0: Op, operand0: Operand, reduce_op:
 
 
 def tensor_scalar_cumulative(*, src: Tensor, dst: Tensor, op0: Op, op1: Op, imm0: Operand,
-                             imm1: Operand | None = None, reduce_cmd: reduce_cmd | str | None = None,
+                             imm1: Scalar | None = None, reduce_cmd: reduce_cmd | str | None = None,
                              mask: Mask = None, **kwargs: object) -> Tensor:
     """Statement style (as legacy kernels call it): writes the running scan into `dst`."""
     current()
@@ -331,7 +331,7 @@ def iota(expr: IndexExpr | int, dtype: DTypeLike, *, mask: Mask = None,
     return mark(run, out)
 
 
-def affine_select(pred: Predicate | IndexExpr, on_true_tile: Tensor, on_false_value: Operand, *,
+def affine_select(pred: Predicate | IndexExpr, on_true_tile: Tensor, on_false_value: Scalar, *,
                   mask: Mask = None, dtype: DTypeLike = None, **kwargs: object) -> LegacyTensor:
     run = current()
     api = "nisa.affine_select"
@@ -431,7 +431,7 @@ def nc_find_index8(*, data: Tensor, vals: Tensor, mask: Mask = None, dtype: DTyp
     return mark(run, out)
 
 
-def nc_match_replace8(*, data: Tensor, vals: Tensor, imm: Operand, dst_idx: Tensor | None = None,
+def nc_match_replace8(*, data: Tensor, vals: Tensor, imm: Scalar, dst_idx: Tensor | None = None,
                       mask: Mask = None, dtype: DTypeLike = None,
                       **kwargs: object) -> LegacyTensor:
     run = current()

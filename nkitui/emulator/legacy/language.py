@@ -512,8 +512,8 @@ def _binary(name: str, x: Operand, y: Operand, dtype: DTypeLike, mask: Mask, api
     xt, yt = isinstance(x, Tensor), isinstance(y, Tensor)
     op = alu.BINARY[name]
     if not isinstance(x, Tensor) and not isinstance(y, Tensor):  # two scalars fold on the host
-        folded: Scalar = op.fn(np.float32(x), np.float32(y)).item() if op.kind != "bitvec" else op.fn(x, y)
-        return folded
+        folded = op.fn(np.float32(x), np.float32(y)).item() if op.kind != "bitvec" else op.fn(x, y)
+        return cast(Scalar, folded)  # numpy folds two scalars to a scalar (BinaryOp.fn is typed for arrays)
     if xt:
         as_tile(x, api, "x")
     if yt:
@@ -1020,7 +1020,7 @@ def _assign_scalar(dst: Tensor, value: object) -> None:
                                 "use nl.shared_constant")
     if dst.storage.memory == "hbm":
         raise EngineMemoryError("cannot assign a scalar to an HBM tensor; memset an SBUF tile and nl.store it")
-    engine.memset(dst, value, api="tensor assignment")
+    engine.memset(dst, cast(Scalar, value), api="tensor assignment")  # a number: the engine converts it
 
 
 def _inplace(target: LegacyTensor, other: Operand, opname: str) -> None:

@@ -23,7 +23,7 @@ from nkitui.emulator.engine import gather as _gather
 from nkitui.emulator.engine import mx as _mx
 from nkitui.emulator.engine import prng as _prng
 from nkitui.emulator.engine import registers as _regs
-from nkitui.emulator.api_types import Op, Operand
+from nkitui.emulator.api_types import Op, Operand, Scalar
 from nkitui.emulator.engine import trn3 as _trn3
 from nkitui.emulator.errors import (
     EngineDtypeError,
@@ -200,7 +200,7 @@ def tensor_copy(dst: Tensor, src: Tensor, engine: engine = engine.unknown, name:
     return _done(api, name)
 
 
-def memset(dst: Tensor, value: Operand, engine: engine = engine.unknown, name: str | None = None,
+def memset(dst: Tensor, value: Scalar, engine: engine = engine.unknown, name: str | None = None,
            **kw: object) -> NkiInstruction:
     api = "nisa.memset"
     dst = _dst(dst, api, kw)
@@ -433,7 +433,7 @@ def tensor_scalar_reduce(dst: Tensor, data: Tensor, op0: Op, operand0: Operand, 
 
 
 def tensor_scalar_cumulative(dst: Tensor, src: Tensor, op0: Op, op1: Op, imm0: Operand,
-                             imm1: Operand | None = None,
+                             imm1: Scalar | None = None,
                              reduce_cmd: reduce_cmd | str | None = reduce_cmd.reset_reduce,
                              name: str | None = None, **kw: object) -> NkiInstruction:
     api = "nisa.tensor_scalar_cumulative"
@@ -499,7 +499,7 @@ def _pattern(pattern: Sequence[Sequence[int]] | None) -> list[tuple[int, int]] |
 
 
 def affine_select(dst: Tensor, pattern: Sequence[Sequence[int]], channel_multiplier: int, on_true_tile: Tensor,
-                  on_false_value: Operand, cmp_op: Op | None = None, offset: int = 0, name: str | None = None,
+                  on_false_value: Scalar, cmp_op: Op | None = None, offset: int = 0, name: str | None = None,
                   **kw: object) -> NkiInstruction:
     api = "nisa.affine_select"
     dst = _dst(dst, api, kw)
@@ -578,7 +578,7 @@ def nc_find_index8(dst: Tensor, data: Tensor, vals: Tensor, name: str | None = N
     return _done(api, name)
 
 
-def nc_match_replace8(dst: Tensor, data: Tensor, vals: Tensor, imm: Operand, dst_idx: Tensor | None = None,
+def nc_match_replace8(dst: Tensor, data: Tensor, vals: Tensor, imm: Scalar, dst_idx: Tensor | None = None,
                       name: str | None = None, **kw: object) -> NkiInstruction:
     api = "nisa.nc_match_replace8"
     dst = _dst(dst, api, kw)

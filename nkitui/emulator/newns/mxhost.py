@@ -11,14 +11,14 @@ behaviour that nki-library's tests rely on).
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from nkitui.emulator import dtypes as _dt
 from nkitui.emulator.engine import mx as _mx
-from nkitui.emulator.mx_dtypes import is_packed
+from nkitui.emulator.mx_dtypes import PackedDType, is_packed
 from nkitui.emulator.newns import dtypes as _nd
 
 
@@ -45,14 +45,15 @@ def host_cast(array: ArrayLike, dtype: object) -> NDArray[Any]:
     if source is not None:
         if target is source:
             return arr.copy().view(_host(source))
-        values = _mx.unpack(arr.view(source.np), source.public)  # [..., F, 4] fp32
+        packed = cast(PackedDType, source.public)  # a packed type's public object is its PackedDType
+        values = _mx.unpack(arr.view(source.np), packed)  # [..., F, 4] fp32
         arr = values.reshape(values.shape[:-2] + (values.shape[-2] * 4,))
     if is_packed(target):
         if arr.shape[-1] % 4:
             raise ValueError(f"static_cast to {target.name}: the last dimension ({arr.shape[-1]}) must be a "
                              "multiple of 4 (four values per packed element)")
         values = arr.astype(np.float32).reshape(arr.shape[:-1] + (arr.shape[-1] // 4, 4))
-        return _mx.pack(values, target.public).view(_host(target))
+        return _mx.pack(values, cast(PackedDType, target.public)).view(_host(target))
     if target is _dt.tfloat32:
         return _dt.round_tf32(arr.astype(np.float32))
     return arr.astype(target.np)

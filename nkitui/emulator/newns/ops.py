@@ -8,19 +8,23 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 from numpy.typing import NDArray
 
 from nkitui.emulator import alu
 
 _F32 = np.float32
+# an ALU operand: an fp32 array, or a scalar broadcast over it (the engine's BinaryOp convention)
+_Arg = NDArray[Any] | np.generic | float
 
 
-def _abs(a: NDArray[np.float32], b: object) -> NDArray[np.float32]:
+def _abs(a: _Arg, b: _Arg) -> NDArray[np.float32]:
     return np.abs(a).astype(_F32, copy=False)
 
 
-def _bypass(a: NDArray[np.float32], b: object) -> NDArray[np.float32]:
+def _bypass(a: _Arg, b: _Arg) -> NDArray[np.float32]:
     return np.asarray(a, dtype=_F32)
 
 
