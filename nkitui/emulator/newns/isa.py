@@ -23,7 +23,7 @@ from nkitui.emulator.engine import gather as _gather
 from nkitui.emulator.engine import mx as _mx
 from nkitui.emulator.engine import prng as _prng
 from nkitui.emulator.engine import registers as _regs
-from nkitui.emulator.api_types import Op, Operand, Scalar
+from nkitui.emulator.api_types import Axis, Op, Operand, Scalar
 from nkitui.emulator.engine import trn3 as _trn3
 from nkitui.emulator.errors import (
     EngineDtypeError,
@@ -442,7 +442,7 @@ def tensor_scalar_cumulative(dst: Tensor, src: Tensor, op0: Op, op1: Op, imm0: O
     return _done(api, name)
 
 
-def tensor_reduce(dst: Tensor, op: Op, data: Tensor, axis: int | Sequence[int], negate: bool = False,
+def tensor_reduce(dst: Tensor, op: Op, data: Tensor, axis: Axis, negate: bool = False,
                   keepdims: bool = False, name: str | None = None, **kw: object) -> NkiInstruction:
     api = "nisa.tensor_reduce"
     dst = _dst(dst, api, kw)
