@@ -3,7 +3,8 @@
 NKI's calling conventions are dynamic: an operator is an nl function, a numpy ufunc or its name; an
 operand is a tile or a scalar broadcast to every element. The engine resolves and checks each at run
 time (`alu.resolve_binary`, `engine.common.scalar_or_vector`, ...), because kernels are not type
-checked; these aliases say in a signature what a kernel may pass.
+checked; these aliases say in a signature what a kernel may pass. `Dims` is the range-view layout both
+front ends' tensor classes pass to `Tensor`.
 """
 
 from __future__ import annotations
@@ -20,4 +21,7 @@ Scalar: TypeAlias = "bool | int | float | np.integer[Any] | np.floating[Any]"  #
 Operand: TypeAlias = "Tensor | Scalar"  # a tile, or a scalar for every element
 DTypeLike: TypeAlias = object  # any dtype spelling (nl constant, numpy type or dtype, name): dtypes.dtype_of resolves it
 Shape: TypeAlias = "int | Sequence[SupportsInt]"  # a tensor shape: sizes per dimension (one int for 1-D)
+# a range view's entries (Tensor.dims): (start, step, length, result axis) per storage dimension; None for a
+# gather view
+Dims: TypeAlias = "tuple[tuple[int, int, int, int], ...] | None"
 Axis: TypeAlias = "SupportsInt | list[SupportsInt] | tuple[SupportsInt, ...]"  # one axis or several

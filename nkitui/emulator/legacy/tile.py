@@ -13,11 +13,11 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Self, SupportsInt, TypeAlias, cast
+from typing import TYPE_CHECKING, Self, SupportsInt, cast
 
 import numpy as np
 
-from nkitui.emulator.api_types import Operand
+from nkitui.emulator.api_types import Dims, Operand
 from nkitui.emulator.errors import IndexingError
 from nkitui.emulator.legacy.indexing import AffineExpr, Grid, GridExpr, IndexExpr, MaskPlan
 from nkitui.emulator.memory import Storage
@@ -33,8 +33,6 @@ _TEMP_REFS = 0  # sys.getrefcount of an unnamed temporary inside __setitem__ (ca
 
 
 _ADVANCED = (IndexExpr, Tensor)
-# a range view: (start, step, length, result axis) per storage dimension; None for a gather view
-Dims: TypeAlias = "tuple[tuple[int, int, int, int], ...] | None"
 
 
 class LegacyTensor(Tensor):

@@ -25,6 +25,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from nkitui.emulator import dtypes as _dt
+from nkitui.emulator.api_types import Dims
 from nkitui.emulator.errors import IndexingError, OutOfBoundsError, PartitionDimError, UnsupportedError
 from nkitui.emulator.memory import Storage
 from nkitui.emulator.mx_dtypes import PackedDType
@@ -368,7 +369,7 @@ class NkiTensor(Tensor, NKIObject):
 
     __slots__ = ("geometry",)
 
-    def __init__(self, storage: Storage, dims: Any, shape: tuple[int, ...],
+    def __init__(self, storage: Storage, dims: Dims, shape: tuple[int, ...],
                  gather_indices: tuple[IndexArray, ...] | None = None) -> None:
         super().__init__(storage, dims, shape, gather_indices)
         self.geometry: Geo | None = None
