@@ -843,7 +843,7 @@ def loop_reduce(x: Tensor, op: Op, loop_indices: object, *, dtype: DTypeLike = N
 
 
 # -- matmul / transpose / composites -------------------------------------------------------------
-def matmul(x: Tensor, y: Operand, *, transpose_x: bool = False, mask: Mask = None,
+def matmul(x: Tensor, y: Tensor, *, transpose_x: bool = False, mask: Mask = None,
            **kwargs: object) -> LegacyTensor:
     run = current()
     api = "nl.matmul"

@@ -240,22 +240,22 @@ def full(shape: Shape, fill_value: Scalar, dtype: DTypeLike, buffer: MemoryRegio
     return _fill(shape, fill_value, dtype, buffer, name, "nl.full")
 
 
-def zeros_like(a: Tensor, dtype: DTypeLike | None = None, buffer: MemoryRegion | None = None, name: str = "",
+def zeros_like(a: Tensor, dtype: DTypeLike = None, buffer: MemoryRegion | None = None, name: str = "",
                **kwargs: object) -> NkiTensor:
     return zeros(a.shape, dtype or a.dtype, buffer=buffer or _like(a), name=name)
 
 
-def ones_like(a: Tensor, dtype: DTypeLike | None = None, buffer: MemoryRegion | None = None, name: str = "",
+def ones_like(a: Tensor, dtype: DTypeLike = None, buffer: MemoryRegion | None = None, name: str = "",
               **kwargs: object) -> NkiTensor:
     return ones(a.shape, dtype or a.dtype, buffer=buffer or _like(a), name=name)
 
 
-def full_like(a: Tensor, fill_value: Scalar, dtype: DTypeLike | None = None, buffer: MemoryRegion | None = None,
+def full_like(a: Tensor, fill_value: Scalar, dtype: DTypeLike = None, buffer: MemoryRegion | None = None,
               name: str = "", **kwargs: object) -> NkiTensor:
     return full(a.shape, fill_value, dtype or a.dtype, buffer=buffer or _like(a), name=name)
 
 
-def empty_like(a: Tensor, dtype: DTypeLike | None = None, buffer: MemoryRegion | None = None, name: str = "",
+def empty_like(a: Tensor, dtype: DTypeLike = None, buffer: MemoryRegion | None = None, name: str = "",
                **kwargs: object) -> NkiTensor:
     return ndarray(a.shape, dtype or a.dtype, buffer=buffer or _like(a), name=name)
 
@@ -265,7 +265,7 @@ def _like(a: object) -> MemoryRegion:
     return b if isinstance(b, MemoryRegion) else sbuf
 
 
-def shared_constant(constant: ArrayLike | str, dtype: DTypeLike | None = None, **kwargs: object) -> NkiTensor:
+def shared_constant(constant: ArrayLike | str, dtype: DTypeLike = None, **kwargs: object) -> NkiTensor:
     """A constant tensor in shared HBM (embedded in the binary on hardware: no instruction). Takes a
     numpy array, an `nki.tensor` trace-time tensor, or a path to a .npy file."""
     run = current()
@@ -412,7 +412,7 @@ def _new_psum(shape: Sequence[SupportsInt], dtype: DTypeLike) -> NkiTensor:
     return _new(shape, dtype, "psum")
 
 
-def load(src: NkiTensor, dtype: DTypeLike | None = None, **kwargs: object) -> NkiTensor:
+def load(src: NkiTensor, dtype: DTypeLike = None, **kwargs: object) -> NkiTensor:
     """HBM -> a new SBUF tile (DMA; casts through fp32 when dtype differs)."""
     api = "nl.load"
     if not isinstance(src, Tensor) or src.storage.memory != "hbm":
@@ -431,7 +431,7 @@ def store(dst: Tensor, value: Tensor, **kwargs: object) -> None:
     engine.dma_copy(dst, _lowering.store_source(value, dst, _new, api), api=api)
 
 
-def copy(x: object, dtype: DTypeLike | None = None, **kwargs: object) -> NkiTensor:
+def copy(x: object, dtype: DTypeLike = None, **kwargs: object) -> NkiTensor:
     """A copy of a tile in a new SBUF tile (VectorE tensor_copy; bit exact for the same dtype)."""
     x = _tile_of(x, "nl.copy", "x")
     out = _new(x.shape, dtype if dtype is not None else x.dtype)
@@ -442,7 +442,7 @@ def copy(x: object, dtype: DTypeLike | None = None, **kwargs: object) -> NkiTens
 alu.register(copy, "copy")
 
 
-def load_transpose2d(src: Tensor, dtype: DTypeLike | None = None, **kwargs: object) -> NkiTensor:
+def load_transpose2d(src: Tensor, dtype: DTypeLike = None, **kwargs: object) -> NkiTensor:
     api = "nl.load_transpose2d"
     if not isinstance(src, Tensor) or src.storage.memory != "hbm" or len(src.shape) != 2:
         raise EngineMemoryError(f"{api}: src must be a 2-D HBM tensor")
@@ -465,7 +465,7 @@ def broadcast_to(src: Tensor, shape: Sequence[SupportsInt], **kwargs: object) ->
     return out
 
 
-def matmul(x: Tensor, y: Operand, transpose_x: bool = False, **kwargs: object) -> NkiTensor:
+def matmul(x: Tensor, y: Tensor, transpose_x: bool = False, **kwargs: object) -> NkiTensor:
     """x @ y (or x.T @ y with transpose_x=True) into a new fp32 PSUM tile."""
     api = "nl.matmul"
     x, y = _tile_of(x, api, "x"), _tile_of(y, api, "y")
@@ -478,7 +478,7 @@ def matmul(x: Tensor, y: Operand, transpose_x: bool = False, **kwargs: object) -
     return out
 
 
-def transpose(x: Tensor, dtype: DTypeLike | None = None, **kwargs: object) -> NkiTensor:
+def transpose(x: Tensor, dtype: DTypeLike = None, **kwargs: object) -> NkiTensor:
     """The 2-D transpose of a tile (TensorE, into a new PSUM tile)."""
     api = "nl.transpose"
     x = _tile_of(x, api, "x")
@@ -490,7 +490,7 @@ def transpose(x: Tensor, dtype: DTypeLike | None = None, **kwargs: object) -> Nk
     return out
 
 
-def gather_flattened(data: Tensor, indices: Tensor, axis: Axis = 0, dtype: DTypeLike | None = None,
+def gather_flattened(data: Tensor, indices: Tensor, axis: Axis = 0, dtype: DTypeLike = None,
                      **kwargs: object) -> NkiTensor:
     """Per-partition gather over the flattened free dims (GpSimd nc_n_gather)."""
     from nkitui.emulator.engine.gather import nc_n_gather
@@ -520,7 +520,7 @@ def _binary(name: str, x: Operand, y: Operand, dtype: DTypeLike, api: str) -> Nk
     return out
 
 
-def _make_binary(name: str, default_dtype: DTypeLike | None = None) -> Callable[..., NkiTensor]:
+def _make_binary(name: str, default_dtype: DTypeLike = None) -> Callable[..., NkiTensor]:
     def fn(x: Operand, y: Operand, dtype: DTypeLike = default_dtype, **kwargs: object) -> NkiTensor:
         return _binary(name, x, y, dtype, f"nl.{name}")
     fn.__name__ = fn.__qualname__ = name
@@ -551,7 +551,7 @@ def _activation(name: str, x: object, dtype: DTypeLike, api: str, bias: Tensor |
 
 
 def _make_unary(name: str) -> Callable[..., NkiTensor]:
-    def fn(x: Operand, dtype: DTypeLike | None = None, **kwargs: object) -> NkiTensor:
+    def fn(x: Tensor, dtype: DTypeLike = None, **kwargs: object) -> NkiTensor:
         return _activation(name, x, dtype, f"nl.{name}")
     fn.__name__ = fn.__qualname__ = name
     fn.__doc__ = f"Element-wise {name} into a new SBUF tile (ScalarE activation)."
@@ -563,7 +563,7 @@ def _make_unary(name: str) -> Callable[..., NkiTensor]:
 _common.define_ops(globals(), _common.ACTIVATION_OPS + ("gelu_apprx_sigmoid_dx", "negative"), _make_unary)
 
 
-def sin(x: Tensor, dtype: DTypeLike | None = None, **kwargs: object) -> NkiTensor:
+def sin(x: Tensor, dtype: DTypeLike = None, **kwargs: object) -> NkiTensor:
     """sin with range reduction to [-pi, pi] before the ScalarE activation (which has none)."""
     api = "nl.sin"
     x = _tile_of(x, api, "x")
@@ -577,7 +577,7 @@ def sin(x: Tensor, dtype: DTypeLike | None = None, **kwargs: object) -> NkiTenso
 alu.register(sin, "sin")
 
 
-def rsqrt(x: Tensor, dtype: DTypeLike | None = None, **kwargs: object) -> NkiTensor:
+def rsqrt(x: Tensor, dtype: DTypeLike = None, **kwargs: object) -> NkiTensor:
     """1/sqrt(x) on GpSimd (tensor_scalar rsqrt; no PSUM input, NKI 0.5+)."""
     api = "nl.rsqrt"
     x = _tile_of(x, api, "x")
@@ -589,7 +589,7 @@ def rsqrt(x: Tensor, dtype: DTypeLike | None = None, **kwargs: object) -> NkiTen
 alu.register(rsqrt, "rsqrt")
 
 
-def reciprocal(x: Tensor, dtype: DTypeLike | None = None, **kwargs: object) -> NkiTensor:
+def reciprocal(x: Tensor, dtype: DTypeLike = None, **kwargs: object) -> NkiTensor:
     x = _tile_of(x, "nl.reciprocal", "x")
     out = _new(x.shape, dtype if dtype is not None else x.dtype)
     engine.reciprocal(out, x, engine="vector", api="nl.reciprocal")
@@ -599,7 +599,7 @@ def reciprocal(x: Tensor, dtype: DTypeLike | None = None, **kwargs: object) -> N
 alu.register(reciprocal, "reciprocal")
 
 
-def invert(x: Tensor, dtype: DTypeLike | None = None, **kwargs: object) -> NkiTensor:
+def invert(x: Tensor, dtype: DTypeLike = None, **kwargs: object) -> NkiTensor:
     """Bitwise NOT (XOR with all ones) of an integer tile."""
     x = _tile_of(x, "nl.invert", "x")
     out = _new(x.shape, dtype if dtype is not None else x.dtype)
@@ -615,7 +615,7 @@ def logical_not(x: Tensor, dtype: DTypeLike = bool_, **kwargs: object) -> NkiTen
     return out
 
 
-def where(condition: Tensor, x: Operand, y: Operand, dtype: DTypeLike | None = None,
+def where(condition: Tensor, x: Operand, y: Operand, dtype: DTypeLike = None,
           **kwargs: object) -> NkiTensor:
     """condition != 0 ? x : y (tiles or scalars)."""
     condition = _tile_of(condition, "nl.where", "condition")
@@ -628,7 +628,7 @@ def where(condition: Tensor, x: Operand, y: Operand, dtype: DTypeLike | None = N
     return out
 
 
-def dropout(x: Tensor, rate: Operand, dtype: DTypeLike | None = None, **kwargs: object) -> NkiTensor:
+def dropout(x: Tensor, rate: Operand, dtype: DTypeLike = None, **kwargs: object) -> NkiTensor:
     x = _tile_of(x, "nl.dropout", "x")
     out = _new(x.shape, dtype if dtype is not None else x.dtype)
     engine.dropout(out, x, rate, api="nl.dropout")
@@ -645,22 +645,22 @@ def _reduce(opname: str, x: object, axis: Axis, dtype: DTypeLike, keepdims: bool
     return out
 
 
-def sum(x: Tensor, axis: Axis, dtype: DTypeLike | None = None, keepdims: bool = False,
+def sum(x: Tensor, axis: Axis, dtype: DTypeLike = None, keepdims: bool = False,
         **kwargs: object) -> NkiTensor:  # noqa: A001
     return _reduce("add", x, axis, dtype, keepdims, "nl.sum")
 
 
-def max(x: Tensor, axis: Axis, dtype: DTypeLike | None = None, keepdims: bool = False,
+def max(x: Tensor, axis: Axis, dtype: DTypeLike = None, keepdims: bool = False,
         **kwargs: object) -> NkiTensor:  # noqa: A001
     return _reduce("maximum", x, axis, dtype, keepdims, "nl.max")
 
 
-def min(x: Tensor, axis: Axis, dtype: DTypeLike | None = None, keepdims: bool = False,
+def min(x: Tensor, axis: Axis, dtype: DTypeLike = None, keepdims: bool = False,
         **kwargs: object) -> NkiTensor:  # noqa: A001
     return _reduce("minimum", x, axis, dtype, keepdims, "nl.min")
 
 
-def prod(x: Tensor, axis: Axis, dtype: DTypeLike | None = None, keepdims: bool = False,
+def prod(x: Tensor, axis: Axis, dtype: DTypeLike = None, keepdims: bool = False,
          **kwargs: object) -> NkiTensor:
     return _reduce("multiply", x, axis, dtype, keepdims, "nl.prod")
 
@@ -675,7 +675,7 @@ alu.register(min, "minimum")
 alu.register(prod, "multiply")
 
 
-def mean(x: Tensor, axis: Axis, dtype: DTypeLike | None = None, keepdims: bool = False,
+def mean(x: Tensor, axis: Axis, dtype: DTypeLike = None, keepdims: bool = False,
          **kwargs: object) -> Tensor:
     """Mean over free axes with fp32 intermediates."""
     api = "nl.mean"
@@ -685,7 +685,7 @@ def mean(x: Tensor, axis: Axis, dtype: DTypeLike | None = None, keepdims: bool =
                           _new, api)
 
 
-def var(x: Tensor, axis: Axis, dtype: DTypeLike | None = None, **kwargs: object) -> Tensor:
+def var(x: Tensor, axis: Axis, dtype: DTypeLike = None, **kwargs: object) -> Tensor:
     """Population variance over free axes (keeps the reduced dims, as NKI's nl.var does)."""
     api = "nl.var"
     x = _tile_of(x, api, "x")
@@ -694,7 +694,7 @@ def var(x: Tensor, axis: Axis, dtype: DTypeLike | None = None, **kwargs: object)
 
 
 # -- composites ----------------------------------------------------------------------------------------
-def softmax(x: Tensor, axis: Axis = -1, dtype: DTypeLike | None = None, **kwargs: object) -> Tensor:
+def softmax(x: Tensor, axis: Axis = -1, dtype: DTypeLike = None, **kwargs: object) -> Tensor:
     """exp(x - max) / sum over the free axis: reduce max (VectorE), exp with the negated max as bias
     and the row sum in one ScalarE activation, reciprocal, scale."""
     api = "nl.softmax"
@@ -705,8 +705,8 @@ def softmax(x: Tensor, axis: Axis = -1, dtype: DTypeLike | None = None, **kwargs
     return _lowering.softmax(x, axes, _dtype_or(dtype, x), _new, api)
 
 
-def rms_norm(x: Tensor, w: Tensor, axis: Axis, n: int, epsilon: float = 1e-6, dtype: DTypeLike | None = None,
-             compute_dtype: DTypeLike | None = None, **kwargs: object) -> Tensor:
+def rms_norm(x: Tensor, w: Tensor, axis: Axis, n: int, epsilon: float = 1e-6, dtype: DTypeLike = None,
+             compute_dtype: DTypeLike = None, **kwargs: object) -> Tensor:
     """x / sqrt(mean(x^2) + epsilon) * w over the free axis (mean over n elements)."""
     api = "nl.rms_norm"
     x, w = _tile_of(x, api, "x"), _tile_of(w, api, "w")
