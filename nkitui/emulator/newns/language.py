@@ -478,7 +478,7 @@ def matmul(x: Tensor, y: Tensor, transpose_x: bool = False, **kwargs: object) ->
     return out
 
 
-def transpose(x: Tensor, dtype: DTypeLike = None, **kwargs: object) -> NkiTensor:
+def transpose(x: Tensor, dtype: DTypeLike = None, **kwargs: object) -> Tensor:
     """The 2-D transpose of a tile (TensorE, into a new PSUM tile)."""
     api = "nl.transpose"
     x = _tile_of(x, api, "x")
