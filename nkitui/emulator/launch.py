@@ -113,8 +113,8 @@ class Kernel:
         self.compiler_options: dict = dict(options or {})
         self.grid = grid
         self.last_run: RunInfo | None = None
-        self.benchmark_result = None
-        self.profile_result = None
+        self.benchmark_result: object = None  # nki.benchmark: the front end's result record
+        self.profile_result: Trace | None = None  # nki.profile: the run's trace
         functools.update_wrapper(self, func, updated=())
 
     @property

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import math
 import sys
+from typing import Self
 
 import numpy as np
 
@@ -95,14 +96,14 @@ class Tensor:
         self.shape = shape
         self.gather_indices = gather_indices  # gather view: an index array per storage dimension (else None)
         self._array_view = None  # the numpy view of the storage's cells, made on first use
-        self._access_box = None  # the trace's Access box, made on first use
+        self._access_box: Access | None = None  # the trace's Access box, made on first use
         self._in_bounds = False  # passed the bounds check (C13)
         self._index_bounds = None  # (lowest, highest) index per storage dimension
-        self._producer = None  # trace seq of the instruction that created this fresh tile
+        self._producer: int | None = None  # trace seq of the instruction that created this fresh tile
         self._tile_checked = False  # passed the on-chip tile checks (views are immutable, so once is enough)
 
     @classmethod
-    def whole(cls, st: Storage) -> "Tensor":
+    def whole(cls, st: Storage) -> Self:
         shape = st.shape
         ent = _WHOLE.get(shape)
         if ent is None:
@@ -115,7 +116,7 @@ class Tensor:
             t._index_bounds = _WHOLE_BOUNDS[shape] = tuple((0, n - 1) for n in shape)
         return t
 
-    def _new(self, dims, shape, gather_indices=None) -> "Tensor":
+    def _new(self, dims, shape, gather_indices=None) -> Self:
         return type(self)(self.storage, dims, shape, gather_indices)
 
     # -- basic properties ----------------------------------------------------------------------
@@ -182,7 +183,7 @@ class Tensor:
         return f"<{type(self).__name__} {self.storage.memory} {self.shape} {self.storage.dtype.name} of {self.storage!r}>"
 
     # -- indexing ------------------------------------------------------------------------------
-    def basic_index(self, key) -> "Tensor":
+    def basic_index(self, key) -> Self:
         """Ints, slices, nl.ds and Ellipsis (NumPy basic indexing with NKI's on-chip rules)."""
         if type(key) is not tuple:
             key = (key,)
@@ -323,7 +324,7 @@ class Tensor:
             return None
         return self._new(tuple(new_ent), tuple(out_shape))
 
-    def compose(self, specs, shape: tuple[int, ...]) -> "Tensor":
+    def compose(self, specs, shape: tuple[int, ...]) -> Self:
         """Apply per-result-axis specs ("i", k) | ("r", start, step, length, new_axis)."""
         if self.gather_indices is None:
             rmap = {}
@@ -368,7 +369,7 @@ class Tensor:
                 out.append((start + step * np.arange(length)).reshape(shp))
         return tuple(out)
 
-    def gather_index(self, grids, shape: tuple[int, ...]) -> "Tensor":
+    def gather_index(self, grids, shape: tuple[int, ...]) -> Self:
         """Advanced indexing: `grids[r]` is an int or an integer array (broadcastable to `shape`)
         giving, for every output element, the index along result axis r of this view."""
         base = self.index_arrays()
@@ -381,7 +382,7 @@ class Tensor:
         # out-of-range grid values would make numpy raise IndexError here; convert it for the user
         return self._new(None, shape, tuple(fancy))
 
-    def narrow(self, box) -> "Tensor":
+    def narrow(self, box) -> Self:
         """Restrict each result axis r to [lo, hi) (mask fast path / partial tiles)."""
         if self.gather_indices is not None:
             sl = tuple(slice(lo, hi) for lo, hi in box)
