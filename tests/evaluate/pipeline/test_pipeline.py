@@ -8,7 +8,7 @@ from nkitui.evaluate.run import start_evaluation
 from nkitui.evaluate.run.store import RunStore
 from nkitui.task import TaskError
 
-from tests.executor.conftest import HEADER, git_init, quick_request, write_task
+from tests.helpers.evaluation import HEADER, git_init, quick_request, write_task
 
 
 def run(task_dir, **overrides):
@@ -161,7 +161,7 @@ def test_trials_do_not_run_the_seeds_again(tmp_path):
 
 
 def test_a_corrupt_goldens_file_is_named_as_the_task_names_it(tmp_path):
-    from tests.executor.conftest import add_task_manifest
+    from tests.helpers.evaluation import add_task_manifest
 
     manifest = add_task_manifest().replace("[evaluation]", '[evaluation]\ngoldens = "goldens.npz"')
     task = write_task(tmp_path / "g", manifest=manifest)

@@ -14,7 +14,7 @@ from nkitui.evaluate.present.report import render_result
 from nkitui.evaluate.run.result import RunResult
 from nkitui.evaluate.run.store import RunStore
 
-from .conftest import write_task
+from tests.helpers.evaluation import write_task
 
 FAST = ["--no-static", "--no-trials", "--no-precision", "--quiet", "--memory-mb", "2048", "--seeds", "1"]
 BROKEN_REFERENCE = "def add(a, b, **kw):\n    return a * b\n"

@@ -10,7 +10,7 @@ from pathlib import Path
 from nkitui.evaluate.run import start_evaluation
 from nkitui.executor.events import ErrorEvent, LogEvent, PhaseEvent, ResultEvent
 
-from .conftest import add_task_manifest, quick_request, write_task
+from tests.helpers.evaluation import add_task_manifest, quick_request, write_task
 
 
 def run(task_dir, **overrides):

@@ -10,7 +10,7 @@ from nkitui.cli import main
 from nkitui.evaluate.run.result import RunResult
 from nkitui.evaluate.run.store import RunStore
 
-from .conftest import add_task_manifest, write_task
+from tests.helpers.evaluation import add_task_manifest, write_task
 
 FAST = ["--no-static", "--no-trials", "--no-precision", "--quiet", "--memory-mb", "2048"]
 
@@ -94,7 +94,7 @@ def test_a_phase_whose_check_fails_ends_failed_so_a_warnings_filter_shows_it(tmp
     from nkitui.evaluate.run import start_evaluation
     from nkitui.executor.events import PhaseEvent
 
-    from .conftest import quick_request
+    from tests.helpers.evaluation import quick_request
 
     task = write_task(tmp_path / "bad", reference="def add(a, b, **kw):\n    return a * b\n")
     handle = start_evaluation(quick_request(task, seeds=1))
