@@ -42,6 +42,13 @@ def pytest_terminal_summary(terminalreporter) -> None:  # noqa: ANN001
     terminalreporter.write_sep("-", line, yellow=bool(skipped), red=bool(failed), green=not (skipped or failed))
 
 
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Tests marked `slow` run first (in their collected order; the rest keep theirs): under pytest-xdist
+    a long test that starts last keeps one worker busy while the other has finished, and the suite's
+    wall time is the busier worker's."""
+    items.sort(key=lambda item: item.get_closest_marker("slow") is None)
+
+
 @pytest.fixture(autouse=True)
 def no_inherited_terminal_width(monkeypatch: pytest.MonkeyPatch) -> None:
     """pytest-xdist workers inherit COLUMNS=80/LINES=24; commands fit their output to COLUMNS, so a test

@@ -46,6 +46,7 @@ def checked(tmp_path_factory):
     return task, env, done
 
 
+@pytest.mark.slow
 def test_check_report_and_progress_lines_fit_80_columns(checked):
     _, _, done = checked
     _fits(done.stdout)
@@ -78,6 +79,7 @@ def test_runs_list_show_and_compare_fit_80_columns(checked):
     assert "times in UTC" in _nkitui(wide, "runs", "list", str(task)).stdout  # room for the time column
 
 
+@pytest.mark.slow
 def test_review_template_history_and_task_validate_fit_80_columns(checked, tmp_path):
     task, env, _ = checked
     template = _nkitui(env, "review", "template", str(task)).stdout

@@ -306,6 +306,7 @@ def test_killing_the_parent_from_the_kernel_is_refused(tmp_path, host, record_pr
     assert not Path(cwd).parent.exists()
 
 
+@pytest.mark.slow
 def test_when_nkitui_dies_the_worker_dies_and_the_scratch_folder_goes(tmp_path, record_property):
     """nkitui killed with SIGKILL (nothing of it runs any more) while the kernel runs: the parent-death
     signal kills the evaluator and the kernel's process, and the scratch folders of both go."""
