@@ -43,10 +43,12 @@ def pytest_terminal_summary(terminalreporter) -> None:  # noqa: ANN001
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Tests marked `slow` run first (in their collected order; the rest keep theirs): under pytest-xdist
-    a long test that starts last keeps one worker busy while the other has finished, and the suite's
-    wall time is the busier worker's."""
-    items.sort(key=lambda item: item.get_closest_marker("slow") is None)
+    """Files holding a test marked `slow` run first (whole files, in their collected order; the rest keep
+    theirs): under pytest-xdist a long test that starts last keeps one worker busy while the other has
+    finished, and the suite's wall time is the busier worker's. Whole files, so that a module-scoped
+    fixture is not made twice on one worker (once for the slow tests, again for the rest)."""
+    slow_files = {item.nodeid.split("::")[0] for item in items if item.get_closest_marker("slow")}
+    items.sort(key=lambda item: item.nodeid.split("::")[0] not in slow_files)
 
 
 @pytest.fixture(autouse=True)
