@@ -16,6 +16,10 @@ from rich.cells import cell_len
 from nkitui.cli import build_parser
 from tests.app.helpers import SAMPLE_TASKS, make_task_repo
 
+# one worker runs every test of this file (pytest-xdist's loadgroup): the module's `nkitui check` at 80
+# columns runs once, not once per worker
+pytestmark = pytest.mark.xdist_group("cli-width")
+
 WIDTH = 80
 
 

@@ -16,6 +16,10 @@ from nkitui.evaluate.run.store import RunStore
 
 from tests.helpers.evaluation import write_task
 
+# one worker runs every test of this file (pytest-xdist's loadgroup): the module's two stored runs
+# (two `nkitui check` runs) are made once, not once per worker
+pytestmark = pytest.mark.xdist_group("cli-runs")
+
 FAST = ["--no-static", "--no-trials", "--no-precision", "--quiet", "--memory-mb", "2048", "--seeds", "1"]
 BROKEN_REFERENCE = "def add(a, b, **kw):\n    return a * b\n"
 
