@@ -74,3 +74,9 @@ def isolated_user_folders(tmp_path_factory: pytest.TempPathFactory, monkeypatch:
         monkeypatch.setenv(var, str(base / var.lower()))
     monkeypatch.delenv("NKITUI_FAKE_NEURON_DEVICE", raising=False)
     return base
+
+
+@pytest.fixture
+def isolated_dirs(isolated_user_folders: Path) -> Path:
+    """The same folder under the name the executor and pipeline tests knew it by (their conftest's)."""
+    return isolated_user_folders

@@ -15,13 +15,13 @@ from tests.helpers.evaluation import add_task_manifest, write_task
 FAST = ["--no-static", "--no-trials", "--no-precision", "--quiet", "--memory-mb", "2048"]
 
 
-def test_a_passing_task_exits_0_with_json_and_is_stored(tmp_path, capsys, isolated_dirs):
+def test_a_passing_task_exits_0_with_json_and_is_stored(tmp_path, capsys, isolated_user_folders):
     task = write_task(tmp_path / "ok")
     code = main(["check", str(task), "--json", "--seeds", "1", *FAST])
     out = capsys.readouterr().out
     result = RunResult.from_json(out)
     assert code == 0 and result.status == "passed" and result.seeds == [0]
-    stored = RunStore(isolated_dirs / "xdg_data_home" / "nkitui" / "runs").load(result.run_id)
+    stored = RunStore(isolated_user_folders / "xdg_data_home" / "nkitui" / "runs").load(result.run_id)
     assert stored.run_id == result.run_id
 
 

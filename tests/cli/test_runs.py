@@ -48,11 +48,11 @@ def stored(tmp_path_factory):
 
 
 @pytest.fixture
-def store(stored, isolated_dirs):
+def store(stored, isolated_user_folders):
     """The module's stored runs, copied into this test's own data folder."""
     task, data, ids = stored
-    shutil.copytree(data, isolated_dirs / "xdg_data_home", dirs_exist_ok=True)
-    return task, ids, RunStore(isolated_dirs / "xdg_data_home" / "nkitui" / "runs")
+    shutil.copytree(data, isolated_user_folders / "xdg_data_home", dirs_exist_ok=True)
+    return task, ids, RunStore(isolated_user_folders / "xdg_data_home" / "nkitui" / "runs")
 
 
 def test_list_shows_the_runs_newest_first(store, capsys):
