@@ -197,9 +197,14 @@ def analyze_models(nki: NkiModel, cuda: CudaModel | None, context: AnalysisConte
         msg, line = nki.syntax_error
         column = nki.syntax_error_column
         where = f"line {line}, column {column}" if column else f"line {line}"
+        too_deep = "more than nkitui's analysis follows" in msg  # common.pyast.TooDeep
         findings.append(make_finding(
-            NKI_SYNTAX, file=nki.path, severity="high", title=f"Syntax error: {msg} ({where})", line=line,
-            message=(f"{nki.path} does not parse as Python ({msg} at {where}). NKI kernels are traced from "
+            NKI_SYNTAX, file=nki.path, severity="high", line=line,
+            title=f"Too deeply nested to analyse: {msg} ({where})" if too_deep else f"Syntax error: {msg} ({where})",
+            message=(f"{nki.path} has {msg.split(',')[0]} at {where}. Python may run it, but nkitui's analysis "
+                     "cannot read it: no rule checked this port, and the run's integrity check fails on it."
+                     if too_deep else
+                     f"{nki.path} does not parse as Python ({msg} at {where}). NKI kernels are traced from "
                      "their Python source, so this port cannot compile or run; fix the syntax first."),
             data={"column": column} if column else None,
         ))

@@ -51,6 +51,9 @@ def _apply_casts(raw: dict, display: str) -> dict:
     return arrays
 
 
+_THREADS: list[str | None] = [None, None]  # confine.refuse_threads(): (active, degraded), for the report
+
+
 def _import_kernel(file, name: str, display: str):
     import importlib.util
 
@@ -60,6 +63,9 @@ def _import_kernel(file, name: str, display: str):
         emulator.install()
     except emulator.InstallError as e:
         raise UsageError(str(e)) from None
+    from nkitui.executor import confine
+
+    _THREADS[:] = confine.refuse_threads()  # nkitui's setup is done: no threads for the kernel's code
     module_name = f"_nkitui_emu_{abs(hash(str(file.resolve())))}"
     spec = importlib.util.spec_from_file_location(module_name, file)
     module = importlib.util.module_from_spec(spec)
@@ -234,6 +240,10 @@ def main(argv: list[str]) -> int:
         mb = job.get("limits", {}).get("memory_mb")
         out = {"error": {"kind": "MemoryError", "rule": "memory-limit",
                          "message": f"ran out of memory (the limit is {mb} MB of address space)"}}
+    no_threads, threads_allowed = _THREADS
+    report = confine.ConfinementReport(report.active + ((no_threads,) if no_threads else ()),
+                                       report.degraded + ((threads_allowed,) if threads_allowed else ()),
+                                       report.details, report.enter_ms)
     out["confinement"] = report.to_dict()
     (scratch / "result.json").write_text(json.dumps(out), encoding="utf-8")
     return 0

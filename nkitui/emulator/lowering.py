@@ -2,8 +2,8 @@
 
 The front ends are calling-convention adapters: they check their own arguments, allocate results
 in their own style and call these for every `nl` operation that is more than one instruction
-(mean, var, softmax, rms_norm, the x.T of nl.matmul) or whose choice of instruction is a rule
-(binary ops, what nl.store reads). Each function takes `new(shape, dtype) -> Tensor`, the front end's allocator of a fresh SBUF
+(mean, var, softmax, rms_norm, nl.transpose, nl.matmul's operands) or whose choice of instruction
+is a rule (binary ops, what nl.store reads, which TensorE operand the compiler copies to SBUF). Each function takes `new(shape, dtype) -> Tensor`, the front end's allocator of a fresh SBUF
 result tile (legacy return-style tiles and `nki` tiles differ), and allocates its intermediates
 and its result in the same order for both, so the instructions, the trace and the live ranges
 are the same whichever namespace the kernel uses. The front ends validate their own arguments.
@@ -17,6 +17,9 @@ from collections.abc import Callable
 from nkitui.emulator import dtypes as _dt
 from nkitui.emulator import engine
 from nkitui.emulator.engine.vector import reduced_shape
+from nkitui.emulator.errors import OperandShapeError, PartitionDimError
+from nkitui.emulator.runtime import current
+from nkitui.emulator.targets import PMAX
 from nkitui.emulator.tensor import Tensor
 
 NewTile = Callable[[tuple, _dt.DType], Tensor]
@@ -110,6 +113,51 @@ def partition_broadcast(t: Tensor, P: int, new: NewTile) -> Tensor:
     tmp = new((P,) + tuple(t.shape[1:]), t.storage.dtype)
     engine.partition_broadcast(tmp, t, api="partition broadcast")
     return tmp
+
+
+def sbuf_operand(t: Tensor, new: NewTile, api: str, role: str) -> Tensor:
+    """A TensorE operand of the high-level API (or of a legacy `nisa.nc_matmul`) in SBUF: a PSUM tile
+    (e.g. an `nl.transpose` / `nc_transpose` result) is first copied to a fresh SBUF tile of its dtype,
+    as the compiler places the high-level API's operands ("the high-level API handles placement").
+    The copy is a recorded VectorE `tensor_copy` whose trace record is marked `inserted`."""
+    if t.storage.memory != "psum":
+        return t
+    tmp = new(t.shape if len(t.shape) >= 2 else (t.shape[0], 1), t.storage.dtype)
+    engine.tensor_copy(tmp, t, api=f"{api} ({role} psum->sbuf, inserted by the compiler)")
+    run = current()
+    if run.recording:
+        run.trace.instructions[-1].meta["inserted"] = "psum->sbuf"
+    return tmp
+
+
+def matmul_operands(x: Tensor, y: Tensor, transpose_x: bool, new: NewTile, new_psum: NewTile,
+                    api: str) -> tuple[Tensor, Tensor]:
+    """`nl.matmul(x, y, transpose_x)`'s stationary and moving operands as TensorE takes them: both
+    in SBUF (`sbuf_operand`), and x transposed (`transposed_in_sbuf`) unless transpose_x says the
+    kernel passes x.T already. The front end allocates the PSUM result and issues the nc_matmul."""
+    x = sbuf_operand(x, new, api, "x")
+    y = sbuf_operand(y, new, api, "y")
+    if not transpose_x:
+        if len(x.shape) != 2:
+            raise OperandShapeError(f"{api}: x must be 2-D, got {x.shape}")
+        x = transposed_in_sbuf(x, new, new_psum, api)
+    return x, y
+
+
+def transpose(x: Tensor, out_dtype: _dt.DType, new: NewTile, new_psum: NewTile, api: str) -> Tensor:
+    """`nl.transpose(x)`: the 2-D transpose of a tile by TensorE into a fresh PSUM tile of
+    `out_dtype` (`new_psum`: the front end's allocator of the result); an x in PSUM is first copied
+    to SBUF (`sbuf_operand`). The result's partition dim is x's free size, at most 128."""
+    if len(x.shape) != 2:
+        raise OperandShapeError(f"{api}: err_exceed_max_supported_dimension: input must be 2-D (max supported "
+                                f"number of dimensions is 2), got {x.shape}")
+    if x.shape[1] > PMAX:
+        raise PartitionDimError(f"{api}: size of dimension 1 ({x.shape[1]}) exceeds the architecture limitation "
+                                f"of {PMAX}")
+    src = sbuf_operand(x, new, api, "x")
+    out = new_psum((x.shape[1], x.shape[0]), out_dtype)
+    engine.nc_transpose(out, src, engine="tensor", api=api)
+    return out
 
 
 def transposed_in_sbuf(x: Tensor, new: NewTile, new_psum: NewTile, api: str) -> Tensor:

@@ -6,13 +6,16 @@ bytes per partition, PSUM as 8 banks of 2 KiB per partition with first-fit place
 of a tile sits in one bank).
 
 Capacity follows the compiler's liveness analysis, not Python's references: a tile is live from
-its allocation to the last instruction that touches it (in instruction positions). A tile
-allocated in a loop body is therefore dead once its iteration's last instruction has used it,
-although the kernel's variable holds it until the next iteration rebinds the name (Python builds
-the new tile before it rebinds). The peaks and the capacity check are computed from these live
-ranges when the kernel ends (`OnChipAllocator.close`); the error names the allocation's line.
-PSUM tiles are live from their first use, and a read counts where the compiler may schedule it
-(`_psum_range`, `Run._schedule_psum_read`; docs/emulator.md, "PSUM live ranges under reordering").
+the first instruction that touches it (its first write, where the compiler's allocator gives it an
+address, not the `nl.ndarray` that declared it) to the last instruction that touches it (its last
+read), in instruction positions. A tile declared before a loop and written inside it is therefore
+not live before the loop, and a tile allocated in a loop body is dead once its iteration's last
+instruction has used it, although the kernel's variable holds it until the next iteration rebinds
+the name (Python builds the new tile before it rebinds). A tile no instruction touches takes no
+memory. The peaks and the capacity check are computed from these live ranges when the kernel ends
+(`OnChipAllocator.close`); the error names the line of the overflowing tile's first use.
+PSUM reads count where the compiler may schedule them (`_psum_range`, `Run._schedule_psum_read`;
+docs/emulator.md, "PSUM live ranges under reordering").
 """
 
 from __future__ import annotations
@@ -143,16 +146,22 @@ INT_SENTINEL = 4
 # [start, last, bytes per partition, blocks, memory, (path, line) | None, name, shape, dtype,
 #  first, last write, last read end].
 # start: instruction position before which it was allocated; last: the last instruction that
-# touched it (-1: none); bytes: 0 once discarded; (path, line): its allocation (SBUF: kept only
-# when it might overflow); first: the first instruction that touched it; last write: the last
+# touched it (-1: none); bytes: 0 once discarded; (path, line): SBUF: its first use, PSUM: its
+# allocation (kept only when it might overflow); first: the first instruction that touched it (an
+# SBUF tile is live from there, not from start; PSUM: `_psum_range`); last write: the last
 # instruction that wrote it; last read end: where its last read can be scheduled (PSUM: see
 # `Run.record` and `OnChipAllocator._close_psum`). -1: none.
 (SP_START, SP_LAST, SP_SIZE, SP_BLOCKS, SP_MEMORY, SP_LOC, SP_NAME, SP_SHAPE, SP_DTYPE,
  SP_FIRST, SP_WRITE, SP_READ_END) = range(12)
 
 
-def _span_end(sp: list) -> int:
-    return sp[SP_LAST] if sp[SP_LAST] > sp[SP_START] else sp[SP_START]
+def _sbuf_range(sp: list) -> tuple[int, int]:
+    """An SBUF tile's live range: its first use to its last use (first write .. last read, as the
+    compiler allocates), or (-1, -1) for a tile no instruction touched (it is never allocated)."""
+    first = sp[SP_FIRST]
+    if first < 0:
+        return -1, -1
+    return first, (sp[SP_LAST] if sp[SP_LAST] > first else first)
 
 
 def _psum_range(sp: list) -> tuple[int, int]:
@@ -224,23 +233,31 @@ class OnChipAllocator:
         self.psum_peak = 0
         self.spans: list[list] = []
         self._warned = False
+        # Python-held SBUF bytes above this: a tile used now may be the one that overflows, so its
+        # first use keeps its line (first_use); never when capacity is off
+        self.sbuf_loc_above = target.sbuf_usable_bytes_per_partition if capacity_mode != "off" else math.inf
 
     # allocation -------------------------------------------------------------------------------
     def reserve_sbuf(self, st: Storage, position: int) -> None:
         """Track SBUF tile `st`, allocated before instruction `position`."""
         size = st.bytes_per_partition
         self.sbuf_live += size
-        # what Python holds bounds what is live, so only these allocations can overflow: keep
-        # their line for the message close() may raise
-        over = self.sbuf_live > self.target.sbuf_usable_bytes_per_partition and self.mode != "off"
         if st.blocks > 1:  # block dimensions: one live range per block, from its first use
+            # what Python holds bounds what is live, so only these allocations can overflow: keep
+            # their line for the message close() may raise
+            over = self.sbuf_live > self.sbuf_loc_above
             st.span = BlockSpans(self, st, kernel_location() if over else None)
-        else:
+        else:  # live from its first use: Run.record sets SP_FIRST and calls first_use
             sp = st.span = [position, -1, size, 1, "sbuf", None, st.name, st.shape, st.dtype, -1, -1, -1]
             self.spans.append(sp)
-            if over:
-                sp[SP_LOC] = kernel_location()
         st._alloc = self
+
+    def first_use(self, sp: list) -> None:
+        """SBUF tile `sp` is used for the first time (its live range starts): what Python holds bounds
+        what is live, so only when that is over the usable size can this tile overflow; then keep the
+        line of this first use for the message close() may raise."""
+        if self.sbuf_live > self.sbuf_loc_above and sp[SP_LOC] is None:
+            sp[SP_LOC] = kernel_location()
 
     def reserve_psum(self, st: Storage, position: int) -> None:
         per_block = st.bytes_per_partition // max(st.blocks, 1)
@@ -293,9 +310,14 @@ class OnChipAllocator:
 
     def _close_sbuf(self, spans: list[list]) -> None:
         delta = [0] * (self.position() + 3)
+        ranges = []
         for sp in spans:
-            delta[sp[SP_START]] += sp[SP_SIZE]
-            delta[_span_end(sp) + 1] -= sp[SP_SIZE]
+            start, end = _sbuf_range(sp)
+            if start < 0:
+                continue
+            ranges.append((start, end, sp))
+            delta[start] += sp[SP_SIZE]
+            delta[end + 1] -= sp[SP_SIZE]
         usable = self.target.sbuf_usable_bytes_per_partition
         live = peak = 0
         over_at = -1
@@ -309,13 +331,12 @@ class OnChipAllocator:
         self.sbuf_peak = max(self.sbuf_peak, peak)
         if over_at < 0 or self.mode == "off":
             return
-        # the tile whose allocation first took the live ranges over the usable size
-        culprit = max((sp for sp in spans if sp[SP_START] == over_at), key=lambda sp: sp[SP_LOC] is not None)
-        others = sum(sp[SP_SIZE] for sp in spans
-                     if sp is not culprit and sp[SP_START] <= over_at <= _span_end(sp))
+        # the tile whose first use first took the live ranges over the usable size
+        culprit = max((sp for start, _, sp in ranges if start == over_at), key=lambda sp: sp[SP_LOC] is not None)
+        others = sum(sp[SP_SIZE] for start, end, sp in ranges if sp is not culprit and start <= over_at <= end)
         msg = (f"SBUF capacity exceeded: {_span_label(culprit)} needs {culprit[SP_SIZE]} B per partition while "
                f"{others} of {usable} usable B per partition are live on {self.target.name} (a tile is live from "
-               "its allocation to its last use)")
+               "its first use to its last use, as the compiler allocates it)")
         self._over_capacity(msg, " (free tiles earlier, tile smaller, or run with capacity='warn')",
                             "; the compiler would spill to HBM", culprit[SP_LOC])
 

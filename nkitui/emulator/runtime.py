@@ -7,6 +7,7 @@ run and the open traces are context variables (`state.py`): each thread and asyn
 
 from __future__ import annotations
 
+import itertools
 import math
 import os
 import warnings
@@ -288,8 +289,10 @@ class Run:
                 except TypeError:  # memory.BlockSpans (no item assignment): the blocks this view touches
                     sp.touch(t, n)
                     continue
-                if sp[9] < 0:  # SP_FIRST
+                if sp[9] < 0:  # SP_FIRST: an SBUF tile's live range starts here
                     sp[9] = n
+                    if sp[4] == "sbuf":
+                        self.alloc.first_use(sp)
                 if sp[4] == "psum":
                     reads_psum = True
         if reads_psum:
@@ -305,6 +308,8 @@ class Run:
                 sp[10] = n  # SP_WRITE
                 if sp[9] < 0:
                     sp[9] = n
+                    if sp[4] == "sbuf":
+                        self.alloc.first_use(sp)
         self.instructions = n + 1
         try:
             self.engine_counts[engine] += 1
@@ -373,9 +378,9 @@ class Run:
         """Where instruction `n`, which reads PSUM, can run under the compiler's reordering ("the
         compiler may reorder operations that have no data dependencies", NKI language guide): right
         after the last write of each input (read after write), the last use of each output (write
-        after read / write) and the allocation of every SBUF operand (so SBUF live ranges stay as
-        counted). It stays at `n` if it writes PSUM or HBM, touches a block-dimension tensor, or
-        carries engine state between instructions (reduce_cmd accumulators). The PSUM tiles it reads
+        after read / write) and the allocation of every SBUF operand; an SBUF operand it uses first is
+        then live from that point (its first use). It stays at `n` if it writes PSUM or HBM, touches a
+        block-dimension tensor, or carries engine state between instructions (reduce_cmd accumulators). The PSUM tiles it reads
         are then live up to that point only (memory._psum_range): a tile accumulated in a loop and
         copied out after it frees its bank once its last matmul is done, as the compiler schedules
         it, while a read that needs a value computed from other live tiles still keeps them all."""
@@ -400,6 +405,12 @@ class Run:
             sp = t.storage.span
             if sp.__class__ is list and sp[SP_MEMORY] == "psum" and sp[SP_READ_END] < ready:
                 sp[SP_READ_END] = ready
+        if ready < n:  # every operand has a list span here; an SBUF one first used here is live from `ready`
+            for t in itertools.chain(ins, outs):
+                sp = t.storage.span
+                if sp[SP_MEMORY] == "sbuf" and (sp[SP_FIRST] < 0 or sp[SP_FIRST] == n):
+                    sp[SP_FIRST] = ready
+                    self.alloc.first_use(sp)
 
     def retargeted(self, temp: Storage, dst: Storage, view=None) -> None:
         """The last instruction's result was redirected from the fresh tile `temp` to `dst`
@@ -418,6 +429,10 @@ class Run:
         if sp[SP_LAST] < n:
             sp[SP_LAST] = n
         sp[SP_WRITE] = n
+        if sp[SP_FIRST] < 0:
+            sp[SP_FIRST] = n
+            if sp[SP_MEMORY] == "sbuf":
+                self.alloc.first_use(sp)
         if sp[SP_FIRST] < 0:
             sp[SP_FIRST] = n
 

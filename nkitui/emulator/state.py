@@ -32,10 +32,17 @@ rank_context: ContextVar[Any] = ContextVar("nkitui_emulator_rank", default=None)
 spmd_program: ContextVar[tuple | None] = ContextVar("nkitui_emulator_spmd_program", default=None)
 
 
+# Who starts the emulator's threads: None is threading itself. A process that refuses threads to task
+# code (nkitui.executor.confine.threads) sets its own starter, which starts them for the emulator only.
+thread_starter: Callable[[Callable[..., Any], tuple, str, contextvars.Context], threading.Thread] | None = None
+
+
 def start_thread(target: Callable[..., Any], args: tuple = (), *, name: str) -> threading.Thread:
     """Start a daemon thread running `target(*args)` in a copy of the calling context (each thread
     gets its own copy: a context can be entered by one thread at a time)."""
     ctx = contextvars.copy_context()
+    if thread_starter is not None:
+        return thread_starter(target, args, name, ctx)
     thread = threading.Thread(target=ctx.run, args=(target, *args), name=name, daemon=True)
     thread.start()
     return thread

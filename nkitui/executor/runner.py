@@ -37,6 +37,7 @@ from typing import Any
 from nkitui.executor import confine
 from nkitui.executor.events import (
     BackendEvent,
+    DataEvent,
     ErrorEvent,
     Event,
     LogEvent,
@@ -140,6 +141,25 @@ def _redacted(ev: Event) -> Event:
         message, traceback = redact_text(ev.message), redact_text(ev.traceback)
         if (message, traceback) != (ev.message, ev.traceback):
             return replace(ev, message=message, traceback=traceback)
+        return ev
+    # every other event's words too: a phase's detail or a check's can quote a kernel's exception, and a
+    # child's data carries its words to the evaluator (terminal controls made visible; secrets in data are
+    # redacted where the evaluator's result is written)
+    from nkitui.common.redact import neutralize_obj, redact_obj
+
+    if isinstance(ev, PhaseEvent) and ev.detail:
+        detail = redact_text(ev.detail)
+        return ev if detail == ev.detail else replace(ev, detail=detail)
+    if isinstance(ev, ProgressEvent) and ev.label:
+        label = redact_text(ev.label)
+        return ev if label == ev.label else replace(ev, label=label)
+    if isinstance(ev, BackendEvent):
+        reason = redact_text(ev.reason)
+        return ev if reason == ev.reason else replace(ev, reason=reason)
+    if isinstance(ev, ResultEvent):
+        return replace(ev, result=redact_obj(ev.result))
+    if isinstance(ev, DataEvent):
+        return replace(ev, data=neutralize_obj(ev.data))
     return ev
 
 

@@ -59,7 +59,7 @@ class Guard:
     pipeline, when a backend needs the SDK's tools), never from the task's code."""
 
     __slots__ = ("_writable", "_readable", "_allow_processes", "task_root", "_violations", "max_recorded",
-                 "on_violation", "_own_proc")
+                 "on_violation")
 
     def __init__(self, writable: list[str] | None = None, allow_processes: bool = False, task_root: str = "",
                  max_recorded: int = 100) -> None:
@@ -70,7 +70,6 @@ class Guard:
         self._violations: list[Violation] = []
         self.max_recorded = max_recorded
         self.on_violation: Any = None  # called with each Violation as it is recorded (the worker: an event)
-        self._own_proc = os.path.realpath("/proc/self")
         for root in writable or ():
             self.allow_writes_under(root)
 
@@ -147,8 +146,9 @@ class Guard:
         real = self._real(path)
         if real is None or real in _ALWAYS_WRITABLE or real in _ALWAYS_READABLE:
             return True
-        return (_under_any(real, self._readable) or _under_any(real, self._writable)
-                or real == self._own_proc or real.startswith(self._own_proc + os.sep))
+        # the process's own /proc entries only as restrict_reads named them (status, maps, ...: never
+        # mem or environ), as Landlock allows them
+        return _under_any(real, self._readable) or _under_any(real, self._writable)
 
     def refuse_write(self, event: str, path: Any) -> None:
         shown = os.fsdecode(path) if isinstance(path, (str, bytes, os.PathLike)) else repr(path)

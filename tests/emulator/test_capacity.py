@@ -1,5 +1,6 @@
-"""On-chip capacity follows the compiler's live ranges (allocation to last use), not Python's
-references: dead tiles a variable still holds do not count, tiles that are really live together do."""
+"""On-chip capacity follows the compiler's live ranges (first use to last use), not Python's
+references: dead tiles a variable still holds do not count, tiles declared before their first write
+do not count before it, tiles that are really live together do."""
 
 from __future__ import annotations
 
@@ -47,6 +48,24 @@ def two_big_tiles_together(x, y):
     nl.store(out, value=a)
     nl.store(out, value=b)
     return out
+
+
+@nki.jit
+def declared_before_its_first_write(x, y):
+    out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
+    late = nl.ndarray(y.shape, dtype=y.dtype, buffer=nl.sbuf)  # the compiler allocates it at its first write
+    a = nl.load(x)
+    nl.store(out, value=a)
+    late[...] = nl.load(y)  # `a` is dead by now
+    nl.store(out, value=late)
+    return out
+
+
+def test_a_tile_declared_early_is_live_from_its_first_write():
+    x = np.ones((128, 30000), F32)
+    with emulator.options(target="trn2", capacity="error"):
+        np.testing.assert_array_equal(declared_before_its_first_write(x, 3 * x), 3 * x)
+    assert declared_before_its_first_write.last_run.sbuf_peak_bytes == 120000
 
 
 def test_a_tile_dead_after_its_last_use_does_not_count():

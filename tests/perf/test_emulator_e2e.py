@@ -155,3 +155,30 @@ def test_a_gather_of_whole_rows_records_row_sized_runs_and_an_element_gather_ele
         assert gather and gather[0].meta["contiguous_bytes"] == run, kernel
     rec = estimate(tr, "trn1")
     assert rec.summary["dma_transfer_count"] == 3
+
+
+def test_emulator_and_cost_model_count_live_sbuf_alike(tutorial):  # the fixture installs the emulator
+    """The emulator's capacity rule and the cost model's program-order SBUF demand both take a tile from its
+    first use to its last use (as the compiler allocates): a tile declared before the loop that first writes
+    it, after another tile died, adds nothing to the peak in either (issue #19)."""
+    import nki
+    import nki.isa as nisa
+    import nki.language as nl
+
+    @nki.jit
+    def declared_early(x, y):
+        out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
+        late = nl.ndarray(y.shape, dtype=y.dtype, buffer=nl.sbuf)
+        for i in nl.sequential_range(2):
+            early = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.sbuf)
+            nisa.dma_copy(dst=early, src=x)
+            nisa.dma_copy(dst=out, src=early)
+        nisa.dma_copy(dst=late, src=y)
+        nisa.dma_copy(dst=out, src=late)
+        return out
+
+    x = emulator.ShapeDtype((128, 16384), "float32")
+    tr, _ = trace_of(declared_early, x, x, target="trn2")
+    emulated = tr.meta["launches"][0]["sbuf_peak_bytes_per_partition"]
+    assert emulated == 16384 * 4
+    assert estimate(tr, "trn2").extras["sbuf_demand_bytes_per_partition"] == emulated

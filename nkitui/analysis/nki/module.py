@@ -36,7 +36,7 @@ CONTAINER_WRITE_METHODS = frozenset({"append", "update", "setdefault", "add", "e
 def parse_module(source: str) -> ast.Module:
     """`ast.parse(source)`, kept for the few sources read last: the analysis reads a port's imports and then
     walks it, and parsing is a good part of the cost. The trees are only read, never changed."""
-    return pyast.parse(source)
+    return pyast.parse(source, max_depth=pyast.ANALYSIS_MAX_DEPTH)  # TooDeep: a syntax error to the analysis
 
 
 class ModuleFacts:

@@ -537,6 +537,12 @@ _NKI_ROOTS = ("nki", "neuronxcc")
 # (`t.storage.data`), its numpy views, host reads and writes that bypass the instructions
 _EMULATOR_INTERNALS = {"storage", "read_f32", "_array_view", "set_zone", "unwritten", "_mark_init", "_hbm_access",
                        "_f32_copy", "_own_zone", "_own_version"}
+# numpy's doors to raw memory: as_strided (and the DummyArray it is built on) makes an array over any
+# address with no bounds check, byte_bounds hands out an array's address; with id() that is a read and
+# write of any of the process's memory, nkitui's objects and code included
+_RAW_MEMORY = {"as_strided": "numpy's as_strided reads and writes memory outside the array (any of the process's)",
+               "DummyArray": "numpy's DummyArray: an array over any address",
+               "byte_bounds": "numpy's byte_bounds: an array's memory address"}
 # monkeypatching: nkitui's code in the kernel's process (saving the outputs, their provenance) calls
 # the same numpy, os and NKI modules; a replaced function there rewrites the outputs after the check
 _PATCH_WHY = ("replaces part of the imported `{module}` for every caller in the process, nkitui's own code "
@@ -566,7 +572,12 @@ class _TamperVisitor(ast.NodeVisitor):
         root = (node.module or "").split(".")[0]
         if root in _TAMPER_MODULES:
             self._hit(node, f"`from {node.module} import ...`: {_TAMPER_MODULES[root]}")
+        for part in (node.module or "").split("."):
+            if part in _RAW_MEMORY:
+                self._hit(node, f"`from {node.module} import ...`: {_RAW_MEMORY[part]}")
         for alias in node.names:
+            if alias.name in _RAW_MEMORY:
+                self._hit(node, f"`from {node.module} import {alias.name}`: {_RAW_MEMORY[alias.name]}")
             table = _SYS_ATTRS if root == "sys" else _OS_ATTRS if root in ("os", "posix") else {}
             if alias.name in table:
                 self._hit(node, f"`from {node.module} import {alias.name}`: {table[alias.name]}")
@@ -594,6 +605,8 @@ class _TamperVisitor(ast.NodeVisitor):
                     self._hit(node, f"`{func.id}(..., {name.value!r})`: {_HIGH_DUNDERS.get(name.value) or _FRAME_ATTRS[name.value]}")
                 elif name.value in _EMULATOR_INTERNALS:
                     self._hit(node, f"`{func.id}(..., {name.value!r})`: nkitui's emulator machinery behind a tensor")
+                elif name.value in _RAW_MEMORY:
+                    self._hit(node, f"`{func.id}(..., {name.value!r})`: {_RAW_MEMORY[name.value]}")
                 elif func.id in ("setattr", "delattr") and self._module_root(node.args[0]):
                     self._hit(node, f"`{func.id}({ast.unparse(node.args[0])[:40]}, {name.value!r}, ...)`: "
                                     f"{_PATCH_WHY.format(module=self._module_root(node.args[0]))}")
@@ -633,6 +646,8 @@ class _TamperVisitor(ast.NodeVisitor):
         elif attr in _EMULATOR_INTERNALS:
             self._hit(node, f"`{text}`: nkitui's emulator machinery behind a tensor (device memory read or written "
                             "from the host), not the NKI API")
+        elif attr in _RAW_MEMORY:
+            self._hit(node, f"`{text}`: {_RAW_MEMORY[attr]}")
         elif root in _NKI_ROOTS and attr.startswith("_") and not attr.startswith("__"):
             self._hit(node, f"`{text}`: a private name of `{owner}` (nkitui's emulator behind the NKI API, not the API)")
         self.generic_visit(node)
@@ -645,11 +660,18 @@ class _TamperVisitor(ast.NodeVisitor):
 def tamper_lines(source: str) -> list[tuple[int, str, str]]:
     """(line, what, severity) for every construct of the task's code that reaches into the interpreter or nkitui."""
     try:
-        tree = pyast.parse(source)
+        tree = pyast.parse(source, max_depth=pyast.ANALYSIS_MAX_DEPTH)
+    except pyast.TooDeep as exc:
+        # Python may well run it (it compiles a 2,000-term sum), but nothing in it can be checked: what
+        # cannot be read cannot be trusted
+        return [(exc.lineno or 1, f"{exc.msg}: what it reaches cannot be checked", "high")]
     except (SyntaxError, ValueError):
         return []
     visitor = _TamperVisitor()
-    visitor.visit(tree)
+    try:
+        visitor.visit(tree)
+    except RecursionError:  # a second line behind max_depth (a caller deep in its own stack)
+        return [(1, "code nested too deeply for nkitui's analysis to follow: what it reaches cannot be checked", "high")]
     return sorted(set(visitor.hits))
 
 
@@ -707,8 +729,8 @@ def entry_findings(source: str, path: str, entry: str | None) -> list[Finding]:
     if not entry:
         return []
     try:
-        tree = pyast.parse(source)
-    except (SyntaxError, ValueError):
+        tree = pyast.parse(source, max_depth=pyast.ANALYSIS_MAX_DEPTH)
+    except (SyntaxError, ValueError):  # TooDeep too: tamper_findings reports that one
         return []
     nki = _nki_names(tree)
     bindings: list[ast.stmt] = []

@@ -80,7 +80,9 @@ def core_barrier(data, cores, *, engine: str = "gpsimd", api: str = "core_barrie
         raise OperandShapeError(f"{api}: cores={cores}: only all cores of the logical core, {tuple(range(group.n))}, "
                                 "are supported")
     if isinstance(data, Tensor) and data.storage.memory != "hbm":
-        raise EngineMemoryError(f"{api}: data must be a shared HBM tensor, got a {data.storage.memory} tile")
+        raise EngineMemoryError(f"{api}: data must be a shared HBM tensor, got a {data.storage.memory} tile "
+                                "(nki.isa.core_barrier docs: 'This must be data in shared HBM that multiple cores "
+                                "are accessing')")
     meta = {"api": api, "cores": list(cores)}
     if isinstance(data, Tensor):
         meta["data"] = data.storage.id  # the barrier orders accesses to this tensor; it moves no data

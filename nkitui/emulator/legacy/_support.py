@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from nkitui.emulator import dtypes as dt
-from nkitui.emulator import engine
+from nkitui.emulator import lowering as _lowering
 from nkitui.emulator.errors import OperandShapeError
 from nkitui.emulator.frontend_common import hbm_operand_error
 from nkitui.emulator.legacy.indexing import NO_MASK, MaskPlan, narrow, plan_mask
@@ -26,17 +26,12 @@ def as_tile(x, api: str, role: str) -> Tensor:
 
 
 def sbuf_operand(run: Run, t: Tensor, api: str, role: str) -> Tensor:
-    """A TensorE operand in SBUF: a PSUM tile (e.g. an `nc_transpose` / `nl.transpose` result) is
-    first copied to a fresh SBUF tile of the same dtype, as the legacy compiler does for the
-    high-level API (AWS's flash-attention backward passes `nisa.nc_transpose` results straight to
-    `nisa.nc_matmul`). The copy is a recorded VectorE `tensor_copy` marked `inserted`."""
+    """A TensorE operand in SBUF (`lowering.sbuf_operand`: a PSUM tile is copied to a fresh SBUF tile, as
+    the legacy compiler does; AWS's flash-attention backward passes `nisa.nc_transpose` results straight
+    to `nisa.nc_matmul`)."""
     if t.storage.memory != "psum":
         return t
-    tmp = fresh(run, t.shape if len(t.shape) >= 2 else (t.shape[0], 1), t.storage.dtype, NO_MASK)
-    engine.tensor_copy(tmp, t, api=f"{api} ({role} psum->sbuf, inserted by the compiler)")
-    if run.recording:
-        run.trace.instructions[-1].meta["inserted"] = "psum->sbuf"
-    return tmp
+    return _lowering.sbuf_operand(t, lambda shape, dtype: fresh(run, shape, dtype, NO_MASK), api, role)
 
 
 def dtype_or(dtype, default: dt.DType) -> dt.DType:

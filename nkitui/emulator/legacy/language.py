@@ -39,7 +39,7 @@ from nkitui.emulator.errors import (
 )
 from nkitui.emulator.legacy import spmd as _spmd
 from nkitui.emulator.legacy import tile as _tile_mod
-from nkitui.emulator.legacy._support import align, as_tile, dtype_or, fresh, mark, sbuf_operand
+from nkitui.emulator.legacy._support import align, as_tile, dtype_or, fresh, mark
 from nkitui.emulator.legacy.indexing import NO_MASK, arange, mgrid, narrow, plan_mask  # noqa: F401
 from nkitui.emulator.legacy.tile import LegacyTensor
 from nkitui.emulator.runtime import current, current_or_none
@@ -706,14 +706,9 @@ def loop_reduce(x, op, loop_indices, *, dtype=None, mask=None, **kwargs):
 def matmul(x, y, *, transpose_x=False, mask=None, **kwargs):
     run = current()
     api = "nl.matmul"
-    # the high-level API places its operands: PSUM inputs (e.g. nl.transpose results) are copied to SBUF
-    x = sbuf_operand(run, as_tile(x, api, "x"), api, "x")
-    y = sbuf_operand(run, as_tile(y, api, "y"), api, "y")
-    if not transpose_x:
-        # lowered to nc_matmul(transpose(x), y): a TensorE transpose (to PSUM) and a copy back to SBUF
-        if len(x.shape) != 2:
-            raise OperandShapeError(f"{api}: x must be 2-D, got {x.shape}")
-        x = _lowering.transposed_in_sbuf(x, _new_tile(run), _new_psum_tile(run), api)
+    # the high-level API places its operands (PSUM inputs copied to SBUF) and transposes x
+    x, y = _lowering.matmul_operands(as_tile(x, api, "x"), as_tile(y, api, "y"), transpose_x, _new_tile(run),
+                                     _new_psum_tile(run), api)
     _, M, N, _ = check_matmul(x, y, api=api)
     shape = (M,) + (y.shape[1:] if len(y.shape) > 2 else (N,))
     plan = plan_mask(mask, shape)
@@ -730,19 +725,8 @@ def transpose(x, *, dtype=None, mask=None, **kwargs):
     run = current()
     api = "nl.transpose"
     x = as_tile(x, api, "x")
-    if len(x.shape) != 2:
-        raise OperandShapeError(f"{api}: err_exceed_max_supported_dimension: input must be 2-D (max supported "
-                                f"number of dimensions is 2), got {x.shape}")
-    if x.shape[1] > PMAX:
-        raise PartitionDimError(f"{api}: size of dimension 1 ({x.shape[1]}) exceeds the architecture limitation "
-                                f"of {PMAX}")
-    shape = (x.shape[1], x.shape[0])
-    out = fresh(run, shape, dtype_or(dtype, x.storage.dtype), NO_MASK, memory="psum")
-    src = x
-    if x.storage.memory != "sbuf":
-        src = fresh(run, x.shape, x.storage.dtype, NO_MASK)
-        engine.tensor_copy(src, x, api=api)
-    engine.nc_transpose(out, src, engine="tensor", api=api)
+    out = _lowering.transpose(x, dtype_or(dtype, x.storage.dtype), _new_tile(run),
+                              lambda shape, d: fresh(run, shape, d, NO_MASK, memory="psum"), api)
     return mark(run, out)
 
 

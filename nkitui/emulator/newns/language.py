@@ -445,26 +445,18 @@ def broadcast_to(src, shape, **kwargs) -> NkiTensor:
 def matmul(x, y, transpose_x: bool = False, **kwargs) -> NkiTensor:
     """x @ y (or x.T @ y with transpose_x=True) into a new fp32 PSUM tile."""
     api = "nl.matmul"
-    x, y = _tile_of(x, api, "x"), _tile_of(y, api, "y")
-    if not transpose_x:
-        if len(x.shape) != 2:
-            raise OperandShapeError(f"{api}: x must be 2-D, got {x.shape}")
-        x = _lowering.transposed_in_sbuf(x if x.storage.memory == "sbuf" else copy(x), _new, _new_psum, api)
+    # the high-level API places its operands (PSUM inputs copied to SBUF) and transposes x
+    x, y = _lowering.matmul_operands(_tile_of(x, api, "x"), _tile_of(y, api, "y"), transpose_x, _new, _new_psum, api)
     out = _new((x.shape[1] if len(x.shape) == 2 else math.prod(x.shape[1:]), math.prod(y.shape[1:])), float32, "psum")
     engine.nc_matmul(out, x, y, api=api)
     return out
 
 
 def transpose(x, dtype=None, **kwargs) -> NkiTensor:
-    """The 2-D transpose of a tile (TensorE, into a new PSUM tile)."""
+    """The 2-D transpose of a tile (TensorE, into a new PSUM tile; `lowering.transpose`)."""
     api = "nl.transpose"
     x = _tile_of(x, api, "x")
-    if len(x.shape) != 2:
-        raise OperandShapeError(f"{api}: input must be 2-D, got {x.shape}")
-    src = x if x.storage.memory == "sbuf" else copy(x)
-    out = _new((x.shape[1], x.shape[0]), dtype if dtype is not None else x.dtype, "psum")
-    engine.nc_transpose(out, src, engine="tensor", api=api)
-    return out
+    return _lowering.transpose(x, _dtype_or(dtype, x), _new, _new_psum, api)
 
 
 def gather_flattened(data, indices, axis=0, dtype=None, **kwargs) -> NkiTensor:

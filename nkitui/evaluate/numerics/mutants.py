@@ -529,7 +529,7 @@ def generate_mutants(source: str, file: str = "kernel.py", max_per_operator: int
     Raises SyntaxError (with the file and line) when the source does not parse.
     """
     try:
-        tree = pyast.parse(source, filename=file)
+        tree = pyast.parse(source, filename=file, max_depth=pyast.ANALYSIS_MAX_DEPTH)  # TooDeep: the visitors recurse
     except SyntaxError as exc:
         raise SyntaxError(f"{file}:{exc.lineno}: cannot parse the NKI port for mutation: {exc.msg}") from exc
     collector = _SiteCollector()
@@ -674,6 +674,10 @@ def mutant_findings(report: MutationReport, outputs: Sequence[Any]) -> list[Find
 def iter_sites(source: str) -> Iterator[tuple[str, int]]:
     """(operator, line) of every mutation site in `source` (uncapped), for display."""
     collector = _SiteCollector()
-    collector.visit(pyast.parse(source))
+    try:
+        tree = pyast.parse(source, max_depth=pyast.ANALYSIS_MAX_DEPTH)
+    except SyntaxError:  # TooDeep too: no sites to show
+        return
+    collector.visit(tree)
     for s in collector.sites:
         yield s.operator, s.node.lineno

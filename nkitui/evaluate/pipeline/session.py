@@ -997,6 +997,14 @@ _VIOLATION_TEXT = {
                       "The kernel's code asked for {what}: frames, the garbage collector, ctypes or tracing, which no "
                       "kernel needs and a forgery of the evaluation would. nkitui refused it (the verdict is computed "
                       "in another process anyway)."),
+    "thread": ("Kernel started a thread",
+               "The kernel's code tried to start a thread ({target}). A thread of the kernel's code could run "
+               "after the kernel returned and rewrite what nkitui saves; kernels run on one thread (the "
+               "emulator's logical cores are nkitui's own). Refused."),
+    "signal": ("Kernel installed a signal handler or a timer",
+               "The kernel's code called `{target}`. A signal handler runs in the middle of whatever code the "
+               "signal interrupts, nkitui's own included, and is handed its frame: it could rewrite the outputs "
+               "while nkitui saves them. Kernels install no handlers and no timers. Refused."),
     "credential": ("Kernel looked up a credential variable",
                    "The kernel looked up the environment variable `{target}`. nkitui removes credentials from the "
                    "environment of every run, so it found nothing; a port has no reason to read credentials."),

@@ -308,6 +308,23 @@ def enter(policy: ConfinementPolicy) -> ConfinementReport:
     return enter_now(policy)
 
 
+def refuse_threads() -> tuple[str | None, str | None]:
+    """In the child, once nkitui's own setup is done and before any task code: no new threads and no
+    signal handlers or timers for task code (nkitui.executor.confine.threads). Returns (what to add to the report's active list,
+    what to add to its degraded list). A child confined with processes allowed (the SDK backends run
+    the Neuron SDK, whose runtime starts threads) keeps threads, and the report says so."""
+    from nkitui.executor.confine import entering
+
+    if entering.entered_policy is None:
+        return None, "threads allowed: the process did not enter the confinement"
+    if entering.entered_policy.processes:
+        return None, "threads allowed: the backend runs the Neuron SDK, which starts its own"
+    from nkitui.executor.confine.threads import refuse_threads as refuse
+
+    why = refuse()
+    return ("no threads, no signal handlers", None) if why is None else (None, why)
+
+
 def tighten(policy: ConfinementPolicy) -> ConfinementReport:
     """Stack a stricter confinement on a child that entered a looser one: seccomp filters and
     Landlock rulesets only ever add restrictions. Used when a worker started with processes allowed
@@ -321,5 +338,5 @@ def tighten(policy: ConfinementPolicy) -> ConfinementReport:
 
 __all__ = [
     "ConfinementPolicy", "ConfinementReport", "child_env", "enter", "harden_parent", "is_report_line", "observe",
-    "popen_options", "record", "release", "sdk_backend_possible", "spawn", "tighten",
+    "popen_options", "record", "refuse_threads", "release", "sdk_backend_possible", "spawn", "tighten",
 ]

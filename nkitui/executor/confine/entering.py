@@ -17,8 +17,13 @@ from nkitui.executor.confine import ConfinementPolicy, ConfinementReport, PARENT
 
 # Read-only system files and folders every Python process with numpy needs: shared libraries and
 # their cache, time zones, CPU topology (OpenBLAS, os.cpu_count), random numbers.
-SYSTEM_READ_DIRS = ("/usr", "/lib", "/lib64", "/lib32", "/libx32", "/etc/ld.so.conf.d", "/sys/devices/system/cpu",
-                    "/proc/self")
+SYSTEM_READ_DIRS = ("/usr", "/lib", "/lib64", "/lib32", "/libx32", "/etc/ld.so.conf.d", "/sys/devices/system/cpu")
+# The process's own /proc entries that the C library, OpenBLAS and nkitui read (strace of a kernel and a
+# reference process: glibc's pthread_getattr_np and nkitui.emulator.blas read maps; capabilities and the
+# umask come from status), file by file: never the folder, so /proc/self/mem (the process's memory:
+# the request ids nkitui's server keeps), environ, cwd, root, exe, pagemap, task/* stay refused.
+PROC_SELF_FILES = ("status", "maps", "stat", "statm")
+PROC_SELF_LIST = ("fd",)  # listed only (descriptors' names): opening through a magic link is judged on its target
 SYSTEM_READ_FILES = ("/etc/ld.so.cache", "/etc/ld.so.conf", "/etc/localtime", "/dev/urandom", "/dev/random",
                      "/dev/zero", "/proc/cpuinfo", "/proc/meminfo", "/proc/sys/vm/overcommit_memory")
 SYSTEM_RW_FILES = ("/dev/null", "/dev/full")
@@ -28,6 +33,8 @@ SYSTEM_RW_FILES = ("/dev/null", "/dev/full")
 PROCESS_WRITE_ROOTS = ("/var/tmp/neuron-compile-cache",)
 PROCESS_DEVICE_GLOB = "/dev/neuron*"
 FAKE_TOOL_LOG = "NKITUI_FAKE_TOOL_LOG"  # test-only: the fake SDK tools append their command lines there
+
+entered_policy: ConfinementPolicy | None = None  # the last policy entered (refuse_threads reads it)
 
 _CAPSET = {"x86_64": 126, "amd64": 126, "aarch64": 91, "arm64": 91}
 
@@ -125,7 +132,9 @@ def _tell_guard(roots: list[str]) -> None:
 
 
 def enter_now(policy: ConfinementPolicy) -> ConfinementReport:
+    global entered_policy
     t0 = time.perf_counter()
+    entered_policy = policy
     sys.dont_write_bytecode = True  # __pycache__ writes would be refused; do not even try
     if not sys.platform.startswith("linux"):
         return ConfinementReport((), (f"no OS confinement on {sys.platform} (Linux only)",),
@@ -170,15 +179,18 @@ def enter_now(policy: ConfinementPolicy) -> ConfinementReport:
         if tool_log:
             writable.append(os.path.dirname(os.path.abspath(tool_log)))
     readable = read_roots(policy)
+    own = f"/proc/{os.getpid()}"
+    read_files = list(SYSTEM_READ_FILES) + [f"{own}/{name}" for name in PROC_SELF_FILES]
     try:
-        applied = landlock.apply(readable=readable, writable=writable, read_files=list(SYSTEM_READ_FILES),
+        applied = landlock.apply(readable=readable, writable=writable, read_files=read_files,
                                  rw_files=rw_files, executable=policy.processes,
-                                 restrict_network=not policy.network)
+                                 restrict_network=not policy.network,
+                                 list_dirs=[f"{own}/{name}" for name in PROC_SELF_LIST])
         active.append("landlock")
         details.append(f"landlock ABI {applied.abi}" + ("" if applied.scoped else " (signals not scoped: ABI < 6)"))
         landlock_net = applied.network
         if not policy.processes:
-            _tell_guard(readable + list(SYSTEM_READ_FILES))
+            _tell_guard(readable + read_files)
         if policy.processes:
             degraded.append("reads not restricted: the backend runs the Neuron SDK's own tools")
         if threads > 1:

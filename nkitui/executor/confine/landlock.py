@@ -101,10 +101,17 @@ class Applied:
     skipped: tuple[str, ...]  # roots that do not exist here
 
 
+# Descriptors of /proc paths that rules name, kept open for the process's life: a rule binds an inode,
+# and procfs makes a new inode when a /proc/<pid> entry's dentry is evicted and looked up again (memory
+# pressure); an open descriptor pins the dentry, so the rule keeps matching.
+_pinned: list[int] = []
+
+
 def apply(*, readable: list[str], writable: list[str], read_files: list[str], rw_files: list[str],
-          executable: bool, restrict_network: bool) -> Applied:
+          executable: bool, restrict_network: bool, list_dirs: list[str] | None = None) -> Applied:
     """Restrict this thread (and what it starts later) to the given roots. Call it while the
     process has one thread: Landlock applies to the calling thread and its future children only.
+    `list_dirs`: folders that may be listed, nothing beneath them opened through the rule.
     Needs no_new_privs (set by the caller) unless the process holds CAP_SYS_ADMIN."""
     abi = abi_version()
     handled = fs_rights(abi)
@@ -131,7 +138,8 @@ def apply(*, readable: list[str], writable: list[str], read_files: list[str], rw
     try:
         grants = ([(p, read_dir) for p in readable] + [(p, write_dir) for p in writable]
                   + [(p, READ_FILE | exe) for p in read_files]
-                  + [(p, READ_FILE | WRITE_FILE | TRUNCATE | IOCTL_DEV) for p in rw_files])
+                  + [(p, READ_FILE | WRITE_FILE | TRUNCATE | IOCTL_DEV) for p in rw_files]
+                  + [(p, READ_DIR) for p in list_dirs or ()])
         for path, rights in grants:
             try:
                 fd = os.open(path, os.O_PATH | os.O_CLOEXEC)
@@ -148,7 +156,10 @@ def apply(*, readable: list[str], writable: list[str], read_files: list[str], rw
                     err = ctypes.get_errno()
                     raise LandlockUnavailable(f"landlock rule for {path} refused ({os.strerror(err)})")
             finally:
-                os.close(fd)
+                if path.startswith("/proc/"):
+                    _pinned.append(fd)
+                else:
+                    os.close(fd)
         rc = lib.syscall(ctypes.c_long(syscalls.LANDLOCK_RESTRICT_SELF), ctypes.c_int(ruleset), ctypes.c_uint32(0))
         if rc < 0:
             err = ctypes.get_errno()

@@ -53,6 +53,9 @@ AF_UNIX = 1
 PR_SET_PDEATHSIG, PR_SET_MM, PR_SET_PTRACER = 1, 35, 0x59616D61
 TIOCSTI, TIOCLINUX = 0x5412, 0x541C
 PERSONALITY_QUERY, PER_LINUX = 0xFFFFFFFF, 0
+FATAL_SIGNALS = (4, 6, 7, 8, 11)  # SIGILL, SIGABRT, SIGBUS, SIGFPE, SIGSEGV: the same on x86_64 and aarch64
+F_SETOWN, F_SETSIG, F_SETOWN_EX = 8, 10, 15
+FIOSETOWN, SIOCSPGRP = 0x8901, 0x8902  # the ioctl spellings of F_SETOWN
 
 ALWAYS_DENIED = (
     "ptrace", "process_vm_readv", "process_vm_writev", "process_madvise", "pidfd_open", "pidfd_getfd",
@@ -174,6 +177,50 @@ def build_filter(spec: FilterSpec, arch: int, table: dict[str, int]) -> bytes:
     return a.assemble()
 
 
+def build_thread_filter(arch: int, table: dict[str, int]) -> bytes:
+    """The second, per-thread program (threads.refuse_threads): no clone at all (a thread is a clone with
+    CLONE_THREAD; processes are already refused by the first program) and clone3 answered ENOSYS, so
+    pthread_create falls back to clone and fails with EPERM. And no signal handler that anything could
+    fire while nkitui's code runs (a Python handler is handed the interrupted frame, nkitui's own, with
+    no audit event): rt_sigaction only for the fatal signals faulthandler restores before it re-raises
+    (SIGILL, SIGABRT, SIGBUS, SIGFPE, SIGSEGV, which no timer delivers), no timer_create (a timer with
+    any signal), no fcntl F_SETOWN/F_SETOWN_EX/F_SETSIG nor ioctl FIOSETOWN/SIOCSPGRP (I/O signals).
+    Stacked on the first."""
+    a = _Asm()
+    a.load_arch()
+    a.jump(_JEQ_K, arch, 0, "kill")
+    a.load_nr()
+    a.jump(_JEQ_K, table["clone3"], "enosys", 0)
+    a.jump(_JEQ_K, table["clone"], "eperm", 0)
+    a.jump(_JEQ_K, table["rt_sigaction"], "sigaction", 0)
+    a.jump(_JEQ_K, table["timer_create"], "eperm", 0)
+    a.jump(_JEQ_K, table["fcntl"], "fcntl", 0)
+    a.jump(_JEQ_K, table["ioctl"], "ioctl", 0)
+    a.ret(SECCOMP_RET_ALLOW)
+    a.label("ioctl")
+    a.load_arg_low(1)
+    a.jump(_JEQ_K, FIOSETOWN, "eperm", 0)
+    a.jump(_JEQ_K, SIOCSPGRP, "eperm", "allow")
+    a.label("sigaction")
+    a.load_arg_low(0)
+    for signum in FATAL_SIGNALS:
+        a.jump(_JEQ_K, signum, "allow", 0)
+    a.ret(SECCOMP_RET_ERRNO | errno.EPERM)
+    a.label("fcntl")
+    a.load_arg_low(1)
+    for command in (F_SETOWN, F_SETSIG, F_SETOWN_EX):
+        a.jump(_JEQ_K, command, "eperm", 0)
+    a.label("allow")
+    a.ret(SECCOMP_RET_ALLOW)
+    a.label("eperm")
+    a.ret(SECCOMP_RET_ERRNO | errno.EPERM)
+    a.label("enosys")
+    a.ret(SECCOMP_RET_ERRNO | errno.ENOSYS)
+    a.label("kill")
+    a.ret(SECCOMP_RET_KILL_PROCESS)
+    return a.assemble()
+
+
 class _SockFprog(ctypes.Structure):
     _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
 
@@ -182,16 +229,27 @@ def install(spec: FilterSpec) -> None:
     """Install the filter on every thread of this process (TSYNC). Needs no_new_privs (set by the
     caller) unless the process holds CAP_SYS_ADMIN. Raises OSError when the kernel refuses."""
     arch, table = syscalls.native()
-    program = build_filter(spec, arch, table)
+    _load(build_filter(spec, arch, table), SECCOMP_FILTER_FLAG_TSYNC)
+
+
+def install_thread_refusal() -> None:
+    """Refuse new threads to the calling thread (and every thread it would start): no TSYNC, so a
+    thread started before this call keeps its own filter. Raises OSError when the kernel refuses."""
+    arch, table = syscalls.native()
+    _load(build_thread_filter(arch, table), 0)
+
+
+def _load(program: bytes, flags: int) -> None:
     buf = ctypes.create_string_buffer(program, len(program))
     prog = _SockFprog(len(program) // 8, ctypes.cast(buf, ctypes.c_void_p))
     lib = libc.libc()
+    arch, _ = syscalls.native()
     rc = lib.syscall(ctypes.c_long(_SECCOMP_SYSCALL[arch]), ctypes.c_ulong(SECCOMP_SET_MODE_FILTER),
-                     ctypes.c_ulong(SECCOMP_FILTER_FLAG_TSYNC), ctypes.byref(prog))
+                     ctypes.c_ulong(flags), ctypes.byref(prog))
     if rc == 0:
         return
     err = ctypes.get_errno()
-    if err == errno.ENOSYS:  # a kernel older than 3.17: the prctl form, this thread only
+    if err == errno.ENOSYS:  # a kernel older than 3.17: the prctl form, this thread only (no TSYNC there)
         libc.prctl(libc.PR_SET_SECCOMP, SECCOMP_MODE_FILTER, ctypes.addressof(prog))
         return
     if rc > 0:  # TSYNC: the id of a thread that could not be synchronised

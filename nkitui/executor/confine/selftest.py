@@ -33,6 +33,8 @@ PROBES: dict[str, tuple[str, tuple[str, ...]]] = {
     "read-outside": ("read a secret file outside the scratch folder (e.g. ~/.aws/credentials)", ("landlock",)),
     "proc-parent-environ": ("read /proc/<parent>/environ (nkitui's own environment)", ("landlock", "dumpable")),
     "proc-parent-cwd": ("list /proc/<parent>/cwd (the task repository)", ("landlock", "dumpable")),
+    "proc-self-mem": ("read the process's own memory through /proc/self/mem (the server's request ids)", ("landlock",)),
+    "proc-self-environ": ("read /proc/self/environ and /proc/self/task/<tid>/environ", ("landlock",)),
     "tcp-connect": ("connect to a TCP listener on 127.0.0.1", ("seccomp", "landlock-net")),
     "unix-socket": ("create a unix socket (docker, ssh-agent, D-Bus sockets)", ("seccomp",)),
     "fork": ("fork a process (os.fork)", ("seccomp",)),
@@ -42,7 +44,10 @@ PROBES: dict[str, tuple[str, tuple[str, ...]]] = {
     "ptrace-parent": ("attach to the parent with ptrace", ("seccomp",)),
     "io-uring": ("set up io_uring (file I/O the filter cannot see)", ("seccomp",)),
     "clear-pdeathsig": ("clear the parent-death signal", ("seccomp",)),
-    "threads": ("start threads (must keep working for BLAS)", ()),
+    "threads": ("start threads before nkitui's setup is done (must keep working for BLAS)", ()),
+    "threads-after-setup": ("start a thread once nkitui's setup is done (pthread_create through ctypes)", ("seccomp",)),
+    "signal-handler-after-setup": ("install a signal handler once nkitui's setup is done (a fresh _signal module)",
+                                   ("seccomp",)),
     "exec": ("exec another program (execve /bin/true)", ("seccomp",)),
 }
 
@@ -162,6 +167,45 @@ def _child(spec_path: str) -> int:
             raise RuntimeError("threads did not run")
         return len(done)
 
+    def pthread() -> str:
+        import ctypes
+
+        lib = libc()
+        start = ctypes.CFUNCTYPE(ctypes.c_void_p, ctypes.c_void_p)(lambda arg: None)
+        tid = ctypes.c_ulong()
+        rc = lib.pthread_create(ctypes.byref(tid), None, start, None)
+        if rc:
+            raise OSError(rc, os.strerror(rc))
+        lib.pthread_join(tid, None)
+        return "started"
+
+    def self_mem() -> int:
+        with open("/proc/self/maps", encoding="ascii") as f:  # allowed: glibc and OpenBLAS read it
+            start = int(f.readline().split("-")[0], 16)
+        fd = os.open("mem", os.O_RDONLY, dir_fd=os.open("/proc/self", os.O_RDONLY | os.O_DIRECTORY))
+        return len(os.pread(fd, 64, start))
+
+    def self_environ() -> int:
+        import threading
+
+        tid = threading.get_native_id()
+        for path in ("/proc/self/environ", "/proc/thread-self/environ", f"/proc/self/task/{tid}/environ"):
+            try:
+                return len(Path(path).read_bytes())
+            except PermissionError:
+                continue
+        raise PermissionError(13, "every environ refused")
+
+    def fresh_signal_handler() -> str:
+        import importlib.util
+        import signal
+
+        spec = importlib.util.find_spec("_signal")  # past the Python-level refusal: the kernel's stands
+        assert spec is not None and spec.loader is not None
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        return repr(module.signal(signal.SIGALRM, lambda signum, frame: None))
+
     def tcp() -> str:
         with socket.create_connection(("127.0.0.1", int(spec["port"])), timeout=2):
             return "connected"
@@ -194,6 +238,8 @@ def _child(spec_path: str) -> int:
         "read-outside": lambda: Path(spec["secret"]).read_text()[:20],
         "proc-parent-environ": lambda: len(Path(f"/proc/{ppid}/environ").read_bytes()),
         "proc-parent-cwd": lambda: os.listdir(f"/proc/{ppid}/cwd")[:3],
+        "proc-self-mem": self_mem,
+        "proc-self-environ": self_environ,
         "tcp-connect": tcp,
         "unix-socket": lambda: socket.socket(socket.AF_UNIX).fileno(),
         "fork": fork,
@@ -208,6 +254,11 @@ def _child(spec_path: str) -> int:
     for name, fn in attempts.items():
         state, detail = _attempt(fn)
         out["probes"][name] = {"state": state, "detail": detail}
+    confine.refuse_threads()  # what the kernel and reference servers do before importing task code
+    state, detail = _attempt(pthread)
+    out["probes"]["threads-after-setup"] = {"state": state, "detail": detail}
+    state, detail = _attempt(fresh_signal_handler)
+    out["probes"]["signal-handler-after-setup"] = {"state": state, "detail": detail}
     # exec last: if it works, this process is gone and the parent sees no "exec" entry. First let the
     # parent look at /proc/<this process>/status while it is surely still confined and alive.
     Path(spec["result"]).write_text(json.dumps(out), encoding="utf-8")

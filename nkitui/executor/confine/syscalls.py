@@ -14,7 +14,7 @@ AUDIT_ARCH_AARCH64 = 0xC00000B7
 X32_SYSCALL_BIT = 0x40000000  # x86_64's x32 ABI: the same calls under other numbers, refused outright
 
 X86_64: dict[str, int] = {
-    "ioctl": 16, "socket": 41, "socketpair": 53, "clone": 56, "fork": 57, "vfork": 58, "execve": 59,
+    "rt_sigaction": 13, "fcntl": 72, "timer_create": 222, "ioctl": 16, "socket": 41, "socketpair": 53, "clone": 56, "fork": 57, "vfork": 58, "execve": 59,
     "kill": 62, "ptrace": 101, "rt_sigqueueinfo": 129, "personality": 135, "uselib": 134,
     "vhangup": 153, "modify_ldt": 154, "pivot_root": 155, "prctl": 157, "chroot": 161, "acct": 163,
     "mount": 165, "umount2": 166, "swapon": 167, "swapoff": 168, "reboot": 169, "iopl": 172,
@@ -33,7 +33,7 @@ AARCH64: dict[str, int] = {
     "lookup_dcookie": 18, "ioctl": 29, "umount2": 39, "mount": 40, "pivot_root": 41, "chroot": 51,
     "vhangup": 58, "quotactl": 60, "acct": 89, "personality": 92, "unshare": 97, "kexec_load": 104,
     "init_module": 105, "delete_module": 106, "ptrace": 117, "kill": 129, "tkill": 130, "tgkill": 131,
-    "rt_sigqueueinfo": 138, "reboot": 142, "prctl": 167, "socket": 198, "socketpair": 199,
+    "rt_sigaction": 134, "fcntl": 25, "timer_create": 107, "rt_sigqueueinfo": 138, "reboot": 142, "prctl": 167, "socket": 198, "socketpair": 199,
     "add_key": 217, "request_key": 218, "keyctl": 219, "clone": 220, "execve": 221, "swapon": 224,
     "swapoff": 225, "migrate_pages": 238, "move_pages": 239, "rt_tgsigqueueinfo": 240,
     "perf_event_open": 241, "name_to_handle_at": 264, "open_by_handle_at": 265, "setns": 268,

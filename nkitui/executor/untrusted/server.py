@@ -45,6 +45,13 @@ class Server:
 
             emulator_tensor.TASK_ROOTS = guard.task_roots
         report["active"] = [*report.get("active", []), "introspection guard"]
+        from nkitui.executor import confine  # last: nkitui's setup is done, task code comes next
+
+        no_threads, threads_allowed = confine.refuse_threads()
+        if no_threads:
+            report["active"].append(no_threads)
+        if threads_allowed:
+            report["degraded"] = [*report.get("degraded", []), threads_allowed]
         report.pop("summary", None)
         self.ctx.emit(DataEvent("confinement", report))
         return report

@@ -69,6 +69,20 @@ def test_core_barrier_orders_shared_hbm_writes_and_reads(rng):
         assert np.array_equal(allreduce_sum[2](a), a[:128] + a[128:])
 
 
+def test_core_barrier_on_an_sbuf_tile_cites_the_documented_rule():
+    """nki-library's bwmm_shard_on_I dynamic-block loop passes an SBUF tile; the docs say the data
+    "must be data in shared HBM": the rule stays strict and the error quotes it."""
+    @nki.jit
+    def k(a):
+        t = nl.ndarray((1, 1), dtype=nl.int32, buffer=nl.sbuf)
+        nisa.memset(t, value=0)
+        nisa.core_barrier(t, (0, 1))
+        return a
+
+    with pytest.raises(emulator.EngineMemoryError, match="must be data in shared HBM that multiple cores"):
+        k[2](np.zeros((4, 4), F32))
+
+
 def test_the_cores_really_run_concurrently():
     seen = []
 

@@ -107,3 +107,22 @@ def test_binary_dispatch_and_store_sources_are_shared(rng):
         ("tensor", "nc_matmul", "partition broadcast"), ("vector", "tensor_tensor", "nl.add"),  # (1, F) operand
         ("vector", "tensor_scalar", "nl.multiply"),  # 2.0 * tile
         ("tensor", "nc_matmul", "nl.matmul"), ("vector", "tensor_copy", "nl.store (psum->sbuf)")]
+
+
+def test_transpose_and_matmul_placement_are_one_lowering(rng):
+    """nl.transpose and nl.matmul's operands (a PSUM input copied to SBUF, marked `inserted`; x
+    transposed by TensorE) are lowered once (lowering.transpose / matmul_operands) for both
+    namespaces: the same values and the same instructions."""
+    x = rng.standard_normal((64, 96)).astype(np.float32)
+    y = rng.standard_normal((96, 64)).astype(np.float32)
+    (a, am), (b, bm), tl, tn = _both(tk.transposes_legacy, tk.transposes_new, x, y)
+    assert np.array_equal(a, b) and np.array_equal(am, bm)
+    np.testing.assert_array_equal(b[0], x.T)
+    np.testing.assert_array_equal(b[1], x.T)
+    np.testing.assert_allclose(bm, x.astype(np.float64) @ y, rtol=1e-4, atol=1e-3)
+    row_of = lambda tr: [(i.engine, i.opcode, i.meta.get("api"), i.meta.get("inserted"))  # noqa: E731
+                         for i in tr.instructions]
+    assert row_of(tl) == row_of(tn)
+    inserted = [r[2] for r in row_of(tn) if r[3] == "psum->sbuf"]
+    assert inserted == ["nl.transpose (x psum->sbuf, inserted by the compiler)"] * 3 + [
+        "nl.matmul (y psum->sbuf, inserted by the compiler)"]

@@ -277,3 +277,30 @@ def binary_new(x, col, row):
     nl.store(out[1], nl.multiply(2.0, nl.add(r, t)))
     nl.store(out[2], nl.matmul(t[:, 0:x.shape[0]], t, transpose_x=True)[:, 0:x.shape[1]])
     return out
+
+
+# -- nl.transpose and nl.matmul's operand placement (lowering.transpose / matmul_operands) -----------------
+@lnki.jit
+def transposes_legacy(x, y):
+    out = lnl.ndarray((2, x.shape[1], x.shape[0]), dtype=lnl.float32, buffer=lnl.shared_hbm)
+    mm = lnl.ndarray((x.shape[0], y.shape[1]), dtype=lnl.float32, buffer=lnl.shared_hbm)
+    t = lnl.load(x)
+    tT = lnl.transpose(t)  # SBUF -> PSUM
+    lnl.store(out[0], tT)
+    lnl.store(out[1], lnl.transpose(lnl.transpose(tT)))  # a PSUM input: copied to SBUF first
+    u = lnl.load(y)
+    lnl.store(mm, lnl.matmul(t, lnl.transpose(lnl.transpose(u))))  # x.T by TensorE, y in PSUM
+    return out, mm
+
+
+@nki.jit
+def transposes_new(x, y):
+    out = nl.ndarray((2, x.shape[1], x.shape[0]), dtype=nl.float32, buffer=nl.shared_hbm)
+    mm = nl.ndarray((x.shape[0], y.shape[1]), dtype=nl.float32, buffer=nl.shared_hbm)
+    t = nl.load(x)
+    tT = nl.transpose(t)
+    nl.store(out[0], tT)
+    nl.store(out[1], nl.transpose(nl.transpose(tT)))
+    u = nl.load(y)
+    nl.store(mm, nl.matmul(t, nl.transpose(nl.transpose(u))))
+    return out, mm
