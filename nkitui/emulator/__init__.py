@@ -12,8 +12,9 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterator
+from typing import Unpack
 
-from nkitui.emulator.config import Options, configure, current_options, options
+from nkitui.emulator.config import Options, TraceOptionChanges, configure, current_options, options
 from nkitui.emulator.errors import (
     ActivationOperandError,
     CapacityError,
@@ -69,7 +70,7 @@ __all__ = [
 
 
 @contextlib.contextmanager
-def trace(execute: bool | None = None, **opts) -> Iterator[Trace]:
+def trace(execute: bool | None = None, **opts: Unpack[TraceOptionChanges]) -> Iterator[Trace]:
     """Collect the instruction trace of every kernel launched inside the block.
 
     `execute=False` is the shape-only mode: allocations, validation and the trace happen, the numpy
@@ -79,9 +80,12 @@ def trace(execute: bool | None = None, **opts) -> Iterator[Trace]:
     """
     from nkitui.emulator.runtime import pop_trace, push_trace
 
+    block: contextlib.AbstractContextManager[object] = contextlib.nullcontext()
     if execute is not None:
-        opts["execute"] = execute
-    with (options(**opts) if opts else contextlib.nullcontext()):
+        block = options(**opts, execute=execute)
+    elif opts:
+        block = options(**opts)
+    with block:
         o = current_options()
         tr = Trace(target=o.target)
         tr.meta["options"] = {"target": o.target, "precise": o.precise, "execute": o.execute,

@@ -8,22 +8,32 @@ name, the front end's function object (`nl.exp`, registered by the front end), o
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Callable
+from typing import Any, Callable
 
 import numpy as np
+from numpy.typing import NDArray
 
 from nkitui.emulator.errors import EngineOpError
 
 _F32 = np.float32
+# What the ops compute on: fp32 arrays (raw integer bits for bit-vector ops), a numpy scalar where an operand is one.
+# numpy's stubs type ufunc results as Any, so the functions below name their result type on a local.
+Values = NDArray[Any]
+Arg = NDArray[Any] | np.generic | float  # an operand: an array, or a scalar broadcast over it
+BinaryFn = Callable[[Arg, Arg], Values]
+# (x, axis or axes) -> reduced: a numpy scalar when every axis is reduced
+ReduceFn = Callable[[Values, Any], NDArray[Any] | np.generic]
+UnaryFn = Callable[[Values], Values]
 
 
 @dataclass(frozen=True, slots=True)
 class BinaryOp:
     name: str
-    fn: Callable  # fn(a, b) on fp32 arrays (arith/compare/logical) or integer arrays (bitvec)
+    fn: BinaryFn  # fn(a, b) on fp32 arrays (arith/compare/logical) or integer arrays (bitvec)
     kind: str  # "arith" | "compare" | "logical" | "bitvec"
-    reduce: Callable | None = None  # fn(x, axis) -> reduced, for tensor_reduce & friends
+    reduce: ReduceFn | None = None  # fn(x, axis) -> reduced, for tensor_reduce & friends
     identity: float | None = None  # neutral element (masked reductions)
     engines: tuple[str, ...] = ("vector", "gpsimd", "scalar")
 
@@ -31,46 +41,49 @@ class BinaryOp:
 @dataclass(frozen=True, slots=True)
 class ActivationFn:
     name: str
-    fn: Callable  # fn(x) on fp32 arrays
+    fn: UnaryFn  # fn(x) on fp32 arrays
 
 
 # Floating-point warnings (overflow, 0/0) are silenced for the whole kernel launch by the launcher,
 # so the op functions call numpy directly (np.errstate per instruction would cost microseconds).
 
 
-def _f32(fn):
-    def run(a, b):
+def _f32(fn: BinaryFn) -> BinaryFn:
+    def run(a: Arg, b: Arg) -> Values:
         r = fn(a, b)
         return r if r.dtype == _F32 else r.astype(_F32)
     return run
 
 
-def _cmp(fn):
-    def run(a, b):
+def _cmp(fn: BinaryFn) -> BinaryFn:
+    def run(a: Arg, b: Arg) -> Values:
         return fn(a, b).astype(_F32)
     return run
 
 
-def _logical(fn):
-    def run(a, b):
+def _logical(fn: BinaryFn) -> BinaryFn:
+    def run(a: Arg, b: Arg) -> Values:
         return fn(a != 0, b != 0).astype(_F32)
     return run
 
 
-def _divide(a, b):
-    return np.divide(a, b, dtype=_F32)
+def _divide(a: Arg, b: Arg) -> Values:
+    quotient: Values = np.divide(a, b, dtype=_F32)
+    return quotient
 
 
-def _fold_subtract(x, axis):
+def _fold_subtract(x: Values, axis: int | Sequence[int]) -> Values:
     """Left fold of subtraction over the reduced axes: x0 - x1 - x2 - ..."""
-    axis = tuple(axis) if isinstance(axis, (tuple, list)) else (axis,)
-    keep = [d for d in range(x.ndim) if d not in axis]
-    flat = np.transpose(x, keep + list(axis)).reshape([x.shape[d] for d in keep] + [-1])
-    return (flat[..., 0] - flat[..., 1:].sum(axis=-1, dtype=_F32)).astype(_F32)
+    axes = tuple(axis) if isinstance(axis, (tuple, list)) else (axis,)
+    keep = [d for d in range(x.ndim) if d not in axes]
+    flat = np.transpose(x, keep + list(axes)).reshape([x.shape[d] for d in keep] + [-1])
+    folded: Values = (flat[..., 0] - flat[..., 1:].sum(axis=-1, dtype=_F32)).astype(_F32)
+    return folded
 
 
-def _rsqrt_bin(a, b):
-    return (1.0 / np.sqrt(a)).astype(_F32)
+def _rsqrt_bin(a: Arg, b: Arg) -> Values:
+    y: Values = (1.0 / np.sqrt(a)).astype(_F32)
+    return y
 
 
 BINARY: dict[str, BinaryOp] = {}
@@ -113,42 +126,46 @@ _add(BinaryOp("arith_shift_right", np.right_shift, "bitvec"))
 
 # -- activation functions -----------------------------------------------------------------------
 
-def erf(x):
+def erf(values: Values) -> Values:
     """erf in float64 (Abramowitz & Stegun 7.1.26, |error| < 1.5e-7, below fp32 resolution)."""
-    x = np.asarray(x, dtype=np.float64)
+    x = np.asarray(values, dtype=np.float64)
     s = np.sign(x)
     a = np.abs(x)
     t = 1.0 / (1.0 + 0.3275911 * a)
-    y = 1.0 - (((((1.061405429 * t - 1.453152027) * t) + 1.421413741) * t - 0.284496736) * t + 0.254829592) * t * np.exp(-a * a)
+    y: Values = 1.0 - (((((1.061405429 * t - 1.453152027) * t) + 1.421413741) * t - 0.284496736) * t + 0.254829592) * t * np.exp(-a * a)
     return s * y
 
 
-def _sigmoid(x):
-    return 1.0 / (1.0 + np.exp(-x))
+def _sigmoid(x: Values) -> Values:
+    y: Values = 1.0 / (1.0 + np.exp(-x))
+    return y
 
 
-def _gelu(x):
+def _gelu(x: Values) -> Values:
     return 0.5 * x * (1.0 + erf(x / np.sqrt(2.0)))
 
 
-def _gelu_tanh(x):
-    return 0.5 * x * (1.0 + np.tanh(np.sqrt(2.0 / np.pi) * (x + 0.044715 * x ** 3)))
+def _gelu_tanh(x: Values) -> Values:
+    y: Values = 0.5 * x * (1.0 + np.tanh(np.sqrt(2.0 / np.pi) * (x + 0.044715 * x ** 3)))
+    return y
 
 
-def _gelu_dx(x):
-    return 0.5 * (1.0 + erf(x / np.sqrt(2.0))) + x * np.exp(-0.5 * x * x) / np.sqrt(2.0 * np.pi)
+def _gelu_dx(x: Values) -> Values:
+    y: Values = 0.5 * (1.0 + erf(x / np.sqrt(2.0))) + x * np.exp(-0.5 * x * x) / np.sqrt(2.0 * np.pi)
+    return y
 
 
-def _silu_dx(x):
+def _silu_dx(x: Values) -> Values:
     s = _sigmoid(x)
     return s * (1.0 + x * (1.0 - s))
 
 
-def _softplus(x):
-    return np.logaddexp(0.0, x)
+def _softplus(x: Values) -> Values:
+    y: Values = np.logaddexp(0.0, x)
+    return y
 
 
-_ACT_DEFS: dict[str, Callable] = {
+_ACT_DEFS: dict[str, UnaryFn] = {
     "copy": lambda x: x,
     "identity": lambda x: x,
     "exp": np.exp,
@@ -184,8 +201,8 @@ _ACT_DEFS: dict[str, Callable] = {
 
 ACTIVATIONS: dict[str, ActivationFn] = {}
 for _n, _f in _ACT_DEFS.items():
-    def _wrap(f=_f):
-        def run(x):
+    def _wrap(f: UnaryFn = _f) -> UnaryFn:
+        def run(x: Values) -> Values:
             return np.asarray(f(x)).astype(_F32, copy=False)
         return run
     ACTIVATIONS[_n] = ActivationFn(_n, _wrap())
@@ -207,6 +224,8 @@ _NUMPY_NAMES: dict[object, str] = {
     np.negative: "negative", np.sin: "sin", np.cos: "cos", np.tan: "tan", np.arctan: "arctan",
     np.ceil: "ceil", np.floor: "floor", np.trunc: "trunc", np.copy: "copy", np.mean: "mean",
 }
+# keyed by object.__hash__ (identity like id(), without id()'s audit event, which the kernel's process hooks)
+_key = object.__hash__
 _REGISTERED: dict[int, str] = {}
 
 
@@ -216,13 +235,13 @@ class OpError(EngineOpError, TypeError):
 
 def register(fn: object, name: str) -> None:
     """Front ends register their op functions (e.g. legacy `nl.exp`) under an NKI op name."""
-    _REGISTERED[id(fn)] = name
+    _REGISTERED[_key(fn)] = name
 
 
-def op_name(obj) -> str | None:
+def op_name(obj: object) -> str | None:
     if isinstance(obj, str):
         return obj
-    n = _REGISTERED.get(id(obj))
+    n = _REGISTERED.get(_key(obj))
     if n is not None:
         return n
     try:
@@ -231,27 +250,28 @@ def op_name(obj) -> str | None:
         n = None
     if n is not None:
         return n
-    return getattr(obj, "nki_op_name", None)
+    named = getattr(obj, "nki_op_name", None)
+    return named if named is None or isinstance(named, str) else str(named)
 
 
 _FAST_BINARY: dict[int, BinaryOp] = {}
 
 
-def resolve_binary(obj, what: str = "op") -> BinaryOp:
-    op = _FAST_BINARY.get(id(obj)) if not isinstance(obj, str) else BINARY.get(obj)
+def resolve_binary(obj: object, what: str = "op") -> BinaryOp:
+    op = _FAST_BINARY.get(_key(obj)) if not isinstance(obj, str) else BINARY.get(obj)
     if op is not None:
         return op
     name = op_name(obj)
     op = BINARY.get(name) if name else None
-    if op is not None and not isinstance(obj, str) and (id(obj) in _REGISTERED or obj in _NUMPY_NAMES):
-        _FAST_BINARY[id(obj)] = op  # long-lived op objects (nl functions, numpy ufuncs) only
+    if op is not None and not isinstance(obj, str) and (_key(obj) in _REGISTERED or obj in _NUMPY_NAMES):
+        _FAST_BINARY[_key(obj)] = op  # long-lived op objects (nl functions, numpy ufuncs) only
     if op is None:
         raise OpError(f"{what}={_show(obj)} is not an ALU operator: use e.g. nl.add, nl.multiply, "
                       "nl.maximum, nl.subtract, np.add")
     return op
 
 
-def resolve_activation(obj, what: str = "op") -> ActivationFn:
+def resolve_activation(obj: object, what: str = "op") -> ActivationFn:
     name = op_name(obj)
     act = ACTIVATIONS.get(name) if name else None
     if act is None:
@@ -260,5 +280,5 @@ def resolve_activation(obj, what: str = "op") -> ActivationFn:
     return act
 
 
-def _show(obj) -> str:
-    return getattr(obj, "__name__", None) or repr(obj)
+def _show(obj: object) -> str:
+    return str(getattr(obj, "__name__", None) or repr(obj))

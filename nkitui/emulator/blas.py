@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 _SYMBOLS = (
     ("scipy_openblas_set_num_threads64_", "scipy_openblas_get_num_threads64_"),
@@ -18,11 +18,13 @@ _SYMBOLS = (
     ("openblas_set_num_threads64_", "openblas_get_num_threads64_"),
     ("openblas_set_num_threads", "openblas_get_num_threads"),
 )
-_api: tuple | None = None
+# (set_num_threads, get_num_threads) of the BLAS numpy loaded
+_BlasApi = tuple[Callable[[int], object], Callable[[], int]]
+_api: _BlasApi | None = None
 _probed = False
 
 
-def _find():
+def _find() -> _BlasApi | None:
     global _api, _probed
     if _probed:
         return _api

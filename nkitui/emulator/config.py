@@ -12,6 +12,7 @@ import dataclasses
 import os
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import TypedDict, Unpack
 
 from nkitui.emulator import state
 from nkitui.emulator.targets import ALIASES
@@ -38,6 +39,22 @@ class Options:
                                    execute=bool(self.execute))
 
 
+class TraceOptionChanges(TypedDict, total=False):
+    """The option keywords of emulator.trace(), which names `execute` itself."""
+
+    target: str
+    precise: bool
+    check_affine: bool
+    capacity: str
+    seed: int
+
+
+class OptionChanges(TraceOptionChanges, total=False):
+    """The keyword arguments of configure() and options(): any of Options' fields."""
+
+    execute: bool
+
+
 def _from_env() -> Options:
     target = os.environ.get("NEURON_PLATFORM_TARGET_OVERRIDE", "trn2")
     target = ALIASES.get(target.strip().lower(), "trn2")
@@ -54,7 +71,7 @@ def current_options() -> Options:
     return layers[-1] if layers else _default
 
 
-def configure(**changes) -> Options:
+def configure(**changes: Unpack[OptionChanges]) -> Options:
     """Change the process default for the rest of the process (every thread and task); returns the
     options now in force in this context (an enclosing options() block still wins here)."""
     global _default
@@ -63,7 +80,7 @@ def configure(**changes) -> Options:
 
 
 @contextlib.contextmanager
-def options(**changes) -> Iterator[Options]:
+def options(**changes: Unpack[OptionChanges]) -> Iterator[Options]:
     """Temporarily override options in this context: `with emulator.options(target="trn1", precise=False): ...`
     (other threads and asyncio tasks keep theirs)."""
     opts = dataclasses.replace(current_options(), **changes).validated()

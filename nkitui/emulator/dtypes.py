@@ -10,20 +10,25 @@ With `precise=False` every float tensor is stored as float32, so no rounding hap
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any, cast
 
 import ml_dtypes
 import numpy as np
+from numpy.typing import DTypeLike, NDArray
+
+# a numpy dtype of any scalar type (named here because DType's field `np` hides the module in its class body)
+NpDtype = np.dtype[Any]
 
 
 @dataclass(frozen=True, slots=True, eq=False)
 class DType:
     name: str  # canonical NKI name: "float32", "bfloat16", "float8_e4m3", "int32", "bool_", ...
-    np: np.dtype  # storage dtype in precise mode
+    np: NpDtype  # storage dtype in precise mode
     itemsize: int  # bytes on the device
     kind: str  # "f" float, "i" signed int, "u" unsigned int, "b" bool
     rank: int  # float width rank used by promotion (fp8 1, fp16/bf16 2, tf32 3, fp32 4)
     public: object  # the object exposed as nl.<name> (legacy: numpy types / dtypes)
-    host: np.dtype | None = None  # numpy dtype of host arrays of this type when it differs from `np` (MX x4)
+    host: NpDtype | None = None  # numpy dtype of host arrays of this type when it differs from `np` (MX x4)
 
     @property
     def is_float(self) -> bool:
@@ -37,9 +42,10 @@ class DType:
         return f"DType({self.name})"
 
 
-def _mk(name, npdt, kind, rank, public, itemsize=None):
-    npdt = np.dtype(npdt)
-    return DType(name, npdt, itemsize or npdt.itemsize, kind, rank, public)
+def _mk(name: str, npdt: DTypeLike, kind: str, rank: int, public: object,
+        itemsize: int | None = None) -> DType:
+    storage = np.dtype(npdt)
+    return DType(name, storage, itemsize or storage.itemsize, kind, rank, public)
 
 
 float32 = _mk("float32", np.float32, "f", 4, np.float32)
@@ -66,7 +72,7 @@ _BY_NAME.update({
     "tf32": tfloat32, "fp8_e4m3": float8_e4m3, "fp8_e5m2": float8_e5m2, "float8_e4m3fn": float8_e4m3fn,
     "|V4": tfloat32, "V4": tfloat32, "void32": tfloat32,
 })
-_BY_HOST: dict[np.dtype, DType] = {}  # host dtypes of front-end types (structured numpy dtypes for MX x4)
+_BY_HOST: dict[NpDtype, DType] = {}  # host dtypes of front-end types (structured numpy dtypes for MX x4)
 _CACHE: dict[object, DType] = {}
 
 
@@ -74,7 +80,7 @@ class DtypeError(TypeError):
     pass
 
 
-def dtype_of(obj) -> DType:
+def dtype_of(obj: object) -> DType:
     """Resolve any dtype spelling (DType, numpy type/dtype, ml_dtypes type, nl constant, string)."""
     if type(obj) is DType:
         return obj
@@ -90,7 +96,7 @@ def dtype_of(obj) -> DType:
     return found
 
 
-def _resolve(obj) -> DType:
+def _resolve(obj: object) -> DType:
     inner = getattr(obj, "nki_dtype", None)  # objects such as nl.fp32 that stand for a dtype
     if inner is not None:
         return dtype_of(inner)
@@ -99,7 +105,7 @@ def _resolve(obj) -> DType:
         if d is not None:
             return d
     try:
-        npdt = np.dtype(obj)
+        npdt = np.dtype(cast(DTypeLike, obj))  # any object: numpy says whether it names a dtype (TypeError if not)
     except TypeError:
         raise DtypeError(f"{obj!r} is not a data type: use an nl dtype such as nl.float32 or nl.bfloat16") from None
     if npdt.names is not None:
@@ -124,7 +130,7 @@ def register(d: DType, *aliases: str) -> None:
     _CACHE.clear()
 
 
-def storage_dtype(d: DType, precise: bool) -> np.dtype:
+def storage_dtype(d: DType, precise: bool) -> NpDtype:
     return d.np if (precise or not d.is_float) else np.dtype(np.float32)
 
 
@@ -157,12 +163,14 @@ def convert(values: np.ndarray, target: np.dtype, dtype: DType | None = None) ->
             return round_tf32(values)
         return values.astype(target, copy=False)
     if kind == "b":
-        return values != 0
+        nonzero: NDArray[np.bool_] = values != 0  # numpy's stubs type an array comparison as Any
+        return nonzero
     vk = values.dtype.kind
     if vk in "iu":
         lo, hi = _INT_RANGE[target]
         if values.dtype.itemsize > target.itemsize or vk != kind:
-            return np.clip(values, lo, hi).astype(target)
+            clipped: np.ndarray = np.clip(values, lo, hi).astype(target)  # Any in numpy's stubs for this overload
+            return clipped
         return values.astype(target, copy=False)
     if vk == "b":
         return values.astype(target)
@@ -217,7 +225,7 @@ def promote(a: DType, b: DType) -> DType:
     return a
 
 
-def scalar_dtype(value) -> DType:
+def scalar_dtype(value: object) -> DType:
     """Weak Python scalars infer the widest type (bool->uint8, int->int32, float->float32)."""
     if isinstance(value, (bool, np.bool_)):
         return uint8

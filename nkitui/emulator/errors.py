@@ -9,6 +9,11 @@ from __future__ import annotations
 
 import os
 import sys
+from types import FrameType
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import ast  # imported where used: parsing is rare
 
 _EMULATOR_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
 
@@ -17,19 +22,19 @@ def _is_emulator(name: object) -> bool:
     return isinstance(name, str) and (name == "nkitui.emulator" or name.startswith("nkitui.emulator."))
 
 
-def kernel_frame():
+def kernel_frame() -> FrameType | None:
     """The innermost stack frame outside the emulator package (the kernel's line), or None.
 
     Frames are told apart by their module's name (f_globals), not by f_code: reading `f_code` raises
     an audit event, and in an untrusted child every audit event runs the introspection guard
     (nkitui.executor.untrusted.introspection), which made tracing a kernel several times slower."""
-    frame = sys._getframe(1)
+    frame: FrameType | None = sys._getframe(1)
     while frame is not None and _is_emulator(frame.f_globals.get("__name__")):
         frame = frame.f_back
     return frame
 
 
-def assigned_name(frame) -> str | None:
+def assigned_name(frame: FrameType) -> str | None:
     """The variable a kernel source line assigns (`x = ...`), or None."""
     import ast
 
@@ -37,10 +42,10 @@ def assigned_name(frame) -> str | None:
     return target.id if isinstance(target, ast.Name) else None
 
 
-_PARSED: dict[str, tuple[int, object]] = {}
+_PARSED: dict[str, tuple[int, ast.Module | None]] = {}
 
 
-def assigned_target(frame):
+def assigned_target(frame: FrameType) -> ast.expr | None:
     """The single target (an `ast` node: Name, Subscript, ...) of the assignment statement the frame
     is executing, also when the statement spans several lines; None for anything else."""
     import ast
@@ -53,11 +58,12 @@ def assigned_target(frame):
     key = hash(tuple(lines))
     cached = _PARSED.get(filename)
     if cached is None or cached[0] != key:
+        parsed: ast.Module | None
         try:
-            tree = ast.parse("".join(lines))
+            parsed = ast.parse("".join(lines))
         except SyntaxError:
-            tree = None
-        cached = _PARSED[filename] = (key, tree)
+            parsed = None
+        cached = _PARSED[filename] = (key, parsed)
     tree = cached[1]
     if tree is None:
         return None
@@ -65,7 +71,7 @@ def assigned_target(frame):
         line = list(frame.f_code.co_positions())[frame.f_lasti // 2][0] or frame.f_lineno
     except (AttributeError, IndexError):
         line = frame.f_lineno
-    best = None
+    best: ast.Assign | ast.AnnAssign | None = None
     for node in ast.walk(tree):
         if isinstance(node, (ast.Assign, ast.AnnAssign)) and node.lineno <= line <= (node.end_lineno or node.lineno):
             if best is None or node.lineno >= best.lineno:
@@ -76,7 +82,7 @@ def assigned_target(frame):
     return targets[0] if len(targets) == 1 else None
 
 
-def evaluate_target(frame, target):
+def evaluate_target(frame: FrameType, target: ast.expr) -> object:
     """The value of an assignment target such as `acc[i, :, j]` in the frame (None when the target
     calls anything: only names, constants, attributes, subscripts, slices and arithmetic)."""
     import ast
@@ -88,7 +94,7 @@ def evaluate_target(frame, target):
     return eval(compile(load, frame.f_code.co_filename, "eval"), frame.f_globals, frame.f_locals)  # noqa: S307  (the kernel's own expression, re-read)
 
 
-def _as_load(node):
+def _as_load(node: ast.expr) -> ast.expr:
     import ast
     import copy
 

@@ -10,6 +10,8 @@ legacy, destination-first calls in `nki`) and the names whose behaviour really d
 from __future__ import annotations
 
 import enum
+from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING, Any, SupportsInt, cast
 
 import ml_dtypes
 import numpy as np
@@ -18,6 +20,9 @@ from nkitui.emulator import dtypes as _dt
 from nkitui.emulator.errors import EngineMemoryError, OperandShapeError
 from nkitui.emulator.targets import PMAX
 from nkitui.emulator.tensor import Tensor
+
+if TYPE_CHECKING:
+    from nkitui.emulator.engine.common import Scalar
 
 
 # -- nl host-side constants and helpers ------------------------------------------------------------
@@ -36,11 +41,11 @@ fp32 = FloatConstants(_dt.float32, float(np.finfo(np.float32).min))
 bfp16 = FloatConstants(_dt.bfloat16, float(ml_dtypes.finfo(ml_dtypes.bfloat16).min))
 
 
-def finfo(dtype):
+def finfo(dtype: object) -> ml_dtypes.finfo:
     return ml_dtypes.finfo(_dt.dtype_of(dtype).np)
 
 
-def static_cast(input_data, dtype):
+def static_cast(input_data: object, dtype: object) -> np.ndarray | np.generic:
     """Host-side cast of a scalar or array to an NKI dtype (bf16/fp8 via ml_dtypes, RNE)."""
     d = _dt.dtype_of(dtype)
     arr = np.asarray(input_data)
@@ -88,17 +93,17 @@ COMPARE_OPS = ("equal", "not_equal", "less", "less_equal", "greater", "greater_e
                "logical_xor")
 
 
-def define_ops(namespace: dict, names, factory) -> None:
+def define_ops(namespace: dict[str, Any], names: Iterable[str], factory: Callable[[str], object]) -> None:
     """Bind `factory(name)` to each name in a front end's module namespace (`nl.add`, `nl.exp`, ...)."""
     for name in names:
         namespace[name] = factory(name)
 
 
-def operand_dtype(x) -> _dt.DType:
+def operand_dtype(x: Tensor | Scalar) -> _dt.DType:
     return x.storage.dtype if isinstance(x, Tensor) else _dt.scalar_dtype(x)
 
 
-def binary_result_dtype(name: str, x, y, dtype) -> _dt.DType:
+def binary_result_dtype(name: str, x: Tensor | Scalar, y: Tensor | Scalar, dtype: object) -> _dt.DType:
     """The dtype of `nl.<name>(x, y, dtype=dtype)`: the one asked for, bool for comparisons, else
     the promotion of the operands' dtypes (a scalar operand counts by its Python type)."""
     if dtype is not None:
@@ -108,7 +113,7 @@ def binary_result_dtype(name: str, x, y, dtype) -> _dt.DType:
     return _dt.promote(operand_dtype(x), operand_dtype(y))
 
 
-def binary_result_shape(api: str, x, y) -> tuple[int, ...]:
+def binary_result_shape(api: str, x: Tensor | Scalar, y: Tensor | Scalar) -> tuple[int, ...]:
     """The shape of an element-wise binary op with at least one tile operand: the NumPy broadcast of
     two tiles' shapes, or the one tile's shape."""
     if isinstance(x, Tensor) and isinstance(y, Tensor):
@@ -116,7 +121,9 @@ def binary_result_shape(api: str, x, y) -> tuple[int, ...]:
             return tuple(np.broadcast_shapes(x.shape, y.shape))
         except ValueError:
             raise OperandShapeError(f"{api}: operand shapes {x.shape} and {y.shape} do not broadcast") from None
-    return (x if isinstance(x, Tensor) else y).shape
+    tile = x if isinstance(x, Tensor) else y
+    assert isinstance(tile, Tensor)  # the callers pass at least one tile
+    return tile.shape
 
 
 # -- nisa enums ------------------------------------------------------------------------------------
@@ -151,7 +158,7 @@ class nc_version(enum.IntEnum):
 _ENGINE_NAMES = {int(e): (None if e is engine.unknown else e.name) for e in engine}
 
 
-def engine_name(e) -> str | None:
+def engine_name(e: object) -> str | None:
     """An engine constant (an enum member of either namespace, an int, or a name) -> engine name;
     None = let the emulator choose (engine.unknown)."""
     if e is None:
@@ -164,6 +171,6 @@ def engine_name(e) -> str | None:
     if isinstance(name, str):
         return None if name == "unknown" else name
     try:
-        return _ENGINE_NAMES.get(int(e))
+        return _ENGINE_NAMES.get(int(cast(SupportsInt, e)))  # any object: int() says whether it is a number
     except (ValueError, TypeError):
         return None

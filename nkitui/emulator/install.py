@@ -11,6 +11,7 @@ import importlib
 import importlib.util
 import sys
 import types
+from collections.abc import Iterable
 
 from nkitui.emulator.errors import InstallError
 
@@ -37,7 +38,7 @@ def register_modules(mapping: dict[str, str | None]) -> None:
         _install_names(list(mapping))
 
 
-def _is_ours(mod) -> bool:
+def _is_ours(mod: types.ModuleType) -> bool:
     return bool(getattr(mod, "__nkitui_emulator__", False))
 
 
@@ -84,7 +85,7 @@ def install(force: bool = False) -> None:
     _install_names(list(MODULES))
 
 
-def _install_names(names) -> None:
+def _install_names(names: Iterable[str]) -> None:
     assert _saved is not None
     for name in sorted(names, key=lambda n: n.count(".")):
         if name not in _saved:
@@ -95,7 +96,7 @@ def _install_names(names) -> None:
             mod.__path__ = []
         else:
             mod = importlib.import_module(target)
-        mod.__nkitui_emulator__ = True
+        setattr(mod, "__nkitui_emulator__", True)  # noqa: B010  (a marker attribute ModuleType does not declare)
         sys.modules[name] = mod
         parent, _, child = name.rpartition(".")
         if parent and parent in sys.modules:

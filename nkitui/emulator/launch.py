@@ -21,8 +21,8 @@ from typing import Any, Callable
 
 import numpy as np
 
+from nkitui.emulator import devmem, provenance
 from nkitui.emulator import dtypes as dt
-from nkitui.emulator import provenance
 from nkitui.emulator.blas import single_threaded
 from nkitui.emulator.config import current_options
 from nkitui.emulator.errors import KernelArgumentError, NKIEmulatorError
@@ -113,8 +113,8 @@ class Kernel:
         self.compiler_options: dict = dict(options or {})
         self.grid = grid
         self.last_run: RunInfo | None = None
-        self.benchmark_result = None
-        self.profile_result = None
+        self.benchmark_result: object = None  # nki.benchmark: the front end's result record
+        self.profile_result: Trace | None = None  # nki.profile: the run's trace
         functools.update_wrapper(self, func, updated=())
 
     @property
@@ -154,6 +154,16 @@ def _to_tensor(run: Run, value, name: str, cls, writebacks: list):
             arr = value = arr.view(d.np)
         need_copy = not arr.flags.c_contiguous or not arr.flags.writeable or (
             run.execute and arr.dtype != dt.storage_dtype(d, run.precise))
+        if run.execute and devmem.enabled():
+            # in the kernel's process every argument lives in write-protected device memory: the
+            # harness's inputs already do (wrapped as they are); any other array is copied there and
+            # gets the kernel's writes back when the launch ends
+            if not need_copy and devmem.owns(arr):
+                return run.wrap_array(arr, name, cls, d)
+            stored = devmem.copy_of(arr, dt.storage_dtype(d, run.precise))
+            t = run.wrap_array(stored, name, cls, d)
+            writebacks.append((value, t))
+            return t
         if need_copy and run.execute:
             stored = np.ascontiguousarray(arr, dtype=dt.storage_dtype(d, run.precise))
             t = run.wrap_array(stored, name, cls, d)
@@ -179,6 +189,16 @@ def _to_tensor(run: Run, value, name: str, cls, writebacks: list):
     if isinstance(value, (list, tuple)) and any(isinstance(v, np.ndarray) for v in value):
         return type(value)(_to_tensor(run, v, f"{name}[{i}]", cls, writebacks) for i, v in enumerate(value))
     return value
+
+
+def _arrays_in(values) -> list:
+    out = []
+    for v in values:
+        if isinstance(v, np.ndarray):
+            out.append(v)
+        elif isinstance(v, (list, tuple)):
+            out.extend(x for x in v if isinstance(x, np.ndarray))
+    return out
 
 
 def _bind(kernel: Kernel, args, kwargs):
@@ -224,13 +244,13 @@ def _output(run: Run, value, name: str = "output"):
                                       "written with nl.store / nisa.dma_copy")
         if not run.execute:
             return ShapeDtype(value.shape, st.dtype.public)
-        out = value.array()
+        out = value._apply(st.data) if devmem.enabled() else value.array()  # Storage.data: device memory
         if not isinstance(out, np.ndarray) or out.base is not None or out is st.data:
             out = np.array(out, copy=True)
         if st.dtype.host is not None:
             out = out.view(st.dtype.host)
         if provenance.collecting():
-            provenance.note(out, st, run.kernel_name, "returned")
+            provenance.note(out, st, run.kernel_name, "returned", run.received)
         return out
     if isinstance(value, tuple):
         return tuple(_output(run, v, f"{name}[{i}]") for i, v in enumerate(value))
@@ -254,6 +274,8 @@ def run_kernel(kernel: Kernel, args, kwargs, *, grid: tuple[int, ...] | None = N
     run = kernel.frontend.make_run(opts, kernel.name, grid, trace)
     cls = kernel.frontend.tensor_cls
     writebacks: list = []
+    if provenance.collecting():  # the array arguments as the caller passed them (Collector.expect)
+        run.received = _arrays_in([*args, *kwargs.values()])
     bound = _bind(kernel, args, kwargs)
     if bound is not None:
         for pname, value in list(bound.arguments.items()):
@@ -299,7 +321,8 @@ def run_kernel(kernel: Kernel, args, kwargs, *, grid: tuple[int, ...] | None = N
         copied_from = {id(t.storage): original for original, t in writebacks}
         for _, t in arg_tensors:
             if t.storage.id in run.written_inputs:
-                provenance.note(copied_from.get(id(t.storage), t.storage.data), t.storage, kernel.name, "argument")
+                provenance.note(copied_from.get(id(t.storage), t.storage.data), t.storage, kernel.name, "argument",
+                                run.received)
     info = RunInfo(kernel.name, grid, run.instructions, dict(run.engine_counts), wall, list(run.diagnostics),
                    run.alloc.sbuf_peak, run.alloc.psum_peak, trace,
                    {"target": run.target.name, "precise": run.precise, "execute": run.execute}, written)

@@ -13,18 +13,20 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from typing import SupportsFloat
 
 from nkitui.emulator import dtypes as _dt
 from nkitui.emulator import engine
+from nkitui.emulator.engine.common import Mask, Scalar
 from nkitui.emulator.engine.vector import reduced_shape
 from nkitui.emulator.errors import OperandShapeError, PartitionDimError
 from nkitui.emulator.runtime import current
 from nkitui.emulator.targets import PMAX
 from nkitui.emulator.tensor import Tensor
 
-NewTile = Callable[[tuple, _dt.DType], Tensor]
+NewTile = Callable[[tuple[int, ...], _dt.DType], Tensor]
 # (x, axes, keepdims) -> (fp32 sum of x over axes, number of elements summed per output element)
-SumReduce = Callable[[Tensor, tuple, bool], tuple[Tensor, int]]
+SumReduce = Callable[[Tensor, tuple[int, ...], bool], tuple[Tensor, int]]
 _F32 = _dt.float32
 
 
@@ -35,7 +37,7 @@ def mean_dtype(x: Tensor) -> _dt.DType:
 
 def fp32_sum(new: NewTile, api: str) -> SumReduce:
     """The plain sum of a mean: one VectorE tensor_reduce into a fresh fp32 tile."""
-    def reduce(x: Tensor, axes: tuple, keepdims: bool) -> tuple[Tensor, int]:
+    def reduce(x: Tensor, axes: tuple[int, ...], keepdims: bool) -> tuple[Tensor, int]:
         total = new(reduced_shape(x.shape, axes, keepdims), _F32)
         engine.tensor_reduce(total, "add", x, axes, keepdims=keepdims, api=api)
         return total, math.prod(x.shape[a] for a in axes)
@@ -70,7 +72,8 @@ def var(x: Tensor, axes: tuple[int, ...], out_dtype: _dt.DType, new: NewTile, ap
     return mean(sq, axes, True, out_dtype, new, "nl.mean", sum_of)
 
 
-def binary(out: Tensor, x, y, op: str, new: NewTile, api: str, where=None) -> None:
+def binary(out: Tensor, x: Tensor | Scalar, y: Tensor | Scalar, op: str, new: NewTile, api: str,
+           where: Mask = None) -> None:
     """An element-wise `nl` binary op into `out` (x or y may be a Python scalar): operands with
     fewer partitions are first broadcast by TensorE; an operand with one element per partition
     that does not fill `out` becomes a tensor_scalar operand (reversed when it is x); otherwise
@@ -88,10 +91,11 @@ def binary(out: Tensor, x, y, op: str, new: NewTile, api: str, where=None) -> No
     elif isinstance(x, Tensor):
         engine.tensor_scalar(out, x, op, y, where=where, api=api)
     else:
+        assert isinstance(y, Tensor)  # one operand is a tile (both front ends check before lowering)
         engine.tensor_scalar(out, y, op, x, reverse0=True, where=where, api=api)
 
 
-def store_source(value, dst: Tensor, new: NewTile, api: str) -> Tensor:
+def store_source(value: Tensor | Scalar, dst: Tensor, new: NewTile, api: str) -> Tensor:
     """What a store into the HBM tensor `dst` reads: a scalar is first written into a fresh tile
     (memset), a PSUM tile is first copied to SBUF (DMA cannot read PSUM; the compiler inserts the
     copy)."""
@@ -125,7 +129,7 @@ def sbuf_operand(t: Tensor, new: NewTile, api: str, role: str) -> Tensor:
     tmp = new(t.shape if len(t.shape) >= 2 else (t.shape[0], 1), t.storage.dtype)
     engine.tensor_copy(tmp, t, api=f"{api} ({role} psum->sbuf, inserted by the compiler)")
     run = current()
-    if run.recording:
+    if run.trace is not None:
         run.trace.instructions[-1].meta["inserted"] = "psum->sbuf"
     return tmp
 
@@ -186,7 +190,7 @@ def softmax(x: Tensor, axes: tuple[int, ...], out_dtype: _dt.DType, new: NewTile
     return out
 
 
-def rms_norm(x: Tensor, w: Tensor, n, epsilon, out_dtype: _dt.DType, new: NewTile, api: str) -> Tensor:
+def rms_norm(x: Tensor, w: Tensor, n: SupportsFloat, epsilon: SupportsFloat, out_dtype: _dt.DType, new: NewTile, api: str) -> Tensor:
     """x / sqrt(sum(x^2) / n + epsilon) * w: squares and their row sum in one ScalarE activation,
     scale and shift, rsqrt, normalise, multiply by the (partition-broadcast) weight."""
     P = x.shape[0]

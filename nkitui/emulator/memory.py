@@ -25,9 +25,11 @@ import itertools
 import math
 import os
 import warnings
+from typing import Any
 
 import numpy as np
 
+from nkitui.emulator import devmem
 from nkitui.emulator import dtypes as dt
 from nkitui.emulator.errors import (
     CapacityError,
@@ -40,6 +42,7 @@ from nkitui.emulator.errors import (
 from nkitui.emulator.targets import PMAX, Target
 
 _ids = itertools.count(1)
+_key = devmem.key_of  # identity without id()'s audit event
 
 ON_CHIP = ("sbuf", "psum")
 
@@ -47,7 +50,7 @@ ON_CHIP = ("sbuf", "psum")
 class Storage:
     """One allocation: the numpy array holding its cells plus bookkeeping."""
 
-    __slots__ = ("id", "name", "memory", "kind", "shape", "dtype", "data", "partition_dim", "bytes_per_partition",
+    __slots__ = ("id", "name", "memory", "kind", "shape", "dtype", "_data", "partition_dim", "bytes_per_partition",
                  "blocks", "pp_strides", "flat_strides", "version", "_f32_copy", "_f32_version", "_misses",
                  "_alloc", "loop_depth", "lossy", "mm_zone", "init", "span", "__weakref__")
 
@@ -59,7 +62,7 @@ class Storage:
         self.kind = kind  # hbm: "input" | "shared" | "private"; on-chip: ""
         self.shape = shape
         self.dtype = dtype
-        self.data = data
+        self._data = data
         self.partition_dim = pax if memory in ON_CHIP else -1
         self.version = 0
         self._f32_copy = None
@@ -68,11 +71,11 @@ class Storage:
         self._alloc = None
         self.loop_depth = 0
         self.lossy = dtype is dt.tfloat32  # tf32 cells are fp32 rounded to 10 mantissa bits
-        self.mm_zone = None  # PSUM: True where the last write was a matmul (accumulate=None zones)
+        self.mm_zone: np.ndarray | None = None  # PSUM: True where the last write was a matmul (accumulate=None zones)
         self.init = None  # PSUM: cells written so far (None: none, True: all, else a bool array)
         self.flat_strides = None  # computed on first use (trace accesses)
         self.pp_strides = None
-        self.span = None  # tracked SBUF tiles: their live range (views share their root's)
+        self.span: list[Any] | BlockSpans | None = None  # tracked SBUF tiles: their live range (views share their root's)
         pax = self.partition_dim
         if pax == 0 and len(shape) == 2:  # the common tile
             self.bytes_per_partition = shape[1] * dtype.itemsize if shape[0] else 0
@@ -83,6 +86,23 @@ class Storage:
         else:
             self.bytes_per_partition = math.prod(shape) * dtype.itemsize
             self.blocks = 1
+
+    @property
+    def data(self) -> np.ndarray:
+        """The cells (a numpy array; None in shape-only runs). In the kernel's process they must be
+        the emulated device's write-protected memory (devmem): cells replaced from the host are
+        refused wherever an instruction reads or writes them."""
+        d = self._data
+        if devmem._on and d is not None:  # devmem.owns, its common case inlined (this runs on every access)
+            b = d.base if type(d) is np.ndarray else devmem  # a look-alike never passes
+            if (_key(d) if b is None else _key(b)) not in devmem._owners and not devmem.owns(d):
+                raise devmem.ForeignMemoryError(f"the cells of {self!r} are not the emulated device's memory: they "
+                                                "were replaced from the host, behind the instructions")
+        return d
+
+    @data.setter
+    def data(self, value: np.ndarray | None) -> None:
+        self._data = value
 
     def strides(self) -> tuple[tuple[int, ...], tuple[int, ...]]:
         """(per-partition element strides, flat row-major element strides)."""
@@ -110,8 +130,16 @@ class Storage:
 
     def f32(self) -> np.ndarray:
         """The whole storage as float32 (cached until the next write)."""
-        if self._f32_version != self.version:
-            self._f32_copy = self.data if self.data.dtype == np.float32 else self.data.astype(np.float32)
+        if self._f32_version == self.version:
+            if devmem._on and not devmem.owns(self._f32_copy):
+                raise devmem.ForeignMemoryError(f"the fp32 cache of {self!r} was replaced from the host")
+        else:
+            if self.data.dtype == np.float32:
+                self._f32_copy = self.data
+            elif devmem.enabled():  # the cache feeds instructions: as write-protected as the cells
+                self._f32_copy = devmem.copy_of(self.data, np.float32)
+            else:
+                self._f32_copy = self.data.astype(np.float32)
             self._f32_version = self.version
         return self._f32_copy
 
@@ -466,11 +494,12 @@ def check_host_memory(nbytes: int, what: str, emulated: int = 0) -> None:
 def new_array(shape, dtype: dt.DType, precise: bool, fill: bool) -> np.ndarray:
     sd = dt.storage_dtype(dtype, precise)
     try:
-        data = np.empty(shape, dtype=sd)
+        data = devmem.empty(shape, sd) if devmem.enabled() else np.empty(shape, dtype=sd)
     except MemoryError:  # Run.allocate checked the big ones first; this is what numpy itself refuses
         nbytes = math.prod(shape) * sd.itemsize
         raise HostMemoryError(f"emulating a tensor {tuple(shape)} {dtype.name} needs {_gib(nbytes)} of host memory, "
                               "which the host refused to allocate", location=kernel_location()) from None
     if fill:
-        _fill(data, dtype)
+        with devmem.writing(data):
+            _fill(data, dtype)
     return data

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import ml_dtypes
 import numpy as np
+from numpy.typing import DTypeLike
 
 from nkitui.emulator import dtypes as _dt
 
@@ -20,20 +21,20 @@ class PackedDType:
 
     __slots__ = ("name", "element", "element_bits", "container", "dtype", "nki_dtype")
 
-    def __init__(self, name: str, element, element_bits: int, container) -> None:
+    def __init__(self, name: str, element: DTypeLike, element_bits: int, container: DTypeLike) -> None:
         self.name = name
         self.element = np.dtype(element)  # ml_dtypes type of one packed value
         self.element_bits = element_bits
         self.container = np.dtype(container)  # numpy cell type holding one packed element
         # the host numpy dtype (np.dtype(nl.float8_e4m3fn_x4) reads this attribute)
         self.dtype = np.dtype([(f"{name}.{i}", np.uint8) for i in range(self.container.itemsize)])
-        self.nki_dtype = None  # the engine DType, set below
+        self.nki_dtype: _dt.DType | None = None  # the engine DType, set below
 
     @property
     def itemsize(self) -> int:
         return self.container.itemsize
 
-    def __eq__(self, other) -> bool:
+    def __eq__(self, other: object) -> bool:
         if other is self:
             return True
         if isinstance(other, str):
@@ -51,7 +52,7 @@ class PackedDType:
     __repr__ = __str__
 
 
-def _packed(name: str, element, bits: int, container) -> _dt.DType:
+def _packed(name: str, element: DTypeLike, bits: int, container: DTypeLike) -> _dt.DType:
     public = PackedDType(name, element, bits, container)
     d = _dt.DType(name, np.dtype(container), np.dtype(container).itemsize, "u", 0, public, public.dtype)
     public.nki_dtype = d

@@ -21,7 +21,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import weakref
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -34,9 +34,11 @@ class DeviceOrigin:
     kind: str  # "returned" (an HBM tensor the kernel allocated) | "argument" (an output written in place)
     writes: int  # recorded instruction writes into the tensor
     digest: bytes  # of the bytes as the launch left them
+    harness_inputs: bool = True  # the launch received exactly the arrays the harness gave (Collector.expect)
 
     def to_dict(self) -> dict:
-        return {"kernel": self.kernel, "tensor": self.tensor, "kind": self.kind, "writes": self.writes}
+        return {"kernel": self.kernel, "tensor": self.tensor, "kind": self.kind, "writes": self.writes,
+                "harness_inputs": self.harness_inputs}
 
 
 def digest(array: np.ndarray) -> bytes:
@@ -47,6 +49,22 @@ def digest(array: np.ndarray) -> bytes:
 class Collector:
     def __init__(self) -> None:
         self._notes: list[tuple[weakref.ref, DeviceOrigin]] = []
+        self._inputs: list[object] | None = None
+
+    def expect(self, arrays: Sequence[object]) -> None:
+        """The arrays the harness calls the entry point with (its inputs, then any preallocated
+        outputs): a launch counts as the harness's only when it received exactly these objects, in
+        order, as its array arguments. A wrapper that launches the kernel on arrays of its own
+        (`kernel(a + b, ones)`, a copy kernel fed a host result) makes outputs without that origin.
+        The harness's inputs sit in write-protected device memory in the kernel's process (nkitui.
+        emulator.devmem), so changing them in place is no way around it."""
+        self._inputs = list(arrays)
+
+    def received_harness_inputs(self, received: Sequence[object]) -> bool:
+        expected = self._inputs
+        if expected is None:  # nobody said which (library use): any launch counts
+            return True
+        return len(received) == len(expected) and all(r is e for r, e in zip(received, expected))
 
     def note(self, array: np.ndarray, origin: DeviceOrigin) -> None:
         self._notes.append((weakref.ref(array), origin))
@@ -88,8 +106,13 @@ def collecting() -> bool:
     return bool(_active)
 
 
-def note(array: np.ndarray, storage, kernel: str, kind: str) -> None:  # noqa: ANN001 - memory.Storage
-    """Called by launches for each array they hand out (only while a collector is active)."""
+def active() -> list[Collector]:
+    return list(_active)
+
+
+def note(array: np.ndarray, storage, kernel: str, kind: str, received: list | None = None) -> None:  # noqa: ANN001 - memory.Storage
+    """Called by launches for each array they hand out (only while a collector is active);
+    `received`: the launch's array arguments, in order."""
     if not _active or not isinstance(array, np.ndarray):
         return
     root = getattr(storage, "root", None) or storage  # a view's writes may be counted on its root
@@ -97,6 +120,7 @@ def note(array: np.ndarray, storage, kernel: str, kind: str) -> None:  # noqa: A
     if writes <= 0 or getattr(root, "kind", "") in ("constant", "input") and kind == "returned":
         return  # never written by an instruction, or not the kernel's own tensor: not device output
     name = storage.name or f"hbm tensor {tuple(storage.shape)}"
-    origin = DeviceOrigin(kernel, name, kind, writes, digest(array))
+    dig = digest(array)
     for collector in _active:
-        collector.note(array, origin)
+        harness = collector.received_harness_inputs(received if received is not None else [])
+        collector.note(array, DeviceOrigin(kernel, name, kind, writes, dig, harness))

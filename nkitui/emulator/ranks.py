@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import threading
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any, Callable, TypedDict, TypeVar
 
 from nkitui.emulator import state
 from nkitui.emulator.errors import CollectiveError, NKIEmulatorError
@@ -32,6 +32,17 @@ __all__ = ["CollectiveError", "RankAborted", "RankContext", "World", "current_co
 
 _POLL_S = 0.05
 MAX_CORES = 2  # physical cores of a logical NeuronCore (kernel[2])
+
+
+T = TypeVar("T")
+Participant = tuple[int, int]  # (rank, core)
+Members = tuple[Participant, ...]
+_SlotKey = tuple[str, Members, int]  # (kind, members, call number)
+
+
+class _Slot(TypedDict):
+    payloads: dict[Participant, Any]  # what each participant deposited (arrays, metadata: the caller's data)
+    taken: int  # participants that collected the result
 
 
 class RankAborted(NKIEmulatorError):
@@ -59,9 +70,9 @@ class World:
         self.cond = threading.Condition()
         self.failed: BaseException | None = None
         self.finished: set[tuple[int, int]] = set()  # participants (rank, core) whose kernel ended
-        self.seen: dict[tuple, int] = {}  # (participant, kind, members) -> calls so far
-        self.slots: dict[tuple, dict] = {}
-        self.waiting: dict[tuple[int, int], tuple[tuple, str]] = {}
+        self.seen: dict[tuple[Participant, str, Members], int] = {}  # (participant, kind, members) -> calls so far
+        self.slots: dict[_SlotKey, _Slot] = {}
+        self.waiting: dict[Participant, tuple[_SlotKey, str]] = {}
 
     def abort(self, exc: BaseException) -> None:
         with self.cond:
@@ -82,7 +93,7 @@ class World:
             key0 = (kind, members)
             k = self.seen.get((me,) + key0, 0)
             self.seen[(me,) + key0] = k + 1
-            key = key0 + (k,)
+            key: _SlotKey = key0 + (k,)
             slot = self.slots.setdefault(key, {"payloads": {}, "taken": 0})
             slot["payloads"][me] = payload
             self.cond.notify_all()
@@ -99,7 +110,7 @@ class World:
                 del self.slots[key]
             return result
 
-    def _check(self, me, key, members, k: int, what: str) -> None:
+    def _check(self, me: Participant, key: _SlotKey, members: Members, k: int, what: str) -> None:
         if self.failed is not None:
             raise RankAborted(f"{what}: another rank failed ({type(self.failed).__name__})", location=("", 0))
         kind, group = key[0], key[1]
@@ -118,19 +129,19 @@ class World:
                                       "rank of a replica group must issue the same collectives in the same order",
                                       location=("", 0))
 
-    def _participants(self):
+    def _participants(self) -> set[Participant]:
         known = {p for p in self.finished} | set(self.waiting)
         for key in self.slots:
             known.update(key[1])
         return known
 
 
-def run_ranks(world_size: int, body: Callable[[int], Any], *, name: str = "rank") -> list:
+def run_ranks(world_size: int, body: Callable[[int], T], *, name: str = "rank") -> list[T]:
     """Run `body(rank)` for every rank in its own thread, concurrently; returns the results in rank
     order or re-raises the first real error (with the rank in its message)."""
     world = World(world_size)
-    results: list = [None] * world_size
-    errors: list = [None] * world_size
+    results: list[Any] = [None] * world_size  # each rank's T once it returned (all of them, or this raises)
+    errors: list[BaseException | None] = [None] * world_size
 
     def run(rank: int) -> None:
         state.rank_context.set(RankContext(world, rank))  # in this rank thread's own copy of the context

@@ -12,7 +12,9 @@ import math
 import os
 import warnings
 import weakref
+from collections.abc import Callable, Hashable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
+from typing import Any, SupportsInt, cast
 
 import numpy as np
 
@@ -30,6 +32,7 @@ from nkitui.emulator.memory import (
     SP_SIZE,
     SP_START,
     SP_WRITE,
+    BlockSpans,
     OnChipAllocator,
     Storage,
     check_partitions,
@@ -93,12 +96,16 @@ def pop_trace(tr: Trace) -> None:
 # ---------------------------------------------------------------------------------------------
 
 
+# the elements a view writes: per storage dimension an arithmetic progression (start, step, length)
+Region = tuple[tuple[int, int, int], ...]
+
+
 @dataclass(slots=True)
 class LoopFrame:
     kind: str  # "affine" | "sequential" | "static"
     index: int = 0
-    writes: dict = field(default_factory=dict)  # storage id -> list of (iteration, region)
-    exact: dict = field(default_factory=dict)  # (storage id, region) -> iteration
+    writes: dict[int, list[tuple[int, Region]]] = field(default_factory=dict)  # storage id -> (iteration, region)s
+    exact: dict[tuple[int, Region], int] = field(default_factory=dict)  # (storage id, region) -> iteration
 
 
 _basenames: dict[str, str] = {}
@@ -127,13 +134,13 @@ class Run:
         self.core = 0  # physical core (LNC) index of this run's instructions
         self.trace = trace
         self.recording = trace is not None
-        self._files = trace.meta.setdefault("files", {}) if trace is not None else {}
+        self._files: dict[str, str] = trace.meta.setdefault("files", {}) if trace is not None else {}
         # the kernel frame of the last recorded instruction and its file: reading f_code is an audit
         # event (the introspection guard runs for each), and a frame's code never changes; the frame is
         # held, so no other frame can take its identity while it is remembered
         self._last_frame: object = None
         self._last_path = ""
-        self.diagnostics: list[dict] = []
+        self.diagnostics: list[dict[str, Any]] = []
         self.alloc = OnChipAllocator(self.target, options.capacity, self.diagnostics, _position_of(self))
         self.hbm_bytes = 0
         self.shared: list[Storage] = []
@@ -144,35 +151,37 @@ class Run:
         self.rng = np.random.default_rng(options.seed)
         self.instructions = 0
         self.engine_counts: dict[str, int] = {}
-        self._warned_at: set = set()
+        self._warned_at: set[Hashable] = set()  # (file, line) of C15 warnings, warn_once keys
         self.written_inputs: set[int] = set()
+        self.received: list[Any] | None = None  # the launch's array arguments as passed (provenance, while collecting)
         self.accumulating = False  # inside `+=` / loop_reduce: writes are associative accumulations
         self.act_acc: np.ndarray | None = None  # ScalarE per-partition accumulator registers
         self.vec_acc: np.ndarray | None = None  # VectorE shared accumulator registers
         self.input_ids: set[int] = set()
 
     # -- allocation ----------------------------------------------------------------------------
-    def allocate(self, shape, dtype, memory: str, *, name: str = "", pax: int = 0, fill: bool = True,
-                 kind: str = "private", what: str = "tensor", track: bool = True) -> Storage:
+    def allocate(self, shape: Iterable[SupportsInt], dtype: object, memory: str, *, name: str = "",
+                 pax: int = 0, fill: bool = True, kind: str = "private", what: str = "tensor",
+                 track: bool = True) -> Storage:
         """Allocate a storage. `fill`: pre-fill with NaN / 4 sentinels (skip when fully overwritten)."""
-        shape = tuple(int(s) for s in shape)
+        dims = tuple(int(s) for s in shape)
         d = dtype if type(dtype) is dt.DType else dt.dtype_of(dtype)
         if memory in ON_CHIP:
-            check_partitions(shape, pax, what)
+            check_partitions(dims, pax, what)
         if memory == "hbm" and kind == "shared":
             if self.shared_idx < len(self.shared):
                 st = self.shared[self.shared_idx]  # the same shared tensor in every SPMD program
                 self.shared_idx += 1
-                if st.shape == shape and st.dtype is d:
+                if st.shape == dims and st.dtype is d:
                     return st
             else:
                 self.shared_idx += 1
         if self.execute:  # the host holds every device tensor: big ones are checked against it first
-            nbytes = math.prod(shape) * dt.storage_dtype(d, self.precise).itemsize
+            nbytes = math.prod(dims) * dt.storage_dtype(d, self.precise).itemsize
             if nbytes >= _memory.HOST_CHECK_BYTES:
-                check_host_memory(nbytes, f"{memory.upper()} tensor {repr(name) + ' ' if name else ''}{shape} {d.name}",
+                check_host_memory(nbytes, f"{memory.upper()} tensor {repr(name) + ' ' if name else ''}{dims} {d.name}",
                                   self.hbm_bytes)
-        st = self.new_storage(shape, d, memory, name, pax, fill, kind, track)
+        st = self.new_storage(dims, d, memory, name, pax, fill, kind, track)
         if memory == "hbm":
             self.hbm_bytes += st.bytes_per_partition
             if kind == "shared" and self.shared_idx > len(self.shared):
@@ -192,28 +201,29 @@ class Run:
                 self.alloc.reserve_sbuf(st, self.instructions)
             elif memory == "psum":
                 self.alloc.reserve_psum(st, self.instructions)
-        if self.recording:
+        if self.trace is not None:  # recording
             self.trace.storages[st.id] = StorageInfo(st.id, name, memory, shape, d.name)
         return st
 
-    def tile(self, shape, dtype, memory: str = "sbuf", *, fill: bool = False, name: str = "",
-             cls=Tensor, track: bool = True) -> Tensor:
+    def tile(self, shape: Iterable[SupportsInt], dtype: object, memory: str = "sbuf", *, fill: bool = False,
+             name: str = "", cls: type[Tensor] = Tensor, track: bool = True) -> Tensor:
         """A fresh result tile (partition dim first) for a return-style instruction."""
         return cls.whole(self.allocate(shape, dtype, memory, name=name, fill=fill, what="result tile",
                                        track=track))
 
-    def wrap_array(self, arr: np.ndarray, name: str, cls=Tensor, dtype: dt.DType | None = None) -> Tensor:
+    def wrap_array(self, arr: np.ndarray, name: str, cls: type[Tensor] = Tensor,
+                   dtype: dt.DType | None = None) -> Tensor:
         """An HBM tensor backed by a caller's numpy array (writes go straight to it)."""
         d = dtype or dt.dtype_of(arr.dtype)
         st = Storage(name, "hbm", tuple(arr.shape), d, arr if self.execute else None, kind="input")
         self.input_ids.add(st.id)
         self.hbm_bytes += st.bytes_per_partition
-        if self.recording:
+        if self.trace is not None:  # recording
             self.trace.storages[st.id] = StorageInfo(st.id, name, "hbm", st.shape, d.name)
         return cls.whole(st)
 
     # -- loops and C15 -------------------------------------------------------------------------
-    def loop(self, kind: str, rng: range):
+    def loop(self, kind: str, rng: range) -> Iterator[int]:
         frame = LoopFrame(kind)
         self.loops.append(frame)
         affine = kind == "affine"
@@ -276,11 +286,13 @@ class Run:
         warnings.warn(msg, NKIEmulatorWarning, stacklevel=3)
 
     # -- trace ---------------------------------------------------------------------------------
-    def record(self, engine: str, opcode: str, ins, outs, *, partitions: int, free: int, flops: int = 0,
-               meta: dict | None = None) -> Instruction | None:
+    def record(self, engine: str, opcode: str, ins: Sequence[Tensor], outs: Sequence[Tensor], *,
+               partitions: int, free: int, flops: int = 0,
+               meta: dict[str, Any] | None = None) -> Instruction | None:
         """Count the instruction and, inside emulator.trace(), append it to the trace."""
         n = self.instructions
         reads_psum = False
+        sp: Any  # a span list, or a memory.BlockSpans: its lack of item assignment routes it to touch()
         for t in ins:  # extend the live ranges of the on-chip tiles it touches (memory.SP_LAST)
             sp = t.storage.span
             if sp is not None:
@@ -315,7 +327,7 @@ class Run:
             self.engine_counts[engine] += 1
         except KeyError:
             self.engine_counts[engine] = 1
-        if not self.recording:
+        if self.trace is None:  # not recording
             return None
         frame = kernel_frame()
         if frame is not None:
@@ -334,8 +346,8 @@ class Run:
         else:
             base, line = "", 0
         br = bw = hr = hw = 0
-        in_dtypes = []
-        in_mems = []
+        in_dtypes: list[str] = []
+        in_mems: list[str] = []
         reads = []
         for t in ins:
             st = t.storage
@@ -374,7 +386,8 @@ class Run:
         instrs.append(ins_)
         return ins_
 
-    def _schedule_psum_read(self, opcode: str, ins, outs, n: int, meta) -> None:
+    def _schedule_psum_read(self, opcode: str, ins: Sequence[Tensor], outs: Sequence[Tensor], n: int,
+                            meta: dict[str, Any] | None) -> None:
         """Where instruction `n`, which reads PSUM, can run under the compiler's reordering ("the
         compiler may reorder operations that have no data dependencies", NKI language guide): right
         after the last write of each input (read after write), the last use of each output (write
@@ -407,12 +420,12 @@ class Run:
                 sp[SP_READ_END] = ready
         if ready < n:  # every operand has a list span here; an SBUF one first used here is live from `ready`
             for t in itertools.chain(ins, outs):
-                sp = t.storage.span
+                sp = cast(list[Any], t.storage.span)  # checked list-shaped above (ready < n)
                 if sp[SP_MEMORY] == "sbuf" and (sp[SP_FIRST] < 0 or sp[SP_FIRST] == n):
                     sp[SP_FIRST] = ready
                     self.alloc.first_use(sp)
 
-    def retargeted(self, temp: Storage, dst: Storage, view=None) -> None:
+    def retargeted(self, temp: Storage, dst: Storage, view: Tensor | None = None) -> None:
         """The last instruction's result was redirected from the fresh tile `temp` to `dst`
         (`t[...] = expr`, `view` the part of `dst` written): `dst` is used there, and `temp` needs
         no memory of its own."""
@@ -423,7 +436,7 @@ class Run:
         sp = dst.span
         if sp is None:
             return
-        if sp.__class__ is not list:  # memory.BlockSpans
+        if isinstance(sp, BlockSpans):
             sp.touch(view if view is not None else Tensor.whole(dst), n)
             return
         if sp[SP_LAST] < n:
@@ -436,7 +449,7 @@ class Run:
         if sp[SP_FIRST] < 0:
             sp[SP_FIRST] = n
 
-    def warn_once(self, key, msg: str) -> None:
+    def warn_once(self, key: Hashable, msg: str) -> None:
         if key in self._warned_at:
             return
         self._warned_at.add(key)
@@ -444,7 +457,7 @@ class Run:
         warnings.warn(msg, NKIEmulatorWarning, stacklevel=3)
 
 
-def _position_of(run: Run):
+def _position_of(run: Run) -> Callable[[], int]:
     """run.instructions as a function, without a reference cycle between the run and its allocator."""
     ref = weakref.ref(run)
 
@@ -455,7 +468,7 @@ def _position_of(run: Run):
     return position
 
 
-def _dma_run_bytes(ins, outs) -> int:
+def _dma_run_bytes(ins: Sequence[Tensor], outs: Sequence[Tensor]) -> int:
     """Contiguous bytes per DMA descriptor: the shortest contiguous run on the HBM side (or of the
     source when both sides are on-chip), which drives DMA efficiency in the cost model."""
     runs = [_run_elems(t) * t.storage.dtype.itemsize for t in (*ins, *outs) if t.storage.partition_dim < 0]
@@ -464,7 +477,7 @@ def _dma_run_bytes(ins, outs) -> int:
     return min(runs) if runs else 0
 
 
-def _run_elems(t) -> int:
+def _run_elems(t: Tensor) -> int:
     """Elements per contiguous run of a view. For a gathered (indexed) view: the last axis's length when
     its last-dimension indices step by one and the other indices stay put along it (a gather of whole
     rows moves row-sized runs), else 1 (an element gather)."""
@@ -484,7 +497,7 @@ def _run_elems(t) -> int:
     return shape[-1]
 
 
-def _regions_overlap(a, b) -> bool:
+def _regions_overlap(a: Region, b: Region) -> bool:
     """Do two per-dimension arithmetic progressions (start, step, length) share an element?"""
     for (s1, st1, n1), (s2, st2, n2) in zip(a, b):
         if n1 <= 0 or n2 <= 0:

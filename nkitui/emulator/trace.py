@@ -141,7 +141,8 @@ class Trace:
     storages: dict[int, StorageInfo] = field(default_factory=dict)
     meta: dict[str, Any] = field(default_factory=dict)
     # storage_ranges() of the instructions as they were: (list, count, last instruction, ranges)
-    _ranges: tuple | None = field(default=None, init=False, repr=False, compare=False)
+    _ranges: tuple[list[Instruction], int, Instruction | None, dict[int, StorageRange]] | None = field(
+        default=None, init=False, repr=False, compare=False)
 
     def __len__(self) -> int:
         return len(self.instructions)
@@ -188,7 +189,7 @@ class Trace:
 
 def storage_ranges(instructions: list[Instruction]) -> dict[int, StorageRange]:
     """`StorageRange` of every storage the instructions access, in one pass."""
-    acc: dict[int, list] = {}
+    acc: dict[int, list[Any]] = {}  # [memory, first, last, rows, extent], a StorageRange once complete
     get = acc.get
     for i, ins in enumerate(instructions):
         for accesses in (ins.reads, ins.writes):

@@ -120,7 +120,9 @@ def record_from_schedule(trace: Trace, sched: Schedule, *, work: Work | None = N
         "total_active_time_percent": _pct(total_active, core_time),
     })
 
-    mm_dtype = sched.matmul_dtype_flops.most_common(1)[0][0] if sched.matmul_dtype_flops else "bfloat16"
+    # the dtype with the most matmul FLOPs (the first seen on a tie, as Counter.most_common(1) picks it)
+    dtype_flops = sched.matmul_dtype_flops
+    mm_dtype = max(dtype_flops.items(), key=lambda kv: kv[1])[0] if dtype_flops else "bfloat16"
     roof = roofline_point(sched.model_flops, hbm_total, total, mm_dtype, spec)
     sol = speed_of_light_for(work, spec).against(total) if work is not None else None
 

@@ -40,12 +40,15 @@ from heapq import heappop, heappush
 from collections import Counter
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any
+from collections.abc import Iterator, Sequence
+from typing import Any, cast
 
 import numpy as np
 
-from nkitui.emulator.trace import ENGINES, Trace
-from nkitui.perf.costs import MATMUL_OPCODES, TRANSPOSE_OPCODES, compute_cost, dma_plan, matmul_cost
+from nkitui.emulator.trace import ENGINES, Access, Instruction, StorageInfo, Trace
+from nkitui.perf.costs import (
+    MATMUL_OPCODES, TRANSPOSE_OPCODES, ComputeCost, DmaPlan, MatmulCost, compute_cost, dma_plan, matmul_cost,
+)
 from nkitui.perf.hardware import TargetSpec, itemsize
 
 # A storage keeps at most this many live write/read records; beyond it the oldest half is merged
@@ -75,6 +78,12 @@ class DmaTotals:
     spill_transfers: int = 0
 
 
+def _tally() -> dict[str, float]:
+    """A Counter that sums seconds or FLOPs: a missing key reads 0 and is not inserted. Typed as a dict of
+    floats because typeshed types a Counter's values as int."""
+    return cast("dict[str, float]", Counter())
+
+
 @dataclass
 class Schedule:
     """Result of simulating a trace: per-instruction times, per-lane busy intervals, totals."""
@@ -87,31 +96,31 @@ class Schedule:
     # execution only: the DMA lanes' data-movement intervals (`intervals` holds them from the moment a transfer
     # is queued, in flight and waiting, as the profiler counts them); compute lanes: sum of pure durations
     exec_intervals: dict[str, list[list[float]]] = field(default_factory=dict)
-    lane_exec_time: Counter = field(default_factory=Counter)  # base lane -> execution-only seconds
+    lane_exec_time: dict[str, float] = field(default_factory=_tally)  # base lane -> execution-only seconds
     # (file, line, lane, opcode) -> [seconds, count, flops, hbm bytes]; lane is "tensor", "dma", ...
     by_line: dict[tuple[str, int, str, str], list[Any]] = field(default_factory=dict)
-    lane_time: Counter = field(default_factory=Counter)  # base lane -> sum of instruction busy time
-    lane_count: Counter = field(default_factory=Counter)
+    lane_time: dict[str, float] = field(default_factory=_tally)  # base lane -> sum of instruction busy time
+    lane_count: Counter[str] = field(default_factory=Counter)
     model_flops: float = 0.0
     hardware_flops: float = 0.0
     adjusted_hardware_flops: float = 0.0
     transpose_flops: float = 0.0
     adjusted_transpose_flops: float = 0.0
     matmul_count: int = 0
-    matmul_dtype_flops: Counter = field(default_factory=Counter)
+    matmul_dtype_flops: dict[str, float] = field(default_factory=_tally)
     activate_time: float = 0.0
     activate_count: int = 0
     hbm_read: int = 0
     hbm_write: int = 0
-    mem_bytes: Counter = field(default_factory=Counter)  # sbuf/psum read/write bytes
+    mem_bytes: Counter[str] = field(default_factory=Counter)  # sbuf/psum read/write bytes
     psum_to_sbuf_bytes: int = 0
     psum_to_sbuf_count: int = 0
-    perf_modes: Counter = field(default_factory=Counter)
+    perf_modes: Counter[str] = field(default_factory=Counter)
     dma: DmaTotals = field(default_factory=DmaTotals)
     throttled_time: float = 0.0
     psum_bank_stall: float = 0.0  # engine time lost only because no PSUM bank was free
     folded_psum_zeroing: int = 0  # PSUM zero-fills folded into the next matmul's accumulator reset
-    undocumented_opcodes: Counter = field(default_factory=Counter)
+    undocumented_opcodes: Counter[str] = field(default_factory=Counter)
     notes: list[str] = field(default_factory=list)
     cores: int = 1
     sbuf_peak_bytes: int = 0  # peak SBUF bytes per partition the allocator held (<= usable)
@@ -126,6 +135,13 @@ class Schedule:
 # an empty record list is () rather than a list of its own (fewer objects to build and free)
 # write record: (p0, p1, b0, b1, result ready, end, written by a matmul); read record: (p0, p1, b0, b1, end)
 S_WRITES, S_READS, S_LAST_END, S_FIRST, S_LAST, S_MEM, S_EXTENT, S_FIRST_WRITE = range(8)
+_StorageRecord = list[Any]  # the fields above, of different types: a list because it is built per fresh tile
+_WriteRecord = tuple[int, int, int, int, float, float, bool]
+_ReadRecord = tuple[int, int, int, int, float]
+# one plan per signature (engine, opcode, shapes, dtypes, memories, bytes, flops, line, file): the first meta seen
+# and its plan, then [(meta, plan), ...] for other metas under the same signature
+_PlanKey = tuple[str, str, int, int, tuple[str, ...], str, tuple[str, ...], str, int, int, int, int, int, int, str]
+_PlanEntry = list[Any]
 
 
 class _Core:
@@ -152,10 +168,11 @@ class _Core:
         self.sbuf = sbuf
 
 
-def _merge_oldest(records: list[tuple], is_write: bool) -> list[tuple]:
+def _merge_oldest(records: Sequence[tuple[float, ...]], is_write: bool) -> list[tuple[float, ...]]:
     """Replace the oldest half of a storage's records by one record covering all of them."""
     half = len(records) // 2
     cols = list(zip(*records[:half]))  # column-wise, so that min/max run in C
+    merged: tuple[float, ...]
     if is_write:
         merged = (min(cols[0]), max(cols[1]), min(cols[2]), max(cols[3]), max(cols[4]), max(cols[5]), False)
     else:
@@ -234,7 +251,7 @@ class _PsumBanks:
     def __init__(self, banks: int) -> None:
         self.occupant: list[int | None] = [None] * banks
 
-    def acquire(self, sid: int, need: int, storages: dict[int, list]) -> float:
+    def acquire(self, sid: int, need: int, storages: dict[int, _StorageRecord]) -> float:
         """Banks for new tile `sid`; returns when their previous tiles were last touched."""
         order = []
         for b, occ in enumerate(self.occupant):
@@ -340,7 +357,7 @@ class _Uses:
 
     __slots__ = ("instrs", "by_sid")
 
-    def __init__(self, instrs) -> None:
+    def __init__(self, instrs: list[Instruction]) -> None:
         self.instrs = instrs
         self.by_sid: dict[int, list[int]] | None = None
 
@@ -356,7 +373,7 @@ class _Uses:
         return idx[k] if k < len(idx) else i
 
 
-def _sbuf_uses(instrs) -> dict[int, list[int]]:
+def _sbuf_uses(instrs: list[Instruction]) -> dict[int, list[int]]:
     uses: dict[int, list[int]] = {}
     for i, ins in enumerate(instrs):
         for accesses in (ins.reads, ins.writes):
@@ -384,7 +401,7 @@ class _SbufTiles:
         last: list[int] = []
         span_bytes: list[int] = []  # the full byte range each tile spans (for the program-order demand)
         storage_info = trace.storages
-        tile_bytes: dict[tuple, int] = {}  # (shape, dtype) -> bytes per partition, once per kind of tile
+        tile_bytes: dict[tuple[tuple[int, ...], str], int] = {}  # (shape, dtype) -> bytes per partition, once per kind of tile
         for sid, (mem, f, la, r, ext) in trace.storage_ranges().items():
             if mem != "sbuf":
                 continue
@@ -438,7 +455,7 @@ def _spill_transfer(cs: "_Core", spec: TargetSpec, release: float, per_partition
 
 
 def _make_room(alloc: _SbufAllocator, cs: "_Core", spec: TargetSpec, sid: int, now: float, busy: set[int],
-               storages: dict, totals: DmaTotals) -> float:
+               storages: dict[int, _StorageRecord], totals: DmaTotals) -> float:
     """Allocate `sid`; spill what must go (each save starts once the tile's last writer is done). Returns
     when the space is there."""
     t, victims = alloc.allocate(sid, now, busy)
@@ -461,7 +478,8 @@ def _make_room(alloc: _SbufAllocator, cs: "_Core", spec: TargetSpec, sid: int, n
     return t
 
 
-def _evict_written(alloc: _SbufAllocator, cs: "_Core", spec: TargetSpec, end: float, totals: DmaTotals) -> None:
+def _evict_written(alloc: _SbufAllocator, cs: "_Core", spec: TargetSpec, end: float,
+                   totals: DmaTotals) -> None:
     """Tiles the instruction just computed that SBUF cannot keep until their next use: saved right after the
     write, reloaded before that use."""
     for sid in alloc.evict_after:
@@ -477,7 +495,7 @@ def _evict_written(alloc: _SbufAllocator, cs: "_Core", spec: TargetSpec, end: fl
 
 
 def _reload(alloc: _SbufAllocator, cs: "_Core", spec: TargetSpec, sid: int, need_by: float, busy: set[int],
-            storages: dict, totals: DmaTotals) -> float:
+            storages: dict[int, _StorageRecord], totals: DmaTotals) -> float:
     """A spilled or dropped tile is used again: room for it, then a reload DMA; returns when its data is back.
 
     A dropped plain copy of HBM data comes back by the kernel's own load issued again (rematerialised), which
@@ -517,7 +535,7 @@ class _Plan:
 
     KIND_COMPUTE, KIND_TENSOR, KIND_DMA, KIND_FOLDED = 0, 1, 2, 3
 
-    def __init__(self, ins, spec: TargetSpec) -> None:
+    def __init__(self, ins: Instruction, spec: TargetSpec) -> None:
         eng = ins.engine
         clock = spec.clock_hz
         self.engine = eng
@@ -553,7 +571,7 @@ class _Plan:
         if eng == "dma":
             self.kind = self.KIND_DMA
             plan = dma_plan(ins, spec)
-            self.cost = plan
+            self.cost: DmaPlan | MatmulCost | ComputeCost = plan
             dur = plan.seconds
             if plan.hbm_bytes and spec.hbm_core_bytes_per_s:
                 dur = max(dur, plan.hbm_bytes / spec.hbm_core_bytes_per_s)  # per-core HBM limit
@@ -611,7 +629,7 @@ class _Plan:
 
 
 @contextmanager
-def gc_paused():
+def gc_paused() -> Iterator[None]:
     """Pause Python's cyclic garbage collector. Costing allocates many small objects but no reference
     cycles, and a full collection walks the whole trace (0.3 s for 100k instructions); paused, it
     neither re-walks the trace during the pass nor promotes the pass's temporaries towards one."""
@@ -630,7 +648,7 @@ def simulate(trace: Trace, spec: TargetSpec) -> Schedule:
         return _simulate(trace, spec)
 
 
-def _frozen(value):
+def _frozen(value: object) -> object:
     """A copy of a meta dict that compares by value: itself when its values are plain (a dict copy), else with
     lists as tuples, nested dicts as sorted item tuples and anything else that is not hashable as its repr."""
     if isinstance(value, dict):
@@ -649,12 +667,15 @@ def _frozen(value):
 _PLAIN = frozenset({int, float, str, bool, type(None)})
 
 
-def _plan_for(ins, key: tuple, plans: dict, all_plans: list, spec: TargetSpec) -> "_Plan":
+def _plan_for(ins: Instruction, key: _PlanKey, plans: dict[_PlanKey, _PlanEntry], all_plans: list[_Plan],
+              spec: TargetSpec) -> "_Plan":
     """The plan of `ins` when the fast look-up missed: another meta under the same key, or a new plan. A key
     maps to [meta, plan, [(meta, plan), ...]]: the first signature seen, then the others."""
     meta = ins.meta
     ent = plans.get(key)
     if ent is not None:
+        m: object
+        plan: _Plan
         for m, plan in ((ent[0], ent[1]), *ent[2]):
             if _same_meta(m, meta):
                 return plan
@@ -672,7 +693,7 @@ def _plan_for(ins, key: tuple, plans: dict, all_plans: list, spec: TargetSpec) -
     return plan
 
 
-def _same_meta(snapshot, meta: dict) -> bool:
+def _same_meta(snapshot: object, meta: dict[str, Any]) -> bool:
     try:
         return bool(snapshot == meta) or snapshot == _frozen(meta)
     except (TypeError, ValueError):  # a value that does not compare to a truth value (an array)
@@ -689,18 +710,18 @@ def _simulate(trace: Trace, spec: TargetSpec) -> Schedule:
     notes = sched.notes
     starts, ends = sched.start, sched.end
 
-    storages: dict[int, list] = {}
+    storages: dict[int, _StorageRecord] = {}
     hbm_ids: list[int] = []  # HBM storages, in order of first access
     port_free: dict[tuple[int, str], float] = {}
     core_state: dict[int, _Core] = {}
     tensor_state: dict[int, list[float]] = {}  # core -> [last_end, warm_since]
     storage_info = trace.storages
-    plans: dict[tuple, list] = {}  # signature and source line -> [meta, plan, [(meta, plan), ...]]
+    plans: dict[_PlanKey, _PlanEntry] = {}  # signature and source line -> [meta, plan, [(meta, plan), ...]]
     all_plans: list[_Plan] = []
     psum_count = spec.psum_banks
     sbuf_uses = _Uses(instrs)
     sbuf_sizes, sbuf_rows = tiles.sizes, tiles.rows
-    release_at: list = [None] * n  # instruction -> the SBUF tiles whose last access it is
+    release_at: list[list[int] | None] = [None] * n  # instruction -> the SBUF tiles whose last access it is
     for at, sids in tiles.release_at.items():
         if 0 <= at < n:
             release_at[at] = sids
@@ -887,18 +908,18 @@ def _simulate(trace: Trace, spec: TargetSpec) -> Schedule:
             cs.queue_start[queue] = start
             cs.flight_s.append(queued)
             cs.flight_e.append(end)
-            ivs = cs.dma_iv
-            if not ivs:
-                ivs.append([start, end])
+            dma_ivs = cs.dma_iv
+            if not dma_ivs:
+                dma_ivs.append([start, end])
             else:
-                last = ivs[-1]
+                last = dma_ivs[-1]
                 if start < last[0]:
                     cs.dma_late.append([start, end])
                 elif start <= last[1] + _EPS:
                     if end > last[1]:
                         last[1] = end
                 else:
-                    ivs.append([start, end])
+                    dma_ivs.append([start, end])
             result_ready = end
         else:
             efree = cs.free
@@ -1030,10 +1051,10 @@ def _simulate(trace: Trace, spec: TargetSpec) -> Schedule:
                     hbm_ids.append(sid)
 
     # ---- totals from the plans' per-line rows ----
-    rows: dict[tuple, list] = {}
+    rows: dict[tuple[str, int, _Plan], tuple[float, int]] = {}
     for plan in all_plans:
         if plan.count:
-            rows[(plan.file, plan.line, plan)] = [plan.busy, plan.count]
+            rows[(plan.file, plan.line, plan)] = (plan.busy, plan.count)
     _totals(sched, rows)
     sched.throttled_time = throttled
     sched.psum_bank_stall = psum_stall
@@ -1065,7 +1086,7 @@ def _simulate(trace: Trace, spec: TargetSpec) -> Schedule:
     return sched
 
 
-def _totals(sched: Schedule, rows: dict[tuple, list]) -> None:
+def _totals(sched: Schedule, rows: dict[tuple[str, int, _Plan], tuple[float, int]]) -> None:
     """Fold (file, line, plan) -> [busy, count] rows into the schedule's counters."""
     dt = sched.dma
     mem = [0, 0, 0, 0]
@@ -1083,8 +1104,8 @@ def _totals(sched: Schedule, rows: dict[tuple, list]) -> None:
         sched.hbm_write += plan.hbm_write * count
         for i in range(4):
             mem[i] += plan.mem[i] * count
-        cost = plan.cost
-        if plan.kind == _Plan.KIND_DMA:
+        cost = plan.cost  # its type follows the kind: DmaPlan for DMA, MatmulCost for TensorE, else ComputeCost
+        if isinstance(cost, DmaPlan):
             dt.transfer_count += count
             dt.total_bytes += cost.nbytes * count
             dt.packet_time += cost.engines * plan.dur * count
@@ -1094,7 +1115,7 @@ def _totals(sched: Schedule, rows: dict[tuple, list]) -> None:
             if cost.run_bytes < 2048:
                 dt.small_run_transfers += count
                 dt.small_run_bytes += cost.nbytes * count
-        elif plan.kind == _Plan.KIND_TENSOR:
+        elif isinstance(cost, MatmulCost):
             if plan.transpose:
                 sched.transpose_flops += cost.hardware_flops * count
                 sched.adjusted_transpose_flops += cost.adjusted_flops * count
@@ -1131,14 +1152,16 @@ def _add_row(row: list[Any] | None, busy: float, count: int, flops: float, hbm: 
     return row
 
 
-def _new_psum_tile(a, banks: "_PsumBanks", storages: dict, storage_info: dict, spec: TargetSpec) -> float:
+def _new_psum_tile(a: Access, banks: "_PsumBanks", storages: dict[int, _StorageRecord],
+                   storage_info: dict[int, StorageInfo], spec: TargetSpec) -> float:
     """First write to a PSUM tile: take bank(s) and return when their previous tiles are done."""
     footprint = max(a.b1, _tile_bytes(storage_info.get(a.storage)))
     need = max(1, min(spec.psum_banks, math.ceil(footprint / spec.psum_bank_bytes)))
     return banks.acquire(a.storage, need, storages)
 
 
-def _input_bytes(hbm_ids: list[int], storages: dict[int, list], storage_info: dict) -> int:
+def _input_bytes(hbm_ids: list[int], storages: dict[int, _StorageRecord],
+                 storage_info: dict[int, StorageInfo]) -> int:
     total = 0
     for sid in hbm_ids:
         if storages[sid][S_FIRST_WRITE]:
@@ -1153,7 +1176,7 @@ def _input_bytes(hbm_ids: list[int], storages: dict[int, list], storage_info: di
     return total
 
 
-def _tile_bytes(info) -> int:
+def _tile_bytes(info: StorageInfo | None) -> int:
     """Bytes per partition of a 2-D [partitions, free] on-chip storage; 0 when the layout is not
     known from the shape alone (legacy block dimensions may precede the partition dimension, so
     for other ranks the accesses' byte extents are used instead)."""
@@ -1165,7 +1188,7 @@ def _tile_bytes(info) -> int:
         return 0
 
 
-def _default_queue(ins) -> str:
+def _default_queue(ins: Instruction) -> str:
     if ins.out_mem == "hbm" and any(m in ("sbuf", "psum") for m in ins.in_mems):
         return "out"
     if ins.out_mem in ("sbuf", "psum") and "hbm" in ins.in_mems:
@@ -1173,7 +1196,7 @@ def _default_queue(ins) -> str:
     return "copy"
 
 
-def _add_interval(lanes: dict, lane: str, start: float, end: float) -> None:
+def _add_interval(lanes: dict[str, list[list[float]]], lane: str, start: float, end: float) -> None:
     ivs = lanes.get(lane)
     if ivs is None:
         lanes[lane] = [[start, end]]
@@ -1184,7 +1207,7 @@ def _add_interval(lanes: dict, lane: str, start: float, end: float) -> None:
         ivs.append([start, end])
 
 
-def _union(ivs: list) -> list[list[float]]:
+def _union(ivs: list[list[float]]) -> list[list[float]]:
     out: list[list[float]] = []
     if not ivs:
         return out
@@ -1211,10 +1234,11 @@ def _union_flat(starts: list[float], ends: list[float], more: list[list[float]])
     breaks = np.flatnonzero(s[1:] > e[:-1] + _EPS) + 1  # first interval of each merged run
     first = np.concatenate(([0], breaks))
     last = np.concatenate((breaks - 1, [len(s) - 1]))
-    return np.stack((s[first], e[last]), axis=1).tolist()
+    merged: list[list[float]] = np.stack((s[first], e[last]), axis=1).tolist()
+    return merged
 
 
-def _sbuf_demand(instrs, tiles: _SbufTiles, spec: TargetSpec, notes: list[str]) -> int:
+def _sbuf_demand(instrs: list[Instruction], tiles: _SbufTiles, spec: TargetSpec, notes: list[str]) -> int:
     """Peak live SBUF bytes per partition in program order (each tile from its first to its last access, the
     emulator's capacity rule, before any allocation decision); a note when it is above the usable size."""
     if not tiles.first:

@@ -55,3 +55,18 @@ def test_at_least_the_sixty_most_used_legacy_callables_are_callable():
 @pytest.mark.parametrize("name", CONSTANTS)
 def test_constants_exist(name):
     assert _resolve(name) is not None
+
+
+def test_generated_operators_are_declared_for_the_type_checker():
+    # nl.add, nl.exp, ... are bound by frontend_common.define_ops at import; language.py declares each for
+    # mypy (the tensor operators in tile.py call them). A name added to one list and not the other would
+    # leave the checker blind to it, or declare a function that does not exist.
+    from nkitui.emulator import frontend_common
+    from nkitui.emulator.legacy import language
+
+    declared = language.__annotations__
+    binary = {name for name, kind in declared.items() if kind == "_BinaryFn"}
+    unary = {name for name, kind in declared.items() if kind == "_UnaryFn"}
+    assert binary == set(frontend_common.BINARY_OPS)
+    assert unary == set(frontend_common.ACTIVATION_OPS) | {"rsqrt", "sin", "identity"}
+    assert all(callable(getattr(language, name)) for name in binary | unary)

@@ -536,7 +536,7 @@ _NKI_ROOTS = ("nki", "neuronxcc")
 # attributes of nkitui's emulated tensors that are its machinery, not NKI: the raw device memory
 # (`t.storage.data`), its numpy views, host reads and writes that bypass the instructions
 _EMULATOR_INTERNALS = {"storage", "read_f32", "_array_view", "set_zone", "unwritten", "_mark_init", "_hbm_access",
-                       "_f32_copy", "_own_zone", "_own_version"}
+                       "_f32_copy", "_own_zone", "_own_version", "_cells", "_apply", "_data", "devmem"}
 # numpy's doors to raw memory: as_strided (and the DummyArray it is built on) makes an array over any
 # address with no bounds check, byte_bounds hands out an array's address; with id() that is a read and
 # write of any of the process's memory, nkitui's objects and code included

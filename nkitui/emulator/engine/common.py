@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import numpy as np
+from numpy.typing import NDArray
 
+from nkitui.emulator import alu
 from nkitui.emulator import dtypes as dt
 from nkitui.emulator.errors import (
     EngineMemoryError,
@@ -17,13 +20,23 @@ from nkitui.emulator.targets import PMAX
 from nkitui.emulator.tensor import Tensor
 
 __all__ = ["current", "Run", "tile", "hbm_or_sbuf", "same_partitions", "fits", "values", "scalar_or_vector",
-           "free_size", "no_gpsimd_psum", "not_both_psum"]
+           "free_size", "no_gpsimd_psum", "not_both_psum", "Scalar", "Operand", "Mask", "Op"]
+
+# The operand types of the instructions (the front ends pass what the kernel wrote):
+Scalar = bool | int | float | np.bool_ | np.integer[Any] | np.floating[Any]
+# a scalar-or-vector operand: a Python/numpy scalar, a one-element array, or a (P, 1) tile
+Operand = Tensor | Scalar | np.ndarray
+# `where=`: a boolean mask over the destination (legacy predicates), None for every element
+Mask = NDArray[np.bool_] | None
+# an ALU operator or activation function as the kernel names it: an NKI name, a front end's function or a numpy
+# ufunc (alu.resolve_binary / resolve_activation say which)
+Op = object
 
 
-def tile(t, api: str, role: str) -> Tensor:
+def tile(t: object, api: str, role: str) -> Tensor:
     """An on-chip operand: in SBUF/PSUM, partition dim first and <= 128, inside its bounds."""
     if getattr(t, "_tile_checked", False):
-        return t
+        return t  # type: ignore[return-value]  # only a Tensor has _tile_checked (the fast path: no isinstance)
     if not isinstance(t, Tensor):
         raise OperandShapeError(f"operand '{role}' of {api} must be a tile, got {type(t).__name__} {t!r}")
     st = t.storage
@@ -52,7 +65,7 @@ def elementwise_operands(api: str, dst: Tensor, src: Tensor, role: str) -> None:
     check_fits(api, src, role, dst)
 
 
-def reduce_outputs(api: str, dst: Tensor, reduce_res: Tensor | None, partitions: int) -> tuple:
+def reduce_outputs(api: str, dst: Tensor, reduce_res: Tensor | None, partitions: int) -> tuple[Tensor, ...]:
     """The instruction's outputs: `dst`, and `reduce_res` (checked to be a (P, 1) tile) when given."""
     if reduce_res is None:
         return (dst,)
@@ -74,17 +87,18 @@ def accumulators(run: Run, engine: str) -> np.ndarray:
     return run.vec_acc
 
 
-def row_reduction(op, y: np.ndarray, partitions: int, where=None) -> np.ndarray:
+def row_reduction(op: alu.BinaryOp, y: np.ndarray, partitions: int, where: Mask = None) -> np.ndarray:
     """`op`'s reduction of each partition's row of `y` (fp32, shape (P,)); elements outside the
     boolean mask `where` count as the operator's identity."""
     flat = y.reshape(partitions, -1)
     if where is not None:
         m = np.broadcast_to(where, y.shape).reshape(partitions, -1)
         flat = np.where(m, flat, np.float32(op.identity if op.identity is not None else 0))
+    assert op.reduce is not None, op.name  # the callers resolved a reducing operator
     return np.asarray(op.reduce(flat, (1,)), dtype=np.float32).reshape(partitions)
 
 
-def hbm_or_sbuf(t, api: str, role: str, allow_psum: bool = False) -> Tensor:
+def hbm_or_sbuf(t: object, api: str, role: str, allow_psum: bool = False) -> Tensor:
     if not isinstance(t, Tensor):
         raise OperandShapeError(f"operand '{role}' of {api} must be a tensor, got {type(t).__name__}")
     if t.storage.memory == "psum" and not allow_psum:
@@ -97,7 +111,7 @@ def hbm_or_sbuf(t, api: str, role: str, allow_psum: bool = False) -> Tensor:
     return t
 
 
-def same_partitions(api: str, *named) -> None:
+def same_partitions(api: str, *named: tuple[Tensor, str]) -> None:
     p0, r0 = named[0][0].shape[0], named[0][1]
     for t, r in named[1:]:
         if t.shape[0] != p0:
@@ -140,7 +154,8 @@ def raw(t: Tensor, shape: tuple[int, ...]) -> np.ndarray:
     return a.reshape(shape)
 
 
-def scalar_or_vector(x, api: str, role: str, partitions: int, ndim: int):
+def scalar_or_vector(x: object, api: str, role: str, partitions: int,
+                     ndim: int) -> tuple[Tensor | Scalar, Tensor | None]:
     """A per-partition operand: a Python/numpy scalar or a (P, 1) tile. Returns (value, tensor|None)."""
     if isinstance(x, Tensor):
         tile(x, api, role)
@@ -151,19 +166,20 @@ def scalar_or_vector(x, api: str, role: str, partitions: int, ndim: int):
     if isinstance(x, (bool, int, float, np.integer, np.floating)):
         return x, None
     if isinstance(x, np.ndarray) and x.size == 1:
-        return x.reshape(()).item(), None
+        item: Scalar = x.reshape(()).item()
+        return item, None
     raise OperandShapeError(f"{api}: operand '{role}' must be a scalar or a ({partitions}, 1) tile, "
                             f"got {type(x).__name__}")
 
 
-def operand_values(x, t: Tensor | None, ndim: int) -> np.ndarray | float:
+def operand_values(x: Tensor | Scalar, t: Tensor | None, ndim: int) -> np.ndarray | np.float32:
     """fp32 values of a scalar-or-vector operand, shaped (P, 1, ..., 1) to broadcast over free dims."""
     if t is None:
-        return np.float32(x)
+        return np.float32(x)  # type: ignore[arg-type]  # t is None: scalar_or_vector returned x as a Scalar
     return t.read_f32().reshape((t.shape[0],) + (1,) * (ndim - 1))
 
 
-def no_gpsimd_psum(api: str, engine: str, *named) -> None:
+def no_gpsimd_psum(api: str, engine: str, *named: tuple[object, str]) -> None:
     if engine != "gpsimd":
         return
     for t, r in named:
@@ -172,20 +188,23 @@ def no_gpsimd_psum(api: str, engine: str, *named) -> None:
                                     "use the vector or scalar engine, or copy the tile to SBUF")
 
 
-def not_both_psum(api: str, a, ra: str, b, rb: str) -> None:
+def not_both_psum(api: str, a: object, ra: str, b: object, rb: str) -> None:
     if isinstance(a, Tensor) and isinstance(b, Tensor) and a.storage.memory == "psum" and b.storage.memory == "psum":
         raise EngineMemoryError(f"{api}: operands '{ra}' and '{rb}' cannot both be in PSUM")
 
 
-def write(run: Run, dst: Tensor, result: np.ndarray, where=None, accumulate: bool = False) -> None:
+def write(run: Run, dst: Tensor, result: np.ndarray | None, where: Mask = None,
+          accumulate: bool = False) -> None:
+    """Round `result` into `dst` (None in shape-only runs, which only note the write)."""
     run.note_write(dst, accumulate)
     if run.execute:
+        assert result is not None, "an executing run computes every result"
         if result.shape != dst.shape and result.size == dst.size and not _bcast(result.shape, dst.shape):
             result = result.reshape(dst.shape)
-        dst.write(result, where)
+        dst.write(result, where, by=run)  # the instruction's write (task code has no `run` to pass)
 
 
-def _bcast(a, b) -> bool:
+def _bcast(a: tuple[int, ...], b: tuple[int, ...]) -> bool:
     """NumPy broadcasting of shape `a` to shape `b`."""
     return len(a) <= len(b) and all(s == d or s == 1 for s, d in zip(a[::-1], b[::-1]))
 

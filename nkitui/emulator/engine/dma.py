@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
+from typing import Any, SupportsInt
 
 import numpy as np
+from numpy.typing import NDArray
 
 from nkitui.emulator import alu
-from nkitui.emulator.engine.common import current, hbm_or_sbuf, values, write
+from nkitui.emulator.engine.common import Mask, Op, current, hbm_or_sbuf, values, write
 from nkitui.emulator.errors import OperandShapeError, OutOfBoundsError
 from nkitui.emulator.tensor import Tensor
 
@@ -20,7 +23,7 @@ def _side(src: Tensor, dst: Tensor) -> tuple[int, int]:
     return p, (ref.size // p if p else 0)
 
 
-def _fits(src_shape, dst_shape) -> bool:
+def _fits(src_shape: tuple[int, ...], dst_shape: tuple[int, ...]) -> bool:
     if src_shape == dst_shape:
         return True
     if len(src_shape) <= len(dst_shape) and all(s == d or s == 1 for s, d in zip(src_shape[::-1], dst_shape[::-1])):
@@ -37,7 +40,7 @@ def in_bounds_mask(t: Tensor) -> np.ndarray:
     return m
 
 
-def masked_indices(t: Tensor, where, shape) -> Tensor:
+def masked_indices(t: Tensor, where: NDArray[np.bool_], shape: tuple[int, ...]) -> Tensor:
     """A gather/scatter view whose masked-off elements point at a valid cell (the first selected
     one) so that they are neither bounds-checked nor read out of range; other views unchanged."""
     if t.gather_indices is None:
@@ -59,9 +62,9 @@ def masked_indices(t: Tensor, where, shape) -> Tensor:
     return type(t)(t.storage, None, t.shape, tuple(fancy))
 
 
-def dma_copy(dst: Tensor, src: Tensor, *, where=None, dst_rmw_op=None, oob_mode=None, queue: str = "sync",
-             api: str = "dma_copy", allow_psum: bool = False, opcode: str = "dma_copy",
-             meta: dict | None = None) -> None:
+def dma_copy(dst: Tensor, src: Tensor, *, where: Mask = None, dst_rmw_op: Op | None = None,
+             oob_mode: object = None, queue: str = "sync", api: str = "dma_copy", allow_psum: bool = False,
+             opcode: str = "dma_copy", meta: dict[str, Any] | None = None) -> None:
     """Copy src into dst (element counts must match; src may broadcast). Casts go through fp32."""
     run = current()
     skip_oob = getattr(oob_mode, "name", oob_mode) == "skip"
@@ -81,7 +84,7 @@ def dma_copy(dst: Tensor, src: Tensor, *, where=None, dst_rmw_op=None, oob_mode=
                                 "(element counts must be equal, or the source broadcastable)")
     rmw = alu.resolve_binary(dst_rmw_op, "dst_rmw_op") if dst_rmw_op is not None else None
     P, F = _side(src, dst)
-    m = {"api": api, "queue": queue, "src": src.storage.memory, "dst": dst.storage.memory}
+    m: dict[str, Any] = {"api": api, "queue": queue, "src": src.storage.memory, "dst": dst.storage.memory}
     if src.storage.dtype is not dst.storage.dtype:
         m["cast"] = f"{src.storage.dtype.name}->{dst.storage.dtype.name}"
     if rmw is not None:
@@ -124,7 +127,10 @@ def dma_copy(dst: Tensor, src: Tensor, *, where=None, dst_rmw_op=None, oob_mode=
 
 def _gather_clipped(t: Tensor) -> np.ndarray:
     idx = tuple(np.clip(np.broadcast_to(a, t.shape), 0, n - 1) for a, n in zip(t.index_arrays(), t.storage.shape))
-    return t.storage.data[idx]
+    data = t.storage.data
+    assert data is not None  # an executing run holds every storage's cells
+    gathered: np.ndarray = data[idx]
+    return gathered
 
 
 def _clip_view(t: Tensor) -> Tensor:
@@ -132,8 +138,8 @@ def _clip_view(t: Tensor) -> Tensor:
     return type(t)(t.storage, None, t.shape, idx)
 
 
-def dma_transpose(dst: Tensor, src: Tensor, axes=None, *, where=None, queue: str = "sync",
-                  api: str = "dma_transpose") -> None:
+def dma_transpose(dst: Tensor, src: Tensor, axes: Sequence[SupportsInt] | None = None, *, where: Mask = None,
+                  queue: str = "sync", api: str = "dma_transpose") -> None:
     """dst = src transposed: 2-D (1,0), 3-D (2,1,0), 4-D (3,1,2,0) unless `axes` is given."""
     run = current()
     hbm_or_sbuf(dst, api, "dst")

@@ -7,16 +7,20 @@ read-modify-write of NKI 0.3+ (what `dma_copy(dst_rmw_op=nl.add)` did before).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from typing import Any
+
 import numpy as np
 
 from nkitui.emulator import alu
-from nkitui.emulator.engine.common import current, hbm_or_sbuf, values, write
+from nkitui.emulator.engine.common import Op, Scalar, current, hbm_or_sbuf, values, write
 from nkitui.emulator.engine.dma import _side, in_bounds_mask
 from nkitui.emulator.errors import EngineOpError, OperandShapeError, OutOfBoundsError
 from nkitui.emulator.tensor import Tensor
 
 
-def dma_compute(dst: Tensor, srcs, reduce_op="add", scales=None, *, oob_mode=None,
+def dma_compute(dst: Tensor, srcs: Sequence[Tensor], reduce_op: Op = "add",
+                scales: Sequence[Scalar] | None = None, *, oob_mode: object = None,
                 api: str = "dma_compute") -> None:
     run = current()
     srcs = list(srcs)
@@ -39,7 +43,7 @@ def dma_compute(dst: Tensor, srcs, reduce_op="add", scales=None, *, oob_mode=Non
         if t.size != dst.size:
             raise OperandShapeError(f"{api}: {r} has {t.size} elements, dst has {dst.size} (counts must match)")
     P, F = _side(srcs[0], dst)
-    m = {"api": api, "queue": "sync", "src": srcs[0].storage.memory, "dst": dst.storage.memory, "rmw_op": op.name}
+    m: dict[str, Any] = {"api": api, "queue": "sync", "src": srcs[0].storage.memory, "dst": dst.storage.memory, "rmw_op": op.name}
     if any(t.gather_indices is not None for t in (dst, *srcs)):
         m["indirect"] = True
     run.record("dma", "dma_compute", tuple(srcs), (dst,), partitions=P, free=F, meta=m)
@@ -68,5 +72,7 @@ def dma_compute(dst: Tensor, srcs, reduce_op="add", scales=None, *, oob_mode=Non
 
 def _clipped_values(t: Tensor) -> np.ndarray:
     idx = tuple(np.clip(np.broadcast_to(a, t.shape), 0, n - 1) for a, n in zip(t.index_arrays(), t.storage.shape))
-    vals = t.storage.data[idx]
-    return vals.astype(np.float32)
+    data = t.storage.data
+    assert data is not None  # an executing run holds every storage's cells
+    vals: np.ndarray = data[idx].astype(np.float32)
+    return vals

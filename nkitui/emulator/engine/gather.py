@@ -11,7 +11,7 @@ from nkitui.emulator.errors import EngineDtypeError, EngineMemoryError, EngineOp
 from nkitui.emulator.tensor import Tensor
 
 
-def _sbuf(api: str, *named) -> None:
+def _sbuf(api: str, *named: tuple[Tensor, str]) -> None:
     for t, r in named:
         if t.storage.memory != "sbuf":
             raise EngineMemoryError(f"GpSimd engine cannot access PSUM: operand '{r}' of {api} is in "

@@ -3,25 +3,29 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
+from typing import SupportsInt
 
 import numpy as np
 
 from nkitui.emulator import alu
-from nkitui.emulator.engine.common import check_fits, current, raw, tile, values, write
+from nkitui.emulator.engine.common import Mask, Op, Scalar, check_fits, current, raw, tile, values, write
 from nkitui.emulator.errors import EngineMemoryError, EngineOpError, OperandShapeError
 from nkitui.emulator.tensor import Tensor
 
 _F32 = np.float32
+Pattern = Sequence[Sequence[SupportsInt]]  # an access pattern: [[step, count], ...] over the free dimensions
 
 
-def _sbuf_only(api: str, *named) -> None:
+def _sbuf_only(api: str, *named: tuple[object, str]) -> None:
     for t, r in named:
         if isinstance(t, Tensor) and t.storage.memory != "sbuf":
             raise EngineMemoryError(f"GpSimd engine cannot access PSUM: operand '{r}' of {api} is in "
                                     f"{t.storage.memory}; GpSimd reads and writes SBUF only")
 
 
-def affine_values(shape: tuple[int, ...], pattern, offset: int = 0, channel_multiplier: int = 0) -> np.ndarray:
+def affine_values(shape: tuple[int, ...], pattern: Pattern | None, offset: int = 0,
+                  channel_multiplier: int = 0) -> np.ndarray:
     """offset + p * channel_multiplier + sum_k step_k * idx_k over a [[step, num], ...] pattern."""
     P = shape[0]
     pat = [(int(s), int(n)) for s, n in pattern] if pattern else []
@@ -38,8 +42,8 @@ def affine_values(shape: tuple[int, ...], pattern, offset: int = 0, channel_mult
     return v.reshape(shape)
 
 
-def iota(dst: Tensor, pattern=None, offset: int = 0, channel_multiplier: int = 0, *, values_grid=None,
-         where=None, api: str = "iota") -> None:
+def iota(dst: Tensor, pattern: Pattern | None = None, offset: int = 0, channel_multiplier: int = 0, *,
+         values_grid: np.ndarray | None = None, where: Mask = None, api: str = "iota") -> None:
     """Integer index values (int32 math, then cast to dst's dtype). `values_grid` gives precomputed
     values (legacy affine expressions) instead of a pattern."""
     run = current()
@@ -57,9 +61,10 @@ def iota(dst: Tensor, pattern=None, offset: int = 0, channel_multiplier: int = 0
     write(run, dst, v if dst.storage.dtype.is_int else v.astype(_F32), where)
 
 
-def affine_select(dst: Tensor, on_true: Tensor, on_false_value, *, predicate=None, pattern=None,
-                  channel_multiplier: int = 0, offset: int = 0, cmp_op="greater_equal", where=None,
-                  api: str = "affine_select") -> None:
+def affine_select(dst: Tensor, on_true: Tensor, on_false_value: Scalar, *,
+                  predicate: np.ndarray | None = None, pattern: Pattern | None = None,
+                  channel_multiplier: int = 0, offset: int = 0, cmp_op: Op = "greater_equal",
+                  where: Mask = None, api: str = "affine_select") -> None:
     """dst = pred ? on_true : on_false_value, where pred is a boolean grid (legacy affine predicate)
     or cmp_op(offset + p * channel_multiplier + sum step_k * idx_k, 0) (pattern form)."""
     run = current()
@@ -88,7 +93,7 @@ def affine_select(dst: Tensor, on_true: Tensor, on_false_value, *, predicate=Non
     write(run, dst, np.broadcast_to(out, shape), where)
 
 
-def tensor_partition_reduce(dst: Tensor, op, data: Tensor, *, where=None,
+def tensor_partition_reduce(dst: Tensor, op: Op, data: Tensor, *, where: Mask = None,
                             api: str = "tensor_partition_reduce") -> None:
     """Reduce across partitions: dst[1, F] = op over p of data[p, F] (GpSimd)."""
     run = current()
@@ -106,5 +111,6 @@ def tensor_partition_reduce(dst: Tensor, op, data: Tensor, *, where=None,
     if not run.execute:
         return write(run, dst, None, where)
     x = raw(data, data.shape) if opr.kind == "bitvec" else values(data, data.shape)
+    assert opr.reduce is not None  # every operator allowed above reduces
     r = np.asarray(opr.reduce(x.reshape(data.shape[0], -1).T, (1,))).reshape(1, F)
     write(run, dst, np.broadcast_to(r.reshape((1,) + dst.shape[1:]), dst.shape), where)

@@ -25,12 +25,14 @@ The products are exact in fp32 and are accumulated in fp32, as in PSUM.
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import numpy as np
 
 from nkitui.emulator import dtypes as dt
 from nkitui.emulator import mx_dtypes
-from nkitui.emulator.engine.common import current, tile, write
+from nkitui.emulator.mx_dtypes import PackedDType
+from nkitui.emulator.engine.common import Run, current, tile, write
 from nkitui.emulator.engine.tensor_engine import write_matmul_result
 from nkitui.emulator.errors import EngineDtypeError, EngineMemoryError, EngineOpError, MatmulShapeError, OperandShapeError
 from nkitui.emulator.tensor import Tensor
@@ -41,21 +43,23 @@ _EMAX = {"float8_e4m3fn": 8, "float8_e5m2": 15, "float4_e2m1fn": 2}
 _SCALE_TYPES = ("uint8", "float8_e8m0fnu")
 
 
-def _require_v4(run, api: str) -> None:
+def _require_v4(run: Run, api: str) -> None:
     if run.target.nc_version < 4:
         raise EngineOpError(f"{api} needs NeuronCore-v4 (trn3); the target is {run.target.name} "
                             "(set NEURON_PLATFORM_TARGET_OVERRIDE=trn3)")
 
 
-def _packed(t: Tensor, api: str, role: str):
+def _packed(t: Tensor, api: str, role: str) -> PackedDType:
     d = t.storage.dtype
     if not mx_dtypes.is_packed(d):
         raise EngineDtypeError(f"{api}: '{role}' must be an MX x4 type (float8_e4m3fn_x4, float8_e5m2_x4, "
                                f"float4_e2m1fn_x4), got {d.name}")
-    return d.public
+    public = d.public
+    assert isinstance(public, PackedDType)  # a packed DType's public object (mx_dtypes._packed)
+    return public
 
 
-def unpack(bits: np.ndarray, packed) -> np.ndarray:
+def unpack(bits: np.ndarray, packed: PackedDType) -> np.ndarray:
     """x4 cells [..., F] -> fp32 values [..., F, 4] (value j of element f at [..., f, j])."""
     bits = np.ascontiguousarray(bits)
     if packed.element_bits == 8:
@@ -63,10 +67,11 @@ def unpack(bits: np.ndarray, packed) -> np.ndarray:
     else:
         b = bits.astype(np.uint16)
         raw = np.stack([(b >> (4 * j)) & 0xF for j in range(4)], axis=-1).astype(np.uint8)
-    return raw.view(packed.element).astype(_F32)
+    decoded: np.ndarray = raw.view(packed.element).astype(_F32)
+    return decoded
 
 
-def pack(values: np.ndarray, packed) -> np.ndarray:
+def pack(values: np.ndarray, packed: PackedDType) -> np.ndarray:
     """fp32 values [..., F, 4] -> x4 cells [..., F] (rounded to nearest even)."""
     q = np.ascontiguousarray(values.astype(packed.element)).view(np.uint8)
     if packed.element_bits == 8:
@@ -105,8 +110,9 @@ def _check_scale(t: Tensor, api: str, role: str) -> None:
         raise EngineDtypeError(f"{api}: '{role}' must be uint8 (MX e8m0 scale bytes), got {t.storage.dtype.name}")
 
 
-def nc_matmul_mx(dst: Tensor, stationary: Tensor, moving: Tensor, stationary_scale: Tensor, moving_scale: Tensor,
-                 *, accumulate: bool | None = None, api: str = "nc_matmul_mx", meta: dict | None = None) -> None:
+def nc_matmul_mx(dst: Tensor, stationary: Tensor, moving: Tensor, stationary_scale: Tensor,
+                 moving_scale: Tensor, *, accumulate: bool | None = None, api: str = "nc_matmul_mx",
+                 meta: dict[str, Any] | None = None) -> None:
     run = current()
     _require_v4(run, api)
     for t, r in ((dst, "dst"), (stationary, "stationary"), (moving, "moving")):

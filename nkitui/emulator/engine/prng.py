@@ -13,14 +13,14 @@ import math
 
 import numpy as np
 
-from nkitui.emulator.engine.common import current, scalar_or_vector, tile, operand_values, write
+from nkitui.emulator.engine.common import Operand, Run, current, operand_values, scalar_or_vector, tile, write
 from nkitui.emulator.errors import EngineDtypeError, EngineMemoryError, EngineOpError, OperandShapeError
 from nkitui.emulator.tensor import Tensor
 
 _INTS = ("int8", "int16", "int32", "uint8", "uint16", "uint32")
 
 
-def _engine(run, engine: str | None, dst: Tensor, api: str) -> str:
+def _engine(run: Run, engine: str | None, dst: Tensor, api: str) -> str:
     eng = engine or ("gpsimd" if run.target.nc_version >= 3 and dst.storage.memory == "sbuf" else "vector")
     if eng == "gpsimd":
         if run.target.nc_version < 3:
@@ -43,10 +43,12 @@ def rng(dst: Tensor, *, engine: str | None = None, api: str = "rng") -> None:
     if not run.execute:
         return write(run, dst, None)
     bits = run.rng.integers(0, 1 << 32, size=dst.shape, dtype=np.uint64).astype(np.uint32)
-    write(run, dst, bits.view(np.uint32).astype(dst.storage.data.dtype))
+    data = dst.storage.data
+    assert data is not None  # an executing run holds every storage's cells
+    write(run, dst, bits.view(np.uint32).astype(data.dtype))
 
 
-def rand2(dst: Tensor, low, high, *, api: str = "rand2") -> None:
+def rand2(dst: Tensor, low: Operand, high: Operand, *, api: str = "rand2") -> None:
     """Uniform fp32 values in [low, high] (scalars or (P, 1) vectors), cast to dst's dtype."""
     run = current()
     if run.target.nc_version < 4:
@@ -81,7 +83,7 @@ def set_rng_seed(src_seeds: Tensor, *, api: str = "set_rng_seed") -> None:
         run.rng = np.random.default_rng(_seed_from(src_seeds))
 
 
-def _require_v3(run, api: str) -> None:
+def _require_v3(run: Run, api: str) -> None:
     if run.target.nc_version < 3:
         raise EngineOpError(f"{api} needs NeuronCore-v3 or newer; the target is {run.target.name}")
 

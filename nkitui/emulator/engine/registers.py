@@ -7,11 +7,22 @@ are recorded on the sync engine (they occupy the sequencer, not a compute engine
 
 from __future__ import annotations
 
+from typing import Protocol
+
 import numpy as np
 
 from nkitui.emulator.engine.common import current, hbm_or_sbuf, write
 from nkitui.emulator.errors import OperandShapeError
 from nkitui.emulator.tensor import Tensor
+
+
+class Register(Protocol):
+    """A sequencer register as the front end holds it (the `nki` namespace's VirtualRegister)."""
+
+    @property
+    def value(self) -> int: ...
+
+    def set(self, value: int) -> None: ...
 
 
 def _one(t: Tensor, api: str, role: str) -> None:
@@ -24,7 +35,7 @@ def _one(t: Tensor, api: str, role: str) -> None:
         raise OperandShapeError(f"{api}: registers are 32 bits wide; '{role}' is {t.storage.dtype.name}")
 
 
-def register_load(reg, src: Tensor, *, api: str = "register_load") -> None:
+def register_load(reg: Register, src: Tensor, *, api: str = "register_load") -> None:
     run = current()
     _one(src, api, "src")
     run.record("sync", "register_load", (src,), (), partitions=1, free=1, meta={"api": api})
@@ -33,14 +44,14 @@ def register_load(reg, src: Tensor, *, api: str = "register_load") -> None:
         reg.set(int(np.asarray(v).astype(np.float64)) if src.storage.dtype.is_float else int(v))
 
 
-def register_store(dst: Tensor, reg, *, api: str = "register_store") -> None:
+def register_store(dst: Tensor, reg: Register, *, api: str = "register_store") -> None:
     run = current()
     _one(dst, api, "dst")
     run.record("sync", "register_store", (), (dst,), partitions=1, free=1, meta={"api": api})
     write(run, dst, np.full(dst.shape, reg.value, dtype=np.int64) if run.execute else None)
 
 
-def register_move(reg, value: int, *, api: str = "register_move") -> None:
+def register_move(reg: Register, value: int, *, api: str = "register_move") -> None:
     run = current()
     run.record("sync", "register_move", (), (), partitions=1, free=0, meta={"api": api})
     reg.set(value)

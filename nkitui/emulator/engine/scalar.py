@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import numpy as np
 
 from nkitui.emulator import alu
 from nkitui.emulator.engine.common import (
+    Mask,
+    Op,
+    Operand,
     accumulators,
     current,
     elementwise_operands,
@@ -24,7 +28,7 @@ _F32 = np.float32
 REDUCE_CMDS = ("idle", "reset", "reduce", "reset_reduce", "load_reduce")
 
 
-def reduce_cmd_name(cmd) -> str | None:
+def reduce_cmd_name(cmd: object) -> str | None:
     if cmd is None:
         return None
     name = getattr(cmd, "name", cmd)
@@ -32,10 +36,10 @@ def reduce_cmd_name(cmd) -> str | None:
         name = REDUCE_CMDS[int(name)] if 0 <= int(name) < len(REDUCE_CMDS) else str(name)
     if name not in REDUCE_CMDS:
         raise EngineOpError(f"reduce_cmd must be one of {', '.join(REDUCE_CMDS)}, got {cmd!r}")
-    return name
+    return str(name)  # one of REDUCE_CMDS
 
 
-def _vector_operand(x, api: str, role: str, P: int, allowed: tuple[str, ...]):
+def _vector_operand(x: object, api: str, role: str, P: int, allowed: tuple[str, ...]) -> Tensor | None:
     if isinstance(x, Tensor):
         tile(x, api, role)
         if x.shape[0] != P or math.prod(x.shape[1:]) != 1:
@@ -51,8 +55,9 @@ def _vector_operand(x, api: str, role: str, P: int, allowed: tuple[str, ...]):
                                  f"{type(x).__name__}")
 
 
-def activation(dst: Tensor, op, data: Tensor, *, bias=None, scale=1.0, reduce_op=None,
-               reduce_res: Tensor | None = None, reduce_cmd=None, where=None, api: str = "activation") -> None:
+def activation(dst: Tensor, op: Op, data: Tensor, *, bias: Operand | None = None, scale: Operand = 1.0,
+               reduce_op: Op | None = None, reduce_res: Tensor | None = None, reduce_cmd: object = None,
+               where: Mask = None, api: str = "activation") -> None:
     run = current()
     elementwise_operands(api, dst, data, "data")
     act = alu.resolve_activation(op)
@@ -78,12 +83,13 @@ def activation(dst: Tensor, op, data: Tensor, *, bias=None, scale=1.0, reduce_op
                                 f"({run.target.name}), got {ro.name}")
     outs = reduce_outputs(api, dst, reduce_res, P)
     ins = tuple(t for t in (data, t_scale, t_bias) if t is not None)
-    meta = {"api": api, "op": act.name}
+    meta: dict[str, Any] = {"api": api, "op": act.name}
     if t_bias is not None or bias is not None:
         meta["bias"] = "vector" if t_bias is not None else "scalar"
     if t_scale is not None:
         meta["scale"] = "vector"
     if cmd != "idle":
+        assert ro is not None  # every command but idle reduces (add by default)
         meta["reduce"] = ro.name
         meta["reduce_cmd"] = cmd
         if reduce_res is not None:
@@ -109,6 +115,7 @@ def activation(dst: Tensor, op, data: Tensor, *, bias=None, scale=1.0, reduce_op
     write(run, dst, y, where)
     if cmd == "idle":
         return
+    assert ro is not None  # as above
     acc = accumulators(run, "scalar")
     if cmd == "reset":
         acc[:P] = ro.identity if ro.identity is not None else 0

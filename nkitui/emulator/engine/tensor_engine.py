@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import numpy as np
 
 from nkitui.emulator import dtypes as dt
-from nkitui.emulator.engine.common import current, same_partitions, tile, values, write
+from nkitui.emulator.engine.common import Mask, Run, current, same_partitions, tile, values, write
 from nkitui.emulator.errors import (
     EngineDtypeError,
     EngineMemoryError,
@@ -22,7 +23,7 @@ _F32 = np.float32
 _MM_TYPES = ("float8_e4m3", "float8_e5m2", "bfloat16", "float16", "tfloat32", "float32")
 
 
-def _check_mm_dtype(run, t: Tensor, role: str, api: str) -> None:
+def _check_mm_dtype(run: Run, t: Tensor, role: str, api: str) -> None:
     name = t.storage.dtype.name
     allowed = _MM_TYPES + (("float8_e4m3fn",) if run.target.nc_version >= 4 else ())
     if name not in allowed:
@@ -30,7 +31,8 @@ def _check_mm_dtype(run, t: Tensor, role: str, api: str) -> None:
                                f"{', '.join(allowed)}")
 
 
-def check_matmul(stationary: Tensor, moving: Tensor, *, perf_mode=None, api: str = "nc_matmul"):
+def check_matmul(stationary: Tensor, moving: Tensor, *, perf_mode: object = None,
+                 api: str = "nc_matmul") -> tuple[int, int, int, bool]:
     """Validate TensorE operands (memory, shapes, dtypes); returns (K, M, N, double_row)."""
     run = current()
     tile(stationary, api, "stationary")
@@ -79,8 +81,9 @@ def check_matmul(stationary: Tensor, moving: Tensor, *, perf_mode=None, api: str
 
 
 def nc_matmul(dst: Tensor, stationary: Tensor, moving: Tensor, *, accumulate: bool | None = False,
-              is_transpose: bool = False, perf_mode=None, where=None, api: str = "nc_matmul",
-              meta: dict | None = None, checked: tuple | None = None) -> None:
+              is_transpose: bool = False, perf_mode: object = None, where: Mask = None,
+              api: str = "nc_matmul", meta: dict[str, Any] | None = None,
+              checked: tuple[int, int, int, bool] | None = None) -> None:
     """dst[M, N] (PSUM) (+)= stationary[K, M].T @ moving[K, N], accumulated in fp32.
 
     accumulate: False overwrite, True add onto dst, None = first matmul write into a zone
@@ -99,7 +102,7 @@ def nc_matmul(dst: Tensor, stationary: Tensor, moving: Tensor, *, accumulate: bo
             run.target.nc_version >= 4 and dst.storage.dtype is dt.bfloat16):
         raise EngineDtypeError(f"{api}: the PSUM result must be float32 on {run.target.name}, got "
                                f"{dst.storage.dtype.name}")
-    m = {"api": api, "K": K, "M": M, "N": N, "accumulate": accumulate}
+    m: dict[str, Any] = {"api": api, "K": K, "M": M, "N": N, "accumulate": accumulate}
     if is_transpose:
         m["transpose"] = True
     if double:
@@ -122,7 +125,8 @@ def nc_matmul(dst: Tensor, stationary: Tensor, moving: Tensor, *, accumulate: bo
     write_matmul_result(run, dst, res.reshape(dst.shape), accumulate, where)
 
 
-def write_matmul_result(run, dst: Tensor, res: np.ndarray, accumulate: bool | None, where=None) -> None:
+def write_matmul_result(run: Run, dst: Tensor, res: np.ndarray, accumulate: bool | None,
+                        where: Mask = None) -> None:
     """Write a TensorE result into PSUM: overwrite (False), add onto dst (True), or, for None, add
     where dst is inside an accumulation zone that an earlier matmul opened and overwrite elsewhere."""
     if accumulate is None:
@@ -141,7 +145,7 @@ def write_matmul_result(run, dst: Tensor, res: np.ndarray, accumulate: bool | No
         dst.set_zone(True)
 
 
-def nc_transpose(dst: Tensor, data: Tensor, *, engine: str = "tensor", where=None,
+def nc_transpose(dst: Tensor, data: Tensor, *, engine: str = "tensor", where: Mask = None,
                  api: str = "nc_transpose") -> None:
     """dst[F, P] = data[P, F] on TensorE (<= 128x128, SBUF -> PSUM) or VectorE (<= 32x32)."""
     run = current()

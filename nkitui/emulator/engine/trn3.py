@@ -9,11 +9,16 @@ reset_reduce starts from the reduction's identity, reduce continues, load_reduce
 from __future__ import annotations
 
 import math
+from typing import Any, SupportsFloat
 
 import numpy as np
 
 from nkitui.emulator import alu
 from nkitui.emulator.engine.common import (
+    Op,
+    Operand,
+    Run,
+    Scalar,
     accumulators,
     current,
     elementwise_operands,
@@ -32,21 +37,24 @@ _PAIRS = {("multiply", "add"), ("multiply", "subtract"), ("multiply", None), ("a
           (None, None)}
 
 
-def _v4(run, api: str) -> None:
+def _v4(run: Run, api: str) -> None:
     if run.target.nc_version < 4:
         raise EngineOpError(f"{api} needs NeuronCore-v4 (trn3); the target is {run.target.name}")
 
 
 def _reduce(name: str, x: np.ndarray) -> np.ndarray:
     """Reduce [P, F] -> [P] with add / maximum / minimum / abs_max / abs_min."""
+    r: np.ndarray  # (numpy's stubs type these reductions as Any)
     if name == "add":
-        return x.sum(axis=1, dtype=_F32)
-    if name == "maximum":
-        return x.max(axis=1)
-    if name == "minimum":
-        return x.min(axis=1)
-    pick = np.argmax(np.abs(x), axis=1) if name == "abs_max" else np.argmin(np.abs(x), axis=1)
-    return x[np.arange(x.shape[0]), pick]
+        r = x.sum(axis=1, dtype=_F32)
+    elif name == "maximum":
+        r = x.max(axis=1)
+    elif name == "minimum":
+        r = x.min(axis=1)
+    else:
+        pick = np.argmax(np.abs(x), axis=1) if name == "abs_max" else np.argmin(np.abs(x), axis=1)
+        r = x[np.arange(x.shape[0]), pick]
+    return r
 
 
 def _combine(name: str, a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -56,7 +64,8 @@ def _combine(name: str, a: np.ndarray, b: np.ndarray) -> np.ndarray:
 _IDENTITY = {"add": 0.0, "maximum": -np.inf, "minimum": np.inf, "abs_max": 0.0, "abs_min": np.inf}
 
 
-def _accumulate(regs: np.ndarray, P: int, cmd: str, op: str, part: np.ndarray | None, init) -> None:
+def _accumulate(regs: np.ndarray, P: int, cmd: str, op: str, part: np.ndarray | None,
+                init: float | np.ndarray) -> None:
     if cmd in ("reset", "reset_reduce"):
         regs[:P] = _IDENTITY[op]
     elif cmd == "load_reduce":
@@ -65,8 +74,9 @@ def _accumulate(regs: np.ndarray, P: int, cmd: str, op: str, part: np.ndarray | 
         regs[:P] = _combine(op, regs[:P], part)
 
 
-def activate2(dst: Tensor, op, data: Tensor, imm0, imm1, op0, op1, *, relu_param=0.0, reverse0: bool = False,
-              reverse1: bool = False, reduce_op=None, reduce_res: Tensor | None = None, reduce_cmd=None,
+def activate2(dst: Tensor, op: Op, data: Tensor, imm0: Operand, imm1: Operand, op0: Op, op1: Op, *,
+              relu_param: SupportsFloat = 0.0, reverse0: bool = False, reverse1: bool = False,
+              reduce_op: Op | None = None, reduce_res: Tensor | None = None, reduce_cmd: object = None,
               api: str = "activate2") -> None:
     """dst = op((data op0 imm0) op1 imm1) on ScalarE, with an optional accumulated reduction."""
     run = current()
@@ -82,17 +92,23 @@ def activate2(dst: Tensor, op, data: Tensor, imm0, imm1, op0, op1, *, relu_param
                             "(multiply, subtract), (multiply, bypass), (add, bypass), (subtract, bypass), "
                             "(bypass, bypass)")
     P = data.shape[0]
-    x0, t0 = scalar_or_vector(imm0, api, "imm0", P, dst.ndim) if names[0] else (None, None)
-    x1, t1 = scalar_or_vector(imm1, api, "imm1", P, dst.ndim) if names[1] else (None, None)
+    x0: Tensor | Scalar = 0.0  # (read only with op0)
+    x1: Tensor | Scalar = 0.0  # (read only with op1)
+    t0: Tensor | None = None
+    t1: Tensor | None = None
+    if names[0]:
+        x0, t0 = scalar_or_vector(imm0, api, "imm0", P, dst.ndim)
+    if names[1]:
+        x1, t1 = scalar_or_vector(imm1, api, "imm1", P, dst.ndim)
     cmd = reduce_cmd_name(reduce_cmd) or ("reset_reduce" if (reduce_op is not None or reduce_res is not None)
                                           else "idle")
-    ro = alu.op_name(reduce_op) if reduce_op is not None else "add"
+    ro = str(alu.op_name(reduce_op)) if reduce_op is not None else "add"  # ("None": not an operator, below)
     ro = {"max": "maximum", "min": "minimum", "amax": "maximum", "amin": "minimum"}.get(ro, ro)
     if ro not in _IDENTITY:
         raise EngineOpError(f"{api}: reduce_op must be add, maximum, minimum, abs_max or abs_min, got {ro}")
     outs = reduce_outputs(api, dst, reduce_res, P)
     ins = tuple(t for t in (data, t0, t1) if t is not None)
-    meta = {"api": api, "op": act.name, "op0": names[0], "op1": names[1]}
+    meta: dict[str, Any] = {"api": api, "op": act.name, "op0": names[0], "op1": names[1]}
     if cmd != "idle":
         meta.update(reduce=ro, reduce_cmd=cmd)
     run.record("scalar", "activate2", ins, outs, partitions=P, free=math.prod(data.shape[1:]), meta=meta)
@@ -120,8 +136,9 @@ def activate2(dst: Tensor, op, data: Tensor, imm0, imm1, op0, op1, *, relu_param
         write(run, reduce_res, acc[:P].reshape(reduce_res.shape).copy())
 
 
-def exponential(dst: Tensor, src: Tensor, max_value=0.0, *, reduce_res: Tensor | None = None, reduce_cmd=None,
-                reduce_init=0.0, api: str = "exponential") -> None:
+def exponential(dst: Tensor, src: Tensor, max_value: Operand = 0.0, *, reduce_res: Tensor | None = None,
+                reduce_cmd: object = None, reduce_init: SupportsFloat | Tensor = 0.0,
+                api: str = "exponential") -> None:
     """dst = exp(src - max_value) on VectorE, with a running sum in the shared VectorE accumulators."""
     run = current()
     _v4(run, api)
@@ -131,7 +148,7 @@ def exponential(dst: Tensor, src: Tensor, max_value=0.0, *, reduce_res: Tensor |
     cmd = reduce_cmd_name(reduce_cmd) or "idle"
     outs = reduce_outputs(api, dst, reduce_res, P)
     ins = (src,) + ((tm,) if tm is not None else ())
-    meta = {"api": api, "op": "exp"}
+    meta: dict[str, Any] = {"api": api, "op": "exp"}
     if cmd != "idle":
         meta.update(reduce="add", reduce_cmd=cmd)
     run.record("vector", "exponential", ins, outs, partitions=P, free=math.prod(src.shape[1:]), meta=meta)

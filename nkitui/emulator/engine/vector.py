@@ -3,11 +3,17 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
+from typing import Any, SupportsInt
 
 import numpy as np
 
 from nkitui.emulator import alu
 from nkitui.emulator.engine.common import (
+    Mask,
+    Op,
+    Operand,
+    Scalar,
     accumulators,
     check_fits,
     current,
@@ -34,6 +40,7 @@ from nkitui.emulator.targets import BN_STATS_FMAX
 from nkitui.emulator.tensor import Tensor
 
 _F32 = np.float32
+Axes = SupportsInt | list[SupportsInt] | tuple[SupportsInt, ...]  # one free axis or several
 _UFUNCS = {"add": np.add, "subtract": np.subtract, "multiply": np.multiply, "divide": np.divide,
            "maximum": np.maximum, "minimum": np.minimum, "power": np.power}
 _INT_EXACT = ("add", "subtract", "multiply", "maximum", "minimum")
@@ -43,12 +50,12 @@ def _free(t: Tensor) -> int:
     return math.prod(t.shape[1:])
 
 
-def _meta(api: str, **kw) -> dict:
+def _meta(api: str, **kw: Any) -> dict[str, Any]:
     kw["api"] = api
     return kw
 
 
-def _require_int(api: str, opname: str, *named) -> None:
+def _require_int(api: str, opname: str, *named: tuple[object, str]) -> None:
     for t, r in named:
         if isinstance(t, Tensor) and not t.storage.dtype.is_int:
             raise EngineDtypeError(f"{api}: bit-vector operator {opname} needs integer data types, but operand "
@@ -92,8 +99,8 @@ def _free_broadcast(t: Tensor, n: int) -> Tensor:
     return t.gather_index(grids, (t.shape[0], n))
 
 
-def tensor_tensor(dst: Tensor, data1: Tensor, data2: Tensor, op, *, engine: str | None = None, where=None,
-                  api: str = "tensor_tensor") -> None:
+def tensor_tensor(dst: Tensor, data1: Tensor, data2: Tensor, op: Op, *, engine: str | None = None,
+                  where: Mask = None, api: str = "tensor_tensor") -> None:
     run = current()
     tile(dst, api, "dst")
     tile(data1, api, "data1")
@@ -136,13 +143,13 @@ def tensor_tensor(dst: Tensor, data1: Tensor, data2: Tensor, op, *, engine: str 
     write(run, dst, np.broadcast_to(res, shape) if res.shape != shape else res, where)
 
 
-def _apply_scalar_op(opr: alu.BinaryOp, a, x, reverse: bool):
+def _apply_scalar_op(opr: alu.BinaryOp, a: np.ndarray, x: alu.Arg, reverse: bool) -> np.ndarray:
     return opr.fn(x, a) if reverse else opr.fn(a, x)
 
 
-def tensor_scalar(dst: Tensor, data: Tensor, op0, operand0, reverse0: bool = False, op1=None, operand1=None,
-                  reverse1: bool = False, *, engine: str | None = None, where=None,
-                  api: str = "tensor_scalar") -> None:
+def tensor_scalar(dst: Tensor, data: Tensor, op0: Op, operand0: Operand, reverse0: bool = False,
+                  op1: Op | None = None, operand1: Operand | None = None, reverse1: bool = False, *,
+                  engine: str | None = None, where: Mask = None, api: str = "tensor_scalar") -> None:
     run = current()
     tile(dst, api, "dst")
     tile(data, api, "data")
@@ -152,11 +159,16 @@ def tensor_scalar(dst: Tensor, data: Tensor, op0, operand0, reverse0: bool = Fal
     o0 = alu.resolve_binary(op0, "op0")
     o1 = alu.resolve_binary(op1, "op1") if op1 is not None else None
     P = data.shape[0]
+    x0: Tensor | Scalar
+    t0: Tensor | None
     if type(operand0) is float:  # the common immediate
         x0, t0 = operand0, None
     else:
         x0, t0 = scalar_or_vector(operand0, api, "operand0", P, dst.ndim)
-    x1, t1 = (scalar_or_vector(operand1, api, "operand1", P, dst.ndim) if o1 is not None else (None, None))
+    x1: Tensor | Scalar = 0.0  # (read only with op1)
+    t1: Tensor | None = None
+    if o1 is not None:
+        x1, t1 = scalar_or_vector(operand1, api, "operand1", P, dst.ndim)
     bitvec = o0.kind == "bitvec"
     if o1 is not None and (o1.kind == "bitvec") != bitvec:
         raise EngineOpError(f"{api}: op0 ({o0.name}) and op1 ({o1.name}) must both be bit-vector or both "
@@ -197,7 +209,7 @@ def tensor_scalar(dst: Tensor, data: Tensor, op0, operand0, reverse0: bool = Fal
     write(run, dst, np.broadcast_to(r, shape) if r.shape != shape else r, where)
 
 
-def _axes(axis, ndim: int, api: str) -> tuple[int, ...]:
+def _axes(axis: Axes, ndim: int, api: str) -> tuple[int, ...]:
     if isinstance(axis, (list, tuple)):
         axes = tuple(int(a) for a in axis)
     else:
@@ -223,8 +235,9 @@ def reduced_shape(shape: tuple[int, ...], axes: tuple[int, ...], keepdims: bool)
     return out if len(out) >= 2 else out + (1,)
 
 
-def tensor_reduce(dst: Tensor, op, data: Tensor, axis, *, negate: bool = False, keepdims: bool = False,
-                  where=None, api: str = "tensor_reduce", engine: str = "vector") -> None:
+def tensor_reduce(dst: Tensor, op: Op, data: Tensor, axis: Axes, *, negate: bool = False,
+                  keepdims: bool = False, where: Mask = None, api: str = "tensor_reduce",
+                  engine: str = "vector") -> None:
     run = current()
     tile(dst, api, "dst")
     tile(data, api, "data")
@@ -251,14 +264,14 @@ def tensor_reduce(dst: Tensor, op, data: Tensor, axis, *, negate: bool = False, 
         ident = opr.identity if opr.identity is not None else 0
         x = np.where(m, x, np.asarray(ident).astype(x.dtype))
         out_where = np.any(m, axis=axes).reshape(dst.shape)
-    r = opr.reduce(x, axes)
+    r = np.asarray(opr.reduce(x, axes))  # (a numpy scalar when every free axis is reduced)
     if negate and opr.kind != "bitvec":
         r = -r
     write(run, dst, np.asarray(r).reshape(dst.shape), out_where)
 
 
-def tensor_copy(dst: Tensor, src: Tensor, *, engine: str | None = None, where=None, api: str = "tensor_copy",
-                accumulate: bool = False) -> None:
+def tensor_copy(dst: Tensor, src: Tensor, *, engine: str | None = None, where: Mask = None,
+                api: str = "tensor_copy", accumulate: bool = False) -> None:
     run = current()
     tile(dst, api, "dst")
     tile(src, api, "src")
@@ -279,7 +292,8 @@ def tensor_copy(dst: Tensor, src: Tensor, *, engine: str | None = None, where=No
     write(run, dst, np.broadcast_to(res, dst.shape) if res.shape != dst.shape else res, where, accumulate)
 
 
-def memset(dst: Tensor, value, *, engine: str | None = None, where=None, api: str = "memset") -> None:
+def memset(dst: Tensor, value: Scalar, *, engine: str | None = None, where: Mask = None,
+           api: str = "memset") -> None:
     run = current()
     tile(dst, api, "dst")
     engine = _pick_engine(engine)
@@ -299,7 +313,7 @@ def memset(dst: Tensor, value, *, engine: str | None = None, where=None, api: st
     write(run, dst, v, where)
 
 
-def reciprocal(dst: Tensor, data: Tensor, *, engine: str | None = None, where=None,
+def reciprocal(dst: Tensor, data: Tensor, *, engine: str | None = None, where: Mask = None,
                api: str = "reciprocal") -> None:
     run = current()
     elementwise_operands(api, dst, data, "data")
@@ -315,7 +329,7 @@ def reciprocal(dst: Tensor, data: Tensor, *, engine: str | None = None, where=No
     write(run, dst, r, where)
 
 
-def _partitions_in(where, data: Tensor, dst: Tensor):
+def _partitions_in(where: Mask, data: Tensor, dst: Tensor) -> Mask:
     """The output mask of a per-partition result: the partitions where the input mask selects anything."""
     if where is None:
         return None
@@ -323,7 +337,7 @@ def _partitions_in(where, data: Tensor, dst: Tensor):
     return np.broadcast_to(rows.reshape((-1,) + (1,) * (dst.ndim - 1)), dst.shape)
 
 
-def bn_stats(dst: Tensor, data: Tensor, *, where=None, api: str = "bn_stats") -> None:
+def bn_stats(dst: Tensor, data: Tensor, *, where: Mask = None, api: str = "bn_stats") -> None:
     run = current()
     tile(dst, api, "dst")
     tile(data, api, "data")
@@ -349,7 +363,7 @@ def bn_stats(dst: Tensor, data: Tensor, *, where=None, api: str = "bn_stats") ->
     write(run, dst, out.reshape(dst.shape), _partitions_in(where, data, dst))
 
 
-def bn_aggr(dst: Tensor, data: Tensor, *, where=None, api: str = "bn_aggr") -> None:
+def bn_aggr(dst: Tensor, data: Tensor, *, where: Mask = None, api: str = "bn_aggr") -> None:
     run = current()
     tile(dst, api, "dst")
     tile(data, api, "data")
@@ -375,8 +389,9 @@ def bn_aggr(dst: Tensor, data: Tensor, *, where=None, api: str = "bn_aggr") -> N
     write(run, dst, out.reshape(dst.shape), _partitions_in(where, data, dst))
 
 
-def tensor_tensor_scan(dst: Tensor, data0: Tensor, data1: Tensor, initial, op0, op1, reverse0: bool = False,
-                       reverse1: bool = False, *, where=None, api: str = "tensor_tensor_scan") -> None:
+def tensor_tensor_scan(dst: Tensor, data0: Tensor, data1: Tensor, initial: Operand, op0: Op, op1: Op,
+                       reverse0: bool = False, reverse1: bool = False, *, where: Mask = None,
+                       api: str = "tensor_tensor_scan") -> None:
     run = current()
     for t, r in ((dst, "dst"), (data0, "data0"), (data1, "data1")):
         tile(t, api, r)
@@ -422,8 +437,9 @@ def tensor_tensor_scan(dst: Tensor, data0: Tensor, data1: Tensor, initial, op0, 
     write(run, dst, out.T.reshape(dst.shape), where)
 
 
-def tensor_scalar_cumulative(dst: Tensor, src: Tensor, op0, op1, imm0, imm1=None, reduce_cmd="reset_reduce", *,
-                             where=None, api: str = "tensor_scalar_cumulative") -> None:
+def tensor_scalar_cumulative(dst: Tensor, src: Tensor, op0: Op, op1: Op, imm0: Operand,
+                             imm1: Scalar | None = None, reduce_cmd: object = "reset_reduce", *,
+                             where: Mask = None, api: str = "tensor_scalar_cumulative") -> None:
     """Running scan along the free axis: reg = op1(op0(x[:, i], imm0), reg); dst[:, i] = reg.
 
     The per-partition register is VectorE's shared accumulator: reset / reset_reduce start from
@@ -461,8 +477,9 @@ def tensor_scalar_cumulative(dst: Tensor, src: Tensor, op0, op1, imm0, imm1=None
     write(run, dst, out.reshape(dst.shape), where)
 
 
-def scalar_tensor_tensor(dst: Tensor, data: Tensor, op0, operand0, op1, operand1: Tensor, reverse0: bool = False,
-                         reverse1: bool = False, *, where=None, api: str = "scalar_tensor_tensor") -> None:
+def scalar_tensor_tensor(dst: Tensor, data: Tensor, op0: Op, operand0: Operand, op1: Op, operand1: Tensor,
+                         reverse0: bool = False, reverse1: bool = False, *, where: Mask = None,
+                         api: str = "scalar_tensor_tensor") -> None:
     run = current()
     tile(dst, api, "dst")
     tile(data, api, "data")
@@ -487,9 +504,10 @@ def scalar_tensor_tensor(dst: Tensor, data: Tensor, op0, operand0, op1, operand1
     write(run, dst, np.broadcast_to(r, shape) if r.shape != shape else r, where)
 
 
-def tensor_scalar_reduce(dst: Tensor, data: Tensor, op0, operand0, reduce_op, reduce_res: Tensor | None,
-                         reverse0: bool = False, *, where=None, api: str = "tensor_scalar_reduce",
-                         reduce_cmd=None, reduce_init=None) -> None:
+def tensor_scalar_reduce(dst: Tensor, data: Tensor, op0: Op, operand0: Operand, reduce_op: Op,
+                         reduce_res: Tensor | None, reverse0: bool = False, *, where: Mask = None,
+                         api: str = "tensor_scalar_reduce", reduce_cmd: object = None,
+                         reduce_init: Operand | None = None) -> None:
     """dst = data op0 operand0, and its free-axis reduction into reduce_res.
 
     reduce_cmd (nki namespace) routes the reduction through VectorE's shared accumulator registers:
@@ -538,7 +556,8 @@ def tensor_scalar_reduce(dst: Tensor, data: Tensor, op0, operand0, reduce_op, re
             write(run, reduce_res, part.reshape(reduce_res.shape))
 
 
-def select(dst: Tensor, predicate: Tensor, on_true, on_false, *, where=None, api: str = "select") -> None:
+def select(dst: Tensor, predicate: Tensor, on_true: Operand, on_false: Operand, *, where: Mask = None,
+           api: str = "select") -> None:
     """dst = predicate != 0 ? on_true : on_false (tiles or scalars); VectorE."""
     run = current()
     tile(dst, api, "dst")
@@ -560,7 +579,7 @@ def select(dst: Tensor, predicate: Tensor, on_true, on_false, *, where=None, api
     write(run, dst, np.broadcast_to(np.where(c, a, b), shape).astype(_F32), where)
 
 
-def dropout(dst: Tensor, data: Tensor, prob, *, where=None, api: str = "dropout") -> None:
+def dropout(dst: Tensor, data: Tensor, prob: Operand, *, where: Mask = None, api: str = "dropout") -> None:
     run = current()
     elementwise_operands(api, dst, data, "data")
     P = dst.shape[0]
@@ -611,7 +630,8 @@ def nc_find_index8(dst: Tensor, data: Tensor, vals: Tensor, *, api: str = "nc_fi
     write(run, dst, idx.reshape(dst.shape))
 
 
-def nc_match_replace8(dst: Tensor, data: Tensor, vals: Tensor, imm, *, api: str = "nc_match_replace8") -> None:
+def nc_match_replace8(dst: Tensor, data: Tensor, vals: Tensor, imm: Scalar, *,
+                      api: str = "nc_match_replace8") -> None:
     run = current()
     for t, r in ((dst, "dst"), (data, "data"), (vals, "vals")):
         tile(t, api, r)
@@ -636,8 +656,8 @@ def nc_match_replace8(dst: Tensor, data: Tensor, vals: Tensor, imm, *, api: str 
     write(run, dst, x.reshape(dst.shape))
 
 
-def tensor_copy_predicated(dst: Tensor, src, predicate: Tensor, reverse_pred: bool = False, *, where=None,
-                           api: str = "tensor_copy_predicated") -> None:
+def tensor_copy_predicated(dst: Tensor, src: Tensor | Scalar, predicate: Tensor, reverse_pred: bool = False,
+                           *, where: Mask = None, api: str = "tensor_copy_predicated") -> None:
     run = current()
     tile(dst, api, "dst")
     tile(predicate, api, "predicate")
@@ -660,6 +680,7 @@ def tensor_copy_predicated(dst: Tensor, src, predicate: Tensor, reverse_pred: bo
         c = ~c
     if where is not None:
         c = c & np.broadcast_to(where, shape)
+    vals: np.ndarray | np.float32
     if isinstance(src, Tensor) and src.storage.dtype is dst.storage.dtype:
         vals = raw(src, shape)
     else:
@@ -667,9 +688,9 @@ def tensor_copy_predicated(dst: Tensor, src, predicate: Tensor, reverse_pred: bo
     write(run, dst, np.broadcast_to(vals, shape), np.broadcast_to(c, shape))
 
 
-def range_select(dst: Tensor, on_true: Tensor, comp_op0, comp_op1, bound0: Tensor, bound1: Tensor, *,
-                 reduce_res: Tensor | None = None, reduce_op="maximum", range_start: float = 0.0,
-                 on_false_value: float = float(np.finfo(np.float32).min), where=None,
+def range_select(dst: Tensor, on_true: Tensor, comp_op0: Op, comp_op1: Op, bound0: Tensor, bound1: Tensor, *,
+                 reduce_res: Tensor | None = None, reduce_op: Op = "maximum", range_start: float = 0.0,
+                 on_false_value: float = float(np.finfo(np.float32).min), where: Mask = None,
                  api: str = "range_select") -> None:
     run = current()
     if run.target.nc_version < 3:
@@ -679,7 +700,7 @@ def range_select(dst: Tensor, on_true: Tensor, comp_op0, comp_op1, bound0: Tenso
     check_fits(api, on_true, "on_true", dst)
     c0 = alu.resolve_binary(comp_op0, "comp_op0")
     c1 = alu.resolve_binary(comp_op1, "comp_op1")
-    ro = alu.resolve_binary(reduce_op, "reduce_op")
+    ro = _reduction(reduce_op, reduce_res, api)
     P = dst.shape[0]
     outs = (dst,) if reduce_res is None else (dst, tile(reduce_res, api, "reduce_res"))
     run.record("vector", "range_select", (on_true, bound0, bound1), outs, partitions=P, free=_free(dst),
@@ -697,11 +718,22 @@ def range_select(dst: Tensor, on_true: Tensor, comp_op0, comp_op1, bound0: Tenso
     out = np.where(keep, x, np.float32(on_false_value)).astype(_F32)
     write(run, dst, out.reshape(dst.shape), where)
     if reduce_res is not None:
+        assert ro.reduce is not None  # _reduction checked it
         write(run, reduce_res, np.asarray(ro.reduce(out, (1,))).reshape(reduce_res.shape))
 
 
-def select_reduce(dst: Tensor, predicate: Tensor, on_true: Tensor, on_false, *, reduce_res: Tensor | None = None,
-                  reduce_op="maximum", reverse_pred: bool = False, where=None, api: str = "select_reduce") -> None:
+def _reduction(reduce_op: Op, reduce_res: Tensor | None, api: str) -> alu.BinaryOp:
+    """The operator that reduces into `reduce_res`: one with a reduction when there is a `reduce_res`."""
+    ro = alu.resolve_binary(reduce_op, "reduce_op")
+    if reduce_res is not None and ro.reduce is None:
+        raise EngineOpError(f"{api}: reduce_op {ro.name} is not a reduction operator (use maximum, minimum, add, "
+                            "multiply, bitwise_and/or/xor, logical_and/or)")
+    return ro
+
+
+def select_reduce(dst: Tensor, predicate: Tensor, on_true: Tensor, on_false: Operand, *,
+                  reduce_res: Tensor | None = None, reduce_op: Op = "maximum", reverse_pred: bool = False,
+                  where: Mask = None, api: str = "select_reduce") -> None:
     run = current()
     for t, r in ((dst, "dst"), (predicate, "predicate"), (on_true, "on_true")):
         tile(t, api, r)
@@ -710,7 +742,7 @@ def select_reduce(dst: Tensor, predicate: Tensor, on_true: Tensor, on_false, *, 
     not_both_psum(api, on_true, "on_true", predicate, "predicate")
     if predicate.storage.dtype.name not in ("int8", "uint8", "int16", "uint16"):
         raise EngineDtypeError(f"{api}: predicate must be int8/uint8/int16/uint16, got {predicate.storage.dtype.name}")
-    ro = alu.resolve_binary(reduce_op, "reduce_op")
+    ro = _reduction(reduce_op, reduce_res, api)
     P = dst.shape[0]
     ins = [predicate, on_true]
     if isinstance(on_false, Tensor):
@@ -730,10 +762,12 @@ def select_reduce(dst: Tensor, predicate: Tensor, on_true: Tensor, on_false, *, 
     out = np.broadcast_to(np.where(c, values(on_true, shape), f), shape).astype(_F32)
     write(run, dst, out, where)
     if reduce_res is not None:
+        assert ro.reduce is not None  # _reduction checked it
         write(run, reduce_res, np.asarray(ro.reduce(out.reshape(P, -1), (1,))).reshape(reduce_res.shape))
 
 
-def nc_stream_shuffle(dst: Tensor, src: Tensor, shuffle_mask, *, api: str = "nc_stream_shuffle") -> None:
+def nc_stream_shuffle(dst: Tensor, src: Tensor, shuffle_mask: Iterable[SupportsInt], *,
+                      api: str = "nc_stream_shuffle") -> None:
     run = current()
     tile(dst, api, "dst")
     tile(src, api, "src")

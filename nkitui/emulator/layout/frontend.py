@@ -7,6 +7,8 @@ Neuron compiler's job, not an emulator's.
 
 from __future__ import annotations
 
+from typing import NoReturn
+
 from nkitui.emulator.errors import UnsupportedError
 
 __all__ = ["NKIFrontend", "ParserFrontend", "TracerFrontend"]
@@ -17,11 +19,11 @@ class NKIFrontend:
 
     name = "nki"
 
-    def __init__(self, *args, **kwargs) -> None:
+    def __init__(self, *args: object, **kwargs: object) -> None:
         self.args = args
         self.kwargs = kwargs
 
-    def compile(self, kernel, *args, **kwargs):
+    def compile(self, kernel: object, *args: object, **kwargs: object) -> NoReturn:
         raise UnsupportedError(
             f"nki.compiler.frontend.{type(self).__name__}.compile: lowering a kernel to MLIR/NEFF needs the Neuron "
             "compiler, which the nkitui emulator does not include; run the kernel itself instead (@nki.jit, "

@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from typing import cast
+
 import numpy as np
 
 from nkitui.emulator import dtypes as dt
 from nkitui.emulator import lowering as _lowering
+from nkitui.emulator.api_types import DTypeLike
 from nkitui.emulator.errors import OperandShapeError
 from nkitui.emulator.frontend_common import hbm_operand_error
 from nkitui.emulator.legacy.indexing import NO_MASK, MaskPlan, narrow, plan_mask
@@ -17,7 +21,7 @@ __all__ = ["LegacyTensor", "MaskPlan", "as_tile", "dtype_or", "fresh", "mark", "
            "current", "Run", "dt", "np", "Tensor", "sbuf_operand"]
 
 
-def as_tile(x, api: str, role: str) -> Tensor:
+def as_tile(x: object, api: str, role: str) -> Tensor:
     if not isinstance(x, Tensor):
         raise OperandShapeError(f"operand '{role}' of {api} must be a tile, got {type(x).__name__} {x!r}")
     if x.storage.memory == "hbm":
@@ -34,12 +38,12 @@ def sbuf_operand(run: Run, t: Tensor, api: str, role: str) -> Tensor:
     return _lowering.sbuf_operand(t, lambda shape, dtype: fresh(run, shape, dtype, NO_MASK), api, role)
 
 
-def dtype_or(dtype, default: dt.DType) -> dt.DType:
+def dtype_or(dtype: DTypeLike, default: dt.DType) -> dt.DType:
     return default if dtype is None else dt.dtype_of(dtype)
 
 
-def fresh(run: Run, shape, dtype: dt.DType, plan: MaskPlan, memory: str = "sbuf", track: bool = True,
-          name: str = "") -> LegacyTensor:
+def fresh(run: Run, shape: Sequence[int], dtype: dt.DType, plan: MaskPlan, memory: str = "sbuf",
+          track: bool = True, name: str = "") -> LegacyTensor:
     """A new result tile; pre-filled with sentinels only when a mask leaves parts unwritten."""
     partial = plan.box is not None or plan.where is not None or plan.skip
     if shape and shape[0] <= 128 and type(shape) is tuple:
@@ -54,17 +58,18 @@ def fresh(run: Run, shape, dtype: dt.DType, plan: MaskPlan, memory: str = "sbuf"
     return t
 
 
-def mark(run: Run, t: LegacyTensor, ref=None) -> LegacyTensor:
-    """Remember that `t` is the fresh output of the latest instruction (for assignment retargeting);
+def mark(run: Run, tile: Tensor, ref: object = None) -> LegacyTensor:
+    """Remember that `tile` is the fresh output of the latest instruction (for assignment retargeting);
     it inherits the index-grid axes of `ref`, the operand that defined its iteration space."""
+    t = cast(LegacyTensor, tile)  # made by fresh() (directly, or by a lowering through _new_tile)
     t._producer = run.instructions
     g = getattr(ref, "_grid_axes", None)
-    if g is not None and ref.shape == t.shape:
+    if g is not None and getattr(ref, "shape") == t.shape:  # noqa: B009  (ref has grid axes: a tensor)
         t._grid_axes = g
     return t
 
 
-def align(value, dst):
+def align(value: Tensor, dst: Tensor) -> tuple[Tensor, Tensor]:
     """Match `value` and `dst` dimension by dimension when both come from the same index grids in a
     different order (e.g. storing a (d, q) tile through `out[q_idx, d_idx]`): the HBM side (or
     else the value) is re-laid out. Returns (value, dst)."""
@@ -78,9 +83,9 @@ def align(value, dst):
     return _permute(value, gv, gd), dst
 
 
-def _permute(t, have, want):
+def _permute(t: Tensor, have: Sequence[int], want: Sequence[int]) -> LegacyTensor:
     specs = [("r", 0, 1, n, want.index(a)) for a, n in zip(have, t.shape)]
     shape = tuple(t.shape[have.index(a)] for a in want)
-    out = t.compose(specs, shape)
+    out = cast(LegacyTensor, t.compose(specs, shape))  # the legacy front end's views are LegacyTensors
     out._grid_axes = tuple(want)
     return out

@@ -9,12 +9,29 @@ a plain strided view; anything else becomes a gather view.
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Iterator, Sequence
+from typing import TYPE_CHECKING, Any, NoReturn, SupportsInt, TypeAlias, TypeVar, cast
+
 import numpy as np
+from numpy.typing import ArrayLike, NDArray
 
 from nkitui.emulator.errors import IndexingError, MaskError
 
+if TYPE_CHECKING:
+    from nkitui.emulator.tensor import Tensor
 
-def _grid_shape(nd: int, terms) -> tuple[int, ...]:
+Grid: TypeAlias = NDArray[np.int64]  # integer indices, one per point of an index grid
+Terms: TypeAlias = tuple[tuple[int, int, int], ...]  # (grid axis from the end, size, coefficient) per term
+Box: TypeAlias = tuple[tuple[int, int], ...]  # per axis the (lo, hi) range a box mask keeps
+Mask: TypeAlias = "Predicate | bool | np.bool_ | None"  # a legacy mask= (plan_mask checks what a kernel passes)
+# what an index expression combines with: another grid's values or a number
+# (Any: numpy's stubs define no `ndarray // np.number`, and numpy scalars must pass as they are, as their
+# dtype steers numpy's promotion)
+Value: TypeAlias = Any
+_T = TypeVar("_T")
+
+
+def _grid_shape(nd: int, terms: Terms) -> tuple[int, ...]:
     shape = [1] * nd
     for pfe, size, _ in terms:
         shape[nd - 1 - pfe] = size
@@ -27,48 +44,48 @@ class IndexExpr:
     __slots__ = ()
     __hash__ = object.__hash__
 
-    def grid(self) -> np.ndarray:
+    def grid(self) -> Grid:
         raise IndexingError("abstract index expression")
 
     # comparisons build predicates -------------------------------------------------------------
-    def _cmp(self, other, fn):
+    def _cmp(self, other: object, fn: np.ufunc) -> Predicate:
         return Predicate(fn(self.grid(), _value(other)))
 
-    def __lt__(self, o):
+    def __lt__(self, o: object) -> Predicate:
         return self._cmp(o, np.less)
 
-    def __le__(self, o):
+    def __le__(self, o: object) -> Predicate:
         return self._cmp(o, np.less_equal)
 
-    def __gt__(self, o):
+    def __gt__(self, o: object) -> Predicate:
         return self._cmp(o, np.greater)
 
-    def __ge__(self, o):
+    def __ge__(self, o: object) -> Predicate:
         return self._cmp(o, np.greater_equal)
 
-    def __eq__(self, o):
+    def __eq__(self, o: object) -> Predicate:  # type: ignore[override]  # element-wise, as numpy's ==
         return self._cmp(o, np.equal)
 
-    def __ne__(self, o):
+    def __ne__(self, o: object) -> Predicate:  # type: ignore[override]  # element-wise, as numpy's !=
         return self._cmp(o, np.not_equal)
 
-    def __bool__(self):
+    def __bool__(self) -> NoReturn:
         raise IndexingError("err_control_flow_condition_depending_on_arange: an index expression has no "
                             "truth value; express the condition as mask= instead of an if")
 
-    def __floordiv__(self, o):
+    def __floordiv__(self, o: object) -> GridExpr:
         return GridExpr(self.grid() // _value(o))
 
-    def __rfloordiv__(self, o):
+    def __rfloordiv__(self, o: object) -> GridExpr:
         return GridExpr(_value(o) // self.grid())
 
-    def __mod__(self, o):
+    def __mod__(self, o: object) -> GridExpr:
         return GridExpr(self.grid() % _value(o))
 
-    def __rmod__(self, o):
+    def __rmod__(self, o: object) -> GridExpr:
         return GridExpr(_value(o) % self.grid())
 
-    def __iter__(self):
+    def __iter__(self) -> NoReturn:
         raise TypeError("index expressions are not iterable")
 
     @property
@@ -76,7 +93,7 @@ class IndexExpr:
         return self.grid().shape
 
 
-def _value(o):
+def _value(o: object) -> Value:
     if isinstance(o, IndexExpr):
         return o.grid()
     if isinstance(o, (bool, int, float, np.integer, np.floating)):
@@ -89,17 +106,17 @@ class AffineExpr(IndexExpr):
 
     __slots__ = ("offset", "terms", "nd", "_grid", "dense")
 
-    def __init__(self, offset: int, terms: tuple, nd: int, dense: tuple[int, ...] | None = None) -> None:
+    def __init__(self, offset: SupportsInt, terms: Terms, nd: int, dense: tuple[int, ...] | None = None) -> None:
         self.offset = int(offset)
         self.terms = terms  # tuple of (pos_from_end, size, coeff)
         self.nd = nd
-        self._grid = None
+        self._grid: Grid | None = None
         # the full grid of the nl.mgrid this expression comes from: mgrid components are dense
         # (every one has the whole grid's shape, as numpy.mgrid's), which is the shape nisa.iota
         # gives its tile; indexing broadcasts, so there the open grid is enough
         self.dense = dense
 
-    def grid(self) -> np.ndarray:
+    def grid(self) -> Grid:
         g = self._grid
         if g is None:
             shape = _grid_shape(self.nd, self.terms)
@@ -115,7 +132,7 @@ class AffineExpr(IndexExpr):
     def shape(self) -> tuple[int, ...]:
         return _grid_shape(self.nd, self.terms)
 
-    def __getitem__(self, key):
+    def __getitem__(self, key: object) -> AffineExpr:
         # nl.arange(n)[:, None] / [None, :]: place a 1-D arange on an axis of a grid
         if not isinstance(key, tuple):
             key = (key,)
@@ -129,12 +146,12 @@ class AffineExpr(IndexExpr):
         terms = tuple((pfe, size, coeff) for _, size, coeff in self.terms)
         return AffineExpr(self.offset, terms, nd)
 
-    def _combine(self, other, sign: int):
+    def _combine(self, other: object, sign: int) -> AffineExpr | GridExpr | None:
         if isinstance(other, (int, np.integer)) and not isinstance(other, bool):
             return AffineExpr(self.offset + sign * int(other), self.terms, self.nd, self.dense)
         if isinstance(other, AffineExpr):
             nd = max(self.nd, other.nd)
-            acc: dict[int, list] = {}
+            acc: dict[int, list[int]] = {}  # grid axis -> [size, coefficient]
             for pfe, size, coeff in self.terms:
                 acc[pfe] = [size, coeff]
             for pfe, size, coeff in other.terms:
@@ -149,24 +166,26 @@ class AffineExpr(IndexExpr):
             return AffineExpr(self.offset + sign * other.offset, terms, nd, dense)
         if isinstance(other, (IndexExpr, float, np.floating)):
             return GridExpr(self.grid() + sign * _value(other))
-        return NotImplemented
+        return None  # not an index operand: the operator returns NotImplemented
 
-    def __add__(self, o):
-        return self._combine(o, 1)
+    def __add__(self, o: object) -> AffineExpr | GridExpr:
+        r = self._combine(o, 1)
+        return NotImplemented if r is None else r
 
     __radd__ = __add__
 
-    def __sub__(self, o):
-        return self._combine(o, -1)
+    def __sub__(self, o: object) -> AffineExpr | GridExpr:
+        r = self._combine(o, -1)
+        return NotImplemented if r is None else r
 
-    def __rsub__(self, o):
-        neg = self.__neg__()
-        return neg._combine(o, 1)
+    def __rsub__(self, o: object) -> AffineExpr | GridExpr:
+        r = self.__neg__()._combine(o, 1)
+        return NotImplemented if r is None else r
 
-    def __neg__(self):
+    def __neg__(self) -> AffineExpr:
         return AffineExpr(-self.offset, tuple((p, s, -c) for p, s, c in self.terms), self.nd, self.dense)
 
-    def __mul__(self, o):
+    def __mul__(self, o: object) -> AffineExpr | GridExpr:
         if isinstance(o, (int, np.integer)) and not isinstance(o, bool):
             k = int(o)
             return AffineExpr(self.offset * k, tuple((p, s, c * k) for p, s, c in self.terms), self.nd, self.dense)
@@ -187,32 +206,32 @@ class GridExpr(IndexExpr):
 
     __slots__ = ("arr",)
 
-    def __init__(self, arr: np.ndarray) -> None:
-        self.arr = np.asarray(arr)
+    def __init__(self, arr: ArrayLike) -> None:
+        self.arr: Grid = np.asarray(arr)
 
-    def grid(self) -> np.ndarray:
+    def grid(self) -> Grid:
         return self.arr
 
-    def _bin(self, o, fn):
+    def _bin(self, o: object, fn: np.ufunc) -> GridExpr:
         return GridExpr(fn(self.arr, _value(o)))
 
-    def __add__(self, o):
+    def __add__(self, o: object) -> GridExpr:
         return self._bin(o, np.add)
 
     __radd__ = __add__
 
-    def __sub__(self, o):
+    def __sub__(self, o: object) -> GridExpr:
         return self._bin(o, np.subtract)
 
-    def __rsub__(self, o):
+    def __rsub__(self, o: object) -> GridExpr:
         return GridExpr(_value(o) - self.arr)
 
-    def __mul__(self, o):
+    def __mul__(self, o: object) -> GridExpr:
         return self._bin(o, np.multiply)
 
     __rmul__ = __mul__
 
-    def __neg__(self):
+    def __neg__(self) -> GridExpr:
         return GridExpr(-self.arr)
 
 
@@ -222,26 +241,26 @@ class Predicate:
     __slots__ = ("arr",)
     __hash__ = object.__hash__
 
-    def __init__(self, arr) -> None:
+    def __init__(self, arr: ArrayLike) -> None:
         self.arr = np.asarray(arr, dtype=bool)
 
-    def __and__(self, o):
+    def __and__(self, o: object) -> Predicate:
         return Predicate(self.arr & _pred(o))
 
     __rand__ = __and__
 
-    def __or__(self, o):
+    def __or__(self, o: object) -> Predicate:
         return Predicate(self.arr | _pred(o))
 
     __ror__ = __or__
 
-    def __xor__(self, o):
+    def __xor__(self, o: object) -> Predicate:
         return Predicate(self.arr ^ _pred(o))
 
-    def __invert__(self):
+    def __invert__(self) -> Predicate:
         return Predicate(~self.arr)
 
-    def __bool__(self):
+    def __bool__(self) -> NoReturn:
         raise MaskError("err_ambiguous_tensor_truth_value: a mask predicate has no truth value: use mask= instead "
                         "of an if on index expressions, and combine predicates with &, |, ~ (not and/or/not)")
 
@@ -253,7 +272,7 @@ class Predicate:
         return f"Predicate({self.arr.sum()} of {self.arr.size} true, grid {self.arr.shape})"
 
 
-def _pred(o):
+def _pred(o: object) -> NDArray[np.bool_] | bool:
     if isinstance(o, Predicate):
         return o.arr
     if isinstance(o, (bool, np.bool_)):
@@ -262,16 +281,17 @@ def _pred(o):
                     "expressions, loop indices and ints")
 
 
-def arange(*args) -> AffineExpr:
+def arange(*args: SupportsInt) -> AffineExpr:
+    bounds: tuple[SupportsInt, SupportsInt, SupportsInt]
     if len(args) == 1:
-        start, stop, step = 0, args[0], 1
+        bounds = 0, args[0], 1
     elif len(args) == 2:
-        start, stop, step = args[0], args[1], 1
+        bounds = args[0], args[1], 1
     elif len(args) == 3:
-        start, stop, step = args
+        bounds = args[0], args[1], args[2]
     else:
         raise IndexingError("nl.arange takes (stop) or (start, stop)")
-    start, stop, step = int(start), int(stop), int(step)
+    start, stop, step = int(bounds[0]), int(bounds[1]), int(bounds[2])
     size = len(range(start, stop, step))
     return AffineExpr(start, ((0, size, step),), 1)
 
@@ -281,16 +301,16 @@ class MGrid:
 
     __slots__ = ("exprs",)
 
-    def __init__(self, exprs) -> None:
+    def __init__(self, exprs: Iterable[AffineExpr]) -> None:
         self.exprs = tuple(exprs)
 
-    def __iter__(self):
+    def __iter__(self) -> Iterator[AffineExpr]:
         return iter(self.exprs)
 
     def __len__(self) -> int:
         return len(self.exprs)
 
-    def __getitem__(self, i):
+    def __getitem__(self, i: int) -> AffineExpr:
         return self.exprs[i]
 
     def _axis(self, i: int) -> AffineExpr:
@@ -308,7 +328,7 @@ class MGrid:
 class _MGridFactory:
     """`nl.mgrid[0:128, 0:512]` (like numpy.mgrid, but returning affine index expressions)."""
 
-    def __getitem__(self, key) -> MGrid:
+    def __getitem__(self, key: object) -> MGrid:
         if not isinstance(key, tuple):
             key = (key,)
         nd = len(key)
@@ -336,13 +356,14 @@ class MaskPlan:
 
     __slots__ = ("skip", "box", "where", "shape")
 
-    def __init__(self, skip=False, box=None, where=None, shape=None) -> None:
+    def __init__(self, skip: bool = False, box: Box | None = None, where: NDArray[np.bool_] | None = None,
+                 shape: tuple[int, ...] | None = None) -> None:
         self.skip = skip
         self.box = box  # per-axis (lo, hi) when the mask is a box (fast path: narrow the views)
         self.where = where  # boolean array broadcastable to shape otherwise
         self.shape = shape  # the iteration shape the plan was made for
 
-    def for_output(self, shape) -> "MaskPlan | None":
+    def for_output(self, shape: Sequence[int]) -> "MaskPlan | None":
         """The part of an output of `shape` this plan writes (None: all of it)."""
         if self.skip:
             return self
@@ -358,7 +379,7 @@ NO_MASK = MaskPlan()
 SKIP = MaskPlan(skip=True)
 
 
-def plan_mask(mask, ref) -> MaskPlan:
+def plan_mask(mask: object, ref: "tuple[int, ...] | Tensor") -> MaskPlan:
     """Plan a mask for an instruction whose iteration space is `ref` (a shape, or the view that
     defines it: views made from index grids map mask grid axes to their dimensions)."""
     if mask is None or mask is True:
@@ -392,7 +413,8 @@ def plan_mask(mask, ref) -> MaskPlan:
     if total == 0:
         return SKIP
     # a box mask (product of contiguous per-axis ranges) narrows the operands instead
-    box = []
+    box: list[tuple[int, int]] = []
+    boxed = True
     count = 1
     for ax in range(nd):
         if g.shape[ax] == 1:
@@ -403,16 +425,16 @@ def plan_mask(mask, ref) -> MaskPlan:
         idx = np.flatnonzero(proj)
         lo, hi = int(idx[0]), int(idx[-1]) + 1
         if hi - lo != idx.size:
-            box = None
+            boxed = False
             break
         box.append((lo, hi))
         count *= hi - lo
-    if box is not None and count == total:
+    if boxed and count == total:
         return MaskPlan(box=tuple(box), shape=shape)
     return MaskPlan(where=np.broadcast_to(g, shape), shape=shape)
 
 
-def _on_axes(g: np.ndarray, gaxes, shape) -> np.ndarray:
+def _on_axes(g: NDArray[np.bool_], gaxes: Sequence[int], shape: tuple[int, ...]) -> NDArray[np.bool_]:
     """Lay a mask grid out along the dimensions of a view whose dims come from grid axes `gaxes`."""
     nd_m = g.ndim
     sel = [nd_m - 1 - p if 0 <= p < nd_m else None for p in gaxes]
@@ -426,13 +448,15 @@ def _on_axes(g: np.ndarray, gaxes, shape) -> np.ndarray:
     return t.reshape([g.shape[a] if a is not None else 1 for a in sel])
 
 
-def narrow(t, box, shape: tuple[int, ...] | None = None):
+def narrow(t: _T, box: Box | None, shape: tuple[int, ...] | None = None) -> _T:
     """Narrow an operand to a mask box given for the iteration shape (size-1 axes broadcast)."""
-    if box is None or not hasattr(t, "narrow"):
+    narrowed = getattr(t, "narrow", None)  # tensors narrow; scalars pass as they are
+    if box is None or narrowed is None:
         return t
-    nd = len(t.shape)
+    shape_of: tuple[int, ...] = getattr(t, "shape")  # noqa: B009  (t's type is a variable: a tensor here)
+    nd = len(shape_of)
     b = box[len(box) - nd:] if len(box) >= nd else ((0, 1),) * (nd - len(box)) + tuple(box)
-    b = tuple((0, 1) if n == 1 else (lo, hi) for (lo, hi), n in zip(b, t.shape))
-    if all(lo == 0 and hi == n for (lo, hi), n in zip(b, t.shape)):
+    b = tuple((0, 1) if n == 1 else (lo, hi) for (lo, hi), n in zip(b, shape_of))
+    if all(lo == 0 and hi == n for (lo, hi), n in zip(b, shape_of)):
         return t
-    return t.narrow(b)
+    return cast(_T, narrowed(b))  # Tensor.narrow: a view of the same class

@@ -5,10 +5,13 @@ from __future__ import annotations
 import enum
 import math
 import types
+from collections.abc import Callable, Sequence
+from typing import NoReturn, SupportsInt
 
 import numpy as np
 
 from nkitui.emulator import engine as _eng
+from nkitui.emulator.api_types import Axis, DTypeLike, Op, Operand, Scalar
 from nkitui.emulator.engine.tensor_engine import check_matmul
 from nkitui.emulator import dtypes as _dt
 from nkitui.emulator.engine.vector import _axes as _norm_axes, reduced_shape as _reduced_shape
@@ -18,8 +21,10 @@ from nkitui.emulator.frontend_common import (  # noqa: F401
     gpsimd_engine, scalar_engine, sync_engine, tensor_engine, unknown_engine, vector_engine)
 from nkitui.emulator.frontend_common import engine_name as _engine_name
 from nkitui.emulator.legacy._support import as_tile, dtype_or, fresh, mark, sbuf_operand
-from nkitui.emulator.legacy.indexing import NO_MASK, IndexExpr, Predicate, _on_axes, narrow, plan_mask
+from nkitui.emulator.legacy.indexing import NO_MASK, IndexExpr, Mask, Predicate, _on_axes, narrow, plan_mask
+from nkitui.emulator.legacy.tile import LegacyTensor
 from nkitui.emulator.runtime import current
+from nkitui.emulator.tensor import Tensor
 
 dma_engine = engine.dma
 
@@ -53,13 +58,15 @@ constants = types.SimpleNamespace(engine=engine, reduce_cmd=reduce_cmd, oob_mode
                                   nc_version=nc_version, matmul_perf_mode=matmul_perf_mode)
 
 
-def get_nc_version():
+def get_nc_version() -> nc_version:
     return nc_version(current().target.nc_version)
 
 
 # -- TensorE --------------------------------------------------------------------------------------
-def nc_matmul(stationary, moving, *, is_stationary_onezero=False, is_moving_onezero=False, is_transpose=False,
-              tile_position=(), tile_size=(), perf_mode=None, mask=None, **kwargs):
+def nc_matmul(stationary: Tensor, moving: Tensor, *, is_stationary_onezero: bool = False,
+              is_moving_onezero: bool = False, is_transpose: bool = False, tile_position: Sequence[int] = (),
+              tile_size: Sequence[int] = (), perf_mode: str | None = None, mask: Mask = None,
+              **kwargs: object) -> LegacyTensor:
     run = current()
     api = "nisa.nc_matmul"
     stationary = sbuf_operand(run, as_tile(stationary, api, "stationary"), api, "stationary")
@@ -78,11 +85,12 @@ def nc_matmul(stationary, moving, *, is_stationary_onezero=False, is_moving_onez
                                            ("is_moving_onezero", is_moving_onezero),
                                            ("tile_position", tuple(tile_position) or None),
                                            ("tile_size", tuple(tile_size) or None)) if v})
-    out._matmul_instruction = run.trace.instructions[-1] if run.recording else True
+    out._matmul_instruction = run.trace.instructions[-1] if run.trace is not None else True  # (recording)
     return mark(run, out)
 
 
-def nc_transpose(data, *, mask=None, dtype=None, engine=0, **kwargs):
+def nc_transpose(data: Tensor, *, mask: Mask = None, dtype: DTypeLike = None,
+                 engine: engine | int = 0, **kwargs: object) -> LegacyTensor:
     run = current()
     api = "nisa.nc_transpose"
     data = as_tile(data, api, "data")
@@ -97,17 +105,23 @@ def nc_transpose(data, *, mask=None, dtype=None, engine=0, **kwargs):
 
 
 # -- ScalarE --------------------------------------------------------------------------------------
-def activation(op, data, *, bias=None, scale=1.0, reduce_op=None, reduce_res=None, reduce_cmd=None, mask=None,
-               dtype=None, **kwargs):
+def activation(op: Op, data: Tensor, *, bias: Tensor | None = None, scale: Operand = 1.0,
+               reduce_op: Op | None = None, reduce_res: Tensor | None = None,
+               reduce_cmd: reduce_cmd | str | None = None, mask: Mask = None,
+               dtype: DTypeLike = None, **kwargs: object) -> LegacyTensor:
     return _activation("nisa.activation", op, data, bias, scale, reduce_op, reduce_res, reduce_cmd, mask, dtype)
 
 
-def activation_reduce(op, data, *, reduce_op, reduce_res, bias=None, scale=1.0, mask=None, dtype=None, **kwargs):
+def activation_reduce(op: Op, data: Tensor, *, reduce_op: Op, reduce_res: Tensor, bias: Tensor | None = None,
+                      scale: Operand = 1.0, mask: Mask = None, dtype: DTypeLike = None,
+                      **kwargs: object) -> LegacyTensor:
     return _activation("nisa.activation_reduce", op, data, bias, scale, reduce_op, reduce_res, "reset_reduce", mask,
                        dtype)
 
 
-def _activation(api: str, op, data, bias, scale, reduce_op, reduce_res, reduce_cmd, mask, dtype):
+def _activation(api: str, op: Op, data: Tensor, bias: Tensor | None, scale: Operand, reduce_op: Op | None,
+                reduce_res: Tensor | None, reduce_cmd: reduce_cmd | str | None, mask: Mask,
+                dtype: DTypeLike) -> LegacyTensor:
     run = current()
     data = as_tile(data, api, "data")
     plan = plan_mask(mask, data)
@@ -121,7 +135,8 @@ def _activation(api: str, op, data, bias, scale, reduce_op, reduce_res, reduce_c
 
 
 # -- VectorE / GpSimd -----------------------------------------------------------------------------
-def tensor_tensor(data1, data2, op, *, dtype=None, mask=None, engine=0, **kwargs):
+def tensor_tensor(data1: Tensor, data2: Tensor, op: Op, *, dtype: DTypeLike = None,
+                  mask: Mask = None, engine: engine | int = 0, **kwargs: object) -> LegacyTensor:
     run = current()
     api = "nisa.tensor_tensor"
     data1 = as_tile(data1, api, "data1")
@@ -136,8 +151,9 @@ def tensor_tensor(data1, data2, op, *, dtype=None, mask=None, engine=0, **kwargs
     return mark(run, out, data1)
 
 
-def tensor_scalar(data, op0, operand0, reverse0=False, op1=None, operand1=None, reverse1=False, *, dtype=None,
-                  mask=None, engine=0, **kwargs):
+def tensor_scalar(data: Tensor, op0: Op, operand0: Operand, reverse0: bool = False, op1: Op | None = None,
+                  operand1: Operand | None = None, reverse1: bool = False, *, dtype: DTypeLike = None,
+                  mask: Mask = None, engine: engine | int = 0, **kwargs: object) -> LegacyTensor:
     run = current()
     api = "nisa.tensor_scalar"
     data = as_tile(data, api, "data")
@@ -153,8 +169,9 @@ def tensor_scalar(data, op0, operand0, reverse0=False, op1=None, operand1=None, 
     return mark(run, out, data)
 
 
-def scalar_tensor_tensor(*, data, op0, operand0, op1, operand1, reverse0=False, reverse1=False, dtype=None,
-                         mask=None, **kwargs):
+def scalar_tensor_tensor(*, data: Tensor, op0: Op, operand0: Operand, op1: Op, operand1: Tensor,
+                         reverse0: bool = False, reverse1: bool = False, dtype: DTypeLike = None,
+                         mask: Mask = None, **kwargs: object) -> LegacyTensor:
     run = current()
     api = "nisa.scalar_tensor_tensor"
     data = as_tile(data, api, "data")
@@ -166,8 +183,9 @@ def scalar_tensor_tensor(*, data, op0, operand0, op1, operand1, reverse0=False, 
     return mark(run, out, data)
 
 
-def tensor_scalar_reduce(*, data, op0, operand0, reduce_op, reduce_res, reverse0=False, dtype=None, mask=None,
-                         **kwargs):
+def tensor_scalar_reduce(*, data: Tensor, op0: Op, operand0: Operand, reduce_op: Op, reduce_res: Tensor,
+                         reverse0: bool = False, dtype: DTypeLike = None, mask: Mask = None,
+                         **kwargs: object) -> LegacyTensor:
     run = current()
     api = "nisa.tensor_scalar_reduce"
     data = as_tile(data, api, "data")
@@ -179,7 +197,9 @@ def tensor_scalar_reduce(*, data, op0, operand0, reduce_op, reduce_res, reverse0
     return mark(run, out, data)
 
 
-def tensor_scalar_cumulative(*, src, dst, op0, op1, imm0, imm1=None, reduce_cmd=None, mask=None, **kwargs):
+def tensor_scalar_cumulative(*, src: Tensor, dst: Tensor, op0: Op, op1: Op, imm0: Operand,
+                             imm1: Scalar | None = None, reduce_cmd: reduce_cmd | str | None = None,
+                             mask: Mask = None, **kwargs: object) -> Tensor:
     """Statement style (as legacy kernels call it): writes the running scan into `dst`."""
     current()
     api = "nisa.tensor_scalar_cumulative"
@@ -191,7 +211,8 @@ def tensor_scalar_cumulative(*, src, dst, op0, op1, imm0, imm1=None, reduce_cmd=
     return dst
 
 
-def tensor_reduce(op, data, axis, *, mask=None, dtype=None, negate=False, keepdims=False, **kwargs):
+def tensor_reduce(op: Op, data: Tensor, axis: Axis, *, mask: Mask = None, dtype: DTypeLike = None,
+                  negate: bool = False, keepdims: bool = False, **kwargs: object) -> LegacyTensor:
     run = current()
     api = "nisa.tensor_reduce"
     data = as_tile(data, api, "data")
@@ -209,7 +230,8 @@ def tensor_reduce(op, data, axis, *, mask=None, dtype=None, negate=False, keepdi
     return mark(run, out)
 
 
-def tensor_partition_reduce(op, data, *, mask=None, dtype=None, **kwargs):
+def tensor_partition_reduce(op: Op, data: Tensor, *, mask: Mask = None, dtype: DTypeLike = None,
+                            **kwargs: object) -> LegacyTensor:
     run = current()
     api = "nisa.tensor_partition_reduce"
     data = as_tile(data, api, "data")
@@ -218,8 +240,9 @@ def tensor_partition_reduce(op, data, *, mask=None, dtype=None, **kwargs):
     return mark(run, out)
 
 
-def tensor_tensor_scan(data0, data1, initial, op0, op1, reverse0=False, reverse1=False, *, dtype=None, mask=None,
-                       **kwargs):
+def tensor_tensor_scan(data0: Tensor, data1: Tensor, initial: Operand, op0: Op, op1: Op, reverse0: bool = False,
+                       reverse1: bool = False, *, dtype: DTypeLike = None, mask: Mask = None,
+                       **kwargs: object) -> LegacyTensor:
     run = current()
     api = "nisa.tensor_tensor_scan"
     data0 = as_tile(data0, api, "data0")
@@ -232,7 +255,8 @@ def tensor_tensor_scan(data0, data1, initial, op0, op1, reverse0=False, reverse1
     return mark(run, out, data0)
 
 
-def tensor_copy(src, *, mask=None, dtype=None, engine=0, **kwargs):
+def tensor_copy(src: Tensor, *, mask: Mask = None, dtype: DTypeLike = None,
+                engine: engine | int = 0, **kwargs: object) -> LegacyTensor:
     run = current()
     api = "nisa.tensor_copy"
     src = as_tile(src, api, "src")
@@ -244,19 +268,22 @@ def tensor_copy(src, *, mask=None, dtype=None, engine=0, **kwargs):
     return mark(run, out, src)
 
 
-def tensor_copy_dynamic_src(src, *, mask=None, dtype=None, **kwargs):
+def tensor_copy_dynamic_src(src: Tensor, *, mask: Mask = None, dtype: DTypeLike = None,
+                            **kwargs: object) -> LegacyTensor:
     """Copy from a view with dynamic (indirect) free-dim offsets: the view already gathers them here."""
     return tensor_copy(src, mask=mask, dtype=dtype)
 
 
-def tensor_copy_dynamic_dst(*, dst, src, mask=None, dtype=None, **kwargs):
+def tensor_copy_dynamic_dst(*, dst: Tensor, src: Tensor, mask: Mask = None,
+                            dtype: DTypeLike = None, **kwargs: object) -> Tensor:
     current()
     _eng.tensor_copy(as_tile(dst, "nisa.tensor_copy_dynamic_dst", "dst"),
                      as_tile(src, "nisa.tensor_copy_dynamic_dst", "src"), api="nisa.tensor_copy_dynamic_dst")
     return dst
 
 
-def tensor_copy_predicated(*, src, predicate, dst, reverse_pred=False, mask=None, **kwargs):
+def tensor_copy_predicated(*, src: Tensor, predicate: Tensor, dst: Tensor, reverse_pred: bool = False,
+                           mask: Mask = None, **kwargs: object) -> Tensor:
     current()
     api = "nisa.tensor_copy_predicated"
     plan = plan_mask(mask, dst)
@@ -266,7 +293,8 @@ def tensor_copy_predicated(*, src, predicate, dst, reverse_pred=False, mask=None
     return dst
 
 
-def reciprocal(data, *, dtype=None, mask=None, engine=0, **kwargs):
+def reciprocal(data: Tensor, *, dtype: DTypeLike = None, mask: Mask = None,
+               engine: engine | int = 0, **kwargs: object) -> LegacyTensor:
     run = current()
     api = "nisa.reciprocal"
     data = as_tile(data, api, "data")
@@ -278,7 +306,8 @@ def reciprocal(data, *, dtype=None, mask=None, engine=0, **kwargs):
     return mark(run, out, data)
 
 
-def iota(expr, dtype, *, mask=None, **kwargs):
+def iota(expr: IndexExpr | int, dtype: DTypeLike, *, mask: Mask = None,
+         **kwargs: object) -> LegacyTensor:
     run = current()
     api = "nisa.iota"
     if isinstance(expr, (int, np.integer)):
@@ -302,7 +331,8 @@ def iota(expr, dtype, *, mask=None, **kwargs):
     return mark(run, out)
 
 
-def affine_select(pred, on_true_tile, on_false_value, *, mask=None, dtype=None, **kwargs):
+def affine_select(pred: Predicate | IndexExpr, on_true_tile: Tensor, on_false_value: Scalar, *,
+                  mask: Mask = None, dtype: DTypeLike = None, **kwargs: object) -> LegacyTensor:
     run = current()
     api = "nisa.affine_select"
     on_true_tile = as_tile(on_true_tile, api, "on_true_tile")
@@ -337,25 +367,29 @@ def affine_select(pred, on_true_tile, on_false_value, *, mask=None, dtype=None, 
     return mark(run, out, on_true_tile)
 
 
-def memset(shape, value, dtype, *, mask=None, engine=0, **kwargs):
+def memset(shape: Sequence[SupportsInt], value: Scalar, dtype: DTypeLike, *, mask: Mask = None,
+           engine: engine | int = 0, **kwargs: object) -> LegacyTensor:
     run = current()
-    shape = tuple(int(s) for s in shape)
-    plan = plan_mask(mask, shape)
-    out = fresh(run, shape, _dt.dtype_of(dtype), plan)
+    dims = tuple(int(s) for s in shape)
+    plan = plan_mask(mask, dims)
+    out = fresh(run, dims, _dt.dtype_of(dtype), plan)
     if not plan.skip:
         _eng.memset(narrow(out, plan.box), value, engine=_engine_name(engine), where=plan.where, api="nisa.memset")
     return mark(run, out)
 
 
-def bn_stats(data, *, mask=None, dtype=None, **kwargs):
+def bn_stats(data: Tensor, *, mask: Mask = None, dtype: DTypeLike = None,
+             **kwargs: object) -> LegacyTensor:
     return _per_partition_stats(_eng.bn_stats, 6, "nisa.bn_stats", data, mask, dtype)
 
 
-def bn_aggr(data, *, mask=None, dtype=None, **kwargs):
+def bn_aggr(data: Tensor, *, mask: Mask = None, dtype: DTypeLike = None,
+            **kwargs: object) -> LegacyTensor:
     return _per_partition_stats(_eng.bn_aggr, 2, "nisa.bn_aggr", data, mask, dtype)
 
 
-def _per_partition_stats(instruction, width: int, api: str, data, mask, dtype):
+def _per_partition_stats(instruction: Callable[..., None], width: int, api: str, data: Tensor, mask: Mask,
+                         dtype: DTypeLike) -> LegacyTensor:
     """bn_stats / bn_aggr: `width` statistics per partition of the (masked) data."""
     run = current()
     data = as_tile(data, api, "data")
@@ -367,7 +401,8 @@ def _per_partition_stats(instruction, width: int, api: str, data, mask, dtype):
     return mark(run, out)
 
 
-def dropout(data, prob, *, mask=None, dtype=None, **kwargs):
+def dropout(data: Tensor, prob: Operand, *, mask: Mask = None, dtype: DTypeLike = None,
+            **kwargs: object) -> LegacyTensor:
     run = current()
     data = as_tile(data, "nisa.dropout", "data")
     plan = plan_mask(mask, data)
@@ -378,7 +413,8 @@ def dropout(data, prob, *, mask=None, dtype=None, **kwargs):
     return mark(run, out)
 
 
-def max8(*, src, mask=None, dtype=None, **kwargs):
+def max8(*, src: Tensor, mask: Mask = None, dtype: DTypeLike = None,
+         **kwargs: object) -> LegacyTensor:
     run = current()
     src = as_tile(src, "nisa.max8", "src")
     out = fresh(run, (src.shape[0], 8), dtype_or(dtype, src.storage.dtype), NO_MASK)
@@ -386,7 +422,8 @@ def max8(*, src, mask=None, dtype=None, **kwargs):
     return mark(run, out)
 
 
-def nc_find_index8(*, data, vals, mask=None, dtype=None, **kwargs):
+def nc_find_index8(*, data: Tensor, vals: Tensor, mask: Mask = None, dtype: DTypeLike = None,
+                   **kwargs: object) -> LegacyTensor:
     run = current()
     data = as_tile(data, "nisa.nc_find_index8", "data")
     out = fresh(run, (data.shape[0], 8), dtype_or(dtype, _dt.uint32), NO_MASK)
@@ -394,7 +431,9 @@ def nc_find_index8(*, data, vals, mask=None, dtype=None, **kwargs):
     return mark(run, out)
 
 
-def nc_match_replace8(*, data, vals, imm, dst_idx=None, mask=None, dtype=None, **kwargs):
+def nc_match_replace8(*, data: Tensor, vals: Tensor, imm: Scalar, dst_idx: Tensor | None = None,
+                      mask: Mask = None, dtype: DTypeLike = None,
+                      **kwargs: object) -> LegacyTensor:
     run = current()
     data = as_tile(data, "nisa.nc_match_replace8", "data")
     vals = as_tile(vals, "nisa.nc_match_replace8", "vals")
@@ -406,15 +445,18 @@ def nc_match_replace8(*, data, vals, imm, dst_idx=None, mask=None, dtype=None, *
     return mark(run, out)
 
 
-def nc_stream_shuffle(src, dst, shuffle_mask, *, mask=None, **kwargs):
+def nc_stream_shuffle(src: Tensor, dst: Tensor, shuffle_mask: Sequence[int], *, mask: Mask = None,
+                      **kwargs: object) -> Tensor:
     current()
     _eng.nc_stream_shuffle(as_tile(dst, "nisa.nc_stream_shuffle", "dst"), as_tile(src, "nisa.nc_stream_shuffle", "src"),
                            shuffle_mask, api="nisa.nc_stream_shuffle")
     return dst
 
 
-def range_select(*, on_true_tile, comp_op0, comp_op1, bound0, bound1, reduce_cmd=None, reduce_res=None,
-                 reduce_op=np.maximum, range_start=0.0, on_false_value=None, mask=None, dtype=None, **kwargs):
+def range_select(*, on_true_tile: Tensor, comp_op0: Op, comp_op1: Op, bound0: Tensor, bound1: Tensor,
+                 reduce_cmd: reduce_cmd | str | None = None, reduce_res: Tensor | None = None,
+                 reduce_op: Op = np.maximum, range_start: float = 0.0, on_false_value: float | None = None,
+                 mask: Mask = None, dtype: DTypeLike = None, **kwargs: object) -> LegacyTensor:
     run = current()
     on_true_tile = as_tile(on_true_tile, "nisa.range_select", "on_true_tile")
     out = fresh(run, on_true_tile.shape, dtype_or(dtype, on_true_tile.storage.dtype), NO_MASK)
@@ -424,8 +466,10 @@ def range_select(*, on_true_tile, comp_op0, comp_op1, bound0, bound1, reduce_cmd
     return mark(run, out)
 
 
-def select_reduce(*, dst, predicate, on_true, on_false, reduce_res=None, reduce_cmd=None, reduce_op=np.maximum,
-                  reverse_pred=False, mask=None, dtype=None, **kwargs):
+def select_reduce(*, dst: Tensor, predicate: Tensor, on_true: Tensor, on_false: Operand,
+                  reduce_res: Tensor | None = None, reduce_cmd: reduce_cmd | str | None = None,
+                  reduce_op: Op = np.maximum, reverse_pred: bool = False, mask: Mask = None,
+                  dtype: DTypeLike = None, **kwargs: object) -> Tensor:
     current()
     _eng.select_reduce(dst, predicate, on_true, on_false, reduce_res=reduce_res, reduce_op=reduce_op,
                        reverse_pred=reverse_pred, api="nisa.select_reduce")
@@ -433,7 +477,9 @@ def select_reduce(*, dst, predicate, on_true, on_false, reduce_res=None, reduce_
 
 
 # -- DMA ------------------------------------------------------------------------------------------
-def dma_copy(*args, dst=None, src=None, mask=None, dst_rmw_op=None, oob_mode=None, dge_mode=None, **kwargs):
+def dma_copy(*args: Tensor, dst: Tensor | None = None, src: Tensor | None = None, mask: Mask = None,
+             dst_rmw_op: Op | None = None, oob_mode: oob_mode | None = None, dge_mode: dge_mode | None = None,
+             **kwargs: object) -> None:
     current()
     if args:  # the oldest signature took (src, dst) positionally
         if len(args) == 2 and dst is None and src is None:
@@ -451,7 +497,8 @@ def dma_copy(*args, dst=None, src=None, mask=None, dst_rmw_op=None, oob_mode=Non
     return None
 
 
-def dma_transpose(src, *, axes=None, mask=None, dtype=None, **kwargs):
+def dma_transpose(src: Tensor, *, axes: Sequence[int] | None = None, mask: Mask = None,
+                  dtype: DTypeLike = None, **kwargs: object) -> LegacyTensor:
     run = current()
     nd = len(src.shape)
     perm = axes or {2: (1, 0), 3: (2, 1, 0), 4: (3, 1, 2, 0)}.get(nd)
@@ -463,7 +510,7 @@ def dma_transpose(src, *, axes=None, mask=None, dtype=None, **kwargs):
     return mark(run, out)
 
 
-def builtin_custom_op(*args, **kwargs):
+def builtin_custom_op(*args: object, **kwargs: object) -> NoReturn:
     from nkitui.emulator.errors import UnsupportedError
     raise UnsupportedError("nisa.builtin_custom_op runs vendor microcode and cannot be emulated")
 

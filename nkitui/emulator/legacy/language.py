@@ -14,13 +14,18 @@ import ast
 import builtins
 import math
 import sys
+from collections.abc import Iterator, Sequence
+from typing import Protocol, Self, SupportsIndex, SupportsInt, cast, overload
 
 import numpy as np
+from numpy.typing import ArrayLike
 
+from nkitui.emulator import devmem
 from nkitui.emulator import alu, engine
 from nkitui.emulator import dtypes as _dt
 from nkitui.emulator import frontend_common as _common
 from nkitui.emulator import lowering as _lowering
+from nkitui.emulator.api_types import Axis, DTypeLike, Op, Operand, Scalar, Shape
 from nkitui.emulator.config import current_options
 from nkitui.emulator.engine.common import write as _write
 from nkitui.emulator.engine.tensor_engine import check_matmul
@@ -40,11 +45,13 @@ from nkitui.emulator.errors import (
 from nkitui.emulator.legacy import spmd as _spmd
 from nkitui.emulator.legacy import tile as _tile_mod
 from nkitui.emulator.legacy._support import align, as_tile, dtype_or, fresh, mark
-from nkitui.emulator.legacy.indexing import NO_MASK, arange, mgrid, narrow, plan_mask  # noqa: F401
+from nkitui.emulator.legacy.indexing import NO_MASK, Mask, MaskPlan, arange, mgrid, narrow, plan_mask  # noqa: F401
 from nkitui.emulator.legacy.tile import LegacyTensor
-from nkitui.emulator.runtime import current, current_or_none
+from nkitui.emulator.lowering import NewTile, SumReduce
+from nkitui.emulator.runtime import Run, current, current_or_none
 from nkitui.emulator.targets import PMAX, resolve_target
 from nkitui.emulator.tensor import DynSlice, Tensor
+from nkitui.emulator.trace import Instruction
 
 # -- data types ---------------------------------------------------------------------------------
 float32 = _dt.float32.public
@@ -67,7 +74,7 @@ bool_ = _dt.bool_.public
 class Buffer:
     """A memory to allocate in: nl.sbuf, nl.psum, nl.hbm / private_hbm, nl.shared_hbm."""
 
-    def __init__(self, name: str, memory: str, kind: str = "", options: dict | None = None) -> None:
+    def __init__(self, name: str, memory: str, kind: str = "", options: dict[str, object] | None = None) -> None:
         self.name = name
         self.memory = memory
         self.kind = kind
@@ -76,7 +83,7 @@ class Buffer:
     def __repr__(self) -> str:
         return f"nl.{self.name}"
 
-    def __eq__(self, other) -> bool:
+    def __eq__(self, other: object) -> bool:
         if isinstance(other, str):
             return other in (self.name, self.memory)
         return isinstance(other, Buffer) and (self.memory, self.kind) == (other.memory, other.kind)
@@ -94,14 +101,14 @@ shared_hbm = Buffer("shared_hbm", "hbm", "shared")
 _BUFFER_NAMES = {"sbuf": sbuf, "psum": psum, "hbm": hbm, "private_hbm": private_hbm, "shared_hbm": shared_hbm}
 
 
-def _buffer(buffer) -> Buffer:
+def _buffer(buffer: object) -> Buffer:
     if buffer is None:
         return sbuf
     if isinstance(buffer, Buffer):
         return buffer
     if isinstance(buffer, str) and buffer in _BUFFER_NAMES:
         return _BUFFER_NAMES[buffer]
-    mem = getattr(buffer, "nki_buffer", None)
+    mem: Buffer | None = getattr(buffer, "nki_buffer", None)  # objects that stand for a buffer
     if mem is not None:
         return mem
     raise KernelArgumentError(f"unknown buffer {buffer!r}: use nl.sbuf, nl.psum, nl.hbm, nl.private_hbm or "
@@ -111,14 +118,14 @@ def _buffer(buffer) -> Buffer:
 class par_dim(int):
     """Marks the partition dimension in a shape (dimensions left of it are block dimensions)."""
 
-    def __new__(cls, size):
+    def __new__(cls, size: SupportsInt) -> Self:
         return super().__new__(cls, int(size))
 
     def __repr__(self) -> str:
         return f"par_dim({int(self)})"
 
 
-def _shape_pax(shape) -> tuple[tuple[int, ...], int]:
+def _shape_pax(shape: Shape) -> tuple[tuple[int, ...], int]:
     if isinstance(shape, (int, np.integer)):
         shape = (shape,)
     shape = tuple(shape)
@@ -145,7 +152,8 @@ tile_size = _TileSize()
 
 
 # -- creation -------------------------------------------------------------------------------------
-def ndarray(shape, dtype, *, buffer=None, name: str = "", **kwargs):
+def ndarray(shape: Shape, dtype: DTypeLike, *, buffer: Buffer | str | None = None, name: str = "",
+            **kwargs: object) -> LegacyTensor:
     run = current()
     shape, pax = _shape_pax(shape)
     buf = _buffer(buffer)
@@ -158,7 +166,7 @@ def ndarray(shape, dtype, *, buffer=None, name: str = "", **kwargs):
     return LegacyTensor.whole(st)
 
 
-def _filled(shape, value, dtype, buffer, name, api):
+def _filled(shape: Shape, value: Scalar, dtype: DTypeLike, buffer: object, name: str, api: str) -> LegacyTensor:
     buf = _buffer(buffer)
     if buf.memory == "hbm":
         raise KernelArgumentError(f"err_hbm_tensor_with_init_value_not_supported: {api} cannot create an HBM "
@@ -175,40 +183,48 @@ def _filled(shape, value, dtype, buffer, name, api):
     return mark(run, t)
 
 
-def zeros(shape, dtype, *, buffer=None, name: str = "", **kwargs):
+def zeros(shape: Shape, dtype: DTypeLike, *, buffer: Buffer | str | None = None, name: str = "",
+          **kwargs: object) -> LegacyTensor:
     return _filled(shape, 0, dtype, buffer, name, "nl.zeros")
 
 
-def ones(shape, dtype, *, buffer=None, name: str = "", **kwargs):
+def ones(shape: Shape, dtype: DTypeLike, *, buffer: Buffer | str | None = None, name: str = "",
+         **kwargs: object) -> LegacyTensor:
     return _filled(shape, 1, dtype, buffer, name, "nl.ones")
 
 
-def full(shape, fill_value, dtype, *, buffer=None, name: str = "", **kwargs):
+def full(shape: Shape, fill_value: Scalar, dtype: DTypeLike, *, buffer: Buffer | str | None = None,
+         name: str = "", **kwargs: object) -> LegacyTensor:
     return _filled(shape, fill_value, dtype, buffer, name, "nl.full")
 
 
-def zeros_like(a, dtype=None, *, buffer=None, name: str = "", **kwargs):
+def zeros_like(a: Tensor, dtype: DTypeLike = None, *, buffer: Buffer | str | None = None, name: str = "",
+               **kwargs: object) -> LegacyTensor:
     return zeros(a.shape, a.dtype if dtype is None else dtype, buffer=buffer or _like_buffer(a), name=name)
 
 
-def ones_like(a, dtype=None, *, buffer=None, name: str = "", **kwargs):
+def ones_like(a: Tensor, dtype: DTypeLike = None, *, buffer: Buffer | str | None = None, name: str = "",
+              **kwargs: object) -> LegacyTensor:
     return ones(a.shape, a.dtype if dtype is None else dtype, buffer=buffer or _like_buffer(a), name=name)
 
 
-def full_like(a, fill_value, dtype=None, *, buffer=None, name: str = "", **kwargs):
+def full_like(a: Tensor, fill_value: Scalar, dtype: DTypeLike = None, *,
+              buffer: Buffer | str | None = None, name: str = "", **kwargs: object) -> LegacyTensor:
     return full(a.shape, fill_value, a.dtype if dtype is None else dtype, buffer=buffer or _like_buffer(a), name=name)
 
 
-def empty_like(a, dtype=None, *, buffer=None, name: str = "", **kwargs):
+def empty_like(a: Tensor, dtype: DTypeLike = None, *, buffer: Buffer | str | None = None, name: str = "",
+               **kwargs: object) -> LegacyTensor:
     return ndarray(a.shape, a.dtype if dtype is None else dtype, buffer=buffer or _like_buffer(a), name=name)
 
 
-def _like_buffer(a):
+def _like_buffer(a: object) -> Buffer:
     mem = getattr(getattr(a, "storage", None), "memory", "sbuf")
     return sbuf if mem == "sbuf" else psum if mem == "psum" else shared_hbm
 
 
-def shared_constant(constant, dtype=None, **kwargs):
+def shared_constant(constant: ArrayLike | str, dtype: DTypeLike = None,
+                    **kwargs: object) -> LegacyTensor:
     """A constant tensor in shared HBM (embedded in the binary on hardware: no instruction)."""
     run = current()
     arr = np.asarray(constant)
@@ -216,16 +232,17 @@ def shared_constant(constant, dtype=None, **kwargs):
         arr = np.load(constant)
     d = _dt.dtype_of(dtype) if dtype is not None else _dt.dtype_of(arr.dtype)
     st = run.allocate(arr.shape, d, "hbm", name="shared_constant", kind="constant", fill=False)
-    if run.execute:
-        st.data[...] = _dt.convert(arr.astype(np.float32) if d.is_float else arr, st.data.dtype, None)
+    if st.data is not None:  # executing (shape-only runs allocate no cells)
+        with devmem.writing(st.data):  # the constant's bytes, before any instruction (write-protected after)
+            st.data[...] = _dt.convert(arr.astype(np.float32) if d.is_float else arr, st.data.dtype, None)
     return LegacyTensor.whole(st)
 
 
-def shared_identity_matrix(n, dtype=np.uint8, **kwargs):
+def shared_identity_matrix(n: SupportsInt, dtype: DTypeLike = np.uint8, **kwargs: object) -> LegacyTensor:
     return shared_constant(np.eye(int(n)), dtype=dtype)
 
 
-def rand(shape, dtype=np.float32, **kwargs):
+def rand(shape: Shape, dtype: DTypeLike = np.float32, **kwargs: object) -> LegacyTensor:
     run = current()
     shape, _ = _shape_pax(shape)
     out = fresh(run, shape, _dt.dtype_of(dtype), NO_MASK)
@@ -234,17 +251,17 @@ def rand(shape, dtype=np.float32, **kwargs):
     return mark(run, out)
 
 
-def random_seed(seed, *, mask=None, **kwargs):
+def random_seed(seed: SupportsInt | Tensor, *, mask: Mask = None, **kwargs: object) -> None:
     run = current()
     run.rng = np.random.default_rng(int(seed) if not isinstance(seed, Tensor) else int(seed.array().reshape(-1)[0]))
 
 
 # -- index helpers & loops -----------------------------------------------------------------------
-def ds(start, size):
+def ds(start: int, size: int) -> DynSlice:
     return DynSlice(start, size)
 
 
-def _loop(kind: str, args):
+def _loop(kind: str, args: tuple[SupportsIndex, ...]) -> Iterator[int]:
     run = current_or_none()
     rng = range(*args)
     if run is None:
@@ -252,20 +269,20 @@ def _loop(kind: str, args):
     return run.loop(kind, rng)
 
 
-def affine_range(*args, **kwargs):
+def affine_range(*args: SupportsIndex, **kwargs: object) -> Iterator[int]:
     """Parallel loop: iterations run in order here; writes carried between iterations are diagnosed (C15)."""
     return _loop("affine", args)
 
 
-def sequential_range(*args, **kwargs):
+def sequential_range(*args: SupportsIndex, **kwargs: object) -> Iterator[int]:
     return _loop("sequential", args)
 
 
-def static_range(*args, **kwargs):
+def static_range(*args: SupportsIndex, **kwargs: object) -> Iterator[int]:
     return _loop("static", args)
 
 
-def program_id(axis=0):
+def program_id(axis: SupportsInt = 0) -> int:
     run = current()
     axis = int(axis)
     if not run.grid:
@@ -276,7 +293,7 @@ def program_id(axis=0):
     return run.program[axis]
 
 
-def num_programs(axes=None):
+def num_programs(axes: int | tuple[int, ...] | list[int] | None = None) -> int:
     run = current()
     if axes is None:
         return math.prod(run.grid) if run.grid else 1
@@ -287,7 +304,7 @@ def num_programs(axes=None):
     return run.grid[int(axes)]
 
 
-def program_ndim():
+def program_ndim() -> int:
     return len(current().grid)
 
 
@@ -295,10 +312,10 @@ class spmd_dim:
     """`nl.spmd_dim(...)`: a launch-grid dimension built from sub-dimensions (their product);
     `nl.nc(2) * 2` is the same. Programs run serially here, whichever core they map to."""
 
-    def __init__(self, *sizes) -> None:
-        self.grid_size = math.prod(int(getattr(s, "grid_size", s)) for s in sizes)
+    def __init__(self, *sizes: int | spmd_dim) -> None:
+        self.grid_size = math.prod(int(cast(SupportsInt, getattr(s, "grid_size", s))) for s in sizes)
 
-    def __mul__(self, other) -> "spmd_dim":
+    def __mul__(self, other: int | spmd_dim) -> "spmd_dim":
         return spmd_dim(self, other)
 
     __rmul__ = __mul__
@@ -318,7 +335,8 @@ class nc(spmd_dim):
 
 
 # -- data movement --------------------------------------------------------------------------------
-def load(src, *, mask=None, dtype=None, **kwargs):
+def load(src: Tensor, *, mask: Mask = None, dtype: DTypeLike = None,
+         **kwargs: object) -> LegacyTensor:
     run = current()
     api = "nl.load"
     if not isinstance(src, Tensor):
@@ -339,14 +357,14 @@ def load(src, *, mask=None, dtype=None, **kwargs):
     return mark(run, out, src)
 
 
-def _reshape_view(t: Tensor, shape):
+def _reshape_view(t: Tensor, shape: tuple[int, ...]) -> Tensor:
     """A 1-D HBM view seen as (n, 1) so that it can be moved as a tile."""
     if t.gather_indices is None and len(t.shape) == 1:
         return t.compose([("r", 0, 1, t.shape[0], 0)], (t.shape[0], 1))
     return t
 
 
-def store(dst, value, *, mask=None, **kwargs):
+def store(dst: Tensor, value: Operand, *, mask: Mask = None, **kwargs: object) -> None:
     run = current()
     api = "nl.store"
     if not isinstance(dst, Tensor):
@@ -357,18 +375,19 @@ def store(dst, value, *, mask=None, **kwargs):
     plan = plan_mask(mask, dst)
     if plan.skip:
         return None
-    value = _lowering.store_source(value, dst, _new_tile(run), api)
-    if value.storage.memory == "hbm":
+    src = _lowering.store_source(value, dst, _new_tile(run), api)
+    if src.storage.memory == "hbm":
         raise EngineMemoryError("Expected operand 'value' of 'store' to be in address space 'sbuf', got 'hbm'")
-    value, dst = align(value, dst)
-    d = dst if dst.shape == value.shape or len(dst.shape) >= 2 else _reshape_view(dst, value.shape)
-    if len(value.shape) > len(d.shape) and value.size == d.size:
-        d = _reshape_view(d, value.shape)
-    engine.dma_copy(narrow(d, plan.box), narrow(value, plan.box), where=plan.where, api=api)
+    src, dst = align(src, dst)
+    d = dst if dst.shape == src.shape or len(dst.shape) >= 2 else _reshape_view(dst, src.shape)
+    if len(src.shape) > len(d.shape) and src.size == d.size:
+        d = _reshape_view(d, src.shape)
+    engine.dma_copy(narrow(d, plan.box), narrow(src, plan.box), where=plan.where, api=api)
     return None
 
 
-def load_transpose2d(src, *, mask=None, dtype=None, **kwargs):
+def load_transpose2d(src: Tensor, *, mask: Mask = None, dtype: DTypeLike = None,
+                     **kwargs: object) -> LegacyTensor:
     run = current()
     api = "nl.load_transpose2d"
     if not isinstance(src, Tensor) or src.storage.memory != "hbm":
@@ -396,7 +415,8 @@ def load_transpose2d(src, *, mask=None, dtype=None, **kwargs):
     return mark(run, out)
 
 
-def copy(src, *, mask=None, dtype=None, **kwargs):
+def copy(src: object, *, mask: Mask = None, dtype: DTypeLike = None,
+         **kwargs: object) -> LegacyTensor:
     run = current()
     src = as_tile(src, "nl.copy", "src")
     d = dtype_or(dtype, src.storage.dtype)
@@ -410,21 +430,21 @@ def copy(src, *, mask=None, dtype=None, **kwargs):
 alu.register(copy, "copy")
 
 
-def broadcast_to(src, *, shape, **kwargs):
+def broadcast_to(src: Tensor, *, shape: Sequence[SupportsInt], **kwargs: object) -> Tensor:
     run = current()
     src = as_tile(src, "nl.broadcast_to", "src")
-    shape = tuple(int(s) for s in shape)
-    if src.shape == shape:
+    target = tuple(int(s) for s in shape)
+    if src.shape == target:
         return src
-    out = fresh(run, shape, src.storage.dtype, NO_MASK)
-    if src.shape[0] == 1 and shape[0] != 1:
+    out = fresh(run, target, src.storage.dtype, NO_MASK)
+    if src.shape[0] == 1 and target[0] != 1:
         engine.partition_broadcast(out, src, api="nl.broadcast_to")
     else:
         engine.tensor_copy(out, src, api="nl.broadcast_to")
     return mark(run, out)
 
 
-def atomic_rmw(dst, value, op, *, mask=None, **kwargs):
+def atomic_rmw(dst: Tensor, value: Tensor, op: Op, *, mask: Mask = None, **kwargs: object) -> None:
     current()
     if not isinstance(value, Tensor):
         raise OperandShapeError("nl.atomic_rmw: value must be a tile")
@@ -436,7 +456,8 @@ def atomic_rmw(dst, value, op, *, mask=None, **kwargs):
     return None
 
 
-def gather_flattened(data, indices, *, mask=None, dtype=None, **kwargs):
+def gather_flattened(data: Tensor, indices: Tensor, *, mask: Mask = None, dtype: DTypeLike = None,
+                     **kwargs: object) -> LegacyTensor:
     run = current()
     data = as_tile(data, "nl.gather_flattened", "data")
     indices = as_tile(indices, "nl.gather_flattened", "indices")
@@ -456,8 +477,9 @@ def gather_flattened(data, indices, *, mask=None, dtype=None, **kwargs):
     return mark(run, out)
 
 
-def device_print(prefix, x, *, mask=None, **kwargs):
+def device_print(prefix: str, x: object, *, mask: Mask = None, **kwargs: object) -> None:
     run = current()
+    value: object
     if isinstance(x, Tensor):
         value = x.array() if run.execute else f"<{x.shape} {x.storage.dtype.name}>"
     else:
@@ -466,12 +488,34 @@ def device_print(prefix, x, *, mask=None, **kwargs):
 
 
 # -- element-wise math ----------------------------------------------------------------------------
-def _binary(name: str, x, y, dtype, mask, api: str, out: Tensor | None = None, operator: bool = False):
+@overload
+def _binary(name: str, x: Tensor, y: Operand, dtype: DTypeLike, mask: Mask, api: str,
+            out: LegacyTensor | None = None, operator: bool = False) -> LegacyTensor: ...
+
+
+@overload
+def _binary(name: str, x: Operand, y: Tensor, dtype: DTypeLike, mask: Mask, api: str,
+            out: LegacyTensor | None = None, operator: bool = False) -> LegacyTensor: ...
+
+
+@overload
+def _binary(name: str, x: Scalar, y: Scalar, dtype: DTypeLike, mask: Mask, api: str,
+            out: LegacyTensor | None = None, operator: bool = False) -> Scalar: ...
+
+
+@overload
+def _binary(name: str, x: Operand, y: Operand, dtype: DTypeLike, mask: Mask, api: str,
+            out: LegacyTensor | None = None, operator: bool = False) -> LegacyTensor | Scalar: ...
+
+
+def _binary(name: str, x: Operand, y: Operand, dtype: DTypeLike, mask: Mask, api: str,
+            out: LegacyTensor | None = None, operator: bool = False) -> LegacyTensor | Scalar:
     run = current()
     xt, yt = isinstance(x, Tensor), isinstance(y, Tensor)
     op = alu.BINARY[name]
-    if not xt and not yt:
-        return op.fn(np.float32(x), np.float32(y)).item() if op.kind != "bitvec" else op.fn(x, y)
+    if not isinstance(x, Tensor) and not isinstance(y, Tensor):  # two scalars fold on the host
+        folded = op.fn(np.float32(x), np.float32(y)).item() if op.kind != "bitvec" else op.fn(x, y)
+        return cast(Scalar, folded)  # numpy folds two scalars to a scalar (BinaryOp.fn is typed for arrays)
     if xt:
         as_tile(x, api, "x")
     if yt:
@@ -479,46 +523,96 @@ def _binary(name: str, x, y, dtype, mask, api: str, out: Tensor | None = None, o
     d = _common.binary_result_dtype(name, x, y, dtype)
     shape = _common.binary_result_shape(api, x, y)
     if out is None:
-        ref = x if (xt and x.shape == shape) else (y if (yt and y.shape == shape) else shape)
+        ref = x if (isinstance(x, Tensor) and x.shape == shape) else (
+            y if (isinstance(y, Tensor) and y.shape == shape) else shape)
         plan = plan_mask(mask, ref)
         out = fresh(run, shape, d, plan)
     else:
         plan = plan_mask(mask, out)
     if plan.skip:
         return out
-    if operator and xt and yt and x.shape[0] != y.shape[0]:
+    if operator and isinstance(x, Tensor) and isinstance(y, Tensor) and x.shape[0] != y.shape[0]:
         raise OperandShapeError(f"{api}: partition-dimension broadcast ({x.shape} with {y.shape}) is not "
                                 f"supported by operator overloads; call nl.{name}(...) instead")
     _lowering.binary(narrow(out, plan.box), narrow(x, plan.box), narrow(y, plan.box), name, _new_tile(run), api,
                      where=plan.where)
-    ref = x if (xt and getattr(x, "_grid_axes", None) is not None and x.shape == out.shape) else y
-    return mark(run, out, ref)
+    grid_ref = x if (isinstance(x, Tensor) and getattr(x, "_grid_axes", None) is not None and x.shape == out.shape) else y
+    return mark(run, out, grid_ref)
 
 
-def _new_tile(run):
+def _new_tile(run: Run) -> NewTile:
     """The allocator the shared lowerings use: a fresh unmasked SBUF result tile."""
     return lambda shape, dtype: fresh(run, shape, dtype, NO_MASK)
 
 
-def _new_psum_tile(run):
+def _new_psum_tile(run: Run) -> NewTile:
     """A fresh PSUM tile for a lowering's intermediate (not counted: the compiler places it)."""
     return lambda shape, dtype: fresh(run, shape, dtype, NO_MASK, memory="psum", track=False)
 
 
-def _make_binary(name: str):
-    def fn(x, y, *, dtype=None, mask=None, **kwargs):
+class _BinaryFn(Protocol):
+    """An element-wise binary nl function (nl.add, ...): a tile when an operand is one; two scalars fold on
+    the host to a number."""
+
+    @overload
+    def __call__(self, x: Tensor, y: Operand, *, dtype: DTypeLike = None, mask: Mask = None,
+                 **kwargs: object) -> LegacyTensor: ...
+
+    @overload
+    def __call__(self, x: Scalar, y: Tensor, *, dtype: DTypeLike = None, mask: Mask = None,
+                 **kwargs: object) -> LegacyTensor: ...
+
+    @overload
+    def __call__(self, x: Scalar, y: Scalar, *, dtype: DTypeLike = None, mask: Mask = None,
+                 **kwargs: object) -> Scalar: ...
+
+
+class _UnaryFn(Protocol):
+    """An element-wise activation nl function (nl.exp, ...)."""
+
+    def __call__(self, x: Tensor, *, dtype: DTypeLike = None, mask: Mask = None, **kwargs: object) -> LegacyTensor: ...
+
+
+def _make_binary(name: str) -> _BinaryFn:
+    def fn(x: Operand, y: Operand, *, dtype: DTypeLike = None, mask: Mask = None,
+           **kwargs: object) -> LegacyTensor | Scalar:
         return _binary(name, x, y, dtype, mask, f"nl.{name}")
     fn.__name__ = fn.__qualname__ = name
     fn.__doc__ = f"Element-wise {name} (VectorE tensor_tensor / tensor_scalar)."
     alu.register(fn, name)
-    return fn
+    return cast(_BinaryFn, fn)  # the overloads of _BinaryFn say when the result is a tile
 
 
 _common.define_ops(globals(), _common.BINARY_OPS, _make_binary)  # nl.add, nl.subtract, ...
+# the functions define_ops binds, declared for the type checker (tensor operators in tile.py call them);
+# tests/emulator/test_legacy_declarations.py checks these declarations against what define_ops binds
+add: _BinaryFn
+subtract: _BinaryFn
+multiply: _BinaryFn
+divide: _BinaryFn
+power: _BinaryFn
+maximum: _BinaryFn
+minimum: _BinaryFn
+fmod: _BinaryFn
+mod: _BinaryFn
+equal: _BinaryFn
+not_equal: _BinaryFn
+less: _BinaryFn
+less_equal: _BinaryFn
+greater: _BinaryFn
+greater_equal: _BinaryFn
+logical_and: _BinaryFn
+logical_or: _BinaryFn
+logical_xor: _BinaryFn
+bitwise_and: _BinaryFn
+bitwise_or: _BinaryFn
+bitwise_xor: _BinaryFn
+left_shift: _BinaryFn
+right_shift: _BinaryFn
 
 
-def _unary_activation(name: str):
-    def fn(x, *, dtype=None, mask=None, **kwargs):
+def _unary_activation(name: str) -> _UnaryFn:
+    def fn(x: Tensor, *, dtype: DTypeLike = None, mask: Mask = None, **kwargs: object) -> LegacyTensor:
         run = current()
         api = f"nl.{name}"
         x = as_tile(x, api, "x")
@@ -536,9 +630,45 @@ def _unary_activation(name: str):
 
 # nl.exp, ...; legacy also lowers rsqrt and sin to one activation and has nl.identity
 _common.define_ops(globals(), _common.ACTIVATION_OPS + ("rsqrt", "sin", "identity"), _unary_activation)
+exp: _UnaryFn
+log: _UnaryFn
+tanh: _UnaryFn
+sigmoid: _UnaryFn
+relu: _UnaryFn
+gelu: _UnaryFn
+gelu_apprx_tanh: _UnaryFn
+gelu_apprx_sigmoid: _UnaryFn
+gelu_dx: _UnaryFn
+silu: _UnaryFn
+silu_dx: _UnaryFn
+softplus: _UnaryFn
+mish: _UnaryFn
+erf: _UnaryFn
+erf_dx: _UnaryFn
+square: _UnaryFn
+sqrt: _UnaryFn
+cos: _UnaryFn
+tan: _UnaryFn
+arctan: _UnaryFn
+sign: _UnaryFn
+abs: _UnaryFn
+ceil: _UnaryFn
+floor: _UnaryFn
+trunc: _UnaryFn
+rsqrt: _UnaryFn
+sin: _UnaryFn
+identity: _UnaryFn
 
 
-def negative(x, *, dtype=None, mask=None, **kwargs):
+@overload
+def negative(x: Tensor, *, dtype: DTypeLike = None, mask: Mask = None, **kwargs: object) -> LegacyTensor: ...
+
+
+@overload
+def negative(x: Scalar, *, dtype: DTypeLike = None, mask: Mask = None, **kwargs: object) -> Scalar: ...
+
+
+def negative(x: Operand, *, dtype: DTypeLike = None, mask: Mask = None, **kwargs: object) -> LegacyTensor | Scalar:
     return _binary("multiply", x, -1.0 if not (isinstance(x, Tensor) and x.storage.dtype.is_int) else -1,
                    dtype if dtype is not None else (x.storage.dtype if isinstance(x, Tensor) else None), mask,
                    "nl.negative")
@@ -547,7 +677,8 @@ def negative(x, *, dtype=None, mask=None, **kwargs):
 alu.register(negative, "negative")
 
 
-def reciprocal(x, *, dtype=None, mask=None, **kwargs):
+def reciprocal(x: Tensor, *, dtype: DTypeLike = None, mask: Mask = None,
+               **kwargs: object) -> LegacyTensor:
     run = current()
     x = as_tile(x, "nl.reciprocal", "x")
     plan = plan_mask(mask, x)
@@ -560,15 +691,16 @@ def reciprocal(x, *, dtype=None, mask=None, **kwargs):
 alu.register(reciprocal, "reciprocal")
 
 
-def invert(x, *, dtype=None, mask=None, **kwargs):
+def invert(x: Tensor, *, dtype: DTypeLike = None, mask: Mask = None, **kwargs: object) -> LegacyTensor:
     return _binary("bitwise_xor", x, -1, dtype if dtype is not None else x.storage.dtype, mask, "nl.invert")
 
 
-def logical_not(x, *, dtype=bool, mask=None, **kwargs):
+def logical_not(x: Tensor, *, dtype: DTypeLike = bool, mask: Mask = None, **kwargs: object) -> LegacyTensor:
     return _binary("equal", x, 0, dtype, mask, "nl.logical_not")
 
 
-def where(condition, x, y, *, dtype=None, mask=None, **kwargs):
+def where(condition: Tensor, x: Operand, y: Operand, *, dtype: DTypeLike = None,
+          mask: Mask = None, **kwargs: object) -> LegacyTensor:
     run = current()
     condition = as_tile(condition, "nl.where", "condition")
     shape = condition.shape
@@ -588,7 +720,8 @@ def where(condition, x, y, *, dtype=None, mask=None, **kwargs):
     return mark(run, out)
 
 
-def dropout(x, rate, *, dtype=None, mask=None, **kwargs):
+def dropout(x: Tensor, rate: Operand, *, dtype: DTypeLike = None, mask: Mask = None,
+            **kwargs: object) -> LegacyTensor:
     run = current()
     x = as_tile(x, "nl.dropout", "x")
     plan = plan_mask(mask, x)
@@ -599,7 +732,8 @@ def dropout(x, rate, *, dtype=None, mask=None, **kwargs):
 
 
 # -- reductions -----------------------------------------------------------------------------------
-def _reduce(opname: str, x, axis, dtype, mask, keepdims: bool, api: str, negate: bool = False):
+def _reduce(opname: str, x: object, axis: Axis, dtype: DTypeLike, mask: Mask, keepdims: bool, api: str,
+            negate: bool = False) -> tuple[LegacyTensor, Tensor, tuple[int, ...], MaskPlan]:
     run = current()
     x = as_tile(x, api, "x")
     axes = _norm_axes(axis, len(x.shape), api)
@@ -622,23 +756,28 @@ def _reduce(opname: str, x, axis, dtype, mask, keepdims: bool, api: str, negate:
     return mark(run, out), xs, axes, plan
 
 
-def sum(x, axis, *, dtype=None, mask=None, keepdims=False, **kwargs):
+def sum(x: Tensor, axis: Axis, *, dtype: DTypeLike = None, mask: Mask = None,
+        keepdims: bool = False, **kwargs: object) -> LegacyTensor:
     return _reduce("add", x, axis, dtype, mask, keepdims, "nl.sum")[0]
 
 
-def max(x, axis, *, dtype=None, mask=None, keepdims=False, **kwargs):
+def max(x: Tensor, axis: Axis, *, dtype: DTypeLike = None, mask: Mask = None,
+        keepdims: bool = False, **kwargs: object) -> LegacyTensor:
     return _reduce("maximum", x, axis, dtype, mask, keepdims, "nl.max")[0]
 
 
-def min(x, axis, *, dtype=None, mask=None, keepdims=False, **kwargs):
+def min(x: Tensor, axis: Axis, *, dtype: DTypeLike = None, mask: Mask = None,
+        keepdims: bool = False, **kwargs: object) -> LegacyTensor:
     return _reduce("minimum", x, axis, dtype, mask, keepdims, "nl.min")[0]
 
 
-def prod(x, axis, *, dtype=None, mask=None, keepdims=False, **kwargs):
+def prod(x: Tensor, axis: Axis, *, dtype: DTypeLike = None, mask: Mask = None,
+         keepdims: bool = False, **kwargs: object) -> LegacyTensor:
     return _reduce("multiply", x, axis, dtype, mask, keepdims, "nl.prod")[0]
 
 
-def all(x, axis, *, dtype=bool, mask=None, keepdims=False, **kwargs):
+def all(x: Tensor, axis: Axis, *, dtype: DTypeLike = bool, mask: Mask = None, keepdims: bool = False,
+        **kwargs: object) -> LegacyTensor:
     return _reduce("logical_and", x, axis, dtype, mask, keepdims, "nl.all")[0]
 
 
@@ -648,15 +787,16 @@ alu.register(min, "minimum")
 alu.register(prod, "multiply")
 
 
-def _masked_sum(mask, api: str):
+def _masked_sum(mask: Mask, api: str) -> SumReduce:
     """The sum of `nl.mean` / `nl.var` under a legacy mask: the elements inside the mask's box."""
-    def reduce(x, axes, keepdims):
+    def reduce(x: Tensor, axes: Sequence[int], keepdims: bool) -> tuple[Tensor, int]:
         total, xs, axes, _ = _reduce("add", x, list(axes), _dt.float32, mask, keepdims, api)
         return total, math.prod(xs.shape[a] for a in axes)
     return reduce
 
 
-def mean(x, axis, *, dtype=None, mask=None, keepdims=False, **kwargs):
+def mean(x: Tensor, axis: Axis, *, dtype: DTypeLike = None, mask: Mask = None,
+         keepdims: bool = False, **kwargs: object) -> LegacyTensor:
     run = current()
     api = "nl.mean"
     x = as_tile(x, api, "x")
@@ -666,7 +806,8 @@ def mean(x, axis, *, dtype=None, mask=None, keepdims=False, **kwargs):
     return mark(run, out)
 
 
-def var(x, axis, *, dtype=None, mask=None, **kwargs):
+def var(x: Tensor, axis: Axis, *, dtype: DTypeLike = None, mask: Mask = None,
+        **kwargs: object) -> LegacyTensor:
     run = current()
     api = "nl.var"
     x = as_tile(x, api, "x")
@@ -675,7 +816,8 @@ def var(x, axis, *, dtype=None, mask=None, **kwargs):
     return mark(run, out)
 
 
-def loop_reduce(x, op, loop_indices, *, dtype=None, mask=None, **kwargs):
+def loop_reduce(x: Tensor, op: Op, loop_indices: object, *, dtype: DTypeLike = None,
+                mask: Mask = None, **kwargs: object) -> Tensor:
     """`b = nl.loop_reduce(a, op, loop_indices)` means `b = op(b, a)` across loop iterations: the
     previous value of the assigned name is the accumulator (the first time, `a` is copied)."""
     run = current()
@@ -695,7 +837,7 @@ def loop_reduce(x, op, loop_indices, *, dtype=None, mask=None, **kwargs):
         prev, run.accumulating = run.accumulating, True
         try:
             _binary(alu.resolve_binary(op, "op").name, acc, x, acc.dtype if dtype is None else dtype, mask,
-                    "nl.loop_reduce", out=acc)
+                    "nl.loop_reduce", out=cast(LegacyTensor, acc))  # a legacy kernel's tiles are LegacyTensors
         finally:
             run.accumulating = prev
         return acc
@@ -703,7 +845,8 @@ def loop_reduce(x, op, loop_indices, *, dtype=None, mask=None, **kwargs):
 
 
 # -- matmul / transpose / composites -------------------------------------------------------------
-def matmul(x, y, *, transpose_x=False, mask=None, **kwargs):
+def matmul(x: Tensor, y: Tensor, *, transpose_x: bool = False, mask: Mask = None,
+           **kwargs: object) -> LegacyTensor:
     run = current()
     api = "nl.matmul"
     # the high-level API places its operands (PSUM inputs copied to SBUF) and transposes x
@@ -717,11 +860,12 @@ def matmul(x, y, *, transpose_x=False, mask=None, **kwargs):
     if plan.skip:
         return out
     engine.nc_matmul(out, x, y, where=plan.where, api=api)
-    out._matmul_instruction = run.trace.instructions[-1] if run.recording else True
+    out._matmul_instruction = run.trace.instructions[-1] if run.trace is not None else True  # (recording)
     return mark(run, out)
 
 
-def transpose(x, *, dtype=None, mask=None, **kwargs):
+def transpose(x: Tensor, *, dtype: DTypeLike = None, mask: Mask = None,
+              **kwargs: object) -> LegacyTensor:
     run = current()
     api = "nl.transpose"
     x = as_tile(x, api, "x")
@@ -730,7 +874,7 @@ def transpose(x, *, dtype=None, mask=None, **kwargs):
     return mark(run, out)
 
 
-def expand_dims(data, axis):
+def expand_dims(data: Tensor, axis: int | Sequence[int]) -> Tensor:
     data = as_tile(data, "nl.expand_dims", "data")
     axes = (axis,) if isinstance(axis, int) else tuple(axis)
     nd = len(data.shape) + len(axes)
@@ -742,7 +886,8 @@ def expand_dims(data, axis):
     return data.compose(specs, shape)
 
 
-def softmax(x, axis, *, dtype=None, compute_dtype=None, mask=None, **kwargs):
+def softmax(x: Tensor, axis: Axis, *, dtype: DTypeLike = None, compute_dtype: DTypeLike = None,
+            mask: Mask = None, **kwargs: object) -> LegacyTensor:
     """exp(x - max) / sum: reduce max (VectorE), exp with bias and sum (ScalarE), reciprocal, scale."""
     run = current()
     api = "nl.softmax"
@@ -753,7 +898,9 @@ def softmax(x, axis, *, dtype=None, compute_dtype=None, mask=None, **kwargs):
     return mark(run, _lowering.softmax(x, axes, dtype_or(dtype, x.storage.dtype), _new_tile(run), api))
 
 
-def rms_norm(x, w, axis, n, epsilon=1e-6, *, dtype=None, compute_dtype=None, mask=None, **kwargs):
+def rms_norm(x: Tensor, w: Tensor, axis: Axis, n: int, epsilon: float = 1e-6, *, dtype: DTypeLike = None,
+             compute_dtype: DTypeLike = None, mask: Mask = None,
+             **kwargs: object) -> LegacyTensor:
     run = current()
     api = "nl.rms_norm"
     x = as_tile(x, api, "x")
@@ -762,7 +909,9 @@ def rms_norm(x, w, axis, n, epsilon=1e-6, *, dtype=None, compute_dtype=None, mas
     return mark(run, _lowering.rms_norm(x, w, n, epsilon, dtype_or(dtype, x.storage.dtype), _new_tile(run), api))
 
 
-def all_reduce(x, op, program_axes, *, dtype=None, mask=None, parallel_reduce=True, asynchronous=False, **kwargs):
+def all_reduce(x: Tensor, op: Op, program_axes: int | Sequence[int], *, dtype: DTypeLike = None,
+               mask: Mask = None, parallel_reduce: bool = True, asynchronous: bool = False,
+               **kwargs: object) -> LegacyTensor:
     """Reduce `x` over the SPMD programs along `program_axes`; every program gets the result. The
     programs of such a launch take turns (legacy/spmd.py); the reduction runs in fp32 in program
     order and is rounded once to `dtype` (default: x's)."""
@@ -781,7 +930,9 @@ def all_reduce(x, op, program_axes, *, dtype=None, mask=None, parallel_reduce=Tr
                meta={"api": api, "collective": "all_reduce", "op": o.name, "program_axes": list(axes), "programs": n})
     values = np.array(x.read_f32(), dtype=np.float32, copy=True) if run.execute else None
     if n > 1:
-        values = _spmd.require_scheduler(api, n).all_reduce(values, o, axes, x.shape, api)
+        scheduler = _spmd.require_scheduler(api, n)
+        assert scheduler is not None  # n > 1: require_scheduler raised otherwise
+        values = scheduler.all_reduce(values, o, axes, x.shape, api)
     _write(run, out, values.reshape(out.shape) if values is not None else None)
     return mark(run, out, x)
 
@@ -797,7 +948,7 @@ def _assign(dst: Tensor, value: Tensor, temp: bool) -> None:
         # nothing is written (flash attention relies on this to leave other tiles' results alone)
         return
     value, dst = align(value, dst)
-    ins = run.trace.instructions[-1] if run.recording else None
+    ins = run.trace.instructions[-1] if run.trace is not None else None  # (recording)
     if (temp and value._producer == run.instructions and value.storage.memory != "hbm"
             and isinstance(value, LegacyTensor) and _fits_view(value.shape, dst.shape)
             and _can_write(run, value, dst, ins)):
@@ -827,7 +978,7 @@ def _assign(dst: Tensor, value: Tensor, temp: bool) -> None:
     engine.tensor_copy(dst, as_tile(value, "tensor assignment", "value"), api="tensor assignment")
 
 
-def _can_write(run, value, dst, ins) -> bool:
+def _can_write(run: Run, value: LegacyTensor, dst: Tensor, ins: Instruction | None) -> bool:
     """Could the engine that produced `value` have written `dst` directly?"""
     engine_name = ins.engine if ins is not None else _last_engine(value)
     if engine_name == "tensor":
@@ -837,11 +988,11 @@ def _can_write(run, value, dst, ins) -> bool:
     return True
 
 
-def _last_engine(value) -> str:
+def _last_engine(value: LegacyTensor) -> str:
     return "tensor" if (value._matmul_instruction is not None or value.storage.memory == "psum") else "vector"
 
 
-def _fits_view(src, dst) -> bool:
+def _fits_view(src: tuple[int, ...], dst: tuple[int, ...]) -> bool:
     if src == dst:
         return True
     if len(src) == len(dst) and builtins.all(s == d or s == 1 for s, d in zip(src, dst)):
@@ -849,16 +1000,16 @@ def _fits_view(src, dst) -> bool:
     return src[:1] == dst[:1] and math.prod(src) == math.prod(dst)
 
 
-def _assign_scalar(dst: Tensor, value) -> None:
+def _assign_scalar(dst: Tensor, value: object) -> None:
     if isinstance(value, np.ndarray):
         raise OperandShapeError("cannot assign a numpy array to a tile inside a kernel: load it from HBM, or "
                                 "use nl.shared_constant")
     if dst.storage.memory == "hbm":
         raise EngineMemoryError("cannot assign a scalar to an HBM tensor; memset an SBUF tile and nl.store it")
-    engine.memset(dst, value, api="tensor assignment")
+    engine.memset(dst, cast(Scalar, value), api="tensor assignment")  # a number: the engine converts it
 
 
-def _inplace(target: Tensor, other, opname: str) -> None:
+def _inplace(target: LegacyTensor, other: Operand, opname: str) -> None:
     run = current()
     if (opname == "add" and target.storage.memory == "psum" and isinstance(other, LegacyTensor)
             and other.storage.memory == "psum" and other._written is not None and other._written.skip):
@@ -884,7 +1035,7 @@ def _inplace(target: Tensor, other, opname: str) -> None:
             _write(run, target, base + vals, accumulate=True)
         else:
             _write(run, target, None, accumulate=True)
-        if ins is not None and ins is not True:
+        if isinstance(ins, Instruction):  # (True: a matmul recorded outside a trace)
             ins.writes = (target.access(),)
             ins.out_mem = target.storage.memory
             ins.out_dtype = target.storage.dtype.name
@@ -901,4 +1052,5 @@ def _inplace(target: Tensor, other, opname: str) -> None:
         run.accumulating = prev
 
 
-_tile_mod._nl = sys.modules[__name__]  # tensor operators dispatch to these functions
+# tensor operators dispatch to these functions (tile._nl is this module's import for the checker only)
+_tile_mod._nl = sys.modules[__name__]  # type: ignore[attr-defined]  # set here, at run time

@@ -18,22 +18,36 @@ from __future__ import annotations
 
 import threading
 import types
+from collections.abc import Callable, Iterable, Mapping
+from typing import TYPE_CHECKING, TypedDict
 
 import numpy as np
+from numpy.typing import NDArray
 
-from nkitui.emulator import state
+from nkitui.emulator import alu, state
 from nkitui.emulator.errors import CollectiveError, UnsupportedError
-from nkitui.emulator.runtime import set_current
+from nkitui.emulator.runtime import Run, set_current
+
+if TYPE_CHECKING:
+    from nkitui.emulator.launch import Kernel
 
 _POLL_S = 0.05
 _STATE = ("program", "shared_idx", "loops", "affine_depth", "accumulating")
 
 
-def mentions(func, name: str = "all_reduce", limit: int = 200) -> bool:
+class _Slot(TypedDict):
+    """One all-reduce of a group: each member's fp32 values (None in shape-only runs), and how many give."""
+
+    parts: dict[int, NDArray[np.float32] | None]
+    size: int
+
+
+def mentions(func: Callable[..., object], name: str = "all_reduce", limit: int = 200) -> bool:
     """Does the code of `func`, or of the functions / kernels it names in its globals (recursively),
     refer to `name`?"""
     seen: set[int] = set()
-    todo = [(getattr(func, "__code__", None), getattr(func, "__globals__", {}))]
+    todo: list[tuple[types.CodeType | None, dict[str, object]]] = [
+        (getattr(func, "__code__", None), getattr(func, "__globals__", {}))]
     while todo and len(seen) < limit:
         code, glb = todo.pop()
         if code is None or id(code) in seen:
@@ -55,21 +69,21 @@ def mentions(func, name: str = "all_reduce", limit: int = 200) -> bool:
 class TurnTaking:
     """The programs of one launch as threads; `current_scheduler()` finds it from a program."""
 
-    def __init__(self, run, programs) -> None:
+    def __init__(self, run: Run, programs: Iterable[Iterable[int]]) -> None:
         self.run = run
         self.programs = [tuple(p) for p in programs]
         self.index = {p: i for i, p in enumerate(self.programs)}
         self.cond = threading.Condition()
         self.turn: int | None = None
         self.done: set[int] = set()
-        self.waiting: dict[int, tuple] = {}  # program index -> all_reduce slot key
-        self.slots: dict[tuple, dict] = {}
-        self.calls: dict[tuple[int, tuple], int] = {}
-        self.states: list[dict] = [self._fresh(p) for p in self.programs]
+        self.waiting: dict[int, tuple[object, ...]] = {}  # program index -> all_reduce slot key
+        self.slots: dict[tuple[object, ...], _Slot] = {}
+        self.calls: dict[tuple[int, tuple[object, ...]], int] = {}
+        self.states: list[dict[str, object]] = [self._fresh(p) for p in self.programs]
         self.failed: BaseException | None = None
 
     @staticmethod
-    def _fresh(program) -> dict:
+    def _fresh(program: tuple[int, ...]) -> dict[str, object]:
         return {"program": program, "shared_idx": 0, "loops": [], "affine_depth": 0, "accumulating": False}
 
     # -- turns (call with the condition held) ---------------------------------------------------
@@ -111,9 +125,9 @@ class TurnTaking:
             self.cond.wait(_POLL_S)
 
     # -- running -------------------------------------------------------------------------------
-    def execute(self, kernel, args, kwargs):
-        results: list = [None] * len(self.programs)
-        errors: list = [None] * len(self.programs)
+    def execute(self, kernel: Kernel, args: tuple[object, ...], kwargs: Mapping[str, object]) -> object:
+        results: list[object] = [None] * len(self.programs)
+        errors: list[BaseException | None] = [None] * len(self.programs)
 
         def body(i: int) -> None:
             prev = set_current(self.run)
@@ -154,9 +168,12 @@ class TurnTaking:
             raise self.failed
         return results[-1]
 
-    def all_reduce(self, values: np.ndarray | None, op, axes: tuple[int, ...], shape, api: str):
+    def all_reduce(self, values: NDArray[np.float32] | None, op: alu.BinaryOp, axes: tuple[int, ...],
+                   shape: tuple[int, ...], api: str) -> NDArray[np.float32] | None:
         """This program's contribution; returns the group's reduction (fp32) once all have given."""
-        me = state.spmd_program.get()[1]
+        here = state.spmd_program.get()
+        assert here is not None  # all_reduce runs in a program thread (execute's body sets it)
+        me: int = here[1]
         program = self.programs[me]
         others = tuple(c for a, c in enumerate(program) if a not in axes)
         members = [i for i, p in enumerate(self.programs)

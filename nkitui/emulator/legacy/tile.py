@@ -12,15 +12,23 @@
 from __future__ import annotations
 
 import sys
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Self, SupportsInt, cast
 
 import numpy as np
 
+from nkitui.emulator.api_types import Dims, Operand
 from nkitui.emulator.errors import IndexingError
-from nkitui.emulator.legacy.indexing import AffineExpr, GridExpr, IndexExpr
+from nkitui.emulator.legacy.indexing import AffineExpr, Grid, GridExpr, IndexExpr, MaskPlan
+from nkitui.emulator.memory import Storage
 from nkitui.emulator.runtime import current
 from nkitui.emulator.tensor import DynSlice, Tensor
+from nkitui.emulator.trace import Instruction
 
-_nl = None  # the legacy language module, set when it is imported (operators dispatch to it)
+if TYPE_CHECKING:  # the legacy language module (operators dispatch to it), set when it is imported: it imports this
+    from nkitui.emulator.legacy import language as _nl
+else:
+    _nl = None
 _TEMP_REFS = 0  # sys.getrefcount of an unnamed temporary inside __setitem__ (calibrated below)
 
 
@@ -33,11 +41,12 @@ class LegacyTensor(Tensor):
     # _written: for a fresh result tile that a mask wrote only partly, that MaskPlan
     __slots__ = ("_matmul_instruction", "_grid_axes", "_written")
 
-    def __init__(self, storage, dims, shape, gather_indices=None) -> None:
+    def __init__(self, storage: Storage, dims: Dims, shape: tuple[int, ...],
+                 gather_indices: tuple[Grid, ...] | None = None) -> None:
         Tensor.__init__(self, storage, dims, shape, gather_indices)
-        self._matmul_instruction = None
-        self._grid_axes = None
-        self._written = None
+        self._matmul_instruction: Instruction | bool | None = None
+        self._grid_axes: tuple[int, ...] | None = None
+        self._written: MaskPlan | None = None
 
     __hash__ = object.__hash__
 
@@ -46,7 +55,7 @@ class LegacyTensor(Tensor):
         return self.storage.memory
 
     # -- indexing ------------------------------------------------------------------------------
-    def __getitem__(self, key):
+    def __getitem__(self, key: object) -> LegacyTensor:
         if type(key) is not tuple:
             key = (key,)
         for k in key:
@@ -64,7 +73,7 @@ class LegacyTensor(Tensor):
         return _advanced_index(self, key)
 
     # -- assignment ----------------------------------------------------------------------------
-    def __setitem__(self, key, value) -> None:
+    def __setitem__(self, key: object, value: object) -> None:
         temp = sys.getrefcount(value) <= _TEMP_REFS
         dst = self[key]
         if isinstance(value, Tensor):
@@ -74,106 +83,106 @@ class LegacyTensor(Tensor):
         else:
             _nl._assign_scalar(dst, value)
 
-    def __iadd__(self, other):
+    def __iadd__(self, other: Operand) -> Self:  # type: ignore[misc]  # in place: tiles and scalars, not index grids
         _nl._inplace(self, other, "add")
         return self
 
-    def __isub__(self, other):
+    def __isub__(self, other: Operand) -> Self:  # type: ignore[misc]  # in place: tiles and scalars, not index grids
         _nl._inplace(self, other, "subtract")
         return self
 
-    def __imul__(self, other):
+    def __imul__(self, other: Operand) -> Self:  # type: ignore[misc]  # in place: tiles and scalars, not index grids
         _nl._inplace(self, other, "multiply")
         return self
 
-    def __itruediv__(self, other):
+    def __itruediv__(self, other: Operand) -> Self:
         _nl._inplace(self, other, "divide")
         return self
 
     # -- operators -----------------------------------------------------------------------------
     # With an index expression, an index tile forms a dynamic index (`t[i_p, idx_tile[0, j] + i_f]`).
-    def __add__(self, o):
+    def __add__(self, o: Operand | IndexExpr) -> LegacyTensor | GridExpr:
         if isinstance(o, IndexExpr):
             return GridExpr(_index_values(self) + o.grid())
         return _nl.add(self, o)
 
-    def __radd__(self, o):
+    def __radd__(self, o: Operand | IndexExpr) -> LegacyTensor | GridExpr:
         if isinstance(o, IndexExpr):
             return GridExpr(o.grid() + _index_values(self))
         return _nl.add(o, self)
 
-    def __sub__(self, o):
+    def __sub__(self, o: Operand | IndexExpr) -> LegacyTensor | GridExpr:
         if isinstance(o, IndexExpr):
             return GridExpr(_index_values(self) - o.grid())
         return _nl.subtract(self, o)
 
-    def __rsub__(self, o):
+    def __rsub__(self, o: Operand | IndexExpr) -> LegacyTensor | GridExpr:
         if isinstance(o, IndexExpr):
             return GridExpr(o.grid() - _index_values(self))
         return _nl.subtract(o, self)
 
-    def __mul__(self, o):
+    def __mul__(self, o: Operand | IndexExpr) -> LegacyTensor | GridExpr:
         if isinstance(o, IndexExpr):
             return GridExpr(_index_values(self) * o.grid())
         return _nl.multiply(self, o)
 
-    def __rmul__(self, o):
+    def __rmul__(self, o: Operand | IndexExpr) -> LegacyTensor | GridExpr:
         if isinstance(o, IndexExpr):
             return GridExpr(o.grid() * _index_values(self))
         return _nl.multiply(o, self)
 
-    def __truediv__(self, o):
+    def __truediv__(self, o: Operand) -> LegacyTensor:
         return _nl.divide(self, o)
 
-    def __rtruediv__(self, o):
+    def __rtruediv__(self, o: Operand) -> LegacyTensor:
         return _nl.divide(o, self)
 
-    def __pow__(self, o):
+    def __pow__(self, o: Operand) -> LegacyTensor:
         return _nl.power(self, o)
 
-    def __neg__(self):
+    def __neg__(self) -> LegacyTensor:
         return _nl.negative(self)
 
-    def __abs__(self):
+    def __abs__(self) -> LegacyTensor:
         return _nl.abs(self)
 
-    def __lt__(self, o):
+    def __lt__(self, o: Operand) -> LegacyTensor:
         return _nl.less(self, o)
 
-    def __le__(self, o):
+    def __le__(self, o: Operand) -> LegacyTensor:
         return _nl.less_equal(self, o)
 
-    def __gt__(self, o):
+    def __gt__(self, o: Operand) -> LegacyTensor:
         return _nl.greater(self, o)
 
-    def __ge__(self, o):
+    def __ge__(self, o: Operand) -> LegacyTensor:
         return _nl.greater_equal(self, o)
 
-    def __eq__(self, o):
+    def __eq__(self, o: Operand) -> LegacyTensor:  # type: ignore[override]  # element-wise, as numpy's ==
         return _nl.equal(self, o)
 
-    def __ne__(self, o):
+    def __ne__(self, o: Operand) -> LegacyTensor:  # type: ignore[override]  # element-wise, as numpy's !=
         return _nl.not_equal(self, o)
 
-    def __and__(self, o):
+    def __and__(self, o: Operand) -> LegacyTensor:
         return _nl.bitwise_and(self, o)
 
-    def __or__(self, o):
+    def __or__(self, o: Operand) -> LegacyTensor:
         return _nl.bitwise_or(self, o)
 
-    def __xor__(self, o):
+    def __xor__(self, o: Operand) -> LegacyTensor:
         return _nl.bitwise_xor(self, o)
 
-    def __lshift__(self, o):
+    def __lshift__(self, o: Operand) -> LegacyTensor:
         return _nl.left_shift(self, o)
 
-    def __rshift__(self, o):
+    def __rshift__(self, o: Operand) -> LegacyTensor:
         return _nl.right_shift(self, o)
 
-    def __invert__(self):
+    def __invert__(self) -> LegacyTensor:
         return _nl.invert(self)
 
-    def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
+    def __array_ufunc__(self, ufunc: np.ufunc, method: str, *inputs: object, **kwargs: object) -> object:
         # np.exp(tile), np.add(a, b): run the matching nl function on the emulator
         fn = getattr(_nl, ufunc.__name__, None) if method == "__call__" else None
         if fn is None or kwargs.get("out") is not None:
@@ -181,18 +190,19 @@ class LegacyTensor(Tensor):
         return fn(*inputs, **{k: v for k, v in kwargs.items() if k in ("dtype",)})
 
     # -- reshaping -----------------------------------------------------------------------------
-    def reshape(self, *shape, **kwargs):
+    def reshape(self, *dims: SupportsInt | Sequence[SupportsInt], **kwargs: object) -> Self:
         """A reshaped view of a whole tensor (same storage, row-major order); `t.reshape((a, b))`,
         `t.reshape(a, b)` or `t.reshape(shape=(a, b))`."""
+        given: tuple[object, ...] = dims
         if "shape" in kwargs:
-            if shape:
+            if given:
                 raise TypeError("reshape() got the shape both positionally and as shape=")
-            shape = (kwargs.pop("shape"),)
+            given = (kwargs.pop("shape"),)
         if kwargs:
             raise TypeError(f"reshape() got unexpected keyword arguments {sorted(kwargs)}")
-        if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
-            shape = tuple(shape[0])
-        shape = tuple(int(s) for s in shape)
+        if len(given) == 1 and isinstance(given[0], (tuple, list)):
+            given = tuple(given[0])
+        shape = tuple(int(cast(SupportsInt, s)) for s in given)  # a kernel's sizes (int() says if not)
         if not self.is_whole:
             raise IndexingError("reshape is supported on whole tensors only (not on views)")
         st = self.storage
@@ -213,7 +223,7 @@ class LegacyTensor(Tensor):
             run.input_ids.add(alias.id)
         return type(self).whole(alias)
 
-    def view(self, dtype):
+    def view(self, dtype: object) -> Self:
         """Reinterpret a whole tensor's bytes as another dtype (the last dim scales with the size)."""
         from nkitui.emulator import dtypes as dt
         from nkitui.emulator.memory import Storage
@@ -232,15 +242,15 @@ class LegacyTensor(Tensor):
         alias.id = st.id
         return type(self).whole(alias)
 
-    def broadcast_to(self, shape):
+    def broadcast_to(self, shape: Sequence[SupportsInt]) -> Tensor:
         return _nl.broadcast_to(self, shape=shape)
 
     @property
-    def tensor(self):
+    def tensor(self) -> Self:
         return self
 
 
-def _index_axes(k, nd: int) -> list[int]:
+def _index_axes(k: object, nd: int) -> list[int]:
     """Grid axes (positions from the end) an index refers to, in grid order."""
     if isinstance(k, AffineExpr):
         return sorted({pfe for pfe, _, _ in k.terms}, reverse=True)
@@ -250,7 +260,7 @@ def _index_axes(k, nd: int) -> list[int]:
     return []
 
 
-def _advanced_index(base: LegacyTensor, key) -> LegacyTensor:
+def _advanced_index(base: LegacyTensor, key: tuple[object, ...]) -> LegacyTensor:
     """Index with nl.arange / nl.mgrid grids (and ints, and index tiles for indirect access).
 
     The first indexed subscript's grid axes give the partition dimension; the other grid axes
@@ -294,7 +304,7 @@ def _advanced_index(base: LegacyTensor, key) -> LegacyTensor:
     if len(out_shape) < 2:
         out_shape = out_shape + (1,) * (2 - len(out_shape))
     # fast path: every index an int or a one-axis affine range on its own grid axis
-    specs = []
+    specs: list[tuple[str, int] | tuple[str, int, int, int, int]] = []
     seen = set()
     fast = True
     for k in key:
@@ -318,14 +328,14 @@ def _advanced_index(base: LegacyTensor, key) -> LegacyTensor:
     else:
         # gather view: each index as an integer grid laid out in the tile's dimension order
         order = [G - 1 - p for p in dims] + [a for a in range(G) if (G - 1 - a) not in dims]
-        grids = []
+        grids: list[Grid | int] = []
         for k in key:
             if isinstance(k, IndexExpr):
                 g = k.grid()
             elif isinstance(k, Tensor):
                 g = _index_values(k)
             else:
-                grids.append(int(k))
+                grids.append(int(cast(SupportsInt, k)))  # an int subscript (the others are grids)
                 continue
             g = np.broadcast_to(g.reshape((1,) * (G - g.ndim) + g.shape), gshape)
             grids.append(np.transpose(g, order).reshape(out_shape))
@@ -334,7 +344,7 @@ def _advanced_index(base: LegacyTensor, key) -> LegacyTensor:
     return view
 
 
-def _gather(base: Tensor, grids, out_shape) -> LegacyTensor:
+def _gather(base: LegacyTensor, grids: Sequence[Grid | int], out_shape: tuple[int, ...]) -> LegacyTensor:
     """A gather view: `grids[r]` gives, per output element, the index along base dim r."""
     idx = base.index_arrays()
     shape = base.shape
@@ -365,7 +375,7 @@ def _calibrate() -> int:
     class Probe:
         seen = 0
 
-        def __setitem__(self, key, value):
+        def __setitem__(self, key: object, value: object) -> None:
             Probe.seen = sys.getrefcount(value)
 
     p = Probe()

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 from nkitui.emulator.errors import KernelArgumentError
+from nkitui.emulator.memory import Storage
 
 
 class MemoryRegion:
@@ -16,7 +17,7 @@ class MemoryRegion:
         self.memory = memory  # "sbuf" | "psum" | "hbm"
         self.kind = kind  # hbm: "private" | "shared"
 
-    def __eq__(self, other) -> bool:
+    def __eq__(self, other: object) -> bool:
         return isinstance(other, MemoryRegion) and (self.memory, self.kind) == (other.memory, other.kind)
 
     def __hash__(self) -> int:
@@ -35,7 +36,7 @@ hbm = private_hbm
 shared_hbm = MemoryRegion("shared_hbm", "hbm", "shared")
 
 
-def resolve(buffer) -> MemoryRegion:
+def resolve(buffer: object) -> MemoryRegion:
     if buffer is None:
         return sbuf
     if isinstance(buffer, MemoryRegion):
@@ -44,7 +45,7 @@ def resolve(buffer) -> MemoryRegion:
                               "nl.hbm, nl.private_hbm or nl.shared_hbm")
 
 
-def of_storage(st) -> MemoryRegion:
+def of_storage(st: Storage) -> MemoryRegion:
     """The buffer a storage lives in (kernel inputs and outputs are shared HBM)."""
     if st.memory == "sbuf":
         return sbuf

@@ -29,27 +29,35 @@ The two cores of an LNC=2 rank each take part with the same core of the other ra
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from typing import SupportsInt, TypeAlias, TypeVar
 
 import numpy as np
+from numpy.typing import NDArray
 
 from nkitui.emulator import alu
 from nkitui.emulator.engine.common import write
 from nkitui.emulator.engine.dma import _side
 from nkitui.emulator.errors import OperandShapeError, UnsupportedError
-from nkitui.emulator.newns.language import NKIObject
-from nkitui.emulator.runtime import current
+from nkitui.emulator.newns.tensor import NKIObject
+from nkitui.emulator.ranks import World
+from nkitui.emulator.runtime import Run, current
 from nkitui.emulator.tensor import Tensor
 
 _F32 = np.float32
 _REDUCE_OPS = ("add", "minimum", "maximum")
+
+F32Array: TypeAlias = NDArray[np.float32]
+Groups: TypeAlias = "ReplicaGroup | Sequence[Sequence[SupportsInt]]"  # a ReplicaGroup or its rank lists
+P = TypeVar("P")
 
 
 @dataclass
 class ReplicaGroup(NKIObject):
     """Groups of ranks that take part in a collective (sub-groups must not overlap)."""
 
-    replica_groups: list = field(default_factory=lambda: [[0]])
+    replica_groups: list[list[int]] = field(default_factory=lambda: [[0]])
 
     def __post_init__(self) -> None:
         groups = [[int(r) for r in g] for g in self.replica_groups]
@@ -60,10 +68,12 @@ class ReplicaGroup(NKIObject):
 
 
 # -- the rank this code runs as -----------------------------------------------------------------------
-def _where(api: str):
+def _where(api: str) -> tuple[Run, World | None, int, int, int]:
+    """(run, world, rank, core, world size) of the calling core (nki launches run a CoreRun)."""
     run = current()
-    world = getattr(run, "world", None)
-    return run, world, getattr(run, "rank", 0), getattr(run, "core", 0), (world.size if world is not None else 1)
+    world: World | None = getattr(run, "world", None)
+    rank: int = getattr(run, "rank", 0)
+    return run, world, rank, run.core, (world.size if world is not None else 1)
 
 
 def rank_id() -> int:
@@ -75,9 +85,9 @@ def world_size() -> int:
     return _where("ncoll.world_size")[4]
 
 
-def _group_of(replica_group, rank: int, size: int, api: str) -> list[int]:
-    groups = replica_group.replica_groups if isinstance(replica_group, ReplicaGroup) else replica_group
-    groups = [[int(r) for r in g] for g in groups]
+def _group_of(replica_group: Groups, rank: int, size: int, api: str) -> list[int]:
+    lists = replica_group.replica_groups if isinstance(replica_group, ReplicaGroup) else replica_group
+    groups = [[int(r) for r in g] for g in lists]
     for g in groups:
         bad = [r for r in g if not 0 <= r < size]
         if bad:
@@ -90,8 +100,10 @@ def _group_of(replica_group, rank: int, size: int, api: str) -> list[int]:
     raise OperandShapeError(f"{api}: rank {rank} is in no rank-list of replica group {groups}")
 
 
-def _exchange(run, world, rank: int, core: int, kind: str, group: list[int], payload, api: str) -> dict[int, object]:
-    """Every member's payload (rank -> payload) for this collective; {rank: payload} alone."""
+def _exchange(run: Run, world: World | None, rank: int, core: int, kind: str, group: list[int], payload: P,
+              api: str) -> dict[int, P]:
+    """Every member's payload (rank -> payload) for this collective; {rank: payload} alone (and in
+    shape-only mode, where nothing is exchanged and the payload is not read)."""
     if world is None or len(group) == 1 or not run.execute:
         return {rank: payload}
     got = world.rendezvous((rank, core), kind, tuple((r, core) for r in group), payload,
@@ -100,35 +112,36 @@ def _exchange(run, world, rank: int, core: int, kind: str, group: list[int], pay
 
 
 # -- operands ------------------------------------------------------------------------------------------
-def _lists(srcs, dsts, api: str, *, hbm_only: bool = False, one: bool = False):
-    srcs, dsts = list(srcs), list(dsts)
-    if len(srcs) != len(dsts) or not srcs:
-        raise OperandShapeError(f"{api}: srcs and dsts must be equally long non-empty lists, got {len(srcs)} and "
-                                f"{len(dsts)}")
-    for t in srcs + dsts:
+def _lists(srcs: Iterable[Tensor], dsts: Iterable[Tensor], api: str, *, hbm_only: bool = False,
+           one: bool = False) -> list[tuple[Tensor, Tensor]]:
+    src_list, dst_list = list(srcs), list(dsts)
+    if len(src_list) != len(dst_list) or not src_list:
+        raise OperandShapeError(f"{api}: srcs and dsts must be equally long non-empty lists, got {len(src_list)} and "
+                                f"{len(dst_list)}")
+    for t in src_list + dst_list:
         if not isinstance(t, Tensor):
             raise OperandShapeError(f"{api}: srcs and dsts hold tensors, got {type(t).__name__}")
-    mems = {t.storage.memory for t in srcs + dsts}
+    mems = {t.storage.memory for t in src_list + dst_list}
     if "psum" in mems:
         raise OperandShapeError(f"{api}: collectives move HBM or SBUF tensors, not PSUM")
     if len(mems) > 1:
         raise OperandShapeError(f"{api}: all tensors must be on HBM or all on SBUF (mixing is not supported)")
     if hbm_only and mems != {"hbm"}:
         raise OperandShapeError(f"{api}: tensors must reside on HBM (SBUF is not supported for this collective)")
-    if len(srcs) > 1 and (one or mems != {"hbm"}):
+    if len(src_list) > 1 and (one or mems != {"hbm"}):
         raise OperandShapeError(f"{api}: coalesced communication (several tensors) is "
                                 + ("not supported" if one else "only supported on HBM"))
-    return list(zip(srcs, dsts))
+    return list(zip(src_list, dst_list))
 
 
-def _op(op, api: str):
+def _op(op: object, api: str) -> alu.BinaryOp:
     o = alu.resolve_binary(op, "op")
     if o.name not in _REDUCE_OPS:
         raise OperandShapeError(f"{api}: op must be nl.add, nl.minimum or nl.maximum, got {o.name}")
     return o
 
 
-def _dim(collective_dim, src: Tensor, api: str, allowed=(0,)) -> int:
+def _dim(collective_dim: SupportsInt, src: Tensor, api: str, allowed: tuple[int, ...] = (0,)) -> int:
     d = int(collective_dim)
     if src.storage.memory == "sbuf" and api.endswith("all_gather"):
         allowed = (0, 1)
@@ -138,10 +151,11 @@ def _dim(collective_dim, src: Tensor, api: str, allowed=(0,)) -> int:
     return d
 
 
-def _record(run, kind: str, api: str, srcs, dsts, group: list[int], extra: dict | None = None) -> None:
+def _record(run: Run, kind: str, api: str, srcs: Sequence[Tensor], dsts: Sequence[Tensor], group: list[int],
+            extra: dict[str, object] | None = None) -> None:
     ref_s, ref_d = srcs[0], dsts[0]
     P, F = _side(ref_s, ref_d)
-    meta = {"api": api, "collective": kind, "queue": "collective", "src": ref_s.storage.memory, "dst": ref_d.storage.memory,
+    meta: dict[str, object] = {"api": api, "collective": kind, "queue": "collective", "src": ref_s.storage.memory, "dst": ref_d.storage.memory,
             "ranks": len(group), "replica_group": list(group)}
     if extra:
         meta.update(extra)
@@ -150,27 +164,28 @@ def _record(run, kind: str, api: str, srcs, dsts, group: list[int], extra: dict 
     run.record("dma", kind, tuple(srcs), tuple(dsts), partitions=P, free=F, meta=meta)
 
 
-def _raw(t: Tensor) -> np.ndarray:
+def _raw(t: Tensor) -> NDArray[np.generic]:
     return np.array(t.array(), copy=True)
 
 
-def _f32(t: Tensor) -> np.ndarray:
+def _f32(t: Tensor) -> F32Array:
     return np.array(t.read_f32(), dtype=_F32, copy=True)
 
 
-def _reduce(op, parts: list[np.ndarray]) -> np.ndarray:
+def _reduce(op: alu.BinaryOp, parts: Sequence[NDArray[np.generic]]) -> F32Array:
     acc = np.asarray(parts[0], dtype=_F32)
     for p in parts[1:]:
         acc = np.asarray(op.fn(acc, np.asarray(p, dtype=_F32)), dtype=_F32)
     return acc
 
 
-def _put(run, dst: Tensor, values) -> None:
+def _put(run: Run, dst: Tensor, values: NDArray[np.generic] | None) -> None:
     write(run, dst, values if run.execute else None)
 
 
 # -- the collectives -----------------------------------------------------------------------------------
-def all_reduce(srcs, dsts, replica_group, op, priority=None, name=None) -> None:
+def all_reduce(srcs: Sequence[Tensor], dsts: Sequence[Tensor], replica_group: Groups, op: object,
+               priority: object = None, name: str | None = None) -> None:
     api = "ncoll.all_reduce"
     run, world, rank, core, size = _where(api)
     pairs = _lists(srcs, dsts, api)
@@ -180,13 +195,14 @@ def all_reduce(srcs, dsts, replica_group, op, priority=None, name=None) -> None:
         if s.size != d.size:
             raise OperandShapeError(f"{api}: src {s.shape} and dst {d.shape} must have the same number of elements")
     _record(run, "all_reduce", api, [s for s, _ in pairs], [d for _, d in pairs], group, {"op": o.name})
-    got = _exchange(run, world, rank, core, "all_reduce", group, [_f32(s) for s, _ in pairs] if run.execute else None,
+    got = _exchange(run, world, rank, core, "all_reduce", group, [_f32(s) for s, _ in pairs] if run.execute else [],
                     api)
     for i, (_s, d) in enumerate(pairs):
         _put(run, d, _reduce(o, [got[r][i] for r in group]).reshape(d.shape) if run.execute else None)
 
 
-def all_gather(srcs, dsts, replica_group, collective_dim: int = 0, priority=None, name=None) -> None:
+def all_gather(srcs: Sequence[Tensor], dsts: Sequence[Tensor], replica_group: Groups, collective_dim: int = 0,
+               priority: object = None, name: str | None = None) -> None:
     api = "ncoll.all_gather"
     run, world, rank, core, size = _where(api)
     pairs = _lists(srcs, dsts, api)
@@ -201,13 +217,14 @@ def all_gather(srcs, dsts, replica_group, collective_dim: int = 0, priority=None
                                     f"of the group ({want})")
         dims.append(dim)
     _record(run, "all_gather", api, [s for s, _ in pairs], [d for _, d in pairs], group, {"collective_dim": dims[0]})
-    got = _exchange(run, world, rank, core, "all_gather", group, [_raw(s) for s, _ in pairs] if run.execute else None,
+    got = _exchange(run, world, rank, core, "all_gather", group, [_raw(s) for s, _ in pairs] if run.execute else [],
                     api)
     for i, ((_s, d), dim) in enumerate(zip(pairs, dims)):
         _put(run, d, np.concatenate([got[r][i] for r in group], axis=dim) if run.execute else None)
 
 
-def reduce_scatter(srcs, dsts, replica_group, collective_dim: int = 0, op=None, priority=None, name=None) -> None:
+def reduce_scatter(srcs: Sequence[Tensor], dsts: Sequence[Tensor], replica_group: Groups, collective_dim: int = 0,
+                   op: object = None, priority: object = None, name: str | None = None) -> None:
     api = "ncoll.reduce_scatter"
     run, world, rank, core, size = _where(api)
     pairs = _lists(srcs, dsts, api)
@@ -222,7 +239,7 @@ def reduce_scatter(srcs, dsts, replica_group, collective_dim: int = 0, op=None, 
                                     f"{d.shape}")
     _record(run, "reduce_scatter", api, [s for s, _ in pairs], [d for _, d in pairs], group, {"op": o.name})
     got = _exchange(run, world, rank, core, "reduce_scatter", group,
-                    [_f32(s) for s, _ in pairs] if run.execute else None, api)
+                    [_f32(s) for s, _ in pairs] if run.execute else [], api)
     for i, (_s, d) in enumerate(pairs):
         if run.execute:
             chunks = [np.split(got[r][i], n, axis=0)[me] for r in group]
@@ -231,7 +248,8 @@ def reduce_scatter(srcs, dsts, replica_group, collective_dim: int = 0, op=None, 
             _put(run, d, None)
 
 
-def all_to_all(srcs, dsts, replica_group, collective_dim: int = 0, priority=None, name=None) -> None:
+def all_to_all(srcs: Sequence[Tensor], dsts: Sequence[Tensor], replica_group: Groups, collective_dim: int = 0,
+               priority: object = None, name: str | None = None) -> None:
     api = "ncoll.all_to_all"
     run, world, rank, core, size = _where(api)
     pairs = _lists(srcs, dsts, api, hbm_only=True)
@@ -243,15 +261,16 @@ def all_to_all(srcs, dsts, replica_group, collective_dim: int = 0, priority=None
             raise OperandShapeError(f"{api}: src {s.shape} and dst {d.shape} must have the same shape, with dim 0 "
                                     f"divisible by the {n} ranks of the group")
     _record(run, "all_to_all", api, [s for s, _ in pairs], [d for _, d in pairs], group)
-    got = _exchange(run, world, rank, core, "all_to_all", group, [_raw(s) for s, _ in pairs] if run.execute else None,
+    got = _exchange(run, world, rank, core, "all_to_all", group, [_raw(s) for s, _ in pairs] if run.execute else [],
                     api)
     for i, (_s, d) in enumerate(pairs):
         _put(run, d, np.concatenate([np.split(got[r][i], n, axis=0)[me] for r in group], axis=0)
              if run.execute else None)
 
 
-def all_to_all_v(srcs, dsts, replica_group, metadata_tensor, recv_counts_known: bool = False,
-                 has_rdispls: bool = False, priority=None, name=None) -> None:
+def all_to_all_v(srcs: Sequence[Tensor], dsts: Sequence[Tensor], replica_group: Groups, metadata_tensor: Tensor,
+                 recv_counts_known: bool = False, has_rdispls: bool = False, priority: object = None,
+                 name: str | None = None) -> None:
     """Flat element buffers; metadata (uint32, one column per rank of the group, or per rank of the
     world): row 0 send counts, row 1 send displacements, row 2 recv counts (written unless
     `recv_counts_known`), row 3 recv displacements (`has_rdispls`; else chunks are packed in
@@ -276,7 +295,7 @@ def all_to_all_v(srcs, dsts, replica_group, metadata_tensor, recv_counts_known: 
         return
     meta = np.asarray(metadata_tensor.array(), dtype=np.int64).reshape(-1)[:rows * cols].reshape(rows, cols)
     flat = _raw(src).reshape(-1)
-    chunks = {}
+    chunks: dict[int, NDArray[np.generic]] = {}
     for r in group:
         c, disp = int(meta[0, col[r]]), int(meta[1, col[r]])
         if disp < 0 or c < 0 or disp + c > flat.size:
@@ -286,7 +305,7 @@ def all_to_all_v(srcs, dsts, replica_group, metadata_tensor, recv_counts_known: 
     got = _exchange(run, world, rank, core, "all_to_all_v", group, chunks, api)
     out = np.array(dst.array(), copy=True).reshape(-1)
     pos = 0
-    received = {}
+    received: dict[int, int] = {}
     for s in group:
         part = got[s][rank]
         start = int(meta[3, col[s]]) if has_rdispls else pos
@@ -304,7 +323,9 @@ def all_to_all_v(srcs, dsts, replica_group, metadata_tensor, recv_counts_known: 
         write(run, metadata_tensor, counts[:metadata_tensor.size].reshape(metadata_tensor.shape))
 
 
-def collective_permute(srcs, dsts, source_target_pairs, priority=None, name=None) -> None:
+def collective_permute(srcs: Sequence[Tensor], dsts: Sequence[Tensor],
+                       source_target_pairs: Iterable[Iterable[SupportsInt]], priority: object = None,
+                       name: str | None = None) -> None:
     api = "ncoll.collective_permute"
     run, world, rank, core, size = _where(api)
     ((src, dst),) = _lists(srcs, dsts, api, hbm_only=True, one=True)
@@ -327,13 +348,14 @@ def collective_permute(srcs, dsts, source_target_pairs, priority=None, name=None
         _put(run, dst, got[source] if run.execute else None)
 
 
-def _ring(replica_group, rank: int, size: int, api: str) -> tuple[list[int], int]:
+def _ring(replica_group: Groups, rank: int, size: int, api: str) -> tuple[list[int], int]:
     group = _group_of(replica_group, rank, size, api)
     return group, group.index(rank)
 
 
-def collective_permute_implicit(srcs_by_channel, dsts_by_channel, replica_group, channel_ids=(0,), priority=None,
-                                name=None) -> None:
+def collective_permute_implicit(srcs_by_channel: Sequence[Sequence[Tensor]], dsts_by_channel: Sequence[Sequence[Tensor]],
+                                replica_group: Groups, channel_ids: Sequence[int] = (0,), priority: object = None,
+                                name: str | None = None) -> None:
     """A ring in replica-group order per channel: send src to the successor, receive the
     predecessor's src into dst."""
     api = "ncoll.collective_permute_implicit"
@@ -345,14 +367,17 @@ def collective_permute_implicit(srcs_by_channel, dsts_by_channel, replica_group,
     _record(run, "collective_permute_implicit", api, [s for s, _ in channels], [d for _, d in channels], group,
             {"channels": len(channels)})
     got = _exchange(run, world, rank, core, "collective_permute_implicit", group,
-                    [_raw(s) for s, _ in channels] if run.execute else None, api)
+                    [_raw(s) for s, _ in channels] if run.execute else [], api)
     pred = group[(me - 1) % len(group)]
     for i, (_s, d) in enumerate(channels):
         _put(run, d, got[pred][i] if run.execute else None)
 
 
-def collective_permute_implicit_reduce(srcs0_by_channel, srcs1_by_channel, dsts_by_channel, replica_group, op,
-                                       channel_ids=(0,), priority=None, name=None) -> None:
+def collective_permute_implicit_reduce(srcs0_by_channel: Sequence[Sequence[Tensor]],
+                                       srcs1_by_channel: Sequence[Sequence[Tensor]],
+                                       dsts_by_channel: Sequence[Sequence[Tensor]], replica_group: Groups, op: object,
+                                       channel_ids: Sequence[int] = (0,), priority: object = None,
+                                       name: str | None = None) -> None:
     """Like collective_permute_implicit, sending op(src0, src1) (fp32) to the successor."""
     api = "ncoll.collective_permute_implicit_reduce"
     run, world, rank, core, size = _where(api)
@@ -367,15 +392,16 @@ def collective_permute_implicit_reduce(srcs0_by_channel, srcs1_by_channel, dsts_
             raise OperandShapeError(f"{api}: src1 must be a tensor with as many elements as src0 {a.shape}")
     _record(run, "collective_permute_implicit_reduce", api, [a for a, _ in s0] + s1, [d for _, d in s0], group,
             {"op": o.name, "channels": len(s0)})
-    payload = [_reduce(o, [_f32(a), _f32(b).reshape(a.shape)]) for (a, _), b in zip(s0, s1)] if run.execute else None
+    payload = [_reduce(o, [_f32(a), _f32(b).reshape(a.shape)]) for (a, _), b in zip(s0, s1)] if run.execute else []
     got = _exchange(run, world, rank, core, "collective_permute_implicit_reduce", group, payload, api)
     pred = group[(me - 1) % len(group)]
     for i, (_a, d) in enumerate(s0):
         _put(run, d, got[pred][i].reshape(d.shape) if run.execute else None)
 
 
-def collective_permute_implicit_current_processing_rank_id(iteration_id, replica_group, channel_id: int = 0,
-                                                           num_channels: int = 1, name=None) -> int:
+def collective_permute_implicit_current_processing_rank_id(iteration_id: SupportsInt, replica_group: Groups,
+                                                           channel_id: int = 0, num_channels: int = 1,
+                                                           name: str | None = None) -> int:
     """The rank whose data this rank holds after `iteration_id` ring steps: its own at 0, then
     its predecessor's, and so on around the ring (replica-group order)."""
     api = "ncoll.collective_permute_implicit_current_processing_rank_id"

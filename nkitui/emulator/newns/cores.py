@@ -19,18 +19,26 @@ from __future__ import annotations
 
 import threading
 from collections import deque
+from collections.abc import Callable, Iterable
+from typing import Any, SupportsInt, TypeAlias
 
 import numpy as np
+from numpy.typing import NDArray
 
+from nkitui.emulator import devmem
 from nkitui.emulator import dtypes as _dt
 from nkitui.emulator import ranks
 from nkitui.emulator.errors import CollectiveError, NKIEmulatorError  # noqa: F401  (CollectiveError: re-exported)
+from nkitui.emulator.config import Options
 from nkitui.emulator.memory import Storage
 from nkitui.emulator.newns.tensor import PlacedStorage, SpaceCell
 from nkitui.emulator.runtime import Run
-from nkitui.emulator.trace import StorageInfo
+from nkitui.emulator.trace import StorageInfo, Trace
 
 _POLL_S = 0.05
+
+# what sendrecv sends: the tile's shape, its dtype's name and its values (None in shape-only mode)
+Payload: TypeAlias = tuple[tuple[int, ...], str, NDArray[Any] | None]
 
 
 class GroupAborted(NKIEmulatorError):
@@ -49,12 +57,12 @@ class CoreGroup:
         self.finished: set[int] = set()
         self.shared_named: dict[str, Storage] = {}
         self.shared_ordered: list[Storage] = []
-        self.mail: dict[tuple, deque] = {}
-        self.barrier_count: dict[tuple, int] = {}
+        self.mail: dict[tuple[int, int, int], deque[Payload]] = {}  # (pipe, sender, receiver) -> messages
+        self.barrier_count: dict[tuple[tuple[int, ...], int], int] = {}  # (cores, generation) -> arrived
         self.barrier_seen: dict[int, int] = {}
         self.turn: int | None = 0  # the core allowed to run until its next instruction
         self.started: set[int] = set()  # cores that issued an instruction (core 0 goes first)
-        self.waiting: dict[int, object] = {}  # core -> ready() of the sendrecv / barrier it waits in
+        self.waiting: dict[int, Callable[[], bool]] = {}  # core -> ready() of the sendrecv / barrier it waits in
 
     # -- turns (lockstep at instruction boundaries) -----------------------------------------
     def step(self, core: int) -> None:
@@ -72,7 +80,7 @@ class CoreGroup:
         if c in self.finished:
             return False
         ready = self.waiting.get(c)
-        return ready is None or bool(ready())
+        return ready is None or ready()
 
     def _pass_turn(self, core: int) -> None:
         order = [(core + k) % self.n for k in range(1, self.n + 1)]  # the others first, this core last
@@ -87,7 +95,8 @@ class CoreGroup:
         self.turn = core
 
     # -- shared HBM --------------------------------------------------------------------------
-    def shared_storage(self, run: "CoreRun", shape, d: _dt.DType, name: str, make) -> Storage:
+    def shared_storage(self, run: "CoreRun", shape: tuple[int, ...], d: _dt.DType, name: str,
+                       make: Callable[[], Storage]) -> Storage:
         with self.cond:
             if name:
                 st = self.shared_named.get(name)
@@ -121,7 +130,7 @@ class CoreGroup:
                 self._pass_turn(core)
             self.cond.notify_all()
 
-    def _wait(self, core: int, ready, partner_gone, what: str) -> None:
+    def _wait(self, core: int, ready: Callable[[], bool], partner_gone: Callable[[], int | None], what: str) -> None:
         """Wait (with the condition held) until ready(), giving the turn away meanwhile; raise if the
         group failed or the partner finished without doing its part. Then wait for the turn."""
         self.waiting[core] = ready
@@ -141,7 +150,7 @@ class CoreGroup:
             self._take_turn(core)
 
     # -- sendrecv ----------------------------------------------------------------------------
-    def exchange(self, core: int, send_to: int, recv_from: int, pipe, payload, what: str):
+    def exchange(self, core: int, send_to: int, recv_from: int, pipe: int, payload: Payload, what: str) -> Payload:
         """Post `payload` for `send_to` and take the oldest message from `recv_from` on `pipe`."""
         with self.cond:
             self.mail.setdefault((pipe, core, send_to), deque()).append(payload)
@@ -160,7 +169,7 @@ class CoreGroup:
             self.barrier_count[key] = self.barrier_count.get(key, 0) + 1
             self.cond.notify_all()
 
-            def missing():
+            def missing() -> int | None:
                 for c in cores:
                     if c != core and c in self.finished and self.barrier_seen.get(c, 0) <= gen:
                         return c
@@ -173,7 +182,7 @@ class CoreGroup:
 class CoreRun(Run):
     """The Run of one physical core of an `nki` launch."""
 
-    def __init__(self, options, kernel_name: str, grid, trace, *, core: int = 0,
+    def __init__(self, options: Options, kernel_name: str, grid: tuple[int, ...], trace: Trace | None, *, core: int = 0,
                  group: CoreGroup | None = None) -> None:
         super().__init__(options, kernel_name, grid, trace)
         self.core = core
@@ -185,40 +194,45 @@ class CoreRun(Run):
         self.program = (core,) if grid else ()
         self._spaces: dict[str, tuple[np.ndarray, SpaceCell]] = {}
         if self.group.n > 1:  # single-core launches keep the plain (hot) record
-            self.record = self._lockstep_record
+            self.record = self._lockstep_record  # type: ignore[method-assign]  # per instance: only multi-core runs pay for the lockstep
 
-    def allocate(self, shape, dtype, memory: str, *, name: str = "", pax: int = 0, fill: bool = True,
-                 kind: str = "private", what: str = "tensor", track: bool = True) -> Storage:
+    def allocate(self, shape: Iterable[SupportsInt], dtype: object, memory: str, *, name: str = "", pax: int = 0,
+                 fill: bool = True, kind: str = "private", what: str = "tensor", track: bool = True) -> Storage:
         if memory == "hbm" and kind == "shared":
-            shape = tuple(int(s) for s in shape)
+            dims = tuple(int(s) for s in shape)
             d = dtype if type(dtype) is _dt.DType else _dt.dtype_of(dtype)
 
-            def make():
-                st = super(CoreRun, self).allocate(shape, d, "hbm", name=name, pax=pax, fill=fill, kind="private",
+            def make() -> Storage:
+                st = super(CoreRun, self).allocate(dims, d, "hbm", name=name, pax=pax, fill=fill, kind="private",
                                                    what=what, track=track)
                 st.kind = "shared"
                 return st
 
-            return self.group.shared_storage(self, shape, d, name, make)
+            return self.group.shared_storage(self, dims, d, name, make)
         return super().allocate(shape, dtype, memory, name=name, pax=pax, fill=fill, kind=kind, what=what,
                                 track=track)
 
-    def _lockstep_record(self, *args, **kwargs):
+    def _lockstep_record(self, *args: Any, **kwargs: Any) -> Any:  # Run.record's arguments and result, passed through
         self.group.step(self.core)  # lockstep with the other cores of the launch (CoreGroup.step)
         return Run.record(self, *args, **kwargs)
 
-    def place(self, shape, d: _dt.DType, memory: str, partition: int, byte: int, name: str) -> Storage:
+    def place(self, shape: tuple[int, ...], d: _dt.DType, memory: str, partition: int, byte: int, name: str) -> Storage:
         """A tensor at an explicit address in this core's SBUF or PSUM (allocations may overlap)."""
         space = self._spaces.get(memory)
         if space is None:
             width = (self.target.sbuf_bytes_per_partition if memory == "sbuf"
                      else self.target.psum_bytes_per_partition)
-            arr = np.full((128, width), 0xFF, dtype=np.uint8)  # fresh memory reads as NaN / -1
+            if devmem.enabled():  # the kernel's process: write-protected device memory
+                arr = devmem.empty((128, width), np.uint8)
+                with devmem.writing(arr):
+                    arr.fill(0xFF)  # fresh memory reads as NaN / -1
+            else:
+                arr = np.full((128, width), 0xFF, dtype=np.uint8)  # fresh memory reads as NaN / -1
             space = self._spaces[memory] = (arr, SpaceCell())
         arr, cell = space
         st = PlacedStorage(name, memory, shape, d, arr, cell, partition, byte)
         st.loop_depth = len(self.loops)
-        if self.recording:
+        if self.trace is not None:  # recording
             self.trace.storages[st.id] = StorageInfo(st.id, name, memory, tuple(shape), d.name)
         return st
 

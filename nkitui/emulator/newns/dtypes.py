@@ -24,27 +24,29 @@ Packed tensors hold raw bits: DMA and same-dtype copies move them bit-exactly; o
 
 from __future__ import annotations
 
+from typing import Any, cast
+
 import ml_dtypes
 import numpy as np
+from numpy.typing import DTypeLike
 
 from nkitui.emulator import dtypes as _dt
-from nkitui.emulator.mx_dtypes import (  # noqa: F401  (the MX types are engine facts; re-exported here)
-    PACKED,
-    PackedDType,
-    float4_e2m1fn_dt,
-    float4_e2m1fn_x4_dt,
-    float8_e4m3fn_x4_dt,
-    float8_e5m2_x4_dt,
-    float8_e8m0fnu_dt,
-    is_packed,
-)
+# the MX types are engine facts, re-exported here (`x as x`)
+from nkitui.emulator.mx_dtypes import PACKED as PACKED
+from nkitui.emulator.mx_dtypes import PackedDType as PackedDType
+from nkitui.emulator.mx_dtypes import float4_e2m1fn_dt as float4_e2m1fn_dt
+from nkitui.emulator.mx_dtypes import float4_e2m1fn_x4_dt as float4_e2m1fn_x4_dt
+from nkitui.emulator.mx_dtypes import float8_e4m3fn_x4_dt as float8_e4m3fn_x4_dt
+from nkitui.emulator.mx_dtypes import float8_e5m2_x4_dt as float8_e5m2_x4_dt
+from nkitui.emulator.mx_dtypes import float8_e8m0fnu_dt as float8_e8m0fnu_dt
+from nkitui.emulator.mx_dtypes import is_packed as is_packed
 
 
 # -- the public constants (nl.<name>) --------------------------------------------------------------
 float32 = np.dtype(np.float32)
 float16 = np.dtype(np.float16)
 bfloat16 = np.dtype(ml_dtypes.bfloat16)
-tfloat32 = _dt.tfloat32.public
+tfloat32 = cast("np.dtype[Any]", _dt.tfloat32.public)  # the engine exposes tf32 as a 4-byte void dtype
 float8_e4m3 = np.dtype(ml_dtypes.float8_e4m3)
 float8_e4m3fn = np.dtype(ml_dtypes.float8_e4m3fn)
 float8_e5m2 = np.dtype(ml_dtypes.float8_e5m2)
@@ -66,16 +68,17 @@ ALL_NAMES = ("float32", "float16", "bfloat16", "tfloat32", "float8_e4m3", "float
              "int8", "int16", "int32", "uint8", "uint16", "uint32", "bool_")
 
 
-def resolve(dtype) -> _dt.DType:
+def resolve(dtype: object) -> _dt.DType:
     """Any dtype spelling (nl constant, numpy type, name) -> the engine DType."""
     return _dt.dtype_of(dtype)
 
 
-def public(d: _dt.DType):
+def public(d: _dt.DType) -> np.dtype[Any] | PackedDType:
     """What `tensor.dtype` returns for a tensor of engine dtype `d` in the `nki` namespace."""
     pub = d.public
     if isinstance(pub, PackedDType):
         return pub
     if d is _dt.tfloat32:
         return tfloat32
-    return np.dtype(pub)
+    # DType.public is an object (numpy types in the legacy namespace); every other type's is a numpy dtype or type
+    return np.dtype(cast("DTypeLike", pub))

@@ -9,6 +9,9 @@ front end; this module only adapts the calling convention and the 0.3+ rules.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
+from typing import NoReturn
+
 import numpy as np
 
 from nkitui.emulator import alu
@@ -20,6 +23,7 @@ from nkitui.emulator.engine import gather as _gather
 from nkitui.emulator.engine import mx as _mx
 from nkitui.emulator.engine import prng as _prng
 from nkitui.emulator.engine import registers as _regs
+from nkitui.emulator.api_types import Axis, Op, Operand, Scalar
 from nkitui.emulator.engine import trn3 as _trn3
 from nkitui.emulator.errors import (
     EngineDtypeError,
@@ -49,8 +53,8 @@ from nkitui.emulator.newns.isa_constants import (  # noqa: F401  (public names)
     unknown_engine,
     vector_engine,
 )
-from nkitui.emulator.newns.registers import VirtualRegister, scalar_value
-from nkitui.emulator.runtime import current
+from nkitui.emulator.newns.registers import IntLike, VirtualRegister, scalar_value
+from nkitui.emulator.runtime import Run, current
 from nkitui.emulator.tensor import Tensor
 
 NkiValidationError = NKIEmulatorError  # hardware-rule violations: every emulator error is one
@@ -62,13 +66,13 @@ class NkiInstruction:
 
     __slots__ = ("api", "name", "seq", "deps")
 
-    def __init__(self, api: str, name, seq: int) -> None:
+    def __init__(self, api: str, name: str | None, seq: int) -> None:
         self.api = api
         self.name = name
         self.seq = seq
-        self.deps: list = []
+        self.deps: list[NkiInstruction] = []
 
-    def depends_on(self, *producers) -> "NkiInstruction":
+    def depends_on(self, *producers: "NkiInstruction") -> "NkiInstruction":
         self.deps.extend(producers)
         return self
 
@@ -76,20 +80,20 @@ class NkiInstruction:
         return f"<nki instruction {self.api}{' ' + repr(self.name) if self.name else ''}>"
 
 
-def _done(api: str, name) -> NkiInstruction:
+def _done(api: str, name: str | None) -> NkiInstruction:
     run = current()
-    if name and run.recording and run.trace.instructions:
+    if name and run.trace is not None and run.trace.instructions:  # recording
         run.trace.instructions[-1].meta["name"] = str(name)
     return NkiInstruction(api, name, run.instructions)
 
 
-def _tensor(t, api: str, role: str) -> Tensor:
+def _tensor(t: object, api: str, role: str) -> Tensor:
     if not isinstance(t, Tensor):
         raise OperandShapeError(f"operand '{role}' of {api} must be a tensor, got {type(t).__name__} {t!r}")
     return t
 
 
-def _extra(api: str, dst, kw: dict) -> None:
+def _extra(api: str, dst: Tensor | None, kw: dict[str, object]) -> None:
     """0.3+ validation of keyword arguments that no longer exist."""
     if not kw:
         return
@@ -105,16 +109,17 @@ def _extra(api: str, dst, kw: dict) -> None:
         raise TypeError(f"{api}() got an unexpected keyword argument '{unknown[0]}'")
 
 
-def _dst(dst, api: str, kw: dict) -> Tensor:
+def _dst(dst: object, api: str, kw: dict[str, object]) -> Tensor:
     """The destination of a destination-first call, after the checks of the removed keywords."""
-    dst = _tensor(dst, api, "dst")
-    _extra(api, dst, kw)
-    return dst
+    t = _tensor(dst, api, "dst")
+    _extra(api, t, kw)
+    return t
 
 
 # -- data movement --------------------------------------------------------------------------------
-def dma_copy(dst, src, priority=None, oob_mode=oob_mode.error, dge_mode=dge_mode.unknown, engine=engine.unknown,
-             name=None, dst_rmw_op=None, **kw):
+def dma_copy(dst: Tensor, src: Tensor, priority: int | None = None, oob_mode: oob_mode = oob_mode.error,
+             dge_mode: dge_mode = dge_mode.unknown, engine: engine = engine.unknown, name: str | None = None,
+             dst_rmw_op: Op | None = None, **kw: object) -> NkiInstruction:
     api = "nisa.dma_copy"
     dst, src = _tensor(dst, api, "dst"), _tensor(src, api, "src")
     _extra(api, None, kw)
@@ -140,8 +145,9 @@ def dma_copy(dst, src, priority=None, oob_mode=oob_mode.error, dge_mode=dge_mode
     return _done(api, name)
 
 
-def dma_transpose(dst, src, axes=None, priority=None, dge_mode=dge_mode.unknown, oob_mode=oob_mode.error, name=None,
-                  **kw):
+def dma_transpose(dst: Tensor, src: Tensor, axes: Sequence[int] | None = None, priority: int | None = None,
+                  dge_mode: dge_mode = dge_mode.unknown, oob_mode: oob_mode = oob_mode.error,
+                  name: str | None = None, **kw: object) -> NkiInstruction:
     api = "nisa.dma_transpose"
     dst, src = _tensor(dst, api, "dst"), _tensor(src, api, "src")
     _extra(api, None, kw)
@@ -169,7 +175,9 @@ def dma_transpose(dst, src, axes=None, priority=None, dge_mode=dge_mode.unknown,
     return _done(api, name)
 
 
-def dma_compute(dst, srcs, reduce_op, scales=None, unique_indices=True, oob_mode=oob_mode.error, name=None, **kw):
+def dma_compute(dst: Tensor, srcs: Sequence[Tensor], reduce_op: Op, scales: Sequence[float] | None = None,
+                unique_indices: bool = True, oob_mode: oob_mode = oob_mode.error, name: str | None = None,
+                **kw: object) -> NkiInstruction:
     api = "nisa.dma_compute"
     _extra(api, None, kw)
     if not unique_indices:
@@ -179,7 +187,8 @@ def dma_compute(dst, srcs, reduce_op, scales=None, unique_indices=True, oob_mode
     return _done(api, name)
 
 
-def tensor_copy(dst, src, engine=engine.unknown, name=None, **kw):
+def tensor_copy(dst: Tensor, src: Tensor, engine: engine = engine.unknown, name: str | None = None,
+                **kw: object) -> NkiInstruction:
     api = "nisa.tensor_copy"
     dst, src = _tensor(dst, api, "dst"), _tensor(src, api, "src")
     _extra(api, dst, kw)
@@ -191,7 +200,8 @@ def tensor_copy(dst, src, engine=engine.unknown, name=None, **kw):
     return _done(api, name)
 
 
-def memset(dst, value, engine=engine.unknown, name=None, **kw):
+def memset(dst: Tensor, value: Scalar, engine: engine = engine.unknown, name: str | None = None,
+           **kw: object) -> NkiInstruction:
     api = "nisa.memset"
     dst = _dst(dst, api, kw)
     d = dst.storage.dtype
@@ -209,7 +219,8 @@ def memset(dst, value, engine=engine.unknown, name=None, **kw):
     return _done(api, name)
 
 
-def tensor_copy_predicated(dst, src, predicate, reverse_pred=False, name=None, **kw):
+def tensor_copy_predicated(dst: Tensor, src: Operand, predicate: Tensor, reverse_pred: bool = False,
+                           name: str | None = None, **kw: object) -> NkiInstruction:
     api = "nisa.tensor_copy_predicated"
     dst = _dst(dst, api, kw)
     if isinstance(src, Tensor) and src.storage.dtype is not dst.storage.dtype:
@@ -219,7 +230,8 @@ def tensor_copy_predicated(dst, src, predicate, reverse_pred=False, name=None, *
 
 
 # -- TensorE --------------------------------------------------------------------------------------
-def _tiling(api: str, run, K: int, M: int, tile_position, tile_size) -> dict:
+def _tiling(api: str, run: Run, K: int, M: int, tile_position: Sequence[int] | None,
+            tile_size: Sequence[int] | None) -> dict[str, tuple[int, ...]]:
     tp = tuple(int(x) for x in tile_position) if tile_position else ()
     ts = tuple(int(x) for x in tile_size) if tile_size else ()
     if not tp and not ts:
@@ -239,8 +251,11 @@ def _tiling(api: str, run, K: int, M: int, tile_position, tile_size) -> dict:
     return {"tile_position": tp, "tile_size": ts}
 
 
-def nc_matmul(dst, stationary, moving, is_stationary_onezero=False, is_moving_onezero=False, is_transpose=False,
-              accumulate=None, tile_position=(), tile_size=(), perf_mode=matmul_perf_mode.none, name=None, **kw):
+def nc_matmul(dst: Tensor, stationary: Tensor, moving: Tensor, is_stationary_onezero: bool = False,
+              is_moving_onezero: bool = False, is_transpose: bool = False, accumulate: bool | None = None,
+              tile_position: Sequence[int] | None = (), tile_size: Sequence[int] | None = (),
+              perf_mode: matmul_perf_mode | str | None = matmul_perf_mode.none, name: str | None = None,
+              **kw: object) -> NkiInstruction:
     api = "nisa.nc_matmul"
     dst = _tensor(dst, api, "dst")
     stationary, moving = _tensor(stationary, api, "stationary"), _tensor(moving, api, "moving")
@@ -250,12 +265,13 @@ def nc_matmul(dst, stationary, moving, is_stationary_onezero=False, is_moving_on
     if perf in ("none", None):
         perf = None
     K, M, _, double = _eng.tensor_engine.check_matmul(stationary, moving, perf_mode=perf, api=api)
-    meta = _tiling(api, run, stationary.shape[0], M, tile_position, tile_size)
-    if double and meta.get("tile_size", (128, 128))[1] != 128:
+    tiling = _tiling(api, run, stationary.shape[0], M, tile_position, tile_size)
+    if double and tiling.get("tile_size", (128, 128))[1] != 128:
         raise MatmulShapeError(f"{api}: perf_mode=double_row cannot be combined with column tiling")
     if is_transpose and run.target.nc_version >= 3 and dst.storage.dtype is not stationary.storage.dtype:
         raise EngineDtypeError(f"{api}: a transpose (is_transpose=True) writes the input dtype "
                                f"({stationary.storage.dtype.name}) to PSUM, dst is {dst.storage.dtype.name}")
+    meta: dict[str, object] = dict(tiling)
     for k, v in (("is_stationary_onezero", is_stationary_onezero), ("is_moving_onezero", is_moving_onezero)):
         if v:
             meta[k] = True
@@ -265,12 +281,14 @@ def nc_matmul(dst, stationary, moving, is_stationary_onezero=False, is_moving_on
     return _done(api, name)
 
 
-def nc_matmul_mx(dst, stationary, moving, stationary_scale, moving_scale, tile_position=None, tile_size=None,
-                 accumulate=None, name=None, **kw):
+def nc_matmul_mx(dst: Tensor, stationary: Tensor, moving: Tensor, stationary_scale: Tensor,
+                 moving_scale: Tensor, tile_position: Sequence[int] | None = None,
+                 tile_size: Sequence[int] | None = None, accumulate: bool | None = None,
+                 name: str | None = None, **kw: object) -> NkiInstruction:
     api = "nisa.nc_matmul_mx"
     dst = _dst(dst, api, kw)
     run = current()
-    meta = {}
+    meta: dict[str, tuple[int, ...]] = {}
     if tile_position or tile_size:
         meta = _tiling(api, run, stationary.shape[0], 128, tile_position, tile_size)
         if meta["tile_size"][1] != 128 or meta["tile_position"][1] != 0:
@@ -281,14 +299,16 @@ def nc_matmul_mx(dst, stationary, moving, stationary_scale, moving_scale, tile_p
     return _done(api, name)
 
 
-def quantize_mx(dst, src, dst_scale, name=None, **kw):
+def quantize_mx(dst: Tensor, src: Tensor, dst_scale: Tensor, name: str | None = None,
+                **kw: object) -> NkiInstruction:
     api = "nisa.quantize_mx"
     _extra(api, None, kw)
     _mx.quantize_mx(_tensor(dst, api, "dst"), _tensor(src, api, "src"), _tensor(dst_scale, api, "dst_scale"), api=api)
     return _done(api, name)
 
 
-def nc_transpose(dst, data, engine=engine.unknown, name=None, **kw):
+def nc_transpose(dst: Tensor, data: Tensor, engine: engine = engine.unknown, name: str | None = None,
+                 **kw: object) -> NkiInstruction:
     api = "nisa.nc_transpose"
     dst, data = _tensor(dst, api, "dst"), _tensor(data, api, "data")
     _extra(api, dst, kw)
@@ -312,8 +332,10 @@ def nc_transpose(dst, data, engine=engine.unknown, name=None, **kw):
 
 
 # -- ScalarE --------------------------------------------------------------------------------------
-def activation(dst, op, data, bias=None, scale=1.0, reduce_op=None, reduce_res=None, reduce_cmd=None, name=None,
-               **kw):
+def activation(dst: Tensor, op: Op, data: Tensor, bias: Tensor | None = None, scale: Operand = 1.0,
+               reduce_op: Op | None = None, reduce_res: Tensor | None = None,
+               reduce_cmd: reduce_cmd | str | None = None, name: str | None = None,
+               **kw: object) -> NkiInstruction:
     api = "nisa.activation"
     dst, data = _tensor(dst, api, "dst"), _tensor(data, api, "data")
     _extra(api, dst, kw)
@@ -327,12 +349,14 @@ def activation(dst, op, data, bias=None, scale=1.0, reduce_op=None, reduce_res=N
     return _done(api, name)
 
 
-def _check_bias(api: str, bias) -> None:
+def _check_bias(api: str, bias: Tensor | None) -> None:
     if isinstance(bias, Tensor) and bias.storage.dtype.name == "tfloat32":
         raise EngineDtypeError(f"{api}: bias may be any dtype except tfloat32")
 
 
-def activation_reduce(dst, op, data, reduce_op, reduce_res, bias=None, scale=1.0, name=None, **kw):
+def activation_reduce(dst: Tensor, op: Op, data: Tensor, reduce_op: Op, reduce_res: Tensor,
+                      bias: Tensor | None = None, scale: Operand = 1.0, name: str | None = None,
+                      **kw: object) -> NkiInstruction:
     api = "nisa.activation_reduce"
     dst, data = _tensor(dst, api, "dst"), _tensor(data, api, "data")
     _extra(api, dst, kw)
@@ -342,8 +366,11 @@ def activation_reduce(dst, op, data, reduce_op, reduce_res, bias=None, scale=1.0
     return _done(api, name)
 
 
-def activate2(dst, op, data, imm0, imm1, op0, op1, relu_param=0.0, reverse0=False, reverse1=False, reduce_op=None,
-              reduce_res=None, reduce_cmd=reduce_cmd.idle, name=None, **kw):
+def activate2(dst: Tensor, op: Op, data: Tensor, imm0: Operand, imm1: Operand, op0: Op, op1: Op,
+              relu_param: float = 0.0, reverse0: bool = False, reverse1: bool = False,
+              reduce_op: Op | None = None, reduce_res: Tensor | None = None,
+              reduce_cmd: reduce_cmd | str | None = reduce_cmd.idle, name: str | None = None,
+              **kw: object) -> NkiInstruction:
     api = "nisa.activate2"
     dst = _dst(dst, api, kw)
     _trn3.activate2(dst, op, _tensor(data, api, "data"), imm0, imm1, op0, op1, relu_param=relu_param,
@@ -353,7 +380,8 @@ def activate2(dst, op, data, imm0, imm1, op0, op1, relu_param=0.0, reverse0=Fals
 
 
 # -- VectorE / GpSimd -----------------------------------------------------------------------------
-def tensor_tensor(dst, data1, data2, op, engine=engine.unknown, name=None, **kw):
+def tensor_tensor(dst: Tensor, data1: Tensor, data2: Tensor, op: Op, engine: engine = engine.unknown,
+                  name: str | None = None, **kw: object) -> NkiInstruction:
     api = "nisa.tensor_tensor"
     dst = _dst(dst, api, kw)
     data1, data2 = _tensor(data1, api, "data1"), _tensor(data2, api, "data2")
@@ -362,15 +390,16 @@ def tensor_tensor(dst, data1, data2, op, engine=engine.unknown, name=None, **kw)
     return _done(api, name)
 
 
-def _operand(x, api: str, role: str):
+def _operand(x: Operand | None, api: str, role: str) -> Operand:
     if isinstance(x, Tensor) and x.storage.dtype.name != "float32":
         raise EngineDtypeError(f"{api}: {role} must be float32 (a (P, 1) fp32 tile or a scalar), got "
                                f"{x.storage.dtype.name}")
     return 0.0 if x is None else x
 
 
-def tensor_scalar(dst, data, op0, operand0, reverse0=False, op1=None, operand1=None, reverse1=False,
-                  engine=engine.unknown, name=None, **kw):
+def tensor_scalar(dst: Tensor, data: Tensor, op0: Op, operand0: Operand, reverse0: bool = False,
+                  op1: Op | None = None, operand1: Operand | None = None, reverse1: bool = False,
+                  engine: engine = engine.unknown, name: str | None = None, **kw: object) -> NkiInstruction:
     api = "nisa.tensor_scalar"
     dst = _dst(dst, api, kw)
     bitvec = alu.resolve_binary(op0, "op0").kind == "bitvec"
@@ -381,7 +410,9 @@ def tensor_scalar(dst, data, op0, operand0, reverse0=False, op1=None, operand1=N
     return _done(api, name)
 
 
-def scalar_tensor_tensor(dst, data, op0, operand0, op1, operand1, reverse0=False, reverse1=False, name=None, **kw):
+def scalar_tensor_tensor(dst: Tensor, data: Tensor, op0: Op, operand0: Operand, op1: Op, operand1: Operand,
+                         reverse0: bool = False, reverse1: bool = False, name: str | None = None,
+                         **kw: object) -> NkiInstruction:
     api = "nisa.scalar_tensor_tensor"
     dst = _dst(dst, api, kw)
     _eng.scalar_tensor_tensor(dst, _tensor(data, api, "data"), op0, operand0, op1, _tensor(operand1, api, "operand1"),
@@ -389,8 +420,11 @@ def scalar_tensor_tensor(dst, data, op0, operand0, op1, operand1, reverse0=False
     return _done(api, name)
 
 
-def tensor_scalar_reduce(dst, data, op0, operand0, reduce_op, reduce_res, reverse0=False,
-                         reduce_cmd=reduce_cmd.reset_reduce, reduce_init=None, name=None, **kw):
+def tensor_scalar_reduce(dst: Tensor, data: Tensor, op0: Op, operand0: Operand, reduce_op: Op,
+                         reduce_res: Tensor, reverse0: bool = False,
+                         reduce_cmd: reduce_cmd | str | None = reduce_cmd.reset_reduce,
+                         reduce_init: Operand | None = None, name: str | None = None,
+                         **kw: object) -> NkiInstruction:
     api = "nisa.tensor_scalar_reduce"
     dst = _dst(dst, api, kw)
     _eng.tensor_scalar_reduce(dst, _tensor(data, api, "data"), op0, _operand(operand0, api, "operand0"), reduce_op,
@@ -398,14 +432,18 @@ def tensor_scalar_reduce(dst, data, op0, operand0, reduce_op, reduce_res, revers
     return _done(api, name)
 
 
-def tensor_scalar_cumulative(dst, src, op0, op1, imm0, imm1=None, reduce_cmd=reduce_cmd.reset_reduce, name=None, **kw):
+def tensor_scalar_cumulative(dst: Tensor, src: Tensor, op0: Op, op1: Op, imm0: Operand,
+                             imm1: Scalar | None = None,
+                             reduce_cmd: reduce_cmd | str | None = reduce_cmd.reset_reduce,
+                             name: str | None = None, **kw: object) -> NkiInstruction:
     api = "nisa.tensor_scalar_cumulative"
     dst = _dst(dst, api, kw)
     _eng.tensor_scalar_cumulative(dst, _tensor(src, api, "src"), op0, op1, imm0, imm1, reduce_cmd, api=api)
     return _done(api, name)
 
 
-def tensor_reduce(dst, op, data, axis, negate=False, keepdims=False, name=None, **kw):
+def tensor_reduce(dst: Tensor, op: Op, data: Tensor, axis: Axis, negate: bool = False,
+                  keepdims: bool = False, name: str | None = None, **kw: object) -> NkiInstruction:
     api = "nisa.tensor_reduce"
     dst = _dst(dst, api, kw)
     _eng.tensor_reduce(dst, op, _tensor(data, api, "data"), axis, negate=bool(negate), keepdims=bool(keepdims),
@@ -413,14 +451,17 @@ def tensor_reduce(dst, op, data, axis, negate=False, keepdims=False, name=None, 
     return _done(api, name)
 
 
-def tensor_partition_reduce(dst, op, data, name=None, **kw):
+def tensor_partition_reduce(dst: Tensor, op: Op, data: Tensor, name: str | None = None,
+                            **kw: object) -> NkiInstruction:
     api = "nisa.tensor_partition_reduce"
     dst = _dst(dst, api, kw)
     _eng.tensor_partition_reduce(dst, op, _tensor(data, api, "data"), api=api)
     return _done(api, name)
 
 
-def tensor_tensor_scan(dst, data0, data1, initial, op0, op1, reverse0=False, reverse1=False, name=None, **kw):
+def tensor_tensor_scan(dst: Tensor, data0: Tensor, data1: Tensor, initial: Operand, op0: Op, op1: Op,
+                       reverse0: bool = False, reverse1: bool = False, name: str | None = None,
+                       **kw: object) -> NkiInstruction:
     api = "nisa.tensor_tensor_scan"
     dst = _dst(dst, api, kw)
     _eng.tensor_tensor_scan(dst, _tensor(data0, api, "data0"), _tensor(data1, api, "data1"), initial, op0, op1,
@@ -428,15 +469,16 @@ def tensor_tensor_scan(dst, data0, data1, initial, op0, op1, reverse0=False, rev
     return _done(api, name)
 
 
-def reciprocal(dst, data, name=None, **kw):
+def reciprocal(dst: Tensor, data: Tensor, name: str | None = None, **kw: object) -> NkiInstruction:
     api = "nisa.reciprocal"
     dst = _dst(dst, api, kw)
     _eng.reciprocal(dst, _tensor(data, api, "data"), engine="vector", api=api)
     return _done(api, name)
 
 
-def exponential(dst, src, max_value=0.0, reduce_res=None, reduce_cmd=reduce_cmd.idle, reduce_init=0.0, name=None,
-                **kw):
+def exponential(dst: Tensor, src: Tensor, max_value: Operand = 0.0, reduce_res: Tensor | None = None,
+                reduce_cmd: reduce_cmd | str | None = reduce_cmd.idle, reduce_init: Operand = 0.0,
+                name: str | None = None, **kw: object) -> NkiInstruction:
     api = "nisa.exponential"
     dst = _dst(dst, api, kw)
     _trn3.exponential(dst, _tensor(src, api, "src"), max_value, reduce_res=reduce_res, reduce_cmd=reduce_cmd,
@@ -444,19 +486,21 @@ def exponential(dst, src, max_value=0.0, reduce_res=None, reduce_cmd=reduce_cmd.
     return _done(api, name)
 
 
-def iota(dst, pattern, offset=0, channel_multiplier=0, name=None, **kw):
+def iota(dst: Tensor, pattern: Sequence[Sequence[int]], offset: int = 0, channel_multiplier: int = 0,
+         name: str | None = None, **kw: object) -> NkiInstruction:
     api = "nisa.iota"
     dst = _dst(dst, api, kw)
     _eng.iota(dst, _pattern(pattern), int(offset), int(channel_multiplier), api=api)
     return _done(api, name)
 
 
-def _pattern(pattern):
+def _pattern(pattern: Sequence[Sequence[int]] | None) -> list[tuple[int, int]] | None:
     return [(int(s), int(n)) for s, n in pattern] if pattern else None
 
 
-def affine_select(dst, pattern, channel_multiplier, on_true_tile, on_false_value, cmp_op=None, offset=0, name=None,
-                  **kw):
+def affine_select(dst: Tensor, pattern: Sequence[Sequence[int]], channel_multiplier: int, on_true_tile: Tensor,
+                  on_false_value: Scalar, cmp_op: Op | None = None, offset: int = 0, name: str | None = None,
+                  **kw: object) -> NkiInstruction:
     api = "nisa.affine_select"
     dst = _dst(dst, api, kw)
     _eng.affine_select(dst, _tensor(on_true_tile, api, "on_true_tile"), on_false_value, pattern=_pattern(pattern),
@@ -468,8 +512,10 @@ def affine_select(dst, pattern, channel_multiplier, on_true_tile, on_false_value
 _FP32_MIN = float(np.finfo(np.float32).min)
 
 
-def range_select(dst, on_true_tile, comp_op0, comp_op1, bound0, bound1, reduce_cmd=reduce_cmd.reset_reduce,
-                 reduce_res=None, reduce_op=None, range_start=0, on_false_value=_FP32_MIN, name=None, **kw):
+def range_select(dst: Tensor, on_true_tile: Tensor, comp_op0: Op, comp_op1: Op, bound0: Tensor,
+                 bound1: Tensor, reduce_cmd: reduce_cmd | str | None = reduce_cmd.reset_reduce,
+                 reduce_res: Tensor | None = None, reduce_op: Op | None = None, range_start: float = 0,
+                 on_false_value: float = _FP32_MIN, name: str | None = None, **kw: object) -> NkiInstruction:
     api = "nisa.range_select"
     dst = _dst(dst, api, kw)
     _eng.range_select(dst, _tensor(on_true_tile, api, "on_true_tile"), comp_op0, comp_op1, bound0, bound1,
@@ -478,8 +524,9 @@ def range_select(dst, on_true_tile, comp_op0, comp_op1, bound0, bound1, reduce_c
     return _done(api, name)
 
 
-def select_reduce(dst, predicate, on_true, on_false, reduce_res=None, reduce_cmd=reduce_cmd.idle, reduce_op=None,
-                  reverse_pred=False, name=None, **kw):
+def select_reduce(dst: Tensor, predicate: Tensor, on_true: Tensor, on_false: Operand, reduce_res: Tensor | None = None,
+                  reduce_cmd: reduce_cmd | str | None = reduce_cmd.idle, reduce_op: Op | None = None,
+                  reverse_pred: bool = False, name: str | None = None, **kw: object) -> NkiInstruction:
     api = "nisa.select_reduce"
     dst = _dst(dst, api, kw)
     _eng.select_reduce(dst, _tensor(predicate, api, "predicate"), _tensor(on_true, api, "on_true"), on_false,
@@ -488,21 +535,21 @@ def select_reduce(dst, predicate, on_true, on_false, reduce_res=None, reduce_cmd
     return _done(api, name)
 
 
-def bn_stats(dst, data, name=None, **kw):
+def bn_stats(dst: Tensor, data: Tensor, name: str | None = None, **kw: object) -> NkiInstruction:
     api = "nisa.bn_stats"
     dst = _dst(dst, api, kw)
     _eng.bn_stats(dst, _tensor(data, api, "data"), api=api)
     return _done(api, name)
 
 
-def bn_aggr(dst, data, name=None, **kw):
+def bn_aggr(dst: Tensor, data: Tensor, name: str | None = None, **kw: object) -> NkiInstruction:
     api = "nisa.bn_aggr"
     dst = _dst(dst, api, kw)
     _eng.bn_aggr(dst, _tensor(data, api, "data"), api=api)
     return _done(api, name)
 
 
-def dropout(dst, data, prob, name=None, **kw):
+def dropout(dst: Tensor, data: Tensor, prob: Operand, name: str | None = None, **kw: object) -> NkiInstruction:
     api = "nisa.dropout"
     dst = _dst(dst, api, kw)
     data = _tensor(data, api, "data")
@@ -514,14 +561,15 @@ def dropout(dst, data, prob, name=None, **kw):
     return _done(api, name)
 
 
-def max8(dst, src, name=None, **kw):
+def max8(dst: Tensor, src: Tensor, name: str | None = None, **kw: object) -> NkiInstruction:
     api = "nisa.max8"
     dst = _dst(dst, api, kw)
     _eng.max8(dst, _tensor(src, api, "src"), api=api)
     return _done(api, name)
 
 
-def nc_find_index8(dst, data, vals, name=None, **kw):
+def nc_find_index8(dst: Tensor, data: Tensor, vals: Tensor, name: str | None = None,
+                   **kw: object) -> NkiInstruction:
     api = "nisa.nc_find_index8"
     dst = _dst(dst, api, kw)
     if dst.storage.dtype.name not in ("uint16", "uint32"):
@@ -530,7 +578,8 @@ def nc_find_index8(dst, data, vals, name=None, **kw):
     return _done(api, name)
 
 
-def nc_match_replace8(dst, data, vals, imm, dst_idx=None, name=None, **kw):
+def nc_match_replace8(dst: Tensor, data: Tensor, vals: Tensor, imm: Scalar, dst_idx: Tensor | None = None,
+                      name: str | None = None, **kw: object) -> NkiInstruction:
     api = "nisa.nc_match_replace8"
     dst = _dst(dst, api, kw)
     data, vals = _tensor(data, api, "data"), _tensor(vals, api, "vals")
@@ -540,7 +589,8 @@ def nc_match_replace8(dst, data, vals, imm, dst_idx=None, name=None, **kw):
     return _done(api, name)
 
 
-def nc_stream_shuffle(dst, src, shuffle_mask, name=None, **kw):
+def nc_stream_shuffle(dst: Tensor, src: Tensor, shuffle_mask: Sequence[int], name: str | None = None,
+                      **kw: object) -> NkiInstruction:
     api = "nisa.nc_stream_shuffle"
     dst, src = _tensor(dst, api, "dst"), _tensor(src, api, "src")
     _extra(api, dst, kw)
@@ -550,49 +600,53 @@ def nc_stream_shuffle(dst, src, shuffle_mask, name=None, **kw):
     return _done(api, name)
 
 
-def nc_n_gather(dst, data, indices, name=None, **kw):
+def nc_n_gather(dst: Tensor, data: Tensor, indices: Tensor, name: str | None = None,
+                **kw: object) -> NkiInstruction:
     api = "nisa.nc_n_gather"
     dst = _dst(dst, api, kw)
     _gather.nc_n_gather(dst, _tensor(data, api, "data"), _tensor(indices, api, "indices"), api=api)
     return _done(api, name)
 
 
-def nonzero_with_count(dst, src, index_offset=0, padding_val=-1, name=None, **kw):
+def nonzero_with_count(dst: Tensor, src: Tensor, index_offset: int = 0, padding_val: int = -1,
+                       name: str | None = None, **kw: object) -> NkiInstruction:
     api = "nisa.nonzero_with_count"
     dst = _dst(dst, api, kw)
     _gather.nonzero_with_count(dst, _tensor(src, api, "src"), int(index_offset), int(padding_val), api=api)
     return _done(api, name)
 
 
-def rng(dst, engine=engine.unknown, name=None, **kw):
+def rng(dst: Tensor, engine: engine = engine.unknown, name: str | None = None, **kw: object) -> NkiInstruction:
     api = "nisa.rng"
     dst = _dst(dst, api, kw)
     _prng.rng(dst, engine=engine_name(engine), api=api)
     return _done(api, name)
 
 
-def rand2(dst, min, max, name=None, **kw):  # noqa: A002 (documented parameter names)
+def rand2(dst: Tensor, min: Operand, max: Operand, name: str | None = None, **kw: object) -> NkiInstruction:  # noqa: A002 (documented parameter names)
     api = "nisa.rand2"
     dst = _dst(dst, api, kw)
     _prng.rand2(dst, min, max, api=api)
     return _done(api, name)
 
 
-def set_rng_seed(src_seeds, name=None, **kw):
+def set_rng_seed(src_seeds: Tensor, name: str | None = None, **kw: object) -> NkiInstruction:
     api = "nisa.set_rng_seed"
     _extra(api, None, kw)
     _prng.set_rng_seed(_tensor(src_seeds, api, "src_seeds"), api=api)
     return _done(api, name)
 
 
-def rand_set_state(src_seeds, engine=engine.unknown, name=None, **kw):
+def rand_set_state(src_seeds: Tensor, engine: engine = engine.unknown, name: str | None = None,
+                   **kw: object) -> NkiInstruction:
     api = "nisa.rand_set_state"
     _extra(api, None, kw)
     _prng.rand_set_state(_tensor(src_seeds, api, "src_seeds"), engine=engine_name(engine), api=api)
     return _done(api, name)
 
 
-def rand_get_state(dst, engine=engine.unknown, name=None, **kw):
+def rand_get_state(dst: Tensor, engine: engine = engine.unknown, name: str | None = None,
+                   **kw: object) -> NkiInstruction:
     api = "nisa.rand_get_state"
     dst = _dst(dst, api, kw)
     _prng.rand_get_state(dst, engine=engine_name(engine), api=api)
@@ -600,7 +654,8 @@ def rand_get_state(dst, engine=engine.unknown, name=None, **kw):
 
 
 # -- logical cores --------------------------------------------------------------------------------
-def sendrecv(src, dst, send_to_rank, recv_from_rank, pipe_id, dma_engine=dma_engine.dma, name=None, **kw):
+def sendrecv(src: Tensor, dst: Tensor, send_to_rank: int, recv_from_rank: int, pipe_id: int,
+             dma_engine: dma_engine = dma_engine.dma, name: str | None = None, **kw: object) -> NkiInstruction:
     """Send `src` to core `send_to_rank` and receive core `recv_from_rank`'s data into `dst`."""
     api = "nisa.sendrecv"
     _extra(api, None, kw)
@@ -609,7 +664,8 @@ def sendrecv(src, dst, send_to_rank, recv_from_rank, pipe_id, dma_engine=dma_eng
     return _done(api, name)
 
 
-def core_barrier(data, cores, engine=engine.gpsimd, name=None, **kw):
+def core_barrier(data: Tensor | None, cores: Sequence[int], engine: engine = engine.gpsimd,
+                 name: str | None = None, **kw: object) -> NkiInstruction:
     """Wait until every core of the logical core reaches this barrier (after writing `data`)."""
     api = "nisa.core_barrier"
     _extra(api, None, kw)
@@ -618,7 +674,7 @@ def core_barrier(data, cores, engine=engine.gpsimd, name=None, **kw):
 
 
 # -- registers ------------------------------------------------------------------------------------
-def register_alloc(x=None) -> VirtualRegister:
+def register_alloc(x: IntLike | Tensor | None = None) -> VirtualRegister:
     """A new register, optionally set from an int (or loaded from a one-element tensor)."""
     current()
     reg = VirtualRegister()
@@ -629,7 +685,7 @@ def register_alloc(x=None) -> VirtualRegister:
     return reg
 
 
-def register_move(dst, src):
+def register_move(dst: VirtualRegister, src: IntLike | Tensor) -> NkiInstruction:
     api = "nisa.register_move"
     if not isinstance(dst, VirtualRegister):
         raise OperandShapeError(f"{api}: dst must be a register from nisa.register_alloc, got {type(dst).__name__}")
@@ -637,7 +693,7 @@ def register_move(dst, src):
     return _done(api, None)
 
 
-def register_load(dst, src):
+def register_load(dst: VirtualRegister, src: Tensor) -> NkiInstruction:
     api = "nisa.register_load"
     if not isinstance(dst, VirtualRegister):
         raise OperandShapeError(f"{api}: dst must be a register from nisa.register_alloc, got {type(dst).__name__}")
@@ -645,7 +701,7 @@ def register_load(dst, src):
     return _done(api, None)
 
 
-def register_store(dst, src):
+def register_store(dst: Tensor, src: VirtualRegister) -> NkiInstruction:
     api = "nisa.register_store"
     if not isinstance(src, VirtualRegister):
         raise OperandShapeError(f"{api}: src must be a register from nisa.register_alloc, got {type(src).__name__}")
@@ -663,8 +719,8 @@ def get_nc_sub_version() -> int:
     return 0
 
 
-def _removed(name: str, instead: str):
-    def fn(*args, **kwargs):
+def _removed(name: str, instead: str) -> Callable[..., NoReturn]:
+    def fn(*args: object, **kwargs: object) -> NoReturn:
         raise UnsupportedError(f"nisa.{name} was removed in NKI 0.4; {instead}")
     fn.__name__ = name
     return fn
@@ -674,8 +730,8 @@ tensor_copy_dynamic_src = _removed("tensor_copy_dynamic_src", "read through src.
 tensor_copy_dynamic_dst = _removed("tensor_copy_dynamic_dst", "write through dst.ap(..., scalar_offset=...) instead")
 
 
-def _unmodelled(name: str, why: str):
-    def fn(*args, **kwargs):
+def _unmodelled(name: str, why: str) -> Callable[..., NoReturn]:
+    def fn(*args: object, **kwargs: object) -> NoReturn:
         raise UnsupportedError(f"nisa.{name} is not emulated: {why}")
     fn.__name__ = name
     return fn

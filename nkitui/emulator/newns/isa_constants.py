@@ -4,10 +4,16 @@ from __future__ import annotations
 
 import enum
 
-# the engine and NeuronCore-version enums are the legacy namespace's too
-from nkitui.emulator.frontend_common import engine, engine_name, nc_version  # noqa: F401  (public names)
-from nkitui.emulator.frontend_common import (  # noqa: F401
-    gpsimd_engine, scalar_engine, sync_engine, tensor_engine, unknown_engine, vector_engine)
+# the engine and NeuronCore-version enums are the legacy namespace's too (`x as x`: re-exported)
+from nkitui.emulator.frontend_common import engine as engine
+from nkitui.emulator.frontend_common import engine_name as engine_name
+from nkitui.emulator.frontend_common import nc_version as nc_version
+from nkitui.emulator.frontend_common import gpsimd_engine as gpsimd_engine
+from nkitui.emulator.frontend_common import scalar_engine as scalar_engine
+from nkitui.emulator.frontend_common import sync_engine as sync_engine
+from nkitui.emulator.frontend_common import tensor_engine as tensor_engine
+from nkitui.emulator.frontend_common import unknown_engine as unknown_engine
+from nkitui.emulator.frontend_common import vector_engine as vector_engine
 
 
 class reduce_cmd(enum.IntEnum):

@@ -17,18 +17,25 @@ from __future__ import annotations
 import builtins
 import contextlib
 import math
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from typing import TYPE_CHECKING, NoReturn, SupportsInt
+from typing import cast as _cast  # nl.cast is an NKI function of this module
 
 import numpy as np
+from numpy.typing import ArrayLike
 
+from nkitui.emulator import devmem
 from nkitui.emulator import alu, engine
 from nkitui.emulator import dtypes as _dt
 from nkitui.emulator import frontend_common as _common
 from nkitui.emulator import lowering as _lowering
+from nkitui.emulator.api_types import Axis, DTypeLike, Operand, Scalar, Shape
 from nkitui.emulator.config import current_options
 from nkitui.emulator.engine.vector import _axes as _norm_axes
 from nkitui.emulator.engine.vector import reduced_shape as _reduced_shape
 from nkitui.emulator.frontend_common import bfp16, finfo, fp32, static_cast  # noqa: F401  (nl names)
 from nkitui.emulator.errors import (
+    CapacityError,
     EngineMemoryError,
     IndexingError,
     KernelArgumentError,
@@ -61,11 +68,15 @@ from nkitui.emulator.newns.dtypes import (  # noqa: F401  (public dtype constant
     uint32,
 )
 from nkitui.emulator.newns.dtypes import resolve as _resolve_dtype
-from nkitui.emulator.newns.registers import VirtualRegister, scalar_value
+from nkitui.emulator.memory import Storage
+from nkitui.emulator.newns.registers import IntLike, VirtualRegister, scalar_value
 from nkitui.emulator.newns.tensor import NKIObject, NkiTensor  # noqa: F401  (nl.NKIObject)
 from nkitui.emulator.runtime import current
-from nkitui.emulator.targets import PMAX, resolve_target
+from nkitui.emulator.targets import PMAX, Target, resolve_target
 from nkitui.emulator.tensor import DynSlice, Tensor
+
+if TYPE_CHECKING:
+    from nkitui.emulator.newns.cores import CoreRun
 
 ndarray_type = NkiTensor
 NkiTensor = NkiTensor  # noqa: PLW0127  (the tensor class, for isinstance checks and annotations)
@@ -83,7 +94,7 @@ class _TileSize(_common.TileSizeLimits):
     """
 
     @staticmethod
-    def _target():
+    def _target() -> Target:
         from nkitui.emulator.runtime import current_or_none
 
         run = current_or_none()
@@ -121,27 +132,28 @@ tile_size = _TileSize()
 
 
 # -- buffers and creation ------------------------------------------------------------------------------
-def is_hbm(x) -> bool:
+def is_hbm(x: object) -> bool:
     return _region(x).memory == "hbm"
 
 
-def is_on_chip(x) -> bool:
+def is_on_chip(x: object) -> bool:
     return _region(x).memory != "hbm"
 
 
-def is_psum(x) -> bool:
+def is_psum(x: object) -> bool:
     return _region(x).memory == "psum"
 
 
-def is_sbuf(x) -> bool:
+def is_sbuf(x: object) -> bool:
     return _region(x).memory == "sbuf"
 
 
-def _region(x) -> MemoryRegion:
+def _region(x: object) -> MemoryRegion:
     return x.buffer if isinstance(x, NkiTensor) else _buf.resolve(x)
 
 
-def ndarray(shape, dtype, buffer=None, name: str = "", address=None, **kwargs) -> NkiTensor:
+def ndarray(shape: Shape, dtype: DTypeLike, buffer: MemoryRegion | None = None, name: str = "",
+            address: tuple[int, int] | None = None, **kwargs: object) -> NkiTensor:
     """A new (uninitialised) tensor; fresh memory reads as NaN (floats) / 4 (integers)."""
     run = current()
     buf = _buf.resolve(buffer)
@@ -155,7 +167,8 @@ def ndarray(shape, dtype, buffer=None, name: str = "", address=None, **kwargs) -
             raise PartitionDimError(f"an {buf.memory} tensor must have at least 2 dimensions (partition, free); "
                                     f"got shape {shape}")
         if address is not None:
-            return NkiTensor.whole(_placed(run, shape, d, buf.memory, address, name))
+            # nki launches run a CoreRun (launcher.NkiFrontend.make_run), which places tensors at addresses
+            return NkiTensor.whole(_placed(_cast("CoreRun", run), shape, d, buf.memory, address, name))
         if buf.memory == "psum":
             nbytes = math.prod(shape[1:]) * d.itemsize
             if nbytes > run.target.psum_bank_bytes:  # a multi-bank PSUM tensor (indexed bank by bank)
@@ -171,7 +184,8 @@ def ndarray(shape, dtype, buffer=None, name: str = "", address=None, **kwargs) -
     return NkiTensor.whole(st)
 
 
-def _placed(run, shape, d: _dt.DType, memory: str, address, name: str):
+def _placed(run: CoreRun, shape: tuple[int, ...], d: _dt.DType, memory: str, address: Iterable[SupportsInt],
+            name: str) -> Storage:
     try:
         partition, byte = (int(a) for a in address)
     except (TypeError, ValueError):
@@ -195,13 +209,14 @@ def _placed(run, shape, d: _dt.DType, memory: str, address, name: str):
     return run.place(shape, d, memory, partition, byte, name)
 
 
-def _capacity(msg: str):
+def _capacity(msg: str) -> CapacityError:
     from nkitui.emulator.errors import CapacityError
 
     return CapacityError(msg)
 
 
-def _fill(shape, value, dtype, buffer, name, api) -> NkiTensor:
+def _fill(shape: Shape, value: Scalar, dtype: DTypeLike, buffer: MemoryRegion | None, name: str,
+          api: str) -> NkiTensor:
     buf = _buf.resolve(buffer)
     if buf.memory == "hbm":
         raise KernelArgumentError(f"{api} cannot create an HBM tensor with an initial value; use nl.ndarray and "
@@ -211,52 +226,61 @@ def _fill(shape, value, dtype, buffer, name, api) -> NkiTensor:
     return t
 
 
-def zeros(shape, dtype, buffer=None, name: str = "", **kwargs) -> NkiTensor:
+def zeros(shape: Shape, dtype: DTypeLike, buffer: MemoryRegion | None = None, name: str = "",
+          **kwargs: object) -> NkiTensor:
     return _fill(shape, 0, dtype, buffer, name, "nl.zeros")
 
 
-def ones(shape, dtype, buffer=None, name: str = "", **kwargs) -> NkiTensor:
+def ones(shape: Shape, dtype: DTypeLike, buffer: MemoryRegion | None = None, name: str = "",
+         **kwargs: object) -> NkiTensor:
     return _fill(shape, 1, dtype, buffer, name, "nl.ones")
 
 
-def full(shape, fill_value, dtype, buffer=None, name: str = "", **kwargs) -> NkiTensor:
+def full(shape: Shape, fill_value: Scalar, dtype: DTypeLike, buffer: MemoryRegion | None = None, name: str = "",
+         **kwargs: object) -> NkiTensor:
     return _fill(shape, fill_value, dtype, buffer, name, "nl.full")
 
 
-def zeros_like(a, dtype=None, buffer=None, name: str = "", **kwargs) -> NkiTensor:
+def zeros_like(a: Tensor, dtype: DTypeLike = None, buffer: MemoryRegion | None = None, name: str = "",
+               **kwargs: object) -> NkiTensor:
     return zeros(a.shape, dtype or a.dtype, buffer=buffer or _like(a), name=name)
 
 
-def ones_like(a, dtype=None, buffer=None, name: str = "", **kwargs) -> NkiTensor:
+def ones_like(a: Tensor, dtype: DTypeLike = None, buffer: MemoryRegion | None = None, name: str = "",
+              **kwargs: object) -> NkiTensor:
     return ones(a.shape, dtype or a.dtype, buffer=buffer or _like(a), name=name)
 
 
-def full_like(a, fill_value, dtype=None, buffer=None, name: str = "", **kwargs) -> NkiTensor:
+def full_like(a: Tensor, fill_value: Scalar, dtype: DTypeLike = None, buffer: MemoryRegion | None = None,
+              name: str = "", **kwargs: object) -> NkiTensor:
     return full(a.shape, fill_value, dtype or a.dtype, buffer=buffer or _like(a), name=name)
 
 
-def empty_like(a, dtype=None, buffer=None, name: str = "", **kwargs) -> NkiTensor:
+def empty_like(a: Tensor, dtype: DTypeLike = None, buffer: MemoryRegion | None = None, name: str = "",
+               **kwargs: object) -> NkiTensor:
     return ndarray(a.shape, dtype or a.dtype, buffer=buffer or _like(a), name=name)
 
 
-def _like(a) -> MemoryRegion:
+def _like(a: object) -> MemoryRegion:
     b = getattr(a, "buffer", sbuf)
     return b if isinstance(b, MemoryRegion) else sbuf
 
 
-def shared_constant(constant, dtype=None, **kwargs) -> NkiTensor:
+def shared_constant(constant: ArrayLike | str, dtype: DTypeLike = None, **kwargs: object) -> NkiTensor:
     """A constant tensor in shared HBM (embedded in the binary on hardware: no instruction). Takes a
     numpy array, an `nki.tensor` trace-time tensor, or a path to a .npy file."""
     run = current()
     arr = np.load(constant) if isinstance(constant, str) else np.asarray(constant)
     d = _resolve_dtype(dtype) if dtype is not None else _dt.dtype_of(arr.dtype)
     st = run.allocate(arr.shape, d, "hbm", name="shared_constant", kind="constant", fill=False)
-    if run.execute:
-        st.data[...] = _dt.convert(arr.astype(np.float32) if d.is_float else arr, st.data.dtype, d)
+    if st.data is not None:  # executing (shape-only runs allocate no cells)
+        with devmem.writing(st.data):  # the constant's bytes, before any instruction (write-protected after)
+            st.data[...] = _dt.convert(arr.astype(np.float32) if d.is_float else arr, st.data.dtype, d)
     return NkiTensor.whole(st)
 
 
-def shared_identity_matrix(n, dtype=uint8, dst=None, **kwargs) -> NkiTensor:
+def shared_identity_matrix(n: int, dtype: DTypeLike = uint8, dst: NkiTensor | None = None,
+                           **kwargs: object) -> NkiTensor:
     """An (n, n) identity matrix in SBUF (NKI 0.4+ docs: "Create an identity matrix in SBUF";
     kernels use it directly as an on-chip operand), written into `dst` when given. Modelled as
     the compiler's constant in HBM and one DMA into the tile."""
@@ -270,45 +294,46 @@ def shared_identity_matrix(n, dtype=uint8, dst=None, **kwargs) -> NkiTensor:
 
 
 # -- indexing and loops ---------------------------------------------------------------------------------
-def par_dim(size) -> int:
+def par_dim(size: SupportsInt) -> int:
     """Legacy partition-dimension marker; in NKI 0.3+ the partition dim is always dim 0, so this is
     just the size (kept so that kernels still using it in a leading position run)."""
     return int(size)
 
 
-def ds(start, size) -> DynSlice:
+def ds(start: IntLike, size: IntLike) -> DynSlice:
     """`t[nl.ds(start, size)]`: `size` elements from `start` (start may be a register)."""
     return DynSlice(start, size)
 
 
-def _range(*args, **kwargs):
+def _range(*args: IntLike | Tensor, **kwargs: object) -> builtins.range:
     return builtins.range(*(scalar_value(a, "range bound") if isinstance(a, (VirtualRegister, Tensor)) else int(a)
                    for a in args))
 
 
-def affine_range(*args, **kwargs):
+def affine_range(*args: IntLike | Tensor, **kwargs: object) -> builtins.range:
     """A deprecated alias of `range` (every loop is unrolled in NKI 0.3+)."""
     return _range(*args)
 
 
-def sequential_range(*args, **kwargs):
+def sequential_range(*args: IntLike | Tensor, **kwargs: object) -> builtins.range:
     """A deprecated alias of `range`."""
     return _range(*args)
 
 
-def static_range(*args, **kwargs):
+def static_range(*args: IntLike | Tensor, **kwargs: object) -> builtins.range:
     """A deprecated alias of `range`."""
     return _range(*args)
 
 
-def dynamic_range(*args, **kwargs):
+def dynamic_range(*args: IntLike | Tensor, **kwargs: object) -> Iterator[VirtualRegister]:
     """A run-time loop (deprecated in 0.6): the loop variable is a register."""
     current()
     for i in _range(*args):
         yield VirtualRegister(i, frozen=True)
 
 
-def fori_loop(lower, upper, body_fun, step=1) -> None:
+def fori_loop(lower: IntLike | Tensor, upper: IntLike | Tensor, body_fun: Callable[[VirtualRegister], object],
+              step: int = 1) -> None:
     """for i in range(lower, upper, step): body_fun(i), with i a register (bounds may be registers)."""
     current()
     step = int(step)
@@ -320,10 +345,10 @@ def fori_loop(lower, upper, body_fun, step=1) -> None:
         body_fun(VirtualRegister(i, frozen=True))
 
 
-def while_loop(init, body_fun) -> None:
+def while_loop(init: IntLike | Tensor, body_fun: Callable[[VirtualRegister], IntLike | Tensor | None]) -> None:
     """r = init; while r != 0: r = body_fun(r) (the condition is checked before each iteration)."""
     current()
-    r = init
+    r: IntLike | Tensor | None = init
     while scalar_value(r, "while_loop condition") != 0:
         r = body_fun(VirtualRegister(scalar_value(r, "while_loop condition"), frozen=True))
         if r is None:
@@ -331,12 +356,12 @@ def while_loop(init, body_fun) -> None:
 
 
 @contextlib.contextmanager
-def no_reorder():
+def no_reorder() -> Iterator[None]:
     """Keep instruction order (the emulator always runs in program order)."""
     yield
 
 
-def program_id(axis=0) -> int:
+def program_id(axis: SupportsInt = 0) -> int:
     """The index of this logical core's physical core in `kernel[lnc]` (0 without a launch degree)."""
     run = current()
     if int(axis) != 0:
@@ -344,7 +369,7 @@ def program_id(axis=0) -> int:
     return getattr(run, "core", 0)
 
 
-def num_programs(axes=0) -> int:
+def num_programs(axes: object = 0) -> int:
     run = current()
     if axes not in (0, None, (0,), [0]):
         raise IndexingError(f"nl.num_programs({axes}): kernel[lnc] launches have one axis (0)")
@@ -355,7 +380,7 @@ def program_ndim() -> int:
     return len(current().grid)
 
 
-def device_print(prefix, x, **kwargs) -> None:
+def device_print(prefix: str, x: object, **kwargs: object) -> None:
     run = current()
     value = (x.array() if run.execute else f"<{x.shape} {x.storage.dtype.name}>") if isinstance(x, Tensor) else x
     core = getattr(run, "core", 0)
@@ -363,7 +388,7 @@ def device_print(prefix, x, **kwargs) -> None:
 
 
 # -- data movement wrappers --------------------------------------------------------------------------------
-def _new(shape, dtype, memory: str = "sbuf") -> NkiTensor:
+def _new(shape: Sequence[SupportsInt], dtype: DTypeLike, memory: str = "sbuf") -> NkiTensor:
     run = current()
     shape = tuple(int(s) for s in shape)
     if len(shape) < 2:
@@ -373,11 +398,11 @@ def _new(shape, dtype, memory: str = "sbuf") -> NkiTensor:
     return NkiTensor.whole(st)
 
 
-def _dtype_or(dtype, like: Tensor) -> _dt.DType:
+def _dtype_or(dtype: DTypeLike, like: Tensor) -> _dt.DType:
     return _resolve_dtype(dtype) if dtype is not None else like.storage.dtype
 
 
-def _tile_of(x, api: str, role: str) -> Tensor:
+def _tile_of(x: object, api: str, role: str) -> Tensor:
     if not isinstance(x, Tensor):
         raise OperandShapeError(f"{api}: {role} must be a tile, got {type(x).__name__}")
     if x.storage.memory == "hbm":
@@ -385,11 +410,11 @@ def _tile_of(x, api: str, role: str) -> Tensor:
     return x
 
 
-def _new_psum(shape, dtype) -> NkiTensor:
+def _new_psum(shape: Sequence[SupportsInt], dtype: DTypeLike) -> NkiTensor:
     return _new(shape, dtype, "psum")
 
 
-def load(src, dtype=None, **kwargs) -> NkiTensor:
+def load(src: NkiTensor, dtype: DTypeLike = None, **kwargs: object) -> NkiTensor:
     """HBM -> a new SBUF tile (DMA; casts through fp32 when dtype differs)."""
     api = "nl.load"
     if not isinstance(src, Tensor) or src.storage.memory != "hbm":
@@ -400,7 +425,7 @@ def load(src, dtype=None, **kwargs) -> NkiTensor:
     return out
 
 
-def store(dst, value, **kwargs) -> None:
+def store(dst: Tensor, value: Tensor, **kwargs: object) -> None:
     """A tile -> HBM (a PSUM tile is first copied to SBUF, as the compiler does)."""
     api = "nl.store"
     if not isinstance(dst, Tensor) or dst.storage.memory != "hbm":
@@ -408,7 +433,7 @@ def store(dst, value, **kwargs) -> None:
     engine.dma_copy(dst, _lowering.store_source(value, dst, _new, api), api=api)
 
 
-def copy(x, dtype=None, **kwargs) -> NkiTensor:
+def copy(x: object, dtype: DTypeLike = None, **kwargs: object) -> NkiTensor:
     """A copy of a tile in a new SBUF tile (VectorE tensor_copy; bit exact for the same dtype)."""
     x = _tile_of(x, "nl.copy", "x")
     out = _new(x.shape, dtype if dtype is not None else x.dtype)
@@ -419,7 +444,7 @@ def copy(x, dtype=None, **kwargs) -> NkiTensor:
 alu.register(copy, "copy")
 
 
-def load_transpose2d(src, dtype=None, **kwargs) -> NkiTensor:
+def load_transpose2d(src: Tensor, dtype: DTypeLike = None, **kwargs: object) -> NkiTensor:
     api = "nl.load_transpose2d"
     if not isinstance(src, Tensor) or src.storage.memory != "hbm" or len(src.shape) != 2:
         raise EngineMemoryError(f"{api}: src must be a 2-D HBM tensor")
@@ -428,7 +453,7 @@ def load_transpose2d(src, dtype=None, **kwargs) -> NkiTensor:
     return out
 
 
-def broadcast_to(src, shape, **kwargs) -> NkiTensor:
+def broadcast_to(src: Tensor, shape: Sequence[SupportsInt], **kwargs: object) -> NkiTensor:
     api = "nl.broadcast_to"
     src = _tile_of(src, api, "src")
     shape = tuple(int(s) for s in shape)
@@ -442,7 +467,7 @@ def broadcast_to(src, shape, **kwargs) -> NkiTensor:
     return out
 
 
-def matmul(x, y, transpose_x: bool = False, **kwargs) -> NkiTensor:
+def matmul(x: Tensor, y: Tensor, transpose_x: bool = False, **kwargs: object) -> NkiTensor:
     """x @ y (or x.T @ y with transpose_x=True) into a new fp32 PSUM tile."""
     api = "nl.matmul"
     # the high-level API places its operands (PSUM inputs copied to SBUF) and transposes x
@@ -452,14 +477,15 @@ def matmul(x, y, transpose_x: bool = False, **kwargs) -> NkiTensor:
     return out
 
 
-def transpose(x, dtype=None, **kwargs) -> NkiTensor:
+def transpose(x: Tensor, dtype: DTypeLike = None, **kwargs: object) -> Tensor:
     """The 2-D transpose of a tile (TensorE, into a new PSUM tile; `lowering.transpose`)."""
     api = "nl.transpose"
     x = _tile_of(x, api, "x")
     return _lowering.transpose(x, _dtype_or(dtype, x), _new, _new_psum, api)
 
 
-def gather_flattened(data, indices, axis=0, dtype=None, **kwargs) -> NkiTensor:
+def gather_flattened(data: Tensor, indices: Tensor, axis: Axis = 0, dtype: DTypeLike = None,
+                     **kwargs: object) -> NkiTensor:
     """Per-partition gather over the flattened free dims (GpSimd nc_n_gather)."""
     from nkitui.emulator.engine.gather import nc_n_gather
 
@@ -472,7 +498,7 @@ def gather_flattened(data, indices, axis=0, dtype=None, **kwargs) -> NkiTensor:
 
 
 # -- element-wise math -----------------------------------------------------------------------------------
-def _binary(name: str, x, y, dtype, api: str) -> NkiTensor:
+def _binary(name: str, x: Operand, y: Operand, dtype: DTypeLike, api: str) -> NkiTensor:
     xt, yt = isinstance(x, Tensor), isinstance(y, Tensor)
     op = alu.BINARY[name]
     if not xt and not yt:
@@ -488,8 +514,8 @@ def _binary(name: str, x, y, dtype, api: str) -> NkiTensor:
     return out
 
 
-def _make_binary(name: str, default_dtype=None):
-    def fn(x, y, dtype=default_dtype, **kwargs):
+def _make_binary(name: str, default_dtype: DTypeLike = None) -> Callable[..., NkiTensor]:
+    def fn(x: Operand, y: Operand, dtype: DTypeLike = default_dtype, **kwargs: object) -> NkiTensor:
         return _binary(name, x, y, dtype, f"nl.{name}")
     fn.__name__ = fn.__qualname__ = name
     fn.__doc__ = f"Element-wise {name} into a new SBUF tile (VectorE tensor_tensor / tensor_scalar)."
@@ -501,7 +527,7 @@ def _make_binary(name: str, default_dtype=None):
 _common.define_ops(globals(), _common.BINARY_OPS + ("abs_max", "abs_min"), _make_binary)
 
 
-def _bypass(x, y=None, **kwargs):
+def _bypass(x: object, y: object = None, **kwargs: object) -> NoReturn:
     raise OperandShapeError("nl.bypass is an operator for ISA calls (op0=/op1=), not a function to call")
 
 
@@ -510,15 +536,16 @@ bypass.__name__ = "bypass"
 alu.register(bypass, "bypass")
 
 
-def _activation(name: str, x, dtype, api: str, bias=None, scale=1.0) -> NkiTensor:
+def _activation(name: str, x: object, dtype: DTypeLike, api: str, bias: Tensor | None = None,
+                scale: Operand = 1.0) -> NkiTensor:
     x = _tile_of(x, api, "x")
     out = _new(x.shape, dtype if dtype is not None else x.dtype)
     engine.activation(out, name, x, bias=bias, scale=scale, api=api)
     return out
 
 
-def _make_unary(name: str):
-    def fn(x, dtype=None, **kwargs):
+def _make_unary(name: str) -> Callable[..., NkiTensor]:
+    def fn(x: Tensor, dtype: DTypeLike = None, **kwargs: object) -> NkiTensor:
         return _activation(name, x, dtype, f"nl.{name}")
     fn.__name__ = fn.__qualname__ = name
     fn.__doc__ = f"Element-wise {name} into a new SBUF tile (ScalarE activation)."
@@ -530,7 +557,7 @@ def _make_unary(name: str):
 _common.define_ops(globals(), _common.ACTIVATION_OPS + ("gelu_apprx_sigmoid_dx", "negative"), _make_unary)
 
 
-def sin(x, dtype=None, **kwargs) -> NkiTensor:
+def sin(x: Tensor, dtype: DTypeLike = None, **kwargs: object) -> NkiTensor:
     """sin with range reduction to [-pi, pi] before the ScalarE activation (which has none)."""
     api = "nl.sin"
     x = _tile_of(x, api, "x")
@@ -544,7 +571,7 @@ def sin(x, dtype=None, **kwargs) -> NkiTensor:
 alu.register(sin, "sin")
 
 
-def rsqrt(x, dtype=None, **kwargs) -> NkiTensor:
+def rsqrt(x: Tensor, dtype: DTypeLike = None, **kwargs: object) -> NkiTensor:
     """1/sqrt(x) on GpSimd (tensor_scalar rsqrt; no PSUM input, NKI 0.5+)."""
     api = "nl.rsqrt"
     x = _tile_of(x, api, "x")
@@ -556,7 +583,7 @@ def rsqrt(x, dtype=None, **kwargs) -> NkiTensor:
 alu.register(rsqrt, "rsqrt")
 
 
-def reciprocal(x, dtype=None, **kwargs) -> NkiTensor:
+def reciprocal(x: Tensor, dtype: DTypeLike = None, **kwargs: object) -> NkiTensor:
     x = _tile_of(x, "nl.reciprocal", "x")
     out = _new(x.shape, dtype if dtype is not None else x.dtype)
     engine.reciprocal(out, x, engine="vector", api="nl.reciprocal")
@@ -566,7 +593,7 @@ def reciprocal(x, dtype=None, **kwargs) -> NkiTensor:
 alu.register(reciprocal, "reciprocal")
 
 
-def invert(x, dtype=None, **kwargs) -> NkiTensor:
+def invert(x: Tensor, dtype: DTypeLike = None, **kwargs: object) -> NkiTensor:
     """Bitwise NOT (XOR with all ones) of an integer tile."""
     x = _tile_of(x, "nl.invert", "x")
     out = _new(x.shape, dtype if dtype is not None else x.dtype)
@@ -575,14 +602,15 @@ def invert(x, dtype=None, **kwargs) -> NkiTensor:
     return out
 
 
-def logical_not(x, dtype=bool_, **kwargs) -> NkiTensor:
+def logical_not(x: Tensor, dtype: DTypeLike = bool_, **kwargs: object) -> NkiTensor:
     x = _tile_of(x, "nl.logical_not", "x")
     out = _new(x.shape, dtype)
     engine.tensor_scalar(out, x, "equal", 0.0, api="nl.logical_not")
     return out
 
 
-def where(condition, x, y, dtype=None, **kwargs) -> NkiTensor:
+def where(condition: Tensor, x: Operand, y: Operand, dtype: DTypeLike = None,
+          **kwargs: object) -> NkiTensor:
     """condition != 0 ? x : y (tiles or scalars)."""
     condition = _tile_of(condition, "nl.where", "condition")
     shape = condition.shape
@@ -594,7 +622,7 @@ def where(condition, x, y, dtype=None, **kwargs) -> NkiTensor:
     return out
 
 
-def dropout(x, rate, dtype=None, **kwargs) -> NkiTensor:
+def dropout(x: Tensor, rate: Operand, dtype: DTypeLike = None, **kwargs: object) -> NkiTensor:
     x = _tile_of(x, "nl.dropout", "x")
     out = _new(x.shape, dtype if dtype is not None else x.dtype)
     engine.dropout(out, x, rate, api="nl.dropout")
@@ -602,7 +630,8 @@ def dropout(x, rate, dtype=None, **kwargs) -> NkiTensor:
 
 
 # -- reductions ------------------------------------------------------------------------------------------
-def _reduce(opname: str, x, axis, dtype, keepdims: bool, api: str, negate: bool = False) -> NkiTensor:
+def _reduce(opname: str, x: object, axis: Axis, dtype: DTypeLike, keepdims: bool, api: str,
+            negate: bool = False) -> NkiTensor:
     x = _tile_of(x, api, "x")
     axes = _norm_axes(axis, len(x.shape), api)
     out = _new(_reduced_shape(x.shape, axes, keepdims), dtype if dtype is not None else x.dtype)
@@ -610,23 +639,27 @@ def _reduce(opname: str, x, axis, dtype, keepdims: bool, api: str, negate: bool 
     return out
 
 
-def sum(x, axis, dtype=None, keepdims=False, **kwargs) -> NkiTensor:  # noqa: A001
+def sum(x: Tensor, axis: Axis, dtype: DTypeLike = None, keepdims: bool = False,
+        **kwargs: object) -> NkiTensor:  # noqa: A001
     return _reduce("add", x, axis, dtype, keepdims, "nl.sum")
 
 
-def max(x, axis, dtype=None, keepdims=False, **kwargs) -> NkiTensor:  # noqa: A001
+def max(x: Tensor, axis: Axis, dtype: DTypeLike = None, keepdims: bool = False,
+        **kwargs: object) -> NkiTensor:  # noqa: A001
     return _reduce("maximum", x, axis, dtype, keepdims, "nl.max")
 
 
-def min(x, axis, dtype=None, keepdims=False, **kwargs) -> NkiTensor:  # noqa: A001
+def min(x: Tensor, axis: Axis, dtype: DTypeLike = None, keepdims: bool = False,
+        **kwargs: object) -> NkiTensor:  # noqa: A001
     return _reduce("minimum", x, axis, dtype, keepdims, "nl.min")
 
 
-def prod(x, axis, dtype=None, keepdims=False, **kwargs) -> NkiTensor:
+def prod(x: Tensor, axis: Axis, dtype: DTypeLike = None, keepdims: bool = False,
+         **kwargs: object) -> NkiTensor:
     return _reduce("multiply", x, axis, dtype, keepdims, "nl.prod")
 
 
-def all(x, axis, dtype=bool_, keepdims=False, **kwargs) -> NkiTensor:  # noqa: A001
+def all(x: Tensor, axis: Axis, dtype: DTypeLike = bool_, keepdims: bool = False, **kwargs: object) -> NkiTensor:  # noqa: A001
     return _reduce("logical_and", x, axis, dtype, keepdims, "nl.all")
 
 
@@ -636,7 +669,8 @@ alu.register(min, "minimum")
 alu.register(prod, "multiply")
 
 
-def mean(x, axis, dtype=None, keepdims=False, **kwargs) -> NkiTensor:
+def mean(x: Tensor, axis: Axis, dtype: DTypeLike = None, keepdims: bool = False,
+         **kwargs: object) -> Tensor:
     """Mean over free axes with fp32 intermediates."""
     api = "nl.mean"
     x = _tile_of(x, api, "x")
@@ -645,7 +679,7 @@ def mean(x, axis, dtype=None, keepdims=False, **kwargs) -> NkiTensor:
                           _new, api)
 
 
-def var(x, axis, dtype=None, **kwargs) -> NkiTensor:
+def var(x: Tensor, axis: Axis, dtype: DTypeLike = None, **kwargs: object) -> Tensor:
     """Population variance over free axes (keeps the reduced dims, as NKI's nl.var does)."""
     api = "nl.var"
     x = _tile_of(x, api, "x")
@@ -654,7 +688,7 @@ def var(x, axis, dtype=None, **kwargs) -> NkiTensor:
 
 
 # -- composites ----------------------------------------------------------------------------------------
-def softmax(x, axis=-1, dtype=None, **kwargs) -> NkiTensor:
+def softmax(x: Tensor, axis: Axis = -1, dtype: DTypeLike = None, **kwargs: object) -> Tensor:
     """exp(x - max) / sum over the free axis: reduce max (VectorE), exp with the negated max as bias
     and the row sum in one ScalarE activation, reciprocal, scale."""
     api = "nl.softmax"
@@ -665,7 +699,8 @@ def softmax(x, axis=-1, dtype=None, **kwargs) -> NkiTensor:
     return _lowering.softmax(x, axes, _dtype_or(dtype, x), _new, api)
 
 
-def rms_norm(x, w, axis, n, epsilon=1e-6, dtype=None, compute_dtype=None, **kwargs) -> NkiTensor:
+def rms_norm(x: Tensor, w: Tensor, axis: Axis, n: int, epsilon: float = 1e-6, dtype: DTypeLike = None,
+             compute_dtype: DTypeLike = None, **kwargs: object) -> Tensor:
     """x / sqrt(mean(x^2) + epsilon) * w over the free axis (mean over n elements)."""
     api = "nl.rms_norm"
     x, w = _tile_of(x, api, "x"), _tile_of(w, api, "w")
@@ -673,12 +708,12 @@ def rms_norm(x, w, axis, n, epsilon=1e-6, dtype=None, compute_dtype=None, **kwar
     return _lowering.rms_norm(x, w, n, epsilon, _dtype_or(dtype, x), _new, api)
 
 
-def cast(x, dtype, **kwargs) -> NkiTensor:
+def cast(x: Tensor, dtype: DTypeLike, **kwargs: object) -> NkiTensor:
     """A copy of x converted to dtype (VectorE, through fp32)."""
     return copy(x, dtype=dtype)
 
 
-def _nl_range(*args, **kwargs):
+def _nl_range(*args: IntLike | Tensor, **kwargs: object) -> builtins.range:
     """`nl.range` (seen in corpus kernels): Python's range."""
     return _range(*args)
 

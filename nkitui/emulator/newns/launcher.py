@@ -9,16 +9,17 @@ launch time, the kernel's `platform_target=`, then the emulator options (default
 from __future__ import annotations
 
 import os
+from collections.abc import Callable, Iterable, Mapping
 
 import numpy as np
 
 from nkitui.emulator import state
-from nkitui.emulator.config import current_options, options
+from nkitui.emulator.config import Options, current_options, options
 from nkitui.emulator.errors import KernelArgumentError
-from nkitui.emulator.launch import Frontend, Kernel, run_kernel
+from nkitui.emulator.launch import Frontend, Kernel, RunInfo, run_kernel
 from nkitui.emulator.newns.cores import CoreRun, GroupAborted
 from nkitui.emulator.newns.tensor import NkiTensor
-from nkitui.emulator.runtime import current_or_none, set_current
+from nkitui.emulator.runtime import Run, current_or_none, set_current
 from nkitui.emulator.targets import ALIASES
 from nkitui.emulator.trace import Trace
 
@@ -26,10 +27,12 @@ _ENV_TARGETS = ("NEURON_PLATFORM_TARGET_OVERRIDE", "NKI_NC_VERSION")
 
 
 class NkiFrontend(Frontend):
-    def make_run(self, options, kernel_name, grid, trace):
+    def make_run(self, options: Options, kernel_name: str, grid: tuple[int, ...], trace: Trace | None) -> CoreRun:
         return CoreRun(options, kernel_name, grid, trace, core=0)
 
-    def execute(self, run: CoreRun, kernel, args, kwargs, programs):
+    def execute(self, run: Run, kernel: Kernel, args: tuple[object, ...], kwargs: Mapping[str, object],
+                programs: Iterable[tuple[int, ...]]) -> object:
+        assert isinstance(run, CoreRun)  # made by make_run above
         lnc = run.grid[0] if run.grid else 1
         if lnc == 1:
             try:
@@ -42,7 +45,7 @@ class NkiFrontend(Frontend):
         return result
 
 
-def _check_outputs(kernel, value, lnc: int, where: str = "output") -> None:
+def _check_outputs(kernel: Kernel, value: object, lnc: int, where: str = "output") -> None:
     """Kernel outputs are HBM tensors: shared HBM (or the kernel's own arguments), or with one core
     `nl.hbm` / `nl.private_hbm` (docs: private to each kernel instance, and a single-core launch has
     one instance). With kernel[2] each core has its own private HBM, so there is no one result."""
@@ -61,7 +64,7 @@ def _check_outputs(kernel, value, lnc: int, where: str = "output") -> None:
                                       location=_func_location(kernel))
 
 
-def _func_location(kernel) -> tuple[str, int]:
+def _func_location(kernel: Kernel) -> tuple[str, int]:
     code = getattr(kernel.func, "__code__", None)
     return (code.co_filename, code.co_firstlineno) if code else ("", 0)
 
@@ -69,7 +72,8 @@ def _func_location(kernel) -> tuple[str, int]:
 FRONTEND = NkiFrontend("nki", NkiTensor)
 
 
-def _run_cores(run0: CoreRun, kernel, args, kwargs, lnc: int):
+def _run_cores(run0: CoreRun, kernel: Kernel, args: tuple[object, ...], kwargs: Mapping[str, object],
+               lnc: int) -> object:
     """Run the kernel body on `lnc` cores concurrently; core 0 in this thread."""
     group = run0.group
     runs = [run0]
@@ -78,8 +82,8 @@ def _run_cores(run0: CoreRun, kernel, args, kwargs, lnc: int):
         r = CoreRun(run0.options, run0.kernel_name, run0.grid, tr, core=c, group=group)
         r.input_ids = run0.input_ids
         runs.append(r)
-    results: list = [None] * lnc
-    errors: list = [None] * lnc
+    results: list[object] = [None] * lnc
+    errors: list[BaseException | None] = [None] * lnc
 
     def body(c: int) -> None:
         r = runs[c]
@@ -136,7 +140,7 @@ def _merge(run0: CoreRun, r: CoreRun) -> None:
         main.meta.setdefault("files", {}).update(r.trace.meta.get("files", {}))
 
 
-def target_for(kernel) -> str:
+def target_for(kernel: Kernel) -> str:
     """The launch target: environment override, then platform_target=, then the options."""
     for var in _ENV_TARGETS:
         v = os.environ.get(var, "").strip().lower()
@@ -158,7 +162,9 @@ def target_for(kernel) -> str:
 class NkiKernel(Kernel):
     """A kernel of the `nki` namespace (what `@nki.jit` returns)."""
 
-    def __getitem__(self, grid) -> "NkiKernel":
+    rank_runs: list[RunInfo | None]  # set by nki.multi_rank_simulate: every rank's RunInfo, in rank order
+
+    def __getitem__(self, grid: object) -> "NkiKernel":
         if isinstance(grid, tuple):
             if len(grid) != 1:
                 raise KernelArgumentError(f"kernel[{', '.join(map(str, grid))}]: the nki namespace launches "
@@ -173,7 +179,7 @@ class NkiKernel(Kernel):
         k.grid = (int(grid),)
         return k
 
-    def __call__(self, *args, **kwargs):
+    def __call__(self, *args: object, **kwargs: object) -> object:
         if current_or_none() is not None:  # a sub-kernel called from a running kernel
             return self.func(*args, **kwargs)
         target = target_for(self)
@@ -184,7 +190,7 @@ class NkiKernel(Kernel):
         with options(target=target):
             return run_kernel(self, args, kwargs)
 
-    def with_schedule(self, schedule) -> "NkiKernel":
+    def with_schedule(self, schedule: Iterable[object]) -> "NkiKernel":
         """Instruction ordering edges (`[(consumer, producer), ...]`): the emulator runs in program
         order, so the schedule is recorded, not needed."""
         k = type(self).__new__(type(self))
@@ -200,7 +206,8 @@ def _where() -> tuple[str, int]:
     return kernel_location()
 
 
-def as_kernel(func, launcher: str, mode: str = "auto", options_: dict | None = None) -> NkiKernel:
+def as_kernel(func: Callable[..., object], launcher: str, mode: str = "auto",
+              options_: dict[str, object] | None = None) -> NkiKernel:
     if isinstance(func, NkiKernel) and not options_:
         return func
     if isinstance(func, Kernel) and func.frontend is not FRONTEND:

@@ -12,6 +12,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import NoReturn, overload
+
 from nkitui.emulator.errors import UnsupportedError
 from nkitui.emulator.launch import Kernel
 from nkitui.emulator.newns import collectives, compiler, isa, language, tracetime, typing  # noqa: F401
@@ -22,7 +25,17 @@ from nkitui.emulator.newns.tensor import NkiTensor  # noqa: F401
 tensor = tracetime  # `nki.tensor` (trace-time constants); the device tensor class is nki.language.NkiTensor
 
 
-def jit(func=None, mode: str = "auto", **kwargs):
+@overload
+def jit(func: Callable[..., object], mode: str = "auto", **kwargs: object) -> NkiKernel: ...
+
+
+@overload
+def jit(func: str | None = None, mode: str = "auto", **kwargs: object) -> Callable[[Callable[..., object]], NkiKernel]:
+    ...
+
+
+def jit(func: Callable[..., object] | str | None = None, mode: str = "auto",
+        **kwargs: object) -> NkiKernel | Callable[[Callable[..., object]], NkiKernel]:
     """`@nki.jit`, `@nki.jit(platform_target="trn3")`, `nki.jit(f)`: the framework is detected from
     the arguments; numpy arrays run standalone, here on the emulator. Options without meaning on a
     CPU are recorded in `kernel.compiler_options`."""
@@ -43,17 +56,17 @@ class _Simulated:
     def __init__(self, kernel: NkiKernel) -> None:
         self.kernel = kernel
 
-    def __getitem__(self, lnc) -> NkiKernel:
+    def __getitem__(self, lnc: object) -> NkiKernel:
         return self.kernel[lnc]
 
-    def __call__(self, *args, **kwargs):
+    def __call__(self, *args: object, **kwargs: object) -> object:
         return self.kernel(*args, **kwargs)
 
     def __repr__(self) -> str:
         return f"<nki.simulate({self.kernel.name})>"
 
 
-def simulate(kernel, **kwargs) -> _Simulated:
+def simulate(kernel: Callable[..., object], **kwargs: object) -> _Simulated:
     """Run a kernel (an `@nki.jit` kernel or a plain kernel function) on the CPU emulator."""
     k = kernel if isinstance(kernel, NkiKernel) else as_kernel(kernel, "simulate", "simulation", kwargs or None)
     if kwargs and k is kernel:
@@ -64,7 +77,7 @@ def simulate(kernel, **kwargs) -> _Simulated:
 cpu_simulate = simulate
 
 
-def multi_rank_simulate(kernel, *, world_size: int, per_rank_inputs) -> list:
+def multi_rank_simulate(kernel: Callable[..., object], *, world_size: int, per_rank_inputs: object) -> list[object]:
     """Run `kernel` on `world_size` ranks in this process, concurrently (one thread per rank, and
     per core of a `kernel[2]`), so that `nki.collectives` exchange data between them; returns each
     rank's result in rank order. `per_rank_inputs`: one (args, kwargs) pair per rank, as a sequence
@@ -77,8 +90,8 @@ def multi_rank_simulate(kernel, *, world_size: int, per_rank_inputs) -> list:
     return run_multi_rank(k, world_size, per_rank_inputs)
 
 
-def _not_available(name: str, instead: str):
-    def fn(*args, **kwargs):
+def _not_available(name: str, instead: str) -> Callable[..., NoReturn]:
+    def fn(*args: object, **kwargs: object) -> NoReturn:
         raise UnsupportedError(f"nki.{name} is not available in the nki namespace (NKI 0.3+): {instead}",
                                location=("", 0))
     fn.__name__ = name
@@ -92,5 +105,5 @@ profile = _not_available("profile", "use neuron-explorer capture; on the emulato
 simulate_kernel = _not_available("simulate_kernel", "use nki.simulate(kernel)(*args)")
 
 
-def is_kernel(obj) -> bool:
+def is_kernel(obj: object) -> bool:
     return isinstance(obj, Kernel)

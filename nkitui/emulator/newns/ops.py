@@ -8,22 +8,27 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
+from numpy.typing import NDArray
 
 from nkitui.emulator import alu
 
 _F32 = np.float32
+# an ALU operand: an fp32 array, or a scalar broadcast over it (the engine's BinaryOp convention)
+_Arg = NDArray[Any] | np.generic | float
 
 
-def _abs(a, b):
+def _abs(a: _Arg, b: _Arg) -> NDArray[np.float32]:
     return np.abs(a).astype(_F32, copy=False)
 
 
-def _bypass(a, b):
+def _bypass(a: _Arg, b: _Arg) -> NDArray[np.float32]:
     return np.asarray(a, dtype=_F32)
 
 
-def _gelu_sigmoid_dx(x):
+def _gelu_sigmoid_dx(x: NDArray[np.float32]) -> NDArray[np.float32]:
     s = 1.0 / (1.0 + np.exp(-1.702 * x))
     return np.asarray(s + 1.702 * x * s * (1.0 - s)).astype(_F32, copy=False)
 

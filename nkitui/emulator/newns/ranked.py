@@ -9,6 +9,7 @@ its rank. The kernel's `last_run` is rank 0's; `kernel.rank_runs` holds every ra
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from typing import TypeAlias
 
 import numpy as np
 
@@ -20,8 +21,11 @@ from nkitui.emulator.ranks import run_ranks
 from nkitui.emulator.runtime import active_trace, current_or_none
 from nkitui.emulator.trace import Trace
 
+# one rank's call: positional and keyword arguments of the kernel
+Call: TypeAlias = tuple[tuple[object, ...], dict[str, object]]
 
-def _pairs(world_size: int, per_rank_inputs) -> list[tuple[tuple, dict]]:
+
+def _pairs(world_size: int, per_rank_inputs: object) -> list[Call]:
     if isinstance(world_size, bool) or not isinstance(world_size, (int, np.integer)) or world_size < 1:
         raise KernelArgumentError(f"multi_rank_simulate: world_size must be a positive int, got {world_size!r}",
                                   location=kernel_location())
@@ -40,7 +44,7 @@ def _pairs(world_size: int, per_rank_inputs) -> list[tuple[tuple, dict]]:
     else:
         raise KernelArgumentError("multi_rank_simulate: per_rank_inputs must be a sequence or a mapping of "
                                   "(args, kwargs) pairs", location=kernel_location())
-    pairs = []
+    pairs: list[Call] = []
     for r, item in enumerate(items):
         if not (isinstance(item, (tuple, list)) and len(item) == 2 and isinstance(item[1], Mapping)):
             raise KernelArgumentError(f"multi_rank_simulate: rank {r}'s input must be an (args, kwargs) pair, got "
@@ -50,13 +54,13 @@ def _pairs(world_size: int, per_rank_inputs) -> list[tuple[tuple, dict]]:
     return pairs
 
 
-def _signature(value):
+def _signature(value: object) -> tuple[object, ...]:
     if isinstance(value, np.ndarray):
         return ("array", value.shape, value.dtype.str)
     return ("static", value)
 
 
-def _same_specialization(pairs) -> None:
+def _same_specialization(pairs: list[Call]) -> None:
     """Every rank runs the same kernel specialization (the nki.multi_rank_simulate docs)."""
     args0, kwargs0 = pairs[0]
     for r, (args, kwargs) in enumerate(pairs[1:], start=1):
@@ -79,7 +83,7 @@ def _same_specialization(pairs) -> None:
                                               f"(rank 0: {a!r}, rank {r}: {b!r})", location=kernel_location())
 
 
-def run_multi_rank(kernel: NkiKernel, world_size: int, per_rank_inputs) -> list:
+def run_multi_rank(kernel: NkiKernel, world_size: int, per_rank_inputs: object) -> list[object]:
     if current_or_none() is not None:
         raise KernelArgumentError("multi_rank_simulate cannot be called from inside a running kernel",
                                   location=kernel_location())
@@ -98,7 +102,7 @@ def run_multi_rank(kernel: NkiKernel, world_size: int, per_rank_inputs) -> list:
         kernels.append(k)
         traces.append(Trace(target=main.target) if main is not None else None)
 
-    def body(rank: int):
+    def body(rank: int) -> object:
         args, kwargs = pairs[rank]
         return run_kernel(kernels[rank], args, kwargs, trace=traces[rank])
 

@@ -8,13 +8,19 @@ Registers index tensors (`t[reg]`, `nl.ds(reg * 128, 128)`), bound `nl.fori_loop
 from __future__ import annotations
 
 import operator
+from collections.abc import Callable
+from typing import Any, SupportsInt, TypeAlias
 
 import numpy as np
 
 from nkitui.emulator.errors import OperandShapeError
 
 
-def _i32(v) -> int:
+# an integer operand of the nki namespace: an int, a numpy integer or a register (its current value)
+IntLike: TypeAlias = "int | np.integer[Any] | VirtualRegister"
+
+
+def _i32(v: SupportsInt) -> int:
     """Wrap to a signed 32-bit value (registers are 32 bits wide)."""
     v = int(v) & 0xFFFFFFFF
     return v - (1 << 32) if v >= (1 << 31) else v
@@ -25,12 +31,12 @@ class VirtualRegister:
 
     __slots__ = ("value", "frozen", "name")
 
-    def __init__(self, state=None, frozen: bool = False, name: str = "") -> None:
+    def __init__(self, state: SupportsInt | None = None, frozen: bool = False, name: str = "") -> None:
         self.value = 0 if state is None else _i32(state)
         self.frozen = frozen  # loop counters handed to a body: writing them has no effect on the loop
         self.name = name
 
-    def set(self, value) -> None:
+    def set(self, value: SupportsInt) -> None:
         self.value = _i32(value)
 
     def __index__(self) -> int:
@@ -48,7 +54,7 @@ class VirtualRegister:
     def __repr__(self) -> str:
         return f"VirtualRegister({self.value})"
 
-    def __eq__(self, other) -> bool:
+    def __eq__(self, other: object) -> bool:
         if isinstance(other, VirtualRegister):
             return self.value == other.value
         return self.value == other
@@ -56,9 +62,15 @@ class VirtualRegister:
     def __hash__(self) -> int:
         return id(self)
 
+    def __neg__(self) -> int:
+        return -self.value
 
-def _binop(fn, reflected: bool = False):
-    def method(self, other):
+    # the binary operators (+ - * // % << >> & | ^ / < <= > >= and their reflected forms) are set below
+
+
+def _binop(fn: Callable[[Any, Any], Any], reflected: bool = False) -> Callable[[VirtualRegister, object], Any]:
+    # operands are whatever the kernel wrote (ints, registers, numpy integers); the result is the operator's
+    def method(self: VirtualRegister, other: object) -> Any:
         o = other.value if isinstance(other, VirtualRegister) else other
         return fn(o, self.value) if reflected else fn(self.value, o)
     return method
@@ -72,10 +84,9 @@ for _name, _fn in (("add", operator.add), ("sub", operator.sub), ("mul", operato
     setattr(VirtualRegister, f"__{_name}__", _binop(_fn))
     if _name not in ("lt", "le", "gt", "ge"):
         setattr(VirtualRegister, f"__r{_name}__", _binop(_fn, reflected=True))
-VirtualRegister.__neg__ = lambda self: -self.value
 
 
-def scalar_value(x, what: str) -> int:
+def scalar_value(x: object, what: str) -> int:
     """An int from an int, a register, or a 1-element tensor (its current value)."""
     from nkitui.emulator.runtime import current
     from nkitui.emulator.tensor import Tensor

@@ -17,18 +17,27 @@ from __future__ import annotations
 
 import inspect
 import math
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any, SupportsInt, TypeAlias, cast
 
 import numpy as np
+from numpy.typing import NDArray
 
 from nkitui.emulator import dtypes as _dt
+from nkitui.emulator.api_types import Dims
 from nkitui.emulator.errors import IndexingError, OutOfBoundsError, PartitionDimError, UnsupportedError
 from nkitui.emulator.memory import Storage
+from nkitui.emulator.mx_dtypes import PackedDType
 from nkitui.emulator.newns import buffers
 from nkitui.emulator.newns import dtypes as ndt
-from nkitui.emulator.newns.registers import VirtualRegister, scalar_value
+from nkitui.emulator.newns.registers import IntLike, VirtualRegister, scalar_value
 from nkitui.emulator.tensor import DynSlice, Tensor
 from nkitui.emulator.trace import Access
+
+IndexArray: TypeAlias = NDArray[np.int64]
+# a pattern: [[step, count], ...] in elements, outermost axis first
+Pattern: TypeAlias = Sequence[tuple[int, int]]
 
 
 # -------------------------------------------------------------------------------------------------
@@ -41,9 +50,9 @@ class AliasStorage(Storage):
 
     __slots__ = ("root", "geometry", "_own_version", "_own_zone")
 
-    def __init__(self, root: Storage, geo: "Geo", data) -> None:
-        self.root = None
-        self._own_zone = None
+    def __init__(self, root: Storage, geo: "Geo", data: NDArray[Any] | None) -> None:
+        self.root: Storage | None = None
+        self._own_zone: NDArray[np.bool_] | None = None
         Storage.__init__(self, root.name, root.memory, geo.shape, geo.dtype, data,
                          0 if root.memory != "hbm" else -1, root.kind)
         self.id = root.id
@@ -67,7 +76,7 @@ class AliasStorage(Storage):
             r.version = v
 
     @property
-    def mm_zone(self):
+    def mm_zone(self) -> NDArray[np.bool_] | None:
         r = self.root
         if r is None or self.geometry.dtype is not r.dtype:
             return self._own_zone
@@ -75,7 +84,7 @@ class AliasStorage(Storage):
         return None if z is None else self.geometry.zone_view(z)
 
     @mm_zone.setter
-    def mm_zone(self, value) -> None:
+    def mm_zone(self, value: NDArray[np.bool_] | None) -> None:
         r = self.root
         if r is None or self.geometry.dtype is not r.dtype:
             self._own_zone = value
@@ -99,9 +108,9 @@ class PlacedStorage(Storage):
 
     __slots__ = ("cell", "space", "base", "pstride", "_own_version")
 
-    def __init__(self, name: str, memory: str, shape, dtype: _dt.DType, space: np.ndarray, cell: SpaceCell,
-                 partition: int, byte: int) -> None:
-        self.cell = None
+    def __init__(self, name: str, memory: str, shape: tuple[int, ...], dtype: _dt.DType, space: NDArray[np.uint8],
+                 cell: SpaceCell, partition: int, byte: int) -> None:
+        self.cell: SpaceCell | None = None
         P = shape[0]
         nbytes = (math.prod(shape) // P if P else 0) * dtype.itemsize
         rows = space[partition:partition + P, byte:byte + nbytes]
@@ -126,12 +135,13 @@ class PlacedStorage(Storage):
             c.value = v + 1 if v <= c.value else v  # any write moves the shared counter forward
 
 
-def _physical(root: Storage):
+def _physical(root: Storage) -> tuple[NDArray[np.uint8], int, int, int]:
     """(flat uint8 buffer, byte offset of element 0, partition stride in bytes, scale) of a root;
     scale is storage bytes per device byte (2 or 4 when precise=False keeps bf16/fp8 as fp32)."""
     if isinstance(root, PlacedStorage):
         return root.space, root.base, root.pstride, 1
     data = root.data
+    assert data is not None  # callers check shape-only mode first
     scale = data.itemsize // root.dtype.itemsize if root.dtype.itemsize else 1
     flat = data.reshape(-1).view(np.uint8)
     return flat, 0, root.bytes_per_partition * scale, scale
@@ -214,7 +224,7 @@ class Geo:
                                    f"({self.dtype.name}) exceed its {limit // isz} elements ({limit} {where}); "
                                    f"view shape {self.shape}")
 
-    def build(self):
+    def build(self) -> NDArray[Any] | None:
         """The view's cells: a numpy view of the root's memory (None in shape-only mode)."""
         r = self.root
         if r.data is None:
@@ -315,7 +325,7 @@ class Geo:
 # -------------------------------------------------------------------------------------------------
 
 
-def _int_of(v, what: str) -> int:
+def _int_of(v: object, what: str) -> int:
     if isinstance(v, VirtualRegister):
         return v.value
     if isinstance(v, (int, np.integer)) and not isinstance(v, bool):
@@ -323,8 +333,8 @@ def _int_of(v, what: str) -> int:
     raise IndexingError(f"{what} must be an integer (or a register), got {type(v).__name__} {v!r}")
 
 
-def _dim(d, nd: int, what: str) -> int:
-    d = _int_of(d, what)
+def _dim(dim: object, nd: int, what: str) -> int:
+    d = _int_of(dim, what)
     if d < 0:
         d += nd
     if not 0 <= d < nd:
@@ -341,17 +351,17 @@ class NKIObject:
 
     __slots__ = ()
 
-    def __init__(self, **kwargs) -> None:
+    def __init__(self, **kwargs: object) -> None:
         for key, value in kwargs.items():
             setattr(self, key, value)
 
-    def __init_subclass__(cls, **kwargs) -> None:
+    def __init_subclass__(cls, **kwargs: object) -> None:
         # @dataclass on a class without fields would add an __init__() that refuses keywords; it leaves an
         # __init__ the class itself defines alone, so such a class gets the keyword one here
         super().__init_subclass__(**kwargs)
         if ("__init__" not in cls.__dict__ and not inspect.get_annotations(cls)
                 and not getattr(cls, "__dataclass_fields__", None)):
-            cls.__init__ = NKIObject.__init__
+            cls.__init__ = NKIObject.__init__  # type: ignore[method-assign]  # the keyword __init__, on a class without one
 
 
 class NkiTensor(Tensor, NKIObject):
@@ -359,9 +369,10 @@ class NkiTensor(Tensor, NKIObject):
 
     __slots__ = ("geometry",)
 
-    def __init__(self, storage, dims, shape, gather_indices=None) -> None:
+    def __init__(self, storage: Storage, dims: Dims, shape: tuple[int, ...],
+                 gather_indices: tuple[IndexArray, ...] | None = None) -> None:
         super().__init__(storage, dims, shape, gather_indices)
-        self.geometry = None
+        self.geometry: Geo | None = None
 
     # -- geometry ------------------------------------------------------------------------------
     def _geometry(self) -> Geo:
@@ -386,7 +397,8 @@ class NkiTensor(Tensor, NKIObject):
         t.geometry = geo
         return t
 
-    def _with(self, shape, bstr, p0=None, foff=None, dtype=None) -> "NkiTensor":
+    def _with(self, shape: Iterable[int], bstr: Iterable[int], p0: int | None = None, foff: int | None = None,
+              dtype: _dt.DType | None = None) -> "NkiTensor":
         g = self._geometry()
         return NkiTensor.of(Geo(g.root, dtype or g.dtype, tuple(shape), g.p0 if p0 is None else p0,
                                 g.byte_offset if foff is None else foff, tuple(bstr)))
@@ -414,13 +426,13 @@ class NkiTensor(Tensor, NKIObject):
 
     # -- public attributes ---------------------------------------------------------------------
     @property
-    def dtype(self):
+    def dtype(self) -> np.dtype[Any] | PackedDType:
         return ndt.public(self.storage.dtype)
 
     @property
     def buffer(self) -> buffers.MemoryRegion:
         st = self.storage
-        return buffers.of_storage(st.root if isinstance(st, AliasStorage) else st)
+        return buffers.of_storage(st.root if isinstance(st, AliasStorage) and st.root is not None else st)
 
     @property
     def name(self) -> str:
@@ -431,7 +443,7 @@ class NkiTensor(Tensor, NKIObject):
         return self.storage.dtype.itemsize
 
     @property
-    def address(self):
+    def address(self) -> tuple[int, int] | None:
         root = self._geometry().root
         if isinstance(root, PlacedStorage):
             return (root.base // root.pstride, root.base % root.pstride)
@@ -472,7 +484,7 @@ class NkiTensor(Tensor, NKIObject):
         return True
 
     # -- indexing ------------------------------------------------------------------------------
-    def __getitem__(self, key) -> "NkiTensor":
+    def __getitem__(self, key: object) -> "NkiTensor":
         g = self._geometry()
         if not isinstance(key, tuple):
             key = (key,)
@@ -484,9 +496,10 @@ class NkiTensor(Tensor, NKIObject):
             raise IndexingError(f"too many indices ({len(key)}) for a tensor of shape {g.shape}")
         key = key + (slice(None),) * (nd - len(key))
         onchip = g.onchip
-        shape, bstr = [], []
+        shape: list[int] = []
+        bstr: list[int] = []
         p0, foff = g.p0, g.byte_offset
-        dropped = []  # (position in the output, size-1 axis spec) for ints on free axes
+        dropped: list[int] = []  # (position in the output, size-1 axis spec) for ints on free axes
         for axis, (k, n, s) in enumerate(zip(key, g.shape, g.byte_strides)):
             part = onchip and axis == 0
             if isinstance(k, slice):
@@ -529,37 +542,36 @@ class NkiTensor(Tensor, NKIObject):
             bstr.append(g.itemsize)
         return self._with(shape, bstr, p0, foff)
 
-    def __setitem__(self, key, value) -> None:
+    def __setitem__(self, key: object, value: object) -> None:
         raise IndexingError("tensor assignment (t[...] = ...) is not part of the nki namespace: write results "
                             "with an instruction, e.g. nisa.tensor_copy(dst=t[...], src=x) or "
                             "nisa.memset(dst=t[...], value=0)")
 
     # -- view methods --------------------------------------------------------------------------
-    def slice(self, dim, start, end, step: int = 1) -> "NkiTensor":
+    def slice(self, dim: IntLike, start: IntLike, end: IntLike, step: int = 1) -> "NkiTensor":
         g = self._geometry()
         d = _dim(dim, len(g.shape), "slice dim")
-        key = [slice(None)] * len(g.shape)
+        key: list[object] = [slice(None)] * len(g.shape)
         key[d] = slice(_int_of(start, "slice start"), min(_int_of(end, "slice end"), g.shape[d]), step)
         return self[tuple(key)]
 
-    def select(self, dim, index) -> "NkiTensor":
+    def select(self, dim: IntLike, index: object) -> "NkiTensor":
         """Index one dimension with an int, a register or a (1, 1) tensor (its run-time value)."""
         g = self._geometry()
         d = _dim(dim, len(g.shape), "select dim")
-        key = [slice(None)] * len(g.shape)
+        key: list[object] = [slice(None)] * len(g.shape)
         key[d] = scalar_value(index, "select index")
         return self[tuple(key)]
 
-    def reshape(self, *shape) -> "NkiTensor":
-        if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
-            shape = tuple(shape[0])
+    def reshape(self, *dims: SupportsInt | Sequence[SupportsInt]) -> "NkiTensor":
+        given = dims[0] if len(dims) == 1 and isinstance(dims[0], (tuple, list)) else dims
         g = self._geometry()
-        shape = [int(s) for s in shape]
+        sizes = [int(cast(SupportsInt, s)) for s in given]  # reshape(a, b) or reshape((a, b))
         total = math.prod(g.shape)
-        if shape.count(-1) == 1:
-            known = math.prod(s for s in shape if s != -1)
-            shape[shape.index(-1)] = total // known if known else 0
-        shape = tuple(shape)
+        if sizes.count(-1) == 1:
+            known = math.prod(s for s in sizes if s != -1)
+            sizes[sizes.index(-1)] = total // known if known else 0
+        shape = tuple(sizes)
         if math.prod(shape) != total:
             raise IndexingError(f"cannot reshape a tensor of shape {g.shape} ({total} elements) into {shape}")
         if not g.is_contiguous():
@@ -571,24 +583,24 @@ class NkiTensor(Tensor, NKIObject):
             return self._with(shape, _row_major(shape, g.itemsize, onchip=True))
         return self._with(shape, _row_major(shape, g.itemsize, onchip=False))
 
-    def reshape_dim(self, dim, shape) -> "NkiTensor":
+    def reshape_dim(self, dim: IntLike, shape: Iterable[SupportsInt]) -> "NkiTensor":
         g = self._geometry()
         d = _dim(dim, len(g.shape), "reshape_dim dim")
         if g.onchip and d == 0:
             raise PartitionDimError("reshape_dim cannot split the partition dimension")
-        shape = tuple(int(s) for s in shape)
-        if math.prod(shape) != g.shape[d]:
-            raise IndexingError(f"reshape_dim: {shape} does not hold the {g.shape[d]} elements of dimension {d}")
+        sizes = tuple(int(s) for s in shape)
+        if math.prod(sizes) != g.shape[d]:
+            raise IndexingError(f"reshape_dim: {sizes} does not hold the {g.shape[d]} elements of dimension {d}")
         s = g.byte_strides[d]
         sub = []
         acc = s
-        for n in reversed(shape):
+        for n in reversed(sizes):
             sub.append(acc)
             acc *= n
         sub.reverse()
-        return self._with(g.shape[:d] + shape + g.shape[d + 1:], g.byte_strides[:d] + tuple(sub) + g.byte_strides[d + 1:])
+        return self._with(g.shape[:d] + sizes + g.shape[d + 1:], g.byte_strides[:d] + tuple(sub) + g.byte_strides[d + 1:])
 
-    def flatten_dims(self, start, end) -> "NkiTensor":
+    def flatten_dims(self, start: IntLike, end: IntLike) -> "NkiTensor":
         g = self._geometry()
         a, b = _dim(start, len(g.shape), "flatten start"), _dim(end, len(g.shape), "flatten end")
         if a > b:
@@ -604,18 +616,17 @@ class NkiTensor(Tensor, NKIObject):
         n = math.prod(g.shape[a:b + 1])
         return self._with(g.shape[:a] + (n,) + g.shape[b + 1:], g.byte_strides[:a] + (s,) + g.byte_strides[b + 1:])
 
-    def permute(self, *dims) -> "NkiTensor":
-        if len(dims) == 1 and isinstance(dims[0], (tuple, list)):
-            dims = tuple(dims[0])
+    def permute(self, *given: IntLike | Sequence[IntLike]) -> "NkiTensor":
+        order = given[0] if len(given) == 1 and isinstance(given[0], (tuple, list)) else given  # (a, b) or a, b
         g = self._geometry()
-        dims = tuple(_dim(d, len(g.shape), "permute dim") for d in dims)
+        dims = tuple(_dim(d, len(g.shape), "permute dim") for d in order)
         if sorted(dims) != list(range(len(g.shape))):
             raise IndexingError(f"permute{dims} is not a permutation of the {len(g.shape)} dimensions")
         if g.onchip and dims[0] != 0:
             raise PartitionDimError(f"permute{dims} must keep the partition dimension first (dims[0] == 0)")
         return self._with(tuple(g.shape[d] for d in dims), tuple(g.byte_strides[d] for d in dims))
 
-    def broadcast(self, dim, size) -> "NkiTensor":
+    def broadcast(self, dim: IntLike, size: SupportsInt) -> "NkiTensor":
         g = self._geometry()
         d = _dim(dim, len(g.shape), "broadcast dim")
         if g.onchip and d == 0:
@@ -629,7 +640,7 @@ class NkiTensor(Tensor, NKIObject):
         bstr[d] = 0
         return self._with(shape, bstr)
 
-    def expand_dim(self, dim) -> "NkiTensor":
+    def expand_dim(self, dim: IntLike) -> "NkiTensor":
         g = self._geometry()
         d = _int_of(dim, "expand_dim dim")
         nd = len(g.shape) + 1
@@ -640,7 +651,7 @@ class NkiTensor(Tensor, NKIObject):
                                 + (" (the partition dimension stays first)" if g.onchip else ""))
         return self._with(g.shape[:d] + (1,) + g.shape[d:], g.byte_strides[:d] + (g.itemsize,) + g.byte_strides[d:])
 
-    def squeeze_dim(self, dim) -> "NkiTensor":
+    def squeeze_dim(self, dim: IntLike) -> "NkiTensor":
         g = self._geometry()
         d = _dim(dim, len(g.shape), "squeeze_dim dim")
         if g.onchip and d == 0:
@@ -651,7 +662,7 @@ class NkiTensor(Tensor, NKIObject):
             raise PartitionDimError("an on-chip tensor keeps at least 2 dimensions")
         return self._with(g.shape[:d] + g.shape[d + 1:], g.byte_strides[:d] + g.byte_strides[d + 1:])
 
-    def view(self, dtype) -> "NkiTensor":
+    def view(self, dtype: object) -> "NkiTensor":
         """Reinterpret the bytes as another dtype; the last dimension scales with the element size."""
         g = self._geometry()
         d = ndt.resolve(dtype)
@@ -671,8 +682,8 @@ class NkiTensor(Tensor, NKIObject):
 
     reinterpret_cast = view
 
-    def ap(self, pattern=None, offset=0, scalar_offset=None, vector_offset=None, indirect_dim: int = 0,
-           dtype=None) -> "NkiTensor":
+    def ap(self, pattern: Sequence[Sequence[IntLike]] | None = None, offset: IntLike = 0, scalar_offset: object = None,
+           vector_offset: object = None, indirect_dim: IntLike = 0, dtype: object = None) -> "NkiTensor":
         """A hardware access pattern over the tensor's raw storage (the current view's position is
         ignored): `pattern` is [[step, count], ...] in elements, outermost first; on-chip tensors
         start with [elements per partition, partitions].
@@ -696,17 +707,17 @@ class NkiTensor(Tensor, NKIObject):
             raise IndexingError(".ap() needs at least one [step, count] pair")
         if scalar_offset is not None and vector_offset is not None:
             raise IndexingError(".ap(): scalar_offset and vector_offset are mutually exclusive")
-        offset = _int_of(offset, "ap offset")
+        start = _int_of(offset, "ap offset")
         stride = 0
         if scalar_offset is not None or vector_offset is not None:
             k = _dim(indirect_dim, len(g.shape), "indirect_dim (a dimension of the tensor)")
             stride = self._stride_in(k, d)
         if scalar_offset is not None:
-            offset += scalar_value(scalar_offset, "scalar_offset") * stride
+            start += scalar_value(scalar_offset, "scalar_offset") * stride
         shape = tuple(n for _, n in pat)
         if vector_offset is not None:
             axis = min(_int_of(indirect_dim, "indirect_dim"), len(pat) - 1)
-            return _indirect_view(self, root, d, pat, offset, vector_offset, axis, stride)
+            return _indirect_view(self, root, d, pat, start, vector_offset, axis, stride)
         if root.memory != "hbm":
             F = root.bytes_per_partition // isz
             step0, P = pat[0]
@@ -714,16 +725,16 @@ class NkiTensor(Tensor, NKIObject):
                 raise PartitionDimError(f".ap(): the first [step, count] pair addresses partitions and must step "
                                         f"one partition ({F} elements of {d.name} per partition), got step {step0}; "
                                         "partition access must be contiguous")
-            p0, f0 = divmod(offset, F) if F else (0, 0)
+            p0, f0 = divmod(start, F) if F else (0, 0)
             geo = Geo(root, d, shape, p0, f0 * isz, (0,) + tuple(s * isz for s, _ in pat[1:]))
         else:
-            geo = Geo(root, d, shape, 0, offset * isz, tuple(s * isz for s, _ in pat))
+            geo = Geo(root, d, shape, 0, start * isz, tuple(s * isz for s, _ in pat))
         try:
             return NkiTensor.of(geo)
         except OutOfBoundsError:
             if d is not root.dtype:
                 raise
-            return _pattern_gather_view(root, pat, offset)
+            return _pattern_gather_view(root, pat, start)
 
     def _stride_in(self, k: int, d: _dt.DType) -> int:
         """The stride of the view's dimension k, in elements of dtype d."""
@@ -735,12 +746,12 @@ class NkiTensor(Tensor, NKIObject):
                                 "number of elements")
         return nbytes // d.itemsize
 
-    def vector_select(self, index, dim: int = 0) -> "NkiTensor":
+    def vector_select(self, index: object, dim: IntLike = 0) -> "NkiTensor":
         """Rows of dimension `dim` chosen at run time by an index tile (one index per output row):
         a gather/scatter view for DMA (the HBM form of `.ap(vector_offset=...)`)."""
         return _select_rows(self, index, dim, "vector_select")
 
-    def indirect(self, index, num_elem=None, dim: int = 0) -> "NkiTensor":
+    def indirect(self, index: object, num_elem: IntLike | None = None, dim: IntLike = 0) -> "NkiTensor":
         """Tensor Indirection (NeuronCore-v4): output partition p reads partition index[p] of this
         view (the first `num_elem` free elements, default all)."""
         from nkitui.emulator.errors import EngineOpError
@@ -764,7 +775,7 @@ class NkiTensor(Tensor, NKIObject):
         flat = np.broadcast_to(g.byte_offset // g.itemsize + np.arange(n, dtype=np.int64), (idx.size, n))
         return _gather_view_onchip(g.root, np.broadcast_to(part, (idx.size, n)), flat, (idx.size, n))
 
-    def rearrange(self, pattern: str, **sizes) -> "NkiTensor":
+    def rearrange(self, pattern: str, **sizes: int) -> "NkiTensor":
         """einops-style view: `"p (a b) -> p a b"`, `"p a b -> p b a"`, `"p a b -> p (a b)"`."""
         left, _, right = pattern.partition("->")
         lhs, rhs = _parse_axes(left), _parse_axes(right)
@@ -802,21 +813,26 @@ class NkiTensor(Tensor, NKIObject):
 
 
 def _parse_axes(side: str) -> list[tuple[str, ...]]:
-    out, group = [], None
+    out: list[tuple[str, ...]] = []
+    group: list[str] | None = None
     for tok in side.replace("(", " ( ").replace(")", " ) ").split():
         if tok == "(":
             group = []
         elif tok == ")":
+            if group is None:
+                raise IndexingError(f"rearrange: ')' without '(' in '{side.strip()}'")
             out.append(tuple(group))
             group = None
         elif group is not None:
             group.append(tok)
         else:
             out.append((tok,))
+    if group is not None:
+        raise IndexingError(f"rearrange: '(' without ')' in '{side.strip()}'")
     return out
 
 
-def _slice(k: slice, n: int, axis: int, t) -> tuple[int, int, int]:
+def _slice(k: slice, n: int, axis: int, t: Tensor) -> tuple[int, int, int]:
     step = 1 if k.step is None else _int_of(k.step, "slice step")
     if step == 0:
         raise IndexingError("slice step cannot be zero")
@@ -845,7 +861,7 @@ def _slice(k: slice, n: int, axis: int, t) -> tuple[int, int, int]:
     return a, length, step
 
 
-def _row_major(shape, isz: int, onchip: bool) -> tuple[int, ...]:
+def _row_major(shape: Sequence[int], isz: int, onchip: bool) -> tuple[int, ...]:
     bstr = [0] * len(shape)
     acc = isz
     for i in range(len(shape) - 1, 0 if onchip else -1, -1):
@@ -854,18 +870,18 @@ def _row_major(shape, isz: int, onchip: bool) -> tuple[int, ...]:
     return tuple(bstr)
 
 
-def _index_values(index) -> np.ndarray:
+def _index_values(index: object) -> IndexArray:
     from nkitui.emulator.runtime import current
 
     if isinstance(index, Tensor):
         if not current().execute or index.storage.data is None:
             return np.zeros(index.shape, dtype=np.int64)
         return np.asarray(index.array()).astype(np.int64)
-    return np.asarray(index, dtype=np.int64)
+    return np.asarray(index, dtype=np.int64)  # an index list or array of the kernel's
 
 
-def _indirect_view(t: NkiTensor, root: Storage, d: _dt.DType, pat, offset: int, vector_offset, k: int,
-                   stride: int) -> NkiTensor:
+def _indirect_view(t: NkiTensor, root: Storage, d: _dt.DType, pat: Pattern, offset: int, vector_offset: object,
+                   k: int, stride: int) -> NkiTensor:
     """.ap(vector_offset=idx, indirect_dim=...): axis k of the pattern runs over the indices, each
     times `stride` (the tensor's stride of the indirect dimension; the pattern's own step on that
     axis is not used), the other axes follow the pattern. Elements outside the tensor stay out of
@@ -883,7 +899,7 @@ def _indirect_view(t: NkiTensor, root: Storage, d: _dt.DType, pat, offset: int, 
     return _gather_view(root, _flat_indices(steps, offset, grids), shape)
 
 
-def _flat_indices(pat, offset: int, grids=None) -> np.ndarray:
+def _flat_indices(pat: Pattern, offset: int, grids: Mapping[int, IndexArray] | None = None) -> IndexArray:
     """Element offsets (row-major over the root) of every element of a pattern; `grids` replaces
     the iteration of some axes by given values (vector offsets)."""
     shape = tuple(n for _, n in pat)
@@ -896,7 +912,8 @@ def _flat_indices(pat, offset: int, grids=None) -> np.ndarray:
     return flat
 
 
-def _pattern_gather_view(root: Storage, pat, offset: int, grids=None) -> NkiTensor:
+def _pattern_gather_view(root: Storage, pat: Pattern, offset: int,
+                         grids: Mapping[int, IndexArray] | None = None) -> NkiTensor:
     """The elements of a pattern as a gather view of `root` (used when a pattern leaves the
     tensor, and for on-chip vector offsets): out-of-range elements stay out of range, so the
     instruction that uses the view reports them (or a DMA with oob_mode=skip drops them)."""
@@ -910,7 +927,7 @@ def _pattern_gather_view(root: Storage, pat, offset: int, grids=None) -> NkiTens
     return _gather_view_onchip(root, part, free, shape)
 
 
-def _gather_view(root: Storage, flat: np.ndarray, shape) -> NkiTensor:
+def _gather_view(root: Storage, flat: IndexArray, shape: Sequence[int]) -> NkiTensor:
     """A gather view of `root` from flat (row-major) element indices."""
     inner = math.prod(root.shape[1:]) if len(root.shape) > 1 else 1
     first = np.floor_divide(flat, inner) if inner else flat
@@ -922,7 +939,7 @@ def _gather_view(root: Storage, flat: np.ndarray, shape) -> NkiTensor:
     return NkiTensor(root, None, tuple(shape), tuple(np.asarray(a, dtype=np.int64) for a in idx))
 
 
-def _gather_view_onchip(root: Storage, part: np.ndarray, free: np.ndarray, shape) -> NkiTensor:
+def _gather_view_onchip(root: Storage, part: IndexArray, free: IndexArray, shape: Sequence[int]) -> NkiTensor:
     """A gather view of an on-chip root: partition indices and flat free-element indices (a free
     index outside the partition stays out of range on the first free dimension)."""
     idx = [np.asarray(part, dtype=np.int64)]
@@ -937,7 +954,7 @@ def _gather_view_onchip(root: Storage, part: np.ndarray, free: np.ndarray, shape
     return NkiTensor(root, None, tuple(shape), tuple(np.broadcast_to(a, tuple(shape)) for a in idx))
 
 
-def _select_rows(t: NkiTensor, index, dim, api: str) -> NkiTensor:
+def _select_rows(t: NkiTensor, index: object, dim: IntLike, api: str) -> NkiTensor:
     g = t._geometry()
     d = _dim(dim, len(g.shape), f"{api} dim")
     if not g.is_root_whole():

@@ -18,6 +18,7 @@ from __future__ import annotations
 import queue
 import secrets
 import shutil
+import signal
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -256,6 +257,10 @@ class UntrustedChild:
             message = f"{what} {exit_report.message if exit_report is not None else 'ended'}"
             if file:
                 message += f"; the last kernel line on the stack was {file}:{line}"
+            if self.role == "kernel" and exit_report is not None and exit_report.returncode == -signal.SIGSEGV:
+                message += (". On the emulator the device's memory is write-protected outside its instructions: "
+                            "a write into it from host code (behind nl.store / DMA, e.g. through a tensor's "
+                            "storage or a forged numpy array) ends the kernel process this way")
             error, status = ErrorEvent(kind, message, file, line), _STATUS.get(kind, "crashed")
         self._gone = ChildGone(error, status)
         return self._gone

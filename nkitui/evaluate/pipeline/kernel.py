@@ -65,7 +65,7 @@ class KernelRun:
     elapsed_s: float | None = None
     error: dict[str, Any] | None = None
     host_compute: str | None = None  # why an output does not count as the device's
-    trace_json: dict[str, Any] | None = None
+    trace_json: Any = None  # a Trace (binary form), a dict (JSON form), or None
 
 
 class KernelProcess:
@@ -158,13 +158,21 @@ def _host_compute(provenance: Any, names: list[str]) -> str | None:
     return None
 
 
-def _read_trace(folder: Path, name: str) -> dict[str, Any] | None:
+def _read_trace(folder: Path, name: str) -> Any:
+    """The kernel process's trace: a Trace (binary form), a dict (JSON form, or {"error": why}), or None."""
     if "/" in name or name in ("", ".", ".."):
         return None
     path = folder / name
     try:
         if not path.is_file() or path.is_symlink() or path.stat().st_size > MAX_TRACE_BYTES:
             return None
+        if name.endswith(".bin"):  # the compact form (nkitui.emulator.tracepack), checked as it is read
+            from nkitui.emulator import tracepack
+
+            try:
+                return tracepack.unpack(path.read_bytes())
+            except tracepack.TraceFormatError as exc:
+                return {"error": str(exc)}
         data = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return None

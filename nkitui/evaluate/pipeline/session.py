@@ -128,7 +128,7 @@ class EvaluationSession:
         self.auditor: NumericsAuditor | None = None
         self.outputs: dict[int, dict[str, np.ndarray]] = {}  # natural layout, device outputs only
         self.seed_results: dict[int, SeedResult] = {}
-        self.trace_json: dict[str, Any] | None = None
+        self.trace_json: Any = None  # the first seed's trace: a Trace, or its JSON form
         self.first_seed_run: Any = None  # the KernelRun of the first seed that ran (kept for a recheck)
         self.backend_versions: dict[str, Any] = {}
         self._golden_error = ""
@@ -686,6 +686,11 @@ class EvaluationSession:
             return None
         from nkitui.emulator.trace import Trace
 
+        if isinstance(data, Trace):  # the compact form, already checked and built (tracepack)
+            return data
+        if isinstance(data, dict) and "error" in data:
+            self.result.notes.append(f"the kernel process sent an instruction trace that could not be read: {data['error']}")
+            return None
         try:
             return Trace.from_json(data)
         except (KeyError, TypeError, ValueError, IndexError) as exc:

@@ -203,6 +203,11 @@ class Backend(ABC):
         (nkitui.executor.backends.costmodel), never in the process that ran the kernel."""
         return ProfileOutcome(skipped=f"the {self.name} backend measures nothing itself: the cost model estimates from its trace")
 
+    def expect_inputs(self, arrays: list[np.ndarray]) -> None:
+        """Told the arrays the entry point is about to be called with (the emulator checks that the
+        launch producing the outputs received exactly these); other backends have no such check."""
+        return None
+
     # -- shared helpers ---------------------------------------------------------------------------
     def _import_kernel(self, module_name: str | None = None) -> Any:
         entry = self.task.kernel
@@ -220,6 +225,7 @@ class Backend(ABC):
         if entry.outputs_mode == "arguments":
             preallocated = allocate_outputs(self.task.outputs)
             call_args += preallocated
+        self.expect_inputs(call_args)
         start = time.perf_counter()
         returned = target(*call_args, **entry.kwargs)
         elapsed = time.perf_counter() - start

@@ -55,8 +55,19 @@ class EmulatorBackend(Backend):
                           provenance={name: _origin(seen, arr) for name, arr in outputs.items()})
 
 
+    def expect_inputs(self, arrays: list[np.ndarray]) -> None:
+        from nkitui.emulator import provenance
+
+        for collector in provenance.active():
+            collector.expect(arrays)
+
+
 def _origin(seen: Any, array: np.ndarray) -> dict[str, Any]:
     origin = seen.origin(array)
+    if origin is not None and not origin.harness_inputs:
+        return {"device": False, "why": f"the emulated kernel {origin.kernel} wrote it, but that launch did not receive "
+                                        "the harness's input arrays (host code launched it on arrays of its own, "
+                                        "e.g. inputs it computed or changed)"}
     if origin is not None:
         return {"device": True, **origin.to_dict()}
     changed = seen.changed(array)

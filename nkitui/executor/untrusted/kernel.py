@@ -17,7 +17,7 @@ The reply is data: nothing here knows the reference, a tolerance or a verdict.
 
 from __future__ import annotations
 
-import json
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -97,7 +97,13 @@ class KernelRunner:
         from nkitui.executor.arrays import load_array
 
         folder = Path(request["dir"]) / "in"
-        return [load_array(folder, meta, max_elements=self.max_elements) for meta in request["inputs"]]
+        arrays = [load_array(folder, meta, max_elements=self.max_elements) for meta in request["inputs"]]
+        if "nkitui.emulator.devmem" in sys.modules:
+            from nkitui.emulator import devmem
+
+            if devmem.enabled():  # the harness's inputs in write-protected device memory: host code cannot change
+                arrays = [devmem.copy_of(a) for a in arrays]  # them in place before the launch that counts
+        return arrays
 
     def _save(self, request: dict[str, Any], outputs: dict[str, Any]) -> dict[str, Any]:
         from nkitui.executor.arrays import save_array
@@ -129,8 +135,7 @@ class KernelRunner:
             return
         trace_file = None
         if trace is not None:
-            trace_file = "trace.json"
-            (Path(request["dir"]) / "out" / trace_file).write_text(json.dumps(trace.to_json()), encoding="utf-8")
+            trace_file = _write_trace(Path(request["dir"]) / "out", trace)
         self.server.reply(request, outputs=saved, elapsed_s=elapsed, provenance=provenance, trace=trace_file)
 
     def _patched(self, request: dict[str, Any], what: str) -> bool:
@@ -166,8 +171,7 @@ class KernelRunner:
             return
         out = Path(request["dir"]) / "out"
         out.mkdir(parents=True, exist_ok=True)
-        (out / "trace.json").write_text(json.dumps(tr.to_json()), encoding="utf-8")
-        self.server.reply(request, trace="trace.json")
+        self.server.reply(request, trace=_write_trace(out, tr))
 
     def profile(self, request: dict[str, Any]) -> None:
         """Hardware timing and the profiler's summary (timed where the kernel runs: in this process)."""
@@ -184,6 +188,15 @@ class KernelRunner:
             return
         self.server.reply(request, timing=outcome.timing, utilisation=outcome.utilisation, notes=list(outcome.notes),
                           skipped=outcome.skipped)
+
+
+def _write_trace(folder: Path, trace: Any) -> str:
+    """The instruction trace in its compact binary form (nkitui.emulator.tracepack): the JSON form of a
+    large trace costs seconds to build, write, parse and rebuild."""
+    from nkitui.emulator import tracepack
+
+    (folder / "trace.bin").write_bytes(tracepack.pack(trace))
+    return "trace.bin"
 
 
 def _recheck(task: Any, got: dict[str, Any], expected: dict[str, Any]) -> str | None:

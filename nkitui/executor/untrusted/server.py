@@ -41,13 +41,21 @@ class Server:
             "active": [], "degraded": ["not confined: the worker did not enter nkitui.executor.confine"]}
         guard = introspection.install(str(self.ctx.workspace))
         if "nkitui.emulator.tensor" in sys.modules:  # the kernel process: the emulator's value methods refuse task code
-            from nkitui.emulator import tensor as emulator_tensor  # already imported: no cost
+            from nkitui.emulator import devmem  # already imported: no cost
+            from nkitui.emulator import tensor as emulator_tensor
 
             emulator_tensor.TASK_ROOTS = guard.task_roots
+            devmem.enable()  # device memory write-protected outside instructions' writes
+            guard.foreign_allowed = devmem.foreign_functions()
+            report["active"] = [*report.get("active", []), "device memory write-protected"]
         report["active"] = [*report.get("active", []), "introspection guard"]
         from nkitui.executor import confine  # last: nkitui's setup is done, task code comes next
 
         no_threads, threads_allowed = confine.refuse_threads()
+        if "nkitui.emulator.devmem" in sys.modules:  # its helper thread is nkitui's, not the task's
+            from nkitui.emulator import devmem
+
+            devmem.own_threads_now()
         if no_threads:
             report["active"].append(no_threads)
         if threads_allowed:

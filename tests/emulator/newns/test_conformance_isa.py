@@ -431,6 +431,27 @@ def test_range_select_and_select_reduce(rng):
     assert np.array_equal(s, np.where(pred != 0, a, 0))
 
 
+@pytest.mark.parametrize("which", ["range_select", "select_reduce"])
+def test_range_and_select_reduce_name_a_reduce_op_that_does_not_reduce(rng, which):
+    # nl.divide has no reduction: the kernel's error says so (it was a TypeError from inside the emulator)
+    @nki.jit
+    def k(a, lo, hi, pred):
+        o = nl.ndarray(a.shape, dtype=nl.float32, buffer=nl.sbuf)
+        m = nl.ndarray((a.shape[0], 1), dtype=nl.float32, buffer=nl.sbuf)
+        if which == "range_select":
+            nisa.range_select(dst=o, on_true_tile=_load(a), comp_op0=nl.greater_equal, comp_op1=nl.less,
+                              bound0=_load(lo), bound1=_load(hi), reduce_res=m, reduce_op=nl.divide)
+        else:
+            nisa.select_reduce(dst=o, predicate=_load(pred), on_true=_load(a), on_false=0.0, reduce_res=m,
+                               reduce_op=nl.divide)
+        return _store(m)
+
+    a = rng.random((8, 10)).astype(F32)
+    bound = np.full((8, 1), 2, F32)
+    with pytest.raises(nki.isa.NkiValidationError, match="divide is not a reduction operator"):
+        k(a, bound, bound, np.ones((8, 10), np.uint8))
+
+
 def test_bn_stats_and_bn_aggr(rng):
     @nki.jit
     def k(a):

@@ -212,3 +212,17 @@ def test_tensor_attributes():
     assert seen["strides"] == (64, 16, 2) and seen["offset"] == 16
     assert seen["pattern"] == [[64, 128], [16, 2], [2, 8]]
     assert seen["contiguous"] is False and seen["whole"] is True and seen["ndim"] == 3
+
+
+@pytest.mark.parametrize("pattern, message", [("p a) -> p a", "'\\)' without '\\('"),
+                                              ("p a b -> p (a b", "'\\(' without '\\)'")])
+def test_rearrange_with_unbalanced_parentheses_says_so(pattern, message):
+    # a stray ')' used to fail inside the parser (TypeError: 'NoneType' object is not iterable) and an
+    # unclosed '(' dropped its axes, so the error blamed the axis count
+    @nki.jit
+    def k(a):
+        _load(a).rearrange(pattern)
+        return a
+
+    with pytest.raises(nki.isa.NkiValidationError, match=f"rearrange: {message}"):
+        k(np.zeros((8, 4), F32))

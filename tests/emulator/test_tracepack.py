@@ -1,0 +1,100 @@
+"""The trace's binary form (nkitui.emulator.tracepack): the same instructions back, and malformed
+bytes from the untrusted kernel process refused with a TraceFormatError, never half-built."""
+
+from __future__ import annotations
+
+import struct
+
+import numpy as np
+import pytest
+
+import nkitui.emulator as emu
+from nkitui.emulator import tracepack
+from nkitui.emulator.trace import Trace
+
+
+@pytest.fixture(scope="module")
+def trace() -> Trace:
+    emu.install(force=True)
+    import neuronxcc.nki as nki
+    import neuronxcc.nki.language as nl
+
+    @nki.jit
+    def k(a, b):
+        out = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.shared_hbm)
+        for i in nl.affine_range(2):
+            x = nl.load(a[i * 64:(i + 1) * 64, :])
+            y = nl.load(b[i * 64:(i + 1) * 64, :])
+            nl.store(out[i * 64:(i + 1) * 64, :], nl.multiply(nl.exp(x), y))
+        return out
+
+    a = np.ones((128, 32), np.float32)
+    with emu.trace() as tr:
+        k(a, a)
+    tr.instructions[0].meta["note"] = {"nested": [1, 2]}
+    return tr
+
+
+def test_pack_then_unpack_gives_the_same_trace_as_the_json_form(trace):
+    back = tracepack.unpack(tracepack.pack(trace))
+    via_json = Trace.from_json(trace.to_json())
+    assert back.instructions == via_json.instructions and len(back) == len(trace) > 5
+    assert back.storages == via_json.storages and back.meta == via_json.meta
+    assert (back.target, back.kernel) == (trace.target, trace.kernel)
+    # each instruction owns its meta dict (the cost model may annotate one without touching others)
+    assert back.instructions[1].meta is not back.instructions[2].meta or not back.instructions[1].meta
+
+
+def test_an_empty_trace_round_trips():
+    back = tracepack.unpack(tracepack.pack(Trace(target="trn1", kernel="k")))
+    assert back.instructions == [] and back.target == "trn1"
+
+
+def _header(data: bytes) -> tuple[dict, int]:
+    import json
+
+    (hlen,) = struct.unpack_from("<Q", data, len(tracepack.MAGIC))
+    start = len(tracepack.MAGIC) + 8
+    return json.loads(data[start:start + hlen]), start + hlen
+
+
+def _with_header(data: bytes, header: dict) -> bytes:
+    import json
+
+    _, body = _header(data)
+    head = json.dumps(header).encode()
+    return tracepack.MAGIC + struct.pack("<Q", len(head)) + head + data[body:]
+
+
+@pytest.mark.parametrize("damage", ["magic", "truncated", "extra", "string index", "box count", "memory", "version",
+                                    "header", "meta"])
+def test_malformed_bytes_are_refused(trace, damage):
+    data = tracepack.pack(trace)
+    header, body = _header(data)
+    n = header["instructions"]
+    ints = np.frombuffer(data, dtype="<i8", count=n * 21, offset=body).reshape(n, 21).copy()
+    rest = data[body + ints.nbytes:]
+    if damage == "magic":
+        data = b"X" + data[1:]
+    elif damage == "truncated":
+        data = data[:-8]
+    elif damage == "extra":
+        data = data + b"\0" * 8
+    elif damage == "string index":
+        ints[0, 2] = 10_000
+        data = data[:body] + ints.tobytes() + rest
+    elif damage == "box count":
+        ints[0, 14] += 1
+        data = data[:body] + ints.tobytes() + rest
+    elif damage == "memory":
+        boxes = np.frombuffer(rest, dtype="<i8").reshape(-1, 6).copy()
+        boxes[0, 1] = 99
+        data = data[:body] + ints.tobytes() + boxes.tobytes()
+    elif damage == "version":
+        data = _with_header(data, {**header, "version": 99})
+    elif damage == "header":
+        data = tracepack.MAGIC + struct.pack("<Q", 5) + b"{nope" + data[body:]
+    elif damage == "meta":
+        data = _with_header(data, {**header, "metas": ["[1]"] * len(header["metas"])})
+    with pytest.raises(tracepack.TraceFormatError):
+        tracepack.unpack(data)
