@@ -5,12 +5,15 @@ count of verified (passed) and unverified (skipped, with the reason) protections
 under pytest-xdist (the reports travel to the controller with their properties).
 
 Every test also starts without the COLUMNS/LINES that pytest-xdist workers inherit (see
-`no_inherited_terminal_width`).
+`no_inherited_terminal_width`), and with its own XDG folders (see `isolated_user_folders`): no test
+reads the user's settings or writes into the user's run store, drafts or caches. A folder's conftest
+may set its own on top (a fake HOME, an EDITOR); this one is only the floor.
 """
 
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 import pytest
 
@@ -39,6 +42,15 @@ def pytest_terminal_summary(terminalreporter) -> None:  # noqa: ANN001
     terminalreporter.write_sep("-", line, yellow=bool(skipped), red=bool(failed), green=not (skipped or failed))
 
 
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Files holding a test marked `slow` run first (whole files, in their collected order; the rest keep
+    theirs): under pytest-xdist a long test that starts last keeps one worker busy while the other has
+    finished, and the suite's wall time is the busier worker's. Whole files, so that a module-scoped
+    fixture is not made twice on one worker (once for the slow tests, again for the rest)."""
+    slow_files = {item.nodeid.split("::")[0] for item in items if item.get_closest_marker("slow")}
+    items.sort(key=lambda item: item.nodeid.split("::")[0] not in slow_files)
+
+
 @pytest.fixture(autouse=True)
 def no_inherited_terminal_width(monkeypatch: pytest.MonkeyPatch) -> None:
     """pytest-xdist workers inherit COLUMNS=80/LINES=24; commands fit their output to COLUMNS, so a test
@@ -48,3 +60,23 @@ def no_inherited_terminal_width(monkeypatch: pytest.MonkeyPatch) -> None:
         # a library may have set it at C level (setenv) without os.environ knowing: children inherit
         # the C environment, so clear that too
         os.unsetenv(name)
+
+
+XDG_VARS = ("XDG_DATA_HOME", "XDG_STATE_HOME", "XDG_CACHE_HOME", "XDG_CONFIG_HOME")
+
+
+@pytest.fixture(autouse=True)
+def isolated_user_folders(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Fresh XDG folders for every test (outside its tmp_path, which stays the test's own), and no
+    fake Neuron device left over from the environment. Returns the folder holding them."""
+    base = tmp_path_factory.mktemp("xdg")
+    for var in XDG_VARS:
+        monkeypatch.setenv(var, str(base / var.lower()))
+    monkeypatch.delenv("NKITUI_FAKE_NEURON_DEVICE", raising=False)
+    return base
+
+
+@pytest.fixture
+def isolated_dirs(isolated_user_folders: Path) -> Path:
+    """The same folder under the name the executor and pipeline tests knew it by (their conftest's)."""
+    return isolated_user_folders

@@ -95,13 +95,21 @@ def new_app(task_path: Path, **kwargs):
     return NkituiApp(load_task(task_path), **kwargs)
 
 
-async def settle(pilot, delay: float = 0.05, timeout: float = 60.0) -> None:
+async def settle(pilot, delay: float = 0.01, timeout: float = 60.0) -> None:
     """Wait until no worker is pending or running and the screen has caught up (lazygit's busy/idle
-    idea: tests wait for idle, never for a fixed time). Failed workers count as done: the app
-    reports them itself."""
+    idea: tests wait for idle, never for a fixed time). While workers run it sleeps until they end
+    (woken by their ends, not by polling); then it lets the screen process what they posted, twice in
+    a row with no worker pending. Failed workers count as done: the app reports them itself."""
+    import asyncio
     import time
 
     from textual.worker import WorkerState
+
+    async def ended(worker) -> None:
+        try:
+            await worker.wait()
+        except Exception:  # noqa: BLE001 - failed or cancelled: ended all the same
+            pass
 
     app = pilot.app
     deadline = time.monotonic() + timeout
@@ -112,8 +120,12 @@ async def settle(pilot, delay: float = 0.05, timeout: float = 60.0) -> None:
     quiet = 0
     while quiet < 2:
         await pilot.pause(delay)
-        busy = any(w.state in (WorkerState.PENDING, WorkerState.RUNNING) for w in app.workers)
+        busy = [w for w in app.workers if w.state in (WorkerState.PENDING, WorkerState.RUNNING)]
         quiet = 0 if busy else quiet + 1
+        running = [w for w in busy if w.state == WorkerState.RUNNING]
+        if running:  # never cancelled here: a cancelled wait would cancel the worker's own task
+            await asyncio.wait([asyncio.ensure_future(ended(w)) for w in running],
+                               timeout=max(0.0, deadline - time.monotonic()))
         if time.monotonic() > deadline:
             raise TimeoutError(f"workers still busy: {[w.name for w in app.workers]}")
 

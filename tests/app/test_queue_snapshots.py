@@ -18,7 +18,7 @@ from nkitui.app.app import NkituiApp
 from nkitui.review import Draft, DraftStore, load_builtin_rubric, submit_review
 from tests.app.helpers import FIXTURES, SAMPLE_TASKS, make_task_repo, recorded_result, store_run
 from tests.app.test_queue import filled
-from tests.review.conftest import filled_draft
+from tests.helpers.review import filled_draft
 
 NOW = dt.datetime(2026, 1, 9, 12, 0, tzinfo=dt.timezone.utc)
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import time
 
 import git
+import pytest
 
 from nkitui.app.screens.review import ConfirmSubmit, SubmittedScreen
 from nkitui.app.widgets.rubric.widgets import CommentEditor, CriteriaList, ScoreSelector
@@ -73,6 +74,7 @@ async def test_long_comment_in_editor(task_dir, tmp_path, monkeypatch):
         assert app.draft.scores["migration_fidelity"].comment == "Written in my editor.\nSecond line."
 
 
+@pytest.mark.slow
 async def test_submit_is_refused_until_valid_then_commits_only_review_files(task_dir):
     app = new_app(task_dir)
     async with app.run_test(size=(100, 36)) as pilot:

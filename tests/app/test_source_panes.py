@@ -5,6 +5,8 @@ side gets enough columns (200x50)."""
 
 from __future__ import annotations
 
+import pytest
+
 from nkitui.app.widgets.source.code_view import CONTINUATION, CUT, SourceFile
 from nkitui.app.widgets.source.highlight import highlight_lines, language_for
 from nkitui.task import load_task
@@ -60,6 +62,7 @@ async def _read_whole_file(pilot, source: SourceFile) -> dict[int, str]:
     return lines
 
 
+@pytest.mark.slow
 async def test_every_bundled_nki_port_reads_in_full_at_80x24(sample_task):
     app = new_app(sample_task("attention_fwd"))  # the longest NKI lines of the bundled tasks
     async with app.run_test(size=(80, 24)) as pilot:

@@ -47,6 +47,7 @@ def test_import_contracts_are_kept() -> None:
     assert "0 broken" in done.stdout, done.stdout
 
 
+@pytest.mark.slow
 @already_checked
 def test_typed_layers_pass_mypy() -> None:
     # mypy reads [tool.mypy] from pyproject.toml: the packages listed in `files`, checked with --strict.

@@ -31,6 +31,7 @@ def _run(root: Path, options: BatchOptions | None = None, **kwargs):
     return handle, summary
 
 
+@pytest.mark.slow
 def test_a_mixed_folder_gives_one_record_per_task_and_exit_2(mixed_tasks: Path, tmp_path: Path):
     out = tmp_path / "out.jsonl"
     handle, summary = _run(mixed_tasks, jsonl=out)
@@ -56,6 +57,7 @@ def test_a_mixed_folder_gives_one_record_per_task_and_exit_2(mixed_tasks: Path, 
     assert handle.records["broken"].run_id is None and "inputs[0].shape" in handle.records["broken"].problems[0]
 
 
+@pytest.mark.slow
 def test_timeouts_and_crashes_are_reported_and_never_stop_the_batch(tmp_path: Path):
     from tests.helpers.add_task import add_manifest
 
@@ -109,6 +111,7 @@ def test_cancel_stops_running_workers_keeps_finished_results_and_leaves_nothing_
     assert not [pid for pid in pids.values() if _alive(pid)], "a cancelled worker is still running"
 
 
+@pytest.mark.slow
 def test_resume_skips_results_for_the_same_commit_files_version_and_options(mixed_tasks: Path):
     first, _ = _run(mixed_tasks)
     again, summary = _run(mixed_tasks, resume=True)

@@ -16,6 +16,10 @@ from rich.cells import cell_len
 from nkitui.cli import build_parser
 from tests.app.helpers import SAMPLE_TASKS, make_task_repo
 
+# one worker runs every test of this file (pytest-xdist's loadgroup): the module's `nkitui check` at 80
+# columns runs once, not once per worker
+pytestmark = pytest.mark.xdist_group("cli-width")
+
 WIDTH = 80
 
 
@@ -46,6 +50,7 @@ def checked(tmp_path_factory):
     return task, env, done
 
 
+@pytest.mark.slow
 def test_check_report_and_progress_lines_fit_80_columns(checked):
     _, _, done = checked
     _fits(done.stdout)
@@ -78,6 +83,7 @@ def test_runs_list_show_and_compare_fit_80_columns(checked):
     assert "times in UTC" in _nkitui(wide, "runs", "list", str(task)).stdout  # room for the time column
 
 
+@pytest.mark.slow
 def test_review_template_history_and_task_validate_fit_80_columns(checked, tmp_path):
     task, env, _ = checked
     template = _nkitui(env, "review", "template", str(task)).stdout

@@ -27,6 +27,10 @@ from benchmarks.peer_suites.common import (
     fold_records,
 )
 
+# one worker runs every test of this file (pytest-xdist's loadgroup): the fake peer suite, a pytest
+# run in a child process, runs once and not once per worker
+pytestmark = pytest.mark.xdist_group("peer-runner")
+
 REPO = Path(__file__).resolve().parents[2]
 
 SHIM = '''

@@ -8,7 +8,7 @@ import json
 import re
 
 from nkitui.cli import main
-from tests.review.conftest import write_run, write_task
+from tests.helpers.review import write_run, write_task
 
 
 def _fill(template: str, score: int = 4, verdict: str = "accept") -> str:
@@ -119,7 +119,7 @@ def test_template_can_resume_the_autosaved_draft(task_repo, capsys, rubric):
     from nkitui.review import DraftStore
 
     root, _ = task_repo
-    from tests.review.conftest import filled_draft
+    from tests.helpers.review import filled_draft
 
     draft = filled_draft(rubric, score=3)
     draft.summary = "resumed from the workstation"

@@ -10,7 +10,7 @@ import pytest
 
 from nkitui.cli import main
 from nkitui.review import SubmitRefused, submit_review
-from tests.review.conftest import filled_draft
+from tests.helpers.review import filled_draft
 
 
 def _template(root, tmp_path, capsys) -> str:

@@ -7,7 +7,7 @@ import pytest
 
 from nkitui.common.paths import state_dir
 from nkitui.review import Autosaver, Draft, DraftStore, RecordError, offer_restore, submit_review
-from tests.review.conftest import filled_draft, init_repo, write_task
+from tests.helpers.review import filled_draft, init_repo, write_task
 
 
 def test_drafts_live_in_the_xdg_state_dir_keyed_by_repo_and_task(tmp_path, isolated_env, rubric):

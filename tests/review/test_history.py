@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from nkitui.review import agreement_under, diff_reviews, submit_review, task_history
-from tests.review.conftest import filled_draft, write_task
+from tests.helpers.review import filled_draft, write_task
 
 T0 = dt.datetime(2026, 11, 30, 9, 0, tzinfo=dt.timezone.utc)
 

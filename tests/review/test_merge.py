@@ -7,7 +7,7 @@ import json
 import git
 
 from nkitui.review import Evidence, submit_review, task_history
-from tests.review.conftest import filled_draft, init_repo, run_result, set_identity, write_task
+from tests.helpers.review import filled_draft, init_repo, run_result, set_identity, write_task
 
 RUN = "20261130T132500Z-3fa9c1"
 

@@ -4,7 +4,7 @@ import pytest
 
 from nkitui.review import RubricError, Scale, builtin_rubric_ids, load_builtin_rubric, load_rubric, parse_rubric, rubric_for_task
 from nkitui.task import load_task
-from tests.review.conftest import write_task
+from tests.helpers.review import write_task
 
 CUSTOM = textwrap.dedent(
     """\

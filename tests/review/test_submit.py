@@ -11,7 +11,7 @@ import pytest
 
 from nkitui.review import DraftInvalid, Evidence, SubmitRefused, load_record, submit_review
 from nkitui.review.gitstore import make_initial_commit
-from tests.review.conftest import filled_draft, init_repo, set_identity, write_run, write_task
+from tests.helpers.review import filled_draft, init_repo, set_identity, write_run, write_task
 
 
 def _index_entries(repo: git.Repo) -> dict[str, str]:
@@ -322,7 +322,7 @@ def test_run_results_are_resolved_and_checked(task_repo, rubric, tmp_path):
 
 def test_run_lookup_hook_finds_runs_in_the_executor_store(task_repo, rubric):
     root, repo = task_repo
-    from tests.review.conftest import run_result
+    from tests.helpers.review import run_result
 
     stored = {"20261130T000000Z-bbbbbb": run_result("20261130T000000Z-bbbbbb")}
     draft = filled_draft(rubric)

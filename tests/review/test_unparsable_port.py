@@ -9,7 +9,7 @@ import re
 
 from nkitui.cli import main
 from nkitui.evaluate.run.result import RunResult
-from tests.review.conftest import init_repo, write_task
+from tests.helpers.review import init_repo, write_task
 
 
 def _break_port(root) -> None:

@@ -17,7 +17,7 @@ from nkitui.review import Draft, DraftStore, load_builtin_rubric, submit_review
 from nkitui.session.queue import BatchProgress, TaskQueue, clock
 from nkitui.session.queue_facts import FindingsCache, ReviewFacts, age_text
 from tests.batch.conftest import add_task, git_commit_all, quick_options
-from tests.review.conftest import filled_draft
+from tests.helpers.review import filled_draft
 
 RUBRIC = load_builtin_rubric("nki-port-audit")
 

@@ -1,4 +1,7 @@
-"""The evaluation pipeline's features end to end (real workers, emulator backend)."""
+"""The evaluation pipeline's features on the emulator backend: the phases in-process (the evaluator's
+session in the test process, tests.helpers.pipeline, with its real confined children), and what
+involves the evaluator's own process or the parent side (result event, git state, store, the
+evidence re-check) end to end through start_evaluation and a real worker."""
 
 from __future__ import annotations
 
@@ -8,7 +11,8 @@ from nkitui.evaluate.run import start_evaluation
 from nkitui.evaluate.run.store import RunStore
 from nkitui.task import TaskError
 
-from tests.executor.conftest import HEADER, git_init, quick_request, write_task
+from tests.helpers.evaluation import HEADER, git_init, quick_request, write_task
+from tests.helpers.pipeline import evaluate_in_process
 
 
 def run(task_dir, **overrides):
@@ -51,8 +55,9 @@ tolerance = { kind = "exact" }
 def test_layouts_and_output_arguments_follow_the_manifest(tmp_path):
     task = write_task(tmp_path / "t", kernel=TRANSPOSE_KERNEL, manifest=TRANSPOSE_MANIFEST,
                       reference="def ref(a):\n    return a.copy()\n")
-    result = run(task, seeds=1)
-    assert result.status == "passed", result.error
+    run = evaluate_in_process(task, seeds=1)
+    result = run.result
+    assert run.exit_code == 0 and result.status == "passed", result.error
     assert result.seeds == [0]
     assert result.seed_results[0].outputs[0].shape == (64, 128)
 
@@ -132,7 +137,7 @@ def test_a_task_without_a_manifest_cannot_start(tmp_path):
 @pytest.mark.slow
 def test_every_optional_phase_on_a_real_kernel(tmp_path):
     task = write_task(tmp_path / "full")
-    result = run(task, static=True, trials=True, precision=True, mutants=True)
+    result = evaluate_in_process(task, static=True, trials=True, precision=True, mutants=True).result
     names = [p.name for p in result.phases]
     assert names == ["load", "static", "reference", "compile", "run", "compare", "trials", "precision", "mutants", "profile"]
     assert result.status == "passed", [c for c in result.checks if not c.passed]
@@ -148,9 +153,9 @@ def test_trials_do_not_run_the_seeds_again(tmp_path):
     # the kernel prints once per launch: the seeds run once (run phase), the trials add only the
     # adversarial launches
     task = write_task(tmp_path / "t", prelude="print('launch', flush=True)")
-    handle = start_evaluation(quick_request(task, trials=True, seeds=2))
-    launches = sum(1 for e in handle.events() if getattr(e, "stream", None) == "stdout" and e.text == "launch")
-    result = handle.result
+    run = evaluate_in_process(task, trials=True, seeds=2)
+    launches = run.stdout().count("launch")
+    result = run.result
     assert result.status == "passed", result.error
     trials = result.numerics_audit().trials
     assert [t.name for t in trials.seeds] == ["seed 0", "seed 1"] and trials.adversarial
@@ -161,12 +166,12 @@ def test_trials_do_not_run_the_seeds_again(tmp_path):
 
 
 def test_a_corrupt_goldens_file_is_named_as_the_task_names_it(tmp_path):
-    from tests.executor.conftest import add_task_manifest
+    from tests.helpers.evaluation import add_task_manifest
 
     manifest = add_task_manifest().replace("[evaluation]", '[evaluation]\ngoldens = "goldens.npz"')
     task = write_task(tmp_path / "g", manifest=manifest)
     (task / "goldens.npz").write_bytes(b"PK\x03\x04" + b"garbage" * 10)
-    result = run(task, goldens=True)
+    result = evaluate_in_process(task, goldens=True).result
     finding = next(f for f in result.findings if f.rule == "NUM-GOLDEN-INVALID")
     assert "goldens.npz: cannot read the goldens file" in finding.message
     assert "nkitui-run-" not in finding.message  # not the scratch copy, deleted after the run
@@ -183,9 +188,9 @@ def add_kernel(a, b):
     nl.store(out, nl.add(nl.load(a), nl.load(b)))
     return out
 """
-    narrow = run(write_task(tmp_path / "bf16", kernel=kernel))
+    narrow = evaluate_in_process(write_task(tmp_path / "bf16", kernel=kernel)).result
     finding = next(f for f in narrow.findings if f.rule == "NUM-OUTPUT-DTYPE")
     assert finding.severity == "high" and finding.file == "add_nki.py"
     assert finding.message.startswith("The kernel returned output `out` as bfloat16; the manifest declares float32.")
-    right = run(write_task(tmp_path / "ok"))
+    right = evaluate_in_process(write_task(tmp_path / "ok")).result
     assert right.status == "passed" and not [f for f in right.findings if f.rule == "NUM-OUTPUT-DTYPE"]

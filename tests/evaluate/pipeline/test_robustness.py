@@ -7,10 +7,12 @@ import threading
 import time
 from pathlib import Path
 
+import pytest
+
 from nkitui.evaluate.run import start_evaluation
 from nkitui.executor.events import ErrorEvent, LogEvent, PhaseEvent, ResultEvent
 
-from .conftest import add_task_manifest, quick_request, write_task
+from tests.helpers.evaluation import add_task_manifest, quick_request, write_task
 
 
 def run(task_dir, **overrides):
@@ -130,6 +132,7 @@ def test_a_kernel_that_exits_quietly_is_a_crash_told_with_its_last_words(tmp_pat
     assert "a check failed" not in message  # exit status 1 is not the pipeline's 'a check failed' here
 
 
+@pytest.mark.slow
 def test_an_infinite_loop_hits_the_timeout(tmp_path):
     task = write_task(tmp_path / "loop", prelude="while True:\n    pass")
     start = time.perf_counter()

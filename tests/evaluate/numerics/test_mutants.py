@@ -166,10 +166,10 @@ def test_statements_sharing_a_line_with_their_loop_are_left_alone():
     assert "skip-accumulation" not in ops and "drop-last-tile" in ops
 
 
-@pytest.mark.parametrize("name", sorted(p.name for p in (Path(__file__).parents[2] / "sample_tasks").iterdir()
+@pytest.mark.parametrize("name", sorted(p.name for p in (Path(__file__).parents[3] / "sample_tasks").iterdir()
                                         if (p / "task.toml").is_file()))
 def test_sample_ports_yield_mutants_that_parse(name):
-    root = Path(__file__).parents[2] / "sample_tasks" / name
+    root = Path(__file__).parents[3] / "sample_tasks" / name
     port = next(root.glob("*_nki.py"))
     source = port.read_text()
     mutants = generate_mutants(source, port.name)

@@ -10,7 +10,7 @@ import sys
 
 from nkitui.evaluate.run import start_evaluation
 
-from .conftest import FAKE_PLACEHOLDER, FAKE_SDK, fake_sdk_env, quick_request, write_task
+from tests.helpers.evaluation import FAKE_PLACEHOLDER, FAKE_SDK, fake_sdk_env, quick_request, write_task
 
 NEW_KERNEL = """\
 import numpy as np

@@ -14,7 +14,11 @@ from nkitui.evaluate.present.report import render_result
 from nkitui.evaluate.run.result import RunResult
 from nkitui.evaluate.run.store import RunStore
 
-from .conftest import write_task
+from tests.helpers.evaluation import write_task
+
+# one worker runs every test of this file (pytest-xdist's loadgroup): the module's two stored runs
+# (two `nkitui check` runs) are made once, not once per worker
+pytestmark = pytest.mark.xdist_group("cli-runs")
 
 FAST = ["--no-static", "--no-trials", "--no-precision", "--quiet", "--memory-mb", "2048", "--seeds", "1"]
 BROKEN_REFERENCE = "def add(a, b, **kw):\n    return a * b\n"
@@ -44,11 +48,11 @@ def stored(tmp_path_factory):
 
 
 @pytest.fixture
-def store(stored, isolated_dirs):
+def store(stored, isolated_user_folders):
     """The module's stored runs, copied into this test's own data folder."""
     task, data, ids = stored
-    shutil.copytree(data, isolated_dirs / "xdg_data_home", dirs_exist_ok=True)
-    return task, ids, RunStore(isolated_dirs / "xdg_data_home" / "nkitui" / "runs")
+    shutil.copytree(data, isolated_user_folders / "xdg_data_home", dirs_exist_ok=True)
+    return task, ids, RunStore(isolated_user_folders / "xdg_data_home" / "nkitui" / "runs")
 
 
 def test_list_shows_the_runs_newest_first(store, capsys):

@@ -147,7 +147,7 @@ def test_measured_speedups_inside_the_noise_are_not_called_real():
 def test_utilisation_of_two_measured_runs_is_compared_with_the_cost_model_tools():
     from nkitui.perf import parse_profile
 
-    from .conftest import FAKES
+    from tests.helpers.evaluation import FAKES
 
     explorer = json.loads((FAKES / "recorded" / "explorer_summary.json").read_text())
     legacy = json.loads((FAKES / "recorded" / "neuron_profile_summary.json").read_text())

@@ -10,18 +10,18 @@ from nkitui.cli import main
 from nkitui.evaluate.run.result import RunResult
 from nkitui.evaluate.run.store import RunStore
 
-from .conftest import add_task_manifest, write_task
+from tests.helpers.evaluation import add_task_manifest, write_task
 
 FAST = ["--no-static", "--no-trials", "--no-precision", "--quiet", "--memory-mb", "2048"]
 
 
-def test_a_passing_task_exits_0_with_json_and_is_stored(tmp_path, capsys, isolated_dirs):
+def test_a_passing_task_exits_0_with_json_and_is_stored(tmp_path, capsys, isolated_user_folders):
     task = write_task(tmp_path / "ok")
     code = main(["check", str(task), "--json", "--seeds", "1", *FAST])
     out = capsys.readouterr().out
     result = RunResult.from_json(out)
     assert code == 0 and result.status == "passed" and result.seeds == [0]
-    stored = RunStore(isolated_dirs / "xdg_data_home" / "nkitui" / "runs").load(result.run_id)
+    stored = RunStore(isolated_user_folders / "xdg_data_home" / "nkitui" / "runs").load(result.run_id)
     assert stored.run_id == result.run_id
 
 
@@ -94,7 +94,7 @@ def test_a_phase_whose_check_fails_ends_failed_so_a_warnings_filter_shows_it(tmp
     from nkitui.evaluate.run import start_evaluation
     from nkitui.executor.events import PhaseEvent
 
-    from .conftest import quick_request
+    from tests.helpers.evaluation import quick_request
 
     task = write_task(tmp_path / "bad", reference="def add(a, b, **kw):\n    return a * b\n")
     handle = start_evaluation(quick_request(task, seeds=1))
