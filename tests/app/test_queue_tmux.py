@@ -32,8 +32,9 @@ def test_demo_opens_the_queue_of_the_twelve_tasks_at_80x24(tmux, tmp_path, isola
     last = sorted(names)[-1]
     tmux.keys("G")
     tmux.keys("Enter")
-    screen = tmux.wait_for("esc Queue", timeout=60)
-    assert f"nkitui │ {last}" in screen
+    # the footer's "esc Queue" shows while the header still says "Opening the task…": wait for the header
+    screen = tmux.wait_for(f"nkitui │ {last}", timeout=60)
+    assert "esc Queue" in screen
     tmux.keys("Escape")
     screen = tmux.wait_for("0 of 12 reviewed")
     # the cursor stayed on it: the detail line under the list names it
