@@ -29,6 +29,7 @@ import mmap
 import sys
 import weakref
 from collections import deque
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -48,7 +49,7 @@ _threads = 0  # Python threads alive when protection was enabled (the write path
 
 # owner array (np.frombuffer over one mmap; every array nkitui hands out is a view of one) id ->
 # (weak reference, or None for the pool's owners, which live as long as the process; (address, length))
-_owners: dict[int, tuple[weakref.ref | None, tuple[int, int]]] = {}
+_owners: dict[int, tuple[weakref.ref[np.ndarray] | None, tuple[int, int]]] = {}
 # pages -> the pool's mappings of that size: (owner, address). One is free again when its arrays all
 # died, i.e. only the pool refers to its owner; its pages stay PROT_READ throughout (no stale pointer
 # can prepare the bytes of the next tile). Fresh tiles come from here without a system call.
@@ -162,11 +163,19 @@ def empty(shape: tuple[int, ...], dtype: Any) -> np.ndarray:
     if owner is None:  # large, or the pool is full: a mapping of its own, unmapped when its arrays die
         owner, addr = _new_mapping(pages)
         key = key_of(owner)
-        ref = weakref.ref(owner, lambda _r, key=key: _owners.pop(key, None))
+        ref = weakref.ref(owner, _forget(key))
         _owners[key] = (ref, (addr, pages * PAGE))
     # one array over the owner's first bytes (its base is the owner, as region() needs): a third of the
     # cost of slice + view + reshape, once per tile
-    return np.ndarray(shape, dtype, owner)
+    out: np.ndarray = np.ndarray(shape, dtype, owner)
+    return out
+
+
+def _forget(key: int) -> Callable[[weakref.ref[np.ndarray]], None]:
+    """The callback that drops an owner's entry when the owner dies."""
+    def drop(_r: weakref.ref[np.ndarray]) -> None:
+        _owners.pop(key, None)
+    return drop
 
 
 def copy_of(values: np.ndarray, dtype: Any = None) -> np.ndarray:
@@ -206,11 +215,11 @@ def is_device(arr: object) -> bool:
     r = region(arr)
     if r is None:
         return False
-    lo = arr.__array_interface__["data"][0]
+    lo: int = arr.__array_interface__["data"][0]
     if arr.size == 0:
         return True
-    span = sum((n - 1) * abs(s) for n, s in zip(arr.shape, arr.strides)) + arr.itemsize
-    neg = sum((n - 1) * s for n, s in zip(arr.shape, arr.strides) if s < 0)
+    span: int = sum((n - 1) * abs(s) for n, s in zip(arr.shape, arr.strides)) + arr.itemsize
+    neg: int = sum((n - 1) * s for n, s in zip(arr.shape, arr.strides) if s < 0)
     return r[0] <= lo + neg and lo + neg + span <= r[0] + r[1]
 
 

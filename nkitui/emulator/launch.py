@@ -9,6 +9,7 @@ tensors backed by the caller's arrays, so kernels that write their outputs into 
 
 from __future__ import annotations
 
+import enum
 import functools
 import gc
 import importlib
@@ -16,15 +17,16 @@ import inspect
 import itertools
 import os
 import time
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any, Callable, Final, cast
 
 import numpy as np
 
 from nkitui.emulator import devmem, provenance
 from nkitui.emulator import dtypes as dt
 from nkitui.emulator.blas import single_threaded
-from nkitui.emulator.config import current_options
+from nkitui.emulator.config import Options, current_options
 from nkitui.emulator.errors import KernelArgumentError, NKIEmulatorError
 from nkitui.emulator.runtime import Run, active_trace, current_or_none, set_current
 from nkitui.emulator.tensor import Tensor
@@ -52,11 +54,11 @@ class RunInfo:
     instructions: int
     engine_counts: dict[str, int]
     wall_s: float
-    diagnostics: list[dict]
+    diagnostics: list[dict[str, Any]]
     sbuf_peak_bytes: int
     psum_peak_bytes: int
     trace: Trace | None = None
-    options: dict = field(default_factory=dict)
+    options: dict[str, Any] = field(default_factory=dict)  # target (str), precise, execute (bool)
     written_args: list[str] = field(default_factory=list)  # argument arrays the kernel wrote to
 
 
@@ -71,14 +73,15 @@ class Frontend:
         self.name = name
         self.tensor_cls = tensor_cls
 
-    def make_run(self, options, kernel_name: str, grid: tuple[int, ...], trace: Trace | None) -> Run:
+    def make_run(self, options: Options, kernel_name: str, grid: tuple[int, ...], trace: Trace | None) -> Run:
         """The Run of one launch."""
         return Run(options, kernel_name, grid, trace)
 
-    def execute(self, run: Run, kernel: "Kernel", args, kwargs, programs):
+    def execute(self, run: Run, kernel: Kernel, args: tuple[object, ...], kwargs: Mapping[str, object],
+                programs: Iterable[tuple[int, ...]]) -> object:
         """Run the kernel body for every program of the grid (serially, in order); returns the
         result of the last program."""
-        result = None
+        result: object = None
         for pid in programs:
             run.program = tuple(pid)
             run.shared_idx = 0
@@ -86,10 +89,10 @@ class Frontend:
         return result
 
 
-def grid_sizes(grid) -> tuple[int, ...]:
+def grid_sizes(grid: object) -> tuple[int, ...]:
     if not isinstance(grid, tuple):
         grid = (grid,)
-    out = []
+    out: list[int] = []
     for g in grid:
         size = getattr(g, "grid_size", g)
         if not isinstance(size, (int, np.integer)) or size < 1:
@@ -101,16 +104,16 @@ def grid_sizes(grid) -> tuple[int, ...]:
 class Kernel:
     """A kernel function bound to a front end (what `@nki.jit` returns)."""
 
-    def __init__(self, func: Callable, frontend: Frontend, *, launcher: str = "jit", mode: str = "auto",
-                 options: dict | None = None, grid: tuple[int, ...] = ()) -> None:
+    def __init__(self, func: Callable[..., Any], frontend: Frontend, *, launcher: str = "jit", mode: str = "auto",
+                 options: dict[str, object] | None = None, grid: tuple[int, ...] = ()) -> None:
         while isinstance(func, Kernel):  # nki.baremetal(nki.jit(f)) wraps the same function
             options = {**func.compiler_options, **(options or {})}
             func = func.func
-        self.func = func
+        self.func: Callable[..., Any] = func
         self.frontend = frontend
         self.launcher = launcher
         self.mode = mode
-        self.compiler_options: dict = dict(options or {})
+        self.compiler_options: dict[str, Any] = dict(options or {})  # as the kernel's author gave them
         self.grid = grid
         self.last_run: RunInfo | None = None
         self.benchmark_result: object = None  # nki.benchmark: the front end's result record
@@ -121,13 +124,13 @@ class Kernel:
     def name(self) -> str:
         return getattr(self.func, "__name__", "kernel")
 
-    def __getitem__(self, grid) -> "Kernel":
+    def __getitem__(self, grid: object) -> Kernel:
         k = type(self).__new__(type(self))
         k.__dict__.update(self.__dict__)
         k.grid = grid_sizes(grid)
         return k
 
-    def __call__(self, *args, **kwargs):
+    def __call__(self, *args: object, **kwargs: object) -> Any:  # the kernel's outputs, as numpy arrays
         if current_or_none() is not None:  # a sub-kernel called from a running kernel
             return self.func(*args, **kwargs)
         return run_kernel(self, args, kwargs)
@@ -139,7 +142,10 @@ class Kernel:
 # ---------------------------------------------------------------------------------------------
 
 
-def _to_tensor(run: Run, value, name: str, cls, writebacks: list):
+Writebacks = list[tuple[np.ndarray, Tensor]]  # (the caller's array, the tensor holding a copy of it)
+
+
+def _to_tensor(run: Run, value: object, name: str, cls: type[Tensor], writebacks: Writebacks) -> object:
     if isinstance(value, Tensor):
         return value
     if isinstance(value, np.ndarray):
@@ -184,15 +190,15 @@ def _to_tensor(run: Run, value, name: str, cls, writebacks: list):
         run.input_ids.add(st.id)
         if run.recording:
             from nkitui.emulator.trace import StorageInfo
-            run.trace.storages[st.id] = StorageInfo(st.id, name, "hbm", st.shape, d.name)
+            run.trace.storages[st.id] = StorageInfo(st.id, name, "hbm", st.shape, d.name)  # type: ignore[union-attr]  # recording: run.trace is set
         return cls.whole(st)
     if isinstance(value, (list, tuple)) and any(isinstance(v, np.ndarray) for v in value):
         return type(value)(_to_tensor(run, v, f"{name}[{i}]", cls, writebacks) for i, v in enumerate(value))
     return value
 
 
-def _arrays_in(values) -> list:
-    out = []
+def _arrays_in(values: Iterable[object]) -> list[np.ndarray]:
+    out: list[np.ndarray] = []
     for v in values:
         if isinstance(v, np.ndarray):
             out.append(v)
@@ -201,7 +207,7 @@ def _arrays_in(values) -> list:
     return out
 
 
-def _bind(kernel: Kernel, args, kwargs):
+def _bind(kernel: Kernel, args: tuple[object, ...], kwargs: Mapping[str, object]) -> inspect.BoundArguments | None:
     try:
         sig = inspect.signature(kernel.func)
     except (TypeError, ValueError):
@@ -213,12 +219,12 @@ def _bind(kernel: Kernel, args, kwargs):
                                   location=_func_location(kernel.func)) from None
 
 
-def _func_location(func) -> tuple[str, int]:
+def _func_location(func: object) -> tuple[str, int]:
     code = getattr(func, "__code__", None)
     return (code.co_filename, code.co_firstlineno) if code else ("", 0)
 
 
-def _check_annotations(kernel: Kernel, bound) -> None:
+def _check_annotations(kernel: Kernel, bound: inspect.BoundArguments | None) -> None:
     if bound is None:
         return
     try:  # string annotations (from __future__ import annotations) are evaluated in the kernel's module
@@ -235,7 +241,7 @@ def _check_annotations(kernel: Kernel, bound) -> None:
                                           f"'{kernel.name}': {problem}", location=_func_location(kernel.func))
 
 
-def _output(run: Run, value, name: str = "output"):
+def _output(run: Run, value: object, name: str = "output") -> object:
     if isinstance(value, Tensor):
         st = value.storage
         if st.memory != "hbm":
@@ -261,10 +267,15 @@ def _output(run: Run, value, name: str = "output"):
     return value
 
 
-_ACTIVE = object()
+class _Default(enum.Enum):
+    ACTIVE = 0
 
 
-def run_kernel(kernel: Kernel, args, kwargs, *, grid: tuple[int, ...] | None = None, trace=_ACTIVE):
+_ACTIVE: Final = _Default.ACTIVE  # run_kernel's trace: the active one
+
+
+def run_kernel(kernel: Kernel, args: tuple[object, ...], kwargs: Mapping[str, object], *,
+               grid: tuple[int, ...] | None = None, trace: Trace | None | _Default = _ACTIVE) -> object:
     """Launch `kernel` on numpy arguments; `trace`: the Trace to record into (default: the active
     `emulator.trace()`, if any; multi-rank launches give each rank its own and merge them)."""
     opts = current_options()
@@ -273,7 +284,7 @@ def run_kernel(kernel: Kernel, args, kwargs, *, grid: tuple[int, ...] | None = N
     grid = kernel.grid if grid is None else grid
     run = kernel.frontend.make_run(opts, kernel.name, grid, trace)
     cls = kernel.frontend.tensor_cls
-    writebacks: list = []
+    writebacks: Writebacks = []
     if provenance.collecting():  # the array arguments as the caller passed them (Collector.expect)
         run.received = _arrays_in([*args, *kwargs.values()])
     bound = _bind(kernel, args, kwargs)
@@ -342,7 +353,7 @@ def run_kernel(kernel: Kernel, args, kwargs, *, grid: tuple[int, ...] | None = N
     return out
 
 
-def _jsonable(v):
+def _jsonable(v: object) -> object:
     if isinstance(v, (str, int, float, bool)) or v is None:
         return v
     if isinstance(v, (list, tuple)):
@@ -385,4 +396,4 @@ def latency_estimator() -> Callable[[Trace], float | None] | None:
         raise NKIEmulatorError(f"NKITUI_LATENCY_ESTIMATOR={spec!r} names {type(fn).__name__} "
                                f"{attr or 'estimate_latency'!r}, not a function taking a trace",
                                location=("", 0))
-    return fn
+    return cast("Callable[[Trace], float | None]", fn)  # the function the variable names (callable, checked)

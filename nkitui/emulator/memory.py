@@ -25,7 +25,8 @@ import itertools
 import math
 import os
 import warnings
-from typing import Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 
@@ -40,6 +41,9 @@ from nkitui.emulator.errors import (
     kernel_location,
 )
 from nkitui.emulator.targets import PMAX, Target
+
+if TYPE_CHECKING:
+    from nkitui.emulator.tensor import Tensor
 
 _ids = itertools.count(1)
 _key = devmem.key_of  # identity without id()'s audit event
@@ -65,17 +69,17 @@ class Storage:
         self._data = data
         self.partition_dim = pax if memory in ON_CHIP else -1
         self.version = 0
-        self._f32_copy = None
+        self._f32_copy: np.ndarray | None = None
         self._f32_version = -1
         self._misses = 0
-        self._alloc = None
+        self._alloc: OnChipAllocator | None = None
         self.loop_depth = 0
         self.lossy = dtype is dt.tfloat32  # tf32 cells are fp32 rounded to 10 mantissa bits
         self.mm_zone: np.ndarray | None = None  # PSUM: True where the last write was a matmul (accumulate=None zones)
-        self.init = None  # PSUM: cells written so far (None: none, True: all, else a bool array)
-        self.flat_strides = None  # computed on first use (trace accesses)
-        self.pp_strides = None
-        self.span: list[Any] | BlockSpans | None = None  # tracked SBUF tiles: their live range (views share their root's)
+        self.init: Literal[True] | np.ndarray | None = None  # PSUM: cells written so far (None: none, True: all, else a bool array)
+        self.flat_strides: tuple[int, ...] | None = None  # computed on first use (trace accesses)
+        self.pp_strides: tuple[int, ...] | None = None
+        self.span: Span | BlockSpans | None = None  # tracked SBUF tiles: their live range (views share their root's)
         pax = self.partition_dim
         if pax == 0 and len(shape) == 2:  # the common tile
             self.bytes_per_partition = shape[1] * dtype.itemsize if shape[0] else 0
@@ -98,7 +102,7 @@ class Storage:
             if (_key(d) if b is None else _key(b)) not in devmem._owners and not devmem.owns(d):
                 raise devmem.ForeignMemoryError(f"the cells of {self!r} are not the emulated device's memory: they "
                                                 "were replaced from the host, behind the instructions")
-        return d
+        return d  # type: ignore[return-value]  # None only in shape-only runs, which read no cells
 
     @data.setter
     def data(self, value: np.ndarray | None) -> None:
@@ -122,7 +126,7 @@ class Storage:
                 self.pp_strides = tuple(pp)
             else:
                 self.pp_strides = self.flat_strides
-        return self.pp_strides, self.flat_strides
+        return self.pp_strides, self.flat_strides  # type: ignore[return-value]  # both set together above
 
     @property
     def partitions(self) -> int:
@@ -141,7 +145,7 @@ class Storage:
             else:
                 self._f32_copy = self.data.astype(np.float32)
             self._f32_version = self.version
-        return self._f32_copy
+        return self._f32_copy  # type: ignore[return-value]  # set whenever _f32_version is current
 
     def __del__(self) -> None:
         alloc = self._alloc
@@ -181,9 +185,10 @@ INT_SENTINEL = 4
 # `Run.record` and `OnChipAllocator._close_psum`). -1: none.
 (SP_START, SP_LAST, SP_SIZE, SP_BLOCKS, SP_MEMORY, SP_LOC, SP_NAME, SP_SHAPE, SP_DTYPE,
  SP_FIRST, SP_WRITE, SP_READ_END) = range(12)
+Span = list[Any]  # a live range: the SP_* fields above (mixed types, indexed by position)
 
 
-def _sbuf_range(sp: list) -> tuple[int, int]:
+def _sbuf_range(sp: Span) -> tuple[int, int]:
     """An SBUF tile's live range: its first use to its last use (first write .. last read, as the
     compiler allocates), or (-1, -1) for a tile no instruction touched (it is never allocated)."""
     first = sp[SP_FIRST]
@@ -192,7 +197,7 @@ def _sbuf_range(sp: list) -> tuple[int, int]:
     return first, (sp[SP_LAST] if sp[SP_LAST] > first else first)
 
 
-def _psum_range(sp: list) -> tuple[int, int]:
+def _psum_range(sp: Span) -> tuple[int, int]:
     """A PSUM tile's live range under the compiler's reordering: from its first use (the compiler
     allocates at the first write, not at `nl.ndarray`) to its last write or to where its last read can
     be scheduled, whichever is later (`Run.record` moves a read only where no data dependence keeps it)."""
@@ -201,7 +206,7 @@ def _psum_range(sp: list) -> tuple[int, int]:
     return first, (end if end >= first else first)
 
 
-def _span_label(sp: list) -> str:
+def _span_label(sp: Span) -> str:
     name, shape, dtype = sp[SP_NAME], sp[SP_SHAPE], sp[SP_DTYPE]
     return f"'{name}' {shape} {dtype.name}" if name else f"tile {shape} {dtype.name}"
 
@@ -217,13 +222,13 @@ class BlockSpans:
 
     __slots__ = ("alloc", "storage", "blocks", "loc")
 
-    def __init__(self, alloc: "OnChipAllocator", st: Storage, loc) -> None:
+    def __init__(self, alloc: OnChipAllocator, st: Storage, loc: tuple[str, int] | None) -> None:
         self.alloc = alloc
         self.storage = st
-        self.blocks: dict[int, list] = {}
+        self.blocks: dict[int, Span] = {}
         self.loc = loc
 
-    def touch(self, view, n: int) -> None:
+    def touch(self, view: Tensor, n: int) -> None:
         st = self.storage
         pax = st.partition_dim
         bounds = view.bounds()[:pax]
@@ -250,16 +255,17 @@ class OnChipAllocator:
 
     `position()` returns the index of the next instruction (the run's instruction count)."""
 
-    def __init__(self, target: Target, capacity_mode: str, diagnostics: list, position=None) -> None:
+    def __init__(self, target: Target, capacity_mode: str, diagnostics: list[dict[str, object]],
+                 position: Callable[[], int] | None = None) -> None:
         self.target = target
         self.mode = capacity_mode
         self.diagnostics = diagnostics
-        self.position = position or (lambda: 0)
+        self.position: Callable[[], int] = position or (lambda: 0)
         self.sbuf_live = 0  # bytes of SBUF tiles Python still refers to (an upper bound of the live ranges)
         self.psum_live_blocks = 0  # blocks of PSUM tiles Python still refers to (likewise)
         self.sbuf_peak = 0  # peaks of the live ranges, set by close()
         self.psum_peak = 0
-        self.spans: list[list] = []
+        self.spans: list[Span] = []
         self._warned = False
         # Python-held SBUF bytes above this: a tile used now may be the one that overflows, so its
         # first use keeps its line (first_use); never when capacity is off
@@ -280,7 +286,7 @@ class OnChipAllocator:
             self.spans.append(sp)
         st._alloc = self
 
-    def first_use(self, sp: list) -> None:
+    def first_use(self, sp: Span) -> None:
         """SBUF tile `sp` is used for the first time (its live range starts): what Python holds bounds
         what is live, so only when that is over the usable size can this tile overflow; then keep the
         line of this first use for the message close() may raise."""
@@ -314,14 +320,14 @@ class OnChipAllocator:
     def matmul_fused(self, st: Storage) -> None:
         """`psum += result`: the matmul wrote the accumulator directly and needed no bank."""
         if st.span is not None:
-            st.span[SP_SIZE] = 0
+            st.span[SP_SIZE] = 0  # type: ignore[index]  # a PSUM tile's span is a list (BlockSpans: SBUF only)
 
     def release(self, st: Storage) -> None:
         sp = st.span
         if st.memory == "sbuf":
             self.sbuf_live -= st.bytes_per_partition
         elif sp is not None:
-            self.psum_live_blocks -= sp[SP_BLOCKS]
+            self.psum_live_blocks -= sp[SP_BLOCKS]  # type: ignore[index]  # a PSUM tile's span is a list
         if sp.__class__ is list and sp[SP_LAST] < 0 and sp[SP_START] == self.position():
             sp[SP_SIZE] = 0  # dropped before any instruction used it: the compiler allocates nothing
 
@@ -336,7 +342,7 @@ class OnChipAllocator:
         if psum:
             self._close_psum(psum)
 
-    def _close_sbuf(self, spans: list[list]) -> None:
+    def _close_sbuf(self, spans: list[Span]) -> None:
         # the sweep over the positions in numpy: a kernel of 27k instructions has about as many tiles,
         # and the loop over them and the positions in Python took a fifth of its emulated launch
         ranges = []
@@ -344,11 +350,9 @@ class OnChipAllocator:
         ends: list[int] = []
         sizes: list[int] = []
         for sp in spans:
-            first = sp[SP_FIRST]
-            if first < 0:  # never touched: never allocated (_sbuf_range)
+            first, end = _sbuf_range(sp)
+            if first < 0:
                 continue
-            last = sp[SP_LAST]
-            end = last if last > first else first
             ranges.append((first, end, sp))
             starts.append(first)
             ends.append(end + 1)
@@ -378,19 +382,19 @@ class OnChipAllocator:
         self._over_capacity(msg, " (free tiles earlier, tile smaller, or run with capacity='warn')",
                             "; the compiler would spill to HBM", culprit[SP_LOC])
 
-    def _over_capacity(self, msg: str, fix: str, warning_note: str, location) -> None:
+    def _over_capacity(self, msg: str, fix: str, warning_note: str, location: tuple[str, int] | None) -> None:
         """An overflow under the capacity mode: an error carrying the fix, a warning, or nothing ('off')."""
         if self.mode == "error":
             raise CapacityError(msg + fix, location=location or ("", 0))
         if self.mode == "warn":
             self._warn(msg + warning_note, location)
 
-    def _close_psum(self, spans: list[list]) -> None:
+    def _close_psum(self, spans: list[Span]) -> None:
         """Place the tiles in the 8 banks first-fit, in the order of their first use, freeing each after
         its last use as the compiler may schedule it (`_psum_range`)."""
         bank_bytes = self.target.psum_bank_bytes
         used = [0] * self.target.psum_banks
-        placed: list[tuple[int, int, list]] = []  # heap of (last use, order, [(bank, bytes), ...])
+        placed: list[tuple[int, int, list[tuple[int, int]]]] = []  # heap of (last use, order, [(bank, bytes), ...])
         ranges = sorted((_psum_range(sp) + (order, sp) for order, sp in enumerate(spans)), key=lambda r: (r[0], r[2]))
         for start, end, order, sp in ranges:
             while placed and placed[0][0] < start:
@@ -415,7 +419,7 @@ class OnChipAllocator:
                 self.psum_peak = total
 
     def _warn(self, msg: str, loc: tuple[str, int] | None = None) -> None:
-        diag = {"rule": "capacity", "message": msg}
+        diag: dict[str, object] = {"rule": "capacity", "message": msg}
         if loc is not None and loc[0]:
             diag.update(file=os.path.basename(loc[0]), line=loc[1])
         self.diagnostics.append(diag)
@@ -501,7 +505,7 @@ def check_host_memory(nbytes: int, what: str, emulated: int = 0) -> None:
             "(emulator.trace(execute=False)), which allocates no data", location=kernel_location())
 
 
-def new_array(shape, dtype: dt.DType, precise: bool, fill: bool) -> np.ndarray:
+def new_array(shape: tuple[int, ...], dtype: dt.DType, precise: bool, fill: bool) -> np.ndarray:
     sd = dt.storage_dtype(dtype, precise)
     try:
         data = devmem.empty(shape, sd) if devmem.enabled() else np.empty(shape, dtype=sd)

@@ -23,8 +23,12 @@ import hashlib
 import weakref
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
+
+if TYPE_CHECKING:
+    from nkitui.emulator.memory import Storage
 
 
 @dataclass(frozen=True, slots=True)
@@ -36,19 +40,20 @@ class DeviceOrigin:
     digest: bytes  # of the bytes as the launch left them
     harness_inputs: bool = True  # the launch received exactly the arrays the harness gave (Collector.expect)
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, object]:
         return {"kernel": self.kernel, "tensor": self.tensor, "kind": self.kind, "writes": self.writes,
                 "harness_inputs": self.harness_inputs}
 
 
 def digest(array: np.ndarray) -> bytes:
     a = np.ascontiguousarray(array)
-    return hashlib.blake2b(a.view(np.uint8).reshape(-1) if a.size else b"", digest_size=16).digest()
+    data = a.view(np.uint8).reshape(-1).data if a.size else b""  # .data: the same bytes, as a Buffer
+    return hashlib.blake2b(data, digest_size=16).digest()
 
 
 class Collector:
     def __init__(self) -> None:
-        self._notes: list[tuple[weakref.ref, DeviceOrigin]] = []
+        self._notes: list[tuple[weakref.ref[np.ndarray], DeviceOrigin]] = []
         self._inputs: list[object] | None = None
 
     def expect(self, arrays: Sequence[object]) -> None:
@@ -110,7 +115,7 @@ def active() -> list[Collector]:
     return list(_active)
 
 
-def note(array: np.ndarray, storage, kernel: str, kind: str, received: list | None = None) -> None:  # noqa: ANN001 - memory.Storage
+def note(array: np.ndarray, storage: Storage, kernel: str, kind: str, received: list[object] | None = None) -> None:
     """Called by launches for each array they hand out (only while a collector is active);
     `received`: the launch's array arguments, in order."""
     if not _active or not isinstance(array, np.ndarray):

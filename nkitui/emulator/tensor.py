@@ -19,9 +19,11 @@ from __future__ import annotations
 
 import math
 import sys
-from typing import Self
+from collections.abc import Sequence
+from typing import Any, NoReturn, Self
 
 import numpy as np
+import numpy.typing as npt
 
 from nkitui.emulator import devmem, state
 from nkitui.emulator import dtypes as dt
@@ -30,12 +32,19 @@ from nkitui.emulator.memory import Storage
 from nkitui.emulator.trace import Access
 
 
+DimEntry = tuple[int, int, int, int]  # (start, step, length, result axis) of one storage dimension
+Dims = tuple[DimEntry, ...]  # a range view's entries, one per storage dimension
+Gather = tuple[np.ndarray, ...]  # a gather view's integer index arrays, one per storage dimension
+Bounds = tuple[tuple[int, int], ...]  # inclusive (lowest, highest) index per storage dimension
+Spec = tuple[Any, ...]  # per result axis: ("i", index) | ("r", start, step, length, new result axis)
+
+
 class DynSlice:
     """`nl.ds(start, size)`: a slice of `size` elements starting at `start`."""
 
     __slots__ = ("start", "size", "step")
 
-    def __init__(self, start, size, step: int = 1) -> None:
+    def __init__(self, start: Any, size: Any, step: int = 1) -> None:  # ints, checked where they are used
         self.start = start
         self.size = size
         self.step = step
@@ -44,15 +53,15 @@ class DynSlice:
         return f"ds({self.start}, {self.size})"
 
 
-def _as_int(v, what: str) -> int:
+def _as_int(v: object, what: str) -> int:
     if isinstance(v, (int, np.integer)) and not isinstance(v, bool):
         return int(v)
     raise IndexingError(f"{what} must be an integer, got {type(v).__name__} {v!r}")
 
 
 _FULL = slice(None)
-_WHOLE: dict[tuple[int, ...], tuple] = {}
-_WHOLE_BOUNDS: dict[tuple[int, ...], tuple] = {}
+_WHOLE: dict[tuple[int, ...], Dims] = {}
+_WHOLE_BOUNDS: dict[tuple[int, ...], Bounds] = {}
 _new_tuple = tuple.__new__
 _ROW_STRIDES: dict[tuple[int, ...], tuple[int, ...]] = {}  # HBM shape -> row stride of each leading dim
 
@@ -90,15 +99,18 @@ class Tensor:
     __slots__ = ("storage", "dims", "shape", "gather_indices", "_array_view", "_access_box", "_in_bounds",
                  "_index_bounds", "_producer", "_tile_checked", "__weakref__")
 
-    def __init__(self, storage: Storage, dims, shape: tuple[int, ...], gather_indices=None) -> None:
+    dims: Dims  # None on a gather view, where nothing reads it (gather_indices is set instead)
+
+    def __init__(self, storage: Storage, dims: Dims | None, shape: tuple[int, ...],
+                 gather_indices: Gather | None = None) -> None:
         self.storage = storage  # the allocation this view looks into
-        self.dims = dims  # range view: (start, step, length, result axis) per storage dimension
+        self.dims = dims  # type: ignore[assignment]  # range view: (start, step, length, result axis) per storage dimension; None on a gather view
         self.shape = shape
         self.gather_indices = gather_indices  # gather view: an index array per storage dimension (else None)
-        self._array_view = None  # the numpy view of the storage's cells, made on first use
+        self._array_view: np.ndarray | None = None  # the numpy view of the storage's cells, made on first use
         self._access_box: Access | None = None  # the trace's Access box, made on first use
         self._in_bounds = False  # passed the bounds check (C13)
-        self._index_bounds = None  # (lowest, highest) index per storage dimension
+        self._index_bounds: Bounds | None = None  # (lowest, highest) index per storage dimension
         self._producer: int | None = None  # trace seq of the instruction that created this fresh tile
         self._tile_checked = False  # passed the on-chip tile checks (views are immutable, so once is enough)
 
@@ -116,12 +128,12 @@ class Tensor:
             t._index_bounds = _WHOLE_BOUNDS[shape] = tuple((0, n - 1) for n in shape)
         return t
 
-    def _new(self, dims, shape, gather_indices=None) -> Self:
+    def _new(self, dims: Dims | None, shape: tuple[int, ...], gather_indices: Gather | None = None) -> Self:
         return type(self)(self.storage, dims, shape, gather_indices)
 
     # -- basic properties ----------------------------------------------------------------------
     @property
-    def dtype(self):
+    def dtype(self) -> object:  # the public dtype object (nl.float32, a numpy type in legacy kernels)
         return self.storage.dtype.public
 
     @property
@@ -172,7 +184,7 @@ class Tensor:
     def __len__(self) -> int:
         return self.shape[0]
 
-    def __iter__(self):
+    def __iter__(self) -> NoReturn:
         raise TypeError("NKI tensors are not iterable; index them with slices or nl.arange grids")
 
     def __bool__(self) -> bool:
@@ -183,7 +195,7 @@ class Tensor:
         return f"<{type(self).__name__} {self.storage.memory} {self.shape} {self.storage.dtype.name} of {self.storage!r}>"
 
     # -- indexing ------------------------------------------------------------------------------
-    def basic_index(self, key) -> Self:
+    def basic_index(self, key: Any) -> Self:  # an index, or a tuple of them
         """Ints, slices, nl.ds and Ellipsis (NumPy basic indexing with NKI's on-chip rules)."""
         if type(key) is not tuple:
             key = (key,)
@@ -201,9 +213,9 @@ class Tensor:
         key = key + (slice(None),) * (nd - len(key))
         on_chip = self.storage.partition_dim >= 0
         pr = self.partition_axis()
-        specs = []
+        specs: list[Spec] = []
         out = 0
-        dropped_free = []
+        dropped_free: list[int] = []
         for r, (k, n) in enumerate(zip(key, self.shape)):
             if isinstance(k, slice):
                 start, stop, step = k.start, k.stop, k.step
@@ -250,7 +262,7 @@ class Tensor:
             specs[j] = ("r", specs[j][1], 1, 1, None)
             # renumber result axes in order
             nxt = 0
-            fixed = []
+            fixed: list[Spec] = []
             for s in specs:
                 if s[0] == "r":
                     fixed.append(("r", s[1], s[2], s[3], nxt))
@@ -265,7 +277,7 @@ class Tensor:
                 shape[s[4]] = s[3]
         return self.compose(specs, tuple(shape))
 
-    def _basic_fast(self, key):
+    def _basic_fast(self, key: tuple[Any, ...]) -> Self | None:
         """The common case of basic indexing (unit-step slices, nl.ds, non-negative ints off the
         partition dim) straight to a new range view; None hands over to the general path."""
         ent = self.dims
@@ -277,14 +289,14 @@ class Tensor:
         pax = self.storage.partition_dim
         pr = ent[pax][3] if pax >= 0 else -2
         new_ent = list(ent)
-        out_shape = []
+        out_shape: list[int] = []
         dropped = False
         nkey = len(key)
         for r in range(len(shape)):
             d = axis_dim[r]
             if d < 0:
                 return None
-            k = key[r] if r < nkey else _FULL
+            k: Any = key[r] if r < nkey else _FULL
             tk = type(k)
             n = shape[r]
             if tk is slice:
@@ -324,13 +336,13 @@ class Tensor:
             return None
         return self._new(tuple(new_ent), tuple(out_shape))
 
-    def compose(self, specs, shape: tuple[int, ...]) -> Self:
+    def compose(self, specs: Sequence[Spec], shape: tuple[int, ...]) -> Self:
         """Apply per-result-axis specs ("i", k) | ("r", start, step, length, new_axis)."""
         if self.gather_indices is None:
-            rmap = {}
-            for d, e in enumerate(self.dims):
+            rmap: dict[int, int] = {}
+            for sd, e in enumerate(self.dims):
                 if e[3] >= 0:
-                    rmap[e[3]] = d
+                    rmap[e[3]] = sd
             ent = list(self.dims)
             for r, s in enumerate(specs):
                 d = rmap.get(r)
@@ -347,10 +359,10 @@ class Tensor:
                     ent[d] = (start + step * s[1], step * s[2], s[3], s[4])
             return self._new(tuple(ent), shape)
         # gather view: index the per-dimension index arrays
-        key = []
+        parts: list[Any] = []
         for s in specs:
-            key.append(s[1] if s[0] == "i" else slice(s[1], s[1] + s[2] * s[3] if s[1] + s[2] * s[3] >= 0 else None, s[2]))
-        key = tuple(key)
+            parts.append(s[1] if s[0] == "i" else slice(s[1], s[1] + s[2] * s[3] if s[1] + s[2] * s[3] >= 0 else None, s[2]))
+        key = tuple(parts)
         fancy = tuple(np.broadcast_to(a, self.shape)[key].reshape(shape) for a in self.gather_indices)
         return self._new(None, shape, fancy)
 
@@ -359,7 +371,7 @@ class Tensor:
         if self.gather_indices is not None:
             return self.gather_indices
         nd = len(self.shape)
-        out = []
+        out: list[np.ndarray] = []
         for start, step, length, rax in self.dims:
             if rax < 0:
                 out.append(np.array(start).reshape((1,) * nd))
@@ -369,20 +381,20 @@ class Tensor:
                 out.append((start + step * np.arange(length)).reshape(shp))
         return tuple(out)
 
-    def gather_index(self, grids, shape: tuple[int, ...]) -> Self:
+    def gather_index(self, grids: Sequence[Any], shape: tuple[int, ...]) -> Self:  # ints or integer arrays
         """Advanced indexing: `grids[r]` is an int or an integer array (broadcastable to `shape`)
         giving, for every output element, the index along result axis r of this view."""
         base = self.index_arrays()
         full = tuple(np.broadcast_to(a, self.shape) if a.ndim == len(self.shape) else a for a in base)
         key = tuple(grids)
-        fancy = []
+        fancy: list[np.ndarray] = []
         for a in full:
             a = np.broadcast_to(a, self.shape)
             fancy.append(np.broadcast_to(a[key], shape))
         # out-of-range grid values would make numpy raise IndexError here; convert it for the user
         return self._new(None, shape, tuple(fancy))
 
-    def narrow(self, box) -> Self:
+    def narrow(self, box: Sequence[tuple[int, int]]) -> Self:
         """Restrict each result axis r to [lo, hi) (mask fast path / partial tiles)."""
         if self.gather_indices is not None:
             sl = tuple(slice(lo, hi) for lo, hi in box)
@@ -544,8 +556,8 @@ class Tensor:
         return True
 
     # -- data ----------------------------------------------------------------------------------
-    def _key(self):
-        key = []
+    def _key(self) -> tuple[int | slice, ...]:
+        key: list[int | slice] = []
         for start, step, length, rax in self.dims:
             if rax < 0:
                 key.append(start)
@@ -557,8 +569,9 @@ class Tensor:
     def _apply(self, base: np.ndarray) -> np.ndarray:
         """This view's elements of `base` (an array shaped like the storage)."""
         if self.gather_indices is not None:
-            return base[self.gather_indices]
-        a = base[self._key() + (Ellipsis,)] if not self.shape else base[self._key()]  # 0-d: a view, not a scalar
+            g: np.ndarray = base[self.gather_indices]
+            return g
+        a: np.ndarray = base[self._key() + (Ellipsis,)] if not self.shape else base[self._key()]  # 0-d: a view, not a scalar
         raxes = [e[3] for e in self.dims if e[3] >= 0]
         if any(raxes[i] > raxes[i + 1] for i in range(len(raxes) - 1)):
             order = sorted(range(len(raxes)), key=raxes.__getitem__)
@@ -601,7 +614,7 @@ class Tensor:
         cells = st.data[self.gather_indices] if self.gather_indices is not None else self._cells()
         return cells.astype(np.float32)
 
-    def write(self, values, where=None, by=None) -> None:
+    def write(self, values: npt.ArrayLike, where: np.ndarray | None = None, by: object = None) -> None:
         """Store computed values (fp32 or native ints) with rounding to the storage dtype.
 
         `by`: the current launch's Run, passed by the instructions' write path (engine.common.write);
@@ -644,7 +657,7 @@ class Tensor:
         if st.mm_zone is not None:  # a non-matmul write ends a PSUM accumulation zone
             self.set_zone(False)
 
-    def _mark_init(self, where) -> None:
+    def _mark_init(self, where: np.ndarray | None) -> None:
         """Remember which PSUM cells have been written (see `unwritten`)."""
         st = self.storage
         if st.init is None:
@@ -655,9 +668,9 @@ class Tensor:
         if self.gather_indices is not None:
             idx = self.gather_indices if where is None else tuple(
                 np.broadcast_to(a, self.shape)[np.broadcast_to(where, self.shape)] for a in self.gather_indices)
-            st.init[idx] = True
+            st.init[idx] = True  # type: ignore[index]  # not True: write() calls this only then
         else:
-            cells = self._apply(st.init)
+            cells = self._apply(st.init)  # type: ignore[arg-type]  # not True: write() calls this only then
             if where is None:
                 cells[...] = True
             else:
@@ -675,6 +688,6 @@ class Tensor:
     def set_zone(self, value: bool) -> None:
         z = self.storage.mm_zone
         if self.gather_indices is not None:
-            z[self.gather_indices] = value
+            z[self.gather_indices] = value  # type: ignore[index]  # called only on a tile with a zone
         else:
-            self._apply(z)[...] = value
+            self._apply(z)[...] = value  # type: ignore[arg-type]  # called only on a tile with a zone

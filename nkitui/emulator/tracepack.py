@@ -42,10 +42,10 @@ class TraceFormatError(ValueError):
 
 def pack(trace: Trace) -> bytes:
     strings: dict[str, int] = {}
-    tuples: dict[tuple, int] = {}
+    tuples: dict[tuple[object, ...], int] = {}
     metas: dict[str, int] = {}
     rows: list[list[int]] = []
-    boxes: list[tuple] = []
+    boxes: list[Access] = []
     mem_code = _MEM_CODE
 
     def s(v: str) -> int:
@@ -54,7 +54,7 @@ def pack(trace: Trace) -> bytes:
             i = strings[v] = len(strings)
         return i
 
-    def t(v: tuple) -> int:
+    def t(v: tuple[object, ...]) -> int:
         i = tuples.get(v)
         if i is None:
             i = tuples[v] = len(tuples)
