@@ -29,9 +29,25 @@ def kernel_frame() -> FrameType | None:
     an audit event, and in an untrusted child every audit event runs the introspection guard
     (nkitui.executor.untrusted.introspection), which made tracing a kernel several times slower."""
     frame: FrameType | None = sys._getframe(1)
-    while frame is not None and _is_emulator(frame.f_globals.get("__name__")):
+    known = _EMULATOR_NAMES
+    while frame is not None:
+        name = frame.f_globals.get("__name__")
+        if type(name) is str:
+            emulator = known.get(name)
+            if emulator is None:
+                emulator = _is_emulator(name)
+                if len(known) < 4096:
+                    known[name] = emulator
+        else:
+            emulator = _is_emulator(name)
+        if not emulator:
+            break
         frame = frame.f_back
     return frame
+
+
+# module name -> is it the emulator's (kernel_frame runs once per traced instruction, walking ~5 frames)
+_EMULATOR_NAMES: dict[str, bool] = {}
 
 
 def assigned_name(frame: FrameType) -> str | None:

@@ -60,13 +60,21 @@ def pack(trace: Trace) -> bytes:
             i = tuples[v] = len(tuples)
         return i
 
+    # repr(meta) -> its index: the meta dicts of a kernel's instructions repeat (a few per opcode), and
+    # repr (one C call) is a fraction of json.dumps; a repr seen the first time goes through the JSON
+    # key, which alone decides what is written (two reprs of one JSON share its entry)
+    seen: dict[str, int] = {}
     for ins in trace.instructions:
         meta = ins.meta
         if meta:
-            key = json.dumps(meta, sort_keys=True, separators=(",", ":"), default=repr)
-            mi = metas.get(key)
+            fast = repr(meta)
+            mi = seen.get(fast)
             if mi is None:
-                mi = metas[key] = len(metas)
+                key = json.dumps(meta, sort_keys=True, separators=(",", ":"), default=repr)
+                mi = metas.get(key)
+                if mi is None:
+                    mi = metas[key] = len(metas)
+                seen[fast] = mi
         else:
             mi = -1
         reads, writes = ins.reads, ins.writes

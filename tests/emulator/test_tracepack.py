@@ -45,6 +45,25 @@ def test_pack_then_unpack_gives_the_same_trace_as_the_json_form(trace):
     assert back.instructions[1].meta is not back.instructions[2].meta or not back.instructions[1].meta
 
 
+def test_metas_that_compare_equal_but_encode_differently_keep_their_own_values(trace):
+    """pack() caches each meta dict's index by a cheap key: 1 == True == 1.0 and key order must not
+    merge metas whose JSON differs, and metas that differ only in order share one table entry."""
+    import copy
+
+    tr = copy.deepcopy(trace)
+    values = [{"x": 1}, {"x": True}, {"x": 1.0}, {"x": (1, 2)}, {"x": [True, 2]}, {"a": 1, "b": 2}, {"b": 2, "a": 1}]
+    for ins, meta in zip(tr.instructions, values):
+        ins.meta = dict(meta)
+    data = tracepack.pack(tr)
+    back = tracepack.unpack(data)
+    got = [ins.meta for ins in back.instructions[:len(values)]]
+    assert [type(m.get("x")) for m in got[:3]] == [int, bool, float]
+    assert got[3]["x"] == [1, 2] and got[4]["x"] == [True, 2] and type(got[4]["x"][0]) is bool
+    assert got[5] == got[6] == {"a": 1, "b": 2}
+    metas = _header(data)[0]["metas"]
+    assert len(metas) == len(set(metas))
+
+
 def test_an_empty_trace_round_trips():
     back = tracepack.unpack(tracepack.pack(Trace(target="trn1", kernel="k")))
     assert back.instructions == [] and back.target == "trn1"
