@@ -166,15 +166,7 @@ def build_filter(spec: FilterSpec, arch: int, table: dict[str, int]) -> bytes:
         a.label("socketpair")
         a.load_arg_low(0)
         a.jump(_JEQ_K, AF_UNIX, "allow", "eperm")
-    a.label("allow")
-    a.ret(SECCOMP_RET_ALLOW)
-    a.label("eperm")
-    a.ret(SECCOMP_RET_ERRNO | errno.EPERM)
-    a.label("enosys")
-    a.ret(SECCOMP_RET_ERRNO | errno.ENOSYS)
-    a.label("kill")
-    a.ret(SECCOMP_RET_KILL_PROCESS)
-    return a.assemble()
+    return _with_verdicts(a)
 
 
 def build_thread_filter(arch: int, table: dict[str, int]) -> bytes:
@@ -210,6 +202,11 @@ def build_thread_filter(arch: int, table: dict[str, int]) -> bytes:
     a.load_arg_low(1)
     for command in (F_SETOWN, F_SETSIG, F_SETOWN_EX):
         a.jump(_JEQ_K, command, "eperm", 0)
+    return _with_verdicts(a)
+
+
+def _with_verdicts(a: _Asm) -> bytes:
+    """The verdicts both programs jump to by label, then the assembled program."""
     a.label("allow")
     a.ret(SECCOMP_RET_ALLOW)
     a.label("eperm")
