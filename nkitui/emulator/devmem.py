@@ -182,12 +182,8 @@ def copy_of(values: np.ndarray, dtype: Any = None) -> np.ndarray:
     """`values` (cast to `dtype`) copied into protected device memory."""
     out = empty(values.shape, values.dtype if dtype is None else dtype)
     if out.size:
-        r = region(out)
-        unprotect(r)
-        try:
+        with writing(out):
             np.copyto(out, values, casting="unsafe")
-        finally:
-            protect(r)
     return out
 
 
