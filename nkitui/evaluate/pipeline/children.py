@@ -57,6 +57,7 @@ class ChildReplyError(Exception):
 
 
 _STATUS = {"crash": "crashed", "memory-limit": "memory-limit", "cpu-limit": "cpu-limit", "killed": "killed",
+           "disk-limit": "crashed",  # the disk watch stopped it (a status of its own would change the contract)
            "timeout": "timeout", "cancelled": "cancelled"}
 
 

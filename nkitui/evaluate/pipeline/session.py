@@ -179,8 +179,9 @@ class EvaluationSession:
 
         limits = Limits.from_dict(self.ctx.limits)
         # no wall clock of their own: the run's timeout stops the evaluator, which kills them
-        return Limits(timeout_s=0, memory_mb=limits.memory_mb, cpu_s=limits.effective_cpu_s, file_mb=limits.file_mb,
-                      grace_s=limits.grace_s)
+        from dataclasses import replace
+
+        return replace(limits, timeout_s=0, cpu_s=limits.effective_cpu_s)  # disk, files: the run's own
 
     def _spawn(self, role: str, payload: dict[str, Any] | None = None) -> UntrustedChild:
         return self._spawn_many([(role, payload)])[0]

@@ -41,6 +41,7 @@ LOG_EXCERPT_LINES = 80
 _STATUS_FOR_EXIT = {
     "timeout": "timeout", "cancelled": "cancelled", "crash": "crashed", "memory-limit": "memory-limit",
     "cpu-limit": "cpu-limit", "killed": "killed", "internal": "internal-error", "start-failed": "internal-error",
+    "disk-limit": "crashed",
 }
 
 
