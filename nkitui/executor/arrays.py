@@ -102,22 +102,35 @@ def _read_bounded(path: Path, max_elements: int) -> bytes:
     return data
 
 
-def load_array(folder: Path, meta: Any, *, max_elements: int, require_digest: bool = False) -> np.ndarray:
+def load_array(folder: Path, meta: Any, *, max_elements: int, require_digest: bool = False,
+               anchor: Path | None = None) -> np.ndarray:
     """The array `meta` describes, read from `folder` (the file name may not leave it). With
-    `require_digest` the description must carry the writer's sha256 and the bytes must match it."""
+    `require_digest` the description must carry the writer's sha256 and the bytes must match it. With
+    `anchor` (the root of the child's scratch folder, `folder` beneath it) no component from the anchor
+    down may be a link: a child that replaced a folder of its scratch with a link to /proc/self or
+    HOME cannot make the reader follow it."""
     if not isinstance(meta, dict) or not isinstance(meta.get("file"), str) or not isinstance(meta.get("dtype"), str):
         raise ArrayTransferError("the array description is not {file, dtype, shape}")
     name = meta["file"]
     if "/" in name or "\\" in name or name in ("", ".", ".."):
         raise ArrayTransferError(f"array file name {name!r} leaves its folder")
     path = folder / name
-    if not path.is_file() or path.is_symlink():
+    if anchor is None and (not path.is_file() or path.is_symlink()):
         raise ArrayTransferError(f"{name} is missing or not a regular file")
     digest = meta.get("sha256")
     if require_digest and not isinstance(digest, str):
         raise ArrayTransferError(f"{name} comes without the digest of its bytes")
     try:
-        data = _read_bounded(path, max_elements)
+        if anchor is not None:
+            from nkitui.executor.workspace import read_beneath
+
+            try:
+                data = read_beneath(anchor, path.relative_to(anchor), max_bytes=max_elements * 16 + _MAX_HEADER)
+            except OSError as exc:
+                raise ArrayTransferError(f"{name} is missing, not a regular file, too large or reached through a "
+                                         f"link ({exc.strerror or exc})") from None
+        else:
+            data = _read_bounded(path, max_elements)
         shape, stored = _header(io.BytesIO(data), name)
     except (OSError, ValueError) as exc:
         raise ArrayTransferError(f"{name} is not a readable .npy file: {exc}") from None

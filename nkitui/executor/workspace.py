@@ -19,6 +19,7 @@ parent dies first, the reaper (nkitui.executor.confine) removes it.
 
 from __future__ import annotations
 
+import errno
 import os
 import shutil
 import stat
@@ -133,3 +134,79 @@ def make_scratch(source: Path | None, *, max_copy_mb: int = DEFAULT_MAX_COPY_MB,
     except BaseException:
         scratch.remove()
         raise
+
+
+# -- reading and writing in a child's scratch folder, from the parent -----------------------------
+# The child owns everything beneath its scratch folder's root and may replace any folder there with a
+# link (to the task repository, to HOME, to /proc/self of whoever follows it). The parent, which is not
+# confined, therefore never follows a name there: each component is opened with O_NOFOLLOW from the
+# root down, a FIFO is never waited on, and a file is read only if it is a regular file, bounded.
+
+_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+
+
+def _parts(rel: str | os.PathLike[str]) -> list[str]:
+    parts = [p for p in str(rel).split(os.sep) if p not in ("", ".")]
+    if any(p == ".." for p in parts):
+        raise OSError(errno.EXDEV, f"{rel} leaves its folder")
+    return parts
+
+
+def open_dir_beneath(root: Path, rel: str | os.PathLike[str], *, create: bool = False) -> int:
+    """A descriptor of the folder root/rel, reached without following any link (ELOOP/ENOTDIR when a
+    component is a link or not a folder); with `create`, missing folders are made (0700) on the way."""
+    fd = os.open(root, _DIR_FLAGS)
+    try:
+        for part in _parts(rel):
+            try:
+                sub = os.open(part, _DIR_FLAGS, dir_fd=fd)
+            except FileNotFoundError:
+                if not create:
+                    raise
+                try:
+                    os.mkdir(part, 0o700, dir_fd=fd)
+                except FileExistsError:
+                    pass
+                sub = os.open(part, _DIR_FLAGS, dir_fd=fd)
+            os.close(fd)
+            fd = sub
+        return fd
+    except BaseException:
+        os.close(fd)
+        raise
+
+
+def read_beneath(root: Path, rel: str | os.PathLike[str], *, max_bytes: int) -> bytes:
+    """The bytes of the regular file root/rel, reached without following any link and without waiting
+    on a FIFO; OSError (EFBIG) when it holds more than `max_bytes`."""
+    parts = _parts(rel)
+    if not parts:
+        raise OSError(errno.EISDIR, f"{rel} names a folder")
+    folder = open_dir_beneath(root, os.sep.join(parts[:-1]))
+    try:
+        fd = os.open(parts[-1], os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=folder)
+    finally:
+        os.close(folder)
+    with open(fd, "rb") as f:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise OSError(errno.EINVAL, f"{rel} is not a regular file")
+        data = f.read(max_bytes + 1)
+    if len(data) > max_bytes:
+        raise OSError(errno.EFBIG, f"{rel} is larger than {max_bytes} bytes")
+    return data
+
+
+def remove_beneath(root: Path, rel: str | os.PathLike[str]) -> None:
+    """Remove the folder root/rel and everything in it, never following a link on the way there or
+    inside it (shutil.rmtree with a descriptor of the parent folder). Quiet when it is gone already."""
+    parts = _parts(rel)
+    if not parts:
+        return
+    try:
+        parent = open_dir_beneath(root, os.sep.join(parts[:-1]))
+    except OSError:
+        return
+    try:
+        shutil.rmtree(parts[-1], ignore_errors=True, dir_fd=parent)
+    finally:
+        os.close(parent)

@@ -113,7 +113,7 @@ class KernelProcess:
         if self.device_provenance and source is None:
             run.host_compute = _host_compute(reply.get("provenance"), self.names)
         if trace and isinstance(reply.get("trace"), str):
-            run.trace_json = _read_trace(folder / "out", reply["trace"])
+            run.trace_json = _read_trace(folder / "out", reply["trace"], self.child.scratch_root)
         if not keep:
             self.child.forget(folder)
         return run
@@ -158,22 +158,26 @@ def _host_compute(provenance: Any, names: list[str]) -> str | None:
     return None
 
 
-def _read_trace(folder: Path, name: str) -> Any:
-    """The kernel process's trace: a Trace (binary form), a dict (JSON form, or {"error": why}), or None."""
+def _read_trace(folder: Path, name: str, root: Path | None = None) -> Any:
+    """The kernel process's trace: a Trace (binary form), a dict (JSON form, or {"error": why}), or None.
+    `root`: the child's scratch folder (`folder` beneath it): no link below it is followed, no FIFO waited
+    on, at most MAX_TRACE_BYTES read (nkitui.executor.workspace.read_beneath)."""
     if "/" in name or name in ("", ".", ".."):
         return None
     path = folder / name
     try:
-        if not path.is_file() or path.is_symlink() or path.stat().st_size > MAX_TRACE_BYTES:
-            return None
+        from nkitui.executor.workspace import read_beneath
+
+        anchor = root if root is not None and path.is_relative_to(root) else path.parent
+        raw = read_beneath(anchor, path.relative_to(anchor), max_bytes=MAX_TRACE_BYTES)
         if name.endswith(".bin"):  # the compact form (nkitui.emulator.tracepack), checked as it is read
             from nkitui.emulator import tracepack
 
             try:
-                return tracepack.unpack(path.read_bytes())
+                return tracepack.unpack(raw)
             except tracepack.TraceFormatError as exc:
                 return {"error": str(exc)}
-        data = json.loads(path.read_text(encoding="utf-8"))
+        data = json.loads(raw.decode("utf-8"))
     except (OSError, ValueError):
         return None
     return data if isinstance(data, dict) else None

@@ -62,6 +62,7 @@ BACKEND_LINE = "backend: {name} — {reason}"
 CONTRACT_PHASES = ("load", "compile", "run", "reference", "compare", "profile")
 MUTANT_DIR = ".nkitui-mutants"
 MUTANT_RESPAWNS = 3
+MAX_COPY_BYTES = 4 << 30  # an output copied for the timed re-check (the kernel wrote it; its reader checks it again)
 
 
 def utc_now() -> str:
@@ -715,7 +716,7 @@ class EvaluationSession:
         if reply.get("error") is not None:
             err = error_from(reply["error"], "recording a trace failed")
             return ProfileOutcome(skipped=f"the emulator could not run the kernel to record a trace for the cost model: {err['message']}")
-        data = _read_trace(folder / "out", str(reply.get("trace", "")))
+        data = _read_trace(folder / "out", str(reply.get("trace", "")), self.kernel.child.scratch_root)
         outcome = estimate_from_trace(self._trace(data), self.result.target, self.task)
         outcome.notes.append("the SDK simulator models no timing: utilisation is the cost model on nkitui's emulator trace")
         return outcome
@@ -734,11 +735,19 @@ class EvaluationSession:
             expected = {}
             if first is not None and first.folder is not None and first.kernel_outputs:
                 (folder / "expected").mkdir(exist_ok=True)
+                from nkitui.executor.workspace import read_beneath
+
+                root = self.kernel.child.scratch_root
                 for name, meta in first.kernel_outputs.items():
                     src = first.folder / "out" / str(meta.get("file", ""))
-                    if src.is_file():
-                        (folder / "expected" / src.name).write_bytes(src.read_bytes())
-                        expected[name] = meta
+                    if root is None or "/" in src.name or not src.is_relative_to(root):
+                        continue
+                    try:  # what the kernel wrote: no link it planted since is followed, no FIFO waited on
+                        data = read_beneath(root, src.relative_to(root), max_bytes=MAX_COPY_BYTES)
+                    except OSError:
+                        continue
+                    (folder / "expected" / src.name).write_bytes(data)
+                    expected[name] = meta
             reply = self.kernel.child.request("profile", rid=rid, folder=folder, inputs=metas, expected=expected)
         except ChildGone as gone:
             return ProfileOutcome(skipped=f"the kernel process ended while it was being timed: {gone.error.message}")
