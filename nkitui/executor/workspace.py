@@ -210,3 +210,21 @@ def remove_beneath(root: Path, rel: str | os.PathLike[str]) -> None:
         shutil.rmtree(parts[-1], ignore_errors=True, dir_fd=parent)
     finally:
         os.close(parent)
+
+
+def write_beneath(root: Path, rel: str | os.PathLike[str], data: bytes) -> None:
+    """Write root/rel (folders made on the way), never following a link: neither a folder the child
+    replaced with one, nor a link it left in the file's place."""
+    parts = _parts(rel)
+    if not parts:
+        raise OSError(errno.EISDIR, f"{rel} names a folder")
+    folder = open_dir_beneath(root, os.sep.join(parts[:-1]), create=True)
+    try:
+        fd = os.open(parts[-1], os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC,
+                     0o600, dir_fd=folder)
+    finally:
+        os.close(folder)
+    with open(fd, "wb") as f:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise OSError(errno.EINVAL, f"{rel} is not a regular file")
+        f.write(data)

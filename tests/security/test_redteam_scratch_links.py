@@ -90,3 +90,26 @@ def test_open_beneath_refuses_every_link_on_the_way(tmp_path):
     with pytest.raises(OSError):
         os.close(workspace.open_dir_beneath(root, "link/new2", create=True))
     assert not (root / "real" / "new2").exists()
+
+
+def test_a_mutant_cannot_redirect_the_next_mutants_source_outside(tmp_path, canary, host, record_property):
+    """Each mutant is the task's own code, mutated: it runs in the mutants' kernel process and may replace
+    work/.nkitui-mutants with a link; the evaluator then wrote the next mutant's source through it."""
+    record_property("protection", "scratch-links:mutants")
+    require(host, "landlock")
+    from nkitui.evaluate.run import EvaluationRequest, start_evaluation
+
+    before = snapshot(canary)
+    task = wrong_task(tmp_path / "mutants", prelude=f"""
+        mutants = os.path.join(os.getcwd(), ".nkitui-mutants")
+        if os.path.isdir(mutants) and not os.path.islink(mutants):
+            os.rename(mutants, mutants + "-moved")
+            os.symlink({str(canary)!r}, mutants)
+            print("PLANTED mutants")
+    """)
+    handle = start_evaluation(EvaluationRequest.of(task, static=False, trials=False, precision=False, goldens=False,
+                                                mutants=True, max_mutants_per_operator=1, timeout_s=240,
+                                                memory_mb=2048, store=False))
+    list(handle.events())
+    assert snapshot(canary) == before, "the evaluator wrote a mutant's source outside the scratch folder"
+    assert handle.result.status != "passed"

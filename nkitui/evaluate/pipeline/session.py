@@ -905,9 +905,16 @@ class MutantRunner:
         scratch = process.child.handle.scratch
         digest = hashlib.sha1(source.encode("utf-8")).hexdigest()[:12]
         folder = scratch.work / MUTANT_DIR / digest
-        folder.mkdir(parents=True, exist_ok=True)
         path = folder / self.session.task.kernel.path.name
-        path.write_text(source, encoding="utf-8")
+        from nkitui.executor.workspace import write_beneath
+
+        try:  # the previous mutant's code ran in that process: it may have planted a link in work/
+            write_beneath(scratch.root, path.relative_to(scratch.root), source.encode("utf-8"))
+        except OSError as exc:
+            process.child.kill()
+            self.process = None
+            raise RuntimeError(f"the mutant could not be written into the kernel process's scratch folder without "
+                               f"following a link ({exc.strerror or exc}): task code planted one") from None
         try:
             run = process.run(inputs, precise=options.precise, what=options.label or "a mutant", source=str(path))
         except ChildGone as gone:
