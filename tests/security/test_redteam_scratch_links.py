@@ -97,19 +97,27 @@ def test_a_mutant_cannot_redirect_the_next_mutants_source_outside(tmp_path, cana
     work/.nkitui-mutants with a link; the evaluator then wrote the next mutant's source through it."""
     record_property("protection", "scratch-links:mutants")
     require(host, "landlock")
-    from nkitui.evaluate.run import EvaluationRequest, start_evaluation
+    from .test_forgery import evaluate
 
     before = snapshot(canary)
-    task = wrong_task(tmp_path / "mutants", prelude=f"""
-        mutants = os.path.join(os.getcwd(), ".nkitui-mutants")
-        if os.path.isdir(mutants) and not os.path.islink(mutants):
-            os.rename(mutants, mutants + "-moved")
-            os.symlink({str(canary)!r}, mutants)
-            print("PLANTED mutants")
-    """)
-    handle = start_evaluation(EvaluationRequest.of(task, static=False, trials=False, precision=False, goldens=False,
-                                                mutants=True, max_mutants_per_operator=1, timeout_s=240,
-                                                memory_mb=2048, store=False))
-    list(handle.events())
+    plant = f"""
+_mutants = os.path.join(os.getcwd(), ".nkitui-mutants")
+if os.path.isdir(_mutants) and not os.path.islink(_mutants):
+    os.rename(_mutants, _mutants + "-moved")
+if not os.path.lexists(_mutants):  # at import in the mutants' process too, before the first mutant is written
+    os.symlink({str(canary)!r}, _mutants)
+    print("PLANTED mutants")
+"""
+    # mutants run only for a port that passes: a bundled task as it is (two mutants or more), plus the planting code
+    import shutil
+
+    from nkitui.common.resources import bundled_dir
+
+    task = tmp_path / "rmsnorm"
+    shutil.copytree(bundled_dir("sample_tasks") / "rmsnorm", task)
+    kernel = next(task.glob("*_nki.py"))
+    kernel.write_text(kernel.read_text() + "\n\nimport os\n" + plant)
+    result, events = evaluate(task, mutants=True, max_mutants_per_operator=1, timeout_s=240.0)
+    stdout = [e.text for e in events if getattr(e, "stream", "") == "stdout"]
+    assert "PLANTED mutants" in stdout, (result.status, [(p.name, p.status, p.detail) for p in result.phases])
     assert snapshot(canary) == before, "the evaluator wrote a mutant's source outside the scratch folder"
-    assert handle.result.status != "passed"
