@@ -56,7 +56,27 @@ class Scratch:
         return self.root / "job.json"
 
     def remove(self) -> None:
-        shutil.rmtree(self.root, ignore_errors=True)
+        remove_tree(self.root)
+
+
+def _unlock(func, path, _exc_info) -> None:  # noqa: ANN001 - shutil.rmtree's onerror signature
+    """A folder the child made unreadable or read-only (chmod 0 / 0o500) would keep the scratch folder
+    alive after the run: give its owner the rights back (remove_tree passes again). Called only once the child
+    and its process group are gone, so nothing races the chmod; links are never followed."""
+    for target in (path, os.path.dirname(path)):
+        try:
+            if stat.S_ISDIR(os.lstat(target).st_mode):
+                os.chmod(target, 0o700)
+        except OSError:
+            pass
+
+
+def remove_tree(root: Path) -> None:
+    """Remove a scratch folder whatever the child did to its folders' modes."""
+    for _ in range(8):  # each pass opens what it could not enter; a locked folder deep inside needs another
+        shutil.rmtree(root, onerror=_unlock)
+        if not os.path.lexists(root):
+            return
 
 
 def _copy_file(src: Path, dst: Path, mode: int, budget: int) -> int:

@@ -40,6 +40,7 @@ class Usage:
     entries: int  # directory entries seen (stops counting past the limit)
     deleted_open: int  # bytes held by open files that are in no folder any more
     too_deep: bool = False
+    unreadable: bool = False  # a folder the parent cannot list (the child took the rights away)
 
 
 def _mib(n: int) -> str:
@@ -89,6 +90,8 @@ def measure(root: Path, *, max_entries: int, pid: int | None = None, nested_runs
                             try:
                                 sub = os.open(entry.name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC,
                                               dir_fd=fd)
+                            except PermissionError:  # chmod 0/0o300 by the child: nothing legitimate does that
+                                return Usage(total, entries, 0, too_deep, unreadable=True)
                             except OSError:
                                 continue
                             stack.append((sub, depth + 1, nested_runs and depth == 0 and entry.name == "tmp"))
@@ -171,6 +174,8 @@ class DiskWatch:
         if use.entries > limit_entries:
             return (f"it created more than {self.max_entries:,} files and folders in its scratch folder "
                     f"(the limit of entries a run may make)")
+        if use.unreadable:
+            return "it made a folder of its scratch folder unreadable (where a walk cannot see what it holds)"
         if use.too_deep:
             return f"it nested folders more than {MAX_DEPTH} deep in its scratch folder"
         written = use.bytes - self.base_bytes + use.deleted_open

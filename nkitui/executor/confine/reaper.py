@@ -51,7 +51,20 @@ def reap(watched: dict[int, tuple[int | None, str]]) -> None:
         while start is not None and start_time(pid) == start and time.monotonic() < deadline:
             time.sleep(0.02)
         if scratch and os.path.basename(scratch).startswith("nkitui-"):
-            shutil.rmtree(scratch, ignore_errors=True)
+            for _ in range(8):  # the children are dead: nothing races the chmods; each pass opens a level
+                shutil.rmtree(scratch, onerror=_unlock)
+                if not os.path.lexists(scratch):
+                    break
+
+
+def _unlock(func, path, _exc_info) -> None:  # noqa: ANN001 - shutil.rmtree's onerror signature
+    """A folder a kernel made unreadable (chmod 0): its owner takes the rights back."""
+    for target in (path, os.path.dirname(path)):
+        try:
+            if os.path.isdir(target) and not os.path.islink(target):
+                os.chmod(target, 0o700)
+        except OSError:
+            pass
 
 
 def main() -> int:
