@@ -94,9 +94,11 @@ def _read_bounded(path: Path, max_elements: int) -> bytes:
     # no link followed, no FIFO waited on: the name is checked and opened in one step
     fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
     with open(fd, "rb") as f:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
             raise ArrayTransferError(f"{path.name} is not a regular file")
-        data = f.read(limit + 1)
+        # read(n) reserves n bytes at once: never more than the file holds (+1 to notice it is too big)
+        data = f.read(min(limit, st.st_size) + 1)
     if len(data) > limit:
         raise ArrayTransferError(f"{path.name} is larger than {max_elements} elements can be")
     return data

@@ -208,12 +208,24 @@ def read_beneath(root: Path, rel: str | os.PathLike[str], *, max_bytes: int) -> 
     finally:
         os.close(folder)
     with open(fd, "rb") as f:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
             raise OSError(errno.EINVAL, f"{rel} is not a regular file")
-        data = f.read(max_bytes + 1)
-    if len(data) > max_bytes:
+        if st.st_size > max_bytes:
+            raise OSError(errno.EFBIG, f"{rel} is larger than {max_bytes} bytes")
+        # read(n) allocates n bytes at once: ask for what the file holds (+1 to notice growth), then
+        # bounded chunks if it grew while being read
+        chunks = [f.read(st.st_size + 1)]
+        total = len(chunks[0])
+        while total > st.st_size and total <= max_bytes:
+            chunk = f.read(min(1 << 24, max_bytes + 1 - total))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            total += len(chunk)
+    if total > max_bytes:
         raise OSError(errno.EFBIG, f"{rel} is larger than {max_bytes} bytes")
-    return data
+    return chunks[0] if len(chunks) == 1 else b"".join(chunks)
 
 
 def remove_beneath(root: Path, rel: str | os.PathLike[str]) -> None:

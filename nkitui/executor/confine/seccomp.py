@@ -71,6 +71,9 @@ ALWAYS_DENIED = (
     "fsopen", "fsconfig", "fsmount", "fspick", "name_to_handle_at", "open_by_handle_at",
     "init_module", "finit_module", "delete_module", "kexec_load", "kexec_file_load", "reboot", "swapon",
     "swapoff", "acct", "quotactl", "lookup_dcookie", "vhangup", "iopl", "ioperm", "modify_ldt", "uselib",
+    # leaving the run's session or process group: a process the SDK backends may start (or task code
+    # there) would outlive the run, since the parent kills the worker's process group
+    "setsid", "setpgid",
 )
 PROCESS_CALLS = ("execve", "execveat", "fork", "vfork")
 
