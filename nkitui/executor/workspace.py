@@ -59,24 +59,33 @@ class Scratch:
         remove_tree(self.root)
 
 
-def _unlock(func, path, _exc_info) -> None:  # noqa: ANN001 - shutil.rmtree's onerror signature
+def _unlocker(root: str):  # noqa: ANN202 - returns shutil.rmtree's onerror callable
     """A folder the child made unreadable or read-only (chmod 0 / 0o500) would keep the scratch folder
-    alive after the run: give its owner the rights back (remove_tree passes again). Called only once the child
-    and its process group are gone, so nothing races the chmod; links are never followed."""
-    for target in (path, os.path.dirname(path)):
-        try:
-            if stat.S_ISDIR(os.lstat(target).st_mode):
-                os.chmod(target, 0o700)
-        except OSError:
-            pass
+    alive after the run: give its owner the rights back (remove_tree passes again). Only folders strictly
+    inside `root` are touched (never the root's own parent, /tmp), never through a link; called only once
+    the child and its process group are gone, so nothing races the chmod."""
+    inside = root.rstrip(os.sep) + os.sep
+
+    def unlock(func, path, _exc_info) -> None:  # noqa: ANN001 - shutil.rmtree's onerror signature
+        for target in (path, os.path.dirname(path)):
+            if not (target == root or str(target).startswith(inside)):
+                continue
+            try:
+                if stat.S_ISDIR(os.lstat(target).st_mode):
+                    os.chmod(target, 0o700)
+            except OSError:
+                pass
+
+    return unlock
 
 
 def remove_tree(root: Path) -> None:
     """Remove a scratch folder whatever the child did to its folders' modes."""
+    unlock = _unlocker(os.path.abspath(root))
     for _ in range(8):  # each pass opens what it could not enter; a locked folder deep inside needs another
-        shutil.rmtree(root, onerror=_unlock)
-        if not os.path.lexists(root):
+        if not os.path.lexists(root) or os.path.islink(root):
             return
+        shutil.rmtree(root, onerror=unlock)
 
 
 def _copy_file(src: Path, dst: Path, mode: int, budget: int) -> int:

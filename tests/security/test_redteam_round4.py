@@ -130,3 +130,17 @@ def test_a_locked_folder_does_not_make_the_scratch_folder_outlive_the_run(tmp_pa
     handle, out = run(tmp_path, "chmod-outlive")
     assert "LOCKED" in out, out
     assert not handle.scratch.root.exists(), "the scratch folder outlived the run"
+
+
+def test_removing_a_scratch_folder_never_touches_what_holds_it(tmp_path):
+    """The removal takes back rights inside the scratch folder only: a missing or linked scratch root
+    must not make it chmod the folder above (/tmp itself, in a real run)."""
+    from nkitui.executor.workspace import remove_tree
+
+    holder = tmp_path / "holder"
+    holder.mkdir(mode=0o755)
+    os.chmod(holder, 0o1777)
+    remove_tree(holder / "nkitui-run-gone")
+    os.symlink(tmp_path, holder / "nkitui-run-link")
+    remove_tree(holder / "nkitui-run-link")
+    assert (holder.stat().st_mode & 0o7777) == 0o1777 and (tmp_path / "holder").exists()

@@ -52,19 +52,27 @@ def reap(watched: dict[int, tuple[int | None, str]]) -> None:
             time.sleep(0.02)
         if scratch and os.path.basename(scratch).startswith("nkitui-"):
             for _ in range(8):  # the children are dead: nothing races the chmods; each pass opens a level
-                shutil.rmtree(scratch, onerror=_unlock)
-                if not os.path.lexists(scratch):
+                if not os.path.lexists(scratch) or os.path.islink(scratch):
                     break
+                shutil.rmtree(scratch, onerror=_unlocker(scratch))
 
 
-def _unlock(func, path, _exc_info) -> None:  # noqa: ANN001 - shutil.rmtree's onerror signature
-    """A folder a kernel made unreadable (chmod 0): its owner takes the rights back."""
-    for target in (path, os.path.dirname(path)):
-        try:
-            if os.path.isdir(target) and not os.path.islink(target):
-                os.chmod(target, 0o700)
-        except OSError:
-            pass
+def _unlocker(root: str):  # noqa: ANN202 - returns shutil.rmtree's onerror callable
+    """A folder a kernel made unreadable (chmod 0): its owner takes the rights back, only strictly
+    inside the scratch folder (never its parent, /tmp), never through a link."""
+    inside = root.rstrip(os.sep) + os.sep
+
+    def unlock(func, path, _exc_info) -> None:  # noqa: ANN001 - shutil.rmtree's onerror signature
+        for target in (path, os.path.dirname(path)):
+            if not (target == root or str(target).startswith(inside)):
+                continue
+            try:
+                if os.path.isdir(target) and not os.path.islink(target):
+                    os.chmod(target, 0o700)
+            except OSError:
+                pass
+
+    return unlock
 
 
 def main() -> int:
