@@ -24,8 +24,10 @@ import os
 import shutil
 import stat
 import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 DEFAULT_MAX_COPY_MB = 2048
 _CHUNK = 1 << 20
@@ -59,14 +61,14 @@ class Scratch:
         remove_tree(self.root)
 
 
-def _unlocker(root: str):  # noqa: ANN202 - returns shutil.rmtree's onerror callable
+def _unlocker(root: str) -> Callable[[Any, str, Any], None]:
     """A folder the child made unreadable or read-only (chmod 0 / 0o500) would keep the scratch folder
     alive after the run: give its owner the rights back (remove_tree passes again). Only folders strictly
     inside `root` are touched (never the root's own parent, /tmp), never through a link; called only once
     the child and its process group are gone, so nothing races the chmod."""
     inside = root.rstrip(os.sep) + os.sep
 
-    def unlock(func, path, _exc_info) -> None:  # noqa: ANN001 - shutil.rmtree's onerror signature
+    def unlock(func: Any, path: str, _exc_info: Any) -> None:  # shutil.rmtree's onerror signature
         for target in (path, os.path.dirname(path)):
             if not (target == root or str(target).startswith(inside)):
                 continue

@@ -21,6 +21,11 @@ import shutil
 import signal
 import sys
 import time
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # annotations only: the reaper starts with as little as it can
+    from collections.abc import Callable
+    from typing import Any
 
 
 def start_time(pid: int) -> int | None:
@@ -57,12 +62,12 @@ def reap(watched: dict[int, tuple[int | None, str]]) -> None:
                 shutil.rmtree(scratch, onerror=_unlocker(scratch))
 
 
-def _unlocker(root: str):  # noqa: ANN202 - returns shutil.rmtree's onerror callable
+def _unlocker(root: str) -> Callable[[Any, str, Any], None]:
     """A folder a kernel made unreadable (chmod 0): its owner takes the rights back, only strictly
     inside the scratch folder (never its parent, /tmp), never through a link."""
     inside = root.rstrip(os.sep) + os.sep
 
-    def unlock(func, path, _exc_info) -> None:  # noqa: ANN001 - shutil.rmtree's onerror signature
+    def unlock(func: Any, path: str, _exc_info: Any) -> None:  # shutil.rmtree's onerror signature
         for target in (path, os.path.dirname(path)):
             if not (target == root or str(target).startswith(inside)):
                 continue

@@ -26,6 +26,7 @@ import sys
 import threading
 from collections.abc import Callable
 from contextvars import Context
+from types import FrameType
 from typing import Any
 
 _lock = threading.Lock()
@@ -117,7 +118,7 @@ def _task_asks(prefixes: tuple[str, ...], *functions: Any) -> bool:
         code = getattr(fn, "__code__", None)
         if code is not None and code.co_filename.startswith(prefixes):
             return True
-    frame = sys._getframe(2)
+    frame: FrameType | None = sys._getframe(2)
     while frame is not None:
         if frame.f_code.co_filename.startswith(prefixes):
             return True
@@ -166,7 +167,7 @@ def _refuse_signal_handlers() -> None:
     saved) with no audit event. The seccomp program of refuse_threads refuses the same in the kernel."""
     import signal
 
-    import _signal  # type: ignore[import-not-found]  # the C half of signal has no stub
+    import _signal
 
     for module in (signal, _signal):
         for name in _SIGNAL_FUNCTIONS:
