@@ -30,6 +30,14 @@ WRITE_BYTECODE = os.environ.get("NKITUI_TEST_NO_BYTECODE") != "1"
 if WRITE_BYTECODE:
     sys.dont_write_bytecode = False  # this process: the test modules pytest rewrites, nkitui's modules
 
+# One thread per math library in the test processes, as the executor gives every worker
+# (nkitui.executor.env.THREAD_LIMITS) and so every kernel: OpenBLAS's idle threads otherwise spin on
+# the two cores after each call (a third of the CPU of the numpy-heavy tests, measured in
+# docs/testing.md). Set before numpy is imported here or in a pytest-xdist worker, which inherits it;
+# a value the user set is kept.
+for _name in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+    os.environ.setdefault(_name, "1")
+
 _protections: dict[str, str] = {}
 
 
