@@ -21,7 +21,7 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[1]
 
-# Bytecode, whatever PYTHONDONTWRITEBYTECODE says (docs/testing.md, "Bytecode"): with it set, every
+# Bytecode, whatever PYTHONDONTWRITEBYTECODE says (docs/testing.md, "Bytecode and threads"): with it set, every
 # interpreter the suite starts (each evaluation's evaluator, each `nkitui` child) compiled nkitui from
 # source (about 0.35 s of CPU per evaluation), and every pytest worker rewrote the assertions of all
 # test modules again (about 6 s of CPU per worker). The files go where Python puts them without the
