@@ -117,3 +117,20 @@ def test_malformed_bytes_are_refused(trace, damage):
         data = _with_header(data, {**header, "metas": ["[1]"] * len(header["metas"])})
     with pytest.raises(tracepack.TraceFormatError):
         tracepack.unpack(data)
+
+
+def test_the_evaluator_unpacking_on_a_thread_gives_what_it_gives_at_once(trace, tmp_path):
+    """The pipeline unpacks the first seed's trace on a thread (PendingTrace) while the kernel process
+    runs on: the result is the one _read_trace builds at once, a malformed trace the same error."""
+    from nkitui.evaluate.pipeline.kernel import PendingTrace, _read_trace
+
+    (tmp_path / "t.bin").write_bytes(tracepack.pack(trace))
+    (tmp_path / "bad.bin").write_bytes(tracepack.MAGIC + b"\xff" * 8)
+    eager = _read_trace(tmp_path, "t.bin")
+    pending = _read_trace(tmp_path, "t.bin", soon=True)
+    assert isinstance(pending, PendingTrace) and isinstance(eager, Trace)
+    lazy = pending.result()
+    assert lazy.instructions == eager.instructions and lazy.storages == eager.storages and lazy.meta == eager.meta
+    assert _read_trace(tmp_path, "bad.bin", soon=True).result() == _read_trace(tmp_path, "bad.bin")
+    assert "error" in _read_trace(tmp_path, "bad.bin")
+    assert _read_trace(tmp_path, "absent.bin", soon=True) is None

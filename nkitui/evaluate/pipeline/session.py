@@ -682,6 +682,10 @@ class EvaluationSession:
 
     def _trace(self, data: dict[str, Any] | None) -> Any:
         """The kernel process's trace, read back as data (an unreadable one is no trace)."""
+        from nkitui.evaluate.pipeline.kernel import PendingTrace
+
+        if isinstance(data, PendingTrace):  # unpacked on a thread since the first seed's run
+            data = data.result()
         if data is None:
             return None
         from nkitui.emulator.trace import Trace
