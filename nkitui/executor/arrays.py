@@ -77,7 +77,7 @@ def save_array(path: Path, array: Any, *, digest: bool = True) -> dict[str, Any]
         head = io.BytesIO()
         np.lib.format.write_array_header_2_0(head, fields)
     header = head.getvalue()
-    data = memoryview(raw.reshape(-1).view(np.uint8))
+    data = raw.reshape(-1).view(np.uint8).data  # the bytes in place (raw is C-contiguous)
     meta: dict[str, Any] = {"file": path.name, "dtype": label, "shape": [int(n) for n in arr.shape]}
     if digest:
         hasher = hashlib.sha256(header)
