@@ -132,6 +132,7 @@ class EvaluationSession:
         self.first_seed_run: Any = None  # the KernelRun of the first seed that ran (kept for a recheck)
         self.backend_versions: dict[str, Any] = {}
         self._golden_error = ""
+        self._reference_asked: tuple[Any, dict[str, Any]] | None = None  # (thread, its answer or error)
         self._done_phases: set[str] = set()
 
     # -- orchestration ---------------------------------------------------------------------------
@@ -265,6 +266,7 @@ class EvaluationSession:
             self.reference_child = started[0]
             self.kernel_child = started[1] if len(started) > 1 else None
             _warm_imports()
+            self._start_reference()
             ph.detail = f"{task.id}: {len(task.inputs)} input(s), {len(task.outputs)} output(s), seeds {self.seeds}, target {r.target}"
 
     def _choose_backend(self) -> None:
@@ -291,54 +293,92 @@ class EvaluationSession:
             self.findings.extend(found)
             ph.detail = f"{len(found)} finding(s)"
 
-    def _reference(self) -> None:
+    def _start_reference(self) -> None:
+        """Start asking the reference (its process was just forked) on a thread of the evaluator: the
+        reference process computes while the evaluator runs the static analysis; the `reference`
+        phase waits for the answers. Nothing of the kernel's code runs before that phase has ended."""
+        import threading
+
+        box: dict[str, Any] = {}
+
+        def ask() -> None:
+            try:
+                box["answer"] = self._ask_reference()
+            except BaseException as exc:  # noqa: BLE001 - raised again by the reference phase
+                box["error"] = exc
+
+        thread = threading.Thread(target=ask, name="nkitui-reference", daemon=True)
+        thread.start()
+        self._reference_asked = (thread, box)
+
+    def _ask_reference(self) -> tuple[Any, Any, Any]:
+        """The reference's answers for the seeds and the adversarial search (recorded), and the
+        golden data's problem if any; run by _start_reference's thread."""
+        from nkitui.evaluate.numerics.audit import AuditOptions, NumericsAuditor
+        from nkitui.evaluate.numerics.inputs import make_inputs
+        from nkitui.evaluate.numerics.recorded import RecordedReference
+        from nkitui.evaluate.pipeline.reference import ReferenceProcess
+
         task = self.task
+        child = self.reference_child
+        assert child is not None
+        goldens, golden_finding = self._load_goldens()
+        options = AuditOptions(trials=self.options.trials, adversarial=True, precision=self.options.precision,
+                               goldens=self.options.goldens, mutants=self.options.mutants,
+                               max_mutants_per_operator=self.options.max_mutants_per_operator,
+                               precise=self.options.precise)
+        self.confinement["reference"] = child.ready()
+        process = ReferenceProcess(child, task)
+        process.load()
+        reference = RecordedReference(process)
+        self.auditor = NumericsAuditor(task.outputs, reference, lambda s: make_inputs(task, s), self.seeds,
+                                       task.op, options, goldens=goldens)
+        self.auditor.ask_reference(announce=process.announce)
+        return reference, golden_finding, process
+
+    def _reference(self) -> None:
         with self.phase("reference") as ph:
-            from nkitui.evaluate.numerics.audit import AuditOptions, NumericsAuditor
-            from nkitui.evaluate.numerics.inputs import make_inputs
-            from nkitui.evaluate.numerics.recorded import RecordedReference
             from nkitui.evaluate.pipeline.children import ChildGone
-            from nkitui.evaluate.pipeline.reference import ReferenceFailed, ReferenceProcess
+            from nkitui.evaluate.pipeline.reference import ReferenceFailed
 
             child = self.reference_child
             assert child is not None
-            goldens = self._load_goldens()
-            options = AuditOptions(trials=self.options.trials, adversarial=True, precision=self.options.precision,
-                                   goldens=self.options.goldens, mutants=self.options.mutants,
-                                   max_mutants_per_operator=self.options.max_mutants_per_operator,
-                                   precise=self.options.precise)
-            try:
-                self.confinement["reference"] = child.ready()
-                process = ReferenceProcess(child, task)
-                process.load()
-                reference = RecordedReference(process)
-                self.auditor = NumericsAuditor(task.outputs, reference, lambda s: make_inputs(task, s), self.seeds,
-                                               task.op, options, goldens=goldens)
-                self.auditor.ask_reference(announce=process.announce)
-            except ReferenceFailed as exc:
-                raise Stop("invalid", _error_event(exc.error)) from None
-            except ChildGone as gone:
-                error = gone.error
-                raise Stop("invalid", ErrorEvent("reference-error", f"the reference's process ended: {error.message}",
-                                                 error.file, error.line)) from None
+            if self._reference_asked is None:
+                self._start_reference()
+            assert self._reference_asked is not None
+            thread, box = self._reference_asked
+            thread.join()
+            if "error" in box:
+                error_raised = box["error"]
+                if isinstance(error_raised, ReferenceFailed):
+                    raise Stop("invalid", _error_event(error_raised.error)) from None
+                if isinstance(error_raised, ChildGone):
+                    error = error_raised.error
+                    raise Stop("invalid", ErrorEvent("reference-error", f"the reference's process ended: {error.message}",
+                                                     error.file, error.line)) from None
+                raise error_raised
+            reference, golden_finding, _process = box["answer"]
+            if golden_finding is not None:
+                self.findings.append(golden_finding)
             reference.seal()  # the judging steps replay these answers; the process ends here
             child.close()
             self.ctx.log(f"reference: {reference.live_calls} call(s) answered, then its process ended")
+            assert self.auditor is not None
             cases = len(self.auditor.cases)
             ph.detail = f"{len(self.seeds)} seed(s)" + (f", {cases} adversarial input set(s)" if cases else "")
 
-    def _load_goldens(self) -> Any:
+    def _load_goldens(self) -> tuple[Any, Any]:
+        """The golden data (None when not asked for or unusable) and the finding about unusable data."""
         if not self.options.goldens or self.task.goldens is None:
-            return None
+            return None, None
         from nkitui.evaluate.numerics.goldens import GoldenFormatError, golden_error_finding, load_goldens
 
         rel = self.task.rel(self.task.goldens)
         try:
-            return load_goldens(self.task.goldens, self.task.inputs, self.task.outputs, shown_as=rel)
+            return load_goldens(self.task.goldens, self.task.inputs, self.task.outputs, shown_as=rel), None
         except GoldenFormatError as exc:
             self._golden_error = str(exc)
-            self.findings.append(golden_error_finding(str(exc), rel))
-            return None
+            return None, golden_error_finding(str(exc), rel)
 
     def _compile(self) -> None:
         with self.phase("compile") as ph:
