@@ -77,6 +77,8 @@ class KernelProcess:
         self.names = names
         self.max_elements = {spec.name: spec.size * 4 + 1024 for spec in task.outputs}
         self._by_digest: dict[tuple[bytes, bool], dict[str, np.ndarray]] = {}
+        # a second kernel process running the judging phases' launches ahead (nkitui.evaluate.pipeline.spare)
+        self.spare: Any = None
 
     def load(self) -> dict[str, Any]:
         return self.child.request("load")
@@ -132,10 +134,16 @@ class KernelProcess:
 
         def run(inputs: dict[str, np.ndarray], options: RunOptions) -> dict[str, np.ndarray]:
             precise = options.precise if supports_precise_switch else True
-            known = self._by_digest.get((inputs_digest(inputs), precise))
+            key = (inputs_digest(inputs), precise)
+            known = self._by_digest.get(key)
             if known is not None:
                 return dict(known)
-            result = self.run(inputs, precise=precise, what=options.label or "the kernel")
+            ahead = self.spare.take(key) if self.spare is not None else None
+            result: KernelRun
+            if isinstance(ahead, KernelRun) and ahead.error is None and ahead.outputs is not None:
+                result = ahead  # the same launch, run by the spare process (only a success is taken)
+            else:
+                result = self.run(inputs, precise=precise, what=options.label or "the kernel")
             if result.error is not None:
                 raise KernelRunFailed(result.error)
             if result.host_compute is not None:
