@@ -135,6 +135,7 @@ class EvaluationSession:
         self.backend_versions: dict[str, Any] = {}
         self._golden_error = ""
         self._reference_asked: tuple[Any, dict[str, Any]] | None = None  # (thread, its answer or error)
+        self._switch_interval = sys.getswitchinterval()
         self._done_phases: set[str] = set()
 
     # -- orchestration ---------------------------------------------------------------------------
@@ -313,6 +314,10 @@ class EvaluationSession:
                 box["error"] = exc
 
         thread = threading.Thread(target=ask, name="nkitui-reference", daemon=True)
+        # the static analysis holds the GIL in pure Python: a short switch interval lets this thread's
+        # many small steps (each event, each array read) through without waiting 5 ms for each
+        self._switch_interval = sys.getswitchinterval()
+        sys.setswitchinterval(min(self._switch_interval, 0.0005))
         thread.start()
         self._reference_asked = (thread, box)
 
@@ -353,6 +358,7 @@ class EvaluationSession:
             assert self._reference_asked is not None
             thread, box = self._reference_asked
             thread.join()
+            sys.setswitchinterval(self._switch_interval)
             if "error" in box:
                 error_raised = box["error"]
                 if isinstance(error_raised, ReferenceFailed):
