@@ -134,3 +134,21 @@ def test_the_evaluator_unpacking_on_a_thread_gives_what_it_gives_at_once(trace, 
     assert _read_trace(tmp_path, "bad.bin", soon=True).result() == _read_trace(tmp_path, "bad.bin")
     assert "error" in _read_trace(tmp_path, "bad.bin")
     assert _read_trace(tmp_path, "absent.bin", soon=True) is None
+
+
+def test_pack_and_unpack_leave_the_collector_as_they_found_it(trace):
+    """Both build with the cyclic collector off (acyclic containers only) and switch it back on after,
+    also when the bytes are refused; a collector the caller switched off stays off."""
+    import gc
+
+    data = tracepack.pack(trace)
+    assert gc.isenabled()
+    with pytest.raises(tracepack.TraceFormatError):
+        tracepack.unpack(data[:-8])
+    assert gc.isenabled() and len(tracepack.unpack(data)) == len(trace)
+    gc.disable()
+    try:
+        tracepack.unpack(tracepack.pack(trace))
+        assert not gc.isenabled()
+    finally:
+        gc.enable()
