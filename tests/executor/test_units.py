@@ -260,3 +260,25 @@ def test_events_from_two_threads_arrive_as_whole_lines(tmp_path):
     events = [decode_line(line) for line in b"".join(chunks).splitlines()]
     assert len(events) == 60
     assert all(isinstance(e, LogEvent) and len(set(e.text)) == 1 and len(e.text) == 70_000 for e in events)
+
+
+def test_the_collector_is_paused_for_a_traced_launch_only_and_restored_after():
+    import gc
+
+    from nkitui.executor.untrusted.kernel import _collector_paused
+
+    assert gc.isenabled()
+    with _collector_paused(False):
+        assert gc.isenabled()
+    with pytest.raises(RuntimeError):
+        with _collector_paused(True):
+            assert not gc.isenabled()
+            raise RuntimeError("the launch failed")
+    assert gc.isenabled()
+    gc.disable()
+    try:
+        with _collector_paused(True):
+            pass
+        assert not gc.isenabled()  # a collector that was off stays off
+    finally:
+        gc.enable()
