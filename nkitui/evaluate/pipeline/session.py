@@ -174,6 +174,11 @@ class EvaluationSession:
             yield handle
 
     def _close_children(self) -> None:
+        asked = self._reference_asked
+        if asked is not None and asked[0].is_alive() and self.reference_child is not None:
+            # the run stopped before the reference phase: end the process its thread is waiting on
+            self.reference_child.kill()
+            asked[0].join(timeout=30)
         if self.kernel is not None and self.kernel.spare is not None:
             self.kernel.spare.stop()
             self.ctx.log(f"spare kernel process: {self.kernel.spare.ran} launch(es) run ahead", level="debug")
