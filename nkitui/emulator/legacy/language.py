@@ -717,7 +717,9 @@ alu.register(reciprocal, "reciprocal")
 
 
 def invert(x: Tensor, *, dtype: DTypeLike = None, mask: Mask = None, **kwargs: object) -> LegacyTensor:
-    return _binary("bitwise_xor", x, -1, dtype if dtype is not None else x.storage.dtype, mask, "nl.invert")
+    x = as_tile(x, "nl.invert", "x")
+    return _binary("bitwise_xor", x, _common.invert_operand(x), dtype if dtype is not None else x.storage.dtype, mask,
+                   "nl.invert")
 
 
 def logical_not(x: Tensor, *, dtype: DTypeLike = bool, mask: Mask = None, **kwargs: object) -> LegacyTensor:
