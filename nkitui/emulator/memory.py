@@ -148,9 +148,9 @@ class Storage:
             if self.data.dtype == np.float32:
                 self._f32_copy = self.data
             elif devmem.enabled():  # the cache feeds instructions: as write-protected as the cells
-                self._f32_copy = devmem.copy_of(self.data, np.float32)
+                self._f32_copy = devmem.copy_of(dt.to_f32(self.data))
             else:
-                self._f32_copy = self.data.astype(np.float32)
+                self._f32_copy = dt.to_f32(self.data)
             self._f32_version = self.version
         return self._f32_copy  # type: ignore[return-value]  # set whenever _f32_version is current
 

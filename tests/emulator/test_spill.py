@@ -170,3 +170,19 @@ def test_the_cost_model_counts_small_partition_tiles_as_the_emulator_does():
     emulated = tr.meta["launches"][0]["sbuf_peak_bytes_per_partition"]
     assert emulated == 4 * 40000
     assert estimate(tr, "trn2").extras["sbuf_demand_bytes_per_partition"] == emulated
+
+
+@pytest.mark.parametrize("name", ["bfloat16", "float16", "float8_e4m3fn", "float8_e5m2", "float8_e4m3"])
+def test_fast_fp32_widening_is_bit_exact_for_every_pattern(name):
+    """dtypes.to_f32 (the operand conversion of every instruction) widens bf16 by a shift and 1-byte / fp16
+    formats by a table: the same bits as numpy's cast for every bit pattern, NaNs included, on strided views."""
+    import ml_dtypes
+
+    from nkitui.emulator import dtypes as dt
+
+    d = np.dtype(getattr(ml_dtypes, name, None) or name)
+    bits = np.arange(1 << (8 * d.itemsize), dtype=np.uint8 if d.itemsize == 1 else np.uint16).view(d)
+    for v in (bits, bits.reshape(16, -1)[:, ::3]):
+        got = dt.to_f32(v)
+        assert got.dtype == np.float32 and got.shape == v.shape
+        np.testing.assert_array_equal(got.view(np.uint32), v.astype(np.float32).view(np.uint32))
