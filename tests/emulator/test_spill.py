@@ -186,3 +186,36 @@ def test_fast_fp32_widening_is_bit_exact_for_every_pattern(name):
         got = dt.to_f32(v)
         assert got.dtype == np.float32 and got.shape == v.shape
         np.testing.assert_array_equal(got.view(np.uint32), v.astype(np.float32).view(np.uint32))
+
+
+def test_matmul_accumulation_zones_sum_whole_partial_and_fresh_tiles():
+    """write_matmul_result's shortcuts (a tile wholly inside its accumulation zone adds, wholly outside
+    overwrites, partly inside selects) give what the select alone gave."""
+    import nki as nki_new
+    import nki.isa as nisa
+    import nki.language as nl_new
+
+    @nki_new.jit
+    def k(a, b):
+        out = nl_new.ndarray((128, 512), dtype=nl_new.float32, buffer=nl_new.shared_hbm)
+        sa = nl_new.ndarray((128, 128), dtype=a.dtype, buffer=nl_new.sbuf)
+        sb = nl_new.ndarray((128, 512), dtype=b.dtype, buffer=nl_new.sbuf)
+        nisa.dma_copy(dst=sa, src=a)
+        nisa.dma_copy(dst=sb, src=b)
+        acc = nl_new.ndarray((128, 512), dtype=nl_new.float32, buffer=nl_new.psum)
+        nisa.nc_matmul(dst=acc, stationary=sa, moving=sb)  # opens the zone: overwrite
+        nisa.nc_matmul(dst=acc, stationary=sa, moving=sb)  # inside: add
+        nisa.memset(dst=acc[:, 256:], value=0.0)  # ends the zone on the right half
+        nisa.nc_matmul(dst=acc, stationary=sa, moving=sb)  # left half adds, right half overwrites
+        r = nl_new.ndarray((128, 512), dtype=nl_new.float32, buffer=nl_new.sbuf)
+        nisa.tensor_copy(dst=r, src=acc)
+        nisa.dma_copy(dst=out, src=r)
+        return out
+
+    rng = np.random.default_rng(3)
+    a = rng.standard_normal((128, 128)).astype(F32)
+    b = rng.standard_normal((128, 512)).astype(F32)
+    one = a.T @ b
+    got = k(a, b)
+    np.testing.assert_allclose(got[:, :256], 3 * one[:, :256], rtol=2e-5, atol=2e-4)
+    np.testing.assert_allclose(got[:, 256:], one[:, 256:], rtol=2e-5, atol=2e-4)
