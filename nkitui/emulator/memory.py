@@ -445,7 +445,8 @@ class OnChipAllocator:
         loc = culprit[SP_LOC]
         where = f" at {os.path.basename(loc[0])}:{loc[1]}" if loc is not None and loc[0] else ""
         excess = peak - usable
-        msg = (f"the compiler would spill at least {excess / 1024:.1f} KiB per partition of SBUF{where}: live "
+        amount = f"{excess / 1024:.1f} KiB" if excess >= 1024 else f"{excess} B"
+        msg = (f"the compiler would spill at least {amount} per partition of SBUF{where}: live "
                f"tiles peak at {peak} of {usable} usable B per partition on {self.target.name}, over from the first "
                f"use of {_span_label(culprit)} ({culprit[SP_SIZE]} B per partition); spills are DMAs to HBM and "
                "back (the cost model charges them)")

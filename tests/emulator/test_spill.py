@@ -67,6 +67,22 @@ def test_the_cost_model_charges_the_spill_as_dma_traffic():
     assert s["spill_save_bytes"] > 0 and s["spill_reload_bytes"] >= s["spill_save_bytes"]
 
 
+def test_a_small_spill_is_reported_in_bytes():
+    @nki.jit
+    def just_over(x):
+        out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
+        a = nl.load(x[0])
+        b = nl.load(x[1])
+        nl.store(out[0], value=a)
+        nl.store(out[1], value=b)
+        return out
+
+    with emulator.trace(execute=False, target="trn2") as tr:  # 2 x 106500 B = 8 B over 212992
+        with pytest.warns(emulator.NKIEmulatorWarning, match="would spill at least 8 B per partition"):
+            just_over(emulator.ShapeDtype((2, 128, 53250), "bfloat16"))
+    assert tr.meta["diagnostics"][0]["rule"] == "spill"
+
+
 def test_a_kernel_that_fits_without_spilling_has_no_spill_diagnostic():
     x = _eight(4)  # four tiles: 128 KiB + one product, under trn1's 176 KiB
 
