@@ -23,7 +23,7 @@ import os
 import sys
 import types
 
-from benchmarks.peer_suites.common import NEEDS_HARDWARE, OTHER, REJECTED, KnownCause, PeerSuite, main
+from benchmarks.peer_suites.common import NEEDS_HARDWARE, OTHER, KnownCause, PeerSuite, main
 
 # simulator module name -> the emulator-served module (None: an empty module; see below)
 _SIMULATOR_ALIASES = {
@@ -192,15 +192,6 @@ SUITE = PeerSuite(
         KnownCause(OTHER, "upstream code against a documented rule: bwmm_shard_on_I's dynamic-block loop passes an "
                    "SBUF tile to nisa.core_barrier, whose data 'must be data in shared HBM' (nki.isa.core_barrier docs)",
                    message=r"core_barrier: data must be a shared HBM tensor, got a sbuf tile"),
-        # an emulator limitation, kept visible as valid code rejected: the SBUF live in program order (first use to
-        # last use) is over trn2's 208 KiB; the compiler's reordering or spilling is not modelled. They pass with
-        # capacity="warn", the numbers right (docs/emulator.md, "The MoE sample").
-        KnownCause(REJECTED, "SBUF over capacity in program order (moe_cte SHARD_ON_BLOCK, block 512; passes with "
-                   "capacity='warn'): the compiler's reordering / spilling is not modelled",
-                   message=r"SBUF capacity exceeded", nodeid="*moe_cte*SHARD_ON_BLOCK-*-*-*-512-*"),
-        KnownCause(REJECTED, "SBUF over capacity in program order (moe_cte_unified on SHARD_ON_BLOCK, block 512; passes "
-                   "with capacity='warn'): the compiler's reordering / spilling is not modelled",
-                   message=r"SBUF capacity exceeded", nodeid="*moe_cte_unified*_bs-512_*"),
         KnownCause(NEEDS_HARDWARE, "marked trace_only: the harness traces the kernel to MLIR with the Neuron "
                    "compiler's frontend (nki.compiler.frontend.ParserFrontend), whatever --test-mode says",
                    marker="trace_only"),

@@ -15,9 +15,9 @@ kernels (`src/nki_samples/reference`) and `test/unit`; at HEAD the reference ker
 the unit tests no longer collect. The suite needs only numpy, pytest and scipy, so it runs with this
 project's interpreter (or `--python`).
 
-The shim installs the emulator with `capacity="warn"` (AWS's simulator checks no on-chip capacity
-and the legacy compiler spills what does not fit; the emulator records the overflow as a warning),
-and one harness fact: three double-row matmul tests read the
+The shim installs the emulator with its default capacity mode (SBUF live data over capacity is a
+"spill" diagnostic, as the legacy compiler spills what does not fit; what no allocation can hold is an
+error), and one harness fact: three double-row matmul tests read the
 instance type from `/sys/devices/virtual/dmi/id/product_name` and silently return unless it says
 `trn2` (on any other host the read fails and the test dies on an undefined name). The shim answers
 that read with the emulated target's instance type (`trn2.48xlarge` for the default target), so the
@@ -59,10 +59,9 @@ def install_shims() -> None:
     from nkitui import emulator
 
     emulator.install()
-    # AWS's simulate_kernel checks no SBUF/PSUM capacity and the legacy compiler spills what does not
-    # fit (docs: "spills to HBM automatically, not an error"); the emulator's default "error" is an
-    # audit setting, so here an overflow is a recorded warning ("the compiler would spill")
-    emulator.configure(capacity="warn")
+    # the default capacity mode: the legacy compiler spills SBUF data that does not fit (docs: "spills to
+    # HBM automatically, not an error"), which the emulator records as a "spill" diagnostic; only what no
+    # allocation can hold (one instruction's operands over SBUF, PSUM banks exhausted) fails
     here = os.getcwd()  # the runner starts pytest in the checkout's root
     src = os.path.join(here, "src")
     if os.path.isdir(src) and src not in sys.path:

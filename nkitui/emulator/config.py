@@ -17,7 +17,7 @@ from typing import TypedDict, Unpack
 from nkitui.emulator import state
 from nkitui.emulator.targets import ALIASES
 
-CAPACITY_MODES = ("error", "warn", "off")
+CAPACITY_MODES = ("error", "strict", "warn", "off")
 
 
 @dataclass(frozen=True, slots=True)
@@ -26,7 +26,9 @@ class Options:
     precise: bool = True  # False: keep every float in fp32 (separates algorithm error from dtype error)
     execute: bool = True  # False: shape-only mode, bookkeeping and trace without numpy math
     check_affine: bool = True  # C15 diagnostics for loop-carried writes in affine_range
-    capacity: str = "error"  # SBUF/PSUM overflow: "error" | "warn" | "off"
+    # on-chip overflow: "error" (what no allocation fits is an error; SBUF live data over capacity is a spill
+    # diagnostic, as the compiler spills), "strict" (spills are errors too), "warn" (all warnings), "off"
+    capacity: str = "error"
     seed: int = 0  # seed of nl.rand / dropout
 
     def validated(self) -> "Options":

@@ -183,9 +183,33 @@ def convert(values: np.ndarray, target: np.dtype, dtype: DType | None = None) ->
     return np.clip(v, lo, hi).astype(target)
 
 
+_BF16_NP = np.dtype(ml_dtypes.bfloat16)
+# fp32 value of every bit pattern of the 1- and 2-byte float formats: a table look-up converts 4-10x
+# faster than ml_dtypes' element-wise cast (the conversion of every bf16/fp8 operand was the largest
+# single cost of emulating nki-library's MoE kernels), with the same bits
+_F32_TABLES: dict[np.dtype, tuple[np.ndarray, type]] = {}
+
+
+def _f32_table(d: np.dtype) -> tuple[np.ndarray, type] | None:
+    t = _F32_TABLES.get(d)
+    if t is None and d.itemsize in (1, 2) and (d.kind == "V" or d == np.float16):  # ml_dtypes' formats: kind "V"
+        ut = np.uint8 if d.itemsize == 1 else np.uint16
+        t = _F32_TABLES[d] = (np.arange(1 << (8 * d.itemsize), dtype=ut).view(d).astype(np.float32), ut)
+    return t
+
+
 def to_f32(values: np.ndarray) -> np.ndarray:
-    if values.dtype == np.float32:
+    """`values` as float32, a new array unless they already are (bit-exact with `astype`)."""
+    d = values.dtype
+    if d == np.float32:
         return values
+    if d == _BF16_NP:  # bf16 is the top half of an fp32: widen the bits
+        u = values.view(np.uint16).astype(np.uint32)
+        u <<= 16
+        return u.view(np.float32)
+    table = _f32_table(d) if d.itemsize <= 2 else None
+    if table is not None:
+        return np.take(table[0], values.view(table[1]))
     return values.astype(np.float32)
 
 

@@ -17,7 +17,7 @@ import ml_dtypes
 import numpy as np
 
 from nkitui.emulator import dtypes as _dt
-from nkitui.emulator.errors import EngineMemoryError, OperandShapeError
+from nkitui.emulator.errors import EngineDtypeError, EngineMemoryError, OperandShapeError
 from nkitui.emulator.targets import PMAX
 from nkitui.emulator.tensor import Tensor
 
@@ -70,6 +70,19 @@ class TileSizeLimits:
     bn_aggr_dim = 2
     psum_min_align = 4  # bytes (not documented; fp32 element alignment assumed)
     sbuf_min_align = 1  # bytes (not documented)
+
+
+def invert_operand(x: Tensor) -> int:
+    """nl.invert in both namespaces: the all-ones XOR operand of `x`'s integer dtype (-1 for signed, the
+    type's maximum for unsigned); a float or bool tile is refused. Both namespaces' docs define it on
+    integers only ("Input must be integer typed. Implemented as XOR with all-ones", nki.language.invert;
+    the legacy page: "the bit-wise NOT of the underlying binary representation of the integers")."""
+    d = x.storage.dtype
+    if d.kind not in ("i", "u"):
+        alt = "; for a mask, nl.logical_not gives its negation" if d.kind == "b" else ""
+        raise EngineDtypeError(f"nl.invert: x must be an integer tile, got {d.name} (nki.language.invert: "
+                               f"'Input must be integer typed. Implemented as XOR with all-ones'){alt}")
+    return -1 if d.kind == "i" else int(np.iinfo(d.np).max)
 
 
 def hbm_operand_error(api: str, role: str) -> EngineMemoryError:

@@ -13,7 +13,14 @@ not live before the loop, and a tile allocated in a loop body is dead once its i
 instruction has used it, although the kernel's variable holds it until the next iteration rebinds
 the name (Python builds the new tile before it rebinds). A tile no instruction touches takes no
 memory. The peaks and the capacity check are computed from these live ranges when the kernel ends
-(`OnChipAllocator.close`); the error names the line of the overflowing tile's first use.
+(`OnChipAllocator.close`). A tile of <= 32 (<= 64) partitions counts a quarter (half) of its bytes per
+partition: it may start at partition 0, 32, 64 or 96 (0 or 64), so four (two) share one byte range.
+
+Over the usable SBUF, compiler-allocated tiles are not an error: the compiler spills them to HBM
+(`capacity="error"`, the default, records a "spill" diagnostic naming the line and the KiB per partition
+that must leave SBUF; the cost model charges the spill DMAs). What no allocation can fit stays an error:
+the operands of one instruction together over the usable size (`working_set`), and tiles the kernel placed
+itself beyond the usable bytes. `capacity="strict"` also refuses kernels that only fit by spilling.
 PSUM reads count where the compiler may schedule them (`_psum_range`, `Run._schedule_psum_read`;
 docs/emulator.md, "PSUM live ranges under reordering").
 """
@@ -25,7 +32,7 @@ import itertools
 import math
 import os
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
@@ -141,9 +148,9 @@ class Storage:
             if self.data.dtype == np.float32:
                 self._f32_copy = self.data
             elif devmem.enabled():  # the cache feeds instructions: as write-protected as the cells
-                self._f32_copy = devmem.copy_of(self.data, np.float32)
+                self._f32_copy = devmem.copy_of(dt.to_f32(self.data))
             else:
-                self._f32_copy = self.data.astype(np.float32)
+                self._f32_copy = dt.to_f32(self.data)
             self._f32_version = self.version
         return self._f32_copy  # type: ignore[return-value]  # set whenever _f32_version is current
 
@@ -158,6 +165,19 @@ class Storage:
 
     def __repr__(self) -> str:
         return f"<{self.memory} {self.name or '#%d' % self.id} {self.shape} {self.dtype.name}>"
+
+
+def sbuf_share(bytes_per_partition: int, partitions: int) -> int:
+    """What an SBUF tile of `partitions` partitions takes of every partition's bytes, as the allocator can
+    pack it: a tile of <= 32 partitions may start at partition 0, 32, 64 or 96, one of <= 64 at 0 or 64
+    (the partition start rules of the allocator [ARCH2, L-ALLOC]), so four (two) such tiles share one
+    byte range and each holds a quarter (half) of it. The cost model's allocator counts it alike
+    (perf/schedule.py, `_SbufTiles`)."""
+    if partitions <= 32:
+        return -(-bytes_per_partition // 4)
+    if partitions <= 64:
+        return -(-bytes_per_partition // 2)
+    return bytes_per_partition
 
 
 def _fill(data: np.ndarray, dtype: dt.DType) -> None:
@@ -235,7 +255,7 @@ class BlockSpans:
         if any(hi < lo for lo, hi in bounds):
             return
         shape = st.shape[:pax]
-        per_block = st.bytes_per_partition // st.blocks
+        per_block = sbuf_share(st.bytes_per_partition // st.blocks, st.shape[pax])
         blocks = self.blocks
         for idx in itertools.product(*(range(lo, hi + 1) for lo, hi in bounds)):
             flat = 0
@@ -267,6 +287,11 @@ class OnChipAllocator:
         self.psum_peak = 0
         self.spans: list[Span] = []
         self._warned = False
+        # the largest SBUF share the operands of one instruction hold together, and that instruction's line:
+        # over the usable size no allocation exists (spilling cannot help); measured only while what
+        # Python holds is over it (`working_set`)
+        self.working_peak = 0
+        self.working_loc: tuple[str, int] | None = None
         # Python-held SBUF bytes above this: a tile used now may be the one that overflows, so its
         # first use keeps its line (first_use); never when capacity is off
         self.sbuf_loc_above = target.sbuf_usable_bytes_per_partition if capacity_mode != "off" else math.inf
@@ -274,7 +299,7 @@ class OnChipAllocator:
     # allocation -------------------------------------------------------------------------------
     def reserve_sbuf(self, st: Storage, position: int) -> None:
         """Track SBUF tile `st`, allocated before instruction `position`."""
-        size = st.bytes_per_partition
+        size = sbuf_share(st.bytes_per_partition, st.shape[st.partition_dim])
         self.sbuf_live += size
         if st.blocks > 1:  # block dimensions: one live range per block, from its first use
             # what Python holds bounds what is live, so only these allocations can overflow: keep
@@ -292,6 +317,28 @@ class OnChipAllocator:
         line of this first use for the message close() may raise."""
         if self.sbuf_live > self.sbuf_loc_above and sp[SP_LOC] is None:
             sp[SP_LOC] = kernel_location()
+
+    def working_set(self, ins: Sequence[Tensor], outs: Sequence[Tensor]) -> None:
+        """The SBUF share of the tiles one instruction touches (called by Run.record only while what Python
+        holds is over the usable size, which bounds it): the most of it is kept with its line, since an
+        instruction's operands must all be in SBUF at once: over the usable size no spill makes room."""
+        seen: set[int] = set()
+        total = 0
+        for t in itertools.chain(ins, outs):
+            st = t.storage
+            if st.memory != "sbuf" or st.span is None or st.id in seen:
+                continue
+            seen.add(st.id)
+            if st.blocks > 1:  # only the blocks this view touches
+                bounds = t.bounds()[:st.partition_dim]
+                touched = math.prod(max(0, hi - lo + 1) for lo, hi in bounds)
+                total += touched * sbuf_share(st.bytes_per_partition // st.blocks, st.shape[st.partition_dim])
+            else:
+                total += sbuf_share(st.bytes_per_partition, st.shape[st.partition_dim])
+        if total > self.working_peak:
+            self.working_peak = total
+            if total > self.target.sbuf_usable_bytes_per_partition:
+                self.working_loc = kernel_location()
 
     def reserve_psum(self, st: Storage, position: int) -> None:
         per_block = st.bytes_per_partition // max(st.blocks, 1)
@@ -325,7 +372,7 @@ class OnChipAllocator:
     def release(self, st: Storage) -> None:
         sp = st.span
         if st.memory == "sbuf":
-            self.sbuf_live -= st.bytes_per_partition
+            self.sbuf_live -= sbuf_share(st.bytes_per_partition, st.shape[st.partition_dim])
         elif sp is not None:
             self.psum_live_blocks -= sp[SP_BLOCKS]  # type: ignore[index]  # a PSUM tile's span is a list
         if sp.__class__ is list and sp[SP_LAST] < 0 and sp[SP_START] == self.position():
@@ -371,20 +418,43 @@ class OnChipAllocator:
             if over.size:
                 over_at = int(over[0])
         self.sbuf_peak = max(self.sbuf_peak, peak)
-        if over_at < 0 or self.mode == "off":
+        if self.mode == "off":
+            return
+        if self.working_peak > usable:  # no allocation holds one instruction's operands: hardware cannot
+            loc = self.working_loc
+            where = f" at {os.path.basename(loc[0])}:{loc[1]}" if loc is not None and loc[0] else ""
+            msg = (f"SBUF capacity exceeded: one instruction{where} needs {self.working_peak} B per partition of "
+                   f"SBUF operands at once, over the {usable} usable B per partition on {self.target.name}; an "
+                   "instruction's operands must all be in SBUF while it runs, so no spill can make room")
+            self._over_capacity(msg, " (split the instruction's tiles along the free dimension)", "", loc)
+            return
+        if over_at < 0:
             return
         # the tile whose first use first took the live ranges over the usable size
         culprit = max((sp for start, _, sp in ranges if start == over_at), key=lambda sp: sp[SP_LOC] is not None)
         others = sum(sp[SP_SIZE] for start, end, sp in ranges if sp is not culprit and start <= over_at <= end)
-        msg = (f"SBUF capacity exceeded: {_span_label(culprit)} needs {culprit[SP_SIZE]} B per partition while "
-               f"{others} of {usable} usable B per partition are live on {self.target.name} (a tile is live from "
-               "its first use to its last use, as the compiler allocates it)")
-        self._over_capacity(msg, " (free tiles earlier, tile smaller, or run with capacity='warn')",
-                            "; the compiler would spill to HBM", culprit[SP_LOC])
+        if self.mode == "strict":
+            msg = (f"SBUF capacity exceeded: {_span_label(culprit)} needs {culprit[SP_SIZE]} B per partition "
+                   f"while {others} of {usable} usable B per partition are live on {self.target.name} (a tile is "
+                   "live from its first use to its last use, as the compiler allocates it; capacity='strict' "
+                   "refuses kernels that fit only by spilling)")
+            raise CapacityError(msg + " (free tiles earlier, tile smaller, or run with capacity='error', which "
+                                "lets the compiler spill)", location=culprit[SP_LOC] or ("", 0))
+        # the compiler spills (NKI programming model: live data over SBUF goes to HBM, compiler-inserted DMAs;
+        # the profiler's spill_save_bytes / spill_reload_bytes): a diagnostic, not an error
+        loc = culprit[SP_LOC]
+        where = f" at {os.path.basename(loc[0])}:{loc[1]}" if loc is not None and loc[0] else ""
+        excess = peak - usable
+        amount = f"{excess / 1024:.1f} KiB" if excess >= 1024 else f"{excess} B"
+        msg = (f"the compiler would spill at least {amount} per partition of SBUF{where}: live "
+               f"tiles peak at {peak} of {usable} usable B per partition on {self.target.name}, over from the first "
+               f"use of {_span_label(culprit)} ({culprit[SP_SIZE]} B per partition); spills are DMAs to HBM and "
+               "back (the cost model charges them)")
+        self._warn(msg, loc, rule="spill")
 
     def _over_capacity(self, msg: str, fix: str, warning_note: str, location: tuple[str, int] | None) -> None:
         """An overflow under the capacity mode: an error carrying the fix, a warning, or nothing ('off')."""
-        if self.mode == "error":
+        if self.mode in ("error", "strict"):
             raise CapacityError(msg + fix, location=location or ("", 0))
         if self.mode == "warn":
             self._warn(msg + warning_note, location)
@@ -418,8 +488,8 @@ class OnChipAllocator:
             if total > self.psum_peak:
                 self.psum_peak = total
 
-    def _warn(self, msg: str, loc: tuple[str, int] | None = None) -> None:
-        diag: dict[str, object] = {"rule": "capacity", "message": msg}
+    def _warn(self, msg: str, loc: tuple[str, int] | None = None, rule: str = "capacity") -> None:
+        diag: dict[str, object] = {"rule": rule, "message": msg}
         if loc is not None and loc[0]:
             diag.update(file=os.path.basename(loc[0]), line=loc[1])
         self.diagnostics.append(diag)

@@ -322,6 +322,8 @@ class Run:
                     sp[9] = n
                     if sp[4] == "sbuf":
                         self.alloc.first_use(sp)
+        if self.alloc.sbuf_live > self.alloc.sbuf_loc_above:  # rare: only then can one instruction's operands overflow
+            self.alloc.working_set(ins, outs)
         self.instructions = n + 1
         try:
             self.engine_counts[engine] += 1

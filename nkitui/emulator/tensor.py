@@ -612,7 +612,7 @@ class Tensor:
             return self._apply(st.f32())
         st._misses += 1
         cells = st.data[self.gather_indices] if self.gather_indices is not None else self._cells()
-        return cells.astype(np.float32)
+        return dt.to_f32(cells)
 
     def write(self, values: npt.ArrayLike, where: np.ndarray | None = None, by: object = None) -> None:
         """Store computed values (fp32 or native ints) with rounding to the storage dtype.

@@ -399,7 +399,7 @@ class _SbufTiles:
         release_at: dict[int, list[int]] = {}
         first: list[int] = []
         last: list[int] = []
-        span_bytes: list[int] = []  # the full byte range each tile spans (for the program-order demand)
+        span_bytes: list[int] = []  # each tile's share of the partitions (the program-order demand, as the emulator counts)
         storage_info = trace.storages
         tile_bytes: dict[tuple[tuple[int, ...], str], int] = {}  # (shape, dtype) -> bytes per partition, once per kind of tile
         for sid, (mem, f, la, r, ext) in trace.storage_ranges().items():
@@ -425,7 +425,7 @@ class _SbufTiles:
                 at.append(sid)
             first.append(f)
             last.append(la)
-            span_bytes.append(sizes[sid] * (4 if r <= 32 else 2 if r <= 64 else 1))
+            span_bytes.append(sizes[sid])
         self.sizes, self.rows, self.release_at = sizes, rows, release_at
         self.first, self.last, self.span_bytes = first, last, span_bytes
 

@@ -77,7 +77,7 @@ def test_a_tile_dead_after_its_last_use_does_not_count():
 
 def test_tiles_live_at_the_same_time_overflow_with_the_allocation_line():
     x = emulator.ShapeDtype((128, 30000), "float32")
-    with emulator.options(target="trn2", capacity="error", execute=False):
+    with emulator.options(target="trn2", capacity="strict", execute=False):
         with pytest.raises(emulator.CapacityError, match="SBUF capacity exceeded") as info:
             two_big_tiles_together(x, x)
     line = next(i + 1 for i, t in enumerate(Path(__file__).read_text().splitlines()) if t.endswith("# rule: both-live"))
@@ -97,7 +97,7 @@ def test_fully_blocked_matmul_fits_with_its_real_working_set(tutorial):
 
 def test_fully_blocked_matmul_with_blocks_too_big_still_overflows(tutorial):
     # BN = 4 doubles the partial sums (128 KiB) and the rhs block (32 KiB): 192 KiB > 176 KiB on trn1
-    with emulator.options(target="trn1", capacity="error", execute=False):
+    with emulator.options(target="trn1", capacity="strict", execute=False):
         with pytest.raises(emulator.CapacityError, match="SBUF capacity exceeded") as info:
             tutorial.matmul_block_all(*_shapes(4096, 1024, 2048), BN=4)
     assert info.value.file == "matmul_tutorial.py"

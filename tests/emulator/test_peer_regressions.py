@@ -232,7 +232,7 @@ def test_block_dimension_tensor_counts_its_live_blocks_only():
 
 def test_block_dimension_tensor_whose_blocks_are_all_live_still_overflows():
     x = emulator.ShapeDtype((32, 7, 128, 1024), "float32")
-    with emulator.options(target="trn2", capacity="error", execute=False):
+    with emulator.options(target="trn2", capacity="strict", execute=False):
         with pytest.raises(emulator.CapacityError, match=r"SBUF capacity exceeded: 'buf\[") as info:
             blocks_all_live(x)
     assert "4096 B per partition" in str(info.value)

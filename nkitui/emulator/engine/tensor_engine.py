@@ -134,8 +134,13 @@ def write_matmul_result(run: Run, dst: Tensor, res: np.ndarray, accumulate: bool
         if st.mm_zone is None:
             st.mm_zone = np.zeros(st.shape, dtype=bool)
         inzone = np.broadcast_to(dst._apply(st.mm_zone), dst.shape)
-        res = np.where(inzone, dst.read_f32() + res, res)
-        write(run, dst, res.astype(_F32), where, True)
+        # the common cases without a select: a whole tile inside its zone (the 2nd..nth matmul of an
+        # accumulation) or outside it (the first)
+        if inzone.all():
+            res = dst.read_f32() + res
+        elif inzone.any():
+            res = np.where(inzone, dst.read_f32() + res, res)
+        write(run, dst, res if res.dtype == _F32 else res.astype(_F32), where, True)
         dst.set_zone(True)
         return
     if accumulate:

@@ -15,7 +15,7 @@ from nkitui.emulator.api_types import Axis, DTypeLike, Op, Operand, Scalar
 from nkitui.emulator.engine.tensor_engine import check_matmul
 from nkitui.emulator import dtypes as _dt
 from nkitui.emulator.engine.vector import _axes as _norm_axes, reduced_shape as _reduced_shape
-from nkitui.emulator.errors import OperandShapeError
+from nkitui.emulator.errors import EngineDtypeError, OperandShapeError
 from nkitui.emulator.frontend_common import engine, nc_version  # noqa: F401  (public names, shared with nki.isa)
 from nkitui.emulator.frontend_common import (  # noqa: F401
     gpsimd_engine, scalar_engine, sync_engine, tensor_engine, unknown_engine, vector_engine)
@@ -406,7 +406,13 @@ def dropout(data: Tensor, prob: Operand, *, mask: Mask = None, dtype: DTypeLike 
     run = current()
     data = as_tile(data, "nisa.dropout", "data")
     plan = plan_mask(mask, data)
-    out = fresh(run, data.shape, dtype_or(dtype, data.storage.dtype), plan)
+    out_dtype = dtype_or(dtype, data.storage.dtype)
+    if data.storage.dtype.kind in ("i", "u") and out_dtype is not data.storage.dtype:
+        raise EngineDtypeError(f"nisa.dropout: dtype {out_dtype.name} must be the dtype of data "
+                               f"({data.storage.dtype.name}) for integer data (nki.isa.dropout docs: 'The output data "
+                               "type must match the input data type of data if input data type is any of the integer "
+                               "types')")
+    out = fresh(run, data.shape, out_dtype, plan)
     if not plan.skip:
         _eng.dropout(narrow(out, plan.box), narrow(data, plan.box), narrow(prob, plan.box), where=plan.where,
                      api="nisa.dropout")

@@ -32,6 +32,7 @@ from nkitui.emulator.engine.tensor_engine import check_matmul
 from nkitui.emulator.engine.vector import reduced_shape as _reduced_shape, _axes as _norm_axes
 from nkitui.emulator.frontend_common import bfp16, finfo, fp32, static_cast  # noqa: F401  (nl names)
 from nkitui.emulator.errors import (
+    CapacityError,
     EngineMemoryError,
     IndexingError,
     KernelArgumentError,
@@ -41,6 +42,7 @@ from nkitui.emulator.errors import (
     assigned_target,
     evaluate_target,
     kernel_frame,
+    kernel_location,
 )
 from nkitui.emulator.legacy import spmd as _spmd
 from nkitui.emulator.legacy import tile as _tile_mod
@@ -49,7 +51,8 @@ from nkitui.emulator.legacy.indexing import NO_MASK, Mask, MaskPlan, arange, mgr
 from nkitui.emulator.legacy.tile import LegacyTensor
 from nkitui.emulator.lowering import NewTile, SumReduce
 from nkitui.emulator.runtime import Run, current, current_or_none
-from nkitui.emulator.targets import PMAX, resolve_target
+from nkitui.emulator.memory import Storage
+from nkitui.emulator.targets import PMAX, Target, resolve_target
 from nkitui.emulator.tensor import DynSlice, Tensor
 from nkitui.emulator.trace import Instruction
 
@@ -163,7 +166,29 @@ def ndarray(shape: Shape, dtype: DTypeLike, *, buffer: Buffer | str | None = Non
     # purpose): like nki `address=` tensors they are not counted against SBUF/PSUM capacity
     placed = buf.options.get("allocator") in ("alloc", "mod_alloc")
     st = run.allocate(shape, dtype, buf.memory, name=name, pax=pax, kind=kind, what=what, track=not placed)
+    if buf.memory == "sbuf" and buf.options.get("allocator") == "mod_alloc":
+        _check_mod_alloc(st, buf.options, run.target)
     return LegacyTensor.whole(st)
+
+
+def _check_mod_alloc(st: Storage, options: dict[str, object], target: Target) -> None:
+    """A `ncc.sbuf.mod_alloc` buffer is placed by the kernel: nothing spills it, and its physical tiles
+    (`num_free_tiles` of one block's bytes each, from `base_addr`) must stay below the usable bytes per
+    partition (NKI Direct Allocation guide: byte offsets below the partition size minus the 16 KiB the
+    compiler reserves)."""
+    base = int(cast(SupportsInt, options.get("base_addr") or 0))
+    tiles = math.prod(int(n) for n in cast(tuple[int, ...], options.get("num_free_tiles") or ()))
+    per_block = st.bytes_per_partition // builtins.max(st.blocks, 1)  # (max is nl.max here)
+    end = base + per_block * builtins.max(tiles, 1)
+    usable = target.sbuf_usable_bytes_per_partition
+    if base < 0 or end > usable:
+        raise CapacityError(
+            f"direct allocation of {st!r} with ncc.sbuf.mod_alloc(base_addr={base}, num_free_tiles="
+            f"{options.get('num_free_tiles') or ()}) reaches byte {end} of each partition, past the {usable} B "
+            f"({usable // 1024} KiB) usable on {target.name}: directly allocated SBUF byte offsets must stay below "
+            "the partition size minus the 16 KiB the compiler reserves (NKI Direct Allocation guide); the compiler "
+            "does not spill a buffer the kernel placed. Lower base_addr or use fewer / smaller tiles",
+            location=kernel_location())
 
 
 def _filled(shape: Shape, value: Scalar, dtype: DTypeLike, buffer: object, name: str, api: str) -> LegacyTensor:
@@ -692,7 +717,9 @@ alu.register(reciprocal, "reciprocal")
 
 
 def invert(x: Tensor, *, dtype: DTypeLike = None, mask: Mask = None, **kwargs: object) -> LegacyTensor:
-    return _binary("bitwise_xor", x, -1, dtype if dtype is not None else x.storage.dtype, mask, "nl.invert")
+    x = as_tile(x, "nl.invert", "x")
+    return _binary("bitwise_xor", x, _common.invert_operand(x), dtype if dtype is not None else x.storage.dtype, mask,
+                   "nl.invert")
 
 
 def logical_not(x: Tensor, *, dtype: DTypeLike = bool, mask: Mask = None, **kwargs: object) -> LegacyTensor:

@@ -555,8 +555,8 @@ def dropout(dst: Tensor, data: Tensor, prob: Operand, name: str | None = None, *
     data = _tensor(data, api, "data")
     if dst.storage.dtype is not data.storage.dtype:
         raise EngineDtypeError(f"{api}: dst ({dst.storage.dtype.name}) must have the dtype of data ({data.storage.dtype.name}) "
-                               "(nki.isa.nc_transpose docs: 'The output dst tile must have the same data type as "
-                               "that of data'; for a widening transpose use nc_matmul against an identity)")
+                               "(nki.isa.dropout docs: 'The output data type dst.dtype must match the input data "
+                               "type data.dtype'; cast afterwards with nisa.tensor_copy)")
     _eng.dropout(dst, data, prob, api=api)
     return _done(api, name)
 

@@ -596,9 +596,9 @@ alu.register(reciprocal, "reciprocal")
 def invert(x: Tensor, dtype: DTypeLike = None, **kwargs: object) -> NkiTensor:
     """Bitwise NOT (XOR with all ones) of an integer tile."""
     x = _tile_of(x, "nl.invert", "x")
+    ones = _common.invert_operand(x)
     out = _new(x.shape, dtype if dtype is not None else x.dtype)
-    engine.tensor_scalar(out, x, "bitwise_xor", -1 if x.storage.dtype.kind == "i" else int(np.iinfo(x.storage.dtype.np).max),
-                         api="nl.invert")
+    engine.tensor_scalar(out, x, "bitwise_xor", ones, api="nl.invert")
     return out
 
 

@@ -102,7 +102,7 @@ def test_tiles_declared_early_and_written_together_still_overflow_at_the_first_w
     from pathlib import Path
 
     x = emulator.ShapeDtype((128, 30000), "float32")
-    with emulator.options(target="trn2", capacity="error", execute=False):
+    with emulator.options(target="trn2", capacity="strict", execute=False):
         with pytest.raises(emulator.CapacityError, match="SBUF capacity exceeded") as info:
             declared_early_live_together(x, x)
     line = next(i + 1 for i, t in enumerate(Path(__file__).read_text().splitlines())
