@@ -66,13 +66,37 @@ class KernelRun:
     error: dict[str, Any] | None = None
     host_compute: str | None = None  # why an output does not count as the device's
     trace_json: Any = None  # a Trace (binary form), a dict (JSON form), or None
+    replay: "ReplayOutcome | None" = None  # the out-of-process replay of the launch's instruction log
+
+
+@dataclass
+class ReplayOutcome:
+    """What the replay of a launch's instruction log found (nkitui.emulator.replay).
+
+    status: `exact` (the replay's outputs equal the reported ones bit for bit), `mismatch` (they differ:
+    the kernel process's report is not what its instructions computed), `invalid` (the log is malformed,
+    missing, or does not replay), `unavailable` (the log holds something the replay cannot run yet)."""
+
+    status: str
+    detail: str
+    file: str | None = None
+    line: int | None = None
+    data_dependent: str | None = None
+    log: Any = None  # the parsed log (exact replays only: stage 2 replays it on fresh inputs)
+
+    @property
+    def failed(self) -> bool:
+        return self.status in ("mismatch", "invalid")
 
 
 class KernelProcess:
-    def __init__(self, child: UntrustedChild, task: Any, *, device_provenance: bool) -> None:
+    def __init__(self, child: UntrustedChild, task: Any, *, device_provenance: bool, replay: bool = True,
+                 target: str = "trn2") -> None:
         self.child = child
         self.task = task
         self.device_provenance = device_provenance
+        self.replay = device_provenance and replay  # the emulator's launches: replayed out of the kernel's process
+        self.target = target
         names = [spec.name for spec in task.outputs]
         self.names = names
         self.max_elements = {spec.name: spec.size * 4 + 1024 for spec in task.outputs}
@@ -94,6 +118,8 @@ class KernelProcess:
         rid, folder = self.child.folder()
         metas = self._write_inputs(folder, inputs)
         fields: dict[str, Any] = {"inputs": metas, "precise": precise, "trace": trace, "what": what}
+        if self.replay and source is None:
+            fields["replay"] = True
         if source is not None:
             fields["source"] = source
         reply = self.child.request("run", rid=rid, folder=folder, **fields)
@@ -114,6 +140,10 @@ class KernelProcess:
             run.host_compute = _host_compute(reply.get("provenance"), self.names)
         if trace and isinstance(reply.get("trace"), str):
             run.trace_json = _read_trace(folder / "out", reply["trace"])
+        if self.replay and source is None:
+            kernel_inputs = [to_kernel_layout(spec, np.asarray(inputs[spec.name])) for spec in self.task.inputs]
+            run.replay = replay_launch(folder / "out", reply.get("replay"), kernel_inputs, raw,
+                                       target=self.target, precise=precise)
         if not keep:
             self.child.forget(folder)
         return run
@@ -139,10 +169,65 @@ class KernelProcess:
             if result.host_compute is not None:
                 raise KernelRunFailed({"kind": "host-compute", "message": f"{options.label}: {result.host_compute}",
                                        "file": None, "line": None, "traceback": ""})
+            if result.replay is not None and result.replay.failed:
+                raise KernelRunFailed({"kind": "host-compute", "message": f"{options.label}: {result.replay.detail}",
+                                       "file": result.replay.file, "line": result.replay.line, "traceback": ""})
             assert result.outputs is not None
             return result.outputs
 
         return run
+
+
+MAX_REPLAY_BYTES = 2 << 30
+
+
+def replay_launch(folder: Path, name: Any, inputs: list[np.ndarray], reported: dict[str, np.ndarray], *,
+                  target: str, precise: bool) -> ReplayOutcome:
+    """Replay the launch's instruction log here (a process that never imported task code) and compare
+    its outputs with the ones the kernel's process reported, bit for bit."""
+    from nkitui.emulator import replay
+
+    if not isinstance(name, str) or name != "replay.bin":
+        return ReplayOutcome("invalid", "the kernel's process sent no instruction log for this launch")
+    path = folder / name
+    try:
+        if not path.is_file() or path.is_symlink() or path.stat().st_size > MAX_REPLAY_BYTES:
+            return ReplayOutcome("invalid", "the instruction log is missing, a link, or larger than 2 GiB")
+        data = path.read_bytes()
+    except OSError as exc:
+        return ReplayOutcome("invalid", f"the instruction log could not be read: {exc}")
+    try:
+        log = replay.unpack(data)
+    except replay.ReplayFormatError as exc:
+        return ReplayOutcome("invalid", str(exc))
+    if log.unavailable is not None:
+        file, line = _split_location(log.unavailable)
+        return ReplayOutcome("unavailable", f"replay unavailable: {log.unavailable[:300]}", file, line)
+    try:
+        outputs = replay.replay(log, inputs, target=target, precise=precise)
+    except replay.ReplayError as exc:
+        file, line = _split_location(exc.location)
+        return ReplayOutcome("invalid", f"the instruction log does not replay: {exc}"
+                             + (f" (kernel line {exc.location})" if exc.location else ""), file, line)
+    except (MemoryError, RecursionError) as exc:
+        return ReplayOutcome("invalid", f"the instruction log does not replay: {type(exc).__name__}")
+    diff = replay.first_difference(reported, outputs)
+    if diff is not None:
+        last = log.events[-1][3] if log.events else ""
+        file, line = _split_location(last)
+        return ReplayOutcome("mismatch", f"the outputs the kernel's process reported are not what its instructions "
+                                         f"compute: {diff.describe()}", file, line)
+    return ReplayOutcome("exact", f"{len(log.events)} instructions replayed; every output equal bit for bit",
+                         data_dependent=log.data_dependent, log=log)
+
+
+def _split_location(text: str) -> tuple[str | None, int | None]:
+    """(file, line) of a trailing 'file:line' in `text`, else (None, None)."""
+    head, _, tail = text.rpartition(":")
+    if not tail.isdigit():
+        return None, None
+    file = head.rsplit(" at ", 1)[-1].strip() or None
+    return file, int(tail)
 
 
 def _host_compute(provenance: Any, names: list[str]) -> str | None:

@@ -355,7 +355,8 @@ class EvaluationSession:
             assert child is not None
             try:
                 self.confinement["kernel"] = child.ready()
-                self.kernel = KernelProcess(child, self.task, device_provenance=self.choice.name == "emulator")
+                self.kernel = KernelProcess(child, self.task, device_provenance=self.choice.name == "emulator",
+                                            target=self.result.target or "trn2")
                 reply = self.kernel.load()
             except ChildGone as gone:
                 self.checks.append(Check("kernel-runs", "the kernel imports and runs on every seed", False, gone.error.message))
@@ -398,6 +399,7 @@ class EvaluationSession:
             assert self.kernel is not None and self.auditor is not None
             errors: list[dict[str, Any]] = []
             host: list[str] = []
+            replays: list[tuple[int, Any]] = []
             for i, seed in enumerate(self.seeds):
                 inputs = self.auditor.inputs[seed]
                 try:
@@ -414,6 +416,13 @@ class EvaluationSession:
                     errors.append(run.error)
                     if run.error["kind"] == "memory-limit":
                         break  # the address space is exhausted; later seeds would fail the same way
+                elif run.replay is not None and run.replay.failed:
+                    message = f"seed {seed}: {run.replay.detail}"
+                    self.ctx.log(message, level="error")
+                    self.seed_results[seed] = SeedResult(seed, False, error=RunError(
+                        "host-compute", message, run.replay.file, run.replay.line))
+                    host.append(message)
+                    replays.append((seed, run.replay))
                 elif run.host_compute is not None:
                     file, line = entry_location(task)
                     message = f"seed {seed}: {run.host_compute}" + (f" (the entry point is made at {file}:{line})" if line else "")
@@ -424,6 +433,8 @@ class EvaluationSession:
                         self.findings.append(_host_compute_finding(run.host_compute, file, line))
                 else:
                     assert run.outputs is not None
+                    if run.replay is not None:
+                        replays.append((seed, run.replay))
                     if self.trace_json is None and run.trace_json is not None:
                         self.trace_json = run.trace_json
                     if self.first_seed_run is None:
@@ -447,6 +458,8 @@ class EvaluationSession:
                     (not host) if (host or self.outputs) else None,
                     "; ".join(host[:2]) if host else (f"{len(self.outputs)} seed(s): every output has device provenance"
                                                       if self.outputs else "no seed produced outputs")))
+            if self.kernel.replay:
+                self._replay_check(replays)
             ph.detail = f"{ran}/{len(self.seeds)} seeds ran" + (f", {len(host)} with host-computed outputs" if host else "")
             if errors or host:
                 ph.fail(ph.detail)
@@ -460,6 +473,32 @@ class EvaluationSession:
                 raise Stop(status, ErrorEvent(kind=kind, message=first.get("message", "the kernel produced no outputs"),
                                               file=first.get("file"), line=first.get("line"),
                                               traceback=first.get("traceback", "")), reported=bool(errors))
+
+    def _replay_check(self, replays: list[tuple[int, Any]]) -> None:
+        """The `replay` check: each seed's instruction log replayed here gives the reported outputs bit for bit
+        (nkitui.emulator.replay). A mismatch or a log that does not replay fails it (HACK-REPLAY-MISMATCH);
+        a log the replay cannot run yet is said, not judged (the check is not applicable then)."""
+        failed = [(s, o) for s, o in replays if o.failed]
+        exact = [s for s, o in replays if o.status == "exact"]
+        unavailable = [(s, o) for s, o in replays if o.status == "unavailable"]
+        self.replay_outcomes = replays
+        if failed:
+            seed, o = failed[0]
+            self.findings.append(_replay_finding(seed, o))
+            self.checks.append(Check("replay", "the kernel process's outputs are what its recorded instructions "
+                                               "compute (replayed by nkitui, bit for bit)", False,
+                                     f"seed {seed}: {o.detail}"[:600]))
+        elif unavailable and not exact:
+            seed, o = unavailable[0]
+            self.ctx.log(o.detail, level="warning")
+            self.result.notes.append(o.detail)
+            self.checks.append(Check("replay", "the kernel process's outputs are what its recorded instructions "
+                                               "compute (replayed by nkitui, bit for bit)", None, o.detail[:600]))
+        elif exact:
+            extra = f"; {len(unavailable)} seed(s) not replayable: {unavailable[0][1].detail}" if unavailable else ""
+            self.checks.append(Check("replay", "the kernel process's outputs are what its recorded instructions "
+                                               "compute (replayed by nkitui, bit for bit)", True,
+                                     f"{len(exact)} seed(s) replayed exactly{extra}"[:600]))
 
     def _compare(self) -> None:
         task = self.task
@@ -950,6 +989,22 @@ def _confinement_summary(report: dict[str, Any] | None, observed: dict[str, Any]
     from nkitui.executor import confine
 
     return str(confine.record({"confinement": report}, observed).get("summary", ""))[:600]
+
+
+def _replay_finding(seed: int, outcome: Any) -> Finding:
+    from nkitui.common.findings import Finding
+
+    rule = "HACK-REPLAY-MISMATCH" if outcome.status == "mismatch" else "HACK-REPLAY-INVALID"
+    title = ("The kernel process reported outputs its instructions do not compute" if outcome.status == "mismatch"
+             else "The kernel process's instruction log is malformed or does not replay")
+    return Finding(
+        rule=rule, severity="high", title=title,
+        message=(f"Seed {seed}: {outcome.detail}. nkitui replays every instruction the emulated kernel executed in a "
+                 "process that never imported the task's code and requires the outputs the kernel's process reported "
+                 "to be exactly what those instructions compute. A difference means the kernel's process changed its "
+                 "own report (e.g. rewrote memory through numpy) or the log was forged; the run fails."),
+        category="integrity", source="executor", file=outcome.file, line=outcome.line,
+        data={"seed": seed, "status": outcome.status, "detail": outcome.detail[:600]})
 
 
 def _host_compute_finding(why: str, file: str | None, line: int | None) -> Finding:
