@@ -115,13 +115,13 @@ class KernelRunner:
     def run(self, request: dict[str, Any]) -> None:
         what = str(request.get("what") or "the kernel")
         replay_file = None
+        recorder = None
         try:
             args = self._inputs(request)
             if request.get("source"):
                 outputs = self._run_source(str(request["source"]), args, bool(request.get("precise", True)))
                 elapsed, provenance, trace = None, None, None
             else:
-                recorder = None
                 with self._recording(request, args) as recorder:
                     run = self.backend.run(args, precise=bool(request.get("precise", True)),
                                            trace=bool(request.get("trace")))
