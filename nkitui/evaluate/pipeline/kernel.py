@@ -16,6 +16,7 @@ from __future__ import annotations
 import ast
 import json
 import os
+import stat
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -67,6 +68,7 @@ class KernelRun:
     host_compute: str | None = None  # why an output does not count as the device's
     trace_json: Any = None  # a Trace (binary form), a dict (JSON form), or None
     replay: "ReplayOutcome | None" = None  # the out-of-process replay of the launch's instruction log
+    replay_job: Any = None  # () -> ReplayOutcome: the replay to run (the caller may run it on a thread)
 
 
 @dataclass
@@ -113,12 +115,14 @@ class KernelProcess:
         return metas
 
     def run(self, inputs: dict[str, np.ndarray], *, precise: bool, trace: bool = False, what: str = "the kernel",
-            source: str | None = None, keep: bool = False) -> KernelRun:
-        """One launch on `inputs` (natural layout). ChildGone propagates (the process died)."""
+            source: str | None = None, keep: bool = False, replay: bool = False) -> KernelRun:
+        """One launch on `inputs` (natural layout). ChildGone propagates (the process died). `replay`: record
+        the launch's instruction log and replay it here (the emulator's seeds; see nkitui.emulator.replay)."""
+        replay = replay and self.replay
         rid, folder = self.child.folder()
         metas = self._write_inputs(folder, inputs)
         fields: dict[str, Any] = {"inputs": metas, "precise": precise, "trace": trace, "what": what}
-        if self.replay and source is None:
+        if replay and source is None:
             fields["replay"] = True
         if source is not None:
             fields["source"] = source
@@ -140,10 +144,11 @@ class KernelProcess:
             run.host_compute = _host_compute(reply.get("provenance"), self.names)
         if trace and isinstance(reply.get("trace"), str):
             run.trace_json = _read_trace(folder / "out", reply["trace"])
-        if self.replay and source is None:
+        if replay and source is None:  # the log's bytes now (the folder goes); the replay may run on a thread
             kernel_inputs = [to_kernel_layout(spec, np.asarray(inputs[spec.name])) for spec in self.task.inputs]
-            run.replay = replay_launch(folder / "out", reply.get("replay"), kernel_inputs, raw,
-                                       target=self.target, precise=precise)
+            data = read_replay_log(folder / "out", reply.get("replay"))
+            target = self.target
+            run.replay_job = lambda: replay_launch(data, kernel_inputs, raw, target=target, precise=precise)
         if not keep:
             self.child.forget(folder)
         return run
@@ -181,21 +186,30 @@ class KernelProcess:
 MAX_REPLAY_BYTES = 2 << 30
 
 
-def replay_launch(folder: Path, name: Any, inputs: list[np.ndarray], reported: dict[str, np.ndarray], *,
+def read_replay_log(folder: Path, name: Any) -> bytes | str:
+    """The log's bytes, or why there are none (a link, too large, not sent)."""
+    if not isinstance(name, str) or name != "replay.bin":
+        return "the kernel's process sent no instruction log for this launch"
+    path = folder / name
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError as exc:
+        return f"the instruction log could not be opened: {exc.strerror or exc}"
+    with os.fdopen(fd, "rb") as f:
+        st = os.fstat(f.fileno())
+        if not stat.S_ISREG(st.st_mode) or st.st_size > MAX_REPLAY_BYTES:
+            return "the instruction log is not a regular file, or larger than 2 GiB"
+        return f.read(MAX_REPLAY_BYTES + 1)
+
+
+def replay_launch(data: bytes | str, inputs: list[np.ndarray], reported: dict[str, np.ndarray], *,
                   target: str, precise: bool) -> ReplayOutcome:
     """Replay the launch's instruction log here (a process that never imported task code) and compare
     its outputs with the ones the kernel's process reported, bit for bit."""
     from nkitui.emulator import replay
 
-    if not isinstance(name, str) or name != "replay.bin":
-        return ReplayOutcome("invalid", "the kernel's process sent no instruction log for this launch")
-    path = folder / name
-    try:
-        if not path.is_file() or path.is_symlink() or path.stat().st_size > MAX_REPLAY_BYTES:
-            return ReplayOutcome("invalid", "the instruction log is missing, a link, or larger than 2 GiB")
-        data = path.read_bytes()
-    except OSError as exc:
-        return ReplayOutcome("invalid", f"the instruction log could not be read: {exc}")
+    if isinstance(data, str):
+        return ReplayOutcome("invalid", data)
     try:
         log = replay.unpack(data)
     except replay.ReplayFormatError as exc:

@@ -400,11 +400,16 @@ class EvaluationSession:
             errors: list[dict[str, Any]] = []
             host: list[str] = []
             replays: list[tuple[int, Any]] = []
+            pending: list[tuple[int, Any]] = []
+            from concurrent.futures import ThreadPoolExecutor
+
+            replayer = ThreadPoolExecutor(1, thread_name_prefix="nkitui-replay")
             for i, seed in enumerate(self.seeds):
                 inputs = self.auditor.inputs[seed]
                 try:
                     run = self.kernel.run(inputs, precise=self.options.precise, trace=self.trace_json is None,
-                                          what=f"the kernel failed on seed {seed}", keep=self.first_seed_run is None)
+                                          what=f"the kernel failed on seed {seed}", keep=self.first_seed_run is None,
+                                          replay=True)
                 except ChildGone as gone:
                     self.checks.append(Check("kernel-runs", "the kernel runs on every seed", False,
                                              f"{len(self.outputs)}/{len(self.seeds)} seeds ran; {gone.error.message}"))
@@ -416,13 +421,6 @@ class EvaluationSession:
                     errors.append(run.error)
                     if run.error["kind"] == "memory-limit":
                         break  # the address space is exhausted; later seeds would fail the same way
-                elif run.replay is not None and run.replay.failed:
-                    message = f"seed {seed}: {run.replay.detail}"
-                    self.ctx.log(message, level="error")
-                    self.seed_results[seed] = SeedResult(seed, False, error=RunError(
-                        "host-compute", message, run.replay.file, run.replay.line))
-                    host.append(message)
-                    replays.append((seed, run.replay))
                 elif run.host_compute is not None:
                     file, line = entry_location(task)
                     message = f"seed {seed}: {run.host_compute}" + (f" (the entry point is made at {file}:{line})" if line else "")
@@ -433,8 +431,8 @@ class EvaluationSession:
                         self.findings.append(_host_compute_finding(run.host_compute, file, line))
                 else:
                     assert run.outputs is not None
-                    if run.replay is not None:
-                        replays.append((seed, run.replay))
+                    if run.replay_job is not None:  # replayed on a thread while the kernel runs the next seed
+                        pending.append((seed, replayer.submit(run.replay_job)))
                     if self.trace_json is None and run.trace_json is not None:
                         self.trace_json = run.trace_json
                     if self.first_seed_run is None:
@@ -449,6 +447,17 @@ class EvaluationSession:
                     self.seed_results[seed] = SeedResult(seed, None, kernel_s=elapsed)
                     self.ctx.log(f"seed {seed}: kernel ran" + (f" in {run.elapsed_s * 1e3:.1f} ms" if run.elapsed_s else ""))
                 self.ctx.progress(i + 1, len(self.seeds), f"seed {seed}")
+            replayer.shutdown(wait=True)
+            for seed, future in pending:
+                outcome = future.result()
+                replays.append((seed, outcome))
+                if outcome.failed:  # the reported outputs are not what the instructions compute: not used
+                    message = f"seed {seed}: {outcome.detail}"
+                    self.ctx.log(message, level="error")
+                    self.seed_results[seed] = SeedResult(seed, False, error=RunError(
+                        "host-compute", message, outcome.file, outcome.line))
+                    host.append(message)
+                    self.outputs.pop(seed, None)
             ran = len(self.outputs) + len(host)
             self.checks.append(Check("kernel-runs", "the kernel runs on every seed", not errors,
                                      f"{ran}/{len(self.seeds)} seeds ran" + (f"; {errors[0]['message']}" if errors else "")))
