@@ -17,6 +17,7 @@ executed but the engine's instructions with checked arguments.
 from __future__ import annotations
 
 import enum
+import gc
 import importlib
 import json
 import math
@@ -35,6 +36,7 @@ MAX_HEADER_BYTES = 512 << 20
 MAX_STORAGE_BYTES = 8 << 30  # all storages of a log together
 MAX_DEPTH = 12
 MEMORIES = ("hbm", "sbuf", "psum")
+_B = 1 << 40  # bound of a view's start and step
 
 
 class ReplayFormatError(ValueError):
@@ -81,6 +83,16 @@ def _shape(v: Any, what: str) -> tuple[int, ...]:
 
 
 def unpack(data: bytes) -> Log:
+    enabled = gc.isenabled()
+    gc.disable()  # a large log is many small containers: the cyclic collector would only rescan them
+    try:
+        return _unpack(data)
+    finally:
+        if enabled:
+            gc.enable()
+
+
+def _unpack(data: bytes) -> Log:
     if not isinstance(data, (bytes, bytearray)) or not data.startswith(replaylog.MAGIC):
         raise _bad("it does not start with nkitui's replay magic")
     pos = len(replaylog.MAGIC)
@@ -181,9 +193,10 @@ class _Reader:
     def storage(self, info: Any, sid: int) -> dict[str, Any]:
         from nkitui.emulator import dtypes as dt
 
-        keys = {"memory", "shape", "dtype", "pax", "kind", "name", "lossy", "source"}
-        if type(info) is not dict or set(info) != keys:
-            raise _bad(f"storage {sid} must have exactly the fields {sorted(keys)}")
+        keys = ("memory", "shape", "dtype", "pax", "kind", "name", "lossy", "source")
+        if type(info) is not list or len(info) != len(keys):
+            raise _bad(f"storage {sid} must be [{', '.join(keys)}]")
+        info = dict(zip(keys, info))
         if info["memory"] not in MEMORIES:
             raise _bad(f"storage {sid}: unknown memory {str(info['memory'])[:20]!r}")
         shape = _shape(info["shape"], f"storage {sid}'s shape")
@@ -277,18 +290,22 @@ class _Reader:
             if any(p is not None and type(p) is not int for p in parts):
                 raise _bad("a slice's bounds must be integers or null")
             return slice(*parts)
-        if tag == "t" and len(v) == 4:
-            st = self._sid(v[1])
+        if tag == "t" and len(v) == 4:  # the common argument: checked inline
+            st = self.storages.get(v[1]) if type(v[1]) is int else None
+            if st is None:
+                self._sid(v[1])
             if type(v[2]) is not list or len(v[2]) != len(st["shape"]):
                 raise _bad("a view needs one (start, step, length, axis) entry per storage dimension")
             dims = []
             for e in v[2]:
-                if type(e) is not list or len(e) != 4:
-                    raise _bad("a view's dimension entry is (start, step, length, axis)")
-                dims.append((_int(e[0], "a view's start", -(1 << 40), 1 << 40), _int(e[1], "a view's step",
-                             -(1 << 40), 1 << 40), _int(e[2], "a view's length", 0, 1 << 40),
-                             _int(e[3], "a view's axis", -1, 16)))
-            return ("t", v[1], tuple(dims), _shape(v[3], "a view's shape"))
+                if type(e) is not list or len(e) != 4 or not all(type(x) is int and -_B <= x <= _B for x in e) \
+                        or e[2] < 0 or not -1 <= e[3] <= 16:
+                    raise _bad("a view's dimension entry is (start, step, length >= 0, axis) in range")
+                dims.append(tuple(e))
+            shape = v[3]
+            if type(shape) is not list or len(shape) > 8 or not all(type(x) is int and 0 <= x <= 1 << 31 for x in shape):
+                raise _bad("a view's shape must be a list of at most 8 sizes")
+            return ("t", v[1], tuple(dims), tuple(shape))
         if tag == "tg" and len(v) == 4:
             st = self._sid(v[1])
             if type(v[3]) is not list or len(v[3]) != len(st["shape"]):
@@ -402,6 +419,8 @@ def replay(log: Log, inputs: list[np.ndarray], *, target: str, precise: bool) ->
     runs: dict[int, Any] = {}  # one per logical core: each has its own accumulator registers
     prev = set_current(None)
     saved = np.seterr(all="ignore")
+    gc_was_enabled = gc.isenabled()
+    gc.disable()  # as a launch does: tiles are freed by reference counting
     try:
         for i, (name, args, kwargs, where, core) in enumerate(log.events):
             fn = replaylog.REGISTRY[name]
@@ -416,6 +435,8 @@ def replay(log: Log, inputs: list[np.ndarray], *, target: str, precise: bool) ->
                 raise ReplayError(f"instruction {i} ({name}) failed on replay: {type(exc).__name__}: "
                                   f"{str(exc)[:300]}", i, where) from None
     finally:
+        if gc_was_enabled:
+            gc.enable()
         np.seterr(**saved)
         set_current(prev)
     out: dict[str, np.ndarray] = {}

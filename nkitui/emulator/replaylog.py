@@ -130,9 +130,9 @@ class Recorder:
         if sid in self.input_of:
             info["source"] = ["input", self.input_of[sid]]
         elif st.kind != "constant" and sid in self.fills and st.version == 0 and data is not None:
+            # fill=False: the emulator allocates so only tiles their first instruction writes whole (a fresh
+            # result tile); what the memory held is never read, and the replay starts it at zero
             info["source"] = ["fill" if self.fills[sid] else "zeros"]
-            if not self.fills[sid] and data.size and np.ascontiguousarray(data).reshape(-1).view(np.uint8).any():
-                info["source"] = ["bytes", self.blob(np.array(data, copy=True))]  # np.empty's memory: what it held
         else:  # a constant, or storage made elsewhere: its bytes now (no instruction wrote it yet)
             if data is None:
                 raise Unavailable("a storage without cells")
@@ -156,18 +156,16 @@ class Recorder:
         return key
 
     def encode(self, v: Any) -> Any:
-        from nkitui.emulator.tensor import Tensor
-
         t = type(v)
+        if t in _TENSOR_TYPES or _is_tensor(t):
+            sid = self.storage(v.storage)
+            if v.gather_indices is not None:
+                return ["tg", sid, list(v.shape), [self.array(np.asarray(a)) for a in v.gather_indices]]
+            return ["t", sid, v.dims, v.shape]
         if v is None or t is bool or t is str or t is int:
             return v
         if t is float:
             return ["f", v.hex()]
-        if isinstance(v, Tensor):
-            sid = self.storage(v.storage)
-            if v.gather_indices is not None:
-                return ["tg", sid, list(v.shape), [self.array(np.asarray(a)) for a in v.gather_indices]]
-            return ["t", sid, [list(d) for d in v.dims], list(v.shape)]
         if isinstance(v, np.ndarray):
             return self.array(v)
         if isinstance(v, (np.bool_, np.integer, np.floating)):
@@ -194,9 +192,21 @@ class Recorder:
             d = dt.dtype_of(v)
         except Exception:  # noqa: BLE001  (any spelling the dtype table does not know)
             d = None
-        if d is not None and not isinstance(v, (np.ndarray, Tensor)):
+        if d is not None and not isinstance(v, np.ndarray):
             return ["dt", d.name]
         raise Unavailable(f"an argument of type {t.__name__}")
+
+
+_TENSOR_TYPES: set[type] = set()  # the Tensor classes met so far (the fast path of encode)
+
+
+def _is_tensor(t: type) -> bool:
+    from nkitui.emulator.tensor import Tensor
+
+    if issubclass(t, Tensor):
+        _TENSOR_TYPES.add(t)
+        return True
+    return False
 
 
 def _traced_location() -> list[Any] | None:
@@ -310,8 +320,13 @@ def active() -> Recorder | None:
 
 # -- the binary form ------------------------------------------------------------------------------
 def pack(rec: Recorder, outputs: dict[str, Any]) -> bytes:
-    """The log as bytes: MAGIC, a JSON header (length-prefixed), then the blobs (each length-prefixed)."""
-    header = {"version": 1, "storages": {str(k): v for k, v in rec.storages.items()}, "events": rec.events,
+    """The log as bytes: MAGIC, a JSON header (length-prefixed), then the blobs (each length-prefixed).
+    A storage is [memory, shape, dtype, partition axis, kind, name, lossy, source]; an event is
+    [instruction, args, kwargs, [file, line] or null, core]."""
+    storages = {str(k): [v["memory"], v["shape"], v["dtype"], v["pax"], v["kind"],
+                         "" if v["memory"] != "hbm" and v["source"][0] in ("fill", "zeros") else v["name"],
+                         v["lossy"], v["source"]] for k, v in rec.storages.items()}
+    header = {"version": 1, "storages": storages, "events": rec.events,
               "outputs": outputs, "unavailable": rec.unavailable, "data_dependent": rec.data_dependent,
               "inputs": len(rec.inputs), "blobs": len(rec.blobs)}
     head = json.dumps(header, separators=(",", ":"), allow_nan=False).encode()
