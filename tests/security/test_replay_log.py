@@ -147,7 +147,7 @@ def _mutations() -> dict[str, bytes]:
         ev[2].update({k: ["op", "eval"] for k, v in ev[2].items() if isinstance(v, list) and v[:1] == ["op"]})
     out["unknown operator"] = _repack(h, blobs)
     h = json.loads(json.dumps(header))
-    next(iter(h["storages"].values()))["shape"] = [1 << 31, 1 << 31]
+    next(iter(h["storages"].values()))[1] = [1 << 31, 1 << 31]  # [memory, shape, ...]
     out["huge storage"] = _repack(h, blobs)
     h = json.loads(json.dumps(header))
     h["events"][0][1][0] = ["t", 999999999, [], []]
