@@ -130,6 +130,9 @@ class EvaluationSession:
         self.seed_results: dict[int, SeedResult] = {}
         self.trace_json: Any = None  # the first seed's trace: a Trace, or its JSON form
         self.first_seed_run: Any = None  # the KernelRun of the first seed that ran (kept for a recheck)
+        self.fresh: tuple[int, Any, Any] | None = None  # replay stage 2: (seed, inputs, reference outputs)
+        self.fresh_skip: str | None = None  # why stage 2 does not run
+        self.fresh_replay: Any = None  # Future of the replayed outputs on the fresh inputs (natural layout)
         self.backend_versions: dict[str, Any] = {}
         self._golden_error = ""
         self._done_phases: set[str] = set()
@@ -321,11 +324,34 @@ class EvaluationSession:
                 error = gone.error
                 raise Stop("invalid", ErrorEvent("reference-error", f"the reference's process ended: {error.message}",
                                                  error.file, error.line)) from None
+            self._fresh_reference(reference)
             reference.seal()  # the judging steps replay these answers; the process ends here
             child.close()
             self.ctx.log(f"reference: {reference.live_calls} call(s) answered, then its process ended")
             cases = len(self.auditor.cases)
             ph.detail = f"{len(self.seeds)} seed(s)" + (f", {cases} adversarial input set(s)" if cases else "")
+
+    def _fresh_reference(self, reference: Any) -> None:
+        """Stage 2 of the replay: one more input set, from a seed drawn here at random (the kernel's process never
+        sees it, and cannot predict it), and the reference's answer on it, asked before the reference ends."""
+        if self.choice is None or self.choice.name != "emulator" or self.auditor is None:
+            return
+        import secrets
+
+        import numpy as np
+
+        from nkitui.evaluate.numerics.audit import _named
+        from nkitui.evaluate.numerics.inputs import make_inputs
+
+        seed = 1_000_000 + secrets.randbelow(1 << 30)
+        inputs = make_inputs(self.task, seed)
+        try:
+            with np.errstate(all="ignore"):
+                expected = _named(reference(dict(inputs)), self.task.outputs, "the reference")
+        except Exception as exc:  # noqa: BLE001 - stage 2 is then skipped, with the reason
+            self.fresh_skip = f"the reference failed on the fresh input set: {type(exc).__name__}: {str(exc)[:200]}"
+            return
+        self.fresh = (seed, inputs, expected)
 
     def _load_goldens(self) -> Any:
         if not self.options.goldens or self.task.goldens is None:
@@ -447,6 +473,7 @@ class EvaluationSession:
                     self.seed_results[seed] = SeedResult(seed, None, kernel_s=elapsed)
                     self.ctx.log(f"seed {seed}: kernel ran" + (f" in {run.elapsed_s * 1e3:.1f} ms" if run.elapsed_s else ""))
                 self.ctx.progress(i + 1, len(self.seeds), f"seed {seed}")
+            self._submit_fresh_replay(replayer, pending)
             replayer.shutdown(wait=True)
             for seed, future in pending:
                 outcome = future.result()
@@ -482,6 +509,79 @@ class EvaluationSession:
                 raise Stop(status, ErrorEvent(kind=kind, message=first.get("message", "the kernel produced no outputs"),
                                               file=first.get("file"), line=first.get("line"),
                                               traceback=first.get("traceback", "")), reported=bool(errors))
+
+    def _submit_fresh_replay(self, replayer: Any, pending: list[tuple[int, Any]]) -> None:
+        """Stage 2: the first seed's log, once it replayed exactly, replayed on the fresh inputs (on the replay
+        thread, after the seeds' replays: the worker runs its jobs in order)."""
+        if self.fresh is None or not pending or self.kernel is None:
+            return
+        import numpy as np
+
+        from nkitui.emulator import replay
+        from nkitui.evaluate.numerics.inputs import from_kernel_layout, to_kernel_layout
+
+        task, kernel, fresh, first = self.task, self.kernel, self.fresh, pending[0][1]
+
+        def job() -> Any:
+            outcome = first.result()
+            if outcome.status != "exact" or outcome.log is None:
+                return None
+            if outcome.data_dependent:
+                return f"the instruction stream depends on the data ({outcome.data_dependent})"
+            inputs = [to_kernel_layout(spec, np.asarray(fresh[1][spec.name])) for spec in task.inputs]
+            try:
+                raw = replay.replay(outcome.log, inputs, target=kernel.target, precise=self.options.precise)
+            except replay.ReplayError as exc:
+                return f"the log does not replay on other inputs ({str(exc)[:200]})"
+            return {spec.name: from_kernel_layout(spec, raw[spec.name]) for spec in task.outputs}
+
+        self.fresh_replay = replayer.submit(job)
+
+    def _fresh_check(self) -> None:
+        """Stage 2's verdict, in the compare phase (under the tolerance advice the seeds were judged by): the seed's
+        instruction log, replayed on inputs the kernel's process never saw, still meets the task's tolerance.
+        A log that carries host-computed values (constants, immediates derived from the seed's inputs) does not."""
+        from nkitui.evaluate.numerics.audit import compare_seed
+
+        check = next((c for c in self.checks if c.id == "replay"), None)
+        if check is None or check.passed is not True:
+            return
+        if self.fresh is None or self.fresh_replay is None:
+            why = self.fresh_skip or "no seed's log replayed exactly"
+            self.result.notes.append(f"replay on fresh inputs skipped: {why}")
+            return
+        got = self.fresh_replay.result()
+        seed, _, expected = self.fresh
+        if any(c.passed is False for c in self.checks if c.id.startswith("output:")):
+            self.result.notes.append("replay on fresh inputs not judged: the kernel already fails on the seeds")
+            return
+        if got is None or isinstance(got, str):
+            why = got or "no seed's log replayed exactly"
+            self.result.notes.append(f"replay on fresh inputs skipped: {why}")
+            self._amend_check("replay", None, f"{check.detail}; replay on fresh inputs skipped: {why}")
+            return
+        try:
+            metrics, _ = compare_seed(self.task.outputs, got, expected, self.auditor.advice if self.auditor else [])
+        except Exception as exc:  # noqa: BLE001 - a shape the reference does not have: the log is not the kernel's
+            metrics, failing = [], f"the replayed outputs cannot be compared: {str(exc)[:200]}"
+        else:
+            bad = [m for m in metrics if not m.passed]
+            failing = "; ".join(f"`{m.name}`: {m.mismatches}/{m.count} elements outside {m.policy.describe()}"
+                                for m in bad)
+        if failing:
+            detail = (f"the first seed's instructions, replayed on a fresh input set (seed {seed}, drawn by the "
+                      f"evaluator), do not match the reference there: {failing}")
+            self.findings.append(_fresh_finding(detail, self.task))
+            self._amend_check("replay", False, detail)
+            self.ctx.log(detail, level="error")
+            return
+        self._amend_check("replay", True, f"{check.detail}; and on a fresh input set the kernel's process never saw "
+                                          f"(seed {seed}), within tolerance")
+
+    def _amend_check(self, cid: str, passed: Any, detail: str) -> None:
+        for i, c in enumerate(self.checks):
+            if c.id == cid:
+                self.checks[i] = replace(c, passed=passed, detail=detail[:700])
 
     def _replay_check(self, replays: list[tuple[int, Any]]) -> None:
         """The `replay` check: each seed's instruction log replayed here gives the reported outputs bit for bit
@@ -544,6 +644,7 @@ class EvaluationSession:
                     "; ".join(fails[:3]) if fails else f"{compared}/{len(self.seeds)} seeds within tolerance",
                 ))
             self._tolerance_checks(compared)
+            self._fresh_check()
             ph.detail = ", ".join(f"{c.id}: {'pass' if c.passed else 'FAIL'}" for c in self.checks
                                   if c.id.startswith(("output:", "tolerance:")))
             if any(c.passed is False for c in self.checks if c.id.startswith(("output:", "tolerance:"))):
@@ -998,6 +1099,21 @@ def _confinement_summary(report: dict[str, Any] | None, observed: dict[str, Any]
     from nkitui.executor import confine
 
     return str(confine.record({"confinement": report}, observed).get("summary", ""))[:600]
+
+
+def _fresh_finding(detail: str, task: Any) -> Finding:
+    from nkitui.common.findings import Finding
+
+    nki_file = task.rel(task.kernel.path) if task.kernel is not None else None
+    return Finding(
+        rule="HACK-REPLAY-FRESH", severity="high",
+        title="The kernel's instructions do not compute the answer on inputs it never saw",
+        message=(f"{detail}. nkitui replays the instructions the kernel executed on the first seed on another input "
+                 "set, drawn at random by the evaluator after the kernel's process started, and compares them with "
+                 "the reference there. Correct instructions give the right answer on any input; these gave it only on "
+                 "the inputs the kernel saw, which is what values computed on the host and embedded as constants "
+                 "(nl.shared_constant) or immediates do. The run fails."),
+        category="integrity", source="executor", file=nki_file, data={"detail": detail[:600]})
 
 
 def _replay_finding(seed: int, outcome: Any) -> Finding:
