@@ -531,8 +531,8 @@ class EvaluationSession:
             inputs = [to_kernel_layout(spec, np.asarray(fresh[1][spec.name])) for spec in task.inputs]
             try:
                 raw = replay.replay(outcome.log, inputs, target=kernel.target, precise=self.options.precise)
-            except replay.ReplayError as exc:
-                return f"the log does not replay on other inputs ({str(exc)[:200]})"
+            except Exception as exc:  # noqa: BLE001 - judged in the compare phase (a log that replays only on the seed)
+                return {"error": f"the log does not replay on other inputs ({type(exc).__name__}: {str(exc)[:200]})"}
             return {spec.name: from_kernel_layout(spec, raw[spec.name]) for spec in task.outputs}
 
         self.fresh_replay = replayer.submit(job)
@@ -554,6 +554,11 @@ class EvaluationSession:
         seed, _, expected = self.fresh
         if any(c.passed is False for c in self.checks if c.id.startswith("output:")):
             self.result.notes.append("replay on fresh inputs not judged: the kernel already fails on the seeds")
+            return
+        if isinstance(got, dict) and set(got) == {"error"} and not any(s.name == "error" for s in self.task.outputs):
+            detail = f"the first seed's instructions, replayed on a fresh input set (seed {seed}): {got['error']}"
+            self.findings.append(_fresh_finding(detail, self.task))
+            self._amend_check("replay", False, detail)
             return
         if got is None or isinstance(got, str):
             why = got or "no seed's log replayed exactly"
