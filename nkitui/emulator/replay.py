@@ -206,7 +206,7 @@ class _Reader:
             raise _bad(f"storage {sid}: kind and name must be strings, lossy a boolean")
         nbytes = math.prod(shape) * dt.storage_dtype(d, True).itemsize
         src = info["source"]
-        if type(src) is not list or not src or src[0] not in ("input", "fill", "zeros", "bytes", "alias"):
+        if type(src) is not list or not src or src[0] not in ("input", "fill", "zeros", "bytes", "alias", "view"):
             raise _bad(f"storage {sid}: unknown source {str(src)[:40]}")
         if src[0] == "input":
             if len(src) != 2:
@@ -230,6 +230,17 @@ class _Reader:
             for b in src[4]:
                 _int(b, f"storage {sid}'s byte strides", -(1 << 40), 1 << 40)
             src = [src[0], root, src[2], src[3], tuple(src[4])]
+            nbytes = 0
+        elif src[0] == "view":
+            if len(src) != 4 or type(src[3]) is not list or len(src[3]) != len(shape):
+                raise _bad(f"storage {sid}: a view is [\"view\", storage, byte offset, byte strides]")
+            root = _int(src[1], f"storage {sid}'s storage")
+            if root not in self.storages or self.storages[root]["source"][0] in ("alias", "view"):
+                raise _bad(f"storage {sid}: its storage {root} is not one described before it")
+            _int(src[2], f"storage {sid}'s byte offset", 0, 1 << 40)
+            for b in src[3]:
+                _int(b, f"storage {sid}'s byte strides", -(1 << 40), 1 << 40)
+            src = [src[0], root, src[2], tuple(src[3])]
             nbytes = 0
         elif len(src) != 1:
             raise _bad(f"storage {sid}: source {src[0]} takes no arguments")
@@ -377,9 +388,12 @@ def replay(log: Log, inputs: list[np.ndarray], *, target: str, precise: bool) ->
         src = info["source"]
         if src[0] == "input":
             arr = np.asarray(inputs[src[1]])
+            if dt.dtype_of(arr.dtype) is not d and (d.host is None or arr.dtype != d.host) \
+                    and arr.nbytes == math.prod(info["shape"]) * sd.itemsize:
+                arr = np.ascontiguousarray(arr).view(sd)  # the front end saw the input through view(dtype)
             if arr.shape != info["shape"] and arr.size == math.prod(info["shape"]):
                 arr = np.ascontiguousarray(arr).reshape(info["shape"])  # a front end's view of a 1-D input
-            if dt.dtype_of(arr.dtype) is not d:
+            if dt.dtype_of(arr.dtype) is not d and arr.dtype != sd:
                 raise ReplayError(f"input {src[1]} is {arr.dtype}; the log says {d.name}", -1, "")
             if d.host is not None and arr.dtype == d.host:
                 arr = arr.view(d.np)
@@ -394,6 +408,11 @@ def replay(log: Log, inputs: list[np.ndarray], *, target: str, precise: bool) ->
         elif src[0] == "alias":  # a view of the root's memory, bounds checked by numpy's ndarray(buffer=...)
             storages[sid] = _alias(storages[src[1]], info, src)
             continue
+        elif src[0] == "view":
+            try:
+                data = np.ndarray(info["shape"], dtype=sd, buffer=storages[src[1]].data, offset=src[2], strides=src[3])
+            except (TypeError, ValueError) as exc:
+                raise ReplayError(f"a view of storage {src[1]} reaches outside it: {exc}", -1, "") from None
         else:
             data = np.zeros(info["shape"], dtype=sd)
             if src[0] == "fill":
@@ -479,6 +498,8 @@ def first_difference(reported: dict[str, np.ndarray], replayed: dict[str, np.nda
         if b is None:
             return Difference(name, None, "an output", "no tensor for it in the log")
         a = np.asarray(a)
+        if a.dtype != b.dtype and a.shape == b.shape:
+            b = b.astype(a.dtype)  # an argument the kernel wrote: its storage's cells converted, as the launch does
         if a.shape != b.shape or a.dtype.itemsize != b.dtype.itemsize:
             return Difference(name, None, f"shape {a.shape} {a.dtype}", f"shape {b.shape} {b.dtype}")
         ua = np.ascontiguousarray(a).view(f"u{a.dtype.itemsize}") if a.dtype.itemsize in (1, 2, 4, 8) else None

@@ -67,6 +67,7 @@ class Recorder:
         self._keep_out: list[object] = []
         self.unavailable: str | None = None
         self._alias_of: dict[int, int] = {}
+        self._objs: dict[int, Any] = {}  # storage id -> the Storage object first described under it
         self.data_dependent: str | None = None
         self.body = False  # inside a launch's kernel body (host reads there make the stream data-dependent)
 
@@ -120,7 +121,9 @@ class Recorder:
             return self._alias(st, root)
         sid = st.id
         if sid in self.storages:
-            return sid
+            if self._objs[sid] is st:
+                return sid
+            return self._view(st, sid)  # another Storage object with the same id: the legacy view()/reshape()
         if type(st).__name__ == "PlacedStorage":  # nki's explicit addresses: allocations may overlap
             raise Unavailable("a tile placed at an explicit address (allocations that may overlap)")
         data = st.data
@@ -140,7 +143,26 @@ class Recorder:
         if st.init is not None or st.mm_zone is not None:
             raise Unavailable("a PSUM tile first seen with accumulation state")
         self.storages[sid] = info
+        self._objs[sid] = st
         return sid
+
+    def _view(self, st: Any, primary: int) -> int:
+        """A storage sharing the memory of `primary` (same id, another object): its cells as a numpy view of
+        the primary's, by byte offset and byte strides (numpy bounds-checks them again on replay)."""
+        key = self._alias_of.get(id(st))
+        if key is not None:
+            return key
+        base, data = self._objs[primary].data, st.data
+        if base is None or data is None:
+            raise Unavailable("a view of a storage without cells")
+        offset = data.__array_interface__["data"][0] - base.__array_interface__["data"][0]
+        key = self._alias_of[id(st)] = ALIAS_BASE + len(self._alias_of)
+        self._keep.append(st)
+        self.storages[key] = {"memory": st.memory, "shape": list(st.shape), "dtype": st.dtype.name,
+                              "pax": st.partition_dim if st.partition_dim >= 0 else 0, "kind": st.kind,
+                              "name": str(st.name)[:80], "lossy": bool(st.lossy),
+                              "source": ["view", primary, int(offset), [int(s) for s in data.strides]]}
+        return key
 
     def _alias(self, st: Any, root: Any) -> int:
         key = self._alias_of.get(id(st))

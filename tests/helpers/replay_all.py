@@ -1,7 +1,8 @@
 """A pytest plugin that replays every emulated kernel launch of a test run (the replay's validation sweep).
 
     .venv/bin/python -m pytest -p tests.helpers.replay_all tests/emulator -q
-    NKITUI_REPLAY_SUMMARY=/tmp/replay.json  (optional: the counts and one example per reason, as JSON)
+    NKITUI_REPLAY_SUMMARY=/tmp/replay.json  (optional: each process's counts and one example per reason,
+                                             as JSON in /tmp/replay.json.<pid>: pytest-xdist workers too)
 
 Each launch is recorded (nkitui.emulator.replaylog), packed, unpacked and replayed on a copy of its
 array arguments as they were before the launch, and its outputs (returned arrays, and arguments the
@@ -95,7 +96,11 @@ def pytest_terminal_summary(terminalreporter: Any) -> None:
     terminalreporter.write_sep("=", f"replay sweep: {STATS['exact']}/{total} launches replayed exactly")
     for key, n in STATS.most_common():
         terminalreporter.write_line(f"{n:6d}  {key}    e.g. {EXAMPLES[key][:200]}")
+
+
+def pytest_unconfigure(config: Any) -> None:
+    """Each process's counts (pytest-xdist workers too) as JSON: NKITUI_REPLAY_SUMMARY.<pid>."""
     path = os.environ.get("NKITUI_REPLAY_SUMMARY")
-    if path:
-        with open(path, "w") as f:
+    if path and STATS:
+        with open(f"{path}.{os.getpid()}", "w") as f:
             json.dump({"counts": dict(STATS), "examples": EXAMPLES}, f, indent=1)
