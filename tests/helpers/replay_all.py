@@ -65,25 +65,29 @@ def _wrap(original: Any) -> Any:
     return run_kernel
 
 
-_PATCH: dict[str, Any] = {}
+_WRAPPED: dict[int, Any] = {}  # id(an original run_kernel) -> its recording wrapper
 
 
 def _patch_everywhere() -> None:
-    """Every module holding the original run_kernel (the front ends import it by name; `install()` may
-    load them under the SDK's names too) gets the recording one."""
+    """Every module holding an original run_kernel (the front ends import it by name; `install()` may load
+    the emulator's modules anew under the SDK's names) gets a recording one."""
     import sys
 
-    original, wrapped = _PATCH["original"], _PATCH["wrapped"]
     for mod in list(sys.modules.values()):
-        if getattr(mod, "run_kernel", None) is original:
-            mod.run_kernel = wrapped
+        fn = getattr(mod, "run_kernel", None)
+        if getattr(fn, "__module__", "") != "nkitui.emulator.launch" or getattr(fn, "_replay_sweep", False):
+            continue
+        wrapped = _WRAPPED.get(id(fn))
+        if wrapped is None:
+            wrapped = _WRAPPED[id(fn)] = _wrap(fn)
+            wrapped._replay_sweep = True
+            _WRAPPED[id(wrapped)] = wrapped
+        mod.run_kernel = wrapped
 
 
 def pytest_configure(config: Any) -> None:
-    from nkitui.emulator import launch
+    import nkitui.emulator.launch  # noqa: F401
 
-    _PATCH["original"] = launch.run_kernel
-    _PATCH["wrapped"] = _wrap(launch.run_kernel)
     _patch_everywhere()
 
 
