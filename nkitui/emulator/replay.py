@@ -421,9 +421,14 @@ def replay(log: Log, inputs: list[np.ndarray], *, target: str, precise: bool) ->
         st.lossy = info["lossy"]
         storages[sid] = st
 
+    views: dict[tuple[Any, ...], Any] = {}  # range views are immutable: one Tensor per view (its checks once)
+
     def build(v: Any) -> Any:
         if isinstance(v, tuple) and v and v[0] == "t" and len(v) == 4 and isinstance(v[1], int):
-            return Tensor(storages[v[1]], v[2], v[3])
+            t = views.get(v)
+            if t is None:
+                t = views[v] = Tensor(storages[v[1]], v[2], v[3])
+            return t
         if isinstance(v, tuple) and v and v[0] == "tg" and len(v) == 4 and isinstance(v[1], int):
             return Tensor(storages[v[1]], None, v[2], gather_indices=v[3])
         if isinstance(v, tuple):

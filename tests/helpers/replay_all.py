@@ -32,7 +32,10 @@ def _wrap(original: Any) -> Any:
     from nkitui.emulator import config, launch, replay, replaylog
 
     def run_kernel(kernel: Any, args: tuple[Any, ...], kwargs: Any, **kw: Any) -> Any:
+        # a launch inside a recorded one (ranks), or any launch while another thread records (a test that
+        # abandoned a hung launch leaves its recorder open: the recorder is per process)
         if replaylog.active() is not None or not config.current_options().execute:
+            _classify("not recorded: another launch was recording", getattr(kernel, "name", "?"))
             return original(kernel, args, kwargs, **kw)
         inputs = launch._arrays_in([*args, *kwargs.values()])
         before = [np.array(a, copy=True) for a in inputs]

@@ -84,3 +84,25 @@ def test_a_correct_kernel_replays_exactly_and_on_fresh_inputs(tmp_path: Path) ->
     assert result.status == "passed", [(c.id, c.passed, c.detail) for c in result.checks]
     replay = _check(result, "replay")
     assert replay.passed is True and "replayed exactly" in replay.detail and "fresh input set" in replay.detail
+
+
+def test_a_log_planted_by_the_kernel_is_refused_never_passed(tmp_path: Path) -> None:
+    """The kernel's code plants out/replay.bin as a link (to a forged log of its own) before nkitui writes
+    the real one: the evaluator opens the log without following links, so the seed's log is invalid and
+    the run fails (HACK-REPLAY-INVALID), even though the kernel itself is right."""
+    task = wrong_task(tmp_path / "task", prelude="""
+        folders = sorted(glob.glob(os.path.join(os.path.dirname(os.getcwd()), "io", "*")),
+                         key=lambda f: int(f.split(os.sep)[-1]))
+        os.makedirs(os.path.join(folders[-1], "out"), exist_ok=True)
+        with open(os.path.join(folders[-1], "forged.bin"), "wb") as f:
+            f.write(b"NKIREPLAY\\x01\\n")
+        os.symlink(os.path.join(folders[-1], "forged.bin"), os.path.join(folders[-1], "out", "replay.bin"))
+        out = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.shared_hbm)
+        nl.store(out, nl.add(nl.load(a), nl.load(b)))
+        return out
+    """, module="import glob")
+    result = _evaluate(task)
+    assert result.status != "passed" and result.exit_code != 0, [(c.id, c.passed, c.detail) for c in result.checks]
+    replay = _check(result, "replay")
+    assert replay is not None and replay.passed is False
+    assert [f for f in result.findings if f.rule == "HACK-REPLAY-INVALID"]

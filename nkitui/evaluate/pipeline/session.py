@@ -1007,7 +1007,7 @@ def _warm_imports() -> None:
     import threading
 
     names = ["nkitui.evaluate.numerics.audit", "nkitui.analysis", "nkitui.perf.estimate",
-             "nkitui.executor.backends.costmodel"]
+             "nkitui.executor.backends.costmodel", "nkitui.emulator.replay"]  # the replay: the engine, ml_dtypes
 
     def load() -> None:
         for name in names:
