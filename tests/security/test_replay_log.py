@@ -58,6 +58,36 @@ def masked_kernel(a):  # a partial last tile (mask), iota and a shared constant
     return out
 
 
+@nki.jit
+def indirect_kernel(table, idx):  # indirect DMA: the rows come from a device tile of indices
+    out = nl.ndarray((4, 8), dtype=nl.float32, buffer=nl.shared_hbm)
+    t = nl.zeros((4, 8), dtype=nl.float32)
+    ids = nl.load(idx)
+    nisa.dma_copy(dst=t, src=table[ids[nl.arange(4)[:, None], 0], nl.arange(8)[None, :]], oob_mode=nisa.oob_mode.skip)
+    nl.store(out, t)
+    return out
+
+
+def _new_namespace_kernel():
+    import nki as nki_new
+    import nki.isa as nisa_new
+    import nki.language as nl_new
+
+    @nki_new.jit
+    def scale_exp(x):  # the nki namespace: a reshape view, tensor_scalar immediates, an activation
+        out = nl_new.ndarray(x.shape, dtype=x.dtype, buffer=nl_new.shared_hbm)
+        t = nl_new.ndarray(x.shape, dtype=x.dtype, buffer=nl_new.sbuf)
+        nisa_new.dma_copy(dst=t, src=x)
+        s = nl_new.ndarray(x.shape, dtype=x.dtype, buffer=nl_new.sbuf)
+        nisa_new.tensor_scalar(dst=s, data=t, op0=nl_new.multiply, operand0=0.5, op1=nl_new.add, operand1=-1.25)
+        e = nl_new.ndarray(x.shape, dtype=x.dtype, buffer=nl_new.sbuf)
+        nisa_new.activation(dst=e, op=nl_new.exp, data=s)
+        nisa_new.dma_copy(dst=out, src=e)
+        return out
+
+    return scale_exp
+
+
 def _record(kernel, *inputs):
     with replaylog.recording(list(inputs)) as rec, emulator.options(target="trn2", precise=True):
         out = kernel(*inputs)
@@ -71,12 +101,16 @@ CASES = {
     "matmul-psum": (matmul_kernel, lambda: [RNG.standard_normal((256, 64)).astype(np.float32),
                                             RNG.standard_normal((256, 32)).astype(np.float32)]),
     "mask-iota-constant": (masked_kernel, lambda: [RNG.standard_normal((200, 16)).astype(np.float32)]),
+    "indirect-dma": (indirect_kernel, lambda: [RNG.standard_normal((10, 8)).astype(np.float32),
+                                               RNG.integers(0, 12, (4, 1)).astype(np.int32)]),
+    "nki-namespace": (None, lambda: [RNG.standard_normal((128, 32)).astype(np.float32)]),
 }
 
 
 @pytest.mark.parametrize("name", list(CASES))
 def test_valid_kernels_replay_bit_for_bit(name):
     kernel, make = CASES[name]
+    kernel = kernel or _new_namespace_kernel()
     inputs = make()
     out, data = _record(kernel, *inputs)
     outcome = replay_launch(data, inputs, {"out": out}, target="trn2", precise=True)
