@@ -304,7 +304,7 @@ class _Reader:
         if tag == "t" and len(v) == 4:  # the common argument: checked inline
             st = self.storages.get(v[1]) if type(v[1]) is int else None
             if st is None:
-                self._sid(v[1])
+                st = self._sid(v[1])
             if type(v[2]) is not list or len(v[2]) != len(st["shape"]):
                 raise _bad("a view needs one (start, step, length, axis) entry per storage dimension")
             dims = []

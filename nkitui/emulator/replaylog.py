@@ -119,7 +119,7 @@ class Recorder:
         root = getattr(st, "root", None)
         if root is not None and getattr(st, "geometry", None) is not None:  # nki's reshaped/bitcast views
             return self._alias(st, root)
-        sid = st.id
+        sid: int = st.id
         if sid in self.storages:
             if self._objs[sid] is st:
                 return sid
@@ -149,9 +149,9 @@ class Recorder:
     def _view(self, st: Any, primary: int) -> int:
         """A storage sharing the memory of `primary` (same id, another object): its cells as a numpy view of
         the primary's, by byte offset and byte strides (numpy bounds-checks them again on replay)."""
-        key = self._alias_of.get(id(st))
-        if key is not None:
-            return key
+        found = self._alias_of.get(id(st))
+        if found is not None:
+            return found
         base, data = self._objs[primary].data, st.data
         if base is None or data is None:
             raise Unavailable("a view of a storage without cells")
@@ -165,9 +165,9 @@ class Recorder:
         return key
 
     def _alias(self, st: Any, root: Any) -> int:
-        key = self._alias_of.get(id(st))
-        if key is not None:
-            return key
+        found = self._alias_of.get(id(st))
+        if found is not None:
+            return found
         rid = self.storage(root)
         g = st.geometry
         key = self._alias_of[id(st)] = ALIAS_BASE + len(self._alias_of)
@@ -244,9 +244,9 @@ def _traced_location() -> list[Any] | None:
 
 
 def _location() -> tuple[str, int] | None:
-    loc = _traced_location()
-    if loc is not None:
-        return loc[0], loc[1]
+    traced = _traced_location()
+    if traced is not None:
+        return traced[0], traced[1]
     try:
         from nkitui.emulator.errors import kernel_location
 
@@ -265,7 +265,7 @@ def instruction(name: str, fn: Callable[..., Any]) -> Callable[..., Any]:
         if rec is None:
             return fn(*args, **kwargs)
         d = getattr(_local, "depth", 0)
-        event = None
+        event: list[Any] | None = None
         if d == 0 and rec.unavailable is None:
             if len(rec.events) >= MAX_EVENTS:
                 rec.fail(f"more than {MAX_EVENTS} instructions")
