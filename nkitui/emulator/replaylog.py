@@ -28,6 +28,7 @@ import json
 import math
 import struct
 import threading
+import weakref
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -66,8 +67,9 @@ class Recorder:
         self.outputs: dict[int, Any] = {}  # id(output array) -> encoded view
         self._keep_out: list[object] = []
         self.unavailable: str | None = None
-        self._alias_of: dict[int, int] = {}
-        self._objs: dict[int, Any] = {}  # storage id -> the Storage object first described under it
+        self._alias_of: weakref.WeakKeyDictionary[Any, int] = weakref.WeakKeyDictionary()  # view storage -> key
+        self._aliases = 0
+        self._objs: dict[int, Any] = {}  # storage id -> a weak reference to the Storage first described under it
         self.data_dependent: str | None = None
         self.body = False  # inside a launch's kernel body (host reads there make the stream data-dependent)
 
@@ -121,7 +123,7 @@ class Recorder:
             return self._alias(st, root)
         sid: int = st.id
         if sid in self.storages:
-            if self._objs[sid] is st:
+            if self._objs[sid]() is st:
                 return sid
             return self._view(st, sid)  # another Storage object with the same id: the legacy view()/reshape()
         if type(st).__name__ == "PlacedStorage":  # nki's explicit addresses: allocations may overlap
@@ -143,21 +145,22 @@ class Recorder:
         if st.init is not None or st.mm_zone is not None:
             raise Unavailable("a PSUM tile first seen with accumulation state")
         self.storages[sid] = info
-        self._objs[sid] = st
+        self._objs[sid] = weakref.ref(st)  # not the storage itself: tiles must be freed as the kernel drops them
         return sid
 
     def _view(self, st: Any, primary: int) -> int:
         """A storage sharing the memory of `primary` (same id, another object): its cells as a numpy view of
         the primary's, by byte offset and byte strides (numpy bounds-checks them again on replay)."""
-        found = self._alias_of.get(id(st))
+        found = self._alias_of.get(st)
         if found is not None:
             return found
-        base, data = self._objs[primary].data, st.data
+        first = self._objs[primary]()
+        base, data = (first.data if first is not None else None), st.data
         if base is None or data is None:
-            raise Unavailable("a view of a storage without cells")
+            raise Unavailable("a view of a storage that no longer exists")
         offset = data.__array_interface__["data"][0] - base.__array_interface__["data"][0]
-        key = self._alias_of[id(st)] = ALIAS_BASE + len(self._alias_of)
-        self._keep.append(st)
+        key = self._alias_of[st] = ALIAS_BASE + self._aliases
+        self._aliases += 1
         self.storages[key] = {"memory": st.memory, "shape": list(st.shape), "dtype": st.dtype.name,
                               "pax": st.partition_dim if st.partition_dim >= 0 else 0, "kind": st.kind,
                               "name": str(st.name)[:80], "lossy": bool(st.lossy),
@@ -165,13 +168,13 @@ class Recorder:
         return key
 
     def _alias(self, st: Any, root: Any) -> int:
-        found = self._alias_of.get(id(st))
+        found = self._alias_of.get(st)
         if found is not None:
             return found
         rid = self.storage(root)
         g = st.geometry
-        key = self._alias_of[id(st)] = ALIAS_BASE + len(self._alias_of)
-        self._keep.append(st)
+        key = self._alias_of[st] = ALIAS_BASE + self._aliases
+        self._aliases += 1
         self.storages[key] = {"memory": st.memory, "shape": list(g.shape), "dtype": g.dtype.name, "pax": 0,
                               "kind": st.kind, "name": str(st.name)[:80], "lossy": bool(st.lossy),
                               "source": ["alias", rid, int(g.p0), int(g.byte_offset), [int(b) for b in g.byte_strides]]}

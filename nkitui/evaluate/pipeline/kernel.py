@@ -199,7 +199,10 @@ def read_replay_log(folder: Path, name: Any) -> bytes | str:
         st = os.fstat(f.fileno())
         if not stat.S_ISREG(st.st_mode) or st.st_size > MAX_REPLAY_BYTES:
             return "the instruction log is not a regular file, or larger than 2 GiB"
-        return f.read(MAX_REPLAY_BYTES + 1)
+        data = f.read(st.st_size + 1)  # bounded by the size checked above (a read of the cap would reserve it)
+        if len(data) > st.st_size:
+            return "the instruction log grew while it was read"
+        return data
 
 
 def replay_launch(data: bytes | str, inputs: list[np.ndarray], reported: dict[str, np.ndarray], *,

@@ -25,7 +25,8 @@ def _metrics(shape=(4, 2)):
 
 
 OPTIONS = EvaluationOptions(trials=True, precision=True)
-CHECKS = ["integrity", "kernel-runs", "device-outputs", "output:out", "tolerance:out", "trials", "precision", "sandbox"]
+CHECKS = ["integrity", "kernel-runs", "device-outputs", "replay", "output:out", "tolerance:out", "trials", "precision",
+          "sandbox"]
 
 
 def passing() -> RunResult:
@@ -77,6 +78,8 @@ def test_the_checks_the_options_ask_for_must_be_there():
     assert missing_evidence(r, _Task, replace(OPTIONS, trials=False)) == []
     r.checks = [c for c in r.checks if c.id != "device-outputs"]
     assert "check device-outputs is missing" in missing_evidence(r, _Task, replace(OPTIONS, trials=False))
+    r.checks = [c for c in r.checks if c.id != "replay"]  # the emulator's replay: none (unavailable) is allowed,
+    assert "check replay is missing" in missing_evidence(r, _Task, replace(OPTIONS, trials=False))  # absent is not
 
 
 def test_a_failed_or_unfinished_status_is_never_upgraded():
