@@ -56,7 +56,7 @@ def test_a_pass_with_zero_phases_and_zero_checks_is_an_internal_error_naming_wha
 
 def test_a_pass_beside_a_failing_check_is_not_a_pass():
     r = passing()
-    r.checks[3] = Check("output:out", "out", False, "3 mismatches")
+    r.checks[CHECKS.index("output:out")] = Check("output:out", "out", False, "3 mismatches")
     settle_status(r, _Task, OPTIONS)
     assert r.status == "internal-error" and "check output:out did not pass" in r.error.message
 
