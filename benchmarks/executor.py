@@ -187,6 +187,7 @@ def check_tasks(baseline: str, repeats: int, only: list[str] | None) -> dict:
     for var in ("XDG_DATA_HOME", "XDG_STATE_HOME", "XDG_CACHE_HOME", "XDG_CONFIG_HOME"):
         env[var] = str(work / var.lower())
     rows = []
+    load_before = os.getloadavg()[0]
     try:
         for tree in (base_tree, ROOT):
             subprocess.run([sys.executable, "-m", "compileall", "-q", str(tree / "nkitui")], capture_output=True)
@@ -213,7 +214,10 @@ def check_tasks(baseline: str, repeats: int, only: list[str] | None) -> dict:
     total_n = sum(r["this_s"] for r in rows)
     return {"baseline_commit": baseline, "repeats": repeats, "tasks": rows, "baseline_total_s": total_b,
             "this_total_s": total_n, "ratio": total_n / total_b if total_b else float("nan"),
-            "all_verdicts_same": all(r["same_verdict"] for r in rows)}
+            "all_verdicts_same": all(r["same_verdict"] for r in rows),
+            # the machine's 1-minute load average before and after: on a shared machine the ratio of a
+            # loaded run hides what overlapping phases save (they need an idle core)
+            "load_before": round(load_before, 2), "load_after": round(os.getloadavg()[0], 2)}
 
 
 def _same_verdict(a: dict | None, b: dict | None) -> bool:
@@ -237,6 +241,8 @@ def print_check(result: dict) -> None:
         print(f"           {r['task']:<24} {r['baseline_s']:8.2f}s {r['this_s']:8.2f}s {r['ratio']:6.2f}  {verdict}")
     print(f"           {'total':<24} {result['baseline_total_s']:8.2f}s {result['this_total_s']:8.2f}s "
           f"{result['ratio']:6.2f}  {'same verdicts on every task' if result['all_verdicts_same'] else 'VERDICTS DIFFER'}")
+    print(f"           load average {result['load_before']:.1f} before, {result['load_after']:.1f} after "
+          f"({os.cpu_count()} CPUs)")
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -12,12 +12,44 @@ may set its own on top (a fake HOME, an EDITOR); this one is only the floor.
 
 from __future__ import annotations
 
+import compileall
 import os
+import sys
 from pathlib import Path
 
 import pytest
 
+REPO = Path(__file__).resolve().parents[1]
+
+# Bytecode, whatever PYTHONDONTWRITEBYTECODE says (docs/testing.md, "Bytecode and threads"): with it set, every
+# interpreter the suite starts (each evaluation's evaluator, each `nkitui` child) compiled nkitui from
+# source (about 0.35 s of CPU per evaluation), and every pytest worker rewrote the assertions of all
+# test modules again (about 6 s of CPU per worker). The files go where Python puts them without the
+# variable (`__pycache__/`, git-ignored). NKITUI_TEST_NO_BYTECODE=1 keeps the variable's meaning.
+WRITE_BYTECODE = os.environ.get("NKITUI_TEST_NO_BYTECODE") != "1"
+if WRITE_BYTECODE:
+    sys.dont_write_bytecode = False  # this process: the test modules pytest rewrites, nkitui's modules
+
+# One thread per math library in the test processes, as the executor gives every worker
+# (nkitui.executor.env.THREAD_LIMITS) and so every kernel: OpenBLAS's idle threads otherwise spin on
+# the two cores after each call (a third of the CPU of the numpy-heavy tests, measured in
+# docs/testing.md). Set before numpy is imported here or in a pytest-xdist worker, which inherits it;
+# a value the user set is kept.
+for _name in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+    os.environ.setdefault(_name, "1")
+
 _protections: dict[str, str] = {}
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Once, before any pytest-xdist worker starts: nkitui's bytecode, for the children that never write
+    their own (the executor starts every worker with PYTHONDONTWRITEBYTECODE=1, nkitui.executor.env).
+    Only what is missing or stale is compiled (a fraction of a second when nothing changed)."""
+    if WRITE_BYTECODE and not hasattr(config, "workerinput"):
+        try:
+            compileall.compile_dir(REPO / "nkitui", quiet=2, workers=1)
+        except OSError:  # a read-only checkout: the children compile from source as before
+            pass
 
 
 def pytest_runtest_logreport(report) -> None:  # noqa: ANN001

@@ -84,7 +84,9 @@ def enable() -> None:
     # the emulator's own threads (the cores of kernel[2] write shared HBM)
     libc = ctypes.PyDLL(None, use_errno=True)
     fn = libc.mprotect
-    fn.argtypes = (ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int)
+    # no argtypes: each mapping's address and length are passed as ctypes objects made once (_args),
+    # which ctypes hands over as they are; converting three arguments through argtypes on every call
+    # cost about as much as the system call (two calls per instruction's write)
     fn.restype = ctypes.c_int
     _mprotect = fn
     _threads = _thread._count()
@@ -107,8 +109,23 @@ def foreign_functions() -> frozenset[int]:
     return frozenset({ctypes.cast(_mprotect, ctypes.c_void_p).value or 0})
 
 
+# address -> (c_void_p, c_size_t) of the mapping there, made once per mapping (see enable())
+_args: dict[int, tuple[Any, Any]] = {}
+
+
+def _c_args(addr: int, length: int) -> tuple[Any, Any]:
+    import ctypes
+
+    made = (ctypes.c_void_p(addr), ctypes.c_size_t(length))
+    _args[addr] = made
+    return made
+
+
 def _set(addr: int, length: int, prot: int) -> None:
-    if _mprotect(addr, length, prot) != 0:
+    args = _args.get(addr)
+    if args is None or args[1].value != length:
+        args = _c_args(addr, length)
+    if _mprotect(args[0], args[1], prot) != 0:
         import ctypes
         import os
 
@@ -163,7 +180,7 @@ def empty(shape: tuple[int, ...], dtype: Any) -> np.ndarray:
     if owner is None:  # large, or the pool is full: a mapping of its own, unmapped when its arrays die
         owner, addr = _new_mapping(pages)
         key = key_of(owner)
-        ref = weakref.ref(owner, _forget(key))
+        ref = weakref.ref(owner, _forget(key, addr))
         _owners[key] = (ref, (addr, pages * PAGE))
     # one array over the owner's first bytes (its base is the owner, as region() needs): a third of the
     # cost of slice + view + reshape, once per tile
@@ -171,10 +188,11 @@ def empty(shape: tuple[int, ...], dtype: Any) -> np.ndarray:
     return out
 
 
-def _forget(key: int) -> Callable[[weakref.ref[np.ndarray]], None]:
-    """The callback that drops an owner's entry when the owner dies."""
+def _forget(key: int, addr: int) -> Callable[[weakref.ref[np.ndarray]], None]:
+    """The callback that drops an owner's entry (and its mapping's call arguments) when the owner dies."""
     def drop(_r: weakref.ref[np.ndarray]) -> None:
         _owners.pop(key, None)
+        _args.pop(addr, None)
     return drop
 
 

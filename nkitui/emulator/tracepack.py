@@ -16,8 +16,11 @@ plain data (ints, strings, tuples, dicts from JSON); nothing in it is executed.
 
 from __future__ import annotations
 
+import gc
 import json
 import struct
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 import numpy as np
 
@@ -40,7 +43,27 @@ class TraceFormatError(ValueError):
     """The bytes are not a trace this version of nkitui wrote."""
 
 
+@contextmanager
+def _no_gc() -> Iterator[None]:
+    """The cyclic collector off while the rows or the instructions are built: they are ~200k acyclic
+    containers (lists, tuples, dicts, Instructions), and the collections their allocation triggers
+    found nothing to free but cost three quarters of an unpack (0.4 s -> 0.1 s of CPU on 26.6k
+    instructions) and a third of a pack."""
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
+
+
 def pack(trace: Trace) -> bytes:
+    with _no_gc():
+        return _pack(trace)
+
+
+def _pack(trace: Trace) -> bytes:
     strings: dict[str, int] = {}
     tuples: dict[tuple[object, ...], int] = {}
     metas: dict[str, int] = {}
@@ -102,6 +125,11 @@ def _fail(why: str) -> TraceFormatError:
 
 
 def unpack(data: bytes, *, max_instructions: int = 5_000_000) -> Trace:
+    with _no_gc():
+        return _unpack(data, max_instructions)
+
+
+def _unpack(data: bytes, max_instructions: int) -> Trace:
     if not data.startswith(MAGIC) or len(data) < len(MAGIC) + 8:
         raise _fail("wrong magic")
     (hlen,) = struct.unpack_from("<Q", data, len(MAGIC))

@@ -55,70 +55,117 @@ def dtype_label(dtype: np.dtype) -> str:
     return dtype.name
 
 
-def save_array(path: Path, array: Any) -> dict[str, Any]:
+def save_array(path: Path, array: Any, *, digest: bool = True) -> dict[str, Any]:
+    """Write `array` as a plain .npy (the bytes np.save writes for its C-ordered copy) and describe
+    it. The header and the data are hashed and written as they are, without an in-memory copy of
+    the whole file. `digest=False` leaves the sha256 out: for arrays the evaluator sends to a child,
+    whose check of them would guard nothing (task code in that child can change its inputs anyway)."""
     arr = np.asarray(array)
     label = dtype_label(arr.dtype)
+    contiguous = arr if arr.flags.c_contiguous else np.ascontiguousarray(arr)  # (keeps a 0-d array 0-d)
     if label in NARROW_NAMES and arr.dtype.kind == "V":
-        raw = np.ascontiguousarray(arr).view(f"u{arr.dtype.itemsize}")
+        raw = contiguous.view(f"u{arr.dtype.itemsize}")
     elif arr.dtype.kind in PLAIN_KINDS:
-        raw = arr
+        raw = contiguous
     else:
         raise ArrayTransferError(f"an array of dtype {arr.dtype} cannot be passed: only arrays of numbers can")
-    buffer = io.BytesIO()
-    np.save(buffer, raw, allow_pickle=False)
-    data = buffer.getbuffer()
-    digest = hashlib.sha256(data).hexdigest()
+    head = io.BytesIO()
+    fields = np.lib.format.header_data_from_array_1_0(raw)
+    try:
+        np.lib.format.write_array_header_1_0(head, fields)
+    except ValueError:  # a header past 64 KiB (a very long shape): the version np.save would choose
+        head = io.BytesIO()
+        np.lib.format.write_array_header_2_0(head, fields)
+    header = head.getvalue()
+    data = raw.reshape(-1).view(np.uint8).data  # the bytes in place (raw is C-contiguous)
+    meta: dict[str, Any] = {"file": path.name, "dtype": label, "shape": [int(n) for n in arr.shape]}
+    if digest:
+        hasher = hashlib.sha256(header)
+        hasher.update(data)
+        meta["sha256"] = hasher.hexdigest()
     with open(path, "wb") as f:
+        f.write(header)
         f.write(data)
-    return {"file": path.name, "dtype": label, "shape": [int(n) for n in arr.shape], "sha256": digest}
+    return meta
 
 
-def _header(f: Any, name: str) -> tuple[tuple[int, ...], np.dtype]:
+def _header(f: Any, name: str) -> tuple[tuple[int, ...], bool, np.dtype]:
     version = np.lib.format.read_magic(f)
     if version == (1, 0):
-        shape, _fortran, dtype = np.lib.format.read_array_header_1_0(f)
+        shape, fortran, dtype = np.lib.format.read_array_header_1_0(f)
     elif version in ((2, 0), (3, 0)):
-        shape, _fortran, dtype = np.lib.format.read_array_header_2_0(f)
+        shape, fortran, dtype = np.lib.format.read_array_header_2_0(f)
     else:
         raise ArrayTransferError(f"{name}: unknown .npy version {version}")
-    return tuple(int(n) for n in shape), np.dtype(dtype)
+    return tuple(int(n) for n in shape), bool(fortran), np.dtype(dtype)
 
 
 _MAX_HEADER = 1 << 16
 
 
-def _read_bounded(path: Path, max_elements: int) -> bytes:
-    """The file's bytes, read once (what is checked is what is parsed), refused past the largest
-    .npy `max_elements` numbers can make."""
+def _read_bounded(path: Path, max_elements: int) -> memoryview:
+    """The file's bytes, read once into a writable buffer (what is checked is what is parsed, and
+    the array is a view of it: no second copy), refused past the largest .npy `max_elements`
+    numbers can make."""
     limit = max_elements * 16 + _MAX_HEADER
     # no link followed, no FIFO waited on: the name is checked and opened in one step
     fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
-    with open(fd, "rb") as f:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
+    with open(fd, "rb", buffering=0) as f:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
             raise ArrayTransferError(f"{path.name} is not a regular file")
-        data = f.read(limit + 1)
-    if len(data) > limit:
+        # one byte more than the file claims (or than the limit allows): a file that grows while it
+        # is read shows as longer than it was, and past the limit it is refused
+        buffer = bytearray(min(st.st_size, limit) + 1)
+        view = memoryview(buffer)
+        got = 0
+        while got < len(buffer):
+            n = f.readinto(view[got:])
+            if not n:
+                break
+            got += n
+        if got == len(buffer) and got <= limit:  # it grew while it was read: read the rest, bounded
+            rest = f.read(limit + 1 - got)
+            view.release()
+            buffer += rest
+            got += len(rest)
+            view = memoryview(buffer)
+    if got > limit:
         raise ArrayTransferError(f"{path.name} is larger than {max_elements} elements can be")
-    return data
+    return view[:got]
 
 
-def load_array(folder: Path, meta: Any, *, max_elements: int, require_digest: bool = False) -> np.ndarray:
+def load_array(folder: Path, meta: Any, *, max_elements: int, require_digest: bool = False,
+               anchor: Path | None = None) -> np.ndarray:
     """The array `meta` describes, read from `folder` (the file name may not leave it). With
-    `require_digest` the description must carry the writer's sha256 and the bytes must match it."""
+    `require_digest` the description must carry the writer's sha256 and the bytes must match it. With
+    `anchor` (the root of the child's scratch folder, `folder` beneath it) no component from the anchor
+    down may be a link: a child that replaced a folder of its scratch with a link to /proc/self or
+    HOME cannot make the reader follow it."""
     if not isinstance(meta, dict) or not isinstance(meta.get("file"), str) or not isinstance(meta.get("dtype"), str):
         raise ArrayTransferError("the array description is not {file, dtype, shape}")
     name = meta["file"]
     if "/" in name or "\\" in name or name in ("", ".", ".."):
         raise ArrayTransferError(f"array file name {name!r} leaves its folder")
     path = folder / name
-    if not path.is_file() or path.is_symlink():
+    if anchor is None and (not path.is_file() or path.is_symlink()):
         raise ArrayTransferError(f"{name} is missing or not a regular file")
     digest = meta.get("sha256")
     if require_digest and not isinstance(digest, str):
         raise ArrayTransferError(f"{name} comes without the digest of its bytes")
     try:
-        data = _read_bounded(path, max_elements)
-        shape, stored = _header(io.BytesIO(data), name)
+        if anchor is not None:
+            from nkitui.executor.workspace import read_beneath
+
+            try:
+                data: Any = read_beneath(anchor, path.relative_to(anchor), max_bytes=max_elements * 16 + _MAX_HEADER)
+            except OSError as exc:
+                raise ArrayTransferError(f"{name} is missing, not a regular file, too large or reached through a "
+                                         f"link ({exc.strerror or exc})") from None
+        else:
+            data = _read_bounded(path, max_elements)
+        head = io.BytesIO(data[:_MAX_HEADER])
+        shape, fortran, stored = _header(head, name)
     except (OSError, ValueError) as exc:
         raise ArrayTransferError(f"{name} is not a readable .npy file: {exc}") from None
     if isinstance(digest, str) and hashlib.sha256(data).hexdigest() != digest:
@@ -136,10 +183,15 @@ def load_array(folder: Path, meta: Any, *, max_elements: int, require_digest: bo
             raise ArrayTransferError(f"{name} claims {label} but stores {stored}")
     elif stored.kind not in PLAIN_KINDS or stored.name != label:
         raise ArrayTransferError(f"{name} claims {label} but stores {stored}")
-    try:
-        arr: np.ndarray = np.load(io.BytesIO(data), allow_pickle=False)
-    except (OSError, ValueError) as exc:
-        raise ArrayTransferError(f"{name} could not be read: {exc}") from None
+    offset = head.tell()
+    if len(data) - offset < count * stored.itemsize:
+        raise ArrayTransferError(f"{name} could not be read: it holds fewer bytes than its header's "
+                                 f"{count} elements of {stored}")
+    # a view of the bytes read (writable: they are a bytearray), shaped as np.load would shape them
+    arr: np.ndarray = np.frombuffer(data, dtype=stored, count=count, offset=offset)
+    arr = arr.reshape(shape[::-1]).transpose() if fortran else arr.reshape(shape)
+    if not arr.flags.aligned:  # a header of odd length (not nkitui's writer): an aligned copy
+        arr = arr.copy()
     if narrow is not None:
         arr = arr.view(narrow)
     return arr

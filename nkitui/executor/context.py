@@ -8,6 +8,7 @@ parent's queue is full: that is the back-pressure. Stdlib only.
 from __future__ import annotations
 
 import os
+import threading
 import time
 import traceback
 from contextlib import contextmanager
@@ -51,14 +52,19 @@ class WorkerContext:
     phases: list[PhaseRecord] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     confinement: Any = None  # the ConfinementReport of nkitui.executor.confine.enter (None: not confined)
+    # one event at a time on the descriptor: the evaluator drives its reference process from a thread
+    # while its main thread reports phases (a line longer than PIPE_BUF is not written atomically);
+    # reentrant, so a signal handler that reports in the middle of an event cannot deadlock
+    _emitting: threading.RLock = field(default_factory=threading.RLock, repr=False, compare=False)
 
     # -- events ----------------------------------------------------------------------------------
     def emit(self, event: Event) -> None:
         data = encode(event)
         view = memoryview(data)
-        while view:
-            written = os.write(self.events_fd, view)
-            view = view[written:]
+        with self._emitting:
+            while view:
+                written = os.write(self.events_fd, view)
+                view = view[written:]
 
     def log(self, text: str, level: str = "info") -> None:
         for line in str(text).splitlines() or [""]:

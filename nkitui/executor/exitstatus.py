@@ -35,7 +35,7 @@ def signal_name(signum: int) -> str:
 
 @dataclass(frozen=True)
 class ExitReport:
-    kind: str  # "ok" | "failed" | "invalid" | "cancelled" | "timeout" | "memory-limit" | "cpu-limit" | "crash" | "killed" | "internal"
+    kind: str  # "ok" | "failed" | "invalid" | "cancelled" | "timeout" | "memory-limit" | "cpu-limit" | "disk-limit" | "crash" | "killed" | "internal"
     message: str  # one sentence an auditor can read
     returncode: int | None
 
@@ -48,6 +48,7 @@ def describe_exit(
     timed_out: bool = False,
     elapsed_s: float | None = None,
     memory_error_seen: bool = False,
+    disk_exceeded: str | None = None,
 ) -> ExitReport:
     """Turn a Popen returncode (negative = killed by that signal) into a report in words.
 
@@ -55,6 +56,8 @@ def describe_exit(
     "cancelled by you" and "killed by someone else".
     """
     after = f" after {elapsed_s:.1f} s" if elapsed_s is not None else ""
+    if disk_exceeded:  # the parent's disk watch stopped it (nkitui.executor.confine.diskwatch)
+        return ExitReport("disk-limit", f"was stopped{after}: {disk_exceeded}", returncode)
     if timed_out:
         return ExitReport("timeout", f"timed out after {limits.timeout_s:g} s (the wall-clock limit) and was stopped", returncode)
     if cancelled:

@@ -5,6 +5,10 @@
                          (numpy raises MemoryError, which the worker reports as "memory-limit")
     CPU time             RLIMIT_CPU: SIGXCPU at the soft limit, SIGKILL 5 s later (the hard limit)
     output files         RLIMIT_FSIZE: no single file the kernel writes may exceed this size
+    open files           RLIMIT_NOFILE: at most this many descriptors (files held open, memfds, pipes)
+    disk                 enforced by the parent (confine.diskwatch): what the scratch folder holds beyond
+                         the task copy (files, folders, files unlinked while open) within `disk_mb`
+                         and `max_entries`; over it the process group is killed ("disk-limit")
 
 Not limited: the number of processes (RLIMIT_NPROC counts every process of the user, not just
 this run's, so a low value would break unrelated programs), and anything done through ctypes.
@@ -19,6 +23,9 @@ from typing import Any
 DEFAULT_TIMEOUT_S = 300.0
 DEFAULT_MEMORY_MB = 8192
 DEFAULT_FILE_MB = 1024
+DEFAULT_DISK_MB = 4096  # a run's outputs, traces and inputs are a few arrays; 4 GiB leaves room for large ones
+DEFAULT_MAX_ENTRIES = 10_000  # files and folders a run may add to its scratch folder
+DEFAULT_OPEN_FILES = 1024  # numpy, the emulator and nkitui's server hold a few dozen
 CPU_HARD_MARGIN_S = 5
 
 
@@ -28,6 +35,9 @@ class Limits:
     memory_mb: int | None = DEFAULT_MEMORY_MB  # RLIMIT_AS; None = no limit
     cpu_s: int | None = None  # RLIMIT_CPU; None = 2 x timeout (a busy loop hits the timeout first)
     file_mb: int | None = DEFAULT_FILE_MB  # RLIMIT_FSIZE
+    disk_mb: int | None = DEFAULT_DISK_MB  # the scratch folder's growth, parent-enforced; None = no limit
+    max_entries: int | None = DEFAULT_MAX_ENTRIES  # files and folders added to the scratch folder
+    open_files: int | None = DEFAULT_OPEN_FILES  # RLIMIT_NOFILE
     grace_s: float = 2.0  # SIGTERM -> SIGKILL grace period on cancel/timeout
 
     @property
@@ -79,6 +89,8 @@ def apply_limits(limits: Limits) -> list[str]:
         lower(resource.RLIMIT_CPU, "RLIMIT_CPU", cpu, cpu + CPU_HARD_MARGIN_S)
     if limits.file_mb:
         lower(resource.RLIMIT_FSIZE, "RLIMIT_FSIZE", limits.file_mb * 1024 * 1024)
+    if limits.open_files:
+        lower(resource.RLIMIT_NOFILE, "RLIMIT_NOFILE", limits.open_files)
     # No core files: a crashing kernel must not drop a multi-GB core into the scratch folder.
     lower(resource.RLIMIT_CORE, "RLIMIT_CORE", 0)
     return notes

@@ -204,6 +204,8 @@ class RunHandle:
         self._start_error: ErrorEvent | None = None
         self._stream_bytes: dict[str, int] = {}
         self._observed: dict[str, Any] | None = None
+        self._disk_watch: Any = None  # confine.diskwatch.DiskWatch of the scratch folder, from the spawn on
+        self._disk_exceeded: str | None = None  # why the watch stopped the worker, in words
         # state applied by the consumer
         self.started_at = time.time()
         self.ended_at: float | None = None
@@ -255,6 +257,12 @@ class RunHandle:
             job_dict = self.job.to_file_dict(self._scratch.root, self._scratch.work)
             self._scratch.job_path.write_text(json.dumps(job_dict), encoding="utf-8")
             policy = confine.ConfinementPolicy(scratch=self._scratch.root, processes=self.job.allow_subprocess)
+            if self.limits.disk_mb or self.limits.max_entries:
+                from nkitui.executor.confine.diskwatch import DiskWatch
+
+                self._disk_watch = DiskWatch(self._scratch.root, max_bytes=(self.limits.disk_mb or 1 << 30) << 20,
+                                             max_entries=self.limits.max_entries or 1 << 30,
+                                             nested_runs=self.job.role == "evaluator")
             python_path = [*self.job.python_path, _PACKAGE_PARENT]
             self._spawned_at = time.perf_counter()
             if self._fork:
@@ -334,6 +342,7 @@ class RunHandle:
                     if name == "events" and self._observed is None and any(
                             isinstance(ev, LogEvent) and confine.is_report_line(ev) for ev in batch):
                         self._observed = confine.observe(self._proc.pid)  # /proc, not the child's word
+                        self._watch_free_space_unless_landlock(batch)
                     if name == "stderr":
                         for ev in batch:
                             if ev.stream == "stderr":
@@ -355,16 +364,45 @@ class RunHandle:
                 confine.release(self._proc.pid)  # the reaper has nothing left to clean for this run
             self._put(_FINISHED)
 
+    def _watch_free_space_unless_landlock(self, batch: list[Event]) -> None:
+        """A worker confined without Landlock can write outside its scratch folder: the disk watch then
+        also watches the free space of the filesystems it could reach."""
+        if self._disk_watch is None:
+            return
+        line = next(ev.text for ev in batch if isinstance(ev, LogEvent) and confine.is_report_line(ev))
+        active = line.removeprefix("sandbox: ").split(";")[0].split(", ") if line.startswith("sandbox: ") else []
+        if "landlock" not in active:
+            self._disk_watch.watch_free_space(os.environ.get("HOME"))
+
     # -- the waiter thread -----------------------------------------------------------------------
     def _wait_loop(self) -> None:
         assert self._proc is not None
         timeout = self.limits.timeout_s if self.limits.timeout_s and self.limits.timeout_s > 0 else None
-        try:
-            self._proc.wait(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            self._timed_out = True
-            self._terminate()
-            self._proc.wait()
+        deadline = None if timeout is None else time.monotonic() + timeout
+        watch = self._disk_watch
+        from nkitui.executor.confine.diskwatch import POLL_S
+
+        while True:
+            step = None if watch is None else POLL_S
+            if deadline is not None:
+                left = max(0.0, deadline - time.monotonic())
+                step = left if step is None else min(step, left)
+            try:
+                self._proc.wait(timeout=step)
+                break
+            except subprocess.TimeoutExpired:
+                pass
+            if deadline is not None and time.monotonic() >= deadline:
+                self._timed_out = True
+                self._terminate()
+                self._proc.wait()
+                break
+            why = watch.check(self._proc.pid) if watch is not None else None
+            if why is not None:  # over its disk budget: stopped at once, nothing of it is worth saving
+                self._disk_exceeded = why
+                self._kill_group(signal.SIGKILL)
+                self._proc.wait()
+                break
         self._exit_at = time.perf_counter()
         self._kill_group(signal.SIGKILL)  # stragglers the kernel started
         self._exited.set()
@@ -570,7 +608,7 @@ class RunHandle:
             report = ExitReport("start-failed", self._start_error.message, None)
         else:
             report = describe_exit(proc_rc, self.limits, cancelled=self._cancel_requested, timed_out=self._timed_out,
-                                   elapsed_s=elapsed, memory_error_seen=memory_seen)
+                                   elapsed_s=elapsed, memory_error_seen=memory_seen, disk_exceeded=self._disk_exceeded)
         self.exit = report
         self.ended_at = time.time()
         crash = self._crash_location()

@@ -188,11 +188,13 @@ class Guard:
                 if i < len(args) and args[i] is not None and not self.is_writable(args[i]):
                     self.refuse_write(event, args[i])
             return
-        if event in _PROCESS_EVENTS and not self._allow_processes:
+        if event in _PROCESS_EVENTS and (not self._allow_processes or _called_from_task(self.task_root, depth=1000)):
+            # the SDK backends allow processes for the SDK's own tools (compiler, profiler), never for task code
             target = " ".join(str(a) for a in args[:2] if a not in (None, "", (), []))[:200]
             self.record(Violation("process", target, event))
             raise PermissionError(
-                f"nkitui sandbox: {event} refused: kernels may not start processes on this backend"
+                f"nkitui sandbox: {event} refused: kernels may not start processes"
+                + ("" if self._allow_processes else " on this backend")
             )
         if event == "ctypes.dlopen" and _called_from_task(self.task_root):
             name = str(args[0]) if args else "?"

@@ -19,12 +19,15 @@ parent dies first, the reaper (nkitui.executor.confine) removes it.
 
 from __future__ import annotations
 
+import errno
 import os
 import shutil
 import stat
 import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 DEFAULT_MAX_COPY_MB = 2048
 _CHUNK = 1 << 20
@@ -55,7 +58,36 @@ class Scratch:
         return self.root / "job.json"
 
     def remove(self) -> None:
-        shutil.rmtree(self.root, ignore_errors=True)
+        remove_tree(self.root)
+
+
+def _unlocker(root: str) -> Callable[[Any, str, Any], None]:
+    """A folder the child made unreadable or read-only (chmod 0 / 0o500) would keep the scratch folder
+    alive after the run: give its owner the rights back (remove_tree passes again). Only folders strictly
+    inside `root` are touched (never the root's own parent, /tmp), never through a link; called only once
+    the child and its process group are gone, so nothing races the chmod."""
+    inside = root.rstrip(os.sep) + os.sep
+
+    def unlock(func: Any, path: str, _exc_info: Any) -> None:  # shutil.rmtree's onerror signature
+        for target in (path, os.path.dirname(path)):
+            if not (target == root or str(target).startswith(inside)):
+                continue
+            try:
+                if stat.S_ISDIR(os.lstat(target).st_mode):
+                    os.chmod(target, 0o700)
+            except OSError:
+                pass
+
+    return unlock
+
+
+def remove_tree(root: Path) -> None:
+    """Remove a scratch folder whatever the child did to its folders' modes."""
+    unlock = _unlocker(os.path.abspath(root))
+    for _ in range(8):  # each pass opens what it could not enter; a locked folder deep inside needs another
+        if not os.path.lexists(root) or os.path.islink(root):
+            return
+        shutil.rmtree(root, onerror=unlock)
 
 
 def _copy_file(src: Path, dst: Path, mode: int, budget: int) -> int:
@@ -133,3 +165,109 @@ def make_scratch(source: Path | None, *, max_copy_mb: int = DEFAULT_MAX_COPY_MB,
     except BaseException:
         scratch.remove()
         raise
+
+
+# -- reading and writing in a child's scratch folder, from the parent -----------------------------
+# The child owns everything beneath its scratch folder's root and may replace any folder there with a
+# link (to the task repository, to HOME, to /proc/self of whoever follows it). The parent, which is not
+# confined, therefore never follows a name there: each component is opened with O_NOFOLLOW from the
+# root down, a FIFO is never waited on, and a file is read only if it is a regular file, bounded.
+
+_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+
+
+def _parts(rel: str | os.PathLike[str]) -> list[str]:
+    parts = [p for p in str(rel).split(os.sep) if p not in ("", ".")]
+    if any(p == ".." for p in parts):
+        raise OSError(errno.EXDEV, f"{rel} leaves its folder")
+    return parts
+
+
+def open_dir_beneath(root: Path, rel: str | os.PathLike[str], *, create: bool = False) -> int:
+    """A descriptor of the folder root/rel, reached without following any link (ELOOP/ENOTDIR when a
+    component is a link or not a folder); with `create`, missing folders are made (0700) on the way."""
+    fd = os.open(root, _DIR_FLAGS)
+    try:
+        for part in _parts(rel):
+            try:
+                sub = os.open(part, _DIR_FLAGS, dir_fd=fd)
+            except FileNotFoundError:
+                if not create:
+                    raise
+                try:
+                    os.mkdir(part, 0o700, dir_fd=fd)
+                except FileExistsError:
+                    pass
+                sub = os.open(part, _DIR_FLAGS, dir_fd=fd)
+            os.close(fd)
+            fd = sub
+        return fd
+    except BaseException:
+        os.close(fd)
+        raise
+
+
+def read_beneath(root: Path, rel: str | os.PathLike[str], *, max_bytes: int) -> bytes:
+    """The bytes of the regular file root/rel, reached without following any link and without waiting
+    on a FIFO; OSError (EFBIG) when it holds more than `max_bytes`."""
+    parts = _parts(rel)
+    if not parts:
+        raise OSError(errno.EISDIR, f"{rel} names a folder")
+    folder = open_dir_beneath(root, os.sep.join(parts[:-1]))
+    try:
+        fd = os.open(parts[-1], os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=folder)
+    finally:
+        os.close(folder)
+    with open(fd, "rb") as f:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise OSError(errno.EINVAL, f"{rel} is not a regular file")
+        if st.st_size > max_bytes:
+            raise OSError(errno.EFBIG, f"{rel} is larger than {max_bytes} bytes")
+        # read(n) allocates n bytes at once: ask for what the file holds (+1 to notice growth), then
+        # bounded chunks if it grew while being read
+        chunks = [f.read(st.st_size + 1)]
+        total = len(chunks[0])
+        while total > st.st_size and total <= max_bytes:
+            chunk = f.read(min(1 << 24, max_bytes + 1 - total))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            total += len(chunk)
+    if total > max_bytes:
+        raise OSError(errno.EFBIG, f"{rel} is larger than {max_bytes} bytes")
+    return chunks[0] if len(chunks) == 1 else b"".join(chunks)
+
+
+def remove_beneath(root: Path, rel: str | os.PathLike[str]) -> None:
+    """Remove the folder root/rel and everything in it, never following a link on the way there or
+    inside it (shutil.rmtree with a descriptor of the parent folder). Quiet when it is gone already."""
+    parts = _parts(rel)
+    if not parts:
+        return
+    try:
+        parent = open_dir_beneath(root, os.sep.join(parts[:-1]))
+    except OSError:
+        return
+    try:
+        shutil.rmtree(parts[-1], ignore_errors=True, dir_fd=parent)
+    finally:
+        os.close(parent)
+
+
+def write_beneath(root: Path, rel: str | os.PathLike[str], data: bytes) -> None:
+    """Write root/rel (folders made on the way), never following a link: neither a folder the child
+    replaced with one, nor a link it left in the file's place."""
+    parts = _parts(rel)
+    if not parts:
+        raise OSError(errno.EISDIR, f"{rel} names a folder")
+    folder = open_dir_beneath(root, os.sep.join(parts[:-1]), create=True)
+    try:
+        fd = os.open(parts[-1], os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC,
+                     0o600, dir_fd=folder)
+    finally:
+        os.close(folder)
+    with open(fd, "wb") as f:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise OSError(errno.EINVAL, f"{rel} is not a regular file")
+        f.write(data)

@@ -117,3 +117,38 @@ def test_malformed_bytes_are_refused(trace, damage):
         data = _with_header(data, {**header, "metas": ["[1]"] * len(header["metas"])})
     with pytest.raises(tracepack.TraceFormatError):
         tracepack.unpack(data)
+
+
+def test_the_evaluator_unpacking_on_a_thread_gives_what_it_gives_at_once(trace, tmp_path):
+    """The pipeline unpacks the first seed's trace on a thread (PendingTrace) while the kernel process
+    runs on: the result is the one _read_trace builds at once, a malformed trace the same error."""
+    from nkitui.evaluate.pipeline.kernel import PendingTrace, _read_trace
+
+    (tmp_path / "t.bin").write_bytes(tracepack.pack(trace))
+    (tmp_path / "bad.bin").write_bytes(tracepack.MAGIC + b"\xff" * 8)
+    eager = _read_trace(tmp_path, "t.bin")
+    pending = _read_trace(tmp_path, "t.bin", soon=True)
+    assert isinstance(pending, PendingTrace) and isinstance(eager, Trace)
+    lazy = pending.result()
+    assert lazy.instructions == eager.instructions and lazy.storages == eager.storages and lazy.meta == eager.meta
+    assert _read_trace(tmp_path, "bad.bin", soon=True).result() == _read_trace(tmp_path, "bad.bin")
+    assert "error" in _read_trace(tmp_path, "bad.bin")
+    assert _read_trace(tmp_path, "absent.bin", soon=True) is None
+
+
+def test_pack_and_unpack_leave_the_collector_as_they_found_it(trace):
+    """Both build with the cyclic collector off (acyclic containers only) and switch it back on after,
+    also when the bytes are refused; a collector the caller switched off stays off."""
+    import gc
+
+    data = tracepack.pack(trace)
+    assert gc.isenabled()
+    with pytest.raises(tracepack.TraceFormatError):
+        tracepack.unpack(data[:-8])
+    assert gc.isenabled() and len(tracepack.unpack(data)) == len(trace)
+    gc.disable()
+    try:
+        tracepack.unpack(tracepack.pack(trace))
+        assert not gc.isenabled()
+    finally:
+        gc.enable()

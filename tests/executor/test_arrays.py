@@ -77,3 +77,53 @@ def test_an_npz_archive_is_not_an_npy(tmp_path):
     (tmp_path / "z.npy").write_bytes(buffer.getvalue())
     with pytest.raises(ArrayTransferError, match="not a readable .npy file"):
         load_array(tmp_path, {"file": "z.npy", "dtype": "float32"}, max_elements=10)
+
+
+# -- the writer and reader without whole-file copies (issue #14, helper speed15) ----------------------
+ODD_ARRAYS = [
+    np.arange(12, dtype=np.float32).reshape(3, 4),
+    np.arange(12.0).reshape(3, 4)[:, ::2],  # not contiguous
+    np.asarray(np.float64(3.5)),  # 0-d stays 0-d
+    np.zeros((0, 3), np.int8),
+    np.array([True, False]),
+    np.array([1 + 2j, -3j], np.complex64),
+    np.arange(4, dtype=">f4"),  # big-endian, as np.save keeps it
+    np.linspace(-2, 2, 7).astype(ml_dtypes.bfloat16),
+]
+
+
+@pytest.mark.parametrize("arr", ODD_ARRAYS, ids=lambda a: f"{a.dtype}{a.shape}")
+def test_the_file_is_the_bytes_np_save_writes_and_reads_back_as_np_load_reads_it(tmp_path, arr):
+    meta = save_array(tmp_path / "a.npy", arr)
+    expected = io.BytesIO()
+    np.save(expected, arr.view(f"u{arr.dtype.itemsize}") if arr.dtype.kind == "V" else arr, allow_pickle=False)
+    assert (tmp_path / "a.npy").read_bytes() == expected.getvalue()
+    back = load_array(tmp_path, meta, max_elements=100, require_digest=True)
+    assert back.dtype == arr.dtype and back.shape == arr.shape
+    assert back.tobytes() == arr.tobytes()
+    assert back.flags.writeable and back.flags.aligned
+
+
+def test_a_fortran_ordered_file_reads_back_in_its_order(tmp_path):
+    arr = np.asfortranarray(np.arange(6.0).reshape(2, 3))
+    np.save(tmp_path / "f.npy", arr)
+    assert np.array_equal(load_array(tmp_path, {"file": "f.npy", "dtype": "float64"}, max_elements=10), arr)
+
+
+def test_inputs_sent_without_a_digest_are_refused_where_one_is_required(tmp_path):
+    meta = save_array(tmp_path / "a.npy", np.ones(3, np.float32), digest=False)
+    assert "sha256" not in meta
+    assert load_array(tmp_path, meta, max_elements=10).tolist() == [1, 1, 1]
+    with pytest.raises(ArrayTransferError, match="without the digest"):
+        load_array(tmp_path, meta, max_elements=10, require_digest=True)
+
+
+def test_a_rewritten_or_truncated_file_is_refused(tmp_path):
+    meta = save_array(tmp_path / "a.npy", np.arange(8, dtype=np.float32))
+    data = (tmp_path / "a.npy").read_bytes()
+    (tmp_path / "a.npy").write_bytes(data[:-4] + b"\0\0\0\0")
+    with pytest.raises(ArrayTransferError, match="changed after it was written"):
+        load_array(tmp_path, meta, max_elements=10, require_digest=True)
+    (tmp_path / "a.npy").write_bytes(data[:-4])
+    with pytest.raises(ArrayTransferError, match="fewer bytes than its header"):
+        load_array(tmp_path, {k: v for k, v in meta.items() if k != "sha256"}, max_elements=10)

@@ -229,3 +229,56 @@ def test_backend_and_data_events_round_trip_and_a_malformed_one_is_only_text():
         assert decode_line(encode(ev)) == ev
     assert isinstance(decode_line('{"event": "data", "kind": "reply", "data": [1]}'), LogEvent)
     assert isinstance(decode_line('{"event": "backend"}'), LogEvent)
+
+
+def test_events_from_two_threads_arrive_as_whole_lines(tmp_path):
+    """The evaluator drives its reference process from a thread while its main thread reports phases:
+    each event reaches the descriptor whole, even one longer than a pipe writes atomically."""
+    import os
+    import threading
+
+    from nkitui.executor.context import WorkerContext
+
+    read_fd, write_fd = os.pipe()
+    ctx = WorkerContext(events_fd=write_fd, run_id="r", scratch=tmp_path, workspace=tmp_path)
+    chunks: list[bytes] = []
+    reader = threading.Thread(target=lambda: chunks.extend(iter(lambda: os.read(read_fd, 1 << 16), b"")))
+    reader.start()
+
+    def say(letter: str) -> None:
+        for _ in range(30):
+            ctx.emit(LogEvent("worker", letter * 70_000, "info"))
+
+    writers = [threading.Thread(target=say, args=(c,)) for c in "ab"]
+    for t in writers:
+        t.start()
+    for t in writers:
+        t.join()
+    os.close(write_fd)
+    reader.join()
+    os.close(read_fd)
+    events = [decode_line(line) for line in b"".join(chunks).splitlines()]
+    assert len(events) == 60
+    assert all(isinstance(e, LogEvent) and len(set(e.text)) == 1 and len(e.text) == 70_000 for e in events)
+
+
+def test_the_collector_is_paused_for_a_traced_launch_only_and_restored_after():
+    import gc
+
+    from nkitui.executor.untrusted.kernel import _collector_paused
+
+    assert gc.isenabled()
+    with _collector_paused(False):
+        assert gc.isenabled()
+    with pytest.raises(RuntimeError):
+        with _collector_paused(True):
+            assert not gc.isenabled()
+            raise RuntimeError("the launch failed")
+    assert gc.isenabled()
+    gc.disable()
+    try:
+        with _collector_paused(True):
+            pass
+        assert not gc.isenabled()  # a collector that was off stays off
+    finally:
+        gc.enable()

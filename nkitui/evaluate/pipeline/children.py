@@ -15,9 +15,9 @@ told in words. Arrays are read with allow_pickle=False, their headers checked fi
 
 from __future__ import annotations
 
+import os
 import queue
 import secrets
-import shutil
 import signal
 import threading
 from collections.abc import Iterator
@@ -36,6 +36,7 @@ from nkitui.executor.events import (
     ResultEvent,
 )
 from nkitui.executor.runner import RunHandle
+from nkitui.executor.workspace import remove_beneath
 
 KERNEL_ENTRY = "nkitui.executor.untrusted.kernel:serve"
 REFERENCE_ENTRY = "nkitui.executor.untrusted.reference:serve"
@@ -57,6 +58,7 @@ class ChildReplyError(Exception):
 
 
 _STATUS = {"crash": "crashed", "memory-limit": "memory-limit", "cpu-limit": "cpu-limit", "killed": "killed",
+           "disk-limit": "crashed",  # the disk watch stopped it (a status of its own would change the contract)
            "timeout": "timeout", "cancelled": "cancelled"}
 
 
@@ -64,12 +66,12 @@ class _Janitor:
     """Removes folders on one daemon thread, started on first use."""
 
     def __init__(self) -> None:
-        self._queue: queue.SimpleQueue[Path] = queue.SimpleQueue()
+        self._queue: queue.SimpleQueue[tuple[Path, Path]] = queue.SimpleQueue()
         self._thread: threading.Thread | None = None
         self._lock = threading.Lock()
 
-    def remove(self, folder: Path) -> None:
-        self._queue.put(folder)
+    def remove(self, root: Path, rel: Path) -> None:
+        self._queue.put((root, rel))
         with self._lock:
             if self._thread is None:
                 self._thread = threading.Thread(target=self._run, name="nkitui-janitor", daemon=True)
@@ -77,7 +79,8 @@ class _Janitor:
 
     def _run(self) -> None:
         while True:
-            shutil.rmtree(self._queue.get(), ignore_errors=True)
+            root, rel = self._queue.get()
+            remove_beneath(root, rel)
 
 
 _JANITOR = _Janitor()
@@ -134,8 +137,33 @@ class UntrustedChild:
         if scratch is None:
             raise self._died()
         folder = scratch.root / "io" / str(self._seq)
-        (folder / "in").mkdir(parents=True, exist_ok=True)
+        from nkitui.executor.workspace import open_dir_beneath
+
+        try:  # never through a link the child planted (io/ -> a folder outside): the evaluator is not confined
+            os.close(open_dir_beneath(scratch.root, f"io/{self._seq}/in", create=True))
+        except OSError as exc:
+            raise self._tampered(f"its request folder io/{self._seq}/in could not be made without following a "
+                                 f"link ({exc.strerror or exc}): task code replaced a folder of its scratch folder "
+                                 "with a link") from None
         return rid, folder
+
+    @property
+    def scratch_root(self) -> Path | None:
+        """The root of the child's scratch folder: where every read of what the child wrote starts
+        (nkitui.executor.workspace.read_beneath follows no link below it)."""
+        scratch = self.handle.scratch
+        return scratch.root if scratch is not None else None
+
+    def _tampered(self, why: str) -> ChildGone:
+        """The child planted a link for the evaluator to follow: stopped at once, recorded as a sandbox
+        violation (the `sandbox` check fails), the run ends crashed with the reason."""
+        if len(self.forgeries) < 20:
+            self.forgeries.append({"action": "link", "target": "the scratch folder", "file": None, "line": None,
+                                   "detail": f"the {self.role} process: {why}"})
+        self.handle.kill()
+        if self._gone is None:
+            self._gone = ChildGone(ErrorEvent("sandbox", f"the {self.role} process was stopped: {why}"), "crashed")
+        return self._gone
 
     def request(self, op: str, *, rid: str | None = None, folder: Path | None = None, **fields: Any) -> dict[str, Any]:
         if rid is None:
@@ -152,8 +180,11 @@ class UntrustedChild:
 
     def forget(self, folder: Path) -> None:
         """Drop a request's files once they have been read (the scratch folder stays small). The
-        removal happens on a background thread: the evaluator's next request does not wait for it."""
-        _JANITOR.remove(folder)
+        removal happens on a background thread: the evaluator's next request does not wait for it; it
+        follows no link the child planted (workspace.remove_beneath)."""
+        root = self.scratch_root
+        if root is not None and folder.is_relative_to(root):
+            _JANITOR.remove(root, folder.relative_to(root))
 
     # -- what the child says ----------------------------------------------------------------------
     def _next(self, rid: str | None) -> dict[str, Any] | None:
@@ -282,7 +313,7 @@ class UntrustedChild:
         for name in names:
             try:
                 out[name] = load_array(folder / sub, described[name], max_elements=max_elements[name],
-                                       require_digest=True)
+                                       require_digest=True, anchor=self.scratch_root)
             except ArrayTransferError as exc:
                 raise ChildReplyError(f"output `{name}` from the {self.role} process is unusable: {exc}") from None
         return out

@@ -59,9 +59,12 @@ if TYPE_CHECKING:
 
 # The human-readable log line naming the chosen backend (the typed BackendEvent carries the same).
 BACKEND_LINE = "backend: {name} — {reason}"
+# a first launch at least this long starts a spare kernel process for the later phases' launches
+SPARE_MIN_LAUNCH_S = 0.75
 CONTRACT_PHASES = ("load", "compile", "run", "reference", "compare", "profile")
 MUTANT_DIR = ".nkitui-mutants"
 MUTANT_RESPAWNS = 3
+MAX_COPY_BYTES = 4 << 30  # an output copied for the timed re-check (the kernel wrote it; its reader checks it again)
 
 
 def utc_now() -> str:
@@ -135,6 +138,8 @@ class EvaluationSession:
         self.fresh_replay: Any = None  # Future of the replayed outputs on the fresh inputs (natural layout)
         self.backend_versions: dict[str, Any] = {}
         self._golden_error = ""
+        self._reference_asked: tuple[Any, dict[str, Any]] | None = None  # (thread, its answer or error)
+        self._switch_interval = sys.getswitchinterval()
         self._done_phases: set[str] = set()
 
     # -- orchestration ---------------------------------------------------------------------------
@@ -173,6 +178,14 @@ class EvaluationSession:
             yield handle
 
     def _close_children(self) -> None:
+        asked = self._reference_asked
+        if asked is not None and asked[0].is_alive() and self.reference_child is not None:
+            # the run stopped before the reference phase: end the process its thread is waiting on
+            self.reference_child.kill()
+            asked[0].join(timeout=30)
+        if self.kernel is not None and self.kernel.spare is not None:
+            self.kernel.spare.stop()
+            self.ctx.log(f"spare kernel process: {self.kernel.spare.ran} launch(es) run ahead", level="debug")
         for child in self.children:
             child.close()
 
@@ -182,8 +195,9 @@ class EvaluationSession:
 
         limits = Limits.from_dict(self.ctx.limits)
         # no wall clock of their own: the run's timeout stops the evaluator, which kills them
-        return Limits(timeout_s=0, memory_mb=limits.memory_mb, cpu_s=limits.effective_cpu_s, file_mb=limits.file_mb,
-                      grace_s=limits.grace_s)
+        from dataclasses import replace
+
+        return replace(limits, timeout_s=0, cpu_s=limits.effective_cpu_s)  # disk, files: the run's own
 
     def _spawn(self, role: str, payload: dict[str, Any] | None = None) -> UntrustedChild:
         return self._spawn_many([(role, payload)])[0]
@@ -268,6 +282,7 @@ class EvaluationSession:
             self.reference_child = started[0]
             self.kernel_child = started[1] if len(started) > 1 else None
             _warm_imports()
+            self._start_reference()
             ph.detail = f"{task.id}: {len(task.inputs)} input(s), {len(task.outputs)} output(s), seeds {self.seeds}, target {r.target}"
 
     def _choose_backend(self) -> None:
@@ -294,40 +309,83 @@ class EvaluationSession:
             self.findings.extend(found)
             ph.detail = f"{len(found)} finding(s)"
 
-    def _reference(self) -> None:
+    def _start_reference(self) -> None:
+        """Start asking the reference (its process was just forked) on a thread of the evaluator: the
+        reference process computes while the evaluator runs the static analysis; the `reference`
+        phase waits for the answers. Nothing of the kernel's code runs before that phase has ended."""
+        import threading
+
+        box: dict[str, Any] = {}
+
+        def ask() -> None:
+            try:
+                box["answer"] = self._ask_reference()
+            except BaseException as exc:  # noqa: BLE001 - raised again by the reference phase
+                box["error"] = exc
+
+        thread = threading.Thread(target=ask, name="nkitui-reference", daemon=True)
+        # the static analysis holds the GIL in pure Python: a short switch interval lets this thread's
+        # many small steps (each event, each array read) through without waiting 5 ms for each
+        self._switch_interval = sys.getswitchinterval()
+        sys.setswitchinterval(min(self._switch_interval, 0.0005))
+        thread.start()
+        self._reference_asked = (thread, box)
+
+    def _ask_reference(self) -> tuple[Any, Any, Any]:
+        """The reference's answers for the seeds and the adversarial search (recorded), and the
+        golden data's problem if any; run by _start_reference's thread."""
+        from nkitui.evaluate.numerics.audit import AuditOptions, NumericsAuditor
+        from nkitui.evaluate.numerics.inputs import make_inputs
+        from nkitui.evaluate.numerics.recorded import RecordedReference
+        from nkitui.evaluate.pipeline.reference import ReferenceProcess
+
         task = self.task
+        child = self.reference_child
+        assert child is not None
+        goldens, golden_finding = self._load_goldens()
+        options = AuditOptions(trials=self.options.trials, adversarial=True, precision=self.options.precision,
+                               goldens=self.options.goldens, mutants=self.options.mutants,
+                               max_mutants_per_operator=self.options.max_mutants_per_operator,
+                               precise=self.options.precise)
+        self.confinement["reference"] = child.ready()
+        process = ReferenceProcess(child, task)
+        process.load()
+        reference = RecordedReference(process)
+        self.auditor = NumericsAuditor(task.outputs, reference, lambda s: make_inputs(task, s), self.seeds,
+                                       task.op, options, goldens=goldens)
+        self.auditor.ask_reference(announce=process.announce)
+        return reference, golden_finding, process
+
+    def _reference(self) -> None:
         with self.phase("reference") as ph:
-            from nkitui.evaluate.numerics.audit import AuditOptions, NumericsAuditor
-            from nkitui.evaluate.numerics.inputs import make_inputs
-            from nkitui.evaluate.numerics.recorded import RecordedReference
             from nkitui.evaluate.pipeline.children import ChildGone
-            from nkitui.evaluate.pipeline.reference import ReferenceFailed, ReferenceProcess
+            from nkitui.evaluate.pipeline.reference import ReferenceFailed
 
             child = self.reference_child
             assert child is not None
-            goldens = self._load_goldens()
-            options = AuditOptions(trials=self.options.trials, adversarial=True, precision=self.options.precision,
-                                   goldens=self.options.goldens, mutants=self.options.mutants,
-                                   max_mutants_per_operator=self.options.max_mutants_per_operator,
-                                   precise=self.options.precise)
-            try:
-                self.confinement["reference"] = child.ready()
-                process = ReferenceProcess(child, task)
-                process.load()
-                reference = RecordedReference(process)
-                self.auditor = NumericsAuditor(task.outputs, reference, lambda s: make_inputs(task, s), self.seeds,
-                                               task.op, options, goldens=goldens)
-                self.auditor.ask_reference(announce=process.announce)
-            except ReferenceFailed as exc:
-                raise Stop("invalid", _error_event(exc.error)) from None
-            except ChildGone as gone:
-                error = gone.error
-                raise Stop("invalid", ErrorEvent("reference-error", f"the reference's process ended: {error.message}",
-                                                 error.file, error.line)) from None
+            if self._reference_asked is None:
+                self._start_reference()
+            assert self._reference_asked is not None
+            thread, box = self._reference_asked
+            thread.join()
+            sys.setswitchinterval(self._switch_interval)
+            if "error" in box:
+                error_raised = box["error"]
+                if isinstance(error_raised, ReferenceFailed):
+                    raise Stop("invalid", _error_event(error_raised.error)) from None
+                if isinstance(error_raised, ChildGone):
+                    error = error_raised.error
+                    raise Stop("invalid", ErrorEvent("reference-error", f"the reference's process ended: {error.message}",
+                                                     error.file, error.line)) from None
+                raise error_raised
+            reference, golden_finding, _process = box["answer"]
+            if golden_finding is not None:
+                self.findings.append(golden_finding)
             self._fresh_reference(reference)
             reference.seal()  # the judging steps replay these answers; the process ends here
             child.close()
             self.ctx.log(f"reference: {reference.live_calls} call(s) answered, then its process ended")
+            assert self.auditor is not None
             cases = len(self.auditor.cases)
             ph.detail = f"{len(self.seeds)} seed(s)" + (f", {cases} adversarial input set(s)" if cases else "")
 
@@ -353,18 +411,18 @@ class EvaluationSession:
             return
         self.fresh = (seed, inputs, expected)
 
-    def _load_goldens(self) -> Any:
+    def _load_goldens(self) -> tuple[Any, Any]:
+        """The golden data (None when not asked for or unusable) and the finding about unusable data."""
         if not self.options.goldens or self.task.goldens is None:
-            return None
+            return None, None
         from nkitui.evaluate.numerics.goldens import GoldenFormatError, golden_error_finding, load_goldens
 
         rel = self.task.rel(self.task.goldens)
         try:
-            return load_goldens(self.task.goldens, self.task.inputs, self.task.outputs, shown_as=rel)
+            return load_goldens(self.task.goldens, self.task.inputs, self.task.outputs, shown_as=rel), None
         except GoldenFormatError as exc:
             self._golden_error = str(exc)
-            self.findings.append(golden_error_finding(str(exc), rel))
-            return None
+            return None, golden_error_finding(str(exc), rel)
 
     def _compile(self) -> None:
         with self.phase("compile") as ph:
@@ -398,6 +456,45 @@ class EvaluationSession:
                 self.backend_versions = versions
             label = reply.get("label") if isinstance(reply.get("label"), str) else self.task.kernel.spec
             ph.detail = f"{self.choice.name}: {label}"
+
+    def _start_spare(self, first: Any) -> None:
+        """On the emulator, when the first seed's launch took long (SPARE_MIN_LAUNCH_S), start a second
+        kernel process that runs the trials' and precision isolation's launches ahead, beside this one
+        (nkitui.evaluate.pipeline.spare: only its successes are taken; the verdict is the same)."""
+        from nkitui.evaluate.numerics.recorded import inputs_digest
+        from nkitui.evaluate.pipeline.kernel import KernelProcess
+        from nkitui.evaluate.pipeline.spare import SpareLaunches
+
+        kernel, auditor, task = self.kernel, self.auditor, self.task
+        if kernel is None or auditor is None or self.choice is None or self.choice.name != "emulator":
+            return
+        if first.elapsed_s is None or first.elapsed_s < SPARE_MIN_LAUNCH_S or kernel.spare is not None:
+            return
+        wanted: list[tuple[dict[str, Any], bool]] = []
+        if self.options.trials:
+            wanted += [(dict(case.inputs), self.options.precise) for case in auditor.cases]
+        if self.options.precision and self.seeds[0] in auditor.inputs:
+            wanted.append((dict(auditor.inputs[self.seeds[0]]), False))
+        jobs: list[tuple[Any, dict[str, Any], bool]] = []
+        for inputs, precise in wanted:
+            key = (inputs_digest(inputs), precise)
+            if all(key != k for k, _i, _p in jobs):
+                jobs.append((key, inputs, precise))
+        if not jobs:
+            return
+
+        def spawn() -> Any:
+            return self._spawn("kernel", self._kernel_payload())
+
+        def prepare(child: Any) -> Any:
+            child.ready()
+            process = KernelProcess(child, task, device_provenance=True)
+            reply = process.load()
+            return None if reply.get("error") is not None else process
+
+        kernel.spare = SpareLaunches(spawn, prepare, jobs)
+        self.ctx.log(f"the first launch took {first.elapsed_s:.1f} s: a spare kernel process runs {len(jobs)} later "
+                     "launch(es) ahead", level="debug")
 
     def _integrity(self) -> None:
         """HACK-TAMPER and the entry-point checks on the task's code (ast, nothing runs): the
@@ -463,6 +560,7 @@ class EvaluationSession:
                         self.trace_json = run.trace_json
                     if self.first_seed_run is None:
                         self.first_seed_run = run
+                        self._start_spare(run)
                     self.outputs[seed] = run.outputs
                     self.kernel.remember(inputs, self.options.precise, run.outputs)
                     if len(self.outputs) == 1:  # the first seed that ran: is each output of its declared dtype?
@@ -836,6 +934,10 @@ class EvaluationSession:
 
     def _trace(self, data: dict[str, Any] | None) -> Any:
         """The kernel process's trace, read back as data (an unreadable one is no trace)."""
+        from nkitui.evaluate.pipeline.kernel import PendingTrace
+
+        if isinstance(data, PendingTrace):  # unpacked on a thread since the first seed's run
+            data = data.result()
         if data is None:
             return None
         from nkitui.emulator.trace import Trace
@@ -868,7 +970,7 @@ class EvaluationSession:
         if reply.get("error") is not None:
             err = error_from(reply["error"], "recording a trace failed")
             return ProfileOutcome(skipped=f"the emulator could not run the kernel to record a trace for the cost model: {err['message']}")
-        data = _read_trace(folder / "out", str(reply.get("trace", "")))
+        data = _read_trace(folder / "out", str(reply.get("trace", "")), self.kernel.child.scratch_root)
         outcome = estimate_from_trace(self._trace(data), self.result.target, self.task)
         outcome.notes.append("the SDK simulator models no timing: utilisation is the cost model on nkitui's emulator trace")
         return outcome
@@ -887,11 +989,19 @@ class EvaluationSession:
             expected = {}
             if first is not None and first.folder is not None and first.kernel_outputs:
                 (folder / "expected").mkdir(exist_ok=True)
+                from nkitui.executor.workspace import read_beneath
+
+                root = self.kernel.child.scratch_root
                 for name, meta in first.kernel_outputs.items():
                     src = first.folder / "out" / str(meta.get("file", ""))
-                    if src.is_file():
-                        (folder / "expected" / src.name).write_bytes(src.read_bytes())
-                        expected[name] = meta
+                    if root is None or "/" in src.name or not src.is_relative_to(root):
+                        continue
+                    try:  # what the kernel wrote: no link it planted since is followed, no FIFO waited on
+                        data = read_beneath(root, src.relative_to(root), max_bytes=MAX_COPY_BYTES)
+                    except OSError:
+                        continue
+                    (folder / "expected" / src.name).write_bytes(data)
+                    expected[name] = meta
             reply = self.kernel.child.request("profile", rid=rid, folder=folder, inputs=metas, expected=expected)
         except ChildGone as gone:
             return ProfileOutcome(skipped=f"the kernel process ended while it was being timed: {gone.error.message}")
@@ -1049,9 +1159,16 @@ class MutantRunner:
         scratch = process.child.handle.scratch
         digest = hashlib.sha1(source.encode("utf-8")).hexdigest()[:12]
         folder = scratch.work / MUTANT_DIR / digest
-        folder.mkdir(parents=True, exist_ok=True)
         path = folder / self.session.task.kernel.path.name
-        path.write_text(source, encoding="utf-8")
+        from nkitui.executor.workspace import write_beneath
+
+        try:  # the previous mutant's code ran in that process: it may have planted a link in work/
+            write_beneath(scratch.root, path.relative_to(scratch.root), source.encode("utf-8"))
+        except OSError as exc:
+            process.child.kill()
+            self.process = None
+            raise RuntimeError(f"the mutant could not be written into the kernel process's scratch folder without "
+                               f"following a link ({exc.strerror or exc}): task code planted one") from None
         try:
             run = process.run(inputs, precise=options.precise, what=options.label or "a mutant", source=str(path))
         except ChildGone as gone:

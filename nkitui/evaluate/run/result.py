@@ -28,7 +28,7 @@ from nkitui.common.redact import redact_obj
 from nkitui.executor.limits import Limits
 from nkitui.executor.timing import TimingPolicy
 
-if TYPE_CHECKING:  # bound at run time by _bind_types(): the evaluator imports this module before numpy
+if TYPE_CHECKING:  # bound at run time by bind_types(): the evaluator imports this module before numpy
     from nkitui.evaluate.numerics.audit import NumericsAudit
     from nkitui.evaluate.numerics.metrics import OutputMetrics
     from nkitui.evaluate.numerics.tolerance import TolerancePolicy
@@ -44,9 +44,11 @@ STATUSES = FINISHED_STATUSES + UNFINISHED_STATUSES
 _bound = False
 
 
-def _bind_types() -> None:
+def bind_types() -> None:
     """Import the nested records' types (numerics, perf) on first encode or decode, so that importing
-    this module stays cheap for the worker's first event."""
+    this module stays cheap for the worker's first event. The parent calls it on a thread while the
+    worker runs (nkitui.evaluate.run.start); a second caller meanwhile waits on the import locks and
+    binds the same classes again, which is harmless."""
     global _bound
     if _bound:
         return
@@ -322,7 +324,7 @@ class RunResult(Record):
     # -- JSON ------------------------------------------------------------------------------------
     def to_dict(self) -> dict[str, Any]:
         """Strict JSON: NaN and infinities anywhere become "nan", "inf", "-inf"."""
-        _bind_types()
+        bind_types()
         # no credential shape (an AWS key a kernel printed, say) is ever stored or committed
         encoded: dict[str, Any] = redact_obj(strict_json(encode_versioned(self, SCHEMA_NAME, SCHEMA_VERSION)))
         return encoded
@@ -332,7 +334,7 @@ class RunResult(Record):
 
     @classmethod
     def from_dict(cls, d: Any, where: str = "") -> "RunResult":
-        _bind_types()
+        bind_types()
         try:
             decoded: RunResult = decode_versioned(cls, d, SCHEMA_NAME, SCHEMA_VERSION, migrations={1: upgrade_v1},
                                                   what="run result")

@@ -41,6 +41,7 @@ LOG_EXCERPT_LINES = 80
 _STATUS_FOR_EXIT = {
     "timeout": "timeout", "cancelled": "cancelled", "crash": "crashed", "memory-limit": "memory-limit",
     "cpu-limit": "cpu-limit", "killed": "killed", "internal": "internal-error", "start-failed": "internal-error",
+    "disk-limit": "crashed",
 }
 
 
@@ -134,7 +135,22 @@ def start_evaluation(
                 extra.append(ErrorEvent(kind="store-failed", message=f"the run result could not be saved: {exc}"))
         return result, [*extra, ResultEvent(result.to_dict())]
 
-    return start_worker(job, finalizer=finalize, on_event=on_event)
+    handle = start_worker(job, finalizer=finalize, on_event=on_event)
+    # the result's nested record types (numerics, perf: numpy and the numerics modules, ~0.3-0.5 s
+    # of CPU) are imported while the worker runs, not after it ends, where they delayed every result
+    threading.Thread(target=warm_result_types, name=f"nkitui-result-types-{job.run_id}", daemon=True).start()
+    return handle
+
+
+def warm_result_types() -> None:
+    """Import what decoding the worker's result needs (RunResult's nested types). A failure is left
+    to the decode, which imports them again and reports."""
+    from nkitui.evaluate.run import result as result_module
+
+    try:
+        result_module.bind_types()
+    except Exception:  # noqa: BLE001 - the decode in finalize imports again and reports
+        pass
 
 
 def _silent_exit_error(outcome: WorkerOutcome) -> ErrorEvent:

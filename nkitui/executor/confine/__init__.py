@@ -211,6 +211,8 @@ def release(pid: int) -> None:
 
 
 SDK_PACKAGES = ("nki", "neuronxcc")
+SDK_THREADS = ("no threads or signal handlers for task code (at Python level: threads allowed for the Neuron SDK's "
+               "own code)")
 
 
 def sdk_backend_possible(backend: str, python_path: Sequence[str] = (), extra_env: Mapping[str, str] | None = None) -> bool:
@@ -317,8 +319,15 @@ def refuse_threads() -> tuple[str | None, str | None]:
 
     if entering.entered_policy is None:
         return None, "threads allowed: the process did not enter the confinement"
-    if entering.entered_policy.processes:
-        return None, "threads allowed: the backend runs the Neuron SDK, which starts its own"
+    if entering.entered_policy.processes:  # the SDK's runtime starts threads: refused to task code only
+        from nkitui.executor.confine.threads import refuse_for_task_code
+        from nkitui.executor.sandbox import current_guard
+
+        guard = current_guard()
+        why = refuse_for_task_code(guard.task_root if guard is not None else "")
+        if why is not None:
+            return None, why
+        return SDK_THREADS, None
     from nkitui.executor.confine.threads import refuse_threads as refuse
 
     why = refuse()

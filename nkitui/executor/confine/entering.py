@@ -28,8 +28,8 @@ SYSTEM_READ_FILES = ("/etc/ld.so.cache", "/etc/ld.so.conf", "/etc/localtime", "/
                      "/dev/zero", "/proc/cpuinfo", "/proc/meminfo", "/proc/sys/vm/overcommit_memory")
 SYSTEM_RW_FILES = ("/dev/null", "/dev/full")
 # With processes allowed (the simulator and neuron backends run the SDK's compiler, runtime and
-# profiler, whose needs are not known file by file): everything may be read, writes still go only
-# to the scratch folder, the Neuron devices and the SDK's compile cache.
+# profiler, whose needs are not known file by file): the system's folders may be read (sdk_read_roots),
+# writes still go only to the scratch folder, the Neuron devices and the SDK's compile cache.
 PROCESS_WRITE_ROOTS = ("/var/tmp/neuron-compile-cache",)
 PROCESS_DEVICE_GLOB = "/dev/neuron*"
 FAKE_TOOL_LOG = "NKITUI_FAKE_TOOL_LOG"  # test-only: the fake SDK tools append their command lines there
@@ -56,8 +56,8 @@ def read_roots(policy: ConfinementPolicy) -> list[str]:
     candidates += [p for p in sys.path if p]
     candidates += list(SYSTEM_READ_DIRS)
     candidates += [str(p) for p in policy.readable]
-    if policy.processes:
-        return [os.sep]
+    if policy.processes:  # the SDK's tools: the system's folders, and where its programs are installed
+        candidates += sdk_read_roots() + sdk_tool_roots(os.environ.get("PATH", ""))
     for entry in candidates:
         real = os.path.realpath(entry)
         if not os.path.exists(real) or real == os.sep or _under(scratch, real):
@@ -67,6 +67,52 @@ def read_roots(policy: ConfinementPolicy) -> list[str]:
             real = package  # an editable/source checkout: its nkitui package, not the repository around it
         if real not in roots:
             roots.append(real)
+    return roots
+
+
+# With processes allowed (the simulator and neuron backends run the Neuron SDK's compiler, runtime and
+# profiler, whose needs are not known file by file) the system's folders may be read, never the ones that
+# hold users' files and secrets; the Python installation and the scratch folder are granted as always.
+PRIVATE_TOP_LEVEL = frozenset({"home", "root", "tmp", "run", "mnt", "media", "srv", "lost+found", "snap", "var",
+                               "workspace", "work", "data"})
+SDK_VAR_DIRS = ("/var/lib", "/var/cache", "/var/log")  # not /var/tmp, /var/run, /var/mail, /var/spool
+
+
+def sdk_read_roots() -> list[str]:
+    """Every top-level folder of / but the users' ones (PRIVATE_TOP_LEVEL), and the system parts of /var:
+    /usr, /opt (the SDK: /opt/aws/neuron), /etc, /proc, /sys, /dev, /lib*, ... Folders a site mounts for
+    its users' data under other names are not known here: they stay readable (the report says reads are
+    limited to the system's folders, not what those are)."""
+    roots: list[str] = []
+    try:
+        names = sorted(os.listdir(os.sep))
+    except OSError:
+        names = []
+    for name in names:
+        path = os.path.join(os.sep, name)
+        if name in PRIVATE_TOP_LEVEL or not os.path.isdir(path) or os.path.islink(path):
+            continue
+        roots.append(path)
+    roots += [p for p in SDK_VAR_DIRS if os.path.isdir(p)]
+    return roots
+
+
+NEURON_TOOLS = ("neuron-ls", "neuron-profile", "neuron-explorer", "neuronx-cc", "neuron-top")
+
+
+def sdk_tool_roots(path_env: str) -> list[str]:
+    """Every folder on PATH (the programs the SDK runs), and for a folder holding a Neuron tool the
+    installation around it: its parent (/opt/aws/neuron for /opt/aws/neuron/bin), and for a
+    bin/<group>/ layout the folder above bin (tools that read their data files next to bin/)."""
+    roots: list[str] = []
+    for entry in (p for p in path_env.split(os.pathsep) if p):
+        roots.append(entry)
+        if not any(os.path.isfile(os.path.join(entry, tool)) for tool in NEURON_TOOLS):
+            continue
+        parent = os.path.dirname(os.path.realpath(entry))
+        roots.append(parent)
+        if os.path.basename(parent) == "bin":
+            roots.append(os.path.dirname(parent))
     return roots
 
 
@@ -189,10 +235,10 @@ def enter_now(policy: ConfinementPolicy) -> ConfinementReport:
         active.append("landlock")
         details.append(f"landlock ABI {applied.abi}" + ("" if applied.scoped else " (signals not scoped: ABI < 6)"))
         landlock_net = applied.network
-        if not policy.processes:
-            _tell_guard(readable + read_files)
+        _tell_guard(readable + read_files)
         if policy.processes:
-            degraded.append("reads not restricted: the backend runs the Neuron SDK's own tools")
+            details.append("reads: the system's folders (/usr, /opt, /etc, /proc, /sys, /dev ...), not the users' "
+                           "(/home, /root, /tmp, /run, /mnt, /var/tmp ...): the backend runs the Neuron SDK's own tools")
         if threads > 1:
             degraded.append(f"landlock binds only the calling thread: {threads - 1} other thread(s) were already running")
     except landlock.LandlockUnavailable as exc:

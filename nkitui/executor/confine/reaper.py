@@ -21,6 +21,11 @@ import shutil
 import signal
 import sys
 import time
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # annotations only: the reaper starts with as little as it can
+    from collections.abc import Callable
+    from typing import Any
 
 
 def start_time(pid: int) -> int | None:
@@ -51,7 +56,28 @@ def reap(watched: dict[int, tuple[int | None, str]]) -> None:
         while start is not None and start_time(pid) == start and time.monotonic() < deadline:
             time.sleep(0.02)
         if scratch and os.path.basename(scratch).startswith("nkitui-"):
-            shutil.rmtree(scratch, ignore_errors=True)
+            for _ in range(8):  # the children are dead: nothing races the chmods; each pass opens a level
+                if not os.path.lexists(scratch) or os.path.islink(scratch):
+                    break
+                shutil.rmtree(scratch, onerror=_unlocker(scratch))
+
+
+def _unlocker(root: str) -> Callable[[Any, str, Any], None]:
+    """A folder a kernel made unreadable (chmod 0): its owner takes the rights back, only strictly
+    inside the scratch folder (never its parent, /tmp), never through a link."""
+    inside = root.rstrip(os.sep) + os.sep
+
+    def unlock(func: Any, path: str, _exc_info: Any) -> None:  # shutil.rmtree's onerror signature
+        for target in (path, os.path.dirname(path)):
+            if not (target == root or str(target).startswith(inside)):
+                continue
+            try:
+                if os.path.isdir(target) and not os.path.islink(target):
+                    os.chmod(target, 0o700)
+            except OSError:
+                pass
+
+    return unlock
 
 
 def main() -> int:

@@ -17,7 +17,11 @@ What the filter does, in order:
     the docker daemon, an ssh or gpg agent or the session bus, and Landlock does not mediate
     connect() on them); socketpair(AF_UNIX) stays, an unnamed pair cannot reach anything;
   * prctl cannot clear the parent-death signal (PR_SET_PDEATHSIG), change the memory map
-    (PR_SET_MM) or name a ptracer; personality only reads (0xffffffff) or keeps PER_LINUX;
+    (PR_SET_MM), name a ptracer or make the process undumpable (PR_SET_DUMPABLE: the parent's disk
+    watch reads /proc/<child>/fd); personality only reads (0xffffffff) or keeps PER_LINUX;
+  * limits and priorities only of the process itself: prlimit64 with pid 0 or its own (a same-user
+    process could otherwise lower nkitui's or the user's shell's limits), setpriority only
+    PRIO_PROCESS of itself (PRIO_USER would renice every process of the user);
     ioctl(TIOCSTI/TIOCLINUX) cannot push keystrokes into a terminal.
 Denied calls return EPERM (never kill) so Python raises a clean PermissionError that the in-process
 guard can attribute to the task's file:line.
@@ -50,7 +54,8 @@ CLONE_THREAD = 0x00010000
 # namespace flags: a "thread" may not also ask for new namespaces
 CLONE_NAMESPACES = 0x00020000 | 0x02000000 | 0x04000000 | 0x08000000 | 0x10000000 | 0x20000000 | 0x40000000 | 0x80
 AF_UNIX = 1
-PR_SET_PDEATHSIG, PR_SET_MM, PR_SET_PTRACER = 1, 35, 0x59616D61
+PR_SET_PDEATHSIG, PR_SET_DUMPABLE, PR_SET_MM, PR_SET_PTRACER = 1, 4, 35, 0x59616D61
+PRIO_PROCESS = 0
 TIOCSTI, TIOCLINUX = 0x5412, 0x541C
 PERSONALITY_QUERY, PER_LINUX = 0xFFFFFFFF, 0
 FATAL_SIGNALS = (4, 6, 7, 8, 11)  # SIGILL, SIGABRT, SIGBUS, SIGFPE, SIGSEGV: the same on x86_64 and aarch64
@@ -66,6 +71,9 @@ ALWAYS_DENIED = (
     "fsopen", "fsconfig", "fsmount", "fspick", "name_to_handle_at", "open_by_handle_at",
     "init_module", "finit_module", "delete_module", "kexec_load", "kexec_file_load", "reboot", "swapon",
     "swapoff", "acct", "quotactl", "lookup_dcookie", "vhangup", "iopl", "ioperm", "modify_ldt", "uselib",
+    # leaving the run's session or process group: a process the SDK backends may start (or task code
+    # there) would outlive the run, since the parent kills the worker's process group
+    "setsid", "setpgid",
 )
 PROCESS_CALLS = ("execve", "execveat", "fork", "vfork")
 
@@ -130,7 +138,8 @@ def build_filter(spec: FilterSpec, arch: int, table: dict[str, int]) -> bytes:
     for name in denied:
         if name in table:
             a.jump(_JEQ_K, table[name], "eperm", 0)
-    special: list[tuple[str, str]] = [("prctl", "prctl"), ("personality", "personality"), ("ioctl", "ioctl")]
+    special: list[tuple[str, str]] = [("prctl", "prctl"), ("personality", "personality"), ("ioctl", "ioctl"),
+                                      ("prlimit64", "self_or_zero"), ("setpriority", "setpriority")]
     if not spec.processes:
         a.jump(_JEQ_K, table["clone3"], "enosys", 0)
         special += [("clone", "clone"), ("kill", "own_pid"), ("tgkill", "own_pid"),
@@ -143,9 +152,19 @@ def build_filter(spec: FilterSpec, arch: int, table: dict[str, int]) -> bytes:
 
     a.label("prctl")
     a.load_arg_low(0)
-    for option in (PR_SET_PDEATHSIG, PR_SET_MM, PR_SET_PTRACER):
+    for option in (PR_SET_PDEATHSIG, PR_SET_DUMPABLE, PR_SET_MM, PR_SET_PTRACER):
         a.jump(_JEQ_K, option, "eperm", 0)
     a.ret(SECCOMP_RET_ALLOW)
+    a.label("setpriority")  # (which, who): PRIO_PROCESS of itself only
+    a.load_arg_low(0)
+    a.jump(_JEQ_K, PRIO_PROCESS, 0, "eperm")
+    a.load_arg_low(1)
+    a.jump(_JEQ_K, 0, "allow", 0)
+    a.jump(_JEQ_K, spec.own_pid & 0xFFFFFFFF, "allow", "eperm")
+    a.label("self_or_zero")  # prlimit64(pid, ...): 0 is the caller
+    a.load_arg_low(0)
+    a.jump(_JEQ_K, 0, "allow", 0)
+    a.jump(_JEQ_K, spec.own_pid & 0xFFFFFFFF, "allow", "eperm")
     a.label("personality")
     a.load_arg_low(0)
     a.jump(_JEQ_K, PERSONALITY_QUERY, "allow", 0)

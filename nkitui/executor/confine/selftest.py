@@ -44,6 +44,9 @@ PROBES: dict[str, tuple[str, tuple[str, ...]]] = {
     "ptrace-parent": ("attach to the parent with ptrace", ("seccomp",)),
     "io-uring": ("set up io_uring (file I/O the filter cannot see)", ("seccomp",)),
     "clear-pdeathsig": ("clear the parent-death signal", ("seccomp",)),
+    "limits-other": ("read or change another process's limits (prlimit on the parent)", ("seccomp",)),
+    "renice-others": ("renice the parent's process group (setpriority PRIO_PGRP)", ("seccomp",)),
+    "undumpable": ("change its dumpable flag (hides its open files from the disk watch)", ("seccomp",)),
     "threads": ("start threads before nkitui's setup is done (must keep working for BLAS)", ()),
     "threads-after-setup": ("start a thread once nkitui's setup is done (pthread_create through ctypes)", ("seccomp",)),
     "signal-handler-after-setup": ("install a signal handler once nkitui's setup is done (a fresh _signal module)",
@@ -232,6 +235,22 @@ def _child(spec_path: str) -> int:
         return checked(lib.prctl(ctypes.c_int(1), ctypes.c_ulong(0), ctypes.c_ulong(0), ctypes.c_ulong(0),
                                  ctypes.c_ulong(0)))
 
+    def limits_other() -> object:
+        import resource
+
+        return resource.prlimit(ppid, resource.RLIMIT_CORE)  # a read: harmless if it escapes
+
+    def renice_others() -> str:
+        group = os.getpgid(ppid)
+        os.setpriority(os.PRIO_PGRP, group, os.getpriority(os.PRIO_PGRP, group))  # the same value: harmless
+        return "reniced"
+
+    def undumpable() -> int:
+        import ctypes
+
+        return checked(libc().prctl(ctypes.c_int(4), ctypes.c_ulong(1), ctypes.c_ulong(0), ctypes.c_ulong(0),
+                                    ctypes.c_ulong(0)))  # PR_SET_DUMPABLE 1: no change, still refused
+
     attempts = {
         "write-outside": lambda: Path(outside, "escape.txt").write_text("escaped"),
         "write-dirfd": dirfd_write,
@@ -249,6 +268,9 @@ def _child(spec_path: str) -> int:
         "ptrace-parent": ptrace,
         "io-uring": io_uring,
         "clear-pdeathsig": clear_pdeathsig,
+        "limits-other": limits_other,
+        "renice-others": renice_others,
+        "undumpable": undumpable,
         "threads": threads,
     }
     for name, fn in attempts.items():

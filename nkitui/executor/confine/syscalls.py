@@ -27,6 +27,7 @@ X86_64: dict[str, int] = {
     "io_uring_setup": 425, "io_uring_enter": 426, "io_uring_register": 427, "open_tree": 428,
     "move_mount": 429, "fsopen": 430, "fsconfig": 431, "fsmount": 432, "fspick": 433, "pidfd_open": 434,
     "clone3": 435, "pidfd_getfd": 438, "process_madvise": 440, "mount_setattr": 442,
+    "setpriority": 141, "prlimit64": 302, "setpgid": 109, "setsid": 112,
 }
 
 AARCH64: dict[str, int] = {
@@ -42,6 +43,7 @@ AARCH64: dict[str, int] = {
     "io_uring_setup": 425, "io_uring_enter": 426, "io_uring_register": 427, "open_tree": 428,
     "move_mount": 429, "fsopen": 430, "fsconfig": 431, "fsmount": 432, "fspick": 433, "pidfd_open": 434,
     "clone3": 435, "pidfd_getfd": 438, "process_madvise": 440, "mount_setattr": 442,
+    "setpriority": 140, "prlimit64": 261, "setpgid": 154, "setsid": 157,
 }
 
 # Landlock's three calls have one number on every architecture.

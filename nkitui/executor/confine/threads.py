@@ -26,6 +26,7 @@ import sys
 import threading
 from collections.abc import Callable
 from contextvars import Context
+from types import FrameType
 from typing import Any
 
 _lock = threading.Lock()
@@ -72,6 +73,71 @@ def refuse_threads() -> str | None:
     return None
 
 
+def refuse_for_task_code(task_root: str) -> str | None:
+    """The SDK backends: the Neuron SDK's runtime starts threads of its own (and its Python code may install
+    signal handlers), so the kernel's per-thread filter cannot be stacked on the thread that runs task code.
+    Instead a thread start or a signal handler is refused at Python level when task code asks for it: a
+    frame of the task's files anywhere on the stack, or a target or handler whose code is the task's.
+    Returns None when installed, else why not."""
+    import _thread
+    import signal
+
+    import _signal  # type: ignore[import-not-found]  # the C half of signal has no stub
+
+    if not task_root:
+        return "threads allowed: the task's folder is not known here"
+    prefixes = (task_root.rstrip(os.sep) + os.sep, os.path.realpath(task_root) + os.sep)
+    with _lock:
+        if _state["refused"]:
+            return None
+        original = _thread.start_new_thread
+        _state["original"] = original
+
+        def start(function: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any] | None = None) -> int:
+            target = getattr(getattr(function, "__self__", None), "_target", None)  # threading.Thread's target
+            if _task_asks(prefixes, function, target):
+                return _refusing_start(function, args, kwargs)
+            return int(original(function, args, kwargs or {}))
+
+        _thread.start_new_thread = start
+        if hasattr(_thread, "start_new"):
+            _thread.start_new = start
+        threading._start_new_thread = start  # type: ignore[attr-defined]  # threading's own alias, read by Thread.start
+        for module in (signal, _signal):
+            for name in _SIGNAL_FUNCTIONS:
+                if hasattr(module, name):
+                    setattr(module, name, _refusing_for_task(prefixes, getattr(module, name), f"signal.{name}"))
+        _state["refused"] = True
+    return None
+
+
+def _task_asks(prefixes: tuple[str, ...], *functions: Any) -> bool:
+    """Is task code asking: a frame of the task's files anywhere on the stack, or one of `functions`
+    (a thread's target, a signal handler) written in them?"""
+    for fn in functions:
+        code = getattr(fn, "__code__", None)
+        if code is not None and code.co_filename.startswith(prefixes):
+            return True
+    frame: FrameType | None = sys._getframe(2)
+    while frame is not None:
+        if frame.f_code.co_filename.startswith(prefixes):
+            return True
+        frame = frame.f_back
+    return False
+
+
+def _refusing_for_task(prefixes: tuple[str, ...], original: Callable[..., Any], name: str) -> Callable[..., Any]:
+    refuse = _refusing_signal(name)
+
+    def call(*args: Any, **kwargs: Any) -> Any:
+        if _task_asks(prefixes, *args[1:2]):
+            return refuse(*args, **kwargs)
+        return original(*args, **kwargs)
+
+    call.__name__ = call.__qualname__ = name.rpartition(".")[2]
+    return call
+
+
 def _refusing_start(function: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any] | None = None) -> int:
     helper = _state["helper"]
     if helper is not None and threading.get_ident() == helper.ident:
@@ -101,7 +167,7 @@ def _refuse_signal_handlers() -> None:
     saved) with no audit event. The seccomp program of refuse_threads refuses the same in the kernel."""
     import signal
 
-    import _signal  # type: ignore[import-not-found]  # the C half of signal has no stub
+    import _signal
 
     for module in (signal, _signal):
         for name in _SIGNAL_FUNCTIONS:
