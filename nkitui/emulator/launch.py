@@ -23,7 +23,7 @@ from typing import Any, Callable, Final, cast
 
 import numpy as np
 
-from nkitui.emulator import devmem, provenance
+from nkitui.emulator import devmem, provenance, replaylog
 from nkitui.emulator import dtypes as dt
 from nkitui.emulator.blas import single_threaded
 from nkitui.emulator.config import Options, current_options
@@ -165,17 +165,17 @@ def _to_tensor(run: Run, value: object, name: str, cls: type[Tensor], writebacks
             # harness's inputs already do (wrapped as they are); any other array is copied there and
             # gets the kernel's writes back when the launch ends
             if not need_copy and devmem.owns(arr):
-                return run.wrap_array(arr, name, cls, d)
+                return _input(run.wrap_array(arr, name, cls, d), value)
             stored = devmem.copy_of(arr, dt.storage_dtype(d, run.precise))
-            t = run.wrap_array(stored, name, cls, d)
+            t = _input(run.wrap_array(stored, name, cls, d), value)
             writebacks.append((value, t))
             return t
         if need_copy and run.execute:
             stored = np.ascontiguousarray(arr, dtype=dt.storage_dtype(d, run.precise))
-            t = run.wrap_array(stored, name, cls, d)
+            t = _input(run.wrap_array(stored, name, cls, d), value)
             writebacks.append((value, t))
             return t
-        t = run.wrap_array(arr, name, cls, d)
+        t = _input(run.wrap_array(arr, name, cls, d), value)
         return t
     if hasattr(value, "shape") and hasattr(value, "dtype") and not isinstance(value, (int, float, complex)):
         if run.execute:
@@ -195,6 +195,14 @@ def _to_tensor(run: Run, value: object, name: str, cls: type[Tensor], writebacks
     if isinstance(value, (list, tuple)) and any(isinstance(v, np.ndarray) for v in value):
         return type(value)(_to_tensor(run, v, f"{name}[{i}]", cls, writebacks) for i, v in enumerate(value))
     return value
+
+
+def _input(t: Tensor, original: object) -> Tensor:
+    """The harness's array `original` wrapped as `t`: the replayable log names it by its position."""
+    rec = replaylog.active()
+    if rec is not None:
+        rec.note_input(t.storage, original)
+    return t
 
 
 def _arrays_in(values: Iterable[object]) -> list[np.ndarray]:
@@ -257,6 +265,9 @@ def _output(run: Run, value: object, name: str = "output") -> object:
             out = out.view(st.dtype.host)
         if provenance.collecting():
             provenance.note(out, st, run.kernel_name, "returned", run.received)
+        rec = replaylog.active()
+        if rec is not None:
+            rec.note_output(out, value)
         return out
     if isinstance(value, tuple):
         return tuple(_output(run, v, f"{name}[{i}]") for i, v in enumerate(value))
@@ -313,9 +324,14 @@ def run_kernel(kernel: Kernel, args: tuple[object, ...], kwargs: Mapping[str, ob
     gc_was_enabled = gc.isenabled()
     gc.disable()
     try:
+        rec = replaylog.active()
+        if rec is not None:
+            rec.body = True
         with single_threaded():
             result = kernel.frontend.execute(run, kernel, targs, tkwargs, programs)
     finally:
+        if rec is not None:
+            rec.body = False
         if gc_was_enabled:
             gc.enable()
         np.seterr(**saved_err)
@@ -334,6 +350,12 @@ def run_kernel(kernel: Kernel, args: tuple[object, ...], kwargs: Mapping[str, ob
             if t.storage.id in run.written_inputs:
                 provenance.note(copied_from.get(id(t.storage), t.storage.data), t.storage, kernel.name, "argument",
                                 run.received)
+    rec = replaylog.active()
+    if rec is not None:  # outputs written into argument arrays: the replay finds them in those storages
+        copied = {id(t.storage): original for original, t in writebacks}
+        for _, t in arg_tensors:
+            if t.storage.id in run.written_inputs:
+                rec.note_output(copied.get(id(t.storage), t.storage.data), t)
     info = RunInfo(kernel.name, grid, run.instructions, dict(run.engine_counts), wall, list(run.diagnostics),
                    run.alloc.sbuf_peak, run.alloc.psum_peak, trace,
                    {"target": run.target.name, "precise": run.precise, "execute": run.execute}, written)

@@ -19,6 +19,7 @@ from typing import Any, SupportsInt, cast
 import numpy as np
 
 from nkitui.emulator import dtypes as dt
+from nkitui.emulator import replaylog as _replaylog
 from nkitui.emulator import state
 from nkitui.emulator.config import Options
 from nkitui.emulator.errors import NKIEmulatorError, NKIEmulatorWarning, kernel_frame
@@ -194,6 +195,8 @@ class Run:
         data = new_array(shape, d, self.precise, fill) if self.execute else None
         st = Storage(name, memory, shape, d, data, pax, kind)
         st.loop_depth = len(self.loops)
+        if _replaylog._rec is not None:  # how the replay makes the same fresh storage
+            _replaylog._rec.note_storage(st, fill)
         if d is dt.tfloat32:
             st.lossy = self.precise
         if track:

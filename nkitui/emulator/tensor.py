@@ -25,7 +25,7 @@ from typing import Any, NoReturn, Self
 import numpy as np
 import numpy.typing as npt
 
-from nkitui.emulator import devmem, state
+from nkitui.emulator import devmem, replaylog, state
 from nkitui.emulator import dtypes as dt
 from nkitui.emulator.errors import IndexingError, OutOfBoundsError
 from nkitui.emulator.memory import Storage
@@ -584,6 +584,8 @@ class Tensor:
         """The view's cells in storage dtype (a numpy view for range views, a copy for gathers)."""
         if TASK_ROOTS:
             _refuse_task_caller("array")
+        if replaylog._rec is not None:  # a host read of device values: the replay notes data dependence
+            replaylog.host_read()
         if self.gather_indices is not None:
             return self.storage.data[self.gather_indices]
         return self._cells()

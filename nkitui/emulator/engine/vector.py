@@ -792,3 +792,31 @@ def nc_stream_shuffle(dst: Tensor, src: Tensor, shuffle_mask: Iterable[SupportsI
             if sp < s.shape[0]:
                 cur[p] = s[sp]
     write(run, dst, cur.reshape(dst.shape))
+
+
+def assign_values(dst: Tensor, value: Tensor, where: Mask = None) -> None:
+    """`t[...] = expr` with the instruction that produced `value` retargeted at `dst` (legacy front end):
+    the result's values land in `dst` (an instruction of the replayable log, like the others)."""
+    run = current()
+    if not run.execute:
+        return write(run, dst, None)
+    vals = value.array() if value.storage.dtype is dst.storage.dtype else value.read_f32()
+    if vals.shape != dst.shape and vals.size == dst.size:
+        vals = vals.reshape(dst.shape)
+    write(run, dst, np.broadcast_to(vals, dst.shape), where)
+
+
+def psum_accumulate(target: Tensor, other: Tensor) -> None:
+    """`psum += nc_matmul(...)` (legacy front end): the matmul's result accumulates into the PSUM tile in
+    fp32; cells no instruction wrote yet open the accumulation group (they count as zero)."""
+    run = current()
+    if not run.execute:
+        return write(run, target, None, accumulate=True)
+    vals = other.read_f32()
+    if vals.shape != target.shape:
+        vals = vals.reshape(target.shape) if vals.size == target.size else np.broadcast_to(vals, target.shape)
+    base = target.read_f32()
+    fresh = target.unwritten()
+    if fresh is not None:
+        base = np.where(fresh, np.float32(0), base)
+    write(run, target, base + vals, accumulate=True)

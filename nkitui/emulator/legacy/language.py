@@ -987,13 +987,7 @@ def _assign(dst: Tensor, value: Tensor, temp: bool) -> None:
             value, dst = narrow(value, written.box), narrow(dst, written.box)
         where = written.where if (written is not None and value.shape == dst.shape) else None
         dst.check_bounds("tensor assignment")
-        if run.execute:
-            vals = value.array() if value.storage.dtype is dst.storage.dtype else value.read_f32()
-            if vals.shape != dst.shape and vals.size == dst.size:
-                vals = vals.reshape(dst.shape)
-            _write(run, dst, np.broadcast_to(vals, dst.shape), where)
-        else:
-            _write(run, dst, None)
+        engine.assign_values(dst, value, where)
         run.retargeted(value.storage, dst.storage, dst)
         if ins is not None:
             ins.writes = (dst.access(),)
@@ -1051,17 +1045,7 @@ def _inplace(target: LegacyTensor, other: Operand, opname: str) -> None:
         run.alloc.matmul_fused(other.storage)
         run.retargeted(other.storage, target.storage, target)  # the matmul wrote the accumulator
         ins = other._matmul_instruction if run.recording else None
-        if run.execute:
-            vals = other.read_f32()
-            if vals.shape != target.shape:
-                vals = vals.reshape(target.shape) if vals.size == target.size else np.broadcast_to(vals, target.shape)
-            base = target.read_f32()
-            fresh = target.unwritten()
-            if fresh is not None:  # the compiler opens the accumulation group with this matmul
-                base = np.where(fresh, np.float32(0), base)
-            _write(run, target, base + vals, accumulate=True)
-        else:
-            _write(run, target, None, accumulate=True)
+        engine.psum_accumulate(target, other)  # fresh cells open the accumulation group (the compiler's)
         if isinstance(ins, Instruction):  # (True: a matmul recorded outside a trace)
             ins.writes = (target.access(),)
             ins.out_mem = target.storage.memory

@@ -16,6 +16,7 @@ from __future__ import annotations
 import ast
 import json
 import os
+import stat
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -66,13 +67,38 @@ class KernelRun:
     error: dict[str, Any] | None = None
     host_compute: str | None = None  # why an output does not count as the device's
     trace_json: Any = None  # a Trace (binary form), a dict (JSON form), or None
+    replay: "ReplayOutcome | None" = None  # the out-of-process replay of the launch's instruction log
+    replay_job: Any = None  # () -> ReplayOutcome: the replay to run (the caller may run it on a thread)
+
+
+@dataclass
+class ReplayOutcome:
+    """What the replay of a launch's instruction log found (nkitui.emulator.replay).
+
+    status: `exact` (the replay's outputs equal the reported ones bit for bit), `mismatch` (they differ:
+    the kernel process's report is not what its instructions computed), `invalid` (the log is malformed,
+    missing, or does not replay), `unavailable` (the log holds something the replay cannot run yet)."""
+
+    status: str
+    detail: str
+    file: str | None = None
+    line: int | None = None
+    data_dependent: str | None = None
+    log: Any = None  # the parsed log (exact replays only: stage 2 replays it on fresh inputs)
+
+    @property
+    def failed(self) -> bool:
+        return self.status in ("mismatch", "invalid")
 
 
 class KernelProcess:
-    def __init__(self, child: UntrustedChild, task: Any, *, device_provenance: bool) -> None:
+    def __init__(self, child: UntrustedChild, task: Any, *, device_provenance: bool, replay: bool = True,
+                 target: str = "trn2") -> None:
         self.child = child
         self.task = task
         self.device_provenance = device_provenance
+        self.replay = device_provenance and replay  # the emulator's launches: replayed out of the kernel's process
+        self.target = target
         names = [spec.name for spec in task.outputs]
         self.names = names
         self.max_elements = {spec.name: spec.size * 4 + 1024 for spec in task.outputs}
@@ -93,11 +119,15 @@ class KernelProcess:
         return metas
 
     def run(self, inputs: dict[str, np.ndarray], *, precise: bool, trace: bool = False, what: str = "the kernel",
-            source: str | None = None, keep: bool = False) -> KernelRun:
-        """One launch on `inputs` (natural layout). ChildGone propagates (the process died)."""
+            source: str | None = None, keep: bool = False, replay: bool = False) -> KernelRun:
+        """One launch on `inputs` (natural layout). ChildGone propagates (the process died). `replay`: record
+        the launch's instruction log and replay it here (the emulator's seeds; see nkitui.emulator.replay)."""
+        replay = replay and self.replay
         rid, folder = self.child.folder()
         metas = self._write_inputs(folder, inputs)
         fields: dict[str, Any] = {"inputs": metas, "precise": precise, "trace": trace, "what": what}
+        if replay and source is None:
+            fields["replay"] = True
         if source is not None:
             fields["source"] = source
         reply = self.child.request("run", rid=rid, folder=folder, **fields)
@@ -118,6 +148,11 @@ class KernelProcess:
             run.host_compute = _host_compute(reply.get("provenance"), self.names)
         if trace and isinstance(reply.get("trace"), str):
             run.trace_json = _read_trace(folder / "out", reply["trace"], self.child.scratch_root, soon=True)
+        if replay and source is None:  # the log's bytes now (the folder goes); the replay may run on a thread
+            kernel_inputs = [to_kernel_layout(spec, np.asarray(inputs[spec.name])) for spec in self.task.inputs]
+            data = read_replay_log(folder / "out", reply.get("replay"))
+            target = self.target
+            run.replay_job = lambda: replay_launch(data, kernel_inputs, raw, target=target, precise=precise)
         if not keep:
             self.child.forget(folder)
         return run
@@ -149,10 +184,77 @@ class KernelProcess:
             if result.host_compute is not None:
                 raise KernelRunFailed({"kind": "host-compute", "message": f"{options.label}: {result.host_compute}",
                                        "file": None, "line": None, "traceback": ""})
+            if result.replay is not None and result.replay.failed:
+                raise KernelRunFailed({"kind": "host-compute", "message": f"{options.label}: {result.replay.detail}",
+                                       "file": result.replay.file, "line": result.replay.line, "traceback": ""})
             assert result.outputs is not None
             return result.outputs
 
         return run
+
+
+MAX_REPLAY_BYTES = 2 << 30
+
+
+def read_replay_log(folder: Path, name: Any) -> bytes | str:
+    """The log's bytes, or why there are none (a link, too large, not sent)."""
+    if not isinstance(name, str) or name != "replay.bin":
+        return "the kernel's process sent no instruction log for this launch"
+    path = folder / name
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError as exc:
+        return f"the instruction log could not be opened: {exc.strerror or exc}"
+    with os.fdopen(fd, "rb") as f:
+        st = os.fstat(f.fileno())
+        if not stat.S_ISREG(st.st_mode) or st.st_size > MAX_REPLAY_BYTES:
+            return "the instruction log is not a regular file, or larger than 2 GiB"
+        data = f.read(st.st_size + 1)  # bounded by the size checked above (a read of the cap would reserve it)
+        if len(data) > st.st_size:
+            return "the instruction log grew while it was read"
+        return data
+
+
+def replay_launch(data: bytes | str, inputs: list[np.ndarray], reported: dict[str, np.ndarray], *,
+                  target: str, precise: bool) -> ReplayOutcome:
+    """Replay the launch's instruction log here (a process that never imported task code) and compare
+    its outputs with the ones the kernel's process reported, bit for bit."""
+    from nkitui.emulator import replay
+
+    if isinstance(data, str):
+        return ReplayOutcome("invalid", data)
+    try:
+        log = replay.unpack(data)
+    except replay.ReplayFormatError as exc:
+        return ReplayOutcome("invalid", str(exc))
+    if log.unavailable is not None:
+        file, line = _split_location(log.unavailable)
+        return ReplayOutcome("unavailable", f"replay unavailable: {log.unavailable[:300]}", file, line)
+    try:
+        outputs = replay.replay(log, inputs, target=target, precise=precise)
+    except replay.ReplayError as exc:
+        file, line = _split_location(exc.location)
+        return ReplayOutcome("invalid", f"the instruction log does not replay: {exc}"
+                             + (f" (kernel line {exc.location})" if exc.location else ""), file, line)
+    except Exception as exc:  # noqa: BLE001 - whatever a hostile log makes the replay meet is the log's fault
+        return ReplayOutcome("invalid", f"the instruction log does not replay: {type(exc).__name__}: {str(exc)[:200]}")
+    diff = replay.first_difference(reported, outputs)
+    if diff is not None:
+        last = log.events[-1][3] if log.events else ""
+        file, line = _split_location(last)
+        return ReplayOutcome("mismatch", f"the outputs the kernel's process reported are not what its instructions "
+                                         f"compute: {diff.describe()}", file, line)
+    return ReplayOutcome("exact", f"{len(log.events)} instructions replayed; every output equal bit for bit",
+                         data_dependent=log.data_dependent, log=log)
+
+
+def _split_location(text: str) -> tuple[str | None, int | None]:
+    """(file, line) of a trailing 'file:line' in `text`, else (None, None)."""
+    head, _, tail = text.rpartition(":")
+    if not tail.isdigit():
+        return None, None
+    file = head.rsplit(" at ", 1)[-1].strip() or None
+    return file, int(tail)
 
 
 def _host_compute(provenance: Any, names: list[str]) -> str | None:

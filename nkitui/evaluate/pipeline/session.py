@@ -133,6 +133,9 @@ class EvaluationSession:
         self.seed_results: dict[int, SeedResult] = {}
         self.trace_json: Any = None  # the first seed's trace: a Trace, or its JSON form
         self.first_seed_run: Any = None  # the KernelRun of the first seed that ran (kept for a recheck)
+        self.fresh: tuple[int, Any, Any] | None = None  # replay stage 2: (seed, inputs, reference outputs)
+        self.fresh_skip: str | None = None  # why stage 2 does not run
+        self.fresh_replay: Any = None  # Future of the replayed outputs on the fresh inputs (natural layout)
         self.backend_versions: dict[str, Any] = {}
         self._golden_error = ""
         self._reference_asked: tuple[Any, dict[str, Any]] | None = None  # (thread, its answer or error)
@@ -378,12 +381,35 @@ class EvaluationSession:
             reference, golden_finding, _process = box["answer"]
             if golden_finding is not None:
                 self.findings.append(golden_finding)
+            self._fresh_reference(reference)
             reference.seal()  # the judging steps replay these answers; the process ends here
             child.close()
             self.ctx.log(f"reference: {reference.live_calls} call(s) answered, then its process ended")
             assert self.auditor is not None
             cases = len(self.auditor.cases)
             ph.detail = f"{len(self.seeds)} seed(s)" + (f", {cases} adversarial input set(s)" if cases else "")
+
+    def _fresh_reference(self, reference: Any) -> None:
+        """Stage 2 of the replay: one more input set, from a seed drawn here at random (the kernel's process never
+        sees it, and cannot predict it), and the reference's answer on it, asked before the reference ends."""
+        if self.choice is None or self.choice.name != "emulator" or self.auditor is None:
+            return
+        import secrets
+
+        import numpy as np
+
+        from nkitui.evaluate.numerics.audit import _named
+        from nkitui.evaluate.numerics.inputs import make_inputs
+
+        seed = 1_000_000 + secrets.randbelow(1 << 30)
+        inputs = make_inputs(self.task, seed)
+        try:
+            with np.errstate(all="ignore"):
+                expected = _named(reference(dict(inputs)), self.task.outputs, "the reference")
+        except Exception as exc:  # noqa: BLE001 - stage 2 is then skipped, with the reason
+            self.fresh_skip = f"the reference failed on the fresh input set: {type(exc).__name__}: {str(exc)[:200]}"
+            return
+        self.fresh = (seed, inputs, expected)
 
     def _load_goldens(self) -> tuple[Any, Any]:
         """The golden data (None when not asked for or unusable) and the finding about unusable data."""
@@ -413,7 +439,8 @@ class EvaluationSession:
             assert child is not None
             try:
                 self.confinement["kernel"] = child.ready()
-                self.kernel = KernelProcess(child, self.task, device_provenance=self.choice.name == "emulator")
+                self.kernel = KernelProcess(child, self.task, device_provenance=self.choice.name == "emulator",
+                                            target=self.result.target or "trn2")
                 reply = self.kernel.load()
             except ChildGone as gone:
                 self.checks.append(Check("kernel-runs", "the kernel imports and runs on every seed", False, gone.error.message))
@@ -495,11 +522,17 @@ class EvaluationSession:
             assert self.kernel is not None and self.auditor is not None
             errors: list[dict[str, Any]] = []
             host: list[str] = []
+            replays: list[tuple[int, Any]] = []
+            pending: list[tuple[int, Any]] = []
+            from concurrent.futures import ThreadPoolExecutor
+
+            replayer = ThreadPoolExecutor(1, thread_name_prefix="nkitui-replay")
             for i, seed in enumerate(self.seeds):
                 inputs = self.auditor.inputs[seed]
                 try:
                     run = self.kernel.run(inputs, precise=self.options.precise, trace=self.trace_json is None,
-                                          what=f"the kernel failed on seed {seed}", keep=self.first_seed_run is None)
+                                          what=f"the kernel failed on seed {seed}", keep=self.first_seed_run is None,
+                                          replay=True)
                 except ChildGone as gone:
                     self.checks.append(Check("kernel-runs", "the kernel runs on every seed", False,
                                              f"{len(self.outputs)}/{len(self.seeds)} seeds ran; {gone.error.message}"))
@@ -521,6 +554,8 @@ class EvaluationSession:
                         self.findings.append(_host_compute_finding(run.host_compute, file, line))
                 else:
                     assert run.outputs is not None
+                    if run.replay_job is not None:  # replayed on a thread while the kernel runs the next seed
+                        pending.append((seed, replayer.submit(run.replay_job)))
                     if self.trace_json is None and run.trace_json is not None:
                         self.trace_json = run.trace_json
                     if self.first_seed_run is None:
@@ -536,6 +571,18 @@ class EvaluationSession:
                     self.seed_results[seed] = SeedResult(seed, None, kernel_s=elapsed)
                     self.ctx.log(f"seed {seed}: kernel ran" + (f" in {run.elapsed_s * 1e3:.1f} ms" if run.elapsed_s else ""))
                 self.ctx.progress(i + 1, len(self.seeds), f"seed {seed}")
+            self._submit_fresh_replay(replayer, pending)
+            replayer.shutdown(wait=True)
+            for seed, future in pending:
+                outcome = future.result()
+                replays.append((seed, outcome))
+                if outcome.failed:  # the reported outputs are not what the instructions compute: not used
+                    message = f"seed {seed}: {outcome.detail}"
+                    self.ctx.log(message, level="error")
+                    self.seed_results[seed] = SeedResult(seed, False, error=RunError(
+                        "host-compute", message, outcome.file, outcome.line))
+                    host.append(message)
+                    self.outputs.pop(seed, None)
             ran = len(self.outputs) + len(host)
             self.checks.append(Check("kernel-runs", "the kernel runs on every seed", not errors,
                                      f"{ran}/{len(self.seeds)} seeds ran" + (f"; {errors[0]['message']}" if errors else "")))
@@ -545,6 +592,8 @@ class EvaluationSession:
                     (not host) if (host or self.outputs) else None,
                     "; ".join(host[:2]) if host else (f"{len(self.outputs)} seed(s): every output has device provenance"
                                                       if self.outputs else "no seed produced outputs")))
+            if self.kernel.replay:
+                self._replay_check(replays)
             ph.detail = f"{ran}/{len(self.seeds)} seeds ran" + (f", {len(host)} with host-computed outputs" if host else "")
             if errors or host:
                 ph.fail(ph.detail)
@@ -558,6 +607,110 @@ class EvaluationSession:
                 raise Stop(status, ErrorEvent(kind=kind, message=first.get("message", "the kernel produced no outputs"),
                                               file=first.get("file"), line=first.get("line"),
                                               traceback=first.get("traceback", "")), reported=bool(errors))
+
+    def _submit_fresh_replay(self, replayer: Any, pending: list[tuple[int, Any]]) -> None:
+        """Stage 2: the first seed's log, once it replayed exactly, replayed on the fresh inputs (on the replay
+        thread, after the seeds' replays: the worker runs its jobs in order)."""
+        if self.fresh is None or not pending or self.kernel is None:
+            return
+        import numpy as np
+
+        from nkitui.emulator import replay
+        from nkitui.evaluate.numerics.inputs import from_kernel_layout, to_kernel_layout
+
+        task, kernel, fresh, first = self.task, self.kernel, self.fresh, pending[0][1]
+
+        def job() -> Any:
+            outcome = first.result()
+            if outcome.status != "exact" or outcome.log is None:
+                return None
+            if outcome.data_dependent:
+                return f"the instruction stream depends on the data ({outcome.data_dependent})"
+            inputs = [to_kernel_layout(spec, np.asarray(fresh[1][spec.name])) for spec in task.inputs]
+            try:
+                raw = replay.replay(outcome.log, inputs, target=kernel.target, precise=self.options.precise)
+            except Exception as exc:  # noqa: BLE001 - judged in the compare phase (a log that replays only on the seed)
+                return {"error": f"the log does not replay on other inputs ({type(exc).__name__}: {str(exc)[:200]})"}
+            return {spec.name: from_kernel_layout(spec, raw[spec.name]) for spec in task.outputs}
+
+        self.fresh_replay = replayer.submit(job)
+
+    def _fresh_check(self) -> None:
+        """Stage 2's verdict, in the compare phase (under the tolerance advice the seeds were judged by): the seed's
+        instruction log, replayed on inputs the kernel's process never saw, still meets the task's tolerance.
+        A log that carries host-computed values (constants, immediates derived from the seed's inputs) does not."""
+        from nkitui.evaluate.numerics.audit import compare_seed
+
+        check = next((c for c in self.checks if c.id == "replay"), None)
+        if check is None or check.passed is not True:
+            return
+        if self.fresh is None or self.fresh_replay is None:
+            why = self.fresh_skip or "no seed's log replayed exactly"
+            self.result.notes.append(f"replay on fresh inputs skipped: {why}")
+            return
+        got = self.fresh_replay.result()
+        seed, _, expected = self.fresh
+        if any(c.passed is False for c in self.checks if c.id.startswith("output:")):
+            self.result.notes.append("replay on fresh inputs not judged: the kernel already fails on the seeds")
+            return
+        if isinstance(got, dict) and set(got) == {"error"} and not any(s.name == "error" for s in self.task.outputs):
+            detail = f"the first seed's instructions, replayed on a fresh input set (seed {seed}): {got['error']}"
+            self.findings.append(_fresh_finding(detail, self.task))
+            self._amend_check("replay", False, detail)
+            return
+        if got is None or isinstance(got, str):
+            why = got or "no seed's log replayed exactly"
+            self.result.notes.append(f"replay on fresh inputs skipped: {why}")
+            self._amend_check("replay", None, f"{check.detail}; replay on fresh inputs skipped: {why}")
+            return
+        try:
+            metrics, _ = compare_seed(self.task.outputs, got, expected, self.auditor.advice if self.auditor else [])
+        except Exception as exc:  # noqa: BLE001 - a shape the reference does not have: the log is not the kernel's
+            metrics, failing = [], f"the replayed outputs cannot be compared: {str(exc)[:200]}"
+        else:
+            bad = [m for m in metrics if not m.passed]
+            failing = "; ".join(f"`{m.name}`: {m.mismatches}/{m.count} elements outside {m.policy.describe()}"
+                                for m in bad)
+        if failing:
+            detail = (f"the first seed's instructions, replayed on a fresh input set (seed {seed}, drawn by the "
+                      f"evaluator), do not match the reference there: {failing}")
+            self.findings.append(_fresh_finding(detail, self.task))
+            self._amend_check("replay", False, detail)
+            self.ctx.log(detail, level="error")
+            return
+        self._amend_check("replay", True, f"{check.detail}; and on a fresh input set the kernel's process never saw, "
+                                          "within tolerance")  # (its seed is random: not in a detail runs compare)
+
+    def _amend_check(self, cid: str, passed: Any, detail: str) -> None:
+        for i, c in enumerate(self.checks):
+            if c.id == cid:
+                self.checks[i] = replace(c, passed=passed, detail=detail[:700])
+
+    def _replay_check(self, replays: list[tuple[int, Any]]) -> None:
+        """The `replay` check: each seed's instruction log replayed here gives the reported outputs bit for bit
+        (nkitui.emulator.replay). A mismatch or a log that does not replay fails it (HACK-REPLAY-MISMATCH);
+        a log the replay cannot run yet is said, not judged (the check is not applicable then)."""
+        failed = [(s, o) for s, o in replays if o.failed]
+        exact = [s for s, o in replays if o.status == "exact"]
+        unavailable = [(s, o) for s, o in replays if o.status == "unavailable"]
+        self.replay_outcomes = replays
+        if failed:
+            seed, o = failed[0]
+            self.findings.append(_replay_finding(seed, o))
+            self.checks.append(Check("replay", "the kernel process's outputs are what its recorded instructions "
+                                               "compute (replayed by nkitui, bit for bit)", False,
+                                     f"seed {seed}: {o.detail}"[:600]))
+        elif unavailable and not exact:
+            seed, o = unavailable[0]
+            self.ctx.log(o.detail, level="warning")
+            self.result.notes.append(o.detail)
+            self.checks.append(Check("replay", "the kernel process's outputs are what its recorded instructions "
+                                               "compute (replayed by nkitui, bit for bit)", None, o.detail[:600]))
+        elif exact:
+            extra = f"; {len(unavailable)} seed(s) not replayable: {unavailable[0][1].detail}" if unavailable else ""
+            self.checks.append(Check("replay", "the kernel process's outputs are what its recorded instructions "
+                                               "compute (replayed by nkitui, bit for bit)", True,
+                                     f"{len(exact)} seed(s) replayed exactly{extra}"[:600]))
 
     def _compare(self) -> None:
         task = self.task
@@ -594,6 +747,7 @@ class EvaluationSession:
                     "; ".join(fails[:3]) if fails else f"{compared}/{len(self.seeds)} seeds within tolerance",
                 ))
             self._tolerance_checks(compared)
+            self._fresh_check()
             ph.detail = ", ".join(f"{c.id}: {'pass' if c.passed else 'FAIL'}" for c in self.checks
                                   if c.id.startswith(("output:", "tolerance:")))
             if any(c.passed is False for c in self.checks if c.id.startswith(("output:", "tolerance:"))):
@@ -963,7 +1117,7 @@ def _warm_imports() -> None:
     import threading
 
     names = ["nkitui.evaluate.numerics.audit", "nkitui.analysis", "nkitui.perf.estimate",
-             "nkitui.executor.backends.costmodel"]
+             "nkitui.executor.backends.costmodel", "nkitui.emulator.replay"]  # the replay: the engine, ml_dtypes
 
     def load() -> None:
         for name in names:
@@ -1067,6 +1221,37 @@ def _confinement_summary(report: dict[str, Any] | None, observed: dict[str, Any]
     from nkitui.executor import confine
 
     return str(confine.record({"confinement": report}, observed).get("summary", ""))[:600]
+
+
+def _fresh_finding(detail: str, task: Any) -> Finding:
+    from nkitui.common.findings import Finding
+
+    nki_file = task.rel(task.kernel.path) if task.kernel is not None else None
+    return Finding(
+        rule="HACK-REPLAY-FRESH", severity="high",
+        title="The kernel's instructions do not compute the answer on inputs it never saw",
+        message=(f"{detail}. nkitui replays the instructions the kernel executed on the first seed on another input "
+                 "set, drawn at random by the evaluator after the kernel's process started, and compares them with "
+                 "the reference there. Correct instructions give the right answer on any input; these gave it only on "
+                 "the inputs the kernel saw, which is what values computed on the host and embedded as constants "
+                 "(nl.shared_constant) or immediates do. The run fails."),
+        category="integrity", source="executor", file=nki_file, data={"detail": detail[:600]})
+
+
+def _replay_finding(seed: int, outcome: Any) -> Finding:
+    from nkitui.common.findings import Finding
+
+    rule = "HACK-REPLAY-MISMATCH" if outcome.status == "mismatch" else "HACK-REPLAY-INVALID"
+    title = ("The kernel process reported outputs its instructions do not compute" if outcome.status == "mismatch"
+             else "The kernel process's instruction log is malformed or does not replay")
+    return Finding(
+        rule=rule, severity="high", title=title,
+        message=(f"Seed {seed}: {outcome.detail}. nkitui replays every instruction the emulated kernel executed in a "
+                 "process that never imported the task's code and requires the outputs the kernel's process reported "
+                 "to be exactly what those instructions compute. A difference means the kernel's process changed its "
+                 "own report (e.g. rewrote memory through numpy) or the log was forged; the run fails."),
+        category="integrity", source="executor", file=outcome.file, line=outcome.line,
+        data={"seed": seed, "status": outcome.status, "detail": outcome.detail[:600]})
 
 
 def _host_compute_finding(why: str, file: str | None, line: int | None) -> Finding:

@@ -68,6 +68,8 @@ def missing_evidence(result: RunResult, task: Any, options: EvaluationOptions) -
             required.append("precision")
     if options.trials:
         required.append("trials")
+    if result.backend == "emulator" and "replay" not in checks:  # the replay may be unavailable (None), never absent
+        problems.append("check replay is missing")
     for cid in required:
         if cid not in checks:
             problems.append(f"check {cid} is missing")

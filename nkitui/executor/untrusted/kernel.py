@@ -117,6 +117,8 @@ class KernelRunner:
 
     def run(self, request: dict[str, Any]) -> None:
         what = str(request.get("what") or "the kernel")
+        replay_file = None
+        recorder = None
         try:
             args = self._inputs(request)
             if request.get("source"):
@@ -124,12 +126,13 @@ class KernelRunner:
                 elapsed, provenance, trace = None, None, None
             else:
                 traced = bool(request.get("trace"))
-                with _collector_paused(traced):
+                with _collector_paused(traced), self._recording(request, args) as recorder:
                     run = self.backend.run(args, precise=bool(request.get("precise", True)), trace=traced)
                 outputs, elapsed, provenance, trace = run.outputs, run.elapsed_s, run.provenance, run.trace
             if self._patched(request, what):
                 return
             saved = self._save(request, outputs)
+            replay_file = _write_replay(Path(request["dir"]) / "out", recorder, outputs) if recorder else None
             if self._patched(request, what):
                 return
         except MemoryError as exc:
@@ -141,7 +144,18 @@ class KernelRunner:
         trace_file = None
         if trace is not None:
             trace_file = _write_trace(Path(request["dir"]) / "out", trace)
-        self.server.reply(request, outputs=saved, elapsed_s=elapsed, provenance=provenance, trace=trace_file)
+        fields = {"replay": replay_file} if request.get("replay") and not request.get("source") else {}
+        self.server.reply(request, outputs=saved, elapsed_s=elapsed, provenance=provenance, trace=trace_file, **fields)
+
+    def _recording(self, request: dict[str, Any], args: list[Any]) -> Any:
+        """The replayable instruction log of this launch (emulator only, when the evaluator asks)."""
+        import contextlib
+
+        if not request.get("replay") or self.backend.name != "emulator":
+            return contextlib.nullcontext(None)
+        from nkitui.emulator import replaylog
+
+        return replaylog.recording(args)
 
     def _patched(self, request: dict[str, Any], what: str) -> bool:
         """Refuse the launch's outputs when task code replaced a function nkitui's code here calls
@@ -193,6 +207,21 @@ class KernelRunner:
             return
         self.server.reply(request, timing=outcome.timing, utilisation=outcome.utilisation, notes=list(outcome.notes),
                           skipped=outcome.skipped)
+
+
+def _write_replay(folder: Path, recorder: Any, outputs: dict[str, Any]) -> str:
+    """The launch's instruction log (nkitui.emulator.replaylog) with each output's view, as replay.bin."""
+    from nkitui.emulator import replaylog
+
+    views = {}
+    for name, arr in outputs.items():
+        view = recorder.output_view(arr)
+        if view is None:
+            recorder.fail(f"output `{name}` is not a tensor the emulated launch returned or wrote")
+        views[name] = view
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "replay.bin").write_bytes(replaylog.pack(recorder, views if recorder.unavailable is None else {}))
+    return "replay.bin"
 
 
 @contextlib.contextmanager

@@ -52,8 +52,8 @@ def test_a_well_behaved_kernel_passes(tmp_path):
     handle, events, result = run(write_task(tmp_path / "ok", prelude='print("in kernel")'))
     assert result.status == "passed", result.error
     assert result.exit_code == 0
-    assert [c.id for c in result.checks] == ["integrity", "kernel-runs", "device-outputs", "output:out", "tolerance:out",
-                                             "sandbox"]
+    assert [c.id for c in result.checks] == ["integrity", "kernel-runs", "device-outputs", "replay", "output:out",
+                                             "tolerance:out", "sandbox"]
     assert all(c.passed for c in result.checks)
     names = [p.name for p in result.phases]
     # the reference answers (and its process ends) before the kernel's code is imported

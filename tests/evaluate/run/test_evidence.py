@@ -25,7 +25,8 @@ def _metrics(shape=(4, 2)):
 
 
 OPTIONS = EvaluationOptions(trials=True, precision=True)
-CHECKS = ["integrity", "kernel-runs", "device-outputs", "output:out", "tolerance:out", "trials", "precision", "sandbox"]
+CHECKS = ["integrity", "kernel-runs", "device-outputs", "replay", "output:out", "tolerance:out", "trials", "precision",
+          "sandbox"]
 
 
 def passing() -> RunResult:
@@ -55,7 +56,7 @@ def test_a_pass_with_zero_phases_and_zero_checks_is_an_internal_error_naming_wha
 
 def test_a_pass_beside_a_failing_check_is_not_a_pass():
     r = passing()
-    r.checks[3] = Check("output:out", "out", False, "3 mismatches")
+    r.checks[CHECKS.index("output:out")] = Check("output:out", "out", False, "3 mismatches")
     settle_status(r, _Task, OPTIONS)
     assert r.status == "internal-error" and "check output:out did not pass" in r.error.message
 
@@ -77,6 +78,8 @@ def test_the_checks_the_options_ask_for_must_be_there():
     assert missing_evidence(r, _Task, replace(OPTIONS, trials=False)) == []
     r.checks = [c for c in r.checks if c.id != "device-outputs"]
     assert "check device-outputs is missing" in missing_evidence(r, _Task, replace(OPTIONS, trials=False))
+    r.checks = [c for c in r.checks if c.id != "replay"]  # the emulator's replay: none (unavailable) is allowed,
+    assert "check replay is missing" in missing_evidence(r, _Task, replace(OPTIONS, trials=False))  # absent is not
 
 
 def test_a_failed_or_unfinished_status_is_never_upgraded():
