@@ -16,7 +16,6 @@ from __future__ import annotations
 import ast
 import json
 import os
-import stat
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -150,7 +149,7 @@ class KernelProcess:
             run.trace_json = _read_trace(folder / "out", reply["trace"], self.child.scratch_root, soon=True)
         if replay and source is None:  # the log's bytes now (the folder goes); the replay may run on a thread
             kernel_inputs = [to_kernel_layout(spec, np.asarray(inputs[spec.name])) for spec in self.task.inputs]
-            data = read_replay_log(folder / "out", reply.get("replay"))
+            data = read_replay_log(folder / "out", reply.get("replay"), self.child.scratch_root)
             target = self.target
             run.replay_job = lambda: replay_launch(data, kernel_inputs, raw, target=target, precise=precise)
         if not keep:
@@ -196,23 +195,20 @@ class KernelProcess:
 MAX_REPLAY_BYTES = 2 << 30
 
 
-def read_replay_log(folder: Path, name: Any) -> bytes | str:
-    """The log's bytes, or why there are none (a link, too large, not sent)."""
+def read_replay_log(folder: Path, name: Any, root: Path | None = None) -> bytes | str:
+    """The log's bytes, or why there are none (a link, too large, not sent). `root`: the child's scratch
+    folder (`folder` beneath it): no link below it is followed (nkitui.executor.workspace.read_beneath),
+    so a kernel that swaps its request folder for a link cannot make the evaluator read elsewhere."""
     if not isinstance(name, str) or name != "replay.bin":
         return "the kernel's process sent no instruction log for this launch"
+    from nkitui.executor.workspace import read_beneath
+
     path = folder / name
+    anchor = root if root is not None and path.is_relative_to(root) else folder
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+        return read_beneath(anchor, path.relative_to(anchor), max_bytes=MAX_REPLAY_BYTES)
     except OSError as exc:
-        return f"the instruction log could not be opened: {exc.strerror or exc}"
-    with os.fdopen(fd, "rb") as f:
-        st = os.fstat(f.fileno())
-        if not stat.S_ISREG(st.st_mode) or st.st_size > MAX_REPLAY_BYTES:
-            return "the instruction log is not a regular file, or larger than 2 GiB"
-        data = f.read(st.st_size + 1)  # bounded by the size checked above (a read of the cap would reserve it)
-        if len(data) > st.st_size:
-            return "the instruction log grew while it was read"
-        return data
+        return f"the instruction log could not be read: {exc.strerror or exc}"
 
 
 def replay_launch(data: bytes | str, inputs: list[np.ndarray], reported: dict[str, np.ndarray], *,
