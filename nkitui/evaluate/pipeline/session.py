@@ -274,7 +274,7 @@ class EvaluationSession:
             # static analysis
             narrow = any(spec.dtype in ("bfloat16", "float8_e4m3", "float8_e4m3fn", "float8_e5m2")
                          for spec in (*task.inputs, *task.outputs))
-            _shared_imports(narrow)
+            _shared_imports(narrow, emulated=self.choice is not None and self.choice.name == "emulator")
             wanted: list[tuple[str, dict[str, Any] | None]] = [("reference", None)]
             if self.choice is not None:
                 wanted.append(("kernel", self._kernel_payload()))
@@ -1093,15 +1093,21 @@ class EvaluationSession:
         return audit
 
 
-def _shared_imports(narrow: bool) -> None:
+def _shared_imports(narrow: bool, *, emulated: bool = False) -> None:
     """What the evaluator and its children both import, imported once before the children are forked
     from it: numpy, ml_dtypes for a task with bf16/fp8 data (about 0.6 s of CPU each time), and the
-    children's own nkitui modules. A failure here is left to the phase that needs the module."""
+    children's own nkitui modules. On the emulator the engine and both front ends too (they import
+    ml_dtypes whatever the task's dtypes): the kernel process needs them, and the evaluator's replay of
+    its instruction log needs the engine, so one import serves both. These are nkitui's own modules,
+    imported before any task code exists; installing the emulator under the NKI names stays the
+    kernel process's own step. A failure here is left to the phase that needs the module."""
     import importlib
 
-    names = ["numpy", *(["ml_dtypes"] if narrow else []), "nkitui.executor.worker", "nkitui.executor.sandbox",
-             "nkitui.executor.confine.entering", "nkitui.executor.untrusted.kernel",
-             "nkitui.executor.untrusted.reference", "nkitui.executor.arrays"]
+    names = ["numpy", *(["ml_dtypes"] if narrow or emulated else []), "nkitui.executor.worker",
+             "nkitui.executor.sandbox", "nkitui.executor.confine.entering", "nkitui.executor.untrusted.kernel",
+             "nkitui.executor.untrusted.reference", "nkitui.executor.arrays",
+             *(["nkitui.emulator.replay", "nkitui.emulator.launch", "nkitui.emulator.legacy", "nkitui.emulator.newns",
+                "nkitui.executor.backends.emulator"] if emulated else [])]
     for name in names:
         try:
             importlib.import_module(name)
