@@ -16,14 +16,12 @@ plain data (ints, strings, tuples, dicts from JSON); nothing in it is executed.
 
 from __future__ import annotations
 
-import gc
 import json
 import struct
-from collections.abc import Iterator
-from contextlib import contextmanager
 
 import numpy as np
 
+from nkitui.common.gcpause import collector_paused
 from nkitui.emulator.trace import MEMORIES, TRACE_VERSION, Access, Instruction, StorageInfo, Trace
 
 MAGIC = b"NKITRACE\x01\n"
@@ -43,23 +41,8 @@ class TraceFormatError(ValueError):
     """The bytes are not a trace this version of nkitui wrote."""
 
 
-@contextmanager
-def _no_gc() -> Iterator[None]:
-    """The cyclic collector off while the rows or the instructions are built: they are ~200k acyclic
-    containers (lists, tuples, dicts, Instructions), and the collections their allocation triggers
-    found nothing to free but cost three quarters of an unpack (0.4 s -> 0.1 s of CPU on 26.6k
-    instructions) and a third of a pack."""
-    was_enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was_enabled:
-            gc.enable()
-
-
 def pack(trace: Trace) -> bytes:
-    with _no_gc():
+    with collector_paused():
         return _pack(trace)
 
 
@@ -125,7 +108,7 @@ def _fail(why: str) -> TraceFormatError:
 
 
 def unpack(data: bytes, *, max_instructions: int = 5_000_000) -> Trace:
-    with _no_gc():
+    with collector_paused():
         return _unpack(data, max_instructions)
 
 

@@ -9,7 +9,8 @@ from nkitui.emulator.trace import Trace
 from nkitui.perf.hardware import TargetSpec, get_target
 from nkitui.perf.hotspots import hot_lines
 from nkitui.perf.roofline import Work, roofline_point, speed_of_light_for
-from nkitui.perf.schedule import Schedule, gc_paused, simulate
+from nkitui.common.gcpause import collector_paused
+from nkitui.perf.schedule import Schedule, simulate
 from nkitui.perf.summary import LANES, SUMMARY_ENGINES, EngineStats, PerfRecord, coarsen, union_length_sorted
 from nkitui.perf.uncertainty import CALIBRATED
 
@@ -26,7 +27,7 @@ def estimate(trace: Trace, target: str | TargetSpec | None = None, *, work: Work
     achieved percentage of it. The result is labelled `source="estimated"`.
     """
     spec = get_target(target if target is not None else (trace.target or "trn2"))
-    with gc_paused():  # the record is built from the schedule's many temporaries too
+    with collector_paused():  # the record is built from the schedule's many temporaries too
         sched = simulate(trace, spec)
         record = record_from_schedule(trace, sched, work=work, hotspots=hotspots)
         del sched  # freed while the collector is still paused

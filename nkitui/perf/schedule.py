@@ -33,18 +33,17 @@ repeated loop bodies cost one lookup.
 
 from __future__ import annotations
 
-import gc
 import math
 from bisect import bisect_right
 from heapq import heappop, heappush
 from collections import Counter
-from contextlib import contextmanager
 from dataclasses import dataclass, field
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from typing import Any, cast
 
 import numpy as np
 
+from nkitui.common.gcpause import collector_paused
 from nkitui.emulator.trace import ENGINES, Access, Instruction, StorageInfo, Trace
 from nkitui.perf.costs import (
     MATMUL_OPCODES, TRANSPOSE_OPCODES, ComputeCost, DmaPlan, MatmulCost, compute_cost, dma_plan, matmul_cost,
@@ -628,23 +627,9 @@ class _Plan:
                 self.ports = tuple(ports)
 
 
-@contextmanager
-def gc_paused() -> Iterator[None]:
-    """Pause Python's cyclic garbage collector. Costing allocates many small objects but no reference
-    cycles, and a full collection walks the whole trace (0.3 s for 100k instructions); paused, it
-    neither re-walks the trace during the pass nor promotes the pass's temporaries towards one."""
-    was_enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was_enabled:
-            gc.enable()
-
-
 def simulate(trace: Trace, spec: TargetSpec) -> Schedule:
     """Schedule every instruction of `trace` on `spec`; see the module docstring for the model."""
-    with gc_paused():
+    with collector_paused():
         return _simulate(trace, spec)
 
 
