@@ -116,8 +116,11 @@ class NkituiApp(App[int]):
         self.task_problems: list = []  # why the task folder could not be loaded (exit code 2)
         self.session_started = False  # the shown session's start-up workers are launched (tests wait for it)
         self.notices: list[Notice] = []  # every notification, in order (public: tests read it too)
-        # keys pressed while a task opens; None once replayed (the queue is usable at once)
-        self._held_keys: list[events.Key] | None = None if self.queue_mode else []
+        # Keys pressed while a task opens (or while a folder is found to be a queue or one task): None
+        # once replayed. An explicit queue is usable at once.
+        self._held_keys: list[events.Key] | None = None if self.queue_mode and not self._auto_queue else []
+        self._replayed: set[int] = set()  # ids of the held keys' replays, let through on_event
+        self._replaying = False
         self._startup_reported = False
         self._queue_screen: QueueScreen | None = None  # the queue (queue mode), under the workstation
         self._workstation_screen: WorkstationScreen | None = None  # kept while the queue is shown
@@ -313,16 +316,33 @@ class NkituiApp(App[int]):
     async def on_event(self, event: events.Event) -> None:
         # Keys pressed while the task opens wait for it (they would find no area, or no task, yet)
         # and are replayed in order once it is open: nothing typed in the first second is lost.
-        if (isinstance(event, events.Key) and self._held_keys is not None and not event.is_forwarded
+        if isinstance(event, events.Key) and id(event) in self._replayed:
+            self._replayed.discard(id(event))
+        elif (isinstance(event, events.Key) and self._held_keys is not None and not event.is_forwarded
                 and event.key not in UNHELD_KEYS):
             self._held_keys.append(event)
             return
         await super().on_event(event)
 
     def _release_keys(self) -> None:
-        held, self._held_keys = self._held_keys, None
-        for key in held or ():
-            self.post_message(events.Key(key.key, key.character))
+        """Replay the held keys, one at a time, each once the one before has had its effect."""
+        # One at a time, as if typed: a key's effects are often queued (a digit moves the focus to
+        # its area through a queued call), and the next key must find them done ("2" then "m" must
+        # reach the run area). Keys typed during the replay are held behind it, so order is kept.
+        if not self._replaying:
+            self._replaying = True
+            self._replay_next_key()
+
+    def _replay_next_key(self) -> None:
+        held = self._held_keys
+        if not held:
+            self._held_keys, self._replaying = None, False
+            return
+        key = held.pop(0)
+        replay = events.Key(key.key, key.character)
+        self._replayed.add(id(replay))
+        self.post_message(replay)
+        self.call_after_refresh(self._replay_next_key)
 
     @on(WorkstationScreen.Ready)
     def _workstation_ready(self) -> None:
@@ -409,6 +429,8 @@ class NkituiApp(App[int]):
     @on(QueueScreen.Ready)
     def _queue_ready(self) -> None:
         self._report_startup_problems()
+        if self._workstation_screen is None and self._held_keys is not None:
+            self._release_keys()  # the folder is a queue: keys typed while it was read go to it
         if self._workstation_screen is None:
             self.session_started = True  # nothing else starts until a task is opened
 
@@ -418,7 +440,8 @@ class NkituiApp(App[int]):
         self.queue_mode = False
         self._queue_screen = None
         self._first_task = self.task_dir
-        self._held_keys = []
+        if self._held_keys is None:  # keys typed while the folder was read are held already
+            self._held_keys = []
         # On top of the (empty) queue screen: the base screen of the stack cannot be switched away.
         self.push_screen(self._new_workstation())
 

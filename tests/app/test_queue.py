@@ -11,6 +11,7 @@ import time
 from pathlib import Path
 
 import pytest
+from textual import events
 
 from nkitui.app.app import NkituiApp
 from nkitui.app.screens.choice import ChoiceScreen, ExportScreen
@@ -280,3 +281,34 @@ async def test_a_background_batch_fills_the_rows_in_while_a_task_is_reviewed(tmp
         await pilot.pause(0.3)
         assert "✔ passed" in row_line(app, "transpose2d")
         assert qs.queue.row("transpose2d").verdict.run_id == session.runs.shown.run_id  # the newest run
+
+
+async def test_keys_typed_while_an_auto_folder_is_read_reach_the_task_it_turns_out_to_be(tmp_path):
+    # `nkitui FOLDER` reads the folder first (a queue, or one task?); keys typed meanwhile once went to
+    # the queue screen and were lost when the folder turned out to be one task.
+    port = make_task_repo(tmp_path / "vector_add", SAMPLE_TASKS / "vector_add")
+    app = NkituiApp(port, mode="auto", backend="emulator")
+    async with app.run_test(size=(80, 24)) as pilot:
+        for key in "2m":  # typed at once, as in a terminal: the folder is not read yet
+            app.post_message(events.Key(key, key))
+        await settle(pilot)
+        deadline = time.monotonic() + 30
+        while app.session is None or app._held_keys is not None:
+            await pilot.pause(0.05)
+            assert time.monotonic() < deadline
+        await settle(pilot)
+        assert isinstance(app.screen, WorkstationScreen)
+        assert app.workstation.current_area == "run" and app.run_area.showing_results
+
+
+async def test_keys_typed_while_an_auto_folder_is_read_reach_the_queue_it_turns_out_to_be(tmp_path):
+    root = make_queue(tmp_path, "vector_add", "transpose2d")
+    app = NkituiApp(root, mode="auto", backend="emulator")
+    async with app.run_test(size=(80, 24)) as pilot:
+        app.post_message(events.Key("enter", "\r"))  # at once: the rows are not there yet; Enter opens the first
+        deadline = time.monotonic() + 30
+        while app.session is None:
+            await pilot.pause(0.05)
+            assert time.monotonic() < deadline, "Enter typed while the folder was read was lost"
+        await settle(pilot)
+        assert isinstance(app.screen, WorkstationScreen) and app.queue_mode
