@@ -48,6 +48,7 @@ def attack(payload, ctx):
             print("LOWERED the parent's limit", flush=True)
         except OSError as exc:
             print("REFUSED", type(exc).__name__, flush=True)
+        return 0
     elif mode == "renice-user":
         for which, who in ((os.PRIO_USER, os.getuid()), (os.PRIO_PGRP, os.getpgid(os.getppid())),
                            (os.PRIO_PROCESS, os.getppid())):
@@ -58,13 +59,14 @@ def attack(payload, ctx):
                 print("REFUSED", which, type(exc).__name__, flush=True)
         os.setpriority(os.PRIO_PROCESS, 0, 5)  # its own priority stays its own business
         print("OWN OK", flush=True)
+        return 0
     elif mode == "chmod-hide":
         Path("hide").mkdir()
         for i in range(200):
             Path("hide", f"f{i}").write_bytes(MiB)
             if i == 0:
                 os.chmod("hide", 0o300)  # writable, not listable: a walk cannot see what is inside
-        print("HIDDEN 200 MiB", flush=True)
+        print("WROTE 200 MiB", flush=True)
     elif mode == "chmod-outlive":
         Path("keep/inner").mkdir(parents=True)
         Path("keep/inner/f").write_bytes(b"x")
@@ -120,8 +122,10 @@ def test_the_child_cannot_renice_the_users_other_processes(tmp_path, host, recor
 def test_a_folder_made_unreadable_hides_nothing_from_the_disk_watch(tmp_path, record_property):
     record_property("protection", "round4:chmod-hide")
     handle, out = run(tmp_path, "chmod-hide")
+    # The watch polls, so a fast writer may finish its 200 MiB before the kill lands (how far past the
+    # budget depends on the machine's speed, never asserted here); what matters is that the hidden
+    # files are counted: without that the child sleeps out its 30 s and exits normally.
     assert handle.exit.kind == "disk-limit", (handle.exit, out)
-    assert "HIDDEN 200 MiB" not in out
     assert not handle.scratch.root.exists(), "the scratch folder outlived the run"
 
 
