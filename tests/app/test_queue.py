@@ -269,6 +269,7 @@ async def test_a_background_batch_fills_the_rows_in_while_a_task_is_reviewed(tmp
         await pilot.press("r")
         while not app.session.runs.running:
             await pilot.pause(0.05)
+            assert time.monotonic() < deadline + 300, "the run never started"
         await pilot.press("escape")
         await pilot.pause(0.3)
         assert isinstance(app.screen, QueueScreen)
