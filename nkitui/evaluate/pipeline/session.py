@@ -269,6 +269,8 @@ class EvaluationSession:
             for w in task.warnings:
                 self.ctx.log(self.ctx.scrub(f"task warning: {w}"), level="warning")
             self._choose_backend()
+            if self.choice_error is not None:  # the request cannot be served: no child is started for nothing
+                raise Stop("invalid", self.choice_error)
             # both children start now, forked from this process where it can (nkitui.executor.forked):
             # what they both need is imported first, once; their task imports overlap with the
             # static analysis
