@@ -124,3 +124,16 @@ def test_a_spawn_that_never_returns_fails_in_time_and_its_late_child_is_killed()
         assert time.monotonic() < deadline, "the child started for the caller that gave up was left running"
         time.sleep(0.05)
     assert late[0].returncode == -9
+
+
+def test_the_modules_with_fork_handlers_are_imported_before_any_fork(tmp_path):
+    # logging and concurrent.futures register a lock to take before a fork and release after it; one
+    # imported by another thread during a spawn printed "Exception ignored in: <function _releaseLock>"
+    code = ("import sys, pathlib\n"
+            "from nkitui.executor import confine\n"
+            "assert 'logging' not in sys.modules, 'imported already: the test proves nothing'\n"
+            f"confine.popen_options(confine.ConfinementPolicy(scratch=pathlib.Path({str(tmp_path)!r})))\n"
+            "print('logging' in sys.modules, 'concurrent.futures.thread' in sys.modules)\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["True", "True"]

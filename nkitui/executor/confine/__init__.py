@@ -147,6 +147,7 @@ def popen_options(policy: ConfinementPolicy, *, extra_env: Mapping[str, str] | N
 
         import resource
 
+        _import_fork_handlers()
         prctl = libc.libc().prctl  # resolved before the fork: the child only calls what it is given
         pid, setrlimit, rlimit_core = os.getpid(), resource.setrlimit, resource.RLIMIT_CORE
         options["preexec_fn"] = lambda: _preexec(pid, prctl, setrlimit, rlimit_core)
@@ -154,6 +155,17 @@ def popen_options(policy: ConfinementPolicy, *, extra_env: Mapping[str, str] | N
 
 
 SPAWN_TIMEOUT_S = 60.0  # a fork and exec takes milliseconds; seconds on a machine loaded many times over
+
+
+def _import_fork_handlers() -> None:
+    """Import the standard modules that register a lock to take before a fork and release after it
+    (os.register_at_fork). A pre-exec step makes Python run those handlers; a module imported by
+    another thread while the fork waits for the import lock registered its release after its
+    acquire had been skipped, and the parent printed `Exception ignored in: <function _releaseLock>`
+    on its stderr (the width test of `nkitui check` read it there). Imported here first, on the
+    caller's thread, their handlers are in place (or waited for) before any fork."""
+    import concurrent.futures.thread  # noqa: F401 - for its at-fork handlers only
+    import logging  # noqa: F401 - for its at-fork handlers only
 
 
 class _SpawnJob:
