@@ -1096,7 +1096,8 @@ class EvaluationSession:
         return audit
 
 
-_NARROW_WORDS = re.compile(rb"bfloat16|bf16|bfp16|float8|fp8|float4|e8m0|_x4")
+# the names of NKI's bf16/fp8/MX types and their spellings (not CUDA's float4 vector type)
+_NARROW_WORDS = re.compile(rb"\b(?:bfloat16|bf16|bfp16|float8_\w+|fp8\w*|float4_e2m1fn\w*)\b")
 
 
 def _names_narrow_types(root: Path) -> bool:
