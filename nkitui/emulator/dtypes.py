@@ -85,7 +85,7 @@ _NARROW_ALIASES = {"bf16": "bfloat16", "fp8_e4m3": "float8_e4m3", "fp8_e5m2": "f
 LAZY_NAMES = frozenset((*NARROW, *_NARROW_ALIASES, "float8_e8m0fnu", "float4_e2m1fn", "float8_e4m3fn_x4",
                         "float8_e5m2_x4", "float4_e2m1fn_x4"))
 _narrow_loaded = False
-_narrow_lock = threading.Lock()  # kernel[2] runs its cores in threads: one set of objects, made once
+_narrow_lock = threading.RLock()  # kernel[2] runs its cores in threads: one set of objects, made once
 _BF16_NP: NpDtype | None = None
 
 
