@@ -161,6 +161,11 @@ class NkituiApp(App[int]):
     # --- what the tests and the palette read --------------------------------------------------------
 
     @property
+    def holding_keys(self) -> bool:
+        """Whether keys typed now are held, to be replayed once the folder is read and the task shown."""
+        return self._held_keys is not None
+
+    @property
     def audit_task(self) -> Task | None:
         return self.session.task if self.session is not None else None
 
