@@ -161,11 +161,6 @@ class NkituiApp(App[int]):
     # --- what the tests and the palette read --------------------------------------------------------
 
     @property
-    def holding_keys(self) -> bool:
-        """Whether keys typed now are held, to be replayed once the folder is read and the task shown."""
-        return self._held_keys is not None
-
-    @property
     def audit_task(self) -> Task | None:
         return self.session.task if self.session is not None else None
 
@@ -328,6 +323,11 @@ class NkituiApp(App[int]):
             self._held_keys.append(event)
             return
         await super().on_event(event)
+
+    @property
+    def holding_keys(self) -> bool:
+        """Are keys typed now held back, to be replayed once the task or queue is shown?"""
+        return self._held_keys is not None
 
     def _release_keys(self) -> None:
         """Replay the held keys, one at a time, each once the one before has had its effect."""
