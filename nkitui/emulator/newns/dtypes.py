@@ -57,7 +57,7 @@ float8_e5m2_x4_dt: _dt.DType
 float4_e2m1fn_x4_dt: _dt.DType
 float8_e8m0fnu_dt: _dt.DType
 float4_e2m1fn_dt: _dt.DType
-_LAZY_PUBLIC = ("bfloat16", "float8_e4m3", "float8_e4m3fn", "float8_e5m2", "float8_e8m0fnu", "float4_e2m1fn",
+LAZY_PUBLIC = ("bfloat16", "float8_e4m3", "float8_e4m3fn", "float8_e5m2", "float8_e8m0fnu", "float4_e2m1fn",
                 "float8_e4m3fn_x4", "float8_e5m2_x4", "float4_e2m1fn_x4")
 _LAZY_MX = ("PACKED", "float8_e4m3fn_x4_dt", "float8_e5m2_x4_dt", "float4_e2m1fn_x4_dt", "float8_e8m0fnu_dt",
             "float4_e2m1fn_dt")
@@ -65,7 +65,7 @@ _LAZY_MX = ("PACKED", "float8_e4m3fn_x4_dt", "float8_e5m2_x4_dt", "float4_e2m1fn
 
 def __getattr__(name: str) -> object:
     """The bf16/fp8 and MX constants, made the first time one is asked for (`dtypes.load_narrow`)."""
-    if name in _LAZY_PUBLIC:
+    if name in LAZY_PUBLIC:
         value = _dt.dtype_of(name).public
     elif name in _LAZY_MX:
         value = getattr(_mx, name)
@@ -76,7 +76,7 @@ def __getattr__(name: str) -> object:
 
 
 def __dir__() -> list[str]:
-    return sorted({*globals(), *_LAZY_PUBLIC, *_LAZY_MX})
+    return sorted({*globals(), *LAZY_PUBLIC, *_LAZY_MX})
 int8 = np.dtype(np.int8)
 int16 = np.dtype(np.int16)
 int32 = np.dtype(np.int32)

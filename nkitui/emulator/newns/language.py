@@ -18,7 +18,7 @@ import builtins
 import contextlib
 import math
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from typing import TYPE_CHECKING, Any, NoReturn, SupportsInt
+from typing import TYPE_CHECKING, NoReturn, SupportsInt
 from typing import cast as _cast  # nl.cast is an NKI function of this module
 
 import numpy as np
@@ -44,6 +44,7 @@ from nkitui.emulator.errors import (
     PsumBankError,
 )
 from nkitui.emulator.newns import buffers as _buf
+from nkitui.emulator.newns import dtypes as _ndt
 from nkitui.emulator.newns import ops as _ops  # noqa: F401  (registers abs / bypass / gelu_apprx_sigmoid_dx)
 from nkitui.emulator.newns.buffers import MemoryRegion, hbm, private_hbm, psum, sbuf, shared_hbm  # noqa: F401
 from nkitui.emulator.newns.dtypes import (  # noqa: F401  (public dtype constants; bf16, fp8 and MX: __getattr__)
@@ -74,25 +75,12 @@ NkiTensor = NkiTensor  # noqa: PLW0127  (the tensor class, for isinstance checks
 
 # bf16, fp8, the MX types and nl.bfp16: made the first time a kernel asks for one (nki.language's own
 # constants, from newns.dtypes; ml_dtypes costs ~0.65 s of CPU to import, for nothing in a float32 kernel)
-bfloat16: np.dtype[Any]
-float8_e4m3: np.dtype[Any]
-float8_e4m3fn: np.dtype[Any]
-float8_e5m2: np.dtype[Any]
-float8_e8m0fnu: np.dtype[Any]
-float4_e2m1fn: np.dtype[Any]
-float8_e4m3fn_x4: object
-float8_e5m2_x4: object
-float4_e2m1fn_x4: object
-bfp16: _common.FloatConstants
-_LAZY = ("bfloat16", "float8_e4m3", "float8_e4m3fn", "float8_e5m2", "float8_e8m0fnu", "float4_e2m1fn",
-         "float8_e4m3fn_x4", "float8_e5m2_x4", "float4_e2m1fn_x4", "bfp16")
+_LAZY = (*_ndt.LAZY_PUBLIC, "bfp16")
 
 
 def __getattr__(name: str) -> object:
     if name not in _LAZY:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    from nkitui.emulator.newns import dtypes as _ndt
-
     value = _common.bfp16 if name == "bfp16" else getattr(_ndt, name)
     globals()[name] = value
     return value
