@@ -143,6 +143,7 @@ class EvaluationSession:
         self._golden_error = ""
         self._reference_asked: tuple[Any, dict[str, Any]] | None = None  # (thread, its answer or error)
         self._switch_interval = sys.getswitchinterval()
+        self._warm: Any = None  # the thread importing what the later phases need (_warm_imports)
         self._done_phases: set[str] = set()
 
     # -- orchestration ---------------------------------------------------------------------------
@@ -180,7 +181,17 @@ class EvaluationSession:
         with self.ctx.phase(name) as handle:
             yield handle
 
+    def _warm_imports_done(self) -> None:
+        """Wait for the warm-import thread before this thread imports anything it might be importing:
+        two threads importing one package whose __init__ imports its own submodules (nkitui.perf) can
+        hand one of them the half-made module ("cannot import name 'estimate' from partially
+        initialized module"), which ended runs as internal errors now and then."""
+        warm, self._warm = self._warm, None
+        if warm is not None:
+            warm.join(timeout=120)  # imports only; a stuck import is the phase's to report
+
     def _close_children(self) -> None:
+        self._warm_imports_done()  # a run stopped early goes on to _finish, which imports the cost model
         asked = self._reference_asked
         if asked is not None and asked[0].is_alive() and self.reference_child is not None:
             # the run stopped before the reference phase: end the process its thread is waiting on
@@ -286,7 +297,7 @@ class EvaluationSession:
             started = self._spawn_many(wanted)
             self.reference_child = started[0]
             self.kernel_child = started[1] if len(started) > 1 else None
-            _warm_imports()
+            self._warm = _warm_imports()
             self._start_reference()
             ph.detail = f"{task.id}: {len(task.inputs)} input(s), {len(task.outputs)} output(s), seeds {self.seeds}, target {r.target}"
 
@@ -374,6 +385,7 @@ class EvaluationSession:
             thread, box = self._reference_asked
             thread.join()
             sys.setswitchinterval(self._switch_interval)
+            self._warm_imports_done()
             if "error" in box:
                 error_raised = box["error"]
                 if isinstance(error_raised, ReferenceFailed):
@@ -1149,24 +1161,35 @@ def _shared_imports(narrow: bool, *, emulated: bool = False) -> None:
             pass
 
 
-def _warm_imports() -> None:
-    """Import what the later phases need (the numerics, the cost model with the emulator's trace types,
-    the analysis) in a background thread: the evaluator spends the reference and compile phases
-    waiting on its children, and these imports would otherwise add their time at the end."""
+def _warm_imports() -> Any:
+    """Import what the later phases need (the cost model) in a background thread, started once the
+    children are forked: the evaluator spends the reference and compile phases waiting on its
+    children, and these imports would otherwise add their time at the end. The thread's modules share
+    none with what runs beside it (the static analysis on the main thread, the reference's numerics
+    on its own thread: tests/evaluate/pipeline/test_warm_imports.py checks WARM_IMPORTS against
+    BESIDE_WARM_IMPORTS), and the main thread joins it before any later phase
+    (EvaluationSession._warm_imports_done): no module is ever imported by two threads at once."""
     import importlib
     import threading
 
-    names = ["nkitui.evaluate.numerics.audit", "nkitui.analysis", "nkitui.perf.estimate",
-             "nkitui.executor.backends.costmodel", "nkitui.emulator.replay"]  # the replay: the engine
-
     def load() -> None:
-        for name in names:
+        for name in WARM_IMPORTS:
             try:
                 importlib.import_module(name)
             except Exception:  # noqa: BLE001 - the phase that needs it imports it again and reports
                 pass
 
-    threading.Thread(target=load, name="nkitui-warm-imports", daemon=True).start()
+    thread = threading.Thread(target=load, name="nkitui-warm-imports", daemon=True)
+    thread.start()
+    return thread
+
+
+# What the warm-import thread imports, and what other threads import while it runs (the static
+# analysis; the reference's thread, _ask_reference). Their nkitui modules must not overlap.
+WARM_IMPORTS = ("nkitui.perf.estimate", "nkitui.executor.backends.costmodel")
+BESIDE_WARM_IMPORTS = ("nkitui.analysis", "nkitui.evaluate.numerics.audit", "nkitui.evaluate.numerics.inputs",
+                       "nkitui.evaluate.numerics.recorded", "nkitui.evaluate.pipeline.reference",
+                       "nkitui.evaluate.pipeline.children")
 
 
 class MutantRunner:
