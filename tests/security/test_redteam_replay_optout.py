@@ -6,7 +6,8 @@ instructions. Each attack below is a wrong kernel (a * b for a + b) that hands t
 answer (numpy's a + b on the inputs it reads from its scratch, as an `nl.shared_constant`: every output has
 device provenance and matches the reference on the seeds) and then escapes the replay that would expose it.
 On 735b294 the log's word was taken: "replay unavailable" made the check not applicable and a data-dependent
-log skipped stage 2, so the first four attacks PASSED. Now an emulator run passes only when every seed's log
+log skipped stage 2, so the four attacks that mark the log PASSED (a log truncated or rewritten without a mark
+was caught then too: it does not replay to the reported outputs). Now an emulator run passes only when every seed's log
 replayed exactly and the first seed's log met the reference on a fresh input set (docs/executor.md, Replay).
 
 The recorder is reached through nki.language's own attribute chain (`nl.engine.common._replaylog`): no import
@@ -74,10 +75,13 @@ def test_a_kernel_escaping_its_replay_is_not_passed(escape: str, tmp_path: Path)
     assert result.status != "passed" and result.exit_code != 0, _shown(result)
     integrity = _check(result, "integrity")
     assert integrity is not None and integrity.passed is True, "the static check does not see this spelling"
-    assert _check(result, "output:out").passed is True, "the forged answer matches the reference on the seeds"
     replay = _check(result, "replay")
     assert replay is not None and replay.passed is not True, _shown(result)
     rules = {f.rule for f in result.findings}
+    if escape in ("log truncated", "the constant's storage rewritten in the log"):  # caught on 735b294 too
+        assert replay.passed is False and rules & {"HACK-REPLAY-INVALID", "HACK-REPLAY-MISMATCH"}, _shown(result)
+        return
+    assert _check(result, "output:out").passed is True, "the forged answer matches the reference on the seeds"
     if "unavailable" in ESCAPES[escape]:
         assert "HACK-REPLAY-OPTOUT" in rules and replay.passed is False, _shown(result)
         assert result.status == "failed"
