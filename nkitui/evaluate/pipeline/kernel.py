@@ -236,11 +236,10 @@ def replay_launch(data: bytes | str, inputs: list[np.ndarray], reported: dict[st
         return ReplayOutcome("invalid", f"the instruction log does not replay: {type(exc).__name__}: {str(exc)[:200]}")
     diff = replay.first_difference(reported, outputs)
     if diff is not None:
-        last = log.events[-1][3] if log.events else ""
-        file, line = _split_location(last)
+        file, line = _split_location(log.last_location())
         return ReplayOutcome("mismatch", f"the outputs the kernel's process reported are not what its instructions "
                                          f"compute: {diff.describe()}", file, line)
-    return ReplayOutcome("exact", f"{len(log.events)} instructions replayed; every output equal bit for bit",
+    return ReplayOutcome("exact", f"{log.count} instructions replayed; every output equal bit for bit",
                          data_dependent=log.data_dependent, log=log)
 
 
