@@ -629,6 +629,9 @@ class EvaluationSession:
             inputs = [to_kernel_layout(spec, np.asarray(fresh[1][spec.name])) for spec in task.inputs]
             try:
                 raw = replay.replay(outcome.log, inputs, target=kernel.target, precise=self.options.precise)
+            except replay.Diverged as exc:  # the kernel's stream would differ on these inputs: stage 2 cannot judge
+                return {"diverged": f"the kernel's process observed device values and branched on them; on the fresh "
+                                    f"input set they differ ({str(exc)[:200]})"}
             except Exception as exc:  # noqa: BLE001 - judged in the compare phase (a log that replays only on the seed)
                 return {"error": f"the log does not replay on other inputs ({type(exc).__name__}: {str(exc)[:200]})"}
             return {spec.name: from_kernel_layout(spec, raw[spec.name]) for spec in task.outputs}
@@ -653,6 +656,9 @@ class EvaluationSession:
             return
         got = self.fresh_replay.result()
         seed, _, expected = self.fresh
+        if isinstance(got, dict) and set(got) == {"diverged"} and not any(s.name == "diverged" for s in self.task.outputs):
+            self._not_proven(check.detail, got["diverged"])
+            return
         if isinstance(got, dict) and set(got) == {"error"} and not any(s.name == "error" for s in self.task.outputs):
             detail = f"the first seed's instructions, replayed on a fresh input set (seed {seed}): {got['error']}"
             self.findings.append(_fresh_finding(detail, self.task))
@@ -670,10 +676,10 @@ class EvaluationSession:
             failing = "; ".join(f"`{m.name}`: {m.mismatches}/{m.count} elements outside {m.policy.describe()}"
                                 for m in bad)
         dependent = self._data_dependent()
-        if failing and dependent:  # the seed's stream may legitimately not be the fresh inputs' one: unproven
-            self._not_proven(check.detail, f"the kernel's process says its instruction stream depends on the data "
-                                           f"({dependent[:200]}), and the first seed's instructions, replayed on a "
-                                           f"fresh input set (seed {seed}), do not match the reference there: {failing}")
+        if failing and dependent:  # the seed's values may legitimately not be the fresh inputs' ones: unproven
+            self._not_proven(check.detail, f"the log carries values that depend on the seed ({dependent[:200]}), and "
+                                           f"the first seed's instructions, replayed on a fresh input set (seed {seed}), "
+                                           f"do not match the reference there: {failing}")
             return
         if failing:
             detail = (f"the first seed's instructions, replayed on a fresh input set (seed {seed}, drawn by the "
@@ -687,9 +693,16 @@ class EvaluationSession:
         self._amend_check("replay", True, f"{check.detail}; {REPLAY_FRESH_PASSED}")  # (its seed is random: not in a detail runs compare)
 
     def _data_dependent(self) -> str | None:
-        """The data dependence the first replayed seed's log declares (its host reads of device values)."""
+        """Values the first replayed seed's log carries from the seed: front-end writes of input-dependent values
+        (a collective's result across SPMD programs), or the header's own data-dependence mark (the kernel
+        process's word: it can only turn a HACK-REPLAY-FRESH into "not proven", never into a pass)."""
+        from nkitui.emulator import replay
+
         for _seed, outcome in getattr(self, "replay_outcomes", []):
-            if outcome.status == "exact":
+            if outcome.status == "exact" and outcome.log is not None:
+                carried = replay.carried_sources(outcome.log)
+                if carried:
+                    return "front-end writes of " + ", ".join(carried[:4])
                 return outcome.data_dependent or None
         return None
 
