@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import pytest
-
 from dataclasses import replace
 
 import numpy as np
+import pytest
 
 from nkitui.evaluate.numerics.metrics import compute_metrics
 from nkitui.evaluate.options import EvaluationOptions
