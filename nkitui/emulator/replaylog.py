@@ -529,7 +529,8 @@ def recording(inputs: list[np.ndarray]) -> Iterator[Recorder]:
     try:
         yield rec
     finally:
-        _rec = prev
+        if _rec is rec:  # (a recording another thread opened meanwhile is not made current again when it ends)
+            _rec = prev
 
 
 def active() -> Recorder | None:

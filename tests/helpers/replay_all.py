@@ -15,6 +15,7 @@ from __future__ import annotations
 import collections
 import json
 import os
+import threading
 from typing import Any
 
 import numpy as np
@@ -37,6 +38,9 @@ def _wrap(original: Any) -> Any:
         # abandoned a hung launch leaves its recorder open: the recorder is per process)
         if not config.current_options().execute:
             _classify("not recorded: a shape-only run (nothing executes)", f"{getattr(kernel, 'name', '?')} in {CURRENT[0]}")
+            return original(kernel, args, kwargs, **kw)
+        if threading.current_thread() is not threading.main_thread():  # simulated ranks: one thread each
+            _classify("not recorded: a launch on another thread (simulated ranks)", f"{getattr(kernel, 'name', '?')} in {CURRENT[0]}")
             return original(kernel, args, kwargs, **kw)
         if replaylog.active() is not None:
             _classify("not recorded: another launch was recording", f"{getattr(kernel, 'name', '?')} in {CURRENT[0]}")
