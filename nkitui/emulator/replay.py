@@ -80,6 +80,21 @@ class GatherRef:
     indices: tuple[Blob, ...]
 
 
+@dataclass(frozen=True)
+class RegRef:
+    """A sequencer register: its number in the log, and the value the kernel's process saw it hold."""
+
+    key: int
+    value: int
+    frozen: bool
+
+
+class Diverged(ReplayError):
+    """A value the kernel's process observed (a host read, a register) is not what the replay computes at
+    that point: on the seed's inputs the log is forged; on other inputs the kernel's own instruction stream
+    would differ there (data-dependent control flow or addressing)."""
+
+
 @dataclass
 class Template:
     """One distinct instruction of a log: the engine function, its arguments with each tensor view's
@@ -382,6 +397,15 @@ def _storages(data: bytes, n: int, classes: list[dict[str, Any]], inputs: int, n
             src = ("alias", root, p0, off, strides) if kind == 4 else ("view", root, off, strides)
             pos += need
             nbytes = 0
+        elif kind == 6:  # placed: byte space, its width (bytes per partition), first partition, first byte
+            if pos + 4 > end:
+                raise _bad(f"the storage stream ends inside storage {sid}")
+            space, width, p0, byte = a[pos:pos + 4]
+            pos += 4
+            if cls["memory"] == "hbm" or not 0 < width <= 1 << 22 or space > 1 << 10:
+                raise _bad(f"storage {sid}: a placed tile needs an on-chip memory, a space and a width in range")
+            src = ("placed", space, width, p0, byte)
+            nbytes = 0
         else:
             raise _bad(f"storage {sid}: unknown source kind {kind}")
         total += nbytes
@@ -589,6 +613,24 @@ class _Reader:
                     raise _bad("a gather view's indices must be integer arrays")
                 idx.append(arr)
             return GatherRef(slot, _shape(v[2], "a view's shape"), tuple(idx))
+        if tag == "reg" and len(v) == 4:
+            key = _int(v[1], "a register's number", 0, 1 << 20)
+            value = _int(v[2], "a register's value", -(1 << 31), (1 << 32) - 1)
+            if type(v[3]) is not bool:
+                raise _bad("a register's frozen flag must be a boolean")
+            return RegRef(key, value, v[3])
+        if tag == "rg" and len(v) == 2 and type(v[1]) is list and len(v[1]) <= 1024:
+            groups = []
+            for g in v[1]:
+                if type(g) is not list or len(g) > 1024:
+                    raise _bad("a replica group is a list of rank lists")
+                groups.append([_int(r, "a rank", 0, 1 << 16) for r in g])
+            from nkitui.emulator.newns.collectives import ReplicaGroup
+
+            try:
+                return ReplicaGroup(groups)
+            except Exception as exc:  # noqa: BLE001 - the emulator's own check of the groups
+                raise _bad(f"a replica group: {str(exc)[:100]}") from None
         if tag == "op" and len(v) == 2:
             from nkitui.emulator import alu
 
@@ -610,7 +652,7 @@ class _Reader:
 
 def _needs_build(v: Any) -> bool:
     """Whether a decoded argument must be made anew for each call (it holds views, arrays or mutable containers)."""
-    return isinstance(v, (tuple, list, dict, Blob, GatherRef))
+    return isinstance(v, (tuple, list, dict, Blob, GatherRef, RegRef))
 
 
 _MODULE_NAME = re.compile(r"nkitui\.emulator(\.[a-z_][a-z0-9_]*){1,3}")
@@ -649,9 +691,20 @@ def replay(log: Log, inputs: list[np.ndarray], *, target: str, precise: bool) ->
         storages = _make_storages(log, inputs, precise)
         blobs = log.blobs
         views: dict[tuple[Any, ...], Any] = {}  # range views are immutable: one Tensor per view (its checks once)
+        regs: dict[int, Any] = {}  # the log's sequencer registers, made on first sight
 
         def build(v: Any, sids: Any) -> Any:
             t = type(v)
+            if t is RegRef:
+                reg = regs.get(v.key)
+                if reg is None:
+                    from nkitui.emulator.newns.registers import VirtualRegister
+
+                    reg = regs[v.key] = VirtualRegister(v.value, frozen=v.frozen)
+                elif reg.value != v.value:
+                    raise Diverged(f"register {v.key} holds {reg.value} here; the kernel's process saw {v.value}",
+                                   -1, "")
+                return reg
             if t is ViewRef:
                 key = (sids[v.ref], v.dims, v.shape)
                 view = views.get(key)
@@ -711,6 +764,8 @@ def replay(log: Log, inputs: list[np.ndarray], *, target: str, precise: bool) ->
                 i += 1
         except Exception as exc:  # noqa: BLE001  (any failure of a logged instruction is the log's)
             name, where = (tpl.name, tpl.where) if tpl is not None else ("?", "")
+            if isinstance(exc, (Diverged, replaylog.Diverged)):
+                raise Diverged(f"instruction {i} ({name}): {exc}", i, where) from None
             raise ReplayError(f"instruction {i} ({name}) failed on replay: {type(exc).__name__}: "
                               f"{str(exc)[:300]}", i, where) from None
         out: dict[str, np.ndarray] = {}
@@ -737,7 +792,11 @@ def _make_storages(log: Log, inputs: list[np.ndarray], precise: bool) -> list[An
     from nkitui.emulator.memory import Storage, _fill
 
     storages: list[Any] = []
+    spaces: dict[int, Any] = {}  # placed tiles' byte spaces: number -> (memory, bytes, counter)
     for sid, info in enumerate(log.parsed.storages):  # roots before their views (described first)
+        if info.source[0] == "placed":
+            storages.append(_placed(spaces, sid, info))
+            continue
         d = info.dtype
         sd = dt.storage_dtype(d, precise)
         src = info.source
@@ -778,6 +837,31 @@ def _make_storages(log: Log, inputs: list[np.ndarray], precise: bool) -> list[An
         st.lossy = info.lossy
         storages.append(st)
     return storages
+
+
+def carried_sources(log: Log) -> list[str]:
+    """The front-end APIs whose written values the log carries and that depend on the kernel's inputs (a
+    collective's result across SPMD programs): replayed on other inputs they are the seed's values."""
+    found = {str(t.kwargs.get("source", "?")) for t in log.parsed.templates if t.name == "replaylog.put"}
+    return sorted(found - replaylog.INDEPENDENT_SOURCES)
+
+
+def _placed(spaces: dict[int, Any], sid: int, info: StorageInfo) -> Any:
+    """A tile at an explicit address: a view of its byte space (made once per space, fresh 0xFF bytes as the
+    emulator makes it), bounds-checked here (a slice past the space's end would be silently short)."""
+    from nkitui.emulator.newns.tensor import PlacedStorage, SpaceCell
+
+    _, space_no, width, p0, byte = info.source
+    space = spaces.get(space_no)
+    if space is None:
+        space = spaces[space_no] = (info.memory, np.full((128, width), 0xFF, dtype=np.uint8), SpaceCell())
+    memory, arr, cell = space
+    P = info.shape[0] if info.shape else 0
+    nbytes = (math.prod(info.shape) // P if P else 0) * info.dtype.itemsize
+    if memory != info.memory or arr.shape[1] != width or p0 + P > 128 or byte + nbytes > width or not info.shape:
+        raise ReplayError(f"placed tile {sid} ({info.memory}, {info.shape} at partition {p0}, byte {byte}) does not "
+                          f"fit its byte space ({memory}, 128 x {arr.shape[1]} bytes)", -1, "")
+    return PlacedStorage(info.name, info.memory, info.shape, info.dtype, arr, cell, p0, byte)
 
 
 def _alias(root: Any, info: StorageInfo, src: tuple[Any, ...]) -> Any:

@@ -12,10 +12,21 @@ equal the reported ones bit for bit.
 
 Storages are described where an instruction first touches them: the harness's input (its index),
 a constant (its bytes at that moment: nothing but instructions writes a storage after creation),
-a fresh allocation (its fill), anything else by its bytes. A device write that does not happen
-inside a recorded instruction (front-end code writing directly), an argument that is not plain
-data, or a launch that runs on several threads makes the log *unavailable*, with the reason and
-the kernel's file:line: the replay then says so instead of judging.
+a fresh allocation (its fill), a tile at an explicit address (its byte space, partition and byte:
+overlapping placements alias on replay as they did here), anything else by its bytes.
+
+Every other way the front end touches device memory is an event of the log too:
+  * a front-end write that is not an engine instruction (nl.rand's values, a collective's result
+    across SPMD programs) is `replaylog.put`, carrying the values written and the API that wrote them;
+  * a host read of device values during the kernel's body (Tensor.array at depth 0: control flow or
+    addressing fixed at trace time) is `replaylog.observe`, carrying the values seen;
+  * a sequencer register is named by a number and carries its value at each use (registers.*).
+The replay checks each observation: on the seed's inputs a difference is a forged log; on a fresh
+input set it means the kernel's own instruction stream would differ there (data-dependent control).
+What still makes a log *unavailable* (with the reason and the kernel's file:line): an argument that
+is not plain data (a task-defined function as an operator), a collective across simulated ranks
+(nki.multi_rank_simulate: several threads), and the size limits. The evaluator fails such a run
+(HACK-REPLAY-OPTOUT): a kernel nkitui cannot replay is not proven correct.
 
 Recording costs one global test per instruction when no log is open.
 """
@@ -84,6 +95,8 @@ class Recorder:
         self._objs: dict[int, Any] = {}  # storage id -> a weak reference to the Storage first described under it
         self.data_dependent: str | None = None
         self.body = False  # inside a launch's kernel body (host reads there make the stream data-dependent)
+        self._regs: dict[int, int] = {}  # id(register) -> its number (the registers are kept alive in _keep)
+        self._spaces: dict[int, int] = {}  # address of a core's SBUF/PSUM byte space -> its number (placed tiles)
 
     # -- storages, inputs, outputs -------------------------------------------------------------
     def note_storage(self, st: Any, fill: bool) -> None:
@@ -152,7 +165,7 @@ class Recorder:
                 return n
             return self._view(st, sid)  # another Storage object with the same id: the legacy view()/reshape()
         if type(st).__name__ == "PlacedStorage":  # nki's explicit addresses: allocations may overlap
-            raise Unavailable("a tile placed at an explicit address (allocations that may overlap)")
+            return self._placed(st)
         if st.init is not None or st.mm_zone is not None:
             raise Unavailable("a PSUM tile first seen with accumulation state")
         data = st.data
@@ -173,6 +186,23 @@ class Recorder:
                            st.kind, name, bool(st.lossy), source)
         self._index[sid] = n
         self._objs[sid] = weakref.ref(st)  # not the storage itself: tiles must be freed as the kernel drops them
+        return n
+
+    def _placed(self, st: Any) -> int:
+        """A tile at an explicit address: its core's byte space (one per core and memory, numbered here), the
+        partition and byte it starts at. The replay makes each space once (fresh: 0xFF bytes, as the emulator
+        does) and the tile as the same view of it, so overlapping placements alias there as they did here."""
+        space = st.space  # a flat view of the byte space (a new view per tile): keyed by its first byte's address
+        addr = int(space.__array_interface__["data"][0])
+        k = self._spaces.get(addr)
+        if k is None:
+            k = self._spaces[addr] = len(self._spaces)
+            self._keep.append(space)  # alive: the address stays this space's
+        partition, byte = divmod(int(st.base), int(st.pstride))
+        n = self._describe(st.memory, st.shape, st.dtype.name, 0, "placed", "", bool(st.lossy),
+                           ["placed", k, int(st.pstride), partition, byte])
+        self._index[st.id] = n
+        self._objs[st.id] = weakref.ref(st)
         return n
 
     def _view(self, st: Any, primary: int) -> int:
@@ -233,6 +263,10 @@ class Recorder:
             return ("sl", self.encode(v.start, slots), self.encode(v.stop, slots), self.encode(v.step, slots))
         if isinstance(v, enum.Enum) and type(v).__module__.startswith("nkitui."):
             return ("en", type(v).__module__, type(v).__qualname__, v.name)
+        if t.__name__ == "VirtualRegister" and t.__module__ == "nkitui.emulator.newns.registers":
+            return self.register(v)
+        if t.__name__ == "ReplicaGroup" and t.__module__ == "nkitui.emulator.newns.collectives":
+            return ("rg", tuple(tuple(int(r) for r in g) for g in v.replica_groups))
         try:
             known = _NAMED.get(v)
         except TypeError:  # unhashable
@@ -261,6 +295,29 @@ class Recorder:
             except TypeError:
                 pass
         return enc
+
+    def register(self, reg: Any) -> tuple[Any, ...]:
+        """A sequencer register: its number in this log and its value now (the replay checks the value)."""
+        k = self._regs.get(id(reg))
+        if k is None:
+            k = self._regs[id(reg)] = len(self._regs)
+            self._keep.append(reg)
+        return ("reg", k, int(reg.value), bool(reg.frozen))
+
+    def now(self, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+        """Record an event that happens at this point (not an engine call: put, observe)."""
+        if self.unavailable is not None:
+            return
+        if self.count >= MAX_EVENTS:
+            self.fail(f"more than {MAX_EVENTS} instructions")
+            return
+        try:
+            key, slots = self.event(name, args, kwargs)
+        except Unavailable as exc:
+            self.fail(f"{name}: {exc}", _location())
+            return
+        run = _current_run()
+        self.append(key, slots, _traced_location(run), int(getattr(run, "core", 0) or 0))
 
     def event(self, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Any, list[int]]:
         """The instruction's arguments as a template key (without location) and its slots' storages."""
@@ -364,6 +421,8 @@ def instruction(name: str, fn: Callable[..., Any]) -> Callable[..., Any]:
             if event is not None and rec.unavailable is None:
                 run = _current_run()
                 rec.append(event[0], event[1], _traced_location(run), int(getattr(run, "core", 0) or 0))
+                if name in _SETS_REGISTER:  # the value it put there, checked on replay (the front end branches on it)
+                    rec.now("replaylog.observe", (args[0] if args else kwargs.get("reg"),), {})
 
     recorded.__wrapped_instruction__ = name  # type: ignore[attr-defined]  # marks a recorded function
     return recorded
@@ -386,21 +445,80 @@ def instrument(modules: dict[str, Any], names: dict[str, list[str]], package: di
                 package[f] = wrapped
 
 
-def direct_write(dst: Any) -> None:
-    """A device write outside any recorded instruction (called by engine.common.write)."""
-    rec = _rec
-    if rec is not None and getattr(_local, "depth", 0) == 0:
-        rec.fail(f"a front-end write into {getattr(dst.storage, 'name', '') or 'a tensor'} that is not an "
-                 "instruction the log records", _location())
+_SETS_REGISTER = {"registers.register_load", "registers.register_move"}
+INDEPENDENT_SOURCES = frozenset({"rand"})  # front-end writes whose values do not depend on the kernel's inputs
 
 
-def host_read() -> None:
-    """Host code of the front end read device values during the kernel's body (Tensor.array at depth 0)."""
+def direct_write(dst: Any, result: Any = None, where: Any = None, accumulate: bool = False) -> None:
+    """A device write outside any engine instruction (engine.common.write at depth 0: nl.rand, a collective
+    across SPMD programs): a `replaylog.put` event carrying the values, and the front-end API that wrote them
+    (stage 2 of the replay judges values that depend on the inputs as carried from the seed)."""
     rec = _rec
-    if rec is not None and rec.body and getattr(_local, "depth", 0) == 0 and rec.data_dependent is None:
+    if rec is None or getattr(_local, "depth", 0) != 0:
+        return
+    if result is None:
+        rec.fail("a front-end write without values (a shape-only launch)", _location())
+        return
+    rec.now("replaylog.put", (dst, np.array(result, copy=True)),
+            {"where": None if where is None else np.array(where, copy=True), "accumulate": bool(accumulate),
+             "source": _front_end_api()})
+
+
+def _front_end_api() -> str:
+    """The public front-end function that is writing (the first caller outside nkitui.emulator.engine)."""
+    f = sys._getframe(2)
+    while f is not None:
+        mod = f.f_globals.get("__name__", "")
+        if mod.startswith("nkitui.emulator.") and not mod.startswith(("nkitui.emulator.engine", "nkitui.emulator.replaylog")) \
+                and not f.f_code.co_name.startswith("_"):
+            return f.f_code.co_name[:60]
+        f = f.f_back
+    return "?"
+
+
+def host_read(t: Any = None) -> None:
+    """Host code of the front end read device values during the kernel's body (Tensor.array at depth 0): a
+    `replaylog.observe` event with the values seen, checked on replay."""
+    rec = _rec
+    if rec is None or not rec.body or getattr(_local, "depth", 0) != 0:
+        return
+    if rec.data_dependent is None:
         loc = _location()
         rec.data_dependent = "the front end read device values on the host" + (
             f" at {loc[0]}:{loc[1]}" if loc and loc[0] else "")
+    if t is not None and t.storage.data is not None:
+        _local.depth = 1  # the observation's own reads are not observations
+        try:
+            seen = np.array(t.storage.data[t.gather_indices] if t.gather_indices is not None else t._cells(), copy=True)
+        finally:
+            _local.depth = 0
+        rec.now("replaylog.observe", (t, seen), {})
+
+
+class Diverged(Exception):
+    """On replay: a value the kernel's process observed (a host read, a register) differs here."""
+
+
+def _put(dst: Any, values: np.ndarray, where: Any = None, accumulate: bool = False, source: str = "") -> None:
+    from nkitui.emulator.engine.common import current, write
+
+    write(current(), dst, values, where, accumulate)
+
+
+def _observe(*values: Any) -> None:
+    """Replay of an observation: a tensor and the values seen (a register's value is checked as it is built)."""
+    if len(values) == 2 and not isinstance(values[0], np.ndarray) and hasattr(values[0], "storage"):
+        t, seen = values
+        got = t.storage.data[t.gather_indices] if t.gather_indices is not None else t._cells()
+        got = np.ascontiguousarray(got)
+        seen = np.asarray(seen)
+        if got.shape != seen.shape or got.dtype.itemsize != seen.dtype.itemsize or got.tobytes() != seen.tobytes():
+            raise Diverged(f"the kernel's process read other values from {t.storage.name or 'a tensor'} on the host "
+                           "than its instructions compute here")
+
+
+REGISTRY["replaylog.put"] = _put
+REGISTRY["replaylog.observe"] = _observe
 
 
 @contextmanager
@@ -478,7 +596,7 @@ def pack(rec: Recorder, outputs: dict[str, Any]) -> bytes:
 
 
 # source kinds in the storage stream, and how many integers follow each (alias and view: by the storage's rank)
-_SOURCES = {"fill": 0, "zeros": 1, "input": 2, "bytes": 3, "alias": 4, "view": 5}
+_SOURCES = {"fill": 0, "zeros": 1, "input": 2, "bytes": 3, "alias": 4, "view": 5, "placed": 6}
 
 
 def _words(v: int) -> tuple[int, int]:

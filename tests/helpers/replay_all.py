@@ -21,6 +21,7 @@ import numpy as np
 
 STATS: collections.Counter[str] = collections.Counter()
 EXAMPLES: dict[str, str] = {}
+CURRENT = [""]  # the test running now (named in the examples)
 
 
 def _classify(key: str, example: str) -> None:
@@ -34,8 +35,11 @@ def _wrap(original: Any) -> Any:
     def run_kernel(kernel: Any, args: tuple[Any, ...], kwargs: Any, **kw: Any) -> Any:
         # a launch inside a recorded one (ranks), or any launch while another thread records (a test that
         # abandoned a hung launch leaves its recorder open: the recorder is per process)
-        if replaylog.active() is not None or not config.current_options().execute:
-            _classify("not recorded: another launch was recording", getattr(kernel, "name", "?"))
+        if not config.current_options().execute:
+            _classify("not recorded: a shape-only run (nothing executes)", f"{getattr(kernel, 'name', '?')} in {CURRENT[0]}")
+            return original(kernel, args, kwargs, **kw)
+        if replaylog.active() is not None:
+            _classify("not recorded: another launch was recording", f"{getattr(kernel, 'name', '?')} in {CURRENT[0]}")
             return original(kernel, args, kwargs, **kw)
         inputs = launch._arrays_in([*args, *kwargs.values()])
         before = [np.array(a, copy=True) for a in inputs]
@@ -95,6 +99,7 @@ def pytest_configure(config: Any) -> None:
 
 
 def pytest_runtest_setup(item: Any) -> None:
+    CURRENT[0] = item.nodeid
     _patch_everywhere()
 
 

@@ -491,12 +491,10 @@ def gather_flattened(data: Tensor, indices: Tensor, *, mask: Mask = None, dtype:
     P = data.shape[0]
     run.record("gpsimd", "nc_n_gather", (data, indices), (out,), partitions=P, free=indices.size // builtins.max(P, 1),
                meta={"api": "nl.gather_flattened"})
-    if run.execute:
-        flat = data.array().reshape(P, -1)
-        idx = indices.array().reshape(indices.shape[0], -1).astype(np.int64)
-        idx = np.clip(idx, 0, flat.shape[1] - 1)  # out-of-bounds indices return garbage on hardware
-        vals = np.take_along_axis(flat, idx, axis=1).reshape(indices.shape)
-        _write(run, out, vals if data.storage.dtype is d else vals.astype(np.float32))
+    if run.execute:  # an engine function: the replayable log replays the gather from its operands
+        from nkitui.emulator.engine import gather as _gather
+
+        _gather.gather_flattened(out, data, indices)
     else:
         _write(run, out, None)
     return mark(run, out)
