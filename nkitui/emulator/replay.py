@@ -181,8 +181,15 @@ class Log:
         return last
 
 
+_PREFIX = "malformed instruction log: "
+
+
 def _bad(msg: str) -> ReplayFormatError:
-    return ReplayFormatError(f"malformed instruction log: {msg}")
+    return ReplayFormatError(_PREFIX + msg.removeprefix(_PREFIX))
+
+
+def _inner(exc: Exception) -> str:
+    return str(exc).removeprefix(_PREFIX)
 
 
 def _int(v: Any, what: str, lo: int = 0, hi: int = 1 << 62) -> int:
@@ -301,7 +308,7 @@ def _parse(head: bytes, stream_bytes: bytes, storage_bytes: bytes) -> Parsed:
         try:
             templates.append(reader.template(tpl, i))
         except ReplayFormatError as exc:
-            raise _bad(f"instruction template {i}: {exc}") from None
+            raise _bad(f"instruction template {i}: {_inner(exc)}") from None
     stream = _stream(stream_bytes, count, templates, storages)
     outputs = {}
     for name, enc in header["outputs"].items():
@@ -501,7 +508,7 @@ class _Reader:
                     raise _bad("a keyword argument must be [key, value]")
                 kwargs[kv[0]] = self.value(kv[1], 0)
         except ReplayFormatError as exc:
-            raise _bad(f"{name}{' at ' + where if where else ''}: {exc}") from None
+            raise _bad(f"{name}{' at ' + where if where else ''}: {_inner(exc)}") from None
         ndims, self.slots = self.slots, None
         views: list[tuple[bool, Any, int, Any, Any]] = []
         nested: list[tuple[bool, Any, Any]] = []

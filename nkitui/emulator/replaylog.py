@@ -147,9 +147,10 @@ class Recorder:
     def _describe(self, memory: str, shape: Any, dtype: str, pax: int, kind: str, name: str, lossy: bool,
                   source: list[Any]) -> int:
         """A new dense storage number for a storage of this class and source."""
-        cls = (memory, tuple(int(n) for n in shape), dtype, pax, kind, name, lossy)
+        cls = (memory, shape if type(shape) is tuple else tuple(shape), dtype, pax, kind, name, lossy)
         c = self.classes.get(cls)
-        if c is None:
+        if c is None:  # (numbers as Python ints for the header: numpy's hash and compare equal to them)
+            cls = (memory, tuple(int(n) for n in shape), dtype, int(pax), kind, name, lossy)
             c = self.classes[cls] = len(self.classes)
         n = len(self.table)
         self.table.append([c, source])
@@ -157,14 +158,14 @@ class Recorder:
 
     def storage(self, st: Any) -> int:
         """The dense number of storage `st` (described on first sight)."""
+        sid: int = st.id
+        n = self._index.get(sid)
+        if n is not None and self._objs[sid]() is st:  # the common case: a storage seen before
+            return n
         root = getattr(st, "root", None)
         if root is not None and getattr(st, "geometry", None) is not None:  # nki's reshaped/bitcast views
             return self._alias(st, root)
-        sid: int = st.id
-        n = self._index.get(sid)
         if n is not None:
-            if self._objs[sid]() is st:
-                return n
             return self._view(st, sid)  # another Storage object with the same id: the legacy view()/reshape()
         if type(st).__name__ == "PlacedStorage":  # nki's explicit addresses: allocations may overlap
             return self._placed(st)

@@ -556,6 +556,8 @@ class EvaluationSession:
                     assert run.outputs is not None
                     if run.replay_job is not None:  # replayed on a thread while the kernel runs the next seed
                         pending.append((seed, replayer.submit(run.replay_job)))
+                        if len(pending) == 1:  # stage 2 right behind the first seed's replay: it too overlaps the
+                            self._submit_fresh_replay(replayer, pending)  # later seeds instead of following them
                     if self.trace_json is None and run.trace_json is not None:
                         self.trace_json = run.trace_json
                     if self.first_seed_run is None:
@@ -571,7 +573,6 @@ class EvaluationSession:
                     self.seed_results[seed] = SeedResult(seed, None, kernel_s=elapsed)
                     self.ctx.log(f"seed {seed}: kernel ran" + (f" in {run.elapsed_s * 1e3:.1f} ms" if run.elapsed_s else ""))
                 self.ctx.progress(i + 1, len(self.seeds), f"seed {seed}")
-            self._submit_fresh_replay(replayer, pending)
             replayer.shutdown(wait=True)
             for seed, future in pending:
                 outcome = future.result()
@@ -610,7 +611,7 @@ class EvaluationSession:
 
     def _submit_fresh_replay(self, replayer: Any, pending: list[tuple[int, Any]]) -> None:
         """Stage 2: the first seed's log, once it replayed exactly, replayed on the fresh inputs (on the replay
-        thread, after the seeds' replays: the worker runs its jobs in order)."""
+        thread, right after the first seed's replay: the worker runs its jobs in order)."""
         if self.fresh is None or not pending or self.kernel is None:
             return
         import numpy as np
