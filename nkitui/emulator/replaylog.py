@@ -538,13 +538,6 @@ def active() -> Recorder | None:
 
 
 # -- the binary form ------------------------------------------------------------------------------
-def _plain(v: Any) -> Any:
-    """An encoded value as JSON would read it back (tuples as lists), for the header."""
-    if type(v) is tuple:
-        return [_plain(x) for x in v]
-    return v
-
-
 def pack(rec: Recorder, outputs: dict[str, Any]) -> bytes:
     """The log as bytes: MAGIC, then four length-prefixed sections: the JSON header, the instruction
     stream (little-endian uint32: per instruction its template, then one storage number per slot of the
@@ -556,8 +549,9 @@ def pack(rec: Recorder, outputs: dict[str, Any]) -> bytes:
     null, core], a tensor view naming a slot instead of a storage), "events" and "storages" (counts),
     "outputs" (name -> view, naming the storage), "unavailable", "data_dependent", "inputs", "blobs"."""
     unavailable = rec.unavailable
-    templates = [] if unavailable is not None else [_plain(k) for k in rec.templates]
-    classes = [_plain(c) for c in sorted(rec.classes, key=rec.classes.__getitem__)]
+    # (json writes the tuples of the encoded values as arrays: nothing to convert)
+    templates = [] if unavailable is not None else list(rec.templates)
+    classes = sorted(rec.classes, key=rec.classes.__getitem__)
     stream = array("I")
     storages = array("I")
     if unavailable is None:
@@ -580,7 +574,7 @@ def pack(rec: Recorder, outputs: dict[str, Any]) -> bytes:
                 storages.extend(src[1:])
     header = {"version": VERSION, "classes": classes, "templates": templates, "events": rec.count if unavailable is None else 0,
               "storages": len(rec.table) if unavailable is None else 0,
-              "outputs": {k: _plain(v) for k, v in outputs.items()}, "unavailable": unavailable,
+              "outputs": outputs, "unavailable": unavailable,
               "data_dependent": rec.data_dependent, "inputs": len(rec.inputs), "blobs": len(rec.blobs)}
     head = json.dumps(header, separators=(",", ":"), allow_nan=False).encode()
     if sys.byteorder != "little":
