@@ -625,10 +625,8 @@ class _Reader:
                 if type(g) is not list or len(g) > 1024:
                     raise _bad("a replica group is a list of rank lists")
                 groups.append([_int(r, "a rank", 0, 1 << 16) for r in g])
-            from nkitui.emulator.newns.collectives import ReplicaGroup
-
-            try:
-                return ReplicaGroup(groups)
+            try:  # the nki front end's class (loaded by name, as the aliases' are: the engine core imports no front end)
+                return _nkitui_module("nkitui.emulator.newns.collectives").ReplicaGroup(groups)
             except Exception as exc:  # noqa: BLE001 - the emulator's own check of the groups
                 raise _bad(f"a replica group: {str(exc)[:100]}") from None
         if tag == "op" and len(v) == 2:
@@ -698,9 +696,8 @@ def replay(log: Log, inputs: list[np.ndarray], *, target: str, precise: bool) ->
             if t is RegRef:
                 reg = regs.get(v.key)
                 if reg is None:
-                    from nkitui.emulator.newns.registers import VirtualRegister
-
-                    reg = regs[v.key] = VirtualRegister(v.value, frozen=v.frozen)
+                    registers = _nkitui_module("nkitui.emulator.newns.registers")
+                    reg = regs[v.key] = registers.VirtualRegister(v.value, frozen=v.frozen)
                 elif reg.value != v.value:
                     raise Diverged(f"register {v.key} holds {reg.value} here; the kernel's process saw {v.value}",
                                    -1, "")
@@ -849,19 +846,18 @@ def carried_sources(log: Log) -> list[str]:
 def _placed(spaces: dict[int, Any], sid: int, info: StorageInfo) -> Any:
     """A tile at an explicit address: a view of its byte space (made once per space, fresh 0xFF bytes as the
     emulator makes it), bounds-checked here (a slice past the space's end would be silently short)."""
-    from nkitui.emulator.newns.tensor import PlacedStorage, SpaceCell
-
+    tensor = _nkitui_module("nkitui.emulator.newns.tensor")
     _, space_no, width, p0, byte = info.source
     space = spaces.get(space_no)
     if space is None:
-        space = spaces[space_no] = (info.memory, np.full((128, width), 0xFF, dtype=np.uint8), SpaceCell())
+        space = spaces[space_no] = (info.memory, np.full((128, width), 0xFF, dtype=np.uint8), tensor.SpaceCell())
     memory, arr, cell = space
     P = info.shape[0] if info.shape else 0
     nbytes = (math.prod(info.shape) // P if P else 0) * info.dtype.itemsize
     if memory != info.memory or arr.shape[1] != width or p0 + P > 128 or byte + nbytes > width or not info.shape:
         raise ReplayError(f"placed tile {sid} ({info.memory}, {info.shape} at partition {p0}, byte {byte}) does not "
                           f"fit its byte space ({memory}, 128 x {arr.shape[1]} bytes)", -1, "")
-    return PlacedStorage(info.name, info.memory, info.shape, info.dtype, arr, cell, p0, byte)
+    return tensor.PlacedStorage(info.name, info.memory, info.shape, info.dtype, arr, cell, p0, byte)
 
 
 def _alias(root: Any, info: StorageInfo, src: tuple[Any, ...]) -> Any:

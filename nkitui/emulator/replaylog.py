@@ -16,8 +16,9 @@ a fresh allocation (its fill), a tile at an explicit address (its byte space, pa
 overlapping placements alias on replay as they did here), anything else by its bytes.
 
 Every other way the front end touches device memory is an event of the log too:
-  * a front-end write that is not an engine instruction (nl.rand's values, a collective's result
-    across SPMD programs) is `replaylog.put`, carrying the values written and the API that wrote them;
+  * a front-end write that is not an engine instruction (a collective's result across SPMD programs or
+    logical cores) is `replaylog.put`, carrying the values written and the API that wrote them;
+  * a host-side reseed of the launch's random numbers (legacy nl.random_seed) is `replaylog.seed`;
   * a host read of device values during the kernel's body (Tensor.array at depth 0: control flow or
     addressing fixed at trace time) is `replaylog.observe`, carrying the values seen;
   * a sequencer register is named by a number and carries its value at each use (registers.*).
@@ -95,6 +96,7 @@ class Recorder:
         self._objs: dict[int, Any] = {}  # storage id -> a weak reference to the Storage first described under it
         self.data_dependent: str | None = None
         self.body = False  # inside a launch's kernel body (host reads there make the stream data-dependent)
+        self._addr: dict[int, int] = {}  # storage id -> the address of its first cell when described
         self._regs: dict[int, int] = {}  # id(register) -> its number (the registers are kept alive in _keep)
         self._spaces: dict[int, int] = {}  # address of a core's SBUF/PSUM byte space -> its number (placed tiles)
 
@@ -187,6 +189,8 @@ class Recorder:
                            st.kind, name, bool(st.lossy), source)
         self._index[sid] = n
         self._objs[sid] = weakref.ref(st)  # not the storage itself: tiles must be freed as the kernel drops them
+        if data is not None:  # where its cells start (a legacy view of it may outlive this object)
+            self._addr[sid] = int(data.__array_interface__["data"][0])
         return n
 
     def _placed(self, st: Any) -> int:
@@ -214,9 +218,15 @@ class Recorder:
             return found
         first = self._objs[primary]()
         base, data = (first.data if first is not None else None), st.data
-        if base is None or data is None:
+        if data is None:
+            raise Unavailable("a view of a storage without cells")
+        if base is not None:
+            start = base.__array_interface__["data"][0]
+        elif primary in self._addr:  # the first object is gone; its cells are not (this view holds them)
+            start = self._addr[primary]
+        else:
             raise Unavailable("a view of a storage that no longer exists")
-        offset = data.__array_interface__["data"][0] - base.__array_interface__["data"][0]
+        offset = data.__array_interface__["data"][0] - start
         n = self._alias_of[st] = self._describe(
             st.memory, st.shape, st.dtype.name, st.partition_dim if st.partition_dim >= 0 else 0, st.kind,
             str(st.name)[:80], bool(st.lossy),
@@ -447,7 +457,7 @@ def instrument(modules: dict[str, Any], names: dict[str, list[str]], package: di
 
 
 _SETS_REGISTER = {"registers.register_load", "registers.register_move"}
-INDEPENDENT_SOURCES = frozenset({"rand"})  # front-end writes whose values do not depend on the kernel's inputs
+INDEPENDENT_SOURCES: frozenset[str] = frozenset()  # front-end writes whose values do not depend on the inputs
 
 
 def direct_write(dst: Any, result: Any = None, where: Any = None, accumulate: bool = False) -> None:
@@ -518,6 +528,14 @@ def _observe(*values: Any) -> None:
                            "than its instructions compute here")
 
 
+def _seed(value: int) -> None:
+    """Replay of a host-side reseed of the launch's random numbers (legacy nl.random_seed)."""
+    from nkitui.emulator.engine.common import current
+
+    current().rng = np.random.default_rng(int(value) & 0xFFFFFFFFFFFFFFFF)
+
+
+REGISTRY["replaylog.seed"] = _seed
 REGISTRY["replaylog.put"] = _put
 REGISTRY["replaylog.observe"] = _observe
 
@@ -530,7 +548,8 @@ def recording(inputs: list[np.ndarray]) -> Iterator[Recorder]:
     try:
         yield rec
     finally:
-        _rec = prev
+        if _rec is rec:  # (a recording another thread opened meanwhile is not made current again when it ends)
+            _rec = prev
 
 
 def active() -> Recorder | None:

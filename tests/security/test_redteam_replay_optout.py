@@ -11,8 +11,9 @@ was caught then too: it does not replay to the reported outputs). Now an emulato
 replayed exactly and the first seed's log met the reference on a fresh input set (docs/executor.md, Replay).
 
 The recorder is reached through nki.language's own attribute chain (`nl.engine.common._replaylog`): no import
-and no introspection name the static integrity check looks for; it stands for any way task code gets at its
-process's objects (raw memory through numpy included)."""
+and no introspection name; the static integrity check passed it on 735b294. It stands for any way task code
+gets at its process's objects (raw memory through numpy included): the replay's verdict must not depend on the
+static check seeing it."""
 
 from __future__ import annotations
 
@@ -73,8 +74,6 @@ def test_a_kernel_escaping_its_replay_is_not_passed(escape: str, tmp_path: Path)
                       prelude=FORGE.format(escape=ESCAPES[escape]))
     result = _evaluate(task)
     assert result.status != "passed" and result.exit_code != 0, _shown(result)
-    integrity = _check(result, "integrity")
-    assert integrity is not None and integrity.passed is True, "the static check does not see this spelling"
     replay = _check(result, "replay")
     assert replay is not None and replay.passed is not True, _shown(result)
     rules = {f.rule for f in result.findings}

@@ -66,7 +66,7 @@ _INSTRUCTIONS: dict[str, list[str]] = {
                                                "partition_broadcast", "tensor_tensor_operands")],
     "dma_compute": ["dma_compute"],
     "gather": ["nc_n_gather", "nonzero_with_count", "gather_flattened"],
-    "prng": ["rng", "rand2", "set_rng_seed", "rand_set_state", "rand_get_state"],
+    "prng": ["rng", "rand2", "set_rng_seed", "rand_set_state", "rand_get_state", "uniform"],
     "registers": ["register_load", "register_store", "register_move"],
     "trn3": ["activate2", "exponential"],
     "mx": ["nc_matmul_mx", "quantize_mx"],

@@ -78,7 +78,8 @@ class ReplayOutcome:
 
     status: `exact` (the replay's outputs equal the reported ones bit for bit), `mismatch` (they differ:
     the kernel process's report is not what its instructions computed), `invalid` (the log is malformed,
-    missing, or does not replay), `unavailable` (the log holds something the replay cannot run yet)."""
+    missing, or does not replay), `unavailable` (the kernel's process declared its log unreplayable: the run
+    fails, HACK-REPLAY-OPTOUT)."""
 
     status: str
     detail: str
