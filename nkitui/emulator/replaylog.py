@@ -55,7 +55,7 @@ MAX_EVENTS = 2_000_000
 MAX_BLOB_BYTES = 1 << 30
 MAX_TEMPLATES = 1 << 16  # distinct instruction templates of one log (a kernel has one per call site and shape)
 _F32 = np.float32
-_PLAIN = (type(None), bool, str, int)
+_PLAIN = frozenset((type(None), bool, str, int))
 
 _rec: "Recorder | None" = None  # the open log (kernel process, during a run), else None
 _local = threading.local()
@@ -249,7 +249,10 @@ class Recorder:
         a slot (its position in `slots`, where the storage's number is appended); without, by the number."""
         t = type(v)
         if t in _TENSOR_TYPES or _is_tensor(t):
-            sid = self.storage(v.storage)
+            st = v.storage
+            sid = self._index.get(st.id)  # a storage seen before (storage(), its common case inlined)
+            if sid is None or self._objs[st.id]() is not st:
+                sid = self.storage(st)
             if slots is not None:
                 slots.append(sid)
                 sid = len(slots) - 1
@@ -335,7 +338,7 @@ class Recorder:
         slots: list[int] = []
         enc = self.encode
         return (name, tuple([enc(a, slots) for a in args]),
-                tuple([(k, enc(v, slots)) for k, v in kwargs.items()])), slots
+                tuple([(k, enc(v, slots)) for k, v in kwargs.items()]) if kwargs else ()), slots
 
     def append(self, key: tuple[Any, ...], slots: list[int], where: Any, core: int) -> None:
         full = (*key, where, core)
