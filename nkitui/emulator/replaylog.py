@@ -55,7 +55,7 @@ MAX_EVENTS = 2_000_000
 MAX_BLOB_BYTES = 1 << 30
 MAX_TEMPLATES = 1 << 16  # distinct instruction templates of one log (a kernel has one per call site and shape)
 _F32 = np.float32
-_PLAIN = (type(None), bool, str, int)
+_PLAIN = frozenset((type(None), bool, str, int))
 
 _rec: "Recorder | None" = None  # the open log (kernel process, during a run), else None
 _local = threading.local()
@@ -249,7 +249,10 @@ class Recorder:
         a slot (its position in `slots`, where the storage's number is appended); without, by the number."""
         t = type(v)
         if t in _TENSOR_TYPES or _is_tensor(t):
-            sid = self.storage(v.storage)
+            st = v.storage
+            sid = self._index.get(st.id)  # a storage seen before (storage(), its common case inlined)
+            if sid is None or self._objs[st.id]() is not st:
+                sid = self.storage(st)
             if slots is not None:
                 slots.append(sid)
                 sid = len(slots) - 1
@@ -335,7 +338,7 @@ class Recorder:
         slots: list[int] = []
         enc = self.encode
         return (name, tuple([enc(a, slots) for a in args]),
-                tuple([(k, enc(v, slots)) for k, v in kwargs.items()])), slots
+                tuple([(k, enc(v, slots)) for k, v in kwargs.items()]) if kwargs else ()), slots
 
     def append(self, key: tuple[Any, ...], slots: list[int], where: Any, core: int) -> None:
         full = (*key, where, core)
@@ -557,13 +560,6 @@ def active() -> Recorder | None:
 
 
 # -- the binary form ------------------------------------------------------------------------------
-def _plain(v: Any) -> Any:
-    """An encoded value as JSON would read it back (tuples as lists), for the header."""
-    if type(v) is tuple:
-        return [_plain(x) for x in v]
-    return v
-
-
 def pack(rec: Recorder, outputs: dict[str, Any]) -> bytes:
     """The log as bytes: MAGIC, then four length-prefixed sections: the JSON header, the instruction
     stream (little-endian uint32: per instruction its template, then one storage number per slot of the
@@ -575,8 +571,9 @@ def pack(rec: Recorder, outputs: dict[str, Any]) -> bytes:
     null, core], a tensor view naming a slot instead of a storage), "events" and "storages" (counts),
     "outputs" (name -> view, naming the storage), "unavailable", "data_dependent", "inputs", "blobs"."""
     unavailable = rec.unavailable
-    templates = [] if unavailable is not None else [_plain(k) for k in rec.templates]
-    classes = [_plain(c) for c in sorted(rec.classes, key=rec.classes.__getitem__)]
+    # (json writes the tuples of the encoded values as arrays: nothing to convert)
+    templates = [] if unavailable is not None else list(rec.templates)
+    classes = sorted(rec.classes, key=rec.classes.__getitem__)
     stream = array("I")
     storages = array("I")
     if unavailable is None:
@@ -599,7 +596,7 @@ def pack(rec: Recorder, outputs: dict[str, Any]) -> bytes:
                 storages.extend(src[1:])
     header = {"version": VERSION, "classes": classes, "templates": templates, "events": rec.count if unavailable is None else 0,
               "storages": len(rec.table) if unavailable is None else 0,
-              "outputs": {k: _plain(v) for k, v in outputs.items()}, "unavailable": unavailable,
+              "outputs": outputs, "unavailable": unavailable,
               "data_dependent": rec.data_dependent, "inputs": len(rec.inputs), "blobs": len(rec.blobs)}
     head = json.dumps(header, separators=(",", ":"), allow_nan=False).encode()
     if sys.byteorder != "little":

@@ -63,6 +63,8 @@ class KernelRun:
     kernel_outputs: dict[str, Any] | None = None  # the reply's array descriptions (for a later recheck)
     folder: Path | None = None
     elapsed_s: float | None = None
+    cpu_s: float | None = None  # the CPU time the kernel's process spent on the launch (the process's own word:
+    # it only schedules, never judges)
     error: dict[str, Any] | None = None
     host_compute: str | None = None  # why an output does not count as the device's
     trace_json: Any = None  # a Trace (binary form), a dict (JSON form), or None
@@ -144,6 +146,8 @@ class KernelProcess:
                         kernel_outputs=dict(reply["outputs"]), folder=folder)
         elapsed = reply.get("elapsed_s")
         run.elapsed_s = float(elapsed) if isinstance(elapsed, (int, float)) and not isinstance(elapsed, bool) else None
+        cpu = reply.get("cpu_s")
+        run.cpu_s = float(cpu) if isinstance(cpu, (int, float)) and not isinstance(cpu, bool) else None
         if self.device_provenance and source is None:
             run.host_compute = _host_compute(reply.get("provenance"), self.names)
         if trace and isinstance(reply.get("trace"), str):

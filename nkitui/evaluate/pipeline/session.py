@@ -61,6 +61,16 @@ if TYPE_CHECKING:
 BACKEND_LINE = "backend: {name} — {reason}"
 # a first launch at least this long starts a spare kernel process for the later phases' launches
 SPARE_MIN_LAUNCH_S = 0.75
+SPARE_MIN_CPU_SHARE = 0.6  # of the first launch's wall time its process had a core: below it, the machine is busy
+
+
+def spare_pays(elapsed_s: float, cpu_s: float | None) -> bool:
+    """Whether a spare kernel process can win time: the first launch was slow because it computed (it had a
+    core most of its wall time), not because the machine's cores were busy (then the spare's interpreter and
+    launches only take CPU from the rest of the check)."""
+    if cpu_s is None or elapsed_s <= 0:
+        return True
+    return cpu_s >= SPARE_MIN_LAUNCH_S * SPARE_MIN_CPU_SHARE and cpu_s / elapsed_s >= SPARE_MIN_CPU_SHARE
 CONTRACT_PHASES = ("load", "compile", "run", "reference", "compare", "profile")
 MUTANT_DIR = ".nkitui-mutants"
 MUTANT_RESPAWNS = 3
@@ -469,6 +479,10 @@ class EvaluationSession:
         if kernel is None or auditor is None or self.choice is None or self.choice.name != "emulator":
             return
         if first.elapsed_s is None or first.elapsed_s < SPARE_MIN_LAUNCH_S or kernel.spare is not None:
+            return
+        if not spare_pays(first.elapsed_s, first.cpu_s):
+            self.ctx.log(f"the first launch took {first.elapsed_s:.1f} s but had a core for only {first.cpu_s:.1f} s "
+                         "of it: no spare kernel process (the machine has no idle core for it)", level="debug")
             return
         wanted: list[tuple[dict[str, Any], bool]] = []
         if self.options.trials:
