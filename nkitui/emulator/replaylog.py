@@ -480,7 +480,7 @@ def direct_write(dst: Any, result: Any = None, where: Any = None, accumulate: bo
 
 def _front_end_api() -> str:
     """The public front-end function that is writing (the first caller outside nkitui.emulator.engine)."""
-    f = sys._getframe(2)
+    f: Any = sys._getframe(2)
     while f is not None:
         mod = f.f_globals.get("__name__", "")
         if mod.startswith("nkitui.emulator.") and not mod.startswith(("nkitui.emulator.engine", "nkitui.emulator.replaylog")) \
