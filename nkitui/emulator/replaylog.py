@@ -485,7 +485,7 @@ def _front_end_api() -> str:
         mod = f.f_globals.get("__name__", "")
         if mod.startswith("nkitui.emulator.") and not mod.startswith(("nkitui.emulator.engine", "nkitui.emulator.replaylog")) \
                 and not f.f_code.co_name.startswith("_"):
-            return f.f_code.co_name[:60]
+            return str(f.f_code.co_name)[:60]
         f = f.f_back
     return "?"
 
