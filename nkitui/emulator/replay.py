@@ -337,7 +337,8 @@ def _words(a: list[int], pos: int) -> int:
 def _u32(data: bytes, what: str) -> list[int]:
     if len(data) % 4:
         raise _bad(f"the {what} is not a whole number of 32-bit words")
-    return np.frombuffer(data, dtype="<u4").tolist()
+    words: list[int] = np.frombuffer(data, dtype="<u4").tolist()
+    return words
 
 
 def _storages(data: bytes, n: int, classes: list[dict[str, Any]], inputs: int, nblobs: int,
