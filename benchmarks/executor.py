@@ -20,7 +20,10 @@ ratios travel):
              checkout and for the baseline commit (a `git worktree` made in a temp folder, run the same
              way: `python -P -m nkitui` with that tree first on PYTHONPATH), interleaved and alternating
              which goes first; the ratio is this checkout's total over the baseline's, and every task's
-             verdict (exit code, status, failed checks) must be the same on both. Both trees are
+             verdict (exit code, status, failed checks) must be the same on both. Beside the wall
+             time, the CPU time of each check's whole process tree (its waited-for descendants'
+             rusage) and its ratio: on a shared machine the wall time follows the load, the CPU
+             time far less. Both trees are
              byte-compiled first (as an installed package is: workers never write bytecode, so an
              uncompiled tree makes every worker compile nkitui anew) and each runs once unmeasured
 """
@@ -155,13 +158,25 @@ def parse_rate(n: int) -> float:
 BASELINE_COMMIT = "9e4cd76"  # the last commit before the trust split (one worker ran the kernel and judged it)
 
 
-def _check_once(tree: Path, task: Path, env: dict[str, str]) -> tuple[float, dict]:
-    """Wall seconds of one `nkitui check` run from `tree`, and its verdict."""
+def _children_cpu() -> float:
+    """CPU seconds (user + system) of this process's waited-for descendants so far."""
+    import resource
+
+    r = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return r.ru_utime + r.ru_stime
+
+
+def _check_once(tree: Path, task: Path, env: dict[str, str]) -> tuple[float, dict, float]:
+    """Wall seconds of one `nkitui check` run from `tree`, its verdict, and the CPU seconds of its whole
+    process tree (every process of a check is waited for by its parent, so the kernel's counts for the
+    run: on a shared machine CPU time moves far less than wall time)."""
     run_env = {**env, "PYTHONPATH": str(tree)}
+    cpu0 = _children_cpu()
     start = time.perf_counter()
     proc = subprocess.run([sys.executable, "-P", "-m", "nkitui", "check", str(task), "--no-store", "--quiet", "--json"],
                           cwd=tree, env=run_env, capture_output=True, text=True)
     elapsed = time.perf_counter() - start
+    cpu = _children_cpu() - cpu0
     verdict: dict = {"exit": proc.returncode}
     try:
         data = json.loads(proc.stdout)
@@ -170,7 +185,7 @@ def _check_once(tree: Path, task: Path, env: dict[str, str]) -> tuple[float, dic
         verdict["failed"] = sorted(c["id"] for c in data.get("checks", []) if c.get("passed") is False)
     except ValueError:
         verdict["status"] = f"no JSON ({proc.stderr.strip()[-200:]})"
-    return elapsed, verdict
+    return elapsed, verdict, cpu
 
 
 def check_tasks(baseline: str, repeats: int, only: list[str] | None) -> dict:
@@ -195,16 +210,19 @@ def check_tasks(baseline: str, repeats: int, only: list[str] | None) -> dict:
                 _check_once(tree, (samples if tree is ROOT else tree / "sample_tasks") / tasks[0].name, env)
         for task in tasks:
             base_times, new_times, verdicts = [], [], {"baseline": None, "this": None}
+            cpu: dict[str, list[float]] = {"baseline": [], "this": []}
             for r in range(repeats):
                 order = [("baseline", base_tree), ("this", ROOT)]
                 if r % 2:
                     order.reverse()
                 for name, tree in order:
-                    elapsed, verdict = _check_once(tree, samples / task.name if tree is ROOT else tree / "sample_tasks" / task.name, env)
+                    elapsed, verdict, used = _check_once(tree, samples / task.name if tree is ROOT else tree / "sample_tasks" / task.name, env)
                     (base_times if name == "baseline" else new_times).append(elapsed)
+                    cpu[name].append(used)
                     verdicts[name] = verdict
             b, n = _median(base_times), _median(new_times)
             rows.append({"task": task.name, "baseline_s": b, "this_s": n, "ratio": n / b,
+                         "baseline_cpu_s": _median(cpu["baseline"]), "this_cpu_s": _median(cpu["this"]),
                          "baseline": verdicts["baseline"], "this": verdicts["this"],
                          "same_verdict": _same_verdict(verdicts["baseline"], verdicts["this"])})
     finally:
@@ -212,8 +230,11 @@ def check_tasks(baseline: str, repeats: int, only: list[str] | None) -> dict:
         shutil.rmtree(work, ignore_errors=True)
     total_b = sum(r["baseline_s"] for r in rows)
     total_n = sum(r["this_s"] for r in rows)
+    cpu_b = sum(r["baseline_cpu_s"] for r in rows)
+    cpu_n = sum(r["this_cpu_s"] for r in rows)
     return {"baseline_commit": baseline, "repeats": repeats, "tasks": rows, "baseline_total_s": total_b,
             "this_total_s": total_n, "ratio": total_n / total_b if total_b else float("nan"),
+            "baseline_cpu_s": cpu_b, "this_cpu_s": cpu_n, "cpu_ratio": cpu_n / cpu_b if cpu_b else float("nan"),
             "all_verdicts_same": all(r["same_verdict"] for r in rows),
             # the machine's 1-minute load average before and after: on a shared machine the ratio of a
             # loaded run hides what overlapping phases save (they need an idle core)
@@ -234,13 +255,18 @@ def print_check(result: dict) -> None:
         return
     print(f"check      nkitui check on the bundled tasks: this checkout vs {result['baseline_commit']} "
           f"(median of {result['repeats']}, run interleaved)")
-    print(f"           {'task':<24} {'baseline':>9} {'this':>9} {'ratio':>6}  verdict")
+    print(f"           {'':<24} {'wall':>26}  {'CPU (process tree)':>26}")
+    print(f"           {'task':<24} {'baseline':>9} {'this':>9} {'ratio':>6}  {'baseline':>9} {'this':>9} {'ratio':>6}"
+          "  verdict")
     for r in result["tasks"]:
         verdict = f"{r['this']['status']} (exit {r['this']['exit']})" + ("" if r["same_verdict"] else
                                                                         f"  DIFFERS from {r['baseline']}")
-        print(f"           {r['task']:<24} {r['baseline_s']:8.2f}s {r['this_s']:8.2f}s {r['ratio']:6.2f}  {verdict}")
+        cpu_ratio = r["this_cpu_s"] / r["baseline_cpu_s"] if r["baseline_cpu_s"] else float("nan")
+        print(f"           {r['task']:<24} {r['baseline_s']:8.2f}s {r['this_s']:8.2f}s {r['ratio']:6.2f}  "
+              f"{r['baseline_cpu_s']:8.2f}s {r['this_cpu_s']:8.2f}s {cpu_ratio:6.2f}  {verdict}")
     print(f"           {'total':<24} {result['baseline_total_s']:8.2f}s {result['this_total_s']:8.2f}s "
-          f"{result['ratio']:6.2f}  {'same verdicts on every task' if result['all_verdicts_same'] else 'VERDICTS DIFFER'}")
+          f"{result['ratio']:6.2f}  {result['baseline_cpu_s']:8.2f}s {result['this_cpu_s']:8.2f}s "
+          f"{result['cpu_ratio']:6.2f}  {'same verdicts on every task' if result['all_verdicts_same'] else 'VERDICTS DIFFER'}")
     print(f"           load average {result['load_before']:.1f} before, {result['load_after']:.1f} after "
           f"({os.cpu_count()} CPUs)")
 

@@ -585,7 +585,7 @@ class Tensor:
         if TASK_ROOTS:
             _refuse_task_caller("array")
         if replaylog._rec is not None:  # a host read of device values: the replay notes data dependence
-            replaylog.host_read()
+            replaylog.host_read(self)
         if self.gather_indices is not None:
             return self.storage.data[self.gather_indices]
         return self._cells()

@@ -15,17 +15,22 @@ from __future__ import annotations
 import collections
 import json
 import os
+import threading
 from typing import Any
 
 import numpy as np
 
 STATS: collections.Counter[str] = collections.Counter()
 EXAMPLES: dict[str, str] = {}
+ALL: dict[str, list[str]] = {}  # every example of a reason that is not "exact" (the first few are shown)
+CURRENT = [""]  # the test running now (named in the examples)
 
 
 def _classify(key: str, example: str) -> None:
     STATS[key] += 1
     EXAMPLES.setdefault(key, example)
+    if not key.startswith(("exact", "not recorded")):
+        ALL.setdefault(key, []).append(example)
 
 
 def _wrap(original: Any) -> Any:
@@ -34,8 +39,14 @@ def _wrap(original: Any) -> Any:
     def run_kernel(kernel: Any, args: tuple[Any, ...], kwargs: Any, **kw: Any) -> Any:
         # a launch inside a recorded one (ranks), or any launch while another thread records (a test that
         # abandoned a hung launch leaves its recorder open: the recorder is per process)
-        if replaylog.active() is not None or not config.current_options().execute:
-            _classify("not recorded: another launch was recording", getattr(kernel, "name", "?"))
+        if not config.current_options().execute:
+            _classify("not recorded: a shape-only run (nothing executes)", f"{getattr(kernel, 'name', '?')} in {CURRENT[0]}")
+            return original(kernel, args, kwargs, **kw)
+        if threading.current_thread() is not threading.main_thread():  # simulated ranks: one thread each
+            _classify("not recorded: a launch on another thread (simulated ranks)", f"{getattr(kernel, 'name', '?')} in {CURRENT[0]}")
+            return original(kernel, args, kwargs, **kw)
+        if replaylog.active() is not None:
+            _classify("not recorded: another launch was recording", f"{getattr(kernel, 'name', '?')} in {CURRENT[0]}")
             return original(kernel, args, kwargs, **kw)
         inputs = launch._arrays_in([*args, *kwargs.values()])
         before = [np.array(a, copy=True) for a in inputs]
@@ -60,9 +71,9 @@ def _wrap(original: Any) -> Any:
             if diff is None:
                 _classify("exact", name)
             else:
-                _classify("MISMATCH", f"{name}: {diff.describe()}")
+                _classify("MISMATCH", f"{name} in {CURRENT[0]}: {diff.describe()}")
         except Exception as exc:  # noqa: BLE001 - every failure of the replay is counted, never raised
-            _classify(f"ERROR {type(exc).__name__}", f"{name}: {str(exc)[:300]}")
+            _classify(f"ERROR {type(exc).__name__}", f"{name} in {CURRENT[0]}: {str(exc)[:300]}")
         return out
 
     return run_kernel
@@ -95,6 +106,7 @@ def pytest_configure(config: Any) -> None:
 
 
 def pytest_runtest_setup(item: Any) -> None:
+    CURRENT[0] = item.nodeid
     _patch_everywhere()
 
 
@@ -103,6 +115,8 @@ def pytest_terminal_summary(terminalreporter: Any) -> None:
     terminalreporter.write_sep("=", f"replay sweep: {STATS['exact']}/{total} launches replayed exactly")
     for key, n in STATS.most_common():
         terminalreporter.write_line(f"{n:6d}  {key}    e.g. {EXAMPLES[key][:200]}")
+        for other in ALL.get(key, [])[1:5]:
+            terminalreporter.write_line(f"{'':6s}  {'':{len(key)}s}    and {other[:200]}")
 
 
 def pytest_unconfigure(config: Any) -> None:

@@ -138,23 +138,22 @@ def test_the_replay_runs_on_the_trusted_sides_inputs():
     np.testing.assert_array_equal(outputs["out"], c + d)
 
 
-def _header_and_blobs(data: bytes) -> tuple[dict, list[bytes]]:
+def _sections(data: bytes) -> tuple[dict, list[int], list[int], list[bytes]]:
+    """The header, the instruction stream and the storage stream (as integers) and the blobs of a log."""
     pos = len(replaylog.MAGIC)
-    (n,) = struct.unpack_from("<Q", data, pos)
-    header = json.loads(data[pos + 8:pos + 8 + n])
-    pos += 8 + n
-    blobs = []
+    parts = []
     while pos < len(data):
         (m,) = struct.unpack_from("<Q", data, pos)
-        blobs.append(data[pos + 8:pos + 8 + m])
+        parts.append(data[pos + 8:pos + 8 + m])
         pos += 8 + m
-    return header, blobs
+    head, stream, storages, *blobs = parts
+    return (json.loads(head), np.frombuffer(stream, "<u4").tolist(), np.frombuffer(storages, "<u4").tolist(), blobs)
 
 
-def _repack(header: dict, blobs: list[bytes]) -> bytes:
-    head = json.dumps(header).encode()
-    return replaylog.MAGIC + struct.pack("<Q", len(head)) + head + b"".join(
-        struct.pack("<Q", len(b)) + b for b in blobs)
+def _repack(header: dict, stream: list[int], storages: list[int], blobs: list[bytes]) -> bytes:
+    sections = [json.dumps(header, separators=(",", ":")).encode(), np.array(stream, "<u4").tobytes(), np.array(storages, "<u4").tobytes(),
+                *blobs]
+    return replaylog.MAGIC + b"".join(struct.pack("<Q", len(b)) + b for b in sections)
 
 
 def _valid_log() -> bytes:
@@ -164,38 +163,57 @@ def _valid_log() -> bytes:
 
 def _mutations() -> dict[str, bytes]:
     data = _valid_log()
-    header, blobs = _header_and_blobs(data)
+    header, stream, storages, blobs = _sections(data)
+    assert _repack(header, stream, storages, blobs) == data
     out: dict[str, bytes] = {"truncated": data[: len(data) - 7], "no magic": b"NOTALOG" + data,
-                             "trailing bytes": data + b"\0"}
+                             "trailing bytes": data + b"\0", "an older version's magic": b"NKIREPLAY\x01\n" + data[11:]}
     out["huge header length"] = replaylog.MAGIC + struct.pack("<Q", 1 << 60) + data[len(replaylog.MAGIC) + 8:]
-    h = json.loads(json.dumps(header))
-    h["blobs"] = len(blobs) + 3
-    out["wrong blob count"] = _repack(h, blobs)
-    h = json.loads(json.dumps(header))
-    h["events"][0][0] = "os.system"
-    out["unknown instruction"] = _repack(h, blobs)
-    h = json.loads(json.dumps(header))
-    for ev in h["events"]:
-        if ev[0] == "vector.tensor_tensor":
-            ev[1][3] = ["op", "__import__"]
-        ev[2].update({k: ["op", "eval"] for k, v in ev[2].items() if isinstance(v, list) and v[:1] == ["op"]})
-    out["unknown operator"] = _repack(h, blobs)
-    h = json.loads(json.dumps(header))
-    next(iter(h["storages"].values()))[1] = [1 << 31, 1 << 31]  # [memory, shape, ...]
-    out["huge storage"] = _repack(h, blobs)
-    h = json.loads(json.dumps(header))
-    h["events"][0][1][0] = ["t", 999999999, [], []]
-    out["unknown storage"] = _repack(h, blobs)
-    h = json.loads(json.dumps(header))
-    h["events"][0][1][0] = ["en", "os", "path", "sep"]
-    out["enum outside nkitui"] = _repack(h, blobs)
-    h = json.loads(json.dumps(header))
-    h["events"][0][1][0] = ["a", "O", [1], 0]
-    out["object array"] = _repack(h, blobs)
-    h = json.loads(json.dumps(header))
-    h["events"][0][1][0] = ["l", [["l", [["l", [["l", [["l", [["l", [["l", [["l", [["l", [["l", [["l", [
-        ["l", [["l", [["l", [1]]]]]]]]]]]]]]]]]]]]]]]]]]]]
-    out["nested too deeply"] = _repack(h, blobs)
+
+    def header_with(change) -> bytes:  # noqa: ANN001
+        h = json.loads(json.dumps(header))
+        change(h)
+        return _repack(h, stream, storages, blobs)
+
+    out["wrong blob count"] = header_with(lambda h: h.update(blobs=len(blobs) + 3))
+    out["more instructions than the stream holds"] = header_with(lambda h: h.update(events=h["events"] + 1))
+    out["more storages than the stream holds"] = header_with(lambda h: h.update(storages=h["storages"] + 1))
+    out["unknown instruction"] = header_with(lambda h: h["templates"][0].__setitem__(0, "os.system"))
+
+    def operators(h: dict) -> None:
+        for tpl in h["templates"]:
+            if tpl[0] == "vector.tensor_tensor":
+                tpl[1][3] = ["op", "__import__"]
+            for kv in tpl[2]:
+                if isinstance(kv[1], list) and kv[1][:1] == ["op"]:
+                    kv[1] = ["op", "eval"]
+
+    out["unknown operator"] = header_with(operators)
+    out["huge storage"] = header_with(lambda h: h["classes"][0].__setitem__(1, [1 << 31, 1 << 31]))
+    out["a view names a slot out of order"] = header_with(
+        lambda h: next(a for t in h["templates"] for a in t[1] if isinstance(a, list) and a[0] == "t").__setitem__(1, 7))
+    out["enum outside nkitui"] = header_with(lambda h: h["templates"][0][1].__setitem__(0, ["en", "os", "path", "sep"]))
+    out["object array"] = header_with(lambda h: h["templates"][0][1].__setitem__(0, ["a", "O", [1], 0]))
+    out["a tuple dressed as a view"] = header_with(lambda h: next(t for t in h["templates"] if t[0] == "vector.tensor_tensor")[
+        1].__setitem__(3, ["tu", ["t", 0, ["tu", []], ["tu", []]]]))  # what the version-1 replay took for a view
+    out["nested too deeply"] = header_with(lambda h: h["templates"][0][1].__setitem__(0, [
+        "l", [["l", [["l", [["l", [["l", [["l", [["l", [["l", [["l", [["l", [["l", [
+            ["l", [["l", [["l", [1]]]]]]]]]]]]]]]]]]]]]]]]]]]]))
+    out["an output names an unknown storage"] = header_with(
+        lambda h: next(iter(h["outputs"].values())).__setitem__(1, 999999))
+    bad = list(stream)
+    bad[1] = 999999
+    out["unknown storage"] = _repack(header, bad, storages, blobs)
+    bad = list(stream)
+    bad[0] = 4096
+    out["unknown template"] = _repack(header, bad, storages, blobs)
+    out["instruction stream cut short"] = _repack(header, stream[:-1], storages, blobs)
+    bad = list(storages)
+    bad[0] = 999  # the first storage's class
+    out["unknown storage class"] = _repack(header, stream, bad, blobs)
+    bad = list(storages)
+    bad[1] = 9  # the first storage's source kind
+    out["unknown storage source"] = _repack(header, stream, bad, blobs)
+    out["storage stream cut short"] = _repack(header, stream, storages[:-1], blobs)
     return out
 
 
@@ -212,3 +230,43 @@ def test_a_missing_log_is_invalid():
     a = np.zeros((128, 8), np.float32)
     assert replay_launch("the kernel's process sent no instruction log for this launch", [a, a], {"out": a},
                          target="trn2", precise=True).failed
+
+
+def test_a_storage_of_another_rank_in_a_views_slot_is_refused():
+    data = _valid_log()
+    header, stream, storages, blobs = _sections(data)
+    header["classes"].append(["sbuf", [128, 2, 4], "float32", 0, "", "", False])  # a rank-3 class
+    storages = storages + [len(header["classes"]) - 1, 1]  # one more storage of it, zeros
+    header["storages"] += 1
+    bad = list(stream)
+    bad[1] = header["storages"] - 1
+    with pytest.raises(replay.ReplayFormatError, match="rank"):
+        replay.unpack(_repack(header, bad, storages, blobs))
+
+
+def test_a_log_is_checked_anew_unless_its_header_and_streams_are_those_last_checked():
+    """Seeds with the same instructions share one check of the header and streams (the unpack compares the
+    bytes); a log that differs from the last one checked in its stream only, or in a blob's length, is
+    still refused."""
+    a, b = (RNG.standard_normal((128, 8)).astype(np.float32) for _ in range(2))
+    out1, first = _record(add_kernel, a, b)
+    c, d = (RNG.standard_normal((128, 8)).astype(np.float32) for _ in range(2))
+    out2, second = _record(add_kernel, c, d)
+    assert first == second or _sections(first)[:3] == _sections(second)[:3]  # the same instructions
+    replay.unpack(first)
+    log = replay.unpack(second)
+    assert replay.replay(log, [c, d], target="trn2", precise=True)["out"].tobytes() == out2.tobytes()
+    header, stream, storages, blobs = _sections(second)
+    bad = list(stream)
+    bad[1] = 999999
+    with pytest.raises(replay.ReplayFormatError):
+        replay.unpack(_repack(header, bad, storages, blobs))
+    scale = nl_constant_log()
+    header, stream, storages, blobs = _sections(scale)
+    replay.unpack(scale)
+    with pytest.raises(replay.ReplayFormatError, match="blob"):
+        replay.unpack(_repack(header, stream, storages, [blobs[0][:-4], *blobs[1:]]))
+
+
+def nl_constant_log() -> bytes:
+    return _record(masked_kernel, RNG.standard_normal((200, 16)).astype(np.float32))[1]

@@ -197,8 +197,8 @@ def write(run: Run, dst: Tensor, result: np.ndarray | None, where: Mask = None,
           accumulate: bool = False) -> None:
     """Round `result` into `dst` (None in shape-only runs, which only note the write)."""
     run.note_write(dst, accumulate)
-    if _replaylog._rec is not None:  # a write the replayable log must account for
-        _replaylog.direct_write(dst)
+    if _replaylog._rec is not None:  # a write the replayable log must account for (a put at depth 0)
+        _replaylog.direct_write(dst, result, where, accumulate)
     if run.execute:
         assert result is not None, "an executing run computes every result"
         if result.shape != dst.shape and result.size == dst.size and not _bcast(result.shape, dst.shape):

@@ -77,3 +77,16 @@ def nonzero_with_count(dst: Tensor, src: Tensor, index_offset: int = 0, padding_
         row[T] = nz.size
         out[p] = row
     write(run, dst, out.reshape(dst.shape))
+
+
+def gather_flattened(dst: Tensor, data: Tensor, indices: Tensor) -> None:
+    """The legacy front end's nl.gather_flattened, computed (the front end records its trace instruction):
+    dst[p, j] = flat(data[p])[clip(indices[p, j])]; out-of-bounds indices read the nearest element (garbage
+    on hardware). An engine function so the replayable log replays it from its operands."""
+    run = current()
+    P = data.shape[0]
+    flat = data.array().reshape(P, -1)
+    idx = indices.array().reshape(indices.shape[0], -1).astype(np.int64)
+    idx = np.clip(idx, 0, flat.shape[1] - 1)
+    vals = np.take_along_axis(flat, idx, axis=1).reshape(indices.shape)
+    write(run, dst, vals if data.storage.dtype is dst.storage.dtype else vals.astype(np.float32))

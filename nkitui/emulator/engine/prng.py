@@ -115,3 +115,10 @@ def rand_get_state(dst: Tensor, *, engine: str | None = None, api: str = "rand_g
     state = np.random.default_rng(run.rng.bit_generator.random_raw()).integers(0, 1 << 32, size=dst.shape,
                                                                                dtype=np.uint64)
     write(run, dst, state.astype(np.uint32))
+
+
+def uniform(dst: Tensor) -> None:
+    """The legacy front end's nl.rand values: uniform [0, 1) float32 from the launch's generator (the front end
+    records its trace instruction). An engine function so the replayable log replays the draws in order."""
+    run = current()
+    write(run, dst, run.rng.random(dst.shape, dtype=np.float32))

@@ -27,6 +27,7 @@ from nkitui.emulator import frontend_common as _common
 from nkitui.emulator import lowering as _lowering
 from nkitui.emulator.api_types import Axis, DTypeLike, Op, Operand, Scalar, Shape
 from nkitui.emulator.config import current_options
+from nkitui.emulator import replaylog as _replaylog
 from nkitui.emulator.engine.common import write as _write
 from nkitui.emulator.engine.tensor_engine import check_matmul
 from nkitui.emulator.engine.vector import reduced_shape as _reduced_shape, _axes as _norm_axes
@@ -289,13 +290,21 @@ def rand(shape: Shape, dtype: DTypeLike = np.float32, **kwargs: object) -> Legac
     shape, _ = _shape_pax(shape)
     out = fresh(run, shape, _dt.dtype_of(dtype), NO_MASK)
     run.record("gpsimd", "rand", (), (out,), partitions=shape[0], free=math.prod(shape[1:]), meta={"api": "nl.rand"})
-    _write(run, out, run.rng.random(shape, dtype=np.float32) if run.execute else None)
+    if run.execute:  # an engine function: the replayable log replays the draws in order
+        from nkitui.emulator.engine import prng as _prng
+
+        _prng.uniform(out)
+    else:
+        _write(run, out, None)
     return mark(run, out)
 
 
 def random_seed(seed: SupportsInt | Tensor, *, mask: Mask = None, **kwargs: object) -> None:
     run = current()
-    run.rng = np.random.default_rng(int(seed) if not isinstance(seed, Tensor) else int(seed.array().reshape(-1)[0]))
+    value = int(seed) if not isinstance(seed, Tensor) else int(seed.array().reshape(-1)[0])
+    run.rng = np.random.default_rng(value)
+    if _replaylog._rec is not None:  # the host-side reseed, an event of the replayable log (the next draws follow it)
+        _replaylog._rec.now("replaylog.seed", (value,), {})
 
 
 # -- index helpers & loops -----------------------------------------------------------------------
@@ -508,12 +517,10 @@ def gather_flattened(data: Tensor, indices: Tensor, *, mask: Mask = None, dtype:
     P = data.shape[0]
     run.record("gpsimd", "nc_n_gather", (data, indices), (out,), partitions=P, free=indices.size // builtins.max(P, 1),
                meta={"api": "nl.gather_flattened"})
-    if run.execute:
-        flat = data.array().reshape(P, -1)
-        idx = indices.array().reshape(indices.shape[0], -1).astype(np.int64)
-        idx = np.clip(idx, 0, flat.shape[1] - 1)  # out-of-bounds indices return garbage on hardware
-        vals = np.take_along_axis(flat, idx, axis=1).reshape(indices.shape)
-        _write(run, out, vals if data.storage.dtype is d else vals.astype(np.float32))
+    if run.execute:  # an engine function: the replayable log replays the gather from its operands
+        from nkitui.emulator.engine import gather as _gather
+
+        _gather.gather_flattened(out, data, indices)
     else:
         _write(run, out, None)
     return mark(run, out)

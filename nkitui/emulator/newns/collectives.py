@@ -409,3 +409,32 @@ def collective_permute_implicit_current_processing_rank_id(iteration_id: Support
     group, me = _ring(replica_group, rank, size, api)
     step = int(getattr(iteration_id, "value", iteration_id))
     return group[(me - step) % len(group)]
+
+
+# -- the replayable log (nkitui.emulator.replaylog) ------------------------------------------------------
+def _replayable(name: str) -> None:
+    """Collective `name` as an instruction of the replayable log: a launch's own collectives (one rank: the
+    exchange is with itself) replay from their operands. Across simulated ranks (nki.multi_rank_simulate)
+    the other ranks' data is not in this rank's log: the log is unavailable then, and says why."""
+    import functools
+
+    from nkitui.emulator import replaylog as _replaylog
+
+    fn = globals()[name]
+    recorded = _replaylog.instruction(f"collectives.{name}", fn)
+    _replaylog.REGISTRY[f"collectives.{name}"] = fn
+
+    @functools.wraps(fn)
+    def call(*args: object, **kwargs: object) -> object:
+        rec = _replaylog._rec
+        if rec is not None and _replaylog.depth() == 0 and getattr(current(), "world", None) is not None:
+            rec.fail(f"ncoll.{name} across simulated ranks (nki.multi_rank_simulate): the other ranks' data is not "
+                     "in this launch's log")
+        return recorded(*args, **kwargs)
+
+    globals()[name] = call
+
+
+for _name in ("all_reduce", "all_gather", "reduce_scatter", "all_to_all", "all_to_all_v", "collective_permute",
+              "collective_permute_implicit", "collective_permute_implicit_reduce"):
+    _replayable(_name)

@@ -63,6 +63,8 @@ class KernelRun:
     kernel_outputs: dict[str, Any] | None = None  # the reply's array descriptions (for a later recheck)
     folder: Path | None = None
     elapsed_s: float | None = None
+    cpu_s: float | None = None  # the CPU time the kernel's process spent on the launch (the process's own word:
+    # it only schedules, never judges)
     error: dict[str, Any] | None = None
     host_compute: str | None = None  # why an output does not count as the device's
     trace_json: Any = None  # a Trace (binary form), a dict (JSON form), or None
@@ -76,7 +78,8 @@ class ReplayOutcome:
 
     status: `exact` (the replay's outputs equal the reported ones bit for bit), `mismatch` (they differ:
     the kernel process's report is not what its instructions computed), `invalid` (the log is malformed,
-    missing, or does not replay), `unavailable` (the log holds something the replay cannot run yet)."""
+    missing, or does not replay), `unavailable` (the kernel's process declared its log unreplayable: the run
+    fails, HACK-REPLAY-OPTOUT)."""
 
     status: str
     detail: str
@@ -143,6 +146,8 @@ class KernelProcess:
                         kernel_outputs=dict(reply["outputs"]), folder=folder)
         elapsed = reply.get("elapsed_s")
         run.elapsed_s = float(elapsed) if isinstance(elapsed, (int, float)) and not isinstance(elapsed, bool) else None
+        cpu = reply.get("cpu_s")
+        run.cpu_s = float(cpu) if isinstance(cpu, (int, float)) and not isinstance(cpu, bool) else None
         if self.device_provenance and source is None:
             run.host_compute = _host_compute(reply.get("provenance"), self.names)
         if trace and isinstance(reply.get("trace"), str):
@@ -236,11 +241,10 @@ def replay_launch(data: bytes | str, inputs: list[np.ndarray], reported: dict[st
         return ReplayOutcome("invalid", f"the instruction log does not replay: {type(exc).__name__}: {str(exc)[:200]}")
     diff = replay.first_difference(reported, outputs)
     if diff is not None:
-        last = log.events[-1][3] if log.events else ""
-        file, line = _split_location(last)
+        file, line = _split_location(log.last_location())
         return ReplayOutcome("mismatch", f"the outputs the kernel's process reported are not what its instructions "
                                          f"compute: {diff.describe()}", file, line)
-    return ReplayOutcome("exact", f"{len(log.events)} instructions replayed; every output equal bit for bit",
+    return ReplayOutcome("exact", f"{log.count} instructions replayed; every output equal bit for bit",
                          data_dependent=log.data_dependent, log=log)
 
 

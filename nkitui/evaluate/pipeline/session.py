@@ -64,6 +64,16 @@ if TYPE_CHECKING:
 BACKEND_LINE = "backend: {name} — {reason}"
 # a first launch at least this long starts a spare kernel process for the later phases' launches
 SPARE_MIN_LAUNCH_S = 0.75
+SPARE_MIN_CPU_SHARE = 0.6  # of the first launch's wall time its process had a core: below it, the machine is busy
+
+
+def spare_pays(elapsed_s: float, cpu_s: float | None) -> bool:
+    """Whether a spare kernel process can win time: the first launch was slow because it computed (it had a
+    core most of its wall time), not because the machine's cores were busy (then the spare's interpreter and
+    launches only take CPU from the rest of the check)."""
+    if cpu_s is None or elapsed_s <= 0:
+        return True
+    return cpu_s >= SPARE_MIN_LAUNCH_S * SPARE_MIN_CPU_SHARE and cpu_s / elapsed_s >= SPARE_MIN_CPU_SHARE
 CONTRACT_PHASES = ("load", "compile", "run", "reference", "compare", "profile")
 MUTANT_DIR = ".nkitui-mutants"
 MUTANT_RESPAWNS = 3
@@ -487,6 +497,10 @@ class EvaluationSession:
             return
         if first.elapsed_s is None or first.elapsed_s < SPARE_MIN_LAUNCH_S or kernel.spare is not None:
             return
+        if not spare_pays(first.elapsed_s, first.cpu_s):
+            self.ctx.log(f"the first launch took {first.elapsed_s:.1f} s but had a core for only {first.cpu_s:.1f} s "
+                         "of it: no spare kernel process (the machine has no idle core for it)", level="debug")
+            return
         wanted: list[tuple[dict[str, Any], bool]] = []
         if self.options.trials:
             wanted += [(dict(case.inputs), self.options.precise) for case in auditor.cases]
@@ -573,6 +587,8 @@ class EvaluationSession:
                     assert run.outputs is not None
                     if run.replay_job is not None:  # replayed on a thread while the kernel runs the next seed
                         pending.append((seed, replayer.submit(run.replay_job)))
+                        if len(pending) == 1:  # stage 2 right behind the first seed's replay: it too overlaps the
+                            self._submit_fresh_replay(replayer, pending)  # later seeds instead of following them
                     if self.trace_json is None and run.trace_json is not None:
                         self.trace_json = run.trace_json
                     if self.first_seed_run is None:
@@ -588,7 +604,6 @@ class EvaluationSession:
                     self.seed_results[seed] = SeedResult(seed, None, kernel_s=elapsed)
                     self.ctx.log(f"seed {seed}: kernel ran" + (f" in {run.elapsed_s * 1e3:.1f} ms" if run.elapsed_s else ""))
                 self.ctx.progress(i + 1, len(self.seeds), f"seed {seed}")
-            self._submit_fresh_replay(replayer, pending)
             replayer.shutdown(wait=True)
             for seed, future in pending:
                 outcome = future.result()
@@ -627,7 +642,7 @@ class EvaluationSession:
 
     def _submit_fresh_replay(self, replayer: Any, pending: list[tuple[int, Any]]) -> None:
         """Stage 2: the first seed's log, once it replayed exactly, replayed on the fresh inputs (on the replay
-        thread, after the seeds' replays: the worker runs its jobs in order)."""
+        thread, right after the first seed's replay: the worker runs its jobs in order)."""
         if self.fresh is None or not pending or self.kernel is None:
             return
         import numpy as np
@@ -641,11 +656,14 @@ class EvaluationSession:
             outcome = first.result()
             if outcome.status != "exact" or outcome.log is None:
                 return None
-            if outcome.data_dependent:
-                return f"the instruction stream depends on the data ({outcome.data_dependent})"
+            # a log marked data-dependent is replayed on the fresh inputs all the same: the mark is the kernel
+            # process's word (it can write it from inside), so it never skips stage 2 (see _fresh_check)
             inputs = [to_kernel_layout(spec, np.asarray(fresh[1][spec.name])) for spec in task.inputs]
             try:
                 raw = replay.replay(outcome.log, inputs, target=kernel.target, precise=self.options.precise)
+            except replay.Diverged as exc:  # the kernel's stream would differ on these inputs: stage 2 cannot judge
+                return {"diverged": f"the kernel's process observed device values and branched on them; on the fresh "
+                                    f"input set they differ ({str(exc)[:200]})"}
             except Exception as exc:  # noqa: BLE001 - judged in the compare phase (a log that replays only on the seed)
                 return {"error": f"the log does not replay on other inputs ({type(exc).__name__}: {str(exc)[:200]})"}
             return {spec.name: from_kernel_layout(spec, raw[spec.name]) for spec in task.outputs}
@@ -661,14 +679,17 @@ class EvaluationSession:
         check = next((c for c in self.checks if c.id == "replay"), None)
         if check is None or check.passed is not True:
             return
+        if any(c.passed is False for c in self.checks if c.id.startswith("output:")):
+            self.result.notes.append("replay on fresh inputs not judged: the kernel already fails on the seeds")
+            return
         if self.fresh is None or self.fresh_replay is None:
             why = self.fresh_skip or "no seed's log replayed exactly"
-            self.result.notes.append(f"replay on fresh inputs skipped: {why}")
+            self._not_proven(check.detail, why)
             return
         got = self.fresh_replay.result()
         seed, _, expected = self.fresh
-        if any(c.passed is False for c in self.checks if c.id.startswith("output:")):
-            self.result.notes.append("replay on fresh inputs not judged: the kernel already fails on the seeds")
+        if isinstance(got, dict) and set(got) == {"diverged"} and not any(s.name == "diverged" for s in self.task.outputs):
+            self._not_proven(check.detail, got["diverged"])
             return
         if isinstance(got, dict) and set(got) == {"error"} and not any(s.name == "error" for s in self.task.outputs):
             detail = f"the first seed's instructions, replayed on a fresh input set (seed {seed}): {got['error']}"
@@ -676,9 +697,7 @@ class EvaluationSession:
             self._amend_check("replay", False, detail)
             return
         if got is None or isinstance(got, str):
-            why = got or "no seed's log replayed exactly"
-            self.result.notes.append(f"replay on fresh inputs skipped: {why}")
-            self._amend_check("replay", None, f"{check.detail}; replay on fresh inputs skipped: {why}")
+            self._not_proven(check.detail, got or "no seed's log replayed exactly")
             return
         try:
             metrics, _ = compare_seed(self.task.outputs, got, expected, self.auditor.advice if self.auditor else [])
@@ -688,6 +707,12 @@ class EvaluationSession:
             bad = [m for m in metrics if not m.passed]
             failing = "; ".join(f"`{m.name}`: {m.mismatches}/{m.count} elements outside {m.policy.describe()}"
                                 for m in bad)
+        dependent = self._data_dependent()
+        if failing and dependent:  # the seed's values may legitimately not be the fresh inputs' ones: unproven
+            self._not_proven(check.detail, f"the log carries values that depend on the seed ({dependent[:200]}), and "
+                                           f"the first seed's instructions, replayed on a fresh input set (seed {seed}), "
+                                           f"do not match the reference there: {failing}")
+            return
         if failing:
             detail = (f"the first seed's instructions, replayed on a fresh input set (seed {seed}, drawn by the "
                       f"evaluator), do not match the reference there: {failing}")
@@ -695,8 +720,32 @@ class EvaluationSession:
             self._amend_check("replay", False, detail)
             self.ctx.log(detail, level="error")
             return
-        self._amend_check("replay", True, f"{check.detail}; and on a fresh input set the kernel's process never saw, "
-                                          "within tolerance")  # (its seed is random: not in a detail runs compare)
+        from nkitui.evaluate.run.evidence import REPLAY_FRESH_PASSED
+
+        self._amend_check("replay", True, f"{check.detail}; {REPLAY_FRESH_PASSED}")  # (its seed is random: not in a detail runs compare)
+
+    def _data_dependent(self) -> str | None:
+        """Values the first replayed seed's log carries from the seed: front-end writes of input-dependent values
+        (a collective's result across SPMD programs), or the header's own data-dependence mark (the kernel
+        process's word: it can only turn a HACK-REPLAY-FRESH into "not proven", never into a pass)."""
+        from nkitui.emulator import replay
+
+        for _seed, outcome in getattr(self, "replay_outcomes", []):
+            if outcome.status == "exact" and outcome.log is not None:
+                carried = replay.carried_sources(outcome.log)
+                if carried:
+                    return "front-end writes of " + ", ".join(carried[:4])
+                return outcome.data_dependent or None
+        return None
+
+    def _not_proven(self, stage1: str, why: str) -> None:
+        """Stage 2 could not judge the kernel: the `replay` check is not passed (a pass needs both stages), so
+        the evidence rule makes a run that passed everything else an internal-error naming why."""
+        text = f"replay on fresh inputs not judged: {why}; a kernel whose instructions nkitui cannot replay on " \
+               "inputs its process never saw is not proven correct"
+        self.result.notes.append(text[:700])
+        self.ctx.log(text[:700], level="warning")
+        self._amend_check("replay", None, f"{stage1}; {text}")
 
     def _amend_check(self, cid: str, passed: Any, detail: str) -> None:
         for i, c in enumerate(self.checks):
@@ -705,29 +754,36 @@ class EvaluationSession:
 
     def _replay_check(self, replays: list[tuple[int, Any]]) -> None:
         """The `replay` check: each seed's instruction log replayed here gives the reported outputs bit for bit
-        (nkitui.emulator.replay). A mismatch or a log that does not replay fails it (HACK-REPLAY-MISMATCH);
-        a log the replay cannot run yet is said, not judged (the check is not applicable then)."""
+        (nkitui.emulator.replay). A mismatch or a log that does not replay fails it (HACK-REPLAY-MISMATCH,
+        HACK-REPLAY-INVALID). A log its own process declares unreplayable fails it too (HACK-REPLAY-OPTOUT):
+        every instruction kind the emulator has is replayable, the declaration is the kernel process's word
+        (raw memory can write it), and a kernel nkitui cannot replay is not proven correct. A seed whose outputs
+        were used must have replayed exactly; stage 2 (_fresh_check) then decides whether the check passes."""
         failed = [(s, o) for s, o in replays if o.failed]
         exact = [s for s, o in replays if o.status == "exact"]
-        unavailable = [(s, o) for s, o in replays if o.status == "unavailable"]
+        optout = [(s, o) for s, o in replays if o.status == "unavailable"]
         self.replay_outcomes = replays
+        title = "the kernel process's outputs are what its recorded instructions compute (replayed by nkitui, bit for bit)"
+        missing = [s for s in self.outputs if s not in exact and all(s != f for f, _ in [*failed, *optout])]
         if failed:
             seed, o = failed[0]
             self.findings.append(_replay_finding(seed, o))
-            self.checks.append(Check("replay", "the kernel process's outputs are what its recorded instructions "
-                                               "compute (replayed by nkitui, bit for bit)", False,
-                                     f"seed {seed}: {o.detail}"[:600]))
-        elif unavailable and not exact:
-            seed, o = unavailable[0]
-            self.ctx.log(o.detail, level="warning")
-            self.result.notes.append(o.detail)
-            self.checks.append(Check("replay", "the kernel process's outputs are what its recorded instructions "
-                                               "compute (replayed by nkitui, bit for bit)", None, o.detail[:600]))
+            self.checks.append(Check("replay", title, False, f"seed {seed}: {o.detail}"[:600]))
+        elif optout:
+            seed, o = optout[0]
+            self.findings.append(_optout_finding(seed, o))
+            detail = (f"seed {seed}: the kernel's process declared its instruction log unreplayable ({o.detail}); a kernel "
+                      "nkitui cannot replay is not proven correct, and every instruction the emulator has is "
+                      "replayable, so the run fails")
+            self.ctx.log(detail, level="error")
+            self.checks.append(Check("replay", title, False, detail[:600]))
+        elif missing:
+            self.checks.append(Check("replay", title, None, f"seed(s) {missing[:4]} ran without a replayed "
+                                                            "instruction log: not proven correct"))
         elif exact:
-            extra = f"; {len(unavailable)} seed(s) not replayable: {unavailable[0][1].detail}" if unavailable else ""
-            self.checks.append(Check("replay", "the kernel process's outputs are what its recorded instructions "
-                                               "compute (replayed by nkitui, bit for bit)", True,
-                                     f"{len(exact)} seed(s) replayed exactly{extra}"[:600]))
+            self.checks.append(Check("replay", title, True, f"{len(exact)} seed(s) replayed exactly"[:600]))
+        else:
+            self.checks.append(Check("replay", title, None, "no seed produced outputs to replay"))
 
     def _compare(self) -> None:
         task = self.task
@@ -1299,6 +1355,22 @@ def _fresh_finding(detail: str, task: Any) -> Finding:
                  "the inputs the kernel saw, which is what values computed on the host and embedded as constants "
                  "(nl.shared_constant) or immediates do. The run fails."),
         category="integrity", source="executor", file=nki_file, data={"detail": detail[:600]})
+
+
+def _optout_finding(seed: int, outcome: Any) -> Finding:
+    from nkitui.common.findings import Finding
+
+    return Finding(
+        rule="HACK-REPLAY-OPTOUT", severity="high", title="The kernel process declared its instructions unreplayable",
+        message=(f"Seed {seed}: the instruction log the kernel's process sent says it cannot be replayed ({outcome.detail}). "
+                 "nkitui replays every instruction the emulated kernel executed, in a process that never imported the "
+                 "task's code; every instruction kind of the emulator is replayable, so a log that declares itself "
+                 "unavailable is either the kernel process rewriting its own recorder (raw memory) to escape the "
+                 "replay, or a limit of nkitui (a task-defined function as an operator, more than 2 million "
+                 "instructions, a launch on several threads). Either way the outputs are not proven to be what the "
+                 "kernel's instructions compute, and the run fails. If the reason names a real limit, report it."),
+        category="integrity", source="executor", file=outcome.file, line=outcome.line,
+        data={"seed": seed, "status": outcome.status, "detail": outcome.detail[:600]})
 
 
 def _replay_finding(seed: int, outcome: Any) -> Finding:

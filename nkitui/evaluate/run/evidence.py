@@ -7,7 +7,8 @@ the checks again and asks, for a pass, for every piece of evidence the run must 
   seeds      the requested seeds, each with a result that passed and no error
   outputs    every declared output on every seed, with the declared shape and element count
   checks     integrity, kernel-runs, output:<name> and tolerance:<name> for every output, sandbox, and
-             device-outputs (emulator), trials and precision when they were asked for; all passed
+             device-outputs and replay (emulator: stage 1 on every seed and stage 2 on a fresh input set),
+             trials and precision when they were asked for; all passed
 
     problems = missing_evidence(result, task, options)   # [] when a pass is supported
 
@@ -23,6 +24,8 @@ from nkitui.evaluate.options import EvaluationOptions
 from nkitui.evaluate.run.result import RunError, RunResult
 
 REQUIRED_OK_PHASES = ("load", "reference", "compile", "run", "compare")
+# what the `replay` check's detail ends with once stage 2 (the first seed's log on a fresh input set) passed
+REPLAY_FRESH_PASSED = "and on a fresh input set the kernel's process never saw, within tolerance"
 
 
 def missing_evidence(result: RunResult, task: Any, options: EvaluationOptions) -> list[str]:
@@ -68,8 +71,11 @@ def missing_evidence(result: RunResult, task: Any, options: EvaluationOptions) -
             required.append("precision")
     if options.trials:
         required.append("trials")
-    if result.backend == "emulator" and "replay" not in checks:  # the replay may be unavailable (None), never absent
-        problems.append("check replay is missing")
+    if result.backend == "emulator":  # both stages of the replay, passed: a kernel not replayed is not proven
+        required.append("replay")
+        replay = checks.get("replay")
+        if replay is not None and replay.passed is True and REPLAY_FRESH_PASSED not in replay.detail:
+            problems.append("check replay passed without its stage 2 (the log replayed on a fresh input set)")
     for cid in required:
         if cid not in checks:
             problems.append(f"check {cid} is missing")

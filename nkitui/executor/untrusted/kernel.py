@@ -20,6 +20,7 @@ from __future__ import annotations
 import contextlib
 import gc
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -119,6 +120,7 @@ class KernelRunner:
         what = str(request.get("what") or "the kernel")
         replay_file = None
         recorder = None
+        cpu_s = 0.0
         try:
             args = self._inputs(request)
             if request.get("source"):
@@ -126,8 +128,10 @@ class KernelRunner:
                 elapsed, provenance, trace = None, None, None
             else:
                 traced = bool(request.get("trace"))
+                cpu0 = time.process_time()
                 with _collector_paused(traced), self._recording(request, args) as recorder:
                     run = self.backend.run(args, precise=bool(request.get("precise", True)), trace=traced)
+                cpu_s = time.process_time() - cpu0  # beside the wall time: how much of it this process had a core
                 outputs, elapsed, provenance, trace = run.outputs, run.elapsed_s, run.provenance, run.trace
             if self._patched(request, what):
                 return
@@ -144,7 +148,9 @@ class KernelRunner:
         trace_file = None
         if trace is not None:
             trace_file = _write_trace(Path(request["dir"]) / "out", trace)
-        fields = {"replay": replay_file} if request.get("replay") and not request.get("source") else {}
+        fields: dict[str, Any] = {"replay": replay_file} if request.get("replay") and not request.get("source") else {}
+        if not request.get("source"):
+            fields["cpu_s"] = round(cpu_s, 6)
         self.server.reply(request, outputs=saved, elapsed_s=elapsed, provenance=provenance, trace=trace_file, **fields)
 
     def _recording(self, request: dict[str, Any], args: list[Any]) -> Any:

@@ -53,6 +53,7 @@ def test_launches_run_ahead_by_the_spare_give_the_same_verdict(task, monkeypatch
         return run
 
     monkeypatch.setattr(session_module, "SPARE_MIN_LAUNCH_S", 0.0)
+    monkeypatch.setattr(session_module, "SPARE_MIN_CPU_SHARE", 0.0)  # whatever the machine's load
     monkeypatch.setattr(spare_module.SpareLaunches, "take", take_when_done)
     ahead = evaluate_in_process(task, **options)
     spare = ahead.session.kernel.spare
@@ -61,6 +62,16 @@ def test_launches_run_ahead_by_the_spare_give_the_same_verdict(task, monkeypatch
     assert any(t[1] == "fail" for t in _verdict(ahead)["trials"])  # the failing case came from the spare too
     roles = [c.role for c in ahead.session.children]
     assert roles.count("kernel") == 2 and all(not c.handle.running for c in ahead.session.children)
+
+
+def test_a_spare_starts_only_when_the_first_launch_computed_rather_than_waited_for_a_core():
+    """A first launch that took 3 s of wall time with 2.8 s of CPU: slow, on a machine with a core for it (a
+    spare pays). The same 3 s with 0.4 s of CPU: the machine's cores were busy, and a spare's interpreter
+    and launches would only take CPU from the rest of the check."""
+    assert session_module.spare_pays(3.0, 2.8)
+    assert not session_module.spare_pays(3.0, 0.4)
+    assert not session_module.spare_pays(0.8, 0.2)
+    assert session_module.spare_pays(3.0, None)  # a kernel process that reports no CPU time: as before
 
 
 class _Sleeper:

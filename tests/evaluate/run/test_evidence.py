@@ -5,10 +5,11 @@ from __future__ import annotations
 from dataclasses import replace
 
 import numpy as np
+import pytest
 
 from nkitui.evaluate.numerics.metrics import compute_metrics
 from nkitui.evaluate.options import EvaluationOptions
-from nkitui.evaluate.run.evidence import missing_evidence, settle_status
+from nkitui.evaluate.run.evidence import REPLAY_FRESH_PASSED, missing_evidence, settle_status
 from nkitui.evaluate.run.result import Check, PhaseRecord, RunResult, SeedResult
 from nkitui.task.model import Tolerance, TensorSpec
 
@@ -34,7 +35,8 @@ def passing() -> RunResult:
         run_id="r", task_id="t", status="passed", backend="emulator", seeds=[0, 1],
         phases=[PhaseRecord(n, "ok", 0.1) for n in ("load", "reference", "compile", "run", "compare", "profile")],
         seed_results=[SeedResult(s, True, (_metrics(),)) for s in (0, 1)],
-        checks=[Check(c, c, True) for c in CHECKS],
+        checks=[Check(c, c, True, f"2 seed(s) replayed exactly; {REPLAY_FRESH_PASSED}" if c == "replay" else "")
+                for c in CHECKS],
     )
 
 
@@ -78,8 +80,25 @@ def test_the_checks_the_options_ask_for_must_be_there():
     assert missing_evidence(r, _Task, replace(OPTIONS, trials=False)) == []
     r.checks = [c for c in r.checks if c.id != "device-outputs"]
     assert "check device-outputs is missing" in missing_evidence(r, _Task, replace(OPTIONS, trials=False))
-    r.checks = [c for c in r.checks if c.id != "replay"]  # the emulator's replay: none (unavailable) is allowed,
-    assert "check replay is missing" in missing_evidence(r, _Task, replace(OPTIONS, trials=False))  # absent is not
+    r.checks = [c for c in r.checks if c.id != "replay"]
+    assert "check replay is missing" in missing_evidence(r, _Task, replace(OPTIONS, trials=False))
+
+
+@pytest.mark.parametrize("passed, detail, problem", [
+    (None, "replay unavailable: a register operand", "check replay did not pass"),
+    (None, "1 seed(s) replayed exactly; replay on fresh inputs not judged", "check replay did not pass"),
+    (True, "2 seed(s) replayed exactly", "check replay passed without its stage 2"),
+])
+def test_an_emulator_pass_needs_both_replay_stages(passed, detail, problem):
+    """A replay that did not run, or ran stage 1 only, leaves a kernel unproven: never a pass (issue #14)."""
+    r = passing()
+    r.checks[CHECKS.index("replay")] = Check("replay", "replay", passed, detail)
+    settle_status(r, _Task, OPTIONS)
+    assert r.status == "internal-error" and problem in r.error.message
+    r.backend = "neuron"  # hardware records no log: its runs are judged without it
+    r.status, r.error = "passed", None
+    r.checks = [c for c in r.checks if c.id not in ("replay", "device-outputs", "precision")]
+    assert missing_evidence(r, _Task, OPTIONS) == []
 
 
 def test_a_failed_or_unfinished_status_is_never_upgraded():
