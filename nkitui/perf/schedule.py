@@ -655,27 +655,58 @@ _PLAIN = frozenset({int, float, str, bool, type(None)})
 def _plan_for(ins: Instruction, key: _PlanKey, plans: dict[_PlanKey, _PlanEntry], all_plans: list[_Plan],
               spec: TargetSpec) -> "_Plan":
     """The plan of `ins` when the fast look-up missed: another meta under the same key, or a new plan. A key
-    maps to [meta, plan, [(meta, plan), ...]]: the first signature seen, then the others."""
+    maps to [meta, plan, {hashable meta: plan}, [(meta, plan), ...]]: the first signature seen, then the
+    others by a hashable form of their meta (a kernel writing 8192 immediates from one line has 8192
+    metas under one key: a list searched each time made the schedule quadratic), and the few whose meta
+    has no hashable form (an array in it) in a list."""
     meta = ins.meta
     ent = plans.get(key)
+    hashed = _meta_key(meta)
     if ent is not None:
-        m: object
-        plan: _Plan
-        for m, plan in ((ent[0], ent[1]), *ent[2]):
-            if _same_meta(m, meta):
-                return plan
+        if _same_meta(ent[0], meta):
+            return cast(_Plan, ent[1])
+        if hashed is not None:
+            found = ent[2].get(hashed)
+            if found is not None:
+                return cast(_Plan, found)
+        else:
+            m: object
+            plan: _Plan
+            for m, plan in ent[3]:
+                if _same_meta(m, meta):
+                    return plan
     if ins.engine not in ENGINES:
         raise ValueError(
             f"instruction {ins.seq} ({ins.opcode} at {ins.location}): unknown engine {ins.engine!r}; "
             f"expected one of {', '.join(ENGINES)}")
     plan = _Plan(ins, spec)
     all_plans.append(plan)
-    snapshot = _frozen(meta)  # compared by value later, whatever the caller does to its meta afterwards
     if ent is None:
-        plans[key] = [snapshot, plan, []]
+        # compared by value later, whatever the caller does to its meta afterwards
+        plans[key] = [_frozen(meta), plan, {}, []]
+    elif hashed is not None:
+        ent[2][hashed] = plan
     else:
-        ent[2].append((snapshot, plan))
+        ent[3].append((_frozen(meta), plan))
     return plan
+
+
+def _meta_key(meta: dict[str, Any]) -> object | None:
+    """A hashable form of `meta` that is equal exactly when the metas are (None when it has none: an
+    array, or a value whose equality is not plain)."""
+    try:
+        items = []
+        for k, v in meta.items():
+            if type(v) not in _PLAIN:
+                v = _frozen(v)
+                hash(v)
+                if isinstance(v, str) and type(meta[k]) is not str:  # a repr: equal reprs need not be equal values
+                    return None
+            items.append((k, type(v).__name__, v))
+        items.sort(key=lambda item: item[0])
+        return tuple(items)
+    except TypeError:
+        return None
 
 
 def _same_meta(snapshot: object, meta: dict[str, Any]) -> bool:

@@ -334,3 +334,24 @@ def test_three_dimensional_hbm_regions_use_rows_of_the_last_dimension():
     assert (a.p0, a.p1, a.b0, a.b1) == (1 * 8 + 2, 1 * 8 + 3, 16 * 4, 32 * 4)
     whole = t.all().access()
     assert (whole.p0, whole.p1, whole.b0, whole.b1) == (0, 32, 0, 64 * 4)
+
+
+def test_many_immediates_from_one_line_are_looked_up_not_searched(monkeypatch):
+    # A kernel writing one immediate per element from one source line gives thousands of instructions
+    # under one signature, each with its own meta: a list searched for each made the schedule
+    # quadratic (8192 memsets took 92 s, past a run's timeout). Metas are looked up by a hashable form.
+    import nkitui.perf.schedule as schedule
+
+    compared = []
+    same_meta = schedule._same_meta
+    monkeypatch.setattr(schedule, "_same_meta", lambda *a: compared.append(1) or same_meta(*a))
+    b = TraceBuilder("trn1")
+    t = b.sbuf("t", (128, 4), "float32")
+    n = 2000
+    for i in range(n):
+        b.compute("vector", "memset", t.region((i % 128, i % 128 + 1), (0, 1)), line=7, value=float(i))
+    for i in range(3):  # the same metas again: each found, each costed as before
+        b.compute("vector", "memset", t.region((0, 1), (0, 1)), line=7, value=float(i))
+    s = sim(b)
+    assert s.lane_count["vector"] == n + 3
+    assert len(compared) <= 3 * (n + 3), len(compared)
