@@ -61,22 +61,20 @@ def test_fifty_megabytes_in_one_burst_keep_the_log_bounded():
 
 
 def test_the_parent_stays_responsive_during_a_burst():
+    # The status properties never wait for the consumer: they answer while another thread holds the
+    # consumer's lock mid-burst (how fast they answer is a benchmark's business, never asserted here).
     handle = start_worker(job("burst", {"mb": 50}))
-    latencies = []
-    done = threading.Event()
-
-    def consume():
-        for _ in handle.events():
-            pass
-        done.set()
-
-    threading.Thread(target=consume, daemon=True).start()
-    while not done.is_set():  # the status properties answer at once while the stream is drained
-        t = time.perf_counter()
-        _ = (handle.status, handle.running, handle.progress, len(handle.log))
-        latencies.append(time.perf_counter() - t)
-        time.sleep(0.005)
-    assert max(latencies) < 0.05
+    answers: list[tuple] = []
+    with handle._consumer_lock:  # noqa: SLF001 - a drain in progress, held for as long as the test likes
+        reader = threading.Thread(
+            target=lambda: answers.append((handle.status, handle.running, handle.progress, len(handle.log))),
+            daemon=True)
+        reader.start()
+        reader.join(timeout=60)  # a deadline for a failure only: a blocked read never returns
+        assert answers, "a status read waited for the consumer"
+    for _ in handle.events():
+        pass
+    assert handle.status == "passed" or handle.exit is not None
 
 
 def test_a_slow_consumer_applies_back_pressure_without_losing_events():

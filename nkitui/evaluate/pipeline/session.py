@@ -36,11 +36,14 @@ phase that needs them.
 
 from __future__ import annotations
 
+import os
+import re
 import sys
 import time
 from contextlib import contextmanager
 from dataclasses import replace
 from datetime import datetime, timezone
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterator
 
 from nkitui.common import units
@@ -150,6 +153,7 @@ class EvaluationSession:
         self._golden_error = ""
         self._reference_asked: tuple[Any, dict[str, Any]] | None = None  # (thread, its answer or error)
         self._switch_interval = sys.getswitchinterval()
+        self._warm: Any = None  # the thread importing what the later phases need (_warm_imports)
         self._done_phases: set[str] = set()
 
     # -- orchestration ---------------------------------------------------------------------------
@@ -187,7 +191,17 @@ class EvaluationSession:
         with self.ctx.phase(name) as handle:
             yield handle
 
+    def _warm_imports_done(self) -> None:
+        """Wait for the warm-import thread before this thread imports anything it might be importing:
+        two threads importing one package whose __init__ imports its own submodules (nkitui.perf) can
+        hand one of them the half-made module ("cannot import name 'estimate' from partially
+        initialized module"), which ended runs as internal errors now and then."""
+        warm, self._warm = self._warm, None
+        if warm is not None:
+            warm.join(timeout=120)  # imports only; a stuck import is the phase's to report
+
     def _close_children(self) -> None:
+        self._warm_imports_done()  # a run stopped early goes on to _finish, which imports the cost model
         asked = self._reference_asked
         if asked is not None and asked[0].is_alive() and self.reference_child is not None:
             # the run stopped before the reference phase: end the process its thread is waiting on
@@ -279,11 +293,13 @@ class EvaluationSession:
             for w in task.warnings:
                 self.ctx.log(self.ctx.scrub(f"task warning: {w}"), level="warning")
             self._choose_backend()
+            if self.choice_error is not None:  # the request cannot be served: no child is started for nothing
+                raise Stop("invalid", self.choice_error)
             # both children start now, forked from this process where it can (nkitui.executor.forked):
             # what they both need is imported first, once; their task imports overlap with the
             # static analysis
             narrow = any(spec.dtype in ("bfloat16", "float8_e4m3", "float8_e4m3fn", "float8_e5m2")
-                         for spec in (*task.inputs, *task.outputs))
+                         for spec in (*task.inputs, *task.outputs)) or _names_narrow_types(task.root)
             _shared_imports(narrow, emulated=self.choice is not None and self.choice.name == "emulator")
             wanted: list[tuple[str, dict[str, Any] | None]] = [("reference", None)]
             if self.choice is not None:
@@ -291,7 +307,7 @@ class EvaluationSession:
             started = self._spawn_many(wanted)
             self.reference_child = started[0]
             self.kernel_child = started[1] if len(started) > 1 else None
-            _warm_imports()
+            self._warm = _warm_imports()
             self._start_reference()
             ph.detail = f"{task.id}: {len(task.inputs)} input(s), {len(task.outputs)} output(s), seeds {self.seeds}, target {r.target}"
 
@@ -379,6 +395,7 @@ class EvaluationSession:
             thread, box = self._reference_asked
             thread.join()
             sys.setswitchinterval(self._switch_interval)
+            self._warm_imports_done()
             if "error" in box:
                 error_raised = box["error"]
                 if isinstance(error_raised, ReferenceFailed):
@@ -1149,17 +1166,39 @@ class EvaluationSession:
         return audit
 
 
+# the names of NKI's bf16/fp8/MX types and their spellings (not CUDA's float4 vector type)
+_NARROW_WORDS = re.compile(rb"\b(?:bfloat16|bf16|bfp16|float8_\w+|fp8\w*|float4_e2m1fn\w*)\b")
+
+
+def _names_narrow_types(root: Path) -> bool:
+    """Whether a Python file at the top of the task's folder names a bf16/fp8/MX type (a float32 task
+    whose kernel computes in bf16): then ml_dtypes is imported here, once, before the children fork,
+    not in the kernel's process and again for the replay. A guess for speed only: a kernel that reaches
+    a narrow type another way makes it when it asks (nkitui.emulator.dtypes.load_narrow). Regular files
+    only (a FIFO would block the read), at most 64 of them and 1 MiB of each."""
+    try:
+        entries = [e for e in os.scandir(root) if e.name.endswith(".py") and e.is_file(follow_symlinks=False)]
+        for entry in entries[:64]:
+            with open(entry.path, "rb") as f:
+                if _NARROW_WORDS.search(f.read(1 << 20)):
+                    return True
+    except OSError:
+        return True  # unreadable here: import it, as before
+    return False
+
+
 def _shared_imports(narrow: bool, *, emulated: bool = False) -> None:
     """What the evaluator and its children both import, imported once before the children are forked
-    from it: numpy, ml_dtypes for a task with bf16/fp8 data (about 0.6 s of CPU each time), and the
-    children's own nkitui modules. On the emulator the engine and both front ends too (they import
-    ml_dtypes whatever the task's dtypes): the kernel process needs them, and the evaluator's replay of
-    its instruction log needs the engine, so one import serves both. These are nkitui's own modules,
-    imported before any task code exists; installing the emulator under the NKI names stays the
-    kernel process's own step. A failure here is left to the phase that needs the module."""
+    from it: numpy, ml_dtypes for a task with bf16/fp8 data or a kernel naming such a type (about
+    0.65 s of CPU each time; the emulator makes those types on first use, so a float32 task never
+    imports it), and the children's own nkitui modules. On the emulator the engine and both front ends
+    too: the kernel process needs them, and the evaluator's replay of its instruction log needs the
+    engine, so one import serves both. These are nkitui's own modules, imported before any task code
+    exists; installing the emulator under the NKI names stays the kernel process's own step. A failure
+    here is left to the phase that needs the module."""
     import importlib
 
-    names = ["numpy", *(["ml_dtypes"] if narrow or emulated else []), "nkitui.executor.worker",
+    names = ["numpy", *(["ml_dtypes"] if narrow else []), "nkitui.executor.worker",
              "nkitui.executor.sandbox", "nkitui.executor.confine.entering", "nkitui.executor.untrusted.kernel",
              "nkitui.executor.untrusted.reference", "nkitui.executor.arrays",
              *(["nkitui.emulator.replay", "nkitui.emulator.launch", "nkitui.emulator.legacy", "nkitui.emulator.newns",
@@ -1169,26 +1208,44 @@ def _shared_imports(narrow: bool, *, emulated: bool = False) -> None:
             importlib.import_module(name)
         except Exception:  # noqa: BLE001 - the phase that needs it imports it again and reports
             pass
+    if narrow and emulated:
+        try:  # the emulator's bf16/fp8/MX types, made once here for the kernel process and the replay
+            from nkitui.emulator.dtypes import load_narrow
+
+            load_narrow()
+        except Exception:  # noqa: BLE001 - the kernel process makes them itself and reports
+            pass
 
 
-def _warm_imports() -> None:
-    """Import what the later phases need (the numerics, the cost model with the emulator's trace types,
-    the analysis) in a background thread: the evaluator spends the reference and compile phases
-    waiting on its children, and these imports would otherwise add their time at the end."""
+def _warm_imports() -> Any:
+    """Import what the later phases need (the cost model) in a background thread, started once the
+    children are forked: the evaluator spends the reference and compile phases waiting on its
+    children, and these imports would otherwise add their time at the end. The thread's modules share
+    none with what runs beside it (the static analysis on the main thread, the reference's numerics
+    on its own thread: tests/evaluate/pipeline/test_warm_imports.py checks WARM_IMPORTS against
+    BESIDE_WARM_IMPORTS), and the main thread joins it before any later phase
+    (EvaluationSession._warm_imports_done): no module is ever imported by two threads at once."""
     import importlib
     import threading
 
-    names = ["nkitui.evaluate.numerics.audit", "nkitui.analysis", "nkitui.perf.estimate",
-             "nkitui.executor.backends.costmodel", "nkitui.emulator.replay"]  # the replay: the engine, ml_dtypes
-
     def load() -> None:
-        for name in names:
+        for name in WARM_IMPORTS:
             try:
                 importlib.import_module(name)
             except Exception:  # noqa: BLE001 - the phase that needs it imports it again and reports
                 pass
 
-    threading.Thread(target=load, name="nkitui-warm-imports", daemon=True).start()
+    thread = threading.Thread(target=load, name="nkitui-warm-imports", daemon=True)
+    thread.start()
+    return thread
+
+
+# What the warm-import thread imports, and what other threads import while it runs (the static
+# analysis; the reference's thread, _ask_reference). Their nkitui modules must not overlap.
+WARM_IMPORTS = ("nkitui.perf.estimate", "nkitui.executor.backends.costmodel")
+BESIDE_WARM_IMPORTS = ("nkitui.analysis", "nkitui.evaluate.numerics.audit", "nkitui.evaluate.numerics.inputs",
+                       "nkitui.evaluate.numerics.recorded", "nkitui.evaluate.pipeline.reference",
+                       "nkitui.evaluate.pipeline.children")
 
 
 class MutantRunner:
