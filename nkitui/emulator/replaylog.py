@@ -53,7 +53,10 @@ MAGIC = b"NKIREPLAY\x02\n"
 VERSION = 2
 MAX_EVENTS = 2_000_000
 MAX_BLOB_BYTES = 1 << 30
-MAX_TEMPLATES = 1 << 16  # distinct instruction templates of one log (a kernel has one per call site and shape)
+# Distinct instruction templates of one log: as many as instructions. A template holds an operand's HBM
+# offset, so a large correct kernel can have tens of thousands; a lower cap made its log "unavailable",
+# which fails the run (HACK-REPLAY-OPTOUT). The header's bytes stay bounded (replay.MAX_HEADER_BYTES).
+MAX_TEMPLATES = MAX_EVENTS
 _F32 = np.float32
 _PLAIN = frozenset((type(None), bool, str, int))
 

@@ -270,3 +270,13 @@ def test_a_log_is_checked_anew_unless_its_header_and_streams_are_those_last_chec
 
 def nl_constant_log() -> bytes:
     return _record(masked_kernel, RNG.standard_normal((200, 16)).astype(np.float32))[1]
+
+
+def test_no_correct_kernel_meets_the_template_cap_before_the_instruction_cap() -> None:
+    # Each distinct operand geometry (an HBM offset) is a template: a correct kernel can have one per
+    # instruction. A log past a cap is unavailable and fails the run (HACK-REPLAY-OPTOUT), so the only
+    # cap a correct kernel may meet is the instruction count's; the header's bytes stay bounded.
+    from nkitui.emulator import replay, replaylog
+
+    assert replaylog.MAX_TEMPLATES >= replaylog.MAX_EVENTS
+    assert replay.MAX_HEADER_BYTES <= 1 << 30
