@@ -286,7 +286,10 @@ class Run:
                f"loop-carried dependency (the emulator ran the iterations in order)")
         self.diagnostics.append({"rule": "C15", "message": msg, "file": where.rsplit(":", 1)[0],
                                  "line": loc[1]})
-        warnings.warn(msg, NKIEmulatorWarning, stacklevel=3)
+        if loc[0]:
+            warnings.warn_explicit(msg, NKIEmulatorWarning, loc[0], loc[1])  # at the kernel's line
+        else:
+            warnings.warn(msg, NKIEmulatorWarning, stacklevel=3)
 
     # -- trace ---------------------------------------------------------------------------------
     def record(self, engine: str, opcode: str, ins: Sequence[Tensor], outs: Sequence[Tensor], *,
