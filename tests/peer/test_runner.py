@@ -115,6 +115,9 @@ def test_host_memory():
 
 
 def test_too_slow():
+    start = time.process_time()
+    while time.process_time() - start < 0.3:  # some CPU time for the runner to measure
+        pass
     time.sleep(30)
 
 
@@ -198,6 +201,17 @@ def test_report_table_and_json(report, tmp_path):
     data = report.to_json()
     json.dumps(data)
     assert data["by_cause"][MISSING_API] == 3 and data["counts"]["passed"] == 1
+
+
+def test_each_result_has_its_cpu_time_and_the_peak_memory(report):
+    # on a loaded host wall time says little: the CPU seconds of the test process (all threads) are
+    # kept per test, with the process's peak RSS by its end
+    by_name = {r.nodeid.rsplit("::", 1)[-1]: r for r in report.results}
+    slow = by_name["test_too_slow"]  # spins for 0.3 s of CPU, then sleeps until the 3 s limit stops it
+    assert 0.25 <= slow.cpu_s < 2.0 <= slow.duration
+    assert by_name["test_skipped"].cpu_s < 0.5
+    assert all(r.max_rss_mb > 10 for r in report.results if not r.nodeid.endswith(".py"))
+    assert {"cpu_s", "max_rss_mb"} <= set(report.to_json()["results"][0])
 
 
 def test_the_checkout_must_be_the_suite_and_outside_the_repository(fake_suite, tmp_path):
