@@ -3,6 +3,10 @@
     .venv/bin/python -m benchmarks.peer_suites nki_library --checkout /work/peers/nki-library \
         --python /work/peers/venv-nki-library/bin/python [-n 2] [--json out.json] [-- -k rope]
 
+    .venv/bin/python -m benchmarks.peer_suites nki_library --merge full.json rerun.json [--json all.json]
+
+(`--merge` runs nothing: it folds earlier `--json` reports by node id, later ones winning.)
+
 The peer checkout lives OUTSIDE this repository (never vendored); its tests run in a child pytest
 with the peer's own interpreter, so the peer's dependencies (torch, ...) never enter our venv.
 
@@ -315,6 +319,41 @@ class Report:
                 "results": [dataclasses.asdict(r) | {"chain": None} for r in self.results]}
 
 
+def merge_reports(suite: PeerSuite, paths: Sequence[Path]) -> Report:
+    """One report from several `--json` reports of the same suite, by node id, later files replacing
+    earlier ones (a re-run of some tests after a fix, or a slice run on its own). Failures are
+    classified again with the suite's current known causes; the JSON keeps no exception chain, so
+    a cause is matched on the stored one-line detail."""
+    fields = {f.name for f in dataclasses.fields(PeerResult)}
+    merged: dict[str, PeerResult] = {}
+    wall = 0.0
+    for path in paths:
+        try:
+            data = json.loads(Path(path).read_text(encoding="utf-8"))
+            rows = data["results"]
+        except (OSError, ValueError, KeyError, TypeError) as e:
+            raise SystemExit(f"{path}: not a report written by --json ({e})") from None
+        wall += float(data.get("wall_s") or 0.0)
+        for row in rows:
+            kept = {k: v for k, v in row.items() if k in fields}
+            kept["chain"] = kept.get("chain") or []
+            kept["markers"] = kept.get("markers") or []
+            merged[row["nodeid"]] = PeerResult(**kept)
+    for r in merged.values():
+        if r.outcome not in ("failed", "error"):
+            continue
+        if r.chain:
+            r.cause, r.detail = classify(r, suite.known, suite.wrong_numbers)
+            continue
+        stored = PeerResult(r.nodeid, r.outcome, chain=[{"type": "", "message": r.detail}], markers=r.markers)
+        for k in suite.known:
+            if k.matches(stored):
+                r.cause, r.detail = k.cause, k.reason
+                break
+    name = f"{suite.name} (merged from {len(paths)} report{'s' if len(paths) != 1 else ''})"
+    return Report(name, sorted(merged.values(), key=lambda r: r.nodeid), wall)
+
+
 def _normalise(text: str) -> str:
     """Group similar messages: numbers and quoted names vary between parametrisations."""
     text = re.sub(r" at [\w./-]+\.py:\d+", " at <file>:<line>", text or "")
@@ -401,8 +440,20 @@ def main(suite: PeerSuite, argv: Sequence[str] | None = None) -> int:
     p.add_argument("--quiet", action="store_true", help="do not stream pytest's output")
     p.add_argument("--only", action="store_true",
                    help="the pytest arguments after -- replace the suite's default test paths")
+    p.add_argument("--merge", type=Path, nargs="+", metavar="REPORT.json", default=None,
+                   help="run nothing: merge earlier --json reports by node id (later ones win) and report")
     p.add_argument("pytest_args", nargs="*", help="after --: extra pytest arguments (-k, paths, -m ...)")
     a = p.parse_args(argv)
+    if a.merge:
+        try:
+            report = merge_reports(suite, a.merge)
+        except SystemExit as e:
+            print(e, file=sys.stderr)
+            return 2
+        print(report.format())
+        if a.json:
+            a.json.write_text(json.dumps(report.to_json(), indent=1))
+        return 0
     try:
         report = run(suite, a.checkout, python=a.python, workers=a.workers, timeout_s=a.timeout,
                      memory_mb=a.memory_mb, extra_args=a.pytest_args, replace_selection=a.only,

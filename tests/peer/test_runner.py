@@ -267,3 +267,28 @@ def test_command_line_lists_adapters_and_refuses_unknown_suites():
                           timeout=60)
     assert done.returncode == 2 and "is not a checkout of aws-neuron/nki-library" in done.stderr
 
+
+
+def test_merging_reports_by_node_id(report, fake_suite, tmp_path, capsys):
+    # a re-run replaces the first run's result for its node ids; the rest stay; failures get the
+    # suite's current known causes again (matched on the stored detail: JSON keeps no chain)
+    suite, _ = fake_suite
+    first = report.to_json()
+    (tmp_path / "first.json").write_text(json.dumps(first))
+    rerun = {"suite": "fake", "wall_s": 5.0, "results": [
+        dict(r, outcome="passed", cause="", detail="") for r in first["results"]
+        if r["nodeid"].endswith("test_wrong_numbers")]}
+    (tmp_path / "rerun.json").write_text(json.dumps(rerun))
+    merged = common.merge_reports(suite, [tmp_path / "first.json", tmp_path / "rerun.json"])
+    assert merged.counts == {"passed": 2, "failed": 9, "errors": 1, "skipped": 1}
+    assert merged.wall_s == first["wall_s"] + 5.0
+    before = {r.nodeid: r.cause for r in report.failures()}
+    assert {r.nodeid: r.cause for r in merged.failures()} == {
+        k: v for k, v in before.items() if not k.endswith("test_wrong_numbers")}
+    out = tmp_path / "all.json"
+    assert common.main(suite, ["--merge", str(tmp_path / "first.json"), str(tmp_path / "rerun.json"),
+                               "--json", str(out)]) == 0
+    assert "merged from 2 reports" in capsys.readouterr().out
+    assert json.loads(out.read_text())["counts"]["passed"] == 2
+    (tmp_path / "bad.json").write_text("{}")
+    assert common.main(suite, ["--merge", str(tmp_path / "bad.json")]) == 2
