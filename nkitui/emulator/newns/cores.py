@@ -16,9 +16,9 @@ host schedules the threads. Only instructions the other core can observe need th
 with an operand in HBM (shared HBM, the kernel's arguments) and the cross-core ones (sendrecv,
 core_barrier). So a core keeps the turn through its private instructions (SBUF, PSUM, registers)
 and, before an observable one with index n (its n-th instruction), hands the turn to any core
-waiting with a smaller (index, core) key, which is the order lockstep gives them. A 64-expert MoE
-kernel has one observable instruction in twelve: as many fewer thread switches, each of which
-costs a scheduler wake-up (milliseconds on a loaded host). A core waiting in sendrecv or
+waiting with a smaller (index, core) key, which is the order lockstep gives them. So there are as
+many fewer thread switches as there are private instructions between observable ones (nki-library's
+64-expert MoE case: 6092 hand-overs on core 0 instead of 68669). A core waiting in sendrecv or
 core_barrier is skipped until what it waits for has happened.
 """
 
