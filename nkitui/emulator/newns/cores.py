@@ -75,7 +75,7 @@ class CoreGroup:
         # that has not issued one yet is at 0. Read only by the core holding the turn.
         self.pos: list[int] = [0] * n_cores
         self.waiting: dict[int, Callable[[], bool]] = {}  # core -> ready() of the sendrecv / barrier it waits in
-        self.handoffs = 0  # turns handed from one core to another (what the profile above counted)
+        self.handoffs = 0  # turns handed from one core to another, for profiling
 
     # -- turns (lockstep order of observable instructions) ----------------------------------
     def step(self, core: int, index: int, observable: bool) -> None:
