@@ -231,9 +231,12 @@ def _first_line(text: str, limit: int = 200) -> str:
 def fold_records(records: Iterable[dict]) -> list[PeerResult]:
     """One PeerResult per node id from the per-phase records (collection errors included)."""
     by_id: dict[str, PeerResult] = {}
+    called: set[str] = set()
     for rec in records:
         nodeid = rec["nodeid"]
         r = by_id.setdefault(nodeid, PeerResult(nodeid))
+        if rec.get("when") in ("call", "collect"):
+            called.add(nodeid)
         r.duration += float(rec.get("duration") or 0.0)
         r.cpu_s += float(rec.get("cpu_s") or 0.0)
         r.max_rss_mb = max(r.max_rss_mb, int(rec.get("max_rss_mb") or 0))
@@ -251,6 +254,14 @@ def fold_records(records: Iterable[dict]) -> list[PeerResult]:
                 r.chain = rec.get("chain") or []
         elif outcome == "passed" and when == "call" and rec.get("xfail"):
             r.outcome = "xpassed"
+    for nodeid, r in by_id.items():
+        # set up, never called: the test process ended inside the test (the OOM killer, a signal, a hard
+        # crash; pytest-xdist then starts a new worker), so no phase of it could say so
+        if r.outcome == "passed" and nodeid not in called:
+            r.outcome = "error"
+            r.chain = [{"type": "TestProcessDied", "mro": ["TestProcessDied"], "frames": [],
+                        "message": "the test process ended during the test, before its result was recorded "
+                                   "(killed by the OOM killer or a signal, or crashed)"}]
     return list(by_id.values())
 
 

@@ -245,6 +245,18 @@ def test_known_causes_override_and_match_node_ids():
     assert classify(r, known) == (NEEDS_HARDWARE, "needs the compiler")
 
 
+def test_a_test_whose_process_died_inside_it_is_an_error_not_a_pass():
+    # only its setup was recorded: the worker was killed (OOM killer) or crashed during the call
+    recs = [{"nodeid": "t::big", "when": "setup", "outcome": "passed", "duration": 0.1},
+            {"nodeid": "t::ok", "when": "setup", "outcome": "passed", "duration": 0.1},
+            {"nodeid": "t::ok", "when": "call", "outcome": "passed", "duration": 0.2}]
+    got = {r.nodeid: r for r in fold_records(recs)}
+    assert got["t::ok"].outcome == "passed"
+    assert got["t::big"].outcome == "error"
+    assert "ended during the test" in got["t::big"].failure_text()
+    assert classify(got["t::big"])[0] == OTHER
+
+
 def test_folding_phases_into_one_result():
     recs = [
         {"nodeid": "t::a", "when": "setup", "outcome": "passed", "duration": 0.1},
