@@ -191,9 +191,10 @@ class NkiKernel(Kernel):
         cfg = self.compiler_options.get("compile_config")
         # NKI allocation without fallback: its out-of-memory is the error the compiler reports (newns/compiler.py)
         strict = isinstance(cfg, CompileConfig) and cfg.nki_allocation_strict and current_options().capacity == "error"
-        with options(target=target, **({"capacity": "strict"} if strict else {})):
-            if not strict:
+        if not strict:
+            with options(target=target):
                 return run_kernel(self, args, kwargs)
+        with options(target=target, capacity="strict"):
             try:
                 return run_kernel(self, args, kwargs)
             except CapacityError as e:
