@@ -44,7 +44,12 @@ _protections: dict[str, str] = {}
 def pytest_configure(config: pytest.Config) -> None:
     """Once, before any pytest-xdist worker starts: nkitui's bytecode, for the children that never write
     their own (the executor starts every worker with PYTHONDONTWRITEBYTECODE=1, nkitui.executor.env).
-    Only what is missing or stale is compiled (a fraction of a second when nothing changed)."""
+    Only what is missing or stale is compiled (a fraction of a second when nothing changed).
+    In every process: the watchdog that ends a test pytest-timeout cannot end (tests/helpers/watchdog.py)."""
+    from tests.helpers import watchdog
+
+    if not config.pluginmanager.is_registered(watchdog):
+        config.pluginmanager.register(watchdog, "nkitui-watchdog")
     if WRITE_BYTECODE and not hasattr(config, "workerinput"):
         try:
             compileall.compile_dir(REPO / "nkitui", quiet=2, workers=1)

@@ -324,6 +324,11 @@ class NkituiApp(App[int]):
             return
         await super().on_event(event)
 
+    @property
+    def holding_keys(self) -> bool:
+        """Are keys typed now held back, to be replayed once the task or queue is shown?"""
+        return self._held_keys is not None
+
     def _release_keys(self) -> None:
         """Replay the held keys, one at a time, each once the one before has had its effect."""
         # One at a time, as if typed: a key's effects are often queued (a digit moves the focus to

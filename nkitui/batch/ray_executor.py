@@ -103,21 +103,50 @@ def evaluate_shipped(shipment: Any, payload: Any, options: BatchOptions, key: st
     except ShipError as exc:
         return {"node": node, "version": __version__, "status": "internal-error",
                 "error": {"kind": "ship-failed", "message": str(exc)}}
+    # ray.cancel raises KeyboardInterrupt in this thread at any bytecode. Inside start_evaluation, after
+    # the spawn, it lost the handle: the evaluation worker ran on to its own timeout (minutes) after the
+    # batch had reported the task cancelled. So the start runs on a thread of its own, and a cancel
+    # that comes meanwhile still finds the handle once the start has ended.
+    started: dict[str, Any] = {}
+
+    def start() -> None:
+        try:
+            started["handle"] = start_evaluation(options.request(task_dir))
+        except BaseException as exc:  # noqa: BLE001 - handed to the task's thread
+            started["error"] = exc
+
+    starter = threading.Thread(target=start, name=f"nkitui-ray-start-{key}"[:60], daemon=True)
     handle = None
     try:
-        try:
-            handle = start_evaluation(options.request(task_dir))
-        except TaskError as exc:
-            return {"node": node, "version": __version__, "status": "invalid", "problems": [str(p) for p in exc.problems],
-                    "error": {"kind": "invalid-task", "message": str(exc.problems[0]) if exc.problems else "invalid"}}
+        starter.start()
+        starter.join()
+        error = started.get("error")
+        if isinstance(error, TaskError):
+            return {"node": node, "version": __version__, "status": "invalid", "problems": [str(p) for p in error.problems],
+                    "error": {"kind": "invalid-task", "message": str(error.problems[0]) if error.problems else "invalid"}}
+        if error is not None:
+            raise error
+        handle = started["handle"]
         for event in handle.events():
             if isinstance(event, PhaseEvent) and event.state == "start":
                 board.phase.remote(key, event.name)
     except BaseException:  # a cancel (KeyboardInterrupt from ray.cancel) or a failure: the worker goes too
-        if handle is not None:
-            handle.close()
+        _stop_evaluation(starter, started)
         raise
     return {"node": node, "version": __version__, "task_dir": str(task_dir), "result": handle.result.to_dict()}
+
+
+def _stop_evaluation(starter: threading.Thread, started: dict[str, Any], timeout: float = 30.0) -> None:
+    """End the evaluation a cancelled task started (or is starting), and wait until its worker has
+    exited, so that a task reported cancelled has left nothing running (`timeout` bounds each wait)."""
+    starter.join(timeout)
+    handle = started.get("handle")
+    if handle is None:
+        return
+    handle.close()  # SIGTERM to its process group, SIGKILL after the grace period
+    deadline = time.monotonic() + timeout
+    while handle.running and time.monotonic() < deadline:
+        time.sleep(0.02)
 
 
 # -- the driver ----------------------------------------------------------------------------------

@@ -89,17 +89,24 @@ class BatchHandle:
         return self._done.is_set()
 
     def wait(self, timeout: float | None = None) -> BatchSummary:
+        """Wait for the batch to end (consuming its events when no on_event was given) and return its
+        summary. `timeout`: seconds at most, events included; past it the batch goes on (`done` is
+        False) and the summary so far is returned."""
+        deadline = None if timeout is None else time.monotonic() + timeout
         if self._on_event is None:
-            for _ in self.events():
+            for _ in self._events(deadline):
                 pass
-        self._thread.join(timeout)
+        self._thread.join(None if deadline is None else max(0.0, deadline - time.monotonic()))
         return self.summary
 
     def events(self) -> Iterator[BatchEvent]:
         """The events in order, ending with BatchFinished (only when no on_event was given)."""
+        return self._events(None)
+
+    def _events(self, deadline: float | None) -> Iterator[BatchEvent]:
         if self._on_event is not None:
             raise RuntimeError("this batch delivers its events to on_event")
-        while True:
+        while deadline is None or time.monotonic() < deadline:
             try:
                 item = self._queue.get(timeout=0.2)  # a timeout keeps Ctrl-C deliverable to the caller
             except queue.Empty:

@@ -159,10 +159,13 @@ def _run_child(scratch, limits) -> tuple[dict | None, str]:
     from nkitui.executor import confine
 
     package_parent = str(Path(__file__).resolve().parent.parent.parent)
-    proc = confine.spawn([sys.executable, "-P", "-m", "nkitui.cli._emu_child", str(scratch.root / "job.json")],
-                         confine.ConfinementPolicy(scratch=scratch.root), python_path=[package_parent],
-                         stdin=subprocess.DEVNULL, stdout=sys.stderr.fileno(), stderr=sys.stderr.fileno(),
-                         cwd=scratch.work)
+    try:
+        proc = confine.spawn([sys.executable, "-P", "-m", "nkitui.cli._emu_child", str(scratch.root / "job.json")],
+                             confine.ConfinementPolicy(scratch=scratch.root), python_path=[package_parent],
+                             stdin=subprocess.DEVNULL, stdout=sys.stderr.fileno(), stderr=sys.stderr.fileno(),
+                             cwd=scratch.work)
+    except OSError as exc:  # the interpreter could not be started, or the spawn did not end in time
+        return None, f"the kernel's confined process could not be started: {exc}"
     try:
         proc.wait(timeout=limits.timeout_s)
         problem = ""

@@ -1,7 +1,10 @@
 """NKI data types, storage, rounding and the legacy type-promotion rules.
 
 Storage uses numpy and ml_dtypes: bf16/fp8 values are stored in their own format, so every write
-rounds from fp32 with round-to-nearest-even (ml_dtypes' conversion). tfloat32 is stored in 4-byte
+rounds from fp32 with round-to-nearest-even (ml_dtypes' conversion). The bf16/fp8 (and MX) types are
+made the first time one is asked for, by attribute (`dtypes.bfloat16`), by name or by the numpy dtype
+of an array (`load_narrow`): importing ml_dtypes costs about 0.65 s of CPU (numpy registers its ufunc
+loops one by one), which every evaluator and kernel process of a float32 task paid for nothing. tfloat32 is stored in 4-byte
 float32 cells whose mantissa is rounded to 10 bits. Integer destinations of fp32 math round half
 to even, saturate to the type's range and map NaN to 0 (the hardware rule is not documented).
 With `precise=False` every float tensor is stored as float32, so no rounding happens at all.
@@ -9,10 +12,10 @@ With `precise=False` every float tensor is stored as float32, so no rounding hap
 
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass
 from typing import Any, cast
 
-import ml_dtypes
 import numpy as np
 from numpy.typing import DTypeLike, NDArray
 
@@ -50,11 +53,12 @@ def _mk(name: str, npdt: DTypeLike, kind: str, rank: int, public: object,
 
 float32 = _mk("float32", np.float32, "f", 4, np.float32)
 tfloat32 = _mk("tfloat32", np.float32, "f", 3, np.dtype("|V4"))
-bfloat16 = _mk("bfloat16", ml_dtypes.bfloat16, "f", 2, np.dtype(ml_dtypes.bfloat16))
 float16 = _mk("float16", np.float16, "f", 2, np.float16)
-float8_e4m3 = _mk("float8_e4m3", ml_dtypes.float8_e4m3, "f", 1, np.dtype(ml_dtypes.float8_e4m3))
-float8_e4m3fn = _mk("float8_e4m3fn", ml_dtypes.float8_e4m3fn, "f", 1, np.dtype(ml_dtypes.float8_e4m3fn))
-float8_e5m2 = _mk("float8_e5m2", ml_dtypes.float8_e5m2, "f", 1, np.dtype(ml_dtypes.float8_e5m2))
+# made by load_narrow() (module __getattr__ for `dtypes.bfloat16`); declared here for the type checker
+bfloat16: DType
+float8_e4m3: DType
+float8_e4m3fn: DType
+float8_e5m2: DType
 int8 = _mk("int8", np.int8, "i", 0, np.int8)
 int16 = _mk("int16", np.int16, "i", 0, np.int16)
 int32 = _mk("int32", np.int32, "i", 0, np.int32)
@@ -63,17 +67,59 @@ uint16 = _mk("uint16", np.uint16, "u", 0, np.uint16)
 uint32 = _mk("uint32", np.uint32, "u", 0, np.uint32)
 bool_ = _mk("bool_", np.bool_, "b", 0, np.bool_)
 
-ALL = (float32, tfloat32, bfloat16, float16, float8_e4m3, float8_e4m3fn, float8_e5m2,
-       int8, int16, int32, uint8, uint16, uint32, bool_)
+_EAGER = (float32, tfloat32, float16, int8, int16, int32, uint8, uint16, uint32, bool_)
 
-_BY_NAME: dict[str, DType] = {d.name: d for d in ALL}
+_BY_NAME: dict[str, DType] = {d.name: d for d in _EAGER}
 _BY_NAME.update({
-    "bool": bool_, "fp32": float32, "float": float32, "bf16": bfloat16, "fp16": float16, "half": float16,
-    "tf32": tfloat32, "fp8_e4m3": float8_e4m3, "fp8_e5m2": float8_e5m2, "float8_e4m3fn": float8_e4m3fn,
-    "|V4": tfloat32, "V4": tfloat32, "void32": tfloat32,
+    "bool": bool_, "fp32": float32, "float": float32, "fp16": float16, "half": float16,
+    "tf32": tfloat32, "|V4": tfloat32, "V4": tfloat32, "void32": tfloat32,
 })
 _BY_HOST: dict[NpDtype, DType] = {}  # host dtypes of front-end types (structured numpy dtypes for MX x4)
 _CACHE: dict[object, DType] = {}
+
+# -- the types that come from ml_dtypes, made on first use ---------------------------------------------
+NARROW = ("bfloat16", "float8_e4m3", "float8_e4m3fn", "float8_e5m2")  # (name, rank) below
+_NARROW_RANK = {"bfloat16": 2, "float8_e4m3": 1, "float8_e4m3fn": 1, "float8_e5m2": 1}
+_NARROW_ALIASES = {"bf16": "bfloat16", "fp8_e4m3": "float8_e4m3", "fp8_e5m2": "float8_e5m2"}
+# every name load_narrow() makes resolvable (the MX types come from nkitui.emulator.mx_dtypes)
+LAZY_NAMES = frozenset((*NARROW, *_NARROW_ALIASES, "float8_e8m0fnu", "float4_e2m1fn", "float8_e4m3fn_x4",
+                        "float8_e5m2_x4", "float4_e2m1fn_x4"))
+_narrow_loaded = False
+_narrow_lock = threading.RLock()  # kernel[2] runs its cores in threads: one set of objects, made once
+_BF16_NP: NpDtype | None = None
+
+
+def load_narrow() -> None:
+    """Import ml_dtypes and make the bf16/fp8 and MX types (once; a no-op after)."""
+    global _narrow_loaded, _BF16_NP
+    if _narrow_loaded:
+        return
+    with _narrow_lock:
+        if _narrow_loaded:
+            return
+        import ml_dtypes
+
+        made = {}
+        for name in NARROW:
+            scalar = getattr(ml_dtypes, name)
+            made[name] = _mk(name, scalar, "f", _NARROW_RANK[name], np.dtype(scalar))
+        globals().update(made)
+        _BY_NAME.update(made)
+        _BY_NAME.update({alias: made[name] for alias, name in _NARROW_ALIASES.items()})
+        _BF16_NP = made["bfloat16"].np
+        from nkitui.emulator import mx_dtypes
+
+        mx_dtypes.make_types()  # registers them (register() below)
+        _CACHE.clear()
+        _narrow_loaded = True
+
+
+def __getattr__(name: str) -> DType:
+    """`dtypes.bfloat16` and the other narrow types: made on first use (load_narrow)."""
+    if name in NARROW:
+        load_narrow()
+        return cast(DType, globals()[name])
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 class DtypeError(TypeError):
@@ -101,6 +147,8 @@ def _resolve(obj: object) -> DType:
     if inner is not None:
         return dtype_of(inner)
     if isinstance(obj, str):
+        if obj in LAZY_NAMES:
+            load_narrow()
         d = _BY_NAME.get(obj)
         if d is not None:
             return d
@@ -108,6 +156,8 @@ def _resolve(obj: object) -> DType:
         npdt = np.dtype(cast(DTypeLike, obj))  # any object: numpy says whether it names a dtype (TypeError if not)
     except TypeError:
         raise DtypeError(f"{obj!r} is not a data type: use an nl dtype such as nl.float32 or nl.bfloat16") from None
+    if npdt.names is not None or npdt.name in LAZY_NAMES or (npdt.kind == "V" and npdt.itemsize != 4):
+        load_narrow()  # an ml_dtypes type or an MX host type: whoever made it has imported ml_dtypes
     if npdt.names is not None:
         d = _BY_HOST.get(npdt)
         if d is not None:
@@ -183,7 +233,6 @@ def convert(values: np.ndarray, target: np.dtype, dtype: DType | None = None) ->
     return np.clip(v, lo, hi).astype(target)
 
 
-_BF16_NP = np.dtype(ml_dtypes.bfloat16)
 # fp32 value of every bit pattern of the 1- and 2-byte float formats: a table look-up converts 4-10x
 # faster than ml_dtypes' element-wise cast (the conversion of every bf16/fp8 operand was the largest
 # single cost of emulating nki-library's MoE kernels), with the same bits
@@ -203,6 +252,8 @@ def to_f32(values: np.ndarray) -> np.ndarray:
     d = values.dtype
     if d == np.float32:
         return values
+    if d.kind == "V":  # an ml_dtypes format: its types are made (this module's bf16 check needs them)
+        load_narrow()
     if d == _BF16_NP:  # bf16 is the top half of an fp32: widen the bits
         u = values.view(np.uint16).astype(np.uint32)
         u <<= 16
@@ -244,8 +295,8 @@ def promote(a: DType, b: DType) -> DType:
         return a if a.rank > b.rank else b
     if a.rank == 2:  # fp16 with bf16
         return float32
-    if a.rank == 1:  # two fp8 flavours
-        return bfloat16
+    if a.rank == 1:  # two fp8 flavours (made by load_narrow, as bf16 was)
+        return _BY_NAME["bfloat16"]
     return a
 
 

@@ -13,7 +13,6 @@ import enum
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any, SupportsInt, cast
 
-import ml_dtypes
 import numpy as np
 
 from nkitui.emulator import dtypes as _dt
@@ -22,6 +21,8 @@ from nkitui.emulator.targets import PMAX
 from nkitui.emulator.tensor import Tensor
 
 if TYPE_CHECKING:
+    import ml_dtypes
+
     from nkitui.emulator.engine.common import Scalar
 
 
@@ -38,10 +39,26 @@ class FloatConstants:
 
 
 fp32 = FloatConstants(_dt.float32, float(np.finfo(np.float32).min))
-bfp16 = FloatConstants(_dt.bfloat16, float(ml_dtypes.finfo(ml_dtypes.bfloat16).min))
+bfp16: FloatConstants  # made on first use (module __getattr__): ml_dtypes costs ~0.65 s of CPU to import
+
+
+def __getattr__(name: str) -> FloatConstants:
+    if name == "bfp16":
+        value = FloatConstants(_dt.bfloat16, _bf16_min())
+        globals()["bfp16"] = value
+        return value
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def _bf16_min() -> float:
+    import ml_dtypes
+
+    return float(ml_dtypes.finfo(ml_dtypes.bfloat16).min)
 
 
 def finfo(dtype: object) -> ml_dtypes.finfo:
+    import ml_dtypes
+
     return ml_dtypes.finfo(_dt.dtype_of(dtype).np)
 
 

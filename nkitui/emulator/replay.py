@@ -186,6 +186,8 @@ class _Reader:
     def _dtype(self, name: Any) -> Any:
         from nkitui.emulator import dtypes as dt
 
+        if type(name) is str and name in dt.LAZY_NAMES:
+            dt.load_narrow()  # the bf16/fp8/MX types are made on first use
         if type(name) is not str or name not in dt._BY_NAME:
             raise _bad(f"unknown dtype {str(name)[:40]!r}")
         return dt._BY_NAME[name]

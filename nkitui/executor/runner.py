@@ -163,6 +163,9 @@ def _redacted(ev: Event) -> Event:
     return ev
 
 
+_CLOSED_POLL_S = 0.25  # how soon an events() iteration blocked on another thread sees close()
+
+
 class RunHandle:
     """One run of a worker. Thread-safe: cancel() and the status properties work from any thread;
     events()/wait() are meant for one consumer."""
@@ -536,7 +539,9 @@ class RunHandle:
                 if self._finished.is_set():
                     self._delivered.set()
                     return
-                batch = self._queue.get(timeout=timeout)
+                batch = self._next_batch(timeout)
+                if batch is None:  # close()d: the I/O thread delivers nothing more, not even the end
+                    return
                 if batch is _FINISHED:
                     out = self._finish()
                     final = True
@@ -550,6 +555,21 @@ class RunHandle:
             if final:
                 self._delivered.set()  # `done` only once the consumer has had the last event
                 return
+
+    def _next_batch(self, timeout: float | None) -> Any:
+        """The next batch (queue.Empty once `timeout` has passed), or None when the handle was closed
+        meanwhile: an iteration blocked on another thread (a spare kernel process's) ends then
+        instead of waiting for ever for the end, which the I/O thread of a closed handle never sends."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            step = _CLOSED_POLL_S if deadline is None else min(_CLOSED_POLL_S, max(0.0, deadline - time.monotonic()))
+            try:
+                return self._queue.get(timeout=step)
+            except queue.Empty:
+                if self._abandoned.is_set():
+                    return None
+                if deadline is not None and time.monotonic() >= deadline:
+                    raise
 
     def wait(self, timeout: float | None = None) -> Any:
         """Consume every event (discarding them) until the run is over; returns `result`.

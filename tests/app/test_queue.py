@@ -269,6 +269,7 @@ async def test_a_background_batch_fills_the_rows_in_while_a_task_is_reviewed(tmp
         await pilot.press("r")
         while not app.session.runs.running:
             await pilot.pause(0.05)
+            assert time.monotonic() < deadline + 300, "the run never started"
         await pilot.press("escape")
         await pilot.pause(0.3)
         assert isinstance(app.screen, QueueScreen)
@@ -293,7 +294,7 @@ async def test_keys_typed_while_an_auto_folder_is_read_reach_the_task_it_turns_o
             app.post_message(events.Key(key, key))
         await settle(pilot)
         deadline = time.monotonic() + 30
-        while app.session is None or app._held_keys is not None:
+        while app.session is None or app.holding_keys:
             await pilot.pause(0.05)
             assert time.monotonic() < deadline
         await settle(pilot)

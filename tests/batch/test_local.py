@@ -182,3 +182,19 @@ def test_a_failing_executor_or_consumer_never_leaves_the_batch_without_its_end(m
     assert handle.done and isinstance(seen[-1], BatchFinished)
     assert "boom" in summary.error and summary.exit_code == 2  # the invalid tasks were still reported
     assert summary.not_run == 3 and len(handle.records) == 2
+
+
+def test_wait_with_a_timeout_returns_in_time_while_the_batch_goes_on(tmp_path: Path):
+    # wait(timeout) consumed the events with no deadline and bounded only the join after them: a test's
+    # `handle.wait(timeout=60)` could wait as long as the slowest task (minutes), or for ever
+    add_task(tmp_path / "q" / "slow", prelude="time.sleep(120)")
+    handle = start_batch(tmp_path / "q", options=quick_options(timeout_s=300.0), executor=LocalExecutor(1))
+    try:
+        t0 = time.monotonic()
+        handle.wait(timeout=1.0)
+        assert time.monotonic() - t0 < 15, "wait(timeout=1) did not return in time"
+        assert not handle.done
+    finally:
+        handle.cancel()
+        handle.wait(timeout=60)
+    assert handle.done and handle.summary.cancelled

@@ -63,9 +63,10 @@ def test_tasks_outside_git_or_with_changes_travel_as_snapshots_and_match_the_loc
     kernel = mixed_tasks / "group" / "wrong" / "add_nki.py"
     kernel.write_text(kernel.read_text().replace("nl.multiply", "nl.add"))  # uncommitted: now right
     local = start_batch(mixed_tasks, options=quick_options(), executor=LocalExecutor(2))
-    local.wait()
+    local.wait(timeout=240)
     on_ray = start_batch(mixed_tasks, options=quick_options(), executor=RayExecutor())
-    on_ray.wait()
+    on_ray.wait(timeout=240)
+    assert local.done and on_ray.done, "a batch did not end in 4 minutes"
     assert {k: r.status for k, r in on_ray.records.items()} == {k: r.status for k, r in local.records.items()}
     assert on_ray.records["group/wrong"].status == "passed" and on_ray.records["group/wrong"].dirty is True
     assert on_ray.records["loose"].commit is None and on_ray.records["loose"].status == "passed"

@@ -119,8 +119,11 @@ def test_a_reader_that_closes_the_pipe_gets_no_traceback(tmp_path):
     proc = subprocess.Popen([sys.executable, "-m", "nkitui", "perf", "estimate", str(p), "--json"], cwd=ROOT,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     proc.stdout.close()  # as `| head -c0` would: every write to stdout fails
-    err = proc.stderr.read().decode()
-    assert proc.wait(timeout=60) == 1
+    try:
+        err = proc.communicate(timeout=60)[1].decode()
+    finally:
+        proc.kill()
+    assert proc.wait(timeout=10) == 1
     assert "Traceback" not in err and "BrokenPipe" not in err, err
 
 

@@ -28,6 +28,10 @@ from nkitui.executor.events import LogEvent, PhaseEvent, ProgressEvent, ResultEv
 
 VECTOR_ADD = bundled_dir("sample_tasks") / "vector_add"
 KERNEL = "vector_add_nki.py"
+# The copies hold a quarter of the bundled 1M elements: the port's smallest size (2 cores x 128
+# partitions x 1024 elements per row tile). No attack here depends on the size, and each evaluation
+# (inputs, reference, kernel, replay, comparison) costs about 0.5 s of CPU less (docs/testing.md).
+ELEMENTS = 2 * 128 * 1024
 
 
 @pytest.fixture(autouse=True)
@@ -38,7 +42,7 @@ def isolated_dirs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
 
 def wrong_task(tmp_path: Path, appended: str = "", *, edit=None, name: str = "task") -> Path:  # noqa: ANN001
     """A copy of the bundled vector_add whose kernel multiplies instead of adding, with `appended`
-    (hostile Python) at the end of its NKI file."""
+    (hostile Python) at the end of its NKI file, on ELEMENTS elements."""
     folder = tmp_path / name
     shutil.copytree(VECTOR_ADD, folder)
     path = folder / KERNEL
@@ -48,6 +52,10 @@ def wrong_task(tmp_path: Path, appended: str = "", *, edit=None, name: str = "ta
     if edit is not None:
         source = edit(source)
     path.write_text(source + ("\n\n" + textwrap.dedent(appended).strip() + "\n" if appended else ""))
+    manifest = folder / "task.toml"
+    text = manifest.read_text()
+    assert text.count("shape = [1048576]") == 3  # inputs a and b, output c
+    manifest.write_text(text.replace("shape = [1048576]", f"shape = [{ELEMENTS}]"))
     return folder
 
 
@@ -342,7 +350,7 @@ import numpy as _np
 _parent = os.path.dirname(os.path.dirname(os.environ.get("TMPDIR", "/tmp")))
 for _path in glob.glob(os.path.join(_parent, "**", "io", "*", "out", "*.npy"), recursive=True):
     try:
-        _np.save(_path, _np.zeros(1048576, dtype=_np.float64))
+        _np.save(_path, _np.zeros(262144, dtype=_np.float64))  # ELEMENTS
     except Exception:
         pass
 '''

@@ -31,7 +31,7 @@ from nkitui.emulator.config import current_options
 from nkitui.emulator.engine.common import write as _write
 from nkitui.emulator.engine.tensor_engine import check_matmul
 from nkitui.emulator.engine.vector import reduced_shape as _reduced_shape, _axes as _norm_axes
-from nkitui.emulator.frontend_common import bfp16, finfo, fp32, static_cast  # noqa: F401  (nl names)
+from nkitui.emulator.frontend_common import finfo, fp32, static_cast  # noqa: F401  (nl names)
 from nkitui.emulator.errors import (
     CapacityError,
     EngineMemoryError,
@@ -60,11 +60,28 @@ from nkitui.emulator.trace import Instruction
 # -- data types ---------------------------------------------------------------------------------
 float32 = _dt.float32.public
 float16 = _dt.float16.public
-bfloat16 = _dt.bfloat16.public
 tfloat32 = _dt.tfloat32.public
-float8_e4m3 = _dt.float8_e4m3.public
-float8_e5m2 = _dt.float8_e5m2.public
-float8_e4m3fn = _dt.float8_e4m3fn.public
+# bf16/fp8 and nl.bfp16: made the first time a kernel asks for one (ml_dtypes costs ~0.65 s of CPU to import)
+bfloat16: object
+float8_e4m3: object
+float8_e5m2: object
+float8_e4m3fn: object
+bfp16: _common.FloatConstants
+_LAZY = ("bfloat16", "float8_e4m3", "float8_e5m2", "float8_e4m3fn", "bfp16")
+
+
+def __getattr__(name: str) -> object:
+    if name not in _LAZY:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = _common.bfp16 if name == "bfp16" else _dt.dtype_of(name).public
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_LAZY})
+
+
 int8 = _dt.int8.public
 int16 = _dt.int16.public
 int32 = _dt.int32.public

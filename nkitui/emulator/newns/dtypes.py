@@ -26,35 +26,57 @@ from __future__ import annotations
 
 from typing import Any, cast
 
-import ml_dtypes
 import numpy as np
 from numpy.typing import DTypeLike
 
 from nkitui.emulator import dtypes as _dt
-# the MX types are engine facts, re-exported here (`x as x`)
-from nkitui.emulator.mx_dtypes import PACKED as PACKED
+from nkitui.emulator import mx_dtypes as _mx
+# the MX types are engine facts, re-exported here (`x as x`); the instances are made on first use
+# (module __getattr__ below: importing ml_dtypes costs about 0.65 s of CPU)
 from nkitui.emulator.mx_dtypes import PackedDType as PackedDType
-from nkitui.emulator.mx_dtypes import float4_e2m1fn_dt as float4_e2m1fn_dt
-from nkitui.emulator.mx_dtypes import float4_e2m1fn_x4_dt as float4_e2m1fn_x4_dt
-from nkitui.emulator.mx_dtypes import float8_e4m3fn_x4_dt as float8_e4m3fn_x4_dt
-from nkitui.emulator.mx_dtypes import float8_e5m2_x4_dt as float8_e5m2_x4_dt
-from nkitui.emulator.mx_dtypes import float8_e8m0fnu_dt as float8_e8m0fnu_dt
 from nkitui.emulator.mx_dtypes import is_packed as is_packed
 
 
 # -- the public constants (nl.<name>) --------------------------------------------------------------
 float32 = np.dtype(np.float32)
 float16 = np.dtype(np.float16)
-bfloat16 = np.dtype(ml_dtypes.bfloat16)
 tfloat32 = cast("np.dtype[Any]", _dt.tfloat32.public)  # the engine exposes tf32 as a 4-byte void dtype
-float8_e4m3 = np.dtype(ml_dtypes.float8_e4m3)
-float8_e4m3fn = np.dtype(ml_dtypes.float8_e4m3fn)
-float8_e5m2 = np.dtype(ml_dtypes.float8_e5m2)
-float8_e8m0fnu = float8_e8m0fnu_dt.public
-float4_e2m1fn = float4_e2m1fn_dt.public
-float8_e4m3fn_x4 = float8_e4m3fn_x4_dt.public
-float8_e5m2_x4 = float8_e5m2_x4_dt.public
-float4_e2m1fn_x4 = float4_e2m1fn_x4_dt.public
+# made on first use (module __getattr__); declared here for the type checker
+bfloat16: np.dtype[Any]
+float8_e4m3: np.dtype[Any]
+float8_e4m3fn: np.dtype[Any]
+float8_e5m2: np.dtype[Any]
+float8_e8m0fnu: np.dtype[Any]
+float4_e2m1fn: np.dtype[Any]
+float8_e4m3fn_x4: PackedDType
+float8_e5m2_x4: PackedDType
+float4_e2m1fn_x4: PackedDType
+PACKED: tuple[_dt.DType, ...]
+float8_e4m3fn_x4_dt: _dt.DType
+float8_e5m2_x4_dt: _dt.DType
+float4_e2m1fn_x4_dt: _dt.DType
+float8_e8m0fnu_dt: _dt.DType
+float4_e2m1fn_dt: _dt.DType
+LAZY_PUBLIC = ("bfloat16", "float8_e4m3", "float8_e4m3fn", "float8_e5m2", "float8_e8m0fnu", "float4_e2m1fn",
+                "float8_e4m3fn_x4", "float8_e5m2_x4", "float4_e2m1fn_x4")
+_LAZY_MX = ("PACKED", "float8_e4m3fn_x4_dt", "float8_e5m2_x4_dt", "float4_e2m1fn_x4_dt", "float8_e8m0fnu_dt",
+            "float4_e2m1fn_dt")
+
+
+def __getattr__(name: str) -> object:
+    """The bf16/fp8 and MX constants, made the first time one is asked for (`dtypes.load_narrow`)."""
+    if name in LAZY_PUBLIC:
+        value = _dt.dtype_of(name).public
+    elif name in _LAZY_MX:
+        value = getattr(_mx, name)
+    else:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *LAZY_PUBLIC, *_LAZY_MX})
 int8 = np.dtype(np.int8)
 int16 = np.dtype(np.int16)
 int32 = np.dtype(np.int32)

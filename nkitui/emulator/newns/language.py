@@ -33,7 +33,7 @@ from nkitui.emulator.api_types import Axis, DTypeLike, Operand, Scalar, Shape
 from nkitui.emulator.config import current_options
 from nkitui.emulator.engine.vector import _axes as _norm_axes
 from nkitui.emulator.engine.vector import reduced_shape as _reduced_shape
-from nkitui.emulator.frontend_common import bfp16, finfo, fp32, static_cast  # noqa: F401  (nl names)
+from nkitui.emulator.frontend_common import finfo, fp32, static_cast  # noqa: F401  (nl names)
 from nkitui.emulator.errors import (
     CapacityError,
     EngineMemoryError,
@@ -44,19 +44,11 @@ from nkitui.emulator.errors import (
     PsumBankError,
 )
 from nkitui.emulator.newns import buffers as _buf
+from nkitui.emulator.newns import dtypes as _ndt
 from nkitui.emulator.newns import ops as _ops  # noqa: F401  (registers abs / bypass / gelu_apprx_sigmoid_dx)
 from nkitui.emulator.newns.buffers import MemoryRegion, hbm, private_hbm, psum, sbuf, shared_hbm  # noqa: F401
-from nkitui.emulator.newns.dtypes import (  # noqa: F401  (public dtype constants)
-    bfloat16,
+from nkitui.emulator.newns.dtypes import (  # noqa: F401  (public dtype constants; bf16, fp8 and MX: __getattr__)
     bool_,
-    float4_e2m1fn,
-    float4_e2m1fn_x4,
-    float8_e4m3,
-    float8_e4m3fn,
-    float8_e4m3fn_x4,
-    float8_e5m2,
-    float8_e5m2_x4,
-    float8_e8m0fnu,
     float16,
     float32,
     int8,
@@ -80,6 +72,22 @@ if TYPE_CHECKING:
 
 ndarray_type = NkiTensor
 NkiTensor = NkiTensor  # noqa: PLW0127  (the tensor class, for isinstance checks and annotations)
+
+# bf16, fp8, the MX types and nl.bfp16: made the first time a kernel asks for one (nki.language's own
+# constants, from newns.dtypes; ml_dtypes costs ~0.65 s of CPU to import, for nothing in a float32 kernel)
+_LAZY = (*_ndt.LAZY_PUBLIC, "bfp16")
+
+
+def __getattr__(name: str) -> object:
+    if name not in _LAZY:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = _common.bfp16 if name == "bfp16" else getattr(_ndt, name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_LAZY})
 
 
 # -- constants -------------------------------------------------------------------------------------

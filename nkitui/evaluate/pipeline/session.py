@@ -36,11 +36,14 @@ phase that needs them.
 
 from __future__ import annotations
 
+import os
+import re
 import sys
 import time
 from contextlib import contextmanager
 from dataclasses import replace
 from datetime import datetime, timezone
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterator
 
 from nkitui.common import units
@@ -269,11 +272,13 @@ class EvaluationSession:
             for w in task.warnings:
                 self.ctx.log(self.ctx.scrub(f"task warning: {w}"), level="warning")
             self._choose_backend()
+            if self.choice_error is not None:  # the request cannot be served: no child is started for nothing
+                raise Stop("invalid", self.choice_error)
             # both children start now, forked from this process where it can (nkitui.executor.forked):
             # what they both need is imported first, once; their task imports overlap with the
             # static analysis
             narrow = any(spec.dtype in ("bfloat16", "float8_e4m3", "float8_e4m3fn", "float8_e5m2")
-                         for spec in (*task.inputs, *task.outputs))
+                         for spec in (*task.inputs, *task.outputs)) or _names_narrow_types(task.root)
             _shared_imports(narrow, emulated=self.choice is not None and self.choice.name == "emulator")
             wanted: list[tuple[str, dict[str, Any] | None]] = [("reference", None)]
             if self.choice is not None:
@@ -1093,17 +1098,39 @@ class EvaluationSession:
         return audit
 
 
+# the names of NKI's bf16/fp8/MX types and their spellings (not CUDA's float4 vector type)
+_NARROW_WORDS = re.compile(rb"\b(?:bfloat16|bf16|bfp16|float8_\w+|fp8\w*|float4_e2m1fn\w*)\b")
+
+
+def _names_narrow_types(root: Path) -> bool:
+    """Whether a Python file at the top of the task's folder names a bf16/fp8/MX type (a float32 task
+    whose kernel computes in bf16): then ml_dtypes is imported here, once, before the children fork,
+    not in the kernel's process and again for the replay. A guess for speed only: a kernel that reaches
+    a narrow type another way makes it when it asks (nkitui.emulator.dtypes.load_narrow). Regular files
+    only (a FIFO would block the read), at most 64 of them and 1 MiB of each."""
+    try:
+        entries = [e for e in os.scandir(root) if e.name.endswith(".py") and e.is_file(follow_symlinks=False)]
+        for entry in entries[:64]:
+            with open(entry.path, "rb") as f:
+                if _NARROW_WORDS.search(f.read(1 << 20)):
+                    return True
+    except OSError:
+        return True  # unreadable here: import it, as before
+    return False
+
+
 def _shared_imports(narrow: bool, *, emulated: bool = False) -> None:
     """What the evaluator and its children both import, imported once before the children are forked
-    from it: numpy, ml_dtypes for a task with bf16/fp8 data (about 0.6 s of CPU each time), and the
-    children's own nkitui modules. On the emulator the engine and both front ends too (they import
-    ml_dtypes whatever the task's dtypes): the kernel process needs them, and the evaluator's replay of
-    its instruction log needs the engine, so one import serves both. These are nkitui's own modules,
-    imported before any task code exists; installing the emulator under the NKI names stays the
-    kernel process's own step. A failure here is left to the phase that needs the module."""
+    from it: numpy, ml_dtypes for a task with bf16/fp8 data or a kernel naming such a type (about
+    0.65 s of CPU each time; the emulator makes those types on first use, so a float32 task never
+    imports it), and the children's own nkitui modules. On the emulator the engine and both front ends
+    too: the kernel process needs them, and the evaluator's replay of its instruction log needs the
+    engine, so one import serves both. These are nkitui's own modules, imported before any task code
+    exists; installing the emulator under the NKI names stays the kernel process's own step. A failure
+    here is left to the phase that needs the module."""
     import importlib
 
-    names = ["numpy", *(["ml_dtypes"] if narrow or emulated else []), "nkitui.executor.worker",
+    names = ["numpy", *(["ml_dtypes"] if narrow else []), "nkitui.executor.worker",
              "nkitui.executor.sandbox", "nkitui.executor.confine.entering", "nkitui.executor.untrusted.kernel",
              "nkitui.executor.untrusted.reference", "nkitui.executor.arrays",
              *(["nkitui.emulator.replay", "nkitui.emulator.launch", "nkitui.emulator.legacy", "nkitui.emulator.newns",
@@ -1112,6 +1139,13 @@ def _shared_imports(narrow: bool, *, emulated: bool = False) -> None:
         try:
             importlib.import_module(name)
         except Exception:  # noqa: BLE001 - the phase that needs it imports it again and reports
+            pass
+    if narrow and emulated:
+        try:  # the emulator's bf16/fp8/MX types, made once here for the kernel process and the replay
+            from nkitui.emulator.dtypes import load_narrow
+
+            load_narrow()
+        except Exception:  # noqa: BLE001 - the kernel process makes them itself and reports
             pass
 
 
@@ -1123,7 +1157,7 @@ def _warm_imports() -> None:
     import threading
 
     names = ["nkitui.evaluate.numerics.audit", "nkitui.analysis", "nkitui.perf.estimate",
-             "nkitui.executor.backends.costmodel", "nkitui.emulator.replay"]  # the replay: the engine, ml_dtypes
+             "nkitui.executor.backends.costmodel", "nkitui.emulator.replay"]  # the replay: the engine
 
     def load() -> None:
         for name in names:

@@ -26,6 +26,7 @@ from collections.abc import Callable, Hashable
 from typing import Any
 
 Job = tuple[Hashable, dict[str, Any], bool]  # (key, inputs in the natural layout, precise)
+STOP_TIMEOUT_S = 30.0  # a killed child's pipes close at once; the spawn itself gives up after 60 s
 
 
 class SpareLaunches:
@@ -51,8 +52,13 @@ class SpareLaunches:
             with self._cond:
                 if self._stopping:
                     return
-                self._child = spawn()
-            process = prepare(self._child)
+            # spawned without the lock held: stop() and take() never wait for a fork to finish
+            child = spawn()
+            with self._cond:
+                self._child = child
+                if self._stopping:  # stop() came while it was being spawned: _close ends it below
+                    return
+            process = prepare(child)
             if process is None:
                 return
             while True:
@@ -105,10 +111,12 @@ class SpareLaunches:
             return self._done.get(key)
 
     def stop(self) -> None:
-        """End the spare: no further launch starts; one in flight is ended with its process."""
+        """End the spare: no further launch starts; one in flight is ended with its process. Waits
+        STOP_TIMEOUT_S at most for the spare's thread (a spawn still in progress ends the child it
+        makes by itself); past that the daemon thread is left, and its child dies with the evaluator."""
         with self._cond:
             self._stopping = True
             child = self._child
         if self._thread.is_alive() and child is not None:
             child.kill()
-        self._thread.join()
+        self._thread.join(timeout=STOP_TIMEOUT_S)

@@ -26,7 +26,6 @@ architecture); the report says which. Stdlib only (ctypes): the worker imports i
 from __future__ import annotations
 
 import os
-import signal
 import sys
 import threading
 from collections.abc import Callable, Mapping, Sequence
@@ -113,14 +112,20 @@ def child_env(policy: ConfinementPolicy, *, extra: Mapping[str, str] | None = No
     return env
 
 
-def _preexec(parent_pid: int, prctl: Callable[..., int]) -> None:
-    """In the forked child, before exec: die with the spawning thread's process, no core files."""
-    prctl(1, int(signal.SIGKILL), 0, 0, 0)  # PR_SET_PDEATHSIG
+def _preexec(parent_pid: int, prctl: Callable[..., int], setrlimit: Callable[[int, tuple[int, int]], None],
+             rlimit_core: int) -> None:
+    """In the forked child, before exec: die with the spawning thread's process, no core files.
+
+    Runs between fork and exec in a copy of a process that has other threads (the spawner's callers,
+    the runs' reader and waiter threads, pytest's): a lock one of them held at the fork stays held
+    here for good. So it calls only what was resolved before the fork and imports nothing: an import
+    takes the import machinery's locks (and dlopen's, for an extension module such as `resource`),
+    and a child stuck here never execs, which leaves the parent's Popen waiting forever for the
+    exec to be reported."""
+    prctl(1, 9, 0, 0, 0)  # PR_SET_PDEATHSIG, SIGKILL
     if os.getppid() != parent_pid:  # the parent died between fork and prctl
         os._exit(125)
-    import resource
-
-    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+    setrlimit(rlimit_core, (0, 0))
 
 
 def popen_options(policy: ConfinementPolicy, *, extra_env: Mapping[str, str] | None = None,
@@ -140,47 +145,110 @@ def popen_options(policy: ConfinementPolicy, *, extra_env: Mapping[str, str] | N
     if sys.platform.startswith("linux"):
         from nkitui.executor.confine import libc
 
-        prctl = libc.libc().prctl  # resolved before the fork: the child only calls it
-        pid = os.getpid()
-        options["preexec_fn"] = lambda: _preexec(pid, prctl)
+        import resource
+
+        _import_fork_handlers()
+        prctl = libc.libc().prctl  # resolved before the fork: the child only calls what it is given
+        pid, setrlimit, rlimit_core = os.getpid(), resource.setrlimit, resource.RLIMIT_CORE
+        options["preexec_fn"] = lambda: _preexec(pid, prctl, setrlimit, rlimit_core)
     return options
+
+
+SPAWN_TIMEOUT_S = 60.0  # a fork and exec takes milliseconds; seconds on a machine loaded many times over
+
+
+def _import_fork_handlers() -> None:
+    """Import the standard modules that register a lock to take before a fork and release after it
+    (os.register_at_fork). A pre-exec step makes Python run those handlers; a module imported by
+    another thread while the fork waits for the import lock registered its release after its
+    acquire had been skipped, and the parent printed `Exception ignored in: <function _releaseLock>`
+    on its stderr (the width test of `nkitui check` read it there). Imported here first, on the
+    caller's thread, their handlers are in place (or waited for) before any fork."""
+    import concurrent.futures.thread  # noqa: F401 - for its at-fork handlers only
+    import logging  # noqa: F401 - for its at-fork handlers only
+
+
+class _SpawnJob:
+    __slots__ = ("fn", "what", "box", "done", "abandoned")
+
+    def __init__(self, fn: Callable[[], Any], what: str) -> None:
+        self.fn, self.what = fn, what
+        self.box: list[tuple[bool, Any]] = []
+        self.done = threading.Event()
+        self.abandoned = False
 
 
 class _Spawner:
     """One long-lived thread that forks every confined child, so that the children's parent-death
-    signal fires when nkitui's process ends, not when the (perhaps short-lived) caller thread does."""
+    signal fires when nkitui's process ends, not when the (perhaps short-lived) caller thread does.
+
+    The caller waits SPAWN_TIMEOUT_S at most: a child that never reaches its exec (it inherited a
+    lock some other thread held at the fork) leaves Popen waiting for it for good, and with it every
+    caller. Past the deadline the caller gets a TimeoutError that names what did not start (an
+    OSError: the runner reports it as a run that could not start), the stuck thread is left behind,
+    a new one serves the next callers, and a child the stuck thread starts after all is killed."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._thread: threading.Thread | None = None
         import queue
 
-        self._queue: queue.SimpleQueue[tuple[Callable[[], Any], list[tuple[bool, Any]], threading.Event]] = queue.SimpleQueue()
+        self._queue: queue.SimpleQueue[_SpawnJob] = queue.SimpleQueue()
 
     def _loop(self) -> None:
         while True:
-            fn, box, done = self._queue.get()
+            job = self._queue.get()
             try:
-                box.append((True, fn()))
+                result: tuple[bool, Any] = (True, job.fn())
             except BaseException as exc:  # noqa: BLE001 - handed back to the caller
-                box.append((False, exc))
-            done.set()
+                result = (False, exc)
+            with self._lock:
+                abandoned = job.abandoned
+                if not abandoned:
+                    job.box.append(result)
+            job.done.set()
+            if abandoned:  # its caller gave up waiting: nobody will watch or reap what it started
+                _discard(result)
+            elif threading.current_thread() is not self._thread:
+                return  # replaced while it was stuck: the new thread serves the queue
 
-    def call(self, fn: Callable[[], Any]) -> Any:
+    def call(self, fn: Callable[[], Any], what: str = "a child process", timeout: float = SPAWN_TIMEOUT_S) -> Any:
         if threading.current_thread() is self._thread:
             return fn()
         with self._lock:
             if self._thread is None or not self._thread.is_alive():
                 self._thread = threading.Thread(target=self._loop, name="nkitui-spawner", daemon=True)
                 self._thread.start()
-        box: list[tuple[bool, Any]] = []
-        done = threading.Event()
-        self._queue.put((fn, box, done))
-        done.wait()
-        ok, value = box[0]
+        job = _SpawnJob(fn, what)
+        self._queue.put(job)
+        if not job.done.wait(timeout):
+            with self._lock:
+                if not job.box:
+                    job.abandoned = True
+                    self._thread = None  # the next call starts a fresh spawner thread
+            if job.abandoned:
+                raise TimeoutError(f"{what} did not start within {timeout:g} s: the spawner thread is stuck in "
+                                   "fork or exec (the child never reached its exec)")
+        ok, value = job.box[0]
         if not ok:
             raise value
         return value
+
+
+def _discard(result: tuple[bool, Any]) -> None:
+    """Kill and reap a child started for a caller that is gone (its own session: the group goes too)."""
+    ok, proc = result
+    pid = getattr(proc, "pid", None) if ok else None
+    if not isinstance(pid, int):
+        return
+    try:
+        os.killpg(pid, 9)
+    except OSError:
+        pass
+    try:
+        proc.wait(timeout=10)
+    except Exception:  # noqa: BLE001 - a child that will not die is the kernel's to report
+        pass
 
 
 _spawner = _Spawner()
@@ -196,11 +264,19 @@ def spawn(argv: Sequence[str], policy: ConfinementPolicy, *, extra_env: Mapping[
     harden_parent()
     options = popen_options(policy, extra_env=extra_env, python_path=python_path)
     options.update(popen_kwargs)
-    proc: subprocess.Popen[Any] = _spawner.call(lambda: subprocess.Popen(list(argv), **options))
+    proc: subprocess.Popen[Any] = _spawner.call(lambda: subprocess.Popen(list(argv), **options),
+                                                what=f"the confined child `{_describe(argv)}`")
     from nkitui.executor.confine import reaping
 
     reaping.watch(proc.pid, Path(policy.scratch))
     return proc
+
+
+def _describe(argv: Sequence[str]) -> str:
+    """`python -m nkitui.executor.worker` rather than the interpreter's full path alone."""
+    args = [str(a) for a in argv]
+    name = os.path.basename(args[0]) if args else "?"
+    return f"{name} -m {args[args.index('-m') + 1]}" if "-m" in args[:-1] else name
 
 
 def release(pid: int) -> None:

@@ -61,3 +61,53 @@ def test_launches_run_ahead_by_the_spare_give_the_same_verdict(task, monkeypatch
     assert any(t[1] == "fail" for t in _verdict(ahead)["trials"])  # the failing case came from the spare too
     roles = [c.role for c in ahead.session.children]
     assert roles.count("kernel") == 2 and all(not c.handle.running for c in ahead.session.children)
+
+
+class _Sleeper:
+    """A real process in the spare child's place, with the two calls SpareLaunches makes of one."""
+
+    def __init__(self) -> None:
+        import subprocess
+
+        self.proc = subprocess.Popen(["sleep", "60"])
+
+    def close(self) -> None:
+        self.kill()
+
+    def kill(self) -> None:
+        self.proc.kill()
+        self.proc.wait(timeout=10)
+
+
+def test_neither_take_nor_stop_waits_for_a_spawn_in_progress_and_a_late_child_is_ended():
+    # the spare's thread held the condition's lock while it spawned: a fork that took long (or never
+    # ended) held up the evaluator's next launch in take(), and stop() as well; and a child spawned
+    # after stop() went on to load the kernel
+    import threading
+    import time
+
+    release = threading.Event()
+    made: list[_Sleeper] = []
+    prepared: list[object] = []
+
+    def spawn() -> _Sleeper:
+        release.wait(30)
+        made.append(_Sleeper())
+        return made[-1]
+
+    spare = spare_module.SpareLaunches(spawn, lambda child: prepared.append(child), [("k", {}, False)])
+    try:
+        answer: list[object] = []
+        taker = threading.Thread(target=lambda: answer.append(spare.take("k")), daemon=True)
+        taker.start()
+        taker.join(timeout=5)
+        assert answer == [None], "take() waited for the spare's spawn"
+        stopper = threading.Thread(target=spare.stop, daemon=True)
+        stopper.start()
+        time.sleep(0.2)
+    finally:
+        release.set()
+    stopper.join(timeout=20)
+    assert not stopper.is_alive(), "stop() did not return once the spawn ended"
+    assert len(made) == 1 and made[0].proc.returncode is not None, "the child spawned after stop() was left running"
+    assert prepared == [], "a child spawned after stop() was still prepared"
