@@ -21,7 +21,7 @@ def cli(argv: list[str]) -> int:
     names = _adapters()
     if not argv or argv[0] in ("-h", "--help") or argv[0].replace("-", "_") not in names:
         print(f"usage: python -m benchmarks.peer_suites {{{','.join(names)}}} [--checkout DIR] [--python PY] "
-              "[-n N] [--timeout S] [--memory-mb MB] [--json FILE] [--only] [-- pytest args]", file=sys.stderr)
+              "[-n N] [--timeout S] [--memory-mb MB] [--json FILE] [--only] [-- pytest args] | --merge REPORT.json...", file=sys.stderr)
         return 0 if argv and argv[0] in ("-h", "--help") else 2
     module = importlib.import_module(f"benchmarks.peer_suites.{argv[0].replace('-', '_')}")
     entry = getattr(module, "main", None)

@@ -3,6 +3,10 @@
     .venv/bin/python -m benchmarks.peer_suites nki_library --checkout /work/peers/nki-library \
         --python /work/peers/venv-nki-library/bin/python [-n 2] [--json out.json] [-- -k rope]
 
+    .venv/bin/python -m benchmarks.peer_suites nki_library --merge full.json rerun.json [--json all.json]
+
+(`--merge` runs nothing: it folds earlier `--json` reports by node id, later ones winning.)
+
 The peer checkout lives OUTSIDE this repository (never vendored); its tests run in a child pytest
 with the peer's own interpreter, so the peer's dependencies (torch, ...) never enter our venv.
 
@@ -38,7 +42,7 @@ per-test timeout (SIGALRM) and the address-space limit (RLIMIT_AS), and writes o
 phase to `$NKITUI_PEER_RESULTS.<worker>`:
 
     {"nodeid", "when": "collect|setup|call|teardown", "outcome": "passed|failed|skipped",
-     "duration", "skip_reason", "xfail": bool, "markers": [names of the test's pytest marks],
+     "duration", "cpu_s", "max_rss_mb", "skip_reason", "xfail": bool, "markers": [names of the test's pytest marks],
      "chain": [{"type": "module.Qualname", "mro": [names...], "message", "frames": [[file, line, func]...]}]}
 
 `chain` is the exception and its causes/contexts, outermost first (suites wrap emulator errors in
@@ -146,6 +150,8 @@ class PeerResult:
     markers: list[str] = dataclasses.field(default_factory=list)
     cause: str = ""
     detail: str = ""
+    cpu_s: float = 0.0  # CPU seconds of the test process over the test's phases (all threads)
+    max_rss_mb: int = 0  # the test process's peak resident memory by the end of the test
 
     def failure_text(self) -> str:
         return "\n".join(f"{e.get('type', '')}: {e.get('message', '')}" for e in self.chain)
@@ -225,10 +231,15 @@ def _first_line(text: str, limit: int = 200) -> str:
 def fold_records(records: Iterable[dict]) -> list[PeerResult]:
     """One PeerResult per node id from the per-phase records (collection errors included)."""
     by_id: dict[str, PeerResult] = {}
+    called: set[str] = set()
     for rec in records:
         nodeid = rec["nodeid"]
         r = by_id.setdefault(nodeid, PeerResult(nodeid))
+        if rec.get("when") in ("call", "collect"):
+            called.add(nodeid)
         r.duration += float(rec.get("duration") or 0.0)
+        r.cpu_s += float(rec.get("cpu_s") or 0.0)
+        r.max_rss_mb = max(r.max_rss_mb, int(rec.get("max_rss_mb") or 0))
         if rec.get("markers"):
             r.markers = list(rec["markers"])
         when, outcome = rec.get("when"), rec.get("outcome")
@@ -243,6 +254,14 @@ def fold_records(records: Iterable[dict]) -> list[PeerResult]:
                 r.chain = rec.get("chain") or []
         elif outcome == "passed" and when == "call" and rec.get("xfail"):
             r.outcome = "xpassed"
+    for nodeid, r in by_id.items():
+        # set up, never called: the test process ended inside the test (the OOM killer, a signal, a hard
+        # crash; pytest-xdist then starts a new worker), so no phase of it could say so
+        if r.outcome == "passed" and nodeid not in called:
+            r.outcome = "error"
+            r.chain = [{"type": "TestProcessDied", "mro": ["TestProcessDied"], "frames": [],
+                        "message": "the test process ended during the test, before its result was recorded "
+                                   "(killed by the OOM killer or a signal, or crashed)"}]
     return list(by_id.values())
 
 
@@ -309,6 +328,41 @@ class Report:
                 "returncode": self.returncode, "command": self.command,
                 "by_cause": {c: len(rs) for c, rs in self.by_cause().items()},
                 "results": [dataclasses.asdict(r) | {"chain": None} for r in self.results]}
+
+
+def merge_reports(suite: PeerSuite, paths: Sequence[Path]) -> Report:
+    """One report from several `--json` reports of the same suite, by node id, later files replacing
+    earlier ones (a re-run of some tests after a fix, or a slice run on its own). Failures are
+    classified again with the suite's current known causes; the JSON keeps no exception chain, so
+    a cause is matched on the stored one-line detail."""
+    fields = {f.name for f in dataclasses.fields(PeerResult)}
+    merged: dict[str, PeerResult] = {}
+    wall = 0.0
+    for path in paths:
+        try:
+            data = json.loads(Path(path).read_text(encoding="utf-8"))
+            rows = data["results"]
+        except (OSError, ValueError, KeyError, TypeError) as e:
+            raise SystemExit(f"{path}: not a report written by --json ({e})") from None
+        wall += float(data.get("wall_s") or 0.0)
+        for row in rows:
+            kept = {k: v for k, v in row.items() if k in fields}
+            kept["chain"] = kept.get("chain") or []
+            kept["markers"] = kept.get("markers") or []
+            merged[row["nodeid"]] = PeerResult(**kept)
+    for r in merged.values():
+        if r.outcome not in ("failed", "error"):
+            continue
+        if r.chain:
+            r.cause, r.detail = classify(r, suite.known, suite.wrong_numbers)
+            continue
+        stored = PeerResult(r.nodeid, r.outcome, chain=[{"type": "", "message": r.detail}], markers=r.markers)
+        for k in suite.known:
+            if k.matches(stored):
+                r.cause, r.detail = k.cause, k.reason
+                break
+    name = f"{suite.name} (merged from {len(paths)} report{'s' if len(paths) != 1 else ''})"
+    return Report(name, sorted(merged.values(), key=lambda r: r.nodeid), wall)
 
 
 def _normalise(text: str) -> str:
@@ -397,8 +451,20 @@ def main(suite: PeerSuite, argv: Sequence[str] | None = None) -> int:
     p.add_argument("--quiet", action="store_true", help="do not stream pytest's output")
     p.add_argument("--only", action="store_true",
                    help="the pytest arguments after -- replace the suite's default test paths")
+    p.add_argument("--merge", type=Path, nargs="+", metavar="REPORT.json", default=None,
+                   help="run nothing: merge earlier --json reports by node id (later ones win) and report")
     p.add_argument("pytest_args", nargs="*", help="after --: extra pytest arguments (-k, paths, -m ...)")
     a = p.parse_args(argv)
+    if a.merge:
+        try:
+            report = merge_reports(suite, a.merge)
+        except SystemExit as e:
+            print(e, file=sys.stderr)
+            return 2
+        print(report.format())
+        if a.json:
+            a.json.write_text(json.dumps(report.to_json(), indent=1))
+        return 0
     try:
         report = run(suite, a.checkout, python=a.python, workers=a.workers, timeout_s=a.timeout,
                      memory_mb=a.memory_mb, extra_args=a.pytest_args, replace_selection=a.only,

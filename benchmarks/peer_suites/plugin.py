@@ -14,7 +14,9 @@ from __future__ import annotations
 import importlib
 import json
 import os
+import resource
 import signal
+import time
 import traceback
 
 import pytest
@@ -93,12 +95,27 @@ def pytest_runtest_makereport(item, call):
     report = outcome.get_result()
     record = {"nodeid": report.nodeid, "when": report.when, "outcome": report.outcome,
               "duration": report.duration, "xfail": hasattr(report, "wasxfail"),
-              "markers": sorted({m.name for m in item.iter_markers()})}
+              "markers": sorted({m.name for m in item.iter_markers()}), **_usage()}
     if report.skipped:
         record["skip_reason"] = _skip_reason(report)
     if report.failed and call.excinfo is not None:
         record["chain"] = exception_chain(call.excinfo.value)
     _write(record)
+
+
+_last_cpu = [time.process_time()]
+
+
+def _usage() -> dict:
+    """This phase's CPU seconds (every thread of the test process, user + system: on a loaded host
+    the wall time says little) and the process's peak resident memory so far, in MB."""
+    now = time.process_time()
+    cpu, _last_cpu[0] = now - _last_cpu[0], now
+    return {"cpu_s": round(cpu, 3), "max_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)}
+
+
+def pytest_runtest_logstart(nodeid, location):
+    _last_cpu[0] = time.process_time()  # a test's setup does not count the collection before it
 
 
 _PARENTS = {"ModuleNotFoundError": ["ImportError"], "_ArrayMemoryError": ["MemoryError"]}

@@ -105,6 +105,7 @@ Region = tuple[tuple[int, int, int], ...]
 class LoopFrame:
     kind: str  # "affine" | "sequential" | "static"
     index: int = 0
+    count: int = 0  # iterations begun before this one (0: the first, the one a tracer sees)
     writes: dict[int, list[tuple[int, Region]]] = field(default_factory=dict)  # storage id -> (iteration, region)s
     exact: dict[tuple[int, Region], int] = field(default_factory=dict)  # (storage id, region) -> iteration
 
@@ -148,6 +149,10 @@ class Run:
         self.shared_idx = 0
         self.loops: list[LoopFrame] = []
         self.affine_depth = 0
+        # direct (mod_alloc) placements by kernel line, as first seen; whether a loop body the tracer
+        # runs once placed a buffer at a moving address (then the kernel's Python addresses drifted)
+        self.placements: dict[tuple[str, int], int] = {}
+        self.placement_drift = False
         self.check_affine = options.check_affine
         self.rng = np.random.default_rng(options.seed)
         self.instructions = 0
@@ -233,8 +238,9 @@ class Run:
         if affine:
             self.affine_depth += 1
         try:
-            for i in rng:
+            for n, i in enumerate(rng):
                 frame.index = i
+                frame.count = n
                 yield i
         finally:
             if affine:
@@ -286,7 +292,10 @@ class Run:
                f"loop-carried dependency (the emulator ran the iterations in order)")
         self.diagnostics.append({"rule": "C15", "message": msg, "file": where.rsplit(":", 1)[0],
                                  "line": loc[1]})
-        warnings.warn(msg, NKIEmulatorWarning, stacklevel=3)
+        if loc[0]:
+            warnings.warn_explicit(msg, NKIEmulatorWarning, loc[0], loc[1])  # at the kernel's line
+        else:
+            warnings.warn(msg, NKIEmulatorWarning, stacklevel=3)
 
     # -- trace ---------------------------------------------------------------------------------
     def record(self, engine: str, opcode: str, ins: Sequence[Tensor], outs: Sequence[Tensor], *,

@@ -118,3 +118,37 @@ def test_kernel_error_exits_1_with_rule_and_line(files):
     assert err["rule"] == "partition-dim"
     line = KERNELS.splitlines().index("    nl.store(out, nl.load(a[0:256, :]))") + 1
     assert err["message"].endswith(f"at kernels.py:{line}")
+
+
+WRITES_TWICE = '''
+import neuronxcc.nki as nki
+import neuronxcc.nki.language as nl
+
+
+@nki.jit
+def writes_twice(a):
+    out = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.shared_hbm)
+    for i in nl.affine_range(2):
+        nl.store(out, nl.load(a))
+    return out
+'''
+
+
+@pytest.mark.parametrize("as_json", [False, True])
+def test_emulator_warning_is_reported_once(tmp_path, as_json):
+    """A diagnostic (here C15: affine_range iterations writing the same elements) is shown once, in the
+    summary: the child's Python warning of the same message used to reach stderr as well, pointing
+    into the emulator's own source."""
+    (tmp_path / "twice.py").write_text(WRITES_TWICE)
+    np.savez(tmp_path / "in.npz", a=np.ones((128, 8), np.float32))
+    r = emu(tmp_path, "twice.py::writes_twice", "--inputs", "in.npz", "--out", "out.npz",
+            *(["--json"] if as_json else []))
+    assert r.returncode == 0, r.stderr
+    both = r.stdout + r.stderr
+    assert both.count("err_unexpected_output_dependencies") == 1, both
+    assert "NKIEmulatorWarning" not in r.stderr
+    if as_json:
+        diags = json.loads(r.stdout)["diagnostics"]
+        assert [d["rule"] for d in diags] == ["C15"]
+    else:
+        assert "warning: C15 err_unexpected_output_dependencies" in r.stdout

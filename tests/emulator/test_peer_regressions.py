@@ -267,3 +267,51 @@ def test_host_memory_check_uses_what_the_host_has(monkeypatch):
         k(np.ones((128, 512), F32))
     monkeypatch.setattr(memory, "host_available_bytes", lambda: 1 << 30)
     assert k(np.ones((128, 512), F32)).shape == (512, 512)
+
+
+# -- direct allocation in a loop body the tracer runs once ---------------------------------------
+@nki.jit
+def bump_allocated_in_a_loop(x):
+    """nki-samples' allocated_attention (small head) style: a `cur_addr` advanced after every
+    `mod_alloc` inside an `affine_range` body. The compiler traces the body once, so every iteration
+    has the first iteration's addresses; the emulator runs the body per iteration and its Python
+    `cur_addr` goes on growing, here past trn2's 208 KiB by the 8th iteration."""
+    import neuronxcc.nki.compiler as ncc
+
+    out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
+    cur_addr = 0
+    for i in nl.affine_range(x.shape[0]):
+        buf = nl.ndarray((2, nl.par_dim(128), 4096), dtype=nl.float32,
+                         buffer=ncc.sbuf.mod_alloc(base_addr=cur_addr, num_free_tiles=(1,)))
+        cur_addr += 4096 * 4  # 16 KiB per iteration of the Python loop
+        buf[0] = nl.load(x[i])
+        nl.store(out[i], value=buf[0])
+    return out
+
+
+def test_direct_allocation_addresses_advanced_in_a_traced_once_loop_are_not_refused():
+    x = np.arange(16 * 128 * 4096, dtype=F32).reshape(16, 128, 4096) % 251
+    with emulator.options(target="trn2"), emulator.trace() as tr, \
+            pytest.warns(emulator.NKIEmulatorWarning, match="loop the compiler traces once"):
+        np.testing.assert_array_equal(bump_allocated_in_a_loop(x), x)
+    assert [d["rule"] for d in tr.meta["diagnostics"]] == ["note"]
+
+
+def test_direct_allocation_past_the_usable_sbuf_in_a_loops_first_iteration_is_still_refused():
+    # the first iteration is what the compiler sees: a placement that does not fit there is an error
+    x = np.zeros((2, 128, 4096), F32)
+    with emulator.options(target="trn1"), pytest.raises(emulator.CapacityError, match="direct allocation"):
+        _placed_high(x)
+
+
+@nki.jit
+def _placed_high(x):
+    import neuronxcc.nki.compiler as ncc
+
+    out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
+    for i in nl.affine_range(x.shape[0]):
+        buf = nl.ndarray((nl.par_dim(128), 4096), dtype=nl.float32,
+                         buffer=ncc.sbuf.mod_alloc(base_addr=170 * 1024, num_free_tiles=(1,)))
+        buf[...] = nl.load(x[i])
+        nl.store(out[i], value=buf)
+    return out

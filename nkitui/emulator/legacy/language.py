@@ -13,6 +13,7 @@ from __future__ import annotations
 import ast
 import builtins
 import math
+import os
 import sys
 from collections.abc import Iterator, Sequence
 from typing import Protocol, Self, SupportsIndex, SupportsInt, cast, overload
@@ -53,7 +54,7 @@ from nkitui.emulator.legacy.tile import LegacyTensor
 from nkitui.emulator.lowering import NewTile, SumReduce
 from nkitui.emulator.runtime import Run, current, current_or_none
 from nkitui.emulator.memory import Storage
-from nkitui.emulator.targets import PMAX, Target, resolve_target
+from nkitui.emulator.targets import PMAX, resolve_target
 from nkitui.emulator.tensor import DynSlice, Tensor
 from nkitui.emulator.trace import Instruction
 
@@ -185,20 +186,44 @@ def ndarray(shape: Shape, dtype: DTypeLike, *, buffer: Buffer | str | None = Non
     placed = buf.options.get("allocator") in ("alloc", "mod_alloc")
     st = run.allocate(shape, dtype, buf.memory, name=name, pax=pax, kind=kind, what=what, track=not placed)
     if buf.memory == "sbuf" and buf.options.get("allocator") == "mod_alloc":
-        _check_mod_alloc(st, buf.options, run.target)
+        _check_mod_alloc(run, st, buf.options)
     return LegacyTensor.whole(st)
 
 
-def _check_mod_alloc(st: Storage, options: dict[str, object], target: Target) -> None:
+def _check_mod_alloc(run: Run, st: Storage, options: dict[str, object]) -> None:
     """A `ncc.sbuf.mod_alloc` buffer is placed by the kernel: nothing spills it, and its physical tiles
     (`num_free_tiles` of one block's bytes each, from `base_addr`) must stay below the usable bytes per
     partition (NKI Direct Allocation guide: byte offsets below the partition size minus the 16 KiB the
-    compiler reserves)."""
+    compiler reserves).
+
+    The compiler traces an affine_range / sequential_range body once, so it sees the addresses of the
+    first iteration only; the emulator runs the body once per iteration, and a kernel that advances
+    a Python `cur_addr` after each placement (nki-samples' allocated attention) reaches ever higher
+    addresses that the compiler never sees. So placements are checked in the first iteration, and
+    once such an address has moved, later ones that do not fit are a diagnostic, not an error."""
     base = int(cast(SupportsInt, options.get("base_addr") or 0))
+    site = kernel_location()
+    if any(f.count and f.kind != "static" for f in run.loops):  # a repeat of a body traced once
+        first = run.placements.get(site)
+        if first is not None and first != base and not run.placement_drift:
+            run.placement_drift = True
+            run.warn_once(("mod_alloc-drift", site), f"ncc.sbuf.mod_alloc(base_addr=...) at "
+                          f"{os.path.basename(site[0])}:{site[1]} gets another address in a later iteration of a "
+                          "loop the compiler traces once (the kernel's Python address moved with each iteration); "
+                          "the emulator checks the first iteration's placement only")
+        return
+    run.placements.setdefault(site, base)
     tiles = math.prod(int(n) for n in cast(tuple[int, ...], options.get("num_free_tiles") or ()))
     per_block = st.bytes_per_partition // builtins.max(st.blocks, 1)  # (max is nl.max here)
     end = base + per_block * builtins.max(tiles, 1)
+    target = run.target
     usable = target.sbuf_usable_bytes_per_partition
+    if base >= 0 and end > usable and run.placement_drift:
+        run.warn_once(("mod_alloc-past", site), f"ncc.sbuf.mod_alloc(base_addr={base}) at "
+                      f"{os.path.basename(site[0])}:{site[1]} reaches byte {end}, past the {usable} B usable on "
+                      f"{target.name}, after a loop moved the kernel's Python addresses (see the note above): "
+                      "not refused, since the compiler would have placed it lower")
+        return
     if base < 0 or end > usable:
         raise CapacityError(
             f"direct allocation of {st!r} with ncc.sbuf.mod_alloc(base_addr={base}, num_free_tiles="

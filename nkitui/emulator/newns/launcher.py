@@ -15,8 +15,9 @@ import numpy as np
 
 from nkitui.emulator import state
 from nkitui.emulator.config import Options, current_options, options
-from nkitui.emulator.errors import KernelArgumentError
+from nkitui.emulator.errors import CapacityError, KernelArgumentError
 from nkitui.emulator.launch import Frontend, Kernel, RunInfo, run_kernel
+from nkitui.emulator.newns.compiler import CompileConfig
 from nkitui.emulator.newns.cores import CoreRun, GroupAborted
 from nkitui.emulator.newns.tensor import NkiTensor
 from nkitui.emulator.runtime import Run, current_or_none, set_current
@@ -187,8 +188,19 @@ class NkiKernel(Kernel):
         if lnc > 1 and target == "trn1":
             raise KernelArgumentError(f"kernel[{lnc}]: logical NeuronCores (LNC=2) need trn2 or trn3; the target is "
                                       "trn1", location=_where())
-        with options(target=target):
-            return run_kernel(self, args, kwargs)
+        cfg = self.compiler_options.get("compile_config")
+        # NKI allocation without fallback: its out-of-memory is the error the compiler reports (newns/compiler.py)
+        strict = isinstance(cfg, CompileConfig) and cfg.nki_allocation_strict and current_options().capacity == "error"
+        if not strict:
+            with options(target=target):
+                return run_kernel(self, args, kwargs)
+        with options(target=target, capacity="strict"):
+            try:
+                return run_kernel(self, args, kwargs)
+            except CapacityError as e:
+                raise CapacityError(f"{e.detail}; NKI allocation (CompileConfig(allocation=Allocation.LINEAR, "
+                                    "nki_alloc_fallback=False)) fails on an out-of-memory instead of falling back to "
+                                    "the default flow, which would spill", location=(e.path, e.line)) from None
 
     def with_schedule(self, schedule: Iterable[object]) -> "NkiKernel":
         """Instruction ordering edges (`[(consumer, producer), ...]`): the emulator runs in program

@@ -224,7 +224,29 @@ def test_cores_run_in_lockstep_so_early_writes_land_before_late_ones(rng):
     assert np.array_equal(k[2](x), x)
 
 
-def test_lockstep_order_is_round_robin_per_instruction():
+def test_observable_instructions_run_in_lockstep_order():
+    # each core: a private memset, then a store to shared HBM (its instruction 1, 3, 5): the stores
+    # interleave round robin, as if both cores issued one instruction each in turn
+    order = []
+
+    @nki.jit
+    def k(x):
+        c = nl.program_id(0)
+        out = nl.ndarray((2, 4, 4), dtype=x.dtype, buffer=nl.shared_hbm, name="out")
+        t = nl.ndarray((4, 4), dtype=x.dtype, buffer=nl.sbuf)
+        for i in range(3):
+            nisa.memset(dst=t, value=float(i))
+            nisa.dma_copy(dst=out[c], src=t)
+            order.append((c, i))
+        return out
+
+    k[2](np.zeros((4, 4), F32))
+    assert order == [(0, 0), (1, 0), (0, 1), (1, 1), (0, 2), (1, 2)]
+
+
+def test_private_instructions_do_not_hand_the_turn_over():
+    # SBUF-only instructions cannot be seen by the other core: the core keeps the turn through them
+    # (each hand-over is a thread switch, a scheduler wake-up on a loaded host)
     order = []
 
     @nki.jit
@@ -237,4 +259,21 @@ def test_lockstep_order_is_round_robin_per_instruction():
         return x
 
     k[2](np.zeros((4, 4), F32))
-    assert order == [(0, 0), (1, 0), (0, 1), (1, 1), (0, 2), (1, 2)]
+    assert order == [(0, 0), (0, 1), (0, 2), (1, 0), (1, 1), (1, 2)]
+
+
+@pytest.mark.parametrize("early", [0, 1])
+def test_a_store_issued_earlier_by_instruction_count_lands_first(early):
+    # the `early` core stores after 3 private instructions, the other after 7: in lockstep the
+    # early store lands first and the late one wins, whichever core is which
+    @nki.jit
+    def k(x):
+        c = nl.program_id(0)
+        out = nl.ndarray((4, 4), dtype=x.dtype, buffer=nl.shared_hbm, name="out")
+        t = nl.ndarray((4, 4), dtype=x.dtype, buffer=nl.sbuf)
+        for _ in range(3 if c == early else 7):
+            nisa.memset(dst=t, value=float(c + 1))
+        nisa.dma_copy(dst=out, src=t)
+        return out
+
+    assert np.all(k[2](np.zeros((4, 4), F32)) == 2 - early)
