@@ -21,9 +21,8 @@ from pathlib import Path
 
 import pytest
 
-from nkitui.evaluate.options import EvaluationRequest
-from nkitui.evaluate.run import start_evaluation
 from tests.security.conftest import wrong_task
+from tests.security.test_redteam_replay import _check, _evaluate  # the same evaluation, one place
 
 READ_INPUTS = '''
 def _drop(rec, keep):  # the recorder's instructions cut to the first `keep` (either layout of the log)
@@ -64,17 +63,6 @@ ESCAPES = {
     "log truncated": "_drop(rec, 1)",
     "the constant's storage rewritten in the log": "_forget_storages(rec)",
 }
-
-
-def _evaluate(task: Path):  # noqa: ANN202
-    handle = start_evaluation(EvaluationRequest.of(task, seeds=2, static=False, trials=False, precision=False,
-                                                   store=False, timeout_s=120.0, memory_mb=4096))
-    list(handle.events())
-    return handle.result
-
-
-def _check(result, cid):  # noqa: ANN001, ANN202
-    return next((c for c in result.checks if c.id == cid), None)
 
 
 def _shown(result) -> list:  # noqa: ANN001
