@@ -28,6 +28,7 @@ import subprocess
 import sys
 import threading
 import time
+import traceback
 from collections import deque
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -300,6 +301,36 @@ class RunHandle:
                 continue
 
     def _io_loop(self) -> None:
+        """Read the worker's three pipes until they close; then, once the waiter says the worker is gone,
+        remove the scratch folder and end the stream. Whatever fails on the way, the stream ends (a
+        consumer waiting for the end must never wait for ever) with an internal error that says what."""
+        try:
+            self._read_pipes()
+        except BaseException as exc:  # noqa: BLE001 - reported as the run's error, never lost
+            self._internal_error("reading the worker's output", exc)
+        finally:
+            try:
+                self._exited.wait()
+                if self._scratch is not None:
+                    self._scratch.remove()  # the worker and its process group are gone
+                    if os.path.lexists(self._scratch.root):
+                        self._put([LogEvent("executor", f"[nkitui] could not remove the scratch folder {self._scratch.root}", "warning")])
+                if self._proc is not None:
+                    confine.release(self._proc.pid)  # the reaper has nothing left to clean for this run
+            except BaseException as exc:  # noqa: BLE001
+                self._internal_error("cleaning up after the worker", exc)
+            finally:
+                self._put(_FINISHED)
+
+    def _internal_error(self, doing: str, exc: BaseException) -> None:
+        """A failure of nkitui's own threads: the worker is stopped and the run says what happened (an
+        internal error is never a pass: the evaluation misses the phases it needs)."""
+        self._kill_group(signal.SIGKILL)
+        where = traceback.extract_tb(exc.__traceback__)[-1] if exc.__traceback__ else None
+        at = f" at {os.path.basename(where.filename)}:{where.lineno}" if where else ""
+        self._put([ErrorEvent(kind="internal", message=f"nkitui failed while {doing}: {type(exc).__name__}: {exc}{at}")])
+
+    def _read_pipes(self) -> None:
         assert self._proc is not None and self._proc.stdout is not None and self._proc.stderr is not None
         assert self._kernel_r is not None  # _spawn opened it before the process started
         sel = selectors.DefaultSelector()
@@ -360,12 +391,6 @@ class RunHandle:
                         os.close(fd)
                     except OSError:
                         pass
-            self._exited.wait()
-            if self._scratch is not None:
-                self._scratch.remove()  # the worker and its process group are gone
-            if self._proc is not None:
-                confine.release(self._proc.pid)  # the reaper has nothing left to clean for this run
-            self._put(_FINISHED)
 
     def _watch_free_space_unless_landlock(self, batch: list[Event]) -> None:
         """A worker confined without Landlock can write outside its scratch folder: the disk watch then
@@ -379,6 +404,24 @@ class RunHandle:
 
     # -- the waiter thread -----------------------------------------------------------------------
     def _wait_loop(self) -> None:
+        """Wait for the worker's exit (stopping it at its timeout or disk budget); whatever fails on the
+        way, the worker's process group is killed and `_exited` is set (the I/O thread waits for it)."""
+        try:
+            self._wait_for_exit()
+        except BaseException as exc:  # noqa: BLE001 - reported as the run's error, never lost
+            self._internal_error("watching the worker", exc)
+            try:
+                if self._proc is not None:
+                    self._proc.wait(timeout=30)
+            except BaseException:  # noqa: BLE001, S110 - SIGKILLed already; the reaper has its pid
+                pass
+        finally:
+            if self._exit_at is None:
+                self._exit_at = time.perf_counter()
+            self._kill_group(signal.SIGKILL)  # stragglers the kernel started
+            self._exited.set()
+
+    def _wait_for_exit(self) -> None:
         assert self._proc is not None
         timeout = self.limits.timeout_s if self.limits.timeout_s and self.limits.timeout_s > 0 else None
         deadline = None if timeout is None else time.monotonic() + timeout
@@ -407,8 +450,6 @@ class RunHandle:
                 self._proc.wait()
                 break
         self._exit_at = time.perf_counter()
-        self._kill_group(signal.SIGKILL)  # stragglers the kernel started
-        self._exited.set()
 
     def _kill_group(self, sig: int) -> None:
         if self._proc is None:

@@ -21,13 +21,12 @@ from __future__ import annotations
 
 import errno
 import os
-import shutil
 import stat
 import tempfile
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+
+from nkitui.executor.confine import removal
 
 DEFAULT_MAX_COPY_MB = 2048
 _CHUNK = 1 << 20
@@ -61,33 +60,9 @@ class Scratch:
         remove_tree(self.root)
 
 
-def _unlocker(root: str) -> Callable[[Any, str, Any], None]:
-    """A folder the child made unreadable or read-only (chmod 0 / 0o500) would keep the scratch folder
-    alive after the run: give its owner the rights back (remove_tree passes again). Only folders strictly
-    inside `root` are touched (never the root's own parent, /tmp), never through a link; called only once
-    the child and its process group are gone, so nothing races the chmod."""
-    inside = root.rstrip(os.sep) + os.sep
-
-    def unlock(func: Any, path: str, _exc_info: Any) -> None:  # shutil.rmtree's onerror signature
-        for target in (path, os.path.dirname(path)):
-            if not (target == root or str(target).startswith(inside)):
-                continue
-            try:
-                if stat.S_ISDIR(os.lstat(target).st_mode):
-                    os.chmod(target, 0o700)
-            except OSError:
-                pass
-
-    return unlock
-
-
 def remove_tree(root: Path) -> None:
-    """Remove a scratch folder whatever the child did to its folders' modes."""
-    unlock = _unlocker(os.path.abspath(root))
-    for _ in range(8):  # each pass opens what it could not enter; a locked folder deep inside needs another
-        if not os.path.lexists(root) or os.path.islink(root):
-            return
-        shutil.rmtree(root, onerror=unlock)
+    """Remove a scratch folder whatever the child did to it (any depth, any modes; links never followed)."""
+    removal.remove_tree(root)
 
 
 def _copy_file(src: Path, dst: Path, mode: int, budget: int) -> int:
@@ -241,7 +216,7 @@ def read_beneath(root: Path, rel: str | os.PathLike[str], *, max_bytes: int) -> 
 
 def remove_beneath(root: Path, rel: str | os.PathLike[str]) -> None:
     """Remove the folder root/rel and everything in it, never following a link on the way there or
-    inside it (shutil.rmtree with a descriptor of the parent folder). Quiet when it is gone already."""
+    inside it (removal.remove_tree with a descriptor of the parent folder). Quiet when it is gone already."""
     parts = _parts(rel)
     if not parts:
         return
@@ -250,7 +225,7 @@ def remove_beneath(root: Path, rel: str | os.PathLike[str]) -> None:
     except OSError:
         return
     try:
-        shutil.rmtree(parts[-1], ignore_errors=True, dir_fd=parent)
+        removal.remove_tree(parts[-1], dir_fd=parent)
     finally:
         os.close(parent)
 

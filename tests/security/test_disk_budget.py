@@ -124,7 +124,8 @@ def run_fill(tmp_path: Path, mode: str, *, disk_mb: int = 64, max_entries: int =
     handle = start_worker(WorkerJob(entry="diskfill:fill", payload={"mode": mode, **payload},
                                     limits=Limits(timeout_s=90, disk_mb=disk_mb, max_entries=max_entries),
                                     workspace=None, python_path=[str(helpers), str(REPO)]))
-    handle.wait()
+    handle.wait(timeout=150)  # the worker's own limit is 90 s: a run still going after 150 s never ends
+    assert handle.status not in ("running", "starting"), f"the run never ended ({mode})"
     stdout = [e.text for e in handle.log.entries() if e.stream == "stdout"]
     return handle, stdout, time.monotonic() - started
 

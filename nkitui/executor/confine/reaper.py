@@ -17,14 +17,12 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import signal
 import sys
 import time
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # annotations only: the reaper starts with as little as it can
-    from collections.abc import Callable
     from typing import Any
 
 
@@ -56,28 +54,23 @@ def reap(watched: dict[int, tuple[int | None, str]]) -> None:
         while start is not None and start_time(pid) == start and time.monotonic() < deadline:
             time.sleep(0.02)
         if scratch and os.path.basename(scratch).startswith("nkitui-"):
-            for _ in range(8):  # the children are dead: nothing races the chmods; each pass opens a level
-                if not os.path.lexists(scratch) or os.path.islink(scratch):
-                    break
-                shutil.rmtree(scratch, onerror=_unlocker(scratch))
+            _REMOVAL.remove_tree(scratch)  # any depth, any modes, links never followed
 
 
-def _unlocker(root: str) -> Callable[[Any, str, Any], None]:
-    """A folder a kernel made unreadable (chmod 0): its owner takes the rights back, only strictly
-    inside the scratch folder (never its parent, /tmp), never through a link."""
-    inside = root.rstrip(os.sep) + os.sep
+def _load_removal() -> Any:
+    """removal.py, loaded by its path at start (the reaper runs isolated: nothing of nkitui is importable,
+    and an nkitui upgraded meanwhile must not change what the reaper runs)."""
+    import importlib.util
 
-    def unlock(func: Any, path: str, _exc_info: Any) -> None:  # shutil.rmtree's onerror signature
-        for target in (path, os.path.dirname(path)):
-            if not (target == root or str(target).startswith(inside)):
-                continue
-            try:
-                if os.path.isdir(target) and not os.path.islink(target):
-                    os.chmod(target, 0o700)
-            except OSError:
-                pass
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "removal.py")
+    spec = importlib.util.spec_from_file_location("nkitui_reaper_removal", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
-    return unlock
+
+_REMOVAL = _load_removal()
 
 
 def main() -> int:
