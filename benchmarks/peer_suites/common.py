@@ -42,7 +42,7 @@ per-test timeout (SIGALRM) and the address-space limit (RLIMIT_AS), and writes o
 phase to `$NKITUI_PEER_RESULTS.<worker>`:
 
     {"nodeid", "when": "collect|setup|call|teardown", "outcome": "passed|failed|skipped",
-     "duration", "cpu_s", "max_rss_mb", "skip_reason", "xfail": bool, "markers": [names of the test's pytest marks],
+     "duration", "cpu_s", "emu_cpu_s", "max_rss_mb", "skip_reason", "xfail": bool, "markers": [names of the test's pytest marks],
      "chain": [{"type": "module.Qualname", "mro": [names...], "message", "frames": [[file, line, func]...]}]}
 
 `chain` is the exception and its causes/contexts, outermost first (suites wrap emulator errors in
@@ -151,6 +151,7 @@ class PeerResult:
     cause: str = ""
     detail: str = ""
     cpu_s: float = 0.0  # CPU seconds of the test process over the test's phases (all threads)
+    emu_cpu_s: float = 0.0  # the part of cpu_s spent inside the emulator's kernel launches (where the adapter measures it)
     max_rss_mb: int = 0  # the test process's peak resident memory by the end of the test
 
     def failure_text(self) -> str:
@@ -239,6 +240,7 @@ def fold_records(records: Iterable[dict]) -> list[PeerResult]:
             called.add(nodeid)
         r.duration += float(rec.get("duration") or 0.0)
         r.cpu_s += float(rec.get("cpu_s") or 0.0)
+        r.emu_cpu_s += float(rec.get("emu_cpu_s") or 0.0)
         r.max_rss_mb = max(r.max_rss_mb, int(rec.get("max_rss_mb") or 0))
         if rec.get("markers"):
             r.markers = list(rec["markers"])

@@ -17,7 +17,8 @@ import nki
 import nki.collectives as ncc
 import nki.isa as nisa
 import nki.language as nl
-from benchmarks.peer_suites.nki_library import route_multi_rank_simulation
+from benchmarks.peer_suites import plugin
+from benchmarks.peer_suites.nki_library import measure_emulator_cpu, route_multi_rank_simulation
 from nki.collectives import ReplicaGroup
 
 
@@ -145,3 +146,26 @@ def test_a_failing_rank_is_the_suites_inference_error(tmp_path):
         h.PerRankLazyGoldenGenerator(lambda rank_id: {"out": rows.reshape(16, 16)}), 2)
     with pytest.raises(h.InferenceException):
         h.Orchestrator(tmp_path)._run_simulator_inference(args)
+
+
+def test_the_suites_kernel_launch_counts_as_the_emulators_cpu_time():
+    # nki-library's simulation path launches every single-rank kernel through
+    # test.utils.simulation_setup.simulate_kernel; the adapter times it (arguments and result unchanged)
+    import time
+
+    setup = types.ModuleType("fake_simulation_setup")
+
+    def simulate_kernel(kernel_func, kernel_input, lnc_count):
+        start = time.process_time()
+        while time.process_time() - start < 0.2:
+            pass
+        return [nki.cpu_simulate(kernel_func)[lnc_count](**kernel_input)]
+
+    setup.simulate_kernel = simulate_kernel
+    measure_emulator_cpu(setup)
+    measure_emulator_cpu(setup)  # idempotent: the harness fix runs once per session and worker
+    plugin.add_emulator_cpu(-plugin._emulator_cpu[0])  # start from zero
+    table = np.arange(2 * 4 * 8, dtype=np.float32).reshape(2, 4, 8)
+    (out,) = setup.simulate_kernel(own_slice, {"table": table}, 1)
+    np.testing.assert_array_equal(out, table[0])
+    assert 0.2 <= plugin._emulator_cpu[0] < 5.0  # counted once, not once per wrapper

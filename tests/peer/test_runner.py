@@ -79,9 +79,15 @@ class InferenceException(Exception):  # the way suites wrap the simulator's erro
 
 def test_passes():
     import os
+
+    from benchmarks.peer_suites.nki_library import emulator_cpu
     assert os.environ.get("FAKE_HARNESS_FIXED") == "1"
     x = np.arange(8, dtype=np.float32).reshape(2, 4)
-    np.testing.assert_allclose(copy(x), x)
+    with emulator_cpu():  # what the nki-library adapter wraps around the suite's kernel launch
+        start = time.process_time()
+        while time.process_time() - start < 0.3:
+            pass
+        np.testing.assert_allclose(copy(x), x)
 
 
 def test_wrong_numbers():
@@ -211,7 +217,16 @@ def test_each_result_has_its_cpu_time_and_the_peak_memory(report):
     assert 0.25 <= slow.cpu_s < 2.0 <= slow.duration
     assert by_name["test_skipped"].cpu_s < 0.5
     assert all(r.max_rss_mb > 10 for r in report.results if not r.nodeid.endswith(".py"))
-    assert {"cpu_s", "max_rss_mb"} <= set(report.to_json()["results"][0])
+    assert {"cpu_s", "emu_cpu_s", "max_rss_mb"} <= set(report.to_json()["results"][0])
+
+
+def test_each_result_says_how_much_of_its_cpu_time_was_the_emulators(report):
+    # a slow peer test is slow either in the emulator or in the suite's own input generation and
+    # reference: the adapter measures its kernel launches, and only those count as the emulator's
+    by_name = {r.nodeid.rsplit("::", 1)[-1]: r for r in report.results}
+    passed = by_name["test_passes"]
+    assert 0.25 <= passed.emu_cpu_s <= passed.cpu_s
+    assert by_name["test_too_slow"].emu_cpu_s == 0.0  # its 0.3 s of CPU are outside any launch
 
 
 def test_the_checkout_must_be_the_suite_and_outside_the_repository(fake_suite, tmp_path):
