@@ -296,6 +296,31 @@ def test_command_line_lists_adapters_and_refuses_unknown_suites():
 
 
 
+def test_a_short_pass_of_an_old_report_is_not_counted(fake_suite, tmp_path):
+    # reports written before results kept their CPU time were folded without checking that a test was
+    # called: a test whose process died inside it (the OOM killer) became a pass lasting only its setup
+    # (round 1's qwen3 cross_entropy case: 0.016 s for 2.1 billion logits). Merged, such a pass counts as
+    # an error until a later report replaces it; longer passes and passes of checked reports stay.
+    suite, _ = fake_suite
+    old = {"suite": "fake", "wall_s": 1.0, "results": [
+        {"nodeid": "t.py::died", "outcome": "passed", "duration": 0.016},
+        {"nodeid": "t.py::ran", "outcome": "passed", "duration": 2.5},
+        {"nodeid": "t.py::skipped", "outcome": "skipped", "duration": 0.001}]}
+    (tmp_path / "old.json").write_text(json.dumps(old))
+    new = {"suite": "fake", "wall_s": 1.0, "results": [
+        {"nodeid": "t.py::quick", "outcome": "passed", "duration": 0.016, "cpu_s": 0.01, "max_rss_mb": 90}]}
+    (tmp_path / "new.json").write_text(json.dumps(new))
+    merged = common.merge_reports(suite, [tmp_path / "old.json", tmp_path / "new.json"])
+    by_id = {r.nodeid: r for r in merged.results}
+    assert by_id["t.py::died"].outcome == "error" and "run it again" in by_id["t.py::died"].detail
+    assert [by_id[n].outcome for n in ("t.py::ran", "t.py::skipped", "t.py::quick")] == ["passed", "skipped", "passed"]
+    rerun = {"suite": "fake", "wall_s": 1.0, "results": [
+        {"nodeid": "t.py::died", "outcome": "passed", "duration": 300.0, "cpu_s": 150.0, "max_rss_mb": 20000}]}
+    (tmp_path / "rerun.json").write_text(json.dumps(rerun))
+    merged = common.merge_reports(suite, [tmp_path / "old.json", tmp_path / "rerun.json"])
+    assert merged.counts == {"passed": 2, "failed": 0, "errors": 0, "skipped": 1}
+
+
 def test_merging_reports_by_node_id(report, fake_suite, tmp_path, capsys):
     # a re-run replaces the first run's result for its node ids; the rest stay; failures get the
     # suite's current known causes again (matched on the stored detail: JSON keeps no chain)
