@@ -107,6 +107,9 @@ class KernelProcess:
         self._by_digest: dict[tuple[bytes, bool], dict[str, np.ndarray]] = {}
         # a second kernel process running the judging phases' launches ahead (nkitui.evaluate.pipeline.spare)
         self.spare: Any = None
+        # launches this process ran ahead (the first later launch, while the last seeds' logs replay):
+        # (inputs digest, precise) -> KernelRun, taken once by the runner (see run_ahead)
+        self._ahead: dict[tuple[bytes, bool], KernelRun] = {}
 
     def load(self) -> dict[str, Any]:
         return self.child.request("load")
@@ -161,6 +164,20 @@ class KernelProcess:
             self.child.forget(folder)
         return run
 
+    def run_ahead(self, key: tuple[bytes, bool], inputs: dict[str, np.ndarray], precise: bool) -> None:
+        """Run a launch a later phase will ask for (`key`: its inputs' digest and mode) now, while this process
+        would wait: the runner takes it only if it succeeded, so a failure is run again in its own phase
+        and every error is the one the sequential order gives. ChildGone is not raised here: the process is
+        gone for the phase that asks next, which meets the same ChildGone (it is kept by the child)."""
+        from nkitui.evaluate.pipeline.children import ChildGone
+
+        try:
+            run = self.run(inputs, precise=precise, what="a launch run ahead")
+        except ChildGone:
+            return
+        if run.error is None and run.outputs is not None and run.host_compute is None:
+            self._ahead[key] = run
+
     def remember(self, inputs: dict[str, np.ndarray], precise: bool, outputs: dict[str, np.ndarray]) -> None:
         """A seed's verified outputs: a later numerics run on the same inputs and mode reuses them."""
         from nkitui.evaluate.numerics.recorded import inputs_digest
@@ -177,7 +194,9 @@ class KernelProcess:
             known = self._by_digest.get(key)
             if known is not None:
                 return dict(known)
-            ahead = self.spare.take(key) if self.spare is not None else None
+            ahead = self._ahead.pop(key, None)
+            if ahead is None and self.spare is not None:
+                ahead = self.spare.take(key)
             result: KernelRun
             if isinstance(ahead, KernelRun) and ahead.error is None and ahead.outputs is not None:
                 result = ahead  # the same launch, run by the spare process (only a success is taken)

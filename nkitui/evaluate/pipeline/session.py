@@ -488,7 +488,6 @@ class EvaluationSession:
         """On the emulator, when the first seed's launch took long (SPARE_MIN_LAUNCH_S), start a second
         kernel process that runs the trials' and precision isolation's launches ahead, beside this one
         (nkitui.evaluate.pipeline.spare: only its successes are taken; the verdict is the same)."""
-        from nkitui.evaluate.numerics.recorded import inputs_digest
         from nkitui.evaluate.pipeline.kernel import KernelProcess
         from nkitui.evaluate.pipeline.spare import SpareLaunches
 
@@ -501,16 +500,7 @@ class EvaluationSession:
             self.ctx.log(f"the first launch took {first.elapsed_s:.1f} s but had a core for only {first.cpu_s:.1f} s "
                          "of it: no spare kernel process (the machine has no idle core for it)", level="debug")
             return
-        wanted: list[tuple[dict[str, Any], bool]] = []
-        if self.options.trials:
-            wanted += [(dict(case.inputs), self.options.precise) for case in auditor.cases]
-        if self.options.precision and self.seeds[0] in auditor.inputs:
-            wanted.append((dict(auditor.inputs[self.seeds[0]]), False))
-        jobs: list[tuple[Any, dict[str, Any], bool]] = []
-        for inputs, precise in wanted:
-            key = (inputs_digest(inputs), precise)
-            if all(key != k for k, _i, _p in jobs):
-                jobs.append((key, inputs, precise))
+        jobs = self._later_launches()
         if not jobs:
             return
 
@@ -526,6 +516,46 @@ class EvaluationSession:
         kernel.spare = SpareLaunches(spawn, prepare, jobs)
         self.ctx.log(f"the first launch took {first.elapsed_s:.1f} s: a spare kernel process runs {len(jobs)} later "
                      "launch(es) ahead", level="debug")
+
+    def _later_launches(self) -> list[tuple[Any, dict[str, Any], bool]]:
+        """The launches the judging phases will ask for, in their order: (key, inputs, precise), the key
+        being the one KernelProcess.runner looks them up by (the trials' adversarial cases, then precision
+        isolation's fp32 launch on the first seed)."""
+        from nkitui.evaluate.numerics.recorded import inputs_digest
+
+        auditor = self.auditor
+        if auditor is None:
+            return []
+        wanted: list[tuple[dict[str, Any], bool]] = []
+        if self.options.trials:
+            wanted += [(dict(case.inputs), self.options.precise) for case in auditor.cases]
+        if self.options.precision and self.seeds[0] in auditor.inputs:
+            wanted.append((dict(auditor.inputs[self.seeds[0]]), False))
+        jobs: list[tuple[Any, dict[str, Any], bool]] = []
+        for inputs, precise in wanted:
+            key = (inputs_digest(inputs), precise)
+            if all(key != k for k, _i, _p in jobs):
+                jobs.append((key, inputs, precise))
+        return jobs
+
+    def _launch_ahead(self, pending: list[tuple[int, Any]]) -> None:
+        """While the seeds' last replays run on the replay thread, the kernel process (otherwise idle until
+        the trials ask) runs the first launch the judging phases will ask for (KernelProcess.run_ahead: only a
+        success is taken, so the verdict and every error are the sequential order's). On the emulator only,
+        and only when a replay is still running and the seeds all ran: a kernel that failed a seed is not
+        judged further, and its trials need not be run before they are asked for."""
+        kernel = self.kernel
+        if kernel is None or not kernel.replay or self.choice is None or self.choice.name != "emulator":
+            return
+        if not self.outputs or len(self.outputs) != len(self.seeds) or all(f.done() for _s, f in pending):
+            return
+        jobs = self._later_launches()
+        if not jobs:
+            return
+        key, inputs, precise = jobs[0]
+        if kernel.spare is not None and not kernel.spare.claim(key):
+            return  # the spare runs it (or already did)
+        kernel.run_ahead(key, inputs, precise)
 
     def _integrity(self) -> None:
         """HACK-TAMPER and the entry-point checks on the task's code (ast, nothing runs): the
@@ -604,6 +634,7 @@ class EvaluationSession:
                     self.seed_results[seed] = SeedResult(seed, None, kernel_s=elapsed)
                     self.ctx.log(f"seed {seed}: kernel ran" + (f" in {run.elapsed_s * 1e3:.1f} ms" if run.elapsed_s else ""))
                 self.ctx.progress(i + 1, len(self.seeds), f"seed {seed}")
+            self._launch_ahead(pending)
             replayer.shutdown(wait=True)
             for seed, future in pending:
                 outcome = future.result()
