@@ -616,7 +616,8 @@ class EvaluationSession:
             # a seed another seed's log did not reproduce: launched again, recorded, and judged on its own log
             retry = [seed for seed, future in pending if future.result().status == "retry"]
             if retry:
-                seeds.pending = again = []
+                again: list[tuple[int, Any]] = []
+                seeds.pending = again
                 seeds.replayer = replayer = ThreadPoolExecutor(1, thread_name_prefix="nkitui-replay")
                 seeds.logged, seeds.again = None, True
                 for seed in retry:
