@@ -31,6 +31,7 @@ import numpy as np
 
 from nkitui.emulator import engine as _engine  # noqa: F401  (fills replaylog.REGISTRY: the instructions)
 from nkitui.emulator import replaylog
+from nkitui.emulator import tensor as _tensor
 
 MAX_HEADER_BYTES = 512 << 20
 MAX_STREAM_BYTES = 1 << 30
@@ -709,7 +710,7 @@ def replay(log: Log, inputs: list[np.ndarray], *, target: str, precise: bool) ->
                 key = (sids[v.ref], v.dims, v.shape)
                 view = views.get(key)
                 if view is None:
-                    view = views[key] = Tensor(storages[key[0]], v.dims, v.shape)
+                    view = views[key] = _view(storages[key[0]], v.dims, v.shape)
                 return view
             if t is GatherRef:
                 return Tensor(storages[sids[v.ref]], None, v.shape, gather_indices=tuple(build(b, sids) for b in v.indices))
@@ -748,7 +749,7 @@ def replay(log: Log, inputs: list[np.ndarray], *, target: str, precise: bool) ->
                         key = (sids[slot], dims, shape)
                         view = views.get(key)
                         if view is None:
-                            view = views[key] = Tensor(storages[key[0]], dims, shape)
+                            view = views[key] = _view(storages[key[0]], dims, shape)
                         if kw:
                             kwargs[at] = view
                         else:
@@ -783,6 +784,19 @@ def replay(log: Log, inputs: list[np.ndarray], *, target: str, precise: bool) ->
         set_current(prev)
         if gc_was_enabled:
             gc.enable()
+
+
+def _view(storage: Any, dims: Any, shape: tuple[int, ...]) -> Any:
+    """The range view `dims` of `storage`: the whole storage made as the emulator makes a fresh tile's view
+    (Tensor.whole: its cells, bounds and bounds check known; most of a log's views are that), any other
+    view checked on first use."""
+    if shape == storage.shape:
+        whole = _tensor._WHOLE.get(shape)
+        if whole is None:  # (what Tensor.whole makes, and keeps, for this shape)
+            whole = tuple((0, 1, n, i) for i, n in enumerate(shape))
+        if dims == whole:
+            return _tensor.Tensor.whole(storage)
+    return _tensor.Tensor(storage, dims, shape)
 
 
 def _make_storages(log: Log, inputs: list[np.ndarray], precise: bool) -> list[Any]:

@@ -165,12 +165,14 @@ class Recorder:
         n = self._index.get(sid)
         if n is not None and self._objs[sid]() is st:  # the common case: a storage seen before
             return n
-        root = getattr(st, "root", None)
-        if root is not None and getattr(st, "geometry", None) is not None:  # nki's reshaped/bitcast views
-            return self._alias(st, root)
+        plain = type(st) is _storage_class()  # (a plain Storage has neither a root nor a placement)
+        if not plain:
+            root = getattr(st, "root", None)
+            if root is not None and getattr(st, "geometry", None) is not None:  # nki's reshaped/bitcast views
+                return self._alias(st, root)
         if n is not None:
             return self._view(st, sid)  # another Storage object with the same id: the legacy view()/reshape()
-        if type(st).__name__ == "PlacedStorage":  # nki's explicit addresses: allocations may overlap
+        if not plain and type(st).__name__ == "PlacedStorage":  # nki's explicit addresses: allocations may overlap
             return self._placed(st)
         if st.init is not None or st.mm_zone is not None:
             raise Unavailable("a PSUM tile first seen with accumulation state")
@@ -251,6 +253,10 @@ class Recorder:
         """`v` as plain data (hashable: tuples throughout). With `slots`, a tensor view names its storage by
         a slot (its position in `slots`, where the storage's number is appended); without, by the number."""
         t = type(v)
+        if t in _PLAIN:  # (first: most arguments are; no Tensor class is one of them)
+            return v
+        if t is float:
+            return ("f", v.hex())
         if t in _TENSOR_TYPES or _is_tensor(t):
             st = v.storage
             sid = self._index.get(st.id)  # a storage seen before (storage(), its common case inlined)
@@ -262,10 +268,6 @@ class Recorder:
             if v.gather_indices is not None:
                 return ("tg", sid, tuple(v.shape), tuple(self.array(np.asarray(a)) for a in v.gather_indices))
             return ("t", sid, v.dims, v.shape)
-        if t in _PLAIN:
-            return v
-        if t is float:
-            return ("f", v.hex())
         if isinstance(v, np.ndarray):
             return self.array(v)
         if isinstance(v, (np.bool_, np.integer, np.floating)):
@@ -378,6 +380,16 @@ def _is_tensor(t: type) -> bool:
 
 
 _current_or_none: Callable[[], Any] | None = None
+_STORAGE: list[type] = []
+
+
+def _storage_class() -> type:
+    """nkitui.emulator.memory.Storage (imported on first use: the engine imports this module)."""
+    if not _STORAGE:
+        from nkitui.emulator.memory import Storage
+
+        _STORAGE.append(Storage)
+    return _STORAGE[0]
 
 
 def _current_run() -> Any:
@@ -436,8 +448,16 @@ def instruction(name: str, fn: Callable[..., Any]) -> Callable[..., Any]:
         finally:
             _local.depth = d
             if event is not None and rec.unavailable is None:
-                run = _current_run()
-                rec.append(event[0], event[1], _traced_location(run), int(getattr(run, "core", 0) or 0))
+                run = _current_or_none() if _current_or_none is not None else _current_run()
+                if run is None:
+                    rec.append(event[0], event[1], None, 0)
+                else:
+                    tr = run.trace
+                    where = None
+                    if tr is not None and tr.instructions:  # (_traced_location, inlined)
+                        ins = tr.instructions[-1]
+                        where = (ins.file, ins.line)
+                    rec.append(event[0], event[1], where, int(run.core or 0))
                 if name in _SETS_REGISTER:  # the value it put there, checked on replay (the front end branches on it)
                     rec.now("replaylog.observe", (args[0] if args else kwargs.get("reg"),), {})
 
@@ -549,6 +569,7 @@ REGISTRY["replaylog.observe"] = _observe
 @contextmanager
 def recording(inputs: list[np.ndarray]) -> Iterator[Recorder]:
     global _rec
+    _current_run()  # binds the run look-up (the instructions' wrapper calls it directly)
     prev = _rec
     rec = _rec = Recorder(inputs)
     try:

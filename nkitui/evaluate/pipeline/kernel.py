@@ -79,7 +79,8 @@ class ReplayOutcome:
     status: `exact` (the replay's outputs equal the reported ones bit for bit), `mismatch` (they differ:
     the kernel process's report is not what its instructions computed), `invalid` (the log is malformed,
     missing, or does not replay), `unavailable` (the kernel's process declared its log unreplayable: the run
-    fails, HACK-REPLAY-OPTOUT)."""
+    fails, HACK-REPLAY-OPTOUT), `retry` (an unrecorded launch that another seed's log does not reproduce:
+    the pipeline launches that seed again, recorded, and keeps only that launch's outcome)."""
 
     status: str
     detail: str
@@ -107,6 +108,9 @@ class KernelProcess:
         self._by_digest: dict[tuple[bytes, bool], dict[str, np.ndarray]] = {}
         # a second kernel process running the judging phases' launches ahead (nkitui.evaluate.pipeline.spare)
         self.spare: Any = None
+        # launches this process ran ahead (the first later launch, while the last seeds' logs replay):
+        # (inputs digest, precise) -> KernelRun, taken once by the runner (see run_ahead)
+        self._ahead: dict[tuple[bytes, bool], KernelRun] = {}
 
     def load(self) -> dict[str, Any]:
         return self.child.request("load")
@@ -121,14 +125,19 @@ class KernelProcess:
         return metas
 
     def run(self, inputs: dict[str, np.ndarray], *, precise: bool, trace: bool = False, what: str = "the kernel",
-            source: str | None = None, keep: bool = False, replay: bool = False) -> KernelRun:
+            source: str | None = None, keep: bool = False, replay: bool = False,
+            replay_with: Any = None) -> KernelRun:
         """One launch on `inputs` (natural layout). ChildGone propagates (the process died). `replay`: record
-        the launch's instruction log and replay it here (the emulator's seeds; see nkitui.emulator.replay)."""
+        the launch's instruction log and replay it here (the emulator's seeds; see nkitui.emulator.replay).
+        `replay_with` (with `replay`): () -> the ReplayOutcome of another seed's recorded log; this launch is
+        not recorded, and its replay job replays that log on these inputs (replay_borrowed: a `retry`
+        outcome unless that reproduces the reported outputs bit for bit)."""
         replay = replay and self.replay
+        borrowed = replay and replay_with is not None and source is None
         rid, folder = self.child.folder()
         metas = self._write_inputs(folder, inputs)
         fields: dict[str, Any] = {"inputs": metas, "precise": precise, "trace": trace, "what": what}
-        if replay and source is None:
+        if replay and source is None and not borrowed:
             fields["replay"] = True
         if source is not None:
             fields["source"] = source
@@ -152,7 +161,11 @@ class KernelProcess:
             run.host_compute = _host_compute(reply.get("provenance"), self.names)
         if trace and isinstance(reply.get("trace"), str):
             run.trace_json = _read_trace(folder / "out", reply["trace"], self.child.scratch_root, soon=True)
-        if replay and source is None:  # the log's bytes now (the folder goes); the replay may run on a thread
+        if borrowed:
+            kernel_inputs = [to_kernel_layout(spec, np.asarray(inputs[spec.name])) for spec in self.task.inputs]
+            target = self.target
+            run.replay_job = lambda: replay_borrowed(replay_with(), kernel_inputs, raw, target=target, precise=precise)
+        elif replay and source is None:  # the log's bytes now (the folder goes); the replay may run on a thread
             kernel_inputs = [to_kernel_layout(spec, np.asarray(inputs[spec.name])) for spec in self.task.inputs]
             data = read_replay_log(folder / "out", reply.get("replay"), self.child.scratch_root)
             target = self.target
@@ -160,6 +173,20 @@ class KernelProcess:
         if not keep:
             self.child.forget(folder)
         return run
+
+    def run_ahead(self, key: tuple[bytes, bool], inputs: dict[str, np.ndarray], precise: bool) -> None:
+        """Run a launch a later phase will ask for (`key`: its inputs' digest and mode) now, while this process
+        would wait: the runner takes it only if it succeeded, so a failure is run again in its own phase
+        and every error is the one the sequential order gives. ChildGone is not raised here: the process is
+        gone for the phase that asks next, which meets the same ChildGone (it is kept by the child)."""
+        from nkitui.evaluate.pipeline.children import ChildGone
+
+        try:
+            run = self.run(inputs, precise=precise, what="a launch run ahead")
+        except ChildGone:
+            return
+        if run.error is None and run.outputs is not None and run.host_compute is None:
+            self._ahead[key] = run
 
     def remember(self, inputs: dict[str, np.ndarray], precise: bool, outputs: dict[str, np.ndarray]) -> None:
         """A seed's verified outputs: a later numerics run on the same inputs and mode reuses them."""
@@ -177,7 +204,9 @@ class KernelProcess:
             known = self._by_digest.get(key)
             if known is not None:
                 return dict(known)
-            ahead = self.spare.take(key) if self.spare is not None else None
+            ahead = self._ahead.pop(key, None)
+            if ahead is None and self.spare is not None:
+                ahead = self.spare.take(key)
             result: KernelRun
             if isinstance(ahead, KernelRun) and ahead.error is None and ahead.outputs is not None:
                 result = ahead  # the same launch, run by the spare process (only a success is taken)
@@ -246,6 +275,29 @@ def replay_launch(data: bytes | str, inputs: list[np.ndarray], reported: dict[st
                                          f"compute: {diff.describe()}", file, line)
     return ReplayOutcome("exact", f"{log.count} instructions replayed; every output equal bit for bit",
                          data_dependent=log.data_dependent, log=log)
+
+
+def replay_borrowed(first: ReplayOutcome | None, inputs: list[np.ndarray], reported: dict[str, np.ndarray], *,
+                    target: str, precise: bool) -> ReplayOutcome:
+    """An unrecorded launch's check: the log another seed recorded (and that replayed exactly on its own
+    inputs), replayed here on this launch's inputs, must give its reported outputs bit for bit. Then those
+    outputs are what one recorded instruction stream computes on these inputs, as stage 1 requires
+    (`exact`, carrying that log). Anything else is `retry`: the seed is launched again, recorded, and judged
+    on its own log as every seed was (an instruction stream that depends on the input values, a log that
+    does not replay exactly, a launch that reported other outputs): never a pass, never a verdict."""
+    from nkitui.emulator import replay
+
+    if first is None or first.status != "exact" or first.log is None:
+        return ReplayOutcome("retry", "no other seed's log replayed exactly")
+    log = first.log
+    try:
+        outputs = replay.replay(log, inputs, target=target, precise=precise)
+    except Exception as exc:  # noqa: BLE001 - Diverged, ReplayError, whatever: this seed is recorded after all
+        return ReplayOutcome("retry", f"another seed's log does not replay on these inputs ({type(exc).__name__})")
+    if replay.first_difference(reported, outputs) is not None:
+        return ReplayOutcome("retry", "another seed's log does not give these outputs")
+    return ReplayOutcome("exact", f"{log.count} instructions replayed (the log recorded on another seed); every "
+                                  "output equal bit for bit", data_dependent=log.data_dependent, log=log)
 
 
 def _split_location(text: str) -> tuple[str | None, int | None]:

@@ -41,7 +41,7 @@ import re
 import sys
 import time
 from contextlib import contextmanager
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterator
@@ -107,6 +107,18 @@ def _run_error(err: ErrorEvent | dict[str, Any]) -> RunError:
     if isinstance(err, ErrorEvent):
         return RunError(err.kind, err.message, err.file, err.line, err.traceback)
     return RunError(err["kind"], err["message"], err.get("file"), err.get("line"), err.get("traceback", ""))
+
+
+@dataclass
+class _SeedLaunches:
+    """The run phase's state across its seeds' launches."""
+
+    errors: list[dict[str, Any]]
+    host: list[str]
+    pending: list[tuple[int, Any]]  # (seed, Future of its ReplayOutcome)
+    replayer: Any  # the replay thread (a one-worker ThreadPoolExecutor)
+    logged: Any = None  # the Future of the first recorded log's outcome (the later seeds replay that log)
+    again: bool = False  # launching seeds again (recorded), after the first pass
 
 
 class EvaluationSession:
@@ -488,7 +500,6 @@ class EvaluationSession:
         """On the emulator, when the first seed's launch took long (SPARE_MIN_LAUNCH_S), start a second
         kernel process that runs the trials' and precision isolation's launches ahead, beside this one
         (nkitui.evaluate.pipeline.spare: only its successes are taken; the verdict is the same)."""
-        from nkitui.evaluate.numerics.recorded import inputs_digest
         from nkitui.evaluate.pipeline.kernel import KernelProcess
         from nkitui.evaluate.pipeline.spare import SpareLaunches
 
@@ -501,16 +512,7 @@ class EvaluationSession:
             self.ctx.log(f"the first launch took {first.elapsed_s:.1f} s but had a core for only {first.cpu_s:.1f} s "
                          "of it: no spare kernel process (the machine has no idle core for it)", level="debug")
             return
-        wanted: list[tuple[dict[str, Any], bool]] = []
-        if self.options.trials:
-            wanted += [(dict(case.inputs), self.options.precise) for case in auditor.cases]
-        if self.options.precision and self.seeds[0] in auditor.inputs:
-            wanted.append((dict(auditor.inputs[self.seeds[0]]), False))
-        jobs: list[tuple[Any, dict[str, Any], bool]] = []
-        for inputs, precise in wanted:
-            key = (inputs_digest(inputs), precise)
-            if all(key != k for k, _i, _p in jobs):
-                jobs.append((key, inputs, precise))
+        jobs = self._later_launches()
         if not jobs:
             return
 
@@ -526,6 +528,46 @@ class EvaluationSession:
         kernel.spare = SpareLaunches(spawn, prepare, jobs)
         self.ctx.log(f"the first launch took {first.elapsed_s:.1f} s: a spare kernel process runs {len(jobs)} later "
                      "launch(es) ahead", level="debug")
+
+    def _later_launches(self) -> list[tuple[Any, dict[str, Any], bool]]:
+        """The launches the judging phases will ask for, in their order: (key, inputs, precise), the key
+        being the one KernelProcess.runner looks them up by (the trials' adversarial cases, then precision
+        isolation's fp32 launch on the first seed)."""
+        from nkitui.evaluate.numerics.recorded import inputs_digest
+
+        auditor = self.auditor
+        if auditor is None:
+            return []
+        wanted: list[tuple[dict[str, Any], bool]] = []
+        if self.options.trials:
+            wanted += [(dict(case.inputs), self.options.precise) for case in auditor.cases]
+        if self.options.precision and self.seeds[0] in auditor.inputs:
+            wanted.append((dict(auditor.inputs[self.seeds[0]]), False))
+        jobs: list[tuple[Any, dict[str, Any], bool]] = []
+        for inputs, precise in wanted:
+            key = (inputs_digest(inputs), precise)
+            if all(key != k for k, _i, _p in jobs):
+                jobs.append((key, inputs, precise))
+        return jobs
+
+    def _launch_ahead(self, pending: list[tuple[int, Any]]) -> None:
+        """While the seeds' last replays run on the replay thread, the kernel process (otherwise idle until
+        the trials ask) runs the first launch the judging phases will ask for (KernelProcess.run_ahead: only a
+        success is taken, so the verdict and every error are the sequential order's). On the emulator only,
+        and only when a replay is still running and the seeds all ran: a kernel that failed a seed is not
+        judged further, and its trials need not be run before they are asked for."""
+        kernel = self.kernel
+        if kernel is None or not kernel.replay or self.choice is None or self.choice.name != "emulator":
+            return
+        if not self.outputs or len(self.outputs) != len(self.seeds) or all(f.done() for _s, f in pending):
+            return
+        jobs = self._later_launches()
+        if not jobs:
+            return
+        key, inputs, precise = jobs[0]
+        if kernel.spare is not None and not kernel.spare.claim(key):
+            return  # the spare runs it (or already did)
+        kernel.run_ahead(key, inputs, precise)
 
     def _integrity(self) -> None:
         """HACK-TAMPER and the entry-point checks on the task's code (ast, nothing runs): the
@@ -548,7 +590,7 @@ class EvaluationSession:
         task = self.task
         with self.phase("run") as ph:
             from nkitui.evaluate.pipeline.children import ChildGone
-            from nkitui.evaluate.pipeline.kernel import entry_location, output_dtype_findings
+            from nkitui.evaluate.pipeline.kernel import entry_location
 
             assert self.kernel is not None and self.auditor is not None
             errors: list[dict[str, Any]] = []
@@ -558,53 +600,39 @@ class EvaluationSession:
             from concurrent.futures import ThreadPoolExecutor
 
             replayer = ThreadPoolExecutor(1, thread_name_prefix="nkitui-replay")
+            seeds = _SeedLaunches(errors, host, pending, replayer)
             for i, seed in enumerate(self.seeds):
-                inputs = self.auditor.inputs[seed]
                 try:
-                    run = self.kernel.run(inputs, precise=self.options.precise, trace=self.trace_json is None,
-                                          what=f"the kernel failed on seed {seed}", keep=self.first_seed_run is None,
-                                          replay=True)
+                    stop = self._launch_seed(seed, seeds)
                 except ChildGone as gone:
                     self.checks.append(Check("kernel-runs", "the kernel runs on every seed", False,
                                              f"{len(self.outputs)}/{len(self.seeds)} seeds ran; {gone.error.message}"))
                     raise self._gone(gone, ph) from None
-                if run.error is not None:
-                    err = _error_event(run.error)
-                    self.ctx.error(err)
-                    self.seed_results[seed] = SeedResult(seed, False, error=_run_error(run.error))
-                    errors.append(run.error)
-                    if run.error["kind"] == "memory-limit":
-                        break  # the address space is exhausted; later seeds would fail the same way
-                elif run.host_compute is not None:
-                    file, line = entry_location(task)
-                    message = f"seed {seed}: {run.host_compute}" + (f" (the entry point is made at {file}:{line})" if line else "")
-                    self.ctx.log(message, level="error")
-                    self.seed_results[seed] = SeedResult(seed, False, error=RunError("host-compute", message, file, line))
-                    host.append(message)
-                    if len(host) == 1:
-                        self.findings.append(_host_compute_finding(run.host_compute, file, line))
-                else:
-                    assert run.outputs is not None
-                    if run.replay_job is not None:  # replayed on a thread while the kernel runs the next seed
-                        pending.append((seed, replayer.submit(run.replay_job)))
-                        if len(pending) == 1:  # stage 2 right behind the first seed's replay: it too overlaps the
-                            self._submit_fresh_replay(replayer, pending)  # later seeds instead of following them
-                    if self.trace_json is None and run.trace_json is not None:
-                        self.trace_json = run.trace_json
-                    if self.first_seed_run is None:
-                        self.first_seed_run = run
-                        self._start_spare(run)
-                    self.outputs[seed] = run.outputs
-                    self.kernel.remember(inputs, self.options.precise, run.outputs)
-                    if len(self.outputs) == 1:  # the first seed that ran: is each output of its declared dtype?
-                        for finding in output_dtype_findings(task, run.outputs):
-                            self.auditor.add_findings([finding])
-                            self.ctx.log(finding.message, level="warning")
-                    elapsed = round(run.elapsed_s, 6) if run.elapsed_s is not None else None
-                    self.seed_results[seed] = SeedResult(seed, None, kernel_s=elapsed)
-                    self.ctx.log(f"seed {seed}: kernel ran" + (f" in {run.elapsed_s * 1e3:.1f} ms" if run.elapsed_s else ""))
                 self.ctx.progress(i + 1, len(self.seeds), f"seed {seed}")
+                if stop:
+                    break
+            self._launch_ahead(pending)
             replayer.shutdown(wait=True)
+            # a seed another seed's log did not reproduce: launched again, recorded, and judged on its own log
+            retry = [seed for seed, future in pending if future.result().status == "retry"]
+            if retry:
+                again: list[tuple[int, Any]] = []
+                seeds.pending = again
+                seeds.replayer = replayer = ThreadPoolExecutor(1, thread_name_prefix="nkitui-replay")
+                seeds.logged, seeds.again = None, True
+                for seed in retry:
+                    self.outputs.pop(seed, None)
+                    self.ctx.log(f"seed {seed}: the first seed's instruction log does not reproduce its outputs: "
+                                 "launched again, its own instructions recorded", level="debug")
+                    try:
+                        self._launch_seed(seed, seeds, record=True)
+                    except ChildGone as gone:
+                        self.checks.append(Check("kernel-runs", "the kernel runs on every seed", False,
+                                                 f"{len(self.outputs)}/{len(self.seeds)} seeds ran; {gone.error.message}"))
+                        raise self._gone(gone, ph) from None
+                replayer.shutdown(wait=True)
+                redone = dict(again)
+                pending[:] = [(seed, redone.get(seed, future)) for seed, future in pending if seed not in retry or seed in redone]
             for seed, future in pending:
                 outcome = future.result()
                 replays.append((seed, outcome))
@@ -639,6 +667,60 @@ class EvaluationSession:
                 raise Stop(status, ErrorEvent(kind=kind, message=first.get("message", "the kernel produced no outputs"),
                                               file=first.get("file"), line=first.get("line"),
                                               traceback=first.get("traceback", "")), reported=bool(errors))
+
+    def _launch_seed(self, seed: int, seeds: "_SeedLaunches", record: bool = False) -> bool:
+        """One seed's launch (ChildGone propagates). The first seed that runs records its instruction log
+        (replayed on the replay thread); a later seed's launch is not recorded: the first log is replayed on
+        its inputs instead (KernelProcess.run's replay_with), and a seed it does not reproduce is launched
+        again with `record` (see _run). True when no later seed should be launched (memory exhausted)."""
+        from nkitui.evaluate.pipeline.kernel import entry_location, output_dtype_findings
+
+        assert self.kernel is not None and self.auditor is not None
+        task = self.task
+        inputs = self.auditor.inputs[seed]
+        logged = seeds.logged
+        borrow = None if record or logged is None else logged.result
+        run = self.kernel.run(inputs, precise=self.options.precise, trace=self.trace_json is None,
+                              what=f"the kernel failed on seed {seed}", keep=self.first_seed_run is None,
+                              replay=True, replay_with=borrow)
+        if run.error is not None:
+            err = _error_event(run.error)
+            self.ctx.error(err)
+            self.seed_results[seed] = SeedResult(seed, False, error=_run_error(run.error))
+            seeds.errors.append(run.error)
+            return bool(run.error["kind"] == "memory-limit")  # the address space is exhausted; later seeds would fail the same way
+        if run.host_compute is not None:
+            file, line = entry_location(task)
+            message = f"seed {seed}: {run.host_compute}" + (f" (the entry point is made at {file}:{line})" if line else "")
+            self.ctx.log(message, level="error")
+            self.seed_results[seed] = SeedResult(seed, False, error=RunError("host-compute", message, file, line))
+            seeds.host.append(message)
+            if len(seeds.host) == 1:
+                self.findings.append(_host_compute_finding(run.host_compute, file, line))
+            return False
+        assert run.outputs is not None
+        if run.replay_job is not None:  # replayed on a thread while the kernel runs the next seed
+            future = seeds.replayer.submit(run.replay_job)
+            seeds.pending.append((seed, future))
+            if borrow is None and seeds.logged is None:
+                seeds.logged = future
+            if len(seeds.pending) == 1 and not seeds.again:  # stage 2 right behind the first seed's replay: it
+                self._submit_fresh_replay(seeds.replayer, seeds.pending)  # too overlaps the later seeds' launches
+        if self.trace_json is None and run.trace_json is not None:
+            self.trace_json = run.trace_json
+        if self.first_seed_run is None:
+            self.first_seed_run = run
+            self._start_spare(run)
+        self.outputs[seed] = run.outputs
+        self.kernel.remember(inputs, self.options.precise, run.outputs)
+        if len(self.outputs) == 1:  # the first seed that ran: is each output of its declared dtype?
+            for finding in output_dtype_findings(task, run.outputs):
+                self.auditor.add_findings([finding])
+                self.ctx.log(finding.message, level="warning")
+        elapsed = round(run.elapsed_s, 6) if run.elapsed_s is not None else None
+        self.seed_results[seed] = SeedResult(seed, None, kernel_s=elapsed)
+        self.ctx.log(f"seed {seed}: kernel ran" + (f" in {run.elapsed_s * 1e3:.1f} ms" if run.elapsed_s else ""))
+        return False
 
     def _submit_fresh_replay(self, replayer: Any, pending: list[tuple[int, Any]]) -> None:
         """Stage 2: the first seed's log, once it replayed exactly, replayed on the fresh inputs (on the replay

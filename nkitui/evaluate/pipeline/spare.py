@@ -11,6 +11,7 @@ launches; each launch is taken by whichever process gets to it first.
     spare = SpareLaunches(spawn, prepare, jobs)   # spawn() -> UntrustedChild; prepare(child) -> KernelProcess, loaded
                                                   # (None: unusable); jobs: [(key, inputs, precise)]
     run = spare.take(key)                         # its KernelRun (waits while it runs), or None: run it yourself
+    spare.claim(key)                              # True: the caller runs it (never waits); False: the spare has it
     spare.stop()                                  # ends the process (a launch in flight is killed)
 
 Nothing of the verdict changes: a launch the spare ran is used only when it succeeded (outputs
@@ -109,6 +110,16 @@ class SpareLaunches:
             while key not in self._done and not self._dead:
                 self._cond.wait()
             return self._done.get(key)
+
+    def claim(self, key: Hashable) -> bool:
+        """Claim `key` for the caller without waiting: True when the caller is to run it (the spare will
+        not), False when the spare has it (take() then waits for its run)."""
+        with self._cond:
+            owner = self._claimed.get(key)
+            if key in self._jobs and owner is None:
+                self._claimed[key] = "caller"
+                return True
+            return owner != "spare"
 
     def stop(self) -> None:
         """End the spare: no further launch starts; one in flight is ended with its process. Waits

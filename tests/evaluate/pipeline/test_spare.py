@@ -55,6 +55,8 @@ def test_launches_run_ahead_by_the_spare_give_the_same_verdict(task, monkeypatch
     monkeypatch.setattr(session_module, "SPARE_MIN_LAUNCH_S", 0.0)
     monkeypatch.setattr(session_module, "SPARE_MIN_CPU_SHARE", 0.0)  # whatever the machine's load
     monkeypatch.setattr(spare_module.SpareLaunches, "take", take_when_done)
+    # the first process runs no launch ahead of its own here (test_launch_ahead.py): every one is the spare's
+    monkeypatch.setattr(session_module.EvaluationSession, "_launch_ahead", lambda self, pending: None)
     ahead = evaluate_in_process(task, **options)
     spare = ahead.session.kernel.spare
     assert spare is not None and spare.ran >= 5 and taken and all(taken)  # 4 adversarial cases + fp32
