@@ -226,9 +226,32 @@ def log_lines_of(event: PhaseEvent | ErrorEvent) -> list[LogEvent]:
 
 _raw_decode = json.JSONDecoder().raw_decode
 
+MAX_DEPTH = 64
+"""How deeply an event's JSON may nest. nkitui's own events nest a dozen levels at most; the parent walks
+an event's values recursively (redaction, the result's decoding), so a line nested thousands deep would
+raise RecursionError in the thread that reads it (a hostile child's cheapest way to crash that thread)."""
 
-def parse_line(line: str | bytes) -> Event | None:
-    """The event on one line of the event stream, or None when the line is not an event."""
+
+class EventTooDeep(ValueError):
+    """A line that is a JSON object nested deeper than MAX_DEPTH (or than the JSON reader itself can read)."""
+
+
+def _deeper_than(obj: Any, limit: int) -> bool:
+    """Does `obj` (decoded JSON) nest containers more than `limit` deep? Iterative: never recurses."""
+    stack: list[tuple[Any, int]] = [(obj, 1)]
+    while stack:
+        value, depth = stack.pop()
+        if depth > limit:
+            return True
+        items = value.values() if type(value) is dict else value
+        stack.extend((v, depth + 1) for v in items if type(v) is dict or type(v) is list)
+    return False
+
+
+def parse_line(line: str | bytes, *, strict: bool = False) -> Event | None:
+    """The event on one line of the event stream, or None when the line is not an event. A JSON object
+    nested deeper than MAX_DEPTH is not an event either; with `strict` (an untrusted child's stream) it
+    raises EventTooDeep instead, so the reader can stop the child that sent it. Never RecursionError."""
     if isinstance(line, bytes):
         line = line.decode("utf-8", errors="replace")
     if line[:1] != "{":
@@ -237,11 +260,22 @@ def parse_line(line: str | bytes) -> Event | None:
             return None
     try:
         obj, end = _raw_decode(line)
+    except RecursionError:  # the C reader's own guard: far deeper than MAX_DEPTH
+        if strict:
+            raise EventTooDeep(f"an event line nested deeper than the JSON reader can read ({len(line):,} characters)") from None
+        return None
     except ValueError:
         return None
     if end != len(line) and line[end:].strip():
         return None
-    return from_dict(obj) if type(obj) is dict else None
+    if type(obj) is not dict:
+        return None
+    # a flat event (the hot path: log lines) has few brackets; only a line with many is walked
+    if line.count("{", 0, end) + line.count("[", 0, end) > MAX_DEPTH and _deeper_than(obj, MAX_DEPTH):
+        if strict:
+            raise EventTooDeep(f"an event nested more than {MAX_DEPTH} levels deep")
+        return None
+    return from_dict(obj)
 
 
 def decode_line(line: str | bytes, stream: str = "worker") -> Event:

@@ -59,7 +59,8 @@ class ChildReplyError(Exception):
 
 _STATUS = {"crash": "crashed", "memory-limit": "memory-limit", "cpu-limit": "cpu-limit", "killed": "killed",
            "disk-limit": "crashed",  # the disk watch stopped it (a status of its own would change the contract)
-           "timeout": "timeout", "cancelled": "cancelled"}
+           "timeout": "timeout", "cancelled": "cancelled", "internal": "internal-error"}
+MAX_FORGED_REPLIES = 100  # replies to no request before the child is stopped (20 are recorded; more is a flood)
 
 
 class _Janitor:
@@ -102,6 +103,7 @@ class UntrustedChild:
         # replies that answered no pending request: task code writing to the event descriptor (the
         # reply is in the process's words; only nkitui's server answers exactly once, with the id sent)
         self.forgeries: list[dict[str, Any]] = []
+        self._forged = 0
 
     # -- lifecycle --------------------------------------------------------------------------------
     def ready(self) -> dict[str, Any]:
@@ -233,6 +235,10 @@ class UntrustedChild:
                           "evaluator's event descriptor"})
         self._note_once("forgery", f"the {self.role} process sent a reply to no pending request: task code wrote on "
                                    "the evaluator's event descriptor; the run fails its sandbox check")
+        self._forged += 1
+        if self._forged > MAX_FORGED_REPLIES:  # each costs the evaluator a parse: a flood ends the child, not the run's time
+            self.handle.stop(f"it sent more than {MAX_FORGED_REPLIES} replies to no request on the evaluator's event "
+                             "descriptor (forged replies, a flood)")
 
     def _forward(self, ev: LogEvent) -> None:
         prefix = "" if self.role == "kernel" else f"[{self.role}] "
