@@ -21,6 +21,7 @@ only, because the worker imports it before anything else.
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Union
 
@@ -160,7 +161,9 @@ def encode(event: Event) -> bytes:
 
 
 def _opt_int(value: Any) -> int | None:
-    return int(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    return int(value) if value == value and abs(value) != float("inf") else None  # NaN, ±inf: no line
 
 
 def _s(value: Any, default: str) -> str:
@@ -194,7 +197,7 @@ def from_dict(d: dict[str, Any]) -> Event | None:
             return BackendEvent(name=str(d["name"]), reason=_s(d.get("reason"), ""), requested=_s(d.get("requested"), "auto"))
         if name == "data" and isinstance(d.get("data"), dict):
             return DataEvent(kind=str(d.get("kind", "")), data=d["data"])
-    except (KeyError, TypeError, ValueError):
+    except (KeyError, TypeError, ValueError, OverflowError):  # OverflowError: int(1e400) of a hostile child
         return None
     return None
 
@@ -275,7 +278,26 @@ def parse_line(line: str | bytes, *, strict: bool = False) -> Event | None:
         if strict:
             raise EventTooDeep(f"an event nested more than {MAX_DEPTH} levels deep")
         return None
+    if _SURROGATE_ESCAPE.search(line, 0, end):
+        obj = _without_surrogates(obj)
     return from_dict(obj)
+
+
+# JSON may escape a lone UTF-16 surrogate ("\ud800"); json.loads makes it a str no UTF-8 writer accepts, so a
+# child's words holding one crashed whatever printed or stored them (the report, the run store)
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _without_surrogates(value: Any) -> Any:
+    """`value` with every lone surrogate in its strings (keys too) replaced by U+FFFD (depth already bounded)."""
+    if type(value) is str:
+        return _SURROGATE.sub("\ufffd", value)
+    if type(value) is dict:
+        return {_without_surrogates(k): _without_surrogates(v) for k, v in value.items()}
+    if type(value) is list:
+        return [_without_surrogates(v) for v in value]
+    return value
 
 
 def decode_line(line: str | bytes, stream: str = "worker") -> Event:
