@@ -60,6 +60,7 @@ class ChildReplyError(Exception):
 _STATUS = {"crash": "crashed", "memory-limit": "memory-limit", "cpu-limit": "cpu-limit", "killed": "killed",
            "disk-limit": "crashed",  # the disk watch stopped it (a status of its own would change the contract)
            "timeout": "timeout", "cancelled": "cancelled", "internal": "internal-error"}
+CLOSE_GRACE_S = 5.0  # how long a child asked to leave may take before it is killed
 MAX_FORGED_REPLIES = 100  # replies to no request before the child is stopped (20 are recorded; more is a flood)
 
 
@@ -81,7 +82,10 @@ class _Janitor:
     def _run(self) -> None:
         while True:
             root, rel = self._queue.get()
-            remove_beneath(root, rel)
+            try:
+                remove_beneath(root, rel)
+            except Exception:  # noqa: BLE001, S110 - the run's removal of the whole scratch folder comes later anyway
+                pass  # one folder a child made hard to remove must not end the thread that removes the others
 
 
 _JANITOR = _Janitor()
@@ -113,14 +117,30 @@ class UntrustedChild:
         return self.confinement
 
     def close(self) -> None:
-        """Ask the child to leave, read what it still says, and make sure it is gone."""
+        """Ask the child to leave, read what it still says (for at most CLOSE_GRACE_S: a child that does not
+        leave is killed, so a verdict already computed is never lost to the run's timeout), and make sure it
+        is gone."""
         if self._gone is None and self.handle.running:
             self.handle.send({"op": "exit"})
+            overdue = threading.Event()
+
+            def kill_overdue() -> None:
+                overdue.set()
+                self.handle.kill()
+
+            deadline = threading.Timer(CLOSE_GRACE_S, kill_overdue)
+            deadline.daemon = True
+            deadline.start()
             try:
                 for ev in self._events:
                     self._take(ev, None)
             except ChildGone:
                 pass
+            finally:
+                deadline.cancel()
+            if overdue.is_set():
+                self._note_once("exit", f"the {self.role} process did not leave within {CLOSE_GRACE_S:g} s of being "
+                                        "asked (after its last answer); it was killed")
         self.handle.kill()
         self.handle.close()
 
