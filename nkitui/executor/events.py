@@ -227,7 +227,11 @@ def log_lines_of(event: PhaseEvent | ErrorEvent) -> list[LogEvent]:
     return lines
 
 
-_raw_decode = json.JSONDecoder().raw_decode
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")  # nkitui's writers never send NaN/Infinity (allow_nan=False)
+
+
+_raw_decode = json.JSONDecoder(parse_constant=_no_constant).raw_decode
 
 MAX_DEPTH = 64
 """How deeply an event's JSON may nest. nkitui's own events nest a dozen levels at most; the parent walks

@@ -25,6 +25,9 @@ a hang is a failure of the test, never a stuck suite.
   `emu run`: result.json/outputs as FIFO, link  `nkitui emu run` hangs for ever           a clear error at once
   .npy headers: (-1, -1), 0 x 2^31 x ..., True  ValueError/TypeError past the readers     ArrayTransferError / NpzError
   trace.bin / replay.bin mutated at random      (withstood)                               their format errors only
+  a child that does not leave when closed       the evaluator waited for the run's timeout  killed after 5 s, noted
+  the reference process doing the same          as for the kernel's                       stopped the same way (invalid)
+  80 KB of "-----BEGIN PRIVATE KEY-----" lines  ~4 s of redaction per error event         linear (one pass over the blocks)
 """
 
 from __future__ import annotations
@@ -489,8 +492,11 @@ def test_a_child_that_does_not_leave_when_asked_is_killed_after_a_grace_period(t
     evaluator (its checks already computed) waiting for the run's timeout, which then lost the verdict."""
     import threading
 
-    from nkitui.evaluate.pipeline.children import CLOSE_GRACE_S, UntrustedChild
+    from nkitui.evaluate.pipeline import children
+    from nkitui.evaluate.pipeline.children import UntrustedChild
     from nkitui.executor.context import WorkerContext
+
+    grace = getattr(children, "CLOSE_GRACE_S", 5.0)
 
     record_property("protection", "parent:child-close")
     job = WorkerJob(entry="unused:unused", payload={}, workspace=None, role="untrusted",
@@ -504,11 +510,55 @@ def test_a_child_that_does_not_leave_when_asked_is_killed_after_a_grace_period(t
         closer = threading.Thread(target=child.close, daemon=True)
         started = time.monotonic()
         closer.start()
-        closer.join(timeout=CLOSE_GRACE_S + 20)
+        closer.join(timeout=grace + 20)
         assert not closer.is_alive(), "close() waits for a child that never leaves (it has no timeout of its own)"
-        assert time.monotonic() - started < CLOSE_GRACE_S + 10
+        assert time.monotonic() - started < grace + 10
         assert any("did not leave" in note for note in child.notes), child.notes
     finally:
         handle.kill()
         handle.close()
         os.close(sink)
+
+
+# -- the reference process is a child like the kernel's ------------------------------------------------------------
+@pytest.mark.parametrize("attack, words", [
+    (STOP_ITSELF, "it stopped itself (SIGSTOP"),
+    (FLOOD.format(line=b'{"event":"log","stream":"stdout","text":"x"}\n', count=2_000_000), "more than 20,000 log events"),
+    (DEEP_DATA.format(depth=100_000), "nested"),
+], ids=["SIGSTOP", "log flood", "deep event"])
+def test_the_reference_process_doing_the_same_is_stopped_the_same_way(tmp_path, attack, words, record_property):
+    record_property("protection", "parent:reference-child")
+    task = wrong_task(tmp_path)
+    reference = task / "reference.py"
+    source = reference.read_text().replace("    return a.astype", "    _attack()\n    return a.astype")
+    reference.write_text(WRITER + textwrap.dedent(attack) + "\n\n" + source)
+    result, _, elapsed = evaluate_within(task)
+    # a reference that cannot answer makes the task invalid (the reference is the task's definition of right)
+    assert result.status == "invalid" and result.exit_code != 0, (result.status, result.error)
+    message = result.error.message
+    assert "the reference process was stopped by nkitui" in message and words in message, message
+    assert elapsed < 20, f"{elapsed:.1f} s"
+
+
+def test_redacting_a_childs_words_costs_linear_time_whatever_they_repeat(record_property):
+    """Every error event of a child is redacted in the evaluator's reading thread. The private-key pattern
+    scanned from each BEGIN to the end of the text when no END followed: 80 KB of BEGIN lines cost ~4 s
+    (45x an ordinary 80 KB), 1,000 such events an hour of the evaluator's CPU. Measured as a same-run ratio."""
+    from nkitui.common.redact import redact_text
+
+    record_property("protection", "parent:redaction-cost")
+    hostile_text = "-----BEGIN PRIVATE KEY-----\n" * 3000
+    ordinary = "AKIA" * (len(hostile_text) // 4)  # a hint on every position: the other patterns' worst case
+
+    def cost(text: str) -> float:
+        best = float("inf")
+        for _ in range(3):
+            started = time.perf_counter()
+            redact_text(text)
+            best = min(best, time.perf_counter() - started)
+        return best
+
+    ratio = cost(hostile_text) / cost(ordinary)
+    assert ratio < 10, f"BEGIN lines cost {ratio:.0f}x an ordinary text of the same size"
+    block = "x -----BEGIN RSA PRIVATE KEY-----\nAAAA\n-----END RSA PRIVATE KEY----- y"
+    assert redact_text(block) == "x [REDACTED:private-key] y"
