@@ -123,7 +123,7 @@ class _EventStreamParser:
       * a line longer than MAX_UNTRUSTED_EVENT_LINE, or an event nested deeper than events.MAX_DEPTH;
       * more than UNTRUSTED_OTHER_EVENTS events beyond one per reply (errors, phases, progress, results,
         backends, data of other kinds: nkitui's server in the child sends a handful, a flood is task code),
-        or more than UNTRUSTED_MAX_LOG_EVENTS log events;
+        or more than UNTRUSTED_MAX_LOG_EVENTS log events, or as many lines that are not events;
     and its log events (nkitui's own lines in the child: a few) are shown like a kernel's output: the
     first UNTRUSTED_LOG_EVENTS lines of at most MAX_LOG_TEXT characters, then elided with a marker."""
 
@@ -139,6 +139,7 @@ class _EventStreamParser:
         self.others = 0
         self.logs_shown = 0
         self.logs_elided = 0
+        self.stray = 0  # lines that are not events
 
     def feed(self, data: bytes) -> list[Event]:
         self.total_bytes += len(data)
@@ -190,6 +191,13 @@ class _EventStreamParser:
                 out.append(LogEvent("executor", f"[nkitui] {self.refused}: stopped", "warning"))
                 break
             if ev is None:
+                if self.untrusted:
+                    self.stray += 1
+                    if self.stray > UNTRUSTED_MAX_LOG_EVENTS:  # each costs a look (and a JSON parse, if it starts so)
+                        self.refused = (f"it wrote more than {UNTRUSTED_MAX_LOG_EVENTS:,} lines that are not events on "
+                                        "its event stream (a flood)")
+                        out.append(LogEvent("executor", f"[nkitui] {self.refused}: stopped", "warning"))
+                        break
                 out.extend(self.text.feed(line.encode("utf-8") + b"\n"))  # not an event: bounded like kernel output
             elif not self.untrusted:
                 out.append(_redacted(ev))

@@ -15,6 +15,7 @@ a hang is a failure of the test, never a stuck suite.
   2,000,000 log events                          1.5M events reached the starter; timeout  2,000 shown; stopped past 20,000
   40 log events of 4 MB                         780 MB in the starter (unconfined)        each cut to 4,096 characters
   2,000,000 error events                        evaluator memory grows; timeout           stopped past 1,000 unsolicited events
+  20,000,000 text lines / 2M almost-events      one look (or JSON parse) each; timeout    stopped past 20,000 lines
   100,000 forged replies                        one parse each, until the timeout         stopped past 100 forged replies
   "line": 1e400 in an error event               OverflowError in the I/O thread           no line (the event is read)
   lone surrogates ("\\ud800") in its words      "the run ended without a result"          U+FFFD; the report is written
@@ -162,6 +163,8 @@ def _attack():
     ("error events", b'{"event":"error","kind":"sandbox","message":"m"}\n', 2_000_000, "more than 1,000 events that answer no request"),
     ("progress events", b'{"event":"progress","done":1,"total":2}\n', 2_000_000, "more than 1,000 events that answer no request"),
     ("forged replies", b'{"event":"data","kind":"reply","data":{"id":"1-guess"}}\n', 100_000, "more than 100 replies to no request"),
+    ("text lines", b"x\n", 20_000_000, "more than 20,000 lines that are not events"),
+    ("almost events", b'{"event":"log","text":"x"}zz\n', 2_000_000, "more than 20,000 lines that are not events"),
 ])
 def test_a_flood_on_the_event_descriptor_stops_the_child_and_never_reaches_the_starter(tmp_path, what, line, count,
                                                                                        words, record_property):
