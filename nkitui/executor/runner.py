@@ -63,6 +63,8 @@ MAX_UNTRUSTED_EVENT_LINE = 8 << 20  # an untrusted child's line longer than this
 UNTRUSTED_LOG_EVENTS = 2000  # log events an untrusted child's stream shows before they are elided
 UNTRUSTED_MAX_LOG_EVENTS = 20_000  # log events before an untrusted child is stopped (each costs a JSON parse)
 UNTRUSTED_OTHER_EVENTS = 1000  # events beyond one per reply before an untrusted child is stopped
+UNTRUSTED_OTHER_BYTES = 16 << 20  # bytes of such events (a sandbox record per reply is ~100 KB at most) ...
+UNTRUSTED_BYTES_PER_REPLY = 1 << 20  # ... plus this much per reply
 MAX_LOG_TEXT = 4096  # an untrusted child's log event text is cut here (logbuffer.MAX_LINE)
 DRAIN_AFTER_EXIT_S = 2.0  # idle time after the worker's exit before giving up on open pipes
 DRAIN_AFTER_EXIT_BYTES = 4 << 20  # pipes buffer 64 KB each: more than this after exit is a straggler
@@ -123,7 +125,8 @@ class _EventStreamParser:
       * a line longer than MAX_UNTRUSTED_EVENT_LINE, or an event nested deeper than events.MAX_DEPTH;
       * more than UNTRUSTED_OTHER_EVENTS events beyond one per reply (errors, phases, progress, results,
         backends, data of other kinds: nkitui's server in the child sends a handful, a flood is task code),
-        or more than UNTRUSTED_MAX_LOG_EVENTS log events, or as many lines that are not events;
+        or more than UNTRUSTED_OTHER_BYTES of them (+ UNTRUSTED_BYTES_PER_REPLY per reply), or more than
+        UNTRUSTED_MAX_LOG_EVENTS log events, or as many lines that are not events;
     and its log events (nkitui's own lines in the child: a few) are shown like a kernel's output: the
     first UNTRUSTED_LOG_EVENTS lines of at most MAX_LOG_TEXT characters, then elided with a marker."""
 
@@ -140,6 +143,7 @@ class _EventStreamParser:
         self.logs_shown = 0
         self.logs_elided = 0
         self.stray = 0  # lines that are not events
+        self.other_bytes = 0  # bytes of events that are not replies
 
     def feed(self, data: bytes) -> list[Event]:
         self.total_bytes += len(data)
@@ -202,7 +206,7 @@ class _EventStreamParser:
             elif not self.untrusted:
                 out.append(_redacted(ev))
             else:
-                kept = self._bounded(ev)
+                kept = self._bounded(ev, len(line))
                 if kept is not None:
                     out.append(_redacted(kept))
 
@@ -214,9 +218,16 @@ class _EventStreamParser:
             return [LogEvent("executor", f"[nkitui] {self.refused}: stopped", "warning")]
         return [LogEvent("executor", f"[nkitui] dropped an event line longer than {limit}", "warning")]
 
-    def _bounded(self, ev: Event) -> Event | None:
+    def _bounded(self, ev: Event, size: int) -> Event | None:
         """An untrusted child's event within its budget (see the class), else None (elided) or `refused`."""
         from dataclasses import replace
+
+        if not (isinstance(ev, DataEvent) and ev.kind == "reply"):
+            self.other_bytes += size  # parsed and walked at a cost per token: bounded in bytes too
+            if self.other_bytes > UNTRUSTED_OTHER_BYTES + UNTRUSTED_BYTES_PER_REPLY * self.replies:
+                self.refused = (f"it sent more than {self.other_bytes >> 20} MB of events that answer no request on "
+                                "its event stream (a flood)")
+                return LogEvent("executor", f"[nkitui] {self.refused}: stopped", "warning")
 
         if isinstance(ev, LogEvent):
             if self.logs_shown >= UNTRUSTED_LOG_EVENTS:

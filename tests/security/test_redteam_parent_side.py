@@ -13,9 +13,10 @@ a hang is a failure of the test, never a stuck suite.
                                                 by SIGKILL from outside nkitui"
   one 60 MB event line                          25 s of CPU in the evaluator; timeout     stopped at 8 MB: "event line longer"
   2,000,000 log events                          1.5M events reached the starter; timeout  2,000 shown; stopped past 20,000
-  40 log events of 4 MB                         780 MB in the starter (unconfined)        each cut to 4,096 characters
+  1 / 40 log events of 4 MB                     780 MB in the starter (unconfined)        cut to 4,096 characters / stopped
   2,000,000 error events                        evaluator memory grows; timeout           stopped past 1,000 unsolicited events
   20,000,000 text lines / 2M almost-events      one look (or JSON parse) each; timeout    stopped past 20,000 lines
+  500 data events of 3M numbers (6 MB each)     a parse and a walk per number; timeout    stopped past 16 MB (+1 MB per reply)
   100,000 forged replies                        one parse each, until the timeout         stopped past 100 forged replies
   "line": 1e400 in an error event               OverflowError in the I/O thread           no line (the event is read)
   lone surrogates ("\\ud800") in its words      "the run ended without a result"          U+FFFD; the report is written
@@ -175,22 +176,43 @@ def test_a_flood_on_the_event_descriptor_stops_the_child_and_never_reaches_the_s
     assert elapsed < 20
 
 
-BIG_LOGS = '''
+BIG_DATA = '''
 def _attack():
-    line = b'{"event":"log","stream":"stdout","text":"' + b"y" * (4 << 20) + b'"}\\n'
-    for _ in range(40):
+    line = b'{"event":"data","kind":"x","data":{"a":[' + b"0," * (3 << 20) + b'0]}}\\n'  # 6 MB, 3M tokens
+    for _ in range(500):
         _send(line)
 '''
 
 
-def test_huge_log_events_are_cut_before_the_starter_keeps_them(tmp_path, record_property):
+def test_large_events_that_answer_no_request_are_bounded_in_bytes_too(tmp_path, record_property):
+    """Under the line cap and the count, 500 data events of 3M numbers each cost the evaluator a parse and a
+    walk per number (minutes) while the child only wrote them: the run timed out."""
+    record_property("protection", "parent:flood-bytes")
+    result, _, elapsed = evaluate_within(hostile(tmp_path, BIG_DATA))
+    stopped_for(result, "MB of events that answer no request")
+    assert elapsed < 25
+
+
+BIG_LOGS = '''
+def _attack():
+    line = b'{"event":"log","stream":"stdout","text":"' + b"y" * (4 << 20) + b'"}\\n'
+    for _ in range({count}):
+        _send(line)
+'''
+
+
+def test_huge_log_events_are_cut_and_a_stream_of_them_stops_the_child(tmp_path, record_property):
+    """40 log events of 4 MB made the starter (nkitui check, the app: no memory limit) hold 780 MB."""
     record_property("protection", "parent:log-event-size")
-    result, events, elapsed = evaluate_within(hostile(tmp_path, BIG_LOGS))
+    result, events, elapsed = evaluate_within(hostile(tmp_path / "one", BIG_LOGS.replace("{count}", "1")))
     assert result.status == "failed", (result.status, result.error)  # the wrong kernel, judged as usual
     texts = [e.text for e in events if getattr(e, "text", None) and "yyyy" in e.text]
-    assert len(texts) % 40 == 0 and texts, len(texts)  # 40 per launch of the kernel
+    assert texts, len(texts)  # one per launch of the kernel
     assert max(map(len, texts)) <= 4200, sorted(map(len, texts))[-5:]
     assert elapsed < 30
+    result, events, elapsed = evaluate_within(hostile(tmp_path / "forty", BIG_LOGS.replace("{count}", "40")))
+    stopped_for(result, "MB of events that answer no request")
+    assert max((len(e.text) for e in events if getattr(e, "text", None) and "yyyy" in e.text), default=0) <= 4200
 
 
 ODD_WORDS = r'''
