@@ -271,10 +271,13 @@ async def test_a_background_batch_fills_the_rows_in_while_a_task_is_reviewed(tmp
             await pilot.pause(0.05)
             assert time.monotonic() < deadline + 300, "the run never started"
         await pilot.press("escape")
-        await pilot.pause(0.3)
+        session = app.sessions.get(root / "transpose2d")
+        # the row follows the run's events: under load its refresh can come after a fixed pause
+        while "◐ running" not in row_line(app, "transpose2d") and session.runs.running:
+            await pilot.pause(0.05)
+            assert time.monotonic() < deadline + 330, "the row never said running"
         assert isinstance(app.screen, QueueScreen)
         assert "◐ running" in row_line(app, "transpose2d") and "1 running" in screen_text(app)
-        session = app.sessions.get(root / "transpose2d")
         while session.runs.running:
             await pilot.pause(0.2)
             assert time.monotonic() < deadline + 400, "the run never ended"

@@ -110,7 +110,8 @@ def test_a_spawn_that_never_returns_fails_in_time_and_its_late_child_is_killed()
 
     def stuck() -> subprocess.Popen:
         release.wait(60)
-        late.append(subprocess.Popen(["sleep", "60"], start_new_session=True))
+        late.append(subprocess.Popen(["sleep", "60"], start_new_session=True, stdout=subprocess.PIPE,
+                                     stderr=subprocess.PIPE))
         return late[-1]
 
     t0 = time.monotonic()
@@ -124,6 +125,10 @@ def test_a_spawn_that_never_returns_fails_in_time_and_its_late_child_is_killed()
         assert time.monotonic() < deadline, "the child started for the caller that gave up was left running"
         time.sleep(0.05)
     assert late[0].returncode == -9
+    deadline = time.monotonic() + 10
+    while not (late[0].stdout.closed and late[0].stderr.closed):  # nobody reads them: not leaked
+        assert time.monotonic() < deadline, "the late child's pipes were left open"
+        time.sleep(0.05)
 
 
 def test_the_modules_with_fork_handlers_are_imported_before_any_fork(tmp_path):

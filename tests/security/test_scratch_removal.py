@@ -9,8 +9,13 @@ threads end the stream with an internal error whatever they meet."""
 
 from __future__ import annotations
 
+import json
 import os
+import pwd
+import shutil
+import subprocess
 import sys
+import tempfile
 import textwrap
 import time
 from pathlib import Path
@@ -112,9 +117,6 @@ def test_a_missing_folder_is_already_gone_and_a_file_is_unlinked(tmp_path):
 def test_the_reaper_removes_a_deep_scratch_folder_when_nkitui_dies(tmp_path):
     """The reaper runs isolated (`python -I -S`) and loads the removal by its path: it must clean a deep
     tree too when nkitui died without doing so."""
-    import json
-    import subprocess
-
     scratch = tmp_path / "nkitui-run-orphan"
     scratch.mkdir()
     nest(scratch, sys.getrecursionlimit() * 2)
@@ -207,3 +209,73 @@ def test_a_failure_of_the_io_thread_still_ends_the_stream(tmp_path, monkeypatch,
     removal.remove_tree(handle.scratch.root)  # what the broken clean-up left
     doing = "reading the worker's output" if where == "read" else "cleaning up after the worker"
     assert any(e.kind == "internal" and doing in e.message for e in handle.errors), handle.errors
+
+
+UNPRIVILEGED = '''
+import os, sys, time
+sys.path.insert(0, sys.argv[1])
+import removal
+root = sys.argv[2]
+os.makedirs(root + "/a/b/c/d")
+open(root + "/a/b/c/f", "w").write("x")
+os.makedirs(root + "/ro/sub/inner")
+open(root + "/ro/g", "w").write("y")
+os.chmod(root + "/ro/sub", 0o500)  # cannot be moved out (moving a folder rewrites its "..")
+os.chmod(root + "/ro", 0o500)  # its entries cannot be unlinked
+os.chmod(root + "/a/b/c", 0)  # cannot be entered
+os.chmod(root + "/a/b", 0o300)  # cannot be listed
+try:
+    os.listdir(root + "/a/b")
+    sys.exit("not locked: the check would prove nothing")
+except PermissionError:
+    pass
+t0 = time.monotonic()
+gone = removal.remove_tree(root)
+print("GONE" if gone and not os.path.lexists(root) else "LEFT", round(time.monotonic() - t0, 2))
+foreign = sys.argv[3]
+t0 = time.monotonic()
+print("FOREIGN", removal.remove_tree(foreign), os.path.exists(foreign + "/theirs/file"), round(time.monotonic() - t0, 2))
+'''
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="the locked-folder tests above already run without privileges")
+def test_locked_folders_are_removed_by_an_unprivileged_owner():
+    """As root every folder can be entered whatever its mode, so the tests above prove nothing about the
+    rights taken back; here the same tree is removed by an unprivileged user, as nkitui runs on a Trn host.
+    And what that user cannot remove (a folder of another user's inside) ends the removal with False,
+    promptly, instead of a loop."""
+    runuser = shutil.which("runuser")
+    try:
+        nobody = pwd.getpwnam("nobody")
+    except KeyError:
+        nobody = None
+    if runuser is None or nobody is None:
+        pytest.skip("runuser or the user nobody is missing")
+    home = Path(tempfile.mkdtemp(prefix="nkitui-test-unprivileged-"))  # pytest's tmp_path is root's alone
+    os.chmod(home, 0o755)
+    try:
+        _remove_as_nobody(home, runuser, nobody)
+    finally:
+        removal.remove_tree(home)
+
+
+def _remove_as_nobody(home: Path, runuser: str, nobody) -> None:
+    (home / "removal.py").write_bytes(Path(removal.__file__).read_bytes())
+    (home / "script.py").write_text(UNPRIVILEGED)
+    foreign = home / "foreign"
+    (foreign / "theirs").mkdir(parents=True)
+    (foreign / "theirs" / "file").write_text("root's")  # root's folder: nobody may not unlink in it
+    for path in (home, home / "removal.py", home / "script.py", foreign):
+        os.chown(path, nobody.pw_uid, nobody.pw_gid)
+    # an interpreter nobody can run (a venv's may live under /root): the removal needs the standard library only
+    python = next((p for p in (sys.executable, "/usr/bin/python3", "/usr/local/bin/python3") if subprocess.run(
+        [runuser, "-u", "nobody", "--", p, "-c", "pass"], capture_output=True, timeout=30).returncode == 0), None)
+    if python is None:
+        pytest.skip("no Python interpreter the user nobody may run")
+    done = subprocess.run([runuser, "-u", "nobody", "--", python, "-I", str(home / "script.py"), str(home),
+                           str(home / "tree"), str(foreign)], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.split("\n")
+    assert lines[0].startswith("GONE"), done.stdout
+    assert lines[1].startswith("FOREIGN False True"), done.stdout  # left, said so, and did not spin
+    assert float(lines[1].split()[-1]) < 10, done.stdout

@@ -249,6 +249,12 @@ def _discard(result: tuple[bool, Any]) -> None:
         proc.wait(timeout=10)
     except Exception:  # noqa: BLE001 - a child that will not die is the kernel's to report
         pass
+    for stream in (getattr(proc, "stdin", None), getattr(proc, "stdout", None), getattr(proc, "stderr", None)):
+        if stream is not None:  # nobody reads them: close the pipes rather than leak them
+            try:
+                stream.close()
+            except OSError:
+                pass
 
 
 _spawner = _Spawner()

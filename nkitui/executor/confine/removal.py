@@ -8,8 +8,8 @@ a fresh name, so no walk ever goes deeper than one level and at most two descrip
 
 Links are never followed (each name is looked at with lstat and opened with O_NOFOLLOW relative to a
 descriptor of its folder), and a folder the child made unreadable or read-only (chmod 0 / 0o500) is
-given back to its owner before it is entered. Called only once the child and its process group are
-gone, so nothing races the renames or the chmods.
+given back to its owner before it is entered, through a descriptor of that very folder (never a path a
+link could replace). Called once the child and its process group are gone.
 
 Standard library only: the reaper (reaper.py, started with `python -I -S`, nothing of nkitui on its
 path) loads this file by its path.
@@ -79,8 +79,8 @@ def _empty(top: int) -> None:
                     if not inner_is_dir:
                         progress |= _unlink(inner, folder)
                         continue
-                    counter = _move_up(inner, folder, top, counter)
-                    progress = True
+                    counter, moved = _move_up(inner, folder, top, counter)
+                    progress |= moved
             except OSError:
                 pass
             finally:
@@ -100,9 +100,10 @@ def _list(fd: int) -> list[tuple[str, bool]]:
         return [(entry.name, entry.is_dir(follow_symlinks=False)) for entry in it]
 
 
-def _move_up(name: str, folder: int, top: int, counter: int) -> int:
+def _move_up(name: str, folder: int, top: int, counter: int) -> tuple[int, bool]:
     """Move the sub-folder `name` of `folder` into `top` under a name not taken there; returns the
-    counter for the next fresh name."""
+    counter for the next fresh name and whether it moved."""
+    unlocked = False
     while True:
         counter += 1
         fresh = f".nkitui-rm-{counter}"
@@ -113,14 +114,20 @@ def _move_up(name: str, folder: int, top: int, counter: int) -> int:
             pass
         try:
             os.rename(name, fresh, src_dir_fd=folder, dst_dir_fd=top)
-            return counter
+            return counter, True
         except OSError as exc:
             if exc.errno in (errno.EEXIST, errno.ENOTEMPTY, errno.ENOTDIR):
                 continue
-            if exc.errno == errno.EACCES:  # `folder` is read-only (the caller opened it, so it can be chmodded)
+            if exc.errno in (errno.EACCES, errno.EPERM) and not unlocked:
+                # moving a folder writes its own ".." entry: it needs write rights on itself too
+                unlocked = True
                 _give_back(folder)
+                try:
+                    _chmod_folder(name, folder)
+                except OSError:
+                    pass
                 continue
-            return counter  # another filesystem (EXDEV) or gone: the next pass looks again
+            return counter, False  # another filesystem (EXDEV), no rights, or gone: the next pass looks again
 
 
 def _open_folder(name: str, dir_fd: int | None) -> int | None:
@@ -129,7 +136,7 @@ def _open_folder(name: str, dir_fd: int | None) -> int | None:
         fd = os.open(name, _DIR_FLAGS, dir_fd=dir_fd)
     except PermissionError:
         try:
-            os.chmod(name, 0o700, dir_fd=dir_fd)  # lstat said a folder, and the child is gone: no race
+            _chmod_folder(name, dir_fd)
             fd = os.open(name, _DIR_FLAGS, dir_fd=dir_fd)
         except OSError:
             return None
@@ -137,6 +144,17 @@ def _open_folder(name: str, dir_fd: int | None) -> int | None:
         return None
     _give_back(fd)
     return fd
+
+
+def _chmod_folder(name: str, dir_fd: int | None) -> None:
+    """Owner rights on the folder `name` that cannot be opened for reading. Through an O_PATH descriptor
+    (which needs no rights on the folder, and with O_NOFOLLOW | O_DIRECTORY is the folder itself, never
+    a link put in its place), so the chmod lands on that folder whatever is renamed meanwhile."""
+    path_fd = os.open(name, os.O_PATH | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=dir_fd)
+    try:
+        os.chmod(f"/proc/self/fd/{path_fd}", 0o700)
+    finally:
+        os.close(path_fd)
 
 
 def _give_back(fd: int) -> None:
