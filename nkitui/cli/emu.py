@@ -211,13 +211,15 @@ def _read_left(scratch, rel: str, max_bytes: int) -> bytes:
 def _collect(scratch, data: dict, max_mb: int) -> dict:
     import io
 
-    from nkitui.common.npzsafe import MAX_HEADER, NpzError, read_npy
+    from nkitui.common.npzsafe import MAX_HEADER, MAX_MEMBERS, NpzError, read_npy
 
     outputs = {}
     budget = max_mb * 1024 * 1024
     files = data.get("files", [])
     if not isinstance(files, list) or not all(isinstance(f, list) and len(f) == 2 for f in files):
         raise NpzError("the child's list of output files is malformed")
+    if len(files) > MAX_MEMBERS:  # each is a read here and a member of OUT.npz: 300,000 empty ones took 38 s
+        raise NpzError(f"the child listed {len(files):,} output files; a kernel returns at most {MAX_MEMBERS}")
     for key, rel in files:
         try:  # no link followed (outside the run's folder or in it), no FIFO waited on
             raw = _read_left(scratch, str(rel), budget + MAX_HEADER + 64)

@@ -25,6 +25,7 @@ a hang is a failure of the test, never a stuck suite.
   a grandchild outside the group trickling      the reader never ends (degraded hosts)    reading ends 10 s after exit
   FIFOs, sockets, odd names in scratch          (withstood)                               removed; the run ends
   `emu run`: result.json/outputs as FIFO, link  `nkitui emu run` hangs for ever           a clear error at once
+  `emu run`: 300,000 outputs listed             38 s, a 73 MB OUT.npz, "outputs written"  at most 1,024 outputs
   .npy headers: (-1, -1), 0 x 2^31 x ..., True  ValueError/TypeError past the readers     ArrayTransferError / NpzError
   trace.bin / replay.bin mutated at random      (withstood)                               their format errors only
   a child that does not leave when closed       the evaluator waited for the run's timeout  killed after 5 s, noted
@@ -375,6 +376,11 @@ EMU_PLANTS = {
     "an output linked outside": ('os.symlink("/etc/passwd", os.path.join(root, "o.npy")); '
                                  'open(os.path.join(root, "result.json"), "w").write(\'{"files": [["out", "o.npy"]], "summary": {}}\')',
                                  "could not be read"),
+    # 300,000 empty outputs: a read each and a member each of OUT.npz (38 s, 73 MB), then "outputs written"
+    "300,000 outputs listed": ('__import__("numpy").save(os.path.join(root, "z.npy"), __import__("numpy").zeros(0)); '
+                               'open(os.path.join(root, "result.json"), "w").write(\'{"files": [\' + ", ".join('
+                               '[\'["o%d", "z.npy"]\' % i for i in range(300000)]) + \'], "summary": {}}\')',
+                               "the child listed 300,000 output files"),
 }
 
 
