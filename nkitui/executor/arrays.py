@@ -55,11 +55,13 @@ def dtype_label(dtype: np.dtype) -> str:
     return dtype.name
 
 
-def save_array(path: Path, array: Any, *, digest: bool = True) -> dict[str, Any]:
+def save_array(path: Path, array: Any, *, digest: bool = True, exclusive: bool = False) -> dict[str, Any]:
     """Write `array` as a plain .npy (the bytes np.save writes for its C-ordered copy) and describe
     it. The header and the data are hashed and written as they are, without an in-memory copy of
     the whole file. `digest=False` leaves the sha256 out: for arrays the evaluator sends to a child,
-    whose check of them would guard nothing (task code in that child can change its inputs anyway)."""
+    whose check of them would guard nothing (task code in that child can change its inputs anyway).
+    `exclusive` (the evaluator writing into a child's scratch folder): the file must be new, and a link or
+    FIFO of that name is never written through (FileExistsError)."""
     arr = np.asarray(array)
     label = dtype_label(arr.dtype)
     contiguous = arr if arr.flags.c_contiguous else np.ascontiguousarray(arr)  # (keeps a 0-d array 0-d)
@@ -83,7 +85,12 @@ def save_array(path: Path, array: Any, *, digest: bool = True) -> dict[str, Any]
         hasher = hashlib.sha256(header)
         hasher.update(data)
         meta["sha256"] = hasher.hexdigest()
-    with open(path, "wb") as f:
+    if exclusive:
+        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+        out = open(os.open(path, flags, 0o600), "wb")
+    else:
+        out = open(path, "wb")
+    with out as f:
         f.write(header)
         f.write(data)
     return meta

@@ -31,6 +31,9 @@ a hang is a failure of the test, never a stuck suite.
   a child that does not leave when closed       the evaluator waited for the run's timeout  killed after 5 s, noted
   the reference process doing the same          as for the kernel's                       stopped the same way (invalid)
   80 KB of "-----BEGIN PRIVATE KEY-----" lines  ~4 s of redaction per error event         linear (one pass over the blocks)
+  a link / FIFO planted in io/<next>/in        THE EVALUATOR WROTE THROUGH IT (a file     the folder must be new: stopped,
+    (or io/<next>/0 by the reference)           outside overwritten; 2 MB written into a   a sandbox violation
+                                                folder outside); a FIFO: the run's timeout
 """
 
 from __future__ import annotations
@@ -593,3 +596,58 @@ def test_redacting_a_childs_words_costs_linear_time_whatever_they_repeat(record_
     assert ratio < 10, f"BEGIN lines cost {ratio:.0f}x an ordinary text of the same size"
     block = "x -----BEGIN RSA PRIVATE KEY-----\nAAAA\n-----END RSA PRIVATE KEY----- y"
     assert redact_text(block) == "x [REDACTED:private-key] y"
+
+
+# -- what the evaluator writes into a child's scratch folder ------------------------------------------------------
+PLANT = '''
+def _plant():
+    import os
+    root = os.path.dirname(os.getcwd())
+    io = os.path.join(root, "io")
+    n = max([int(x) for x in os.listdir(io) if x.isdigit()] or [0])
+    for k in range(n + 1, n + 8):  # the request folders to come: their numbers are a count
+        {plant}
+'''
+
+PLANTS = {
+    "kernel: a link to a file outside as its next input": (
+        "kernel", 'os.makedirs(os.path.join(io, str(k), "in"), exist_ok=True); '
+                  'os.symlink(VICTIM, os.path.join(io, str(k), "in", "0-a.npy"))'),
+    "kernel: a FIFO as its next input": (
+        "kernel", 'os.makedirs(os.path.join(io, str(k), "in"), exist_ok=True); '
+                  'os.mkfifo(os.path.join(io, str(k), "in", "0-a.npy"))'),
+    "reference: a link to a folder outside as its next input set": (
+        "reference", 'os.makedirs(os.path.join(io, str(k)), exist_ok=True); '
+                     'os.symlink(os.path.dirname(VICTIM), os.path.join(io, str(k), "0"))'),
+}
+
+
+@pytest.mark.parametrize("what", sorted(PLANTS))
+def test_links_and_fifos_planted_in_a_request_folder_to_come_are_never_written_through(tmp_path, canary, what,
+                                                                                      record_property):
+    """The request folders are numbered 1, 2, 3, ...: a kernel (or a reference) planted io/<next>/in/0-a.npy as
+    a link to a file outside, and the evaluator, which is not confined, wrote the next input set through it
+    (a user's file overwritten with an .npy; a reference's link made it write 2 MB into a folder outside), or
+    as a FIFO, and the evaluator's open waited for a reader until the run's timeout."""
+    record_property("protection", "parent:planted-request-folder")
+    role, plant = PLANTS[what]
+    victim = canary / "victim.txt"
+    victim.write_text("precious\n")
+    before = sorted(p.name for p in canary.iterdir())
+    task = wrong_task(tmp_path)
+    code = f"VICTIM = {str(victim)!r}\n" + PLANT.format(plant=plant)
+    if role == "kernel":
+        kernel = task / "vector_add_nki.py"
+        kernel.write_text(kernel.read_text().replace("    return c\n", "    _plant()\n    return c\n") + "\n" + code)
+        options = dict(seeds=3)
+    else:
+        reference = task / "reference.py"
+        reference.write_text(code + "\n" + reference.read_text().replace("    return a.astype", "    _plant()\n    return a.astype"))
+        options = dict(seeds=3, trials=True)  # the trials ask the reference again, in a later request
+    result, _, elapsed = evaluate_within(task, **options)
+    assert victim.read_text() == "precious\n", "the evaluator wrote through the planted link"
+    assert sorted(p.name for p in canary.iterdir()) == before, "the evaluator wrote into a folder outside"
+    assert result.status != "passed" and result.exit_code != 0
+    assert "existed before nkitui made it" in result.error.message, result.error
+    assert next(c for c in result.checks if c.id == "sandbox").passed is False
+    assert elapsed < 25, f"{elapsed:.1f} s"

@@ -39,6 +39,7 @@ from nkitui.executor.runner import RunHandle
 from nkitui.executor.workspace import remove_beneath
 
 KERNEL_ENTRY = "nkitui.executor.untrusted.kernel:serve"
+_NEW_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 REFERENCE_ENTRY = "nkitui.executor.untrusted.reference:serve"
 
 
@@ -162,11 +163,29 @@ class UntrustedChild:
         from nkitui.executor.workspace import open_dir_beneath
 
         try:  # never through a link the child planted (io/ -> a folder outside): the evaluator is not confined
-            os.close(open_dir_beneath(scratch.root, f"io/{self._seq}/in", create=True))
+            io = open_dir_beneath(scratch.root, "io", create=True)
         except OSError as exc:
             raise self._tampered(f"its request folder io/{self._seq}/in could not be made without following a "
                                  f"link ({exc.strerror or exc}): task code replaced a folder of its scratch folder "
                                  "with a link") from None
+        try:
+            # a new folder, made here: the sequence numbers are easy to guess, and a link or FIFO planted in a
+            # request folder ahead of time (io/7/in/0-a.npy -> ~/.bashrc) was followed by the evaluator's
+            # writes of the inputs, outside any sandbox
+            os.mkdir(str(self._seq), 0o700, dir_fd=io)
+            inner = os.open(str(self._seq), _NEW_DIR_FLAGS, dir_fd=io)
+            try:
+                os.mkdir("in", 0o700, dir_fd=inner)
+            finally:
+                os.close(inner)
+        except FileExistsError:
+            raise self._tampered(f"its next request folder io/{self._seq} existed before nkitui made it: task code "
+                                 "planted it (what it holds would be written through by the evaluator)") from None
+        except OSError as exc:
+            raise self._tampered(f"its request folder io/{self._seq}/in could not be made ({exc.strerror or exc}): "
+                                 "task code changed its scratch folder") from None
+        finally:
+            os.close(io)
         return rid, folder
 
     @property
