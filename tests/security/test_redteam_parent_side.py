@@ -31,6 +31,7 @@ a hang is a failure of the test, never a stuck suite.
   a child that does not leave when closed       the evaluator waited for the run's timeout  killed after 5 s, noted
   the reference process doing the same          as for the kernel's                       stopped the same way (invalid)
   80 KB of "-----BEGIN PRIVATE KEY-----" lines  ~4 s of redaction per error event         linear (one pass over the blocks)
+  hardware timing report without its failures  KeyError in the evaluator: internal-error  timed-recheck fails, in words
   a link / FIFO planted in io/<next>/in        THE EVALUATOR WROTE THROUGH IT (a file     the folder must be new: stopped,
     (or io/<next>/0 by the reference)           outside overwritten; 2 MB written into a   a sandbox violation
                                                 folder outside); a FIFO: the run's timeout
@@ -651,3 +652,43 @@ def test_links_and_fifos_planted_in_a_request_folder_to_come_are_never_written_t
     assert "existed before nkitui made it" in result.error.message, result.error
     assert next(c for c in result.checks if c.id == "sandbox").passed is False
     assert elapsed < 25, f"{elapsed:.1f} s"
+
+
+# -- the kernel process's own report of its timing (hardware) ------------------------------------------------------
+LYING_TIMER = """\
+import numpy as np
+import nki
+import nkitui.executor.timing as _timing
+
+# nkitui's code in the kernel's process is the kernel's to rewrite (HACK-TAMPER fails the run, which goes on):
+# a "measured" timing whose fields are not what nkitui's writer sends
+_honest = _timing.TimingStats.to_dict
+_timing.TimingStats.to_dict = lambda self, method: {
+    **{k: v for k, v in _honest(self, method).items() if k != "recheck_failures"}, "recheck_failure_count": 3}
+
+
+@nki.jit
+def add_kernel(a, b):
+    return a + b
+"""
+
+
+def test_a_timing_report_with_missing_fields_is_a_failed_recheck_not_an_evaluator_crash(tmp_path, record_property):
+    """On hardware the kernel's process times itself; the evaluator read `timing['recheck_failures'][0]` from
+    that report: a report without it raised KeyError in the evaluator (`internal-error`)."""
+    from tests.helpers.evaluation import FAKE_SDK, fake_sdk_env, quick_request, write_task
+
+    record_property("protection", "parent:timing-report")
+    task = write_task(tmp_path / "liar", kernel=LYING_TIMER)
+    handle = start_evaluation(quick_request(task, extra_env=fake_sdk_env(device="trn2", tools=()), backend="neuron",
+                                            python_path=[str(FAKE_SDK)], static=True,
+                                            timing={"warmup": 1, "min_repeats": 5, "max_repeats": 10, "max_time_s": 1.0,
+                                                    "target_rel_ci": 0.5}))
+    handle.wait(timeout=DEADLINE_S)
+    if not handle.done:
+        handle.close()
+        pytest.fail("the run did not end")
+    result = handle.result
+    assert result.status == "failed", (result.status, result.error)
+    recheck = next(c for c in result.checks if c.id == "timed-recheck")
+    assert recheck.passed is False and "3 differed" in recheck.detail, recheck.detail
