@@ -182,29 +182,50 @@ def _run_child(scratch, limits) -> tuple[dict | None, str]:
             pass
         proc.wait()
         confine.release(proc.pid)
-    result_file = scratch.root / "result.json"
     if problem:
         return None, problem
-    try:
-        if result_file.stat().st_size > MAX_RESULT_BYTES:
-            return None, "the child's result is too large to be genuine"
-        return json.loads(result_file.read_text(encoding="utf-8")), ""
-    except (OSError, ValueError):
-        from nkitui.executor.exitstatus import describe_exit
+    from nkitui.executor.exitstatus import describe_exit
 
-        return None, f"the kernel's process {describe_exit(proc.returncode, limits).message} without a result"
+    ended = f"the kernel's process {describe_exit(proc.returncode, limits).message}"
+    try:
+        data = json.loads(_read_left(scratch, "result.json", MAX_RESULT_BYTES).decode("utf-8"))
+    except FileNotFoundError:
+        return None, f"{ended} without a result"
+    except OSError as exc:  # a FIFO (opening it would wait for ever), a link, a device, too large
+        return None, f"{ended} without a result: {exc.strerror or exc} (task code replaced result.json)"
+    except (ValueError, RecursionError):
+        return None, f"{ended} without a readable result (result.json is not JSON nkitui can read)"
+    if not isinstance(data, dict):
+        return None, f"{ended} without a readable result (result.json is not a JSON object)"
+    return data, ""
+
+
+def _read_left(scratch, rel: str, max_bytes: int) -> bytes:
+    """The bytes of a file the confined child left in its scratch folder: a regular file reached without
+    following a link, never a FIFO (whose open waits for a writer that is gone), at most `max_bytes`."""
+    from nkitui.executor.workspace import read_beneath
+
+    return read_beneath(scratch.root, rel, max_bytes=max_bytes)
 
 
 def _collect(scratch, data: dict, max_mb: int) -> dict:
-    from nkitui.common.npzsafe import NpzError, load_npy
+    import io
+
+    from nkitui.common.npzsafe import MAX_HEADER, MAX_MEMBERS, NpzError, read_npy
 
     outputs = {}
     budget = max_mb * 1024 * 1024
-    for key, rel in data.get("files", []):
-        path = (scratch.root / str(rel)).resolve()
-        if not str(path).startswith(str(scratch.root.resolve()) + "/"):
-            raise NpzError(f"output {key!r} points outside the run's folder")
-        arr = load_npy(path, max_bytes=budget)
+    files = data.get("files", [])
+    if not isinstance(files, list) or not all(isinstance(f, list) and len(f) == 2 for f in files):
+        raise NpzError("the child's list of output files is malformed")
+    if len(files) > MAX_MEMBERS:  # each is a read here and a member of OUT.npz: 300,000 empty ones took 38 s
+        raise NpzError(f"the child listed {len(files):,} output files; a kernel returns at most {MAX_MEMBERS}")
+    for key, rel in files:
+        try:  # no link followed (outside the run's folder or in it), no FIFO waited on
+            raw = _read_left(scratch, str(rel), budget + MAX_HEADER + 64)
+        except OSError as exc:
+            raise NpzError(f"output {str(key)[:80]!r} ({str(rel)[:200]}) could not be read: {exc.strerror or exc}") from None
+        arr = read_npy(io.BytesIO(raw), str(rel)[:200], budget)
         budget -= arr.nbytes
         outputs[str(key)] = arr
     return outputs
@@ -312,12 +333,11 @@ def read_trace(scratch):
     """The trace the confined child left (trace.json): read and checked as data, never trusted as code."""
     from nkitui.perf.loading import PerfInputError, trace_from_json
 
-    path = scratch.root / "trace.json"
     try:
-        if path.stat().st_size > MAX_TRACE_BYTES:
-            raise UsageError("the kernel's trace is larger than 1 GiB: too large to be genuine")
-        data = json.loads(path.read_text(encoding="utf-8"))
+        data = json.loads(_read_left(scratch, "trace.json", MAX_TRACE_BYTES).decode("utf-8"))
         return trace_from_json(data, "the kernel's trace")
+    except RecursionError:
+        raise UsageError("the kernel's trace could not be read (nested too deeply)") from None
     except (OSError, ValueError, PerfInputError) as e:
         raise UsageError(f"the kernel's trace could not be read ({e})") from None
 

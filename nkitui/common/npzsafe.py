@@ -88,8 +88,8 @@ def read_npy(f: Any, where: str, budget: int, stored_size: int | None = None) ->
                        "arrays (float32, int32, ...) instead")
     if dtype.fields is not None or dtype.kind not in _ALLOWED_KINDS or dtype.subdtype is not None:
         raise NpzError(f"{where}: dtype {dtype} is not a tensor element type; save plain numeric arrays")
-    if any(not isinstance(d, int) or d < 0 for d in shape):
-        raise NpzError(f"{where}: bad shape {shape}")
+    if len(shape) > 32 or any(type(d) is not int or d < 0 for d in shape):  # (True,) is no size; numpy 1.x: 32 dims
+        raise NpzError(f"{where}: bad shape {str(shape)[:120]}")
     nbytes = math.prod(shape) * dtype.itemsize
     if nbytes > budget:
         raise NpzError(f"{where}: {shape} {dtype} is {nbytes:,} bytes, over the limit of {budget:,} bytes left for "
@@ -102,8 +102,11 @@ def read_npy(f: Any, where: str, budget: int, stored_size: int | None = None) ->
     data = _read_exactly(f, nbytes)
     if f.read(1):
         raise NpzError(f"{where}: has data past the end of its array; the file is corrupt or forged")
-    arr = np.frombuffer(data, dtype=dtype)
-    return arr.reshape(shape, order="F" if fortran else "C")
+    try:
+        arr = np.frombuffer(data, dtype=dtype)
+        return arr.reshape(shape, order="F" if fortran else "C")
+    except (ValueError, TypeError) as exc:  # a zero-size array whose dimensions overflow numpy's index type
+        raise NpzError(f"{where}: not a readable .npy array ({str(exc)[:200]})") from None
 
 
 def load_npy(path: Path, *, max_bytes: int) -> np.ndarray:

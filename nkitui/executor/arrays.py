@@ -55,11 +55,13 @@ def dtype_label(dtype: np.dtype) -> str:
     return dtype.name
 
 
-def save_array(path: Path, array: Any, *, digest: bool = True) -> dict[str, Any]:
+def save_array(path: Path, array: Any, *, digest: bool = True, exclusive: bool = False) -> dict[str, Any]:
     """Write `array` as a plain .npy (the bytes np.save writes for its C-ordered copy) and describe
     it. The header and the data are hashed and written as they are, without an in-memory copy of
     the whole file. `digest=False` leaves the sha256 out: for arrays the evaluator sends to a child,
-    whose check of them would guard nothing (task code in that child can change its inputs anyway)."""
+    whose check of them would guard nothing (task code in that child can change its inputs anyway).
+    `exclusive` (the evaluator writing into a child's scratch folder): the file must be new, and a link or
+    FIFO of that name is never written through (FileExistsError)."""
     arr = np.asarray(array)
     label = dtype_label(arr.dtype)
     contiguous = arr if arr.flags.c_contiguous else np.ascontiguousarray(arr)  # (keeps a 0-d array 0-d)
@@ -83,7 +85,12 @@ def save_array(path: Path, array: Any, *, digest: bool = True) -> dict[str, Any]
         hasher = hashlib.sha256(header)
         hasher.update(data)
         meta["sha256"] = hasher.hexdigest()
-    with open(path, "wb") as f:
+    if exclusive:
+        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+        out = open(os.open(path, flags, 0o600), "wb")
+    else:
+        out = open(path, "wb")
+    with out as f:
         f.write(header)
         f.write(data)
     return meta
@@ -101,6 +108,7 @@ def _header(f: Any, name: str) -> tuple[tuple[int, ...], bool, np.dtype]:
 
 
 _MAX_HEADER = 1 << 16
+MAX_DIMS = 32  # numpy 1.x's limit (2.x allows 64): no task's tensor comes near it
 
 
 def _read_bounded(path: Path, max_elements: int) -> memoryview:
@@ -171,6 +179,10 @@ def load_array(folder: Path, meta: Any, *, max_elements: int, require_digest: bo
     if isinstance(digest, str) and hashlib.sha256(data).hexdigest() != digest:
         raise ArrayTransferError(f"{name} was changed after it was written (its bytes do not match the digest "
                                  "the writer sent): task code rewrote the file")
+    # numpy's header reader takes any tuple of Python ints: negative sizes (frombuffer's count=-1 means
+    # "all of it"), more dimensions than numpy allows, sizes whose product overflows numpy's index type
+    if len(shape) > MAX_DIMS or any(type(n) is not int or n < 0 for n in shape):
+        raise ArrayTransferError(f"{name} has an impossible shape {str(shape)[:120]}")
     count = 1
     for n in shape:
         count *= n
@@ -188,8 +200,11 @@ def load_array(folder: Path, meta: Any, *, max_elements: int, require_digest: bo
         raise ArrayTransferError(f"{name} could not be read: it holds fewer bytes than its header's "
                                  f"{count} elements of {stored}")
     # a view of the bytes read (writable: they are a bytearray), shaped as np.load would shape them
-    arr: np.ndarray = np.frombuffer(data, dtype=stored, count=count, offset=offset)
-    arr = arr.reshape(shape[::-1]).transpose() if fortran else arr.reshape(shape)
+    try:
+        arr: np.ndarray = np.frombuffer(data, dtype=stored, count=count, offset=offset)
+        arr = arr.reshape(shape[::-1]).transpose() if fortran else arr.reshape(shape)
+    except (ValueError, TypeError) as exc:  # e.g. a zero-size array with dimensions past numpy's index range
+        raise ArrayTransferError(f"{name} cannot be an array: {str(exc)[:200]}") from None
     if not arr.flags.aligned:  # a header of odd length (not nkitui's writer): an aligned copy
         arr = arr.copy()
     if narrow is not None:

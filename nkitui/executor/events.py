@@ -21,6 +21,7 @@ only, because the worker imports it before anything else.
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Union
 
@@ -160,7 +161,9 @@ def encode(event: Event) -> bytes:
 
 
 def _opt_int(value: Any) -> int | None:
-    return int(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    return int(value) if value == value and abs(value) != float("inf") else None  # NaN, ±inf: no line
 
 
 def _s(value: Any, default: str) -> str:
@@ -194,7 +197,7 @@ def from_dict(d: dict[str, Any]) -> Event | None:
             return BackendEvent(name=str(d["name"]), reason=_s(d.get("reason"), ""), requested=_s(d.get("requested"), "auto"))
         if name == "data" and isinstance(d.get("data"), dict):
             return DataEvent(kind=str(d.get("kind", "")), data=d["data"])
-    except (KeyError, TypeError, ValueError):
+    except (KeyError, TypeError, ValueError, OverflowError):  # OverflowError: int(1e400) of a hostile child
         return None
     return None
 
@@ -224,11 +227,38 @@ def log_lines_of(event: PhaseEvent | ErrorEvent) -> list[LogEvent]:
     return lines
 
 
-_raw_decode = json.JSONDecoder().raw_decode
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")  # nkitui's writers never send NaN/Infinity (allow_nan=False)
 
 
-def parse_line(line: str | bytes) -> Event | None:
-    """The event on one line of the event stream, or None when the line is not an event."""
+_raw_decode = json.JSONDecoder(parse_constant=_no_constant).raw_decode
+
+MAX_DEPTH = 64
+"""How deeply an event's JSON may nest. nkitui's own events nest a dozen levels at most; the parent walks
+an event's values recursively (redaction, the result's decoding), so a line nested thousands deep would
+raise RecursionError in the thread that reads it (a hostile child's cheapest way to crash that thread)."""
+
+
+class EventTooDeep(ValueError):
+    """A line that is a JSON object nested deeper than MAX_DEPTH (or than the JSON reader itself can read)."""
+
+
+def _deeper_than(obj: Any, limit: int) -> bool:
+    """Does `obj` (decoded JSON) nest containers more than `limit` deep? Iterative: never recurses."""
+    stack: list[tuple[Any, int]] = [(obj, 1)]
+    while stack:
+        value, depth = stack.pop()
+        if depth > limit:
+            return True
+        items = value.values() if type(value) is dict else value
+        stack.extend((v, depth + 1) for v in items if type(v) is dict or type(v) is list)
+    return False
+
+
+def parse_line(line: str | bytes, *, strict: bool = False) -> Event | None:
+    """The event on one line of the event stream, or None when the line is not an event. A JSON object
+    nested deeper than MAX_DEPTH is not an event either; with `strict` (an untrusted child's stream) it
+    raises EventTooDeep instead, so the reader can stop the child that sent it. Never RecursionError."""
     if isinstance(line, bytes):
         line = line.decode("utf-8", errors="replace")
     if line[:1] != "{":
@@ -237,11 +267,41 @@ def parse_line(line: str | bytes) -> Event | None:
             return None
     try:
         obj, end = _raw_decode(line)
+    except RecursionError:  # the C reader's own guard: far deeper than MAX_DEPTH
+        if strict:
+            raise EventTooDeep(f"an event line nested deeper than the JSON reader can read ({len(line):,} characters)") from None
+        return None
     except ValueError:
         return None
     if end != len(line) and line[end:].strip():
         return None
-    return from_dict(obj) if type(obj) is dict else None
+    if type(obj) is not dict:
+        return None
+    # a flat event (the hot path: log lines) has few brackets; only a line with many is walked
+    if line.count("{", 0, end) + line.count("[", 0, end) > MAX_DEPTH and _deeper_than(obj, MAX_DEPTH):
+        if strict:
+            raise EventTooDeep(f"an event nested more than {MAX_DEPTH} levels deep")
+        return None
+    if _SURROGATE_ESCAPE.search(line, 0, end):
+        obj = _without_surrogates(obj)
+    return from_dict(obj)
+
+
+# JSON may escape a lone UTF-16 surrogate ("\ud800"); json.loads makes it a str no UTF-8 writer accepts, so a
+# child's words holding one crashed whatever printed or stored them (the report, the run store)
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _without_surrogates(value: Any) -> Any:
+    """`value` with every lone surrogate in its strings (keys too) replaced by U+FFFD (depth already bounded)."""
+    if type(value) is str:
+        return _SURROGATE.sub("\ufffd", value)
+    if type(value) is dict:
+        return {_without_surrogates(k): _without_surrogates(v) for k, v in value.items()}
+    if type(value) is list:
+        return [_without_surrogates(v) for v in value]
+    return value
 
 
 def decode_line(line: str | bytes, stream: str = "worker") -> Event:

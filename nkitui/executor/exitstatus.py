@@ -49,13 +49,18 @@ def describe_exit(
     elapsed_s: float | None = None,
     memory_error_seen: bool = False,
     disk_exceeded: str | None = None,
+    stopped: tuple[str, str] | None = None,
 ) -> ExitReport:
     """Turn a Popen returncode (negative = killed by that signal) into a report in words.
 
     `cancelled`/`timed_out` say whether the parent sent the signals itself, which decides between
-    "cancelled by you" and "killed by someone else".
+    "cancelled by you" and "killed by someone else". `stopped` (kind, why): nkitui itself stopped the
+    worker because of what it did (or of its own failure, kind "internal"), told in words.
     """
     after = f" after {elapsed_s:.1f} s" if elapsed_s is not None else ""
+    if stopped is not None and not timed_out and not cancelled and returncode != EXIT_OK:
+        kind, why = stopped
+        return ExitReport(kind, f"was stopped by nkitui{after}: {why}", returncode)
     if disk_exceeded:  # the parent's disk watch stopped it (nkitui.executor.confine.diskwatch)
         return ExitReport("disk-limit", f"was stopped{after}: {disk_exceeded}", returncode)
     if timed_out:

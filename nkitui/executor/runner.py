@@ -41,6 +41,7 @@ from nkitui.executor.events import (
     DataEvent,
     ErrorEvent,
     Event,
+    EventTooDeep,
     LogEvent,
     PhaseEvent,
     ProgressEvent,
@@ -58,10 +59,31 @@ _PACKAGE_PARENT = str(Path(__file__).resolve().parent.parent.parent)
 READ_CHUNK = 1 << 16
 QUEUE_BATCHES = 64
 MAX_EVENT_LINE = 64 << 20  # an event line longer than this is dropped with a marker
+MAX_UNTRUSTED_EVENT_LINE = 8 << 20  # an untrusted child's line longer than this stops it (replies are KBs)
+UNTRUSTED_LOG_EVENTS = 2000  # log events an untrusted child's stream shows before they are elided
+UNTRUSTED_MAX_LOG_EVENTS = 20_000  # log events before an untrusted child is stopped (each costs a JSON parse)
+UNTRUSTED_OTHER_EVENTS = 1000  # events beyond one per reply before an untrusted child is stopped
+UNTRUSTED_OTHER_BYTES = 16 << 20  # bytes of such events (a sandbox record per reply is ~100 KB at most) ...
+UNTRUSTED_BYTES_PER_REPLY = 1 << 20  # ... plus this much per reply
+MAX_LOG_TEXT = 4096  # an untrusted child's log event text is cut here (logbuffer.MAX_LINE)
 DRAIN_AFTER_EXIT_S = 2.0  # idle time after the worker's exit before giving up on open pipes
 DRAIN_AFTER_EXIT_BYTES = 4 << 20  # pipes buffer 64 KB each: more than this after exit is a straggler
+DRAIN_AFTER_EXIT_MAX_S = 10.0  # however the pipes trickle after the worker's exit, reading ends by then
+EVENTS_CLOSED_GRACE_S = 3.0  # a worker that closed its event stream and has not exited by then is stopped
+STOPPED_CHECKS = 2  # consecutive looks (POLL_S apart) that find the worker stopped (SIGSTOP) before it is killed
 _FINISHED = object()
 _FRAME_RE = re.compile(r'File "(?P<file>[^"]+)", line (?P<line>\d+)')
+
+
+def _process_state(pid: int) -> str:
+    """The state letter of process `pid` in /proc (R, S, D, T, t, Z, ...), or "" when it cannot be read."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            stat = f.read(4096)
+    except OSError:
+        return ""
+    after = stat.rpartition(b")")[2].split()  # the name in parentheses may hold spaces and ")"
+    return after[0].decode("ascii", "replace") if after else ""
 
 
 def worker_command(job_path: Path, kernel_fd: int) -> list[str]:
@@ -93,38 +115,151 @@ class WorkerOutcome:
 
 class _EventStreamParser:
     """Lines on the worker's event descriptor -> events; stray text -> bounded log lines.
-    Each chunk is decoded once up to its last newline (a UTF-8 sequence never spans a newline)."""
+    Each complete run of lines is decoded once (a UTF-8 sequence never spans a newline); a line still
+    arriving is gathered in a bytearray, so a line of many chunks costs linear time, never a copy of
+    everything so far per chunk (a 60 MB line cost 25 s of CPU that way).
 
-    def __init__(self) -> None:
-        self.partial = b""
+    `untrusted` (a child that runs task code, read by the evaluator): what it sends is bounded here,
+    and what no honest child sends makes `refused` say why, so the reader stops it at once instead of
+    spending the run's time (or its memory, or the starter's) on it:
+      * a line longer than MAX_UNTRUSTED_EVENT_LINE, or an event nested deeper than events.MAX_DEPTH;
+      * more than UNTRUSTED_OTHER_EVENTS events beyond one per reply (errors, phases, progress, results,
+        backends, data of other kinds: nkitui's server in the child sends a handful, a flood is task code),
+        or more than UNTRUSTED_OTHER_BYTES of them (+ UNTRUSTED_BYTES_PER_REPLY per reply), or more than
+        UNTRUSTED_MAX_LOG_EVENTS log events, or as many lines that are not events;
+    and its log events (nkitui's own lines in the child: a few) are shown like a kernel's output: the
+    first UNTRUSTED_LOG_EVENTS lines of at most MAX_LOG_TEXT characters, then elided with a marker."""
+
+    def __init__(self, untrusted: bool = False) -> None:
+        self.partial = bytearray()
+        self.dropping = False  # inside a line already found too long: skipped up to its newline
         self.text = StreamLimiter("worker")
         self.total_bytes = 0
+        self.untrusted = untrusted
+        self.max_line = MAX_UNTRUSTED_EVENT_LINE if untrusted else MAX_EVENT_LINE
+        self.refused: str | None = None  # why an untrusted child must be stopped (set once)
+        self.replies = 0
+        self.others = 0
+        self.logs_shown = 0
+        self.logs_elided = 0
+        self.stray = 0  # lines that are not events
+        self.other_bytes = 0  # bytes of events that are not replies
 
     def feed(self, data: bytes) -> list[Event]:
         self.total_bytes += len(data)
-        data = self.partial + data
+        if self.refused is not None:  # the child is being stopped: nothing more of it is read as events
+            return []
+        out: list[Event] = []
         cut = data.rfind(b"\n")
         if cut < 0:
-            self.partial = data
-            if len(data) > MAX_EVENT_LINE:
-                self.partial = b""
-                return [LogEvent("executor", f"[nkitui] dropped an event line longer than {MAX_EVENT_LINE >> 20} MB", "warning")]
-            return []
-        self.partial = data[cut + 1:]
-        out: list[Event] = []
-        for line in data[:cut].decode("utf-8", errors="replace").split("\n"):
-            ev = parse_line(line)
-            if ev is None:
-                out.extend(self.text.feed(line.encode("utf-8") + b"\n"))  # not an event: bounded like kernel output
-            else:
-                out.append(_redacted(ev))
+            self._gather(data, out)
+            return out
+        first = data.find(b"\n")  # where the line in progress ends
+        complete: bytes | None  # the complete lines of this chunk, None when there are none
+        if self.dropping:  # the rest of a line already found too long: skipped
+            self.dropping = False
+            complete = data[first + 1:cut] if first < cut else None
+        elif len(self.partial) + first > self.max_line:
+            out.extend(self._too_long())
+            complete = data[first + 1:cut] if first < cut else None
+        else:
+            complete = bytes(self.partial) + data[:cut]
+        self.partial = bytearray()
+        if complete is not None:
+            self._fold(out, complete.decode("utf-8", errors="replace").split("\n"))
+        if self.refused is None:
+            self._gather(data[cut + 1:], out)
         return out
+
+    def _gather(self, piece: bytes, out: list[Event]) -> None:
+        """Keep the start of a line still arriving (or skip it: inside a line already too long)."""
+        if self.dropping or not piece:
+            return
+        self.partial += piece
+        if len(self.partial) > self.max_line:
+            self.partial = bytearray()
+            self.dropping = True
+            out.extend(self._too_long())
+
+    def _fold(self, out: list[Event], lines: list[str]) -> None:
+        for line in lines:
+            if self.refused is not None:
+                break
+            if len(line) > self.max_line:  # (a long line inside one chunk's complete lines)
+                out.extend(self._too_long())
+                continue
+            try:
+                ev = parse_line(line, strict=self.untrusted)
+            except EventTooDeep as exc:
+                self.refused = f"it sent {exc} on its event stream"
+                out.append(LogEvent("executor", f"[nkitui] {self.refused}: stopped", "warning"))
+                break
+            if ev is None:
+                if self.untrusted:
+                    self.stray += 1
+                    if self.stray > UNTRUSTED_MAX_LOG_EVENTS:  # each costs a look (and a JSON parse, if it starts so)
+                        self.refused = (f"it wrote more than {UNTRUSTED_MAX_LOG_EVENTS:,} lines that are not events on "
+                                        "its event stream (a flood)")
+                        out.append(LogEvent("executor", f"[nkitui] {self.refused}: stopped", "warning"))
+                        break
+                out.extend(self.text.feed(line.encode("utf-8") + b"\n"))  # not an event: bounded like kernel output
+            elif not self.untrusted:
+                out.append(_redacted(ev))
+            else:
+                kept = self._bounded(ev, len(line))
+                if kept is not None:
+                    out.append(_redacted(kept))
+
+    def _too_long(self) -> list[Event]:
+        limit = f"{self.max_line >> 20} MB"
+        if self.untrusted:
+            if self.refused is None:
+                self.refused = f"it sent an event line longer than {limit} on its event stream"
+            return [LogEvent("executor", f"[nkitui] {self.refused}: stopped", "warning")]
+        return [LogEvent("executor", f"[nkitui] dropped an event line longer than {limit}", "warning")]
+
+    def _bounded(self, ev: Event, size: int) -> Event | None:
+        """An untrusted child's event within its budget (see the class), else None (elided) or `refused`."""
+        from dataclasses import replace
+
+        if not (isinstance(ev, DataEvent) and ev.kind == "reply"):
+            self.other_bytes += size  # parsed and walked at a cost per token: bounded in bytes too
+            if self.other_bytes > UNTRUSTED_OTHER_BYTES + UNTRUSTED_BYTES_PER_REPLY * self.replies:
+                self.refused = (f"it sent more than {self.other_bytes >> 20} MB of events that answer no request on "
+                                "its event stream (a flood)")
+                return LogEvent("executor", f"[nkitui] {self.refused}: stopped", "warning")
+
+        if isinstance(ev, LogEvent):
+            if self.logs_shown >= UNTRUSTED_LOG_EVENTS:
+                self.logs_elided += 1
+                if self.logs_shown + self.logs_elided > UNTRUSTED_MAX_LOG_EVENTS:
+                    self.refused = (f"it sent more than {UNTRUSTED_MAX_LOG_EVENTS:,} log events on its event stream (a "
+                                    "flood: nkitui's own code there logs a few lines; a kernel's prints go to stdout)")
+                    return LogEvent("executor", f"[nkitui] {self.refused}: stopped", "warning")
+                return None
+            self.logs_shown += 1
+            return ev if len(ev.text) <= MAX_LOG_TEXT else replace(ev, text=ev.text[:MAX_LOG_TEXT] + " …")
+        if isinstance(ev, DataEvent) and ev.kind == "reply":
+            self.replies += 1
+            return ev
+        self.others += 1
+        if self.others > UNTRUSTED_OTHER_EVENTS + self.replies:
+            self.refused = (f"it sent more than {UNTRUSTED_OTHER_EVENTS:,} events that answer no request on its event "
+                            "stream (a flood)")
+            return LogEvent("executor", f"[nkitui] {self.refused}: stopped", "warning")
+        if isinstance(ev, ErrorEvent) and (len(ev.message) > MAX_LOG_TEXT or len(ev.traceback) > 10 * MAX_LOG_TEXT):
+            return replace(ev, message=ev.message[:MAX_LOG_TEXT], traceback=ev.traceback[:10 * MAX_LOG_TEXT])
+        return ev
 
     def finish(self) -> list[Event]:
         out: list[Event] = []
-        if self.partial:
+        if self.partial and not self.dropping:
             out.extend(self.feed(b"\n"))
+        self.partial = bytearray()
         out.extend(self.text.finish())
+        if self.logs_elided:
+            out.append(LogEvent("executor", f"[nkitui] … {self.logs_elided:,} more log events of the worker elided "
+                                            f"(the first {UNTRUSTED_LOG_EVENTS:,} are shown) …", "warning"))
         return out
 
 
@@ -210,6 +345,11 @@ class RunHandle:
         self._observed: dict[str, Any] | None = None
         self._disk_watch: Any = None  # confine.diskwatch.DiskWatch of the scratch folder, from the spawn on
         self._disk_exceeded: str | None = None  # why the watch stopped the worker, in words
+        # why nkitui itself stopped the worker for what it did (a flood, a stop signal, ...), and the exit kind
+        # that says so; told in the exit report instead of "killed by SIGKILL from outside nkitui"
+        self._stopped: tuple[str, str] | None = None
+        self._events_closed_at: float | None = None  # when the worker's event stream ended
+        self._seen_stopped = 0
         # state applied by the consumer
         self.started_at = time.time()
         self.ended_at: float | None = None
@@ -325,17 +465,28 @@ class RunHandle:
     def _internal_error(self, doing: str, exc: BaseException) -> None:
         """A failure of nkitui's own threads: the worker is stopped and the run says what happened (an
         internal error is never a pass: the evaluation misses the phases it needs)."""
-        self._kill_group(signal.SIGKILL)
         where = traceback.extract_tb(exc.__traceback__)[-1] if exc.__traceback__ else None
         at = f" at {os.path.basename(where.filename)}:{where.lineno}" if where else ""
-        self._put([ErrorEvent(kind="internal", message=f"nkitui failed while {doing}: {type(exc).__name__}: {exc}{at}")])
+        message = f"nkitui failed while {doing}: {type(exc).__name__}: {exc}{at}"
+        self._stop(message, kind="internal")
+        self._put([ErrorEvent(kind="internal", message=message)])
+
+    def _stop(self, why: str, kind: str = "crash") -> None:
+        """nkitui stops the worker (SIGKILL to its group) because of what it did, `why` in words; its exit
+        is then told as that (`kind`: "crash" for what the worker did, "internal" for nkitui's own failure)."""
+        with self._lock:
+            if self._stopped is None:
+                self._stopped = (kind, why)
+            if self._exited.is_set():  # its process group id may belong to someone else by now
+                return
+        self._kill_group(signal.SIGKILL)
 
     def _read_pipes(self) -> None:
         assert self._proc is not None and self._proc.stdout is not None and self._proc.stderr is not None
         assert self._kernel_r is not None  # _spawn opened it before the process started
         sel = selectors.DefaultSelector()
         parsers: dict[int, tuple[str, Any]] = {
-            self._proc.stdout.fileno(): ("events", _EventStreamParser()),
+            self._proc.stdout.fileno(): ("events", _EventStreamParser(untrusted=self.job.role == "untrusted")),
             self._kernel_r: ("stdout", StreamLimiter("stdout")),
             self._proc.stderr.fileno(): ("stderr", StreamLimiter("stderr")),
         }
@@ -350,6 +501,7 @@ class RunHandle:
                 if self._exit_at is not None and (
                     after_exit > DRAIN_AFTER_EXIT_BYTES
                     or not ready and time.perf_counter() - self._exit_at > DRAIN_AFTER_EXIT_S
+                    or time.perf_counter() - self._exit_at > DRAIN_AFTER_EXIT_MAX_S  # a slow trickle, never idle
                 ):
                     self._put([LogEvent("executor", "[nkitui] a process started by the kernel kept the output open after the worker exited; stopped reading", "warning")])
                     break
@@ -369,8 +521,12 @@ class RunHandle:
                         open_fds.discard(fd)
                         batch = parser.finish()
                         self._stream_bytes[name] = parser.total_bytes
+                        if name == "events":
+                            self._events_closed_at = time.perf_counter()
                     else:
                         batch = parser.feed(data)
+                    if name == "events" and parser.refused is not None and self._stopped is None:
+                        self._stop(parser.refused)  # an untrusted child that sent what no honest one does
                     if name == "events" and batch and self._first_event_at is None:
                         self._first_event_at = time.perf_counter()
                     if name == "events" and self._observed is None and any(
@@ -429,7 +585,7 @@ class RunHandle:
         from nkitui.executor.confine.diskwatch import POLL_S
 
         while True:
-            step = None if watch is None else POLL_S
+            step: float | None = POLL_S  # also when no disk watch: a stopped worker or a closed stream is noticed
             if deadline is not None:
                 left = max(0.0, deadline - time.monotonic())
                 step = left if step is None else min(step, left)
@@ -449,7 +605,30 @@ class RunHandle:
                 self._kill_group(signal.SIGKILL)
                 self._proc.wait()
                 break
+            why = self._why_stuck()
+            if why is not None:  # it can never say anything more: stopped now, not at the run's timeout
+                self._stop(why)
+                self._proc.wait()
+                break
         self._exit_at = time.perf_counter()
+
+    def _why_stuck(self) -> str | None:
+        """Why the (still running) worker can never finish its run, in words, or None: it stopped itself
+        (SIGSTOP: no signal but SIGKILL and SIGCONT moves it again, and a run waiting for it would wait
+        until its timeout, or for ever for a child without one), or it closed its event stream and kept
+        running (it cannot answer or report any more)."""
+        assert self._proc is not None
+        if _process_state(self._proc.pid) == "T":
+            self._seen_stopped += 1
+            if self._seen_stopped >= STOPPED_CHECKS:
+                return "it stopped itself (SIGSTOP or another stop signal): a stopped process can never answer"
+        else:
+            self._seen_stopped = 0
+        closed = self._events_closed_at
+        if closed is not None and time.perf_counter() - closed > EVENTS_CLOSED_GRACE_S:
+            return (f"it closed its event stream and was still running {EVENTS_CLOSED_GRACE_S:g} s later (it can "
+                    "no longer answer or report)")
+        return None
 
     def _kill_group(self, sig: int) -> None:
         if self._proc is None:
@@ -483,6 +662,11 @@ class RunHandle:
         except (BrokenPipeError, OSError, ValueError):
             return False
         return True
+
+    def stop(self, why: str) -> None:
+        """SIGKILL the worker's process group now because of what it did (`why`, in words: the run's exit
+        says "was stopped by nkitui: <why>", a crash, never a cancel or a kill from outside)."""
+        self._stop(why)
 
     def kill(self) -> None:
         """SIGKILL the worker's process group now, without the grace period (for untrusted children,
@@ -669,7 +853,8 @@ class RunHandle:
             report = ExitReport("start-failed", self._start_error.message, None)
         else:
             report = describe_exit(proc_rc, self.limits, cancelled=self._cancel_requested, timed_out=self._timed_out,
-                                   elapsed_s=elapsed, memory_error_seen=memory_seen, disk_exceeded=self._disk_exceeded)
+                                   elapsed_s=elapsed, memory_error_seen=memory_seen, disk_exceeded=self._disk_exceeded,
+                                   stopped=self._stopped)
         self.exit = report
         self.ended_at = time.time()
         crash = self._crash_location()

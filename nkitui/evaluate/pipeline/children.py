@@ -39,6 +39,7 @@ from nkitui.executor.runner import RunHandle
 from nkitui.executor.workspace import remove_beneath
 
 KERNEL_ENTRY = "nkitui.executor.untrusted.kernel:serve"
+_NEW_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 REFERENCE_ENTRY = "nkitui.executor.untrusted.reference:serve"
 
 
@@ -59,7 +60,9 @@ class ChildReplyError(Exception):
 
 _STATUS = {"crash": "crashed", "memory-limit": "memory-limit", "cpu-limit": "cpu-limit", "killed": "killed",
            "disk-limit": "crashed",  # the disk watch stopped it (a status of its own would change the contract)
-           "timeout": "timeout", "cancelled": "cancelled"}
+           "timeout": "timeout", "cancelled": "cancelled", "internal": "internal-error"}
+CLOSE_GRACE_S = 5.0  # how long a child asked to leave may take before it is killed
+MAX_FORGED_REPLIES = 100  # replies to no request before the child is stopped (20 are recorded; more is a flood)
 
 
 class _Janitor:
@@ -80,7 +83,10 @@ class _Janitor:
     def _run(self) -> None:
         while True:
             root, rel = self._queue.get()
-            remove_beneath(root, rel)
+            try:
+                remove_beneath(root, rel)
+            except Exception:  # noqa: BLE001, S110 - the run's removal of the whole scratch folder comes later anyway
+                pass  # one folder a child made hard to remove must not end the thread that removes the others
 
 
 _JANITOR = _Janitor()
@@ -102,6 +108,7 @@ class UntrustedChild:
         # replies that answered no pending request: task code writing to the event descriptor (the
         # reply is in the process's words; only nkitui's server answers exactly once, with the id sent)
         self.forgeries: list[dict[str, Any]] = []
+        self._forged = 0
 
     # -- lifecycle --------------------------------------------------------------------------------
     def ready(self) -> dict[str, Any]:
@@ -111,14 +118,30 @@ class UntrustedChild:
         return self.confinement
 
     def close(self) -> None:
-        """Ask the child to leave, read what it still says, and make sure it is gone."""
+        """Ask the child to leave, read what it still says (for at most CLOSE_GRACE_S: a child that does not
+        leave is killed, so a verdict already computed is never lost to the run's timeout), and make sure it
+        is gone."""
         if self._gone is None and self.handle.running:
             self.handle.send({"op": "exit"})
+            overdue = threading.Event()
+
+            def kill_overdue() -> None:
+                overdue.set()
+                self.handle.kill()
+
+            deadline = threading.Timer(CLOSE_GRACE_S, kill_overdue)
+            deadline.daemon = True
+            deadline.start()
             try:
                 for ev in self._events:
                     self._take(ev, None)
             except ChildGone:
                 pass
+            finally:
+                deadline.cancel()
+            if overdue.is_set():
+                self._note_once("exit", f"the {self.role} process did not leave within {CLOSE_GRACE_S:g} s of being "
+                                        "asked (after its last answer); it was killed")
         self.handle.kill()
         self.handle.close()
 
@@ -140,11 +163,29 @@ class UntrustedChild:
         from nkitui.executor.workspace import open_dir_beneath
 
         try:  # never through a link the child planted (io/ -> a folder outside): the evaluator is not confined
-            os.close(open_dir_beneath(scratch.root, f"io/{self._seq}/in", create=True))
+            io = open_dir_beneath(scratch.root, "io", create=True)
         except OSError as exc:
             raise self._tampered(f"its request folder io/{self._seq}/in could not be made without following a "
                                  f"link ({exc.strerror or exc}): task code replaced a folder of its scratch folder "
                                  "with a link") from None
+        try:
+            # a new folder, made here: the sequence numbers are easy to guess, and a link or FIFO planted in a
+            # request folder ahead of time (io/7/in/0-a.npy -> ~/.bashrc) was followed by the evaluator's
+            # writes of the inputs, outside any sandbox
+            os.mkdir(str(self._seq), 0o700, dir_fd=io)
+            inner = os.open(str(self._seq), _NEW_DIR_FLAGS, dir_fd=io)
+            try:
+                os.mkdir("in", 0o700, dir_fd=inner)
+            finally:
+                os.close(inner)
+        except FileExistsError:
+            raise self._tampered(f"its next request folder io/{self._seq} existed before nkitui made it: task code "
+                                 "planted it (what it holds would be written through by the evaluator)") from None
+        except OSError as exc:
+            raise self._tampered(f"its request folder io/{self._seq}/in could not be made ({exc.strerror or exc}): "
+                                 "task code changed its scratch folder") from None
+        finally:
+            os.close(io)
         return rid, folder
 
     @property
@@ -233,6 +274,10 @@ class UntrustedChild:
                           "evaluator's event descriptor"})
         self._note_once("forgery", f"the {self.role} process sent a reply to no pending request: task code wrote on "
                                    "the evaluator's event descriptor; the run fails its sandbox check")
+        self._forged += 1
+        if self._forged > MAX_FORGED_REPLIES:  # each costs the evaluator a parse: a flood ends the child, not the run's time
+            self.handle.stop(f"it sent more than {MAX_FORGED_REPLIES} replies to no request on the evaluator's event "
+                             "descriptor (forged replies, a flood)")
 
     def _forward(self, ev: LogEvent) -> None:
         prefix = "" if self.role == "kernel" else f"[{self.role}] "

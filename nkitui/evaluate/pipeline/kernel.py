@@ -121,7 +121,11 @@ class KernelProcess:
             arr = to_kernel_layout(spec, np.asarray(inputs[spec.name]))
             # no digest: the kernel's process checking the evaluator's bytes would guard nothing (its task
             # code can change its own inputs anyway); what it sends back is hashed and checked
-            metas.append(save_array(folder / "in" / f"{i}-{spec.name}.npy", arr, digest=False))
+            try:  # a new file, never through a link or FIFO task code planted (see UntrustedChild.folder)
+                metas.append(save_array(folder / "in" / f"{i}-{spec.name}.npy", arr, digest=False, exclusive=True))
+            except OSError as exc:
+                raise self.child._tampered(f"the input file in/{i}-{spec.name}.npy of its request could not be made "
+                                           f"new ({exc.strerror or exc}): task code planted something there") from None
         return metas
 
     def run(self, inputs: dict[str, np.ndarray], *, precise: bool, trace: bool = False, what: str = "the kernel",

@@ -89,10 +89,17 @@ class ReferenceProcess:
         what = f"the reference failed on {self.asking}"
         items = []
         for k, inputs in enumerate(sets):
-            (folder / str(k) / "in").mkdir(parents=True, exist_ok=True)
-            # no digest (as for the kernel's inputs): what the reference sends back is hashed and checked
-            metas = {name: save_array(folder / str(k) / "in" / f"{i}-{name}.npy", np.asarray(value), digest=False)
-                     for i, (name, value) in enumerate(inputs.items())}
+            # no digest (as for the kernel's inputs): what the reference sends back is hashed and checked; new
+            # folders and files in the request's new folder, never through a link or FIFO (UntrustedChild.folder)
+            try:
+                (folder / str(k)).mkdir()
+                (folder / str(k) / "in").mkdir()
+                metas = {name: save_array(folder / str(k) / "in" / f"{i}-{name}.npy", np.asarray(value), digest=False,
+                                          exclusive=True)
+                         for i, (name, value) in enumerate(inputs.items())}
+            except OSError as exc:
+                raise self.child._tampered(f"the input files of its request could not be made new ({exc.strerror or exc}): "
+                                           "task code planted something there") from None
             items.append({"inputs": metas, "what": what})
         sent = time.perf_counter()
         try:

@@ -1055,10 +1055,14 @@ class EvaluationSession:
             self.result.notes.extend(outcome.notes)
             timing = outcome.timing or {}
             if timing.get("kind") == "measured":
+                # the kernel process's own report: any field may be missing or of another type
                 failures = timing.get("recheck_failure_count", 0)
-                self.checks.append(Check("timed-recheck", "every timed launch produced the verified outputs", failures == 0,
-                                         f"{timing.get('rechecked', 0)} timed launches re-checked, {failures} differed"
-                                         + (f": {timing['recheck_failures'][0]}" if failures else "")))
+                said = timing.get("recheck_failures")
+                first = str(said[0])[:300] if isinstance(said, list) and said else "(the report names none)"
+                self.checks.append(Check("timed-recheck", "every timed launch produced the verified outputs",
+                                         type(failures) is int and failures == 0,
+                                         f"{str(timing.get('rechecked', 0))[:20]} timed launches re-checked, "
+                                         f"{str(failures)[:20]} differed" + (f": {first}" if failures != 0 else "")))
             if not outcome.skipped:
                 med = timing.get("median_us")
                 ph.detail = f"{timing.get('kind', '')} {units.time_us(med)}" if isinstance(med, (int, float)) else "no timing"
