@@ -196,7 +196,7 @@ def _run_child(scratch, limits) -> tuple[dict | None, str]:
 
     from nkitui.executor import confine
 
-    from nkitui.cli.relay import OutputRelay
+    from nkitui.common.childoutput import OutputRelay
 
     package_parent = str(Path(__file__).resolve().parent.parent.parent)
     read_end, write_end = os.pipe()  # its prints reach the terminal through OutputRelay, never raw
