@@ -3,6 +3,7 @@ what `nkitui check` costs on the bundled tasks against the version before the tr
 
     .venv/bin/python benchmarks/executor.py [--events 200000] [--repeats 7] [--json]
     .venv/bin/python benchmarks/executor.py --check-tasks [--baseline 9e4cd76] [--repeats 2] [--tasks a,b]
+    .venv/bin/python benchmarks/executor.py --processes [--baseline 9e4cd76] [--repeats 2] [--tasks a,b]
 
 Every number is printed beside a baseline measured in the same run, as a ratio (machines differ;
 ratios travel):
@@ -26,6 +27,12 @@ ratios travel):
              time far less. Both trees are
              byte-compiled first (as an installed package is: workers never write bytecode, so an
              uncompiled tree makes every worker compile nkitui anew) and each runs once unmeasured
+  processes  where a check's CPU time goes, per process: the same checks, both trees alternated, each
+             check's process tree polled from /proc every 20 ms (utime + stime of the parent, the
+             evaluator, its untrusted children in the order they were started: reference, kernel,
+             then a spare kernel process if one starts; reapers and git together); the median per
+             role. Polling misses each process's last few milliseconds; the total is beside the
+             rusage of the whole tree
 """
 
 from __future__ import annotations
@@ -241,6 +248,138 @@ def check_tasks(baseline: str, repeats: int, only: list[str] | None) -> dict:
             "load_before": round(load_before, 2), "load_after": round(os.getloadavg()[0], 2)}
 
 
+def _poll_tree(cmd: list[str], cwd: Path, env: dict[str, str], interval: float = 0.02) -> tuple[float, int, dict[int, dict]]:
+    """Run `cmd`; until it exits, poll /proc for its descendants' CPU seconds. -> (wall seconds, its pid,
+    {pid: {"ppid", "cpu", "cmd", "first"}}), the last sample of each process."""
+    tick = os.sysconf("SC_CLK_TCK")
+    start = time.perf_counter()
+    proc = subprocess.Popen(cmd, cwd=cwd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    seen: dict[int, dict] = {}
+    while proc.poll() is None:
+        stats: dict[int, tuple[int, float, str]] = {}
+        for name in os.listdir("/proc"):
+            if not name.isdigit():
+                continue
+            try:
+                with open(f"/proc/{name}/stat") as f:
+                    text = f.read()
+                with open(f"/proc/{name}/cmdline", "rb") as f:
+                    line = f.read().replace(b"\0", b" ").decode(errors="replace")
+            except OSError:
+                continue
+            fields = text[text.rfind(")") + 2:].split()
+            stats[int(name)] = (int(fields[1]), (int(fields[11]) + int(fields[12])) / tick, line)
+        family = {proc.pid}
+        grown = True
+        while grown:
+            grown = False
+            for pid, (ppid, _cpu, _line) in stats.items():
+                if pid not in family and ppid in family:
+                    family.add(pid)
+                    grown = True
+        now = time.perf_counter() - start
+        for pid in family & stats.keys():
+            ppid, cpu, line = stats[pid]
+            entry = seen.setdefault(pid, {"ppid": ppid, "cpu": cpu, "cmd": line, "first": now})
+            entry["cpu"] = max(entry["cpu"], cpu)
+            entry["cmd"] = entry["cmd"] or line
+        time.sleep(interval)
+    return time.perf_counter() - start, proc.pid, seen
+
+
+def _roles(root: int, seen: dict[int, dict]) -> dict[str, float]:
+    """CPU seconds per role of one check's polled process tree (see the module docstring)."""
+    roles: dict[str, float] = {}
+    evaluator = next((pid for pid, e in seen.items() if e["ppid"] == root and "nkitui.executor.worker" in e["cmd"]), None)
+    children = sorted((e["first"], pid) for pid, e in seen.items()
+                      if evaluator is not None and e["ppid"] == evaluator and "nkitui.executor.worker" in e["cmd"])
+    names = {pid: name for (_first, pid), name in zip(children, ("reference", "kernel"))}
+    for pid, e in seen.items():
+        if pid == root:
+            role = "parent"
+        elif pid == evaluator:
+            role = "evaluator"
+        elif pid in names:
+            role = names[pid]
+        elif any(pid == p for _f, p in children):
+            role = "spare"
+        else:
+            role = "reapers, git"
+        roles[role] = roles.get(role, 0.0) + e["cpu"]
+    return roles
+
+
+ROLES = ("parent", "evaluator", "reference", "kernel", "spare", "reapers, git")
+
+
+def process_split(baseline: str, repeats: int, only: list[str] | None) -> dict:
+    """Per-process CPU of `nkitui check` on the bundled tasks, this checkout and `baseline` alternated."""
+    samples = ROOT / "sample_tasks"
+    tasks = sorted(p for p in samples.iterdir() if (p / "task.toml").is_file() and (not only or p.name in only))
+    work = Path(tempfile.mkdtemp(prefix="nkitui-bench-procs-"))
+    base_tree = work / "baseline"
+    made = subprocess.run(["git", "-C", str(ROOT), "worktree", "add", "--detach", str(base_tree), baseline],
+                          capture_output=True, text=True)
+    if made.returncode != 0:
+        return {"error": f"could not make a worktree of {baseline}: {made.stderr.strip()}"}
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    for var in ("XDG_DATA_HOME", "XDG_STATE_HOME", "XDG_CACHE_HOME", "XDG_CONFIG_HOME"):
+        env[var] = str(work / var.lower())
+    rows = []
+    load_before = os.getloadavg()[0]
+    try:
+        for tree in (base_tree, ROOT):
+            subprocess.run([sys.executable, "-m", "compileall", "-q", str(tree / "nkitui")], capture_output=True)
+        for task in tasks:
+            got: dict[str, list[dict[str, float]]] = {"baseline": [], "this": []}
+            walls: dict[str, list[float]] = {"baseline": [], "this": []}
+            for r in range(repeats):
+                order = [("baseline", base_tree), ("this", ROOT)]
+                if r % 2:
+                    order.reverse()
+                for name, tree in order:
+                    folder = samples / task.name if tree is ROOT else tree / "sample_tasks" / task.name
+                    cmd = [sys.executable, "-P", "-m", "nkitui", "check", str(folder), "--no-store", "--quiet", "--json"]
+                    wall, root, seen = _poll_tree(cmd, tree, {**env, "PYTHONPATH": str(tree)})
+                    got[name].append(_roles(root, seen))
+                    walls[name].append(wall)
+            row: dict = {"task": task.name}
+            for name in ("baseline", "this"):
+                row[name] = {role: _median([g.get(role, 0.0) for g in got[name]]) for role in ROLES}
+                row[name]["wall"] = _median(walls[name])
+            rows.append(row)
+    finally:
+        subprocess.run(["git", "-C", str(ROOT), "worktree", "remove", "--force", str(base_tree)], capture_output=True)
+        shutil.rmtree(work, ignore_errors=True)
+    return {"baseline_commit": baseline, "repeats": repeats, "tasks": rows,
+            "load_before": round(load_before, 2), "load_after": round(os.getloadavg()[0], 2)}
+
+
+def print_processes(result: dict) -> None:
+    if "error" in result:
+        print(f"processes  {result['error']}")
+        return
+    print(f"processes  CPU seconds per process of nkitui check (median of {result['repeats']}, polled from /proc; "
+          f"baseline {result['baseline_commit']} ran everything in one worker)")
+    print(f"           {'task':<24} {'tree':<9} " + " ".join(f"{r[:10]:>10}" for r in ROLES) + f" {'total':>7} {'wall':>7}")
+    sums: dict[str, dict[str, float]] = {"baseline": {}, "this": {}}
+    for row in result["tasks"]:
+        for name in ("baseline", "this"):
+            cells = row[name]
+            total = sum(cells[r] for r in ROLES)
+            for r in (*ROLES, "wall"):
+                sums[name][r] = sums[name].get(r, 0.0) + cells[r]
+            print(f"           {row['task'] if name == 'baseline' else '':<24} {name:<9} "
+                  + " ".join(f"{cells[r]:10.2f}" for r in ROLES) + f" {total:7.2f} {cells['wall']:7.2f}")
+    for name in ("baseline", "this"):
+        cells = sums[name]
+        print(f"           {'total' if name == 'baseline' else '':<24} {name:<9} "
+              + " ".join(f"{cells.get(r, 0.0):10.2f}" for r in ROLES)
+              + f" {sum(cells.get(r, 0.0) for r in ROLES):7.2f} {cells.get('wall', 0.0):7.2f}")
+    print(f"           load average {result['load_before']:.1f} before, {result['load_after']:.1f} after "
+          f"({os.cpu_count()} CPUs)")
+
+
 def _same_verdict(a: dict | None, b: dict | None) -> bool:
     if not a or not b:
         return False
@@ -278,9 +417,18 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--json", action="store_true")
     ap.add_argument("--check-tasks", action="store_true",
                     help="time `nkitui check` on the bundled tasks against the baseline commit (and compare verdicts)")
+    ap.add_argument("--processes", action="store_true",
+                    help="the CPU time of nkitui check per process (parent, evaluator, children) against the baseline")
     ap.add_argument("--baseline", default=BASELINE_COMMIT, help=f"the baseline commit (default {BASELINE_COMMIT})")
     ap.add_argument("--tasks", help="comma-separated bundled task names (default: all)")
     args = ap.parse_args(argv)
+    if args.processes:
+        split = process_split(args.baseline, args.repeats, args.tasks.split(",") if args.tasks else None)
+        if args.json:
+            print(json.dumps(split, indent=2))
+        else:
+            print_processes(split)
+        return 0 if "error" not in split else 1
     if args.check_tasks:
         result = check_tasks(args.baseline, args.repeats, args.tasks.split(",") if args.tasks else None)
         if args.json:

@@ -47,9 +47,12 @@ _on = False
 _mprotect: Any = None
 _threads = 0  # Python threads alive when protection was enabled (the write path refuses more)
 
+# A mapping's region: (address, length, then the same two as the ctypes objects mprotect is called with,
+# made once per mapping: see enable()). A new mapping at a reused address gets a region of its own.
+Region = tuple[int, int, Any, Any]
 # owner array (np.frombuffer over one mmap; every array nkitui hands out is a view of one) id ->
-# (weak reference, or None for the pool's owners, which live as long as the process; (address, length))
-_owners: dict[int, tuple[weakref.ref[np.ndarray] | None, tuple[int, int]]] = {}
+# (weak reference, or None for the pool's owners, which live as long as the process; its region)
+_owners: dict[int, tuple[weakref.ref[np.ndarray] | None, Region]] = {}
 # pages -> the pool's mappings of that size: (owner, address). One is free again when its arrays all
 # died, i.e. only the pool refers to its owner; its pages stay PROT_READ throughout (no stale pointer
 # can prepare the bytes of the next tile). Fresh tiles come from here without a system call.
@@ -84,9 +87,9 @@ def enable() -> None:
     # the emulator's own threads (the cores of kernel[2] write shared HBM)
     libc = ctypes.PyDLL(None, use_errno=True)
     fn = libc.mprotect
-    # no argtypes: each mapping's address and length are passed as ctypes objects made once (_args),
-    # which ctypes hands over as they are; converting three arguments through argtypes on every call
-    # cost about as much as the system call (two calls per instruction's write)
+    # no argtypes: each mapping's address and length are passed as ctypes objects made once (its
+    # Region), which ctypes hands over as they are; converting three arguments through argtypes on
+    # every call cost about as much as the system call (two calls per instruction's write)
     fn.restype = ctypes.c_int
     _mprotect = fn
     _threads = _thread._count()
@@ -109,39 +112,28 @@ def foreign_functions() -> frozenset[int]:
     return frozenset({ctypes.cast(_mprotect, ctypes.c_void_p).value or 0})
 
 
-# address -> (c_void_p, c_size_t) of the mapping there, made once per mapping (see enable())
-_args: dict[int, tuple[Any, Any]] = {}
+def _failed() -> None:
+    import ctypes
+    import os
+
+    err = ctypes.get_errno()
+    raise DeviceMemoryError(f"mprotect of the emulated device memory failed: {os.strerror(err)}")
 
 
-def _c_args(addr: int, length: int) -> tuple[Any, Any]:
+def _new_mapping(pages: int) -> tuple[np.ndarray, Region]:
     import ctypes
 
-    made = (ctypes.c_void_p(addr), ctypes.c_size_t(length))
-    _args[addr] = made
-    return made
-
-
-def _set(addr: int, length: int, prot: int) -> None:
-    args = _args.get(addr)
-    if args is None or args[1].value != length:
-        args = _c_args(addr, length)
-    if _mprotect(args[0], args[1], prot) != 0:
-        import ctypes
-        import os
-
-        err = ctypes.get_errno()
-        raise DeviceMemoryError(f"mprotect of the emulated device memory failed: {os.strerror(err)}")
-
-
-def _new_mapping(pages: int) -> tuple[np.ndarray, int]:
     try:
         mm = mmap.mmap(-1, pages * PAGE)  # MAP_SHARED | MAP_ANONYMOUS, zero-filled
     except OSError as e:  # ENOMEM under the address-space limit
         raise MemoryError(str(e)) from None
     owner = np.frombuffer(mm, dtype=np.uint8)
-    addr = owner.__array_interface__["data"][0]
-    _set(addr, pages * PAGE, _PROT_READ)
-    return owner, addr
+    addr: int = owner.__array_interface__["data"][0]
+    size = pages * PAGE
+    region: Region = (addr, size, ctypes.c_void_p(addr), ctypes.c_size_t(size))
+    if _mprotect(region[2], region[3], _PROT_READ) != 0:
+        _failed()
+    return owner, region
 
 
 def _pooled(pages: int) -> np.ndarray | None:
@@ -151,19 +143,23 @@ def _pooled(pages: int) -> np.ndarray | None:
     q = _pool.get(pages)
     if q is None:
         q = _pool[pages] = deque()
-    for _ in range(min(len(q), 4)):  # the oldest first: tiles die in about the order they were made
+    n = len(q)
+    for _ in range(4 if n > 4 else n):  # the oldest first: tiles die in about the order they were made
         owner = q[0][0]
         q.rotate(-1)  # in use again (or still): to the back
-        if sys.getrefcount(owner) <= _FREE_REFS:
+        if _refcount(owner) <= _FREE_REFS:
             return owner
     size = pages * PAGE
     if pages > _POOL_MAX_PAGES or _pool_bytes + size > _POOL_BYTES:
         return None
-    owner, addr = _new_mapping(pages)
-    q.append((owner, addr))
+    owner, region = _new_mapping(pages)
+    q.append((owner, region[0]))
     _pool_bytes += size
-    _owners[key_of(owner)] = (None, (addr, size))  # pooled owners live as long as the process
+    _owners[key_of(owner)] = (None, region)  # pooled owners live as long as the process
     return owner
+
+
+_refcount = sys.getrefcount
 
 
 def empty(shape: tuple[int, ...], dtype: Any) -> np.ndarray:
@@ -178,21 +174,20 @@ def empty(shape: tuple[int, ...], dtype: Any) -> np.ndarray:
     pages = -(-nbytes // PAGE)
     owner = _pooled(pages)
     if owner is None:  # large, or the pool is full: a mapping of its own, unmapped when its arrays die
-        owner, addr = _new_mapping(pages)
+        owner, region = _new_mapping(pages)
         key = key_of(owner)
-        ref = weakref.ref(owner, _forget(key, addr))
-        _owners[key] = (ref, (addr, pages * PAGE))
+        ref = weakref.ref(owner, _forget(key))
+        _owners[key] = (ref, region)
     # one array over the owner's first bytes (its base is the owner, as region() needs): a third of the
     # cost of slice + view + reshape, once per tile
     out: np.ndarray = np.ndarray(shape, dtype, owner)
     return out
 
 
-def _forget(key: int, addr: int) -> Callable[[weakref.ref[np.ndarray]], None]:
-    """The callback that drops an owner's entry (and its mapping's call arguments) when the owner dies."""
+def _forget(key: int) -> Callable[[weakref.ref[np.ndarray]], None]:
+    """The callback that drops an owner's entry (with its region) when the owner dies."""
     def drop(_r: weakref.ref[np.ndarray]) -> None:
         _owners.pop(key, None)
-        _args.pop(addr, None)
     return drop
 
 
@@ -205,8 +200,9 @@ def copy_of(values: np.ndarray, dtype: Any = None) -> np.ndarray:
     return out
 
 
-def region(arr: np.ndarray) -> tuple[int, int] | None:
-    """(address, length) of the protected mapping holding `arr`, None if it is not device memory."""
+def region(arr: np.ndarray) -> Region | None:
+    """The region (address, length, ...) of the protected mapping holding `arr`, None if it is not
+    device memory."""
     base = arr.base
     ent = _owners.get(key_of(arr) if base is None else key_of(base))
     return None if ent is None else ent[1]
@@ -252,31 +248,35 @@ def _foreign_threads() -> bool:
     return n > _threads + len(emulated)
 
 
-def unprotect(r: tuple[int, int] | None) -> None:
+# unprotect and protect run twice per instruction write: the thread check's common case and the
+# system call are inlined (no further Python call on the way to mprotect)
+_count_threads = _thread._count
+
+
+def unprotect(r: Region | None) -> None:
     """Open a mapping for an instruction's write (refused while a thread of task code is alive)."""
     if r is None:
         return
-    if _foreign_threads():
+    if _count_threads() > _threads and _foreign_threads():
         raise DeviceMemoryError("a thread started by the kernel's code is running: the emulated device memory is "
                                 "not opened for writes while one is (it could write behind the instruction); a "
                                 "kernel needs no threads")
     addr = r[0]
     n = _opened.get(addr, 0)
-    if n == 0:
-        _set(addr, r[1], _PROT_RW)
+    if n == 0 and _mprotect(r[2], r[3], _PROT_RW) != 0:
+        _failed()
     _opened[addr] = n + 1
 
 
-def protect(r: tuple[int, int] | None) -> None:
+def protect(r: Region | None) -> None:
     if r is None:
         return
     addr = r[0]
-    n = _opened.get(addr, 1) - 1
-    if n <= 0:
-        _opened.pop(addr, None)
-        _set(addr, r[1], _PROT_READ)
-    else:
+    n = _opened.pop(addr, 1) - 1
+    if n > 0:  # another write to this mapping is still in progress (the emulator's core threads)
         _opened[addr] = n
+    elif _mprotect(r[2], r[3], _PROT_READ) != 0:
+        _failed()
 
 
 class writing:

@@ -1,4 +1,4 @@
-"""The device memory's protection calls mprotect with arguments made once per mapping (devmem._args):
+"""The device memory's protection calls mprotect with arguments made once per mapping (its region):
 writes through the write path land, any other write faults, also on a mapping at a reused address."""
 
 from __future__ import annotations
