@@ -66,8 +66,8 @@ def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
     while the memory gives each at least GIB_PER_WORKER. A worker spends much of its wall time waiting,
     not computing: on a confined child's timeout or grace period, a Ray cluster's start, git, a
     subprocess pytest, Pilot's pauses (docs/testing.md, "Scheduling under pytest-xdist"). A second
-    worker per CPU runs tests in those gaps: tests/security on 2 cores took 0.72-0.76x the wall time
-    with 4 workers as with 2, for the same CPU. PYTEST_XDIST_AUTO_NUM_WORKERS still decides when set,
+    worker per CPU runs tests in those gaps: tests/security on 2 cores took 0.74-0.86x the wall time
+    with 4 workers as with 2, for the same CPU (docs/testing.md, Round 7). PYTEST_XDIST_AUTO_NUM_WORKERS still decides when set,
     as pytest-xdist documents."""
     from_env = os.environ.get("PYTEST_XDIST_AUTO_NUM_WORKERS", "").strip()
     if from_env.isdigit() and int(from_env) > 0:
