@@ -61,7 +61,7 @@ ON_CHIP = ("sbuf", "psum")
 class Storage:
     """One allocation: the numpy array holding its cells plus bookkeeping."""
 
-    __slots__ = ("id", "name", "memory", "kind", "shape", "dtype", "_data", "partition_dim", "bytes_per_partition",
+    __slots__ = ("id", "name", "memory", "kind", "shape", "dtype", "data", "partition_dim", "bytes_per_partition",
                  "blocks", "pp_strides", "flat_strides", "version", "_f32_copy", "_f32_version", "_misses",
                  "_alloc", "loop_depth", "lossy", "mm_zone", "init", "span", "__weakref__")
 
@@ -73,7 +73,7 @@ class Storage:
         self.kind = kind  # hbm: "input" | "shared" | "private"; on-chip: ""
         self.shape = shape
         self.dtype = dtype
-        self._data = data
+        self.data = data  # type: ignore[assignment]  # None only in shape-only runs, which read no cells
         self.partition_dim = pax if memory in ON_CHIP else -1
         self.version = 0
         self._f32_copy: np.ndarray | None = None
@@ -98,22 +98,11 @@ class Storage:
             self.bytes_per_partition = math.prod(shape) * dtype.itemsize
             self.blocks = 1
 
-    @property
-    def data(self) -> np.ndarray:
-        """The cells (a numpy array; None in shape-only runs). In the kernel's process they must be
-        the emulated device's write-protected memory (devmem): cells replaced from the host are
-        refused wherever an instruction reads or writes them."""
-        d = self._data
-        if devmem._on and d is not None:  # devmem.owns, its common case inlined (this runs on every access)
-            b = d.base if type(d) is np.ndarray else devmem  # a look-alike never passes
-            if (_key(d) if b is None else _key(b)) not in devmem._owners and not devmem.owns(d):
-                raise devmem.ForeignMemoryError(f"the cells of {self!r} are not the emulated device's memory: they "
-                                                "were replaced from the host, behind the instructions")
-        return d  # type: ignore[return-value]  # None only in shape-only runs, which read no cells
-
-    @data.setter
-    def data(self, value: np.ndarray | None) -> None:
-        self._data = value
+    # The cells (a numpy array; None in shape-only runs): a plain attribute, read three times per
+    # instruction. In the kernel's process (device memory protection on) `guard_cells` makes it a
+    # checked property: there the cells must be the emulated device's write-protected memory (devmem),
+    # and cells replaced from the host are refused wherever an instruction reads or writes them.
+    data: np.ndarray
 
     def strides(self) -> tuple[tuple[int, ...], tuple[int, ...]]:
         """(per-partition element strides, flat row-major element strides)."""
@@ -165,6 +154,39 @@ class Storage:
 
     def __repr__(self) -> str:
         return f"<{self.memory} {self.name or '#%d' % self.id} {self.shape} {self.dtype.name}>"
+
+
+_cells_slot: Any = Storage.data  # the slot's own descriptor (C): the checked property reads and sets through it
+
+
+def _checked_cells(self: Storage) -> np.ndarray:
+    d = _cells_slot.__get__(self, Storage)
+    if devmem._on and d is not None:  # devmem.owns, its common case inlined (this runs on every access)
+        b = d.base if type(d) is np.ndarray else devmem  # a look-alike never passes
+        if (_key(d) if b is None else _key(b)) not in devmem._owners and not devmem.owns(d):
+            raise devmem.ForeignMemoryError(f"the cells of {self!r} are not the emulated device's memory: they "
+                                            "were replaced from the host, behind the instructions")
+    return d  # type: ignore[no-any-return]  # the slot holds the cells
+
+
+def _set_cells(self: Storage, value: np.ndarray | None) -> None:
+    _cells_slot.__set__(self, value)
+
+
+_CHECKED_CELLS = property(_checked_cells, _set_cells, doc="The cells, checked to be the device's memory (devmem).")
+
+
+def guard_cells() -> None:
+    """Make `Storage.data` check, on every read, that the cells are the emulated device's memory: called
+    when a launch starts in a process whose device memory is protected (`devmem.enabled()`: the kernel's
+    process), before any instruction can read a storage; elsewhere the cells are a plain attribute. The
+    check applies to every storage at once, whenever it was made (a class attribute)."""
+    if Storage.__dict__["data"] is not _CHECKED_CELLS:
+        setattr(Storage, "data", _CHECKED_CELLS)  # noqa: B010  (mypy: a slot replaced by a property)
+
+
+def cells_guarded() -> bool:
+    return Storage.__dict__["data"] is _CHECKED_CELLS
 
 
 def sbuf_share(bytes_per_partition: int, partitions: int) -> int:
@@ -299,7 +321,9 @@ class OnChipAllocator:
     # allocation -------------------------------------------------------------------------------
     def reserve_sbuf(self, st: Storage, position: int) -> None:
         """Track SBUF tile `st`, allocated before instruction `position`."""
-        size = sbuf_share(st.bytes_per_partition, st.shape[st.partition_dim])
+        size = st.bytes_per_partition
+        if st.shape[st.partition_dim] <= 64:  # (sbuf_share: the full bytes above 64 partitions, no call then)
+            size = sbuf_share(size, st.shape[st.partition_dim])
         self.sbuf_live += size
         if st.blocks > 1:  # block dimensions: one live range per block, from its first use
             # what Python holds bounds what is live, so only these allocations can overflow: keep
@@ -372,7 +396,8 @@ class OnChipAllocator:
     def release(self, st: Storage) -> None:
         sp = st.span
         if st.memory == "sbuf":
-            self.sbuf_live -= sbuf_share(st.bytes_per_partition, st.shape[st.partition_dim])
+            p = st.shape[st.partition_dim]
+            self.sbuf_live -= st.bytes_per_partition if p > 64 else sbuf_share(st.bytes_per_partition, p)
         elif sp is not None:
             self.psum_live_blocks -= sp[SP_BLOCKS]  # type: ignore[index]  # a PSUM tile's span is a list
         if sp.__class__ is list and sp[SP_LAST] < 0 and sp[SP_START] == self.position():
@@ -392,26 +417,18 @@ class OnChipAllocator:
     def _close_sbuf(self, spans: list[Span]) -> None:
         # the sweep over the positions in numpy: a kernel of 27k instructions has about as many tiles,
         # and the loop over them and the positions in Python took a fifth of its emulated launch
-        ranges = []
-        starts: list[int] = []
-        ends: list[int] = []
-        sizes: list[int] = []
-        for sp in spans:
-            first, end = _sbuf_range(sp)
-            if first < 0:
-                continue
-            ranges.append((first, end, sp))
-            starts.append(first)
-            ends.append(end + 1)
-            sizes.append(sp[SP_SIZE])
+        # each touched tile's range is _sbuf_range(sp), computed here for all tiles at once
+        used = [sp for sp in spans if sp[SP_FIRST] >= 0]
         usable = self.target.sbuf_usable_bytes_per_partition
         peak = 0
         over_at = -1
-        if ranges:
+        if used:
             n = self.position() + 3
-            size = np.asarray(sizes, dtype=np.int64)
-            delta = np.bincount(np.asarray(starts, dtype=np.int64), weights=size, minlength=n).astype(np.int64)
-            delta -= np.bincount(np.asarray(ends, dtype=np.int64), weights=size, minlength=n).astype(np.int64)
+            fields = np.array([(sp[SP_FIRST], sp[SP_LAST], sp[SP_SIZE]) for sp in used], dtype=np.int64)
+            first, size = fields[:, 0], fields[:, 2]
+            end = np.maximum(fields[:, 1], first)  # a tile only written is live at its first use
+            delta = np.bincount(first, weights=size, minlength=n).astype(np.int64)
+            delta -= np.bincount(end + 1, weights=size, minlength=n).astype(np.int64)
             live = np.cumsum(delta)
             peak = max(0, int(live.max()))
             over = np.flatnonzero(live > usable)  # the first position over the usable size is a new peak
@@ -431,6 +448,7 @@ class OnChipAllocator:
         if over_at < 0:
             return
         # the tile whose first use first took the live ranges over the usable size
+        ranges = [(*_sbuf_range(sp), sp) for sp in used]
         culprit = max((sp for start, _, sp in ranges if start == over_at), key=lambda sp: sp[SP_LOC] is not None)
         others = sum(sp[SP_SIZE] for start, end, sp in ranges if sp is not culprit and start <= over_at <= end)
         if self.mode == "strict":
@@ -578,7 +596,7 @@ def check_host_memory(nbytes: int, what: str, emulated: int = 0) -> None:
 def new_array(shape: tuple[int, ...], dtype: dt.DType, precise: bool, fill: bool) -> np.ndarray:
     sd = dt.storage_dtype(dtype, precise)
     try:
-        data = devmem.empty(shape, sd) if devmem.enabled() else np.empty(shape, dtype=sd)
+        data = devmem.empty(shape, sd) if devmem._on else np.empty(shape, dtype=sd)  # (devmem.enabled(), inlined)
     except MemoryError:  # Run.allocate checked the big ones first; this is what numpy itself refuses
         nbytes = math.prod(shape) * sd.itemsize
         raise HostMemoryError(f"emulating a tensor {tuple(shape)} {dtype.name} needs {_gib(nbytes)} of host memory, "

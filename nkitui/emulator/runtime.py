@@ -126,6 +126,8 @@ class Run:
 
     def __init__(self, options: Options, kernel_name: str, grid: tuple[int, ...],
                  trace: Trace | None) -> None:
+        if _memory.devmem._on:  # the kernel's process: storages' cells must be the device's memory (checked reads)
+            _memory.guard_cells()
         self.options = options
         self.target: Target = resolve_target(options.target)
         self.execute = options.execute
@@ -304,6 +306,11 @@ class Run:
         """Count the instruction and, inside emulator.trace(), append it to the trace."""
         n = self.instructions
         reads_psum = False
+        alloc = self.alloc
+        # what Python holds bounds what is live: only over the usable size can this instruction's tiles
+        # overflow, and only then does a first use keep its line (alloc.first_use) or the operands get
+        # summed (alloc.working_set); nothing allocates during record, so this holds throughout
+        over = alloc.sbuf_live > alloc.sbuf_loc_above
         sp: Any  # a span list, or a memory.BlockSpans: its lack of item assignment routes it to touch()
         for t in ins:  # extend the live ranges of the on-chip tiles it touches (memory.SP_LAST)
             sp = t.storage.span
@@ -315,8 +322,8 @@ class Run:
                     continue
                 if sp[9] < 0:  # SP_FIRST: an SBUF tile's live range starts here
                     sp[9] = n
-                    if sp[4] == "sbuf":
-                        self.alloc.first_use(sp)
+                    if over and sp[4] == "sbuf":
+                        alloc.first_use(sp)
                 if sp[4] == "psum":
                     reads_psum = True
         if reads_psum:
@@ -332,10 +339,10 @@ class Run:
                 sp[10] = n  # SP_WRITE
                 if sp[9] < 0:
                     sp[9] = n
-                    if sp[4] == "sbuf":
-                        self.alloc.first_use(sp)
-        if self.alloc.sbuf_live > self.alloc.sbuf_loc_above:  # rare: only then can one instruction's operands overflow
-            self.alloc.working_set(ins, outs)
+                    if over and sp[4] == "sbuf":
+                        alloc.first_use(sp)
+        if over:  # rare: only then can one instruction's operands overflow
+            alloc.working_set(ins, outs)
         self.instructions = n + 1
         try:
             self.engine_counts[engine] += 1
