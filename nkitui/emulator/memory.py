@@ -27,9 +27,11 @@ docs/emulator.md, "PSUM live ranges under reordering").
 
 from __future__ import annotations
 
+import array
 import heapq
 import itertools
 import math
+import operator
 import os
 import warnings
 from collections.abc import Callable, Sequence
@@ -239,6 +241,12 @@ def _sbuf_range(sp: Span) -> tuple[int, int]:
     return first, (sp[SP_LAST] if sp[SP_LAST] > first else first)
 
 
+def _int64s(spans: list[Span], field: int) -> np.ndarray:
+    """Field `field` of every span as an int64 array, taken out in C (itemgetter, array.array): a
+    launch has about as many spans as instructions."""
+    return np.frombuffer(array.array("q", map(operator.itemgetter(field), spans)), dtype=np.int64)
+
+
 def _psum_range(sp: Span) -> tuple[int, int]:
     """A PSUM tile's live range under the compiler's reordering: from its first use (the compiler
     allocates at the first write, not at `nl.ndarray`) to its last write or to where its last read can
@@ -287,7 +295,7 @@ class BlockSpans:
             if sp is None:
                 sp = blocks[flat] = [n, n, per_block, 1, "sbuf", self.loc, f"{st.name or 'tensor'}{list(idx)}",
                                      st.shape[pax:], st.dtype, n, n, -1]
-                self.alloc.spans.append(sp)
+                self.alloc.sbuf_spans.append(sp)
             elif sp[SP_LAST] < n:
                 sp[SP_LAST] = n
 
@@ -307,7 +315,9 @@ class OnChipAllocator:
         self.psum_live_blocks = 0  # blocks of PSUM tiles Python still refers to (likewise)
         self.sbuf_peak = 0  # peaks of the live ranges, set by close()
         self.psum_peak = 0
-        self.spans: list[Span] = []
+        # the live ranges of the SBUF and the PSUM tiles, apart (close() sweeps each without sorting them out)
+        self.sbuf_spans: list[Span] = []
+        self.psum_spans: list[Span] = []
         self._warned = False
         # the largest SBUF share the operands of one instruction hold together, and that instruction's line:
         # over the usable size no allocation exists (spilling cannot help); measured only while what
@@ -332,7 +342,7 @@ class OnChipAllocator:
             st.span = BlockSpans(self, st, kernel_location() if over else None)
         else:  # live from its first use: Run.record sets SP_FIRST and calls first_use
             sp = st.span = [position, -1, size, 1, "sbuf", None, st.name, st.shape, st.dtype, -1, -1, -1]
-            self.spans.append(sp)
+            self.sbuf_spans.append(sp)
         st._alloc = self
 
     def first_use(self, sp: Span) -> None:
@@ -375,7 +385,7 @@ class OnChipAllocator:
         blocks = max(st.blocks, 1)
         sp = st.span = [position, -1, st.bytes_per_partition, blocks, "psum", None, st.name, st.shape, st.dtype,
                         -1, -1, -1]
-        self.spans.append(sp)
+        self.psum_spans.append(sp)
         self.psum_live_blocks += blocks
         # a block fails to fit only when every bank holds a live block (or, for a multi-bank block, no
         # run of free banks is left); Python holds every live block, so keep the line only then
@@ -406,9 +416,9 @@ class OnChipAllocator:
     # the check --------------------------------------------------------------------------------
     def close(self) -> None:
         """The kernel has finished: the peaks of the live ranges, checked against the capacities."""
-        sbuf = [sp for sp in self.spans if sp[SP_SIZE] and sp[SP_MEMORY] == "sbuf"]
-        psum = [sp for sp in self.spans if sp[SP_SIZE] and sp[SP_MEMORY] == "psum"]
-        self.spans = []
+        sbuf, self.sbuf_spans = self.sbuf_spans, []
+        psum = [sp for sp in self.psum_spans if sp[SP_SIZE]]
+        self.psum_spans = []
         if sbuf:
             self._close_sbuf(sbuf)
         if psum:
@@ -416,17 +426,20 @@ class OnChipAllocator:
 
     def _close_sbuf(self, spans: list[Span]) -> None:
         # the sweep over the positions in numpy: a kernel of 27k instructions has about as many tiles,
-        # and the loop over them and the positions in Python took a fifth of its emulated launch
-        # each touched tile's range is _sbuf_range(sp), computed here for all tiles at once
-        used = [sp for sp in spans if sp[SP_FIRST] >= 0]
+        # and the loop over them and the positions in Python took a fifth of its emulated launch; the
+        # fields come out of the spans in C (itemgetter), no Python per tile. A tile counts when it has
+        # bytes (not dropped before use, not retargeted) and an instruction touched it; its range is
+        # _sbuf_range(sp), computed here for all tiles at once.
+        first = _int64s(spans, SP_FIRST)
+        size = _int64s(spans, SP_SIZE)
+        keep = (first >= 0) & (size != 0)
         usable = self.target.sbuf_usable_bytes_per_partition
         peak = 0
         over_at = -1
-        if used:
+        if keep.any():
             n = self.position() + 3
-            fields = np.array([(sp[SP_FIRST], sp[SP_LAST], sp[SP_SIZE]) for sp in used], dtype=np.int64)
-            first, size = fields[:, 0], fields[:, 2]
-            end = np.maximum(fields[:, 1], first)  # a tile only written is live at its first use
+            first, last, size = first[keep], _int64s(spans, SP_LAST)[keep], size[keep]
+            end = np.maximum(last, first)  # a tile only written is live at its first use
             delta = np.bincount(first, weights=size, minlength=n).astype(np.int64)
             delta -= np.bincount(end + 1, weights=size, minlength=n).astype(np.int64)
             live = np.cumsum(delta)
@@ -448,7 +461,7 @@ class OnChipAllocator:
         if over_at < 0:
             return
         # the tile whose first use first took the live ranges over the usable size
-        ranges = [(*_sbuf_range(sp), sp) for sp in used]
+        ranges = [(*_sbuf_range(spans[i]), spans[i]) for i in np.flatnonzero(keep)]
         culprit = max((sp for start, _, sp in ranges if start == over_at), key=lambda sp: sp[SP_LOC] is not None)
         others = sum(sp[SP_SIZE] for start, end, sp in ranges if sp is not culprit and start <= over_at <= end)
         if self.mode == "strict":

@@ -54,8 +54,13 @@ class OutsideKernelError(NKIEmulatorError):
     rule = "outside-kernel"
 
 
+# the context variable's bound `get`, looked up once: `_current_run.get()` looks the method up on every
+# call (twice per instruction, not specialised by the interpreter)
+_get_current_run = _current_run.get
+
+
 def current() -> "Run":
-    run = _current_run.get()
+    run = _get_current_run()
     if run is None:
         raise OutsideKernelError("NKI device API called outside of a running kernel: call it inside an "
                                  "@nki.jit kernel (after nkitui.emulator.install())")
@@ -63,7 +68,7 @@ def current() -> "Run":
 
 
 def current_or_none() -> "Run | None":
-    return _current_run.get()
+    return _get_current_run()
 
 
 def set_current(run: "Run | None") -> "Run | None":
