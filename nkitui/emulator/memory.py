@@ -157,7 +157,7 @@ class Storage:
         return f"<{self.memory} {self.name or '#%d' % self.id} {self.shape} {self.dtype.name}>"
 
 
-_cells_slot: Any = Storage.data  # the slot's own descriptor (C): the checked property reads and sets through it
+_cells_slot: Any = Storage.__dict__["data"]  # the slot's own descriptor (C): the checked property reads and sets through it
 
 
 def _checked_cells(self: Storage) -> np.ndarray:

@@ -484,7 +484,7 @@ def instrument(modules: dict[str, Any], names: dict[str, list[str]], package: di
     for modname, fnames in names.items():
         mod = modules[modname]
         for f in fnames:
-            fn = getattr(mod, f)
+            fn: Callable[..., Any] = getattr(mod, f)
             key = f"{modname}.{f}"
             REGISTRY[key] = fn
             wrapped = instruction(key, fn)

@@ -18,6 +18,7 @@ from typing import Any, SupportsInt, cast
 
 import numpy as np
 
+from nkitui.emulator import devmem as _devmem
 from nkitui.emulator import dtypes as dt
 from nkitui.emulator import replaylog as _replaylog
 from nkitui.emulator import state
@@ -131,7 +132,7 @@ class Run:
 
     def __init__(self, options: Options, kernel_name: str, grid: tuple[int, ...],
                  trace: Trace | None) -> None:
-        if _memory.devmem._on:  # the kernel's process: storages' cells must be the device's memory (checked reads)
+        if _devmem._on:  # the kernel's process: storages' cells must be the device's memory (checked reads)
             _memory.guard_cells()
         self.options = options
         self.target: Target = resolve_target(options.target)
@@ -472,8 +473,6 @@ class Run:
             sp[SP_FIRST] = n
             if sp[SP_MEMORY] == "sbuf":
                 self.alloc.first_use(sp)
-        if sp[SP_FIRST] < 0:
-            sp[SP_FIRST] = n
 
     def warn_once(self, key: Hashable, msg: str) -> None:
         if key in self._warned_at:
@@ -497,9 +496,12 @@ def _position_of(run: Run) -> Callable[[], int]:
 def _dma_run_bytes(ins: Sequence[Tensor], outs: Sequence[Tensor]) -> int:
     """Contiguous bytes per DMA descriptor: the shortest contiguous run on the HBM side (or of the
     source when both sides are on-chip), which drives DMA efficiency in the cost model."""
-    runs = [_run_elems(t) * t.storage.dtype.itemsize for t in (*ins, *outs) if t.storage.partition_dim < 0]
+    # (_run_elems of a range view is contiguous_elems: called directly, a call fewer per DMA operand)
+    runs = [(t.contiguous_elems() if t.gather_indices is None else _run_elems(t)) * t.storage.dtype.itemsize
+            for t in (*ins, *outs) if t.storage.partition_dim < 0]
     if not runs:
-        runs = [_run_elems(t) * t.storage.dtype.itemsize for t in ins[:1] or outs[:1]]
+        runs = [(t.contiguous_elems() if t.gather_indices is None else _run_elems(t)) * t.storage.dtype.itemsize
+                for t in ins[:1] or outs[:1]]
     return min(runs) if runs else 0
 
 
