@@ -188,26 +188,15 @@ class nc_version(enum.IntEnum):
 _ENGINE_NAMES = {int(e): (None if e is engine.unknown else e.name) for e in engine}
 
 
-# by identity (object.__hash__: the address, no Python __hash__ call): the engine enum's members, None and the
-# small ints the legacy front end passes (`engine=0` on every legacy ISA call). An identity hit is the object
-# itself, as these live as long as the process; anything else takes the general path.
-_key = object.__hash__
-_OTHER = object()
-_FAST_ENGINE: dict[int, str | None] = {
-    **{_key(i): n for i, n in _ENGINE_NAMES.items()}, **{_key(e): _ENGINE_NAMES[int(e)] for e in engine},
-    _key(None): None}
-
-
 def engine_name(e: object) -> str | None:
     """An engine constant (an enum member of either namespace, an int, or a name) -> engine name;
     None = let the emulator choose (engine.unknown)."""
-    name = _FAST_ENGINE.get(_key(e), _OTHER)  # (an enum member's .name is two Python calls)
-    if name is not _OTHER:
-        return name  # type: ignore[return-value]  # the dict's values are names or None
     if e is None:
         return None
     if type(e) is int:  # the legacy default `engine=0`: on the path of every legacy ISA call
         return _ENGINE_NAMES.get(e)
+    if type(e) is engine:  # every nki ISA call: the member's value (its .name is two Python calls, its hash one)
+        return _ENGINE_NAMES.get(e._value_)
     if isinstance(e, str):
         return None if e in ("", "unknown") else e
     name = getattr(e, "name", None)
