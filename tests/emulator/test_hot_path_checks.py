@@ -167,3 +167,17 @@ def test_cells_replaced_from_the_host_are_refused_when_device_memory_is_protecte
                           cwd=str(tmp_path))
     assert done.returncode == 0, done.stderr
     assert "refused:" in done.stdout and "replaced from the host" in done.stdout, done.stdout + done.stderr
+
+
+def test_a_legacy_tile_starts_with_every_field_a_tensor_starts_with():
+    from nkitui.emulator import dtypes
+    from nkitui.emulator.legacy.tile import LegacyTensor
+    from nkitui.emulator.tensor import Tensor
+
+    st = memory.Storage("t", "sbuf", (128, 4), dtypes.dtype_of("float32"), np.zeros((128, 4), np.float32))
+    dims = ((0, 1, 128, 0), (0, 1, 4, 1))
+    plain, legacy = Tensor(st, dims, (128, 4)), LegacyTensor(st, dims, (128, 4))
+    for name in Tensor.__slots__:
+        if name != "__weakref__":
+            assert getattr(legacy, name) is getattr(plain, name) or getattr(legacy, name) == getattr(plain, name), name
+    assert (legacy._matmul_instruction, legacy._grid_axes, legacy._written) == (None, None, None)
