@@ -149,7 +149,14 @@ class Storage:
         if alloc is not None:
             self._alloc = None
             try:
-                alloc.release(self)
+                sp = self.span
+                if self.memory == "sbuf" and sp.__class__ is list and sp[SP_LAST] >= 0:
+                    # the common case (a used SBUF tile: every legacy result), OnChipAllocator.release inlined
+                    p = self.shape[self.partition_dim]
+                    size = self.bytes_per_partition
+                    alloc.sbuf_live -= size if p > 64 else sbuf_share(size, p)
+                else:
+                    alloc.release(self)
             except Exception:  # interpreter shutdown: nothing left to account
                 pass
 
