@@ -248,10 +248,10 @@ def _sbuf_range(sp: Span) -> tuple[int, int]:
 
 
 def _int64s(spans: list[Span], field: int) -> np.ndarray:
-    """Field `field` of every span as an int64 array, taken out in C (a list of the ints, then one
-    conversion: measured faster than np.fromiter or array.array, which convert item by item): a
-    launch has about as many spans as instructions."""
-    return np.array(list(map(operator.itemgetter(field), spans)), dtype=np.int64)
+    """Field `field` of every span as an int64 array, taken out in C (np.fromiter over itemgetter: measured
+    faster than a list converted with np.array, and than array.array, which parses each item): a launch
+    has about as many spans as instructions."""
+    return np.fromiter(map(operator.itemgetter(field), spans), dtype=np.int64, count=len(spans))
 
 
 def _psum_range(sp: Span) -> tuple[int, int]:
