@@ -12,13 +12,15 @@ run; low-precision outputs are saved as float32 and their dtype is shown in the 
 The kernel is untrusted code: it runs in a confined child (its own session, Landlock, seccomp, no
 network, limits), on a copy of its folder, and sees neither IN.npz nor OUT.npz — nkitui reads the
 inputs (refusing pickles, object arrays, zip bombs and forged headers), hands the child plain .npy
-arrays, and writes OUT.npz from the plain .npy arrays the child leaves. Its prints go to stderr.
+arrays, and writes OUT.npz from the plain .npy arrays the child leaves. Its prints go to stderr as
+data: terminal controls shown as pictures, secret shapes redacted, the first MiB shown.
 """
 
 from __future__ import annotations
 
 import json
 import sys
+from dataclasses import dataclass, field
 
 from nkitui.cli.textout import ParagraphHelpFormatter
 from nkitui.common.names import TARGET_NAMES
@@ -62,11 +64,47 @@ class UsageError(Exception):
 
 
 def _run(args) -> int:
+    from nkitui.common.redact import redact_text
+
     try:
         return _run_checked(args)
-    except UsageError as e:
-        print(f"nkitui emu run: error: {e}", file=sys.stderr)
+    except UsageError as e:  # may quote the child's words: shown as data
+        print(f"nkitui emu run: error: {redact_text(str(e))}", file=sys.stderr)
         return 2
+
+
+@dataclass(frozen=True)
+class OutputInfo:
+    shape: tuple[int, ...]
+    dtype: str
+    saved_as: str | None = None
+
+
+@dataclass(frozen=True)
+class Diagnostic:
+    message: str
+
+
+@dataclass(frozen=True)
+class ChildSummary:
+    """The summary the confined child returns, read as data: a malformed one is a failure, not a traceback."""
+
+    kernel: str
+    target: str
+    grid: tuple[int, ...]
+    instructions: int
+    wall_s: float
+    engines: dict[str, int] = field(default_factory=dict)
+    outputs: dict[str, OutputInfo] = field(default_factory=dict)
+    diagnostics: tuple[Diagnostic, ...] = ()
+
+
+def read_child_summary(data: dict) -> ChildSummary:
+    """`data["summary"]` checked field by field (CodecError names the field)."""
+    from nkitui.common.codec import decode
+
+    summary: ChildSummary = decode(ChildSummary, data.get("summary"), "summary")
+    return summary
 
 
 def _parse_spec(spec: str):
@@ -158,14 +196,20 @@ def _run_child(scratch, limits) -> tuple[dict | None, str]:
 
     from nkitui.executor import confine
 
+    from nkitui.common.childoutput import OutputRelay
+
     package_parent = str(Path(__file__).resolve().parent.parent.parent)
+    read_end, write_end = os.pipe()  # its prints reach the terminal through OutputRelay, never raw
     try:
         proc = confine.spawn([sys.executable, "-P", "-m", "nkitui.cli._emu_child", str(scratch.root / "job.json")],
                              confine.ConfinementPolicy(scratch=scratch.root), python_path=[package_parent],
-                             stdin=subprocess.DEVNULL, stdout=sys.stderr.fileno(), stderr=sys.stderr.fileno(),
-                             cwd=scratch.work)
+                             stdin=subprocess.DEVNULL, stdout=write_end, stderr=write_end, cwd=scratch.work)
     except OSError as exc:  # the interpreter could not be started, or the spawn did not end in time
+        os.close(read_end)
         return None, f"the kernel's confined process could not be started: {exc}"
+    finally:
+        os.close(write_end)
+    relay = OutputRelay(read_end, sys.stderr)
     try:
         proc.wait(timeout=limits.timeout_s)
         problem = ""
@@ -182,6 +226,7 @@ def _run_child(scratch, limits) -> tuple[dict | None, str]:
             pass
         proc.wait()
         confine.release(proc.pid)
+        relay.finish()
     if problem:
         return None, problem
     from nkitui.executor.exitstatus import describe_exit
@@ -241,7 +286,9 @@ def _run_checked(args) -> int:
     inputs = _load_inputs(args.inputs, args.max_input_mb)
     import numpy as np
 
+    from nkitui.common.codec import CodecError
     from nkitui.common.npzsafe import NpzError
+    from nkitui.common.redact import neutralize_controls as shown
     from nkitui.executor import confine
 
     confine.harden_parent()
@@ -250,16 +297,20 @@ def _run_checked(args) -> int:
         data, problem = _run_child(scratch, limits)
         if data is None:
             return _fail(args, problem, "RunError", "sandbox")
-        sandbox = confine.ConfinementReport.from_dict(data.get("confinement") or {}).summary()
+        sandbox = shown(confine.ConfinementReport.from_dict(data.get("confinement") or {}).summary())
         if "usage" in data:
             raise UsageError(str(data["usage"]))
         if "error" in data:
-            err = data["error"]
+            err = data["error"] if isinstance(data["error"], dict) else {"message": str(data["error"])}
             return _fail(args, str(err.get("message", "")), str(err.get("kind", "")), str(err.get("rule", "")))
         try:
             outputs = _collect(scratch, data, args.max_input_mb * 4)
         except NpzError as e:
             return _fail(args, f"the kernel's outputs could not be read: {e}", "OutputError", "output")
+        try:
+            checked = read_child_summary(data)
+        except CodecError as e:
+            return _fail(args, f"the kernel's process returned a malformed summary ({e})", "RunError", "sandbox")
         if getattr(args, "trace", None):
             save_trace(read_trace(scratch), args.trace)
     finally:
@@ -272,15 +323,16 @@ def _run_checked(args) -> int:
     if args.json:
         print(json.dumps(summary))
         return 0
+    # every string below came from the kernel's process: terminal controls are shown, not obeyed
     grid_text = " grid " + "x".join(map(str, grid)) if grid else ""
-    per = ", ".join(f"{e} {n}" for e, n in sorted(summary["engines"].items()))
-    print(f"{name} on {summary['target']}{grid_text}: {summary['instructions']} instructions ({per}) in "
-          f"{summary['wall_s'] * 1000:.1f} ms")
-    for key, d in summary["outputs"].items():
-        note = f" (saved as {d['saved_as']})" if "saved_as" in d else ""
-        print(f"  {key}: {tuple(d['shape'])} {d['dtype']}{note}")
-    for diag in summary["diagnostics"]:
-        print(f"  warning: {diag['message']}")
+    per = ", ".join(f"{shown(e)} {n}" for e, n in sorted(checked.engines.items()))
+    print(f"{name} on {shown(checked.target)}{grid_text}: {checked.instructions} instructions ({per}) in "
+          f"{checked.wall_s * 1000:.1f} ms")
+    for key, out in checked.outputs.items():
+        note = f" (saved as {shown(out.saved_as)})" if out.saved_as else ""
+        print(f"  {shown(key)}: {out.shape} {shown(out.dtype)}{note}")
+    for diag in checked.diagnostics:
+        print(f"  warning: {shown(diag.message)}")
     print(f"outputs written to {args.out}")
     if getattr(args, "trace", None):
         print(f"trace written to {args.trace} (estimate it with: nkitui perf estimate {args.trace})")
@@ -320,10 +372,13 @@ def trace_shape_only(file, name: str, grid, target: str, shapes: list, kwargs: d
         data, problem = _run_child(scratch, limits)
         if data is None:
             raise KernelFailed(problem)
+        from nkitui.common.redact import redact_text
+
         if "usage" in data:
-            raise UsageError(str(data["usage"]))
+            raise UsageError(redact_text(str(data["usage"])))
         if "error" in data:
-            raise KernelFailed(str(data["error"].get("message", "")))
+            err = data["error"]
+            raise KernelFailed(redact_text(str(err.get("message", "") if isinstance(err, dict) else err)))
         return read_trace(scratch)
     finally:
         scratch.remove()
@@ -359,6 +414,9 @@ def save_trace(trace, path: str) -> None:
 
 
 def _fail(args, message: str, kind: str, rule: str) -> int:
+    from nkitui.common.redact import redact_text
+
+    message = redact_text(message)  # the kernel's own words: shown as data, secret shapes replaced
     if args.json:
         print(json.dumps({"error": {"kind": kind, "rule": rule, "message": message}}))
     else:

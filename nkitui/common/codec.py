@@ -107,6 +107,8 @@ def _hints(cls: type) -> dict[str, Any]:
 
 
 def _describe(value: Any) -> str:
+    if isinstance(value, int) and value.bit_length() > 256:  # repr of a huge int is slow, or refused past 4300 digits
+        return f"int of {value.bit_length()} bits"
     text = repr(value)
     return f"{type(value).__name__} {text[:60]}{'...' if len(text) > 60 else ''}"
 
@@ -170,7 +172,10 @@ def decode(tp: Any, value: JSON, where: str = "", *, strict: bool = False) -> An
             if value.lower() not in NON_FINITE:
                 raise CodecError(f"{_at(where)}: expected a number, got {_describe(value)}")
             return NON_FINITE[value.lower()]
-        return float(value)
+        try:
+            return float(value)
+        except OverflowError:  # an integer of hundreds of digits: JSON allows it, a float cannot hold it
+            raise CodecError(f"{_at(where)}: {_describe(value)} is too large for a number") from None
     if tp is int:
         if isinstance(value, bool) or not isinstance(value, int):
             if isinstance(value, float) and value.is_integer():

@@ -9,6 +9,7 @@ values in 0-100 (the parser converts profiles that store fractions).
 from __future__ import annotations
 
 import itertools
+import math
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
@@ -152,33 +153,111 @@ class PerfRecord:
 
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> "PerfRecord":
+        """Read a record back, checked: it may come from a file or, on hardware, from the kernel's process,
+        so every number must be finite, times and counts non-negative and percentages within 0-100. Any
+        defect is a ValueError that names the field."""
+        from nkitui.common.codec import CodecError, decode
+
+        if not isinstance(d, dict):
+            raise ValueError(f"a PerfRecord is a JSON object, got {type(d).__name__}")
         if d.get("version") != 1:
             raise ValueError(f"unsupported PerfRecord version {d.get('version')!r} (expected 1)")
         for key in ("source", "target", "total_time", "summary", "engines"):
             if key not in d:
                 raise ValueError(f"PerfRecord JSON lacks the field {key!r}")
-        return cls(
-            source=d["source"],
-            target=d["target"],
-            kernel=d.get("kernel", ""),
-            total_time=float(d["total_time"]),
-            summary=dict(d["summary"]),
-            engines={k: EngineStats(**v) for k, v in d["engines"].items()},
-            timeline={k: [list(iv) for iv in v] for k, v in d.get("timeline", {}).items()},
-            hotspots=[HotLine(**h) for h in d.get("hotspots", [])],
-            roofline=RooflinePoint.from_json(d["roofline"]) if d.get("roofline") else None,
-            speed_of_light=SpeedOfLight.from_json(d["speed_of_light"]) if d.get("speed_of_light") else None,
-            notes=list(d.get("notes", [])),
-            tool=d.get("tool", ""),
-            extras=dict(d.get("extras", {})),
-            core_time=_opt_float(d.get("core_time")),
-            launch_overhead=_opt_float(d.get("launch_overhead")),
-            uncertainty=dict(d["uncertainty"]) if isinstance(d.get("uncertainty"), dict) else None,
-        )
+        try:
+            record = cls(
+                source=decode(Source, d["source"], "source"),
+                target=decode(str, d["target"], "target"),
+                kernel=decode(str, d.get("kernel", ""), "kernel"),
+                total_time=decode(float, d["total_time"], "total_time"),
+                summary=_summary(d["summary"]),
+                engines=decode(dict[str, EngineStats], d["engines"], "engines"),
+                timeline=decode(dict[str, list[tuple[float, float]]], d.get("timeline", {}), "timeline"),
+                hotspots=decode(list[HotLine], d.get("hotspots", []), "hotspots"),
+                roofline=decode(RooflinePoint | None, d.get("roofline") or None, "roofline"),
+                speed_of_light=decode(SpeedOfLight | None, d.get("speed_of_light") or None, "speed_of_light"),
+                notes=decode(list[str], d.get("notes", []), "notes"),
+                tool=decode(str, d.get("tool", ""), "tool"),
+                extras=decode(dict[str, Any], d.get("extras", {}), "extras"),
+                core_time=_opt_float(d.get("core_time"), "core_time"),
+                launch_overhead=_opt_float(d.get("launch_overhead"), "launch_overhead"),
+                uncertainty=dict(d["uncertainty"]) if isinstance(d.get("uncertainty"), dict) else None,
+            )
+        except CodecError as exc:
+            raise ValueError(f"PerfRecord field {exc}") from None
+        # the decoded timeline holds tuples; the record's own are [start, end] lists
+        record.timeline = {lane: [list(iv) for iv in ivs] for lane, ivs in record.timeline.items()}
+        _check_numbers(record)
+        return record
 
 
-def _opt_float(v: Any) -> float | None:
-    return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None
+def _summary(value: Any) -> dict[str, float | int]:
+    """The profiler-style summary as it was written (counts stay whole numbers)."""
+    if not isinstance(value, dict):
+        raise ValueError(f"PerfRecord field summary: expected a table of numbers, got {type(value).__name__}")
+    out: dict[str, float | int] = {}
+    for key, number in value.items():
+        if isinstance(number, bool) or not isinstance(number, (int, float)):
+            raise ValueError(f"PerfRecord field summary.{key}: expected a number, got {type(number).__name__}")
+        if isinstance(number, int) and number.bit_length() > 1023:
+            raise ValueError(f"PerfRecord field summary.{key}: a number of {number.bit_length()} bits is too large")
+        out[str(key)] = number
+    return out
+
+
+_PERCENT_SLACK = 101.0  # rounding in a profiler's export may show 100.4 %; beyond 101 the data is wrong
+
+
+def _check_numbers(record: PerfRecord) -> None:
+    """Refuse what no run can produce: NaN or infinite numbers, negative times or counts, percentages
+    beyond 0-100, timeline intervals that end before they start."""
+
+    def number(where: str, value: float | int | None, *, percent: bool = False) -> None:
+        if value is None:
+            return
+        if not math.isfinite(value):
+            raise ValueError(f"PerfRecord field {where}: {value} is not a finite number")
+        if value < 0:
+            raise ValueError(f"PerfRecord field {where}: {value} is negative (a time, count or percentage)")
+        if percent and value > _PERCENT_SLACK:
+            raise ValueError(f"PerfRecord field {where}: {value} is beyond 100 %")
+
+    number("total_time", record.total_time)
+    number("core_time", record.core_time)
+    number("launch_overhead", record.launch_overhead)
+    for key, value in record.summary.items():
+        if not math.isfinite(value):
+            raise ValueError(f"PerfRecord field summary.{key}: {value} is not a finite number")
+        if key.endswith("_percent") or key.endswith("_time") or key.endswith("_count") or key.endswith("_bytes"):
+            number(f"summary.{key}", value, percent=key.endswith("_percent"))
+    for lane, st in record.engines.items():
+        for name in ("active_time", "instruction_time", "instruction_count", "execution_time"):
+            number(f"engines.{lane}.{name}", getattr(st, name))
+        for name in ("active_time_percent", "execution_time_percent"):
+            number(f"engines.{lane}.{name}", getattr(st, name), percent=True)
+    for lane, intervals in record.timeline.items():
+        for i, (start, end) in enumerate(intervals):
+            number(f"timeline.{lane}[{i}][0]", start)
+            number(f"timeline.{lane}[{i}][1]", end)
+            if end < start:
+                raise ValueError(f"PerfRecord field timeline.{lane}[{i}]: it ends ({end}) before it starts ({start})")
+    for i, hot in enumerate(record.hotspots):
+        number(f"hotspots[{i}].time", hot.time)
+        number(f"hotspots[{i}].percent", hot.percent, percent=True)
+        number(f"hotspots[{i}].instructions", hot.instructions)
+        for lane, seconds in hot.by_engine.items():
+            number(f"hotspots[{i}].by_engine.{lane}", seconds)
+
+
+def _opt_float(v: Any, field_name: str) -> float | None:
+    if isinstance(v, float):
+        return v
+    if not isinstance(v, int) or isinstance(v, bool):
+        return None
+    if v.bit_length() > 1023:  # float() would raise OverflowError
+        raise ValueError(f"PerfRecord field {field_name}: a number of {v.bit_length()} bits is too large")
+    return float(v)
 
 
 def coarsen(intervals: list[list[float]], min_gap: float) -> list[list[float]]:

@@ -74,9 +74,13 @@ class ConfinementReport:
             value = d.get(key) or ()
             return tuple(str(v) for v in value) if isinstance(value, (list, tuple)) else ()
 
+        if not isinstance(d, Mapping):  # a child's account of itself: anything else is no account
+            d = {}
         ms = d.get("enter_ms")
-        return cls(strings("active"), strings("degraded"), strings("details"),
-                   float(ms) if isinstance(ms, (int, float)) else None)
+        enter_ms: float | None = None
+        if isinstance(ms, float) or (isinstance(ms, int) and not isinstance(ms, bool) and abs(ms) < 2**53):
+            enter_ms = float(ms)
+        return cls(strings("active"), strings("degraded"), strings("details"), enter_ms)
 
 
 # -- parent side --------------------------------------------------------------------------------
