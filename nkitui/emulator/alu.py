@@ -8,6 +8,8 @@ name, the front end's function object (`nl.exp`, registered by the front end), o
 
 from __future__ import annotations
 
+import types
+
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Callable
@@ -257,7 +259,18 @@ def op_name(obj: object) -> str | None:
 _FAST_BINARY: dict[int, BinaryOp] = {}
 
 
+# The same cache keyed by the object itself, for Python functions and numpy ufuncs only: their hash and
+# equality are identity, in C (no task-defined __hash__ or __eq__ runs), and the look-up needs no call of
+# object.__hash__ (a slot wrapper: an argument tuple per call). Every instruction resolves its operators.
+_IDENTITY_HASHED = frozenset({types.FunctionType, np.ufunc})
+_FAST_BY_OBJECT: dict[object, BinaryOp] = {}
+
+
 def resolve_binary(obj: object, what: str = "op") -> BinaryOp:
+    if type(obj) in _IDENTITY_HASHED:
+        op = _FAST_BY_OBJECT.get(obj)
+        if op is not None:
+            return op
     op = _FAST_BINARY.get(_key(obj)) if not isinstance(obj, str) else BINARY.get(obj)
     if op is not None:
         return op
@@ -265,6 +278,8 @@ def resolve_binary(obj: object, what: str = "op") -> BinaryOp:
     op = BINARY.get(name) if name else None
     if op is not None and not isinstance(obj, str) and (_key(obj) in _REGISTERED or obj in _NUMPY_NAMES):
         _FAST_BINARY[_key(obj)] = op  # long-lived op objects (nl functions, numpy ufuncs) only
+        if type(obj) in _IDENTITY_HASHED:
+            _FAST_BY_OBJECT[obj] = op
     if op is None:
         raise OpError(f"{what}={_show(obj)} is not an ALU operator: use e.g. nl.add, nl.multiply, "
                       "nl.maximum, nl.subtract, np.add")

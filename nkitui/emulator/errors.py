@@ -31,19 +31,21 @@ def kernel_frame() -> FrameType | None:
     frame: FrameType | None = sys._getframe(1)
     known = _EMULATOR_NAMES
     while frame is not None:
-        name = frame.f_globals.get("__name__")
-        if type(name) is str:
-            emulator = known.get(name)
-            if emulator is None:
-                emulator = _is_emulator(name)
-                if len(known) < 4096:
-                    known[name] = emulator
-        else:
-            emulator = _is_emulator(name)
+        try:  # subscripts, not .get(): no method call per frame in the common case (a known module)
+            emulator = known[frame.f_globals["__name__"]]
+        except (KeyError, TypeError):  # a module not seen yet, globals without __name__, an unhashable name
+            emulator = _classify(frame.f_globals.get("__name__"))
         if not emulator:
             break
         frame = frame.f_back
     return frame
+
+
+def _classify(name: object) -> bool:
+    emulator = _is_emulator(name)
+    if type(name) is str and len(_EMULATOR_NAMES) < 4096:
+        _EMULATOR_NAMES[name] = emulator
+    return emulator
 
 
 # module name -> is it the emulator's (kernel_frame runs once per traced instruction, walking ~5 frames)

@@ -195,6 +195,8 @@ def engine_name(e: object) -> str | None:
         return None
     if type(e) is int:  # the legacy default `engine=0`: on the path of every legacy ISA call
         return _ENGINE_NAMES.get(e)
+    if type(e) is engine:  # every nki ISA call: the member's value (its .name is two Python calls, its hash one)
+        return _ENGINE_NAMES.get(e._value_)
     if isinstance(e, str):
         return None if e in ("", "unknown") else e
     name = getattr(e, "name", None)

@@ -30,6 +30,7 @@ from __future__ import annotations
 import heapq
 import itertools
 import math
+import operator
 import os
 import warnings
 from collections.abc import Callable, Sequence
@@ -61,7 +62,7 @@ ON_CHIP = ("sbuf", "psum")
 class Storage:
     """One allocation: the numpy array holding its cells plus bookkeeping."""
 
-    __slots__ = ("id", "name", "memory", "kind", "shape", "dtype", "_data", "partition_dim", "bytes_per_partition",
+    __slots__ = ("id", "name", "memory", "kind", "shape", "dtype", "data", "partition_dim", "bytes_per_partition",
                  "blocks", "pp_strides", "flat_strides", "version", "_f32_copy", "_f32_version", "_misses",
                  "_alloc", "loop_depth", "lossy", "mm_zone", "init", "span", "__weakref__")
 
@@ -73,7 +74,7 @@ class Storage:
         self.kind = kind  # hbm: "input" | "shared" | "private"; on-chip: ""
         self.shape = shape
         self.dtype = dtype
-        self._data = data
+        self.data = data  # type: ignore[assignment]  # None only in shape-only runs, which read no cells
         self.partition_dim = pax if memory in ON_CHIP else -1
         self.version = 0
         self._f32_copy: np.ndarray | None = None
@@ -98,22 +99,11 @@ class Storage:
             self.bytes_per_partition = math.prod(shape) * dtype.itemsize
             self.blocks = 1
 
-    @property
-    def data(self) -> np.ndarray:
-        """The cells (a numpy array; None in shape-only runs). In the kernel's process they must be
-        the emulated device's write-protected memory (devmem): cells replaced from the host are
-        refused wherever an instruction reads or writes them."""
-        d = self._data
-        if devmem._on and d is not None:  # devmem.owns, its common case inlined (this runs on every access)
-            b = d.base if type(d) is np.ndarray else devmem  # a look-alike never passes
-            if (_key(d) if b is None else _key(b)) not in devmem._owners and not devmem.owns(d):
-                raise devmem.ForeignMemoryError(f"the cells of {self!r} are not the emulated device's memory: they "
-                                                "were replaced from the host, behind the instructions")
-        return d  # type: ignore[return-value]  # None only in shape-only runs, which read no cells
-
-    @data.setter
-    def data(self, value: np.ndarray | None) -> None:
-        self._data = value
+    # The cells (a numpy array; None in shape-only runs): a plain attribute, read three times per
+    # instruction. In the kernel's process (device memory protection on) `guard_cells` makes it a
+    # checked property: there the cells must be the emulated device's write-protected memory (devmem),
+    # and cells replaced from the host are refused wherever an instruction reads or writes them.
+    data: np.ndarray
 
     def strides(self) -> tuple[tuple[int, ...], tuple[int, ...]]:
         """(per-partition element strides, flat row-major element strides)."""
@@ -159,12 +149,52 @@ class Storage:
         if alloc is not None:
             self._alloc = None
             try:
-                alloc.release(self)
+                sp = self.span
+                if self.memory == "sbuf" and sp.__class__ is list and sp[SP_LAST] >= 0:
+                    # the common case (a used SBUF tile: every legacy result), OnChipAllocator.release inlined
+                    p = self.shape[self.partition_dim]
+                    size = self.bytes_per_partition
+                    alloc.sbuf_live -= size if p > 64 else sbuf_share(size, p)
+                else:
+                    alloc.release(self)
             except Exception:  # interpreter shutdown: nothing left to account
                 pass
 
     def __repr__(self) -> str:
         return f"<{self.memory} {self.name or '#%d' % self.id} {self.shape} {self.dtype.name}>"
+
+
+_cells_slot: Any = Storage.__dict__["data"]  # the slot's own descriptor (C): the checked property reads and sets through it
+
+
+def _checked_cells(self: Storage) -> np.ndarray:
+    d = _cells_slot.__get__(self, Storage)
+    if devmem._on and d is not None:  # devmem.owns, its common case inlined (this runs on every access)
+        b = d.base if type(d) is np.ndarray else devmem  # a look-alike never passes
+        if (_key(d) if b is None else _key(b)) not in devmem._owners and not devmem.owns(d):
+            raise devmem.ForeignMemoryError(f"the cells of {self!r} are not the emulated device's memory: they "
+                                            "were replaced from the host, behind the instructions")
+    return d  # type: ignore[no-any-return]  # the slot holds the cells
+
+
+def _set_cells(self: Storage, value: np.ndarray | None) -> None:
+    _cells_slot.__set__(self, value)
+
+
+_CHECKED_CELLS = property(_checked_cells, _set_cells, doc="The cells, checked to be the device's memory (devmem).")
+
+
+def guard_cells() -> None:
+    """Make `Storage.data` check, on every read, that the cells are the emulated device's memory: called
+    when a launch starts in a process whose device memory is protected (`devmem.enabled()`: the kernel's
+    process), before any instruction can read a storage; elsewhere the cells are a plain attribute. The
+    check applies to every storage at once, whenever it was made (a class attribute)."""
+    if Storage.__dict__["data"] is not _CHECKED_CELLS:
+        setattr(Storage, "data", _CHECKED_CELLS)  # noqa: B010  (mypy: a slot replaced by a property)
+
+
+def cells_guarded() -> bool:
+    return Storage.__dict__["data"] is _CHECKED_CELLS
 
 
 def sbuf_share(bytes_per_partition: int, partitions: int) -> int:
@@ -217,6 +247,13 @@ def _sbuf_range(sp: Span) -> tuple[int, int]:
     return first, (sp[SP_LAST] if sp[SP_LAST] > first else first)
 
 
+def _int64s(spans: list[Span], field: int) -> np.ndarray:
+    """Field `field` of every span as an int64 array, taken out in C (np.fromiter over itemgetter: measured
+    faster than a list converted with np.array, and than array.array, which parses each item): a launch
+    has about as many spans as instructions."""
+    return np.fromiter(map(operator.itemgetter(field), spans), dtype=np.int64, count=len(spans))
+
+
 def _psum_range(sp: Span) -> tuple[int, int]:
     """A PSUM tile's live range under the compiler's reordering: from its first use (the compiler
     allocates at the first write, not at `nl.ndarray`) to its last write or to where its last read can
@@ -265,7 +302,7 @@ class BlockSpans:
             if sp is None:
                 sp = blocks[flat] = [n, n, per_block, 1, "sbuf", self.loc, f"{st.name or 'tensor'}{list(idx)}",
                                      st.shape[pax:], st.dtype, n, n, -1]
-                self.alloc.spans.append(sp)
+                self.alloc.sbuf_spans.append(sp)
             elif sp[SP_LAST] < n:
                 sp[SP_LAST] = n
 
@@ -285,7 +322,9 @@ class OnChipAllocator:
         self.psum_live_blocks = 0  # blocks of PSUM tiles Python still refers to (likewise)
         self.sbuf_peak = 0  # peaks of the live ranges, set by close()
         self.psum_peak = 0
-        self.spans: list[Span] = []
+        # the live ranges of the SBUF and the PSUM tiles, apart (close() sweeps each without sorting them out)
+        self.sbuf_spans: list[Span] = []
+        self.psum_spans: list[Span] = []
         self._warned = False
         # the largest SBUF share the operands of one instruction hold together, and that instruction's line:
         # over the usable size no allocation exists (spilling cannot help); measured only while what
@@ -299,7 +338,9 @@ class OnChipAllocator:
     # allocation -------------------------------------------------------------------------------
     def reserve_sbuf(self, st: Storage, position: int) -> None:
         """Track SBUF tile `st`, allocated before instruction `position`."""
-        size = sbuf_share(st.bytes_per_partition, st.shape[st.partition_dim])
+        size = st.bytes_per_partition
+        if st.shape[st.partition_dim] <= 64:  # (sbuf_share: the full bytes above 64 partitions, no call then)
+            size = sbuf_share(size, st.shape[st.partition_dim])
         self.sbuf_live += size
         if st.blocks > 1:  # block dimensions: one live range per block, from its first use
             # what Python holds bounds what is live, so only these allocations can overflow: keep
@@ -308,7 +349,7 @@ class OnChipAllocator:
             st.span = BlockSpans(self, st, kernel_location() if over else None)
         else:  # live from its first use: Run.record sets SP_FIRST and calls first_use
             sp = st.span = [position, -1, size, 1, "sbuf", None, st.name, st.shape, st.dtype, -1, -1, -1]
-            self.spans.append(sp)
+            self.sbuf_spans.append(sp)
         st._alloc = self
 
     def first_use(self, sp: Span) -> None:
@@ -351,7 +392,7 @@ class OnChipAllocator:
         blocks = max(st.blocks, 1)
         sp = st.span = [position, -1, st.bytes_per_partition, blocks, "psum", None, st.name, st.shape, st.dtype,
                         -1, -1, -1]
-        self.spans.append(sp)
+        self.psum_spans.append(sp)
         self.psum_live_blocks += blocks
         # a block fails to fit only when every bank holds a live block (or, for a multi-bank block, no
         # run of free banks is left); Python holds every live block, so keep the line only then
@@ -372,7 +413,8 @@ class OnChipAllocator:
     def release(self, st: Storage) -> None:
         sp = st.span
         if st.memory == "sbuf":
-            self.sbuf_live -= sbuf_share(st.bytes_per_partition, st.shape[st.partition_dim])
+            p = st.shape[st.partition_dim]
+            self.sbuf_live -= st.bytes_per_partition if p > 64 else sbuf_share(st.bytes_per_partition, p)
         elif sp is not None:
             self.psum_live_blocks -= sp[SP_BLOCKS]  # type: ignore[index]  # a PSUM tile's span is a list
         if sp.__class__ is list and sp[SP_LAST] < 0 and sp[SP_START] == self.position():
@@ -381,9 +423,9 @@ class OnChipAllocator:
     # the check --------------------------------------------------------------------------------
     def close(self) -> None:
         """The kernel has finished: the peaks of the live ranges, checked against the capacities."""
-        sbuf = [sp for sp in self.spans if sp[SP_SIZE] and sp[SP_MEMORY] == "sbuf"]
-        psum = [sp for sp in self.spans if sp[SP_SIZE] and sp[SP_MEMORY] == "psum"]
-        self.spans = []
+        sbuf, self.sbuf_spans = self.sbuf_spans, []
+        psum = [sp for sp in self.psum_spans if sp[SP_SIZE]]
+        self.psum_spans = []
         if sbuf:
             self._close_sbuf(sbuf)
         if psum:
@@ -391,27 +433,22 @@ class OnChipAllocator:
 
     def _close_sbuf(self, spans: list[Span]) -> None:
         # the sweep over the positions in numpy: a kernel of 27k instructions has about as many tiles,
-        # and the loop over them and the positions in Python took a fifth of its emulated launch
-        ranges = []
-        starts: list[int] = []
-        ends: list[int] = []
-        sizes: list[int] = []
-        for sp in spans:
-            first, end = _sbuf_range(sp)
-            if first < 0:
-                continue
-            ranges.append((first, end, sp))
-            starts.append(first)
-            ends.append(end + 1)
-            sizes.append(sp[SP_SIZE])
+        # and the loop over them and the positions in Python took a fifth of its emulated launch; the
+        # fields come out of the spans in C (itemgetter), no Python per tile. A tile counts when it has
+        # bytes (not dropped before use, not retargeted) and an instruction touched it; its range is
+        # _sbuf_range(sp), computed here for all tiles at once.
+        first = _int64s(spans, SP_FIRST)
+        size = _int64s(spans, SP_SIZE)
+        keep = (first >= 0) & (size != 0)
         usable = self.target.sbuf_usable_bytes_per_partition
         peak = 0
         over_at = -1
-        if ranges:
+        if keep.any():
             n = self.position() + 3
-            size = np.asarray(sizes, dtype=np.int64)
-            delta = np.bincount(np.asarray(starts, dtype=np.int64), weights=size, minlength=n).astype(np.int64)
-            delta -= np.bincount(np.asarray(ends, dtype=np.int64), weights=size, minlength=n).astype(np.int64)
+            first, last, size = first[keep], _int64s(spans, SP_LAST)[keep], size[keep]
+            end = np.maximum(last, first)  # a tile only written is live at its first use
+            delta = np.bincount(first, weights=size, minlength=n).astype(np.int64)
+            delta -= np.bincount(end + 1, weights=size, minlength=n).astype(np.int64)
             live = np.cumsum(delta)
             peak = max(0, int(live.max()))
             over = np.flatnonzero(live > usable)  # the first position over the usable size is a new peak
@@ -431,6 +468,7 @@ class OnChipAllocator:
         if over_at < 0:
             return
         # the tile whose first use first took the live ranges over the usable size
+        ranges = [(*_sbuf_range(spans[i]), spans[i]) for i in np.flatnonzero(keep)]
         culprit = max((sp for start, _, sp in ranges if start == over_at), key=lambda sp: sp[SP_LOC] is not None)
         others = sum(sp[SP_SIZE] for start, end, sp in ranges if sp is not culprit and start <= over_at <= end)
         if self.mode == "strict":
@@ -578,7 +616,7 @@ def check_host_memory(nbytes: int, what: str, emulated: int = 0) -> None:
 def new_array(shape: tuple[int, ...], dtype: dt.DType, precise: bool, fill: bool) -> np.ndarray:
     sd = dt.storage_dtype(dtype, precise)
     try:
-        data = devmem.empty(shape, sd) if devmem.enabled() else np.empty(shape, dtype=sd)
+        data = devmem.empty(shape, sd) if devmem._on else np.empty(shape, dtype=sd)  # (devmem.enabled(), inlined)
     except MemoryError:  # Run.allocate checked the big ones first; this is what numpy itself refuses
         nbytes = math.prod(shape) * sd.itemsize
         raise HostMemoryError(f"emulating a tensor {tuple(shape)} {dtype.name} needs {_gib(nbytes)} of host memory, "

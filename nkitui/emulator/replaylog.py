@@ -29,7 +29,9 @@ is not plain data (a task-defined function as an operator), a collective across 
 (nki.multi_rank_simulate: several threads), and the size limits. The evaluator fails such a run
 (HACK-REPLAY-OPTOUT): a kernel nkitui cannot replay is not proven correct.
 
-Recording costs one global test per instruction when no log is open.
+The engine's instruction functions are wrapped only while a log is open (`recording` installs the
+wrappers and takes them out when the last log closes): with no log open an instruction costs
+nothing here.
 """
 
 from __future__ import annotations
@@ -468,18 +470,40 @@ def instruction(name: str, fn: Callable[..., Any]) -> Callable[..., Any]:
 REGISTRY: dict[str, Callable[..., Any]] = {}  # instruction name -> the engine's (unwrapped) function
 
 
+# (namespace, name, the engine's function, its recording wrapper): what `recording` installs while a log is
+# open. Front ends call the instructions through these namespaces (`_eng.tensor_scalar(...)`), so the
+# wrapper is in the call path exactly while a log can record it.
+_WRAPPERS: list[tuple[dict[str, Any], str, Callable[..., Any], Callable[..., Any]]] = []
+_open_logs = 0  # recordings open (any thread); the wrappers are installed while it is above 0
+_install_lock = threading.Lock()
+
+
 def instrument(modules: dict[str, Any], names: dict[str, list[str]], package: dict[str, Any]) -> None:
-    """Wrap each named function of each engine module (the module's attribute and the package's)."""
+    """Prepare the recording wrapper of each named function of each engine module (the module's attribute
+    and the package's), installed while a log is open (`_install`)."""
     for modname, fnames in names.items():
         mod = modules[modname]
         for f in fnames:
-            fn = getattr(mod, f)
+            fn: Callable[..., Any] = getattr(mod, f)
             key = f"{modname}.{f}"
             REGISTRY[key] = fn
             wrapped = instruction(key, fn)
-            setattr(mod, f, wrapped)
+            _WRAPPERS.append((vars(mod), f, fn, wrapped))
             if package.get(f) is fn:
-                package[f] = wrapped
+                _WRAPPERS.append((package, f, fn, wrapped))
+    if _open_logs:  # (instrumented while a log is open: a module imported late)
+        _install(True)
+
+
+def _install(on: bool) -> None:
+    """Put the recording wrappers in place of the engine's functions (on), or the functions back."""
+    for namespace, name, fn, wrapped in _WRAPPERS:
+        namespace[name] = wrapped if on else fn
+
+
+def wrappers_installed() -> bool:
+    """Whether the engine's instructions go through their recording wrappers now (while a log is open)."""
+    return bool(_WRAPPERS) and all(ns[name] is wrapped for ns, name, _fn, wrapped in _WRAPPERS)
 
 
 _SETS_REGISTER = {"registers.register_load", "registers.register_move"}
@@ -568,8 +592,12 @@ REGISTRY["replaylog.observe"] = _observe
 
 @contextmanager
 def recording(inputs: list[np.ndarray]) -> Iterator[Recorder]:
-    global _rec
+    global _rec, _open_logs
     _current_run()  # binds the run look-up (the instructions' wrapper calls it directly)
+    with _install_lock:  # the wrappers first, then the log: no instruction runs unwrapped while it is open
+        _open_logs += 1
+        if _open_logs == 1:
+            _install(True)
     prev = _rec
     rec = _rec = Recorder(inputs)
     try:
@@ -577,6 +605,10 @@ def recording(inputs: list[np.ndarray]) -> Iterator[Recorder]:
     finally:
         if _rec is rec:  # (a recording another thread opened meanwhile is not made current again when it ends)
             _rec = prev
+        with _install_lock:
+            _open_logs -= 1
+            if _open_logs == 0:
+                _install(False)
 
 
 def active() -> Recorder | None:

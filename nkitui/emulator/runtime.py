@@ -18,6 +18,7 @@ from typing import Any, SupportsInt, cast
 
 import numpy as np
 
+from nkitui.emulator import devmem as _devmem
 from nkitui.emulator import dtypes as dt
 from nkitui.emulator import replaylog as _replaylog
 from nkitui.emulator import state
@@ -54,8 +55,13 @@ class OutsideKernelError(NKIEmulatorError):
     rule = "outside-kernel"
 
 
+# the context variable's bound `get`, looked up once: `_current_run.get()` looks the method up on every
+# call (twice per instruction, not specialised by the interpreter)
+_get_current_run = _current_run.get
+
+
 def current() -> "Run":
-    run = _current_run.get()
+    run = _get_current_run()
     if run is None:
         raise OutsideKernelError("NKI device API called outside of a running kernel: call it inside an "
                                  "@nki.jit kernel (after nkitui.emulator.install())")
@@ -63,7 +69,7 @@ def current() -> "Run":
 
 
 def current_or_none() -> "Run | None":
-    return _current_run.get()
+    return _get_current_run()
 
 
 def set_current(run: "Run | None") -> "Run | None":
@@ -126,6 +132,8 @@ class Run:
 
     def __init__(self, options: Options, kernel_name: str, grid: tuple[int, ...],
                  trace: Trace | None) -> None:
+        if _devmem._on:  # the kernel's process: storages' cells must be the device's memory (checked reads)
+            _memory.guard_cells()
         self.options = options
         self.target: Target = resolve_target(options.target)
         self.execute = options.execute
@@ -304,6 +312,11 @@ class Run:
         """Count the instruction and, inside emulator.trace(), append it to the trace."""
         n = self.instructions
         reads_psum = False
+        alloc = self.alloc
+        # what Python holds bounds what is live: only over the usable size can this instruction's tiles
+        # overflow, and only then does a first use keep its line (alloc.first_use) or the operands get
+        # summed (alloc.working_set); nothing allocates during record, so this holds throughout
+        over = alloc.sbuf_live > alloc.sbuf_loc_above
         sp: Any  # a span list, or a memory.BlockSpans: its lack of item assignment routes it to touch()
         for t in ins:  # extend the live ranges of the on-chip tiles it touches (memory.SP_LAST)
             sp = t.storage.span
@@ -315,8 +328,8 @@ class Run:
                     continue
                 if sp[9] < 0:  # SP_FIRST: an SBUF tile's live range starts here
                     sp[9] = n
-                    if sp[4] == "sbuf":
-                        self.alloc.first_use(sp)
+                    if over and sp[4] == "sbuf":
+                        alloc.first_use(sp)
                 if sp[4] == "psum":
                     reads_psum = True
         if reads_psum:
@@ -332,10 +345,10 @@ class Run:
                 sp[10] = n  # SP_WRITE
                 if sp[9] < 0:
                     sp[9] = n
-                    if sp[4] == "sbuf":
-                        self.alloc.first_use(sp)
-        if self.alloc.sbuf_live > self.alloc.sbuf_loc_above:  # rare: only then can one instruction's operands overflow
-            self.alloc.working_set(ins, outs)
+                    if over and sp[4] == "sbuf":
+                        alloc.first_use(sp)
+        if over:  # rare: only then can one instruction's operands overflow
+            alloc.working_set(ins, outs)
         self.instructions = n + 1
         try:
             self.engine_counts[engine] += 1
@@ -460,8 +473,6 @@ class Run:
             sp[SP_FIRST] = n
             if sp[SP_MEMORY] == "sbuf":
                 self.alloc.first_use(sp)
-        if sp[SP_FIRST] < 0:
-            sp[SP_FIRST] = n
 
     def warn_once(self, key: Hashable, msg: str) -> None:
         if key in self._warned_at:
@@ -485,9 +496,12 @@ def _position_of(run: Run) -> Callable[[], int]:
 def _dma_run_bytes(ins: Sequence[Tensor], outs: Sequence[Tensor]) -> int:
     """Contiguous bytes per DMA descriptor: the shortest contiguous run on the HBM side (or of the
     source when both sides are on-chip), which drives DMA efficiency in the cost model."""
-    runs = [_run_elems(t) * t.storage.dtype.itemsize for t in (*ins, *outs) if t.storage.partition_dim < 0]
+    # (_run_elems of a range view is contiguous_elems: called directly, a call fewer per DMA operand)
+    runs = [(t.contiguous_elems() if t.gather_indices is None else _run_elems(t)) * t.storage.dtype.itemsize
+            for t in (*ins, *outs) if t.storage.partition_dim < 0]
     if not runs:
-        runs = [_run_elems(t) * t.storage.dtype.itemsize for t in ins[:1] or outs[:1]]
+        runs = [(t.contiguous_elems() if t.gather_indices is None else _run_elems(t)) * t.storage.dtype.itemsize
+                for t in ins[:1] or outs[:1]]
     return min(runs) if runs else 0
 
 

@@ -607,6 +607,9 @@ class Tensor:
         code, and what it reads cannot go back into device memory but through instructions (devmem)."""
         st = self.storage
         if st.data.dtype == np.float32:
+            a = self._array_view
+            if a is not None and not devmem._on:  # the cached view (_cells' common case, without the call)
+                return a
             return st.data[self.gather_indices] if self.gather_indices is not None else self._cells()
         if st._f32_version == st.version:
             return self._apply(st.f32())
@@ -633,31 +636,36 @@ class Tensor:
             # float destinations: numpy / ml_dtypes casts round to nearest even in copyto
         if st.lossy:
             values = dt.round_tf32(values)
-        region = None
         if devmem._on:  # the device memory is read-only but for this write (devmem)
             region = devmem.region(data)  # `data` is device memory (Storage.data checked it)
             devmem.unprotect(region)
-        try:
-            if self.gather_indices is not None:
-                if where is None:
-                    data[self.gather_indices] = np.broadcast_to(values, self.shape)
-                else:
-                    m = np.broadcast_to(where, self.shape)
-                    data[tuple(np.broadcast_to(a, self.shape)[m] for a in self.gather_indices)] = \
-                        np.broadcast_to(values, self.shape)[m]
-            elif where is None:
-                np.copyto(self._cells(), values, casting="unsafe")
-            else:
-                np.copyto(self._cells(), values, casting="unsafe", where=where)
-        finally:
-            if region is not None:
+            try:
+                self._store(data, values, where)
+            finally:
                 devmem.protect(region)
+        elif self.gather_indices is None and where is None and self._array_view is not None:
+            np.copyto(self._array_view, values, casting="unsafe")  # the common case, without a call
+        else:
+            self._store(data, values, where)
         st.version += 1
         st._misses = 0
         if st.init is not True and st.memory == "psum":
             self._mark_init(where)
         if st.mm_zone is not None:  # a non-matmul write ends a PSUM accumulation zone
             self.set_zone(False)
+
+    def _store(self, data: np.ndarray, values: np.ndarray, where: np.ndarray | None) -> None:
+        if self.gather_indices is not None:
+            if where is None:
+                data[self.gather_indices] = np.broadcast_to(values, self.shape)
+            else:
+                m = np.broadcast_to(where, self.shape)
+                data[tuple(np.broadcast_to(a, self.shape)[m] for a in self.gather_indices)] = \
+                    np.broadcast_to(values, self.shape)[m]
+        elif where is None:
+            np.copyto(self._cells(), values, casting="unsafe")
+        else:
+            np.copyto(self._cells(), values, casting="unsafe", where=where)
 
     def _mark_init(self, where: np.ndarray | None) -> None:
         """Remember which PSUM cells have been written (see `unwritten`)."""

@@ -61,7 +61,7 @@ def fresh(run: Run, shape: Sequence[int], dtype: dt.DType, plan: MaskPlan, memor
 def mark(run: Run, tile: Tensor, ref: object = None) -> LegacyTensor:
     """Remember that `tile` is the fresh output of the latest instruction (for assignment retargeting);
     it inherits the index-grid axes of `ref`, the operand that defined its iteration space."""
-    t = cast(LegacyTensor, tile)  # made by fresh() (directly, or by a lowering through _new_tile)
+    t: LegacyTensor = tile  # type: ignore[assignment]  # made by fresh() (directly, or by a lowering through _new_tile); no cast(): a call per instruction
     t._producer = run.instructions
     g = getattr(ref, "_grid_axes", None)
     if g is not None and getattr(ref, "shape") == t.shape:  # noqa: B009  (ref has grid axes: a tensor)

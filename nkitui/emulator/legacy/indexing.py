@@ -450,8 +450,10 @@ def _on_axes(g: NDArray[np.bool_], gaxes: Sequence[int], shape: tuple[int, ...])
 
 def narrow(t: _T, box: Box | None, shape: tuple[int, ...] | None = None) -> _T:
     """Narrow an operand to a mask box given for the iteration shape (size-1 axes broadcast)."""
+    if box is None:  # the common case (no mask box), before any look-up: several calls per legacy instruction
+        return t
     narrowed = getattr(t, "narrow", None)  # tensors narrow; scalars pass as they are
-    if box is None or narrowed is None:
+    if narrowed is None:
         return t
     shape_of: tuple[int, ...] = getattr(t, "shape")  # noqa: B009  (t's type is a variable: a tensor here)
     nd = len(shape_of)

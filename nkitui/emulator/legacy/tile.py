@@ -43,7 +43,18 @@ class LegacyTensor(Tensor):
 
     def __init__(self, storage: Storage, dims: Dims, shape: tuple[int, ...],
                  gather_indices: tuple[Grid, ...] | None = None) -> None:
-        Tensor.__init__(self, storage, dims, shape, gather_indices)
+        # Tensor.__init__'s fields, set here rather than by calling it: a Python call fewer per legacy tile and
+        # view (every legacy instruction makes one); tests/emulator/test_hot_path_checks.py compares the two
+        self.storage = storage
+        self.dims = dims  # type: ignore[assignment]  # as Tensor.__init__: None on a gather view
+        self.shape = shape
+        self.gather_indices = gather_indices
+        self._array_view = None
+        self._access_box = None
+        self._in_bounds = False
+        self._index_bounds = None
+        self._producer = None
+        self._tile_checked = False
         self._matmul_instruction: Instruction | bool | None = None
         self._grid_axes: tuple[int, ...] | None = None
         self._written: MaskPlan | None = None
