@@ -57,6 +57,33 @@ def pytest_configure(config: pytest.Config) -> None:
             pass
 
 
+WORKERS_PER_CPU = 2
+GIB_PER_WORKER = 1  # a worker holds 150-250 MB; the evaluations it starts take the rest
+
+
+def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
+    """`-n auto` (and `-n logical`): two pytest-xdist workers per CPU this process may run on, not one,
+    while the memory gives each at least GIB_PER_WORKER. A worker spends much of its wall time waiting,
+    not computing: on a confined child's timeout or grace period, a Ray cluster's start, git, a
+    subprocess pytest, Pilot's pauses (docs/testing.md, "Scheduling under pytest-xdist"). A second
+    worker per CPU runs tests in those gaps: tests/security on 2 cores took 0.74-0.86x the wall time
+    with 4 workers as with 2, for the same CPU (docs/testing.md, Round 7). PYTEST_XDIST_AUTO_NUM_WORKERS still decides when set,
+    as pytest-xdist documents."""
+    from_env = os.environ.get("PYTEST_XDIST_AUTO_NUM_WORKERS", "").strip()
+    if from_env.isdigit() and int(from_env) > 0:
+        return int(from_env)
+    try:
+        cpus = len(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux
+        cpus = os.cpu_count() or 1
+    cpus = max(1, cpus)
+    try:
+        gib = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / (1 << 30)
+    except (ValueError, OSError, AttributeError):
+        gib = float(WORKERS_PER_CPU * cpus * GIB_PER_WORKER)
+    return max(cpus, min(WORKERS_PER_CPU * cpus, int(gib // GIB_PER_WORKER)))
+
+
 def pytest_runtest_logreport(report) -> None:  # noqa: ANN001
     name = dict(report.user_properties).get("protection")
     if name is None or (report.when != "call" and not (report.skipped or report.failed)):
