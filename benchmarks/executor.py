@@ -38,6 +38,7 @@ ratios travel):
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import shutil
@@ -46,6 +47,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -195,46 +197,68 @@ def _check_once(tree: Path, task: Path, env: dict[str, str]) -> tuple[float, dic
     return elapsed, verdict, cpu
 
 
-def check_tasks(baseline: str, repeats: int, only: list[str] | None) -> dict:
-    """This checkout against `baseline` on the bundled tasks (see the module docstring)."""
-    samples = ROOT / "sample_tasks"
-    tasks = sorted(p for p in samples.iterdir() if (p / "task.toml").is_file() and (not only or p.name in only))
-    work = Path(tempfile.mkdtemp(prefix="nkitui-bench-check-"))
+class _NoWorktree(Exception):
+    """The baseline commit could not be checked out beside this one."""
+
+
+@contextlib.contextmanager
+def _baseline_beside(baseline: str, prefix: str) -> Iterator[tuple[Path, dict[str, str]]]:
+    """A worktree of `baseline` and an environment with XDG folders of its own (both removed afterwards);
+    both trees' modules compiled first, so neither side pays for its bytecode in the timings."""
+    work = Path(tempfile.mkdtemp(prefix=prefix))
     base_tree = work / "baseline"
     made = subprocess.run(["git", "-C", str(ROOT), "worktree", "add", "--detach", str(base_tree), baseline],
                           capture_output=True, text=True)
     if made.returncode != 0:
-        return {"error": f"could not make a worktree of {baseline}: {made.stderr.strip()}"}
+        shutil.rmtree(work, ignore_errors=True)
+        raise _NoWorktree(f"could not make a worktree of {baseline}: {made.stderr.strip()}")
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     for var in ("XDG_DATA_HOME", "XDG_STATE_HOME", "XDG_CACHE_HOME", "XDG_CONFIG_HOME"):
         env[var] = str(work / var.lower())
-    rows = []
-    load_before = os.getloadavg()[0]
     try:
         for tree in (base_tree, ROOT):
             subprocess.run([sys.executable, "-m", "compileall", "-q", str(tree / "nkitui")], capture_output=True)
-            if tasks:
-                _check_once(tree, (samples if tree is ROOT else tree / "sample_tasks") / tasks[0].name, env)
-        for task in tasks:
-            base_times, new_times, verdicts = [], [], {"baseline": None, "this": None}
-            cpu: dict[str, list[float]] = {"baseline": [], "this": []}
-            for r in range(repeats):
-                order = [("baseline", base_tree), ("this", ROOT)]
-                if r % 2:
-                    order.reverse()
-                for name, tree in order:
-                    elapsed, verdict, used = _check_once(tree, samples / task.name if tree is ROOT else tree / "sample_tasks" / task.name, env)
-                    (base_times if name == "baseline" else new_times).append(elapsed)
-                    cpu[name].append(used)
-                    verdicts[name] = verdict
-            b, n = _median(base_times), _median(new_times)
-            rows.append({"task": task.name, "baseline_s": b, "this_s": n, "ratio": n / b,
-                         "baseline_cpu_s": _median(cpu["baseline"]), "this_cpu_s": _median(cpu["this"]),
-                         "baseline": verdicts["baseline"], "this": verdicts["this"],
-                         "same_verdict": _same_verdict(verdicts["baseline"], verdicts["this"])})
+        yield base_tree, env
     finally:
         subprocess.run(["git", "-C", str(ROOT), "worktree", "remove", "--force", str(base_tree)], capture_output=True)
         shutil.rmtree(work, ignore_errors=True)
+
+
+def _bundled_tasks(only: list[str] | None) -> list[Path]:
+    samples = ROOT / "sample_tasks"
+    return sorted(p for p in samples.iterdir() if (p / "task.toml").is_file() and (not only or p.name in only))
+
+
+def check_tasks(baseline: str, repeats: int, only: list[str] | None) -> dict:
+    """This checkout against `baseline` on the bundled tasks (see the module docstring)."""
+    samples = ROOT / "sample_tasks"
+    tasks = _bundled_tasks(only)
+    rows = []
+    load_before = os.getloadavg()[0]
+    try:
+        with _baseline_beside(baseline, "nkitui-bench-check-") as (base_tree, env):
+            for tree in (base_tree, ROOT):
+                if tasks:
+                    _check_once(tree, (samples if tree is ROOT else tree / "sample_tasks") / tasks[0].name, env)
+            for task in tasks:
+                base_times, new_times, verdicts = [], [], {"baseline": None, "this": None}
+                cpu: dict[str, list[float]] = {"baseline": [], "this": []}
+                for r in range(repeats):
+                    order = [("baseline", base_tree), ("this", ROOT)]
+                    if r % 2:
+                        order.reverse()
+                    for name, tree in order:
+                        elapsed, verdict, used = _check_once(tree, samples / task.name if tree is ROOT else tree / "sample_tasks" / task.name, env)
+                        (base_times if name == "baseline" else new_times).append(elapsed)
+                        cpu[name].append(used)
+                        verdicts[name] = verdict
+                b, n = _median(base_times), _median(new_times)
+                rows.append({"task": task.name, "baseline_s": b, "this_s": n, "ratio": n / b,
+                             "baseline_cpu_s": _median(cpu["baseline"]), "this_cpu_s": _median(cpu["this"]),
+                             "baseline": verdicts["baseline"], "this": verdicts["this"],
+                             "same_verdict": _same_verdict(verdicts["baseline"], verdicts["this"])})
+    except _NoWorktree as exc:
+        return {"error": str(exc)}
     total_b = sum(r["baseline_s"] for r in rows)
     total_n = sum(r["this_s"] for r in rows)
     cpu_b = sum(r["baseline_cpu_s"] for r in rows)
@@ -315,42 +339,32 @@ ROLES = ("parent", "evaluator", "reference", "kernel", "spare", "reapers, git")
 def process_split(baseline: str, repeats: int, only: list[str] | None) -> dict:
     """Per-process CPU of `nkitui check` on the bundled tasks, this checkout and `baseline` alternated."""
     samples = ROOT / "sample_tasks"
-    tasks = sorted(p for p in samples.iterdir() if (p / "task.toml").is_file() and (not only or p.name in only))
-    work = Path(tempfile.mkdtemp(prefix="nkitui-bench-procs-"))
-    base_tree = work / "baseline"
-    made = subprocess.run(["git", "-C", str(ROOT), "worktree", "add", "--detach", str(base_tree), baseline],
-                          capture_output=True, text=True)
-    if made.returncode != 0:
-        return {"error": f"could not make a worktree of {baseline}: {made.stderr.strip()}"}
-    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-    for var in ("XDG_DATA_HOME", "XDG_STATE_HOME", "XDG_CACHE_HOME", "XDG_CONFIG_HOME"):
-        env[var] = str(work / var.lower())
+    tasks = _bundled_tasks(only)
     rows = []
     load_before = os.getloadavg()[0]
     try:
-        for tree in (base_tree, ROOT):
-            subprocess.run([sys.executable, "-m", "compileall", "-q", str(tree / "nkitui")], capture_output=True)
-        for task in tasks:
-            got: dict[str, list[dict[str, float]]] = {"baseline": [], "this": []}
-            walls: dict[str, list[float]] = {"baseline": [], "this": []}
-            for r in range(repeats):
-                order = [("baseline", base_tree), ("this", ROOT)]
-                if r % 2:
-                    order.reverse()
-                for name, tree in order:
-                    folder = samples / task.name if tree is ROOT else tree / "sample_tasks" / task.name
-                    cmd = [sys.executable, "-P", "-m", "nkitui", "check", str(folder), "--no-store", "--quiet", "--json"]
-                    wall, root, seen = _poll_tree(cmd, tree, {**env, "PYTHONPATH": str(tree)})
-                    got[name].append(_roles(root, seen))
-                    walls[name].append(wall)
-            row: dict = {"task": task.name}
-            for name in ("baseline", "this"):
-                row[name] = {role: _median([g.get(role, 0.0) for g in got[name]]) for role in ROLES}
-                row[name]["wall"] = _median(walls[name])
-            rows.append(row)
-    finally:
-        subprocess.run(["git", "-C", str(ROOT), "worktree", "remove", "--force", str(base_tree)], capture_output=True)
-        shutil.rmtree(work, ignore_errors=True)
+        with _baseline_beside(baseline, "nkitui-bench-procs-") as (base_tree, env):
+            for task in tasks:
+                got: dict[str, list[dict[str, float]]] = {"baseline": [], "this": []}
+                walls: dict[str, list[float]] = {"baseline": [], "this": []}
+                for r in range(repeats):
+                    order = [("baseline", base_tree), ("this", ROOT)]
+                    if r % 2:
+                        order.reverse()
+                    for name, tree in order:
+                        folder = samples / task.name if tree is ROOT else tree / "sample_tasks" / task.name
+                        cmd = [sys.executable, "-P", "-m", "nkitui", "check", str(folder), "--no-store", "--quiet",
+                               "--json"]
+                        wall, root, seen = _poll_tree(cmd, tree, {**env, "PYTHONPATH": str(tree)})
+                        got[name].append(_roles(root, seen))
+                        walls[name].append(wall)
+                row: dict = {"task": task.name}
+                for name in ("baseline", "this"):
+                    row[name] = {role: _median([g.get(role, 0.0) for g in got[name]]) for role in ROLES}
+                    row[name]["wall"] = _median(walls[name])
+                rows.append(row)
+    except _NoWorktree as exc:
+        return {"error": str(exc)}
     return {"baseline_commit": baseline, "repeats": repeats, "tasks": rows,
             "load_before": round(load_before, 2), "load_after": round(os.getloadavg()[0], 2)}
 
