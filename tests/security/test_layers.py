@@ -42,7 +42,8 @@ def test_syscall_numbers_match_the_kernel_headers(arch):
     # a name missing from an old header must be one of the newer calls, never a typo
     assert set(table) - set(defined) <= {"clone3", "pidfd_getfd", "process_madvise", "mount_setattr", "open_tree",
                                          "move_mount", "fsopen", "fsconfig", "fsmount", "fspick", "pidfd_open",
-                                         "io_uring_setup", "io_uring_enter", "io_uring_register", "pidfd_send_signal"}
+                                         "io_uring_setup", "io_uring_enter", "io_uring_register", "pidfd_send_signal",
+                                         "fchmodat2", "setxattrat", "removexattrat", "file_setattr"}
 
 
 @pytest.mark.parametrize("arch, table", [(syscalls.AUDIT_ARCH_X86_64, syscalls.X86_64),

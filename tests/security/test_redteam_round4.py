@@ -61,17 +61,21 @@ def attack(payload, ctx):
         print("OWN OK", flush=True)
         return 0
     elif mode == "chmod-hide":
-        Path("hide").mkdir()
+        # writable, not listable: a walk cannot see what is inside (made so by mkdir: chmod itself is
+        # refused where seccomp is active)
+        Path("hide").mkdir(mode=0o300)
         for i in range(200):
             Path("hide", f"f{i}").write_bytes(MiB)
-            if i == 0:
-                os.chmod("hide", 0o300)  # writable, not listable: a walk cannot see what is inside
         print("WROTE 200 MiB", flush=True)
     elif mode == "chmod-outlive":
-        Path("keep/inner").mkdir(parents=True)
-        Path("keep/inner/f").write_bytes(b"x")
-        os.chmod("keep/inner", 0)
-        os.chmod("keep", 0o500)
+        Path("keep/open").mkdir(parents=True)
+        Path("keep/open/f").write_bytes(b"x")
+        Path("keep/inner").mkdir(mode=0)  # a folder no one may enter, made without chmod
+        try:  # where seccomp is active chmod is refused; elsewhere the folders are locked the direct way
+            os.chmod("keep/open", 0)
+            os.chmod("keep", 0o500)
+        except PermissionError:
+            print("CHMOD REFUSED", flush=True)
         print("LOCKED", flush=True)
         return 0
     time.sleep(30)

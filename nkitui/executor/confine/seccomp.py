@@ -8,6 +8,8 @@ What the filter does, in order:
     foreign audit arch, x32 calls get EPERM;
   * the always-denied calls (ptrace, process_vm_*, io_uring_*, bpf, userfaultfd, perf_event_open,
     keyctl, mount and friends, unshare, setns, module loading, reboot, kexec ...) return EPERM;
+  * a file's mode, owner, times and extended attributes (chmod, chown, utimensat, setxattr and their
+    variants, chattr's ioctls) cannot be changed: Landlock does not govern them;
   * exec (execve, execveat) and new processes (fork, vfork, clone without CLONE_THREAD) return
     EPERM; clone3 returns ENOSYS, because its flags sit in memory the filter cannot read: glibc then
     falls back to clone(), whose flags the filter checks, so threads (CLONE_THREAD) keep working;
@@ -57,6 +59,7 @@ AF_UNIX = 1
 PR_SET_PDEATHSIG, PR_SET_DUMPABLE, PR_SET_MM, PR_SET_PTRACER = 1, 4, 35, 0x59616D61
 PRIO_PROCESS = 0
 TIOCSTI, TIOCLINUX = 0x5412, 0x541C
+FS_IOC_SETFLAGS, FS_IOC_FSSETXATTR = 0x40086602, 0x401C5820  # chattr's two ioctls (attributes, as above)
 PERSONALITY_QUERY, PER_LINUX = 0xFFFFFFFF, 0
 FATAL_SIGNALS = (4, 6, 7, 8, 11)  # SIGILL, SIGABRT, SIGBUS, SIGFPE, SIGSEGV: the same on x86_64 and aarch64
 F_SETOWN, F_SETSIG, F_SETOWN_EX = 8, 10, 15
@@ -76,6 +79,16 @@ ALWAYS_DENIED = (
     "setsid", "setpgid",
 )
 PROCESS_CALLS = ("execve", "execveat", "fork", "vfork")
+# A file's mode, owner, times and extended attributes: Landlock governs none of them, and a descriptor
+# of an outside folder (O_PATH, which Landlock does not govern either) or of a readable outside file is
+# enough to change them there (a red team chmod-ed and back-dated a file in site-packages). Kernels
+# never need them; the SDK backends' tools may, inside their scratch folder, so they keep them.
+ATTRIBUTE_CALLS = (
+    "chmod", "fchmod", "fchmodat", "fchmodat2", "chown", "fchown", "lchown", "fchownat",
+    "utime", "utimes", "futimesat", "utimensat",
+    "setxattr", "lsetxattr", "fsetxattr", "removexattr", "lremovexattr", "fremovexattr", "setxattrat",
+    "removexattrat", "file_setattr",
+)
 
 
 @dataclass(frozen=True)
@@ -134,7 +147,7 @@ def build_filter(spec: FilterSpec, arch: int, table: dict[str, int]) -> bytes:
     a.load_nr()
     if arch == syscalls.AUDIT_ARCH_X86_64:
         a.jump(_JGE_K, syscalls.X32_SYSCALL_BIT, "eperm", 0)
-    denied = list(ALWAYS_DENIED) + ([] if spec.processes else list(PROCESS_CALLS))
+    denied = list(ALWAYS_DENIED) + ([] if spec.processes else [*PROCESS_CALLS, *ATTRIBUTE_CALLS])
     for name in denied:
         if name in table:
             a.jump(_JEQ_K, table[name], "eperm", 0)
@@ -171,6 +184,9 @@ def build_filter(spec: FilterSpec, arch: int, table: dict[str, int]) -> bytes:
     a.jump(_JEQ_K, PER_LINUX, "allow", "eperm")
     a.label("ioctl")
     a.load_arg_low(1)
+    if not spec.processes:
+        a.jump(_JEQ_K, FS_IOC_SETFLAGS, "eperm", 0)
+        a.jump(_JEQ_K, FS_IOC_FSSETXATTR, "eperm", 0)
     a.jump(_JEQ_K, TIOCSTI, "eperm", 0)
     a.jump(_JEQ_K, TIOCLINUX, "eperm", "allow")
     if not spec.processes:

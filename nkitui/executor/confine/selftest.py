@@ -52,6 +52,12 @@ PROBES: dict[str, tuple[str, tuple[str, ...]]] = {
     "signal-handler-after-setup": ("install a signal handler once nkitui's setup is done (a fresh _signal module)",
                                    ("seccomp",)),
     "exec": ("exec another program (execve /bin/true)", ("seccomp",)),
+    "chmod-outside": ("change the mode of a file outside through a descriptor of its folder (fchmodat dir_fd)",
+                      ("seccomp",)),
+    "utime-outside": ("change the times of a file outside through a descriptor of its folder (utimensat dir_fd)",
+                      ("seccomp",)),
+    "chown-outside": ("change the owner of a file outside, even to itself (fchownat dir_fd)", ("seccomp",)),
+    "xattr-outside": ("set an extended attribute on a file outside (setxattr)", ("seccomp",)),
 }
 
 
@@ -217,6 +223,27 @@ def _child(spec_path: str) -> int:
         dfd = os.open(outside, os.O_RDONLY | os.O_DIRECTORY)
         return os.open("dirfd-escape.txt", os.O_WRONLY | os.O_CREAT, 0o644, dir_fd=dfd)
 
+    def outside_dir() -> int:  # O_PATH: Landlock does not govern it, nor attribute changes through it
+        return os.open(outside, os.O_PATH | os.O_DIRECTORY)
+
+    def chmod_outside() -> str:
+        os.chmod("victim", 0o644, dir_fd=outside_dir())  # its own mode: harmless if it escapes
+        return "chmod-ed"
+
+    def utime_outside() -> str:
+        st = os.stat(Path(outside, "victim"))
+        os.utime("victim", ns=(st.st_atime_ns, st.st_mtime_ns), dir_fd=outside_dir())  # the same times
+        return "utime-d"
+
+    def chown_outside() -> str:
+        st = os.stat(Path(outside, "victim"))
+        os.chown("victim", st.st_uid, st.st_gid, dir_fd=outside_dir())  # the same owner
+        return "chown-ed"
+
+    def xattr_outside() -> str:
+        os.setxattr(Path(outside, "victim"), "user.nkitui-selftest", b"1")
+        return "set"
+
     def io_uring() -> int:
         import ctypes
 
@@ -272,6 +299,10 @@ def _child(spec_path: str) -> int:
         "renice-others": renice_others,
         "undumpable": undumpable,
         "threads": threads,
+        "chmod-outside": chmod_outside,
+        "utime-outside": utime_outside,
+        "chown-outside": chown_outside,
+        "xattr-outside": xattr_outside,
     }
     for name, fn in attempts.items():
         state, detail = _attempt(fn)
@@ -338,6 +369,7 @@ def run_selftest(timeout_s: float = 30.0) -> SelfTest:
             d.mkdir()
         secret = outside / "credentials"
         secret.write_text("[default]\naws_secret_access_key = selftest-secret\n", encoding="utf-8")
+        (outside / "victim").write_text("a file outside the run\n", encoding="utf-8")
         listener = socket.socket()
         listener.bind(("127.0.0.1", 0))
         listener.listen(1)
@@ -366,7 +398,7 @@ def run_selftest(timeout_s: float = 30.0) -> SelfTest:
             data = json.loads((scratch / "result.json").read_text(encoding="utf-8"))
         except (OSError, ValueError):
             raise RuntimeError(f"the confined child did not report (exit {proc.returncode}): {stderr.strip()[-500:]}") from None
-        escapes_seen = [p.name for p in outside.iterdir() if p.name != "credentials"]
+        escapes_seen = [p.name for p in outside.iterdir() if p.name not in ("credentials", "victim")]
     try:
         dumpable = libc.prctl(libc.PR_GET_DUMPABLE) != 0
     except OSError:

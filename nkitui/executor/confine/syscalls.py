@@ -28,6 +28,10 @@ X86_64: dict[str, int] = {
     "move_mount": 429, "fsopen": 430, "fsconfig": 431, "fsmount": 432, "fspick": 433, "pidfd_open": 434,
     "clone3": 435, "pidfd_getfd": 438, "process_madvise": 440, "mount_setattr": 442,
     "setpriority": 141, "prlimit64": 302, "setpgid": 109, "setsid": 112,
+    "chmod": 90, "fchmod": 91, "fchmodat": 268, "chown": 92, "fchown": 93, "lchown": 94, "fchownat": 260,
+    "utime": 132, "utimes": 235, "futimesat": 261, "utimensat": 280, "setxattr": 188, "lsetxattr": 189,
+    "fsetxattr": 190, "removexattr": 197, "lremovexattr": 198, "fremovexattr": 199,
+    **{"fchmodat2": 452, "setxattrat": 463, "removexattrat": 466, "file_setattr": 469},  # one number everywhere
 }
 
 AARCH64: dict[str, int] = {
@@ -44,6 +48,9 @@ AARCH64: dict[str, int] = {
     "move_mount": 429, "fsopen": 430, "fsconfig": 431, "fsmount": 432, "fspick": 433, "pidfd_open": 434,
     "clone3": 435, "pidfd_getfd": 438, "process_madvise": 440, "mount_setattr": 442,
     "setpriority": 140, "prlimit64": 261, "setpgid": 154, "setsid": 157,
+    "fchmod": 52, "fchmodat": 53, "fchownat": 54, "fchown": 55, "utimensat": 88, "setxattr": 5, "lsetxattr": 6,
+    "fsetxattr": 7, "removexattr": 14, "lremovexattr": 15, "fremovexattr": 16,
+    **{"fchmodat2": 452, "setxattrat": 463, "removexattrat": 466, "file_setattr": 469},
 }
 
 # Landlock's three calls have one number on every architecture.
