@@ -111,6 +111,9 @@ class KernelProcess:
         # launches this process ran ahead (the first later launch, while the last seeds' logs replay):
         # (inputs digest, precise) -> KernelRun, taken once by the runner (see run_ahead)
         self._ahead: dict[tuple[bytes, bool], KernelRun] = {}
+        # the first seed's instruction log once the replay verified it (exact on its seed, stage 2 on fresh
+        # inputs): the judging phases' launches must be what it computes on their inputs (see runner)
+        self.verified_log: Any = None
 
     def load(self) -> dict[str, Any]:
         return self.child.request("load")
@@ -225,9 +228,42 @@ class KernelProcess:
                 raise KernelRunFailed({"kind": "host-compute", "message": f"{options.label}: {result.replay.detail}",
                                        "file": result.replay.file, "line": result.replay.line, "traceback": ""})
             assert result.outputs is not None
+            mismatch = self._against_verified_log(inputs, result.outputs, precise)
+            if mismatch is not None:
+                raise KernelRunFailed({"kind": "host-compute", "message": f"{options.label}: {mismatch}",
+                                       "file": None, "line": None, "traceback": ""})
             return result.outputs
 
         return run
+
+
+    def _against_verified_log(self, inputs: dict[str, np.ndarray], outputs: dict[str, np.ndarray],
+                              precise: bool) -> str | None:
+        """Why a judging phase's launch (trials, precision, goldens) is not what the seed's verified instruction
+        log computes on its inputs, bit for bit; None when it is, or when that cannot be judged: no verified
+        log, or a stream that branches on device values and so diverges on these inputs (as in stage 2).
+        Without this, a kernel could recognise a trial's inputs and answer it from the host through
+        `nl.shared_constant`: only the seeds' launches were replayed."""
+        log = self.verified_log
+        if log is None or not self.replay:
+            return None
+        from nkitui.emulator import replay
+
+        kernel_inputs = [to_kernel_layout(spec, np.asarray(inputs[spec.name])) for spec in self.task.inputs]
+        try:
+            raw = replay.replay(log, kernel_inputs, target=self.target, precise=precise)
+        except replay.Diverged:
+            return None
+        except Exception as exc:  # noqa: BLE001 - the log replayed on the seed and on fresh inputs: say what it met
+            return (f"the seed's verified instruction log does not replay on these inputs ({type(exc).__name__}: "
+                    f"{str(exc)[:200]}); the kernel's outputs here are unverified (HACK-REPLAY-MISMATCH)")
+        expected = {spec.name: from_kernel_layout(spec, raw[spec.name]) for spec in self.task.outputs
+                    if spec.name in raw}
+        diff = replay.first_difference(outputs, expected)
+        if diff is None:
+            return None
+        return (f"the kernel's outputs on these inputs are not what its instructions, verified on the seeds, compute "
+                f"({diff.describe()}): it answered these inputs some other way (HACK-REPLAY-MISMATCH)")
 
 
 MAX_REPLAY_BYTES = 2 << 30

@@ -805,6 +805,9 @@ class EvaluationSession:
         from nkitui.evaluate.run.evidence import REPLAY_FRESH_PASSED
 
         self._amend_check("replay", True, f"{check.detail}; {REPLAY_FRESH_PASSED}")  # (its seed is random: not in a detail runs compare)
+        if self.kernel is not None:  # the log both stages verified: the judging phases' launches are held to it
+            self.kernel.verified_log = next((o.log for _s, o in getattr(self, "replay_outcomes", [])
+                                             if o.status == "exact" and o.log is not None), None)
 
     def _data_dependent(self) -> str | None:
         """Values the first replayed seed's log carries from the seed: front-end writes of input-dependent values
