@@ -236,7 +236,6 @@ class KernelProcess:
 
         return run
 
-
     def _against_verified_log(self, inputs: dict[str, np.ndarray], outputs: dict[str, np.ndarray],
                               precise: bool) -> str | None:
         """Why a judging phase's launch (trials, precision, goldens) is not what the seed's verified instruction

@@ -805,9 +805,14 @@ class EvaluationSession:
         from nkitui.evaluate.run.evidence import REPLAY_FRESH_PASSED
 
         self._amend_check("replay", True, f"{check.detail}; {REPLAY_FRESH_PASSED}")  # (its seed is random: not in a detail runs compare)
-        if self.kernel is not None:  # the log both stages verified: the judging phases' launches are held to it
-            self.kernel.verified_log = next((o.log for _s, o in getattr(self, "replay_outcomes", [])
-                                             if o.status == "exact" and o.log is not None), None)
+        first = self._first_exact_replay()
+        if self.kernel is not None and first is not None:  # the log both stages verified: the judging phases'
+            self.kernel.verified_log = first.log  # launches are held to it
+
+    def _first_exact_replay(self) -> Any:
+        """The first seed's replay outcome that was exact and carries its parsed log, or None."""
+        return next((o for _s, o in getattr(self, "replay_outcomes", []) if o.status == "exact" and o.log is not None),
+                    None)
 
     def _data_dependent(self) -> str | None:
         """Values the first replayed seed's log carries from the seed: front-end writes of input-dependent values
@@ -815,13 +820,13 @@ class EvaluationSession:
         process's word: it can only turn a HACK-REPLAY-FRESH into "not proven", never into a pass)."""
         from nkitui.emulator import replay
 
-        for _seed, outcome in getattr(self, "replay_outcomes", []):
-            if outcome.status == "exact" and outcome.log is not None:
-                carried = replay.carried_sources(outcome.log)
-                if carried:
-                    return "front-end writes of " + ", ".join(carried[:4])
-                return outcome.data_dependent or None
-        return None
+        outcome = self._first_exact_replay()
+        if outcome is None:
+            return None
+        carried = replay.carried_sources(outcome.log)
+        if carried:
+            return "front-end writes of " + ", ".join(carried[:4])
+        return outcome.data_dependent or None
 
     def _not_proven(self, stage1: str, why: str) -> None:
         """Stage 2 could not judge the kernel: the `replay` check is not passed (a pass needs both stages), so
