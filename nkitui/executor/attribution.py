@@ -1,0 +1,146 @@
+"""Who asked for an audited operation: the task's code, or not (the in-process guards' caller check).
+
+Walks the whole stack from the frame that raised the event outwards. The first frame that is the
+task's own code (a file of the task's scratch copy) makes the request the task's, however many library
+frames lie between (`copy.deepcopy` of an object whose `__reduce_ex__` names `gc.get_objects`, `map`,
+`sorted(key=...)`, `functools.partial`, a finalizer, a context manager: they all call on the task's
+behalf). The first frame that is nkitui's own (told by its module's globals, the very dict of a module
+imported under `nkitui.`; a file name can be forged with `compile`, a module's globals cannot without
+`import nkitui`, which the integrity check fails) vouches for it: nkitui asked, for its own purposes.
+
+A short allowlist covers libraries acting for themselves on task-defined code when the task defines a
+class or logs: `collections.namedtuple`, `enum`'s functional API, `typing` (`TypeVar`, `NamedTuple`),
+`dataclasses`, `logging`'s caller lookup and `inspect.signature`. An entry is a (event, code object) pair,
+taken from the modules as they were before any task code ran, and it counts only when that very code is
+the *innermost* frame, the one that made the request: each of those functions uses what it asked for
+itself (a module's name, a new class's attributes, a signature) and hands none of it back, so calling
+them through a library on the task's behalf gains the task nothing (`logging.currentframe`, which does
+return a frame, counts only when `Logger.findCaller` called it, and findCaller returns strings).
+"""
+
+from __future__ import annotations
+
+import sys
+from types import CodeType, FrameType
+from typing import Any
+
+_key = object.__hash__  # identity like id(), without id()'s audit event (the hooks run on every event)
+
+
+def _self_acting() -> tuple[dict[str, frozenset[CodeType]], CodeType | None, CodeType | None]:
+    """The allowlist, built from the standard library as imported by nkitui (before task code)."""
+    import collections
+    import dataclasses
+    import enum
+    import inspect
+    import logging
+    import typing
+
+    def code(fn: Any) -> CodeType | None:
+        return getattr(fn, "__code__", None)
+
+    getframe = {code(collections.namedtuple), code(enum.EnumType._create_), code(getattr(typing, "_caller", None))}
+    getattr_ = {code(getattr(inspect, "_signature_from_function", None)), code(getattr(logging, "_is_internal_frame", None)),
+                code(logging.Logger.findCaller)}
+    setattr_ = {code(collections.namedtuple), code(getattr(dataclasses, "_process_class", None)),
+                code(typing.NamedTupleMeta.__new__)}
+    table = {"sys._getframe": getframe, "object.__getattr__": getattr_, "object.__setattr__": setattr_}
+    clean = {event: frozenset(c for c in codes if isinstance(c, CodeType)) for event, codes in table.items()}
+    return clean, code(getattr(logging, "currentframe", None)), code(logging.Logger.findCaller)
+
+
+SELF_ACTING, _LOGGING_CURRENTFRAME, _LOGGING_FINDCALLER = _self_acting()
+
+
+def _callback_runners() -> frozenset[CodeType]:
+    """Library frames that call back what someone registered earlier (a finalizer, an exit stack's callback):
+    whoever runs them (nkitui's code that happened to trigger a collection, the interpreter at exit) is not the
+    requester, so they end the walk as a stack with no vouching frame does."""
+    import contextlib
+    import weakref
+
+    codes = [weakref.finalize.__call__, weakref.finalize._exitfunc, contextlib.ExitStack.__exit__,
+             contextlib.AsyncExitStack.__aexit__, getattr(contextlib._BaseExitStack, "_create_cb_wrapper", None)]
+    found = {getattr(fn, "__code__", None) for fn in codes}
+    wrapper = getattr(contextlib._BaseExitStack, "_create_cb_wrapper", None)  # its nested _exit_wrapper
+    for const in getattr(getattr(wrapper, "__code__", None), "co_consts", ()):
+        if isinstance(const, CodeType):
+            found.add(const)
+    return frozenset(c for c in found if isinstance(c, CodeType))
+
+
+CALLBACK_RUNNERS = _callback_runners()
+UNVOUCHED = "(no frame of the task's or nkitui's on the stack: a callback it registered"
+
+
+class Attribution:
+    """The caller check for one process: the task's roots (its scratch copy, as given and resolved)."""
+
+    __slots__ = ("task_roots", "_nkitui_globals")
+
+    def __init__(self, task_roots: tuple[str, ...]) -> None:
+        self.task_roots = tuple(r for r in task_roots if r)
+        self._nkitui_globals: set[int] = set()  # identities of nkitui modules' globals dicts seen so far
+
+    def is_nkitui(self, g: Any) -> bool:
+        """Are `g` the globals of one of nkitui's modules (the very dict of the module imported under that name)?"""
+        if _key(g) in self._nkitui_globals:
+            return True
+        name = g.get("__name__") if type(g) is dict else None
+        if name == "__main__":  # `python -m nkitui.executor.worker`: its module runs as __main__
+            name = getattr(g.get("__spec__"), "name", None) if getattr(sys.modules.get("__main__"), "__dict__", None) is g \
+                else None
+            if type(name) is str and name.startswith("nkitui."):
+                self._nkitui_globals.add(_key(g))
+                return True
+            return False
+        if type(name) is str and name.startswith("nkitui.") and getattr(sys.modules.get(name), "__dict__", None) is g:
+            self._nkitui_globals.add(_key(g))
+            return True
+        return False
+
+    def self_acting(self, event: str, frame: FrameType) -> bool:
+        codes = SELF_ACTING.get(event)
+        if not codes:
+            return False
+        code = frame.f_code
+        if code in codes:
+            return True
+        # logging.currentframe returns a frame: only for Logger.findCaller, which returns strings
+        return (event == "sys._getframe" and code is _LOGGING_CURRENTFRAME and frame.f_back is not None
+                and frame.f_back.f_code is _LOGGING_FINDCALLER)
+
+    def task_location(self, frame: FrameType | None, event: str = "", vouch: bool = True) -> tuple[str, int] | None:
+        """(task-relative file, line) of the task's frame that asked for `event` raised in `frame`; None when an
+        nkitui frame stands between (with `vouch`) or a library on the allowlist made the request for itself.
+
+        A stack with neither (the interpreter running exit handlers, a finalizer or an exit stack's callback,
+        which run what was registered earlier, whoever triggers them) is unvouched: in a process that runs task
+        code every frame of nkitui's own work sits on `worker.main`, so such a request is the task's too, told
+        by the library frame that ran it (UNVOUCHED, with its file name and line)."""
+        if not self.task_roots:
+            return None
+        if frame is None:
+            return (UNVOUCHED + " ran it at exit)", 0) if vouch else None
+        if event and self.self_acting(event, frame):
+            return None
+        roots, runners = self.task_roots, CALLBACK_RUNNERS
+        last, runner = frame, None
+        while frame is not None:
+            code = frame.f_code
+            filename = code.co_filename
+            if filename.startswith(roots):
+                root = next(r for r in roots if filename.startswith(r))
+                return filename[len(root):], frame.f_lineno
+            if runner is None and code in runners:  # what runs below it did not ask: nobody vouches any more
+                runner = frame
+            elif vouch and runner is None and self.is_nkitui(frame.f_globals):
+                return None
+            last = frame
+            frame = frame.f_back
+        if runner is not None:  # nkitui registers no callback that asks for these, with or without vouching
+            return f"{UNVOUCHED}: {runner.f_code.co_filename.rsplit('/', 1)[-1]} {runner.f_code.co_name})", \
+                runner.f_lineno
+        if not vouch:  # the question was only "is a task frame on the stack"
+            return None
+        return f"{UNVOUCHED}: {last.f_code.co_filename.rsplit('/', 1)[-1]} {last.f_code.co_name})", last.f_lineno
