@@ -161,7 +161,7 @@ def outcomes(log: str) -> dict[tuple[str, str], str]:
 
 
 def log_text(events) -> str:  # noqa: ANN001
-    return "\n".join(str(getattr(e, "message", "")) for e in events)
+    return "\n".join(str(getattr(e, "text", "")) for e in events)
 
 
 # -- in one process, both guards installed as the untrusted children install them ------------------
