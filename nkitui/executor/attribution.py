@@ -8,6 +8,9 @@ behalf). The first frame that is nkitui's own (told by its module's globals, the
 imported under `nkitui.`; a file name can be forged with `compile`, a module's globals cannot without
 `import nkitui`, which the integrity check fails) vouches for it: nkitui asked, for its own purposes.
 
+A library module's body run by the import system (a task's `import asyncio` runs asyncio's own code, which
+reads `__code__` and calls `sys._getframe` for itself) vouches as nkitui's frames do (`_imported`).
+
 A short allowlist covers libraries acting for themselves on task-defined code when the task defines a
 class or logs: `collections.namedtuple`, `enum`'s functional API, `typing` (`TypeVar`, `NamedTuple`),
 `dataclasses`, `logging`'s caller lookup and `inspect.signature`. An entry is a (event, code object) pair,
@@ -99,6 +102,21 @@ class Attribution:
             return True
         return False
 
+    @staticmethod
+    def _imported(frame: FrameType) -> bool:
+        """Is `frame` the body of a library module being imported (by the import system, under the name it is
+        filed by in sys.modules)? Its code is the library's own, run for itself, whoever imported it: a module
+        body the task could steer would be one it made (a `<string>` or other made-up file name between it and
+        the request: `made` above), one run by runpy (`-m`-style mains), or one loaded by hand from a spec
+        (not the module filed under its name), and none of those is taken for an import."""
+        caller = frame.f_back
+        if caller is None or caller.f_code.co_name != "_call_with_frames_removed" or \
+                not caller.f_code.co_filename.startswith("<frozen importlib"):
+            return False
+        g = frame.f_globals
+        name = g.get("__name__")
+        return type(name) is str and getattr(sys.modules.get(name), "__dict__", None) is g
+
     def self_acting(self, event: str, frame: FrameType) -> bool:
         codes = SELF_ACTING.get(event)
         if not codes:
@@ -125,7 +143,7 @@ class Attribution:
         if event and self.self_acting(event, frame):
             return None
         roots, runners = self.task_roots, CALLBACK_RUNNERS
-        last, runner = frame, None
+        last, runner, made = frame, None, False
         while frame is not None:
             code = frame.f_code
             filename = code.co_filename
@@ -134,8 +152,12 @@ class Attribution:
                 return filename[len(root):], frame.f_lineno
             if runner is None and code in runners:  # what runs below it did not ask: nobody vouches any more
                 runner = frame
-            elif vouch and runner is None and self.is_nkitui(frame.f_globals):
-                return None
+            elif vouch and runner is None:
+                if self.is_nkitui(frame.f_globals):
+                    return None
+                made = made or (filename[:1] == "<" and not filename.startswith("<frozen "))
+                if not made and code.co_name == "<module>" and self._imported(frame):
+                    return None
             last = frame
             frame = frame.f_back
         if runner is not None:  # nkitui registers no callback that asks for these, with or without vouching

@@ -339,3 +339,62 @@ def test_honest_kernels_defining_namedtuples_enums_and_dataclasses_still_pass(tm
     assert result.status == "passed", (result.status, [(c.id, c.passed, c.detail[:200]) for c in result.checks])
     assert not result.sandbox.violations
     assert check(result, "sandbox").passed is True
+
+
+# -- the reference file is read statically too ---------------------------------------------------------
+def test_the_reference_file_fails_the_integrity_check_on_what_reaches_into_the_interpreter(tmp_path):
+    from nkitui.analysis import integrity_findings
+    from nkitui.task import load_task
+
+    reference = ("import copy\nimport gc\nimport numpy as np\n\n\nclass R:\n    def __reduce_ex__(self, p):\n"
+                 "        return (gc.get_objects, ())\n\n\nnp.seterr(all='ignore')\nnp.set_printoptions = print\n\n\n"
+                 "def add(a, b):\n    copy.deepcopy([R()])\n    return a + b\n")
+    manifest = add_manifest(task_id="ref", cuda=False)
+    task = load_task(write_files(tmp_path / "ref", {"add_nki.py": ADD_KERNEL, "reference.py": reference,
+                                                    "task.toml": manifest}))
+    found = integrity_findings(task)
+    high = [f for f in found if f.severity == "high"]
+    assert [(f.rule, f.file) for f in high] == [("HACK-TAMPER", "reference.py")], [(f.rule, f.file, f.line) for f in found]
+    assert set(high[0].data["lines"]) == {2, 7}  # import gc, __reduce_ex__
+    assert "the task's reference" in high[0].message
+    # replacing part of an imported module in the reference's own process is shown, not failed (PyTorch
+    # references set torch.backends flags that way)
+    medium = [f for f in found if f.severity == "medium" and f.file == "reference.py"]
+    assert medium and 12 in medium[0].data["lines"]
+    # an honest reference has no finding at all
+    honest = load_task(write_files(tmp_path / "ok", {"add_nki.py": ADD_KERNEL, "reference.py": ADD_REFERENCE,
+                                                     "task.toml": manifest}))
+    assert integrity_findings(honest) == []
+
+
+IMPORTS = '''
+import importlib.util, runpy, sys, timeit
+
+def _run(name, how):
+    sys.argv = ["timeit", "-n", "1", "-s", "import gc", "print('GOT', len(gc.get_objects()))"]
+    try:
+        if how == "runpy":
+            runpy.run_module(name, run_name="__main__")
+        else:  # a library module loaded by hand under the name __main__: its body calls main()
+            spec = importlib.util.spec_from_file_location("__main__", timeit.__file__)
+            spec.loader.exec_module(importlib.util.module_from_spec(spec))
+    except (SystemExit, PermissionError):  # timeit prints the refusal's traceback: reading tb_frame is refused too
+        pass
+    print("DONE", how, flush=True)
+
+_run("timeit", "runpy")
+_run("timeit", "spec")
+
+
+def _launder_all(where):
+    pass
+'''
+
+
+def test_a_library_main_run_for_the_task_is_not_taken_for_an_import(tmp_path):
+    """A library module's body run by the import system vouches for itself; one run by runpy or loaded by hand
+    (here timeit's main, handed code that asks for gc.get_objects) does not."""
+    log, record = run_guarded(tmp_path, IMPORTS)
+    assert "DONE runpy" in log and "DONE spec" in log, log[-2000:]
+    assert "GOT" not in log, log[-2000:]
+    assert sum(1 for r in record if r.get("target") == "gc.get_objects" and r.get("file") == "hostile.py") == 2, record
