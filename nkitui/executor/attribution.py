@@ -30,7 +30,7 @@ from typing import Any
 _key = object.__hash__  # identity like id(), without id()'s audit event (the hooks run on every event)
 
 
-def _self_acting() -> tuple[dict[str, frozenset[CodeType]], CodeType | None, CodeType | None]:
+def _self_acting() -> tuple[dict[str, frozenset[int]], CodeType | None, CodeType | None]:
     """The allowlist, built from the standard library as imported by nkitui (before task code)."""
     import collections
     import dataclasses
@@ -48,14 +48,15 @@ def _self_acting() -> tuple[dict[str, frozenset[CodeType]], CodeType | None, Cod
     setattr_ = {code(collections.namedtuple), code(getattr(dataclasses, "_process_class", None)),
                 code(typing.NamedTupleMeta.__new__)}
     table = {"sys._getframe": getframe, "object.__getattr__": getattr_, "object.__setattr__": setattr_}
-    clean = {event: frozenset(c for c in codes if isinstance(c, CodeType)) for event, codes in table.items()}
+    # by identity (a code object's own hash reads its whole contents: too slow for a look-up per frame)
+    clean = {event: frozenset(_key(c) for c in codes if isinstance(c, CodeType)) for event, codes in table.items()}
     return clean, code(getattr(logging, "currentframe", None)), code(logging.Logger.findCaller)
 
 
 SELF_ACTING, _LOGGING_CURRENTFRAME, _LOGGING_FINDCALLER = _self_acting()
 
 
-def _callback_runners() -> frozenset[CodeType]:
+def _callback_runners() -> frozenset[int]:
     """Library frames that call back what someone registered earlier (a finalizer, an exit stack's callback):
     whoever runs them (nkitui's code that happened to trigger a collection, the interpreter at exit) is not the
     requester, so they end the walk as a stack with no vouching frame does."""
@@ -69,7 +70,7 @@ def _callback_runners() -> frozenset[CodeType]:
     for const in getattr(getattr(wrapper, "__code__", None), "co_consts", ()):
         if isinstance(const, CodeType):
             found.add(const)
-    return frozenset(c for c in found if isinstance(c, CodeType))
+    return frozenset(_key(c) for c in found if isinstance(c, CodeType))
 
 
 CALLBACK_RUNNERS = _callback_runners()
@@ -122,7 +123,7 @@ class Attribution:
         if not codes:
             return False
         code = frame.f_code
-        if code in codes:
+        if _key(code) in codes:
             return True
         # logging.currentframe returns a frame: only for Logger.findCaller, which returns strings
         return (event == "sys._getframe" and code is _LOGGING_CURRENTFRAME and frame.f_back is not None
@@ -142,7 +143,7 @@ class Attribution:
             return (UNVOUCHED + " ran it at exit)", 0) if vouch else None
         if event and self.self_acting(event, frame):
             return None
-        roots, runners = self.task_roots, CALLBACK_RUNNERS
+        roots, runners, known = self.task_roots, CALLBACK_RUNNERS, self._nkitui_globals
         last, runner, made = frame, None, False
         while frame is not None:
             code = frame.f_code
@@ -150,10 +151,14 @@ class Attribution:
             if filename.startswith(roots):
                 root = next(r for r in roots if filename.startswith(r))
                 return filename[len(root):], frame.f_lineno
-            if runner is None and code in runners:  # what runs below it did not ask: nobody vouches any more
+            if runner is None and _key(code) in runners:  # what runs below it did not ask: nobody vouches any more
                 runner = frame
             elif vouch and runner is None:
-                if self.is_nkitui(frame.f_globals):
+                g = frame.f_globals
+                if _key(g) in known:  # the common case first: one set look-up
+                    return None
+                name = g.get("__name__")
+                if type(name) is str and name[:7] in ("nkitui.", "__main_") and self.is_nkitui(g):
                     return None
                 made = made or (filename[:1] == "<" and not filename.startswith("<frozen "))
                 if not made and code.co_name == "<module>" and self._imported(frame):
