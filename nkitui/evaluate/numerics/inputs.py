@@ -72,7 +72,11 @@ def from_kernel_layout(spec: TensorSpec, array: np.ndarray) -> np.ndarray:
 def same_bits(x: np.ndarray, y: np.ndarray) -> bool:
     """Bit for bit the same array (dtype, shape and bytes: NaN payloads and signed zeros count)."""
     x, y = np.asarray(x), np.asarray(y)
-    return x.dtype == y.dtype and x.shape == y.shape and np.ascontiguousarray(x).tobytes() == np.ascontiguousarray(y).tobytes()
+    if x.dtype != y.dtype or x.shape != y.shape:
+        return False
+    xb = np.ascontiguousarray(x).reshape(-1).view(np.uint8)
+    yb = np.ascontiguousarray(y).reshape(-1).view(np.uint8)
+    return bool(np.array_equal(xb[:64], yb[:64]) and np.array_equal(xb, yb))  # random inputs differ at once
 
 
 def predictable_inputs(task: Task, fresh: dict[str, np.ndarray], seen: list[dict[str, np.ndarray]]) -> list[str]:
