@@ -74,8 +74,10 @@ def test_tasks_outside_git_or_with_changes_travel_as_snapshots_and_match_the_loc
 
 def test_a_task_whose_ray_worker_dies_is_retried_once_then_reported(tmp_path: Path, ray_runtime):
     root = tmp_path / "q"
-    add_task(root / "dies_once", prelude="time.sleep(3)")
-    add_task(root / "dies_twice", prelude="time.sleep(3)")
+    # long enough that the "started" note (drained every POLL_S, a drain waiting up to 10 s on a loaded
+    # machine) reaches the test while the first attempt still runs: a kill after it ended hits an idle worker
+    add_task(root / "dies_once", prelude="time.sleep(12)")
+    add_task(root / "dies_twice", prelude="time.sleep(12)")
     executor = RayExecutor()
     left_behind: list[int] = []
 
