@@ -23,6 +23,7 @@ return a frame, counts only when `Logger.findCaller` called it, and findCaller r
 
 from __future__ import annotations
 
+import os
 import sys
 from types import CodeType, FrameType
 from typing import Any
@@ -77,6 +78,18 @@ CALLBACK_RUNNERS = _callback_runners()
 UNVOUCHED = "(no frame of the task's or nkitui's on the stack: a callback it registered"
 
 
+_PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # the nkitui package
+NKITUI_FILES = tuple({os.path.join(_PACKAGE, ""), os.path.join(os.path.realpath(_PACKAGE), "")})
+
+
+def names_nkitui_file(filename: Any) -> bool:
+    """Does `filename` (of code being compiled or made) claim to be one of nkitui's own files?"""
+    if isinstance(filename, bytes):
+        filename = os.fsdecode(filename)
+    return isinstance(filename, str) and (filename.startswith(NKITUI_FILES)
+                                          or os.path.realpath(filename).startswith(NKITUI_FILES))
+
+
 class Attribution:
     """The caller check for one process: the task's roots (its scratch copy, as given and resolved)."""
 
@@ -85,6 +98,11 @@ class Attribution:
     def __init__(self, task_roots: tuple[str, ...]) -> None:
         self.task_roots = tuple(r for r in task_roots if r)
         self._nkitui_globals: set[int] = set()  # identities of nkitui modules' globals dicts seen so far
+
+    def is_nkitui_frame(self, frame: FrameType) -> bool:
+        """A frame of nkitui's own code: an nkitui module's globals *and* code from nkitui's files (code made at run
+        time with an nkitui file name is refused to the task: IntrospectionGuard, events `compile`, `code.__new__`)."""
+        return self.is_nkitui(frame.f_globals) and frame.f_code.co_filename.startswith(NKITUI_FILES)
 
     def is_nkitui(self, g: Any) -> bool:
         """Are `g` the globals of one of nkitui's modules (the very dict of the module imported under that name)?"""
@@ -155,11 +173,10 @@ class Attribution:
                 runner = frame
             elif vouch and runner is None:
                 g = frame.f_globals
-                if _key(g) in known:  # the common case first: one set look-up
-                    return None
-                name = g.get("__name__")
-                if type(name) is str and name[:7] in ("nkitui.", "__main_") and self.is_nkitui(g):
-                    return None
+                if _key(g) in known or (type(name := g.get("__name__")) is str and name[:7] in ("nkitui.", "__main_")
+                                        and self.is_nkitui(g)):
+                    if filename.startswith(NKITUI_FILES):  # nkitui's globals and nkitui's code
+                        return None
                 made = made or (filename[:1] == "<" and not filename.startswith("<frozen "))
                 if not made and code.co_name == "<module>" and self._imported(frame):
                     return None

@@ -398,3 +398,35 @@ def test_a_library_main_run_for_the_task_is_not_taken_for_an_import(tmp_path):
     assert "DONE runpy" in log and "DONE spec" in log, log[-2000:]
     assert "GOT" not in log, log[-2000:]
     assert sum(1 for r in record if r.get("target") == "gc.get_objects" and r.get("file") == "hostile.py") == 2, record
+
+
+DRESSED = '''
+import nkitui.executor.attribution as _nk
+
+_ASK = "import gc\\nGOT = len(gc.get_objects())\\n"
+
+
+def _try(name, run):
+    try:
+        run()
+    except PermissionError as exc:
+        print("DRESSED", name, "REFUSED", str(exc)[:60], flush=True)
+    else:
+        print("DRESSED", name, "LAUNDERED", flush=True)
+
+
+def _launder_all(where):
+    g = vars(_nk)  # an nkitui module's globals: what vouching looked at
+    _try("compile-as-nkitui", lambda: exec(compile(_ASK, _nk.__file__, "exec"), g))
+    _try("code-renamed", lambda: exec(compile(_ASK, "<x>", "exec").replace(co_filename=_nk.__file__), g))
+    _try("nkitui-globals-only", lambda: exec(compile(_ASK, "<x>", "exec"), g))
+'''
+
+
+def test_code_dressed_as_nkitui_does_not_vouch_for_itself(tmp_path):
+    """Vouching takes an nkitui module's globals *and* nkitui's file: code the task compiles under an nkitui file
+    name, or renames to one, is refused as it is made; run with nkitui's globals under another name it vouches
+    for nothing."""
+    log, _record = run_guarded(tmp_path, DRESSED)
+    got = {line.split()[1]: line.split()[2] for line in log.splitlines() if line.startswith("DRESSED ")}
+    assert got == {"compile-as-nkitui": "REFUSED", "code-renamed": "REFUSED", "nkitui-globals-only": "REFUSED"}, log[-2000:]

@@ -19,6 +19,8 @@ import sys
 import threading
 from typing import Any
 
+from nkitui.executor.attribution import names_nkitui_file
+
 # the events refused to the task's code: whoever stands between it and the event (inspect, traceback, ctypes,
 # copy, functools, map, a finalizer, ...) acts on its behalf (nkitui.executor.attribution: the whole stack)
 _REFUSED = frozenset({
@@ -29,7 +31,11 @@ _REFUSED = frozenset({
     "ctypes.call_function", "ctypes.string_at", "ctypes.wstring_at",
     "object.__getattr__",  # tb_frame, f_code, gi_frame, cr_frame, ...
     "object.__setattr__",  # __class__, __bases__, __name__ of classes
+    # code made at run time under one of nkitui's file names (run with an nkitui module's globals it would pass
+    # for nkitui's own frame, which vouches for what it asks): only when the name is nkitui's (hook)
+    "compile", "code.__new__",
 })
+_NAMED_CODE = frozenset({"compile", "code.__new__"})
 _MAX_RECORDED = 100
 _key = object.__hash__  # identity like id(), without id()'s audit event (this hook runs on every event)
 _local = threading.local()
@@ -61,6 +67,8 @@ class IntrospectionGuard:
             return
         if event == "object.__getattr__" and (len(args) < 2 or args[1] in ("__name__",)):
             return
+        if event in _NAMED_CODE and not (len(args) >= 2 and names_nkitui_file(args[1])):
+            return  # code under any other name: the integrity check reads dynamic code
         _local.busy = True
         try:
             try:
@@ -69,12 +77,14 @@ class IntrospectionGuard:
                 frame = None
             # fast path: nkitui's own code asking for itself (the emulator finds the kernel's line, opens
             # device memory with ctypes); told by the module's globals, which raise no audit event
-            where = None if frame is not None and self._is_nkitui(frame.f_globals) else self.culprit(event, frame)
+            where = None if frame is not None and self.attribution.is_nkitui_frame(frame) else self.culprit(event, frame)
         finally:
             _local.busy = False
         if where is None:
             return
         detail = event if event != "object.__getattr__" and event != "object.__setattr__" else f"{event} {args[1]!r}"
+        if event in _NAMED_CODE:
+            detail = f"{event} under nkitui's file name {str(args[1])[:120]!r}"
         if len(self.refusals) < _MAX_RECORDED:
             self.refusals.append({"action": "introspection", "target": detail, "detail": event,
                                   "file": where[0], "line": where[1]})
