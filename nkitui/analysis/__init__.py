@@ -192,7 +192,7 @@ def integrity_findings(task: Any) -> list[Finding]:
         if resolved == reference_path and not is_kernel:  # a reference in the kernel's own file gets the kernel's checks
             found.extend(tamper_findings(source, _rel(path, root), reference=True))
             continue
-        entry = kernel.name if is_kernel else None
+        entry = kernel.name if is_kernel and kernel is not None else None
         found.extend(source_findings(source, _rel(path, root), entry))
     return found
 

@@ -43,11 +43,12 @@ def _self_acting() -> tuple[dict[str, frozenset[int]], CodeType | None, CodeType
     def code(fn: Any) -> CodeType | None:
         return getattr(fn, "__code__", None)
 
-    getframe = {code(collections.namedtuple), code(enum.EnumType._create_), code(getattr(typing, "_caller", None))}
+    getframe = {code(collections.namedtuple), code(getattr(enum.EnumType, "_create_", None)),
+                code(getattr(typing, "_caller", None))}
     getattr_ = {code(getattr(inspect, "_signature_from_function", None)), code(getattr(logging, "_is_internal_frame", None)),
                 code(logging.Logger.findCaller)}
     setattr_ = {code(collections.namedtuple), code(getattr(dataclasses, "_process_class", None)),
-                code(typing.NamedTupleMeta.__new__)}
+                code(getattr(getattr(typing, "NamedTupleMeta", None), "__new__", None))}
     table = {"sys._getframe": getframe, "object.__getattr__": getattr_, "object.__setattr__": setattr_}
     # by identity (a code object's own hash reads its whole contents: too slow for a look-up per frame)
     clean = {event: frozenset(_key(c) for c in codes if isinstance(c, CodeType)) for event, codes in table.items()}
@@ -64,7 +65,7 @@ def _callback_runners() -> frozenset[int]:
     import contextlib
     import weakref
 
-    codes = [weakref.finalize.__call__, weakref.finalize._exitfunc, contextlib.ExitStack.__exit__,
+    codes = [weakref.finalize.__call__, getattr(weakref.finalize, "_exitfunc", None), contextlib.ExitStack.__exit__,
              contextlib.AsyncExitStack.__aexit__, getattr(contextlib._BaseExitStack, "_create_cb_wrapper", None)]
     found = {getattr(fn, "__code__", None) for fn in codes}
     wrapper = getattr(contextlib._BaseExitStack, "_create_cb_wrapper", None)  # its nested _exit_wrapper
@@ -108,10 +109,14 @@ class Attribution:
         """Are `g` the globals of one of nkitui's modules (the very dict of the module imported under that name)?"""
         if _key(g) in self._nkitui_globals:
             return True
-        name = g.get("__name__") if type(g) is dict else None
+        if type(g) is not dict:
+            return False
+        globals_: dict[str, Any] = g
+        name = globals_.get("__name__")
         if name == "__main__":  # `python -m nkitui.executor.worker`: its module runs as __main__
-            name = getattr(g.get("__spec__"), "name", None) if getattr(sys.modules.get("__main__"), "__dict__", None) is g \
-                else None
+            main = sys.modules.get("__main__")
+            spec = globals_.get("__spec__") if getattr(main, "__dict__", None) is globals_ else None
+            name = getattr(spec, "name", None)
             if type(name) is str and name.startswith("nkitui."):
                 self._nkitui_globals.add(_key(g))
                 return True
