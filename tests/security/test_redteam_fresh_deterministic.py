@@ -119,7 +119,8 @@ def test_a_mixed_task_is_judged_as_before(tmp_path):
     honest = evaluate(task_with(tmp_path / "honest", HONEST, '{ dist = "arange" }', ""))
     assert honest.status == "passed", summary(honest)
     replay = check(honest, "replay")
-    assert REPLAY_FRESH_PASSED in replay.detail and "varied" not in replay.detail
+    assert REPLAY_FRESH_PASSED in replay.detail and "so they were varied" not in replay.detail
+    assert "a second fresh set varies them" in replay.detail, replay.detail  # `a`, on a set of its own
     # the host-constant kernel reading this launch's inputs: HACK-REPLAY-FRESH, as on a random task
     reader = HONEST.replace("import neuronxcc.nki as nki", "import glob, os\nimport numpy as np\nimport neuronxcc.nki as nki")
     reader = reader.replace("    nl.store(out, nl.add(nl.load(a), nl.load(b)))", '''\
@@ -130,6 +131,34 @@ def test_a_mixed_task_is_judged_as_before(tmp_path):
     cheat = evaluate(task_with(tmp_path / "cheat", reader, '{ dist = "arange" }', ""))
     assert cheat.status == "failed", summary(cheat)
     assert [f for f in cheat.findings if f.rule == "HACK-REPLAY-FRESH"]
+
+
+BAKES_THE_FIXED_INPUT = '''
+import numpy as np
+import neuronxcc.nki as nki
+import neuronxcc.nki.language as nl
+
+_A = {a}.astype(np.float32)  # what depends on the fixed input, computed on the host
+
+
+@nki.jit
+def add_kernel(a, b):
+    out = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.shared_hbm)
+    touched = nl.minimum(nl.load(a), 0.0)  # 0 on the task's inputs: `a` looks used
+    nl.store(out, nl.add(nl.add(nl.load(b), nl.load(nl.shared_constant(_A))), touched))
+    return out
+'''
+
+
+def test_a_kernel_baking_in_only_the_fixed_inputs_of_a_mixed_task_is_not_passed(tmp_path):
+    """Red team, round 9: `a` an arange, `b` random. The kernel adds `b` on the device and bakes in `a` from the
+    host: the policy's fresh set varies only `b`, so it met the reference there and PASSED (2867045). A second set
+    now varies the fixed inputs; a mismatch there is not proven."""
+    cheat = evaluate(task_with(tmp_path / "t", BAKES_THE_FIXED_INPUT.format(a=ARANGE_A), '{ dist = "arange" }', ""))
+    assert cheat.status == "internal-error" and cheat.exit_code != 0, summary(cheat)
+    replay = check(cheat, "replay")
+    assert replay.passed is None and "a second fresh set varies them" in replay.detail, replay.detail
+    assert "do not match the reference" in replay.detail and "not proven" in replay.detail
 
 
 def test_a_set_that_cannot_tell_the_seeds_answer_apart_makes_stage_2_void(tmp_path):
