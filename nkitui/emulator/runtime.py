@@ -206,8 +206,7 @@ class Run:
                     fill: bool = False, kind: str = "", track: bool = True) -> Storage:
         """The allocation fast path for trusted arguments (a tuple of ints, a DType, a valid shape)."""
         data = new_array(shape, d, self.precise, fill) if self.execute else None
-        st = Storage(name, memory, shape, d, data, pax, kind)
-        st.loop_depth = len(self.loops)
+        st = Storage(name, memory, shape, d, data, pax, kind, len(self.loops))
         if _replaylog._rec is not None:  # how the replay makes the same fresh storage
             _replaylog._rec.note_storage(st, fill)
         if d is dt.tfloat32:
@@ -356,7 +355,7 @@ class Run:
             self.engine_counts[engine] = 1
         if self.trace is None:  # not recording
             return None
-        frame = kernel_frame()
+        frame = kernel_frame(2)  # this method and its caller (an engine function) are the emulator's
         if frame is not None:
             if frame is self._last_frame:
                 path = self._last_path
@@ -378,7 +377,7 @@ class Run:
         reads = []
         for t in ins:
             st = t.storage
-            n = t.size * st.dtype.itemsize
+            n = math.prod(t.shape) * st.dtype.itemsize  # (t.size without the property's call)
             br += n
             mem = st.memory
             if mem == "hbm":
@@ -388,7 +387,7 @@ class Run:
             reads.append(t.access())
         writes = []
         for t in outs:
-            n = t.size * t.storage.dtype.itemsize
+            n = math.prod(t.shape) * t.storage.dtype.itemsize
             bw += n
             if t.storage.memory == "hbm":
                 hw += n

@@ -84,15 +84,17 @@ def dma_copy(dst: Tensor, src: Tensor, *, where: Mask = None, dst_rmw_op: Op | N
                                 "(element counts must be equal, or the source broadcastable)")
     rmw = alu.resolve_binary(dst_rmw_op, "dst_rmw_op") if dst_rmw_op is not None else None
     P, F = _side(src, dst)
-    m: dict[str, Any] = {"api": api, "queue": queue, "src": src.storage.memory, "dst": dst.storage.memory}
-    if src.storage.dtype is not dst.storage.dtype:
-        m["cast"] = f"{src.storage.dtype.name}->{dst.storage.dtype.name}"
-    if rmw is not None:
-        m["rmw_op"] = rmw.name
-    if src.gather_indices is not None or dst.gather_indices is not None:
-        m["indirect"] = True
-    if meta:
-        m.update(meta)
+    m: dict[str, Any] | None = None  # the trace's metadata: read only while recording (DMAs are not reordered)
+    if run.recording:
+        m = {"api": api, "queue": queue, "src": src.storage.memory, "dst": dst.storage.memory}
+        if src.storage.dtype is not dst.storage.dtype:
+            m["cast"] = f"{src.storage.dtype.name}->{dst.storage.dtype.name}"
+        if rmw is not None:
+            m["rmw_op"] = rmw.name
+        if src.gather_indices is not None or dst.gather_indices is not None:
+            m["indirect"] = True
+        if meta:
+            m.update(meta)
     ins = (src, dst) if rmw is not None else (src,)
     run.record("dma", opcode, ins, (dst,), partitions=P, free=F, meta=m)
     if not run.execute:
