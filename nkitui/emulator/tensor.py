@@ -334,7 +334,7 @@ class Tensor:
             out_shape.append(length)
         if dropped and pax >= 0 and len(out_shape) < 2:
             return None
-        return self._new(tuple(new_ent), tuple(out_shape))
+        return type(self)(self.storage, tuple(new_ent), tuple(out_shape))  # (self._new, without its call)
 
     def compose(self, specs: Sequence[Spec], shape: tuple[int, ...]) -> Self:
         """Apply per-result-axis specs ("i", k) | ("r", start, step, length, new_axis)."""

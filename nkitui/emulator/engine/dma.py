@@ -20,7 +20,7 @@ def _side(src: Tensor, dst: Tensor) -> tuple[int, int]:
     onchip = dst if dst.storage.partition_dim >= 0 else (src if src.storage.partition_dim >= 0 else None)
     ref = onchip if onchip is not None else src
     p = ref.shape[0] if ref.shape else 1
-    return p, (ref.size // p if p else 0)
+    return p, (math.prod(ref.shape) // p if p else 0)  # (ref.size, without the property's call)
 
 
 def _fits(src_shape: tuple[int, ...], dst_shape: tuple[int, ...]) -> bool:

@@ -102,13 +102,15 @@ def nc_matmul(dst: Tensor, stationary: Tensor, moving: Tensor, *, accumulate: bo
             run.target.nc_version >= 4 and dst.storage.dtype is dt.bfloat16):
         raise EngineDtypeError(f"{api}: the PSUM result must be float32 on {run.target.name}, got "
                                f"{dst.storage.dtype.name}")
-    m: dict[str, Any] = {"api": api, "K": K, "M": M, "N": N, "accumulate": accumulate}
-    if is_transpose:
-        m["transpose"] = True
-    if double:
-        m["perf_mode"] = "double_row"  # also AWS's "double_row_gen3" spelling
-    if meta:
-        m.update(meta)
+    m: dict[str, Any] | None = None  # the trace's metadata: read only while recording (a matmul is never reordered)
+    if run.recording:
+        m = {"api": api, "K": K, "M": M, "N": N, "accumulate": accumulate}
+        if is_transpose:
+            m["transpose"] = True
+        if double:
+            m["perf_mode"] = "double_row"  # also AWS's "double_row_gen3" spelling
+        if meta:
+            m.update(meta)
     run.record("tensor", "nc_matmul", (stationary, moving), (dst,), partitions=K, free=N,
                flops=0 if is_transpose else 2 * K * M * N, meta=m)
     if not run.execute:
