@@ -282,10 +282,14 @@ class Tensor:
         partition dim) straight to a new range view; None hands over to the general path."""
         ent = self.dims
         shape = self.shape
-        axis_dim = [-1] * len(shape)
-        for d, e in enumerate(ent):
-            if e[3] >= 0:
-                axis_dim[e[3]] = d
+        axis_dim: Sequence[int]  # the storage dimension of each result axis (-1: none)
+        if ent is _WHOLE.get(shape):  # a whole tensor (every kernel argument): result axis r is dimension r
+            axis_dim = range(len(shape))
+        else:
+            axis_dim = [-1] * len(shape)
+            for d, e in enumerate(ent):
+                if e[3] >= 0:
+                    axis_dim[e[3]] = d
         pax = self.storage.partition_dim
         pr = ent[pax][3] if pax >= 0 else -2
         new_ent = list(ent)

@@ -67,7 +67,7 @@ def dma_copy(dst: Tensor, src: Tensor, *, where: Mask = None, dst_rmw_op: Op | N
              opcode: str = "dma_copy", meta: dict[str, Any] | None = None) -> None:
     """Copy src into dst (element counts must match; src may broadcast). Casts go through fp32."""
     run = current()
-    skip_oob = getattr(oob_mode, "name", oob_mode) == "skip"
+    skip_oob = oob_mode is not None and getattr(oob_mode, "name", oob_mode) == "skip"
     if where is not None:
         # a mask decides which index values a gather/scatter uses: masked-off elements are neither
         # bounds-checked nor read (nki-samples' resize kernel masks rows whose indices run past the end)

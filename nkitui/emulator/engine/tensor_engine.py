@@ -35,13 +35,15 @@ def check_matmul(stationary: Tensor, moving: Tensor, *, perf_mode: object = None
                  api: str = "nc_matmul") -> tuple[int, int, int, bool]:
     """Validate TensorE operands (memory, shapes, dtypes); returns (K, M, N, double_row)."""
     run = current()
-    tile(stationary, api, "stationary")
-    tile(moving, api, "moving")
+    if not getattr(stationary, "_tile_checked", False):  # (tile()'s own fast path, without its call)
+        tile(stationary, api, "stationary")
+    if not getattr(moving, "_tile_checked", False):
+        tile(moving, api, "moving")
     for t, r in ((stationary, "stationary"), (moving, "moving")):
         if t.storage.memory != "sbuf":
             raise EngineMemoryError(f"{api}: operand '{r}' must be in SBUF (TensorE reads SBUF only), got "
                                     f"{t.storage.memory}")
-    double = str(getattr(perf_mode, "value", perf_mode) or "").startswith("double_row")
+    double = perf_mode is not None and str(getattr(perf_mode, "value", perf_mode) or "").startswith("double_row")
     K, Km = stationary.shape[0], moving.shape[0]
     if double:
         if run.target.nc_version < 3:
