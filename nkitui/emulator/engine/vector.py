@@ -211,7 +211,8 @@ def tensor_scalar(dst: Tensor, data: Tensor, op0: Op, operand0: Operand, reverse
             r = _apply_scalar_op(o1, r, v1, reverse1)
     else:
         a = values(data, shape)
-        x = _F32(x0) if t0 is None else operand_values(x0, t0, len(shape))  # (the common immediate: no call)
+        # (the common immediate without operand_values' call; t0 is None: x0 is a Scalar, as there)
+        x = _F32(x0) if t0 is None else operand_values(x0, t0, len(shape))  # type: ignore[arg-type]  # x0 a Scalar here
         r = o0.fn(x, a) if reverse0 else o0.fn(a, x)  # (_apply_scalar_op, inlined)
         if o1 is not None:
             r = _apply_scalar_op(o1, r, operand_values(x1, t1, len(shape)), reverse1)
