@@ -33,6 +33,7 @@ _key = object.__hash__  # identity like id(), without id()'s audit event (the ho
 
 def _self_acting() -> tuple[dict[str, frozenset[int]], CodeType | None, CodeType | None]:
     """The allowlist, built from the standard library as imported by nkitui (before task code)."""
+    import ast
     import collections
     import dataclasses
     import enum
@@ -49,7 +50,12 @@ def _self_acting() -> tuple[dict[str, frozenset[int]], CodeType | None, CodeType
                 code(logging.Logger.findCaller)}
     setattr_ = {code(collections.namedtuple), code(getattr(dataclasses, "_process_class", None)),
                 code(getattr(getattr(typing, "NamedTupleMeta", None), "__new__", None))}
-    table = {"sys._getframe": getframe, "object.__getattr__": getattr_, "object.__setattr__": setattr_}
+    # code the standard library makes from its own templates, for the task's classes (compile/exec of a string)
+    # and ast.parse, which compiles to a syntax tree only (numpy's np.load reads a .npy header with literal_eval)
+    compile_ = {code(collections.namedtuple), code(getattr(dataclasses, "_create_fn", None)),
+                code(getattr(getattr(typing, "ForwardRef", None), "__init__", None)), code(ast.parse)}
+    table = {"sys._getframe": getframe, "object.__getattr__": getattr_, "object.__setattr__": setattr_,
+             "compile": compile_}
     # by identity (a code object's own hash reads its whole contents: too slow for a look-up per frame)
     clean = {event: frozenset(_key(c) for c in codes if isinstance(c, CodeType)) for event, codes in table.items()}
     return clean, code(getattr(logging, "currentframe", None)), code(logging.Logger.findCaller)
@@ -89,6 +95,14 @@ def names_nkitui_file(filename: Any) -> bool:
         filename = os.fsdecode(filename)
     return isinstance(filename, str) and (filename.startswith(NKITUI_FILES)
                                           or os.path.realpath(filename).startswith(NKITUI_FILES))
+
+
+def _foreign_globals(g: Any) -> bool:
+    """Globals that are no imported module's own dict: code exec'd into a dict of its own, or a function built on
+    another's code (types.FunctionType). The standard library's generated methods (namedtuple's) have such globals
+    too; they ask for nothing the guards refuse."""
+    name = g.get("__name__") if type(g) is dict else None
+    return type(name) is not str or getattr(sys.modules.get(name), "__dict__", None) is not g
 
 
 class Attribution:
@@ -168,6 +182,7 @@ class Attribution:
             return None
         roots, runners, known = self.task_roots, CALLBACK_RUNNERS, self._nkitui_globals
         last, runner, made = frame, None, False
+        foreign: FrameType | None = None  # the innermost frame whose globals are no module's (made at run time)
         while frame is not None:
             code = frame.f_code
             filename = code.co_filename
@@ -181,8 +196,15 @@ class Attribution:
                 if _key(g) in known or (type(name := g.get("__name__")) is str and name[:7] in ("nkitui.", "__main_")
                                         and self.is_nkitui(g)):
                     if filename.startswith(NKITUI_FILES):  # nkitui's globals and nkitui's code
-                        return None
-                made = made or (filename[:1] == "<" and not filename.startswith("<frozen "))
+                        if foreign is None:
+                            return None
+                        # nkitui called what someone made at run time (code exec'd into globals of its own): nkitui
+                        # does not vouch for what that code asks
+                        return f"{UNVOUCHED}: code made at run time, {foreign.f_code.co_filename[:80]} " \
+                               f"{foreign.f_code.co_name})", foreign.f_lineno
+                if foreign is None and _foreign_globals(g):
+                    foreign = frame
+                made = made or (filename[:1] == "<" and not filename.startswith("<frozen ")) or foreign is not None
                 if not made and code.co_name == "<module>" and self._imported(frame):
                     return None
             last = frame

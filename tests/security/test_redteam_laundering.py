@@ -397,7 +397,10 @@ def test_a_library_main_run_for_the_task_is_not_taken_for_an_import(tmp_path):
     log, record = run_guarded(tmp_path, IMPORTS)
     assert "DONE runpy" in log and "DONE spec" in log, log[-2000:]
     assert "GOT" not in log, log[-2000:]
-    assert sum(1 for r in record if r.get("target") == "gc.get_objects" and r.get("file") == "hostile.py") == 2, record
+    # refused where timeit compiles the task's statement (code under a name not the task's file: round 9), or, were
+    # that let through, where it asks for gc.get_objects
+    assert sum(1 for r in record if r.get("detail") in ("gc.get_objects", "compile") and r.get("file") == "hostile.py") \
+        == 2, record
 
 
 DRESSED = '''
@@ -430,3 +433,69 @@ def test_code_dressed_as_nkitui_does_not_vouch_for_itself(tmp_path):
     log, _record = run_guarded(tmp_path, DRESSED)
     got = {line.split()[1]: line.split()[2] for line in log.splitlines() if line.startswith("DRESSED ")}
     assert got == {"compile-as-nkitui": "REFUSED", "code-renamed": "REFUSED", "nkitui-globals-only": "REFUSED"}, log[-2000:]
+
+
+# -- round 9: code made at run time, which nkitui's frames then call ----------------------------------------
+MADE_AT_RUN_TIME = '''
+import marshal as _marshal, sys as _sys
+
+_SRC = """
+def grab(kind):
+    import gc
+    return len(gc.get_objects())
+"""
+_BUILTINS = getattr(_sys.modules["builtins"], "__dict__")
+_BYTES = {marshal_bytes!r}  # the same source, compiled elsewhere under a library's file name
+
+
+def _made(make, globals_):
+    _BUILTINS["exec"](make(), globals_)
+    return globals_["grab"]
+
+
+def _launder_all(where):
+    import numbers
+    routes = (("string", lambda: _BUILTINS["compile"](_SRC, "<string>", "exec"), {{}}),
+              ("library-name", lambda: _BUILTINS["compile"](_SRC, "/usr/lib/python3.11/numbers.py", "exec"), {{}}),
+              ("library-globals", lambda: _BUILTINS["compile"](_SRC, numbers.__file__, "exec"), vars(numbers)),
+              ("marshal", lambda: _marshal.loads(_BYTES), {{}}))
+    for label, make, globals_ in routes:
+        try:
+            grab = _made(make, globals_)
+        except PermissionError:
+            print(f"MADE {{label}}:REFUSED-AT-COMPILE", flush=True)
+            continue
+        try:
+            grab("gc")
+        except PermissionError:
+            print(f"MADE {{label}}:REFUSED", flush=True)
+        else:
+            print(f"MADE {{label}}:LAUNDERED", flush=True)
+'''
+
+
+def test_code_made_at_run_time_is_refused_when_nkitui_calls_it(tmp_path):
+    """Red team, round 9: the kernel exec'd a class under a library's file name (or `<string>`) into a dict of its
+    own; nkitui's output handling called its `items()`, and nkitui's frame vouched for what it asked (frames,
+    gc.get_objects, ctypes, an O_PATH open all worked; the run PASSED). Code made by the task under a name that is
+    not its own file (compile, marshal.loads) is refused now (the import system and the standard library's
+    templates excepted), and a frame whose globals are no module's (code exec'd into a dict of its own, here by
+    the harness, which may) stops nkitui's frames from vouching for what it asks."""
+    import marshal
+
+    source = "def grab(kind):\n    import gc\n    return len(gc.get_objects())\n"
+    module = MADE_AT_RUN_TIME.format(marshal_bytes=marshal.dumps(compile(source, "/usr/lib/python3.11/numbers.py",
+                                                                         "exec")))
+    after = '''
+    from nkitui.executor.confine.selftest import _attempt  # an nkitui frame that calls what it is given
+    made = {}
+    exec("def grab():\\n    import gc\\n    return len(gc.get_objects())\\n", made)
+    state, detail = _attempt(made["grab"])
+    print("MADE function:" + ("REFUSED" if "nkitui sandbox" in detail else state.upper()), flush=True)
+    '''
+    log, record = run_guarded(tmp_path, module, after=after)
+    made = dict(line.split(" ", 1)[1].split(":", 1) for line in log.splitlines() if line.startswith("MADE "))
+    assert made == {"string": "REFUSED-AT-COMPILE", "library-name": "REFUSED-AT-COMPILE",
+                    "library-globals": "REFUSED-AT-COMPILE", "marshal": "REFUSED-AT-COMPILE",
+                    "function": "REFUSED"}, log[-3000:]
+    assert any("not the task's file" in str(r.get("target")) and r.get("file") == "hostile.py" for r in record), record

@@ -19,7 +19,7 @@ import sys
 import threading
 from typing import Any
 
-from nkitui.executor.attribution import names_nkitui_file
+from nkitui.executor.attribution import UNVOUCHED, names_nkitui_file
 
 # the events refused to the task's code: whoever stands between it and the event (inspect, traceback, ctypes,
 # copy, functools, map, a finalizer, ...) acts on its behalf (nkitui.executor.attribution: the whole stack)
@@ -34,8 +34,11 @@ _REFUSED = frozenset({
     # code made at run time under one of nkitui's file names (run with an nkitui module's globals it would pass
     # for nkitui's own frame, which vouches for what it asks): only when the name is nkitui's (hook)
     "compile", "code.__new__",
+    # code made from bytes or a string under a name that is not the task's own file (a library's, a made-up one):
+    # refused when the task asked for it (hook, _foreign_name), so that code cannot pass for a library's frame
+    "marshal.loads",
 })
-_NAMED_CODE = frozenset({"compile", "code.__new__"})
+_NAMED_CODE = frozenset({"compile", "code.__new__", "marshal.loads"})
 _MAX_RECORDED = 100
 _key = object.__hash__  # identity like id(), without id()'s audit event (this hook runs on every event)
 _local = threading.local()
@@ -49,6 +52,20 @@ class IntrospectionGuard:
         self.attribution = Attribution(self.task_roots)
         self.refusals: list[dict[str, Any]] = []
         self.foreign_allowed: frozenset[int] = frozenset()  # C functions nkitui calls per instruction (addresses)
+
+    def _foreign_name(self, args: tuple[Any, ...]) -> bool:
+        """Code compiled under a name that is not the task's own file: a real file of a library (code that would pass
+        for that library's frame) or a made-up one. Refused when the task asked for it, except from the import
+        system (a library's source without its .pyc) and the standard library's templates (namedtuple, dataclasses:
+        attribution.SELF_ACTING); nkitui's own compiling is vouched for as usual."""
+        if len(args) >= 2 and isinstance(args[1], (str, bytes)):
+            if os.fsdecode(args[1]).startswith(self.task_roots):
+                return False
+        try:
+            caller = sys._getframe(2)
+        except ValueError:
+            return True
+        return not caller.f_code.co_filename.startswith("<frozen importlib")
 
     def _is_nkitui(self, g: dict[str, Any]) -> bool:
         return self.attribution.is_nkitui(g)
@@ -67,8 +84,9 @@ class IntrospectionGuard:
             return
         if event == "object.__getattr__" and (len(args) < 2 or args[1] in ("__name__",)):
             return
-        if event in _NAMED_CODE and not (len(args) >= 2 and names_nkitui_file(args[1])):
-            return  # code under any other name: the integrity check reads dynamic code
+        nkitui_named = event in _NAMED_CODE and len(args) >= 2 and names_nkitui_file(args[1])
+        if event in _NAMED_CODE and not nkitui_named and not self._foreign_name(args):
+            return  # code under the task's own file names, or the import system's (compiling, reading a .pyc)
         _local.busy = True
         try:
             try:
@@ -82,9 +100,13 @@ class IntrospectionGuard:
             _local.busy = False
         if where is None:
             return
+        if event in _NAMED_CODE and not nkitui_named and where[0].startswith(UNVOUCHED):
+            return  # made under a foreign name, but no task frame asked (nkitui's own harness, a library at exit)
         detail = event if event != "object.__getattr__" and event != "object.__setattr__" else f"{event} {args[1]!r}"
         if event in _NAMED_CODE:
-            detail = f"{event} under nkitui's file name {str(args[1])[:120]!r}"
+            named = "nkitui's file name" if nkitui_named else "a name that is not the task's file"
+            shown = str(args[1])[:120] if len(args) >= 2 and isinstance(args[1], (str, bytes)) else "(from bytes)"
+            detail = f"{event} under {named} {shown!r}"
         if len(self.refusals) < _MAX_RECORDED:
             self.refusals.append({"action": "introspection", "target": detail, "detail": event,
                                   "file": where[0], "line": where[1]})
