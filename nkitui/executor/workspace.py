@@ -26,7 +26,7 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from nkitui.executor.confine import removal
+from nkitui.executor.confine import reaping, removal
 
 DEFAULT_MAX_COPY_MB = 2048
 _CHUNK = 1 << 20
@@ -58,6 +58,7 @@ class Scratch:
 
     def remove(self) -> None:
         remove_tree(self.root)
+        reaping.drop(self.root)
 
 
 def remove_tree(root: Path) -> None:
@@ -124,7 +125,9 @@ def copy_task(source: Path, dest: Path, *, max_bytes: int, max_files: int | None
 def make_scratch(source: Path | None, *, max_copy_mb: int = DEFAULT_MAX_COPY_MB, max_files: int | None = None,
                  prefix: str = "nkitui-run-") -> Scratch:
     """Create a scratch folder and copy `source` (a task folder) into its work/ subfolder."""
+    reaping.start()
     root = Path(tempfile.mkdtemp(prefix=prefix))
+    reaping.hold(root)  # removed by the reaper if this process dies before a child is watched in it
     scratch = Scratch(root)
     try:
         for sub in (scratch.home, scratch.tmp):

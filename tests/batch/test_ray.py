@@ -74,15 +74,23 @@ def test_tasks_outside_git_or_with_changes_travel_as_snapshots_and_match_the_loc
 
 def test_a_task_whose_ray_worker_dies_is_retried_once_then_reported(tmp_path: Path, ray_runtime):
     root = tmp_path / "q"
-    add_task(root / "dies_once", prelude="time.sleep(3)")
-    add_task(root / "dies_twice", prelude="time.sleep(3)")
+    # long enough that the "started" note (drained every POLL_S, a drain waiting up to 10 s on a loaded
+    # machine) reaches the test while the first attempt still runs: a kill after it ended hits an idle worker
+    add_task(root / "dies_once", prelude="time.sleep(12)")
+    add_task(root / "dies_twice", prelude="time.sleep(12)")
     executor = RayExecutor()
     left_behind: list[int] = []
+    scratch: list[Path] = []
 
     def kill(event) -> None:
         if isinstance(event, TaskStarted) and (event.key == "dies_twice" or event.attempt == 1):
             pid = executor.running_pids[event.key]
-            left_behind.extend(children(pid))
+            for child in children(pid):
+                left_behind.append(child)
+                try:
+                    scratch.append(Path(os.readlink(f"/proc/{child}/cwd")).parent)  # the worker's: <scratch>/work
+                except OSError:
+                    pass
             os.kill(pid, signal.SIGKILL)
 
     handle = start_batch(root, options=quick_options(), executor=executor, on_event=kill)
@@ -93,9 +101,16 @@ def test_a_task_whose_ray_worker_dies_is_retried_once_then_reported(tmp_path: Pa
         assert (twice.status, twice.attempts) == ("crashed", 2)
         assert twice.error["kind"] == "node-died" and "died on every attempt" in twice.error["message"]
         assert summary.exit_code == 1
+        # the dead Ray worker's evaluation workers are ended and their scratch removed by its reaper (which
+        # sees its stdin close): nothing outlives the attempt, nothing is left in /tmp
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and (any(alive(p) for p in left_behind) or any(d.exists() for d in scratch)):
+            time.sleep(0.2)
+        assert [cmdline(p) for p in left_behind if alive(p)] == []
+        assert [str(d) for d in scratch if d.name.startswith("nkitui-run-") and d.exists()] == []
     finally:
-        for pid in left_behind:  # evaluation workers orphaned by the SIGKILL (ours, by pid)
-            if alive(pid) and "nkitui" in cmdline(pid):
+        for pid in left_behind:  # a failed test still kills what is left (ours, by pid); the reaper is not
+            if alive(pid) and "nkitui" in cmdline(pid) and "reaper" not in cmdline(pid):  # raced: it cleans up
                 os.killpg(pid, signal.SIGKILL)
 
 

@@ -129,6 +129,38 @@ def test_the_reaper_removes_a_deep_scratch_folder_when_nkitui_dies(tmp_path):
     assert not scratch.exists()
 
 
+DIES_AFTER_MAKING_A_SCRATCH = '''
+import os, signal, sys
+from pathlib import Path
+from nkitui.executor.workspace import make_scratch
+
+kept = make_scratch(Path(sys.argv[1]))
+kept.remove()  # removed by its maker: the reaper forgets it
+left = make_scratch(Path(sys.argv[1]))
+print(kept.root, left.root, flush=True)
+os.kill(os.getpid(), signal.SIGKILL)  # killed while "copying the task", before any child was watched
+'''
+
+
+def test_a_scratch_folder_is_removed_when_nkitui_dies_before_its_child_starts(tmp_path):
+    """A Ray worker killed by its node between making a run's scratch folder and starting the run's child
+    left the folder behind (tests/batch/test_ray.py): a scratch folder is held by the reaper from the
+    moment it exists."""
+    task = tmp_path / "task"
+    task.mkdir()
+    (task / "kernel.py").write_text("x = 1\n")
+    env = {**os.environ, "TMPDIR": str(tmp_path), "PYTHONPATH": str(REPO)}
+    done = subprocess.run([sys.executable, "-c", DIES_AFTER_MAKING_A_SCRATCH, str(task)], env=env,
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == -9, done.stderr
+    kept, left = (Path(p) for p in done.stdout.split())
+    assert left.parent == tmp_path and left.name.startswith("nkitui-run-")
+    deadline = time.monotonic() + 20
+    while left.exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not left.exists() and not kept.exists()
+
+
 NEST_THEN_EXIT = '''
 import os
 

@@ -5,6 +5,11 @@ the write end of the reaper's stdin and sends one JSON line per run:
 
     {"watch": PID, "start": STARTTIME, "scratch": "/tmp/nkitui-run-..."}   a confined child started
     {"release": PID}                                                      its run ended normally
+    {"hold": "/tmp/nkitui-run-..."}      a scratch folder was made, no child runs in it yet
+    {"drop": "/tmp/nkitui-run-..."}      that folder was removed by nkitui (or handed to a "watch")
+
+A scratch folder is held from the moment it exists: nkitui killed while it copies the task there, or
+before its child started, must not leave it behind either (a Ray worker killed by its node does).
 
 When stdin reaches end-of-file (nkitui exited, or was killed with SIGKILL), every run still watched
 is ended: SIGKILL to the child's process group (only if /proc still shows the same process, by its
@@ -77,16 +82,28 @@ def main() -> int:
     for sig in (signal.SIGINT, signal.SIGHUP, signal.SIGTERM, signal.SIGQUIT, signal.SIGTSTP):
         signal.signal(sig, signal.SIG_IGN)
     watched: dict[int, tuple[int | None, str]] = {}
+    held: set[str] = set()  # scratch folders with no child watched yet
     for line in sys.stdin.buffer:
         try:
             msg = json.loads(line)
         except ValueError:
             continue
+        if not isinstance(msg, dict):
+            continue
         if "watch" in msg:
-            watched[int(msg["watch"])] = (msg.get("start"), str(msg.get("scratch") or ""))
+            scratch = str(msg.get("scratch") or "")
+            watched[int(msg["watch"])] = (msg.get("start"), scratch)
+            held.discard(scratch)
         elif "release" in msg:
             watched.pop(int(msg["release"]), None)
+        elif "hold" in msg:
+            held.add(str(msg["hold"]))
+        elif "drop" in msg:
+            held.discard(str(msg["drop"]))
     reap(watched)
+    for scratch in held:
+        if os.path.basename(scratch).startswith("nkitui-"):
+            _REMOVAL.remove_tree(scratch)
     return 0
 
 

@@ -32,8 +32,11 @@ def _reaper() -> subprocess.Popen[bytes] | None:
     return _proc
 
 
-def _send(message: dict[str, Any]) -> bool:
+def _send(message: dict[str, Any], start: bool = True) -> bool:
+    global _proc
     with _lock:
+        if not start and (_proc is None or _owner_pid != os.getpid()):
+            return False  # nothing to tell a reaper this process never started
         for _ in range(2):  # one restart if the reaper was killed
             proc = _reaper()
             if proc is None or proc.stdin is None:
@@ -43,7 +46,6 @@ def _send(message: dict[str, Any]) -> bool:
                 proc.stdin.flush()
                 return True
             except (BrokenPipeError, OSError, ValueError):
-                global _proc
                 _proc = None
         return False
 
@@ -55,6 +57,23 @@ def watch(pid: int, scratch: Path | None) -> bool:
 
 def release(pid: int) -> None:
     _send({"release": pid})
+
+
+def start() -> bool:
+    """Start the reaper now (make_scratch does, before it makes the folder: starting a process takes tens of
+    milliseconds, and a kill then must not find a folder the reaper has not been told about)."""
+    with _lock:
+        return _reaper() is not None
+
+
+def hold(scratch: Path) -> bool:
+    """Ask the reaper to remove `scratch` if nkitui dies before a child is watched in it (or it is dropped)."""
+    return _send({"hold": str(scratch)})
+
+
+def drop(scratch: Path) -> None:
+    """`scratch` is gone (nkitui removed it): the reaper forgets it."""
+    _send({"drop": str(scratch)}, start=False)
 
 
 def reaper_pid() -> int | None:
