@@ -111,6 +111,8 @@ class KernelProcess:
         # launches this process ran ahead (the first later launch, while the last seeds' logs replay):
         # (inputs digest, precise) -> KernelRun, taken once by the runner (see run_ahead)
         self._ahead: dict[tuple[bytes, bool], KernelRun] = {}
+        # judging launches' answers replayed early (answer_early): key -> (the log replayed, its VerifiedReplay)
+        self._answers: dict[tuple[bytes, bool], tuple[Any, Any]] = {}
         # the first seed's instruction log once the replay verified it (exact on its seed, stage 2 on fresh
         # inputs): the judging phases' launches are answered by its replay on their inputs, or, where it cannot
         # answer, must be what it computes on them (see _verified_replay)
@@ -220,7 +222,11 @@ class KernelProcess:
             known = self._by_digest.get(key)
             if known is not None:
                 return dict(known)
-            verified = self._verified_replay(inputs, precise)
+            early = self._answers.pop(key, None)
+            if early is not None and self.verified_log is not None and early[0] is self.verified_log:
+                verified = early[1]  # replayed during the seeds' launches, on the log both stages then verified
+            else:
+                verified = self._verified_replay(inputs, precise)
             if verified.outputs is not None:  # what the verified instructions compute here: the launch's by definition
                 self.answered += 1
                 return verified.outputs
@@ -249,7 +255,20 @@ class KernelProcess:
 
         return run
 
-    def _verified_replay(self, inputs: dict[str, np.ndarray], precise: bool) -> "VerifiedReplay":
+    def answer_early(self, log: Any, key: tuple[bytes, bool], inputs: dict[str, np.ndarray],
+                     precise: bool) -> Any:
+        """A job for the replay thread: a judging launch's answer (see _verified_replay) computed on `log` before
+        both stages verified it, while the replay thread would wait for a seed's launch; the runner uses it
+        only if `log` is the one then verified (else it replays again, or launches)."""
+        def job() -> None:
+            try:
+                self._answers[key] = (log, self._verified_replay(inputs, precise, log))
+            except Exception:  # noqa: BLE001 - the runner computes it itself then
+                pass
+
+        return job
+
+    def _verified_replay(self, inputs: dict[str, np.ndarray], precise: bool, log: Any = None) -> "VerifiedReplay":
         """A judging phase's launch (trials, precision, goldens) answered by the first seed's instruction log once
         both replay stages verified it (exact on the seeds, within tolerance on fresh inputs): replayed here on
         these inputs, its outputs are what the kernel's instructions compute on them, so the launch is not made
@@ -261,7 +280,7 @@ class KernelProcess:
         log. A log that replays on the seeds and the fresh set but fails here: the launch is made, and its
         outputs, whatever they are, are unverified (HACK-REPLAY-MISMATCH), as the launch is not what the log
         computes."""
-        log = self.verified_log
+        log = self.verified_log if log is None else log
         if log is None or not self.replay:
             return VerifiedReplay()
         from nkitui.emulator import replay

@@ -581,6 +581,21 @@ class EvaluationSession:
                 jobs.append((key, inputs, precise))
         return jobs
 
+    def _answer_judging_early(self, seeds: "_SeedLaunches") -> None:
+        """Before the last seed's launch: when the first seed's log already replayed exactly and will answer the
+        judging launches (replay_answers), queue their replays on the replay thread, which would otherwise wait
+        for that launch (KernelProcess.answer_early: used only if that log is the one both stages verify)."""
+        from nkitui.evaluate.pipeline.kernel import replay_answers
+
+        kernel, logged = self.kernel, seeds.logged
+        if kernel is None or not kernel.replay or logged is None or not logged.done():
+            return
+        outcome = logged.result()
+        if not replay_answers(outcome):
+            return
+        for key, inputs, precise in self._later_launches():
+            seeds.replayer.submit(kernel.answer_early(outcome.log, key, inputs, precise))
+
     def _launch_ahead(self, pending: list[tuple[int, Any]]) -> None:
         """While the seeds' last replays run on the replay thread, the kernel process (otherwise idle until
         the trials ask) runs the first launch the judging phases will ask for (KernelProcess.run_ahead: only a
@@ -639,6 +654,8 @@ class EvaluationSession:
             replayer = ThreadPoolExecutor(1, thread_name_prefix="nkitui-replay")
             seeds = _SeedLaunches(errors, host, pending, replayer)
             for i, seed in enumerate(self.seeds):
+                if i and i == len(self.seeds) - 1:
+                    self._answer_judging_early(seeds)
                 try:
                     stop = self._launch_seed(seed, seeds)
                 except ChildGone as gone:

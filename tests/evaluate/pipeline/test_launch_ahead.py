@@ -162,3 +162,49 @@ def test_a_log_that_answers_the_judging_launches_runs_nothing_ahead_and_gives_th
     assert len(launches) > OPTIONS["seeds"]
     assert _verdict(answered) == _verdict(launched)
     assert any(t[1] == "fail" for t in _verdict(answered)["trials"])
+
+
+def test_judging_answers_replayed_during_the_last_seed_are_used_only_for_the_verified_log(tmp_path, monkeypatch):
+    """Before the last seed's launch, the replay thread replays the first seed's log on the judging inputs
+    (EvaluationSession._answer_judging_early; made to wait here for that log's replay, which it otherwise only
+    takes when done). The judging phases then use those answers, replay nothing more and give the verdict of
+    answers made in their own phases; an answer made on another log than the one both stages verified is not
+    used."""
+    task = tmp_path / "task"
+    shutil.copytree(TASK, task)
+    options = dict(OPTIONS, seeds=3)
+    early = session_module.EvaluationSession._answer_judging_early
+
+    def after_the_first_replay(self, seeds):
+        if seeds.logged is not None:
+            seeds.logged.result()
+        early(self, seeds)
+
+    monkeypatch.setattr(session_module.EvaluationSession, "_answer_judging_early", after_the_first_replay)
+    made, later = [], []
+    answer_early = kernel_module.KernelProcess.answer_early
+    verified_replay = kernel_module.KernelProcess._verified_replay
+    monkeypatch.setattr(kernel_module.KernelProcess, "answer_early",
+                        lambda self, log, key, inputs, precise: made.append(key) or answer_early(self, log, key, inputs, precise))
+
+    def counted(self, inputs, precise, log=None):
+        if log is None:
+            later.append(precise)
+        return verified_replay(self, inputs, precise, log)
+
+    monkeypatch.setattr(kernel_module.KernelProcess, "_verified_replay", counted)
+    ahead = evaluate_in_process(task, **options)
+    assert len(made) >= 5 and later == [] and ahead.session.kernel.answered == len(made)
+
+    made.clear()
+    monkeypatch.setattr(session_module.EvaluationSession, "_answer_judging_early", lambda self, seeds: None)
+    in_phase = evaluate_in_process(task, **options)
+    assert made == [] and len(later) >= 5
+    assert _verdict(ahead) == _verdict(in_phase)
+
+    later.clear()
+    process = in_phase.session.kernel
+    key, inputs, precise = in_phase.session._later_launches()[0]
+    process._answers[key] = (object(), kernel_module.VerifiedReplay(outputs={"c": None}))  # made on another log
+    outputs = process.runner(True)(inputs, kernel_module.RunOptions(precise=precise, label="t"))
+    assert later == [precise] and outputs["c"] is not None
