@@ -166,26 +166,33 @@ def analyze_sources(cuda_path: str | Path | None, nki_path: str | Path, *, task_
 
 
 def integrity_findings(task: Any) -> list[Finding]:
-    """HACK-TAMPER and the entry-point checks on every Python file of the task but its reference (the
-    kernel and whatever it may import), read with `ast`: cheap, and run on every evaluation."""
-    from nkitui.analysis.rules.hacks import source_findings
+    """HACK-TAMPER and the entry-point checks on every Python file of the task (the kernel and whatever it may
+    import), read with `ast`: cheap, and run on every evaluation. The reference file gets HACK-TAMPER only (it
+    is host code by design, so the entry checks do not apply; replacing part of an imported module there is
+    shown, not failed: hacks.tamper_findings)."""
+    from nkitui.analysis.rules.hacks import source_findings, tamper_findings
 
     root = Path(task.root)
     kernel = getattr(task, "kernel", None)
     reference = getattr(getattr(task, "sources", None), "reference", None)
-    skip = {Path(reference.path).resolve()} if reference is not None else set()
+    reference_path = Path(reference.path).resolve() if reference is not None else None
     found: list[Finding] = []
     for path in sorted(root.rglob("*.py")):
         rel_parts = path.relative_to(root).parts
         if any(part.startswith(".") or part in ("reviews", "__pycache__", "venv", ".venv", "node_modules") for part in rel_parts):
             continue
         try:
-            if path.resolve() in skip or not path.is_file():
+            if not path.is_file():
                 continue
+            resolved = path.resolve()
             source = path.read_text(encoding="utf-8", errors="replace")
         except OSError:
             continue
-        entry = kernel.name if kernel is not None and Path(kernel.path).resolve() == path.resolve() else None
+        is_kernel = kernel is not None and Path(kernel.path).resolve() == resolved
+        if resolved == reference_path and not is_kernel:  # a reference in the kernel's own file gets the kernel's checks
+            found.extend(tamper_findings(source, _rel(path, root), reference=True))
+            continue
+        entry = kernel.name if is_kernel and kernel is not None else None
         found.extend(source_findings(source, _rel(path, root), entry))
     return found
 

@@ -157,6 +157,20 @@ def _load_inputs(path: str, max_mb: int) -> dict:
         raise UsageError(f"inputs file {e}") from None
 
 
+def _refuse_home(folder) -> None:
+    """The kernel's folder is copied for the confined run, where the kernel reads all of it: never a home
+    folder (its dot-files hold keys and tokens; credential stores are skipped, but not every secret has a name)."""
+    import os
+    from pathlib import Path
+
+    homes = {Path(os.path.expanduser("~")).resolve()}
+    if os.environ.get("HOME"):
+        homes.add(Path(os.environ["HOME"]).resolve())
+    if folder in homes:
+        raise UsageError(f"the kernel is in your home folder ({folder}), and a kernel's folder is copied whole for "
+                         "its confined run: move the kernel (and the files it imports) into a folder of its own")
+
+
 def _prepare(file, name: str, grid, args, inputs: dict):
     """The scratch folder: a copy of the kernel's folder, the inputs as .npy, the job file."""
     import numpy as np
@@ -164,8 +178,10 @@ def _prepare(file, name: str, grid, args, inputs: dict):
     from nkitui.executor.limits import Limits
     from nkitui.executor.workspace import WorkspaceError, make_scratch
 
+    folder = file.resolve().parent
+    _refuse_home(folder)
     try:
-        scratch = make_scratch(file.resolve().parent, max_copy_mb=MAX_KERNEL_FOLDER_MB,
+        scratch = make_scratch(folder, max_copy_mb=MAX_KERNEL_FOLDER_MB,
                                max_files=MAX_KERNEL_FOLDER_FILES, prefix="nkitui-emu-")
     except WorkspaceError as e:
         raise UsageError(f"{e} (the kernel's folder is copied for the confined run: keep the kernel in a folder of "
@@ -357,8 +373,10 @@ def trace_shape_only(file, name: str, grid, target: str, shapes: list, kwargs: d
     from nkitui.executor.workspace import WorkspaceError, make_scratch
 
     confine.harden_parent()
+    folder = file.resolve().parent
+    _refuse_home(folder)
     try:
-        scratch = make_scratch(file.resolve().parent, max_copy_mb=MAX_KERNEL_FOLDER_MB,
+        scratch = make_scratch(folder, max_copy_mb=MAX_KERNEL_FOLDER_MB,
                                max_files=MAX_KERNEL_FOLDER_FILES, prefix="nkitui-perf-")
     except WorkspaceError as e:
         raise UsageError(f"{e} (the kernel's folder is copied for the confined run: keep the kernel in a folder of "

@@ -116,10 +116,12 @@ def _mark(kind: str) -> str:
 
 # Characters a terminal (or a Markdown viewer) acts on instead of showing: C0 controls but tab, newline
 # and carriage return, DEL, C1 controls (U+009B is a CSI to some terminals), bidirectional overrides
-# and isolates (text that reads one way and is stored another). A kernel's output with ESC sequences
+# and isolates and the marks that reorder text like them (text that reads one way and is stored another), and
+# the Unicode line and paragraph separators (U+2028/U+2029: a line break to some viewers, none to the log's
+# line count, so a forged line could start mid-line). A kernel's output with ESC sequences
 # could move the auditor's cursor, print a fake "PASSED", set the window title or write the clipboard
 # (OSC 52); each becomes a visible picture of itself (ESC: U+241B) before anything shows or stores it.
-_CONTROL = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+_CONTROL = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
 
 
 def _picture(m: re.Match[str]) -> str:

@@ -22,13 +22,20 @@ def _is_emulator(name: object) -> bool:
     return isinstance(name, str) and (name == "nkitui.emulator" or name.startswith("nkitui.emulator."))
 
 
-def kernel_frame() -> FrameType | None:
+def kernel_frame(skip: int = 0) -> FrameType | None:
     """The innermost stack frame outside the emulator package (the kernel's line), or None.
+
+    `skip`: how many frames, from the caller outwards, are known to be the emulator's and are not looked
+    at (Run.record, on the path of every traced instruction, skips itself and its caller, an engine
+    function: two frames of the five or so walked).
 
     Frames are told apart by their module's name (f_globals), not by f_code: reading `f_code` raises
     an audit event, and in an untrusted child every audit event runs the introspection guard
     (nkitui.executor.untrusted.introspection), which made tracing a kernel several times slower."""
-    frame: FrameType | None = sys._getframe(1)
+    try:
+        frame: FrameType | None = sys._getframe(1 + skip)
+    except ValueError:  # a stack shorter than `skip`: no kernel frame
+        return None
     known = _EMULATOR_NAMES
     while frame is not None:
         try:  # subscripts, not .get(): no method call per frame in the common case (a known module)

@@ -67,7 +67,7 @@ class Storage:
                  "_alloc", "loop_depth", "lossy", "mm_zone", "init", "span", "__weakref__")
 
     def __init__(self, name: str, memory: str, shape: tuple[int, ...], dtype: dt.DType,
-                 data: np.ndarray | None, pax: int = 0, kind: str = "") -> None:
+                 data: np.ndarray | None, pax: int = 0, kind: str = "", loop_depth: int = 0) -> None:
         self.id = next(_ids)
         self.name = name
         self.memory = memory
@@ -75,29 +75,30 @@ class Storage:
         self.shape = shape
         self.dtype = dtype
         self.data = data  # type: ignore[assignment]  # None only in shape-only runs, which read no cells
-        self.partition_dim = pax if memory in ON_CHIP else -1
         self.version = 0
         self._f32_copy: np.ndarray | None = None
         self._f32_version = -1
         self._misses = 0
         self._alloc: OnChipAllocator | None = None
-        self.loop_depth = 0
+        self.loop_depth = loop_depth  # the kernel's loop nesting where it was allocated (C15 checks)
         self.lossy = dtype is dt.tfloat32  # tf32 cells are fp32 rounded to 10 mantissa bits
         self.mm_zone: np.ndarray | None = None  # PSUM: True where the last write was a matmul (accumulate=None zones)
         self.init: Literal[True] | np.ndarray | None = None  # PSUM: cells written so far (None: none, True: all, else a bool array)
         self.flat_strides: tuple[int, ...] | None = None  # computed on first use (trace accesses)
         self.pp_strides: tuple[int, ...] | None = None
         self.span: Span | BlockSpans | None = None  # tracked SBUF tiles: their live range (views share their root's)
-        pax = self.partition_dim
-        if pax == 0 and len(shape) == 2:  # the common tile
-            self.bytes_per_partition = shape[1] * dtype.itemsize if shape[0] else 0
-            self.blocks = 1
-        elif pax >= 0:
-            self.bytes_per_partition = (math.prod(shape) // shape[pax] if shape[pax] else 0) * dtype.itemsize
-            self.blocks = math.prod(shape[:pax]) if pax > 0 else 1
-        else:
+        if memory not in ON_CHIP:  # HBM
+            self.partition_dim = -1
             self.bytes_per_partition = math.prod(shape) * dtype.itemsize
             self.blocks = 1
+        elif pax == 0 and len(shape) == 2:  # the common tile
+            self.partition_dim = 0
+            self.bytes_per_partition = shape[1] * dtype.itemsize if shape[0] else 0
+            self.blocks = 1
+        else:
+            self.partition_dim = pax
+            self.bytes_per_partition = (math.prod(shape) // shape[pax] if shape[pax] else 0) * dtype.itemsize
+            self.blocks = math.prod(shape[:pax]) if pax > 0 else 1
 
     # The cells (a numpy array; None in shape-only runs): a plain attribute, read three times per
     # instruction. In the kernel's process (device memory protection on) `guard_cells` makes it a

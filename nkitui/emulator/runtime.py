@@ -43,7 +43,7 @@ from nkitui.emulator.memory import (
 )
 from nkitui.emulator.targets import Target, resolve_target
 from nkitui.emulator.tensor import Tensor
-from nkitui.emulator.trace import Instruction, StorageInfo, Trace
+from nkitui.emulator.trace import Access, Instruction, StorageInfo, Trace
 
 _current_run = state.current_run
 _open_traces = state.open_traces
@@ -206,8 +206,7 @@ class Run:
                     fill: bool = False, kind: str = "", track: bool = True) -> Storage:
         """The allocation fast path for trusted arguments (a tuple of ints, a DType, a valid shape)."""
         data = new_array(shape, d, self.precise, fill) if self.execute else None
-        st = Storage(name, memory, shape, d, data, pax, kind)
-        st.loop_depth = len(self.loops)
+        st = Storage(name, memory, shape, d, data, pax, kind, len(self.loops))
         if _replaylog._rec is not None:  # how the replay makes the same fresh storage
             _replaylog._rec.note_storage(st, fill)
         if d is dt.tfloat32:
@@ -356,7 +355,7 @@ class Run:
             self.engine_counts[engine] = 1
         if self.trace is None:  # not recording
             return None
-        frame = kernel_frame()
+        frame = kernel_frame(2)  # this method and its caller (an engine function) are the emulator's
         if frame is not None:
             if frame is self._last_frame:
                 path = self._last_path
@@ -373,26 +372,27 @@ class Run:
         else:
             base, line = "", 0
         br = bw = hr = hw = 0
-        in_dtypes: list[str] = []
-        in_mems: list[str] = []
-        reads = []
+        # tuples grown in place, not lists made into tuples: an instruction has one to three operands
+        in_dtypes: tuple[str, ...] = ()
+        in_mems: tuple[str, ...] = ()
+        reads: tuple[Access, ...] = ()
         for t in ins:
             st = t.storage
-            n = t.size * st.dtype.itemsize
+            n = math.prod(t.shape) * st.dtype.itemsize  # (t.size without the property's call)
             br += n
             mem = st.memory
             if mem == "hbm":
                 hr += n
-            in_dtypes.append(st.dtype.name)
-            in_mems.append(mem)
-            reads.append(t.access())
-        writes = []
+            in_dtypes += (st.dtype.name,)
+            in_mems += (mem,)
+            reads += (t.access(),)
+        writes: tuple[Access, ...] = ()
         for t in outs:
-            n = t.size * t.storage.dtype.itemsize
+            n = math.prod(t.shape) * t.storage.dtype.itemsize
             bw += n
             if t.storage.memory == "hbm":
                 hw += n
-            writes.append(t.access())
+            writes += (t.access(),)
         if outs:
             out_dtype, out_mem = outs[0].storage.dtype.name, outs[0].storage.memory
         else:
@@ -407,8 +407,8 @@ class Run:
                     meta["contiguous"] = False
                     break
         instrs = self.trace.instructions
-        ins_ = Instruction(len(instrs), engine, opcode, partitions, free, tuple(in_dtypes), out_dtype,
-                           tuple(in_mems), out_mem, br, bw, hr, hw, flops, tuple(reads), tuple(writes), base, line,
+        ins_ = Instruction(len(instrs), engine, opcode, partitions, free, in_dtypes, out_dtype,
+                           in_mems, out_mem, br, bw, hr, hw, flops, reads, writes, base, line,
                            self.core, self.program, meta)
         instrs.append(ins_)
         return ins_

@@ -282,10 +282,14 @@ class Tensor:
         partition dim) straight to a new range view; None hands over to the general path."""
         ent = self.dims
         shape = self.shape
-        axis_dim = [-1] * len(shape)
-        for d, e in enumerate(ent):
-            if e[3] >= 0:
-                axis_dim[e[3]] = d
+        axis_dim: Sequence[int]  # the storage dimension of each result axis (-1: none)
+        if ent is _WHOLE.get(shape):  # a whole tensor (every kernel argument): result axis r is dimension r
+            axis_dim = range(len(shape))
+        else:
+            axis_dim = [-1] * len(shape)
+            for d, e in enumerate(ent):
+                if e[3] >= 0:
+                    axis_dim[e[3]] = d
         pax = self.storage.partition_dim
         pr = ent[pax][3] if pax >= 0 else -2
         new_ent = list(ent)
@@ -334,7 +338,7 @@ class Tensor:
             out_shape.append(length)
         if dropped and pax >= 0 and len(out_shape) < 2:
             return None
-        return self._new(tuple(new_ent), tuple(out_shape))
+        return type(self)(self.storage, tuple(new_ent), tuple(out_shape))  # (self._new, without its call)
 
     def compose(self, specs: Sequence[Spec], shape: tuple[int, ...]) -> Self:
         """Apply per-result-axis specs ("i", k) | ("r", start, step, length, new_axis)."""
@@ -427,7 +431,7 @@ class Tensor:
                     out.append((0, -1))
                 else:
                     last = start + step * (length - 1)
-                    out.append((min(start, last), max(start, last)))
+                    out.append((start, last) if step >= 0 else (last, start))  # (min, max) without two calls
             b = tuple(out)
         self._index_bounds = b
         return b
@@ -437,13 +441,10 @@ class Tensor:
             return
         shape = self.storage.shape
         bounds = self.bounds()
-        ok = True
-        for d in range(len(shape)):
-            lo, hi = bounds[d]
-            if hi >= lo and (lo < 0 or hi >= shape[d]):
-                ok = False
-                break
-        if ok:
+        for (lo, hi), n in zip(bounds, shape):
+            if hi >= lo and (lo < 0 or hi >= n):
+                break  # out of bounds: the loop below names the dimension
+        else:
             self._in_bounds = True
             return
         for d, ((lo, hi), n) in enumerate(zip(bounds, shape)):
@@ -527,7 +528,8 @@ class Tensor:
             r0 += lo * s
             r1 += hi * s
         c0, c1 = b[-1]
-        return Access(st.id, "hbm", r0, r1 + 1, c0 * isz, (c1 + 1) * isz)
+        # tuple.__new__ skips the NamedTuple's Python-level __new__ (one per HBM operand of a traced DMA)
+        return _new_tuple(Access, (st.id, "hbm", r0, r1 + 1, c0 * isz, (c1 + 1) * isz))
 
     def contiguous_elems(self) -> int:
         """Elements in the innermost contiguous run of this view (per partition on-chip)."""
@@ -644,7 +646,10 @@ class Tensor:
             finally:
                 devmem.protect(region)
         elif self.gather_indices is None and where is None and self._array_view is not None:
-            np.copyto(self._array_view, values, casting="unsafe")  # the common case, without a call
+            # the common case: an item assignment is np.copyto(..., casting="unsafe") (the same cast and
+            # broadcast, bit for bit: tests/emulator/test_hot_path_checks.py) without copyto's Python-level
+            # dispatcher, which took a tenth of a tiny instruction's time
+            self._array_view[...] = values
         else:
             self._store(data, values, where)
         st.version += 1

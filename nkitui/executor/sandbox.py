@@ -75,8 +75,9 @@ class Guard:
 
     # -- settings (refused from task code) ---------------------------------------------------------
     def _refuse_tampering(self, what: str) -> None:
-        if _called_from_task(self.task_root):
-            self.record(Violation("tamper", what, "the task's code changed the sandbox guard's settings"))
+        where = _called_from_task(self.task_root, vouch=False)  # the frames nearest are the guard's own
+        if where:
+            self.record(Violation("tamper", what, "the task's code changed the sandbox guard's settings", *where))
             raise PermissionError(f"nkitui sandbox: {what} refused: the task's code may not change the sandbox")
 
     @property
@@ -166,19 +167,21 @@ class Guard:
             )
             if path is None:
                 return
-            if _is_descriptor(path) and _called_from_task(self.task_root):
+            where = _called_from_task(self.task_root) if _is_descriptor(path) else None
+            if where:
                 # the process's pipes (requests, events, logs) are nkitui's: task code that wraps a raw
                 # descriptor could write events as if it were nkitui's server
                 shown = repr(path) if isinstance(path, int) else os.fsdecode(path)
-                self.record(Violation("descriptor", "a file descriptor of the process", "open of a raw file descriptor"))
+                self.record(Violation("descriptor", "a file descriptor of the process", "open of a raw file descriptor",
+                                      *where))
                 raise PermissionError(f"nkitui sandbox: opening the file descriptor {shown} refused: a kernel has no "
                                       "business with the process's own pipes")
             if writing:
                 if not self.is_writable(path):
                     self.refuse_write("open for writing", path)
-            elif not self.is_readable(path) and _called_from_task(self.task_root):
+            elif not self.is_readable(path) and (where := _called_from_task(self.task_root)):
                 shown = os.fsdecode(path) if isinstance(path, (str, bytes, os.PathLike)) else repr(path)
-                self.record(Violation("read", shown, "open for reading"))
+                self.record(Violation("read", shown, "open for reading", *where))
                 raise PermissionError(f"nkitui sandbox: reading {shown!r} refused: a kernel may read only its "
                                       "scratch copy of the task and the Python installation")
             return
@@ -188,7 +191,7 @@ class Guard:
                 if i < len(args) and args[i] is not None and not self.is_writable(args[i]):
                     self.refuse_write(event, args[i])
             return
-        if event in _PROCESS_EVENTS and (not self._allow_processes or _called_from_task(self.task_root, depth=1000)):
+        if event in _PROCESS_EVENTS and (not self._allow_processes or _called_from_task(self.task_root, vouch=False)):
             # the SDK backends allow processes for the SDK's own tools (compiler, profiler), never for task code
             target = " ".join(str(a) for a in args[:2] if a not in (None, "", (), []))[:200]
             self.record(Violation("process", target, event))
@@ -196,9 +199,9 @@ class Guard:
                 f"nkitui sandbox: {event} refused: kernels may not start processes"
                 + ("" if self._allow_processes else " on this backend")
             )
-        if event == "ctypes.dlopen" and _called_from_task(self.task_root):
+        if event == "ctypes.dlopen" and (where := _called_from_task(self.task_root)):
             name = str(args[0]) if args else "?"
-            self.record(Violation("native", name, "ctypes.dlopen"))
+            self.record(Violation("native", name, "ctypes.dlopen", *where))
             raise PermissionError(f"nkitui sandbox: loading the native library {name!r} through ctypes refused: "
                                   "kernels run as Python and NKI only")
 
@@ -240,19 +243,25 @@ def current_guard() -> Guard | None:
     return _installed
 
 
-def _called_from_task(root: str, depth: int = 12) -> bool:
-    """Is code from the task's files (the workspace copy) on the last `depth` frames of the stack?"""
+_attributions: dict[str, Any] = {}
+
+
+def _called_from_task(root: str, vouch: bool = True) -> tuple[str, int] | None:
+    """Is the request the task's: a frame of the task's files (the workspace copy) anywhere on the stack, with no
+    frame of nkitui's own between it and the request when `vouch` (nkitui.executor.attribution; the whole stack,
+    so a library calling on the task's behalf, however deep, does not launder the call)?"""
     if not root:
-        return False
-    frame: FrameType | None = sys._getframe(2)
-    prefixes = (root + os.sep, os.path.realpath(root) + os.sep)
-    for _ in range(depth):
-        if frame is None:
-            return False
-        if frame.f_code.co_filename.startswith(prefixes):
-            return True
-        frame = frame.f_back
-    return False
+        return None
+    attribution = _attributions.get(root)
+    if attribution is None:
+        from nkitui.executor.attribution import Attribution
+
+        attribution = _attributions[root] = Attribution((root + os.sep, os.path.realpath(root) + os.sep))
+    try:
+        frame: FrameType | None = sys._getframe(2)
+    except ValueError:  # no Python frame: the interpreter calling what the task registered at exit
+        frame = None
+    return attribution.task_location(frame, vouch=vouch)  # (file, line) of the request: truthy
 
 
 def _task_location(root: str) -> tuple[str | None, int | None]:
@@ -278,8 +287,8 @@ def _watch_environ(guard: Guard) -> None:
     base = type(os.environ)
 
     def note(key: object) -> None:
-        if isinstance(key, str) and is_denied(key) and _called_from_task(guard.task_root):
-            guard.record(Violation("credential", key, "environment lookup"))
+        if isinstance(key, str) and is_denied(key) and (where := _called_from_task(guard.task_root, vouch=False)):
+            guard.record(Violation("credential", key, "environment lookup", *where))
 
     class WatchedEnviron(base):  # type: ignore[misc, valid-type]  # a base known only at run time: os.environ's class
         def __getitem__(self, key: str) -> str:

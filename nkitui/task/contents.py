@@ -23,6 +23,14 @@ from nkitui.task.problems import Problem
 IGNORED_NAMES = frozenset({".git", ".hg", ".svn", "reviews", "__pycache__", ".pytest_cache", ".mypy_cache",
                            ".venv", "venv", "node_modules", ".nkitui", ".DS_Store"})
 IGNORED_SUFFIXES = (".pyc", ".pyo")
+# Never copied, and said so: where credentials live (a kernel's folder may be a project or home folder
+# holding them; a copied `.aws/credentials` is readable by the kernel, which can hide it in its outputs).
+CREDENTIAL_NAMES = frozenset({".aws", ".ssh", ".gnupg", ".netrc", ".git-credentials", ".docker", ".kube",
+                              ".pgpass", ".pypirc", ".npmrc", ".env", ".azure", ".gcloud"})
+
+
+def holds_credentials(name: str) -> bool:
+    return name in CREDENTIAL_NAMES or name.startswith(".env.")
 MAX_FILES = 20_000  # a task is a handful of files; more means the task folder is a whole repository
 
 
@@ -76,6 +84,10 @@ def scan(root: Path, *, display: str | None = None, max_files: int = MAX_FILES) 
             if name in IGNORED_NAMES or name.endswith(IGNORED_SUFFIXES):
                 continue
             rel = f"{rel_dir}/{name}" if rel_dir else name
+            if holds_credentials(name):
+                problems.append(Problem(where(rel), "", "holds credentials; it is never copied into a run",
+                                        f"move it out of the task folder (kernels never need {name})", "warning"))
+                continue
             try:
                 st = entry.stat(follow_symlinks=False)
             except OSError:

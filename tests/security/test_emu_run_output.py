@@ -44,7 +44,7 @@ FAKE_KEY = "AKIA" + "Q7ZK3M2XRT5BVN8W"
 
 def emu_run(tmp_path: Path, body: str) -> subprocess.CompletedProcess[str]:
     folder = tmp_path / "emu"
-    folder.mkdir()
+    folder.mkdir(exist_ok=True)
     (folder / "kernels.py").write_text(KERNEL.format(body=body))
     a = np.ones((128, 8), np.float32)
     np.savez(folder / "in.npz", a=a, b=a)
@@ -110,3 +110,33 @@ def test_a_childs_account_of_its_confinement_of_the_wrong_shape_is_read_without_
     report = ConfinementReport.from_dict(account)
     assert report.enter_ms is None
     assert report.summary().startswith("sandbox")
+
+
+def test_credential_stores_in_the_kernels_folder_are_not_copied_into_its_run(tmp_path):
+    """Red team, round 9: `emu run` copied the kernel's whole folder, `.aws/credentials` and `.env` with it; the
+    kernel read them and hid them in its outputs (reversed, past the redaction)."""
+    folder = tmp_path / "emu"
+    (folder / ".aws").mkdir(parents=True)
+    (folder / ".aws" / "credentials").write_text(f"[default]\naws_access_key_id = {FAKE_KEY}\n")
+    (folder / ".env").write_text("TOKEN=abc\n")
+    (folder / ".env.local").write_text("TOKEN=def\n")
+    (folder / "helper.py").write_text("X = 1\n")
+    done = emu_run(tmp_path, "    print('LISTED', sorted(os.listdir('.')), file=sys.stderr)")
+    assert done.returncode == 0, done.stderr[-2000:]
+    listed = next(line for line in done.stderr.splitlines() if "LISTED" in line)
+    assert "helper.py" in listed and "kernels.py" in listed
+    assert ".aws" not in listed and ".env" not in listed
+
+
+def test_a_kernel_in_the_home_folder_is_refused_with_how_to_fix_it(tmp_path):
+    folder = tmp_path / "emu"
+    folder.mkdir()
+    (folder / "kernels.py").write_text(KERNEL.format(body="    pass"))
+    a = np.ones((128, 8), np.float32)
+    np.savez(folder / "in.npz", a=a, b=a)
+    done = subprocess.run([sys.executable, "-m", "nkitui", "emu", "run", "kernels.py::add_kernel", "--inputs",
+                           "in.npz", "--out", "out.npz"], cwd=folder, capture_output=True, text=True, timeout=90,
+                          env={**os.environ, "PYTHONPATH": str(REPO), "HOME": str(folder)})
+    assert done.returncode == 2, done.stderr[-2000:]
+    assert "home folder" in done.stderr and "folder of its own" in done.stderr and "Traceback" not in done.stderr
+    assert not (folder / "out.npz").exists()

@@ -77,3 +77,10 @@ def test_terminal_controls_and_bidi_overrides_become_visible_pictures():
     assert out == "ESC \u241b]52;c;cHduZWQ=\u2407 \u241b[31mRED\u241b[0m <U+009B>2J <U+202E>DESSAP\u2421\ttab\nnext\r"
     assert neutralize_obj({"k\x1b": ["\x1b[2K", 1, None]}) == {"k\u241b": ["\u241b[2K", 1, None]}
     assert redact_text("plain text, tabs\tand newlines\n") == "plain text, tabs\tand newlines\n"
+
+
+def test_unicode_line_separators_and_bidi_marks_become_visible():
+    """Red team, round 9: U+2028 reached the stored log raw (a line break to some viewers, none to the log's
+    own line count), so a kernel's forged "[phase] ... ok" line could start mid-line."""
+    out = redact_text("x\u2028[phase] compare ok\u2029 \u200eL\u200fR\u061c")
+    assert out == "x<U+2028>[phase] compare ok<U+2029> <U+200E>L<U+200F>R<U+061C>"

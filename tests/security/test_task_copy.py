@@ -135,3 +135,20 @@ def test_the_scan_never_descends_into_ignored_folders(tmp_path):
     files, problems = contents.scan(task)
     assert not problems and {f.rel for f in files} == {"add_nki.py", "reference.py", "task.toml"}
     assert workspace.DEFAULT_MAX_COPY_MB == 2048
+
+
+def test_credential_stores_in_a_task_are_never_copied_and_validate_says_so(tmp_path, isolated):
+    task = wrong_task(tmp_path / "t")
+    (task / ".aws").mkdir()
+    (task / ".aws" / "credentials").write_text(f"secret {SECRET_VALUE}\n")
+    (task / ".env.local").write_text(f"TOKEN={SECRET_VALUE}\n")
+    scratch = make_scratch(task)
+    try:
+        copied = sorted(p.name for p in scratch.work.rglob("*"))
+        assert "add_nki.py" in copied and ".aws" not in copied and "credentials" not in copied
+        assert ".env.local" not in copied
+    finally:
+        scratch.remove()
+    proc = _validate(task)
+    assert ".aws" in proc.stdout and ".env.local" in proc.stdout and "holds credentials" in proc.stdout
+    assert SECRET_VALUE not in proc.stdout

@@ -652,6 +652,14 @@ class _TamperVisitor(ast.NodeVisitor):
             self._hit(node, f"`{text}`: a private name of `{owner}` (nkitui's emulator behind the NKI API, not the API)")
         self.generic_visit(node)
 
+    def visit_FunctionDef(self, node: ast.FunctionDef | ast.AsyncFunctionDef) -> None:
+        if node.name in ("__reduce__", "__reduce_ex__"):
+            self._hit(node, f"defines `{node.name}`: a pickling hook, whose returned callable copy/pickle call on the "
+                            "code's behalf (a way to launder a call through a library's frames)")
+        self.generic_visit(node)
+
+    visit_AsyncFunctionDef = visit_FunctionDef
+
     def visit_Name(self, node: ast.Name) -> None:
         if node.id == "__builtins__":
             self._hit(node, "`__builtins__`: the interpreter's builtins")
@@ -675,9 +683,16 @@ def tamper_lines(source: str) -> list[tuple[int, str, str]]:
     return sorted(set(visitor.hits))
 
 
-def tamper_findings(source: str, path: str) -> list[Finding]:
+def tamper_findings(source: str, path: str, reference: bool = False) -> list[Finding]:
+    """HACK-TAMPER findings of one file. `reference`: the task's reference (it runs in its own confined process,
+    which the same guards watch): replacing part of an imported module there is shown for review but does not
+    fail the run (a PyTorch reference may set `torch.backends.cuda.matmul.allow_tf32 = False`, and what a
+    reference patches in its own process changes only its own answers, the task's definition of right)."""
     found = []
     hits = tamper_lines(source)
+    if reference:
+        hits = [(line, why, "medium" if sev == "high" and "replaces part of the imported" in why else sev)
+                for line, why, sev in hits]
     for severity in ("high", "medium"):
         group = [(line, why) for line, why, sev in hits if sev == severity]
         if not group:
@@ -691,6 +706,11 @@ def tamper_findings(source: str, path: str) -> list[Finding]:
                        "this can rewrite the evaluation inside its process instead of computing the output (find the "
                        "evaluator's objects, patch what reports its outputs, end the process early). nkitui computes "
                        "the verdict in another process and fails the run's integrity check; remove these constructs.")
+            if reference:
+                message = (f"{path}, the task's reference, uses what no reference needs and every escape from its "
+                           f"process does: {shown}. The reference defines the right answer; code like this can reach "
+                           "into the interpreter that answers for it (frames, the collector, C calls, raw descriptors) "
+                           "instead of computing it. nkitui fails the run's integrity check; remove these constructs.")
         else:
             title = f"Uses interpreter internals that hide what they reach ({lines_phrase(lines)})"
             message = (f"{path} uses constructs that library code needs now and then but that can also hide what "

@@ -105,8 +105,9 @@ def hbm_or_sbuf(t: object, api: str, role: str, allow_psum: bool = False) -> Ten
         raise EngineMemoryError(f"DMA cannot access PSUM: operand '{role}' of {api} is a PSUM tile; "
                                 "copy it to SBUF first (nisa.tensor_copy)")
     if t.storage.partition_dim >= 0:
-        tile(t, api, role)
-    else:
+        if not getattr(t, "_tile_checked", False):  # (tile()'s own fast path, without its call)
+            tile(t, api, role)
+    elif not t._in_bounds:  # (check_bounds' own fast path, without its call)
         t.check_bounds(api)
     return t
 

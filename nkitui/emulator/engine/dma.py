@@ -20,7 +20,7 @@ def _side(src: Tensor, dst: Tensor) -> tuple[int, int]:
     onchip = dst if dst.storage.partition_dim >= 0 else (src if src.storage.partition_dim >= 0 else None)
     ref = onchip if onchip is not None else src
     p = ref.shape[0] if ref.shape else 1
-    return p, (ref.size // p if p else 0)
+    return p, (math.prod(ref.shape) // p if p else 0)  # (ref.size, without the property's call)
 
 
 def _fits(src_shape: tuple[int, ...], dst_shape: tuple[int, ...]) -> bool:
@@ -67,7 +67,7 @@ def dma_copy(dst: Tensor, src: Tensor, *, where: Mask = None, dst_rmw_op: Op | N
              opcode: str = "dma_copy", meta: dict[str, Any] | None = None) -> None:
     """Copy src into dst (element counts must match; src may broadcast). Casts go through fp32."""
     run = current()
-    skip_oob = getattr(oob_mode, "name", oob_mode) == "skip"
+    skip_oob = oob_mode is not None and getattr(oob_mode, "name", oob_mode) == "skip"
     if where is not None:
         # a mask decides which index values a gather/scatter uses: masked-off elements are neither
         # bounds-checked nor read (nki-samples' resize kernel masks rows whose indices run past the end)
@@ -84,15 +84,17 @@ def dma_copy(dst: Tensor, src: Tensor, *, where: Mask = None, dst_rmw_op: Op | N
                                 "(element counts must be equal, or the source broadcastable)")
     rmw = alu.resolve_binary(dst_rmw_op, "dst_rmw_op") if dst_rmw_op is not None else None
     P, F = _side(src, dst)
-    m: dict[str, Any] = {"api": api, "queue": queue, "src": src.storage.memory, "dst": dst.storage.memory}
-    if src.storage.dtype is not dst.storage.dtype:
-        m["cast"] = f"{src.storage.dtype.name}->{dst.storage.dtype.name}"
-    if rmw is not None:
-        m["rmw_op"] = rmw.name
-    if src.gather_indices is not None or dst.gather_indices is not None:
-        m["indirect"] = True
-    if meta:
-        m.update(meta)
+    m: dict[str, Any] | None = None  # the trace's metadata: read only while recording (DMAs are not reordered)
+    if run.recording:
+        m = {"api": api, "queue": queue, "src": src.storage.memory, "dst": dst.storage.memory}
+        if src.storage.dtype is not dst.storage.dtype:
+            m["cast"] = f"{src.storage.dtype.name}->{dst.storage.dtype.name}"
+        if rmw is not None:
+            m["rmw_op"] = rmw.name
+        if src.gather_indices is not None or dst.gather_indices is not None:
+            m["indirect"] = True
+        if meta:
+            m.update(meta)
     ins = (src, dst) if rmw is not None else (src,)
     run.record("dma", opcode, ins, (dst,), partitions=P, free=F, meta=m)
     if not run.execute:

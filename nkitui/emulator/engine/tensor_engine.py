@@ -35,13 +35,15 @@ def check_matmul(stationary: Tensor, moving: Tensor, *, perf_mode: object = None
                  api: str = "nc_matmul") -> tuple[int, int, int, bool]:
     """Validate TensorE operands (memory, shapes, dtypes); returns (K, M, N, double_row)."""
     run = current()
-    tile(stationary, api, "stationary")
-    tile(moving, api, "moving")
+    if not getattr(stationary, "_tile_checked", False):  # (tile()'s own fast path, without its call)
+        tile(stationary, api, "stationary")
+    if not getattr(moving, "_tile_checked", False):
+        tile(moving, api, "moving")
     for t, r in ((stationary, "stationary"), (moving, "moving")):
         if t.storage.memory != "sbuf":
             raise EngineMemoryError(f"{api}: operand '{r}' must be in SBUF (TensorE reads SBUF only), got "
                                     f"{t.storage.memory}")
-    double = str(getattr(perf_mode, "value", perf_mode) or "").startswith("double_row")
+    double = perf_mode is not None and str(getattr(perf_mode, "value", perf_mode) or "").startswith("double_row")
     K, Km = stationary.shape[0], moving.shape[0]
     if double:
         if run.target.nc_version < 3:
@@ -102,13 +104,15 @@ def nc_matmul(dst: Tensor, stationary: Tensor, moving: Tensor, *, accumulate: bo
             run.target.nc_version >= 4 and dst.storage.dtype is dt.bfloat16):
         raise EngineDtypeError(f"{api}: the PSUM result must be float32 on {run.target.name}, got "
                                f"{dst.storage.dtype.name}")
-    m: dict[str, Any] = {"api": api, "K": K, "M": M, "N": N, "accumulate": accumulate}
-    if is_transpose:
-        m["transpose"] = True
-    if double:
-        m["perf_mode"] = "double_row"  # also AWS's "double_row_gen3" spelling
-    if meta:
-        m.update(meta)
+    m: dict[str, Any] | None = None  # the trace's metadata: read only while recording (a matmul is never reordered)
+    if run.recording:
+        m = {"api": api, "K": K, "M": M, "N": N, "accumulate": accumulate}
+        if is_transpose:
+            m["transpose"] = True
+        if double:
+            m["perf_mode"] = "double_row"  # also AWS's "double_row_gen3" spelling
+        if meta:
+            m.update(meta)
     run.record("tensor", "nc_matmul", (stationary, moving), (dst,), partitions=K, free=N,
                flops=0 if is_transpose else 2 * K * M * N, meta=m)
     if not run.execute:

@@ -45,7 +45,7 @@ def dtype_or(dtype: DTypeLike, default: dt.DType) -> dt.DType:
 def fresh(run: Run, shape: Sequence[int], dtype: dt.DType, plan: MaskPlan, memory: str = "sbuf",
           track: bool = True, name: str = "") -> LegacyTensor:
     """A new result tile; pre-filled with sentinels only when a mask leaves parts unwritten."""
-    partial = plan.box is not None or plan.where is not None or plan.skip
+    partial = plan.partial
     if shape and shape[0] <= 128 and type(shape) is tuple:
         st = run.new_storage(shape, dtype, memory, name, 0, partial, "", track)
     else:  # the slow path reports an oversized partition dimension

@@ -354,7 +354,7 @@ mgrid = _MGridFactory()
 class MaskPlan:
     """How a mask applies to an instruction with iteration shape `shape`."""
 
-    __slots__ = ("skip", "box", "where", "shape")
+    __slots__ = ("skip", "box", "where", "shape", "partial")
 
     def __init__(self, skip: bool = False, box: Box | None = None, where: NDArray[np.bool_] | None = None,
                  shape: tuple[int, ...] | None = None) -> None:
@@ -362,6 +362,9 @@ class MaskPlan:
         self.box = box  # per-axis (lo, hi) when the mask is a box (fast path: narrow the views)
         self.where = where  # boolean array broadcastable to shape otherwise
         self.shape = shape  # the iteration shape the plan was made for
+        # the plan leaves parts of a fresh result unwritten (its tile is pre-filled with sentinels):
+        # computed once here, not by `fresh` per result tile (plans are never changed after this)
+        self.partial = box is not None or where is not None or skip
 
     def for_output(self, shape: Sequence[int]) -> "MaskPlan | None":
         """The part of an output of `shape` this plan writes (None: all of it)."""

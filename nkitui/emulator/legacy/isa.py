@@ -58,6 +58,11 @@ constants = types.SimpleNamespace(engine=engine, reduce_cmd=reduce_cmd, oob_mode
                                   nc_version=nc_version, matmul_perf_mode=matmul_perf_mode)
 
 
+# the legacy ISA calls' default `engine=0` (engine.unknown: the emulator picks), tested by identity on the
+# hot path instead of a call of engine_name, which maps it to None as well
+_DEFAULT_ENGINE = 0
+
+
 def get_nc_version() -> nc_version:
     return nc_version(current().target.nc_version)
 
@@ -88,7 +93,8 @@ def nc_matmul(stationary: Tensor, moving: Tensor, *, is_stationary_onezero: bool
                    meta={k: v for k, v in (("is_stationary_onezero", is_stationary_onezero),
                                            ("is_moving_onezero", is_moving_onezero),
                                            ("tile_position", tuple(tile_position) or None),
-                                           ("tile_size", tuple(tile_size) or None)) if v})
+                                           ("tile_size", tuple(tile_size) or None)) if v}
+                   if run.recording else None)  # (trace metadata: the engine reads it only while recording)
     out._matmul_instruction = run.trace.instructions[-1] if run.trace is not None else True  # (recording)
     return mark(run, out)
 
@@ -161,11 +167,12 @@ def tensor_scalar(data: Tensor, op0: Op, operand0: Operand, reverse0: bool = Fal
     run = current()
     api = "nisa.tensor_scalar"
     data = as_tile(data, api, "data")
-    plan = plan_mask(mask, data)
-    out = fresh(run, data.shape, dtype_or(dtype, data.storage.dtype), plan)
+    plan = NO_MASK if mask is None else plan_mask(mask, data)  # (no call for the common unmasked instruction)
+    out = fresh(run, data.shape, data.storage.dtype if dtype is None else dtype_or(dtype, data.storage.dtype), plan)
     if plan.box is None and not plan.skip:
         _eng.tensor_scalar(out, data, op0, operand0, reverse0, op1, operand1, reverse1,
-                           engine=_engine_name(engine), where=plan.where, api=api)
+                           engine=None if engine is _DEFAULT_ENGINE else _engine_name(engine), where=plan.where,
+                           api=api)
     elif not plan.skip:
         _eng.tensor_scalar(narrow(out, plan.box), narrow(data, plan.box), op0, narrow(operand0, plan.box),
                            reverse0, op1, narrow(operand1, plan.box), reverse1, engine=_engine_name(engine),

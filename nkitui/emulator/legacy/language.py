@@ -423,13 +423,17 @@ def load(src: Tensor, *, mask: Mask = None, dtype: DTypeLike = None,
     shape = src.shape
     if len(shape) < 2:
         shape = (shape[0] if shape else 1, 1)
-    d = dtype_or(dtype, src.storage.dtype)
-    plan = plan_mask(mask, src if src.shape == shape else shape)
+    d = src.storage.dtype if dtype is None else dtype_or(dtype, src.storage.dtype)
+    # (no plan_mask / narrow calls for the common unmasked load: every tile a kernel works on comes through here)
+    plan = NO_MASK if mask is None else plan_mask(mask, src if src.shape == shape else shape)
     out = fresh(run, shape, d, plan)
     if plan.skip:
         return out
     s = src if src.shape == shape else _reshape_view(src, shape)
-    engine.dma_copy(narrow(out, plan.box), narrow(s, plan.box), where=plan.where, api=api)
+    if plan.box is None:
+        engine.dma_copy(out, s, where=plan.where, api=api)
+    else:
+        engine.dma_copy(narrow(out, plan.box), narrow(s, plan.box), where=plan.where, api=api)
     return mark(run, out, src)
 
 

@@ -66,3 +66,63 @@ def from_kernel_layout(spec: TensorSpec, array: np.ndarray) -> np.ndarray:
     if spec.layout is None:
         return array
     return np.transpose(array, np.argsort(spec.layout))
+
+
+# -- replay stage 2 on tasks whose inputs are deterministic (docs/executor.md, "Fresh inputs") --------------
+def same_bits(x: np.ndarray, y: np.ndarray) -> bool:
+    """Bit for bit the same array (dtype, shape and bytes: NaN payloads and signed zeros count)."""
+    x, y = np.asarray(x), np.asarray(y)
+    if x.dtype != y.dtype or x.shape != y.shape:
+        return False
+    xb = np.ascontiguousarray(x).reshape(-1).view(np.uint8)
+    yb = np.ascontiguousarray(y).reshape(-1).view(np.uint8)
+    return bool(np.array_equal(xb[:64], yb[:64]) and np.array_equal(xb, yb))  # random inputs differ at once
+
+
+def predictable_inputs(task: Task, fresh: dict[str, np.ndarray], seen: list[dict[str, np.ndarray]]) -> list[str]:
+    """The inputs whose values in `fresh` are bit for bit those of a set the kernel's process saw (`seen`): the
+    task's policy draws them the same for every seed (arange, constant, ones, zeros; or a random policy that
+    cannot vary, such as randint over one value), so the kernel's process knows them without seeing them."""
+    return [spec.name for spec in task.inputs
+            if any(spec.name in s and same_bits(fresh[spec.name], s[spec.name]) for s in seen)]
+
+
+def input_variant(spec: TensorSpec, values: np.ndarray, rng: np.random.Generator,
+                  strong: bool = False) -> tuple[np.ndarray | None, str]:
+    """Another array for an input the policy makes the same for every seed, and the words for what was done
+    (None and why when no array of the input's dtype and shape can differ).
+
+    Gentle (the default): an input whose values are not all equal (arange) gets them in a random order, the
+    same values, so an index-like input stays in range; an input of one value (constant, ones, zeros) gets
+    each element jittered around it (floats: within +-25 % of the value, or +-0.25 around zero; integers: by
+    up to a quarter of the value and at least 1, clipped to the dtype; booleans: drawn at random). Strong
+    (when the gentle variant leaves the reference's answer where it was, e.g. a sum of a permuted arange):
+    every element jittered around its own value by the same rules."""
+    values = np.asarray(values)
+    if values.size == 0:
+        return None, f"`{spec.name}` has no elements"
+    flat = values.reshape(-1)
+    distinct = np.unique(flat.view(f"u{flat.dtype.itemsize}") if flat.dtype.itemsize in (1, 2, 4, 8) else flat).size > 1
+    for _ in range(16):
+        if distinct and not strong:
+            out, how = rng.permutation(flat).reshape(values.shape), "its values in a random order"
+        else:
+            out, how = _jitter(flat, rng).reshape(values.shape), "each element jittered around its value"
+        if not same_bits(out, values):
+            return out, how
+    return None, f"`{spec.name}` ({values.dtype}) could not be varied"
+
+
+def _jitter(flat: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    kind = flat.dtype.kind
+    if kind == "b":
+        return rng.integers(0, 2, size=flat.shape).astype(flat.dtype)
+    wide = flat.astype(np.float64)
+    if kind in "iu":
+        info = np.iinfo(flat.dtype)
+        span = np.maximum(np.floor(np.abs(wide) / 4), 1.0)
+        moved = wide + np.rint(rng.uniform(-1.0, 1.0, size=flat.shape) * span)
+        return np.clip(moved, info.min, info.max).astype(flat.dtype)
+    span = np.where(np.isfinite(wide) & (wide != 0), np.abs(wide) / 4, 0.25)
+    moved = np.where(np.isfinite(wide), wide + rng.uniform(-1.0, 1.0, size=flat.shape) * span, wide)
+    return moved.astype(flat.dtype)

@@ -162,6 +162,12 @@ class EvaluationSession:
         self.fresh: tuple[int, Any, Any] | None = None  # replay stage 2: (seed, inputs, reference outputs)
         self.fresh_skip: str | None = None  # why stage 2 does not run
         self.fresh_replay: Any = None  # Future of the replayed outputs on the fresh inputs (natural layout)
+        self.fresh_variant: str | None = None  # how the task's deterministic inputs were varied for stage 2
+        # stage 2's second set on a task with random and fixed inputs: (inputs, reference outputs, how it was made)
+        self.fresh_extra: tuple[Any, Any, str] | None = None
+        self.fresh_extra_skip: str | None = None  # why that set has no reference answer (judged "not proven")
+        self.fresh_extra_replay: Any = None  # Future of the replayed outputs on it
+        self.fresh_first_seed: int | None = None  # the seed whose log stage 2 replays
         self.backend_versions: dict[str, Any] = {}
         self._golden_error = ""
         self._reference_asked: tuple[Any, dict[str, Any]] | None = None  # (thread, its answer or error)
@@ -442,17 +448,145 @@ class EvaluationSession:
         import numpy as np
 
         from nkitui.evaluate.numerics.audit import _named
-        from nkitui.evaluate.numerics.inputs import make_inputs
+        from nkitui.evaluate.numerics.inputs import make_inputs, predictable_inputs
 
         seed = 1_000_000 + secrets.randbelow(1 << 30)
         inputs = make_inputs(self.task, seed)
-        try:
+        seen = [self.auditor.inputs[s] for s in self.seeds if s in self.auditor.inputs]
+        fixed = predictable_inputs(self.task, inputs, seen)
+
+        def answer(candidate: dict[str, Any]) -> Any:
             with np.errstate(all="ignore"):
-                expected = _named(reference(dict(inputs)), self.task.outputs, "the reference")
-        except Exception as exc:  # noqa: BLE001 - stage 2 is then skipped, with the reason
-            self.fresh_skip = f"the reference failed on the fresh input set: {type(exc).__name__}: {str(exc)[:200]}"
+                return _named(reference(dict(candidate)), self.task.outputs, "the reference")
+
+        def ask(candidate: dict[str, Any], what: str) -> Any:
+            try:
+                return answer(candidate)
+            except Exception as exc:  # noqa: BLE001 - stage 2 is then skipped, with the reason
+                self.fresh_skip = f"the reference failed on {what}: {type(exc).__name__}: {str(exc)[:200]}"
+                return None
+
+        if not fixed:
+            expected = ask(inputs, "the fresh input set")
+            if expected is not None:
+                self.fresh = (seed, inputs, expected)
             return
-        self.fresh = (seed, inputs, expected)
+        self._fresh_variant(seed, inputs, fixed, seen, ask, answer)
+
+    def _fresh_variant(self, seed: int, inputs: dict[str, Any], fixed: list[str], seen: list[dict[str, Any]],
+                       ask: Any, answer: Any) -> None:
+        """Stage 2 on a task whose policy draws some inputs the same for every seed (arange, constant, ones,
+        zeros): the kernel's process knows those without seeing them, so a log carrying the answer on them as
+        constants would pass on the policy's own fresh set. Such inputs are varied (inputs.input_variant:
+        arange's values permuted, constants jittered; every element jittered when that leaves the reference's
+        answer within tolerance of its answer on the seed's set). Every input fixed: always. Some fixed: only
+        when the others leave an output of the reference's answer bit for bit unchanged (they do not reach it).
+        A variant may break what the task's inputs promise (an order, a constant), so a mismatch on it is "not
+        proven", never a finding (_fresh_check)."""
+        import secrets
+
+        import numpy as np
+
+        from nkitui.evaluate.numerics.audit import compare_seed
+        from nkitui.evaluate.numerics.inputs import input_variant, same_bits
+
+        task, first = self.task, self.auditor.references.get(self.seeds[0]) if self.auditor is not None else None
+        names = [spec.name for spec in task.inputs]
+
+        def untouched(expected: dict[str, Any], exact: bool) -> list[str]:
+            """Outputs where `expected` does not tell the seed's answer apart (bit for bit, or within the declared
+            tolerance): a log returning the seed's answer as constants would pass there."""
+            if first is None:
+                return []
+            if exact:
+                return [o.name for o in task.outputs if same_bits(expected[o.name], first[o.name])]
+            try:
+                metrics, _ = compare_seed(task.outputs, first, expected, [])
+            except Exception:  # noqa: BLE001 - shapes differ: the answers differ
+                return []
+            return [m.name for m in metrics if m.passed]
+
+        if len(fixed) < len(names):
+            expected = ask(inputs, "the fresh input set")
+            if expected is None:
+                return
+            if not untouched(expected, exact=True):  # the random inputs reach every output: the policy's set judges
+                self.fresh = (seed, inputs, expected)  # them (a mismatch there is a finding), and a second set with the
+                self._fresh_fixed_variant(inputs, expected, fixed, answer)  # fixed inputs varied judges the rest
+                return
+        rng = np.random.default_rng(secrets.randbits(128))
+        specs = {spec.name: spec for spec in task.inputs}
+        kinds = {name: specs[name].init.dist for name in fixed}
+        policy = ", ".join(f"`{n}` ({kinds[n]})" for n in fixed)
+        still: list[str] = []
+        for strong in (False, True):
+            variant, hows, cannot = dict(inputs), [], []
+            for name in fixed:
+                values, how = input_variant(specs[name], inputs[name], rng, strong=strong)
+                if values is None:
+                    cannot.append(how)
+                    continue
+                variant[name] = values
+                hows.append(f"`{name}` ({kinds[name]}): {how}")
+            if not hows or any(all(same_bits(variant[n], s[n]) for n in names if n in s) for s in seen):
+                self.fresh_skip = (f"stage 2 is void: the task's policy draws {policy} the same for every seed, so the "
+                                   f"kernel's process knows them, and no other values can be drawn ({'; '.join(cannot)})")
+                return
+            expected = ask(variant, "a variant of the task's deterministic inputs (" + "; ".join(hows) + ")")
+            if expected is None:
+                return
+            still = untouched(expected, exact=len(fixed) < len(names))
+            if not still:
+                break
+        else:
+            if len(fixed) == len(names):
+                self.fresh_skip = (f"stage 2 is void: the task's policy draws every input the same for every seed "
+                                   f"({policy}), and even with each element varied the reference's answer on "
+                                   + ", ".join(f"`{n}`" for n in still) + " stays within tolerance of its answer on the "
+                                   "seed's inputs, so the kernel's answer there proves nothing about host-computed "
+                                   "constants")
+                return
+        self.fresh = (seed, variant, expected)
+        self.fresh_variant = (f"the task's policy draws {policy} the same for every seed, so they were varied: "
+                              + "; ".join(hows))
+
+    def _fresh_fixed_variant(self, inputs: dict[str, Any], expected: dict[str, Any], fixed: list[str],
+                             answer: Any) -> None:
+        """Stage 2's second set on a task whose policy draws some inputs at random and some the same for every seed:
+        the fresh set varies only the random ones, so a log that computes from them on the device and bakes in
+        what depends on the fixed ones (a table of cos(pos) for an arange `pos`, computed on the host) met the
+        reference there (red team, round 9). The fixed inputs are varied as in _fresh_variant, the random ones kept;
+        when that changes the reference's answer, the first seed's log must meet it there too. A mismatch, a
+        divergence or a reference that fails on it is "not proven" (the variant may break a promise of the task's
+        inputs), never a finding. When no variant changes the answer, the fixed inputs do not reach the outputs
+        and there is nothing to bake."""
+        import secrets
+
+        import numpy as np
+
+        from nkitui.evaluate.numerics.inputs import input_variant, same_bits
+
+        specs = {spec.name: spec for spec in self.task.inputs}
+        rng = np.random.default_rng(secrets.randbits(128))
+        for strong in (False, True):
+            variant, hows = dict(inputs), []
+            for name in fixed:
+                values, how = input_variant(specs[name], inputs[name], rng, strong=strong)
+                if values is not None:
+                    variant[name] = values
+                    hows.append(f"`{name}` ({specs[name].init.dist}): {how}")
+            if not hows:
+                return
+            described = ("the task's policy draws " + ", ".join(f"`{n}`" for n in fixed) + " the same for every "
+                         "seed, so a second fresh set varies them: " + "; ".join(hows))
+            try:
+                got = answer(variant)
+            except Exception as exc:  # noqa: BLE001 - judged (not proven) in the compare phase, with the reason
+                self.fresh_extra_skip = f"{described}; the reference failed on it: {type(exc).__name__}: {str(exc)[:200]}"
+                return
+            if not all(same_bits(got[o.name], expected[o.name]) for o in self.task.outputs):
+                self.fresh_extra = (variant, got, described)
+                return
 
     def _load_goldens(self) -> tuple[Any, Any]:
         """The golden data (None when not asked for or unusable) and the finding about unusable data."""
@@ -789,25 +923,30 @@ class EvaluationSession:
         from nkitui.emulator import replay
         from nkitui.evaluate.numerics.inputs import from_kernel_layout, to_kernel_layout
 
-        task, kernel, fresh, first = self.task, self.kernel, self.fresh, pending[0][1]
+        task, kernel, first = self.task, self.kernel, pending[0][1]
+        self.fresh_first_seed = pending[0][0]
 
-        def job() -> Any:
-            outcome = first.result()
-            if outcome.status != "exact" or outcome.log is None:
-                return None
-            # a log marked data-dependent is replayed on the fresh inputs all the same: the mark is the kernel
-            # process's word (it can write it from inside), so it never skips stage 2 (see _fresh_check)
-            inputs = [to_kernel_layout(spec, np.asarray(fresh[1][spec.name])) for spec in task.inputs]
-            try:
-                raw = replay.replay(outcome.log, inputs, target=kernel.target, precise=self.options.precise)
-            except replay.Diverged as exc:  # the kernel's stream would differ on these inputs: stage 2 cannot judge
-                return {"diverged": f"the kernel's process observed device values and branched on them; on the fresh "
-                                    f"input set they differ ({str(exc)[:200]})"}
-            except Exception as exc:  # noqa: BLE001 - judged in the compare phase (a log that replays only on the seed)
-                return {"error": f"the log does not replay on other inputs ({type(exc).__name__}: {str(exc)[:200]})"}
-            return {spec.name: from_kernel_layout(spec, raw[spec.name]) for spec in task.outputs}
+        def job_on(natural: dict[str, Any]) -> Any:
+            def job() -> Any:
+                outcome = first.result()
+                if outcome.status != "exact" or outcome.log is None:
+                    return None
+                # a log marked data-dependent is replayed on the fresh inputs all the same: the mark is the kernel
+                # process's word (it can write it from inside), so it never skips stage 2 (see _fresh_check)
+                inputs = [to_kernel_layout(spec, np.asarray(natural[spec.name])) for spec in task.inputs]
+                try:
+                    raw = replay.replay(outcome.log, inputs, target=kernel.target, precise=self.options.precise)
+                except replay.Diverged as exc:  # the kernel's stream would differ on these inputs: stage 2 cannot judge
+                    return {"diverged": f"the kernel's process observed device values and branched on them; on the "
+                                        f"fresh input set they differ ({str(exc)[:200]})"}
+                except Exception as exc:  # noqa: BLE001 - judged in the compare phase (a log that replays only on the seed)
+                    return {"error": f"the log does not replay on other inputs ({type(exc).__name__}: {str(exc)[:200]})"}
+                return {spec.name: from_kernel_layout(spec, raw[spec.name]) for spec in task.outputs}
+            return job
 
-        self.fresh_replay = replayer.submit(job)
+        self.fresh_replay = replayer.submit(job_on(self.fresh[1]))
+        if self.fresh_extra is not None:
+            self.fresh_extra_replay = replayer.submit(job_on(self.fresh_extra[0]))
 
     def _fresh_check(self) -> None:
         """Stage 2's verdict, in the compare phase (under the tolerance advice the seeds were judged by): the seed's
@@ -830,7 +969,11 @@ class EvaluationSession:
         if isinstance(got, dict) and set(got) == {"diverged"} and not any(s.name == "diverged" for s in self.task.outputs):
             self._not_proven(check.detail, got["diverged"])
             return
+        variant = self.fresh_variant
         if isinstance(got, dict) and set(got) == {"error"} and not any(s.name == "error" for s in self.task.outputs):
+            if variant:  # the variant may break what the task's inputs promise (an index in range, an order)
+                self._not_proven(check.detail, f"{variant}; on that input set (seed {seed}) {got['error']}")
+                return
             detail = f"the first seed's instructions, replayed on a fresh input set (seed {seed}): {got['error']}"
             self.findings.append(_fresh_finding(detail, self.task))
             self._amend_check("replay", False, detail)
@@ -852,6 +995,10 @@ class EvaluationSession:
                                            f"the first seed's instructions, replayed on a fresh input set (seed {seed}), "
                                            f"do not match the reference there: {failing}")
             return
+        if failing and variant:  # not a finding: the variant may break a promise of the task's inputs
+            self._not_proven(check.detail, f"{variant}; on that input set (seed {seed}) the first seed's instructions "
+                                           f"do not match the reference: {failing}")
+            return
         if failing:
             detail = (f"the first seed's instructions, replayed on a fresh input set (seed {seed}, drawn by the "
                       f"evaluator), do not match the reference there: {failing}")
@@ -861,10 +1008,67 @@ class EvaluationSession:
             return
         from nkitui.evaluate.run.evidence import REPLAY_FRESH_PASSED
 
-        self._amend_check("replay", True, f"{check.detail}; {REPLAY_FRESH_PASSED}")  # (its seed is random: not in a detail runs compare)
+        if variant:
+            constant = self._seed_answer_passes(expected)
+            if constant:  # the seed's own answer, returned as constants, would meet the reference here too
+                self._not_proven(check.detail, f"{variant}; yet the seed's answer is within tolerance of the reference's "
+                                               f"answer on that input set too ({constant}): the set cannot tell "
+                                               "instructions from host-computed constants, so stage 2 is void")
+                return
+        extra = self._fresh_extra_check()
+        if extra is not None:
+            self._not_proven(check.detail, extra)
+            return
+        said = f" ({variant})" if variant else ""
+        if self.fresh_extra is not None:
+            said += f"; and on a second set ({self.fresh_extra[2]})"
+        self._amend_check("replay", True, f"{check.detail}; {REPLAY_FRESH_PASSED}{said}")  # (its seed is random: not in a detail runs compare)
         first = self._first_exact_replay()
         if self.kernel is not None and first is not None:  # the log both stages verified: the judging phases'
             self.kernel.verified_log = first.log  # launches are held to it
+
+    def _fresh_extra_check(self) -> str | None:
+        """Why stage 2's second set (the fixed inputs varied, _fresh_fixed_variant) does not prove the kernel; None when
+        it does or there is none. Never a finding: the variant may break a promise of the task's inputs."""
+        from nkitui.evaluate.numerics.audit import compare_seed
+
+        if self.fresh_extra_skip is not None:
+            return self.fresh_extra_skip
+        if self.fresh_extra is None:
+            return None
+        _, expected, described = self.fresh_extra
+        got = self.fresh_extra_replay.result() if self.fresh_extra_replay is not None else None
+        if got is None or isinstance(got, str):
+            return f"{described}; the first seed's log was not replayed on it"
+        if isinstance(got, dict) and set(got) & {"diverged", "error"} and not set(got) & {s.name for s in self.task.outputs}:
+            return f"{described}; on it {next(iter(got.values()))}"
+        try:
+            metrics, _ = compare_seed(self.task.outputs, got, expected, self.auditor.advice if self.auditor else [])
+        except Exception as exc:  # noqa: BLE001 - a shape the reference does not have
+            return f"{described}; the replayed outputs cannot be compared: {str(exc)[:200]}"
+        bad = [m for m in metrics if not m.passed]
+        if not bad:
+            return None
+        return (f"{described}; on it the first seed's instructions do not match the reference: "
+                + "; ".join(f"`{m.name}`: {m.mismatches}/{m.count} elements outside {m.policy.describe()}" for m in bad)
+                + " (values the kernel computed on the host from the fixed inputs would, as would a kernel that "
+                  "relies on a promise the variant breaks)")
+
+    def _seed_answer_passes(self, expected: Any) -> str:
+        """The outputs where the first replayed seed's reported outputs (what a log of host constants gives on any
+        input) meet the reference's answer on the stage-2 set under the advice the seeds were judged by."""
+        from nkitui.evaluate.numerics.audit import compare_seed
+
+        seed_outputs = self.outputs.get(self.fresh_first_seed) if self.fresh_first_seed is not None else None
+        if seed_outputs is None:
+            seed_outputs = next(iter(self.outputs.values()), None)
+        if seed_outputs is None:
+            return "no seed's outputs to compare"
+        try:
+            metrics, _ = compare_seed(self.task.outputs, seed_outputs, expected, self.auditor.advice if self.auditor else [])
+        except Exception:  # noqa: BLE001 - shapes differ: the answers differ
+            return ""
+        return ", ".join(f"`{m.name}`" for m in metrics if m.passed)
 
     def _first_exact_replay(self) -> Any:
         """The first seed's replay outcome that was exact and carries its parsed log, or None."""

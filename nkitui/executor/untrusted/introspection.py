@@ -19,19 +19,23 @@ import sys
 import threading
 from typing import Any
 
-# event -> modules that may stand between the task's code and the event (they act on its behalf)
-_REFUSED: dict[str, tuple[str, ...]] = {
-    "sys._getframe": ("inspect", "traceback"),
-    "sys._current_frames": ("inspect", "traceback", "threading"),
-    "gc.get_objects": (), "gc.get_referrers": (), "gc.get_referents": (),
-    "sys.settrace": ("threading", "bdb", "pdb", "trace"), "sys.setprofile": ("threading", "profile", "cProfile"),
-    "sys.addaudithook": (),
-    "ctypes.dlopen": ("ctypes",), "ctypes.dlsym": ("ctypes",), "ctypes.dlsym/handle": ("ctypes",),
-    "ctypes.cdata": ("ctypes",), "ctypes.cdata/buffer": ("ctypes",), "ctypes.addressof": ("ctypes",),
-    "ctypes.call_function": ("ctypes",), "ctypes.string_at": ("ctypes",), "ctypes.wstring_at": ("ctypes",),
-    "object.__getattr__": ("inspect", "traceback"),  # tb_frame, f_code, gi_frame, cr_frame, ...
-    "object.__setattr__": (),  # __class__, __bases__, __name__ of classes
-}
+from nkitui.executor.attribution import names_nkitui_file
+
+# the events refused to the task's code: whoever stands between it and the event (inspect, traceback, ctypes,
+# copy, functools, map, a finalizer, ...) acts on its behalf (nkitui.executor.attribution: the whole stack)
+_REFUSED = frozenset({
+    "sys._getframe", "sys._current_frames",
+    "gc.get_objects", "gc.get_referrers", "gc.get_referents",
+    "sys.settrace", "sys.setprofile", "sys.addaudithook",
+    "ctypes.dlopen", "ctypes.dlsym", "ctypes.dlsym/handle", "ctypes.cdata", "ctypes.cdata/buffer", "ctypes.addressof",
+    "ctypes.call_function", "ctypes.string_at", "ctypes.wstring_at",
+    "object.__getattr__",  # tb_frame, f_code, gi_frame, cr_frame, ...
+    "object.__setattr__",  # __class__, __bases__, __name__ of classes
+    # code made at run time under one of nkitui's file names (run with an nkitui module's globals it would pass
+    # for nkitui's own frame, which vouches for what it asks): only when the name is nkitui's (hook)
+    "compile", "code.__new__",
+})
+_NAMED_CODE = frozenset({"compile", "code.__new__"})
 _MAX_RECORDED = 100
 _key = object.__hash__  # identity like id(), without id()'s audit event (this hook runs on every event)
 _local = threading.local()
@@ -39,46 +43,20 @@ _local = threading.local()
 
 class IntrospectionGuard:
     def __init__(self, task_root: str) -> None:
+        from nkitui.executor.attribution import Attribution
+
         self.task_roots = tuple({os.path.join(task_root, ""), os.path.join(os.path.realpath(task_root), "")})
-        here = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # the nkitui package
-        self.nkitui_root = os.path.join(here, "")
+        self.attribution = Attribution(self.task_roots)
         self.refusals: list[dict[str, Any]] = []
-        self._nkitui_globals: set[int] = set()  # ids of nkitui modules' globals dicts seen so far
         self.foreign_allowed: frozenset[int] = frozenset()  # C functions nkitui calls per instruction (addresses)
 
     def _is_nkitui(self, g: dict[str, Any]) -> bool:
-        """Are `g` the globals of one of nkitui's modules (the very dict of the module imported under
-        that name)?"""
-        if _key(g) in self._nkitui_globals:
-            return True
-        name = g.get("__name__")
-        if type(name) is str and name.startswith("nkitui.") and getattr(sys.modules.get(name), "__dict__", None) is g:
-            self._nkitui_globals.add(_key(g))
-            return True
-        return False
-
-    def _is_task(self, filename: str) -> bool:
-        return filename.startswith(self.task_roots)
-
-    def _module_of(self, filename: str) -> str:
-        base = os.path.basename(filename)
-        if base == "__init__.py":
-            base = os.path.basename(os.path.dirname(filename))
-        return base.removesuffix(".py")
+        return self.attribution.is_nkitui(g)
 
     def culprit(self, event: str, frame: Any) -> tuple[str, int] | None:
-        """(task file, line) when the task's code asked for `event`, directly or through a module that
-        acts on its behalf; None when nkitui or a library asked for itself."""
-        helpers = _REFUSED[event]
-        while frame is not None:
-            filename = frame.f_code.co_filename
-            if self._is_task(filename):
-                root = next(r for r in self.task_roots if filename.startswith(r))
-                return filename[len(root):], frame.f_lineno
-            if filename.startswith(self.nkitui_root) or self._module_of(filename) not in helpers:
-                return None
-            frame = frame.f_back
-        return None
+        """(task file, line) when the task's code asked for `event`, directly or through any library frames
+        (the whole stack); None when nkitui or a library on the allowlist asked for itself."""
+        return self.attribution.task_location(frame, event)
 
     def hook(self, event: str, args: tuple[Any, ...]) -> None:
         if event not in _REFUSED:
@@ -89,17 +67,24 @@ class IntrospectionGuard:
             return
         if event == "object.__getattr__" and (len(args) < 2 or args[1] in ("__name__",)):
             return
+        if event in _NAMED_CODE and not (len(args) >= 2 and names_nkitui_file(args[1])):
+            return  # code under any other name: the integrity check reads dynamic code
         _local.busy = True
         try:
-            frame = sys._getframe(1)
+            try:
+                frame = sys._getframe(1)
+            except ValueError:  # no Python frame at all: the interpreter calling what the task registered at exit
+                frame = None
             # fast path: nkitui's own code asking for itself (the emulator finds the kernel's line, opens
             # device memory with ctypes); told by the module's globals, which raise no audit event
-            where = None if self._is_nkitui(frame.f_globals) else self.culprit(event, frame)
+            where = None if frame is not None and self.attribution.is_nkitui_frame(frame) else self.culprit(event, frame)
         finally:
             _local.busy = False
         if where is None:
             return
         detail = event if event != "object.__getattr__" and event != "object.__setattr__" else f"{event} {args[1]!r}"
+        if event in _NAMED_CODE:
+            detail = f"{event} under nkitui's file name {str(args[1])[:120]!r}"
         if len(self.refusals) < _MAX_RECORDED:
             self.refusals.append({"action": "introspection", "target": detail, "detail": event,
                                   "file": where[0], "line": where[1]})
