@@ -112,7 +112,7 @@ class KernelProcess:
         # (inputs digest, precise) -> KernelRun, taken once by the runner (see run_ahead)
         self._ahead: dict[tuple[bytes, bool], KernelRun] = {}
         # judging launches' answers replayed early (answer_early): key -> (the log replayed, its VerifiedReplay)
-        self._answers: dict[tuple[bytes, bool], tuple[Any, Any]] = {}
+        self._answers: dict[tuple[bytes, bool], tuple[Any, VerifiedReplay]] = {}
         # the first seed's instruction log once the replay verified it (exact on its seed, stage 2 on fresh
         # inputs): the judging phases' launches are answered by its replay on their inputs, or, where it cannot
         # answer, must be what it computes on them (see _verified_replay)
