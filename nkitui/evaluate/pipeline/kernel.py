@@ -111,9 +111,16 @@ class KernelProcess:
         # launches this process ran ahead (the first later launch, while the last seeds' logs replay):
         # (inputs digest, precise) -> KernelRun, taken once by the runner (see run_ahead)
         self._ahead: dict[tuple[bytes, bool], KernelRun] = {}
+        # judging launches' answers replayed early (answer_early): key -> (the log replayed, its VerifiedReplay)
+        self._answers: dict[tuple[bytes, bool], tuple[Any, VerifiedReplay]] = {}
         # the first seed's instruction log once the replay verified it (exact on its seed, stage 2 on fresh
-        # inputs): the judging phases' launches must be what it computes on their inputs (see runner)
+        # inputs): the judging phases' launches are answered by its replay on their inputs, or, where it cannot
+        # answer, must be what it computes on them (see _verified_replay)
         self.verified_log: Any = None
+        self.verified_dtypes: dict[str, Any] = {}
+        self.verified_shapes: dict[str, tuple[int, ...]] = {}
+        self.seeds_precise: bool | None = None
+        self.answered = 0  # judging launches answered by the verified log's replay instead of a launch
 
     def load(self) -> dict[str, Any]:
         return self.child.request("load")
@@ -200,6 +207,10 @@ class KernelProcess:
         from nkitui.evaluate.numerics.recorded import inputs_digest
 
         self._by_digest[(inputs_digest(inputs), precise)] = outputs
+        if not self.verified_dtypes:  # the first seed's: the dtypes its log's launches report (see _verified_replay)
+            self.seeds_precise = precise
+            self.verified_dtypes = {name: np.asarray(a).dtype for name, a in outputs.items()}
+            self.verified_shapes = {name: np.asarray(a).shape for name, a in outputs.items()}
 
     def runner(self, supports_precise_switch: bool) -> KernelRunner:
         """The KernelRunner the numerics steps (trials, precision, goldens) run the port through."""
@@ -211,6 +222,14 @@ class KernelProcess:
             known = self._by_digest.get(key)
             if known is not None:
                 return dict(known)
+            early = self._answers.pop(key, None)
+            if early is not None and self.verified_log is not None and early[0] is self.verified_log:
+                verified = early[1]  # replayed during the seeds' launches, on the log both stages then verified
+            else:
+                verified = self._verified_replay(inputs, precise)
+            if verified.outputs is not None:  # what the verified instructions compute here: the launch's by definition
+                self.answered += 1
+                return verified.outputs
             ahead = self._ahead.pop(key, None)
             if ahead is None and self.spare is not None:
                 ahead = self.spare.take(key)
@@ -228,7 +247,7 @@ class KernelProcess:
                 raise KernelRunFailed({"kind": "host-compute", "message": f"{options.label}: {result.replay.detail}",
                                        "file": result.replay.file, "line": result.replay.line, "traceback": ""})
             assert result.outputs is not None
-            mismatch = self._against_verified_log(inputs, result.outputs, precise)
+            mismatch = verified.against(result.outputs)
             if mismatch is not None:
                 raise KernelRunFailed({"kind": "host-compute", "message": f"{options.label}: {mismatch}",
                                        "file": None, "line": None, "traceback": ""})
@@ -236,21 +255,73 @@ class KernelProcess:
 
         return run
 
-    def _against_verified_log(self, inputs: dict[str, np.ndarray], outputs: dict[str, np.ndarray],
-                              precise: bool) -> str | None:
-        """Why a judging phase's launch (trials, precision, goldens) is not what the seed's verified instruction
-        log computes on its inputs, bit for bit; None when it is, or when that cannot be judged: no verified
-        log, or a stream that branches on device values and so diverges on these inputs (as in stage 2).
-        Without this, a kernel could recognise a trial's inputs and answer it from the host through
-        `nl.shared_constant`: only the seeds' launches were replayed."""
-        log = self.verified_log
+    def answer_early(self, log: Any, key: tuple[bytes, bool], inputs: dict[str, np.ndarray],
+                     precise: bool) -> Any:
+        """A job for the replay thread: a judging launch's answer (see _verified_replay) computed on `log` before
+        both stages verified it, while the replay thread would wait for a seed's launch; the runner uses it
+        only if `log` is the one then verified (else it replays again, or launches)."""
+        def job() -> None:
+            try:
+                self._answers[key] = (log, self._verified_replay(inputs, precise, log))
+            except Exception:  # noqa: BLE001 - the runner computes it itself then
+                pass
+
+        return job
+
+    def _verified_replay(self, inputs: dict[str, np.ndarray], precise: bool, log: Any = None) -> "VerifiedReplay":
+        """A judging phase's launch (trials, precision, goldens) answered by the first seed's instruction log once
+        both replay stages verified it (exact on the seeds, within tolerance on fresh inputs): replayed here on
+        these inputs, its outputs are what the kernel's instructions compute on them, so the launch is not made
+        (a kernel recognising a trial's inputs and answering them from the host, `nl.shared_constant`, never
+        gets the chance: tests/security/test_redteam_trials.py). Not answered, and the kernel launched as
+        before, when there is no verified log, when the log carries values from the seed (front-end writes of
+        other programs' or cores' data: replayed on other inputs they are the seed's, not the launch's), or when
+        the stream branches on device values that differ here (`Diverged`): such a launch is not held to the
+        log. A log that replays on the seeds and the fresh set but fails here: the launch is made, and its
+        outputs, whatever they are, are unverified (HACK-REPLAY-MISMATCH), as the launch is not what the log
+        computes."""
+        log = self.verified_log if log is None else log
         if log is None or not self.replay:
-            return None
+            return VerifiedReplay()
         from nkitui.emulator import replay
 
-        kernel_inputs = [to_kernel_layout(spec, np.asarray(inputs[spec.name])) for spec in self.task.inputs]
+        if replay.carried_sources(log):
+            return VerifiedReplay(against_log=lambda outputs: self._against(log, inputs, outputs, precise))
+        kernel_inputs = self._kernel_inputs(inputs)
         try:
             raw = replay.replay(log, kernel_inputs, target=self.target, precise=precise)
+        except replay.Diverged:
+            return VerifiedReplay()
+        except Exception as exc:  # noqa: BLE001 - the log replayed on the seed and on fresh inputs: say what it met
+            why = (f"the seed's verified instruction log does not replay on these inputs ({type(exc).__name__}: "
+                   f"{str(exc)[:200]}); the kernel's outputs here are unverified (HACK-REPLAY-MISMATCH)")
+            return VerifiedReplay(against_log=lambda outputs: why)
+        outputs = {}
+        held = VerifiedReplay(against_log=lambda outputs: self._against(log, inputs, outputs, precise))
+        for spec in self.task.outputs:
+            if spec.name not in raw:  # (a log verified on the seeds names every output)
+                return held
+            out = from_kernel_layout(spec, raw[spec.name])
+            argument = _argument_dtype(log, spec.name, kernel_inputs)
+            if argument is not None and out.dtype != argument:
+                out = out.astype(argument)  # an argument the kernel wrote: the launch copies it back into the input
+            if precise == self.seeds_precise and (out.dtype, out.shape) != (self.verified_dtypes.get(spec.name),
+                                                                            self.verified_shapes.get(spec.name)):
+                return held  # not what the seeds' launches reported in this mode: the launch decides, held to the log
+            outputs[spec.name] = out
+        return VerifiedReplay(outputs=outputs)
+
+    def _kernel_inputs(self, inputs: dict[str, np.ndarray]) -> list[np.ndarray]:
+        return [to_kernel_layout(spec, np.asarray(inputs[spec.name])) for spec in self.task.inputs]
+
+    def _against(self, log: Any, inputs: dict[str, np.ndarray], outputs: dict[str, np.ndarray],
+                 precise: bool) -> str | None:
+        """Why a launch's outputs are not what `log` computes on its inputs, bit for bit (None: they are, or the
+        stream branches on device values that differ here)."""
+        from nkitui.emulator import replay
+
+        try:
+            raw = replay.replay(log, self._kernel_inputs(inputs), target=self.target, precise=precise)
         except replay.Diverged:
             return None
         except Exception as exc:  # noqa: BLE001 - the log replayed on the seed and on fresh inputs: say what it met
@@ -263,6 +334,44 @@ class KernelProcess:
             return None
         return (f"the kernel's outputs on these inputs are not what its instructions, verified on the seeds, compute "
                 f"({diff.describe()}): it answered these inputs some other way (HACK-REPLAY-MISMATCH)")
+
+
+@dataclass
+class VerifiedReplay:
+    """A judging launch's answer from the verified log (KernelProcess._verified_replay): `outputs` (natural
+    layout; no launch needed), or none, and then what a launch's outputs are checked against."""
+
+    outputs: dict[str, np.ndarray] | None = None
+    against_log: Any = None  # outputs -> why they are not what the log computes (None: they are), or None
+
+    def against(self, outputs: dict[str, np.ndarray]) -> str | None:
+        return None if self.against_log is None else self.against_log(outputs)
+
+
+def _argument_dtype(log: Any, name: str, kernel_inputs: list[np.ndarray]) -> Any:
+    """The dtype of the input array output `name` is, when the log's output is one of the kernel's arguments (the
+    launch writes such an output back into its input array, converting the storage's cells), else None."""
+    try:
+        ref = log.parsed.outputs[name]
+        source = log.parsed.storages[ref.ref].source
+        if source[0] == "input":
+            return np.asarray(kernel_inputs[source[1]]).dtype
+    except (AttributeError, KeyError, IndexError, TypeError):
+        return None
+    return None
+
+
+def replay_answers(outcome: ReplayOutcome | None) -> bool:
+    """Whether the judging launches will (most likely) be answered by replaying this seed's log rather than
+    launched (KernelProcess._verified_replay): it replayed exactly, its process read no device values on the
+    host (no data-dependence mark: such a stream may branch differently on the trials' inputs) and it carries
+    nothing from the seed. A prediction for the launch-ahead and the spare process only: what answers is
+    decided per launch, once stage 2 verified the log."""
+    if outcome is None or outcome.status != "exact" or outcome.log is None or outcome.data_dependent:
+        return False
+    from nkitui.emulator import replay
+
+    return not replay.carried_sources(outcome.log)
 
 
 MAX_REPLAY_BYTES = 2 << 30

@@ -158,6 +158,7 @@ class EvaluationSession:
         self.seed_results: dict[int, SeedResult] = {}
         self.trace_json: Any = None  # the first seed's trace: a Trace, or its JSON form
         self.first_seed_run: Any = None  # the KernelRun of the first seed that ran (kept for a recheck)
+        self._spare_pending: Any = None  # (first KernelRun, Future of its replay): the spare, decided by the replay
         self.fresh: tuple[int, Any, Any] | None = None  # replay stage 2: (seed, inputs, reference outputs)
         self.fresh_skip: str | None = None  # why stage 2 does not run
         self.fresh_replay: Any = None  # Future of the replayed outputs on the fresh inputs (natural layout)
@@ -228,6 +229,9 @@ class EvaluationSession:
         if self.kernel is not None and self.kernel.spare is not None:
             self.kernel.spare.stop()
             self.ctx.log(f"spare kernel process: {self.kernel.spare.ran} launch(es) run ahead", level="debug")
+        if self.kernel is not None and self.kernel.answered:
+            self.ctx.log(f"{self.kernel.answered} judging launch(es) answered by the verified instruction log's replay "
+                         "(no launch)", level="debug")
         for child in self.children:
             child.close()
 
@@ -630,10 +634,37 @@ class EvaluationSession:
             label = reply.get("label") if isinstance(reply.get("label"), str) else self.task.kernel.spec
             ph.detail = f"{self.choice.name}: {label}"
 
-    def _start_spare(self, first: Any) -> None:
+    def _start_spare(self, first: Any, replayed: Any = None) -> None:
         """On the emulator, when the first seed's launch took long (SPARE_MIN_LAUNCH_S), start a second
         kernel process that runs the trials' and precision isolation's launches ahead, beside this one
-        (nkitui.evaluate.pipeline.spare: only its successes are taken; the verdict is the same)."""
+        (nkitui.evaluate.pipeline.spare: only its successes are taken; the verdict is the same).
+        `replayed`: the Future of that launch's replay. The spare is then decided once it is known
+        (_spare_when_replayed): a log that will answer the judging launches by its replay needs none."""
+        kernel = self.kernel
+        if replayed is not None and kernel is not None and kernel.replay:
+            self._spare_pending = (first, replayed)
+            return
+        self._spawn_spare(first)
+
+    def _spare_when_replayed(self, wait: bool) -> None:
+        """The spare decided by the first seed's replay (waiting for it with `wait`, else only when it is done):
+        none when its log will answer the judging launches (KernelProcess's verified replay: exact, no
+        data-dependence mark, nothing carried from the seed), else started as before (a stream that branches on
+        device values still launches its judging inputs)."""
+        from nkitui.evaluate.pipeline.kernel import replay_answers
+
+        pending = self._spare_pending
+        if pending is None or (not wait and not pending[1].done()):
+            return
+        self._spare_pending = None
+        first, replayed = pending
+        if replay_answers(replayed.result()):
+            self.ctx.log("the first seed's log replayed exactly and reads no device values: the judging phases' "
+                         "launches will be answered by its replay, no spare kernel process", level="debug")
+            return
+        self._spawn_spare(first)
+
+    def _spawn_spare(self, first: Any) -> None:
         from nkitui.evaluate.pipeline.kernel import KernelProcess
         from nkitui.evaluate.pipeline.spare import SpareLaunches
 
@@ -684,6 +715,21 @@ class EvaluationSession:
                 jobs.append((key, inputs, precise))
         return jobs
 
+    def _answer_judging_early(self, seeds: "_SeedLaunches") -> None:
+        """Before the last seed's launch: when the first seed's log already replayed exactly and will answer the
+        judging launches (replay_answers), queue their replays on the replay thread, which would otherwise wait
+        for that launch (KernelProcess.answer_early: used only if that log is the one both stages verify)."""
+        from nkitui.evaluate.pipeline.kernel import replay_answers
+
+        kernel, logged = self.kernel, seeds.logged
+        if kernel is None or not kernel.replay or logged is None or not logged.done():
+            return
+        outcome = logged.result()
+        if not replay_answers(outcome):
+            return
+        for key, inputs, precise in self._later_launches():
+            seeds.replayer.submit(kernel.answer_early(outcome.log, key, inputs, precise))
+
     def _launch_ahead(self, pending: list[tuple[int, Any]]) -> None:
         """While the seeds' last replays run on the replay thread, the kernel process (otherwise idle until
         the trials ask) runs the first launch the judging phases will ask for (KernelProcess.run_ahead: only a
@@ -694,6 +740,12 @@ class EvaluationSession:
         if kernel is None or not kernel.replay or self.choice is None or self.choice.name != "emulator":
             return
         if not self.outputs or len(self.outputs) != len(self.seeds) or all(f.done() for _s, f in pending):
+            return
+        from nkitui.evaluate.pipeline.kernel import replay_answers
+
+        # the first seed's replay (queued first: done, or nearly): a log that will answer the judging launches
+        # by its replay leaves nothing to launch ahead
+        if pending and replay_answers(pending[0][1].result()):
             return
         jobs = self._later_launches()
         if not jobs:
@@ -736,6 +788,8 @@ class EvaluationSession:
             replayer = ThreadPoolExecutor(1, thread_name_prefix="nkitui-replay")
             seeds = _SeedLaunches(errors, host, pending, replayer)
             for i, seed in enumerate(self.seeds):
+                if i and i == len(self.seeds) - 1:
+                    self._answer_judging_early(seeds)
                 try:
                     stop = self._launch_seed(seed, seeds)
                 except ChildGone as gone:
@@ -745,6 +799,7 @@ class EvaluationSession:
                 self.ctx.progress(i + 1, len(self.seeds), f"seed {seed}")
                 if stop:
                     break
+            self._spare_when_replayed(wait=True)
             self._launch_ahead(pending)
             replayer.shutdown(wait=True)
             # a seed another seed's log did not reproduce: launched again, recorded, and judged on its own log
@@ -844,7 +899,9 @@ class EvaluationSession:
             self.trace_json = run.trace_json
         if self.first_seed_run is None:
             self.first_seed_run = run
-            self._start_spare(run)
+            self._start_spare(run, seeds.logged if borrow is None else None)
+        else:
+            self._spare_when_replayed(wait=False)
         self.outputs[seed] = run.outputs
         self.kernel.remember(inputs, self.options.precise, run.outputs)
         if len(self.outputs) == 1:  # the first seed that ran: is each output of its declared dtype?

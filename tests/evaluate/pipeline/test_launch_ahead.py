@@ -1,8 +1,12 @@
 """The first later launch run ahead (EvaluationSession._launch_ahead): while the seeds' last replays run on
-the evaluator's replay thread, the kernel process runs the first launch the trials will ask for. The
-verdict is the one the sequential order gives, and a launch run ahead that failed is run again in its own
-phase. Real confined processes on a bundled task whose trials include a failing adversarial case; each
-seed's replay is held back 1 s so that one is still running when the seeds end."""
+the evaluator's replay thread, the kernel process runs the first launch the trials will ask for. That is
+only for a stream whose verified log will not answer the judging launches (KernelProcess._verified_replay):
+one that reads device values on the host (here flawed_bf16_accum with a `nl.device_print` of an input
+element added, whose replay diverges on other inputs). The verdict is the one the sequential order gives,
+and a launch run ahead that failed is run again in its own phase. For the task as it is, nothing runs
+ahead: its judging launches are answered by the verified log's replay, with the verdict the launches give.
+Real confined processes; each seed's replay is held back 1 s so that one is still running when the seeds
+end."""
 
 from __future__ import annotations
 
@@ -24,8 +28,20 @@ AHEAD = "a launch run ahead"
 
 @pytest.fixture
 def task(tmp_path):
-    shutil.copytree(TASK, tmp_path / "task")
-    return tmp_path / "task"
+    return observing_copy(tmp_path / "task")
+
+
+def observing_copy(where: Path) -> Path:
+    """flawed_bf16_accum whose kernel prints an input element from the device: its log carries an observation
+    (data-dependent), so its replay diverges on other inputs and its judging launches are launched."""
+    shutil.copytree(TASK, where)
+    kernel = where / "matmul_bf16_f32out_nki.py"
+    text = kernel.read_text(encoding="utf-8")
+    marker = "    result = nl.ndarray((M, N), dtype=nl.float32, buffer=nl.shared_hbm)\n"
+    assert marker in text
+    kernel.write_text(text.replace(marker, marker + '    nl.device_print("lhsT[0, 0]", nl.load(lhsT[0:1, 0:1]))\n'),
+                      encoding="utf-8")
+    return where
 
 
 @pytest.fixture
@@ -115,3 +131,80 @@ def test_claim_never_waits_and_leaves_to_the_spare_only_what_it_has():
     finally:
         release.set()
         spare.stop()
+
+
+def test_a_log_that_answers_the_judging_launches_runs_nothing_ahead_and_gives_the_launches_verdict(tmp_path, launches,
+                                                                                                monkeypatch):
+    """The bundled task as it is: its log replays exactly and reads no device values, so the trials' and precision
+    isolation's launches are answered by its replay (no launch ahead, none at all after the seeds), and the
+    verdict is the one the launches give (the same run with the answers switched off: every judging launch made
+    and held to the log bit for bit)."""
+    task = tmp_path / "task"
+    shutil.copytree(TASK, task)
+    answered = evaluate_in_process(task, **OPTIONS)
+    whats = [w for w, _k in launches]
+    assert whats and all(w.startswith("the kernel failed on seed") for w in whats), whats  # the seeds only
+    assert answered.session.kernel.answered >= 5  # 4 adversarial cases + the fp32 launch
+
+    launches.clear()
+    verified = kernel_module.KernelProcess._verified_replay
+
+    def launch_and_hold(self, inputs, precise):  # the answer dropped: launched, then checked against the log
+        found = verified(self, inputs, precise)
+        if found.outputs is None:
+            return found
+        return kernel_module.VerifiedReplay(against_log=lambda outputs: self._against(self.verified_log, inputs,
+                                                                                      outputs, precise))
+
+    monkeypatch.setattr(kernel_module.KernelProcess, "_verified_replay", launch_and_hold)
+    launched = evaluate_in_process(task, **OPTIONS)
+    assert launched.session.kernel.answered == 0
+    assert len(launches) > OPTIONS["seeds"]
+    assert _verdict(answered) == _verdict(launched)
+    assert any(t[1] == "fail" for t in _verdict(answered)["trials"])
+
+
+def test_judging_answers_replayed_during_the_last_seed_are_used_only_for_the_verified_log(tmp_path, monkeypatch):
+    """Before the last seed's launch, the replay thread replays the first seed's log on the judging inputs
+    (EvaluationSession._answer_judging_early; made to wait here for that log's replay, which it otherwise only
+    takes when done). The judging phases then use those answers, replay nothing more and give the verdict of
+    answers made in their own phases; an answer made on another log than the one both stages verified is not
+    used."""
+    task = tmp_path / "task"
+    shutil.copytree(TASK, task)
+    options = dict(OPTIONS, seeds=3)
+    early = session_module.EvaluationSession._answer_judging_early
+
+    def after_the_first_replay(self, seeds):
+        if seeds.logged is not None:
+            seeds.logged.result()
+        early(self, seeds)
+
+    monkeypatch.setattr(session_module.EvaluationSession, "_answer_judging_early", after_the_first_replay)
+    made, later = [], []
+    answer_early = kernel_module.KernelProcess.answer_early
+    verified_replay = kernel_module.KernelProcess._verified_replay
+    monkeypatch.setattr(kernel_module.KernelProcess, "answer_early",
+                        lambda self, log, key, inputs, precise: made.append(key) or answer_early(self, log, key, inputs, precise))
+
+    def counted(self, inputs, precise, log=None):
+        if log is None:
+            later.append(precise)
+        return verified_replay(self, inputs, precise, log)
+
+    monkeypatch.setattr(kernel_module.KernelProcess, "_verified_replay", counted)
+    ahead = evaluate_in_process(task, **options)
+    assert len(made) >= 5 and later == [] and ahead.session.kernel.answered == len(made)
+
+    made.clear()
+    monkeypatch.setattr(session_module.EvaluationSession, "_answer_judging_early", lambda self, seeds: None)
+    in_phase = evaluate_in_process(task, **options)
+    assert made == [] and len(later) >= 5
+    assert _verdict(ahead) == _verdict(in_phase)
+
+    later.clear()
+    process = in_phase.session.kernel
+    key, inputs, precise = in_phase.session._later_launches()[0]
+    process._answers[key] = (object(), kernel_module.VerifiedReplay(outputs={"c": None}))  # made on another log
+    outputs = process.runner(True)(inputs, kernel_module.RunOptions(precise=precise, label="t"))
+    assert later == [precise] and outputs["c"] is not None

@@ -150,8 +150,8 @@ def test_every_optional_phase_on_a_real_kernel(tmp_path):
 
 
 def test_trials_do_not_run_the_seeds_again(tmp_path):
-    # the kernel prints once per launch: the seeds run once (run phase), the trials add only the
-    # adversarial launches
+    # the kernel prints once per launch: the seeds run once (run phase), and the trials launch nothing more: the
+    # seeds' verified instruction log, replayed on the adversarial inputs, answers them (KernelProcess._verified_replay)
     task = write_task(tmp_path / "t", prelude="print('launch', flush=True)")
     run = evaluate_in_process(task, trials=True, seeds=2)
     launches = run.stdout().count("launch")
@@ -159,7 +159,8 @@ def test_trials_do_not_run_the_seeds_again(tmp_path):
     assert result.status == "passed", result.error
     trials = result.numerics_audit().trials
     assert [t.name for t in trials.seeds] == ["seed 0", "seed 1"] and trials.adversarial
-    assert launches == len(result.seeds) + len(trials.adversarial)
+    assert launches == len(result.seeds)
+    assert run.session.kernel.answered == len(trials.adversarial)
     # the seed trials carry the compare phase's own metrics (advice conventions included)
     first = trials.seeds[0].metrics[0]
     assert first.to_dict() == result.numerics_audit().outputs[0].to_dict()

@@ -1,8 +1,10 @@
 """The spare kernel process (nkitui.evaluate.pipeline.spare): launches it runs ahead give the verdict
 the first kernel process alone gives, on a task whose trials include a failing adversarial case and
-whose precision isolation runs a launch of its own. Real confined processes; the spare is forced on
-(SPARE_MIN_LAUNCH_S = 0) and, in one run, made to finish every planned launch before the judging
-phases ask, so that every one of them comes from the spare."""
+whose precision isolation runs a launch of its own, and whose kernel reads device values on the host
+(a stream whose verified log cannot answer the judging launches: those still launch). Real confined
+processes; the spare is forced on (SPARE_MIN_LAUNCH_S = 0) and, in one run, made to finish every planned
+launch before the judging phases ask, so that every one of them comes from the spare. A kernel whose log
+answers the judging launches by its replay gets no spare."""
 
 from __future__ import annotations
 
@@ -33,8 +35,9 @@ def _verdict(run):
 
 @pytest.fixture
 def task(tmp_path):
-    shutil.copytree(TASK, tmp_path / "task")
-    return tmp_path / "task"
+    from tests.evaluate.pipeline.test_launch_ahead import observing_copy
+
+    return observing_copy(tmp_path / "task")
 
 
 def test_launches_run_ahead_by_the_spare_give_the_same_verdict(task, monkeypatch):
@@ -64,6 +67,19 @@ def test_launches_run_ahead_by_the_spare_give_the_same_verdict(task, monkeypatch
     assert any(t[1] == "fail" for t in _verdict(ahead)["trials"])  # the failing case came from the spare too
     roles = [c.role for c in ahead.session.children]
     assert roles.count("kernel") == 2 and all(not c.handle.running for c in ahead.session.children)
+
+
+def test_no_spare_when_the_verified_log_answers_the_judging_launches(tmp_path, monkeypatch):
+    """The bundled task as it is: its first seed's log replays exactly and reads no device values, so its judging
+    launches are answered by the replay and a spare (forced on by its thresholds) is not started."""
+    task = tmp_path / "task"
+    shutil.copytree(TASK, task)
+    monkeypatch.setattr(session_module, "SPARE_MIN_LAUNCH_S", 0.0)
+    monkeypatch.setattr(session_module, "SPARE_MIN_CPU_SHARE", 0.0)
+    run = evaluate_in_process(task, seeds=2, trials=True, precision=True, timeout_s=240.0)
+    assert run.session.kernel.spare is None and run.session.kernel.answered >= 5
+    assert [c.role for c in run.session.children].count("kernel") == 1
+    assert run.result.status == "failed"  # (its adversarial trials fail: a wrong accumulation dtype)
 
 
 def test_a_spare_starts_only_when_the_first_launch_computed_rather_than_waited_for_a_core():
