@@ -121,6 +121,8 @@ class KernelProcess:
         self.verified_shapes: dict[str, tuple[int, ...]] = {}
         self.seeds_precise: bool | None = None
         self.answered = 0  # judging launches answered by the verified log's replay instead of a launch
+        # judging launches whose stream diverged from the verified log: (label, why); their outputs are unverified
+        self.unverified: list[tuple[str, str]] = []
 
     def load(self) -> dict[str, Any]:
         return self.child.request("load")
@@ -247,7 +249,12 @@ class KernelProcess:
                 raise KernelRunFailed({"kind": "host-compute", "message": f"{options.label}: {result.replay.detail}",
                                        "file": result.replay.file, "line": result.replay.line, "traceback": ""})
             assert result.outputs is not None
-            mismatch = verified.against(result.outputs)
+            try:
+                mismatch = verified.against(result.outputs)
+            except Unverifiable as exc:
+                mismatch, verified.diverged = None, str(exc)
+            if verified.diverged is not None:  # the kernel process's word: the session makes the check not proven
+                self.unverified.append((options.label or "a judging launch", verified.diverged))
             if mismatch is not None:
                 raise KernelRunFailed({"kind": "host-compute", "message": f"{options.label}: {mismatch}",
                                        "file": None, "line": None, "traceback": ""})
@@ -276,8 +283,8 @@ class KernelProcess:
         gets the chance: tests/security/test_redteam_trials.py). Not answered, and the kernel launched as
         before, when there is no verified log, when the log carries values from the seed (front-end writes of
         other programs' or cores' data: replayed on other inputs they are the seed's, not the launch's), or when
-        the stream branches on device values that differ here (`Diverged`): such a launch is not held to the
-        log. A log that replays on the seeds and the fresh set but fails here: the launch is made, and its
+        the stream branches on device values that differ here (`Diverged`): such a launch is made, and its
+        outputs are unverified (`KernelProcess.unverified`: the session makes the phase's check not proven). A log that replays on the seeds and the fresh set but fails here: the launch is made, and its
         outputs, whatever they are, are unverified (HACK-REPLAY-MISMATCH), as the launch is not what the log
         computes."""
         log = self.verified_log if log is None else log
@@ -290,8 +297,8 @@ class KernelProcess:
         kernel_inputs = self._kernel_inputs(inputs)
         try:
             raw = replay.replay(log, kernel_inputs, target=self.target, precise=precise)
-        except replay.Diverged:
-            return VerifiedReplay()
+        except replay.Diverged as exc:  # launched; its outputs are then unverified (runner: self.unverified)
+            return VerifiedReplay(diverged=str(exc)[:200] or "the stream diverged")
         except Exception as exc:  # noqa: BLE001 - the log replayed on the seed and on fresh inputs: say what it met
             why = (f"the seed's verified instruction log does not replay on these inputs ({type(exc).__name__}: "
                    f"{str(exc)[:200]}); the kernel's outputs here are unverified (HACK-REPLAY-MISMATCH)")
@@ -316,14 +323,14 @@ class KernelProcess:
 
     def _against(self, log: Any, inputs: dict[str, np.ndarray], outputs: dict[str, np.ndarray],
                  precise: bool) -> str | None:
-        """Why a launch's outputs are not what `log` computes on its inputs, bit for bit (None: they are, or the
-        stream branches on device values that differ here)."""
+        """Why a launch's outputs are not what `log` computes on its inputs, bit for bit (None: they are); Unverifiable
+        when the stream branches on device values that differ here."""
         from nkitui.emulator import replay
 
         try:
             raw = replay.replay(log, self._kernel_inputs(inputs), target=self.target, precise=precise)
-        except replay.Diverged:
-            return None
+        except replay.Diverged as exc:
+            raise Unverifiable(str(exc)[:200] or "the stream diverged") from None
         except Exception as exc:  # noqa: BLE001 - the log replayed on the seed and on fresh inputs: say what it met
             return (f"the seed's verified instruction log does not replay on these inputs ({type(exc).__name__}: "
                     f"{str(exc)[:200]}); the kernel's outputs here are unverified (HACK-REPLAY-MISMATCH)")
@@ -336,6 +343,10 @@ class KernelProcess:
                 f"({diff.describe()}): it answered these inputs some other way (HACK-REPLAY-MISMATCH)")
 
 
+class Unverifiable(Exception):
+    """A launch's stream diverged from the verified log on its inputs: its outputs cannot be held to it."""
+
+
 @dataclass
 class VerifiedReplay:
     """A judging launch's answer from the verified log (KernelProcess._verified_replay): `outputs` (natural
@@ -343,6 +354,7 @@ class VerifiedReplay:
 
     outputs: dict[str, np.ndarray] | None = None
     against_log: Any = None  # outputs -> why they are not what the log computes (None: they are), or None
+    diverged: str | None = None  # the verified log diverges on these inputs: a launch's outputs are unverified
 
     def against(self, outputs: dict[str, np.ndarray]) -> str | None:
         return None if self.against_log is None else self.against_log(outputs)

@@ -186,6 +186,7 @@ class EvaluationSession:
             try:
                 for _name, step in steps:
                     step()
+                self._unverified_judging()
                 self.result.status = "passed" if all(c.passed is not False for c in self.checks) else "failed"
             except Stop as stop:
                 self.result.status = stop.status
@@ -203,6 +204,31 @@ class EvaluationSession:
                 child.kill()
         self.ctx.result(self.result.to_dict())
         return self.result.exit_code
+
+    def _unverified_judging(self) -> None:
+        """Judging launches (trials, precision, goldens) whose stream branched on device values that differ on their
+        inputs were launched, and their outputs are the kernel process's word, not what the verified log computes.
+        A kernel can choose where to diverge (a device flag that holds on the seeds' and the fresh inputs, not on a
+        trial's huge or non-finite ones) and answer there from the host: red team, round 9, PASSED. A check that
+        passed on such launches is therefore not proven (the evidence rule makes the run an internal-error naming
+        why); one that failed stays failed."""
+        unverified = self.kernel.unverified if self.kernel is not None else []
+        if not unverified:
+            return
+        by_check: dict[str, list[str]] = {}
+        for label, why in unverified:
+            cid = "precision" if label.startswith("precision") else "goldens" if "goldens" in label else "trials"
+            by_check.setdefault(cid, []).append(f"{label}: {why}")
+        for cid, launches in by_check.items():
+            check = next((c for c in self.checks if c.id == cid), None)
+            if check is None or check.passed is not True:
+                continue
+            text = (f"{len(launches)} launch(es) diverged from the instruction log both replay stages verified (the "
+                    f"kernel's process branched on device values that differ on these inputs), so their outputs are "
+                    f"its process's word, not what its instructions compute: not proven ({'; '.join(launches)[:300]})")
+            self.result.notes.append(f"{cid}: {text}"[:700])
+            self.ctx.log(f"{cid}: {text}"[:700], level="warning")
+            self._amend_check(cid, None, f"{check.detail}; {text}")
 
     @contextmanager
     def phase(self, name: str) -> Iterator[Any]:
