@@ -23,7 +23,7 @@ from nkitui.evaluate.options import EvaluationRequest
 from nkitui.evaluate.run import start_evaluation
 from nkitui.evaluate.run.evidence import REPLAY_FRESH_PASSED
 from nkitui.task import load_task
-from tests.helpers.add_task import ADD_REFERENCE, add_manifest, write_files
+from tests.helpers.add_task import ADD_KERNEL, ADD_REFERENCE, add_manifest, write_files
 
 HOST_CONSTANT = '''
 import numpy as np
@@ -42,17 +42,7 @@ def add_kernel(a, b):
     return out
 '''
 
-HONEST = '''
-import neuronxcc.nki as nki
-import neuronxcc.nki.language as nl
-
-
-@nki.jit
-def add_kernel(a, b):
-    out = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.shared_hbm)
-    nl.store(out, nl.add(nl.load(a), nl.load(b)))
-    return out
-'''
+HONEST = ADD_KERNEL  # nl.add on the device
 
 ARANGE_A = "np.arange(128 * 64, dtype=np.float64).reshape(128, 64)"
 ARANGE_B = "(5.0 + 0.5 * np.arange(128 * 64, dtype=np.float64)).reshape(128, 64)"
