@@ -42,7 +42,7 @@ def add_kernel(a, b):
 FAKE_KEY = "AKIA" + "Q7ZK3M2XRT5BVN8W"
 
 
-def emu_run(tmp_path: Path, body: str) -> subprocess.CompletedProcess[str]:
+def emu_run(tmp_path: Path, body: str, home: Path | None = None) -> subprocess.CompletedProcess[str]:
     folder = tmp_path / "emu"
     folder.mkdir(exist_ok=True)
     (folder / "kernels.py").write_text(KERNEL.format(body=body))
@@ -51,7 +51,8 @@ def emu_run(tmp_path: Path, body: str) -> subprocess.CompletedProcess[str]:
     try:
         return subprocess.run([sys.executable, "-m", "nkitui", "emu", "run", "kernels.py::add_kernel", "--inputs",
                                "in.npz", "--out", "out.npz", "--timeout", "60"], cwd=folder, capture_output=True,
-                              text=True, timeout=90, env={**os.environ, "PYTHONPATH": str(REPO)})
+                              text=True, timeout=90,
+                              env={**os.environ, "PYTHONPATH": str(REPO), **({"HOME": str(home)} if home else {})})
     except subprocess.TimeoutExpired:
         pytest.fail("`nkitui emu run` did not end")
 
@@ -129,14 +130,7 @@ def test_credential_stores_in_the_kernels_folder_are_not_copied_into_its_run(tmp
 
 
 def test_a_kernel_in_the_home_folder_is_refused_with_how_to_fix_it(tmp_path):
-    folder = tmp_path / "emu"
-    folder.mkdir()
-    (folder / "kernels.py").write_text(KERNEL.format(body="    pass"))
-    a = np.ones((128, 8), np.float32)
-    np.savez(folder / "in.npz", a=a, b=a)
-    done = subprocess.run([sys.executable, "-m", "nkitui", "emu", "run", "kernels.py::add_kernel", "--inputs",
-                           "in.npz", "--out", "out.npz"], cwd=folder, capture_output=True, text=True, timeout=90,
-                          env={**os.environ, "PYTHONPATH": str(REPO), "HOME": str(folder)})
+    done = emu_run(tmp_path, "    pass", home=tmp_path / "emu")
     assert done.returncode == 2, done.stderr[-2000:]
     assert "home folder" in done.stderr and "folder of its own" in done.stderr and "Traceback" not in done.stderr
-    assert not (folder / "out.npz").exists()
+    assert not (tmp_path / "emu" / "out.npz").exists()

@@ -514,7 +514,7 @@ class EvaluationSession:
         import numpy as np
 
         from nkitui.evaluate.numerics.audit import compare_seed
-        from nkitui.evaluate.numerics.inputs import input_variant, same_bits
+        from nkitui.evaluate.numerics.inputs import same_bits
 
         task, first = self.task, self.auditor.references.get(self.seeds[0]) if self.auditor is not None else None
         names = [spec.name for spec in task.inputs]
@@ -546,14 +546,7 @@ class EvaluationSession:
         policy = ", ".join(f"`{n}` ({kinds[n]})" for n in fixed)
         still: list[str] = []
         for strong in (False, True):
-            variant, hows, cannot = dict(inputs), [], []
-            for name in fixed:
-                values, how = input_variant(specs[name], inputs[name], rng, strong=strong)
-                if values is None:
-                    cannot.append(how)
-                    continue
-                variant[name] = values
-                hows.append(f"`{name}` ({kinds[name]}): {how}")
+            variant, hows, cannot = _vary(specs, inputs, fixed, rng, strong)
             if not hows or any(all(same_bits(variant[n], s[n]) for n in names if n in s) for s in seen):
                 self.fresh_skip = (f"stage 2 is void: the task's policy draws {policy} the same for every seed, so the "
                                    f"kernel's process knows them, and no other values can be drawn ({'; '.join(cannot)})")
@@ -590,17 +583,12 @@ class EvaluationSession:
 
         import numpy as np
 
-        from nkitui.evaluate.numerics.inputs import input_variant, same_bits
+        from nkitui.evaluate.numerics.inputs import same_bits
 
         specs = {spec.name: spec for spec in self.task.inputs}
         rng = np.random.default_rng(secrets.randbits(128))
         for strong in (False, True):
-            variant, hows = dict(inputs), []
-            for name in fixed:
-                values, how = input_variant(specs[name], inputs[name], rng, strong=strong)
-                if values is not None:
-                    variant[name] = values
-                    hows.append(f"`{name}` ({specs[name].init.dist}): {how}")
+            variant, hows, _cannot = _vary(specs, inputs, fixed, rng, strong)
             if not hows:
                 return
             described = ("the task's policy draws " + ", ".join(f"`{n}`" for n in fixed) + " the same for every "
@@ -1012,9 +1000,7 @@ class EvaluationSession:
         except Exception as exc:  # noqa: BLE001 - a shape the reference does not have: the log is not the kernel's
             metrics, failing = [], f"the replayed outputs cannot be compared: {str(exc)[:200]}"
         else:
-            bad = [m for m in metrics if not m.passed]
-            failing = "; ".join(f"`{m.name}`: {m.mismatches}/{m.count} elements outside {m.policy.describe()}"
-                                for m in bad)
+            failing = _failing(metrics)
         dependent = self._data_dependent()
         if failing and dependent:  # the seed's values may legitimately not be the fresh inputs' ones: unproven
             self._not_proven(check.detail, f"the log carries values that depend on the seed ({dependent[:200]}), and "
@@ -1072,11 +1058,10 @@ class EvaluationSession:
             metrics, _ = compare_seed(self.task.outputs, got, expected, self.auditor.advice if self.auditor else [])
         except Exception as exc:  # noqa: BLE001 - a shape the reference does not have
             return f"{described}; the replayed outputs cannot be compared: {str(exc)[:200]}"
-        bad = [m for m in metrics if not m.passed]
-        if not bad:
+        failing = _failing(metrics)
+        if not failing:
             return None
-        return (f"{described}; on it the first seed's instructions do not match the reference: "
-                + "; ".join(f"`{m.name}`: {m.mismatches}/{m.count} elements outside {m.policy.describe()}" for m in bad)
+        return (f"{described}; on it the first seed's instructions do not match the reference: {failing}"
                 + " (values the kernel computed on the host from the fixed inputs would, as would a kernel that "
                   "relies on a promise the variant breaks)")
 
@@ -1721,6 +1706,29 @@ def _confinement_summary(report: dict[str, Any] | None, observed: dict[str, Any]
     from nkitui.executor import confine
 
     return str(confine.record({"confinement": report}, observed).get("summary", ""))[:600]
+
+
+def _vary(specs: dict[str, Any], inputs: dict[str, Any], fixed: list[str], rng: Any,
+          strong: bool) -> tuple[dict[str, Any], list[str], list[str]]:
+    """`inputs` with each input in `fixed` varied (inputs.input_variant): the new set, how each was varied, and
+    why those that could not be were not."""
+    from nkitui.evaluate.numerics.inputs import input_variant
+
+    variant, hows, cannot = dict(inputs), [], []
+    for name in fixed:
+        values, how = input_variant(specs[name], inputs[name], rng, strong=strong)
+        if values is None:
+            cannot.append(how)
+            continue
+        variant[name] = values
+        hows.append(f"`{name}` ({specs[name].init.dist}): {how}")
+    return variant, hows, cannot
+
+
+def _failing(metrics: list[Any]) -> str:
+    """The metrics outside their tolerance, in words ("" when none is)."""
+    return "; ".join(f"`{m.name}`: {m.mismatches}/{m.count} elements outside {m.policy.describe()}"
+                     for m in metrics if not m.passed)
 
 
 def _fresh_finding(detail: str, task: Any) -> Finding:
