@@ -1,0 +1,90 @@
+"""Red team, round 9c (finding 1): a kernel that keeps state across its launches.
+
+The kernel is `vector_add`, right on its first three launches and wrong (`a + a`) from the fourth on: it
+counts its calls somewhere that outlives a launch. On 478370d the kernel's process launched only the three
+seeds (the judging launches are answered by the verified log's replay), so every launch that counted was
+right and the run PASSED; any fixed number of launches can be counted the same way.
+
+Now (1) every seed is launched in a kernel process of its own, forked fresh from the evaluator, with its
+own scratch copy: each counted launch is a first launch; and (2) each launch is audited in its process for
+state it leaves behind that a later launch in the same process could read (the task's module globals,
+deep; function attributes and defaults; builtins; attributes added to numpy's, nkitui's or any module;
+files in the scratch folder; descriptors; the environment): a launch that leaves state is not proven
+correct beyond its first launch, and the run cannot pass (`HACK-LAUNCH-STATE`, the `kernel-runs` check not
+proven, the evidence rule makes it an internal-error naming what changed). SysV IPC and POSIX message
+queues are refused by seccomp. Each attack here passed on 478370d.
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from nkitui.common.resources import bundled_dir
+from nkitui.evaluate.options import EvaluationRequest
+from nkitui.evaluate.run import start_evaluation
+
+SIZE = 262144  # the smallest size vector_add's tiling allows (2 cores x 128 partitions x 1024)
+
+# (module-level code, the kernel body's count: an expression evaluated once per launch, after it counted)
+ATTACKS = {
+    "module-list": ("_CALLS = []", "_CALLS.append(1)\n    n = len(_CALLS)"),
+    "global-int": ("_N = 0", "global _N\n    _N += 1\n    n = _N"),
+    "function-attribute": ("def _helper():\n    return 0", "_helper.calls = getattr(_helper, 'calls', 0) + 1\n    n = _helper.calls"),
+    "default-argument": ("def _count(box=[]):\n    box.append(1)\n    return len(box)", "n = _count()"),
+    "builtins": ("import builtins", "builtins.__dict__.setdefault('_nk_calls', []).append(1)\n    n = len(builtins.__dict__['_nk_calls'])"),
+    "numpy-attribute": ("import numpy as _np", "setattr(_np, '_nk_calls', getattr(_np, '_nk_calls', 0) + 1)\n    n = _np._nk_calls"),
+    "nki-function-attribute": ("", "nl.add.calls = getattr(nl.add, 'calls', 0) + 1\n    n = nl.add.calls"),
+    "scratch-file": ("import os as _os", "with open('calls.txt', 'a') as f:\n        f.write('x')\n    n = _os.path.getsize('calls.txt')"),
+    "fd-at-import": ("import os as _os\n_FD = _os.open('calls.bin', _os.O_RDWR | _os.O_CREAT | _os.O_APPEND, 0o600)",
+                     "_os.write(_FD, b'x')\n    n = _os.fstat(_FD).st_size"),
+    "memfd-at-import": ("import os as _os\n_FD = _os.memfd_create('calls')",
+                        "_os.write(_FD, b'x')\n    n = _os.lseek(_FD, 0, _os.SEEK_CUR)"),
+    "shared-mmap": ("import mmap as _mmap\n_MAP = _mmap.mmap(-1, 4096)", "_MAP[0] = _MAP[0] + 1\n    n = _MAP[0]"),
+    "environment": ("import os as _os", "_os.environ['NK_CALLS'] = str(int(_os.environ.get('NK_CALLS', '0')) + 1)\n    n = int(_os.environ['NK_CALLS'])"),
+    "random-state": ("import random as _random\n_random.seed(7)\n_DRAWS = [_random.random() for _ in range(8)]\n_random.seed(7)",
+                     "n = _DRAWS.index(_random.random()) + 1"),
+}
+
+
+def counting_task(root: Path, module: str, count: str, *, threshold: int = 6) -> Path:
+    """A copy of vector_add at SIZE elements whose kernel computes a + a from its 4th launch on: the body runs
+    once per core of the logical core (LNC=2), so three launches are six calls."""
+    shutil.copytree(bundled_dir("sample_tasks") / "vector_add", root)
+    manifest = root / "task.toml"
+    manifest.write_text(manifest.read_text().replace("1048576", str(SIZE)))
+    source = root / "vector_add_nki.py"
+    text = source.read_text()
+    text = text.replace("P = 128  # partitions per tile", f"{module}\n\nP = 128  # partitions per tile")
+    text = text.replace("    n = a.shape[0]\n",
+                        f"    {count}\n    wrong = n > {threshold}\n    n = a.shape[0]\n")
+    text = text.replace("data2=b_tile", "data2=a_tile if wrong else b_tile")
+    assert "a_tile if wrong" in text and "wrong = n >" in text
+    source.write_text(text)
+    return root
+
+
+def _evaluate(task: Path, seeds: int | None = None):  # noqa: ANN202
+    handle = start_evaluation(EvaluationRequest.of(task, seeds=seeds, static=False, trials=True, precision=True,
+                                                   store=False, timeout_s=180.0, memory_mb=4096))
+    list(handle.events())
+    return handle.result
+
+
+@pytest.mark.parametrize("channel", sorted(ATTACKS))
+def test_a_kernel_counting_its_launches_is_not_passed(tmp_path: Path, channel: str, record_property) -> None:
+    record_property("protection", f"launch-state:{channel}")
+    module, count = ATTACKS[channel]
+    result = _evaluate(counting_task(tmp_path / "task", module, count))
+    checks = [(c.id, c.passed, c.detail) for c in result.checks]
+    assert result.status != "passed" and result.exit_code != 0, (result.status, checks)
+
+
+def test_an_honest_copy_passes_and_its_launches_leave_no_state(tmp_path: Path) -> None:
+    """The control: the same copy with a count that is never kept (a local) passes, its launches audited clean."""
+    result = _evaluate(counting_task(tmp_path / "task", "", "n = 0"))
+    checks = [(c.id, c.passed, c.detail) for c in result.checks]
+    assert result.status == "passed", (result.status, checks)
+    assert not any(f.rule == "HACK-LAUNCH-STATE" for f in result.findings), result.findings
