@@ -70,6 +70,7 @@ class KernelRun:
     trace_json: Any = None  # a Trace (binary form), a dict (JSON form), or None
     replay: "ReplayOutcome | None" = None  # the out-of-process replay of the launch's instruction log
     replay_job: Any = None  # () -> ReplayOutcome: the replay to run (the caller may run it on a thread)
+    state: list[str] | None = None  # what the launch left for a later launch in its process (the launch-state audit)
 
 
 @dataclass
@@ -123,6 +124,13 @@ class KernelProcess:
         self.answered = 0  # judging launches answered by the verified log's replay instead of a launch
         # judging launches whose stream diverged from the verified log: (label, why); their outputs are unverified
         self.unverified: list[tuple[str, str]] = []
+        # launches that left state a later launch in their process could read: (what, the changes in words)
+        self.stateful: list[tuple[str, list[str]]] = []
+
+    def use(self, child: UntrustedChild) -> None:
+        """Launch in `child` from now on (a kernel process forked fresh for the next seed: see the session's
+        _launch_seed); it was started and confined like the first, and is loaded by the caller."""
+        self.child = child
 
     def load(self) -> dict[str, Any]:
         return self.child.request("load")
@@ -175,6 +183,10 @@ class KernelProcess:
         run.cpu_s = float(cpu) if isinstance(cpu, (int, float)) and not isinstance(cpu, bool) else None
         if self.device_provenance and source is None:
             run.host_compute = _host_compute(reply.get("provenance"), self.names)
+        if source is None:
+            run.state = _launch_state(reply.get("state"))
+            if run.state:
+                self.stateful.append((what, run.state))
         if trace and isinstance(reply.get("trace"), str):
             run.trace_json = _read_trace(folder / "out", reply["trace"], self.child.scratch_root, soon=True)
         if borrowed:
@@ -467,6 +479,14 @@ def _split_location(text: str) -> tuple[str | None, int | None]:
         return None, None
     file = head.rsplit(" at ", 1)[-1].strip() or None
     return file, int(tail)
+
+
+def _launch_state(state: Any) -> list[str]:
+    """The launch-state audit's words (nkitui.executor.untrusted.launchstate), checked: a reply without it is
+    a process that did not audit its launch, which counts as state left behind."""
+    if not isinstance(state, list) or not all(isinstance(s, str) for s in state):
+        return ["the kernel's process sent no account of the state its launch left (its launch-state audit)"]
+    return [s[:200] for s in state[:8]]
 
 
 def _host_compute(provenance: Any, names: list[str]) -> str | None:

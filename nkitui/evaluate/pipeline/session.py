@@ -187,6 +187,7 @@ class EvaluationSession:
                 for _name, step in steps:
                     step()
                 self._unverified_judging()
+                self._stateful_launches()
                 self.result.status = "passed" if all(c.passed is not False for c in self.checks) else "failed"
             except Stop as stop:
                 self.result.status = stop.status
@@ -229,6 +230,33 @@ class EvaluationSession:
             self.result.notes.append(f"{cid}: {text}"[:700])
             self.ctx.log(f"{cid}: {text}"[:700], level="warning")
             self._amend_check(cid, None, f"{check.detail}; {text}")
+
+    def _stateful_launches(self) -> None:
+        """Launches that left state a later launch in the same process could read (the launch-state audit in the
+        kernel's process: the task's globals, attributes set on functions or modules, files in scratch, descriptors,
+        the environment, ...). Every seed is launched in a process of its own, so each launch nkitui judged was a
+        first launch; a kernel that keeps state is not proven beyond it: its fourth call in one process may compute
+        something else (red team, round 9c: a kernel counting its launches in a module-level list PASSED). The
+        `kernel-runs` check is not proven then (the evidence rule makes a run that passed everything else an
+        internal-error naming what changed); one that failed stays failed."""
+        stateful = self.kernel.stateful if self.kernel is not None else []
+        if not stateful:
+            return
+        what, changes = stateful[0]
+        where = self._kernel_file()
+        text = (f"{len(stateful)} launch(es) left state a later launch in the same process could read ({what}: "
+                f"{'; '.join(changes[:4])}): the kernel keeps state across launches, so only its first launch in a "
+                "process was judged: not proven")
+        self.findings.append(_launch_state_finding(what, changes, where))
+        self.result.notes.append(f"kernel-runs: {text}"[:700])
+        self.ctx.log(text[:700], level="warning")
+        check = next((c for c in self.checks if c.id == "kernel-runs"), None)
+        if check is not None and check.passed is True:
+            self._amend_check("kernel-runs", None, f"{check.detail}; {text}")
+
+    def _kernel_file(self) -> str | None:
+        task = self.task
+        return task.rel(task.kernel.path) if task is not None and task.kernel is not None else None
 
     @contextmanager
     def phase(self, name: str) -> Iterator[Any]:
@@ -1776,6 +1804,21 @@ def _replay_finding(seed: int, outcome: Any) -> Finding:
                  "own report (e.g. rewrote memory through numpy) or the log was forged; the run fails."),
         category="integrity", source="executor", file=outcome.file, line=outcome.line,
         data={"seed": seed, "status": outcome.status, "detail": outcome.detail[:600]})
+
+
+def _launch_state_finding(what: str, changes: list[str], file: str | None) -> Finding:
+    from nkitui.common.findings import Finding
+
+    return Finding(
+        rule="HACK-LAUNCH-STATE", severity="high", title="The kernel keeps state across its launches",
+        message=(f"{what}: the launch left behind state a later launch in the same process could read "
+                 f"({'; '.join(changes[:6])}). nkitui launches every seed in a kernel process of its own, so each "
+                 "launch it judged was the kernel's first; a kernel whose launch changes module-level state (a "
+                 "counter, a cache, an attribute set on a function or a module, a file it writes, a descriptor it "
+                 "keeps) can compute something else on its next call, and nothing nkitui ran shows what. A port "
+                 "should be a function of its inputs: keep per-launch values local to the kernel's body. The run is "
+                 "not proven correct (internal-error)."),
+        category="integrity", source="executor", file=file, data={"launch": what, "changes": changes[:8]})
 
 
 def _host_compute_finding(why: str, file: str | None, line: int | None) -> Finding:

@@ -61,6 +61,8 @@ def serve(payload: dict[str, Any], ctx: WorkerContext) -> int:
     from nkitui.executor.untrusted.patches import PatchWatch
 
     runner = KernelRunner(ctx, server, task, backend, PatchWatch())  # recorded before any task code
+    if backend.name == "emulator":  # the SDK's own modules may keep caches of their own: not audited there yet
+        runner.audit = _launch_state_audit(ctx)
     for request in server.requests():
         op = request["op"]
         if op == "exit":
@@ -84,6 +86,8 @@ class KernelRunner:
         self.patches = patches
         self.loaded = False
         self.max_elements = _max_elements(task)
+        self.audit: Any = None  # LaunchStateAudit: what each launch leaves for a later one (None: not audited)
+        self._after: dict[str, Any] | None = None  # the state the last launch left
 
     def load(self, request: dict[str, Any], preload_error: str | None) -> None:
         if preload_error:
@@ -117,10 +121,33 @@ class KernelRunner:
         return {name: save_array(folder / f"{name}.npy", arr) for name, arr in outputs.items()}
 
     def run(self, request: dict[str, Any]) -> None:
+        before = self._state() if not request.get("source") else None
+        self._run(request, before)
+
+    def _state(self) -> dict[str, Any] | None:
+        if self.audit is None:
+            return None
+        gc.collect()  # finalizers of the last launch's garbage run now, not inside the next launch
+        return self.audit.snapshot()  # type: ignore[no-any-return]  # LaunchStateAudit.snapshot
+
+    def _state_changes(self, before: dict[str, Any] | None) -> list[str] | None:
+        """What this launch (and anything since the last one) left for a later launch: a list of words, empty
+        when nothing; None when not audited (mutants: a copy of the kernel in another module)."""
+        if before is None or self.audit is None:
+            return None
+        changes = [] if self._after is None else [f"{c} (between launches)" for c in self.audit.changes(self._after, before)]
+        after = self._state()
+        assert after is not None
+        changes += self.audit.changes(before, after)
+        self._after = after
+        return changes[:8]
+
+    def _run(self, request: dict[str, Any], before: dict[str, Any] | None) -> None:
         what = str(request.get("what") or "the kernel")
         replay_file = None
         recorder = None
         cpu_s = 0.0
+        run = None
         try:
             args = self._inputs(request)
             if request.get("source"):
@@ -151,6 +178,10 @@ class KernelRunner:
         fields: dict[str, Any] = {"replay": replay_file} if request.get("replay") and not request.get("source") else {}
         if not request.get("source"):
             fields["cpu_s"] = round(cpu_s, 6)
+        del args, outputs, run, recorder  # the launch's objects go before the state after it is taken
+        state = self._state_changes(before)
+        if state is not None:
+            fields["state"] = state
         self.server.reply(request, outputs=saved, elapsed_s=elapsed, provenance=provenance, trace=trace_file, **fields)
 
     def _recording(self, request: dict[str, Any], args: list[Any]) -> Any:
@@ -213,6 +244,14 @@ class KernelRunner:
             return
         self.server.reply(request, timing=outcome.timing, utilisation=outcome.utilisation, notes=list(outcome.notes),
                           skipped=outcome.skipped)
+
+
+def _launch_state_audit(ctx: WorkerContext) -> Any:
+    from nkitui.executor.untrusted.introspection import install
+    from nkitui.executor.untrusted.launchstate import LaunchStateAudit
+
+    workspace = Path(ctx.workspace)
+    return LaunchStateAudit(install(str(workspace)).task_roots, workspace.parent)
 
 
 def _write_replay(folder: Path, recorder: Any, outputs: dict[str, Any]) -> str:
