@@ -90,3 +90,61 @@ def test_an_honest_copy_passes_and_its_launches_leave_no_state(tmp_path: Path) -
     checks = [(c.id, c.passed, c.detail) for c in result.checks]
     assert result.status == "passed", (result.status, checks)
     assert not any(f.rule == "HACK-LAUNCH-STATE" for f in result.findings), result.findings
+
+
+IPC_PROBE = """
+    import ctypes, errno, json, os
+    from pathlib import Path
+    from nkitui.executor import confine
+    {enter}
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.mq_open.restype = ctypes.c_int
+    got = {{}}
+    for name, call in (("shmget", lambda: libc.shmget(0x4E4B3134, 4096, 0o1600)),  # IPC_CREAT | 0600
+                       ("semget", lambda: libc.semget(0x4E4B3134, 1, 0o1600)),
+                       ("msgget", lambda: libc.msgget(0x4E4B3134, 0o1600)),
+                       ("mq_open", lambda: libc.mq_open(b"/nkitui-state-probe", os.O_CREAT | os.O_RDWR, 0o600, None))):
+        ctypes.set_errno(0)
+        result = call()
+        got[name] = "ok" if result >= 0 else errno.errorcode.get(ctypes.get_errno(), "?")
+        if result >= 0:  # made outside confinement (the control): removed again
+            if name == "shmget":
+                libc.shmctl(result, 0, None)  # IPC_RMID
+            elif name == "semget":
+                libc.semctl(result, 0, 0)
+            elif name == "msgget":
+                libc.msgctl(result, 0, None)
+            else:
+                libc.mq_unlink(b"/nkitui-state-probe")
+    print(json.dumps(got))
+"""
+
+
+def test_sysv_ipc_and_posix_message_queues_are_refused_to_a_confined_process(tmp_path: Path, host) -> None:
+    """State that outlives a process outside any scratch folder (the IPC namespace): a kernel process could leave a
+    count there for the next seed's fresh process. seccomp refuses every call that makes or reaches it (ctypes is
+    refused to task code by the guard and the integrity rule besides; this probes the OS layer alone)."""
+    import json
+    import subprocess
+    import sys
+    import textwrap
+
+    from nkitui.executor import confine
+    from tests.security.conftest import REPO, require
+
+    require(host, "seccomp")
+
+    def child(enter: str) -> dict:
+        code = textwrap.dedent(IPC_PROBE.format(enter=enter))
+        proc = confine.spawn([sys.executable, "-P", "-c", code], confine.ConfinementPolicy(scratch=tmp_path),
+                             python_path=[str(REPO)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=tmp_path)
+        out, err = proc.communicate(timeout=120)
+        confine.release(proc.pid)
+        assert proc.returncode == 0, err.decode()[-2000:]
+        return json.loads(out.decode().strip().splitlines()[-1])
+
+    control = child("")
+    if any(v != "ok" for v in control.values()):
+        pytest.skip(f"this host refuses IPC to unconfined processes too: {control}")
+    confined = child("confine.enter(confine.ConfinementPolicy(scratch=Path(os.getcwd())))")
+    assert confined == {"shmget": "EPERM", "semget": "EPERM", "msgget": "EPERM", "mq_open": "EPERM"}, confined

@@ -10,6 +10,8 @@ What the filter does, in order:
     keyctl, mount and friends, unshare, setns, module loading, reboot, kexec ...) return EPERM;
   * a file's mode, owner, times and extended attributes (chmod, chown, utimensat, setxattr and their
     variants, chattr's ioctls) cannot be changed: Landlock does not govern them;
+  * SysV shared memory, semaphores and message queues and POSIX message queues (state that outlives
+    the process, outside any scratch folder) cannot be made or reached;
   * exec (execve, execveat) and new processes (fork, vfork, clone without CLONE_THREAD) return
     EPERM; clone3 returns ENOSYS, because its flags sit in memory the filter cannot read: glibc then
     falls back to clone(), whose flags the filter checks, so threads (CLONE_THREAD) keep working;
@@ -90,6 +92,15 @@ ATTRIBUTE_CALLS = (
     "removexattrat", "file_setattr",
 )
 
+# Inter-process state that outlives the process: SysV shared memory, semaphores and message queues, and POSIX
+# message queues live in the IPC namespace, not in any scratch folder, so a kernel process could leave a count
+# there for the next seed's (fresh) process to read (red team round 9c, finding 1). Kernels never need them; the
+# SDK backends' runtime might, so they keep them.
+IPC_CALLS = (
+    "shmget", "shmat", "shmctl", "shmdt", "semget", "semop", "semctl", "semtimedop", "msgget", "msgsnd", "msgrcv",
+    "msgctl", "mq_open", "mq_unlink", "mq_timedsend", "mq_timedreceive", "mq_notify", "mq_getsetattr",
+)
+
 
 @dataclass(frozen=True)
 class FilterSpec:
@@ -147,7 +158,7 @@ def build_filter(spec: FilterSpec, arch: int, table: dict[str, int]) -> bytes:
     a.load_nr()
     if arch == syscalls.AUDIT_ARCH_X86_64:
         a.jump(_JGE_K, syscalls.X32_SYSCALL_BIT, "eperm", 0)
-    denied = list(ALWAYS_DENIED) + ([] if spec.processes else [*PROCESS_CALLS, *ATTRIBUTE_CALLS])
+    denied = list(ALWAYS_DENIED) + ([] if spec.processes else [*PROCESS_CALLS, *ATTRIBUTE_CALLS, *IPC_CALLS])
     for name in denied:
         if name in table:
             a.jump(_JEQ_K, table[name], "eperm", 0)
