@@ -148,3 +148,24 @@ def test_sysv_ipc_and_posix_message_queues_are_refused_to_a_confined_process(tmp
         pytest.skip(f"this host refuses IPC to unconfined processes too: {control}")
     confined = child("confine.enter(confine.ConfinementPolicy(scratch=Path(os.getcwd())))")
     assert confined == {"shmget": "EPERM", "semget": "EPERM", "msgget": "EPERM", "mq_open": "EPERM"}, confined
+
+
+def test_each_seed_is_the_first_launch_of_its_own_process(tmp_path: Path) -> None:
+    """The kernel prints its process id and its count: every seed's launch is the first (the body runs once per core
+    of the logical core, LNC=2: counts 1 and 2) of a process no other seed ran in. On 478370d one process ran the
+    three seeds, counting to 6."""
+    import re
+
+    from nkitui.executor.events import LogEvent
+
+    task = counting_task(tmp_path / "task", "import os as _os\n_CALLS = []",
+                         "_CALLS.append(1)\n    n = len(_CALLS)\n    print(f'launch pid={_os.getpid()} n={n}', flush=True)")
+    handle = start_evaluation(EvaluationRequest.of(task, static=False, trials=True, precision=True, store=False,
+                                                   timeout_s=180.0, memory_mb=4096))
+    lines = [ev.text for ev in handle.events() if isinstance(ev, LogEvent) and "launch pid=" in ev.text]
+    counts: dict[str, int] = {}
+    for pid, n in (re.search(r"pid=(\d+) n=(\d+)", line).groups() for line in lines):  # type: ignore[union-attr]
+        counts[pid] = max(counts.get(pid, 0), int(n))
+    assert len(counts) == 3 and set(counts.values()) == {2}, lines
+    assert handle.result.status != "passed"  # the launches left `_CALLS` grown: HACK-LAUNCH-STATE
+    assert any(f.rule == "HACK-LAUNCH-STATE" for f in handle.result.findings)

@@ -207,6 +207,11 @@ class UntrustedChild:
         return self._gone
 
     def request(self, op: str, *, rid: str | None = None, folder: Path | None = None, **fields: Any) -> dict[str, Any]:
+        return self.answer(self.ask(op, rid=rid, folder=folder, **fields))
+
+    def ask(self, op: str, *, rid: str | None = None, folder: Path | None = None, **fields: Any) -> str:
+        """Send a request without waiting for its reply (`answer` waits): a fresh kernel process imports the
+        kernel while the evaluator goes on. Its reply is the next one it sends; nothing else is asked meanwhile."""
         if rid is None:
             rid, folder = self.folder()
         message: dict[str, Any] = {"op": op, "id": rid, **fields}
@@ -214,6 +219,10 @@ class UntrustedChild:
             message["dir"] = str(folder)
         if self._gone is not None or not self.handle.send(message):
             raise self._died()
+        return rid
+
+    def answer(self, rid: str) -> dict[str, Any]:
+        """The reply to the request `ask` sent (ChildGone when the child ends first)."""
         while True:
             reply = self._next(rid)
             if reply is not None:

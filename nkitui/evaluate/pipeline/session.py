@@ -62,6 +62,8 @@ if TYPE_CHECKING:
 
 # The human-readable log line naming the chosen backend (the typed BackendEvent carries the same).
 BACKEND_LINE = "backend: {name} — {reason}"
+# kernel processes forked at the start on the emulator, one per seed (more seeds start new interpreters)
+MAX_FORKED_KERNELS = 8
 # a first launch at least this long starts a spare kernel process for the later phases' launches
 SPARE_MIN_LAUNCH_S = 0.75
 SPARE_MIN_CPU_SHARE = 0.6  # of the first launch's wall time its process had a core: below it, the machine is busy
@@ -151,6 +153,9 @@ class EvaluationSession:
         self.probe: Any = None
         self.reference_child: UntrustedChild | None = None
         self.kernel_child: UntrustedChild | None = None
+        # kernel processes forked beside the first, one per later seed, with their load request's id (see _seed_child)
+        self.fresh_kernels: list[tuple[UntrustedChild, str | None]] = []
+        self._seed_children: dict[int, UntrustedChild] = {}
         self.kernel: KernelProcess | None = None
         self.children: list[UntrustedChild] = []
         self.auditor: NumericsAuditor | None = None
@@ -379,10 +384,14 @@ class EvaluationSession:
             _shared_imports(narrow, emulated=self.choice is not None and self.choice.name == "emulator")
             wanted: list[tuple[str, dict[str, Any] | None]] = [("reference", None)]
             if self.choice is not None:
-                wanted.append(("kernel", self._kernel_payload()))
+                # one kernel process per seed on the emulator: each seed is the first launch of a process of its
+                # own (a kernel counting its launches in module state cannot tell the seeds apart; see _seed_child)
+                kernels = min(len(self.seeds), MAX_FORKED_KERNELS) if self.choice.name == "emulator" else 1
+                wanted += [("kernel", self._kernel_payload())] * kernels
             started = self._spawn_many(wanted)
             self.reference_child = started[0]
             self.kernel_child = started[1] if len(started) > 1 else None
+            self.fresh_kernels = [(child, None) for child in started[2:]]
             self._warm = _warm_imports()
             self._start_reference()
             ph.detail = f"{task.id}: {len(task.inputs)} input(s), {len(task.outputs)} output(s), seeds {self.seeds}, target {r.target}"
@@ -660,6 +669,9 @@ class EvaluationSession:
                 self.confinement["kernel"] = child.ready()
                 self.kernel = KernelProcess(child, self.task, device_provenance=self.choice.name == "emulator",
                                             target=self.result.target or "trn2")
+                # the later seeds' processes import the kernel now, beside this one (their replies are read when
+                # their seed is launched)
+                self.fresh_kernels = [(fresh, fresh.ask("load")) for fresh, _rid in self.fresh_kernels]
                 reply = self.kernel.load()
             except ChildGone as gone:
                 self.checks.append(Check("kernel-runs", "the kernel imports and runs on every seed", False, gone.error.message))
@@ -841,6 +853,7 @@ class EvaluationSession:
                 self.ctx.progress(i + 1, len(self.seeds), f"seed {seed}")
                 if stop:
                     break
+            self._first_kernel()
             self._spare_when_replayed(wait=True)
             self._launch_ahead(pending)
             replayer.shutdown(wait=True)
@@ -862,6 +875,7 @@ class EvaluationSession:
                                                  f"{len(self.outputs)}/{len(self.seeds)} seeds ran; {gone.error.message}"))
                         raise self._gone(gone, ph) from None
                 replayer.shutdown(wait=True)
+                self._first_kernel()
                 redone = dict(again)
                 pending[:] = [(seed, redone.get(seed, future)) for seed, future in pending if seed not in retry or seed in redone]
             for seed, future in pending:
@@ -906,14 +920,20 @@ class EvaluationSession:
         again with `record` (see _run). True when no later seed should be launched (memory exhausted)."""
         from nkitui.evaluate.pipeline.kernel import entry_location, output_dtype_findings
 
+        from nkitui.evaluate.pipeline.kernel import KernelRun
+
         assert self.kernel is not None and self.auditor is not None
         task = self.task
         inputs = self.auditor.inputs[seed]
         logged = seeds.logged
         borrow = None if record or logged is None else logged.result
-        run = self.kernel.run(inputs, precise=self.options.precise, trace=self.trace_json is None,
-                              what=f"the kernel failed on seed {seed}", keep=self.first_seed_run is None,
-                              replay=True, replay_with=borrow)
+        load_error = self._seed_child(seed)
+        if load_error is not None:
+            run = KernelRun(error=load_error)
+        else:
+            run = self.kernel.run(inputs, precise=self.options.precise, trace=self.trace_json is None,
+                                  what=f"the kernel failed on seed {seed}", keep=self.first_seed_run is None,
+                                  replay=True, replay_with=borrow)
         if run.error is not None:
             err = _error_event(run.error)
             self.ctx.error(err)
@@ -954,6 +974,43 @@ class EvaluationSession:
         self.seed_results[seed] = SeedResult(seed, None, kernel_s=elapsed)
         self.ctx.log(f"seed {seed}: kernel ran" + (f" in {run.elapsed_s * 1e3:.1f} ms" if run.elapsed_s else ""))
         return False
+
+    def _seed_child(self, seed: int) -> dict[str, Any] | None:
+        """Point the kernel handle at `seed`'s own kernel process (red team round 9c, finding 1: a kernel that counts
+        its launches in module state, a file or a descriptor was right on exactly the launches nkitui made). The first
+        seed runs in the first kernel process; each later one in a process forked beside it from the evaluator (its
+        own scratch copy, confined the same way, the kernel imported while the earlier seeds ran), so every seed's
+        launch is the first launch of task code in its process. Past MAX_FORKED_KERNELS seeds a new interpreter is
+        started. A seed launched again (recorded, see _run) runs in its own process again, and the launch-state audit
+        vouches that its first launch left nothing there. The error dict when the process could not import the
+        kernel; ChildGone when it died."""
+        from nkitui.evaluate.pipeline.kernel import error_from
+
+        kernel = self.kernel
+        assert kernel is not None
+        child = self._seed_children.get(seed)
+        if child is None:
+            if not self._seed_children:
+                child, rid = self.kernel_child, None
+            elif self.fresh_kernels:
+                child, rid = self.fresh_kernels.pop(0)
+            else:  # more seeds than forked processes: a new interpreter (the evaluator has threads now)
+                child, rid = self._spawn("kernel", self._kernel_payload()), None
+            assert child is not None
+            self._seed_children[seed] = child
+            if child is not self.kernel_child:
+                child.ready()
+                reply = child.answer(rid) if rid is not None else child.request("load")
+                if reply.get("error") is not None:
+                    return error_from(reply["error"], f"seed {seed}: importing the kernel in its own process failed")
+        kernel.use(child)
+        return None
+
+    def _first_kernel(self) -> None:
+        """Back to the first seed's process: the judging phases' launches (those the verified log cannot answer)
+        run there, after its one seed launch (the launch-state audit vouches that the launch left nothing)."""
+        if self.kernel is not None and self.kernel_child is not None:
+            self.kernel.use(self.kernel_child)
 
     def _submit_fresh_replay(self, replayer: Any, pending: list[tuple[int, Any]]) -> None:
         """Stage 2: the first seed's log, once it replayed exactly, replayed on the fresh inputs (on the replay
