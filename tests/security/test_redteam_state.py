@@ -164,7 +164,7 @@ def test_each_seed_is_the_first_launch_of_its_own_process(tmp_path: Path) -> Non
                                                    timeout_s=180.0, memory_mb=4096))
     lines = [ev.text for ev in handle.events() if isinstance(ev, LogEvent) and "launch pid=" in ev.text]
     counts: dict[str, int] = {}
-    for pid, n in (re.search(r"pid=(\d+) n=(\d+)", line).groups() for line in lines):  # type: ignore[union-attr]
+    for pid, n in re.findall(r"pid=(\d+) n=(\d+)", "\n".join(lines)):
         counts[pid] = max(counts.get(pid, 0), int(n))
     assert len(counts) == 3 and set(counts.values()) == {2}, lines
     assert handle.result.status != "passed"  # the launches left `_CALLS` grown: HACK-LAUNCH-STATE

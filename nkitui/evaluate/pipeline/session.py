@@ -248,6 +248,7 @@ class EvaluationSession:
         if not stateful:
             return
         what, changes = stateful[0]
+        what = what.removeprefix("the kernel failed on ")  # the launch's label: "seed 3", "trial large"
         where = self._kernel_file()
         text = (f"{len(stateful)} launch(es) left state a later launch in the same process could read ({what}: "
                 f"{'; '.join(changes[:4])}): the kernel keeps state across launches, so only its first launch in a "
@@ -1649,7 +1650,9 @@ def _shared_imports(narrow: bool, *, emulated: bool = False) -> None:
     here is left to the phase that needs the module."""
     import importlib
 
-    names = ["numpy", *(["ml_dtypes"] if narrow else []), "nkitui.executor.worker",
+    # numpy.random too: the inputs are drawn with it here, and the kernel process's launch-state audit (launchstate.py)
+    # compares library modules only across launches that import nothing new (the emulator's first launch drew it in)
+    names = ["numpy", "numpy.random", *(["ml_dtypes"] if narrow else []), "nkitui.executor.worker",
              "nkitui.executor.sandbox", "nkitui.executor.confine.entering", "nkitui.executor.untrusted.kernel",
              "nkitui.executor.untrusted.reference", "nkitui.executor.arrays",
              *(["nkitui.emulator.replay", "nkitui.emulator.launch", "nkitui.emulator.legacy", "nkitui.emulator.newns",

@@ -267,6 +267,8 @@ class LaunchStateAudit:
                             or len(value.__defaults__))
                 elif isinstance(value, type) and not value.__module__ == "builtins":
                     mark = (mark, len(vars(value)))
+                elif isinstance(getattr(value, "__dict__", None), dict):  # an object the library holds (logging.root)
+                    mark = (mark, len(value.__dict__))
                 shallow.append((attr, mark))
             state[key] = hash(tuple(shallow))
         state["the state of `random`"] = walk.digest(_random_state())
@@ -279,8 +281,9 @@ class LaunchStateAudit:
             state["the working folder"] = None
         state.update(_descriptors())
         state.update(self._files())
-        if walk.cut:
-            state["<walk cut>"] = True
+        state["<imported>"] = frozenset(name for name, module in list(sys.modules.items()) if _imported(module))
+        if walk.cut:  # past the walk's bounds a change would go unseen: no launch of such a process is vouched for
+            state["the task's module state, too large to audit (more than 200,000 objects or 256 MB)"] = object()
         return state
 
     @staticmethod
@@ -318,8 +321,14 @@ class LaunchStateAudit:
     def changes(before: dict[str, Any], after: dict[str, Any]) -> list[str]:
         """What a later launch would see differently, in words (at most MAX_CHANGES)."""
         found: list[str] = []
+        # a launch that imported a module (ml_dtypes on a kernel's first narrow type, a library it imports in its body)
+        # changes other modules by doing so (numpy's type tables): their names and containers are not compared then.
+        # The task's globals, builtins, files, descriptors and the environment are, on every launch.
+        imported = {name for name in after.get("<imported>", frozenset()) - before.get("<imported>", frozenset())
+                    if name != "nkitui" and not name.startswith("nkitui.")}  # nkitui's own: the outputs' transfer
         for key in sorted(set(before) | set(after)):
-            if key == "<walk cut>":
+            if key == "<imported>" or (imported and key.startswith("module ")
+                                       and not key.endswith("(made by hand, not imported)")):
                 continue
             if key not in before and (key.startswith("the state of `numpy.random`") or (
                     key.startswith("module ") and not key.endswith("(made by hand, not imported)"))):
