@@ -121,7 +121,9 @@ class KernelRunner:
         return {name: save_array(folder / f"{name}.npy", arr) for name, arr in outputs.items()}
 
     def run(self, request: dict[str, Any]) -> None:
-        before = self._state() if not request.get("source") else None
+        # the state the last launch left is where this one starts (anything changed since is this launch's, as far
+        # as the next one can tell): one snapshot a launch after the first
+        before = (self._after if self._after is not None else self._state()) if not request.get("source") else None
         self._run(request, before)
 
     def _state(self) -> dict[str, Any] | None:
@@ -131,16 +133,15 @@ class KernelRunner:
         return self.audit.snapshot()  # type: ignore[no-any-return]  # LaunchStateAudit.snapshot
 
     def _state_changes(self, before: dict[str, Any] | None) -> list[str] | None:
-        """What this launch (and anything since the last one) left for a later launch: a list of words, empty
-        when nothing; None when not audited (mutants: a copy of the kernel in another module)."""
+        """What this launch (and anything since the last one: `before` is the state the last launch left) left for a
+        later launch: a list of words, empty when nothing; None when not audited (mutants: a copy of the kernel in
+        another module)."""
         if before is None or self.audit is None:
             return None
-        changes = [] if self._after is None else [f"{c} (between launches)" for c in self.audit.changes(self._after, before)]
         after = self._state()
         assert after is not None
-        changes += self.audit.changes(before, after)
         self._after = after
-        return changes[:8]
+        return self.audit.changes(before, after)[:8]  # type: ignore[no-any-return]  # LaunchStateAudit.changes
 
     def _run(self, request: dict[str, Any], before: dict[str, Any] | None) -> None:
         what = str(request.get("what") or "the kernel")

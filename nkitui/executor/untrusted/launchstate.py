@@ -252,9 +252,15 @@ class LaunchStateAudit:
                 key = f"module {name}"  # module made by hand (no file, no spec) is recorded from its first sight
             else:
                 key = f"module {name} (made by hand, not imported)"
-            if name == "nkitui" or name.startswith("nkitui."):  # nkitui's own caches fill on the first launch
-                state[key] = hash(tuple(k for k in list(namespace) if not isinstance(namespace.get(k), types.ModuleType)))
-                continue  # (dtypes, ALU tables, BLAS probe): names only; reaching them is HACK-TAMPER anyway
+            own = namespace.get("__name__")  # the NKI names (neuronxcc.nki.language) are nkitui's modules too
+            if isinstance(own, str) and (own == "nkitui" or own.startswith("nkitui.")):
+                # nkitui's own caches fill on the first launch (dtypes, ALU tables, BLAS probe): names only, and none
+                # for a module that makes names on first use (a module __getattr__: nl.bfloat16); reaching them from
+                # task code is HACK-TAMPER anyway
+                lazy = "__getattr__" in namespace
+                state[key] = 0 if lazy else hash(tuple(k for k in list(namespace)
+                                                       if not isinstance(namespace.get(k), types.ModuleType)))
+                continue
             shallow = []
             for attr, value in list(namespace.items()):
                 if attr in _OWN_CHANGES or isinstance(value, types.ModuleType):  # a submodule bound by its import
@@ -262,9 +268,8 @@ class LaunchStateAudit:
                 mark: Any = _key(value)
                 if isinstance(value, (list, dict, set, bytearray)) or type(value).__name__ == "deque":
                     mark = (mark, len(value))
-                elif isinstance(value, types.FunctionType):
-                    mark = (mark, len(getattr(value, "__dict__", {})), _key(value.__code__), value.__defaults__ is None
-                            or len(value.__defaults__))
+                elif isinstance(value, types.FunctionType):  # (not its __code__ or __defaults__: reading them is an
+                    mark = (mark, len(value.__dict__))  # audit event, which the guards' hooks make costly here)
                 elif isinstance(value, type) and not value.__module__ == "builtins":
                     mark = (mark, len(vars(value)))
                 elif isinstance(getattr(value, "__dict__", None), dict):  # an object the library holds (logging.root)
