@@ -257,9 +257,11 @@ class LaunchStateAudit:
                 # nkitui's own caches fill on the first launch (dtypes, ALU tables, BLAS probe): names only, and none
                 # for a module that makes names on first use (a module __getattr__: nl.bfloat16); reaching them from
                 # task code is HACK-TAMPER anyway
-                lazy = "__getattr__" in namespace
-                state[key] = 0 if lazy else hash(tuple(k for k in list(namespace)
-                                                       if not isinstance(namespace.get(k), types.ModuleType)))
+                lazy = _lazy_names(namespace)
+                state[key] = hash(tuple(
+                    (k, len(v.__dict__) if isinstance(v, types.FunctionType) else None)  # nl.add.calls = n
+                    for k, v in list(namespace.items())  # (private names: nkitui binds some on first use)
+                    if not (k.startswith("_") or k in lazy or isinstance(v, types.ModuleType))))
                 continue
             shallow = []
             for attr, value in list(namespace.items()):
@@ -347,6 +349,18 @@ class LaunchStateAudit:
             if len(found) >= MAX_CHANGES:
                 break
         return found
+
+
+def _lazy_names(namespace: dict[str, Any]) -> frozenset[str]:
+    """The public names an nkitui module makes on first use (its module __getattr__ and the tables it reads: `_LAZY`,
+    `LAZY_PUBLIC`, `NARROW`, ...): nl.bfloat16 appears the first time a kernel asks for it."""
+    if "__getattr__" not in namespace:
+        return frozenset()
+    names: set[str] = set()
+    for key, value in list(namespace.items()):
+        if ("LAZY" in key or key in ("NARROW", "_MADE")) and isinstance(value, (tuple, list, set, frozenset, dict)):
+            names.update(v for v in value if isinstance(v, str))
+    return frozenset(names) | {"bfp16"}
 
 
 def _imported(module: Any) -> bool:
