@@ -183,7 +183,7 @@ class KernelProcess:
         run.cpu_s = float(cpu) if isinstance(cpu, (int, float)) and not isinstance(cpu, bool) else None
         if self.device_provenance and source is None:
             run.host_compute = _host_compute(reply.get("provenance"), self.names)
-        if source is None:
+        if source is None and self.device_provenance:  # the emulator's kernel process audits its launches
             run.state = _launch_state(reply.get("state"))
             if run.state:
                 self.stateful.append((what, run.state))
