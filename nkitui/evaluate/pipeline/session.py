@@ -935,6 +935,7 @@ class EvaluationSession:
             run = self.kernel.run(inputs, precise=self.options.precise, trace=self.trace_json is None,
                                   what=f"the kernel failed on seed {seed}", keep=self.first_seed_run is None,
                                   replay=True, replay_with=borrow)
+        self._seed_done(seed)
         if run.error is not None:
             err = _error_event(run.error)
             self.ctx.error(err)
@@ -981,10 +982,10 @@ class EvaluationSession:
         its launches in module state, a file or a descriptor was right on exactly the launches nkitui made). The first
         seed runs in the first kernel process; each later one in a process forked beside it from the evaluator (its
         own scratch copy, confined the same way, the kernel imported while the earlier seeds ran), so every seed's
-        launch is the first launch of task code in its process. Past MAX_FORKED_KERNELS seeds a new interpreter is
-        started. A seed launched again (recorded, see _run) runs in its own process again, and the launch-state audit
-        vouches that its first launch left nothing there. The error dict when the process could not import the
-        kernel; ChildGone when it died."""
+        launch is the first launch of task code in its process, which ends after it (_seed_done). Past
+        MAX_FORKED_KERNELS seeds a new interpreter is started. A seed launched again (recorded, see _run) runs in the
+        first seed's process, and the launch-state audit vouches that the launch before left nothing there. The error
+        dict when the process could not import the kernel; ChildGone when it died."""
         from nkitui.evaluate.pipeline.kernel import error_from
 
         kernel = self.kernel
@@ -1006,6 +1007,16 @@ class EvaluationSession:
                     return error_from(reply["error"], f"seed {seed}: importing the kernel in its own process failed")
         kernel.use(child)
         return None
+
+    def _seed_done(self, seed: int) -> None:
+        """A later seed's process has launched its one seed: it is ended now (its pipes, disk watch and memory go
+        with it; what it said stays with its UntrustedChild for the result). A seed launched again to be recorded
+        runs in the first seed's process, after that process's own launch (the launch-state audit vouches for it)."""
+        child = self._seed_children.get(seed)
+        if child is None or child is self.kernel_child:
+            return
+        self._seed_children[seed] = self.kernel_child  # type: ignore[assignment]  # set: the first seed ran there
+        child.close()
 
     def _first_kernel(self) -> None:
         """Back to the first seed's process: the judging phases' launches (those the verified log cannot answer)
