@@ -1153,6 +1153,7 @@ class EvaluationSession:
             assert self.auditor is not None
             per_output: dict[str, list[str]] = {o.name: [] for o in task.outputs}
             compared = 0
+            self._bound_reduction_lengths()
             for seed in self.seeds:
                 if seed not in self.outputs:
                     continue
@@ -1187,6 +1188,17 @@ class EvaluationSession:
                                   if c.id.startswith(("output:", "tolerance:")))
             if any(c.passed is False for c in self.checks if c.id.startswith(("output:", "tolerance:"))):
                 ph.fail(ph.detail)
+
+    def _bound_reduction_lengths(self) -> None:
+        """Hold the task's declared reduction lengths to the first seed's instruction trace too (the shapes
+        bound them already): the comparison's advice and every judging step then use the bounded K."""
+        if self.trace_json is None or self.auditor is None or not self.task.outputs:
+            return
+        from nkitui.evaluate.numerics.kbound import trace_bound
+
+        self.trace_json = trace = self._trace(self.trace_json)  # read once: the profile reuses it
+        if trace is not None and any(o.reduction_length for o in self.task.outputs):
+            self.auditor.bound_reduction_lengths(trace_bound(trace))
 
     def _tolerance_checks(self, compared: int) -> None:
         """One check per output that its tolerance can fail a wrong kernel and pass a right one.
