@@ -73,7 +73,7 @@ class FreshStage:
         HACK-REPLAY-INVALID). A log its own process declares unreplayable fails it too (HACK-REPLAY-OPTOUT):
         every instruction kind the emulator has is replayable, the declaration is the kernel process's word
         (raw memory can write it), and a kernel nkitui cannot replay is not proven correct. A seed whose outputs
-        were used must have replayed exactly; stage 2 (_fresh_check) then decides whether the check passes."""
+        were used must have replayed exactly; stage 2 (judge) then decides whether the check passes."""
         failed = [(s, o) for s, o in replays if o.failed]
         exact = [s for s, o in replays if o.status == "exact"]
         optout = [(s, o) for s, o in replays if o.status == "unavailable"]
@@ -144,7 +144,7 @@ class FreshStage:
         answer within tolerance of its answer on the seed's set). Every input fixed: always. Some fixed: only
         when the others leave an output of the reference's answer bit for bit unchanged (they do not reach it).
         A variant may break what the task's inputs promise (an order, a constant), so a mismatch on it is "not
-        proven", never a finding (_fresh_check)."""
+        proven", never a finding (judge)."""
         import secrets
 
         import numpy as np
@@ -210,7 +210,7 @@ class FreshStage:
         """Stage 2's second set on a task whose policy draws some inputs at random and some the same for every seed:
         the fresh set varies only the random ones, so a log that computes from them on the device and bakes in
         what depends on the fixed ones (a table of cos(pos) for an arange `pos`, computed on the host) met the
-        reference there (red team, round 9). The fixed inputs are varied as in _fresh_variant, the random ones kept;
+        reference there (red team, round 9). The fixed inputs are varied as in _variant, the random ones kept;
         when that changes the reference's answer, the first seed's log must meet it there too. A mismatch, a
         divergence or a reference that fails on it is "not proven" (the variant may break a promise of the task's
         inputs), never a finding. When no variant changes the answer, the fixed inputs do not reach the outputs
@@ -257,7 +257,7 @@ class FreshStage:
                 if outcome.status != "exact" or outcome.log is None:
                     return None
                 # a log marked data-dependent is replayed on the fresh inputs all the same: the mark is the kernel
-                # process's word (it can write it from inside), so it never skips stage 2 (see _fresh_check)
+                # process's word (it can write it from inside), so it never skips stage 2 (see judge)
                 inputs = [to_kernel_layout(spec, np.asarray(natural[spec.name])) for spec in task.inputs]
                 try:
                     raw = replay.replay(outcome.log, inputs, target=target, precise=self.precise)
@@ -352,7 +352,7 @@ class FreshStage:
         return first.log if first is not None else None  # the log both stages verified
 
     def _extra_check(self, advice: Sequence[Any]) -> str | None:
-        """Why stage 2's second set (the fixed inputs varied, _fresh_fixed_variant) does not prove the kernel; None when
+        """Why stage 2's second set (the fixed inputs varied, _fixed_variant) does not prove the kernel; None when
         it does or there is none. Never a finding: the variant may break a promise of the task's inputs."""
         from nkitui.evaluate.numerics.audit import compare_seed
 
