@@ -735,6 +735,9 @@ def _input_condition(inputs: Mapping[str, np.ndarray]) -> float:
 def reduction_length_for(spec: Any, inputs: Mapping[str, np.ndarray], op: str | None) -> tuple[int, str]:
     """K for an output spec (anything with .shape and optional .reduction_length): the manifest's or inferred."""
     k = getattr(spec, "reduction_length", None)
+    declared = getattr(spec, "declared_reduction_length", None)  # kbound.BoundedOutput
+    if k and declared:
+        return int(k), f"the manifest declares {declared}, more than the kernel can sum: held to its bound (NUM-K-EXCEEDS-BOUND)"
     if k:
         return int(k), "from the manifest"
     k, why = infer_reduction_length({n: np.shape(a) for n, a in inputs.items()}, tuple(spec.shape), op)

@@ -37,6 +37,7 @@ from nkitui.common.findings import Finding
 from nkitui.evaluate.numerics import findings as rules
 from nkitui.evaluate.numerics.advisor import infer_reduction_length
 from nkitui.evaluate.numerics.findings import numerics_finding
+from nkitui.task.model import TensorSpec
 
 MANIFEST = "task.toml"
 ABOVE_INFERRED = 16  # a declared K this many times the inferred one (within the bound) gets a note
@@ -143,9 +144,18 @@ def trace_bound(trace: Any) -> TraceBound | None:
     return TraceBound(int(min(best, 2**62)), where, opcode)
 
 
-def _with_k(spec: Any, k: int) -> Any:
-    if dataclasses.is_dataclass(spec) and not isinstance(spec, type):
-        return dataclasses.replace(spec, reduction_length=k)
+@dataclass(frozen=True)
+class BoundedOutput(TensorSpec):
+    """An output spec whose declared K was held to its bound: `reduction_length` is the bound, and the advice's
+    reasoning (advisor.reduction_length_for) says where it came from."""
+
+    declared_reduction_length: int | None = None
+
+
+def _with_k(spec: Any, k: int, declared: int) -> Any:
+    if isinstance(spec, TensorSpec):
+        values = {f.name: getattr(spec, f.name) for f in dataclasses.fields(TensorSpec)}
+        return BoundedOutput(**{**values, "reduction_length": k}, declared_reduction_length=declared)
     clone = copy.copy(spec)  # a plain holder of the same fields
     object.__setattr__(clone, "reduction_length", k)
     return clone
@@ -179,7 +189,7 @@ def bound_outputs(
         declared = int(declared)
         field = f"[[outputs]] `{spec.name}` reduction_length"
         if declared > bound:
-            bounded.append(_with_k(spec, bound))
+            bounded.append(_with_k(spec, bound, declared))
             decisions.append(KBound(spec.name, declared, inferred, s_bound, trace.terms if trace else None, bound, bound, why))
             findings.append(numerics_finding(
                 rules.K_EXCEEDS_BOUND, "high",

@@ -103,3 +103,12 @@ def test_the_attack_is_caught_by_precision_isolation_with_the_bounded_k() -> Non
     (res,) = audit.precision.outputs
     assert res.reduction_length == n and res.verdict == "algorithm-error", res
     assert {rules.K_EXCEEDS_BOUND, rules.ALGO_ERROR} <= set(_rules(audit.findings))
+
+
+def test_the_advice_says_where_a_bounded_k_came_from() -> None:
+    inputs = {"a": np.ones(4096, F32), "b": np.ones(4096, F32)}
+    spec = out_spec("c", (4096,), kind="rel_l2", tol=5e-3, k=100_000_000)
+    (bounded,), _, _ = bound_outputs([spec], inputs, None)
+    advice = advise_output(bounded, inputs["a"].astype(np.float64) * 2, inputs, None)
+    assert advice.reduction_length == 4096 and "declares 100000000" in advice.k_source, advice.k_source
+    assert bounded.name == spec.name and bounded.tolerance == spec.tolerance and bounded.shape == spec.shape
