@@ -125,10 +125,14 @@ def trace_bound(trace: Any) -> TraceBound | None:
             made = []
             for w in writes:
                 n_w = _elements(w, sizes[out_dt])
+                rows_w = max(1, int(w[3]) - int(w[2]))
                 total = 0.0
                 for i, a in enumerate(reads):
                     n_r = _elements(a, in_sizes[i] if i < len(in_sizes) else 1)
-                    total += counts[i] * max(1.0, n_r / n_w)
+                    # reading more than it writes, it reduces: an element written may depend on everything read
+                    # into its partition (bn_stats writes 6 statistics per partition, each over the whole row)
+                    ratio = max(n_r / n_w, n_r / rows_w) if n_r > n_w else 1.0
+                    total += counts[i] * ratio
                 made.append(total or 1.0)
         for j, w in enumerate(writes):
             t = made[j] if j < len(made) else made[-1]
