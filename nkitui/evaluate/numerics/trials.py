@@ -39,6 +39,9 @@ from nkitui.evaluate.numerics.tolerance import check_policy
 
 TrialStatus = Literal["pass", "fail", "tolerance-only", "error"]
 LINEAR_OPS = ("matmul", "reduction", "scan")
+# Ops whose output elements keep their own scale when the inputs' magnitudes spread over decades: a spread
+# case is judged element by element there (softmax, norm and attention normalise it away).
+PER_ELEMENT_OPS = ("matmul", "reduction", "scan", "elementwise", "transpose", "other", None)
 ADVERSARIAL_SAFETY = 8.0
 
 
@@ -188,9 +191,13 @@ def adversarial_reference_inputs(case: AdversarialCase, op: str | None) -> list[
     """The inputs the reference is asked for when `case` is judged: the case itself and, for linear
     ops, its |inputs| (the magnitude of the partial sums behind the advisor's bound)."""
     asked = [case.inputs]
-    if op in LINEAR_OPS and not case.finite_only:
+    if (op in LINEAR_OPS and not case.finite_only) or _per_element(case, op):
         asked.append(abs_inputs(case.inputs))
     return asked
+
+
+def _per_element(case: AdversarialCase, op: str | None) -> bool:
+    return case.spread and op in PER_ELEMENT_OPS
 
 
 def _adversarial_trials(runner: KernelRunner, reference: ReferenceFn, base_inputs: dict[str, np.ndarray], seed: int,
@@ -219,10 +226,15 @@ def _adversarial_trials(runner: KernelRunner, reference: ReferenceFn, base_input
             except ShapeMismatchError as exc:
                 results.append(TrialResult(case.name, "adversarial", seed, case.description, "error", error=str(exc)))
                 break
-            within = True if case.finite_only else _within_expected(
-                o, got[o.name], ref[o.name], case, reference, op, acc_dtype, seed_rms.get(o.name, 0.0))
+            if case.finite_only:
+                within = True
+            elif _per_element(case, op):
+                within = _within_at_each_scale(o, got[o.name], ref[o.name], case, reference, op, acc_dtype)
+            else:
+                within = _within_expected(o, got[o.name], ref[o.name], case, reference, op, acc_dtype,
+                                          seed_rms.get(o.name, 0.0))
             summaries.append(OutputSummary.from_metrics(m, within))
-            if m.passed:
+            if m.passed and (within or not _per_element(case, op)):
                 statuses.append("pass")
             elif m.nonfinite.mismatched == 0 and within:
                 statuses.append("tolerance-only")
@@ -250,6 +262,40 @@ def _within_expected(spec: Any, actual: np.ndarray, ref: np.ndarray, case: Adver
     advice = advise_output(spec, ref, case.inputs, op, accumulation_dtype=acc_dtype, magnitude_rms=magnitude,
                            safety=ADVERSARIAL_SAFETY)
     return check_policy(actual, ref, advice.advised["allclose"], spec.dtype).passed
+
+
+def _within_at_each_scale(spec: Any, actual: np.ndarray, ref: np.ndarray, case: AdversarialCase,
+                          reference: ReferenceFn, op: str | None, acc_dtype: str) -> bool:
+    """A spread case's errors, each judged at its own element's scale.
+
+    Across a tensor whose magnitudes span 70 decades, one atol (the advisor's, or the task's
+    range-relative one) set by the largest element hides any error at the others. The scale S of
+    an element is the reference on |inputs| there (the sum of |terms| of a matmul, reduction or scan;
+    |a| + |b| of an add), at least |reference|. The advisor's allclose, made for partial sums as
+    large as the largest S (x8 safety), is shrunk to each element: |err| <= atol * S / max S +
+    rtol * |ref|. NaN/Inf must agree (the metrics count those)."""
+    try:
+        with np.errstate(all="ignore"):
+            scale = np.abs(np.asarray(reference(abs_inputs(case.inputs))[spec.name]).astype(np.float64))
+    except Exception:  # noqa: BLE001 - without a scale, every element is judged at the largest one
+        scale = np.zeros(np.shape(ref))
+    expected = np.asarray(ref).astype(np.float64)
+    got = np.asarray(actual).astype(np.float64)
+    if scale.shape != expected.shape or got.shape != expected.shape:
+        return False
+    with np.errstate(all="ignore"):
+        scale = np.where(np.isfinite(scale), np.maximum(scale, np.abs(expected)), np.abs(expected))
+        both = np.isfinite(expected) & np.isfinite(got)
+        finite_scale = scale[both & np.isfinite(scale)]
+        top = float(finite_scale.max()) if finite_scale.size else 0.0
+        if top == 0.0:
+            return bool(np.array_equal(got[both], expected[both]))
+        advice = advise_output(spec, expected, case.inputs, op, accumulation_dtype=acc_dtype, magnitude_rms=top,
+                               safety=ADVERSARIAL_SAFETY)
+        policy = advice.advised["allclose"]
+        atol, rtol = float(policy.atol or 0.0), float(policy.rtol or 0.0)
+        bound = atol * np.minimum(scale[both] / top, 1.0) + rtol * np.abs(expected[both])
+        return bool(np.all(np.abs(got[both] - expected[both]) <= bound))
 
 
 def trial_findings(report: TrialsReport) -> list[Finding]:
