@@ -329,6 +329,10 @@ def _spread_cases(base: Inputs, reference: ReferenceFn, op: str | None, limits: 
     tops = {n: safe_top(base[n].dtype, op, k, len(names)) for n in names}
     alone: dict[str, float] = {}
     cases: list[AdversarialCase] = []
+    # Every input alone at its top and all of them together: what the search asks first and the reference
+    # almost always takes, in one round trip (a process).
+    _prefetch(reference, [_spread_trial(base, draws, {n: tops[n]}) for n in names]
+              + ([_spread_trial(base, draws, tops)] if len(names) > 1 else []))
     for n in names:
         shrink = _highest_top(base, draws, {n: tops[n]}, reference, limits, base_nf)
         if shrink is not None:
