@@ -42,6 +42,8 @@ LINEAR_OPS = ("matmul", "reduction", "scan")
 # Ops whose output elements keep their own scale when the inputs' magnitudes spread over decades: a spread
 # case is judged element by element there (softmax, norm and attention normalise it away).
 PER_ELEMENT_OPS = ("matmul", "reduction", "scan", "elementwise", "transpose", "other", None)
+# ... of which these find an element's scale without asking the reference (see _element_scale)
+SCALE_WITHOUT_REFERENCE = ("elementwise", "transpose")
 ADVERSARIAL_SAFETY = 8.0
 
 
@@ -191,7 +193,7 @@ def adversarial_reference_inputs(case: AdversarialCase, op: str | None) -> list[
     """The inputs the reference is asked for when `case` is judged: the case itself and, for linear
     ops, its |inputs| (the magnitude of the partial sums behind the advisor's bound)."""
     asked = [case.inputs]
-    if (op in LINEAR_OPS and not case.finite_only) or _per_element(case, op):
+    if (op in LINEAR_OPS and not case.finite_only) or (_per_element(case, op) and op not in SCALE_WITHOUT_REFERENCE):
         asked.append(abs_inputs(case.inputs))
     return asked
 
@@ -273,12 +275,11 @@ def _within_at_each_scale(spec: Any, actual: np.ndarray, ref: np.ndarray, case: 
     an element is the reference on |inputs| there (the sum of |terms| of a matmul, reduction or scan;
     |a| + |b| of an add), at least |reference|. The advisor's allclose, made for partial sums as
     large as the largest S (x8 safety), is shrunk to each element: |err| <= atol * S / max S +
-    rtol * |ref|. NaN/Inf must agree (the metrics count those)."""
-    try:
-        with np.errstate(all="ignore"):
-            scale = np.abs(np.asarray(reference(abs_inputs(case.inputs))[spec.name]).astype(np.float64))
-    except Exception:  # noqa: BLE001 - without a scale, every element is judged at the largest one
-        scale = np.zeros(np.shape(ref))
+    rtol * |ref|. NaN/Inf must agree (the metrics count those). An element-wise op whose inputs do not
+    broadcast to its output is judged as the other cases are (`_within_expected`)."""
+    scale = _element_scale(spec, ref, case, reference, op)
+    if scale is None:
+        return _within_expected(spec, actual, ref, case, reference, op, acc_dtype, 0.0)
     expected = np.asarray(ref).astype(np.float64)
     got = np.asarray(actual).astype(np.float64)
     if scale.shape != expected.shape or got.shape != expected.shape:
@@ -296,6 +297,33 @@ def _within_at_each_scale(spec: Any, actual: np.ndarray, ref: np.ndarray, case: 
         atol, rtol = float(policy.atol or 0.0), float(policy.rtol or 0.0)
         bound = atol * np.minimum(scale[both] / top, 1.0) + rtol * np.abs(expected[both])
         return bool(np.all(np.abs(got[both] - expected[both]) <= bound))
+
+
+def _element_scale(spec: Any, ref: np.ndarray, case: AdversarialCase, reference: ReferenceFn,
+                   op: str | None) -> np.ndarray | None:
+    """Each output element's scale, |x| of the terms behind it: for an element-wise op the sum of its float
+    inputs' |values| broadcast to the output (None when they do not broadcast); a transpose's is the value
+    itself; otherwise the reference on |inputs| (asked while it was live: adversarial_reference_inputs)."""
+    shape = tuple(np.shape(ref))
+    if op == "transpose":
+        return np.abs(np.asarray(ref).astype(np.float64))
+    if op == "elementwise":
+        total = np.zeros(shape)
+        for arr in case.inputs.values():
+            a = np.asarray(arr)
+            if a.dtype.kind not in "fV":
+                continue
+            try:
+                with np.errstate(all="ignore"):
+                    total = total + np.broadcast_to(np.abs(a.astype(np.float64)), shape)
+            except (ValueError, TypeError):
+                return None
+        return total
+    try:
+        with np.errstate(all="ignore"):
+            return np.abs(np.asarray(reference(abs_inputs(case.inputs))[spec.name]).astype(np.float64))
+    except Exception:  # noqa: BLE001 - without a scale, every element is judged at the largest one
+        return np.zeros(shape)
 
 
 def trial_findings(report: TrialsReport) -> list[Finding]:
