@@ -26,7 +26,7 @@ dtype, so a correct kernel can meet them. Integer inputs (indices, masks) are ne
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
 import numpy as np
@@ -253,25 +253,29 @@ class _Spread:
     name: str
     values: np.ndarray  # the seed's values, float64
     scale: float  # their largest finite magnitude
-    up: np.ndarray  # uniform [0, 1): the share of the decades above the seed's scale
-    down: np.ndarray  # uniform [0, 1): the share of the decades below it (small elements)
-    small: np.ndarray  # which elements go down
+    share: np.ndarray  # float32 in [0, 1): below LOW_SHARE the element goes down, else up (the rest: how far)
     low: float  # the smallest magnitude a small element gets
+    made: dict[float, np.ndarray] = field(default_factory=dict, compare=False)  # top -> values (a search asks again)
 
     @classmethod
     def draw(cls, name: str, arr: np.ndarray, rng: np.random.Generator) -> "_Spread":
         f = _f64(arr)
         fmt = float_format(arr.dtype)
-        scale = _max_abs(f) or 1.0
-        return cls(name, f, scale, rng.random(f.shape), rng.random(f.shape), rng.random(f.shape) < LOW_SHARE,
-                   fmt.smallest_normal * LOW_FLOOR)
+        return cls(name, f, _max_abs(f) or 1.0, rng.random(f.shape, dtype=np.float32), fmt.smallest_normal * LOW_FLOOR)
 
     def at(self, top: float, like: np.ndarray) -> np.ndarray:
-        up = math.log10(max(top, self.scale) / self.scale)
-        down = math.log10(self.scale / self.low) if self.scale > self.low else 0.0
-        with np.errstate(all="ignore"):
-            factor = np.where(self.small, 10.0 ** (-self.down * down), 10.0 ** (self.up * up))
-            return _cast(np.where(np.isfinite(self.values), self.values * factor, self.values), like)
+        made = self.made.get(top)
+        if made is None:
+            up = math.log10(max(top, self.scale) / self.scale)
+            down = math.log10(self.scale / self.low) if self.scale > self.low else 0.0
+            small = self.share < LOW_SHARE
+            # decades: up * uniform[0, 1) for most elements, -down * uniform[0, 1) for the small ones
+            exponent = np.where(small, self.share * np.float32(-down / LOW_SHARE),
+                                (self.share - np.float32(LOW_SHARE)) * np.float32(up / (1.0 - LOW_SHARE)))
+            with np.errstate(all="ignore"):
+                factor = np.power(10.0, exponent.astype(np.float64))
+                made = self.made[top] = _cast(self.values * factor, like)  # NaN/Inf of the seed stay
+        return made
 
 
 def _spread_trial(base: Inputs, draws: Mapping[str, _Spread], tops: Mapping[str, float]) -> Inputs:
