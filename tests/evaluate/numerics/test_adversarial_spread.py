@@ -185,3 +185,21 @@ def test_the_audit_asks_the_reference_everything_a_spread_case_is_judged_with_be
     report = auditor.trials(_honest_add)  # UnplannedCall if a judging step asked something new
     assert {t.name: t.status for t in report.adversarial} == {
         "large": "pass", "large: a": "pass", "large: b": "pass", "tiny": "pass", "nonfinite": "pass"}
+
+
+def test_the_spread_trials_failing_together_make_one_finding_and_a_tolerance_that_passed_is_not_blamed():
+    from nkitui.evaluate.numerics import findings as rules
+
+    outputs = [out_spec("c", (4096,), kind="range_relative", atol=0.0, rtol=1e-2)]
+
+    def wrong(inputs, options):  # wrong above 1e5 on both inputs: every spread trial fails, and nonfinite
+        a, b = inputs["a"].astype(np.float32), inputs["b"].astype(np.float32)
+        return {"c": np.clip(a, -1e5, 1e5) + np.clip(b, -1e5, 1e5)}
+
+    report = run_trials(wrong, _add_reference, _add_inputs, [0], outputs, "elementwise")
+    failed = [t.name for t in report.adversarial if t.status == "fail"]
+    assert {"large", "large: a", "large: b"} <= set(failed)
+    [finding] = [f for f in report.findings if f.rule == rules.ADVERSARIAL_FAILED and "large" in f.title]
+    assert finding.title == "The port breaks on adversarial inputs: large, large: a, large: b"
+    assert finding.data["cases"] == ["large", "large: a", "large: b"]
+    assert "is off by up to" in finding.message and "It fails the same way on large: a, large: b" in finding.message
