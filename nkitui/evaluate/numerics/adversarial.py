@@ -319,7 +319,7 @@ def _describe_spread(trial: Inputs, names: Sequence[str], draws: Mapping[str, _S
         nz = np.abs(f[np.isfinite(f) & (f != 0)])
         lo, hi = (float(nz.min()), float(nz.max())) if nz.size else (0.0, 0.0)
         parts.append(f"{n} {lo:.1g}..{hi:.2g}")
-    return "magnitudes spread log-uniformly over the decades (signs kept): " + ", ".join(parts)
+    return ", ".join(parts)
 
 
 def _spread_cases(base: Inputs, reference: ReferenceFn, op: str | None, limits: dict[str, float],
@@ -345,7 +345,8 @@ def _spread_cases(base: Inputs, reference: ReferenceFn, op: str | None, limits: 
         for n in names:
             if n in alone:
                 trial = _spread_trial(base, draws, {n: alone[n]})
-                cases.append(AdversarialCase(f"large: {n}", f"{n} alone: " + _describe_spread(trial, [n], draws),
+                cases.append(AdversarialCase(f"large: {n}", "only this input spread over the decades: "
+                                             + _describe_spread(trial, [n], draws),
                                              trial, rescaled=True, changed=(n,), spread=True))
     if not alone:
         return cases
@@ -355,8 +356,8 @@ def _spread_cases(base: Inputs, reference: ReferenceFn, op: str | None, limits: 
     together = {n: t * shrink for n, t in alone.items()}
     trial = _spread_trial(base, draws, together)
     changed = tuple(together)
-    return [AdversarialCase("large", _describe_spread(trial, changed, draws), trial, rescaled=True, changed=changed,
-                            spread=True)] + cases
+    return [AdversarialCase("large", "magnitudes spread over the decades: " + _describe_spread(trial, changed, draws),
+                            trial, rescaled=True, changed=changed, spread=True)] + cases
 
 
 def _tiny(base: Inputs, names: list[str], reference: ReferenceFn, op: str | None, limits: dict[str, float],
