@@ -288,10 +288,10 @@ def _spread_trial(base: Inputs, draws: Mapping[str, _Spread], tops: Mapping[str,
 def _highest_top(base: Inputs, draws: Mapping[str, _Spread], tops: Mapping[str, float], reference: ReferenceFn,
                  limits: dict[str, float], base_nf: dict[str, np.ndarray]) -> float | None:
     """The largest shrink factor in (0, 1] of `tops` (log scale) whose spread the reference takes,
-    to a few decades' resolution, or None when even 100x the seeds' scale is too much. The full
+    to a few decades' resolution, or None when even 10x the seeds' scale is too much. The full
     top is asked first (what the reference almost always takes: one call), then the lowest, then a
     bisection."""
-    floor = max(100.0 * draws[n].scale / tops[n] for n in tops)  # the shrink that leaves ~2 decades
+    floor = max(10.0 * draws[n].scale / tops[n] for n in tops)  # the shrink that leaves one decade (exp: x ~ 40)
     if floor >= 1.0:
         return None
 

@@ -307,7 +307,8 @@ def _element_scale(spec: Any, ref: np.ndarray, case: AdversarialCase, reference:
                    op: str | None) -> np.ndarray | None:
     """Each output element's scale, |x| of the terms behind it: for an element-wise op the sum of its float
     inputs' |values| broadcast to the output (None when they do not broadcast); a transpose's is the value
-    itself; otherwise the reference on |inputs| (asked while it was live: adversarial_reference_inputs)."""
+    itself; otherwise the reference on |inputs| (asked while it was live: adversarial_reference_inputs; None
+    when it failed there)."""
     shape = tuple(np.shape(ref))
     if op == "transpose":
         return np.abs(np.asarray(ref).astype(np.float64))
@@ -326,8 +327,8 @@ def _element_scale(spec: Any, ref: np.ndarray, case: AdversarialCase, reference:
     try:
         with np.errstate(all="ignore"):
             return np.abs(np.asarray(reference(abs_inputs(case.inputs))[spec.name]).astype(np.float64))
-    except Exception:  # noqa: BLE001 - without a scale, every element is judged at the largest one
-        return np.zeros(shape)
+    except Exception:  # noqa: BLE001 - no scale: judged as the other cases are
+        return None
 
 
 def trial_findings(report: TrialsReport) -> list[Finding]:

@@ -203,3 +203,13 @@ def test_the_spread_trials_failing_together_make_one_finding_and_a_tolerance_tha
     assert finding.title == "The port breaks on adversarial inputs: large, large: a, large: b"
     assert finding.data["cases"] == ["large", "large: a", "large: b"]
     assert "is off by up to" in finding.message and "It fails the same way on large: a, large: b" in finding.message
+
+
+def test_an_exponential_still_gets_its_large_trial_a_decade_or_so_above_the_seeds():
+    def exp(inputs):
+        return {"c": np.exp(inputs["a"].astype(np.float64)) + inputs["b"].astype(np.float64)}
+
+    cases = _cases(reference=exp)
+    top_a = np.abs(cases["large: a"].inputs["a"].astype(np.float64)).max()
+    assert 10 < top_a < 90  # exp(88) is float32's edge; the output must stay below max / 16
+    assert np.isfinite(exp(cases["large"].inputs)["c"]).all()
