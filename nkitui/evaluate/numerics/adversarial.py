@@ -223,6 +223,7 @@ def _first_accepted(reference: ReferenceFn, factors: list[float], build: Callabl
 SAFE_HEADROOM = 16.0  # the spread's top stays this far below what the op's honest arithmetic can hold
 LOW_SHARE = 0.125  # the share of a spread input's elements drawn in the small normals
 LOW_FLOOR = 2.0**10  # ... down to this many times the dtype's smallest normal
+FLOOR_DECADES = 10.0  # a spread's top is at least this many times its seed's scale (an exp: x up to ~40)
 
 
 def safe_top(dtype: Any, op: str | None, k: int | None, n_float: int) -> float:
@@ -285,21 +286,26 @@ def _spread_trial(base: Inputs, draws: Mapping[str, _Spread], tops: Mapping[str,
     return trial
 
 
-def _highest_top(base: Inputs, draws: Mapping[str, _Spread], tops: Mapping[str, float], reference: ReferenceFn,
-                 limits: dict[str, float], base_nf: dict[str, np.ndarray]) -> float | None:
-    """The largest shrink factor in (0, 1] of `tops` (log scale) whose spread the reference takes,
-    to a few decades' resolution, or None when even 10x the seeds' scale is too much. The full
-    top is asked first (what the reference almost always takes: one call), then the lowest, then a
-    bisection."""
-    floor = max(10.0 * draws[n].scale / tops[n] for n in tops)  # the shrink that leaves one decade (exp: x ~ 40)
-    if floor >= 1.0:
-        return None
+def _lowered(draws: Mapping[str, _Spread], tops: Mapping[str, float], shrink: float) -> dict[str, float]:
+    """`tops` times `shrink`, but none below a decade above its input's seed scale (or its own top)."""
+    return {n: max(t * shrink, min(t, FLOOR_DECADES * draws[n].scale)) for n, t in tops.items()}
+
+
+def _highest_tops(base: Inputs, draws: Mapping[str, _Spread], tops: Mapping[str, float], reference: ReferenceFn,
+                  limits: dict[str, float], base_nf: dict[str, np.ndarray]) -> dict[str, float] | None:
+    """The highest tops, `tops` shrunk together on a log scale (each no lower than a decade above its
+    seed's scale), whose spread the reference takes, to a few decades' resolution; None when it takes
+    none. The full tops are asked first (what the reference almost always takes: one call), then the
+    lowest, then a bisection."""
+    if all(t <= FLOOR_DECADES * draws[n].scale for n, t in tops.items()):
+        return None  # no input can go a decade above its seeds (fp8, or tops already lowered that far)
+    floor = min(min(t, FLOOR_DECADES * draws[n].scale) / t for n, t in tops.items())
 
     def ok(shrink: float) -> bool:
-        return _ref_ok(reference, _spread_trial(base, draws, {n: t * shrink for n, t in tops.items()}), limits, base_nf)
+        return _ref_ok(reference, _spread_trial(base, draws, _lowered(draws, tops, shrink)), limits, base_nf)
 
     if ok(1.0):
-        return 1.0
+        return dict(tops)
     if not ok(floor):
         return None
     lo, hi = math.log10(floor), 0.0  # ok at lo, not at hi
@@ -309,7 +315,7 @@ def _highest_top(base: Inputs, draws: Mapping[str, _Spread], tops: Mapping[str, 
             lo = mid
         else:
             hi = mid
-    return float(10.0**lo)
+    return _lowered(draws, tops, float(10.0**lo))
 
 
 def _describe_spread(trial: Inputs, names: Sequence[str], draws: Mapping[str, _Spread]) -> str:
@@ -338,9 +344,9 @@ def _spread_cases(base: Inputs, reference: ReferenceFn, op: str | None, limits: 
     _prefetch(reference, [_spread_trial(base, draws, {n: tops[n]}) for n in names]
               + ([_spread_trial(base, draws, tops)] if len(names) > 1 else []))
     for n in names:
-        shrink = _highest_top(base, draws, {n: tops[n]}, reference, limits, base_nf)
-        if shrink is not None:
-            alone[n] = tops[n] * shrink
+        found = _highest_tops(base, draws, {n: tops[n]}, reference, limits, base_nf)
+        if found is not None:
+            alone[n] = found[n]
     if len(names) > 1:
         for n in names:
             if n in alone:
@@ -350,10 +356,9 @@ def _spread_cases(base: Inputs, reference: ReferenceFn, op: str | None, limits: 
                                              trial, rescaled=True, changed=(n,), spread=True))
     if not alone:
         return cases
-    shrink = 1.0 if len(alone) == 1 else _highest_top(base, draws, alone, reference, limits, base_nf)
-    if shrink is None:
+    together = dict(alone) if len(alone) == 1 else _highest_tops(base, draws, alone, reference, limits, base_nf)
+    if together is None:
         return cases
-    together = {n: t * shrink for n, t in alone.items()}
     trial = _spread_trial(base, draws, together)
     changed = tuple(together)
     return [AdversarialCase("large", "magnitudes spread over the decades: " + _describe_spread(trial, changed, draws),
