@@ -231,7 +231,7 @@ def safe_top(dtype: Any, op: str | None, k: int | None, n_float: int) -> float:
     arithmetic cannot overflow: the reference (float64) only tells what the result is, not what the
     kernel's fp32 intermediates must hold. matmul/attention sum K products and a norm sums K squares
     (sqrt(max / 16K)); a reduction or scan sums K terms (max / 16K); softmax subtracts the row's
-    largest value (max / 32); element-wise ops may add their inputs (max / 16n)."""
+    largest value (max / 32); element-wise ops may add their n float inputs (max / (16 max(n, 2)))."""
     fmt = float_format(dtype)
     m = min(fmt.max, float(np.finfo(np.float32).max))  # kernels compute in fp32 or narrower
     kk = float(max(1, k or 1))
