@@ -40,10 +40,11 @@ from nkitui.evaluate.numerics.tolerance import check_policy
 TrialStatus = Literal["pass", "fail", "tolerance-only", "error"]
 LINEAR_OPS = ("matmul", "reduction", "scan")
 # Ops whose output elements keep their own scale when the inputs' magnitudes spread over decades: a spread
-# case is judged element by element there (softmax, norm and attention normalise it away).
-PER_ELEMENT_OPS = ("matmul", "reduction", "scan", "elementwise", "transpose", "other", None)
+# case is judged element by element there (softmax and attention normalise it away; a norm keeps the scale
+# of its per-feature gamma and beta).
+PER_ELEMENT_OPS = ("matmul", "reduction", "scan", "elementwise", "transpose", "norm", "other", None)
 # ... of which these find an element's scale without asking the reference (see _element_scale)
-SCALE_WITHOUT_REFERENCE = ("elementwise", "transpose")
+SCALE_WITHOUT_REFERENCE = ("elementwise", "transpose", "norm")
 ELEMENTWISE_KINDS = ("allclose", "ulp", "exact")  # tolerances that bound each element on its own
 ADVERSARIAL_SAFETY = 8.0
 
@@ -307,11 +308,25 @@ def _element_scale(spec: Any, ref: np.ndarray, case: AdversarialCase, reference:
                    op: str | None) -> np.ndarray | None:
     """Each output element's scale, |x| of the terms behind it: for an element-wise op the sum of its float
     inputs' |values| broadcast to the output (None when they do not broadcast); a transpose's is the value
-    itself; otherwise the reference on |inputs| (asked while it was live: adversarial_reference_inputs; None
+    itself; a norm's the value plus its per-feature parameters' |values|; otherwise the reference on |inputs| (asked while it was live: adversarial_reference_inputs; None
     when it failed there)."""
     shape = tuple(np.shape(ref))
     if op == "transpose":
         return np.abs(np.asarray(ref).astype(np.float64))
+    if op == "norm":
+        # |y| plus the per-feature parameters' |values| (gamma, beta: the inputs smaller than the output that
+        # broadcast to it): a normalised element's error is absolute in units of its gamma.
+        total = np.abs(np.asarray(ref).astype(np.float64))
+        for arr in case.inputs.values():
+            a = np.asarray(arr)
+            if a.dtype.kind not in "fV" or a.size >= total.size:
+                continue
+            try:
+                with np.errstate(all="ignore"):
+                    total = total + np.broadcast_to(np.abs(a.astype(np.float64)), shape)
+            except (ValueError, TypeError):
+                continue
+        return total
     if op == "elementwise":
         total = np.zeros(shape)
         for arr in case.inputs.values():

@@ -213,3 +213,41 @@ def test_an_exponential_still_gets_its_large_trial_a_decade_or_so_above_the_seed
     top_a = np.abs(cases["large: a"].inputs["a"].astype(np.float64)).max()
     assert 10 < top_a < 90  # exp(88) is float32's edge; the output must stay below max / 16
     assert np.isfinite(exp(cases["large"].inputs)["c"]).all()
+
+
+def _norm_inputs(seed: int) -> dict[str, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    return {"x": rng.normal(3, 2, size=(64, 256)).astype(np.float32),
+            "gamma": rng.uniform(0.5, 1.5, 256).astype(np.float32), "beta": rng.normal(0, 0.1, 256).astype(np.float32)}
+
+
+def _layernorm_reference(inputs):
+    x, g, b = (inputs[n].astype(np.float64) for n in ("x", "gamma", "beta"))
+    m = x.mean(-1, keepdims=True)
+    return {"y": (x - m) / np.sqrt(((x - m) ** 2).mean(-1, keepdims=True) + 1e-5) * g + b}
+
+
+def _honest_layernorm(inputs, options):
+    x, g, b = (inputs[n].astype(np.float32) for n in ("x", "gamma", "beta"))
+    m = x.mean(-1, keepdims=True, dtype=np.float32)
+    v = ((x - m) ** 2).mean(-1, keepdims=True, dtype=np.float32)
+    return {"y": ((x - m) / np.sqrt(v + np.float32(1e-5)) * g + b).astype(np.float32)}
+
+
+@pytest.mark.parametrize("wrong_on", ["gamma", "beta"])
+def test_a_norm_wrong_only_at_mid_sized_gamma_or_beta_fails_at_its_elements_scale(wrong_on):
+    """A norm's outputs follow gamma and beta: with those spread up to ~1e16, the bound made for the largest
+    would pass a kernel doubling the outputs where 1e3 < |gamma| < 1e8 (tolerance-only). A norm's spread trial
+    is judged at each element's |y| + |gamma| + |beta|."""
+    outputs = [out_spec("y", (64, 256), atol=1e-4, rtol=1e-3, k=256)]
+
+    def wrong(inputs, options):
+        y = _honest_layernorm(inputs, options)["y"]
+        p = np.abs(inputs[wrong_on].astype(np.float32))
+        hit = (p > 1e3) & (p < 1e8)
+        return {"y": np.where(hit, y * np.float32(2) if wrong_on == "gamma" else y + inputs["beta"], y)}
+
+    honest = _report(_honest_layernorm, _norm_inputs, _layernorm_reference, outputs, "norm")
+    assert set(honest.values()) <= {"pass", "tolerance-only"}, honest
+    statuses = _report(wrong, _norm_inputs, _layernorm_reference, outputs, "norm")
+    assert statuses["seed 0"] == "pass" and statuses[f"large: {wrong_on}"] == "fail", statuses
