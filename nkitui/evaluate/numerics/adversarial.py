@@ -224,6 +224,8 @@ SAFE_HEADROOM = 16.0  # the spread's top stays this far below what the op's hone
 LOW_SHARE = 0.125  # the share of a spread input's elements drawn in the small normals
 LOW_FLOOR = 2.0**10  # ... down to this many times the dtype's smallest normal
 FLOOR_DECADES = 10.0  # a spread's top is at least this many times its seed's scale (an exp: x up to ~40)
+SEARCH_DECADES = 8.0  # how close the search gets to the highest top the reference takes (each step: a round trip;
+# the elements spread over every decade below the top, so a top found 8 decades low loses only its top band)
 
 
 def safe_top(dtype: Any, op: str | None, k: int | None, n_float: int) -> float:
@@ -294,7 +296,7 @@ def _lowered(draws: Mapping[str, _Spread], tops: Mapping[str, float], shrink: fl
 def _highest_tops(base: Inputs, draws: Mapping[str, _Spread], tops: Mapping[str, float], reference: ReferenceFn,
                   limits: dict[str, float], base_nf: dict[str, np.ndarray]) -> dict[str, float] | None:
     """The highest tops, `tops` shrunk together on a log scale (each no lower than a decade above its
-    seed's scale), whose spread the reference takes, to a few decades' resolution; None when it takes
+    seed's scale), whose spread the reference takes, to SEARCH_DECADES' resolution; None when it takes
     none. The full tops are asked first (what the reference almost always takes: one call), then the
     lowest, then a bisection."""
     if all(t <= FLOOR_DECADES * draws[n].scale for n, t in tops.items()):
@@ -309,7 +311,7 @@ def _highest_tops(base: Inputs, draws: Mapping[str, _Spread], tops: Mapping[str,
     if not ok(floor):
         return None
     lo, hi = math.log10(floor), 0.0  # ok at lo, not at hi
-    while hi - lo > 3.0:
+    while hi - lo > SEARCH_DECADES:
         mid = (lo + hi) / 2.0
         if ok(10.0**mid):
             lo = mid

@@ -104,7 +104,7 @@ def test_the_top_is_lowered_until_the_reference_takes_it():
     cases = _cases(reference=fourth_power)
     limit = (F32_MAX / 16) ** 0.25  # the reference's output must stay below the output dtype's max / 16
     top_a = np.abs(cases["large: a"].inputs["a"].astype(np.float64)).max()
-    assert limit / 1e4 < top_a <= limit  # found to a few decades
+    assert limit / 1e8 < top_a <= limit  # found to within SEARCH_DECADES
     assert np.abs(cases["large: b"].inputs["b"].astype(np.float64)).max() > 1e30  # b alone keeps its own top
     both = cases["large"].inputs
     assert np.isfinite(fourth_power(both)["c"]).all()
