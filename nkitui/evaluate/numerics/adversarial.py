@@ -2,24 +2,32 @@
 
 Each case starts from the task's own inputs (natural layout, declared dtypes) and changes the
 "main" inputs (the largest floating-point ones: both operands of a matmul, the logits of a
-softmax, x of a norm). Scale changes are adapted until the reference's outputs are finite and
-representable in the output dtype, so a correct kernel can meet them. Integer inputs (indices,
-masks) are never touched.
+softmax, x of a norm), except `large` and `nonfinite`, which change every float input. Scale
+changes are adapted until the reference's outputs are finite and representable in the output
+dtype, so a correct kernel can meet them. Integer inputs (indices, masks) are never touched.
 
-  large         magnitudes near the top of what the dtypes hold (softmax: logits ~1e4)
+  large         every float input at once, each element's magnitude drawn log-uniformly over the
+                decades from the seed's scale up to the op's safe top (fp32 elementwise: ~1e36;
+                matmul, norm: sqrt(max / 16K), so honest K-term sums cannot overflow), 1 in 8
+                elements down in the small normals; signs are the seed's
+  large: <x>    the same for input x alone, the others kept at the seed's values (only when the task
+                has two or more float inputs), so a kernel wrong on one operand cannot hide behind
+                the others
   tiny          magnitudes near the bottom of the normal range, with 1 in 8 entries subnormal
   equal         rows of equal values (softmax: uniform rows; norm: zero variance, judged on NaN/Inf only,
                 since the exact answer divides rounding noise by sqrt(eps))
   mask          -inf entries in every row, as a causal/padding mask writes them (softmax)
-  nonfinite     NaN, +inf and -inf sprinkled in (ops that must propagate them)
+  nonfinite     NaN, +inf and -inf sprinkled into every float input, at independent places
+                (ops that must propagate them)
   cancellation  terms that cancel: near-zero results from large partial sums
   offset        a large common offset (norm: E[x^2]-E[x]^2 loses digits)
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any, Callable, Iterable, Mapping
+import math
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterable, Mapping, Sequence
 
 import numpy as np
 
@@ -60,6 +68,7 @@ class AdversarialCase:
     rescaled: bool  # True when the outputs' scale follows the inputs' (judge errors at the new scale)
     changed: tuple[str, ...]  # names of the inputs that were changed
     finite_only: bool = False  # degenerate inputs (zero variance): judge NaN/Inf only, not the error size
+    spread: bool = False  # magnitudes spread over decades: judge each element at its own scale
 
 
 def _is_float(arr: np.ndarray) -> bool:
@@ -71,10 +80,15 @@ def _is_float(arr: np.ndarray) -> bool:
 
 def main_inputs(inputs: Mapping[str, np.ndarray], op: str | None) -> list[str]:
     """The inputs adversarial values go into: the largest float inputs (two for matmul, three for attention)."""
+    n = {"matmul": 2, "attention": 2}.get(op or "", 1)
+    return float_inputs(inputs)[:n]
+
+
+def float_inputs(inputs: Mapping[str, np.ndarray]) -> list[str]:
+    """Every float input, the largest first (ties in the task's order)."""
     floats = [k for k, v in inputs.items() if _is_float(np.asarray(v))]
     floats.sort(key=lambda k: -np.asarray(inputs[k]).size)
-    n = {"matmul": 2, "attention": 2}.get(op or "", 1)
-    return floats[:n]
+    return floats
 
 
 def _cast(values: np.ndarray, like: np.ndarray) -> np.ndarray:
@@ -159,6 +173,9 @@ def make_adversarial_cases(
     limits, lows = _output_limits(base_out, output_dtypes, 1.0 / 16.0)
     cases: list[AdversarialCase] = []
     for case in CASES_BY_OP.get(op or "other", CASES_BY_OP["other"]):
+        if case == "large":
+            cases += _spread_cases(base, reference, op, limits, base_nonfinite, reduction_length, rng)
+            continue
         builder = _BUILDERS[case]
         built = builder(base, names, reference, op, limits, lows, base_nonfinite, reduction_length, rng)
         if built is not None:
@@ -203,33 +220,151 @@ def _first_accepted(reference: ReferenceFn, factors: list[float], build: Callabl
     return None
 
 
-def _large(base: Inputs, names: list[str], reference: ReferenceFn, op: str | None, limits: dict[str, float],
-           lows: dict[str, float], base_nf: dict[str, np.ndarray], k: int | None, rng: np.random.Generator,
-           ) -> AdversarialCase | None:
-    in_max = min(float_format(base[n].dtype).max for n in names)
-    target = min(1e4, in_max / 16.0)
-    if op == "norm":
-        target = min(target, 1e3)
-    current = max(_max_abs(base[n]) for n in names) or 1.0
-    factor = target / current
-    factors = []
-    for _ in range(8):
-        if factor <= 1.0:
-            break
-        factors.append(factor)
-        factor /= 16.0
-    found = _first_accepted(reference, factors, lambda f: _scaled(base, names, f),
-                            lambda trial: _ref_ok(reference, trial, limits, base_nf))
-    if found is None:
+SAFE_HEADROOM = 16.0  # the spread's top stays this far below what the op's honest arithmetic can hold
+LOW_SHARE = 0.125  # the share of a spread input's elements drawn in the small normals
+LOW_FLOOR = 2.0**10  # ... down to this many times the dtype's smallest normal
+FLOOR_DECADES = 10.0  # a spread's top is at least this many times its seed's scale (an exp: x up to ~40)
+SEARCH_DECADES = 8.0  # how close the search gets to the highest top the reference takes (each step: a round trip;
+# the elements spread over every decade below the top, so a top found 8 decades low loses only its top band)
+
+
+def safe_top(dtype: Any, op: str | None, k: int | None, n_float: int) -> float:
+    """The largest magnitude an input of `dtype` may carry for `op` so that a correct kernel's own
+    arithmetic cannot overflow: the reference (float64) only tells what the result is, not what the
+    kernel's fp32 intermediates must hold. matmul/attention sum K products and a norm sums K squares
+    (sqrt(max / 16K)); a reduction or scan sums K terms (max / 16K); softmax subtracts the row's
+    largest value (max / 32); element-wise ops may add their n float inputs (max / (16 max(n, 2)))."""
+    fmt = float_format(dtype)
+    m = min(fmt.max, float(np.finfo(np.float32).max))  # kernels compute in fp32 or narrower
+    kk = float(max(1, k or 1))
+    if op in ("matmul", "attention", "norm"):
+        top = math.sqrt(m / (SAFE_HEADROOM * kk))
+    elif op in ("reduction", "scan"):
+        top = m / (SAFE_HEADROOM * kk)
+    elif op == "softmax":
+        top = m / (SAFE_HEADROOM * 2.0)
+    else:
+        top = m / (SAFE_HEADROOM * max(2, n_float))
+    return min(top, fmt.max / SAFE_HEADROOM)
+
+
+@dataclass(frozen=True)
+class _Spread:
+    """One input's draw for the spread cases: which decade each element goes to, fixed once, so that
+    trying a lower top keeps the same pattern."""
+
+    name: str
+    values: np.ndarray  # the seed's values, float64
+    scale: float  # their largest finite magnitude
+    share: np.ndarray  # float32 in [0, 1): below LOW_SHARE the element goes down, else up (the rest: how far)
+    low: float  # the smallest magnitude a small element gets
+    made: dict[float, np.ndarray] = field(default_factory=dict, compare=False)  # top -> values (a search asks again)
+
+    @classmethod
+    def draw(cls, name: str, arr: np.ndarray, rng: np.random.Generator) -> "_Spread":
+        f = _f64(arr)
+        fmt = float_format(arr.dtype)
+        return cls(name, f, _max_abs(f) or 1.0, rng.random(f.shape, dtype=np.float32), fmt.smallest_normal * LOW_FLOOR)
+
+    def at(self, top: float, like: np.ndarray) -> np.ndarray:
+        made = self.made.get(top)
+        if made is None:
+            up = math.log10(max(top, self.scale) / self.scale)
+            down = math.log10(self.scale / self.low) if self.scale > self.low else 0.0
+            small = self.share < LOW_SHARE
+            # decades: up * uniform[0, 1) for most elements, -down * uniform[0, 1) for the small ones
+            exponent = np.where(small, self.share * np.float32(-down / LOW_SHARE),
+                                (self.share - np.float32(LOW_SHARE)) * np.float32(up / (1.0 - LOW_SHARE)))
+            with np.errstate(all="ignore"):
+                factor = np.power(10.0, exponent.astype(np.float64))
+                made = self.made[top] = _cast(self.values * factor, like)  # NaN/Inf of the seed stay
+        return made
+
+
+def _spread_trial(base: Inputs, draws: Mapping[str, _Spread], tops: Mapping[str, float]) -> Inputs:
+    trial = dict(base)
+    for name, top in tops.items():
+        trial[name] = draws[name].at(top, base[name])
+    return trial
+
+
+def _lowered(draws: Mapping[str, _Spread], tops: Mapping[str, float], shrink: float) -> dict[str, float]:
+    """`tops` times `shrink`, but none below a decade above its input's seed scale (or its own top)."""
+    return {n: max(t * shrink, min(t, FLOOR_DECADES * draws[n].scale)) for n, t in tops.items()}
+
+
+def _highest_tops(base: Inputs, draws: Mapping[str, _Spread], tops: Mapping[str, float], reference: ReferenceFn,
+                  limits: dict[str, float], base_nf: dict[str, np.ndarray]) -> dict[str, float] | None:
+    """The highest tops, `tops` shrunk together on a log scale (each no lower than a decade above its
+    seed's scale), whose spread the reference takes, to SEARCH_DECADES' resolution; None when it takes
+    none. The full tops are asked first (what the reference almost always takes: one call), then the
+    lowest, then a bisection."""
+    if all(t <= FLOOR_DECADES * draws[n].scale for n, t in tops.items()):
+        return None  # no input can go a decade above its seeds (fp8, or tops already lowered that far)
+    floor = min(min(t, FLOOR_DECADES * draws[n].scale) / t for n, t in tops.items())
+
+    def ok(shrink: float) -> bool:
+        return _ref_ok(reference, _spread_trial(base, draws, _lowered(draws, tops, shrink)), limits, base_nf)
+
+    if ok(1.0):
+        return dict(tops)
+    if not ok(floor):
         return None
-    factor, trial = found
-    return AdversarialCase(
-        "large",
-        f"{', '.join(names)} scaled by {factor:.3g} (largest magnitude {_max_abs(trial[names[0]]):.3g})",
-        trial,
-        rescaled=True,
-        changed=tuple(names),
-    )
+    lo, hi = math.log10(floor), 0.0  # ok at lo, not at hi
+    while hi - lo > SEARCH_DECADES:
+        mid = (lo + hi) / 2.0
+        if ok(10.0**mid):
+            lo = mid
+        else:
+            hi = mid
+    return _lowered(draws, tops, float(10.0**lo))
+
+
+def _describe_spread(trial: Inputs, names: Sequence[str], draws: Mapping[str, _Spread]) -> str:
+    parts = []
+    for n in names:
+        f = _f64(trial[n])
+        nz = np.abs(f[np.isfinite(f) & (f != 0)])
+        lo, hi = (float(nz.min()), float(nz.max())) if nz.size else (0.0, 0.0)
+        parts.append(f"{n} {lo:.1g}..{hi:.2g}")
+    return ", ".join(parts)
+
+
+def _spread_cases(base: Inputs, reference: ReferenceFn, op: str | None, limits: dict[str, float],
+                  base_nf: dict[str, np.ndarray], k: int | None, rng: np.random.Generator) -> list[AdversarialCase]:
+    """`large` (every float input spread at once) and, with two or more float inputs, `large: <x>`
+    (x alone spread, the others the seed's)."""
+    names = float_inputs(base)
+    if not names:
+        return []
+    draws = {n: _Spread.draw(n, base[n], rng) for n in names}
+    tops = {n: safe_top(base[n].dtype, op, k, len(names)) for n in names}
+    alone: dict[str, float] = {}
+    cases: list[AdversarialCase] = []
+    # Every input alone at its top and all of them together: what the search asks first and the reference
+    # almost always takes, in one round trip (a process).
+    _prefetch(reference, [_spread_trial(base, draws, {n: tops[n]}) for n in names]
+              + ([_spread_trial(base, draws, tops)] if len(names) > 1 else []))
+    for n in names:
+        found = _highest_tops(base, draws, {n: tops[n]}, reference, limits, base_nf)
+        if found is not None:
+            alone[n] = found[n]
+    if len(names) > 1:
+        for n in names:
+            if n in alone:
+                trial = _spread_trial(base, draws, {n: alone[n]})
+                cases.append(AdversarialCase(f"large: {n}", "only this input spread over the decades: "
+                                             + _describe_spread(trial, [n], draws),
+                                             trial, rescaled=True, changed=(n,), spread=True))
+    if not alone:
+        return cases
+    together = dict(alone) if len(alone) == 1 else _highest_tops(base, draws, alone, reference, limits, base_nf)
+    if together is None:
+        return cases
+    trial = _spread_trial(base, draws, together)
+    changed = tuple(together)
+    return [AdversarialCase("large", "magnitudes spread over the decades: " + _describe_spread(trial, changed, draws),
+                            trial, rescaled=True, changed=changed, spread=True)] + cases
 
 
 def _tiny(base: Inputs, names: list[str], reference: ReferenceFn, op: str | None, limits: dict[str, float],
@@ -323,25 +458,32 @@ def _mask(base: Inputs, names: list[str], reference: ReferenceFn, op: str | None
 def _nonfinite(base: Inputs, names: list[str], reference: ReferenceFn, op: str | None, limits: dict[str, float],
                lows: dict[str, float], base_nf: dict[str, np.ndarray], k: int | None, rng: np.random.Generator,
                ) -> AdversarialCase | None:
-    first = names[0]
-    fmt = float_format(base[first].dtype)
-    vals = _f64(base[first]).copy().ravel()
-    if vals.size < 3:
-        return None
-    specials = [np.nan, np.inf, -np.inf] if fmt.has_inf else [np.nan]
-    count = max(len(specials), vals.size // 512)
-    where = rng.choice(vals.size, size=count, replace=False)
-    vals[where] = np.array(specials * (count // len(specials) + 1))[:count]
+    """NaN, +inf and -inf in every float input, each at places of its own (1 in 512 entries, at least
+    one of each): an element where only the second operand is NaN is tested as well as the first."""
     trial = dict(base)
-    trial[first] = _cast(vals.reshape(base[first].shape), base[first])
+    parts = []
+    for name in float_inputs(base):
+        fmt = float_format(base[name].dtype)
+        vals = _f64(base[name]).copy().ravel()
+        if vals.size < 3:
+            continue
+        specials = [np.nan, np.inf, -np.inf] if fmt.has_inf else [np.nan]
+        count = max(len(specials), vals.size // 512)
+        where = rng.choice(vals.size, size=count, replace=False)
+        vals[where] = np.array(specials * (count // len(specials) + 1))[:count]
+        trial[name] = _cast(vals.reshape(base[name].shape), base[name])
+        parts.append(f"{count} entries of {name}")
+    if not parts:
+        return None
     try:
         with np.errstate(all="ignore"):
             reference(dict(trial))
     except Exception:  # noqa: BLE001
         return None
+    specials_text = "nan, inf, -inf" if all(float_format(base[n].dtype).has_inf for n in float_inputs(base)) else "nan (and inf where the dtype has it)"
     return AdversarialCase(
-        "nonfinite", f"{count} entries of {first} set to {', '.join(str(s) for s in specials)}",
-        trial, rescaled=False, changed=(first,),
+        "nonfinite", f"{', '.join(parts)} set to {specials_text}, each input at places of its own",
+        trial, rescaled=False, changed=tuple(n for n in float_inputs(base) if n in trial and trial[n] is not base[n]),
     )
 
 
@@ -433,7 +575,6 @@ def _offset(base: Inputs, names: list[str], reference: ReferenceFn, op: str | No
 Builder = Callable[[Inputs, list[str], ReferenceFn, "str | None", dict[str, float], dict[str, float],
                     dict[str, np.ndarray], "int | None", np.random.Generator], "AdversarialCase | None"]
 _BUILDERS: dict[str, Builder] = {
-    "large": _large,
     "tiny": _tiny,
     "equal": _equal,
     "mask": _mask,

@@ -39,6 +39,13 @@ from nkitui.evaluate.numerics.tolerance import check_policy
 
 TrialStatus = Literal["pass", "fail", "tolerance-only", "error"]
 LINEAR_OPS = ("matmul", "reduction", "scan")
+# Ops whose output elements keep their own scale when the inputs' magnitudes spread over decades: a spread
+# case is judged element by element there (softmax and attention normalise it away; a norm keeps the scale
+# of its per-feature gamma and beta).
+PER_ELEMENT_OPS = ("matmul", "reduction", "scan", "elementwise", "transpose", "norm", "other", None)
+# ... of which these find an element's scale without asking the reference (see _element_scale)
+SCALE_WITHOUT_REFERENCE = ("elementwise", "transpose", "norm")
+ELEMENTWISE_KINDS = ("allclose", "ulp", "exact")  # tolerances that bound each element on its own
 ADVERSARIAL_SAFETY = 8.0
 
 
@@ -188,9 +195,13 @@ def adversarial_reference_inputs(case: AdversarialCase, op: str | None) -> list[
     """The inputs the reference is asked for when `case` is judged: the case itself and, for linear
     ops, its |inputs| (the magnitude of the partial sums behind the advisor's bound)."""
     asked = [case.inputs]
-    if op in LINEAR_OPS and not case.finite_only:
+    if (op in LINEAR_OPS and not case.finite_only) or (_per_element(case, op) and op not in SCALE_WITHOUT_REFERENCE):
         asked.append(abs_inputs(case.inputs))
     return asked
+
+
+def _per_element(case: AdversarialCase, op: str | None) -> bool:
+    return case.spread and op in PER_ELEMENT_OPS
 
 
 def _adversarial_trials(runner: KernelRunner, reference: ReferenceFn, base_inputs: dict[str, np.ndarray], seed: int,
@@ -219,10 +230,18 @@ def _adversarial_trials(runner: KernelRunner, reference: ReferenceFn, base_input
             except ShapeMismatchError as exc:
                 results.append(TrialResult(case.name, "adversarial", seed, case.description, "error", error=str(exc)))
                 break
-            within = True if case.finite_only else _within_expected(
-                o, got[o.name], ref[o.name], case, reference, op, acc_dtype, seed_rms.get(o.name, 0.0))
+            within: bool | None
+            if case.finite_only:
+                within = True
+            elif _per_element(case, op):
+                # A task tolerance that bounds every element on its own, passed, says all a spread case asks.
+                within = None if m.passed and o.tolerance.kind in ELEMENTWISE_KINDS else _within_at_each_scale(
+                    o, got[o.name], ref[o.name], case, reference, op, acc_dtype)
+            else:
+                within = _within_expected(o, got[o.name], ref[o.name], case, reference, op, acc_dtype,
+                                          seed_rms.get(o.name, 0.0))
             summaries.append(OutputSummary.from_metrics(m, within))
-            if m.passed:
+            if m.passed and (within is not False or not _per_element(case, op)):
                 statuses.append("pass")
             elif m.nonfinite.mismatched == 0 and within:
                 statuses.append("tolerance-only")
@@ -252,6 +271,81 @@ def _within_expected(spec: Any, actual: np.ndarray, ref: np.ndarray, case: Adver
     return check_policy(actual, ref, advice.advised["allclose"], spec.dtype).passed
 
 
+def _within_at_each_scale(spec: Any, actual: np.ndarray, ref: np.ndarray, case: AdversarialCase,
+                          reference: ReferenceFn, op: str | None, acc_dtype: str) -> bool:
+    """A spread case's errors, each judged at its own element's scale.
+
+    Across a tensor whose magnitudes span 70 decades, one atol (the advisor's, or the task's
+    range-relative one) set by the largest element hides any error at the others. The scale S of
+    an element is the reference on |inputs| there (the sum of |terms| of a matmul, reduction or scan;
+    |a| + |b| of an add), at least |reference|. The advisor's allclose, made for partial sums as
+    large as the largest S (x8 safety), is shrunk to each element: |err| <= atol * S / max S +
+    rtol * |ref|. NaN/Inf must agree (the metrics count those). An element-wise op whose inputs do not
+    broadcast to its output is judged as the other cases are (`_within_expected`)."""
+    scale = _element_scale(spec, ref, case, reference, op)
+    if scale is None:
+        return _within_expected(spec, actual, ref, case, reference, op, acc_dtype, 0.0)
+    expected = np.asarray(ref).astype(np.float64)
+    got = np.asarray(actual).astype(np.float64)
+    if scale.shape != expected.shape or got.shape != expected.shape:
+        return False
+    with np.errstate(all="ignore"):
+        scale = np.where(np.isfinite(scale), np.maximum(scale, np.abs(expected)), np.abs(expected))
+        both = np.isfinite(expected) & np.isfinite(got)
+        finite_scale = scale[both & np.isfinite(scale)]
+        top = float(finite_scale.max()) if finite_scale.size else 0.0
+        if top == 0.0:
+            return bool(np.array_equal(got[both], expected[both]))
+        advice = advise_output(spec, expected, case.inputs, op, accumulation_dtype=acc_dtype, magnitude_rms=top,
+                               safety=ADVERSARIAL_SAFETY)
+        policy = advice.advised["allclose"]
+        atol, rtol = float(policy.atol or 0.0), float(policy.rtol or 0.0)
+        bound = atol * np.minimum(scale[both] / top, 1.0) + rtol * np.abs(expected[both])
+        return bool(np.all(np.abs(got[both] - expected[both]) <= bound))
+
+
+def _element_scale(spec: Any, ref: np.ndarray, case: AdversarialCase, reference: ReferenceFn,
+                   op: str | None) -> np.ndarray | None:
+    """Each output element's scale, |x| of the terms behind it: for an element-wise op the sum of its float
+    inputs' |values| broadcast to the output (None when they do not broadcast); a transpose's is the value
+    itself; a norm's the value plus its per-feature parameters' |values|; otherwise the reference on |inputs| (asked while it was live: adversarial_reference_inputs; None
+    when it failed there)."""
+    shape = tuple(np.shape(ref))
+    if op == "transpose":
+        return np.abs(np.asarray(ref).astype(np.float64))
+    if op == "norm":
+        # |y| plus the per-feature parameters' |values| (gamma, beta: the inputs smaller than the output that
+        # broadcast to it): a normalised element's error is absolute in units of its gamma.
+        total = np.abs(np.asarray(ref).astype(np.float64))
+        for arr in case.inputs.values():
+            a = np.asarray(arr)
+            if a.dtype.kind not in "fV" or a.size >= total.size:
+                continue
+            try:
+                with np.errstate(all="ignore"):
+                    total = total + np.broadcast_to(np.abs(a.astype(np.float64)), shape)
+            except (ValueError, TypeError):
+                continue
+        return total
+    if op == "elementwise":
+        total = np.zeros(shape)
+        for arr in case.inputs.values():
+            a = np.asarray(arr)
+            if a.dtype.kind not in "fV":
+                continue
+            try:
+                with np.errstate(all="ignore"):
+                    total = total + np.broadcast_to(np.abs(a.astype(np.float64)), shape)
+            except (ValueError, TypeError):
+                return None
+        return total
+    try:
+        with np.errstate(all="ignore"):
+            return np.abs(np.asarray(reference(abs_inputs(case.inputs))[spec.name]).astype(np.float64))
+    except Exception:  # noqa: BLE001 - no scale: judged as the other cases are
+        return None
+
+
 def trial_findings(report: TrialsReport) -> list[Finding]:
     findings: list[Finding] = []
     seeds = report.seeds
@@ -279,7 +373,11 @@ def trial_findings(report: TrialsReport) -> list[Finding]:
         )
     if failing or not passing:
         return findings  # the port is already wrong on ordinary inputs: adversarial failures add nothing
+    # The spread trials (`large`, `large: <x>`) usually fail together for one cause: one finding names them all.
+    spread_failed = [t for t in report.adversarial if t.status == "fail" and _is_spread_name(t.name)]
     for t in report.adversarial:
+        if t.status == "fail" and _is_spread_name(t.name) and t is not spread_failed[0]:
+            continue
         if t.status == "error":
             findings.append(
                 numerics_finding(
@@ -292,22 +390,31 @@ def trial_findings(report: TrialsReport) -> list[Finding]:
                 )
             )
         elif t.status == "fail":
-            bad = [o for o in t.outputs if not o.passed]
+            # an output can pass the task's tolerance and still fail a spread trial (at its elements' own scale)
+            bad = [o for o in t.outputs if not o.passed or o.within_expected is False]
             parts = []
             for o in bad:
                 if o.nonfinite_mismatched:
                     parts.append(f"`{o.name}` has {o.nonfinite_mismatched} NaN/Inf value(s) that disagree with the reference")
                 else:
                     parts.append(f"`{o.name}` is off by up to {g(o.max_abs)} (relative L2 {g(o.rel_l2)})")
+            group = spread_failed if _is_spread_name(t.name) else [t]
+            names = ", ".join(x.name for x in group)
+            also = (f" It fails the same way on {', '.join(x.name for x in group[1:])}." if len(group) > 1 else "")
             findings.append(
                 numerics_finding(
                     rules.ADVERSARIAL_FAILED,
                     "medium",
-                    f"The port breaks on adversarial inputs: {t.name}",
+                    f"The port breaks on adversarial inputs: {names}",
                     f"On adversarial inputs ({t.description}) {'; '.join(parts)}, beyond what correct arithmetic "
                     "in these dtypes explains. Real inputs of this kind (very large or very small values, masks, "
-                    "cancelling terms) would give wrong results.",
-                    {"case": t.name, "outputs": [o.to_dict() for o in bad]},
+                    f"cancelling terms) would give wrong results.{also}",
+                    {"case": t.name, "outputs": [o.to_dict() for o in bad]}
+                    | ({"cases": [x.name for x in group]} if len(group) > 1 else {}),
                 )
             )
     return findings
+
+
+def _is_spread_name(name: str) -> bool:
+    return name == "large" or name.startswith("large: ")
