@@ -8,12 +8,15 @@ masks) are never touched.
 
   large         magnitudes near the top of what the dtypes hold (softmax: logits ~1e4)
   tiny          magnitudes near the bottom of the normal range, with 1 in 8 entries subnormal
-  equal         rows of equal values (softmax: uniform rows; norm: zero variance, judged on NaN/Inf only,
-                since the exact answer divides rounding noise by sqrt(eps))
+  equal         rows of equal values (softmax: uniform rows; norm: zero variance, judged by the
+                reference's own response to rounding of the row statistics, trial_bounds.py)
+  low-variance  norm: rows shrunk through 7 decades, so some rows' spread is near and below sqrt(eps)
   mask          -inf entries in every row, as a causal/padding mask writes them (softmax)
   nonfinite     NaN, +inf and -inf sprinkled in (ops that must propagate them)
   cancellation  terms that cancel: near-zero results from large partial sums
   offset        a large common offset (norm: E[x^2]-E[x]^2 loses digits)
+  structured    every op: exact zeros and -0, small integers, half-integer ties, a repeated value,
+                b = -a where two float inputs share a shape (values random data never holds)
 """
 
 from __future__ import annotations
@@ -30,15 +33,15 @@ Inputs = dict[str, np.ndarray]
 Candidate = tuple[float, Inputs]  # (the scale or value tried, the inputs it gave)
 
 CASES_BY_OP: dict[str, tuple[str, ...]] = {
-    "matmul": ("large", "tiny", "cancellation", "nonfinite"),
-    "attention": ("large", "tiny", "equal"),
-    "softmax": ("large", "tiny", "equal", "mask"),
-    "norm": ("large", "tiny", "equal", "offset"),
-    "reduction": ("large", "tiny", "equal", "cancellation", "nonfinite"),
-    "scan": ("large", "tiny", "cancellation", "nonfinite"),
-    "elementwise": ("large", "tiny", "nonfinite"),
-    "transpose": ("large", "tiny", "nonfinite"),
-    "other": ("large", "tiny", "nonfinite"),
+    "matmul": ("large", "tiny", "cancellation", "nonfinite", "structured"),
+    "attention": ("large", "tiny", "equal", "structured"),
+    "softmax": ("large", "tiny", "equal", "mask", "structured"),
+    "norm": ("large", "tiny", "equal", "low-variance", "offset", "structured"),
+    "reduction": ("large", "tiny", "equal", "cancellation", "nonfinite", "structured"),
+    "scan": ("large", "tiny", "cancellation", "nonfinite", "structured"),
+    "elementwise": ("large", "tiny", "nonfinite", "structured"),
+    "transpose": ("large", "tiny", "nonfinite", "structured"),
+    "other": ("large", "tiny", "nonfinite", "structured"),
 }
 
 DESCRIPTIONS = {
@@ -49,6 +52,8 @@ DESCRIPTIONS = {
     "nonfinite": "NaN, +inf and -inf entries",
     "cancellation": "heavy cancellation (near-zero results from large partial sums)",
     "offset": "a large common offset (variance by cancellation)",
+    "structured": "exact zeros, -0, small integers, ties, repeated values, b = -a",
+    "low-variance": "rows whose spread falls below sqrt(eps)",
 }
 
 
@@ -430,6 +435,97 @@ def _offset(base: Inputs, names: list[str], reference: ReferenceFn, op: str | No
     )
 
 
+def _float_inputs(base: Inputs) -> list[str]:
+    return [n for n, v in base.items() if _is_float(v) and v.size >= 2]
+
+
+STRUCTURED_INT_RANGES = (4, 1)  # small integers in [-m, m]; the second keeps products and powers bounded
+
+
+def _structured_values(base: Inputs, floats: list[str], m: int, rng: np.random.Generator) -> tuple[Inputs, str]:
+    """Exact values where random data has none: in every float input, about 30% exact zeros (half of
+    them -0.0), 25% small integers in [-m, m], 10% half-integers (ties when rounded to an integer;
+    exact in every float format down to fp8 for |v| <= m + 0.5), 15% one repeated value, the rest
+    kept; and where two float inputs share a shape, the second is the negated first on a quarter of
+    the elements (a + b == 0, a == -b)."""
+    trial = dict(base)
+    for name in floats:
+        x = _f64(base[name]).copy()
+        u = rng.random(x.shape)
+        zero = u < 0.30
+        x[zero] = np.where(rng.random(int(zero.sum())) < 0.5, 0.0, -0.0)
+        ints = (u >= 0.30) & (u < 0.55)
+        x[ints] = rng.integers(-m, m + 1, size=int(ints.sum()))
+        halves = (u >= 0.55) & (u < 0.65)
+        x[halves] = rng.integers(-m, m, size=int(halves.sum())) + 0.5
+        repeat = (u >= 0.65) & (u < 0.80)
+        finite = x[np.isfinite(x) & ~zero & ~ints & ~halves & ~repeat]
+        x[repeat] = float(finite[0]) if finite.size else 1.0
+        trial[name] = _cast(x, base[name])
+    negated = []
+    for i, first in enumerate(floats):
+        for second in floats[i + 1:]:
+            if base[second].shape == base[first].shape and second not in negated and first not in negated:
+                pick = rng.random(base[first].shape) < 0.25
+                y = _f64(trial[second]).copy()
+                y[pick] = -_f64(trial[first])[pick]
+                trial[second] = _cast(y, base[second])
+                negated.append(second)
+                negated.append(first)
+                break
+    pairs = ", ".join(f"{negated[j + 1]} = -{negated[j]}" for j in range(0, len(negated), 2))
+    desc = (f"{', '.join(floats)}: 30% exact zeros (half -0.0), small integers in [-{m}, {m}], half-integers, "
+            f"a repeated value" + (f"; {pairs} on 25% of the elements" if pairs else ""))
+    return trial, desc
+
+
+def _structured(base: Inputs, names: list[str], reference: ReferenceFn, op: str | None, limits: dict[str, float],
+                lows: dict[str, float], base_nf: dict[str, np.ndarray], k: int | None, rng: np.random.Generator,
+                ) -> AdversarialCase | None:
+    """Exact structured values (red team 10A): random normal data never holds an exact 0, -0, an integer,
+    a tie, a repeated value or b == -a, and a kernel wrong only there (`c += (a == 0)`) passed every
+    seed and trial. Real data is full of them (ReLU outputs, padding, masks, quantised values)."""
+    floats = _float_inputs(base)
+    if not floats:
+        return None
+    for m in STRUCTURED_INT_RANGES:
+        trial, desc = _structured_values(base, floats, m, np.random.default_rng(rng.integers(2**32)))
+        if _ref_ok(reference, trial, limits, base_nf):
+            return AdversarialCase("structured", desc, trial, rescaled=True, changed=tuple(floats))
+    return None
+
+
+LOW_VARIANCE_DECADES = 7.0  # row spreads from the seed's down to 1e-7 of it: below sqrt(eps) for any usual eps
+
+
+def _low_variance(base: Inputs, names: list[str], reference: ReferenceFn, op: str | None, limits: dict[str, float],
+                  lows: dict[str, float], base_nf: dict[str, np.ndarray], k: int | None, rng: np.random.Generator,
+                  ) -> AdversarialCase | None:
+    """Rows whose spread falls through sqrt(eps), where eps decides a norm's output (red team 10A: a
+    layernorm with eps*eps passed; the seeds' rows never come near eps). Row r is shrunk by
+    10^(-7 r / rows): even rows as a whole (x*s: small rms, for RMSNorm), odd rows about their own
+    mean (mean + (x - mean)*s: small variance on an offset, for LayerNorm)."""
+    first = names[0]
+    rows = _rows(base[first])
+    n_rows = rows.shape[0]
+    if n_rows < 2 or rows.shape[1] < 2:
+        return None
+    finite = np.where(np.isfinite(rows), rows, 0.0)
+    scale = 10.0 ** (-LOW_VARIANCE_DECADES * np.arange(n_rows) / max(1, n_rows - 1))
+    mean = finite.mean(axis=1, keepdims=True)
+    shrunk = np.where((np.arange(n_rows) % 2 == 0)[:, None], finite * scale[:, None],
+                      mean + (finite - mean) * scale[:, None])
+    trial = dict(base)
+    trial[first] = _cast(shrunk.reshape(base[first].shape), base[first])
+    if not _ref_ok(reference, trial, limits, base_nf):
+        return None
+    return AdversarialCase(
+        "low-variance",
+        f"rows of {first} shrunk by 1 down to 1e-{LOW_VARIANCE_DECADES:g} (even rows as a whole, odd rows about their mean)",
+        trial, rescaled=False, changed=(first,),
+    )
+
+
 Builder = Callable[[Inputs, list[str], ReferenceFn, "str | None", dict[str, float], dict[str, float],
                     dict[str, np.ndarray], "int | None", np.random.Generator], "AdversarialCase | None"]
 _BUILDERS: dict[str, Builder] = {
@@ -440,6 +536,8 @@ _BUILDERS: dict[str, Builder] = {
     "nonfinite": _nonfinite,
     "cancellation": _cancellation,
     "offset": _offset,
+    "structured": _structured,
+    "low-variance": _low_variance,
 }
 
 
