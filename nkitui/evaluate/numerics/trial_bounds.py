@@ -131,7 +131,8 @@ def within(actual: np.ndarray, reference: np.ndarray, bound: np.ndarray) -> tupl
     """Is every finite error within its element's bound? And the largest error/bound ratio."""
     a, r = _f64(actual), _f64(reference)
     both = np.isfinite(a) & np.isfinite(r)
-    err = np.where(both, np.abs(a - r), 0.0)
+    with np.errstate(invalid="ignore", over="ignore"):
+        err = np.where(both, np.abs(a - r), 0.0)
     b = np.broadcast_to(bound, err.shape)
     with np.errstate(divide="ignore", invalid="ignore"):
         ratio = np.where(err > 0, err / b, 0.0)
