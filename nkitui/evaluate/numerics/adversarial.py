@@ -439,15 +439,20 @@ def _float_inputs(base: Inputs) -> list[str]:
     return [n for n, v in base.items() if _is_float(v) and v.size >= 2]
 
 
-STRUCTURED_INT_RANGES = (4, 1)  # small integers in [-m, m]; the second keeps products and powers bounded
+# (m, domain): small integers in [-m, m]; the next variants keep products and powers bounded (m = 1), or
+# stay in a function's domain: "non-negative" (sqrt, a variance), "positive" (log, a divisor: no zeros)
+STRUCTURED_VARIANTS: tuple[tuple[int, str], ...] = ((4, "signed"), (1, "signed"), (4, "non-negative"), (4, "positive"))
 
 
-def _structured_values(base: Inputs, floats: list[str], m: int, rng: np.random.Generator) -> tuple[Inputs, str]:
+def _structured_values(base: Inputs, floats: list[str], m: int, domain: str, rng: np.random.Generator,
+                       ) -> tuple[Inputs, str]:
     """Exact values where random data has none: in every float input, about 30% exact zeros (half of
     them -0.0), 25% small integers in [-m, m], 10% half-integers (ties when rounded to an integer;
     exact in every float format down to fp8 for |v| <= m + 0.5), 15% one repeated value, the rest
     kept; and where two float inputs share a shape, the second is the negated first on a quarter of
-    the elements (a + b == 0, a == -b)."""
+    the elements (a + b == 0, a == -b). `domain` "non-negative" takes |v| (zeros stay +0 and -0, no
+    negation), "positive" also puts 1.0 where the zeros were."""
+    signed = domain == "signed"
     trial = dict(base)
     for name in floats:
         x = _f64(base[name]).copy()
@@ -461,9 +466,13 @@ def _structured_values(base: Inputs, floats: list[str], m: int, rng: np.random.G
         repeat = (u >= 0.65) & (u < 0.80)
         finite = x[np.isfinite(x) & ~zero & ~ints & ~halves & ~repeat]
         x[repeat] = float(finite[0]) if finite.size else 1.0
+        if not signed:
+            x = np.where(zero, x, np.abs(x))
+            if domain == "positive":
+                x[x == 0] = 1.0
         trial[name] = _cast(x, base[name])
     negated = []
-    for i, first in enumerate(floats):
+    for i, first in enumerate(floats if signed else []):
         for second in floats[i + 1:]:
             if base[second].shape == base[first].shape and second not in negated and first not in negated:
                 pick = rng.random(base[first].shape) < 0.25
@@ -474,8 +483,10 @@ def _structured_values(base: Inputs, floats: list[str], m: int, rng: np.random.G
                 negated.append(first)
                 break
     pairs = ", ".join(f"{negated[j + 1]} = -{negated[j]}" for j in range(0, len(negated), 2))
-    desc = (f"{', '.join(floats)}: 30% exact zeros (half -0.0), small integers in [-{m}, {m}], half-integers, "
-            f"a repeated value" + (f"; {pairs} on 25% of the elements" if pairs else ""))
+    zeros = "1.0 in place of zeros" if domain == "positive" else "30% exact zeros (half -0.0)"
+    ints_desc = f"small integers in [-{m}, {m}]" if signed else f"small integers in [0, {m}]"
+    desc = (f"{', '.join(floats)}: {zeros}, {ints_desc}, half-integers, a repeated value"
+            + (f"; {pairs} on 25% of the elements" if pairs else ""))
     return trial, desc
 
 
@@ -484,12 +495,14 @@ def _structured(base: Inputs, names: list[str], reference: ReferenceFn, op: str 
                 ) -> AdversarialCase | None:
     """Exact structured values (red team 10A): random normal data never holds an exact 0, -0, an integer,
     a tie, a repeated value or b == -a, and a kernel wrong only there (`c += (a == 0)`) passed every
-    seed and trial. Real data is full of them (ReLU outputs, padding, masks, quantised values)."""
+    seed and trial. Real data is full of them (ReLU outputs, padding, masks, quantised values). The
+    first variant whose reference outputs are finite (and representable) is the case."""
     floats = _float_inputs(base)
     if not floats:
         return None
-    for m in STRUCTURED_INT_RANGES:
-        trial, desc = _structured_values(base, floats, m, np.random.default_rng(rng.integers(2**32)))
+    draw = np.random.default_rng(rng.integers(2**32))
+    for m, domain in STRUCTURED_VARIANTS:
+        trial, desc = _structured_values(base, floats, m, domain, np.random.default_rng(draw.integers(2**32)))
         if _ref_ok(reference, trial, limits, base_nf):
             return AdversarialCase("structured", desc, trial, rescaled=True, changed=tuple(floats))
     return None

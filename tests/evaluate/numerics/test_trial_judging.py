@@ -188,3 +188,20 @@ def test_kernels_wrong_only_on_exact_values_fail_the_structured_trial():
     for extra in (lambda a, b: (a == 0), lambda a, b: (a == -b), lambda a, b: 0.5 * (a * a == 1.0)):
         st = _status(run_trials(add_plus(extra), add_reference, add_inputs, [0], ADD_OUT, "elementwise"))
         assert st["seed 0"] == "pass" and st["structured"] == "fail", st
+
+
+def test_the_structured_case_stays_in_the_references_domain():
+    """A reference that is not finite at 0 or below (log) still gets a structured case: positive values,
+    small integers, ties and a repeated value; a signed one where the reference allows it."""
+    inputs = add_inputs(0)
+
+    def log_ref(inp):
+        with np.errstate(all="ignore"):
+            return {"c": np.log(inp["a"].astype(np.float64)) + inp["b"].astype(np.float64)}
+
+    positive = {"a": np.abs(inputs["a"]) + np.float32(0.5), "b": inputs["b"]}
+    case = next(c for c in make_adversarial_cases(positive, log_ref, "elementwise", {"c": "float32"}, 1)
+                if c.name == "structured")
+    a = case.inputs["a"]
+    assert (a > 0).all() and (a == 1.0).mean() > 0.25 and (a - np.floor(a) == 0.5).mean() > 0.05
+    assert "1.0 in place of zeros" in case.description
