@@ -102,7 +102,7 @@ def probe_inputs(inputs: Mapping[str, np.ndarray], names: tuple[str, ...], accum
         finite = np.where(np.isfinite(rows), rows, 0.0)
         rms = np.sqrt(np.mean(finite * finite, axis=1, keepdims=True))
         step = PROBE_SIGMAS * u * math.sqrt(k) / 3.0 * rms
-        signs = rng.choice(np.array([-1.0, 1.0]), size=rows.shape)
+        signs = rng.integers(0, 2, size=rows.shape, dtype=np.int8) * 2.0 - 1.0
         with np.errstate(over="ignore", invalid="ignore"):
             moved = (rows + signs * step).reshape(a.shape).astype(a.dtype)
         out[name] = moved

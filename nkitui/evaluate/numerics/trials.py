@@ -50,6 +50,9 @@ ADVERSARIAL_SAFETY = 8.0
 # inputs' size): an adversarial trial may exceed it only by this factor and still be excused.
 PROMISE_FACTOR = 4.0
 CONDITIONED_OPS = ("norm",)  # judged by the reference's response to rounding of the row statistics
+# The cases whose conditioning differs from the seeds': a scaled copy of the seeds (large, tiny) keeps
+# their rows' conditioning, which the advisor's model already holds, so it is not probed.
+PROBED_CASES = ("equal", "low-variance", "offset", "structured")
 
 
 @dataclass(frozen=True)
@@ -63,7 +66,9 @@ class OutputSummary(Record):
     rel_l2: float
     max_ulp: float | None
     nonfinite_mismatched: int
-    within_expected: bool | None = None  # adversarial only: within the advisor's bound for this trial
+    # adversarial only: within the per-element bound for this trial; None where it did not decide (the
+    # task's tolerance passed, or NaN/Inf disagree)
+    within_expected: bool | None = None
 
     @classmethod
     def from_metrics(cls, m: OutputMetrics, within_expected: bool | None = None) -> "OutputSummary":
@@ -200,7 +205,7 @@ def adversarial_reference_inputs(case: AdversarialCase, op: str | None) -> list[
     asked = [case.inputs]
     if op in LINEAR_OPS and not case.finite_only:
         asked.append(abs_inputs(case.inputs))
-    if op in CONDITIONED_OPS:
+    if op in CONDITIONED_OPS and case.name in PROBED_CASES:
         asked.append(trial_bounds.probe_inputs(case.inputs, case.changed))
     return asked
 
@@ -231,12 +236,15 @@ def _adversarial_trials(runner: KernelRunner, reference: ReferenceFn, base_input
             except ShapeMismatchError as exc:
                 results.append(TrialResult(case.name, "adversarial", seed, case.description, "error", error=str(exc)))
                 break
-            within = True if case.finite_only and op not in CONDITIONED_OPS else _within_expected(
-                o, got[o.name], ref[o.name], case, reference, op, acc_dtype, seed_rms.get(o.name, 0.0))
+            # the bound is asked only where it decides: the task's tolerance fails on finite values
+            within: bool | None = None
+            if not m.passed and m.nonfinite.mismatched == 0:
+                within = True if case.finite_only and op not in CONDITIONED_OPS else _within_expected(
+                    o, got[o.name], ref[o.name], case, reference, op, acc_dtype, seed_rms.get(o.name, 0.0))
             summaries.append(OutputSummary.from_metrics(m, within))
             if m.passed:
                 statuses.append("pass")
-            elif m.nonfinite.mismatched == 0 and within:
+            elif within:
                 statuses.append("tolerance-only")
             else:
                 statuses.append("fail")
@@ -264,7 +272,7 @@ def _within_expected(spec: Any, actual: np.ndarray, ref: np.ndarray, case: Adver
     advice = advise_output(spec, ref, case.inputs, op, accumulation_dtype=acc_dtype, magnitude_rms=magnitude,
                            safety=ADVERSARIAL_SAFETY)
     bound = trial_bounds.element_bound(advice, ref, case.inputs, op, ADVERSARIAL_SAFETY)
-    if op in CONDITIONED_OPS:
+    if op in CONDITIONED_OPS and case.name in PROBED_CASES:
         try:
             with np.errstate(all="ignore"):
                 probed = np.asarray(reference(trial_bounds.probe_inputs(case.inputs, case.changed))[spec.name])
