@@ -64,7 +64,9 @@ class AdversarialCase:
     inputs: dict[str, np.ndarray]
     rescaled: bool  # True when the outputs' scale follows the inputs' (judge errors at the new scale)
     changed: tuple[str, ...]  # names of the inputs that were changed
-    finite_only: bool = False  # degenerate inputs (zero variance): judge NaN/Inf only, not the error size
+    # degenerate inputs (zero variance): judge NaN/Inf only, not the error size, unless the op is judged by
+    # its conditioning (trials.CONDITIONED_OPS: a norm's equal rows are judged numerically)
+    finite_only: bool = False
 
 
 def _is_float(arr: np.ndarray) -> bool:
