@@ -450,8 +450,8 @@ def _structured_values(base: Inputs, floats: list[str], m: int, domain: str, rng
                        ) -> tuple[Inputs, str]:
     """Exact values where random data has none: in every float input, about 30% exact zeros (half of
     them -0.0), 25% small integers in [-m, m], 10% half-integers (ties when rounded to an integer;
-    exact in every float format down to fp8 for |v| <= m + 0.5), 15% one repeated value, the rest
-    kept; and where two float inputs share a shape, the second is the negated first on a quarter of
+    exact in every float format down to fp8 for |v| <= m + 0.5), 10% one repeated value, 5% odd
+    multiples of half an ULP at 1 (1 + u and 1 + 3u are ties in the input's format), the rest kept; and where two float inputs share a shape, the second is the negated first on a quarter of
     the elements (a + b == 0, a == -b). `domain` "non-negative" takes |v| (zeros stay +0 and -0, no
     negation), "positive" also puts 1.0 where the zeros were."""
     signed = domain == "signed"
@@ -465,9 +465,14 @@ def _structured_values(base: Inputs, floats: list[str], m: int, domain: str, rng
         x[ints] = rng.integers(-m, m + 1, size=int(ints.sum()))
         halves = (u >= 0.55) & (u < 0.65)
         x[halves] = rng.integers(-m, m, size=int(halves.sum())) + 0.5
-        repeat = (u >= 0.65) & (u < 0.80)
+        repeat = (u >= 0.65) & (u < 0.75)
         finite = x[np.isfinite(x) & ~zero & ~ints & ~halves & ~repeat]
         x[repeat] = float(finite[0]) if finite.size else 1.0
+        # odd multiples of half an ULP at 1 in the input's own format: 1 + that is a tie, which the
+        # format's round-to-nearest-even must send to the even neighbour (with the integers beside it)
+        ties = (u >= 0.75) & (u < 0.80)
+        half_ulp = float_format(base[name].dtype).unit_roundoff
+        x[ties] = rng.choice(np.array([-3.0, -1.0, 1.0, 3.0]), size=int(ties.sum())) * half_ulp
         if not signed:
             x = np.where(zero, x, np.abs(x))
             if domain == "positive":
@@ -487,7 +492,7 @@ def _structured_values(base: Inputs, floats: list[str], m: int, domain: str, rng
     pairs = ", ".join(f"{negated[j + 1]} = -{negated[j]}" for j in range(0, len(negated), 2))
     zeros = "1.0 in place of zeros" if domain == "positive" else "30% exact zeros (half -0.0)"
     ints_desc = f"small integers in [-{m}, {m}]" if signed else f"small integers in [0, {m}]"
-    desc = (f"{', '.join(floats)}: {zeros}, {ints_desc}, half-integers, a repeated value"
+    desc = (f"{', '.join(floats)}: {zeros}, {ints_desc}, half-integers, a repeated value, half-ULP ties"
             + (f"; {pairs} on 25% of the elements" if pairs else ""))
     return trial, desc
 

@@ -178,8 +178,9 @@ def test_the_structured_case_holds_exact_values_random_data_never_does():
     assert ((a == np.round(a)) & (a != 0)).mean() > 0.15  # small integers
     assert (a - np.floor(a) == 0.5).mean() > 0.05  # half-integers: ties
     values, counts = np.unique(a[a != np.round(a)], return_counts=True)
-    assert counts.max() > 0.1 * N  # one repeated value
+    assert counts.max() > 0.08 * N  # one repeated value
     assert (b == -a).mean() > 0.2  # b = -a
+    assert (np.abs(a) == 2.0**-24).mean() > 0.01 and (np.abs(a) == 3 * 2.0**-24).mean() > 0.01  # 1 + a: a tie
     # the other cases are unchanged by its arrival (it draws its random numbers last)
     assert set(cases) == {"large", "tiny", "nonfinite", "structured"}
 
@@ -205,3 +206,4 @@ def test_the_structured_case_stays_in_the_references_domain():
     a = case.inputs["a"]
     assert (a > 0).all() and (a == 1.0).mean() > 0.25 and (a - np.floor(a) == 0.5).mean() > 0.05
     assert "1.0 in place of zeros" in case.description
+
