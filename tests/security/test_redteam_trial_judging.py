@@ -8,8 +8,9 @@
    trial was excused by a bound whose absolute term followed max|input| = 1e4, on a task that promises 1 ULP.
    Now the bound is per element, and a ULP promise holds at every scale (x4).
 3. **Norms judged on NaN/Inf only.** The bundled layernorm with `eps * eps` PASSED: its equal trial was judged on
-   NaN/Inf only, and no row came near sqrt(eps). Now the equal trial is judged by the reference's own response to
-   the rounding of the row statistics, and a low-variance trial shrinks rows through sqrt(eps).
+   NaN/Inf only, and no row came near sqrt(eps). Now a norm's low-variance trial shrinks rows through sqrt(eps)
+   (one in four a repeated value: the equal rows) and is judged by the reference's own response to the rounding
+   of the row statistics.
 
 Each wrong kernel is a few lines added to a copy of a bundled task, run through `nkitui check`'s evaluation, with
 the untouched copy as the control that still passes.
@@ -121,8 +122,6 @@ def test_a_norm_with_the_wrong_eps_is_not_passed(tmp_path: Path, record_property
     record_property("protection", "trials:norm-conditioning")
     result = _evaluate(_wrong_eps(tmp_path, name))
     _not_passed_by_trials(result, {"low-variance"})
-    if name == "layernorm":  # rmsnorm's constant rows keep their rms far above sqrt(eps)
-        assert _trials(result)["equal"] == "fail"
 
 
 @pytest.mark.parametrize("name", ["vector_add", "layernorm", "rmsnorm"])
