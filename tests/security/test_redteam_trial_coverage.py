@@ -100,7 +100,8 @@ def test_the_honest_vector_add_passes_every_trial(tmp_path: Path) -> None:
     assert result.status == "passed", [(c.id, c.passed, c.detail[:200]) for c in result.checks]
     audit = result.numerics_audit()
     assert audit is not None and audit.trials is not None
-    assert {t.name for t in audit.trials.adversarial} == {"large", "large: a", "large: b", "tiny", "nonfinite"}
+    assert {t.name for t in audit.trials.adversarial} == {"large", "large: a", "large: b", "tiny", "nonfinite",
+                                                          "structured"}
     assert all(t.status == "pass" for t in audit.trials.adversarial), [(t.name, t.status) for t in audit.trials.adversarial]
 
 

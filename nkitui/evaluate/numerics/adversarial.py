@@ -14,13 +14,17 @@ dtype, so a correct kernel can meet them. Integer inputs (indices, masks) are ne
                 has two or more float inputs), so a kernel wrong on one operand cannot hide behind
                 the others
   tiny          magnitudes near the bottom of the normal range, with 1 in 8 entries subnormal
-  equal         rows of equal values (softmax: uniform rows; norm: zero variance, judged on NaN/Inf only,
-                since the exact answer divides rounding noise by sqrt(eps))
+  equal         rows of equal values (softmax: uniform rows; attention: q = 0)
+  low-variance  norm: rows shrunk through 7 decades, so some rows' spread is near and below sqrt(eps),
+                one in four a repeated value (the norm's equal rows); judged by the reference's own
+                response to rounding of the row statistics (trial_bounds.py)
   mask          -inf entries in every row, as a causal/padding mask writes them (softmax)
   nonfinite     NaN, +inf and -inf sprinkled into every float input, at independent places
                 (ops that must propagate them)
   cancellation  terms that cancel: near-zero results from large partial sums
   offset        a large common offset (norm: E[x^2]-E[x]^2 loses digits)
+  structured    every op: exact zeros and -0, small integers, half-integer ties, a repeated value,
+                b = -a where two float inputs share a shape (values random data never holds)
 """
 
 from __future__ import annotations
@@ -38,15 +42,15 @@ Inputs = dict[str, np.ndarray]
 Candidate = tuple[float, Inputs]  # (the scale or value tried, the inputs it gave)
 
 CASES_BY_OP: dict[str, tuple[str, ...]] = {
-    "matmul": ("large", "tiny", "cancellation", "nonfinite"),
-    "attention": ("large", "tiny", "equal"),
-    "softmax": ("large", "tiny", "equal", "mask"),
-    "norm": ("large", "tiny", "equal", "offset"),
-    "reduction": ("large", "tiny", "equal", "cancellation", "nonfinite"),
-    "scan": ("large", "tiny", "cancellation", "nonfinite"),
-    "elementwise": ("large", "tiny", "nonfinite"),
-    "transpose": ("large", "tiny", "nonfinite"),
-    "other": ("large", "tiny", "nonfinite"),
+    "matmul": ("large", "tiny", "cancellation", "nonfinite", "structured"),
+    "attention": ("large", "tiny", "equal", "structured"),
+    "softmax": ("large", "tiny", "equal", "mask", "structured"),
+    "norm": ("large", "tiny", "low-variance", "offset", "structured"),  # low-variance holds the equal rows
+    "reduction": ("large", "tiny", "equal", "cancellation", "nonfinite", "structured"),
+    "scan": ("large", "tiny", "cancellation", "nonfinite", "structured"),
+    "elementwise": ("large", "tiny", "nonfinite", "structured"),
+    "transpose": ("large", "tiny", "nonfinite", "structured"),
+    "other": ("large", "tiny", "nonfinite", "structured"),
 }
 
 DESCRIPTIONS = {
@@ -57,6 +61,8 @@ DESCRIPTIONS = {
     "nonfinite": "NaN, +inf and -inf entries",
     "cancellation": "heavy cancellation (near-zero results from large partial sums)",
     "offset": "a large common offset (variance by cancellation)",
+    "structured": "exact zeros, -0, small integers, ties, repeated values, b = -a",
+    "low-variance": "rows whose spread falls below sqrt(eps)",
 }
 
 
@@ -67,7 +73,9 @@ class AdversarialCase:
     inputs: dict[str, np.ndarray]
     rescaled: bool  # True when the outputs' scale follows the inputs' (judge errors at the new scale)
     changed: tuple[str, ...]  # names of the inputs that were changed
-    finite_only: bool = False  # degenerate inputs (zero variance): judge NaN/Inf only, not the error size
+    # degenerate inputs (zero variance): judge NaN/Inf only, not the error size, unless the op is judged by
+    # its conditioning (trials.CONDITIONED_OPS: a norm's equal rows are judged numerically)
+    finite_only: bool = False
     spread: bool = False  # magnitudes spread over decades: judge each element at its own scale
 
 
@@ -572,6 +580,120 @@ def _offset(base: Inputs, names: list[str], reference: ReferenceFn, op: str | No
     )
 
 
+def _float_inputs(base: Inputs) -> list[str]:
+    return [n for n, v in base.items() if _is_float(v) and v.size >= 2]
+
+
+# (m, domain): small integers in [-m, m]; the next variants keep products and powers bounded (m = 1), or
+# stay in a function's domain: "non-negative" (sqrt, a variance), "positive" (log, a divisor: no zeros)
+STRUCTURED_VARIANTS: tuple[tuple[int, str], ...] = ((4, "signed"), (1, "signed"), (4, "non-negative"), (4, "positive"))
+
+
+def _structured_values(base: Inputs, floats: list[str], m: int, domain: str, rng: np.random.Generator,
+                       ) -> tuple[Inputs, str]:
+    """Exact values where random data has none: in every float input, about 30% exact zeros (half of
+    them -0.0), 25% small integers in [-m, m], 10% half-integers (ties when rounded to an integer;
+    exact in every float format down to fp8 for |v| <= m + 0.5), 10% one repeated value, 5% odd
+    multiples of half an ULP at 1 (1 + u and 1 + 3u are ties in the input's format), the rest kept; and where two float inputs share a shape, the second is the negated first on a quarter of
+    the elements (a + b == 0, a == -b). `domain` "non-negative" takes |v| (zeros stay +0 and -0, no
+    negation), "positive" also puts 1.0 where the zeros were."""
+    signed = domain == "signed"
+    trial = dict(base)
+    for name in floats:
+        x = _f64(base[name]).copy()
+        u = rng.random(x.shape)
+        zero = u < 0.30
+        x[zero] = np.where(rng.random(int(zero.sum())) < 0.5, 0.0, -0.0)
+        ints = (u >= 0.30) & (u < 0.55)
+        x[ints] = rng.integers(-m, m + 1, size=int(ints.sum()))
+        halves = (u >= 0.55) & (u < 0.65)
+        x[halves] = rng.integers(-m, m, size=int(halves.sum())) + 0.5
+        repeat = (u >= 0.65) & (u < 0.75)
+        finite = x[np.isfinite(x) & ~zero & ~ints & ~halves & ~repeat]
+        x[repeat] = float(finite[0]) if finite.size else 1.0
+        # odd multiples of half an ULP at 1 in the input's own format: 1 + that is a tie, which the
+        # format's round-to-nearest-even must send to the even neighbour (with the integers beside it)
+        ties = (u >= 0.75) & (u < 0.80)
+        half_ulp = float_format(base[name].dtype).unit_roundoff
+        x[ties] = rng.choice(np.array([-3.0, -1.0, 1.0, 3.0]), size=int(ties.sum())) * half_ulp
+        if not signed:
+            x = np.where(zero, x, np.abs(x))
+            if domain == "positive":
+                x[x == 0] = 1.0
+        trial[name] = _cast(x, base[name])
+    negated = []
+    for i, first in enumerate(floats if signed else []):
+        for second in floats[i + 1:]:
+            if base[second].shape == base[first].shape and second not in negated and first not in negated:
+                pick = rng.random(base[first].shape) < 0.25
+                y = _f64(trial[second]).copy()
+                y[pick] = -_f64(trial[first])[pick]
+                trial[second] = _cast(y, base[second])
+                negated.append(second)
+                negated.append(first)
+                break
+    pairs = ", ".join(f"{negated[j + 1]} = -{negated[j]}" for j in range(0, len(negated), 2))
+    zeros = "1.0 in place of zeros" if domain == "positive" else "30% exact zeros (half -0.0)"
+    ints_desc = f"small integers in [-{m}, {m}]" if signed else f"small integers in [0, {m}]"
+    desc = (f"{', '.join(floats)}: {zeros}, {ints_desc}, half-integers, a repeated value, half-ULP ties"
+            + (f"; {pairs} on 25% of the elements" if pairs else ""))
+    return trial, desc
+
+
+def _structured(base: Inputs, names: list[str], reference: ReferenceFn, op: str | None, limits: dict[str, float],
+                lows: dict[str, float], base_nf: dict[str, np.ndarray], k: int | None, rng: np.random.Generator,
+                ) -> AdversarialCase | None:
+    """Exact structured values (red team 10A): random normal data never holds an exact 0, -0, an integer,
+    a tie, a repeated value or b == -a, and a kernel wrong only there (`c += (a == 0)`) passed every
+    seed and trial. Real data is full of them (ReLU outputs, padding, masks, quantised values). The
+    first variant whose reference outputs are finite (and representable) is the case."""
+    floats = _float_inputs(base)
+    if not floats:
+        return None
+    draw = np.random.default_rng(rng.integers(2**32))
+    for m, domain in STRUCTURED_VARIANTS:
+        trial, desc = _structured_values(base, floats, m, domain, np.random.default_rng(draw.integers(2**32)))
+        if _ref_ok(reference, trial, limits, base_nf):
+            return AdversarialCase("structured", desc, trial, rescaled=True, changed=tuple(floats))
+    return None
+
+
+LOW_VARIANCE_DECADES = 7.0  # row spreads from the seed's down to 1e-7 of it: below sqrt(eps) for any usual eps
+
+
+def _low_variance(base: Inputs, names: list[str], reference: ReferenceFn, op: str | None, limits: dict[str, float],
+                  lows: dict[str, float], base_nf: dict[str, np.ndarray], k: int | None, rng: np.random.Generator,
+                  ) -> AdversarialCase | None:
+    """Rows whose spread falls through sqrt(eps), where eps decides a norm's output (red team 10A: a
+    layernorm with eps*eps passed; the seeds' rows never come near eps). Row r is shrunk by
+    10^(-7 r / rows), in one of four ways by r mod 4: 0, one repeated value (an element of the row,
+    shrunk: zero variance, the norm's "equal" rows); 2, the row as a whole (x*s: small rms, for
+    RMSNorm); 1 and 3, about its own mean (mean + (x - mean)*s: small variance on an offset, for
+    LayerNorm). One case for both, so a norm pays for one launch, not two."""
+    first = names[0]
+    rows = _rows(base[first])
+    n_rows = rows.shape[0]
+    if n_rows < 2 or rows.shape[1] < 2:
+        return None
+    finite = np.where(np.isfinite(rows), rows, 0.0)
+    scale = (10.0 ** (-LOW_VARIANCE_DECADES * np.arange(n_rows) / max(1, n_rows - 1)))[:, None]
+    mean = finite.mean(axis=1, keepdims=True)
+    kind = (np.arange(n_rows) % 4)[:, None]
+    picked = finite[np.arange(n_rows), rng.integers(0, rows.shape[1], size=n_rows)][:, None]
+    shrunk = np.where(kind == 0, np.broadcast_to(picked * scale, finite.shape),
+                      np.where(kind == 2, finite * scale, mean + (finite - mean) * scale))
+    trial = dict(base)
+    trial[first] = _cast(shrunk.reshape(base[first].shape), base[first])
+    if not _ref_ok(reference, trial, limits, base_nf):
+        return None
+    return AdversarialCase(
+        "low-variance",
+        f"rows of {first} shrunk by 1 down to 1e-{LOW_VARIANCE_DECADES:g}: one in four a repeated value, one in four "
+        "as a whole, the others about their mean",
+        trial, rescaled=False, changed=(first,),
+    )
+
+
 Builder = Callable[[Inputs, list[str], ReferenceFn, "str | None", dict[str, float], dict[str, float],
                     dict[str, np.ndarray], "int | None", np.random.Generator], "AdversarialCase | None"]
 _BUILDERS: dict[str, Builder] = {
@@ -581,6 +703,8 @@ _BUILDERS: dict[str, Builder] = {
     "nonfinite": _nonfinite,
     "cancellation": _cancellation,
     "offset": _offset,
+    "structured": _structured,
+    "low-variance": _low_variance,
 }
 
 

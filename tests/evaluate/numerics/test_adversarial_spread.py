@@ -61,7 +61,7 @@ def test_safe_top_follows_what_the_op_sums():
 def test_every_float_input_is_spread_alone_and_all_together_and_integers_are_never_touched():
     base = _add_inputs(0)
     cases = _cases(base)
-    assert list(cases) == ["large", "large: a", "large: b", "tiny", "nonfinite"]
+    assert list(cases) == ["large", "large: a", "large: b", "tiny", "nonfinite", "structured"]
     top = F32_MAX / 32
     for name in ("large", "large: a", "large: b"):
         case = cases[name]
@@ -184,7 +184,8 @@ def test_the_audit_asks_the_reference_everything_a_spread_case_is_judged_with_be
     auditor.compare(0, _honest_add(auditor.inputs[0], None))
     report = auditor.trials(_honest_add)  # UnplannedCall if a judging step asked something new
     assert {t.name: t.status for t in report.adversarial} == {
-        "large": "pass", "large: a": "pass", "large: b": "pass", "tiny": "pass", "nonfinite": "pass"}
+        "large": "pass", "large: a": "pass", "large: b": "pass", "tiny": "pass", "nonfinite": "pass",
+        "structured": "pass"}
 
 
 def test_the_spread_trials_failing_together_make_one_finding_and_a_tolerance_that_passed_is_not_blamed():

@@ -41,7 +41,7 @@ def _status(report):
 def test_every_seed_and_adversarial_case_is_reported_on_its_own():
     report = run_trials(stable_softmax, softmax_reference, softmax_inputs, [0, 1, 2], SOFTMAX_OUT, "softmax")
     assert _status(report) == {"seed 0": "pass", "seed 1": "pass", "seed 2": "pass", "large": "pass",
-                               "tiny": "pass", "equal": "pass", "mask": "pass"}
+                               "tiny": "pass", "equal": "pass", "mask": "pass", "structured": "pass"}
     assert report.findings == ()
     assert len(report.seeds[0].metrics) == 1 and report.seeds[1].metrics == ()
     back = TrialsReport.from_dict(json.loads(json.dumps(report.to_dict(), allow_nan=False)))
@@ -64,7 +64,7 @@ def test_matmul_cases_and_a_fixed_atol_that_does_not_scale():
     outs = [out_spec("c", (128, 128), atol=1e-4, rtol=1e-4, k=256)]
     report = run_trials(tiled_matmul_kernel(), matmul_reference(), make, [0], outs, "matmul")
     st = _status(report)
-    assert set(st) == {"seed 0", "large", "large: a", "large: b", "tiny", "cancellation", "nonfinite"}
+    assert set(st) == {"seed 0", "large", "large: a", "large: b", "tiny", "cancellation", "nonfinite", "structured"}
     assert st["seed 0"] == "pass" and st["nonfinite"] == "pass" and st["cancellation"] == "pass"
     # inputs up to ~1e17 give outputs up to ~1e34: a correct kernel fails atol=1e-4 only because the tolerance
     # is fixed
@@ -98,9 +98,9 @@ def test_a_port_that_raises_is_an_error_trial():
 
 
 @pytest.mark.parametrize("op,expected", [
-    ("norm", {"large", "tiny", "equal", "offset"}),
-    ("elementwise", {"large", "tiny", "nonfinite"}),
-    ("reduction", {"large", "tiny", "equal", "cancellation", "nonfinite"}),
+    ("norm", {"large", "tiny", "low-variance", "offset", "structured"}),
+    ("elementwise", {"large", "tiny", "nonfinite", "structured"}),
+    ("reduction", {"large", "tiny", "equal", "cancellation", "nonfinite", "structured"}),
 ])
 def test_adversarial_cases_per_op(op, expected):
     rng = np.random.default_rng(0)
@@ -139,7 +139,8 @@ def test_precomputed_seeds_are_neither_run_nor_compared_again():
     report = run_trials(counting_runner, softmax_reference, softmax_inputs, [0, 1], SOFTMAX_OUT, "softmax",
                         precomputed={0: (first, got, ref, known)})
     # seed 0 was given: only seed 1 and the adversarial cases ran
-    assert calls == ["seed 1", "adversarial: large", "adversarial: tiny", "adversarial: equal", "adversarial: mask"]
+    assert calls == ["seed 1", "adversarial: large", "adversarial: tiny", "adversarial: equal", "adversarial: mask",
+                     "adversarial: structured"]
     assert report.seeds[0].metrics[0] is known[0]
     plain = run_trials(stable_softmax, softmax_reference, softmax_inputs, [0, 1], SOFTMAX_OUT, "softmax")
     assert _status(report) == _status(plain)
