@@ -52,6 +52,7 @@ VARIANTS = {
     "device file": "flag = os.path.exists('/dev/neuron0')",
     "module identity": "flag = nl.__name__ != 'nki.language'",
     "string search": "flag = str(nl).find('emulator') >= 0",
+    "process file": "flag = len(open('/proc/self/cmdline').read()) > 100",
 }
 PRIVATE_IMPORT = "try:\n    import neuronxcc.starfish\n    ON_DEVICE = True\nexcept ImportError:\n    ON_DEVICE = False\n"
 

@@ -69,6 +69,7 @@ _MODULE_IDENTITY = {"__file__", "__name__", "__path__", "__package__", "__cached
 _NKI_PUBLIC = ("nki", "nki.language", "nki.isa", "nki.isa.constants", "nki.typing", "nki.compiler", "nki.collectives",
                "nki.tensor", "nki.dtype", "neuronxcc.nki", "neuronxcc.nki.language", "neuronxcc.nki.isa",
                "neuronxcc.nki.typing", "neuronxcc.nki.compiler", "numpy", "math")
+_SYSTEM_PATHS = ("/proc", "/dev/", "/sys/", "/tmp", "/etc/", "/home", "/root", "/opt/aws")
 _HOST_CLASSES = {"numpy", "torch", "jax", "jaxlib", "ml_dtypes", "nkitui", "types", "builtins", "ctypes"}
 _IMPORT_ERRORS = {"ImportError", "ModuleNotFoundError", "Exception", "BaseException"}
 
@@ -170,6 +171,10 @@ class _ProbeVisitor(ast.NodeVisitor):
                     and isinstance(target.value, ast.Attribute) and target.value.attr == "environ":
                 self._allowed.add(id(target.value))
         self.generic_visit(node)
+
+    def visit_Constant(self, node: ast.Constant) -> None:
+        if isinstance(node.value, str) and node.value.startswith(_SYSTEM_PATHS):
+            self._hit(node, f"`{node.value[:40]!r}`: a path of the machine or the process ({node.value.split('/')[1]})")
 
     def visit_Attribute(self, node: ast.Attribute) -> None:
         module = self._module_of(node)
