@@ -1,17 +1,29 @@
 """Emulator speed: realistic kernels as a ratio to numpy computing the same result, and the
 per-instruction cost of the emulator itself.
 
-    .venv/bin/python benchmarks/emulator.py [--quick]
+    .venv/bin/python benchmarks/emulator.py [--quick] [--json]
+    .venv/bin/python benchmarks/emulator.py --baseline 9e4cd76 [--pairs 6] [--quick]
 
 Goals (issue #3): under 20 us of emulator overhead per instruction, and within 5x of direct numpy
 on large-tile kernels. Every number is measured in this run; nothing is compared to a constant.
+
+`--baseline COMMIT` (issue #19: "the emulator benchmark ratios do not get worse") measures this
+checkout's emulator against COMMIT's, checked out in a temporary git worktree: the measurement (this
+script's own, so both sides run the same kernels) runs `--pairs` times per side in fresh processes,
+alternating which side goes first, with BLAS and OpenMP on one thread and every kernel timed in CPU
+seconds (other processes on a shared machine stretch wall time by whole time slices); each figure is printed as
+both sides' medians, this/baseline, and the pairs in which this side was lower. A figure the
+baseline's emulator cannot produce (an API it lacks) is left out of that side. Exit status 1 when a
+figure is worse: a higher median that most pairs agree with.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import math
 import os
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -19,10 +31,17 @@ from pathlib import Path
 import ml_dtypes
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+# The tree whose emulator is measured: this checkout, or the baseline's worktree (`--baseline` sets it
+# for its measuring processes). Its folder goes first on sys.path, ahead of any installed nkitui.
+TREE = Path(os.environ.get("NKITUI_BENCH_TREE") or Path(__file__).resolve().parents[1])
+sys.path.insert(0, str(TREE))
+sys.path.insert(1, str(Path(__file__).resolve().parent))  # benchmarks/timing.py, this checkout's
+sys.path.insert(2, str(Path(__file__).resolve().parents[1]))  # benchmarks.baseline, this checkout's
 
 from nkitui import emulator  # noqa: E402
 
+if not Path(emulator.__file__).resolve().is_relative_to(TREE.resolve()):
+    raise SystemExit(f"measuring {emulator.__file__}, not the emulator of {TREE}")
 emulator.install()
 
 import neuronxcc.nki as nki  # noqa: E402
@@ -122,62 +141,55 @@ def lnc_matmul_chain(x, w, n_matmuls, cores):
     return out
 
 
-def row(name, emu_s, np_s, instructions, traced_s):
-    per = emu_s / instructions * 1e6
-    print(f"{name:<34} {emu_s * 1e3:9.1f} {traced_s * 1e3:9.1f} {np_s * 1e3:9.1f} {emu_s / np_s:7.2f}x "
-          f"{instructions:8d} {per:9.1f}")
-
-
-def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--quick", action="store_true", help="smaller shapes (CI smoke run)")
-    args = ap.parse_args()
+def measure(quick: bool, clock=time.perf_counter) -> dict:
+    """Every figure of one run: per kernel its emulated, traced and numpy seconds and instruction count;
+    the per-instruction overheads; the logical-core and shape-only-trace figures (None where this tree's
+    emulator cannot run them)."""
     rng = np.random.default_rng(0)
-    repeat = 2 if args.quick else 3
-    n = 1024 if args.quick else 2048
-    rows, cols = (1024, 2048) if args.quick else (4096, 4096)
+    repeat = 2 if quick else 3
+    n = 1024 if quick else 2048
+    rows, cols = (1024, 2048) if quick else (4096, 4096)
+    kernels: dict[str, dict] = {}
 
-    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
-    print(f"machine: {os.cpu_count()} CPUs, load average {load:.1f} (other load inflates every timing; the "
-          "ratios compare runs made under the same load)")
-    print(f"{'kernel':<34} {'emu ms':>9} {'trace ms':>9} {'numpy ms':>9} {'ratio':>8} {'instrs':>8} {'us/instr':>9}")
+    def record(name, emu_s, np_s, instructions, traced_s):
+        kernels[name] = {"emu_s": emu_s, "trace_s": traced_s, "numpy_s": np_s, "instructions": instructions}
 
     lhsT = rng.standard_normal((n, n)).astype(BF16)
     rhs = rng.standard_normal((n, n)).astype(BF16)
-    emu_s = best_of(lambda: matmul_tiled(lhsT, rhs), repeat)
+    emu_s = best_of(lambda: matmul_tiled(lhsT, rhs), repeat, clock)
     instrs = matmul_tiled.last_run.instructions
     with emulator.trace():
-        traced = best_of(lambda: matmul_tiled(lhsT, rhs), 1)
-    np_s = best_of(lambda: (lhsT.astype(np.float32).T @ rhs.astype(np.float32)).astype(BF16), repeat)
-    row(f"tiled matmul {n}^3 bf16", emu_s, np_s, instrs, traced)
+        traced = best_of(lambda: matmul_tiled(lhsT, rhs), 1, clock)
+    np_s = best_of(lambda: (lhsT.astype(np.float32).T @ rhs.astype(np.float32)).astype(BF16), repeat, clock)
+    record(f"tiled matmul {n}^3 bf16", emu_s, np_s, instrs, traced)
 
     x = rng.standard_normal((rows, cols)).astype(np.float32)
-    emu_s = best_of(lambda: softmax(x), repeat)
+    emu_s = best_of(lambda: softmax(x), repeat, clock)
     instrs = softmax.last_run.instructions
     with emulator.trace():
-        traced = best_of(lambda: softmax(x), 1)
+        traced = best_of(lambda: softmax(x), 1, clock)
 
     def np_softmax():
         e = np.exp(x - x.max(1, keepdims=True))
         return e / e.sum(1, keepdims=True)
 
-    row(f"softmax {rows}x{cols} fp32", emu_s, best_of(np_softmax, repeat), instrs, traced)
+    record(f"softmax {rows}x{cols} fp32", emu_s, best_of(np_softmax, repeat, clock), instrs, traced)
 
     gamma = rng.random((1, cols)).astype(np.float32)
     beta = rng.random((1, cols)).astype(np.float32)
-    emu_s = best_of(lambda: layernorm(x, gamma, beta), repeat)
+    emu_s = best_of(lambda: layernorm(x, gamma, beta), repeat, clock)
     instrs = layernorm.last_run.instructions
     with emulator.trace():
-        traced = best_of(lambda: layernorm(x, gamma, beta), 1)
+        traced = best_of(lambda: layernorm(x, gamma, beta), 1, clock)
 
     def np_layernorm():
         mu = x.mean(1, keepdims=True)
         return (x - mu) / np.sqrt(x.var(1, keepdims=True) + 1e-5) * gamma + beta
 
-    row(f"layernorm {rows}x{cols} fp32", emu_s, best_of(np_layernorm, repeat), instrs, traced)
+    record(f"layernorm {rows}x{cols} fp32", emu_s, best_of(np_layernorm, repeat, clock), instrs, traced)
 
     small = np.zeros((128, 1), np.float32)
-    n_ops = 2000 if args.quick else 10000
+    n_ops = 2000 if quick else 10000
 
     def np_chain():
         t = small
@@ -185,7 +197,7 @@ def main() -> int:
             t = t + np.float32(1.0)
         return t
 
-    overheads = []
+    overheads = {}
     for label, kern in (("legacy", tiny_chain), ("nki", tiny_chain_new)):
         # emulator and numpy alternate, so both see the same load; best of `repeat` each
         emu_s = np_s = math.inf
@@ -195,33 +207,146 @@ def main() -> int:
         instrs = kern.last_run.instructions
         with emulator.trace():
             traced = best_of(lambda kern=kern: kern(small, n_ops), 1, cpu)
-        row(f"{n_ops} tiny (128x1) {label} instrs (cpu)", emu_s, np_s, instrs, traced)
-        overheads.append((label, (emu_s - np_s) / instrs * 1e6, (traced - np_s) / instrs * 1e6))
-    print()
-    for label, overhead, traced_overhead in overheads:
-        print(f"emulator overhead per instruction beyond the numpy op, {label} namespace (CPU time): "
-              f"{overhead:.1f} us ({traced_overhead:.1f} us while recording a trace); goal < 20 us")
+        record(f"{n_ops} tiny (128x1) {label} instrs (cpu)", emu_s, np_s, instrs, traced)
+        overheads[label] = {"us": (emu_s - np_s) / instrs * 1e6, "traced_us": (traced - np_s) / instrs * 1e6}
 
     # logical cores: kernel[2] against one core issuing the same instructions (wall time: the cost of
     # the cores' turn-taking is thread wake-ups, which a loaded host makes slow)
     xb = np.ones((128, 128), BF16)
     wb = np.ones((128, 512), BF16)
-    n_mm = 400 if args.quick else 1600
-    lnc1 = lnc2 = math.inf
-    for _ in range(repeat):  # alternating, so both see the same load
-        lnc1 = min(lnc1, best_of(lambda: lnc_matmul_chain(xb, wb, n_mm, 1), 1))
-        lnc2 = min(lnc2, best_of(lambda: lnc_matmul_chain[2](xb, wb, n_mm, 2), 1))
-    print(f"logical cores: {2 * n_mm} matmuls (1 HBM store per 8) on kernel[2] {lnc2 * 1e3:.1f} ms wall, on one "
-          f"core {lnc1 * 1e3:.1f} ms: {lnc2 / lnc1:.2f}x")
+    n_mm = 400 if quick else 1600
+    lnc: dict | None
+    try:
+        lnc1 = lnc2 = math.inf
+        for _ in range(repeat):  # alternating, so both see the same load
+            lnc1 = min(lnc1, best_of(lambda: lnc_matmul_chain(xb, wb, n_mm, 1), 1))
+            lnc2 = min(lnc2, best_of(lambda: lnc_matmul_chain[2](xb, wb, n_mm, 2), 1))
+        lnc = {"matmuls": 2 * n_mm, "one_core_s": lnc1, "two_cores_s": lnc2}
+    except Exception as exc:  # an older emulator (a --baseline tree) without logical cores
+        lnc = {"error": f"{type(exc).__name__}: {exc}"}
 
-    big = (4096, 8192, 8192) if not args.quick else (1024, 2048, 2048)
-    M, K, N = big
+    M, K, N = (4096, 8192, 8192) if not quick else (1024, 2048, 2048)
     with emulator.trace(execute=False) as tr:
         t0 = cpu()
         matmul_tiled(emulator.ShapeDtype((K, M), "bfloat16"), emulator.ShapeDtype((K, N), "bfloat16"))
         dry = cpu() - t0
-    print(f"shape-only trace of the matmul tutorial at {M}x{K}x{N}: {len(tr)} instructions in {dry:.2f} s CPU "
-          f"({dry / len(tr) * 1e6:.1f} us per instruction)")
+    shape_only = {"shape": [M, K, N], "instructions": len(tr), "cpu_s": dry}
+    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
+    return {"cpus": os.cpu_count(), "load": load, "kernels": kernels, "overheads": overheads,
+            "logical_cores": lnc, "shape_only": shape_only}
+
+
+def print_run(m: dict) -> None:
+    print(f"machine: {m['cpus']} CPUs, load average {m['load']:.1f} (other load inflates every timing; the "
+          "ratios compare runs made under the same load)")
+    print(f"{'kernel':<34} {'emu ms':>9} {'trace ms':>9} {'numpy ms':>9} {'ratio':>8} {'instrs':>8} {'us/instr':>9}")
+    for name, k in m["kernels"].items():
+        per = k["emu_s"] / k["instructions"] * 1e6
+        print(f"{name:<34} {k['emu_s'] * 1e3:9.1f} {k['trace_s'] * 1e3:9.1f} {k['numpy_s'] * 1e3:9.1f} "
+              f"{k['emu_s'] / k['numpy_s']:7.2f}x {k['instructions']:8d} {per:9.1f}")
+    print()
+    for label, o in m["overheads"].items():
+        print(f"emulator overhead per instruction beyond the numpy op, {label} namespace (CPU time): "
+              f"{o['us']:.1f} us ({o['traced_us']:.1f} us while recording a trace); goal < 20 us")
+    lnc = m["logical_cores"]
+    if "error" in lnc:
+        print(f"logical cores: not measured ({lnc['error']})")
+    else:
+        print(f"logical cores: {lnc['matmuls']} matmuls (1 HBM store per 8) on kernel[2] {lnc['two_cores_s'] * 1e3:.1f} "
+              f"ms wall, on one core {lnc['one_core_s'] * 1e3:.1f} ms: {lnc['two_cores_s'] / lnc['one_core_s']:.2f}x")
+    s = m["shape_only"]
+    M, K, N = s["shape"]
+    print(f"shape-only trace of the matmul tutorial at {M}x{K}x{N}: {s['instructions']} instructions in "
+          f"{s['cpu_s']:.2f} s CPU ({s['cpu_s'] / s['instructions'] * 1e6:.1f} us per instruction)")
+
+
+# Shown beside the others but never judged: since 9e4cd76 logical cores run in lockstep (a kernel's result
+# no longer depends on thread timing), which costs thread hand-overs the free-running threads did not.
+LNC_FIGURE = "logical cores: kernel[2] / one core (not judged)"
+
+
+def figures(m: dict) -> dict[str, float]:
+    """The figures `--baseline` compares (lower is better for every one): each kernel's ratio to numpy,
+    the per-instruction overheads, the logical-core ratio and the shape-only trace's cost."""
+    out = {}
+    for name, k in m["kernels"].items():
+        if "tiny" not in name:
+            out[f"{name}: ratio to numpy"] = k["emu_s"] / k["numpy_s"]
+    for label, o in m["overheads"].items():
+        out[f"{label} overhead per instruction (us)"] = o["us"]
+        out[f"{label} overhead while tracing (us)"] = o["traced_us"]
+    lnc = m["logical_cores"]
+    if "error" not in lnc:
+        out[LNC_FIGURE] = lnc["two_cores_s"] / lnc["one_core_s"]
+    s = m["shape_only"]
+    out["shape-only trace (us per instruction)"] = s["cpu_s"] / s["instructions"] * 1e6
+    return out
+
+
+def run_pairs(baseline: str, pairs: int, quick: bool) -> dict:
+    from benchmarks.baseline import NoWorktree, baseline_beside
+    from benchmarks.pairs import compare_pairs
+
+    one_thread = {v: "1" for v in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")}
+    runs: dict[str, list[dict]] = {"baseline": [], "this": []}
+    me = Path(__file__).resolve()
+    try:
+        with baseline_beside(baseline, "nkitui-bench-emu-") as (base_tree, env):
+            for i in range(pairs):
+                order = [("baseline", base_tree), ("this", me.parents[1])]
+                if i % 2:
+                    order.reverse()
+                for side, tree in order:
+                    cmd = [sys.executable, str(me), "--json", "--cpu-clock"] + (["--quick"] if quick else [])
+                    done = subprocess.run(cmd, capture_output=True, text=True,
+                                          env={**env, **one_thread, "NKITUI_BENCH_TREE": str(tree)})
+                    if done.returncode != 0:
+                        return {"error": f"{side} run {i + 1} failed: {done.stderr.strip()[-2000:]}"}
+                    runs[side].append(json.loads(done.stdout))
+                    print(f"pair {i + 1}/{pairs}: {side} done (load {os.getloadavg()[0]:.1f})", file=sys.stderr)
+    except NoWorktree as exc:
+        return {"error": str(exc)}
+    rows = compare_pairs([figures(m) for m in runs["baseline"]], [figures(m) for m in runs["this"]],
+                         not_judged={LNC_FIGURE})
+    return {"baseline_commit": baseline, "pairs": pairs, "quick": quick, "figures": rows, "runs": runs}
+
+
+def print_comparison(result: dict) -> None:
+    print(f"this checkout against {result['baseline_commit']}: {result['pairs']} alternated pairs, BLAS on one "
+          "thread, CPU time; lower is better for every figure")
+    print(f"{'figure':<46} {'baseline':>9} {'this':>9} {'this/base':>9} {'lower in':>9}")
+    for r in result["figures"]:
+        if r["baseline"] is None:
+            print(f"{r['figure']:<46} {'-':>9} {r['this']:9.2f}   (the baseline cannot run it)")
+            continue
+        flag = "  WORSE" if r["worse"] else ""
+        print(f"{r['figure']:<46} {r['baseline']:9.2f} {r['this']:9.2f} {r['ratio']:8.2f}x "
+              f"{r['lower_in']:>4}/{r['pairs']}{flag}")
+    worse = [r["figure"] for r in result["figures"] if r.get("worse")]
+    print("worse than the baseline: " + (", ".join(worse) if worse else "none"))
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--quick", action="store_true", help="smaller shapes (CI smoke run)")
+    ap.add_argument("--json", action="store_true", help="print one run's figures as JSON")
+    ap.add_argument("--baseline", metavar="COMMIT", help="compare against COMMIT's emulator (alternated runs)")
+    ap.add_argument("--pairs", type=int, default=6, help="runs per side with --baseline (default 6)")
+    ap.add_argument("--cpu-clock", action="store_true",
+                    help="time the kernels in CPU seconds (--baseline's runs, with BLAS on one thread)")
+    args = ap.parse_args()
+    if args.baseline:
+        result = run_pairs(args.baseline, max(1, args.pairs), args.quick)
+        if "error" in result:
+            print(result["error"], file=sys.stderr)
+            return 2
+        print_comparison(result)
+        return 1 if any(r.get("worse") for r in result["figures"]) else 0
+    m = measure(args.quick, time.process_time if args.cpu_clock else time.perf_counter)
+    if args.json:
+        print(json.dumps(m))
+    else:
+        print_run(m)
     return 0
 
 

@@ -38,21 +38,20 @@ ratios travel):
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import os
-import shutil
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
+
+from benchmarks.baseline import NoWorktree, baseline_beside  # noqa: E402
 
 LINE = b'{"event":"log","stream":"worker","level":"info","text":"benchmark event 0123456789"}\n'
 
@@ -197,33 +196,6 @@ def _check_once(tree: Path, task: Path, env: dict[str, str]) -> tuple[float, dic
     return elapsed, verdict, cpu
 
 
-class _NoWorktree(Exception):
-    """The baseline commit could not be checked out beside this one."""
-
-
-@contextlib.contextmanager
-def _baseline_beside(baseline: str, prefix: str) -> Iterator[tuple[Path, dict[str, str]]]:
-    """A worktree of `baseline` and an environment with XDG folders of its own (both removed afterwards);
-    both trees' modules compiled first, so neither side pays for its bytecode in the timings."""
-    work = Path(tempfile.mkdtemp(prefix=prefix))
-    base_tree = work / "baseline"
-    made = subprocess.run(["git", "-C", str(ROOT), "worktree", "add", "--detach", str(base_tree), baseline],
-                          capture_output=True, text=True)
-    if made.returncode != 0:
-        shutil.rmtree(work, ignore_errors=True)
-        raise _NoWorktree(f"could not make a worktree of {baseline}: {made.stderr.strip()}")
-    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-    for var in ("XDG_DATA_HOME", "XDG_STATE_HOME", "XDG_CACHE_HOME", "XDG_CONFIG_HOME"):
-        env[var] = str(work / var.lower())
-    try:
-        for tree in (base_tree, ROOT):
-            subprocess.run([sys.executable, "-m", "compileall", "-q", str(tree / "nkitui")], capture_output=True)
-        yield base_tree, env
-    finally:
-        subprocess.run(["git", "-C", str(ROOT), "worktree", "remove", "--force", str(base_tree)], capture_output=True)
-        shutil.rmtree(work, ignore_errors=True)
-
-
 def _bundled_tasks(only: list[str] | None) -> list[Path]:
     samples = ROOT / "sample_tasks"
     return sorted(p for p in samples.iterdir() if (p / "task.toml").is_file() and (not only or p.name in only))
@@ -236,7 +208,7 @@ def check_tasks(baseline: str, repeats: int, only: list[str] | None) -> dict:
     rows = []
     load_before = os.getloadavg()[0]
     try:
-        with _baseline_beside(baseline, "nkitui-bench-check-") as (base_tree, env):
+        with baseline_beside(baseline, "nkitui-bench-check-") as (base_tree, env):
             for tree in (base_tree, ROOT):
                 if tasks:
                     _check_once(tree, (samples if tree is ROOT else tree / "sample_tasks") / tasks[0].name, env)
@@ -257,7 +229,7 @@ def check_tasks(baseline: str, repeats: int, only: list[str] | None) -> dict:
                              "baseline_cpu_s": _median(cpu["baseline"]), "this_cpu_s": _median(cpu["this"]),
                              "baseline": verdicts["baseline"], "this": verdicts["this"],
                              "same_verdict": _same_verdict(verdicts["baseline"], verdicts["this"])})
-    except _NoWorktree as exc:
+    except NoWorktree as exc:
         return {"error": str(exc)}
     total_b = sum(r["baseline_s"] for r in rows)
     total_n = sum(r["this_s"] for r in rows)
@@ -343,7 +315,7 @@ def process_split(baseline: str, repeats: int, only: list[str] | None) -> dict:
     rows = []
     load_before = os.getloadavg()[0]
     try:
-        with _baseline_beside(baseline, "nkitui-bench-procs-") as (base_tree, env):
+        with baseline_beside(baseline, "nkitui-bench-procs-") as (base_tree, env):
             for task in tasks:
                 got: dict[str, list[dict[str, float]]] = {"baseline": [], "this": []}
                 walls: dict[str, list[float]] = {"baseline": [], "this": []}
@@ -363,7 +335,7 @@ def process_split(baseline: str, repeats: int, only: list[str] | None) -> dict:
                     row[name] = {role: _median([g.get(role, 0.0) for g in got[name]]) for role in ROLES}
                     row[name]["wall"] = _median(walls[name])
                 rows.append(row)
-    except _NoWorktree as exc:
+    except NoWorktree as exc:
         return {"error": str(exc)}
     return {"baseline_commit": baseline, "repeats": repeats, "tasks": rows,
             "load_before": round(load_before, 2), "load_after": round(os.getloadavg()[0], 2)}

@@ -141,6 +141,8 @@ class _ManifestReader(FieldReader):
         seeds, goldens, timeout = self.read_evaluation(doc)
         if kernel is not None and inputs is not None:
             self.check_kernel_signature(kernel, inputs, outputs or [])
+        if inputs is not None and outputs is not None:
+            self.check_reduction_lengths(inputs, outputs)
 
         self.check_contents()
         if sources is None or inputs is None or outputs is None or kernel is None:
@@ -151,6 +153,24 @@ class _ManifestReader(FieldReader):
             seeds=tuple(seeds), goldens=goldens, rubric=rubric, prompt=prompt, op=op, timeout_s=timeout,
             manifest=self.path, warnings=tuple(p for p in self.problems if p.severity == "warning"),
         )
+
+    def check_reduction_lengths(self, inputs: list[TensorSpec], outputs: list[TensorSpec]) -> None:
+        """A declared K larger than the largest input's element count: no output element can sum that many
+        terms, and the numerics would allow sqrt(K) times the accumulation error (evaluate/numerics/kbound.py
+        holds K to this bound, and to the kernel's instruction trace, when it checks the kernel)."""
+        if not inputs:
+            return
+        largest = max(inputs, key=lambda t: t.size)
+        for i, spec in enumerate(outputs):
+            k = spec.reduction_length
+            if k is not None and k > largest.size:
+                self.warn(f"outputs[{i}].reduction_length",
+                          f"output {spec.name!r} declares reduction_length = {k}, more terms than the largest input, "
+                          f"{largest.name!r} {list(largest.shape)}, holds ({largest.size}): no element can sum that many, "
+                          "and the numerics checks would allow about sqrt(K) times the accumulation error it really makes "
+                          f"(nkitui judges with K <= {largest.size})",
+                          "set reduction_length to the length of the sum behind one output element, or remove it "
+                          "to let nkitui infer it from the shapes")
 
     def check_contents(self) -> None:
         """Links out of the task, to folders or to devices, and non-regular files (task/contents.py)."""

@@ -141,3 +141,15 @@ def test_a_reference_that_does_not_parse_makes_the_task_invalid(tmp_path: Path):
     [problem] = [p for p in info.value.problems if "does not parse" in p.message]
     assert problem.file.endswith("reference.py") and problem.line == 1 and problem.field == "sources.reference"
     assert "task.toml" in problem.fix
+
+
+def test_a_reduction_length_beyond_the_largest_input_is_a_warning_naming_the_field(tmp_path: Path):
+    """No output element can sum more terms than the largest input holds (evaluate/numerics/kbound.py holds
+    the evaluation to that bound); `task validate` says so before anything runs."""
+    line = next(l for l in MANIFEST.splitlines() if l.startswith("tolerance"))
+    root = write_task(tmp_path / "t", MANIFEST.replace(line, line + "\nreduction_length = 100000000"))
+    [warning] = [w for w in load_task(root).warnings if "reduction_length" in w.field]
+    assert warning.field == "outputs[0].reduction_length" and warning.file.endswith("task.toml")
+    assert "100000000" in warning.message and "8192" in warning.message and "remove it" in warning.fix
+    within = write_task(tmp_path / "u", MANIFEST.replace(line, line + "\nreduction_length = 64"))
+    assert not [w for w in load_task(within).warnings if "reduction_length" in w.field]

@@ -498,6 +498,59 @@ def _constant_that_passes(prepared: Reference, policy: TolerancePolicy, dtype: s
     return c if check_policy(candidate, prepared, policy, dtype).passed else None
 
 
+LOOSE_FACTOR = 100.0  # a tolerance admitting this many times the advised error gets NUM-TOL-LOOSE
+
+
+def allowed_error(policy: TolerancePolicy, rms: float, max_abs: float, dtype: str) -> float | None:
+    """The error `policy` admits at an element of the output's rms size (None: no such number, exact)."""
+    if policy.kind == "allclose":
+        return policy.atol + policy.rtol * rms
+    if policy.kind == "range_relative":
+        return policy.atol + policy.rtol * max_abs
+    if policy.kind == "rel_l2":
+        return policy.tol * rms  # ||e|| <= tol*||ref||: an rms error of tol*rms
+    if policy.kind == "ulp" and is_float_format(dtype):
+        return policy.max_ulp * float(spacing(np.array([max(rms, 1e-30)]), dtype)[0])
+    return None
+
+
+def tolerance_looseness(policy: TolerancePolicy, advice: ToleranceAdvice, dtype: str) -> tuple[float, TolerancePolicy] | None:
+    """How many times the error the task's tolerance admits exceeds what the advisor's own policy of the same
+    kind (else its recommended one) admits, at an element of the output's rms size; None when not comparable."""
+    advised = advice.advised.get(policy.kind) or advice.policy
+    rms = advice.ref_rms
+    if rms <= 0 or not math.isfinite(rms):
+        return None
+    mine = allowed_error(policy, rms, advice.ref_max_abs, dtype)
+    theirs = allowed_error(advised, rms, advice.ref_max_abs, dtype)
+    if mine is None or theirs is None or theirs <= 0 or not math.isfinite(mine):
+        return None
+    return mine / theirs, advised
+
+
+def _loose_finding(name: str, policy: TolerancePolicy, advice: ToleranceAdvice, dtype: str) -> list[Finding]:
+    measured = tolerance_looseness(policy, advice, dtype)
+    if measured is None or measured[0] <= LOOSE_FACTOR:
+        return []
+    ratio, advised = measured
+    return [numerics_finding(
+        rules.TOL_LOOSE,
+        "medium",
+        f"Tolerance for `{name}` is {ratio:.0f}x looser than nkitui's advice",
+        f"task.toml [[outputs]] `{name}` tolerance ({policy.describe()}) admits an error of "
+        f"{g(allowed_error(policy, advice.ref_rms, advice.ref_max_abs, dtype))} "
+        + ("at any element" if policy.kind == "range_relative" else f"at an element of the output's rms size ({g(advice.ref_rms)})")
+        + f", {ratio:.0f}x what the advisor's {advised.describe()} admits for a correct port "
+        f"(K = {advice.reduction_length}, {advice.accumulation_dtype} accumulation, output {advice.output_dtype}; the advice "
+        f"already carries x{advice.safety:g} safety over an error model on the high side). A kernel wrong in a few "
+        f"elements, or by a dropped term, can pass it. Fix: tighten the tolerance towards {advised.describe()}, or say "
+        "in the task why this much error is right.",
+        {"output": name, "file": "task.toml", "field": "tolerance", "policy": policy.to_dict(),
+         "advised": advised.to_dict(), "ratio": ratio, "reduction_length": advice.reduction_length},
+        file="task.toml",
+    )]
+
+
 def tolerance_sanity(
     name: str,
     reference: "np.ndarray | Reference",
@@ -512,6 +565,7 @@ def tolerance_sanity(
     NUM-ZEROS-PASS / NUM-CONST-PASS / NUM-ECHO-PASS: a trivial output would pass.
     NUM-TOL-TIGHT: a correct result (the reference correctly rounded to the output dtype, plus an
     optimistic accumulation-order drift) would fail.
+    NUM-TOL-LOOSE: the tolerance admits more than LOOSE_FACTOR times the advisor's error (`advice` given).
     """
     policy = as_policy(policy)
     out_dtype = format_name(dtype)
@@ -579,6 +633,9 @@ def tolerance_sanity(
                     {"output": name, "input": in_name, "policy": policy.to_dict()},
                 )
             )
+
+    if advice is not None and not findings:  # a trivial output passing says it louder
+        findings += _loose_finding(name, policy, advice, out_dtype)
 
     if is_float_format(out_dtype):
         rounded = prepared.rounded(out_dtype)
@@ -678,6 +735,9 @@ def _input_condition(inputs: Mapping[str, np.ndarray]) -> float:
 def reduction_length_for(spec: Any, inputs: Mapping[str, np.ndarray], op: str | None) -> tuple[int, str]:
     """K for an output spec (anything with .shape and optional .reduction_length): the manifest's or inferred."""
     k = getattr(spec, "reduction_length", None)
+    declared = getattr(spec, "declared_reduction_length", None)  # kbound.BoundedOutput
+    if k and declared:
+        return int(k), f"the manifest declares {declared}, more than the kernel can sum: held to its bound (NUM-K-EXCEEDS-BOUND)"
     if k:
         return int(k), "from the manifest"
     k, why = infer_reduction_length({n: np.shape(a) for n, a in inputs.items()}, tuple(spec.shape), op)

@@ -32,6 +32,7 @@ from nkitui.evaluate.numerics.advisor import ToleranceAdvice, advise_output, par
 from nkitui.evaluate.numerics.diagnose import diagnose_failures
 from nkitui.evaluate.numerics.fpformat import format_name
 from nkitui.evaluate.numerics.goldens import GoldenReport, Goldens, compare_goldens
+from nkitui.evaluate.numerics.kbound import KBound, TraceBound, bound_outputs
 from nkitui.evaluate.numerics.metrics import OutputMetrics, ShapeMismatchError, compute_metrics
 from nkitui.evaluate.numerics.mutants import MutationReport, generate_mutants, run_mutants
 from nkitui.evaluate.numerics.precision import PrecisionReport, isolate_precision
@@ -62,6 +63,7 @@ class NumericsAudit(Record):
     goldens: GoldenReport | None = None
     findings: tuple[Finding, ...] = field(default_factory=tuple)
     error: str | None = None  # the first run failed: nothing else was compared
+    reduction_lengths: tuple[KBound, ...] = ()  # each output's declared K held to its bound (kbound.py)
 
     @property
     def passed(self) -> bool:
@@ -195,7 +197,10 @@ class NumericsAuditor:
         options: AuditOptions = AuditOptions(),
         goldens: Goldens | None = None,
     ) -> None:
+        self.declared_outputs = list(outputs)  # as the task declares them; `outputs` hold K to its bound
         self.outputs = list(outputs)
+        self.k_bounds: list[KBound] = []
+        self.k_findings: list[Finding] = []
         self.reference = reference
         self.make_inputs = make_inputs
         self.seeds = list(seeds) or [0]
@@ -230,6 +235,7 @@ class NumericsAuditor:
             self.inputs[seed] = self.make_inputs(seed)
         say("the seeds' inputs")
         first_inputs = self.inputs[self.seeds[0]]
+        self.bound_reduction_lengths()
         fetch([self.inputs[s] for s in self.seeds]
               + ([abs_inputs(first_inputs)] if self.op in LINEAR_OPS else []))  # one round trip for all of them
         for seed in self.seeds:
@@ -268,6 +274,15 @@ class NumericsAuditor:
                     self.reference(dict(self.golden_data.inputs))
             except Exception:  # noqa: BLE001 - compare_goldens reports it
                 pass
+
+    def bound_reduction_lengths(self, trace: TraceBound | None = None) -> None:
+        """Hold each output's declared K to what the first seed's input shapes (and, given, the kernel's
+        instruction trace) allow: every later step judges with the bounded K (kbound.py)."""
+        inputs = self.inputs.get(self.seeds[0])
+        if inputs is None:
+            return
+        self.outputs, bounds, findings = bound_outputs(self.declared_outputs, inputs, self.op, trace)
+        self.k_bounds, self.k_findings = bounds, findings
 
     # -- step 2: the seeds' outputs ---------------------------------------------------------------
     def compare(self, seed: int, actual: Mapping[str, np.ndarray]) -> SeedComparison:
@@ -343,7 +358,8 @@ class NumericsAuditor:
         return NumericsAudit(
             outputs=tuple(self.first_metrics), advice=tuple(self.advice), trials=self.trials_report,
             precision=self.precision_report, mutants=self.mutation_report, goldens=self.golden_report,
-            findings=tuple(sort_findings(dedupe_findings(self.findings))), error=self.error,
+            findings=tuple(sort_findings(dedupe_findings(self.k_findings + self.findings))), error=self.error,
+            reduction_lengths=tuple(self.k_bounds),
         )
 
 

@@ -28,11 +28,14 @@ MUTANT_SURVIVED = "NUM-MUTANT-SURVIVED"  # a deliberately broken port still pass
 GOLDEN_DIVERGES = "NUM-GOLDEN-DIVERGES"  # port, reference and recorded GPU output disagree
 GOLDEN_INVALID = "NUM-GOLDEN-INVALID"  # the goldens file does not match the task
 OUTPUT_DTYPE = "NUM-OUTPUT-DTYPE"  # the kernel returned an output in another dtype than the manifest's
+K_EXCEEDS_BOUND = "NUM-K-EXCEEDS-BOUND"  # task.toml's reduction_length is more than an element can sum
+K_ABOVE_INFERRED = "NUM-K-ABOVE-INFERRED"  # reduction_length within the bound but far above the shapes' K
+TOL_LOOSE = "NUM-TOL-LOOSE"  # the task's tolerance is far looser than the advisor's
 
 ALL_RULES = (
     ZEROS_PASS, ECHO_PASS, CONST_PASS, TOL_TIGHT, NEARZERO_DRIFT, TILE_LOCALISED, NONFINITE,
     DTYPE_ERROR_DOMINATES, ALGO_ERROR, TRIAL_FAILED, ADVERSARIAL_FAILED, MUTANT_SURVIVED,
-    GOLDEN_DIVERGES, GOLDEN_INVALID, OUTPUT_DTYPE,
+    GOLDEN_DIVERGES, GOLDEN_INVALID, OUTPUT_DTYPE, K_EXCEEDS_BOUND, K_ABOVE_INFERRED, TOL_LOOSE,
 )
 
 
