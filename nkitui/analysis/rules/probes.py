@@ -47,14 +47,14 @@ _OS_WHAT = {
     "getloadavg": "the machine", "sysconf": "the machine", "times": "a clock",
 }
 _SYS_TAMPER = {"_getframe", "_current_frames", "settrace", "setprofile", "modules", "addaudithook"}
-_SYS_BENIGN = {"maxsize", "float_info", "int_info", "hash_info", "stdout", "stderr"}
+_SYS_BENIGN = {"maxsize", "float_info", "int_info", "hash_info", "stdout", "stderr", "exit"}
 # modules whose every use asks about the machine, the process or the clock
 _PROBE_MODULES = {
     "platform": "the platform", "getpass": "the user", "pwd": "the user", "grp": "the user",
     "resource": "the process's limits", "sysconfig": "the interpreter's installation",
     "site": "the interpreter's installation", "pkgutil": "which modules exist", "pkg_resources": "which packages exist",
     "shutil": "the file system", "glob": "the file system", "tempfile": "the temporary folder",
-    "time": "a clock", "datetime": "a clock", "uuid": "the host", "getopt": "the command line",
+    "uuid": "the host", "getopt": "the command line",
     "argparse": "the command line", "socket": "the host", "pathlib": "the file system",
 }
 _BUILTIN_TYPES = {"int", "float", "bool", "str", "bytes", "tuple", "list", "dict", "set", "frozenset", "slice",
@@ -70,6 +70,10 @@ _NKI_PUBLIC = ("nki", "nki.language", "nki.isa", "nki.isa.constants", "nki.typin
                "nki.tensor", "nki.dtype", "neuronxcc.nki", "neuronxcc.nki.language", "neuronxcc.nki.isa",
                "neuronxcc.nki.typing", "neuronxcc.nki.compiler", "numpy", "math")
 _SYSTEM_PATHS = ("/proc", "/dev/", "/sys/", "/tmp", "/etc/", "/home", "/root", "/opt/aws")
+# clocks (the emulator is orders of magnitude slower than a device); time.sleep reads nothing
+_CLOCK_READS = {"time", "time_ns", "perf_counter", "perf_counter_ns", "monotonic", "monotonic_ns", "process_time",
+                "process_time_ns", "thread_time", "thread_time_ns", "clock_gettime", "clock_gettime_ns", "localtime",
+                "gmtime", "ctime", "asctime", "strftime", "now", "utcnow", "today", "get_clock_info"}
 _HOST_CLASSES = {"numpy", "torch", "jax", "jaxlib", "ml_dtypes", "nkitui", "types", "builtins", "ctypes"}
 _IMPORT_ERRORS = {"ImportError", "ModuleNotFoundError", "Exception", "BaseException"}
 
@@ -119,6 +123,9 @@ class _ProbeVisitor(ast.NodeVisitor):
         elif root == "sys":
             if first and first not in _SYS_TAMPER and first not in _SYS_BENIGN:
                 return "the interpreter and its command line"
+        elif root in ("time", "datetime"):
+            if first in _CLOCK_READS or (parts[1:2] and parts[1] in _CLOCK_READS):  # (datetime.datetime.now)
+                return "a clock"
         elif root in _PROBE_MODULES and first:
             if root == "socket" and first not in ("gethostname", "getfqdn", "gethostbyname", "getaddrinfo"):
                 return None  # sockets themselves are HACK-TAMPER's

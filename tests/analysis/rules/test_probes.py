@@ -100,6 +100,7 @@ BENIGN = [
     "flag = hasattr(a, 'shape')",
     "print('tile', file=sys.stderr)",
     "big = sys.maxsize",
+    "time.sleep(0.01)",
     "flag = mode == 'exp'",
     "flag = a.dtype == nl.float32",
 ]
