@@ -171,6 +171,7 @@ def integrity_findings(task: Any) -> list[Finding]:
     is host code by design, so the entry checks do not apply; replacing part of an imported module there is
     shown, not failed: hacks.tamper_findings)."""
     from nkitui.analysis.rules.hacks import source_findings, tamper_findings
+    from nkitui.analysis.rules.probes import env_probe_findings
 
     root = Path(task.root)
     kernel = getattr(task, "kernel", None)
@@ -191,6 +192,7 @@ def integrity_findings(task: Any) -> list[Finding]:
         is_kernel = kernel is not None and Path(kernel.path).resolve() == resolved
         if resolved == reference_path and not is_kernel:  # a reference in the kernel's own file gets the kernel's checks
             found.extend(tamper_findings(source, _rel(path, root), reference=True))
+            found.extend(env_probe_findings(source, _rel(path, root), reference=True))
             continue
         entry = kernel.name if is_kernel and kernel is not None else None
         found.extend(source_findings(source, _rel(path, root), entry))

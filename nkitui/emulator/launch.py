@@ -419,3 +419,6 @@ def latency_estimator() -> Callable[[Trace], float | None] | None:
                                f"{attr or 'estimate_latency'!r}, not a function taking a trace",
                                location=("", 0))
     return cast("Callable[[Trace], float | None]", fn)  # the function the variable names (callable, checked)
+
+
+Kernel.__module__ = "neuronxcc.nki"  # what `type(kernel)` names (red team A, finding 4: nkitui.emulator.newns.tensor)

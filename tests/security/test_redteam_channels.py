@@ -97,7 +97,10 @@ def test_a_reply_forged_on_the_event_descriptor_is_not_taken_and_fails_the_run(t
     task = wrong_task(tmp_path, WRITER_BY_NAME + FORGED_REPLY, edit=_call_forge_in_the_kernel)
     result, _ = evaluate(task)
     assert_not_passed(result)
-    assert check(result, "integrity").passed is True  # nothing the static rule fails on: the run-time layer stands
+    # the forger's walk of its scratch folder (os.getcwd, os.listdir) is a HACK-ENV-PROBE (round 10A); nothing
+    # else static fails it (os.write by a computed name is shown, not failed): the run-time layer stands
+    integrity = check(result, "integrity")
+    assert integrity.passed is False and "HACK-ENV-PROBE" in integrity.detail and "HACK-TAMPER" not in integrity.detail
     assert check(result, "output:c").passed is False  # the kernel's own (wrong) outputs were compared
     assert check(result, "sandbox").passed is False
     forged = findings(result, "EXEC-SANDBOX-FORGERY")

@@ -43,7 +43,10 @@ def test_a_timer_handler_rewriting_the_outputs_from_nkituis_frame_is_refused(tmp
     task = wrong_task(tmp_path, FRAME_THIEF)
     result, _ = evaluate(task)
     assert_not_passed(result)
-    assert check(result, "integrity").passed is True  # nothing the static rule fails on: the run-time layers stand
+    # its `isinstance(c, _np.ndarray)` is a HACK-ENV-PROBE (round 10A); nothing else static fails it: the
+    # run-time layers stand
+    integrity = check(result, "integrity")
+    assert integrity.passed is False and "HACK-ENV-PROBE" in integrity.detail and "HACK-TAMPER" not in integrity.detail
     assert check(result, "sandbox").passed is False
     refused = findings(result, "EXEC-SANDBOX-SIGNAL")
     assert refused and refused[0].file == "vector_add_nki.py"

@@ -141,6 +141,8 @@ class Loop:
     start: Any = 0
     step: Any = 1
     rebinds: list[str] = field(default_factory=list)  # names carried across iterations by rebinding
+    # `for src in (a, b)`: tensors (root ids) the loop's items put in the body's place, one per iteration
+    picks: set[int] = field(default_factory=set)
 
     @property
     def parallel(self) -> bool:

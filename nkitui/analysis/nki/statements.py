@@ -10,6 +10,7 @@ delegated to `Assignments`, trip-count divisions to `TileDivisions`. Statement t
 from __future__ import annotations
 
 import ast
+import dataclasses
 
 from nkitui.analysis.nki.access import trip_count
 from nkitui.analysis.nki.assignments import Assignments
@@ -204,9 +205,13 @@ class StatementWalker(ast.NodeVisitor):
     def visit_For(self, node: ast.For | ast.AsyncFor) -> None:
         kind, api, start, stop, step, stop_node = self.loop_header(node.iter)
         trip = trip_count(start, stop, step) if kind not in ("iter", "dynamic") else None
+        items: list[Value] | tuple[Value, ...] | None = None
         if kind == "iter":
             seq = self.exprs.eval(node.iter)
-            trip = len(seq) if isinstance(seq, (list, tuple)) else None
+            if not isinstance(seq, (list, tuple)):
+                seq = self._iterated(node.iter)
+            items = seq if isinstance(seq, (list, tuple)) else None
+            trip = len(items) if items is not None else None
         stop_text = self.source.text(stop_node) if stop_node is not None else self.source.text(node.iter)
         loop = self.recorder.push_loop(kind, api, node.target, node, trip=trip, stop_text=stop_text)
         loop.start, loop.step = start, step
@@ -227,14 +232,86 @@ class StatementWalker(ast.NodeVisitor):
         else:
             for name in names_in(node.target):
                 self.scope.frame.env[name] = Unk(deps=frozenset({loop.sym}) if loop.sym else frozenset(), text=name)
+        others: dict[int, list[int]] = {}
+        if items:
+            others = self._bind_tensor_items(node.target, items)
+        first_op = len(self.km.ops)
         before = dict(self.scope.frame.env)
         self.walk_body(node.body)
+        if others and self.recorder.recording:
+            self._substitute_items(first_op, others)
+            loop.picks.update(self.km.root(t).id for t in others)
+            loop.picks.update(self.km.root(t).id for alts in others.values() for t in alts)
         self.record_rebinds(loop, before)
         self.recorder.pop_loop()
         self.walk_body(node.orelse)
 
     def visit_AsyncFor(self, node: ast.AsyncFor) -> None:
         self.visit_For(node)
+
+    def _iterated(self, it: ast.expr) -> Value:
+        """The items of `zip` / `enumerate` / `reversed` over known tuples or lists (a literal, or a name bound to
+        one), else None. Read with recording off: the header was evaluated already."""
+        if not (isinstance(it, ast.Call) and isinstance(it.func, ast.Name) and not it.keywords
+                and it.func.id in ("zip", "enumerate", "reversed") and it.func.id not in self.scope.frame.env):
+            return None
+        recording, self.recorder.recording = self.recorder.recording, False
+        try:
+            parts = [self.exprs.eval(a) for a in it.args]
+        finally:
+            self.recorder.recording = recording
+        if not parts or not all(isinstance(p, (list, tuple)) for p in parts):
+            return None
+        if it.func.id == "zip":
+            return list(zip(*parts))
+        if len(parts) != 1:
+            return None
+        return list(enumerate(parts[0])) if it.func.id == "enumerate" else list(reversed(parts[0]))
+
+    def _bind_tensor_items(self, target: ast.expr, items: list[Value] | tuple[Value, ...]) -> dict[int, list[int]]:
+        """`for dst, src in ((a_tile, a_rows), (b_tile, b_rows))`: a Python loop over known items is unrolled
+        when NKI traces the kernel, so every item's tensors are used. The body is walked once, each name bound to
+        a view of the first item's tensor made for the loop (its shape and dtype hold for the others); returned:
+        for each such view, the tensors the other items put in its place, which `_substitute_items` adds to the
+        operations the body records through that name (so an input loaded through the loop counts as read, and
+        one the body names directly does not stand for the others)."""
+        first = _destructure(target, items[0])
+        others: dict[int, list[int]] = {}
+        for name, value in first.items():
+            if not isinstance(value, TRef):
+                continue
+            alts = [alt.tid for item in items[1:] if isinstance(alt := _destructure(target, item).get(name), TRef)]
+            bound = value
+            if value.view is None:
+                t = self.km.tensors[value.tid]
+                view = self.recorder.new_tensor(
+                    name=t.name, buffer=t.buffer, shape=t.shape, dtype=t.dtype, line=t.line, origin="view",
+                    alias_of=t.id, param=t.param, api="loop-item", typed=t.typed, pdim=t.pdim)
+                bound = TRef(view.id)
+            self.scope.frame.env[name] = bound
+            if alts:
+                others[bound.tid] = alts
+        return others
+
+    def _substitute_items(self, first_op: int, others: dict[int, list[int]]) -> None:
+        """Each operation the loop body recorded through a name bound to the first item's tensor also uses the
+        other items' tensors in its place (same region: the items' views are assumed alike)."""
+        tensors = self.km.tensors
+
+        def alts(tid: int) -> list[int]:
+            seen: set[int] = set()
+            while tid not in others and tid not in seen:
+                seen.add(tid)
+                parent = tensors[tid].alias_of
+                if parent is None:
+                    return []
+                tid = parent
+            return others.get(tid, [])
+
+        for op in self.km.ops[first_op:]:
+            for accesses in (op.reads, op.writes):
+                accesses.extend([dataclasses.replace(a, tensor=alt) for a in list(accesses) for alt in alts(a.tensor)])
+            op.inputs.extend([alt for tid in list(op.inputs) for alt in alts(tid)])
 
     def record_rebinds(self, loop: Loop, before: dict[str, Value]) -> None:
         """Names rebound in the loop body whose earlier tensor the body reads: `t = op(t)` carries `t` from
@@ -269,3 +346,16 @@ class StatementWalker(ast.NodeVisitor):
                     stop = Unk()
                 return LOOP_KINDS[callee.name], callee.name, start, stop, step, stop_node
         return "iter", "iter", 0, None, 1, None
+
+def _destructure(target: ast.expr, value: Value) -> dict[str, Value]:
+    """The names a `for` target binds to one known item: `x` -> item, `(d, s)` -> its parts (nested patterns too);
+    names whose part is not known are left out."""
+    if isinstance(target, ast.Name):
+        return {target.id: value}
+    if isinstance(target, (ast.Tuple, ast.List)) and isinstance(value, (tuple, list)) \
+            and len(target.elts) == len(value) and not any(isinstance(e, ast.Starred) for e in target.elts):
+        out: dict[str, Value] = {}
+        for elt, part in zip(target.elts, value):
+            out.update(_destructure(elt, part))
+        return out
+    return {}

@@ -8,6 +8,7 @@ from collections.abc import Iterator
 from nkitui.analysis.dtypes import is_float, lower_precision, mantissa_bits
 from nkitui.analysis.nki.model import HostCall, KernelModel, Op, Tensor
 from nkitui.analysis.rules.phrases import cap, lines_phrase
+from nkitui.analysis.rules.probes import env_probe_findings
 from nkitui.analysis.rules.registry import RuleSpec, file_rule, rule
 from nkitui.analysis.rules.view import KernelView
 from nkitui.common import pyast
@@ -795,5 +796,5 @@ def entry_findings(source: str, path: str, entry: str | None) -> list[Finding]:
 
 def source_findings(source: str, path: str, entry: str | None = None) -> list[Finding]:
     """The file-level integrity findings of one Python file of the task (ast only, nothing runs)."""
-    return [*entry_findings(source, path, entry), *tamper_findings(source, path)]
+    return [*entry_findings(source, path, entry), *tamper_findings(source, path), *env_probe_findings(source, path)]
 

@@ -157,8 +157,8 @@ def hbm_reloads_in_loops(view: KernelView) -> Iterator[Finding]:
         invariant: list[Loop] = []
         for lid in op.loops:
             loop = km.loops[lid]
-            if loop.sym in hbm.deps or (loop.trip is not None and loop.trip <= 1):
-                continue
+            if loop.sym in hbm.deps or (loop.trip is not None and loop.trip <= 1) or t.id in loop.picks:
+                continue  # (picks: `for src in (a, b)` loads another tensor on each iteration)
             invariant.append(loop)
         if not invariant:
             continue

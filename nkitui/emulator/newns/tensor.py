@@ -968,3 +968,10 @@ def _select_rows(t: NkiTensor, index: object, dim: IntLike, api: str) -> NkiTens
         shp[axis] = n
         grids.append((idx if axis == d else np.arange(n, dtype=np.int64)).reshape(shp))
     return NkiTensor(root, None, shape, tuple(np.broadcast_to(a, shape) for a in grids))
+
+# The names a kernel reads off its tensors' types are the NKI module's (`nki.language.NkiTensor`, as
+# `nl.NkiTensor` is), not the emulator's: `"nkitui" in str(type(a))` must not tell a kernel where it is judged
+# (red team A, finding 4). nkitui's own code tests types by identity and isinstance, never by these names; the
+# static HACK-ENV-PROBE rule fails such probes, and docs/executor.md says what no disguise can hide.
+NkiTensor.__module__ = "nki.language"
+NKIObject.__module__ = "nki.language"

@@ -667,9 +667,9 @@ class EvaluationSession:
         kernel.run_ahead(key, inputs, precise)
 
     def _integrity(self) -> None:
-        """HACK-TAMPER and the entry-point checks on the task's code (ast, nothing runs): the
-        `integrity` check fails when the code reaches into the interpreter or nkitui, or when the
-        entry point is not the NKI kernel it names."""
+        """HACK-TAMPER, HACK-ENV-PROBE and the entry-point checks on the task's code (ast, nothing runs): the
+        `integrity` check fails when the code reaches into the interpreter or nkitui, asks where it runs, or
+        when the entry point is not the NKI kernel it names."""
         from nkitui.analysis import integrity_findings
 
         found = integrity_findings(self.task)
@@ -677,9 +677,10 @@ class EvaluationSession:
         self.findings.extend(f for f in found if (f.rule, f.file, f.line, f.severity) not in known)
         failing = [f for f in found if f.severity == "high"]
         shown = "; ".join(f"{f.rule} at {f.location}" for f in failing[:4])
-        self.checks.append(Check("integrity", "the task's code does not reach into the interpreter or nkitui, and its "
-                                              "entry point is the NKI kernel", not failing,
-                                 shown or "no introspection, no dynamic code, the entry point is an NKI kernel"))
+        self.checks.append(Check("integrity", "the task's code does not reach into the interpreter or nkitui, does not "
+                                              "ask where it runs, and its entry point is the NKI kernel", not failing,
+                                 shown or "no introspection, no dynamic code, no environment probes, the entry point "
+                                          "is an NKI kernel"))
         for f in found:
             self.ctx.log(f"{f.rule} at {f.location}: {f.title}", level="error" if f.severity == "high" else "warning")
 

@@ -4,8 +4,9 @@ A backend lives in the worker. `prepare()` imports (emulator, simulator) or comp
 task's kernel from the workspace copy; `run()` launches it on arrays already in the kernel's
 layout and returns its outputs by name, still in the kernel's layout. Launch rules
 (docs/task-format.md): inputs positionally in manifest order, `kernel.kwargs` as keywords, with
-`outputs = "arguments"` one pre-allocated array per output after the inputs (NaN-filled for
-floats, so elements the kernel never writes show up), `grid` as `kernel[g0, g1](...)` and `lnc`
+`outputs = "arguments"` one pre-allocated array per output after the inputs (NaN for floats, True
+for booleans, a non-zero pattern for integers: `unwritten_fill`, so elements the kernel never writes,
+or reads before writing, show up), `grid` as `kernel[g0, g1](...)` and `lnc`
 as `kernel[lnc](...)`.
 """
 
@@ -82,15 +83,35 @@ def get_function(module: Any, name: str, file_label: str) -> Any:
         raise KernelLoadError(f"{file_label} defines no {name!r} (callables found: {', '.join(have[:12]) or 'none'})") from None
 
 
+def unwritten_fill(shape: tuple[int, ...], dtype: np.dtype[Any]) -> np.ndarray:
+    """What an output passed as an argument holds before the kernel writes it: never zeros, which a port
+    that reads its output (`c += ...`, the CUDA host's `cudaMemset(c, 0)` assumed) would get right by luck,
+    while on a device the buffer holds whatever was there. Floats: NaN (as the AWS simulator fills fresh
+    memory). Booleans: True (the simulator's sentinel too). Integers: the repeating pattern 4 (the simulator's
+    integer sentinel), a large positive and a large negative value (unsigned: a second large value), so an
+    accumulation (`+=`), a max or a min over the old contents is wrong wherever it read them."""
+    if dtype.kind == "f" or dtype.kind == "V" or dtype.kind == "c":  # (ml_dtypes' bf16/fp8 are kind "V")
+        return np.full(shape, np.nan, dtype=dtype)
+    if dtype.kind == "b":
+        return np.ones(shape, dtype=dtype)
+    info = np.iinfo(dtype)
+    low = info.min // 2 + 3 if info.min < 0 else info.max // 4 + 3
+    pattern = np.array([4, info.max // 2 + 1, low], dtype=dtype)
+    count = int(np.prod(shape, dtype=np.int64))
+    return np.resize(pattern, count).reshape(shape)
+
+
 def allocate_outputs(outputs: tuple[TensorSpec, ...]) -> list[np.ndarray]:
-    """Pre-allocated outputs for `outputs = "arguments"`, in the kernel's layout."""
+    """Pre-allocated outputs for `outputs = "arguments"`, in the kernel's layout, filled as `unwritten_fill`
+    says (NaN, True, or a non-zero integer pattern) so that elements the kernel never writes, or reads before
+    writing, show up in the comparison."""
     arrays = []
     for spec in outputs:
         dtype = numpy_dtype(spec.dtype)
         if is_float(spec.dtype):
             arrays.append(np.full(spec.kernel_shape, np.nan, dtype=dtype))
         else:
-            arrays.append(np.zeros(spec.kernel_shape, dtype=dtype))
+            arrays.append(unwritten_fill(tuple(spec.kernel_shape), np.dtype(dtype)))
     return arrays
 
 
