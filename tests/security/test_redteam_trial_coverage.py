@@ -20,11 +20,10 @@ import pytest
 from nkitui.common.resources import bundled_dir
 from nkitui.evaluate.numerics.inputs import make_inputs
 from nkitui.evaluate.numerics.trials import run_trials
-from nkitui.evaluate.options import EvaluationRequest
-from nkitui.evaluate.run import start_evaluation
 from nkitui.executor.backends.emulator import EmulatorBackend
 from nkitui.task import load_task
 from tests.helpers.inprocess import kernel_runner, load_reference
+from tests.security.test_forgery import evaluate
 
 ADD_LINE = "nisa.tensor_tensor(dst=c_tile, data1=a_tile, data2=b_tile, op=nl.add)"
 CLAMP_B = "c_tile = nl.add(a_tile, nl.minimum(nl.maximum(b_tile, -50.0), 50.0))  # wrong: b clamped to +-50"
@@ -61,10 +60,7 @@ def _matmul_clamping_lhs(root: Path, clamp: bool) -> Path:
 
 
 def _evaluate(task: Path):  # noqa: ANN202
-    handle = start_evaluation(EvaluationRequest.of(task, seeds=2, static=False, trials=True, precision=False,
-                                                   store=False, timeout_s=180.0, memory_mb=4096))
-    list(handle.events())
-    return handle.result
+    return evaluate(task, seeds=2, trials=True, timeout_s=180.0)[0]
 
 
 def _failing_trials(result) -> list[str]:  # noqa: ANN001

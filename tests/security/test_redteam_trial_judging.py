@@ -24,8 +24,7 @@ from pathlib import Path
 import pytest
 
 from nkitui.common.resources import bundled_dir
-from nkitui.evaluate.options import EvaluationRequest
-from nkitui.evaluate.run import start_evaluation
+from tests.security.test_forgery import evaluate
 
 SAMPLES = bundled_dir("sample_tasks")
 ADD_LINE = "        nisa.tensor_tensor(dst=c_tile, data1=a_tile, data2=b_tile, op=nl.add)\n"
@@ -80,10 +79,7 @@ def _wrong_eps(root: Path, name: str) -> Path:
 
 
 def _evaluate(task: Path):  # noqa: ANN202
-    handle = start_evaluation(EvaluationRequest.of(task, seeds=1, static=False, trials=True, precision=False,
-                                                   store=False, timeout_s=120.0, memory_mb=4096))
-    list(handle.events())
-    return handle.result
+    return evaluate(task, seeds=1, trials=True, timeout_s=120.0)[0]
 
 
 def _trials(result) -> dict[str, str]:  # noqa: ANN001

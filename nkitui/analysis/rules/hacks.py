@@ -7,7 +7,7 @@ from collections.abc import Iterator
 
 from nkitui.analysis.dtypes import is_float, lower_precision, mantissa_bits
 from nkitui.analysis.nki.model import HostCall, KernelModel, Op, Tensor
-from nkitui.analysis.rules.phrases import cap, lines_phrase
+from nkitui.analysis.rules.phrases import cap, lines_phrase, severity_groups
 from nkitui.analysis.rules.probes import env_probe_findings
 from nkitui.analysis.rules.registry import RuleSpec, file_rule, rule
 from nkitui.analysis.rules.view import KernelView
@@ -694,13 +694,7 @@ def tamper_findings(source: str, path: str, reference: bool = False) -> list[Fin
     if reference:
         hits = [(line, why, "medium" if sev == "high" and "replaces part of the imported" in why else sev)
                 for line, why, sev in hits]
-    for severity in ("high", "medium"):
-        group = [(line, why) for line, why, sev in hits if sev == severity]
-        if not group:
-            continue
-        lines = [line for line, _ in group]
-        shown = "; ".join(f"line {line}: {why}" for line, why in group[:8]) + (
-            f"; and {len(group) - 8} more" if len(group) > 8 else "")
+    for severity, group, lines, shown in severity_groups(hits):
         if severity == "high":
             title = f"Reaches into the interpreter or into nkitui ({lines_phrase(lines)})"
             message = (f"{path} uses what no NKI kernel needs and every forgery of a result does: {shown}. Code like "

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 
 from nkitui.analysis.nki.model import Loop, Tensor
+from nkitui.common.findings import Severity
 
 
 def cap(text: str) -> str:
@@ -46,3 +47,17 @@ def lines_phrase(lines: Iterable[int]) -> str:
     if len(parts) == 1:
         return f"lines {parts[0]}"
     return "lines " + ", ".join(parts[:-1]) + " and " + parts[-1]
+
+
+def severity_groups(hits: Iterable[tuple[int, str, str]]) -> Iterator[tuple[Severity, list[tuple[int, str]], list[int], str]]:
+    """For each of high and medium with hits (line, why, severity): the group, its lines, and the first eight
+    shown as "line N: why; ..." (and how many more)."""
+    hits = list(hits)
+    severity: Severity
+    for severity in ("high", "medium"):
+        group = [(line, why) for line, why, sev in hits if sev == severity]
+        if not group:
+            continue
+        shown = "; ".join(f"line {line}: {why}" for line, why in group[:8]) + (
+            f"; and {len(group) - 8} more" if len(group) > 8 else "")
+        yield severity, group, [line for line, _ in group], shown

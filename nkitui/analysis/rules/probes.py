@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import ast
 
-from nkitui.analysis.rules.phrases import lines_phrase
+from nkitui.analysis.rules.phrases import lines_phrase, severity_groups
 from nkitui.analysis.rules.registry import RuleSpec, file_rule
 from nkitui.common import pyast
 from nkitui.common.findings import Finding
@@ -290,13 +290,7 @@ def env_probe_findings(source: str, path: str, reference: bool = False) -> list[
     feature detection (a public NKI module's import deciding what runs)."""
     hits = [(line, what, "medium" if reference else sev) for line, what, sev in probe_lines(source)]
     found: list[Finding] = []
-    for severity in ("high", "medium"):
-        group = [(line, what) for line, what, sev in hits if sev == severity]
-        if not group:
-            continue
-        lines = [line for line, _ in group]
-        shown = "; ".join(f"line {line}: {what}" for line, what in group[:8]) + (
-            f"; and {len(group) - 8} more" if len(group) > 8 else "")
+    for severity, group, lines, shown in severity_groups(hits):
         if reference:
             message = (f"{path}, the task's reference, asks where it runs: {shown}. A reference that answers "
                        "differently under nkitui than elsewhere changes what counts as right; check that each probe "
