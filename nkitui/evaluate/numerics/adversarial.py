@@ -73,9 +73,6 @@ class AdversarialCase:
     inputs: dict[str, np.ndarray]
     rescaled: bool  # True when the outputs' scale follows the inputs' (judge errors at the new scale)
     changed: tuple[str, ...]  # names of the inputs that were changed
-    # degenerate inputs (zero variance): judge NaN/Inf only, not the error size, unless the op is judged by
-    # its conditioning (trials.CONDITIONED_OPS: a norm's equal rows are judged numerically)
-    finite_only: bool = False
     spread: bool = False  # magnitudes spread over decades: judge each element at its own scale
 
 
@@ -435,8 +432,7 @@ def _equal(base: Inputs, names: list[str], reference: ReferenceFn, op: str | Non
     trial[first] = _cast(values.reshape(base[first].shape), base[first])
     if not _ref_ok(reference, trial, limits, base_nf):
         return None
-    # A norm of a constant row divides rounding noise by sqrt(eps): only NaN/Inf are meaningful there.
-    return AdversarialCase("equal", desc, trial, rescaled=False, changed=(first,), finite_only=op == "norm")
+    return AdversarialCase("equal", desc, trial, rescaled=False, changed=(first,))
 
 
 def _mask(base: Inputs, names: list[str], reference: ReferenceFn, op: str | None, limits: dict[str, float],

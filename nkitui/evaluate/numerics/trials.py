@@ -210,7 +210,7 @@ def adversarial_reference_inputs(case: AdversarialCase, op: str | None) -> list[
     """The inputs the reference is asked for when `case` is judged: the case itself and, for linear
     ops, its |inputs| (the magnitude of the partial sums behind the advisor's bound)."""
     asked = [case.inputs]
-    if (op in LINEAR_OPS and not case.finite_only) or (_per_element(case, op) and op not in SCALE_WITHOUT_REFERENCE):
+    if op in LINEAR_OPS or (_per_element(case, op) and op not in SCALE_WITHOUT_REFERENCE):
         asked.append(abs_inputs(case.inputs))
     if op in CONDITIONED_OPS and case.name in PROBED_CASES:
         asked.append(trial_bounds.probe_inputs(case.inputs, case.changed))
@@ -254,8 +254,8 @@ def _adversarial_trials(runner: KernelRunner, reference: ReferenceFn, base_input
                     within = _within_at_each_scale(o, got[o.name], ref[o.name], case, reference, op, acc_dtype)
             elif not m.passed and m.nonfinite.mismatched == 0:
                 # the bound is asked only where it decides: the task's tolerance fails on finite values
-                within = True if case.finite_only and op not in CONDITIONED_OPS else _within_expected(
-                    o, got[o.name], ref[o.name], case, reference, op, acc_dtype, seed_rms.get(o.name, 0.0))
+                within = _within_expected(o, got[o.name], ref[o.name], case, reference, op, acc_dtype,
+                                          seed_rms.get(o.name, 0.0))
             summaries.append(OutputSummary.from_metrics(m, within))
             if m.passed and (within is not False or not _per_element(case, op)):
                 statuses.append("pass")
