@@ -11,6 +11,7 @@ class Reference:
     def __init__(self, batch: int | None) -> None:
         self.batch = batch
         self.prefetched: list[int] = []
+        self.trips = 0
         self.asked: list[int] = []
 
     def __call__(self, inputs):  # noqa: ANN001, ANN204
@@ -18,38 +19,62 @@ class Reference:
         return {"y": inputs["x"]}
 
     def prefetch(self, sets) -> None:  # noqa: ANN001
+        self.trips += 1
         self.prefetched.extend(int(s["x"]) for s in sets)
 
     def batch_size(self, wanted: int) -> int:
         return wanted if self.batch is None else min(wanted, self.batch)
 
 
-def _search(reference: Reference, accept_at: int) -> tuple[object, list[int]]:
+def _search(reference: Reference, accept_from: int, n: int = 20) -> tuple[object, list[int]]:
     built: list[int] = []
 
     def build(f: float) -> dict:
         built.append(int(f))
         return {"x": f}
 
-    found = _first_accepted(reference, [float(i) for i in range(20)], build,
-                            lambda trial: reference(trial)["y"] == accept_at)
+    found = _first_accepted(reference, [float(i) for i in range(n)], build,
+                            lambda trial: reference(trial)["y"] >= accept_from)
     return found, built
 
 
-def test_a_slow_reference_is_asked_one_set_at_a_time_and_nothing_is_built_ahead() -> None:
+def _linear(accept_from: int, n: int = 20) -> object:
+    """What trying every candidate in order finds."""
+    return next(((float(i), {"x": float(i)}) for i in range(n) if i >= accept_from), None)
+
+
+def test_a_slow_reference_is_searched_by_bisection_one_set_at_a_time() -> None:
+    for accept_from in (1, 5, 13, 19):
+        ref = Reference(batch=1)
+        found, built = _search(ref, accept_from)
+        assert found == _linear(accept_from)
+        assert ref.prefetched == []  # single sets go straight to the call
+        assert len(ref.asked) <= 1 + 5  # the first, then log2(19) rounded up (a linear search asked up to 20)
+        assert len(built) == len(set(built)) == len(ref.asked)  # nothing built that is not asked, nothing twice
+
+
+def test_the_first_candidate_taken_costs_one_call() -> None:
     ref = Reference(batch=1)
-    found, built = _search(ref, accept_at=5)
-    assert found == (5.0, {"x": 5.0})
-    assert built == [0, 1, 2, 3, 4, 5]  # no candidate after the accepted one
-    assert ref.prefetched == []  # single sets go straight to the call
+    found, built = _search(ref, accept_from=0)
+    assert found == (0.0, {"x": 0.0})
+    assert ref.asked == [0] and built == [0]
 
 
-def test_a_fast_reference_gets_growing_batches_with_the_same_answer() -> None:
-    ref = Reference(batch=None)
-    found, built = _search(ref, accept_at=5)
-    assert found == (5.0, {"x": 5.0})
-    assert ref.prefetched == [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11]  # batches of 1 (a call), 3, 8
-    assert built == list(range(12))  # built batch by batch, never the whole list
+def test_nothing_taken_is_none_after_the_last_candidate_was_asked() -> None:
+    ref = Reference(batch=1)
+    found, _built = _search(ref, accept_from=99)
+    assert found is None
+    assert 19 in ref.asked
+
+
+def test_a_fast_reference_gets_several_candidates_per_round_trip_with_the_same_answer() -> None:
+    for accept_from in (2, 5, 11, 19, 99):
+        ref = Reference(batch=None)
+        found, built = _search(ref, accept_from)
+        assert found == _linear(accept_from)
+        # after the first candidate (one call), batches of up to 7 evenly spaced ones: an 8-ary search
+        assert ref.trips <= 2 and len(built) <= 1 + 2 * 7
+        assert set(ref.prefetched) <= set(built)
 
 
 def _fresh() -> ReferenceProcess:
