@@ -87,7 +87,7 @@ class KernelRunner:
         self.loaded = False
         self.max_elements = _max_elements(task)
         self.audit: Any = None  # LaunchStateAudit: what each launch leaves for a later one (None: not audited)
-        self._after: dict[str, Any] | None = None  # the state the last launch left
+        self._after: dict[str, Any] | None = None  # the state the last launch (or the kernel's import) left
 
     def load(self, request: dict[str, Any], preload_error: str | None) -> None:
         if preload_error:
@@ -100,6 +100,12 @@ class KernelRunner:
             return
         self.loaded = True
         self.server.reply(request, ok=True, label=self.backend.kernel_label, versions=self.backend.versions())
+        # the state the first launch starts from, taken now, after the reply: the evaluator goes on meanwhile, and a
+        # later seed's process (loaded while the earlier seeds run) has it long before its launch is asked. Nothing
+        # runs here between this and the first `run` request (no task threads or signals; the requests' own folders
+        # are not audited), so it is the state that launch would have found.
+        if self.audit is not None:
+            self._after = self._state()
 
     def _inputs(self, request: dict[str, Any]) -> list[Any]:
         from nkitui.executor.arrays import load_array
