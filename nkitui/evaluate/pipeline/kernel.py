@@ -97,7 +97,7 @@ class ReplayOutcome:
 
 class KernelProcess:
     def __init__(self, child: UntrustedChild, task: Any, *, device_provenance: bool, replay: bool = True,
-                 target: str = "trn2") -> None:
+                 target: str = "trn2", state_later: bool = False) -> None:
         self.child = child
         self.task = task
         self.device_provenance = device_provenance
@@ -126,6 +126,10 @@ class KernelProcess:
         self.unverified: list[tuple[str, str]] = []
         # launches that left state a later launch in their process could read: (what, the changes in words)
         self.stateful: list[tuple[str, list[str]]] = []
+        # `state_later`: each launch's launch-state audit is asked for after its reply (the kernel's process audits
+        # while the evaluator goes on) and read before anything else is asked of that process (settle)
+        self.state_later = state_later and device_provenance
+        self._unsettled: list[tuple[UntrustedChild, str, str]] = []  # (process, the `state` request's id, what)
 
     def use(self, child: UntrustedChild) -> None:
         """Launch in `child` from now on (a kernel process forked fresh for the next seed: see the session's
@@ -158,9 +162,13 @@ class KernelProcess:
         outcome unless that reproduces the reported outputs bit for bit)."""
         replay = replay and self.replay
         borrowed = replay and replay_with is not None and source is None
+        self.settle(self.child)
         rid, folder = self.child.folder()
         metas = self._write_inputs(folder, inputs)
         fields: dict[str, Any] = {"inputs": metas, "precise": precise, "trace": trace, "what": what}
+        audited = source is None and self.device_provenance  # the emulator's kernel process audits its launches
+        if audited and self.state_later:
+            fields["state_later"] = True
         if replay and source is None and not borrowed:
             fields["replay"] = True
         if source is not None:
@@ -183,7 +191,11 @@ class KernelProcess:
         run.cpu_s = float(cpu) if isinstance(cpu, (int, float)) and not isinstance(cpu, bool) else None
         if self.device_provenance and source is None:
             run.host_compute = _host_compute(reply.get("provenance"), self.names)
-        if source is None and self.device_provenance:  # the emulator's kernel process audits its launches
+        if audited and self.state_later:
+            state_rid, state_folder = self.child.folder()
+            self.child.forget(state_folder)
+            self._unsettled.append((self.child, self.child.ask("state", rid=state_rid), what))
+        elif audited:
             run.state = _launch_state(reply.get("state"))
             if run.state:
                 self.stateful.append((what, run.state))
@@ -201,6 +213,26 @@ class KernelProcess:
         if not keep:
             self.child.forget(folder)
         return run
+
+    def settle(self, child: UntrustedChild | None = None) -> None:
+        """Read the launch-state audits asked for after their launches (`state_later`), of `child` or of every
+        process: before the next request to that process, before it is closed, and before the verdict. A process
+        that ends instead of answering sent no account of its launch, which counts as state left behind."""
+        from nkitui.evaluate.pipeline.children import ChildGone
+
+        keep = []
+        for process, rid, what in self._unsettled:
+            if child is not None and process is not child:
+                keep.append((process, rid, what))
+                continue
+            try:
+                reply: dict[str, Any] = process.answer(rid)
+            except ChildGone:
+                reply = {}
+            state = _launch_state(reply.get("state"))
+            if state:
+                self.stateful.append((what, state))
+        self._unsettled = keep
 
     def run_ahead(self, key: tuple[bytes, bool], inputs: dict[str, np.ndarray], precise: bool) -> None:
         """Run a launch a later phase will ask for (`key`: its inputs' digest and mode) now, while this process

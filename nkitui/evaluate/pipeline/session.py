@@ -156,6 +156,7 @@ class EvaluationSession:
         self.kernel_child: UntrustedChild | None = None
         # kernel processes forked beside the first, one per later seed, with their load request's id (see _seed_child)
         self.fresh_kernels: list[tuple[UntrustedChild, str | None]] = []
+        self._closing: list[UntrustedChild] = []  # later seeds' processes that launched, to be ended (_seed_done)
         self._seed_children: dict[int, UntrustedChild] = {}
         self.kernel: KernelProcess | None = None
         self.children: list[UntrustedChild] = []
@@ -237,6 +238,8 @@ class EvaluationSession:
         something else (red team, round 9c: a kernel counting its launches in a module-level list PASSED). The
         `kernel-runs` check is not proven then (the evidence rule makes a run that passed everything else an
         internal-error naming what changed); one that failed stays failed."""
+        if self.kernel is not None:
+            self.kernel.settle()
         stateful = self.kernel.stateful if self.kernel is not None else []
         if not stateful:
             return
@@ -285,6 +288,8 @@ class EvaluationSession:
         if self.kernel is not None and self.kernel.answered:
             self.ctx.log(f"{self.kernel.answered} judging launch(es) answered by the verified instruction log's replay "
                          "(no launch)", level="debug")
+        if self.kernel is not None:  # a run stopped early: the audits still owed are read, not taken for forgeries
+            self.kernel.settle()
         for child in self.children:
             child.close()
 
@@ -525,6 +530,7 @@ class EvaluationSession:
             try:
                 self.confinement["kernel"] = child.ready()
                 self.kernel = KernelProcess(child, self.task, device_provenance=self.choice.name == "emulator",
+                                            state_later=True,
                                             target=self.result.target or "trn2")
                 # the later seeds' processes import the kernel now, beside this one (their replies are read when
                 # their seed is launched)
@@ -714,6 +720,7 @@ class EvaluationSession:
             self._first_kernel()
             self._spare_when_replayed(wait=True)
             self._launch_ahead(pending)
+            self._close_seed_processes()
             replayer.shutdown(wait=True)
             # a seed another seed's log did not reproduce: launched again, recorded, and judged on its own log
             retry = [seed for seed, future in pending if future.result().status == "retry"]
@@ -867,14 +874,25 @@ class EvaluationSession:
         return None
 
     def _seed_done(self, seed: int) -> None:
-        """A later seed's process has launched its one seed: it is ended now (its pipes, disk watch and memory go
-        with it; what it said stays with its UntrustedChild for the result). A seed launched again to be recorded
+        """A later seed's process has launched its one seed: it is ended once the next seed has launched, or at the
+        end of the seeds (its pipes, disk watch and memory go with it; what it said stays with its UntrustedChild for
+        the result), after it answers its launch-state audit. A seed launched again to be recorded
         runs in the first seed's process, after that process's own launch (the launch-state audit vouches for it)."""
         child = self._seed_children.get(seed)
         if child is None or child is self.kernel_child:
             return
         self._seed_children[seed] = self.kernel_child  # type: ignore[assignment]  # set: the first seed ran there
-        child.close()
+        self._close_seed_processes()  # the earlier seeds': they audited their launches while this one ran
+        self._closing.append(child)
+
+    def _close_seed_processes(self) -> None:
+        """End the later seeds' processes that have launched: each first answers its launch-state audit (asked after
+        its launch's reply, so it audits while the evaluator launches the next seed elsewhere)."""
+        closing, self._closing = self._closing, []
+        for child in closing:
+            if self.kernel is not None:
+                self.kernel.settle(child)
+            child.close()
 
     def _first_kernel(self) -> None:
         """Back to the first seed's process: the judging phases' launches (those the verified log cannot answer)
@@ -1170,6 +1188,7 @@ class EvaluationSession:
         assert self.kernel is not None and self.auditor is not None
         seed = self._compared_seeds()[0]
         try:
+            self.kernel.settle(self.kernel.child)
             rid, folder = self.kernel.child.folder()
             metas = self.kernel._write_inputs(folder, self.auditor.inputs[seed])
             reply = self.kernel.child.request("trace", rid=rid, folder=folder, inputs=metas)
@@ -1192,6 +1211,7 @@ class EvaluationSession:
         seed = self._compared_seeds()[0]
         first = self.first_seed_run
         try:
+            self.kernel.settle(self.kernel.child)
             rid, folder = self.kernel.child.folder()
             metas = self.kernel._write_inputs(folder, self.auditor.inputs[seed])
             expected = {}

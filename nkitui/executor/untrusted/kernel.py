@@ -71,6 +71,8 @@ def serve(payload: dict[str, Any], ctx: WorkerContext) -> int:
             runner.load(request, preload_error)
         elif op == "run":
             runner.run(request)
+        elif op == "state":
+            runner.state(request)
         elif op == "trace":
             runner.trace(request)
         elif op == "profile":
@@ -88,6 +90,8 @@ class KernelRunner:
         self.max_elements = _max_elements(task)
         self.audit: Any = None  # LaunchStateAudit: what each launch leaves for a later one (None: not audited)
         self._after: dict[str, Any] | None = None  # the state the last launch (or the kernel's import) left
+        # a launch asked with `state_later`: the state it started from, audited when the evaluator asks `state`
+        self._unaudited: dict[str, Any] | None = None
 
     def load(self, request: dict[str, Any], preload_error: str | None) -> None:
         if preload_error:
@@ -186,10 +190,24 @@ class KernelRunner:
         if not request.get("source"):
             fields["cpu_s"] = round(cpu_s, 6)
         del args, outputs, run, recorder  # the launch's objects go before the state after it is taken
+        if request.get("state_later") and before is not None:
+            # the audit after the reply: the evaluator reads the outputs and goes on (the next seed's process, the
+            # replay) while this process audits; it asks `state` before anything else here (nothing runs between)
+            self._unaudited = before
+            self.server.reply(request, outputs=saved, elapsed_s=elapsed, provenance=provenance, trace=trace_file, **fields)
+            return
         state = self._state_changes(before)
         if state is not None:
             fields["state"] = state
         self.server.reply(request, outputs=saved, elapsed_s=elapsed, provenance=provenance, trace=trace_file, **fields)
+
+    def state(self, request: dict[str, Any]) -> None:
+        """What the last launch asked with `state_later` left for a later launch (its launch-state audit, as `run`
+        would have said in its reply); no `state` field when there is no such launch: the evaluator counts that as
+        state left behind."""
+        before, self._unaudited = self._unaudited, None
+        changes = self._state_changes(before)
+        self.server.reply(request, **({"state": changes} if changes is not None else {}))
 
     def _recording(self, request: dict[str, Any], args: list[Any]) -> Any:
         """The replayable instruction log of this launch (emulator only, when the evaluator asks)."""
