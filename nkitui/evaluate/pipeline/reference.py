@@ -10,6 +10,8 @@ the kernel's code is imported, and the process ends then.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -17,6 +19,18 @@ import numpy as np
 from nkitui.evaluate.pipeline.children import ChildReplyError, UntrustedChild
 from nkitui.evaluate.pipeline.kernel import error_from
 from nkitui.executor.arrays import save_array
+
+
+@dataclass(frozen=True)
+class _Asked:
+    """A request for `count` input sets sent to a reference process, its reply not read yet."""
+
+    rid: str
+    folder: Path
+    count: int
+    what: str
+    started: float
+    sent: float
 
 
 class ReferenceFailed(Exception):
@@ -81,6 +95,11 @@ class ReferenceProcess:
 
     def many(self, sets: list[dict[str, np.ndarray]]) -> list[dict[str, np.ndarray] | ReferenceFailed]:
         """The reference on several input sets in one round trip: each answer, or its failure."""
+        return self.receive(self.send(sets))
+
+    def send(self, sets: list[dict[str, np.ndarray]]) -> "_Asked":
+        """Write `sets`' inputs and ask for them without waiting (`receive` waits): the pool asks each of its
+        processes this way, so they compute at once."""
         import time
 
         self.calls += len(sets)
@@ -102,22 +121,29 @@ class ReferenceProcess:
                                            "task code planted something there") from None
             items.append({"inputs": metas, "what": what})
         sent = time.perf_counter()
+        self.child.ask("calls", rid=rid, folder=folder, sets=items)
+        return _Asked(rid, folder, len(sets), what, started, sent)
+
+    def receive(self, asked: "_Asked") -> list[dict[str, np.ndarray] | ReferenceFailed]:
+        import time
+
+        rid, folder, what = asked.rid, asked.folder, asked.what
         try:
-            reply = self.child.request("calls", rid=rid, folder=folder, sets=items)
+            reply = self.child.answer(rid)
             answered = time.perf_counter()
             results = reply.get("results") if isinstance(reply.get("results"), list) else None
-            if reply.get("error") is not None or results is None or len(results) != len(sets):
+            if reply.get("error") is not None or results is None or len(results) != asked.count:
                 error = error_from(reply.get("error"), f"{what}: the reference process answered {len(results or [])} of "
-                                                       f"{len(sets)} input sets")
+                                                       f"{asked.count} input sets")
                 error["kind"] = "reference-error"
-                return [ReferenceFailed(error) for _ in sets]
-            self._timed(results, answered - sent)
+                return [ReferenceFailed(error) for _ in range(asked.count)]
+            self._timed(results, answered - asked.sent)
             answers = [self._answer(result, folder / str(k), what) for k, result in enumerate(results)]
         finally:
             self.child.forget(folder)
-        self.child.ctx.log(f"reference: {len(sets)} input set(s) ({self.asking}): writing inputs "
-                           f"{(sent - started) * 1e3:.0f} ms, answers {(answered - sent) * 1e3:.0f} ms, reading outputs "
-                           f"{(time.perf_counter() - answered) * 1e3:.0f} ms", level="debug")
+        self.child.ctx.log(f"reference: {asked.count} input set(s) ({self.asking}): writing inputs "
+                           f"{(asked.sent - asked.started) * 1e3:.0f} ms, answers {(answered - asked.sent) * 1e3:.0f} ms, "
+                           f"reading outputs {(time.perf_counter() - answered) * 1e3:.0f} ms", level="debug")
         return answers
 
     def _answer(self, result: Any, folder: Any, what: str) -> dict[str, np.ndarray] | ReferenceFailed:
@@ -144,3 +170,49 @@ class ReferenceProcess:
     def _file(self) -> str | None:
         ref = self.task.sources.reference
         return self.task.rel(ref.path) if ref is not None else None
+
+
+class ReferencePool:
+    """Several reference processes behind one ReferenceFn (each forked and confined like the first, each with
+    its own scratch): a request for several input sets is split across them in order, so they compute at once
+    on the host's cores (the seeds, the adversarial cases' |inputs|: up to 0.45 s of one process's work a
+    check). A single set goes to the first process, so every search step is answered by the same process; the
+    answers are checked and recorded exactly as one process's would be."""
+
+    def __init__(self, processes: list[ReferenceProcess]) -> None:
+        assert processes
+        self.processes = processes
+
+    @property
+    def calls(self) -> int:
+        return sum(p.calls for p in self.processes)
+
+    def announce(self, what: str) -> None:
+        for p in self.processes:
+            p.announce(what)
+
+    def load(self) -> None:
+        """Import the reference in every process at once; the first failure is raised (ReferenceFailed)."""
+        rids = [p.child.ask("load") for p in self.processes]
+        for p, rid in zip(self.processes, rids):
+            reply = p.child.answer(rid)
+            if reply.get("error") is not None:
+                raise ReferenceFailed(error_from(reply["error"], "importing the reference failed"))
+
+    def __call__(self, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        return self.processes[0](inputs)
+
+    def batch_size(self, wanted: int) -> int:
+        return self.processes[0].batch_size(wanted)
+
+    def many(self, sets: list[dict[str, np.ndarray]]) -> list[dict[str, np.ndarray] | ReferenceFailed]:
+        n = min(len(self.processes), len(sets))
+        if n <= 1:
+            return self.processes[0].many(sets)
+        size = -(-len(sets) // n)  # contiguous shares, the first ones the fullest
+        shares = [(p, sets[i * size:(i + 1) * size]) for i, p in enumerate(self.processes[:n])]
+        asked = [(p, p.send(share)) for p, share in shares if share]
+        answers: list[dict[str, np.ndarray] | ReferenceFailed] = []
+        for p, pending in asked:
+            answers += p.receive(pending)
+        return answers

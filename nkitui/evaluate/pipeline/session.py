@@ -68,6 +68,8 @@ MAX_FORKED_KERNELS = 8
 # a first launch at least this long starts a spare kernel process for the later phases' launches
 SPARE_MIN_LAUNCH_S = 0.75
 SPARE_MIN_CPU_SHARE = 0.6  # of the first launch's wall time its process had a core: below it, the machine is busy
+# reference processes: a request for several input sets is split across them (ReferencePool), one per core up to this
+MAX_REFERENCE_PROCESSES = 2
 
 
 def spare_pays(elapsed_s: float, cpu_s: float | None) -> bool:
@@ -152,7 +154,8 @@ class EvaluationSession:
         self.choice: Any = None
         self.choice_error: ErrorEvent | None = None
         self.probe: Any = None
-        self.reference_child: UntrustedChild | None = None
+        self.reference_child: UntrustedChild | None = None  # the first of reference_children
+        self.reference_children: list[UntrustedChild] = []
         self.kernel_child: UntrustedChild | None = None
         # kernel processes forked beside the first, one per later seed, with their load request's id (see _seed_child)
         self.fresh_kernels: list[tuple[UntrustedChild, str | None]] = []
@@ -279,8 +282,9 @@ class EvaluationSession:
         self._warm_imports_done()  # a run stopped early goes on to _finish, which imports the cost model
         asked = self._reference_asked
         if asked is not None and asked[0].is_alive() and self.reference_child is not None:
-            # the run stopped before the reference phase: end the process its thread is waiting on
-            self.reference_child.kill()
+            # the run stopped before the reference phase: end the processes its thread is waiting on
+            for ref_child in self.reference_children or [self.reference_child]:
+                ref_child.kill()
             asked[0].join(timeout=30)
         if self.kernel is not None and self.kernel.spare is not None:
             self.kernel.spare.stop()
@@ -381,16 +385,18 @@ class EvaluationSession:
             narrow = any(spec.dtype in ("bfloat16", "float8_e4m3", "float8_e4m3fn", "float8_e5m2")
                          for spec in (*task.inputs, *task.outputs)) or _names_narrow_types(task.root)
             _shared_imports(narrow, emulated=self.choice is not None and self.choice.name == "emulator")
-            wanted: list[tuple[str, dict[str, Any] | None]] = [("reference", None)]
+            references = max(1, min(MAX_REFERENCE_PROCESSES, os.cpu_count() or 1))
+            wanted: list[tuple[str, dict[str, Any] | None]] = [("reference", None)] * references
             if self.choice is not None:
                 # one kernel process per seed on the emulator: each seed is the first launch of a process of its
                 # own (a kernel counting its launches in module state cannot tell the seeds apart; see _seed_child)
                 kernels = min(len(self.seeds), MAX_FORKED_KERNELS) if self.choice.name == "emulator" else 1
                 wanted += [("kernel", self._kernel_payload())] * kernels
             started = self._spawn_many(wanted)
+            self.reference_children = started[:references]
             self.reference_child = started[0]
-            self.kernel_child = started[1] if len(started) > 1 else None
-            self.fresh_kernels = [(child, None) for child in started[2:]]
+            self.kernel_child = started[references] if len(started) > references else None
+            self.fresh_kernels = [(child, None) for child in started[references + 1:]]
             self._warm = _warm_imports()
             self._start_reference()
             ph.detail = f"{task.id}: {len(task.inputs)} input(s), {len(task.outputs)} output(s), seeds {self.seeds}, target {r.target}"
@@ -447,7 +453,7 @@ class EvaluationSession:
         from nkitui.evaluate.numerics.audit import AuditOptions, NumericsAuditor
         from nkitui.evaluate.numerics.inputs import make_inputs
         from nkitui.evaluate.numerics.recorded import RecordedReference
-        from nkitui.evaluate.pipeline.reference import ReferenceProcess
+        from nkitui.evaluate.pipeline.reference import ReferencePool, ReferenceProcess
 
         task = self.task
         child = self.reference_child
@@ -458,7 +464,9 @@ class EvaluationSession:
                                max_mutants_per_operator=self.options.max_mutants_per_operator,
                                precise=self.options.precise)
         self.confinement["reference"] = child.ready()
-        process = ReferenceProcess(child, task)
+        for other in self.reference_children[1:]:
+            other.ready()
+        process = ReferencePool([ReferenceProcess(c, task) for c in self.reference_children or [child]])
         process.load()
         reference = RecordedReference(process)
         self.auditor = NumericsAuditor(task.outputs, reference, lambda s: make_inputs(task, s), self.seeds,
@@ -494,9 +502,11 @@ class EvaluationSession:
                 self.findings.append(golden_finding)
             if self.choice is not None and self.choice.name == "emulator" and self.auditor is not None:
                 self.stage2.ask_reference(reference, self.auditor.inputs, self.auditor.references)
-            reference.seal()  # the judging steps replay these answers; the process ends here
-            child.close()
-            self.ctx.log(f"reference: {reference.live_calls} call(s) answered, then its process ended")
+            reference.seal()  # the judging steps replay these answers; the processes end here
+            for ref_child in self.reference_children or [child]:
+                ref_child.close()
+            self.ctx.log(f"reference: {reference.live_calls} call(s) answered, then its process"
+                         f"{'es' if len(self.reference_children) > 1 else ''} ended")
             assert self.auditor is not None
             cases = len(self.auditor.cases)
             ph.detail = f"{len(self.seeds)} seed(s)" + (f", {cases} adversarial input set(s)" if cases else "")
