@@ -338,12 +338,19 @@ def _highest_tops(base: Inputs, draws: Mapping[str, _Spread], tops: Mapping[str,
     if not ok(floor):
         return None
     lo, hi = math.log10(floor), 0.0  # ok at lo, not at hi
+    hint = getattr(reference, "batch_size", None)
     while hi - lo > SEARCH_DECADES:
-        mid = (lo + hi) / 2.0
-        if ok(10.0**mid):
-            lo = mid
-        else:
-            hi = mid
+        # k evenly spaced candidates a round trip where the reference answers several at once as cheaply (a pool
+        # of processes, or one whose work costs less than a round trip), else bisection
+        k = max(1, min(3, hint(3) if hint is not None else 1))
+        probes = [lo + (hi - lo) * j / (k + 1) for j in range(1, k + 1)]
+        if k > 1:
+            _prefetch(reference, [_spread_trial(base, draws, _lowered(draws, tops, float(10.0**p))) for p in probes])
+        for p in probes:
+            if not ok(10.0**p):
+                hi = p
+                break
+            lo = p
     return _lowered(draws, tops, float(10.0**lo))
 
 

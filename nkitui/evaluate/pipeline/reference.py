@@ -203,7 +203,9 @@ class ReferencePool:
         return self.processes[0](inputs)
 
     def batch_size(self, wanted: int) -> int:
-        return self.processes[0].batch_size(wanted)
+        """The first process's advice, but at least one set per process: sets asked together are computed at
+        once, so a search may ask one candidate per process in the time of one."""
+        return max(self.processes[0].batch_size(wanted), min(wanted, len(self.processes)))
 
     def many(self, sets: list[dict[str, np.ndarray]]) -> list[dict[str, np.ndarray] | ReferenceFailed]:
         n = min(len(self.processes), len(sets))
