@@ -89,6 +89,7 @@ class ReplayOutcome:
     line: int | None = None
     data_dependent: str | None = None
     log: Any = None  # the parsed log (exact replays only: stage 2 replays it on fresh inputs)
+    data: bytes | None = None  # its bytes (exact replays only: the replay helper unpacks them again)
 
     @property
     def failed(self) -> bool:
@@ -307,19 +308,20 @@ class KernelProcess:
         return run
 
     def answer_early(self, log: Any, key: tuple[bytes, bool], inputs: dict[str, np.ndarray],
-                     precise: bool) -> Any:
+                     precise: bool, replayer: Any = None) -> Any:
         """A job for the replay thread: a judging launch's answer (see _verified_replay) computed on `log` before
         both stages verified it, while the replay thread would wait for a seed's launch; the runner uses it
         only if `log` is the one then verified (else it replays again, or launches)."""
         def job() -> None:
             try:
-                self._answers[key] = (log, self._verified_replay(inputs, precise, log))
+                self._answers[key] = (log, self._verified_replay(inputs, precise, log, replayer))
             except Exception:  # noqa: BLE001 - the runner computes it itself then
                 pass
 
         return job
 
-    def _verified_replay(self, inputs: dict[str, np.ndarray], precise: bool, log: Any = None) -> "VerifiedReplay":
+    def _verified_replay(self, inputs: dict[str, np.ndarray], precise: bool, log: Any = None,
+                         replayer: Any = None) -> "VerifiedReplay":
         """A judging phase's launch (trials, precision, goldens) answered by the first seed's instruction log once
         both replay stages verified it (exact on the seeds, within tolerance on fresh inputs): replayed here on
         these inputs, its outputs are what the kernel's instructions compute on them, so the launch is not made
@@ -339,8 +341,8 @@ class KernelProcess:
         if replay.carried_sources(log):
             return VerifiedReplay(against_log=lambda outputs: self._against(log, inputs, outputs, precise))
         kernel_inputs = self._kernel_inputs(inputs)
-        try:
-            raw = replay.replay(log, kernel_inputs, target=self.target, precise=precise)
+        try:  # `replayer`: the same replay made elsewhere (the replay helper, replayhelper.py)
+            raw = (replayer or replay.replay)(log, kernel_inputs, target=self.target, precise=precise)
         except replay.Diverged as exc:  # launched; its outputs are then unverified (runner: self.unverified)
             return VerifiedReplay(diverged=str(exc)[:200] or "the stream diverged")
         except Exception as exc:  # noqa: BLE001 - the log replayed on the seed and on fresh inputs: say what it met
@@ -478,7 +480,7 @@ def replay_launch(data: bytes | str, inputs: list[np.ndarray], reported: dict[st
         return ReplayOutcome("mismatch", f"the outputs the kernel's process reported are not what its instructions "
                                          f"compute: {diff.describe()}", file, line)
     return ReplayOutcome("exact", f"{log.count} instructions replayed; every output equal bit for bit",
-                         data_dependent=log.data_dependent, log=log)
+                         data_dependent=log.data_dependent, log=log, data=data)
 
 
 def replay_borrowed(first: ReplayOutcome | None, inputs: list[np.ndarray], reported: dict[str, np.ndarray], *,

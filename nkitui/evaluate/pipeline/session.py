@@ -160,6 +160,8 @@ class EvaluationSession:
         # kernel processes forked beside the first, one per later seed, with their load request's id (see _seed_child)
         self.fresh_kernels: list[tuple[UntrustedChild, str | None]] = []
         self._closing: list[UntrustedChild] = []  # later seeds' processes that launched, to be ended (_seed_done)
+        self.replay_helper: Any = None  # ReplayHelper: a trusted process replaying every other judging launch
+        self._remote_replays: Any = None  # the thread that waits on it (a ThreadPoolExecutor of one)
         self._seed_children: dict[int, UntrustedChild] = {}
         self.kernel: KernelProcess | None = None
         self.children: list[UntrustedChild] = []
@@ -205,6 +207,8 @@ class EvaluationSession:
         finally:
             for child in self.children:  # a cancel or a timeout: nothing of the task may outlive the run
                 child.kill()
+            if self.replay_helper is not None:
+                self.replay_helper.close()
         self.ctx.result(self.result.to_dict())
         return self.result.exit_code
 
@@ -294,6 +298,13 @@ class EvaluationSession:
                          "(no launch)", level="debug")
         if self.kernel is not None:  # a run stopped early: the audits still owed are read, not taken for forgeries
             self.kernel.settle()
+        if self._remote_replays is not None:
+            self._remote_replays.shutdown(wait=True)
+        if self.replay_helper is not None:
+            if self.replay_helper.replays:
+                self.ctx.log(f"replay helper: {self.replay_helper.replays} judging launch(es) replayed there",
+                             level="debug")
+            self.replay_helper.close()
         for child in self.children:
             child.close()
 
@@ -392,6 +403,12 @@ class EvaluationSession:
                 # own (a kernel counting its launches in module state cannot tell the seeds apart; see _seed_child)
                 kernels = min(len(self.seeds), MAX_FORKED_KERNELS) if self.choice.name == "emulator" else 1
                 wanted += [("kernel", self._kernel_payload())] * kernels
+            if self.choice is not None and self.choice.name == "emulator":
+                # the second trusted process for the judging launches' replays (replayhelper.py): forked first, so
+                # it holds no descriptor of an untrusted child
+                from nkitui.evaluate.pipeline.replayhelper import ReplayHelper
+
+                self.replay_helper = ReplayHelper.fork()
             started = self._spawn_many(wanted)
             self.reference_children = started[:references]
             self.reference_child = started[0]
@@ -654,8 +671,17 @@ class EvaluationSession:
         outcome = logged.result()
         if not replay_answers(outcome):
             return
-        for key, inputs, precise in self._later_launches():
-            seeds.replayer.submit(kernel.answer_early(outcome.log, key, inputs, precise))
+        helper, data = self.replay_helper, outcome.data
+        for i, (key, inputs, precise) in enumerate(self._later_launches()):
+            if helper is not None and data is not None and i % 2 == 1:  # every other one on the other core
+                if self._remote_replays is None:
+                    from concurrent.futures import ThreadPoolExecutor
+
+                    self._remote_replays = ThreadPoolExecutor(1, thread_name_prefix="nkitui-replay-helper")
+                self._remote_replays.submit(kernel.answer_early(outcome.log, key, inputs, precise,
+                                                                _helper_replayer(helper, data)))
+            else:
+                seeds.replayer.submit(kernel.answer_early(outcome.log, key, inputs, precise))
 
     def _launch_ahead(self, pending: list[tuple[int, Any]]) -> None:
         """While the seeds' last replays run on the replay thread, the kernel process (otherwise idle until
@@ -732,6 +758,8 @@ class EvaluationSession:
             self._launch_ahead(pending)
             self._close_seed_processes()
             replayer.shutdown(wait=True)
+            if self._remote_replays is not None:
+                self._remote_replays.shutdown(wait=True)
             # a seed another seed's log did not reproduce: launched again, recorded, and judged on its own log
             retry = [seed for seed, future in pending if future.result().status == "retry"]
             if retry:
@@ -1469,6 +1497,19 @@ class MutantRunner:
     def close(self) -> None:
         if self.process is not None:
             self.process.child.close()
+
+
+def _helper_replayer(helper: Any, data: bytes) -> Any:
+    """replay.replay's signature, made in the replay helper; where the helper is gone, made here."""
+    def replayer(log: Any, inputs: list[Any], *, target: str, precise: bool) -> Any:
+        try:
+            return helper.replay(data, inputs, target=target, precise=precise)
+        except ChildProcessError:
+            from nkitui.emulator import replay
+
+            return replay.replay(log, inputs, target=target, precise=precise)
+
+    return replayer
 
 
 def _sandbox(violations: list[dict[str, Any]], refusals: list[dict[str, Any]], confinement: dict[str, dict[str, Any]],
