@@ -215,10 +215,14 @@ class KernelProcess:
             self.child.forget(folder)
         return run
 
-    def settle(self, child: UntrustedChild | None = None) -> None:
+    def settle(self, child: UntrustedChild | None = None, grace_s: float | None = None) -> None:
         """Read the launch-state audits asked for after their launches (`state_later`), of `child` or of every
         process: before the next request to that process, before it is closed, and before the verdict. A process
-        that ends instead of answering sent no account of its launch, which counts as state left behind."""
+        that ends instead of answering sent no account of its launch, which counts as state left behind; with
+        `grace_s` (a run that stopped early: closing, no verdict waits on it), one that does not answer in that
+        time is killed."""
+        import threading
+
         from nkitui.evaluate.pipeline.children import ChildGone
 
         keep = []
@@ -226,10 +230,17 @@ class KernelProcess:
             if child is not None and process is not child:
                 keep.append((process, rid, what))
                 continue
+            overdue = threading.Timer(grace_s, process.handle.kill) if grace_s is not None else None
+            if overdue is not None:
+                overdue.daemon = True
+                overdue.start()
             try:
                 reply: dict[str, Any] = process.answer(rid)
             except ChildGone:
                 reply = {}
+            finally:
+                if overdue is not None:
+                    overdue.cancel()
             state = _launch_state(reply.get("state"))
             if state:
                 self.stateful.append((what, state))

@@ -291,7 +291,7 @@ class EvaluationSession:
         asked = self._reference_asked
         if asked is not None and asked[0].is_alive() and self.reference_child is not None:
             # the run stopped before the reference phase: end the processes its thread is waiting on
-            for ref_child in self.reference_children or [self.reference_child]:
+            for ref_child in self.reference_children:
                 ref_child.kill()
             asked[0].join(timeout=30)
         if self.kernel is not None and self.kernel.spare is not None:
@@ -300,8 +300,10 @@ class EvaluationSession:
         if self.kernel is not None and self.kernel.answered:
             self.ctx.log(f"{self.kernel.answered} judging launch(es) answered by the verified instruction log's replay "
                          "(no launch)", level="debug")
-        if self.kernel is not None:  # a run stopped early: the audits still owed are read, not taken for forgeries
-            self.kernel.settle()
+        if self.kernel is not None:  # a run stopped early: the audits still owed are read (not taken for forgeries);
+            from nkitui.evaluate.pipeline.children import CLOSE_GRACE_S  # a process that does not answer in time is killed
+
+            self.kernel.settle(grace_s=CLOSE_GRACE_S)
         if self._remote_replays is not None:
             self._remote_replays.shutdown(wait=True)
         if self.replay_helper is not None:
@@ -489,7 +491,7 @@ class EvaluationSession:
         self.confinement["reference"] = child.ready()
         for other in self.reference_children[1:]:
             other.ready()
-        process = ReferencePool([ReferenceProcess(c, task) for c in self.reference_children or [child]])
+        process = ReferencePool([ReferenceProcess(c, task) for c in self.reference_children])
         process.load()
         reference = RecordedReference(process)
         self.auditor = NumericsAuditor(task.outputs, reference, lambda s: make_inputs(task, s), self.seeds,
@@ -526,7 +528,7 @@ class EvaluationSession:
             if self.choice is not None and self.choice.name == "emulator" and self.auditor is not None:
                 self.stage2.ask_reference(reference, self.auditor.inputs, self.auditor.references)
             reference.seal()  # the judging steps replay these answers; the processes end here
-            for ref_child in self.reference_children or [child]:
+            for ref_child in self.reference_children:
                 ref_child.close()
             self.ctx.log(f"reference: {reference.live_calls} call(s) answered, then its process"
                          f"{'es' if len(self.reference_children) > 1 else ''} ended")
@@ -685,7 +687,7 @@ class EvaluationSession:
 
                     self._remote_replays = ThreadPoolExecutor(1, thread_name_prefix="nkitui-replay-helper")
                 self._remote_replays.submit(kernel.answer_early(outcome.log, key, inputs, precise,
-                                                                _helper_replayer(helper, data)))
+                                                                helper.replayer(data)))
             else:
                 seeds.replayer.submit(kernel.answer_early(outcome.log, key, inputs, precise))
 
@@ -1503,19 +1505,6 @@ class MutantRunner:
     def close(self) -> None:
         if self.process is not None:
             self.process.child.close()
-
-
-def _helper_replayer(helper: Any, data: bytes) -> Any:
-    """replay.replay's signature, made in the replay helper; where the helper is gone, made here."""
-    def replayer(log: Any, inputs: list[Any], *, target: str, precise: bool) -> Any:
-        try:
-            return helper.replay(data, inputs, target=target, precise=precise)
-        except ChildProcessError:
-            from nkitui.emulator import replay
-
-            return replay.replay(log, inputs, target=target, precise=precise)
-
-    return replayer
 
 
 def _sandbox(violations: list[dict[str, Any]], refusals: list[dict[str, Any]], confinement: dict[str, dict[str, Any]],

@@ -11,7 +11,6 @@ import pytest
 
 from nkitui.emulator import replay
 from nkitui.evaluate.pipeline import replayhelper
-from nkitui.evaluate.pipeline.session import _helper_replayer
 from nkitui.executor import forked
 from tests.security.test_replay_log import CASES, _record, _valid_log
 
@@ -72,7 +71,7 @@ def test_where_the_helper_is_gone_the_evaluator_replays_itself(helper) -> None: 
     helper.pid = 0  # reaped here
     with pytest.raises(ChildProcessError):
         helper.replay(data, inputs, target="trn2", precise=True)
-    got = _helper_replayer(helper, data)(log, inputs, target="trn2", precise=True)
+    got = helper.replayer(data)(log, inputs, target="trn2", precise=True)
     want = replay.replay(log, inputs, target="trn2", precise=True)
     assert all(np.array_equal(got[k], want[k]) for k in want)
 
